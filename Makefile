@@ -1,0 +1,207 @@
+# longtail — build, test, run.
+#
+#   make            build bin/longtail (installs missing Debian packages first, as root)
+#   make run        the main job: configs/default.json on this machine
+#   make test       the default test suite
+#   make test-asan  the same suite under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
+#   make bench      benchmarks against their baselines (bench/results.json)
+#   make deps       install the Debian packages the build needs
+#
+# Variables: CUDA=auto|0|1 (auto builds the CUDA learner when nvcc is found),
+# WERROR=1 (warnings are errors), V=1 (show commands).
+
+VERSION := 0.1.0
+LAYERS  := util proto buffer learner sandbox envs rewards rollout orchestrator cli
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas
+
+VARIANT ?= release
+BUILD   := build/$(VARIANT)
+CUDA    ?= auto
+WERROR  ?= 0
+FUZZ_SECONDS ?= 60
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---- toolchain and flags -------------------------------------------------------------
+
+CC      ?= cc
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation -fno-strict-aliasing \
+               -I. -I$(BUILD) -MMD -MP
+ifeq ($(WERROR),1)
+CFLAGS_BASE += -Werror
+endif
+
+ifeq ($(VARIANT),asan)
+OPT     := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=address,undefined
+CUDA    := 0
+else ifeq ($(VARIANT),fuzz)
+CC      := clang
+OPT     := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -DLT_FUZZING -Wno-unknown-warning-option
+LDSAN   := -fsanitize=address,undefined
+CUDA    := 0
+else
+OPT     := -O2 -march=native
+LDSAN   :=
+endif
+
+# ---- CUDA ----------------------------------------------------------------------------
+
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CU_SRC := $(wildcard learner/cuda/*.cu)
+ifeq ($(CUDA),1)
+ifeq ($(NVCC),)
+$(error CUDA=1 but nvcc was not found)
+endif
+USE_CUDA := 1
+else ifeq ($(CUDA),auto)
+USE_CUDA := $(if $(and $(NVCC),$(CU_SRC)),1,0)
+else
+USE_CUDA := 0
+endif
+
+ifeq ($(USE_CUDA),1)
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS ?= 80 90
+NVCC_FLAGS := -O3 -std=c++17 -I. -I$(BUILD) -Xcompiler -Wall,-Wextra,-fPIC --expt-relaxed-constexpr \
+              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -MMD -MP \
+              -DLT_CUDA_ARCHS='"$(CUDA_ARCHS)"'
+ifeq ($(WERROR),1)
+NVCC_FLAGS += -Werror all-warnings
+endif
+CUDA_DEFS  := -DLT_HAVE_CUDA
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+CU_OBJ     := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+else
+CUDA_DEFS  :=
+CUDA_LIBS  :=
+CU_OBJ     :=
+endif
+
+CFLAGS  := $(CFLAGS_BASE) $(OPT) $(CUDA_DEFS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  := $(CUDA_LIBS) $(PKG_LIBS) -lm -lpthread -ldl
+
+# ---- sources -------------------------------------------------------------------------
+
+LIB_SRC  := $(filter-out cli/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_OBJ)
+LIB      := $(BUILD)/liblongtail.a
+MAIN_OBJ := $(BUILD)/obj/cli/main.o
+ifeq ($(VARIANT),release)
+BIN      := bin/longtail
+else
+BIN      := $(BUILD)/bin/longtail
+endif
+TEST_SRC := $(wildcard tests/unit/*.c tests/integ/*.c tests/support/*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(BUILD)/tests/longtail-tests
+FUZZ_SRC := $(wildcard tests/fuzz/*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+
+.PHONY: all build run test test-asan test-build fuzz fuzz-build bench clean deps check-deps docs \
+        test-gpu bench-gpu chaos soak FORCE
+.DEFAULT_GOAL := all
+
+# The public targets check the Debian packages first, then build in a sub-make so that
+# pkg-config flags are read after any install.
+all: check-deps
+	$(Q)$(MAKE) --no-print-directory build
+
+check-deps:
+	$(Q)scripts/deps.sh check >/dev/null || scripts/deps.sh install
+
+deps:
+	$(Q)scripts/deps.sh install
+
+build: $(BIN)
+
+$(BIN): $(MAIN_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(LDSAN) -o $@ $(MAIN_OBJ) $(LIB) $(LDLIBS)
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $(LIB_OBJ)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCC_FLAGS) $(CUDA_DEFS) -c $< -o $@
+
+# build_info.h changes only when the version or the commit does, so a commit does not
+# rebuild everything.
+$(BUILD)/build_info.h: FORCE
+	@mkdir -p $(dir $@)
+	$(Q)c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	git diff --quiet HEAD 2>/dev/null || c="$$c-dirty"; \
+	printf '#define LT_VERSION "%s"\n#define LT_GIT_COMMIT "%s"\n' "$(VERSION)" "$$c" > $@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/cli/version.o: $(BUILD)/build_info.h
+
+# ---- tests ---------------------------------------------------------------------------
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(LIB) $(LDLIBS) -lcriterion
+
+test-build: $(BIN) $(TEST_BIN)
+
+# TEST_JOBS: parallel test processes; TEST_FILTER: a Criterion glob (e.g. 'proto/*').
+TEST_JOBS ?= 2
+TEST_ARGS  = --jobs $(TEST_JOBS) $(if $(TEST_FILTER),--filter '$(TEST_FILTER)')
+test: check-deps
+	$(Q)$(MAKE) --no-print-directory test-build
+	$(Q)LT_BIN=$(abspath $(BIN)) LT_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
+
+test-asan: check-deps
+	$(Q)$(MAKE) --no-print-directory VARIANT=asan test-build
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LT_BIN=$(abspath build/asan/bin/longtail) LT_ROOT=$(CURDIR) LT_ASAN=1 \
+	  build/asan/tests/longtail-tests $(TEST_ARGS)
+
+# ---- fuzzing -------------------------------------------------------------------------
+
+build/fuzz/%: tests/fuzz/%.c
+	$(Q)$(MAKE) --no-print-directory VARIANT=fuzz build/fuzz/liblongtail.a
+	@echo "  FUZZ    $@"
+	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -Ibuild/fuzz -fsanitize=address,undefined,fuzzer -DLT_FUZZING \
+	  $(PKG_CFLAGS) -o $@ $< build/fuzz/liblongtail.a $(PKG_LIBS) -lm -lpthread -ldl
+
+fuzz-build: check-deps
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
+
+# Each target runs FUZZ_SECONDS on a copy of its seed corpus; a crash, leak or sanitizer
+# report fails the target and leaves the reproducer in build/fuzz/artifacts/.
+fuzz: fuzz-build
+	$(Q)scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+# ---- the main job, benchmarks, docs --------------------------------------------------
+
+run: all
+	$(Q)bin/longtail train configs/default.json
+
+bench: all
+	$(Q)scripts/bench.sh
+
+docs: all
+	$(Q)bin/longtail config --schema-md > docs/config.md
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,52 @@
+/* The subcommands of bin/longtail and what they share. */
+#ifndef LT_CLI_COMMANDS_H
+#define LT_CLI_COMMANDS_H
+
+#include "cli/args.h"
+#include "util/config.h"
+
+typedef int (*lt_cmd_fn)(int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  lt_cmd_fn fn;
+  const char *summary;
+} lt_command_t;
+
+/* Every command: argv[0] is the command name. Returns the process exit code. */
+int lt_cmd_train(int argc, char **argv);
+int lt_cmd_worker(int argc, char **argv);
+int lt_cmd_serve(int argc, char **argv);
+int lt_cmd_sft(int argc, char **argv);
+int lt_cmd_init(int argc, char **argv);
+int lt_cmd_stats(int argc, char **argv);
+int lt_cmd_export(int argc, char **argv);
+int lt_cmd_plot(int argc, char **argv);
+int lt_cmd_replay(int argc, char **argv);
+int lt_cmd_inspect(int argc, char **argv);
+int lt_cmd_compare(int argc, char **argv);
+int lt_cmd_logprobs(int argc, char **argv);
+int lt_cmd_grad(int argc, char **argv);
+int lt_cmd_generate(int argc, char **argv);
+int lt_cmd_tokenize(int argc, char **argv);
+int lt_cmd_reward(int argc, char **argv);
+int lt_cmd_sandbox(int argc, char **argv);
+int lt_cmd_keygen(int argc, char **argv);
+int lt_cmd_config(int argc, char **argv);
+
+extern const lt_command_t lt_commands[];
+extern const int lt_ncommands;
+
+/* Every config fragment of every layer, in documentation order. */
+extern const lt_cfg_schema_t *const lt_all_schemas[];
+extern const int lt_all_nschemas;
+
+/* Loads a job config with the --set overrides of `sets` (may be NULL).  On
+ * failure prints "longtail CMD: config error: <path>: <problem>" and returns
+ * the exit code (2 for config and syntax errors). */
+int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *sets, lt_config_t *cfg);
+
+/* The version banner with build features, as `longtail --version` prints it. */
+void lt_cli_print_version(void);
+
+#endif

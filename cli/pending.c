@@ -1,0 +1,35 @@
+/* Commands whose implementation has not landed yet.  Each one is removed from
+ * here when its issue lands. */
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+static int pending(const char *name, const char *issue) {
+  fprintf(stderr, "longtail %s: not available in this build yet (%s)\n", name, issue);
+  return LT_EXIT_FAIL;
+}
+
+#define PENDING(fn, name, issue) \
+  int fn(int argc, char **argv) { \
+    (void)argc; \
+    (void)argv; \
+    return pending(name, issue); \
+  }
+
+PENDING(lt_cmd_worker, "worker", "pipeline issue")
+PENDING(lt_cmd_serve, "serve", "pipeline issue")
+PENDING(lt_cmd_sft, "sft", "learner loop issue")
+PENDING(lt_cmd_init, "init", "learner core issue")
+PENDING(lt_cmd_stats, "stats", "pipeline issue")
+PENDING(lt_cmd_export, "export", "analysis CLI issue")
+PENDING(lt_cmd_plot, "plot", "analysis CLI issue")
+PENDING(lt_cmd_replay, "replay", "analysis CLI issue")
+PENDING(lt_cmd_inspect, "inspect", "analysis CLI issue")
+PENDING(lt_cmd_compare, "compare", "analysis CLI issue")
+PENDING(lt_cmd_logprobs, "logprobs", "learner core issue")
+PENDING(lt_cmd_grad, "grad", "learner core issue")
+PENDING(lt_cmd_generate, "generate", "learner core issue")
+PENDING(lt_cmd_tokenize, "tokenize", "learner core issue")
+PENDING(lt_cmd_reward, "reward", "rewards issue")
+PENDING(lt_cmd_sandbox, "sandbox", "sandbox issue")

@@ -1,0 +1,44 @@
+#include "learner/schema.h"
+
+#define N(a) (int)(sizeof(a) / sizeof((a)[0]))
+#define BIG 1e308
+
+static const lt_cfg_entry_t model_e[] = {
+    {"model.path", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "checkpoint directory (config.json + model.safetensors) to start from"},
+    {"model.init", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model config.json to initialise randomly when model.path is empty"},
+    {"model.tokenizer", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "tokenizer.json path; empty: the model directory's, else the byte tokenizer"},
+    {"model.critic_path", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "critic checkpoint; empty: initialised from the policy"},
+};
+const lt_cfg_schema_t lt_model_schema = {"model", "Policy and critic checkpoints.", model_e, N(model_e)};
+
+static const lt_cfg_entry_t learner_e[] = {
+    {"learner.objective", LT_CFG_ENUM, "\"mispo\"", LT_CFG_NORANGE, "mispo|ppo|grpo|gspo", "policy objective"},
+    {"learner.batch.trajectories", LT_CFG_INT, "64", 1, 1000000, NULL, "eligible trajectories per learner step"},
+    {"learner.steps", LT_CFG_INT, "0", 0, BIG, NULL, "learner steps before the run ends (0: until tasks run out)"},
+    {"learner.actor_minibatches", LT_CFG_INT, "4", 1, 100000, NULL, "actor mini-batches per step (one epoch)"},
+    {"learner.critic_minibatches", LT_CFG_INT, "12", 1, 100000, NULL, "critic mini-batches per step"},
+    {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when a GPU is present)"},
+    {"learner.threads", LT_CFG_INT, "0", 0, 1024, NULL, "CPU threads for the learner (0: all cores)"},
+    {"learner.optimizer", LT_CFG_ENUM, "\"adamw\"", LT_CFG_NORANGE, "adamw|muon", "actor optimizer (muon: Newton–Schulz for 2-D weights, AdamW for the rest)"},
+    {"learner.lr", LT_CFG_NUM, "2e-6", 0, BIG, NULL, "actor peak learning rate"},
+    {"learner.warmup_steps", LT_CFG_INT, "20", 0, BIG, NULL, "actor linear warm-up steps"},
+    {"learner.weight_decay", LT_CFG_NUM, "0.1", 0, BIG, NULL, "decoupled weight decay"},
+    {"learner.grad_clip", LT_CFG_NUM, "1.0", 0, BIG, NULL, "global gradient-norm clip (0: off)"},
+    {"learner.critic.lr", LT_CFG_NUM, "5e-6", 0, BIG, NULL, "critic peak learning rate"},
+    {"learner.critic.warmup_steps", LT_CFG_INT, "50", 0, BIG, NULL, "critic warm-up steps"},
+    {"learner.mispo.token_bounds", LT_CFG_NUM_LIST, "[0.5, 2.0]", 0, BIG, NULL, "MIS-PO token ratio bounds [ρ_min, ρ_max]"},
+    {"learner.mispo.traj_bounds", LT_CFG_NUM_LIST, "[0.996, 1.001]", 0, BIG, NULL, "MIS-PO trajectory geometric-mean bounds"},
+    {"learner.kl_coef", LT_CFG_NUM, "0", 0, BIG, NULL, "unbiased KL to the reference policy (DeepSeek-V3.2 eq. 7); 0: off"},
+    {"learner.keep_sampling_mask", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "train under the rollout's top-p/top-k support"},
+    {"learner.keep_routing", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "replay the rollout's expert choices in the learner's forward"},
+};
+const lt_cfg_schema_t lt_learner_schema = {"learner", "The RL learner: objective, batches, optimizers.", learner_e, N(learner_e)};
+
+static const lt_cfg_entry_t sft_e[] = {
+    {"sft.enabled", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "warm-start the policy with supervised fine-tuning before RL"},
+    {"sft.data", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "JSONL of {prompt, response}; empty: the environment's demonstration generator"},
+    {"sft.steps", LT_CFG_INT, "100", 0, BIG, NULL, "SFT optimizer steps"},
+    {"sft.batch", LT_CFG_INT, "16", 1, BIG, NULL, "sequences per SFT step"},
+    {"sft.lr", LT_CFG_NUM, "1e-3", 0, BIG, NULL, "SFT peak learning rate"},
+};
+const lt_cfg_schema_t lt_sft_schema = {"sft", "Supervised warm start.", sft_e, N(sft_e)};

@@ -1,0 +1,74 @@
+#include "orchestrator/schema.h"
+
+#define N(a) (int)(sizeof(a) / sizeof((a)[0]))
+#define BIG 1e308
+
+static const lt_cfg_entry_t run_e[] = {
+    {"run.name", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "run name; default: the config file's name and a timestamp"},
+    {"run.root", LT_CFG_STR, "\"runs\"", LT_CFG_NORANGE, NULL, "directory that holds run directories when --run-dir is not given"},
+    {"run.seed", LT_CFG_INT, "1", 0, 9007199254740991.0, NULL, "seed for every random choice of the run"},
+};
+const lt_cfg_schema_t lt_run_schema = {"run", "Identity and seed of a run.", run_e, N(run_e)};
+
+static const lt_cfg_entry_t transport_e[] = {
+    {"transport.endpoint", LT_CFG_STR, "\"tcp://127.0.0.1:5555\"", LT_CFG_NORANGE, NULL, "ZeroMQ ROUTER endpoint the daemon binds; port 0 or '*' picks a free port"},
+    {"transport.curve", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "ZeroMQ CURVE encryption and authentication of workers"},
+    {"transport.server_secret_key", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "file with the daemon's CURVE secret key (longtail keygen)"},
+    {"transport.client_keys", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "file or directory of allowed worker public keys"},
+    {"transport.allow_insecure_remote", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "allow plain TCP on a non-loopback address (not recommended)"},
+    {"transport.max_message_mb", LT_CFG_INT, "256", 1, 65536, NULL, "largest accepted message, MiB"},
+    {"transport.heartbeat_ms", LT_CFG_INT, "1000", 10, 3600000, NULL, "heartbeat interval both ways"},
+    {"transport.liveness", LT_CFG_INT, "5", 1, 1000, NULL, "missed heartbeats after which a peer is dead"},
+};
+const lt_cfg_schema_t lt_transport_schema = {"transport", "The daemon–worker link.", transport_e, N(transport_e)};
+
+static const lt_cfg_entry_t workers_e[] = {
+    {"workers.spawn_local", LT_CFG_INT, "2", 0, 1024, NULL, "worker processes the daemon starts on this machine (0: remote workers only)"},
+    {"workers.slots", LT_CFG_INT, "4", 1, 65536, NULL, "concurrent sessions per local worker"},
+    {"workers.backend", LT_CFG_ENUM, "\"builtin\"", LT_CFG_NORANGE, "builtin|openai|scripted", "inference backend of local workers ('scripted' is a fast fake policy for load tests)"},
+    {"workers.device", LT_CFG_ENUM, "\"cpu\"", LT_CFG_NORANGE, "cpu|cuda|auto", "device of the builtin engine"},
+    {"workers.threads", LT_CFG_INT, "1", 0, 1024, NULL, "compute threads per local worker (0: all cores)"},
+    {"workers.restart", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "restart local workers that die"},
+    {"workers.daemon_gone_s", LT_CFG_NUM, "600", 1, BIG, NULL, "a worker exits after the daemon has been unreachable this long"},
+    {"workers.openai.endpoint", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "base URL of an OpenAI-compatible server (backend openai)"},
+    {"workers.openai.model", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model name sent to that server"},
+    {"workers.openai.timeout_ms", LT_CFG_INT, "120000", 1, BIG, NULL, "per-request timeout"},
+    {"workers.openai.retries", LT_CFG_INT, "3", 0, 100, NULL, "retries of transient failures, with back-off"},
+    {"workers.openai.reload_url", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "URL the worker POSTs {\"path\": DIR} to after new weights (empty: none)"},
+};
+const lt_cfg_schema_t lt_workers_schema = {"workers", "Rollout worker processes.", workers_e, N(workers_e)};
+
+static const lt_cfg_entry_t scheduler_e[] = {
+    {"scheduler.mode", LT_CFG_ENUM, "\"async\"", LT_CFG_NORANGE, "async|sync", "async: streaming, no batch barrier; sync: batch barrier and max_staleness 0 (for comparison)"},
+    {"scheduler.max_staleness", LT_CFG_INT_OR_ENUM, "2", 0, 1000000, "auto", "largest current_version − version_min of a trainable trajectory; 'auto' adapts it to the measured mismatch"},
+    {"scheduler.on_update", LT_CFG_ENUM, "\"continue\"", LT_CFG_NORANGE, "continue|abort", "in-flight generations on a weight update: continue under the new version, or abort and resume"},
+    {"scheduler.max_attempts", LT_CFG_INT, "3", 1, 1000, NULL, "attempts of a task before it is failed"},
+    {"scheduler.task_timeout_s", LT_CFG_NUM, "600", 0.001, BIG, NULL, "a dispatched task not returned in this time is requeued"},
+    {"scheduler.group_size", LT_CFG_INT, "8", 1, 4096, NULL, "samples per prompt (group id) "},
+    {"scheduler.max_tasks", LT_CFG_INT, "0", 0, BIG, NULL, "stop dispatching after this many training tasks (0: unbounded)"},
+    {"scheduler.queue_depth", LT_CFG_INT, "0", 0, BIG, NULL, "tasks kept ahead of the learner (0: 2 × batch)"},
+    {"scheduler.dynamic_filter", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "drop groups whose rewards have zero variance (counted)"},
+    {"scheduler.domain_ratios", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "domain name → sampling weight"},
+    {"scheduler.domain_ratios.*", LT_CFG_NUM, NULL, 0, BIG, NULL, "sampling weight of a domain"},
+    {"scheduler.oversample", LT_CFG_NUM, "1.0", 1, 100, NULL, "dispatch this many times the tasks a batch needs, so slow domains do not starve a batch"},
+};
+const lt_cfg_schema_t lt_scheduler_schema = {"scheduler", "Dispatch, asynchrony and staleness control.", scheduler_e, N(scheduler_e)};
+
+static const lt_cfg_entry_t checkpoint_e[] = {
+    {"checkpoint.every", LT_CFG_INT, "10", 0, BIG, NULL, "full checkpoint (policy, critic, optimizer, RNG, scheduler) every N learner steps (0: only at exit)"},
+    {"checkpoint.keep", LT_CFG_INT, "3", 1, 1000, NULL, "full checkpoints kept"},
+};
+const lt_cfg_schema_t lt_checkpoint_schema = {"checkpoint", "Checkpoints for --resume.", checkpoint_e, N(checkpoint_e)};
+
+static const lt_cfg_entry_t eval_e[] = {
+    {"eval.every", LT_CFG_INT, "0", 0, BIG, NULL, "evaluate every N learner steps (0: never); also before the first step"},
+    {"eval.prompts", LT_CFG_INT, "100", 1, BIG, NULL, "held-out prompts per evaluation (pass@1, greedy)"},
+};
+const lt_cfg_schema_t lt_eval_schema = {"eval", "Held-out evaluation.", eval_e, N(eval_e)};
+
+static const lt_cfg_entry_t monitor_e[] = {
+    {"monitor.prometheus_port", LT_CFG_INT, "0", 0, 65535, NULL, "Prometheus text endpoint on 127.0.0.1 (0: off)"},
+    {"monitor.progress", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|on|off", "progress line on stderr (auto: when a terminal)"},
+    {"monitor.routing_confidence_floor", LT_CFG_NUM, "0", 0, 1, NULL, "alarm when routing confidence falls below this (0: off)"},
+};
+const lt_cfg_schema_t lt_monitor_schema = {"monitor", "Metrics, progress and alarms.", monitor_e, N(monitor_e)};

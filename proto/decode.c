@@ -1,0 +1,425 @@
+/* Frames → message, validating everything before use. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+#include "util/error.h"
+
+typedef struct {
+  const cJSON *h;
+  const char *type;
+} dec_t;
+
+#define BAD(d, ...) lt_error_set(LT_EPROTO, __VA_ARGS__)
+
+static const cJSON *get(dec_t *d, const char *k) {
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(d->h, k);
+  return (n && !cJSON_IsNull(n)) ? n : NULL;
+}
+
+static int integer(dec_t *d, const char *k, int64_t lo, int64_t hi, int required, int64_t def, int64_t *out) {
+  const cJSON *n = get(d, k);
+  if (!n) {
+    if (required) return BAD(d, "%s.%s: missing", d->type, k);
+    *out = def;
+    return 0;
+  }
+  if (!cJSON_IsNumber(n) || n->valuedouble != floor(n->valuedouble))
+    return BAD(d, "%s.%s: expected integer", d->type, k);
+  if (n->valuedouble < (double)lo || n->valuedouble > (double)hi)
+    return BAD(d, "%s.%s: %.0f out of range [%lld, %lld]", d->type, k, n->valuedouble, (long long)lo,
+               (long long)hi);
+  *out = (int64_t)n->valuedouble;
+  return 0;
+}
+
+static int int32f(dec_t *d, const char *k, int lo, int hi, int required, int def, int *out) {
+  int64_t v;
+  int rc = integer(d, k, lo, hi, required, def, &v);
+  if (rc == 0) *out = (int)v;
+  return rc;
+}
+
+static int idf(dec_t *d, const char *k, int required, uint64_t *out) {
+  int64_t v;
+  int rc = integer(d, k, 0, (int64_t)LT_PROTO_MAX_ID, required, 0, &v);
+  if (rc == 0) *out = (uint64_t)v;
+  return rc;
+}
+
+static int number(dec_t *d, const char *k, double lo, double hi, int required, double def, double *out) {
+  const cJSON *n = get(d, k);
+  if (!n) {
+    if (required) return BAD(d, "%s.%s: missing", d->type, k);
+    *out = def;
+    return 0;
+  }
+  if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble)) return BAD(d, "%s.%s: expected finite number", d->type, k);
+  if (n->valuedouble < lo || n->valuedouble > hi)
+    return BAD(d, "%s.%s: %g out of range [%g, %g]", d->type, k, n->valuedouble, lo, hi);
+  *out = n->valuedouble;
+  return 0;
+}
+
+static int boolean(dec_t *d, const char *k, int *out) {
+  const cJSON *n = get(d, k);
+  if (!n) {
+    *out = 0;
+    return 0;
+  }
+  if (!cJSON_IsBool(n)) return BAD(d, "%s.%s: expected boolean", d->type, k);
+  *out = cJSON_IsTrue(n);
+  return 0;
+}
+
+/* Copies a string field; absent optional strings become "". */
+static int string(dec_t *d, const char *k, int required, char **out) {
+  const cJSON *n = get(d, k);
+  const char *s = "";
+  if (!n) {
+    if (required) return BAD(d, "%s.%s: missing", d->type, k);
+  } else {
+    if (!cJSON_IsString(n)) return BAD(d, "%s.%s: expected string", d->type, k);
+    s = n->valuestring;
+    if (strlen(s) > LT_PROTO_MAX_STR) return BAD(d, "%s.%s: string longer than %d bytes", d->type, k, LT_PROTO_MAX_STR);
+  }
+  *out = strdup(s);
+  if (!*out) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  return 0;
+}
+
+static int sha(dec_t *d, const char *k, char out[65]) {
+  const cJSON *n = get(d, k);
+  out[0] = 0;
+  if (!n) return 0;
+  if (!cJSON_IsString(n)) return BAD(d, "%s.%s: expected string", d->type, k);
+  size_t l = strlen(n->valuestring);
+  if (l == 0) return 0;
+  if (l != 64 || strspn(n->valuestring, "0123456789abcdef") != 64)
+    return BAD(d, "%s.%s: expected 64 lower-case hex digits", d->type, k);
+  memcpy(out, n->valuestring, 65);
+  return 0;
+}
+
+/* Detaches a JSON object/array from the header (takes it over). */
+static int subtree(dec_t *d, const char *k, int array, cJSON **out) {
+  cJSON *n = cJSON_GetObjectItemCaseSensitive(d->h, k);
+  *out = NULL;
+  if (!n || cJSON_IsNull(n)) {
+    *out = array ? cJSON_CreateArray() : cJSON_CreateObject();
+    return *out ? 0 : lt_error_set(LT_ENOMEM, "decode: out of memory");
+  }
+  if (array ? !cJSON_IsArray(n) : !cJSON_IsObject(n))
+    return BAD(d, "%s.%s: expected %s", d->type, k, array ? "array" : "object");
+  *out = cJSON_DetachItemViaPointer((cJSON *)d->h, n);
+  return 0;
+}
+
+static int id_list(dec_t *d, const char *k, uint64_t **out, int *n) {
+  const cJSON *a = get(d, k);
+  *out = NULL;
+  *n = 0;
+  if (!a) return 0;
+  if (!cJSON_IsArray(a)) return BAD(d, "%s.%s: expected array", d->type, k);
+  int len = cJSON_GetArraySize(a);
+  if (len > LT_PROTO_MAX_IDS) return BAD(d, "%s.%s: %d ids exceeds %d", d->type, k, len, LT_PROTO_MAX_IDS);
+  if (len == 0) return 0;
+  uint64_t *v = malloc(sizeof *v * (size_t)len);
+  if (!v) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  int i = 0;
+  for (const cJSON *c = a->child; c; c = c->next, i++) {
+    if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || c->valuedouble < 0 ||
+        c->valuedouble > (double)LT_PROTO_MAX_ID) {
+      free(v);
+      return BAD(d, "%s.%s[%d]: expected id in [0, %llu]", d->type, k, i, LT_PROTO_MAX_ID);
+    }
+    v[i] = (uint64_t)c->valuedouble;
+  }
+  *out = v;
+  *n = len;
+  return 0;
+}
+
+/* ---- binary frames ---- */
+
+typedef struct {
+  const char *name;
+  const char *dtype;
+  size_t elem;
+  const lt_frame_t *frame; /* set when present */
+  size_t count;
+} fspec_t;
+
+static int bind_frames(dec_t *d, const lt_frame_t *frames, int n, fspec_t *spec, int nspec) {
+  const cJSON *list = get(d, "frames");
+  int nlist = 0;
+  if (list) {
+    if (!cJSON_IsArray(list)) return BAD(d, "%s.frames: expected array", d->type);
+    nlist = cJSON_GetArraySize(list);
+  }
+  if (nlist != n - 1)
+    return BAD(d, "%s.frames: header describes %d binary frames but %d arrived", d->type, nlist, n - 1);
+  int i = 0;
+  for (const cJSON *c = list ? list->child : NULL; c; c = c->next, i++) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "name");
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(c, "dtype");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(c, "count");
+    if (!cJSON_IsObject(c) || !cJSON_IsString(nm) || !cJSON_IsString(dt) || !cJSON_IsNumber(ct))
+      return BAD(d, "%s.frames[%d]: expected {name, dtype, count}", d->type, i);
+    fspec_t *s = NULL;
+    for (int k = 0; k < nspec; k++)
+      if (strcmp(spec[k].name, nm->valuestring) == 0) s = &spec[k];
+    if (!s) return BAD(d, "%s.frames[%d]: unknown frame '%.64s'", d->type, i, nm->valuestring);
+    if (s->frame) return BAD(d, "%s.frames[%d]: frame '%s' appears twice", d->type, i, s->name);
+    if (strcmp(dt->valuestring, s->dtype) != 0)
+      return BAD(d, "%s.frames[%d]: '%s' must have dtype %s, got '%.16s'", d->type, i, s->name, s->dtype,
+                 dt->valuestring);
+    double cnt = ct->valuedouble;
+    if (cnt != floor(cnt) || cnt < 0 || cnt > (double)LT_PROTO_MAX_ROUTING)
+      return BAD(d, "%s.frames[%d]: '%s' count %.0f out of range", d->type, i, s->name, cnt);
+    s->count = (size_t)cnt;
+    const lt_frame_t *f = &frames[i + 1];
+    if (f->len != s->count * s->elem)
+      return BAD(d, "%s.frames[%d]: '%s' declares %zu × %s (%zu bytes) but the frame has %zu bytes", d->type, i,
+                 s->name, s->count, s->dtype, s->count * s->elem, f->len);
+    s->frame = f;
+  }
+  return 0;
+}
+
+static int copy_frame(const fspec_t *s, void **out) {
+  *out = NULL;
+  if (!s->frame) return 0;
+  size_t len = s->frame->len;
+  *out = malloc(len ? len : 1);
+  if (!*out) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  if (len) memcpy(*out, s->frame->data, len);
+  return 0;
+}
+
+enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_N };
+
+static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) {
+  int rc, v;
+  if ((rc = idf(d, "task_id", 1, &t->task_id)) || (rc = idf(d, "group_id", 1, &t->group_id)) ||
+      (rc = string(d, "domain", 0, &t->domain)) || (rc = string(d, "reason", 0, &t->reason)) ||
+      (rc = string(d, "error", 0, &t->error)))
+    return rc;
+  char *s = NULL;
+  if ((rc = string(d, "status", 1, &s))) return rc;
+  v = lt_traj_status_parse(s);
+  free(s);
+  if (v < 0) return BAD(d, "TRAJ.status: unknown status");
+  t->status = (lt_traj_status)v;
+  if ((rc = string(d, "finish", 1, &s))) return rc;
+  v = lt_finish_parse(s);
+  free(s);
+  if (v < 0) return BAD(d, "TRAJ.finish: expected terminated|truncated|none");
+  t->finish = (lt_finish)v;
+  t->has_reward = get(d, "reward") != NULL;
+  if (t->has_reward && (rc = number(d, "reward", -1e9, 1e9, 1, 0, &t->reward))) return rc;
+  if (t->status == LT_TRAJ_OK && !t->has_reward) return BAD(d, "TRAJ.reward: status ok requires a reward");
+  if (t->status != LT_TRAJ_OK && t->has_reward)
+    return BAD(d, "TRAJ.reward: a %s trajectory carries no reward", lt_traj_status_name(t->status));
+  if ((rc = int32f(d, "turns", 0, 1 << 20, 0, 0, &t->turns)) || (rc = boolean(d, "eval", &t->eval)) ||
+      (rc = number(d, "gen_ms", 0, 1e12, 0, 0, &t->gen_ms)) || (rc = number(d, "env_ms", 0, 1e12, 0, 0, &t->env_ms)) ||
+      (rc = number(d, "reward_ms", 0, 1e12, 0, 0, &t->reward_ms)))
+    return rc;
+  if ((rc = subtree(d, "components", 0, &t->components))) return rc;
+  for (const cJSON *c = t->components->child; c; c = c->next)
+    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
+      return BAD(d, "TRAJ.components.%.64s: expected finite number", c->string ? c->string : "?");
+  if ((rc = subtree(d, "messages", 1, &t->messages))) return rc;
+  for (const cJSON *c = t->messages->child; c; c = c->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(c, "role");
+    if (!cJSON_IsObject(c) || !cJSON_IsString(role)) return BAD(d, "TRAJ.messages: each message needs a role");
+  }
+
+  fspec_t sp[F_N] = {
+      [F_TOKENS] = {"tokens", "i32", 4, NULL, 0},     [F_LOGPROBS] = {"logprobs", "f32", 4, NULL, 0},
+      [F_MASK] = {"loss_mask", "u8", 1, NULL, 0},     [F_VERSIONS] = {"versions", "i32", 4, NULL, 0},
+      [F_SUPPORT] = {"support", "i32", 4, NULL, 0},   [F_RIDS] = {"routing_ids", "u16", 2, NULL, 0},
+      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0}};
+  if ((rc = bind_frames(d, frames, n, sp, F_N))) return rc;
+  for (int k = F_TOKENS; k <= F_VERSIONS; k++)
+    if (!sp[k].frame) return BAD(d, "TRAJ: frame '%s' missing", sp[k].name);
+  size_t T = sp[F_TOKENS].count;
+  if (T > LT_PROTO_MAX_TOKENS) return BAD(d, "TRAJ.tokens: %zu tokens exceeds %d", T, LT_PROTO_MAX_TOKENS);
+  for (int k = F_LOGPROBS; k <= F_SUPPORT; k++)
+    if (sp[k].frame && sp[k].count != T)
+      return BAD(d, "TRAJ: frame '%s' has %zu entries, tokens has %zu", sp[k].name, sp[k].count, T);
+  t->ntokens = (int)T;
+  if ((rc = int32f(d, "routing_layers", 0, 4096, 0, 0, &t->routing_layers))) return rc;
+  if (t->routing_layers > 0) {
+    if ((rc = int32f(d, "routing_k", 1, 256, 1, 0, &t->routing_k)) ||
+        (rc = int32f(d, "routing_experts", 1, 65535, 1, 0, &t->routing_experts)))
+      return rc;
+    if (t->routing_k > t->routing_experts) return BAD(d, "TRAJ.routing_k: exceeds routing_experts");
+    size_t r = T * (size_t)t->routing_layers * (size_t)t->routing_k;
+    if (!sp[F_RIDS].frame || !sp[F_RPROBS].frame) return BAD(d, "TRAJ: routing_layers set but routing frames missing");
+    if (sp[F_RIDS].count != r || sp[F_RPROBS].count != r)
+      return BAD(d, "TRAJ: routing frames must have tokens × routing_layers × routing_k = %zu entries", r);
+  } else if (sp[F_RIDS].frame || sp[F_RPROBS].frame) {
+    return BAD(d, "TRAJ: routing frames without routing_layers");
+  }
+  if ((rc = copy_frame(&sp[F_TOKENS], (void **)&t->tokens)) || (rc = copy_frame(&sp[F_LOGPROBS], (void **)&t->logprobs)) ||
+      (rc = copy_frame(&sp[F_MASK], (void **)&t->loss_mask)) || (rc = copy_frame(&sp[F_VERSIONS], (void **)&t->versions)) ||
+      (rc = copy_frame(&sp[F_SUPPORT], (void **)&t->support)) || (rc = copy_frame(&sp[F_RIDS], (void **)&t->routing_ids)) ||
+      (rc = copy_frame(&sp[F_RPROBS], (void **)&t->routing_probs)))
+    return rc;
+  for (size_t i = 0; i < T; i++) {
+    if (t->tokens[i] < 0) return BAD(d, "TRAJ.tokens[%zu]: negative token id", i);
+    if (t->loss_mask[i] > 1) return BAD(d, "TRAJ.loss_mask[%zu]: expected 0 or 1", i);
+    if (!isfinite(t->logprobs[i]) || t->logprobs[i] > 1e-3f)
+      return BAD(d, "TRAJ.logprobs[%zu]: expected a finite log-probability ≤ 0", i);
+    if (t->versions[i] < -1) return BAD(d, "TRAJ.versions[%zu]: expected ≥ -1", i);
+    if (t->loss_mask[i] && t->versions[i] < 0) return BAD(d, "TRAJ.versions[%zu]: generated token without a version", i);
+    if (t->support && t->support[i] < 0) return BAD(d, "TRAJ.support[%zu]: negative", i);
+  }
+  size_t r = T * (size_t)t->routing_layers * (size_t)t->routing_k;
+  for (size_t i = 0; i < r; i++) {
+    if (t->routing_ids[i] >= t->routing_experts) return BAD(d, "TRAJ.routing_ids[%zu]: expert id out of range", i);
+    float p = t->routing_probs[i];
+    if (!(p >= 0.0f && p <= 1.0f + 1e-4f)) return BAD(d, "TRAJ.routing_probs[%zu]: expected a probability", i);
+  }
+  return 0;
+}
+
+static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
+  int rc = 0;
+  int64_t v;
+  if (m->type != LT_MSG_TRAJ && n != 1) return BAD(d, "%s: carries no binary frames, got %d", d->type, n - 1);
+  switch (m->type) {
+  case LT_MSG_HELLO: {
+    lt_hello_t *x = &m->u.hello;
+    if ((rc = string(d, "name", 1, &x->name)) || (rc = int32f(d, "slots", 1, 65536, 1, 0, &x->slots)) ||
+        (rc = string(d, "backend", 0, &x->backend)) || (rc = string(d, "device", 0, &x->device)) ||
+        (rc = string(d, "host", 0, &x->host)) || (rc = integer(d, "pid", 0, INT32_MAX, 0, 0, &x->pid)) ||
+        (rc = integer(d, "policy_version", -1, INT32_MAX, 0, -1, &x->policy_version)) ||
+        (rc = id_list(d, "pending", &x->pending, &x->npending)))
+      return rc;
+    if (!x->name[0]) return BAD(d, "HELLO.name: empty");
+    return 0;
+  }
+  case LT_MSG_WELCOME: {
+    lt_welcome_t *x = &m->u.welcome;
+    if ((rc = string(d, "worker_id", 1, &x->worker_id)) || (rc = string(d, "run", 0, &x->run)) ||
+        (rc = int32f(d, "heartbeat_ms", 10, 3600000, 1, 0, &x->heartbeat_ms)) ||
+        (rc = int32f(d, "liveness", 1, 1000, 1, 0, &x->liveness)) ||
+        (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
+        (rc = string(d, "weights_location", 0, &x->weights_location)) || (rc = sha(d, "sha256", x->sha256)) ||
+        (rc = subtree(d, "settings", 0, &x->settings)))
+      return rc;
+    return 0;
+  }
+  case LT_MSG_TASK: {
+    lt_task_t *x = &m->u.task;
+    if ((rc = idf(d, "task_id", 1, &x->task_id)) || (rc = idf(d, "group_id", 1, &x->group_id)) ||
+        (rc = integer(d, "prompt_id", -1, (int64_t)LT_PROTO_MAX_ID, 0, -1, &x->prompt_id)) ||
+        (rc = string(d, "domain", 0, &x->domain)) || (rc = string(d, "env", 1, &x->env)) ||
+        (rc = string(d, "session", 0, &x->session)) ||
+        (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
+        (rc = int32f(d, "attempt", 0, 1000000, 0, 0, &x->attempt)) ||
+        (rc = integer(d, "seed", -(int64_t)LT_PROTO_MAX_ID, (int64_t)LT_PROTO_MAX_ID, 0, 0, &x->seed)) ||
+        (rc = number(d, "temperature", 0, 100, 0, 1.0, &x->temperature)) ||
+        (rc = number(d, "top_p", 0, 1, 0, 1.0, &x->top_p)) || (rc = int32f(d, "top_k", 0, 1 << 24, 0, 0, &x->top_k)) ||
+        (rc = int32f(d, "max_new_tokens", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_new_tokens)) ||
+        (rc = int32f(d, "max_turns", 1, 1 << 20, 0, 1, &x->max_turns)) ||
+        (rc = int32f(d, "max_context", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_context)) ||
+        (rc = boolean(d, "eval", &x->eval)) || (rc = subtree(d, "spec", 0, &x->spec)))
+      return rc;
+    if (!x->env[0]) return BAD(d, "TASK.env: empty");
+    return 0;
+  }
+  case LT_MSG_TRAJ: return decode_traj(d, frames, n, &m->u.traj);
+  case LT_MSG_ACK: {
+    lt_ack_t *x = &m->u.ack;
+    if ((rc = id_list(d, "task_ids", &x->task_ids, &x->n))) return rc;
+    const cJSON *dup = get(d, "duplicate");
+    if (dup) {
+      if (!cJSON_IsArray(dup) || cJSON_GetArraySize(dup) != x->n)
+        return BAD(d, "ACK.duplicate: expected an array as long as task_ids");
+      x->duplicate = calloc((size_t)(x->n ? x->n : 1), 1);
+      if (!x->duplicate) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+      int i = 0;
+      for (const cJSON *c = dup->child; c; c = c->next, i++) {
+        if (!cJSON_IsBool(c)) return BAD(d, "ACK.duplicate[%d]: expected boolean", i);
+        x->duplicate[i] = (uint8_t)cJSON_IsTrue(c);
+      }
+    }
+    return 0;
+  }
+  case LT_MSG_HEARTBEAT: {
+    lt_heartbeat_t *x = &m->u.heartbeat;
+    if ((rc = integer(d, "t_ms", 0, INT64_MAX / 2, 0, 0, &x->t_ms)) ||
+        (rc = int32f(d, "inflight", 0, 1 << 20, 0, 0, &x->inflight)) ||
+        (rc = int32f(d, "slots", 0, 65536, 0, 0, &x->slots)) ||
+        (rc = integer(d, "policy_version", -1, INT32_MAX, 0, -1, &x->policy_version)) ||
+        (rc = int32f(d, "unacked", 0, 1 << 24, 0, 0, &x->unacked)))
+      return rc;
+    return 0;
+  }
+  case LT_MSG_WEIGHTS: {
+    lt_weights_t *x = &m->u.weights;
+    if ((rc = integer(d, "version", 0, INT32_MAX, 1, 0, &x->version)) ||
+        (rc = string(d, "location", 1, &x->location)) || (rc = sha(d, "sha256", x->sha256)) ||
+        (rc = integer(d, "bytes", 0, INT64_MAX / 2, 0, 0, &x->bytes)))
+      return rc;
+    if (!x->location[0]) return BAD(d, "WEIGHTS.location: empty");
+    return 0;
+  }
+  case LT_MSG_ABORT:
+    if ((rc = idf(d, "task_id", 0, &m->u.abort.task_id)) || (rc = string(d, "reason", 0, &m->u.abort.reason))) return rc;
+    return 0;
+  case LT_MSG_ERROR:
+    if ((rc = integer(d, "code", LT_ECODE_MIN, 0, 1, 0, &v))) return rc;
+    m->u.error.code = (int)v;
+    if ((rc = string(d, "message", 0, &m->u.error.message)) || (rc = idf(d, "ref", 0, &m->u.error.ref))) return rc;
+    return 0;
+  case LT_MSG_BYE: return string(d, "reason", 0, &m->u.bye.reason);
+  default: return BAD(d, "unknown type");
+  }
+}
+
+int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out) {
+  memset(out, 0, sizeof *out);
+  if (n < 1) return lt_error_set(LT_EPROTO, "empty message");
+  if (n > LT_PROTO_MAX_FRAMES) return lt_error_set(LT_EPROTO, "%d frames exceeds the limit of %d", n, LT_PROTO_MAX_FRAMES);
+  const lt_frame_t *f0 = &frames[0];
+  if (f0->len == 0) return lt_error_set(LT_EPROTO, "empty header frame");
+  if (f0->len > LT_PROTO_MAX_HEADER) return lt_error_set(LT_EPROTO, "header of %zu bytes exceeds the limit", f0->len);
+  if (memchr(f0->data, 0, f0->len)) return lt_error_set(LT_EPROTO, "header contains a NUL byte");
+  cJSON *h = cJSON_ParseWithLength(f0->data, f0->len);
+  if (!h) return lt_error_set(LT_EPROTO, "header is not JSON");
+  dec_t d = {.h = h, .type = "message"};
+  int rc;
+  if (!cJSON_IsObject(h)) {
+    rc = lt_error_set(LT_EPROTO, "header is not a JSON object");
+    goto out;
+  }
+  int64_t v;
+  if ((rc = integer(&d, "v", 0, INT32_MAX, 1, 0, &v))) goto out;
+  if (v != LT_PROTO_VERSION) {
+    rc = lt_error_set(LT_EVERSION, "protocol version %lld is not supported (this build speaks %d)", (long long)v,
+                      LT_PROTO_VERSION);
+    goto out;
+  }
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(h, "type");
+  int t = cJSON_IsString(ty) ? lt_msg_type_parse(ty->valuestring) : -1;
+  if (t < 0) {
+    rc = lt_error_set(LT_EPROTO, "header.type: missing or unknown message type");
+    goto out;
+  }
+  out->type = (lt_msg_type)t;
+  d.type = lt_msg_type_name(out->type);
+  if ((rc = idf(&d, "id", 1, &out->id))) goto out;
+  rc = decode_body(&d, frames, n, out);
+out:
+  cJSON_Delete(h);
+  if (rc < 0) {
+    if (out->type) lt_msg_free(out);
+    memset(out, 0, sizeof *out);
+  }
+  return rc;
+}

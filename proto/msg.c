@@ -1,0 +1,88 @@
+/* Message names and ownership. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+
+static const char *type_names[LT_MSG_NTYPES] = {
+    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE"};
+
+static const char *status_names[LT_TRAJ_NSTATUS] = {"ok", "reward_failed", "env_error", "aborted", "error"};
+
+static const char *finish_names[LT_FINISH_N] = {"terminated", "truncated", "none"};
+
+static int parse_in(const char *const *names, int n, int first, const char *s) {
+  if (!s) return -1;
+  for (int i = first; i < n; i++)
+    if (names[i] && strcmp(names[i], s) == 0) return i;
+  return -1;
+}
+
+const char *lt_msg_type_name(lt_msg_type t) {
+  return (t > 0 && t < LT_MSG_NTYPES) ? type_names[t] : "?";
+}
+int lt_msg_type_parse(const char *s) { return parse_in(type_names, LT_MSG_NTYPES, 1, s); }
+
+const char *lt_traj_status_name(lt_traj_status s) {
+  return ((int)s >= 0 && s < LT_TRAJ_NSTATUS) ? status_names[s] : "?";
+}
+int lt_traj_status_parse(const char *s) { return parse_in(status_names, LT_TRAJ_NSTATUS, 0, s); }
+
+const char *lt_finish_name(lt_finish f) { return ((int)f >= 0 && f < LT_FINISH_N) ? finish_names[f] : "?"; }
+int lt_finish_parse(const char *s) { return parse_in(finish_names, LT_FINISH_N, 0, s); }
+
+void lt_msg_free(lt_msg_t *m) {
+  switch (m->type) {
+  case LT_MSG_HELLO:
+    free(m->u.hello.name);
+    free(m->u.hello.backend);
+    free(m->u.hello.device);
+    free(m->u.hello.host);
+    free(m->u.hello.pending);
+    break;
+  case LT_MSG_WELCOME:
+    free(m->u.welcome.worker_id);
+    free(m->u.welcome.run);
+    free(m->u.welcome.weights_location);
+    cJSON_Delete(m->u.welcome.settings);
+    break;
+  case LT_MSG_TASK:
+    free(m->u.task.domain);
+    free(m->u.task.env);
+    free(m->u.task.session);
+    cJSON_Delete(m->u.task.spec);
+    break;
+  case LT_MSG_TRAJ: {
+    lt_traj_t *t = &m->u.traj;
+    free(t->domain);
+    free(t->reason);
+    free(t->error);
+    cJSON_Delete(t->components);
+    cJSON_Delete(t->messages);
+    free(t->tokens);
+    free(t->logprobs);
+    free(t->loss_mask);
+    free(t->versions);
+    free(t->support);
+    free(t->routing_ids);
+    free(t->routing_probs);
+    break;
+  }
+  case LT_MSG_ACK:
+    free(m->u.ack.task_ids);
+    free(m->u.ack.duplicate);
+    break;
+  case LT_MSG_WEIGHTS: free(m->u.weights.location); break;
+  case LT_MSG_ABORT: free(m->u.abort.reason); break;
+  case LT_MSG_ERROR: free(m->u.error.message); break;
+  case LT_MSG_BYE: free(m->u.bye.reason); break;
+  default: break;
+  }
+  memset(m, 0, sizeof *m);
+}
+
+void lt_frames_free(lt_frames_t *fr) {
+  for (int i = 0; i < fr->n; i++)
+    if (fr->f[i].owned) free(fr->f[i].data);
+  fr->n = 0;
+}

@@ -1,0 +1,217 @@
+/* Wire protocol between the daemon and its workers (docs/protocol.md).
+ *
+ * A message is a ZeroMQ multipart message: frame 0 is a JSON header
+ * {"v":1,"type":"TRAJ","id":N,...,"frames":[{"name","dtype","count"},...]},
+ * frames 1..n are little-endian arrays described by the header's "frames"
+ * list, in order.  lt_proto_decode() validates every field, length and range
+ * before anything uses it; it never trusts a count that disagrees with a
+ * frame's size.  This module knows bytes only; sockets live elsewhere. */
+#ifndef LT_PROTO_PROTO_H
+#define LT_PROTO_PROTO_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "longtail's wire format is little-endian; big-endian hosts are not supported"
+#endif
+
+#define LT_PROTO_VERSION 1
+#define LT_PROTO_MAX_FRAMES 16
+#define LT_PROTO_MAX_HEADER (8u << 20)    /* bytes of JSON in frame 0 */
+#define LT_PROTO_MAX_TOKENS (1 << 22)     /* tokens in one trajectory */
+#define LT_PROTO_MAX_ROUTING (1u << 28)   /* routing entries (tokens × layers × k) */
+#define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
+#define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
+/* Ids and seeds travel as JSON numbers, which cJSON prints with 15 significant
+ * digits: larger integers would not survive the trip. */
+#define LT_PROTO_MAX_ID 999999999999999ull
+
+typedef enum {
+  LT_MSG_HELLO = 1,
+  LT_MSG_WELCOME,
+  LT_MSG_TASK,
+  LT_MSG_TRAJ,
+  LT_MSG_ACK,
+  LT_MSG_HEARTBEAT,
+  LT_MSG_WEIGHTS,
+  LT_MSG_ABORT,
+  LT_MSG_ERROR,
+  LT_MSG_BYE,
+  LT_MSG_NTYPES
+} lt_msg_type;
+
+/* worker → daemon: first message after (re)connecting. */
+typedef struct {
+  char *name;          /* stable worker name, e.g. host:pid or --name */
+  int slots;           /* concurrent sessions it runs */
+  char *backend;       /* "builtin" | "openai" | "scripted" */
+  char *device;        /* "cpu" | "cuda" */
+  char *host;
+  int64_t pid;
+  int64_t policy_version; /* version of the weights it has loaded, -1 if none */
+  uint64_t *pending;   /* finished, unacknowledged task ids it will resend */
+  int npending;
+} lt_hello_t;
+
+/* daemon → worker: answer to HELLO. */
+typedef struct {
+  char *worker_id;     /* id the daemon knows the worker by */
+  char *run;           /* run name */
+  int heartbeat_ms;
+  int liveness;        /* missed heartbeats before the peer counts as dead */
+  int64_t policy_version;
+  char *weights_location; /* where the current weights are ("" if builtin init) */
+  char sha256[65];
+  cJSON *settings;     /* rollout/envs/rewards config sections, an object */
+} lt_welcome_t;
+
+/* daemon → worker: one rollout to run. */
+typedef struct {
+  uint64_t task_id;
+  uint64_t group_id;
+  int64_t prompt_id;
+  char *domain;
+  char *env;
+  char *session;       /* sticky-session key (multi-turn KV reuse), may be "" */
+  int64_t policy_version; /* version at dispatch */
+  int attempt;
+  int64_t seed;
+  double temperature, top_p;
+  int top_k;           /* 0 = off */
+  int max_new_tokens;  /* per turn */
+  int max_turns;
+  int max_context;
+  int eval;            /* 1: held-out evaluation sample (greedy, not trained on) */
+  cJSON *spec;         /* environment-specific problem description, an object */
+} lt_task_t;
+
+typedef enum {
+  LT_TRAJ_OK = 0,        /* finished (terminated or truncated) with a reward */
+  LT_TRAJ_REWARD_FAILED, /* reward could not be obtained; never trained on */
+  LT_TRAJ_ENV_ERROR,     /* environment failed; never turned into a zero reward */
+  LT_TRAJ_ABORTED,       /* aborted by the daemon (ABORT, weight update) */
+  LT_TRAJ_ERROR,         /* inference or worker failure */
+  LT_TRAJ_NSTATUS
+} lt_traj_status;
+
+typedef enum {
+  LT_FINISH_TERMINATED = 0, /* the policy or the environment ended the episode */
+  LT_FINISH_TRUNCATED,      /* cut by a limit: see reason */
+  LT_FINISH_NONE,           /* did not finish (error, abort) */
+  LT_FINISH_N
+} lt_finish;
+
+/* worker → daemon: a finished rollout.  Arrays of length ntokens cover the
+ * whole context (prompt, generated tokens, observations). */
+typedef struct {
+  uint64_t task_id;
+  uint64_t group_id;
+  char *domain;
+  lt_traj_status status;
+  lt_finish finish;
+  char *reason;        /* "stop","eos","env_done","context_limit","turn_limit","tool_timeout","sandbox_timeout",... */
+  char *error;         /* detail for non-OK statuses, "" otherwise */
+  int has_reward;
+  double reward;
+  cJSON *components;   /* object: reward component name → number */
+  int turns;
+  int eval;
+  double gen_ms, env_ms, reward_ms; /* time spent in each phase */
+  cJSON *messages;     /* array: chat messages {role, content, tool_calls?} */
+  int ntokens;
+  int32_t *tokens;     /* [ntokens] */
+  float *logprobs;     /* [ntokens] rollout logprob of generated tokens, 0 elsewhere */
+  uint8_t *loss_mask;  /* [ntokens] 1 where the policy generated the token */
+  int32_t *versions;   /* [ntokens] policy version per generated token, -1 elsewhere */
+  int32_t *support;    /* [ntokens] or NULL: sampling support size per generated token */
+  int routing_layers;  /* MoE layers recorded (0: no routing frames) */
+  int routing_k;       /* experts per token */
+  int routing_experts; /* experts per layer (ids are < this) */
+  uint16_t *routing_ids; /* [ntokens, routing_layers, routing_k] */
+  float *routing_probs;  /* [ntokens, routing_layers, routing_k], before renormalisation */
+} lt_traj_t;
+
+typedef struct {
+  uint64_t *task_ids;
+  uint8_t *duplicate;  /* per id: 1 if it was already committed */
+  int n;
+} lt_ack_t;
+
+typedef struct {
+  int64_t t_ms;
+  int inflight;
+  int slots;
+  int64_t policy_version;
+  int unacked;         /* finished trajectories waiting for ACK (worker) */
+} lt_heartbeat_t;
+
+typedef struct {
+  int64_t version;
+  char *location;      /* local directory, or http URL */
+  char sha256[65];     /* of model.safetensors */
+  int64_t bytes;
+} lt_weights_t;
+
+typedef struct {
+  uint64_t task_id;    /* 0: all in-flight tasks of this worker */
+  char *reason;
+} lt_abort_t;
+
+typedef struct {
+  int code;            /* LT_E* */
+  char *message;
+  uint64_t ref;        /* id of the offending message, 0 if unknown */
+} lt_errmsg_t;
+
+typedef struct {
+  char *reason;
+} lt_bye_t;
+
+typedef struct {
+  lt_msg_type type;
+  uint64_t id;         /* per-sender sequence number */
+  union {
+    lt_hello_t hello;
+    lt_welcome_t welcome;
+    lt_task_t task;
+    lt_traj_t traj;
+    lt_ack_t ack;
+    lt_heartbeat_t heartbeat;
+    lt_weights_t weights;
+    lt_abort_t abort;
+    lt_errmsg_t error;
+    lt_bye_t bye;
+  } u;
+} lt_msg_t;
+
+typedef struct {
+  void *data;
+  size_t len;
+  int owned;           /* 1: data is malloc'd by the encoder */
+} lt_frame_t;
+
+typedef struct {
+  lt_frame_t f[LT_PROTO_MAX_FRAMES];
+  int n;
+} lt_frames_t;
+
+/* Encodes m into frames.  Binary frames borrow m's arrays (owned = 0), so m must
+ * outlive the frames.  Returns 0 or LT_EINVAL/LT_ENOMEM. */
+int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out);
+void lt_frames_free(lt_frames_t *fr);
+
+/* Decodes and validates; on success *out owns copies of everything.  Errors:
+ * LT_EPROTO (malformed, detail names the field) or LT_EVERSION. */
+int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out);
+void lt_msg_free(lt_msg_t *m);
+
+const char *lt_msg_type_name(lt_msg_type t);
+int lt_msg_type_parse(const char *s); /* -1 if unknown */
+const char *lt_traj_status_name(lt_traj_status s);
+int lt_traj_status_parse(const char *s);
+const char *lt_finish_name(lt_finish f);
+int lt_finish_parse(const char *s);
+
+#endif

@@ -1,0 +1,117 @@
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "util/config.h"
+#include "util/error.h"
+
+static int load(const char *json, const char *const *sets, int nsets, lt_config_t *cfg) {
+  cJSON *root = cJSON_Parse(json);
+  cr_assert_not_null(root, "test JSON must parse: %s", json);
+  return lt_config_from_json(cfg, root, sets, nsets, lt_all_schemas, lt_all_nschemas);
+}
+
+Test(config, defaults_fill_every_declared_path) {
+  lt_config_t cfg;
+  cr_assert_eq(load("{}", NULL, 0, &cfg), 0);
+  cr_assert_eq(lt_config_int(&cfg, "learner.batch.trajectories"), 64);
+  cr_assert_str_eq(lt_config_str(&cfg, "learner.objective"), "mispo");
+  cr_assert_str_eq(lt_config_str(&cfg, "transport.endpoint"), "tcp://127.0.0.1:5555");
+  /* Every non-wildcard entry with a default is readable with its declared type. */
+  for (int i = 0; i < lt_all_nschemas; i++)
+    for (int j = 0; j < lt_all_schemas[i]->n; j++) {
+      const lt_cfg_entry_t *e = &lt_all_schemas[i]->entries[j];
+      if (!e->def || strchr(e->path, '*')) continue;
+      const cJSON *n = lt_config_get(&cfg, e->path);
+      cr_assert_not_null(n, "%s has a default but is absent", e->path);
+      switch (e->type) {
+      case LT_CFG_INT: (void)lt_config_int(&cfg, e->path); break;
+      case LT_CFG_NUM: (void)lt_config_num(&cfg, e->path); break;
+      case LT_CFG_BOOL: (void)lt_config_bool(&cfg, e->path); break;
+      case LT_CFG_STR:
+      case LT_CFG_ENUM: (void)lt_config_str(&cfg, e->path); break;
+      default: break;
+      }
+    }
+  lt_config_free(&cfg);
+}
+
+Test(config, wrong_type_names_the_path) {
+  lt_config_t cfg;
+  int rc = load("{\"learner\": {\"batch\": {\"trajectories\": \"many\"}}}", NULL, 0, &cfg);
+  cr_assert_eq(rc, LT_ECONFIG);
+  cr_assert_str_eq(lt_error_msg(), "learner.batch.trajectories: expected integer, got string");
+}
+
+Test(config, unknown_key_suggests) {
+  lt_config_t cfg;
+  int rc = load("{\"learner\": {\"batch\": {\"trajectoris\": 8}}}", NULL, 0, &cfg);
+  cr_assert_eq(rc, LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "learner.batch.trajectoris: unknown key (did you mean 'trajectories'?)"), "%s",
+            lt_error_msg());
+  rc = load("{\"lerner\": {}}", NULL, 0, &cfg);
+  cr_assert_eq(rc, LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "did you mean 'learner'"), "%s", lt_error_msg());
+  rc = load("{\"zzzzzzzz\": 1}", NULL, 0, &cfg);
+  cr_assert_eq(rc, LT_ECONFIG);
+  cr_assert_str_eq(lt_error_msg(), "zzzzzzzz: unknown key");
+}
+
+Test(config, ranges_and_enums) {
+  lt_config_t cfg;
+  cr_assert_eq(load("{\"learner\": {\"batch\": {\"trajectories\": 0}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "learner.batch.trajectories: 0 is outside [1, 1e+06]"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"learner\": {\"objective\": \"mipso\"}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "did you mean 'mispo'"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"rollout\": {\"top_p\": 1.5}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "rollout.top_p: 1.5 is outside [0, 1]"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"learner\": {\"batch\": {\"trajectories\": 2.5}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert_eq(load("{\"learner\": 3}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "learner: expected object, got number"), "%s", lt_error_msg());
+}
+
+Test(config, int_or_enum_and_maps) {
+  lt_config_t cfg;
+  cr_assert_eq(load("{\"scheduler\": {\"max_staleness\": \"auto\", \"domain_ratios\": {\"math\": 2, \"code\": 1}}}",
+                    NULL, 0, &cfg), 0);
+  cr_assert_str_eq(lt_config_get(&cfg, "scheduler.max_staleness")->valuestring, "auto");
+  cr_assert_float_eq(lt_config_get(&cfg, "scheduler.domain_ratios.math")->valuedouble, 2.0, 1e-12);
+  lt_config_free(&cfg);
+  cr_assert_eq(load("{\"scheduler\": {\"domain_ratios\": {\"math\": \"x\"}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "scheduler.domain_ratios.math: expected number"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"envs\": {\"m\": {\"type\": \"arith\", \"wieght\": 1}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "envs.m.wieght: unknown key (did you mean 'weight'?)"), "%s", lt_error_msg());
+}
+
+Test(config, set_overrides_and_is_validated) {
+  lt_config_t cfg;
+  const char *sets[] = {"learner.batch.trajectories=8", "run.name=abc", "learner.mispo.token_bounds=[0.25,4]"};
+  cr_assert_eq(load("{\"learner\": {\"batch\": {\"trajectories\": 16}}}", sets, 3, &cfg), 0);
+  cr_assert_eq(lt_config_int(&cfg, "learner.batch.trajectories"), 8);
+  cr_assert_str_eq(lt_config_str(&cfg, "run.name"), "abc");
+  cr_assert_eq(cJSON_GetArraySize(lt_config_get(&cfg, "learner.mispo.token_bounds")), 2);
+  lt_config_free(&cfg);
+  const char *bad[] = {"learner.batch.trajectories=many"};
+  cr_assert_eq(load("{}", bad, 1, &cfg), LT_ECONFIG);
+  cr_assert_str_eq(lt_error_msg(), "learner.batch.trajectories: expected integer, got string");
+  const char *noeq[] = {"learner.batch"};
+  cr_assert_eq(load("{}", noeq, 1, &cfg), LT_ECONFIG);
+}
+
+Test(config, dump_round_trips) {
+  lt_config_t cfg, cfg2;
+  cr_assert_eq(load("{\"run\": {\"seed\": 7}}", NULL, 0, &cfg), 0);
+  char *s = lt_config_dump(&cfg);
+  cr_assert_eq(load(s, NULL, 0, &cfg2), 0);
+  cr_assert_eq(lt_config_int(&cfg2, "run.seed"), 7);
+  cr_assert(cJSON_Compare(cfg.root, cfg2.root, 1));
+  free(s);
+  lt_config_free(&cfg);
+  lt_config_free(&cfg2);
+}
+
+Test(config, edit_distance) {
+  cr_assert_eq(lt_edit_distance("kitten", "sitting"), 3);
+  cr_assert_eq(lt_edit_distance("", "abc"), 3);
+  cr_assert_eq(lt_edit_distance("same", "same"), 0);
+}

@@ -1,0 +1,381 @@
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+#include "util/error.h"
+
+/* Encodes, then decodes from copies of the frames (as a socket would deliver). */
+static int roundtrip(const lt_msg_t *in, lt_msg_t *out) {
+  lt_frames_t fr;
+  int rc = lt_proto_encode(in, &fr);
+  cr_assert_eq(rc, 0, "encode: %s", lt_error_msg());
+  lt_frame_t copy[LT_PROTO_MAX_FRAMES];
+  for (int i = 0; i < fr.n; i++) {
+    copy[i].len = fr.f[i].len;
+    copy[i].data = malloc(fr.f[i].len + 1);
+    memcpy(copy[i].data, fr.f[i].data, fr.f[i].len);
+    copy[i].owned = 1;
+  }
+  int n = fr.n;
+  lt_frames_free(&fr);
+  rc = lt_proto_decode(copy, n, out);
+  for (int i = 0; i < n; i++) free(copy[i].data);
+  return rc;
+}
+
+/* Decodes a header-only message given as JSON text. */
+static int decode_json(const char *json, lt_msg_t *out) {
+  lt_frame_t f = {(void *)json, strlen(json), 0};
+  return lt_proto_decode(&f, 1, out);
+}
+
+Test(proto, hello_roundtrip) {
+  uint64_t pending[] = {5, 9, LT_PROTO_MAX_ID};
+  lt_msg_t m = {.type = LT_MSG_HELLO, .id = 1};
+  m.u.hello = (lt_hello_t){.name = "w1", .slots = 4, .backend = "builtin", .device = "cpu", .host = "h", .pid = 77,
+                           .policy_version = 3, .pending = pending, .npending = 3};
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.type, LT_MSG_HELLO);
+  cr_assert_str_eq(d.u.hello.name, "w1");
+  cr_assert_eq(d.u.hello.slots, 4);
+  cr_assert_eq(d.u.hello.pid, 77);
+  cr_assert_eq(d.u.hello.policy_version, 3);
+  cr_assert_eq(d.u.hello.npending, 3);
+  cr_assert_eq(d.u.hello.pending[2], LT_PROTO_MAX_ID);
+  lt_msg_free(&d);
+}
+
+Test(proto, welcome_roundtrip) {
+  cJSON *settings = cJSON_Parse("{\"rollout\": {\"max_turns\": 4}}");
+  lt_msg_t m = {.type = LT_MSG_WELCOME, .id = 2};
+  m.u.welcome = (lt_welcome_t){.worker_id = "w-1", .run = "r", .heartbeat_ms = 500, .liveness = 3,
+                               .policy_version = 0, .weights_location = "/x", .settings = settings};
+  memset(m.u.welcome.sha256, 'a', 64);
+  m.u.welcome.sha256[64] = 0;
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
+  cr_assert_str_eq(d.u.welcome.worker_id, "w-1");
+  cr_assert_eq(d.u.welcome.heartbeat_ms, 500);
+  cr_assert_str_eq(d.u.welcome.sha256, m.u.welcome.sha256);
+  cr_assert(cJSON_Compare(d.u.welcome.settings, settings, 1));
+  cJSON_Delete(settings);
+  lt_msg_free(&d);
+}
+
+Test(proto, task_roundtrip) {
+  cJSON *spec = cJSON_Parse("{\"problem\": \"1+2\", \"answer\": \"3\"}");
+  lt_msg_t m = {.type = LT_MSG_TASK, .id = 3};
+  m.u.task = (lt_task_t){.task_id = 42, .group_id = 7, .prompt_id = 11, .domain = "arith", .env = "arith",
+                         .session = "s", .policy_version = 5, .attempt = 1, .seed = -12345, .temperature = 0.7,
+                         .top_p = 0.95, .top_k = 20, .max_new_tokens = 128, .max_turns = 3, .max_context = 1024,
+                         .eval = 1, .spec = spec};
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
+  lt_task_t *t = &d.u.task;
+  cr_assert_eq(t->task_id, 42);
+  cr_assert_eq(t->group_id, 7);
+  cr_assert_eq(t->seed, -12345);
+  cr_assert_float_eq(t->temperature, 0.7, 1e-12);
+  cr_assert_eq(t->top_k, 20);
+  cr_assert_eq(t->eval, 1);
+  cr_assert_str_eq(t->env, "arith");
+  cr_assert(cJSON_Compare(t->spec, spec, 1));
+  cJSON_Delete(spec);
+  lt_msg_free(&d);
+}
+
+/* A valid TRAJ with routing, owned by the caller's stack arrays. */
+typedef struct {
+  int32_t tokens[6], versions[6], support[6];
+  float logprobs[6];
+  uint8_t mask[6];
+  uint16_t rids[6 * 2 * 2];
+  float rprobs[6 * 2 * 2];
+  cJSON *components, *messages;
+  lt_msg_t m;
+} traj_fixture_t;
+
+static void traj_fixture(traj_fixture_t *f) {
+  memset(f, 0, sizeof *f);
+  for (int i = 0; i < 6; i++) {
+    f->tokens[i] = 100 + i;
+    f->mask[i] = i >= 3;
+    f->logprobs[i] = i >= 3 ? -0.5f * (float)i : 0.0f;
+    f->versions[i] = i >= 3 ? 4 + (i == 5) : -1;
+    f->support[i] = i >= 3 ? 10 : 0;
+  }
+  for (int i = 0; i < 24; i++) {
+    f->rids[i] = (uint16_t)(i % 8);
+    f->rprobs[i] = 0.25f;
+  }
+  f->components = cJSON_Parse("{\"correct\": 1, \"length_penalty\": -0.1}");
+  f->messages = cJSON_Parse("[{\"role\": \"user\", \"content\": \"1+2\"}, {\"role\": \"assistant\", \"content\": \"3\"}]");
+  f->m = (lt_msg_t){.type = LT_MSG_TRAJ, .id = 4};
+  f->m.u.traj = (lt_traj_t){.task_id = 42, .group_id = 7, .domain = "arith", .status = LT_TRAJ_OK,
+                            .finish = LT_FINISH_TRUNCATED, .reason = "context_limit", .error = "", .has_reward = 1,
+                            .reward = 0.9, .components = f->components, .turns = 1, .gen_ms = 12.5,
+                            .messages = f->messages, .ntokens = 6, .tokens = f->tokens, .logprobs = f->logprobs,
+                            .loss_mask = f->mask, .versions = f->versions, .support = f->support,
+                            .routing_layers = 2, .routing_k = 2, .routing_experts = 8, .routing_ids = f->rids,
+                            .routing_probs = f->rprobs};
+}
+
+static void traj_fixture_free(traj_fixture_t *f) {
+  cJSON_Delete(f->components);
+  cJSON_Delete(f->messages);
+}
+
+Test(proto, traj_roundtrip) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
+  lt_traj_t *t = &d.u.traj;
+  cr_assert_eq(t->status, LT_TRAJ_OK);
+  cr_assert_eq(t->finish, LT_FINISH_TRUNCATED);
+  cr_assert_str_eq(t->reason, "context_limit");
+  cr_assert_float_eq(t->reward, 0.9, 1e-12);
+  cr_assert_eq(t->ntokens, 6);
+  cr_assert_eq(memcmp(t->tokens, f.tokens, sizeof f.tokens), 0);
+  cr_assert_eq(memcmp(t->logprobs, f.logprobs, sizeof f.logprobs), 0);
+  cr_assert_eq(memcmp(t->loss_mask, f.mask, sizeof f.mask), 0);
+  cr_assert_eq(memcmp(t->versions, f.versions, sizeof f.versions), 0);
+  cr_assert_eq(memcmp(t->support, f.support, sizeof f.support), 0);
+  cr_assert_eq(t->routing_layers, 2);
+  cr_assert_eq(memcmp(t->routing_ids, f.rids, sizeof f.rids), 0);
+  cr_assert_eq(memcmp(t->routing_probs, f.rprobs, sizeof f.rprobs), 0);
+  cr_assert(cJSON_Compare(t->components, f.components, 1));
+  cr_assert(cJSON_Compare(t->messages, f.messages, 1));
+  lt_msg_free(&d);
+  traj_fixture_free(&f);
+}
+
+Test(proto, traj_without_reward_for_failed_status) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  f.m.u.traj.status = LT_TRAJ_REWARD_FAILED;
+  f.m.u.traj.has_reward = 0;
+  f.m.u.traj.routing_layers = 0;
+  f.m.u.traj.support = NULL;
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.traj.has_reward, 0);
+  cr_assert_null(d.u.traj.support);
+  cr_assert_null(d.u.traj.routing_ids);
+  lt_msg_free(&d);
+  /* A reward on a failed trajectory is refused: nothing invents rewards. */
+  f.m.u.traj.has_reward = 1;
+  cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO);
+  f.m.u.traj.status = LT_TRAJ_OK;
+  f.m.u.traj.has_reward = 0;
+  cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO);
+  traj_fixture_free(&f);
+}
+
+Test(proto, small_messages_roundtrip) {
+  uint64_t ids[] = {1, 2, 3};
+  uint8_t dup[] = {0, 1, 0};
+  lt_msg_t m = {.type = LT_MSG_ACK, .id = 5, .u.ack = {.task_ids = ids, .duplicate = dup, .n = 3}};
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_eq(d.u.ack.n, 3);
+  cr_assert_eq(d.u.ack.task_ids[1], 2);
+  cr_assert_eq(d.u.ack.duplicate[1], 1);
+  lt_msg_free(&d);
+
+  m = (lt_msg_t){.type = LT_MSG_HEARTBEAT, .id = 6,
+                 .u.heartbeat = {.t_ms = 123456, .inflight = 2, .slots = 4, .policy_version = 9, .unacked = 1}};
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_eq(d.u.heartbeat.t_ms, 123456);
+  cr_assert_eq(d.u.heartbeat.unacked, 1);
+  lt_msg_free(&d);
+
+  m = (lt_msg_t){.type = LT_MSG_WEIGHTS, .id = 7, .u.weights = {.version = 3, .location = "/run/ckpt/v3", .bytes = 99}};
+  strcpy(m.u.weights.sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_eq(d.u.weights.version, 3);
+  cr_assert_str_eq(d.u.weights.location, "/run/ckpt/v3");
+  cr_assert_str_eq(d.u.weights.sha256, m.u.weights.sha256);
+  lt_msg_free(&d);
+
+  m = (lt_msg_t){.type = LT_MSG_ABORT, .id = 8, .u.abort = {.task_id = 0, .reason = "weights"}};
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_str_eq(d.u.abort.reason, "weights");
+  lt_msg_free(&d);
+
+  m = (lt_msg_t){.type = LT_MSG_ERROR, .id = 9, .u.error = {.code = LT_EPROTO, .message = "bad", .ref = 4}};
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_eq(d.u.error.code, LT_EPROTO);
+  cr_assert_eq(d.u.error.ref, 4);
+  lt_msg_free(&d);
+
+  m = (lt_msg_t){.type = LT_MSG_BYE, .id = 10, .u.bye = {.reason = "shutdown"}};
+  cr_assert_eq(roundtrip(&m, &d), 0);
+  cr_assert_str_eq(d.u.bye.reason, "shutdown");
+  lt_msg_free(&d);
+}
+
+Test(proto, rejects_bad_headers) {
+  lt_msg_t d;
+  cr_assert_eq(lt_proto_decode(NULL, 0, &d), LT_EPROTO);
+  cr_assert_eq(decode_json("", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("not json", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("[1,2]", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("{\"type\":\"BYE\",\"id\":1}", &d), LT_EPROTO); /* no version */
+  cr_assert_eq(decode_json("{\"v\":2,\"type\":\"BYE\",\"id\":1}", &d), LT_EVERSION);
+  cr_assert(strstr(lt_error_msg(), "version 2"), "%s", lt_error_msg());
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"NOPE\",\"id\":1}", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\"}", &d), LT_EPROTO);                   /* no id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":-1}", &d), LT_EPROTO);         /* negative id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1e300}", &d), LT_EPROTO);      /* huge id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1.5}", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1,\"reason\":5}", &d), LT_EPROTO); /* wrong type */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\"}", &d), LT_EPROTO); /* no slots */
+  cr_assert(strstr(lt_error_msg(), "HELLO.slots: missing"), "%s", lt_error_msg());
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\",\"slots\":0}", &d), LT_EPROTO);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"TASK\",\"id\":1,\"task_id\":1,\"group_id\":1,\"env\":\"a\","
+                           "\"policy_version\":0,\"max_new_tokens\":8,\"max_context\":8,\"top_p\":1.5}", &d),
+               LT_EPROTO);
+  cr_assert(strstr(lt_error_msg(), "TASK.top_p"), "%s", lt_error_msg());
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"WEIGHTS\",\"id\":1,\"version\":1,\"location\":\"x\",\"sha256\":\"zz\"}", &d),
+               LT_EPROTO);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"ACK\",\"id\":1,\"task_ids\":[1,2],\"duplicate\":[true]}", &d), LT_EPROTO);
+  /* A NUL inside the header. */
+  lt_frame_t f = {"{\"v\":1,\0}", 9, 0};
+  cr_assert_eq(lt_proto_decode(&f, 1, &d), LT_EPROTO);
+  /* Binary frames on a message type that has none. */
+  lt_frame_t two[2] = {{"{\"v\":1,\"type\":\"BYE\",\"id\":1}", 27, 0}, {"x", 1, 0}};
+  cr_assert_eq(lt_proto_decode(two, 2, &d), LT_EPROTO);
+}
+
+/* Encodes the fixture, lets `mutate` change the frames, and expects a refusal. */
+static void expect_traj_refused(void (*mutate)(lt_frame_t *fr, int *n, char *hdr, size_t cap), const char *needle) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(&f.m, &fr), 0);
+  char hdr[8192];
+  snprintf(hdr, sizeof hdr, "%.*s", (int)fr.f[0].len, (char *)fr.f[0].data);
+  lt_frame_t frames[LT_PROTO_MAX_FRAMES];
+  int n = fr.n;
+  for (int i = 0; i < n; i++) frames[i] = fr.f[i];
+  frames[0].data = hdr;
+  mutate(frames, &n, hdr, sizeof hdr);
+  frames[0].len = strlen(hdr);
+  lt_msg_t d;
+  int rc = lt_proto_decode(frames, n, &d);
+  cr_assert_eq(rc, LT_EPROTO, "expected refusal (%s), got %d", needle, rc);
+  cr_assert(strstr(lt_error_msg(), needle), "'%s' not in '%s'", needle, lt_error_msg());
+  lt_frames_free(&fr);
+  traj_fixture_free(&f);
+}
+
+static void replace(char *hdr, size_t cap, const char *from, const char *to) {
+  char *p = strstr(hdr, from);
+  cr_assert_not_null(p, "'%s' not in header", from);
+  char tail[8192];
+  snprintf(tail, sizeof tail, "%s", p + strlen(from));
+  snprintf(p, cap - (size_t)(p - hdr), "%s%s", to, tail);
+}
+
+static void drop_last_frame(lt_frame_t *fr, int *n, char *h, size_t c) { (*n)--; }
+static void short_frame(lt_frame_t *fr, int *n, char *h, size_t c) { fr[1].len -= 4; }
+static void wrong_dtype(lt_frame_t *fr, int *n, char *h, size_t c) {
+  replace(h, c, "\"name\":\"tokens\",\"dtype\":\"i32\"", "\"name\":\"tokens\",\"dtype\":\"f32\"");
+}
+static void huge_count(lt_frame_t *fr, int *n, char *h, size_t c) {
+  replace(h, c, "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":6", "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":4294967296");
+}
+static void count_mismatch(lt_frame_t *fr, int *n, char *h, size_t c) {
+  /* logprobs declares and carries 5 entries while tokens has 6. */
+  replace(h, c, "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":6", "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":5");
+  fr[2].len = 20;
+}
+static void unknown_frame(lt_frame_t *fr, int *n, char *h, size_t c) {
+  replace(h, c, "\"name\":\"support\"", "\"name\":\"surprise\"");
+}
+static void bad_routing_id(lt_frame_t *fr, int *n, char *h, size_t c) {
+  static uint16_t ids[24];
+  for (int i = 0; i < 24; i++) ids[i] = 8; /* == routing_experts */
+  fr[6].data = ids;
+}
+static void bad_mask(lt_frame_t *fr, int *n, char *h, size_t c) {
+  static uint8_t m[6] = {0, 0, 0, 2, 1, 1};
+  fr[3].data = m;
+}
+static void positive_logprob(lt_frame_t *fr, int *n, char *h, size_t c) {
+  static float lp[6] = {0, 0, 0, 0.5f, -1, -1};
+  fr[2].data = lp;
+}
+static void nan_logprob(lt_frame_t *fr, int *n, char *h, size_t c) {
+  static float lp[6] = {0, 0, 0, NAN, -1, -1};
+  fr[2].data = lp;
+}
+static void missing_version(lt_frame_t *fr, int *n, char *h, size_t c) {
+  static int32_t v[6] = {-1, -1, -1, -1, 4, 4};
+  fr[4].data = v;
+}
+static void bad_status(lt_frame_t *fr, int *n, char *h, size_t c) { replace(h, c, "\"status\":\"ok\"", "\"status\":\"great\""); }
+
+Test(proto, traj_rejects_malformed_frames) {
+  expect_traj_refused(drop_last_frame, "binary frames");
+  expect_traj_refused(short_frame, "bytes");
+  expect_traj_refused(wrong_dtype, "dtype");
+  expect_traj_refused(huge_count, "out of range");
+  expect_traj_refused(count_mismatch, "entries");
+  expect_traj_refused(unknown_frame, "unknown frame");
+  expect_traj_refused(bad_routing_id, "routing_ids");
+  expect_traj_refused(bad_mask, "loss_mask");
+  expect_traj_refused(positive_logprob, "logprobs");
+  expect_traj_refused(nan_logprob, "logprobs");
+  expect_traj_refused(missing_version, "versions");
+  expect_traj_refused(bad_status, "status");
+}
+
+Test(proto, encode_refuses_ids_beyond_json_precision) {
+  lt_msg_t m = {.type = LT_MSG_ABORT, .id = 1ull << 60, .u.abort = {.reason = "x"}};
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(&m, &fr), LT_EINVAL);
+}
+
+#include <dirent.h>
+
+#include "tests/fuzz/framing.h"
+#include "tests/support/harness.h"
+#include "util/fs.h"
+
+/* The fuzzer's seeds must stay valid messages, or fuzzing starts from noise. */
+Test(proto, fuzz_seed_corpus_decodes) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/tests/fuzz/proto", lt_test_root());
+  DIR *dp = opendir(dir);
+  cr_assert_not_null(dp, "%s", dir);
+  int seen = 0;
+  for (struct dirent *e; (e = readdir(dp));) {
+    if (e->d_name[0] == '.') continue;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    char *data;
+    size_t len;
+    cr_assert_eq(lt_fs_read_file(path, 1 << 20, &data, &len), 0);
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int n = lt_fuzz_split((const uint8_t *)data, len, fr);
+    cr_assert_gt(n, 0, "%s", e->d_name);
+    lt_msg_t m;
+    int rc = lt_proto_decode(fr, n, &m);
+    if (strcmp(e->d_name, "badversion") == 0)
+      cr_assert_eq(rc, LT_EVERSION);
+    else
+      cr_assert_eq(rc, 0, "%s: %s", e->d_name, lt_error_msg());
+    if (rc == 0) lt_msg_free(&m);
+    lt_fuzz_free(fr, n);
+    free(data);
+    seen++;
+  }
+  closedir(dp);
+  cr_assert_geq(seen, 10);
+}

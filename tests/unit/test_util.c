@@ -1,0 +1,133 @@
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/harness.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/rng.h"
+#include "util/sha256.h"
+
+Test(util, sha256_known_vectors) {
+  char hex[65];
+  lt_sha256_buf("", 0, hex);
+  cr_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  lt_sha256_buf("abc", 3, hex);
+  cr_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  lt_sha256_buf(m, strlen(m), hex);
+  cr_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  /* Streaming in odd pieces equals one shot. */
+  char big[1000];
+  for (int i = 0; i < 1000; i++) big[i] = (char)(i * 7);
+  lt_sha256_t c;
+  uint8_t d[32];
+  lt_sha256_init(&c);
+  for (int off = 0; off < 1000; off += 37) lt_sha256_update(&c, big + off, off + 37 > 1000 ? 1000 - off : 37);
+  lt_sha256_final(&c, d);
+  char h1[65], h2[65];
+  lt_sha256_hex(d, h1);
+  lt_sha256_buf(big, 1000, h2);
+  cr_assert_str_eq(h1, h2);
+}
+
+Test(util, rng_deterministic_and_uniform) {
+  lt_rng_t a, b;
+  lt_rng_seed(&a, 42);
+  lt_rng_seed(&b, 42);
+  for (int i = 0; i < 100; i++) cr_assert_eq(lt_rng_u64(&a), lt_rng_u64(&b));
+  double sum = 0;
+  int hist[10] = {0};
+  for (int i = 0; i < 100000; i++) {
+    double u = lt_rng_uniform(&a);
+    cr_assert(u >= 0 && u < 1);
+    sum += u;
+    hist[lt_rng_below(&a, 10)]++;
+  }
+  cr_assert_float_eq(sum / 100000, 0.5, 0.01);
+  for (int i = 0; i < 10; i++) cr_assert(hist[i] > 9000 && hist[i] < 11000, "bucket %d: %d", i, hist[i]);
+}
+
+Test(util, buf_printf_and_take) {
+  lt_buf_t b = {0};
+  for (int i = 0; i < 1000; i++) lt_buf_printf(&b, "%d,", i);
+  cr_assert_eq(lt_buf_ok(&b), 0);
+  cr_assert(strncmp(b.data, "0,1,2,", 6) == 0);
+  cr_assert_eq(b.len, strlen(b.data));
+  char *s = lt_buf_take(&b);
+  cr_assert_null(b.data);
+  free(s);
+}
+
+Test(util, json_parse_error_has_line_and_column) {
+  const char *text = "{\n  \"a\": 1,\n  \"b\": [1, 2,, 3]\n}";
+  cJSON *j;
+  int rc = lt_json_parse(text, strlen(text), "x.json", &j);
+  cr_assert_eq(rc, LT_EFORMAT);
+  cr_assert(strstr(lt_error_msg(), "x.json:3:"), "%s", lt_error_msg());
+  rc = lt_json_parse("{} x", 4, "y.json", &j);
+  cr_assert_eq(rc, LT_EFORMAT);
+  cr_assert(strstr(lt_error_msg(), "trailing"), "%s", lt_error_msg());
+}
+
+Test(util, json_quote_escapes_and_repairs_utf8) {
+  lt_buf_t b = {0};
+  lt_json_quote(&b, "a\"b\\\n\x01\xe4\xb8\xad\xff");
+  cr_assert_str_eq(b.data, "\"a\\\"b\\\\\\n\\u0001\xe4\xb8\xad\xef\xbf\xbd\"");
+  cJSON *j = cJSON_Parse(b.data);
+  cr_assert_not_null(j);
+  cJSON_Delete(j);
+  lt_buf_free(&b);
+}
+
+Test(util, jsonl_reader_reports_line) {
+  char *dir = lt_test_tmpdir("jsonl");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/in.jsonl", dir);
+  cr_assert_eq(lt_test_write(path, "{\"a\":1}\n\n{\"a\":2}\n{\"a\":\n"), 0);
+  lt_jsonl_t r;
+  cr_assert_eq(lt_jsonl_open(&r, path), 0);
+  cJSON *j;
+  cr_assert_eq(lt_jsonl_next(&r, &j), 1);
+  cJSON_Delete(j);
+  cr_assert_eq(lt_jsonl_next(&r, &j), 1);
+  cJSON_Delete(j);
+  int rc = lt_jsonl_next(&r, &j);
+  cr_assert_eq(rc, LT_EFORMAT);
+  cr_assert(strstr(lt_error_msg(), "in.jsonl:4:"), "%s", lt_error_msg());
+  lt_jsonl_close(&r);
+  lt_test_rmdir(dir);
+}
+
+Test(util, fs_atomic_write_replaces_whole_file) {
+  char *dir = lt_test_tmpdir("fs");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/a/b/c", dir);
+  cr_assert_eq(lt_fs_mkdirs(path, 0755), 0);
+  cr_assert(lt_fs_is_dir(path));
+  snprintf(path, sizeof path, "%s/a/file", dir);
+  cr_assert_eq(lt_fs_write_atomic(path, "first", 5), 0);
+  cr_assert_eq(lt_fs_write_atomic(path, "second", 6), 0);
+  char *d;
+  size_t n;
+  cr_assert_eq(lt_fs_read_file(path, 100, &d, &n), 0);
+  cr_assert_str_eq(d, "second");
+  free(d);
+  cr_assert_eq(lt_fs_read_file(path, 3, &d, &n), LT_ERANGE);
+  snprintf(path, sizeof path, "%s/missing", dir);
+  cr_assert_eq(lt_fs_read_file(path, 100, &d, &n), LT_ENOENT);
+  cr_assert(strstr(lt_error_msg(), "missing"));
+  lt_test_rmdir(dir);
+}
+
+Test(util, error_codes_map_to_exit_codes) {
+  cr_assert_eq(lt_error_exit_code(LT_ECONFIG), 2);
+  cr_assert_eq(lt_error_exit_code(LT_EFORMAT), 2);
+  cr_assert_eq(lt_error_exit_code(LT_ENOSPC), 3);
+  cr_assert_eq(lt_error_exit_code(LT_EUNREACH), 4);
+  cr_assert_eq(lt_error_exit_code(LT_EDEVICE), 5);
+  cr_assert_eq(lt_error_exit_code(LT_ECORRUPT), 6);
+  for (int c = LT_ECODE_MIN; c <= 0; c++) cr_assert_str_neq(lt_strerror(c), "unknown error");
+}

@@ -1,0 +1,182 @@
+#include "util/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+static int sys_err(const char *what, const char *path) {
+  int e = errno;
+  return lt_error_set(lt_error_from_errno(e), "%s %s: %s", what, path, strerror(e));
+}
+
+int lt_fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_err("cannot open", path);
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    int rc = sys_err("cannot stat", path);
+    close(fd);
+    return rc;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return lt_error_set(LT_EINVAL, "%s: is a directory, expected a file", path);
+  }
+  size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096;
+  if (S_ISREG(st.st_mode) && (size_t)st.st_size > max_bytes) {
+    close(fd);
+    return lt_error_set(LT_ERANGE, "%s: file too large (%lld bytes, limit %zu)", path, (long long)st.st_size,
+                        max_bytes);
+  }
+  char *buf = malloc(cap);
+  if (!buf) {
+    close(fd);
+    return lt_error_set(LT_ENOMEM, "%s: out of memory", path);
+  }
+  size_t n = 0;
+  for (;;) {
+    if (n + 1 >= cap) {
+      if (cap > max_bytes) {
+        free(buf);
+        close(fd);
+        return lt_error_set(LT_ERANGE, "%s: file too large (limit %zu bytes)", path, max_bytes);
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return lt_error_set(LT_ENOMEM, "%s: out of memory", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int rc = sys_err("cannot read", path);
+      free(buf);
+      close(fd);
+      return rc;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = 0;
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+int lt_fs_sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return sys_err("cannot open directory", dir);
+  int rc = 0;
+  if (fsync(fd) < 0 && errno != EINVAL) rc = sys_err("cannot fsync", dir);
+  close(fd);
+  return rc;
+}
+
+int lt_fs_write_atomic(const char *path, const void *data, size_t len) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+    return lt_error_set(LT_ERANGE, "path too long: %s", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return sys_err("cannot create", tmp);
+  const char *p = data;
+  size_t left = len;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int rc = sys_err("cannot write", tmp);
+      close(fd);
+      unlink(tmp);
+      return rc;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) < 0) {
+    int rc = sys_err("cannot fsync", tmp);
+    close(fd);
+    unlink(tmp);
+    return rc;
+  }
+  if (close(fd) < 0) {
+    int rc = sys_err("cannot close", tmp);
+    unlink(tmp);
+    return rc;
+  }
+  if (rename(tmp, path) < 0) {
+    int rc = sys_err("cannot rename into", path);
+    unlink(tmp);
+    return rc;
+  }
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  return lt_fs_sync_dir(dirname(dir));
+}
+
+int lt_fs_mkdirs(const char *path, int mode) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    return lt_error_set(LT_ERANGE, "path too long: %s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST) return sys_err("cannot create directory", buf);
+    *p = '/';
+  }
+  if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST) return sys_err("cannot create directory", buf);
+  if (!lt_fs_is_dir(buf)) return lt_error_set(LT_EIO, "%s: exists and is not a directory", buf);
+  return 0;
+}
+
+int lt_fs_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+int lt_fs_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+
+int lt_fs_remove_tree(const char *path) {
+  if (!path[0] || strcmp(path, "/") == 0) return lt_error_set(LT_EINVAL, "refusing to remove '%s'", path);
+  if (!lt_fs_exists(path)) return 0;
+  if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) < 0) return sys_err("cannot remove", path);
+  return 0;
+}
+
+int lt_path_join(char *out, size_t cap, const char *a, const char *b) {
+  size_t la = strlen(a);
+  int n = snprintf(out, cap, "%s%s%s", a, (la && a[la - 1] == '/') ? "" : "/", b);
+  if (n < 0 || (size_t)n >= cap) return lt_error_set(LT_ERANGE, "path too long: %s/%s", a, b);
+  return 0;
+}
+
+int lt_fs_self_exe(char *out, size_t cap) {
+  ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+  if (n < 0) return sys_err("cannot resolve", "/proc/self/exe");
+  out[n] = 0;
+  return 0;
+}

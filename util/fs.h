@@ -1,0 +1,25 @@
+/* File-system helpers: whole-file reads, crash-safe writes, directories. */
+#ifndef LT_UTIL_FS_H
+#define LT_UTIL_FS_H
+
+#include <stddef.h>
+
+/* Reads a whole file (NUL-terminated) of at most max_bytes. Caller frees. */
+int lt_fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+/* Writes via a temporary file, fsync and rename, then fsyncs the directory, so
+ * readers see the old or the new file, never a torn one. */
+int lt_fs_write_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p; existing directories are fine. */
+int lt_fs_mkdirs(const char *path, int mode);
+int lt_fs_exists(const char *path);
+int lt_fs_is_dir(const char *path);
+/* rm -rf of a directory tree (refuses "" and "/"). */
+int lt_fs_remove_tree(const char *path);
+/* Writes "a/b" into out; returns LT_ERANGE if it does not fit. */
+int lt_path_join(char *out, size_t cap, const char *a, const char *b);
+/* fsyncs a directory so that a rename or create in it is durable. */
+int lt_fs_sync_dir(const char *dir);
+/* Absolute path of the running executable (for spawning helpers). */
+int lt_fs_self_exe(char *out, size_t cap);
+
+#endif

@@ -1,0 +1,287 @@
+#include "util/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+/* line0: the line number of text's first line in its file. */
+static int parse_at(const char *text, size_t len, const char *what, int line0, cJSON **out) {
+  const char *end = NULL;
+  *out = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+  if (!root) {
+    if (!end || end < text || end > text + len) end = text + len;
+    int line = line0, col = 1;
+    for (const char *p = text; p < end; p++) {
+      if (*p == '\n') {
+        line++;
+        col = 1;
+      } else {
+        col++;
+      }
+    }
+    char near[24] = {0};
+    size_t k = 0;
+    for (const char *p = end; p < text + len && k + 1 < sizeof near && *p != '\n'; p++)
+      near[k++] = (*p >= 32 && *p < 127) ? *p : '?';
+    return lt_error_set(LT_EFORMAT, "%s:%d:%d: malformed JSON%s%s%s", what, line, col,
+                        k ? " near '" : " (unexpected end of input)", k ? near : "", k ? "'" : "");
+  }
+  /* cJSON stops at the end of the first value: anything but whitespace after
+   * it is an error too. */
+  const char *p = end;
+  while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  if (p < text + len && *p) {
+    int line = line0, col = 1;
+    for (const char *q = text; q < p; q++) {
+      if (*q == '\n') {
+        line++;
+        col = 1;
+      } else {
+        col++;
+      }
+    }
+    cJSON_Delete(root);
+    return lt_error_set(LT_EFORMAT, "%s:%d:%d: malformed JSON (trailing characters)", what, line, col);
+  }
+  *out = root;
+  return 0;
+}
+
+int lt_json_parse(const char *text, size_t len, const char *what, cJSON **out) {
+  return parse_at(text, len, what, 1, out);
+}
+
+int lt_json_parse_file(const char *path, cJSON **out) {
+  char *data;
+  size_t len;
+  int rc = lt_fs_read_file(path, 256u << 20, &data, &len);
+  if (rc < 0) return rc;
+  rc = lt_json_parse(data, len, path, out);
+  free(data);
+  return rc;
+}
+
+static const cJSON *field(const cJSON *obj, const char *key, int *rc) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!it || cJSON_IsNull(it)) {
+    *rc = lt_error_set(LT_ENOENT, "%s: missing", key);
+    return NULL;
+  }
+  *rc = 0;
+  return it;
+}
+
+int lt_json_get_i64(const cJSON *obj, const char *key, int64_t *out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+      fabs(it->valuedouble) > 9007199254740992.0)
+    return lt_error_set(LT_EINVAL, "%s: expected integer", key);
+  *out = (int64_t)it->valuedouble;
+  return 0;
+}
+
+int lt_json_get_f64(const cJSON *obj, const char *key, double *out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsNumber(it)) return lt_error_set(LT_EINVAL, "%s: expected number", key);
+  *out = it->valuedouble;
+  return 0;
+}
+
+int lt_json_get_bool(const cJSON *obj, const char *key, int *out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsBool(it)) return lt_error_set(LT_EINVAL, "%s: expected boolean", key);
+  *out = cJSON_IsTrue(it);
+  return 0;
+}
+
+int lt_json_get_str(const cJSON *obj, const char *key, const char **out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsString(it)) return lt_error_set(LT_EINVAL, "%s: expected string", key);
+  *out = it->valuestring;
+  return 0;
+}
+
+int lt_json_get_i32_array(const cJSON *obj, const char *key, int32_t **out, int *n) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsArray(it)) return lt_error_set(LT_EINVAL, "%s: expected array of integers", key);
+  int len = cJSON_GetArraySize(it);
+  int32_t *v = malloc(sizeof *v * (size_t)(len ? len : 1));
+  if (!v) return lt_error_set(LT_ENOMEM, "%s: out of memory", key);
+  int i = 0;
+  for (const cJSON *e = it->child; e; e = e->next, i++) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < INT32_MIN ||
+        e->valuedouble > INT32_MAX) {
+      free(v);
+      return lt_error_set(LT_EINVAL, "%s[%d]: expected 32-bit integer", key, i);
+    }
+    v[i] = (int32_t)e->valuedouble;
+  }
+  *out = v;
+  *n = len;
+  return 0;
+}
+
+int lt_json_get_f32_array(const cJSON *obj, const char *key, float **out, int *n) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsArray(it)) return lt_error_set(LT_EINVAL, "%s: expected array of numbers", key);
+  int len = cJSON_GetArraySize(it);
+  float *v = malloc(sizeof *v * (size_t)(len ? len : 1));
+  if (!v) return lt_error_set(LT_ENOMEM, "%s: out of memory", key);
+  int i = 0;
+  for (const cJSON *e = it->child; e; e = e->next, i++) {
+    if (!cJSON_IsNumber(e)) {
+      free(v);
+      return lt_error_set(LT_EINVAL, "%s[%d]: expected number", key, i);
+    }
+    v[i] = (float)e->valuedouble;
+  }
+  *out = v;
+  *n = len;
+  return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t need;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) { need = 2; min = 0x80; }
+  else if ((c & 0xF0) == 0xE0) { need = 3; min = 0x800; }
+  else if ((c & 0xF8) == 0xF0) { need = 4; min = 0x10000; }
+  else return 0;
+  if (n < need) return 0;
+  unsigned cp = c & (0x3F >> (need - 1));
+  for (size_t i = 1; i < need; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return need;
+}
+
+void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  lt_buf_putc(b, '"');
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    if (c < 0x80) {
+      switch (c) {
+      case '"': lt_buf_puts(b, "\\\""); break;
+      case '\\': lt_buf_puts(b, "\\\\"); break;
+      case '\n': lt_buf_puts(b, "\\n"); break;
+      case '\r': lt_buf_puts(b, "\\r"); break;
+      case '\t': lt_buf_puts(b, "\\t"); break;
+      case '\b': lt_buf_puts(b, "\\b"); break;
+      case '\f': lt_buf_puts(b, "\\f"); break;
+      default:
+        if (c < 0x20 || c == 0x7f)
+          lt_buf_printf(b, "\\u%04x", c);
+        else
+          lt_buf_putc(b, (char)c);
+      }
+      i++;
+      continue;
+    }
+    size_t k = utf8_len(p + i, n - i);
+    if (k == 0) {
+      lt_buf_puts(b, "\xEF\xBF\xBD"); /* U+FFFD */
+      i++;
+    } else {
+      lt_buf_append(b, p + i, k);
+      i += k;
+    }
+  }
+  lt_buf_putc(b, '"');
+}
+
+void lt_json_quote(lt_buf_t *b, const char *s) { lt_json_quote_n(b, s, strlen(s)); }
+
+void lt_json_num(lt_buf_t *b, double v) {
+  if (!isfinite(v)) {
+    lt_buf_puts(b, "null");
+    return;
+  }
+  if (v == floor(v) && fabs(v) < 1e15)
+    lt_buf_printf(b, "%.0f", v);
+  else
+    lt_buf_printf(b, "%.9g", v);
+}
+
+void lt_json_f32_array(lt_buf_t *b, const float *v, int n) {
+  lt_buf_putc(b, '[');
+  for (int i = 0; i < n; i++) {
+    if (i) lt_buf_putc(b, ',');
+    lt_json_num(b, v[i]);
+  }
+  lt_buf_putc(b, ']');
+}
+
+void lt_json_i32_array(lt_buf_t *b, const int32_t *v, int n) {
+  lt_buf_putc(b, '[');
+  for (int i = 0; i < n; i++) lt_buf_printf(b, i ? ",%d" : "%d", v[i]);
+  lt_buf_putc(b, ']');
+}
+
+int lt_jsonl_open(lt_jsonl_t *r, const char *path) {
+  memset(r, 0, sizeof *r);
+  r->path = path;
+  if (strcmp(path, "-") == 0) {
+    r->f = stdin;
+    r->path = "<stdin>";
+    return 0;
+  }
+  r->f = fopen(path, "r");
+  if (!r->f) return lt_error_set(lt_error_from_errno(errno), "%s: %s", path, strerror(errno));
+  r->own = 1;
+  return 0;
+}
+
+int lt_jsonl_next(lt_jsonl_t *r, cJSON **out) {
+  for (;;) {
+    errno = 0;
+    ssize_t n = getline(&r->line, &r->cap, r->f);
+    if (n < 0) {
+      if (ferror(r->f))
+        return lt_error_set(LT_EIO, "%s:%ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
+      return 0;
+    }
+    r->lineno++;
+    size_t len = (size_t)n;
+    while (len && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r' || r->line[len - 1] == ' ' ||
+                   r->line[len - 1] == '\t'))
+      len--;
+    size_t start = 0;
+    while (start < len && (r->line[start] == ' ' || r->line[start] == '\t')) start++;
+    if (start == len) continue;
+    cJSON *root;
+    int rc = parse_at(r->line + start, len - start, r->path, (int)r->lineno, &root);
+    if (rc < 0) return rc;
+    *out = root;
+    return 1;
+  }
+}
+
+void lt_jsonl_close(lt_jsonl_t *r) {
+  if (r->own && r->f) fclose(r->f);
+  free(r->line);
+  memset(r, 0, sizeof *r);
+}
