@@ -1,0 +1,74 @@
+/* Environments behind one interface (docs/envs.md).  The daemon asks an
+ * environment for problems (lt_envs_sample); a worker runs episodes on them
+ * (lt_episode_*), driven by the agent loop in rollout/.
+ *
+ * CONTRACT (shared by envs/, rollout/ and orchestrator/; extend, do not break). */
+#ifndef LT_ENVS_ENV_H
+#define LT_ENVS_ENV_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/config.h"
+
+/* A tool call parsed from the policy's text (rollout/ parses the XML format
+ * <tool_call><name>N</name><arg name="K">V</arg>…</tool_call>). */
+typedef struct {
+  char *name;
+  char *value;
+} lt_tool_arg_t;
+
+typedef struct {
+  char *name;
+  lt_tool_arg_t *args;
+  int nargs;
+} lt_tool_call_t;
+
+typedef struct lt_envs lt_envs_t;
+typedef struct lt_episode lt_episode_t;
+
+/* The domains of config section "envs" (and "sandbox" for those that run
+ * code).  loop: the worker's loop for asynchronous steps; NULL on the daemon,
+ * which only samples problems. */
+int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out);
+void lt_envs_free(lt_envs_t *envs);
+int lt_envs_count(const lt_envs_t *envs);
+const char *lt_envs_name(const lt_envs_t *envs, int i);  /* the domain name */
+double lt_envs_weight(const lt_envs_t *envs, int i);
+
+/* Problem `index` of `domain`: deterministic in (run seed, domain, index,
+ * eval).  eval = 1 draws from a held-out set disjoint from the training
+ * problems.  *spec (caller deletes) travels in TASK.spec. */
+int lt_envs_sample(lt_envs_t *envs, const char *domain, uint64_t index, int eval, cJSON **spec);
+
+/* Starts an episode.  *messages (caller deletes) receives the opening chat:
+ * an array of {"role": "system"|"user", "content": "..."}. */
+int lt_episode_open(lt_envs_t *envs, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_t **out,
+                    cJSON **messages);
+
+typedef struct {
+  cJSON *observations; /* array of {"role":"tool","name":N,"content":C} to append; owned by the result */
+  int done;            /* the environment ended the episode (terminated) */
+  const char *truncated; /* "tool_timeout" | "sandbox_timeout" | NULL */
+  int error;           /* 0, or an LT_E* code: the environment failed (status env_error) */
+  char *error_msg;     /* detail when error != 0 */
+} lt_env_step_t;
+
+/* Called on the loop thread; the callee takes ownership of res's fields. */
+typedef void (*lt_env_step_cb)(lt_episode_t *ep, lt_env_step_t *res, void *ud);
+
+/* The policy's turn ended with `text` and the tool calls parsed from it (none:
+ * a final answer).  Completes through cb on the loop, never synchronously
+ * inside this call. */
+int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_cb cb,
+                    void *ud);
+
+/* What the reward layer needs from the environment: reference answer, tests,
+ * end-state verdict ({"answer": "42"}, {"tests": [...]}, {"success": true}...).
+ * Borrowed; valid until close. */
+const cJSON *lt_episode_reference(const lt_episode_t *ep);
+/* Closes; an in-flight step is cancelled and its callback is not called. */
+void lt_episode_close(lt_episode_t *ep);
+
+#endif

@@ -1,0 +1,83 @@
+/* The builtin inference engine: incremental decoding with a per-session KV
+ * cache, batched across sessions, on CPU (and CUDA where built).  Workers use
+ * it by default; `longtail generate`, `serve` and the evaluator use it too.
+ *
+ * CONTRACT (shared by learner/ and rollout/; extend, do not break).
+ *
+ * Threading: one engine is used by one thread at a time (the caller
+ * serialises); an engine may use internal threads for its math. */
+#ifndef LT_LEARNER_ENGINE_H
+#define LT_LEARNER_ENGINE_H
+
+#include <stdint.h>
+
+typedef struct lt_engine lt_engine_t;
+typedef struct lt_session lt_session_t;
+
+typedef struct {
+  const char *device;  /* "cpu" (default) | "cuda" | "auto" */
+  int threads;         /* compute threads (0: all cores) */
+  int max_sessions;    /* sessions open at once (KV caches), e.g. the worker's slots */
+  int max_context;     /* tokens per session (≤ the model's max_position_embeddings) */
+} lt_engine_opts_t;
+
+typedef struct {
+  int vocab;
+  int layers;
+  int moe_layers;      /* layers with a router (0 for dense models) */
+  int experts;         /* experts per MoE layer */
+  int topk;            /* experts per token */
+  int max_context;
+  int64_t params;      /* parameter count */
+} lt_engine_info_t;
+
+typedef struct {
+  float temperature;   /* 0: greedy */
+  float top_p;         /* 1: off */
+  int top_k;           /* 0: off */
+} lt_sampling_t;
+
+/* One sampled token and what the learner needs to know about it. */
+typedef struct {
+  int32_t token;
+  float logprob;       /* log p(token) under softmax(logits / temperature), before top-p/top-k (greedy: T = 1) */
+  int32_t support;     /* number of tokens in the top-p/top-k set it was drawn from */
+  float entropy;       /* entropy of softmax(logits / temperature) */
+} lt_sample_t;
+
+/* Loads config.json + model.safetensors (+ tokenizer if present). */
+int lt_engine_load(const char *model_dir, const lt_engine_opts_t *opts, lt_engine_t **out);
+/* Swaps in new weights of the same architecture between decode steps (weight
+ * sync); verifies model.safetensors against sha256 when non-NULL.  Open
+ * sessions keep their KV caches (multi-version trajectories). */
+int lt_engine_reload(lt_engine_t *e, const char *model_dir, const char *sha256);
+void lt_engine_info(const lt_engine_t *e, lt_engine_info_t *info);
+/* The engine's tokenizer (byte tokenizer if the model has none); owned by e. */
+const struct lt_tokenizer *lt_engine_tokenizer(const lt_engine_t *e);
+void lt_engine_free(lt_engine_t *e);
+
+int lt_session_open(lt_engine_t *e, lt_session_t **out);
+void lt_session_close(lt_session_t *s);
+/* Seeds the session's sampling stream (deterministic per seed). */
+void lt_session_seed(lt_session_t *s, uint64_t seed);
+/* Tokens in the session's KV cache. */
+int lt_session_len(const lt_session_t *s);
+/* Drops the cache after position `keep` (context compression, retries). */
+int lt_session_truncate(lt_session_t *s, int keep);
+
+/* Appends tokens (prompt, observation) to the session's cache.  If routing
+ * arrays are given they receive, per token and MoE layer, the top-k expert
+ * ids and router probabilities (before renormalisation):
+ * [n][moe_layers][topk].  Fails with LT_ERANGE past max_context. */
+int lt_session_prefill(lt_session_t *s, const int32_t *tokens, int n, uint16_t *routing_ids, float *routing_probs);
+
+/* One decode step for n sessions at once: samples the next token of each from
+ * its last position, appends it to that session's cache, and fills out[i].
+ * routing_ids/probs (optional) receive [n][moe_layers][topk] for the sampled
+ * tokens' own forward (written when the token is appended).
+ * Each session draws from its own stream (lt_session_seed), so results do not
+ * depend on which sessions share a batch. */
+int lt_engine_decode(lt_engine_t *e, lt_session_t *const *sessions, int n, const lt_sampling_t *params,
+                     lt_sample_t *out, uint16_t *routing_ids, float *routing_probs);
+
+#endif

@@ -1,0 +1,48 @@
+/* Tokenizers: the byte-level tokenizer of the builtin models and Hugging Face
+ * tokenizer.json byte-level BPE (GPT-2, Qwen, Llama-3 families), plus the chat
+ * format the agent loop renders conversations with.
+ *
+ * CONTRACT (shared by learner/, rollout/ and the CLI; extend, do not break). */
+#ifndef LT_LEARNER_TOKENIZER_H
+#define LT_LEARNER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lt_tokenizer lt_tokenizer_t;
+
+/* Chat roles of the ChatML-style format longtail renders:
+ *   <|im_start|>ROLE\nCONTENT<|im_end|>\n
+ * for both the byte tokenizer (whose special ids follow the 256 bytes) and
+ * Qwen-family tokenizer.json files (which define these tokens). */
+typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } lt_role;
+
+/* The byte tokenizer: ids 0..255 are bytes, then the special tokens
+ * <|endoftext|>, <|im_start|>, <|im_end|> (vocab ≥ 259; ids up to the model's
+ * vocab_size are valid and decode to nothing). */
+int lt_tokenizer_byte(int vocab_size, lt_tokenizer_t **out);
+/* PATH: a tokenizer.json file or a model directory containing one. */
+int lt_tokenizer_load(const char *path, lt_tokenizer_t **out);
+void lt_tokenizer_free(lt_tokenizer_t *t);
+
+int lt_tokenizer_vocab(const lt_tokenizer_t *t);
+/* Encodes UTF-8 text without adding special tokens; special-token text inside
+ * `text` is NOT interpreted (so user text cannot forge control tokens).
+ * *ids is malloc'd. */
+int lt_tokenizer_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
+/* Decodes ids to bytes (malloc'd, NUL-terminated; may be invalid UTF-8 when a
+ * multi-byte character is split across a boundary). Special tokens render as
+ * their text unless skip_special. */
+int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text,
+                        size_t *len);
+/* Id of a special token by its text ("<|im_end|>"), or -1. */
+int32_t lt_tokenizer_special(const lt_tokenizer_t *t, const char *text);
+/* Ids that end an assistant turn (<|im_end|>, <|endoftext|>, the model's eos). */
+int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id);
+
+/* Appends the tokens of one rendered message header "<|im_start|>ROLE\n" or
+ * trailer "<|im_end|>\n" to a growable array (*ids, *n, *cap: malloc'd). */
+int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
+int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
+
+#endif

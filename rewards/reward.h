@@ -1,0 +1,47 @@
+/* Rewards: rule verifiers, sandboxed code tests, GenRM and model verifiers
+ * over HTTP (libcurl multi on the caller's loop), shaping terms.
+ *
+ * CONTRACT (shared by rewards/, rollout/ and the CLI; extend, do not break). */
+#ifndef LT_REWARDS_REWARD_H
+#define LT_REWARDS_REWARD_H
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "util/config.h"
+
+typedef struct lt_rewarder lt_rewarder_t;
+
+typedef struct {
+  const char *domain;       /* selects rewards.domains.<domain> over rewards.type */
+  const char *prompt;       /* the task as the user saw it */
+  const char *response;     /* the policy's final response */
+  const cJSON *reference;   /* the environment's reference (lt_episode_reference) or {"answer": ...} */
+  const cJSON *messages;    /* the whole conversation (judges, format checks); may be NULL */
+  int response_tokens;      /* for length penalties */
+  int truncated;            /* the response was cut by a limit */
+} lt_reward_case_t;
+
+typedef struct {
+  int status;               /* 0: ok; otherwise the LT_E* code of the failure (no reward) */
+  double reward;            /* valid when status == 0 */
+  cJSON *components;        /* object: component name → number; owned by the result */
+  int attempts;             /* calls made (1 for local verifiers) */
+  char *error;              /* detail when status != 0 */
+} lt_reward_result_t;
+
+/* Called on the loop thread; the callee takes ownership of res's fields. */
+typedef void (*lt_reward_cb)(lt_reward_result_t *res, void *ud);
+
+/* cfg: a job config (its "rewards" and "sandbox" sections are used). */
+int lt_rewarder_create(uv_loop_t *loop, const lt_config_t *cfg, lt_rewarder_t **out);
+/* Scores a case asynchronously (copies what it needs).  Completes through cb
+ * on the loop, never synchronously inside this call.  Transient failures are
+ * retried with back-off; a reward that cannot be obtained completes with
+ * status != 0 and no value. */
+int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *c, lt_reward_cb cb, void *ud);
+/* Cancels in-flight work (their callbacks report LT_ECANCELED) and frees
+ * everything once the loop has released its handles; done(ud) is called then. */
+void lt_rewarder_close(lt_rewarder_t *r, void (*done)(void *ud), void *ud);
+
+#endif
