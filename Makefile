@@ -102,10 +102,12 @@ endif
 TEST_SRC := $(wildcard tests/unit/*.c tests/integ/*.c tests/support/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(BUILD)/tests/longtail-tests
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
-.PHONY: all build run test test-asan test-build fuzz fuzz-build bench clean deps check-deps docs \
+.PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
         test-gpu bench-gpu chaos soak FORCE
 .DEFAULT_GOAL := all
 
@@ -195,8 +197,18 @@ fuzz: fuzz-build
 run: all
 	$(Q)bin/longtail train configs/default.json
 
-bench: all
-	$(Q)scripts/bench.sh
+# Each bench/NAME.c is one program that measures a component next to its baseline and
+# prints one JSON object on its last stdout line; scripts/bench.sh merges them.
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  BENCH   $@"
+	$(Q)$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+bench-build: $(BIN) $(BENCH_BIN)
+
+bench: check-deps
+	$(Q)$(MAKE) --no-print-directory bench-build
+	$(Q)scripts/bench.sh $(BENCH_BIN)
 
 docs: all
 	$(Q)bin/longtail config --schema-md > docs/config.md
