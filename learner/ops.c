@@ -1,0 +1,199 @@
+#include "learner/ops.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
+  if (N == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+}
+
+void lt_linear_backward(float *dx, float *dW, const float *dy, const float *x, const float *W, int N, int in, int out) {
+  if (N == 0) return;
+  if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+  if (dW) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW, in);
+}
+
+void lt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int D, float eps) {
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * D;
+    float *o = out + (size_t)n * D;
+    double ss = 0;
+    for (int i = 0; i < D; i++) ss += (double)xr[i] * xr[i];
+    float r = (float)(1.0 / sqrt(ss / D + eps));
+    for (int i = 0; i < D; i++) o[i] = xr[i] * r * w[i];
+    if (rstd) rstd[n] = r;
+  }
+}
+
+void lt_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                         int N, int D) {
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * D, *g = dout + (size_t)n * D;
+    float r = rstd[n];
+    double dot = 0;
+    for (int i = 0; i < D; i++) {
+      dot += (double)g[i] * w[i] * xr[i];
+      if (dw) dw[i] += g[i] * xr[i] * r;
+    }
+    if (!dx) continue;
+    float c = (float)(dot * r * r * r / D);
+    float *d = dx + (size_t)n * D;
+    for (int i = 0; i < D; i++) d[i] += r * g[i] * w[i] - c * xr[i];
+  }
+}
+
+void lt_rope_apply(float *x, const int *pos, int N, int heads, int hd, const float *cos, const float *sin, int inverse) {
+  int half = hd / 2;
+  float sgn = inverse ? -1.0f : 1.0f;
+  for (int n = 0; n < N; n++) {
+    const float *c = cos + (size_t)pos[n] * half, *s = sin + (size_t)pos[n] * half;
+    for (int h = 0; h < heads; h++) {
+      float *v = x + ((size_t)n * heads + h) * hd;
+      for (int i = 0; i < half; i++) {
+        float a = v[i], b = v[i + half], si = sgn * s[i];
+        v[i] = a * c[i] - b * si;
+        v[i + half] = b * c[i] + a * si;
+      }
+    }
+  }
+}
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void lt_swiglu_forward(float *h, const float *g, const float *u, int n) {
+  for (int i = 0; i < n; i++) h[i] = g[i] * sigmoidf(g[i]) * u[i];
+}
+
+void lt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, int n) {
+  for (int i = 0; i < n; i++) {
+    float s = sigmoidf(g[i]);
+    du[i] = dh[i] * g[i] * s;
+    dg[i] = dh[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+  }
+}
+
+static inline float dot(const float *a, const float *b, int n) {
+  float s = 0;
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+static inline void axpy(float *y, float a, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void lt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
+                          int KV, int hd, int window, float *scratch) {
+  float scale = 1.0f / sqrtf((float)hd);
+  int group = H / KV;
+  for (int i = 0; i < T; i++) {
+    int p = S - T + i;
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    for (int h = 0; h < H; h++) {
+      const float *qi = q + ((size_t)i * H + h) * hd;
+      int kh = h / group;
+      float m = -FLT_MAX;
+      for (int j = lo; j <= p; j++) {
+        float s = dot(qi, k + ((size_t)j * KV + kh) * hd, hd) * scale;
+        scratch[j] = s;
+        if (s > m) m = s;
+      }
+      double sum = 0;
+      for (int j = lo; j <= p; j++) {
+        scratch[j] = expf(scratch[j] - m);
+        sum += scratch[j];
+      }
+      float inv = (float)(1.0 / sum);
+      float *o = out + ((size_t)i * H + h) * hd;
+      memset(o, 0, sizeof(float) * (size_t)hd);
+      for (int j = lo; j <= p; j++) axpy(o, scratch[j] * inv, v + ((size_t)j * KV + kh) * hd, hd);
+      if (lse) lse[(size_t)i * H + h] = m + (float)log(sum);
+    }
+  }
+}
+
+void lt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, int T, int S, int H, int KV, int hd,
+                           int window, float *scratch) {
+  float scale = 1.0f / sqrtf((float)hd);
+  int group = H / KV;
+  float *P = scratch, *dS = scratch + S;
+  for (int i = 0; i < T; i++) {
+    int p = S - T + i;
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    for (int h = 0; h < H; h++) {
+      size_t qo = ((size_t)i * H + h) * hd;
+      const float *qi = q + qo, *doi = dout + qo;
+      int kh = h / group;
+      float L = lse[(size_t)i * H + h];
+      float Di = dot(doi, out + qo, hd);
+      float *dqi = dq + qo;
+      memset(dqi, 0, sizeof(float) * (size_t)hd);
+      for (int j = lo; j <= p; j++) {
+        const float *kj = k + ((size_t)j * KV + kh) * hd, *vj = v + ((size_t)j * KV + kh) * hd;
+        P[j] = expf(dot(qi, kj, hd) * scale - L);
+        dS[j] = P[j] * (dot(doi, vj, hd) - Di) * scale;
+        axpy(dqi, dS[j], kj, hd);
+      }
+      for (int j = lo; j <= p; j++) {
+        size_t ko = ((size_t)j * KV + kh) * hd;
+        axpy(dk + ko, dS[j], qi, hd);
+        axpy(dv + ko, P[j], doi, hd);
+      }
+    }
+  }
+}
+
+void lt_softmax_row(float *x, int n) {
+  float m = -FLT_MAX;
+  for (int i = 0; i < n; i++)
+    if (x[i] > m) m = x[i];
+  double s = 0;
+  for (int i = 0; i < n; i++) {
+    x[i] = expf(x[i] - m);
+    s += x[i];
+  }
+  float inv = (float)(1.0 / s);
+  for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+float lt_router_forward(float *probs, uint16_t *ids, float *weights, const float *logits, int E, int k, int norm_topk,
+                        const uint16_t *forced_ids) {
+  memcpy(probs, logits, sizeof(float) * (size_t)E);
+  lt_softmax_row(probs, E);
+  if (forced_ids) {
+    memcpy(ids, forced_ids, sizeof(uint16_t) * (size_t)k);
+  } else {
+    /* Partial selection: k is small. Ties go to the lower index. */
+    for (int s = 0; s < k; s++) {
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int taken = 0;
+        for (int t = 0; t < s; t++) taken |= ids[t] == e;
+        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+      }
+      ids[s] = (uint16_t)best;
+    }
+  }
+  float mass = 0;
+  for (int s = 0; s < k; s++) mass += probs[ids[s]];
+  for (int s = 0; s < k; s++) weights[s] = norm_topk ? probs[ids[s]] / mass : probs[ids[s]];
+  return mass;
+}
+
+void lt_router_backward(float *dlogits, const float *probs, const uint16_t *ids, const float *dweights, int E, int k,
+                        int norm_topk) {
+  /* dL/dp over the chosen experts (zero elsewhere), then the softmax backward. */
+  float dp[256];
+  float mass = 0, wd = 0;
+  for (int s = 0; s < k; s++) mass += probs[ids[s]];
+  for (int s = 0; s < k; s++) wd += dweights[s] * probs[ids[s]] / mass;
+  for (int s = 0; s < k; s++) dp[s] = norm_topk ? (dweights[s] - wd) / mass : dweights[s];
+  float pdp = 0;
+  for (int s = 0; s < k; s++) pdp += probs[ids[s]] * dp[s];
+  for (int e = 0; e < E; e++) dlogits[e] = -probs[e] * pdp;
+  for (int s = 0; s < k; s++) dlogits[ids[s]] += probs[ids[s]] * dp[s];
+}

@@ -1,0 +1,55 @@
+/* The CPU reference of every op: forward/backward pairs on fp32 arrays.
+ * These are what the CUDA kernels are tested against.  Backward functions
+ * accumulate (+=) into parameter gradients and into input gradients unless
+ * noted, so residual branches simply add up. */
+#ifndef LT_LEARNER_OPS_H
+#define LT_LEARNER_OPS_H
+
+#include <stdint.h>
+
+/* y[N, out] = x[N, in] · W[out, in]ᵀ  (Hugging Face Linear layout). */
+void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out);
+/* dx[N, in] += dy · W;  dW[out, in] += dyᵀ · x.  Either may be NULL. */
+void lt_linear_backward(float *dx, float *dW, const float *dy, const float *x, const float *W, int N, int in, int out);
+
+/* out[N, D] = x / sqrt(mean(x²) + eps) * w;  rstd[N] saved for backward. */
+void lt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int D, float eps);
+/* dx[N, D] += ...;  dw[D] += ... */
+void lt_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                         int N, int D);
+
+/* Rotate-half rotary embedding in place on x[N, heads, hd] at positions pos[N].
+ * cos/sin tables are [max_pos, hd/2].  inverse = 1 applies the transpose (the backward). */
+void lt_rope_apply(float *x, const int *pos, int N, int heads, int hd, const float *cos, const float *sin, int inverse);
+
+/* h = silu(g) * u over n elements. */
+void lt_swiglu_forward(float *h, const float *g, const float *u, int n);
+/* dg, du (overwritten) from dh. */
+void lt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, int n);
+
+/* Causal (optionally sliding-window) grouped-query attention for one sequence.
+ * q[T, H, hd] are the queries of positions S−T .. S−1; k, v[S, KV, hd] are the
+ * keys and values of positions 0 .. S−1.  Query i sees key j when j ≤ S−T+i and,
+ * with window W > 0, S−T+i − j < W.  out[T, H, hd]; lse[T, H] (log-sum-exp of
+ * each score row, for the backward).  scratch: S floats. */
+void lt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
+                          int KV, int hd, int window, float *scratch);
+/* dq[T, H, hd] (overwritten), dk, dv[S, KV, hd] (+=).  scratch: 2·S floats. */
+void lt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, int T, int S, int H, int KV, int hd,
+                           int window, float *scratch);
+
+/* Row softmax in place over n columns. */
+void lt_softmax_row(float *x, int n);
+
+/* Router for one token: softmax over E logits, then the top-k experts (or
+ * the given ids for keep-routing).  probs[E] receive the softmax; ids[k] and
+ * weights[k] the choice (weights renormalised over the k when norm_topk).
+ * Returns the top-k probability mass before renormalisation. */
+float lt_router_forward(float *probs, uint16_t *ids, float *weights, const float *logits, int E, int k, int norm_topk,
+                        const uint16_t *forced_ids);
+/* dlogits[E] (overwritten) from dweights[k]. */
+void lt_router_backward(float *dlogits, const float *probs, const uint16_t *ids, const float *dweights, int E, int k,
+                        int norm_topk);
+
+#endif

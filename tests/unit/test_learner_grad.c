@@ -1,0 +1,303 @@
+/* Finite-difference checks of every op and of the whole model. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner/model.h"
+#include "learner/ops.h"
+#include "util/rng.h"
+
+static void fill(float *x, int n, lt_rng_t *r, float scale) {
+  for (int i = 0; i < n; i++) x[i] = (float)(scale * lt_rng_normal(r));
+}
+
+static double wdot(const float *a, const float *w, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += (double)a[i] * w[i];
+  return s;
+}
+
+/* Relative agreement of an analytic and a numerical derivative. */
+static void expect_close(double an, double fd, double rtol, double atol, const char *what, int i) {
+  cr_expect(fabs(an - fd) <= atol + rtol * fmax(fabs(an), fabs(fd)), "%s[%d]: analytic %.6g vs numeric %.6g", what, i, an,
+            fd);
+}
+
+Test(learner_grad, rmsnorm) {
+  lt_rng_t r;
+  lt_rng_seed(&r, 1);
+  enum { N = 3, D = 8 };
+  float x[N * D], w[D], y[N * D], rstd[N], wy[N * D], dx[N * D] = {0}, dw[D] = {0};
+  fill(x, N * D, &r, 1);
+  fill(w, D, &r, 1);
+  fill(wy, N * D, &r, 1);
+  lt_rmsnorm_forward(y, rstd, x, w, N, D, 1e-6f);
+  lt_rmsnorm_backward(dx, dw, wy, x, w, rstd, N, D);
+  const float h = 1e-3f;
+  for (int i = 0; i < N * D; i++) {
+    float s = x[i];
+    x[i] = s + h;
+    lt_rmsnorm_forward(y, rstd, x, w, N, D, 1e-6f);
+    double p = wdot(y, wy, N * D);
+    x[i] = s - h;
+    lt_rmsnorm_forward(y, rstd, x, w, N, D, 1e-6f);
+    double m = wdot(y, wy, N * D);
+    x[i] = s;
+    expect_close(dx[i], (p - m) / (2 * h), 1e-2, 1e-3, "dx", i);
+  }
+  for (int i = 0; i < D; i++) {
+    float s = w[i];
+    w[i] = s + h;
+    lt_rmsnorm_forward(y, rstd, x, w, N, D, 1e-6f);
+    double p = wdot(y, wy, N * D);
+    w[i] = s - h;
+    lt_rmsnorm_forward(y, rstd, x, w, N, D, 1e-6f);
+    double m = wdot(y, wy, N * D);
+    w[i] = s;
+    expect_close(dw[i], (p - m) / (2 * h), 1e-2, 1e-3, "dw", i);
+  }
+}
+
+Test(learner_grad, rope_is_orthogonal_and_inverse) {
+  enum { N = 4, H = 2, HD = 8, MAXP = 16 };
+  float cosv[MAXP * HD / 2], sinv[MAXP * HD / 2];
+  for (int p = 0; p < MAXP; p++)
+    for (int i = 0; i < HD / 2; i++) {
+      float ang = p * powf(10000.0f, -2.0f * i / HD);
+      cosv[p * HD / 2 + i] = cosf(ang);
+      sinv[p * HD / 2 + i] = sinf(ang);
+    }
+  int pos[N] = {0, 3, 7, 15};
+  lt_rng_t r;
+  lt_rng_seed(&r, 2);
+  float x[N * H * HD], y[N * H * HD];
+  fill(x, N * H * HD, &r, 1);
+  memcpy(y, x, sizeof x);
+  lt_rope_apply(y, pos, N, H, HD, cosv, sinv, 0);
+  /* Norms are preserved, position 0 is the identity, and the inverse undoes it. */
+  for (int n = 0; n < N * H; n++) {
+    double a = 0, b = 0;
+    for (int i = 0; i < HD; i++) {
+      a += x[n * HD + i] * x[n * HD + i];
+      b += y[n * HD + i] * y[n * HD + i];
+    }
+    cr_expect_float_eq(a, b, 1e-4 * a);
+  }
+  for (int i = 0; i < H * HD; i++) cr_expect_float_eq(y[i], x[i], 1e-7);
+  lt_rope_apply(y, pos, N, H, HD, cosv, sinv, 1);
+  for (int i = 0; i < N * H * HD; i++) cr_expect_float_eq(y[i], x[i], 1e-5);
+  /* Rotate-half convention: first half pairs with second half. */
+  float e[HD] = {1, 0, 0, 0, 0, 0, 0, 0};
+  int p1 = 1;
+  lt_rope_apply(e, &p1, 1, 1, HD, cosv, sinv, 0);
+  cr_expect_float_eq(e[0], cosf(1.0f), 1e-6);
+  cr_expect_float_eq(e[HD / 2], sinf(1.0f), 1e-6);
+}
+
+Test(learner_grad, swiglu) {
+  lt_rng_t r;
+  lt_rng_seed(&r, 3);
+  enum { N = 16 };
+  float g[N], u[N], h[N], dh[N], dg[N], du[N];
+  fill(g, N, &r, 2);
+  fill(u, N, &r, 1);
+  fill(dh, N, &r, 1);
+  lt_swiglu_backward(dg, du, dh, g, u, N);
+  const float e = 1e-3f;
+  for (int i = 0; i < N; i++) {
+    float s = g[i];
+    g[i] = s + e;
+    lt_swiglu_forward(h, g, u, N);
+    double p = wdot(h, dh, N);
+    g[i] = s - e;
+    lt_swiglu_forward(h, g, u, N);
+    double m = wdot(h, dh, N);
+    g[i] = s;
+    expect_close(dg[i], (p - m) / (2 * e), 1e-2, 1e-4, "dg", i);
+    s = u[i];
+    u[i] = s + e;
+    lt_swiglu_forward(h, g, u, N);
+    p = wdot(h, dh, N);
+    u[i] = s - e;
+    lt_swiglu_forward(h, g, u, N);
+    m = wdot(h, dh, N);
+    u[i] = s;
+    expect_close(du[i], (p - m) / (2 * e), 1e-2, 1e-4, "du", i);
+  }
+}
+
+static void attention_fd(int T, int S, int H, int KV, int window) {
+  int hd = 8;
+  lt_rng_t r;
+  lt_rng_seed(&r, (uint64_t)(T * 131 + S * 7 + window));
+  int nq = T * H * hd, nk = S * KV * hd;
+  float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+  float *o = malloc(sizeof(float) * nq), *w = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * T * H);
+  float *dq = malloc(sizeof(float) * nq), *dk = calloc(nk, sizeof(float)), *dv = calloc(nk, sizeof(float));
+  float scratch[256];
+  fill(q, nq, &r, 1);
+  fill(k, nk, &r, 1);
+  fill(v, nk, &r, 1);
+  fill(w, nq, &r, 1);
+  lt_attention_forward(o, lse, q, k, v, T, S, H, KV, hd, window, scratch);
+  lt_attention_backward(dq, dk, dv, w, o, lse, q, k, v, T, S, H, KV, hd, window, scratch);
+  const float e = 1e-2f; /* smooth in q, k, v: a larger step keeps float rounding small */
+  float *arrs[3] = {q, k, v}, *grads[3] = {dq, dk, dv};
+  int ns[3] = {nq, nk, nk};
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int a = 0; a < 3; a++)
+    for (int i = 0; i < ns[a]; i++) {
+      float s = arrs[a][i];
+      arrs[a][i] = s + e;
+      lt_attention_forward(o, NULL, q, k, v, T, S, H, KV, hd, window, scratch);
+      double p = wdot(o, w, nq);
+      arrs[a][i] = s - e;
+      lt_attention_forward(o, NULL, q, k, v, T, S, H, KV, hd, window, scratch);
+      double m = wdot(o, w, nq);
+      arrs[a][i] = s;
+      expect_close(grads[a][i], (p - m) / (2 * e), 2e-2, 1e-4, names[a], i);
+    }
+  free(q), free(k), free(v), free(o), free(w), free(lse), free(dq), free(dk), free(dv);
+}
+
+Test(learner_grad, attention_causal_gqa) { attention_fd(6, 6, 4, 2, 0); }
+Test(learner_grad, attention_sliding_window) { attention_fd(7, 7, 2, 1, 3); }
+Test(learner_grad, attention_with_cache_prefix) { attention_fd(3, 8, 2, 2, 0); }
+
+Test(learner_grad, attention_masks_future_and_window) {
+  /* With v = position one-hot, the output is the attention distribution itself. */
+  enum { T = 5, HD = 8 };
+  float q[T * HD] = {0}, k[T * HD] = {0}, v[T * HD] = {0}, o[T * HD], scratch[64];
+  for (int j = 0; j < T; j++) v[j * HD + j] = 1;
+  lt_attention_forward(o, NULL, q, k, v, T, T, 1, 1, HD, 2, scratch);
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j < T; j++) {
+      float want = (j <= i && i - j < 2) ? (i == 0 ? 1.0f : 0.5f) : 0.0f;
+      cr_expect_float_eq(o[i * HD + j], want, 1e-6, "query %d key %d", i, j);
+    }
+}
+
+Test(learner_grad, router_topk_and_backward) {
+  enum { E = 6, K = 2 };
+  float logits[E] = {0.1f, 2.0f, -1.0f, 1.5f, 0.3f, 1.5f}, probs[E], w[K];
+  uint16_t ids[K];
+  float mass = lt_router_forward(probs, ids, w, logits, E, K, 1, NULL);
+  cr_expect_eq(ids[0], 1);
+  cr_expect_eq(ids[1], 3, "ties go to the lower index");
+  cr_expect_float_eq(mass, probs[1] + probs[3], 1e-7);
+  cr_expect_float_eq(w[0] + w[1], 1.0f, 1e-6);
+  uint16_t forced[K] = {4, 0};
+  lt_router_forward(probs, ids, w, logits, E, K, 0, forced);
+  cr_expect_eq(ids[0], 4);
+  cr_expect_float_eq(w[0], probs[4], 1e-7);
+  for (int norm = 0; norm < 2; norm++) {
+    float dw[K] = {0.7f, -1.3f}, dl[E];
+    lt_router_forward(probs, ids, w, logits, E, K, norm, NULL);
+    lt_router_backward(dl, probs, ids, dw, E, K, norm);
+    const float e = 1e-3f;
+    for (int i = 0; i < E; i++) {
+      float s = logits[i];
+      uint16_t id2[K];
+      logits[i] = s + e;
+      lt_router_forward(probs, id2, w, logits, E, K, norm, ids);
+      double p = wdot(w, dw, K);
+      logits[i] = s - e;
+      lt_router_forward(probs, id2, w, logits, E, K, norm, ids);
+      double m = wdot(w, dw, K);
+      logits[i] = s;
+      expect_close(dl[i], (p - m) / (2 * e), 1e-2, 5e-5, norm ? "dlogits(norm)" : "dlogits", i);
+    }
+  }
+}
+
+/* ---- whole model ---- */
+
+static lt_model_t *tiny(int norm_topk, int tied, int critic) {
+  char json[2048];
+  snprintf(json, sizeof json,
+           "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 23, \"hidden_size\": 16, \"num_hidden_layers\": 3,"
+           " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 12,"
+           " \"moe_intermediate_size\": 6, \"num_experts\": 4, \"num_experts_per_tok\": 2, \"norm_topk_prob\": %s,"
+           " \"mlp_only_layers\": [1], \"max_position_embeddings\": 64, \"sliding_window\": 3,"
+           " \"layer_types\": [\"full_attention\", \"sliding_attention\", \"full_attention\"],"
+           " \"tie_word_embeddings\": %s, \"rms_norm_eps\": 1e-6}",
+           norm_topk ? "true" : "false", tied ? "true" : "false");
+  lt_model_config_t cfg;
+  cr_assert_eq(lt_model_config_parse(json, strlen(json), "tiny", &cfg), 0);
+  cfg.critic = critic;
+  lt_model_t *m;
+  cr_assert_eq(lt_model_create(&cfg, &m), 0);
+  lt_model_init_random(m, 7, 0.35f);
+  cr_assert_eq(lt_model_train_alloc(m, 64, 32), 0);
+  return m;
+}
+
+static const int32_t toks[] = {1, 5, 7, 2, 9, 11, 3, 4, 22, 0, 13, 6};
+static const int starts[] = {0, 7, 12};
+
+/* The scalar the checks differentiate: Σ c_i · out_i in double.  With
+ * route != NULL the experts are pinned (keep-routing), which keeps the
+ * function smooth under perturbations that would flip a top-k choice. */
+static double objective(lt_model_t *m, const float *c, int critic, const uint16_t *route) {
+  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  const float *x = critic ? o.values : o.logprobs;
+  double s = 0;
+  for (int i = 0; i < 12; i++) s += (double)c[i] * x[i];
+  return s;
+}
+
+/* The routing of the last forward as keep-routing ids [N][moe_layers][k]. */
+static void capture_routing(const lt_model_t *m, uint16_t *route) {
+  int K = m->cfg.topk, nml = lt_model_moe_layers(&m->cfg), ml = 0;
+  for (int l = 0; l < m->cfg.layers; l++) {
+    if (!m->cfg.moe[l]) continue;
+    for (int t = 0; t < 12; t++)
+      for (int j = 0; j < K; j++) route[((size_t)t * nml + ml) * K + j] = m->acts->ids[l][t * K + j];
+    ml++;
+  }
+}
+
+/* Per tensor, the directional derivative along a random direction: the
+ * signal adds up over the whole tensor, so float rounding in the numerical
+ * difference stays small against it. */
+static void model_fd(int norm_topk, int tied, int critic) {
+  lt_model_t *m = tiny(norm_topk, tied, critic);
+  lt_rng_t r;
+  lt_rng_seed(&r, 11);
+  float c[12];
+  fill(c, 12, &r, 1);
+  uint16_t route[12 * 3 * 2];
+  objective(m, c, critic, NULL);
+  capture_routing(m, route);
+  double base = objective(m, c, critic, NULL);
+  cr_assert_float_eq(objective(m, c, critic, route), base, 1e-9, "pinning the model's own routing changes nothing");
+  lt_model_zero_grad(m);
+  cr_assert_eq(lt_model_backward(m, critic ? NULL : c, critic ? c : NULL), 0);
+  const float e = 2e-3f; /* float rounding grows below, curvature above */
+  float *dir = malloc(sizeof(float) * m->nparams), *saved = malloc(sizeof(float) * m->nparams);
+  memcpy(saved, m->params, sizeof(float) * m->nparams);
+  for (int t = 0; t < m->ntensors; t++) {
+    const lt_tensor_t *tt = &m->tensors[t];
+    size_t n = (size_t)tt->rows * tt->cols;
+    fill(dir, (int)n, &r, 1);
+    double an = 0;
+    for (size_t i = 0; i < n; i++) an += (double)m->grads[tt->offset + i] * dir[i];
+    for (size_t i = 0; i < n; i++) m->params[tt->offset + i] = saved[tt->offset + i] + e * dir[i];
+    double p = objective(m, c, critic, route);
+    for (size_t i = 0; i < n; i++) m->params[tt->offset + i] = saved[tt->offset + i] - e * dir[i];
+    double q = objective(m, c, critic, route);
+    memcpy(m->params + tt->offset, saved + tt->offset, sizeof(float) * n);
+    expect_close(an, (p - q) / (2 * e), 1e-2, 5e-4, tt->name, t);
+  }
+  free(dir);
+  free(saved);
+  lt_model_free(m);
+}
+
+Test(learner_grad, whole_model_policy) { model_fd(1, 0, 0); }
+Test(learner_grad, whole_model_policy_tied_no_norm_topk) { model_fd(0, 1, 0); }
+Test(learner_grad, whole_model_critic) { model_fd(1, 0, 1); }
