@@ -63,6 +63,7 @@ void lt_st_close(lt_st_file_t *f) {
   for (int i = 0; i < f->n; i++) free(f->entries[i].name);
   free(f->entries);
   free(f->path);
+  cJSON_Delete(f->meta);
   free(f);
 }
 
@@ -164,7 +165,14 @@ int lt_st_open(const char *path, lt_st_file_t **out) {
   f->entries = calloc((size_t)(n ? n : 1), sizeof *f->entries);
   if (!f->entries) rc = lt_error_set(LT_ENOMEM, "out of memory");
   for (const cJSON *j = h->child; j && rc == 0; j = j->next) {
-    if (strcmp(j->string, "__metadata__") == 0) continue;
+    if (strcmp(j->string, "__metadata__") == 0) {
+      if (!cJSON_IsObject(j)) {
+        rc = lt_error_set(LT_EFORMAT, "%s: __metadata__ is not an object", path);
+        break;
+      }
+      if (!(f->meta = cJSON_Duplicate(j, 1))) rc = lt_error_set(LT_ENOMEM, "out of memory");
+      continue;
+    }
     rc = parse_entry(f, j, &f->entries[f->n]);
     if (rc == 0) f->n++;
   }
@@ -175,6 +183,11 @@ int lt_st_open(const char *path, lt_st_file_t **out) {
   }
   *out = f;
   return 0;
+}
+
+const char *lt_st_meta(const lt_st_file_t *f, const char *key) {
+  const cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;
+  return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 const lt_st_entry_t *lt_st_find(const lt_st_file_t *f, const char *name) {

@@ -26,12 +26,15 @@ typedef struct {
   size_t data_size;
   lt_st_entry_t *entries;
   int n;
+  void *meta;          /* the __metadata__ object (cJSON), or NULL */
 } lt_st_file_t;
 
 int lt_st_open(const char *path, lt_st_file_t **out);
 void lt_st_close(lt_st_file_t *f);
 const lt_st_entry_t *lt_st_find(const lt_st_file_t *f, const char *name);
 int64_t lt_st_numel(const lt_st_entry_t *e);
+/* A string value of the header's __metadata__, or NULL. */
+const char *lt_st_meta(const lt_st_file_t *f, const char *key);
 /* Converts the tensor to fp32 into dst (exactly numel floats). */
 int lt_st_read_f32(const lt_st_file_t *f, const lt_st_entry_t *e, float *dst);
 

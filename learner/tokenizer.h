@@ -26,8 +26,10 @@ int lt_tokenizer_load(const char *path, lt_tokenizer_t **out);
 void lt_tokenizer_free(lt_tokenizer_t *t);
 
 int lt_tokenizer_vocab(const lt_tokenizer_t *t);
-/* Encodes UTF-8 text without adding special tokens; special-token text inside
- * `text` is NOT interpreted (so user text cannot forge control tokens).
+/* Encodes UTF-8 text without adding special tokens, exactly as Hugging Face's
+ * tokenizer(text, add_special_tokens=False) does: for tokenizer.json models,
+ * added tokens that appear in the text are matched first.  The byte
+ * tokenizer never interprets special-token text (it stays bytes).
  * *ids is malloc'd. */
 int lt_tokenizer_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
 /* Decodes ids to bytes (malloc'd, NUL-terminated; may be invalid UTF-8 when a
@@ -44,5 +46,31 @@ int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id);
  * trailer "<|im_end|>\n" to a growable array (*ids, *n, *cap: malloc'd). */
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
+
+/* ---- internal: shared by learner/tokenizer.c and learner/bpe.c ---- */
+
+typedef struct {
+  char *text;
+  size_t len;
+  int32_t id;
+} lt_special_t;
+
+typedef enum { LT_TOK_BYTE, LT_TOK_BPE } lt_tok_kind;
+
+struct lt_tokenizer {
+  lt_tok_kind kind;
+  int vocab;
+  lt_special_t *special; /* special and added tokens */
+  int nspecial, capspecial;
+  uint8_t special_first[256]; /* 1 if some special token starts with this byte */
+  struct lt_bpe *bpe;    /* LT_TOK_BPE */
+};
+
+int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id);
+const char *lt__tok_special_text(const lt_tokenizer_t *t, int32_t id);
+int lt__ids_push(int32_t **ids, int *n, int *cap, int32_t id);
+int lt__bpe_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
+int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len);
+void lt__bpe_free(lt_tokenizer_t *t);
 
 #endif

@@ -1,0 +1,191 @@
+#include "learner/loss.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/error.h"
+
+/* Mask bounds are inclusive; logprobs arrive as floats, so a ratio meant to sit
+ * exactly on a bound may land 1e-7 outside it in log space. */
+#define BOUND_SLACK 1e-6
+
+static const char *names[] = {"mispo", "ppo", "grpo", "gspo"};
+
+const char *lt_objective_name(lt_objective o) { return (unsigned)o < 4 ? names[o] : "?"; }
+
+int lt_objective_parse(const char *s) {
+  for (int i = 0; i < 4; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  return -1;
+}
+
+void lt_loss_cfg_default(lt_loss_cfg_t *c, lt_objective obj) {
+  memset(c, 0, sizeof *c);
+  c->obj = obj;
+  c->tok_lo = 0.5f;
+  c->tok_hi = 2.0f;
+  c->traj_lo = 0.996f;
+  c->traj_hi = 1.001f;
+  c->clip_lo = c->clip_hi = obj == LT_OBJ_GSPO ? 1e-4f : 0.2f;
+  c->delta = obj == LT_OBJ_GRPO ? 0.1f : 0.0f;
+}
+
+static int in_bounds(double logx, float lo, float hi) {
+  return logx >= log((double)lo) - BOUND_SLACK && logx <= log((double)hi) + BOUND_SLACK;
+}
+
+/* min(r·A, clip(r)·A) and its derivative with respect to log r. */
+static double clipped_term(double r, double A, double lo, double hi, double *dterm_dlogr, int *clipped) {
+  double rc = r < 1 - lo ? 1 - lo : r > 1 + hi ? 1 + hi : r;
+  double u = r * A, c = rc * A;
+  if (u <= c) {
+    *dterm_dlogr = u; /* d(r·A)/dlog r = r·A */
+    *clipped = 0;
+    return u;
+  }
+  *dterm_dlogr = 0;
+  *clipped = 1;
+  return c;
+}
+
+int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  int N = in->start[in->nseq] - in->start[0];
+  memset(dlogp + in->start[0], 0, sizeof(float) * (size_t)N);
+  int ntok = 0, nseq_tok = 0;
+  for (int s = 0; s < in->nseq; s++) {
+    int k = 0;
+    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
+    ntok += k;
+    nseq_tok += k > 0;
+  }
+  st->tokens = ntok;
+  st->trajs = nseq_tok;
+  if (ntok == 0) return 0;
+  const float *old = in->logp_old ? in->logp_old : in->logp;
+  double loss = 0, mism = 0, klr = 0, klref = 0;
+  int clipped_n = 0;
+  for (int s = 0; s < in->nseq; s++) {
+    int a = in->start[s], b = in->start[s + 1], T = 0;
+    double sum_logx = 0, sum_logr = 0, sum_div = 0;
+    for (int t = a; t < b; t++) {
+      if (!in->mask[t]) continue;
+      T++;
+      double logx = (double)old[t] - in->logp_rollout[t];
+      sum_logx += logx;
+      sum_logr += (double)in->logp[t] - old[t];
+      sum_div += (double)in->logp_rollout[t] - in->logp[t];
+      mism += fabs(logx);
+      klr += exp(-logx) - 1 + logx; /* k3 estimate of KL(π_rollout ‖ π_old) from rollout samples */
+    }
+    if (!T) continue;
+    /* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for GRPO. */
+    double w = cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+    int traj_ok = in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
+    int masked_objective = cfg->obj == LT_OBJ_MISPO || cfg->obj == LT_OBJ_GSPO;
+    st->trajs_kept += masked_objective ? traj_ok : 1;
+    double r_seq = exp(sum_logr / T), gspo_grad = 0;
+    for (int t = a; t < b; t++) {
+      if (!in->mask[t]) continue;
+      double logx = (double)old[t] - in->logp_rollout[t];
+      int tok_ok = in_bounds(logx, cfg->tok_lo, cfg->tok_hi);
+      st->tokens_in_bounds += tok_ok;
+      double A = in->adv[t], g = 0, d;
+      int clipped = 0, kept = 0;
+      switch (cfg->obj) {
+      case LT_OBJ_MISPO:
+        if (tok_ok && traj_ok) {
+          loss -= w * in->logp[t] * A;
+          g = -w * A;
+          kept = 1;
+        }
+        break;
+      case LT_OBJ_PPO:
+      case LT_OBJ_GRPO: {
+        if (cfg->obj == LT_OBJ_GRPO && cfg->delta > 0 && A < 0 && sum_div / T > cfg->delta) break;
+        double r = exp((double)in->logp[t] - old[t]);
+        loss -= w * clipped_term(r, A, cfg->clip_lo, cfg->clip_hi, &d, &clipped);
+        g = -w * d;
+        kept = !clipped;
+        break;
+      }
+      case LT_OBJ_GSPO:
+        if (tok_ok && traj_ok) {
+          loss -= w * clipped_term(r_seq, A, cfg->clip_lo, cfg->clip_hi, &d, &clipped);
+          gspo_grad += -w * d / T; /* r_seq depends on every token of the sequence */
+          kept = !clipped;
+        }
+        break;
+      }
+      clipped_n += clipped;
+      st->tokens_kept += kept;
+      if (cfg->kl_coef > 0 && in->logp_ref) {
+        /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_old, z = log π_ref − log πθ;
+         * its derivative with respect to log πθ is ρ·(log πθ − log π_ref). */
+        double rho = exp((double)in->logp[t] - old[t]), z = (double)in->logp_ref[t] - in->logp[t];
+        double kl = rho * (exp(z) - z - 1);
+        loss += cfg->kl_coef * w * kl;
+        g += cfg->kl_coef * w * rho * -z;
+        klref += kl;
+      }
+      dlogp[t] = (float)g;
+    }
+    if (gspo_grad != 0)
+      for (int t = a; t < b; t++)
+        if (in->mask[t]) dlogp[t] += (float)gspo_grad;
+  }
+  st->loss = loss;
+  st->mismatch = mism / ntok;
+  st->kl_rollout = klr / ntok;
+  st->clip_frac = (double)clipped_n / ntok;
+  st->kl_ref = klref / ntok;
+  return 0;
+}
+
+void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv) {
+  for (int i = 0; i < n; i++) {
+    double sum = 0, sq = 0;
+    int k = 0;
+    for (int j = 0; j < n; j++)
+      if (group[j] == group[i]) {
+        sum += reward[j];
+        sq += reward[j] * reward[j];
+        k++;
+      }
+    double mean = sum / k, var = sq / k - mean * mean;
+    adv[i] = reward[i] - mean;
+    if (std_norm) adv[i] /= sqrt(var > 0 ? var : 0) + 1e-6;
+  }
+}
+
+void lt_adv_critic(int nseq, const int *start, const uint8_t *mask, const float *values, const double *reward,
+                   const uint8_t *truncated, float *adv, float *target, double *rhat) {
+  for (int s = 0; s < nseq; s++) {
+    int a = start[s], b = start[s + 1];
+    double R = truncated && truncated[s] ? values[b - 1] : reward[s];
+    if (rhat) rhat[s] = R;
+    for (int t = a; t < b; t++) {
+      int ok = mask[t] && t > a;
+      adv[t] = ok ? (float)(R - values[t - 1]) : 0.0f;
+      if (target) target[t] = ok ? (float)R : 0.0f;
+    }
+  }
+}
+
+double lt_value_loss(int nseq, const int *start, const uint8_t *mask, const float *values, const float *target,
+                     float *dvalues) {
+  int n = 0;
+  for (int s = 0; s < nseq; s++)
+    for (int t = start[s] + 1; t < start[s + 1]; t++) n += mask[t] != 0;
+  memset(dvalues + start[0], 0, sizeof(float) * (size_t)(start[nseq] - start[0]));
+  if (!n) return 0;
+  double loss = 0;
+  for (int s = 0; s < nseq; s++)
+    for (int t = start[s] + 1; t < start[s + 1]; t++) {
+      if (!mask[t]) continue;
+      double e = (double)values[t - 1] - target[t];
+      loss += 0.5 * e * e / n;
+      dvalues[t - 1] += (float)(e / n);
+    }
+  return loss;
+}

@@ -1,0 +1,71 @@
+/* Policy objectives (MIS-PO, PPO, GRPO, GSPO), advantages and the value loss
+ * (docs/losses.md).  Everything works per token on packed sequences, takes
+ * log-probabilities in and gives dLoss/dlogπθ out, so the model's backward
+ * (CPU or CUDA) turns that into parameter gradients. */
+#ifndef LT_LEARNER_LOSS_H
+#define LT_LEARNER_LOSS_H
+
+#include <stdint.h>
+
+typedef enum { LT_OBJ_MISPO = 0, LT_OBJ_PPO, LT_OBJ_GRPO, LT_OBJ_GSPO } lt_objective;
+
+typedef struct {
+  lt_objective obj;
+  float tok_lo, tok_hi;   /* token mask on x_t = π_old/π_rollout (MIS-PO, GSPO; default [0.5, 2]) */
+  float traj_lo, traj_hi; /* trajectory mask on the geometric mean of x_t (default [0.996, 1.001]) */
+  float clip_lo, clip_hi; /* ratio clip: PPO/GRPO [1−ε, 1+ε] with ε = 0.2; GSPO ε = 1e-4 */
+  float delta;            /* GRPO off-policy sequence masking threshold (seed 002 eq. 9); ≤ 0: off */
+  float kl_coef;          /* unbiased KL to the reference policy (seed 002 eq. 7); 0: off */
+} lt_loss_cfg_t;
+
+/* Defaults of the objective: the seeds' hyper-parameters. */
+void lt_loss_cfg_default(lt_loss_cfg_t *cfg, lt_objective obj);
+int lt_objective_parse(const char *s); /* "mispo"|"ppo"|"grpo"|"gspo", -1 if unknown */
+const char *lt_objective_name(lt_objective o);
+
+typedef struct {
+  int nseq;
+  const int *start;          /* [nseq + 1] packed sequences */
+  const float *logp;         /* [N] log πθ of each token (current forward) */
+  const float *logp_old;     /* [N] log π_old (learner before the update); NULL: = logp */
+  const float *logp_rollout; /* [N] log π_rollout (from the workers) */
+  const float *logp_ref;     /* [N] log π_ref for the KL term, or NULL */
+  const float *adv;          /* [N] advantage of each token */
+  const uint8_t *mask;       /* [N] 1: a generated token that is trained */
+} lt_loss_in_t;
+
+typedef struct {
+  double loss;
+  int tokens;          /* loss-mask tokens */
+  int tokens_kept;     /* loss tokens that pass every mask (and, for clipped objectives, are not clipped) */
+  int tokens_in_bounds;/* loss tokens whose x_t passes the token mask */
+  int trajs;           /* sequences with at least one loss token */
+  int trajs_kept;      /* ... whose trajectory mask passes */
+  double mismatch;     /* mean |log x_t| = mean |log π_old − log π_rollout| over loss tokens */
+  double kl_rollout;   /* mean (x_t − 1 − log x_t): KL(π_rollout ‖ π_old) estimate (k3) */
+  double clip_frac;    /* fraction of loss tokens whose clipped term was active */
+  double kl_ref;       /* mean unbiased KL to the reference (when kl_coef > 0) */
+} lt_loss_stats_t;
+
+/* Computes the loss and dlogp[N] = dLoss/dlogπθ (zero outside the mask).
+ * MIS-PO, PPO and GSPO are normalised by the loss tokens of this call; GRPO
+ * averages per sequence, then over sequences (seed 002 eq. 5). */
+int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st);
+
+/* Group baselines: adv_i = R_i − mean of R over samples with the same group
+ * id (divided by the group's standard deviation when std_norm). */
+void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv);
+
+/* Actor-critic advantages with γ = λ = 1 and truncation-aware bootstrapping:
+ * for sequence s, R̂ = values[last position] when truncated[s], else reward[s];
+ * for each loss token t, adv[t] = R̂ − V(s_t) where V(s_t) = values[t − 1]
+ * (the critic's value of the prefix before token t), and target[t] = R̂. */
+void lt_adv_critic(int nseq, const int *start, const uint8_t *mask, const float *values, const double *reward,
+                   const uint8_t *truncated, float *adv, float *target, double *rhat);
+
+/* ½ mean (V(s_t) − target_t)² over loss tokens; dvalues[N] receives the
+ * gradient at the positions the values were read from (t − 1). */
+double lt_value_loss(int nseq, const int *start, const uint8_t *mask, const float *values, const float *target,
+                     float *dvalues);
+
+#endif

@@ -1,0 +1,52 @@
+/* Optimizers over the contiguous parameter buffer: AdamW, and Muon
+ * (Newton–Schulz orthogonalised momentum for 2-D hidden weight matrices, AdamW
+ * for embeddings, the output head, norms and routers).  Warm-up + cosine
+ * schedule, global-norm clipping, optional frozen router.  The state has the
+ * parameters' layout and is saved and restored bit-exactly. */
+#ifndef LT_LEARNER_OPTIM_H
+#define LT_LEARNER_OPTIM_H
+
+#include <stdint.h>
+
+#include "learner/model.h"
+
+typedef enum { LT_OPT_ADAMW = 0, LT_OPT_MUON } lt_opt_kind;
+
+typedef struct {
+  lt_opt_kind kind;
+  float lr;            /* peak learning rate */
+  float beta1, beta2, eps;
+  float weight_decay;  /* decoupled */
+  int warmup;          /* linear warm-up steps */
+  int64_t total;       /* steps of the cosine decay after warm-up (0: constant) */
+  float min_lr_ratio;  /* cosine floor as a fraction of lr */
+  float grad_clip;     /* global-norm clip (0: off) */
+  int freeze_router;   /* router weights get no update */
+  float muon_momentum; /* 0.95 */
+  int muon_steps;      /* Newton–Schulz iterations (5) */
+} lt_optim_cfg_t;
+
+typedef struct {
+  lt_optim_cfg_t cfg;
+  size_t n;
+  float *m, *v;        /* [n] first/second moments (Muon keeps its momentum in m) */
+  int64_t step;        /* updates done */
+  float *scratch;      /* Newton–Schulz work space */
+  size_t scratch_len;
+} lt_optim_t;
+
+void lt_optim_cfg_default(lt_optim_cfg_t *c, lt_opt_kind kind);
+int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t **out);
+void lt_optim_free(lt_optim_t *o);
+/* The learning rate of update number `step` (0-based). */
+double lt_optim_lr(const lt_optim_cfg_t *c, int64_t step);
+/* Clips m->grads to the global norm, updates m->params; *gnorm receives the
+ * norm before clipping.  Returns the learning rate used. */
+double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm);
+/* Global L2 norm of the gradient buffer (frozen router excluded). */
+double lt_grad_norm(const lt_optim_t *o, const lt_model_t *m);
+/* State files (safetensors: moments + step in the metadata). */
+int lt_optim_save(const lt_optim_t *o, const char *path);
+int lt_optim_load(lt_optim_t *o, const char *path);
+
+#endif

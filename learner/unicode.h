@@ -1,0 +1,22 @@
+/* The Unicode the tokenizers need: UTF-8 decoding, letter/number/whitespace
+ * classes (for the pre-tokenizer regexes) and NFC normalisation. */
+#ifndef LT_LEARNER_UNICODE_H
+#define LT_LEARNER_UNICODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes one UTF-8 character at s (n bytes available); returns its length, or
+ * 0 if the bytes are not valid UTF-8. */
+int lt_utf8_decode(const char *s, size_t n, uint32_t *cp);
+/* Encodes cp; returns the byte count (1..4). */
+int lt_utf8_encode(uint32_t cp, char *out);
+
+int lt_uni_is_letter(uint32_t cp);     /* \p{L} */
+int lt_uni_is_number(uint32_t cp);     /* \p{N} */
+int lt_uni_is_space(uint32_t cp);      /* \s: the White_Space property */
+
+/* NFC of valid UTF-8 text (malloc'd, NUL-terminated); LT_EINVAL on invalid UTF-8. */
+int lt_uni_nfc(const char *s, size_t n, char **out, size_t *outlen);
+
+#endif

@@ -1,0 +1,215 @@
+/* Losses against hand-computed cases and finite differences. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "learner/loss.h"
+#include "util/rng.h"
+
+static const int one_seq[] = {0, 4};
+static const uint8_t mask4[] = {0, 1, 1, 1};
+
+/* logp_rollout such that x_t = π_old/π_rollout takes the given values. */
+static void rollout_for(const float *logp, const double *x, float *out, int n) {
+  for (int i = 0; i < n; i++) out[i] = (float)(logp[i] - log(x[i]));
+}
+
+Test(learner_loss, mispo_token_mask_is_inclusive_at_the_bounds) {
+  float logp[4] = {0, logf(0.5f), logf(0.25f), logf(0.8f)}, roll[4], adv[4] = {0, 2.0f, -1.0f, 3.0f}, d[4];
+  double x[4] = {1, 1.0, 2.0, 2.5}; /* x = 2 sits on the bound, 2.5 is outside */
+  rollout_for(logp, x, roll, 4);
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_MISPO);
+  c.traj_lo = 0.01f; /* isolate the token mask */
+  c.traj_hi = 100.0f;
+  lt_loss_in_t in = {.nseq = 1, .start = one_seq, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask4};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  double want = -(logf(0.5f) * 2.0 + logf(0.25f) * -1.0) / 3.0;
+  cr_expect_float_eq(st.loss, want, 1e-6);
+  cr_expect_float_eq(d[0], 0.0f, 1e-9);
+  cr_expect_float_eq(d[1], -2.0f / 3.0f, 1e-6);
+  cr_expect_float_eq(d[2], 1.0f / 3.0f, 1e-6);
+  cr_expect_float_eq(d[3], 0.0f, 1e-9);
+  cr_expect_eq(st.tokens, 3);
+  cr_expect_eq(st.tokens_kept, 2);
+  cr_expect_eq(st.tokens_in_bounds, 2);
+  /* x = 0.5 is on the lower bound too; 0.499 is not. */
+  double x2[4] = {1, 0.5, 0.499, 1};
+  rollout_for(logp, x2, roll, 4);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.tokens_in_bounds, 2);
+  cr_expect_float_eq(d[2], 0.0f, 1e-9);
+}
+
+Test(learner_loss, mispo_trajectory_mask_on_the_geometric_mean) {
+  float logp[4] = {0, -1, -2, -0.5f}, roll[4], adv[4] = {0, 1, 1, 1}, d[4];
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_MISPO);
+  lt_loss_in_t in = {.nseq = 1, .start = one_seq, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask4};
+  lt_loss_stats_t st;
+  /* Geometric mean exactly 1.001 (the upper bound): kept. */
+  double x[4] = {1, 1.001, 1.001, 1.001};
+  rollout_for(logp, x, roll, 4);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs_kept, 1);
+  cr_expect_float_eq(st.loss, (1.0 + 2.0 + 0.5) / 3.0, 1e-6);
+  /* 1.002 · 1.0 · 1.0 has geometric mean 1.000666: kept; 1.004 · 1 · 1 → 1.00133: dropped whole. */
+  double y[4] = {1, 1.002, 1.0, 1.0};
+  rollout_for(logp, y, roll, 4);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs_kept, 1);
+  double z[4] = {1, 1.004, 1.0, 1.0};
+  rollout_for(logp, z, roll, 4);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs_kept, 0);
+  cr_expect_eq(st.tokens_kept, 0);
+  cr_expect_float_eq(st.loss, 0.0, 1e-12);
+  for (int i = 0; i < 4; i++) cr_expect_float_eq(d[i], 0.0f, 1e-12);
+  /* Lower bound 0.996. */
+  double w[4] = {1, 0.996, 0.996, 0.996};
+  rollout_for(logp, w, roll, 4);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs_kept, 1);
+  cr_expect_float_eq(st.mismatch, -log(0.996), 1e-6);
+}
+
+Test(learner_loss, mispo_is_normalised_by_the_batch_loss_tokens) {
+  /* Two sequences with 3 and 1 loss tokens: every kept token weighs 1/4. */
+  static const int st2[] = {0, 4, 6};
+  uint8_t mask[6] = {0, 1, 1, 1, 0, 1};
+  float logp[6] = {0, -1, -1, -1, 0, -2}, adv[6] = {0, 1, 1, 1, 0, 1}, d[6];
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_MISPO);
+  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_rollout = logp, .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_float_eq(st.loss, (1 + 1 + 1 + 2) / 4.0, 1e-6);
+  cr_expect_float_eq(d[5], -0.25f, 1e-7);
+  cr_expect_eq(st.trajs, 2);
+}
+
+Test(learner_loss, ppo_clip_hand_computed) {
+  float logp[4] = {0, logf(1.5f), logf(1.5f), logf(0.9f)}, old[4] = {0, 0, 0, 0}, adv[4] = {0, 1, -1, 1}, d[4];
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_PPO);
+  lt_loss_in_t in = {.nseq = 1, .start = one_seq, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask4};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  /* t1: r = 1.5, A = +1 → clipped 1.2, no gradient; t2: A = −1 → min(−1.5, −1.2) = −1.5, unclipped;
+   * t3: r = 0.9 inside the range. */
+  cr_expect_float_eq(st.loss, -(1.2 - 1.5 + 0.9) / 3.0, 1e-6);
+  cr_expect_float_eq(d[1], 0.0f, 1e-9);
+  cr_expect_float_eq(d[2], 1.5f / 3.0f, 1e-6);
+  cr_expect_float_eq(d[3], -0.9f / 3.0f, 1e-6);
+  cr_expect_float_eq(st.clip_frac, 1.0 / 3.0, 1e-9);
+}
+
+Test(learner_loss, grpo_masks_divergent_negative_sequences_only) {
+  static const int st2[] = {0, 3, 6};
+  uint8_t mask[6] = {0, 1, 1, 0, 1, 1};
+  float logp[6] = {0, -1, -1, 0, -1, -1}, roll[6] = {0, -0.5f, -0.5f, 0, -0.5f, -0.5f}, d[6];
+  float adv[6] = {0, -1, -1, 0, 1, 1}; /* both sequences diverge by 0.5 nats per token */
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_GRPO);
+  c.delta = 0.4f;
+  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  /* Sequence 1 (negative, divergent) is masked; sequence 2 counts with weight 1/(2 sequences · 2 tokens). */
+  cr_expect_float_eq(d[1], 0.0f, 1e-9);
+  cr_expect_float_eq(d[2], 0.0f, 1e-9);
+  cr_expect_float_eq(d[4], -0.25f, 1e-6);
+  cr_expect_float_eq(st.loss, -0.5, 1e-6);
+  c.delta = 0.6f; /* below the threshold: nothing masked */
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_float_eq(d[1], 0.25f, 1e-6);
+}
+
+Test(learner_loss, group_advantages) {
+  double r[6] = {1, 0, 0, 1, 1, 1}, a[6];
+  int64_t g[6] = {7, 7, 7, 9, 9, 9};
+  lt_adv_group(r, g, 6, 0, a);
+  cr_expect_float_eq(a[0], 2.0 / 3.0, 1e-12);
+  cr_expect_float_eq(a[1], -1.0 / 3.0, 1e-12);
+  cr_expect_float_eq(a[4], 0.0, 1e-12);
+  lt_adv_group(r, g, 6, 1, a);
+  cr_expect_float_eq(a[0], (2.0 / 3.0) / (sqrt(2.0 / 9.0) + 1e-6), 1e-9);
+}
+
+Test(learner_loss, critic_advantages_bootstrap_truncated_trajectories) {
+  static const int st2[] = {0, 4, 7};
+  uint8_t mask[7] = {0, 0, 1, 1, 0, 1, 1};
+  float values[7] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f}, adv[7], tgt[7];
+  double reward[2] = {1.0, 1.0}, rhat[2];
+  uint8_t trunc[2] = {0, 1};
+  lt_adv_critic(2, st2, mask, values, reward, trunc, adv, tgt, rhat);
+  cr_expect_float_eq(rhat[0], 1.0, 1e-12);  /* complete: the reward */
+  cr_expect_float_eq(rhat[1], 0.7, 1e-6);   /* truncated: V(s_T), the value after the last token */
+  cr_expect_float_eq(adv[2], 1.0f - 0.2f, 1e-6); /* Â_t = R̂ − V(s_t), V(s_t) read before token t */
+  cr_expect_float_eq(adv[3], 1.0f - 0.3f, 1e-6);
+  cr_expect_float_eq(adv[5], 0.7f - 0.5f, 1e-6);
+  cr_expect_float_eq(adv[6], 0.7f - 0.6f, 1e-6);
+  cr_expect_float_eq(adv[1], 0.0f, 1e-9);
+  cr_expect_float_eq(tgt[5], 0.7f, 1e-6);
+}
+
+Test(learner_loss, value_loss_gradient) {
+  static const int st1[] = {0, 4};
+  float values[4] = {0.5f, -0.2f, 0.3f, 0.9f}, tgt[4] = {0, 1, 1, 1}, dv[4];
+  uint8_t mask[4] = {0, 1, 0, 1};
+  double L = lt_value_loss(1, st1, mask, values, tgt, dv);
+  cr_expect_float_eq(L, 0.5 * (0.25 + 0.49) / 2, 1e-6);
+  cr_expect_float_eq(dv[0], (0.5f - 1) / 2, 1e-6);
+  cr_expect_float_eq(dv[2], (0.3f - 1) / 2, 1e-6);
+  cr_expect_float_eq(dv[1], 0.0f, 1e-9);
+  cr_expect_float_eq(dv[3], 0.0f, 1e-9);
+}
+
+/* Finite differences of every objective (smooth points only: inputs are drawn
+ * away from clip edges and mask bounds). */
+static void loss_fd(lt_objective obj, int kl) {
+  enum { N = 12 };
+  static const int st3[] = {0, 5, 9, 12};
+  lt_rng_t r;
+  lt_rng_seed(&r, 100 + obj * 2 + kl);
+  float logp[N], old[N], roll[N], ref[N], adv[N], d[N];
+  uint8_t mask[N];
+  for (int i = 0; i < N; i++) {
+    mask[i] = i != 0 && i != 5 && i != 9;
+    logp[i] = (float)(-0.2 - lt_rng_uniform(&r));
+    old[i] = logp[i] + (float)(0.05 * lt_rng_normal(&r));
+    roll[i] = old[i] + (float)(0.0003 * lt_rng_normal(&r));
+    ref[i] = logp[i] + (float)(0.3 * lt_rng_normal(&r));
+    adv[i] = (float)lt_rng_normal(&r);
+  }
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, obj);
+  c.clip_lo = c.clip_hi = obj == LT_OBJ_GSPO ? 0.5f : 0.2f;
+  c.kl_coef = kl ? 0.3f : 0.0f;
+  lt_loss_in_t in = {.nseq = 3, .start = st3, .logp = logp, .logp_old = old, .logp_rollout = roll, .logp_ref = ref,
+                     .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  const float e = 1e-3f;
+  for (int i = 0; i < N; i++) {
+    float s = logp[i], tmp[N];
+    logp[i] = s + e;
+    lt_loss_compute(&c, &in, tmp, &st);
+    double p = st.loss;
+    logp[i] = s - e;
+    lt_loss_compute(&c, &in, tmp, &st);
+    double m = st.loss;
+    logp[i] = s;
+    double fd = (p - m) / (2 * e);
+    cr_expect(fabs(fd - d[i]) < 2e-3 + 1e-2 * fabs(fd), "%s%s: dlogp[%d] %g vs %g", lt_objective_name(obj),
+              kl ? "+kl" : "", i, d[i], fd);
+  }
+}
+
+Test(learner_loss, finite_differences) {
+  for (int o = 0; o < 4; o++) {
+    loss_fd((lt_objective)o, 0);
+    loss_fd((lt_objective)o, 1);
+  }
+}

@@ -1,0 +1,123 @@
+/* Tokenizers: fixtures whose expected ids come from Hugging Face's
+ * tokenizers.js (tests/ref/), round trips, the byte tokenizer, errors. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner/tokenizer.h"
+#include "learner/unicode.h"
+#include "tests/support/harness.h"
+#include "util/error.h"
+#include "util/json.h"
+
+static void check_fixture(const char *name, int nfc) {
+  char tp[4096], cp[4096], ep[4096];
+  snprintf(tp, sizeof tp, "%s/tests/ref/tokenizer/%s.json", lt_test_root(), name);
+  snprintf(cp, sizeof cp, "%s/tests/ref/tokenizer/cases.jsonl", lt_test_root());
+  snprintf(ep, sizeof ep, "%s/tests/ref/tokenizer/%s.expected.jsonl", lt_test_root(), name);
+  lt_tokenizer_t *t;
+  cr_assert_eq(lt_tokenizer_load(tp, &t), 0, "%s", lt_error_msg());
+  lt_jsonl_t cases, exp;
+  cr_assert_eq(lt_jsonl_open(&cases, cp), 0);
+  cr_assert_eq(lt_jsonl_open(&exp, ep), 0);
+  cJSON *c, *e;
+  int n = 0;
+  while (lt_jsonl_next(&cases, &c) == 1) {
+    cr_assert_eq(lt_jsonl_next(&exp, &e), 1);
+    const char *text;
+    cr_assert_eq(lt_json_get_str(c, "text", &text), 0);
+    int32_t *want, *got;
+    int nw, ng;
+    cr_assert_eq(lt_json_get_i32_array(e, "ids", &want, &nw), 0);
+    cr_assert_eq(lt_tokenizer_encode(t, text, strlen(text), &got, &ng), 0);
+    cr_expect(ng == nw && memcmp(got, want, sizeof(int32_t) * (size_t)ng) == 0, "%s: case %d differs: %s", name, n, text);
+    /* Decoding gives back the (normalised) text. */
+    char *dec, *norm;
+    size_t dl, nl;
+    cr_assert_eq(lt_tokenizer_decode(t, got, ng, 0, &dec, &dl), 0);
+    if (nfc) {
+      cr_assert_eq(lt_uni_nfc(text, strlen(text), &norm, &nl), 0);
+    } else {
+      norm = strdup(text);
+      nl = strlen(text);
+    }
+    cr_expect(dl == nl && memcmp(dec, norm, nl) == 0, "%s: case %d does not round-trip", name, n);
+    free(dec), free(norm), free(want), free(got);
+    cJSON_Delete(c);
+    cJSON_Delete(e);
+    n++;
+  }
+  cr_expect_gt(n, 100);
+  lt_jsonl_close(&cases);
+  lt_jsonl_close(&exp);
+  lt_tokenizer_free(t);
+}
+
+Test(learner_tokenizer, qwen2_pipeline_matches_reference) { check_fixture("qwen2-small", 1); }
+Test(learner_tokenizer, gpt2_pipeline_matches_reference) { check_fixture("gpt2-small", 0); }
+
+Test(learner_tokenizer, byte_tokenizer_and_chat_format) {
+  lt_tokenizer_t *t;
+  cr_assert_eq(lt_tokenizer_byte(264, &t), 0);
+  const char *s = "héllo <|im_end|>";
+  int32_t *ids;
+  int n;
+  cr_assert_eq(lt_tokenizer_encode(t, s, strlen(s), &ids, &n), 0);
+  cr_expect_eq(n, (int)strlen(s), "special-token text stays bytes");
+  char *d;
+  size_t dl;
+  cr_assert_eq(lt_tokenizer_decode(t, ids, n, 0, &d, &dl), 0);
+  cr_expect_str_eq(d, s);
+  free(d);
+  free(ids);
+  int32_t *c = NULL;
+  int nc = 0, cap = 0;
+  cr_assert_eq(lt_chat_open(t, LT_ROLE_USER, &c, &nc, &cap), 0);
+  cr_assert_eq(lt_chat_close(t, &c, &nc, &cap), 0);
+  cr_assert_eq(lt_tokenizer_decode(t, c, nc, 0, &d, &dl), 0);
+  cr_expect_str_eq(d, "<|im_start|>user\n<|im_end|>\n");
+  cr_expect(lt_tokenizer_is_stop(t, lt_tokenizer_special(t, "<|im_end|>")));
+  cr_expect(!lt_tokenizer_is_stop(t, 'a'));
+  free(d);
+  free(c);
+  int32_t bad = 300;
+  cr_expect_eq(lt_tokenizer_decode(t, &bad, 1, 0, &d, &dl), LT_ERANGE);
+  lt_tokenizer_free(t);
+}
+
+Test(learner_tokenizer, nfc) {
+  struct { const char *in, *out; } cases[] = {
+      {"e\xcc\x81", "\xc3\xa9"},                         /* e + acute → é */
+      {"\xe2\x84\xab", "\xc3\x85"},                      /* Angstrom sign → Å (singleton) */
+      {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"}, /* Hangul jamo → syllable */
+      {"a\xcc\xa3\xcc\x87", "\xe1\xba\xa1\xcc\x87"},     /* reordering: dot below before dot above */
+      {"plain ascii", "plain ascii"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *o;
+    size_t l;
+    cr_assert_eq(lt_uni_nfc(cases[i].in, strlen(cases[i].in), &o, &l), 0);
+    cr_expect_str_eq(o, cases[i].out, "case %zu", i);
+    free(o);
+  }
+  char *o;
+  size_t l;
+  cr_expect_eq(lt_uni_nfc("\xff\xfe", 2, &o, &l), LT_EINVAL);
+}
+
+Test(learner_tokenizer, refuses_what_it_cannot_honour) {
+  char *dir = lt_test_tmpdir("tok");
+  char p[4096];
+  snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+  lt_test_write(p, "{\"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {}}");
+  lt_tokenizer_t *t;
+  cr_expect_eq(lt_tokenizer_load(dir, &t), LT_EUNSUPP);
+  cr_expect(strstr(lt_error_msg(), "normalizer"), "%s", lt_error_msg());
+  lt_test_write(p, "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, \"model\": {}}");
+  cr_expect_eq(lt_tokenizer_load(p, &t), LT_EUNSUPP);
+  lt_test_write(p, "{\"pre_tokenizer\": ");
+  cr_expect_eq(lt_tokenizer_load(p, &t), LT_EFORMAT);
+  cr_expect_eq(lt_tokenizer_load("/nonexistent/tokenizer.json", &t), LT_ENOENT);
+  lt_test_rmdir(dir);
+}
