@@ -2,6 +2,9 @@
 #ifndef LT_CLI_COMMANDS_H
 #define LT_CLI_COMMANDS_H
 
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
 #include "cli/args.h"
 #include "util/config.h"
 
@@ -45,6 +48,13 @@ extern const int lt_all_nschemas;
  * failure prints "longtail CMD: config error: <path>: <problem>" and returns
  * the exit code (2 for config and syntax errors). */
 int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *sets, lt_config_t *cfg);
+
+/* Reads an integer array field of a JSONL input line, checking every id is in
+ * [0, vocab) and the length is in [min_len, max_len]; errors name path:line. */
+int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
+                       long lineno, int32_t **out, int *n);
+/* The learner's thread count from LT_THREADS or all cores. */
+int lt_cli_threads(void);
 
 /* The version banner with build features, as `longtail --version` prints it. */
 void lt_cli_print_version(void);

@@ -477,7 +477,7 @@ static cand_t heap_pop(heap_t *q) {
 static int bpe_word(const lt_bpe_t *b, const char *w, size_t n, int32_t **ids, int *nids, int *cap) {
   if (b->ignore_merges) {
     int32_t whole = vocab_find(b, w, n);
-    if (whole >= 0) return lt__ids_push(ids, nids, cap, whole);
+    if (whole >= 0) return lt_ids_push(ids, nids, cap, whole);
   }
   int32_t *sym = malloc(sizeof *sym * n), *prev = malloc(sizeof *prev * n), *next = malloc(sizeof *next * n);
   heap_t q = {0};
@@ -526,7 +526,7 @@ static int bpe_word(const lt_bpe_t *b, const char *w, size_t n, int32_t **ids, i
       goto out;
     }
   }
-  for (int32_t i = 0; i >= 0 && rc == 0; i = next[i]) rc = lt__ids_push(ids, nids, cap, sym[i]);
+  for (int32_t i = 0; i >= 0 && rc == 0; i = next[i]) rc = lt_ids_push(ids, nids, cap, sym[i]);
 out:
   free(sym);
   free(prev);
@@ -603,7 +603,7 @@ int lt__bpe_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_
       continue;
     }
     if (i > start) rc = encode_plain(t, text + start, i - start, ids, n, &cap);
-    if (rc == 0) rc = lt__ids_push(ids, n, &cap, t->special[best].id);
+    if (rc == 0) rc = lt_ids_push(ids, n, &cap, t->special[best].id);
     i += bl;
     start = i;
   }

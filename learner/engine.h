@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "util/rng.h"
+
 typedef struct lt_engine lt_engine_t;
 typedef struct lt_session lt_session_t;
 
@@ -44,6 +46,11 @@ typedef struct {
   int32_t support;     /* number of tokens in the top-p/top-k set it was drawn from */
   float entropy;       /* entropy of softmax(logits / temperature) */
 } lt_sample_t;
+
+/* Samples one token from logits[V] (the engine's sampler, exported so every
+ * backend draws identically).  scratch: 2·V floats. */
+void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng_t *rng, float *scratch,
+                      lt_sample_t *out);
 
 /* Loads config.json + model.safetensors (+ tokenizer if present). */
 int lt_engine_load(const char *model_dir, const lt_engine_opts_t *opts, lt_engine_t **out);

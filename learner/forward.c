@@ -281,10 +281,14 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
   return 0;
 }
 
-int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
+int lt_model_eval_alloc(lt_model_t *m, int max_tokens, int max_seq) {
   lt_acts_free(m->acts);
   m->acts = NULL;
-  int rc = lt_acts_create(&m->cfg, max_tokens, max_seq, 1, &m->acts);
+  return lt_acts_create(&m->cfg, max_tokens, max_seq, 1, &m->acts);
+}
+
+int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
+  int rc = lt_model_eval_alloc(m, max_tokens, max_seq);
   if (rc < 0) return rc;
   if (!m->grads) {
     m->grads = calloc(m->nparams, sizeof(float));

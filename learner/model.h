@@ -196,8 +196,10 @@ void lt_acts_free(lt_acts_t *a);
 /* Inference forward over segments attached to KV caches; logits[nseg, V]
  * receives each segment's last-position logits (NULL: skip the head). */
 int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *segs, int nseg, float *logits);
-/* Sizes the training workspace for at most max_tokens packed tokens and
- * sequences of at most max_seq tokens, and allocates gradients. */
+/* Sizes the forward workspace for at most max_tokens packed tokens and
+ * sequences of at most max_seq tokens (evaluation: no gradients). */
+int lt_model_eval_alloc(lt_model_t *m, int max_tokens, int max_seq);
+/* The same, plus the gradient buffer, for training. */
 int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq);
 int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out);
 /* Accumulates into m->grads the gradient of L given dL/dlogprobs[N] (policy)

@@ -72,7 +72,7 @@ int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id) {
                strcmp(s, "<|end_of_text|>") == 0);
 }
 
-int lt__ids_push(int32_t **ids, int *n, int *cap, int32_t id) {
+int lt_ids_push(int32_t **ids, int *n, int *cap, int32_t id) {
   if (*n == *cap) {
     int c = *cap ? 2 * *cap : 64;
     int32_t *p = realloc(*ids, sizeof *p * (size_t)c);
@@ -90,7 +90,7 @@ int lt_tokenizer_encode(const lt_tokenizer_t *t, const char *text, size_t len, i
   if (t->kind == LT_TOK_BPE) return lt__bpe_encode(t, text, len, ids, n);
   int cap = 0;
   for (size_t i = 0; i < len; i++) {
-    int rc = lt__ids_push(ids, n, &cap, (unsigned char)text[i]);
+    int rc = lt_ids_push(ids, n, &cap, (unsigned char)text[i]);
     if (rc < 0) {
       free(*ids);
       *ids = NULL;
@@ -141,7 +141,7 @@ static int append_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, in
   int32_t *tmp;
   int m;
   int rc = lt_tokenizer_encode(t, s, strlen(s), &tmp, &m);
-  for (int i = 0; i < m && rc == 0; i++) rc = lt__ids_push(ids, n, cap, tmp[i]);
+  for (int i = 0; i < m && rc == 0; i++) rc = lt_ids_push(ids, n, cap, tmp[i]);
   free(tmp);
   return rc;
 }
@@ -149,7 +149,7 @@ static int append_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, in
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap) {
   int32_t st = lt_tokenizer_special(t, "<|im_start|>");
   if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_start|> token for the chat format");
-  int rc = lt__ids_push(ids, n, cap, st);
+  int rc = lt_ids_push(ids, n, cap, st);
   if (rc == 0) rc = append_text(t, role_name(role), ids, n, cap);
   if (rc == 0) rc = append_text(t, "\n", ids, n, cap);
   return rc;
@@ -158,7 +158,7 @@ int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, i
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
   int32_t en = lt_tokenizer_special(t, "<|im_end|>");
   if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_end|> token for the chat format");
-  int rc = lt__ids_push(ids, n, cap, en);
+  int rc = lt_ids_push(ids, n, cap, en);
   if (rc == 0) rc = append_text(t, "\n", ids, n, cap);
   return rc;
 }

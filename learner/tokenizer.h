@@ -44,6 +44,9 @@ int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id);
 
 /* Appends the tokens of one rendered message header "<|im_start|>ROLE\n" or
  * trailer "<|im_end|>\n" to a growable array (*ids, *n, *cap: malloc'd). */
+/* Appends one id to a growable array (*ids, *n, *cap: malloc'd). */
+int lt_ids_push(int32_t **ids, int *n, int *cap, int32_t id);
+
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
 
@@ -68,7 +71,6 @@ struct lt_tokenizer {
 
 int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id);
 const char *lt__tok_special_text(const lt_tokenizer_t *t, int32_t id);
-int lt__ids_push(int32_t **ids, int *n, int *cap, int32_t id);
 int lt__bpe_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
 int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len);
 void lt__bpe_free(lt_tokenizer_t *t);

@@ -1,0 +1,35 @@
+/* Helpers shared by the model commands. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "util/error.h"
+#include "util/json.h"
+
+int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
+                       long lineno, int32_t **out, int *n) {
+  int rc = lt_json_get_i32_array(line, key, out, n);
+  if (rc < 0) return lt_error_wrap(rc, "%s:%ld", path, lineno);
+  for (int i = 0; i < *n; i++)
+    if ((*out)[i] < 0 || (*out)[i] >= vocab) {
+      rc = lt_error_set(LT_ERANGE, "%s:%ld: %s[%d] = %d is outside the vocabulary [0, %d)", path, lineno, key, i,
+                        (*out)[i], vocab);
+      free(*out);
+      *out = NULL;
+      return rc;
+    }
+  if (*n < min_len || *n > max_len) {
+    rc = lt_error_set(LT_ERANGE, "%s:%ld: %s has %d tokens, expected %d to %d", path, lineno, key, *n, min_len, max_len);
+    free(*out);
+    *out = NULL;
+    return rc;
+  }
+  return 0;
+}
+
+int lt_cli_threads(void) {
+  const char *s = getenv("LT_THREADS");
+  if (s && atoi(s) > 0) return atoi(s);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
