@@ -111,7 +111,7 @@ int lt_acts_create(const lt_model_config_t *c, int max_tokens, int max_seq, int 
   AL(pos, N);
   AL(tok, N);
   AL(last, N);
-  AL(attn_scratch, 2 * (size_t)max_seq);
+  AL(attn_scratch, LT_ATT_SCRATCH(max_seq));
   AL(head_scratch, (size_t)LT_HEAD_CHUNK * (size_t)c->vocab);
   AL(act, N * Id);
   AL(xe, moe ? N * K * D : 0);

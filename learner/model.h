@@ -101,7 +101,7 @@ typedef struct {
   int32_t *tok;              /* [N] token ids */
   int *last;                 /* [N] 1 if the token ends its segment */
   /* scratch */
-  float *attn_scratch;       /* [2 * max_seq] */
+  float *attn_scratch;       /* [LT_ATT_SCRATCH(max_seq)] */
   float *head_scratch;       /* [LT_HEAD_CHUNK, V] */
   float *act;                /* [N, I] SwiGLU output */
   float *xe;                 /* [N*k, D] gathered expert inputs */

@@ -75,42 +75,45 @@ void lt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, c
   }
 }
 
-static inline float dot(const float *a, const float *b, int n) {
-  float s = 0;
-  for (int i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
-}
+/* Attention runs in blocks of query rows so the score block [ATT_BR, S] stays
+ * in cache, with the products on BLAS.  Masked scores are -inf; a row's valid
+ * keys are [lo(p), p] for query position p. */
+#define ATT_BR 64
 
-static inline void axpy(float *y, float a, const float *x, int n) {
-  for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
+static inline int key_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
 
 void lt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                           int KV, int hd, int window, float *scratch) {
   float scale = 1.0f / sqrtf((float)hd);
-  int group = H / KV;
-  for (int i = 0; i < T; i++) {
-    int p = S - T + i;
-    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  int group = H / KV, ldq = H * hd, ldk = KV * hd;
+  for (int i0 = 0; i0 < T; i0 += ATT_BR) {
+    int nb = T - i0 < ATT_BR ? T - i0 : ATT_BR;
+    int p0 = S - T + i0, p1 = p0 + nb - 1;
+    int klo = key_lo(p0, window), ns = p1 - klo + 1;
     for (int h = 0; h < H; h++) {
-      const float *qi = q + ((size_t)i * H + h) * hd;
       int kh = h / group;
-      float m = -FLT_MAX;
-      for (int j = lo; j <= p; j++) {
-        float s = dot(qi, k + ((size_t)j * KV + kh) * hd, hd) * scale;
-        scratch[j] = s;
-        if (s > m) m = s;
+      float *P = scratch;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, scale, q + (size_t)i0 * ldq + h * hd, ldq,
+                  k + (size_t)klo * ldk + kh * hd, ldk, 0.0f, P, ns);
+      for (int r = 0; r < nb; r++) {
+        int p = p0 + r, lo = key_lo(p, window) - klo, hi = p - klo;
+        float *row = P + (size_t)r * ns;
+        float m = -FLT_MAX;
+        for (int j = lo; j <= hi; j++)
+          if (row[j] > m) m = row[j];
+        double sum = 0;
+        for (int j = 0; j < lo; j++) row[j] = 0;
+        for (int j = lo; j <= hi; j++) {
+          row[j] = expf(row[j] - m);
+          sum += row[j];
+        }
+        for (int j = hi + 1; j < ns; j++) row[j] = 0;
+        float inv = (float)(1.0 / sum);
+        for (int j = lo; j <= hi; j++) row[j] *= inv;
+        if (lse) lse[(size_t)(i0 + r) * H + h] = m + (float)log(sum);
       }
-      double sum = 0;
-      for (int j = lo; j <= p; j++) {
-        scratch[j] = expf(scratch[j] - m);
-        sum += scratch[j];
-      }
-      float inv = (float)(1.0 / sum);
-      float *o = out + ((size_t)i * H + h) * hd;
-      memset(o, 0, sizeof(float) * (size_t)hd);
-      for (int j = lo; j <= p; j++) axpy(o, scratch[j] * inv, v + ((size_t)j * KV + kh) * hd, hd);
-      if (lse) lse[(size_t)i * H + h] = m + (float)log(sum);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, ns, 1.0f, P, ns, v + (size_t)klo * ldk + kh * hd, ldk,
+                  0.0f, out + (size_t)i0 * ldq + h * hd, ldq);
     }
   }
 }
@@ -119,30 +122,41 @@ void lt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *q, const float *k, const float *v, int T, int S, int H, int KV, int hd,
                            int window, float *scratch) {
   float scale = 1.0f / sqrtf((float)hd);
-  int group = H / KV;
-  float *P = scratch, *dS = scratch + S;
-  for (int i = 0; i < T; i++) {
-    int p = S - T + i;
-    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  int group = H / KV, ldq = H * hd, ldk = KV * hd;
+  for (int i0 = 0; i0 < T; i0 += ATT_BR) {
+    int nb = T - i0 < ATT_BR ? T - i0 : ATT_BR;
+    int p0 = S - T + i0, p1 = p0 + nb - 1;
+    int klo = key_lo(p0, window), ns = p1 - klo + 1;
     for (int h = 0; h < H; h++) {
-      size_t qo = ((size_t)i * H + h) * hd;
-      const float *qi = q + qo, *doi = dout + qo;
       int kh = h / group;
-      float L = lse[(size_t)i * H + h];
-      float Di = dot(doi, out + qo, hd);
-      float *dqi = dq + qo;
-      memset(dqi, 0, sizeof(float) * (size_t)hd);
-      for (int j = lo; j <= p; j++) {
-        const float *kj = k + ((size_t)j * KV + kh) * hd, *vj = v + ((size_t)j * KV + kh) * hd;
-        P[j] = expf(dot(qi, kj, hd) * scale - L);
-        dS[j] = P[j] * (dot(doi, vj, hd) - Di) * scale;
-        axpy(dqi, dS[j], kj, hd);
+      float *P = scratch, *dP = scratch + (size_t)ATT_BR * ns;
+      const float *qb = q + (size_t)i0 * ldq + h * hd, *dob = dout + (size_t)i0 * ldq + h * hd;
+      const float *kb = k + (size_t)klo * ldk + kh * hd, *vb = v + (size_t)klo * ldk + kh * hd;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, scale, qb, ldq, kb, ldk, 0.0f, P, ns);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, ns);
+      for (int r = 0; r < nb; r++) {
+        int p = p0 + r, lo = key_lo(p, window) - klo, hi = p - klo;
+        float L = lse[(size_t)(i0 + r) * H + h];
+        const float *o = out + (size_t)(i0 + r) * ldq + h * hd, *d = dob + (size_t)r * ldq;
+        float Di = 0;
+        for (int x = 0; x < hd; x++) Di += d[x] * o[x];
+        float *pr = P + (size_t)r * ns, *dr = dP + (size_t)r * ns;
+        for (int j = 0; j < ns; j++) {
+          if (j < lo || j > hi) {
+            pr[j] = dr[j] = 0;
+            continue;
+          }
+          pr[j] = expf(pr[j] - L);
+          dr[j] = pr[j] * (dr[j] - Di) * scale;
+        }
       }
-      for (int j = lo; j <= p; j++) {
-        size_t ko = ((size_t)j * KV + kh) * hd;
-        axpy(dk + ko, dS[j], qi, hd);
-        axpy(dv + ko, P[j], doi, hd);
-      }
+      /* dq = dS·K (overwrites), dk += dSᵀ·Q, dv += Pᵀ·dO */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, ns, 1.0f, dP, ns, kb, ldk, 0.0f,
+                  dq + (size_t)i0 * ldq + h * hd, ldq);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, dP, ns, qb, ldq, 1.0f,
+                  dk + (size_t)klo * ldk + kh * hd, ldk);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, P, ns, dob, ldq, 1.0f,
+                  dv + (size_t)klo * ldk + kh * hd, ldk);
     }
   }
 }

@@ -27,14 +27,17 @@ void lt_swiglu_forward(float *h, const float *g, const float *u, int n);
 /* dg, du (overwritten) from dh. */
 void lt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, int n);
 
+/* Scratch floats the attention functions need for S keys. */
+#define LT_ATT_SCRATCH(S) (2 * 64 * (size_t)(S))
+
 /* Causal (optionally sliding-window) grouped-query attention for one sequence.
  * q[T, H, hd] are the queries of positions S−T .. S−1; k, v[S, KV, hd] are the
  * keys and values of positions 0 .. S−1.  Query i sees key j when j ≤ S−T+i and,
  * with window W > 0, S−T+i − j < W.  out[T, H, hd]; lse[T, H] (log-sum-exp of
- * each score row, for the backward).  scratch: S floats. */
+ * each score row, for the backward).  scratch: LT_ATT_SCRATCH(S) floats. */
 void lt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                           int KV, int hd, int window, float *scratch);
-/* dq[T, H, hd] (overwritten), dk, dv[S, KV, hd] (+=).  scratch: 2·S floats. */
+/* dq[T, H, hd] (overwritten), dk, dv[S, KV, hd] (+=).  scratch: LT_ATT_SCRATCH(S) floats. */
 void lt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, const float *k, const float *v, int T, int S, int H, int KV, int hd,
                            int window, float *scratch);

@@ -136,7 +136,7 @@ static void attention_fd(int T, int S, int H, int KV, int window) {
   float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
   float *o = malloc(sizeof(float) * nq), *w = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * T * H);
   float *dq = malloc(sizeof(float) * nq), *dk = calloc(nk, sizeof(float)), *dv = calloc(nk, sizeof(float));
-  float scratch[256];
+  float *scratch = malloc(sizeof(float) * LT_ATT_SCRATCH(S));
   fill(q, nq, &r, 1);
   fill(k, nk, &r, 1);
   fill(v, nk, &r, 1);
@@ -159,7 +159,7 @@ static void attention_fd(int T, int S, int H, int KV, int window) {
       arrs[a][i] = s;
       expect_close(grads[a][i], (p - m) / (2 * e), 2e-2, 1e-4, names[a], i);
     }
-  free(q), free(k), free(v), free(o), free(w), free(lse), free(dq), free(dk), free(dv);
+  free(q), free(k), free(v), free(o), free(w), free(lse), free(dq), free(dk), free(dv), free(scratch);
 }
 
 Test(learner_grad, attention_causal_gqa) { attention_fd(6, 6, 4, 2, 0); }
@@ -169,7 +169,7 @@ Test(learner_grad, attention_with_cache_prefix) { attention_fd(3, 8, 2, 2, 0); }
 Test(learner_grad, attention_masks_future_and_window) {
   /* With v = position one-hot, the output is the attention distribution itself. */
   enum { T = 5, HD = 8 };
-  float q[T * HD] = {0}, k[T * HD] = {0}, v[T * HD] = {0}, o[T * HD], scratch[64];
+  float q[T * HD] = {0}, k[T * HD] = {0}, v[T * HD] = {0}, o[T * HD], scratch[LT_ATT_SCRATCH(T)];
   for (int j = 0; j < T; j++) v[j * HD + j] = 1;
   lt_attention_forward(o, NULL, q, k, v, T, T, 1, 1, HD, 2, scratch);
   for (int i = 0; i < T; i++)
