@@ -71,4 +71,44 @@ const cJSON *lt_episode_reference(const lt_episode_t *ep);
 /* Closes; an in-flight step is cancelled and its callback is not called. */
 void lt_episode_close(lt_episode_t *ep);
 
+/* A demonstration for supervised warm-up: the opening chat and a response for
+ * problem `index` (training split).  Environments may inject the configured
+ * demonstration errors (params.demo_error_rate).  LT_EUNSUPP where an
+ * environment has no demonstrations.  Caller frees both. */
+int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **messages, char **response);
+
+/* The environment type of a domain ("arith", ...), NULL if unknown. */
+const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
+
+/* ---- internal: shared by the environment implementations ---- */
+
+typedef struct lt_env_impl {
+  const char *type;
+  /* Parses params (a JSON object, may be empty); errors name "envs.<domain>.params.<key>". */
+  int (*init)(const char *domain, const cJSON *params, uint64_t seed, void **state);
+  void (*free)(void *state);
+  int (*sample)(void *state, uint64_t index, int eval, cJSON **spec);
+  int (*demo)(void *state, uint64_t index, cJSON **messages, char **response);
+  /* Fills *messages and the episode's reference; may set ep->data. */
+  int (*open)(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages);
+  /* Synchronous step; the registry delivers the result on the loop. */
+  int (*step)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
+  void (*close)(lt_episode_t *ep);
+} lt_env_impl_t;
+
+struct lt_episode {
+  lt_envs_t *envs;
+  void *domain;          /* registry's domain record */
+  void *state;           /* the implementation's per-domain state */
+  void *data;            /* the implementation's per-episode data */
+  cJSON *reference;      /* set by open */
+  uv_timer_t timer;      /* delivers step results on the next loop turn */
+  lt_env_step_t result;
+  lt_env_step_cb cb;
+  void *ud;
+  int pending;
+};
+
+extern const lt_env_impl_t lt__env_arith;
+
 #endif

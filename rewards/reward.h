@@ -20,6 +20,7 @@ typedef struct {
   const cJSON *messages;    /* the whole conversation (judges, format checks); may be NULL */
   int response_tokens;      /* for length penalties */
   int truncated;            /* the response was cut by a limit */
+  int malformed_tool_calls; /* tool-call blocks the agent loop could not parse (format penalty) */
 } lt_reward_case_t;
 
 typedef struct {
@@ -43,5 +44,31 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *c, lt_reward_cb 
 /* Cancels in-flight work (their callbacks report LT_ECANCELED) and frees
  * everything once the loop has released its handles; done(ud) is called then. */
 void lt_rewarder_close(lt_rewarder_t *r, void (*done)(void *ud), void *ud);
+
+/* The rule verifier's answer extraction: the text after the last "####"
+ * marker (or inside the last \boxed{...}), trimmed; NULL when there is none.
+ * Exposed for the evaluator and tests. Caller frees. */
+char *lt_reward_extract_answer(const char *response);
+/* 1 if the extracted answer matches the reference (exact after whitespace
+ * normalisation, or numerically within rel_tol when both are numbers). */
+int lt_reward_answers_match(const char *got, const char *want, double rel_tol);
+
+/* ---- internal: shared by the rewards/ files ---- */
+
+typedef enum { LT_RW_RULE, LT_RW_ENV, LT_RW_CODE, LT_RW_GENRM, LT_RW_VERIFIER, LT_RW_RUBRIC } lt__reward_type;
+
+typedef struct {
+  double tolerance;
+  double format_penalty;
+  int length_target;
+  double length_coef;
+  int script; /* 0 none, 1 latin, 2 cjk, 3 cyrillic */
+  double language_coef;
+} lt__reward_cfg_t;
+
+/* Synchronous verifiers: fill res (status, reward, components). */
+int lt__reward_rule(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_reward_result_t *res);
+/* Adds the configured shaping components to an ok result. */
+void lt__reward_shape(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_reward_result_t *res);
 
 #endif

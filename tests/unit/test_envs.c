@@ -1,0 +1,149 @@
+/* Environments: arith problems, worked steps, held-out split, demonstrations, episodes. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "cli/commands.h"
+#include "envs/env.h"
+#include "rewards/reward.h"
+#include "util/error.h"
+
+static lt_envs_t *make_envs(const char *json, uv_loop_t *loop) {
+  lt_config_t cfg;
+  cJSON *root = cJSON_Parse(json);
+  cr_assert_not_null(root);
+  cr_assert_eq(lt_config_from_json(&cfg, root, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  lt_envs_t *e;
+  int rc = lt_envs_create(&cfg, loop, &e);
+  lt_config_free(&cfg);
+  cr_assert_eq(rc, 0, "%s", lt_error_msg());
+  return e;
+}
+
+static const char *spec_str(const cJSON *s, const char *k) { return cJSON_GetObjectItem(s, k)->valuestring; }
+
+Test(envs, arith_problems_are_deterministic_and_correct) {
+  lt_envs_t *e = make_envs("{\"envs\": {\"math\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 13, "
+                           "\"ops\": [\"+\", \"-\", \"*\"]}}}}", NULL);
+  for (uint64_t i = 0; i < 300; i++) {
+    cJSON *s1, *s2;
+    cr_assert_eq(lt_envs_sample(e, "math", i, 0, &s1), 0);
+    cr_assert_eq(lt_envs_sample(e, "math", i, 0, &s2), 0);
+    cr_assert(cJSON_Compare(s1, s2, 1), "problem %llu is not deterministic", (unsigned long long)i);
+    const char *a = spec_str(s1, "a"), *b = spec_str(s1, "b"), *op = spec_str(s1, "op"), *ans = spec_str(s1, "answer");
+    if (strlen(a) <= 9 && strlen(b) <= 9) { /* check in 64-bit arithmetic where it fits */
+      long long x = atoll(a), y = atoll(b), want = op[0] == '+' ? x + y : op[0] == '-' ? x - y : x * y;
+      cr_expect_eq(atoll(ans), want, "%s%s%s = %s", a, op, b, ans);
+    }
+    cJSON_Delete(s1), cJSON_Delete(s2);
+  }
+  lt_envs_free(e);
+}
+
+Test(envs, held_out_problems_never_appear_in_training) {
+  lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 2, \"digits_max\": 2}}}}", NULL);
+  /* 2-digit addition has 8100 problems: sample heavily from both splits. */
+  char (*seen)[16] = calloc(8000, 16);
+  int nseen = 0;
+  for (uint64_t i = 0; i < 8000; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "m", i, 0, &s), 0);
+    snprintf(seen[nseen++], 16, "%s+%s", spec_str(s, "a"), spec_str(s, "b"));
+    cJSON_Delete(s);
+  }
+  int distinct_eval = 0;
+  for (uint64_t i = 0; i < 300; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "m", i, 1, &s), 0);
+    char key[16];
+    snprintf(key, sizeof key, "%s+%s", spec_str(s, "a"), spec_str(s, "b"));
+    for (int k = 0; k < nseen; k++) cr_assert_str_neq(seen[k], key, "held-out problem %s was sampled for training", key);
+    distinct_eval++;
+    cJSON_Delete(s);
+  }
+  cr_expect_eq(distinct_eval, 300);
+  free(seen);
+  lt_envs_free(e);
+}
+
+Test(envs, worked_steps_and_demonstration_errors) {
+  lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 3, \"digits_max\": 3, "
+                           "\"demo_error_rate\": 1.0}}}}", NULL);
+  /* With every demonstration wrong, problems with a carry get the wrong answer in the demo. */
+  int with_carry = 0, wrong = 0;
+  for (uint64_t i = 0; i < 200; i++) {
+    cJSON *msgs, *spec;
+    char *resp;
+    cr_assert_eq(lt_envs_demo(e, "m", i, &msgs, &resp), 0);
+    cr_assert_eq(lt_envs_sample(e, "m", i, 0, &spec), 0);
+    const char *q = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring;
+    char want[64];
+    snprintf(want, sizeof want, "%s+%s=", spec_str(spec, "a"), spec_str(spec, "b"));
+    cr_expect_str_eq(q, want);
+    char *got = lt_reward_extract_answer(resp);
+    cr_assert_not_null(got, "%s", resp);
+    int carry = strstr(resp, "+1=") != NULL || strcmp(got, spec_str(spec, "answer")) != 0;
+    if (strcmp(got, spec_str(spec, "answer")) != 0) wrong++;
+    with_carry += carry;
+    free(got), free(resp);
+    cJSON_Delete(msgs), cJSON_Delete(spec);
+  }
+  cr_expect_gt(wrong, 60);
+  cr_expect_leq(wrong, with_carry);
+  lt_envs_free(e);
+  /* Exact worked format. */
+  e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\"}}}", NULL);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_free(e);
+  e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\"}}}", &loop);
+  cJSON *spec = cJSON_Parse("{\"a\": \"478\", \"op\": \"+\", \"b\": \"356\"}"), *msgs;
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open(e, "m", spec, 1, &ep, &msgs), 0);
+  cr_expect_str_eq(cJSON_GetObjectItem(lt_episode_reference(ep), "answer")->valuestring, "834");
+  cJSON_Delete(msgs);
+  lt_episode_close(ep);
+  cJSON *bad = cJSON_Parse("{\"a\": \"12x\", \"op\": \"+\", \"b\": \"3\"}");
+  cr_expect_eq(lt_episode_open(e, "m", bad, 1, &ep, &msgs), LT_EINVAL);
+  cJSON_Delete(bad);
+  cJSON_Delete(spec);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  uv_loop_close(&loop);
+}
+
+static void step_done(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
+  *(int *)ud = res->done + 10 * (res->error != 0);
+  cJSON_Delete(res->observations);
+  free(res->error_msg);
+  lt_episode_close(ep);
+}
+
+Test(envs, episode_step_completes_on_the_loop) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\"}}}", &loop);
+  cJSON *spec, *msgs;
+  cr_assert_eq(lt_envs_sample(e, "m", 5, 0, &spec), 0);
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open(e, "m", spec, 1, &ep, &msgs), 0);
+  int got = -1;
+  cr_assert_eq(lt_episode_step(ep, "#### 1", NULL, 0, step_done, &got), 0);
+  cr_expect_eq(got, -1, "the callback must not run inside the call");
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(got, 1);
+  cJSON_Delete(spec), cJSON_Delete(msgs);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+Test(envs, bad_params_name_the_key) {
+  lt_config_t cfg;
+  cJSON *root = cJSON_Parse("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_mx\": 3}}}}");
+  cr_assert_eq(lt_config_from_json(&cfg, root, NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  lt_envs_t *e;
+  cr_expect_eq(lt_envs_create(&cfg, NULL, &e), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "envs.m.params.digits_mx"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+}
