@@ -17,7 +17,6 @@ static int pending(const char *name, const char *issue) {
     return pending(name, issue); \
   }
 
-PENDING(lt_cmd_worker, "worker", "pipeline issue")
 PENDING(lt_cmd_serve, "serve", "pipeline issue")
 PENDING(lt_cmd_sft, "sft", "learner loop issue")
 PENDING(lt_cmd_stats, "stats", "pipeline issue")

@@ -69,7 +69,7 @@ typedef struct {
   lt_layer_w_t layer[LT_MAX_LAYERS];
   float *norm;         /* [D] */
   float *head;         /* [V, D] lm_head (== embed when tied), or [1, D] score (critic) */
-} lt_weights_t;
+} lt_model_weights_t;
 
 /* Activation workspace, sized once for a maximum shape.  Training mode keeps
  * every layer's intermediates for the backward; inference mode keeps one
@@ -129,8 +129,8 @@ typedef struct {
   size_t nparams;
   lt_tensor_t *tensors;
   int ntensors;
-  lt_weights_t w;      /* views into params */
-  lt_weights_t g;      /* views into grads */
+  lt_model_weights_t w;      /* views into params */
+  lt_model_weights_t g;      /* views into grads */
   float *rope_cos;     /* [max_pos, hd/2] */
   float *rope_sin;
   lt_acts_t *acts;     /* training workspace (lt_model_train_alloc) */

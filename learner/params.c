@@ -92,7 +92,7 @@ static float *at(float *base, const lt_model_t *m, const char *name) {
   return t ? base + t->offset : NULL;
 }
 
-static void bind(const lt_model_t *m, float *base, lt_weights_t *w) {
+static void bind(const lt_model_t *m, float *base, lt_model_weights_t *w) {
   const lt_model_config_t *c = &m->cfg;
   char n[128];
   w->embed = at(base, m, "model.embed_tokens.weight");

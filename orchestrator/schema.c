@@ -30,6 +30,10 @@ static const lt_cfg_entry_t workers_e[] = {
     {"workers.threads", LT_CFG_INT, "1", 0, 1024, NULL, "compute threads per local worker (0: all cores)"},
     {"workers.restart", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "restart local workers that die"},
     {"workers.daemon_gone_s", LT_CFG_NUM, "600", 1, BIG, NULL, "a worker exits after the daemon has been unreachable this long"},
+    {"workers.scripted.mean_tokens", LT_CFG_INT, "32", 1, BIG, NULL, "scripted backend: typical turn length (exponential)"},
+    {"workers.scripted.tail_fraction", LT_CFG_NUM, "0.05", 0, 1, NULL, "scripted backend: share of turns in the long tail"},
+    {"workers.scripted.tail_factor", LT_CFG_NUM, "16", 1, BIG, NULL, "scripted backend: how much longer tail turns are"},
+    {"workers.scripted.token_us", LT_CFG_INT, "0", 0, BIG, NULL, "scripted backend: simulated microseconds per token"},
     {"workers.openai.endpoint", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "base URL of an OpenAI-compatible server (backend openai)"},
     {"workers.openai.model", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model name sent to that server"},
     {"workers.openai.timeout_ms", LT_CFG_INT, "120000", 1, BIG, NULL, "per-request timeout"},
@@ -50,6 +54,8 @@ static const lt_cfg_entry_t scheduler_e[] = {
     {"scheduler.dynamic_filter", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "drop groups whose rewards have zero variance (counted)"},
     {"scheduler.domain_ratios", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "domain name → sampling weight"},
     {"scheduler.domain_ratios.*", LT_CFG_NUM, NULL, 0, BIG, NULL, "sampling weight of a domain"},
+    {"scheduler.on_shutdown", LT_CFG_ENUM, "\"drain\"", LT_CFG_NORANGE, "drain|abort", "on SIGINT/SIGTERM: let in-flight tasks finish (up to drain_s), or abort them"},
+    {"scheduler.drain_s", LT_CFG_NUM, "30", 0, BIG, NULL, "longest wait for in-flight tasks at shutdown"},
     {"scheduler.oversample", LT_CFG_NUM, "1.0", 1, 100, NULL, "dispatch this many times the tasks a batch needs, so slow domains do not starve a batch"},
 };
 const lt_cfg_schema_t lt_scheduler_schema = {"scheduler", "Dispatch, asynchrony and staleness control.", scheduler_e, N(scheduler_e)};

@@ -1,0 +1,628 @@
+#include "buffer/buffer.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+static const char *SCHEMA[] = {
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
+    "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS prompts(id INTEGER PRIMARY KEY, domain TEXT NOT NULL, spec TEXT NOT NULL, "
+    "eval INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS tasks(id INTEGER PRIMARY KEY, prompt_id INTEGER NOT NULL, domain TEXT NOT NULL, "
+    "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, status TEXT NOT NULL, "
+    "attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, version INTEGER NOT NULL DEFAULT -1)",
+    "CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status)",
+    "CREATE TABLE IF NOT EXISTS trajectories(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL UNIQUE, "
+    "group_id INTEGER NOT NULL, domain TEXT NOT NULL, status TEXT NOT NULL, traj_status TEXT NOT NULL, reward REAL, "
+    "components TEXT NOT NULL, finish TEXT NOT NULL, reason TEXT NOT NULL, truncated INTEGER NOT NULL, "
+    "ntokens INTEGER NOT NULL, nturns INTEGER NOT NULL, version_min INTEGER NOT NULL, version_max INTEGER NOT NULL, "
+    "worker TEXT, gen_ms REAL, env_ms REAL, reward_ms REAL, time_ms INTEGER NOT NULL, consumed_step INTEGER, "
+    "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, error TEXT)",
+    "CREATE INDEX IF NOT EXISTS traj_status ON trajectories(status)",
+    "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, "
+    "loss_mask BLOB NOT NULL, versions BLOB NOT NULL, support BLOB, routing_ids BLOB, routing_probs BLOB, "
+    "routing_layers INTEGER NOT NULL DEFAULT 0, routing_k INTEGER NOT NULL DEFAULT 0, routing_experts INTEGER NOT NULL "
+    "DEFAULT 0, messages TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS metrics(step INTEGER NOT NULL, name TEXT NOT NULL, value REAL, time_ms INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS metrics_name ON metrics(name, step)",
+    "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT)",
+    "CREATE TABLE IF NOT EXISTS checkpoints(version INTEGER PRIMARY KEY, step INTEGER NOT NULL, kind TEXT NOT NULL, "
+    "path TEXT NOT NULL, sha256 TEXT)",
+    "CREATE TABLE IF NOT EXISTS workers(name TEXT PRIMARY KEY, host TEXT, slots INTEGER, backend TEXT, "
+    "first_ms INTEGER, last_ms INTEGER)",
+};
+
+enum {
+  S_META_SET, S_META_GET, S_COUNTER_ADD, S_COUNTER_GET, S_PROMPT_INS, S_PROMPT_SPEC, S_TASK_INS, S_TASK_UPD,
+  S_TRAJ_INS, S_PAYLOAD_INS, S_TRAJ_GET, S_PAYLOAD_GET, S_TRAJ_MARK, S_READY, S_METRIC, S_EVENT, S_CKPT, S_WORKER,
+  S_COUNT_STATUS, S_N
+};
+
+static const char *STMTS[S_N] = {
+    [S_META_SET] = "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2",
+    [S_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [S_COUNTER_ADD] = "INSERT INTO counters(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = value + ?2",
+    [S_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
+    [S_PROMPT_INS] = "INSERT OR IGNORE INTO prompts(id, domain, spec, eval) VALUES(?1, ?2, ?3, ?4)",
+    [S_PROMPT_SPEC] = "SELECT spec FROM prompts WHERE id = ?1",
+    [S_TASK_INS] = "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [S_TASK_UPD] = "UPDATE tasks SET status = ?2, attempts = ?3, worker = ?4, version = ?5 WHERE id = ?1",
+    [S_TRAJ_INS] = "INSERT OR IGNORE INTO trajectories(task_id, group_id, domain, status, traj_status, reward, components, "
+                   "finish, reason, truncated, ntokens, nturns, version_min, version_max, worker, gen_ms, env_ms, "
+                   "reward_ms, time_ms, eval, eval_round, error) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+    [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id, tokens, logprobs, loss_mask, versions, support, routing_ids, "
+                      "routing_probs, routing_layers, routing_k, routing_experts, messages) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
+                   "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error "
+                   "FROM trajectories WHERE task_id = ?1",
+    [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
+                      "routing_k, routing_experts, messages FROM payloads WHERE task_id = ?1",
+    [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
+    [S_READY] = "SELECT task_id, version_min FROM trajectories WHERE status = 'ready' ORDER BY id LIMIT ?1",
+    [S_METRIC] = "INSERT INTO metrics(step, name, value, time_ms) VALUES(?1, ?2, ?3, ?4)",
+    [S_EVENT] = "INSERT INTO events(time_ms, kind, detail) VALUES(?1, ?2, ?3)",
+    [S_CKPT] = "INSERT OR REPLACE INTO checkpoints(version, step, kind, path, sha256) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [S_WORKER] = "INSERT INTO workers(name, host, slots, backend, first_ms, last_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?5) "
+                 "ON CONFLICT(name) DO UPDATE SET host = ?2, slots = ?3, backend = ?4, last_ms = ?5",
+    [S_COUNT_STATUS] = "SELECT count(*) FROM trajectories WHERE status = ?1",
+};
+
+struct lt_buffer {
+  sqlite3 *db;
+  sqlite3_stmt *st[S_N];
+  char *path;
+  int readonly;
+};
+
+static const char *tr_names[LT_TR_NSTATUS] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+static const char *task_names[] = {"queued", "dispatched", "done", "failed"};
+
+const char *lt_tr_status_name(lt_tr_status s) { return (unsigned)s < LT_TR_NSTATUS ? tr_names[s] : "?"; }
+
+static int db_err(lt_buffer_t *b, int rc, const char *what) {
+  int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
+             : (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB ? LT_ECORRUPT
+             : (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? LT_EBUSY
+             : (rc & 0xff) == SQLITE_CONSTRAINT ? LT_EDUP
+             : LT_EIO;
+  return lt_error_set(code, "%s: %s: %s", b->path, what, b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc));
+}
+
+static int exec(lt_buffer_t *b, const char *sql) {
+  char *err = NULL;
+  int rc = sqlite3_exec(b->db, sql, NULL, NULL, &err);
+  if (rc != SQLITE_OK) {
+    int code = db_err(b, rc, sql);
+    sqlite3_free(err);
+    return code;
+  }
+  return 0;
+}
+
+const char *lt_buffer_path(const lt_buffer_t *b) { return b->path; }
+
+void lt_buffer_close(lt_buffer_t *b) {
+  if (!b) return;
+  for (int i = 0; i < S_N; i++) sqlite3_finalize(b->st[i]);
+  sqlite3_close(b->db);
+  free(b->path);
+  free(b);
+}
+
+static int integrity(lt_buffer_t *b) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db, "PRAGMA integrity_check", -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, "integrity check");
+  int ok = 0;
+  char first[256] = "";
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    const char *r = (const char *)sqlite3_column_text(s, 0);
+    ok = r && strcmp(r, "ok") == 0;
+    snprintf(first, sizeof first, "%s", r ? r : "?");
+  }
+  sqlite3_finalize(s);
+  if (!ok) return lt_error_set(LT_ECORRUPT, "%s: integrity check failed: %s", b->path, first);
+  return 0;
+}
+
+int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
+  *out = NULL;
+  if (!(flags & LT_BUF_CREATE) && !lt_fs_exists(path)) return lt_error_set(LT_ENOENT, "%s: no such buffer file", path);
+  lt_buffer_t *b = calloc(1, sizeof *b);
+  if (!b || !(b->path = strdup(path))) {
+    free(b);
+    return lt_error_set(LT_ENOMEM, "buffer: out of memory");
+  }
+  b->readonly = flags & LT_BUF_READONLY;
+  int oflags = b->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (flags & LT_BUF_CREATE ? SQLITE_OPEN_CREATE : 0);
+  int rc = sqlite3_open_v2(path, &b->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    rc = db_err(b, rc, "cannot open");
+    lt_buffer_close(b);
+    return rc;
+  }
+  sqlite3_busy_timeout(b->db, 10000);
+  sqlite3_extended_result_codes(b->db, 1);
+  /* Reading any page tells a foreign file (not SQLite) apart. */
+  if ((rc = exec(b, "SELECT count(*) FROM sqlite_master")) < 0) {
+    lt_error_set(rc == LT_ECORRUPT ? LT_EFORMAT : rc, "%s: not a longtail buffer (not an SQLite database)", path);
+    lt_buffer_close(b);
+    return rc == LT_ECORRUPT ? LT_EFORMAT : rc;
+  }
+  if ((flags & LT_BUF_CHECK) && (rc = integrity(b)) < 0) {
+    lt_buffer_close(b);
+    return rc;
+  }
+  if (!b->readonly) {
+    /* FULL: an ACKed trajectory must survive a power loss, not only a crash. */
+    if ((rc = exec(b, "PRAGMA journal_mode=WAL")) < 0 || (rc = exec(b, "PRAGMA synchronous=FULL")) < 0 ||
+        (rc = exec(b, "BEGIN")) < 0) {
+      lt_buffer_close(b);
+      return rc;
+    }
+    for (size_t i = 0; i < sizeof SCHEMA / sizeof SCHEMA[0] && rc == 0; i++) rc = exec(b, SCHEMA[i]);
+    if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1')");
+    if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'longtail-buffer')");
+    if (rc == 0) rc = exec(b, "COMMIT");
+    else exec(b, "ROLLBACK");
+    if (rc < 0) {
+      lt_buffer_close(b);
+      return rc;
+    }
+  }
+  /* Identify the file: a longtail buffer with a schema this build can read. */
+  sqlite3_stmt *s;
+  int ver = -1, fmt = 0;
+  if (sqlite3_prepare_v2(b->db, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'format')", -1, &s, NULL) ==
+      SQLITE_OK) {
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      const char *k = (const char *)sqlite3_column_text(s, 0), *v = (const char *)sqlite3_column_text(s, 1);
+      if (k && v && !strcmp(k, "schema_version")) ver = atoi(v);
+      if (k && v && !strcmp(k, "format") && !strcmp(v, "longtail-buffer")) fmt = 1;
+    }
+    sqlite3_finalize(s);
+  }
+  if (!fmt || ver < 1) {
+    lt_buffer_close(b);
+    return lt_error_set(LT_EFORMAT, "%s: not a longtail buffer (no longtail metadata)", path);
+  }
+  if (ver > LT_BUFFER_SCHEMA) {
+    lt_buffer_close(b);
+    return lt_error_set(LT_EVERSION, "%s: buffer schema %d is newer than this build's %d", path, ver, LT_BUFFER_SCHEMA);
+  }
+  for (int i = 0; i < S_N; i++) {
+    if (b->readonly && (i == S_META_SET || i == S_COUNTER_ADD || i == S_PROMPT_INS || i == S_TASK_INS || i == S_TASK_UPD ||
+                        i == S_TRAJ_INS || i == S_PAYLOAD_INS || i == S_TRAJ_MARK || i == S_METRIC || i == S_EVENT ||
+                        i == S_CKPT || i == S_WORKER))
+      continue;
+    if ((rc = sqlite3_prepare_v3(b->db, STMTS[i], -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL)) != SQLITE_OK) {
+      rc = db_err(b, rc, STMTS[i]);
+      lt_buffer_close(b);
+      return rc;
+    }
+  }
+  *out = b;
+  return 0;
+}
+
+int lt_buffer_begin(lt_buffer_t *b) { return exec(b, "BEGIN IMMEDIATE"); }
+
+int lt_buffer_commit(lt_buffer_t *b) {
+  int rc = exec(b, "COMMIT");
+  if (rc < 0) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_error_msg());
+    exec(b, "ROLLBACK");
+    lt_error_set(rc, "%s", msg);
+  }
+  return rc;
+}
+
+void lt_buffer_rollback(lt_buffer_t *b) {
+  if (!sqlite3_get_autocommit(b->db)) exec(b, "ROLLBACK");
+}
+
+/* Runs a prepared statement to completion (no rows expected). */
+static int run(lt_buffer_t *b, int i) {
+  sqlite3_stmt *s = b->st[i];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  int rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rc == SQLITE_DONE ? 0 : db_err(b, rc, STMTS[i]);
+}
+
+static void bind_text(sqlite3_stmt *s, int i, const char *v) {
+  if (v)
+    sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(s, i);
+}
+
+int lt_buffer_meta_set(lt_buffer_t *b, const char *key, const char *value) {
+  if (!b->st[S_META_SET]) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  bind_text(b->st[S_META_SET], 1, key);
+  bind_text(b->st[S_META_SET], 2, value);
+  return run(b, S_META_SET);
+}
+
+char *lt_buffer_meta_get(lt_buffer_t *b, const char *key) {
+  sqlite3_stmt *s = b->st[S_META_GET];
+  bind_text(s, 1, key);
+  char *v = NULL;
+  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) v = strdup((const char *)sqlite3_column_text(s, 0));
+  sqlite3_reset(s);
+  return v;
+}
+
+int lt_buffer_counter_add(lt_buffer_t *b, const char *name, int64_t delta) {
+  if (!b->st[S_COUNTER_ADD]) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  bind_text(b->st[S_COUNTER_ADD], 1, name);
+  sqlite3_bind_int64(b->st[S_COUNTER_ADD], 2, delta);
+  return run(b, S_COUNTER_ADD);
+}
+
+int64_t lt_buffer_counter(lt_buffer_t *b, const char *name) {
+  sqlite3_stmt *s = b->st[S_COUNTER_GET];
+  bind_text(s, 1, name);
+  int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_reset(s);
+  return v;
+}
+
+int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, const char *spec, int eval) {
+  sqlite3_stmt *s = b->st[S_PROMPT_INS];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, id);
+  bind_text(s, 2, domain);
+  bind_text(s, 3, spec);
+  sqlite3_bind_int(s, 4, eval);
+  return run(b, S_PROMPT_INS);
+}
+
+char *lt_buffer_prompt_spec(lt_buffer_t *b, int64_t id) {
+  sqlite3_stmt *s = b->st[S_PROMPT_SPEC];
+  sqlite3_bind_int64(s, 1, id);
+  char *v = NULL;
+  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) v = strdup((const char *)sqlite3_column_text(s, 0));
+  sqlite3_reset(s);
+  return v;
+}
+
+int lt_buffer_task_insert(lt_buffer_t *b, const lt_task_row_t *t) {
+  sqlite3_stmt *s = b->st[S_TASK_INS];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, t->id);
+  sqlite3_bind_int64(s, 2, t->prompt_id);
+  bind_text(s, 3, t->domain);
+  sqlite3_bind_int(s, 4, t->eval);
+  sqlite3_bind_int64(s, 5, t->eval_round);
+  bind_text(s, 6, task_names[t->status]);
+  sqlite3_bind_int(s, 7, t->attempts);
+  bind_text(s, 8, t->worker);
+  sqlite3_bind_int64(s, 9, t->version);
+  return run(b, S_TASK_INS);
+}
+
+int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int attempts, const char *worker,
+                          int64_t version) {
+  sqlite3_stmt *s = b->st[S_TASK_UPD];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, id);
+  bind_text(s, 2, task_names[st]);
+  sqlite3_bind_int(s, 3, attempts);
+  bind_text(s, 4, worker);
+  sqlite3_bind_int64(s, 5, version);
+  return run(b, S_TASK_UPD);
+}
+
+int lt_buffer_tasks_open(lt_buffer_t *b, void (*fn)(const lt_task_row_t *t, void *ud), void *ud) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db,
+                              "SELECT id, prompt_id, domain, eval, eval_round, status, attempts, worker, version FROM tasks "
+                              "WHERE status IN ('queued', 'dispatched') ORDER BY id",
+                              -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, "open tasks");
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *st = (const char *)sqlite3_column_text(s, 5);
+    lt_task_row_t t = {.id = sqlite3_column_int64(s, 0), .prompt_id = sqlite3_column_int64(s, 1),
+                       .domain = (const char *)sqlite3_column_text(s, 2), .eval = sqlite3_column_int(s, 3),
+                       .eval_round = sqlite3_column_int64(s, 4),
+                       .status = st && !strcmp(st, "dispatched") ? LT_TASK_DISPATCHED : LT_TASK_QUEUED,
+                       .attempts = sqlite3_column_int(s, 6), .worker = (const char *)sqlite3_column_text(s, 7),
+                       .version = sqlite3_column_int64(s, 8)};
+    fn(&t, ud);
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : db_err(b, rc, "open tasks");
+}
+
+int64_t lt_buffer_max_id(lt_buffer_t *b, const char *table) {
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT coalesce(max(id), 0) FROM %s", table);
+  sqlite3_stmt *s;
+  int64_t v = 0;
+  if (sqlite3_prepare_v2(b->db, sql, -1, &s, NULL) == SQLITE_OK) {
+    if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+  }
+  return v;
+}
+
+int lt_buffer_task_exists(lt_buffer_t *b, int64_t id) {
+  sqlite3_stmt *s;
+  int found = 0;
+  if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM tasks WHERE id = ?1", -1, &s, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(s, 1, id);
+    found = sqlite3_step(s) == SQLITE_ROW;
+    sqlite3_finalize(s);
+  }
+  return found;
+}
+
+static void bind_blob(sqlite3_stmt *s, int i, const void *p, size_t n) {
+  if (p)
+    sqlite3_bind_blob64(s, i, p, n, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, i);
+}
+
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate) {
+  sqlite3_stmt *s = b->st[S_TRAJ_INS];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  *duplicate = 0;
+  char *comp = cJSON_PrintUnformatted(t->components);
+  char *msgs = cJSON_PrintUnformatted(t->messages);
+  if (!comp || !msgs) {
+    free(comp), free(msgs);
+    return lt_error_set(LT_ENOMEM, "buffer: out of memory");
+  }
+  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
+  sqlite3_bind_int64(s, 2, (int64_t)t->group_id);
+  bind_text(s, 3, t->domain ? t->domain : "");
+  bind_text(s, 4, tr_names[m->status]);
+  bind_text(s, 5, lt_traj_status_name(t->status));
+  if (t->has_reward)
+    sqlite3_bind_double(s, 6, t->reward);
+  else
+    sqlite3_bind_null(s, 6);
+  bind_text(s, 7, comp);
+  bind_text(s, 8, lt_finish_name(t->finish));
+  bind_text(s, 9, t->reason ? t->reason : "");
+  sqlite3_bind_int(s, 10, t->finish == LT_FINISH_TRUNCATED);
+  sqlite3_bind_int(s, 11, t->ntokens);
+  sqlite3_bind_int(s, 12, t->turns);
+  sqlite3_bind_int64(s, 13, m->version_min);
+  sqlite3_bind_int64(s, 14, m->version_max);
+  bind_text(s, 15, m->worker);
+  sqlite3_bind_double(s, 16, t->gen_ms);
+  sqlite3_bind_double(s, 17, t->env_ms);
+  sqlite3_bind_double(s, 18, t->reward_ms);
+  sqlite3_bind_int64(s, 19, m->time_ms);
+  sqlite3_bind_int(s, 20, t->eval);
+  sqlite3_bind_int64(s, 21, m->eval_round);
+  bind_text(s, 22, t->error && t->error[0] ? t->error : NULL);
+  int rc = run(b, S_TRAJ_INS);
+  free(comp);
+  if (rc == 0 && sqlite3_changes(b->db) == 0) { /* the task already has a trajectory */
+    *duplicate = 1;
+    free(msgs);
+    return 0;
+  }
+  if (rc < 0) {
+    free(msgs);
+    return rc;
+  }
+  s = b->st[S_PAYLOAD_INS];
+  size_t T = (size_t)t->ntokens, R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
+  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
+  bind_blob(s, 2, t->tokens, T * 4);
+  bind_blob(s, 3, t->logprobs, T * 4);
+  bind_blob(s, 4, t->loss_mask, T);
+  bind_blob(s, 5, t->versions, T * 4);
+  bind_blob(s, 6, t->support, T * 4);
+  bind_blob(s, 7, R ? t->routing_ids : NULL, R * 2);
+  bind_blob(s, 8, R ? t->routing_probs : NULL, R * 4);
+  sqlite3_bind_int(s, 9, t->routing_layers);
+  sqlite3_bind_int(s, 10, t->routing_k);
+  sqlite3_bind_int(s, 11, t->routing_experts);
+  bind_text(s, 12, msgs);
+  rc = run(b, S_PAYLOAD_INS);
+  free(msgs);
+  return rc;
+}
+
+void lt_buffer_traj_free(lt_traj_t *t) {
+  lt_msg_t m = {.type = LT_MSG_TRAJ, .u.traj = *t};
+  lt_msg_free(&m);
+  memset(t, 0, sizeof *t);
+}
+
+static char *col_dup(sqlite3_stmt *s, int i) {
+  const char *v = (const char *)sqlite3_column_text(s, i);
+  return strdup(v ? v : "");
+}
+
+/* Copies a blob column of exactly n bytes (0 bytes: NULL). */
+static int col_blob(sqlite3_stmt *s, int i, size_t n, void **out) {
+  *out = NULL;
+  if (sqlite3_column_type(s, i) == SQLITE_NULL) return 0;
+  if ((size_t)sqlite3_column_bytes(s, i) != n) return -1;
+  *out = malloc(n ? n : 1);
+  if (!*out) return -1;
+  if (n) memcpy(*out, sqlite3_column_blob(s, i), n);
+  return 0;
+}
+
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_meta_t *m) {
+  memset(t, 0, sizeof *t);
+  sqlite3_stmt *s = b->st[S_TRAJ_GET];
+  sqlite3_bind_int64(s, 1, task_id);
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? lt_error_set(LT_ENOENT, "%s: no trajectory for task %lld", b->path, (long long)task_id)
+                             : db_err(b, rc, "load trajectory");
+  }
+  t->task_id = (uint64_t)task_id;
+  t->group_id = (uint64_t)sqlite3_column_int64(s, 0);
+  t->domain = col_dup(s, 1);
+  const char *st = (const char *)sqlite3_column_text(s, 2);
+  int ts = lt_traj_status_parse((const char *)sqlite3_column_text(s, 3));
+  t->status = ts < 0 ? LT_TRAJ_ERROR : (lt_traj_status)ts;
+  t->has_reward = sqlite3_column_type(s, 4) != SQLITE_NULL;
+  t->reward = sqlite3_column_double(s, 4);
+  t->components = cJSON_Parse((const char *)sqlite3_column_text(s, 5));
+  int fin = lt_finish_parse((const char *)sqlite3_column_text(s, 6));
+  t->finish = fin < 0 ? LT_FINISH_NONE : (lt_finish)fin;
+  t->reason = col_dup(s, 7);
+  t->turns = sqlite3_column_int(s, 8);
+  t->gen_ms = sqlite3_column_double(s, 12);
+  t->env_ms = sqlite3_column_double(s, 13);
+  t->reward_ms = sqlite3_column_double(s, 14);
+  t->eval = sqlite3_column_int(s, 16);
+  t->error = col_dup(s, 18);
+  if (m) {
+    memset(m, 0, sizeof *m);
+    m->version_min = sqlite3_column_int64(s, 9);
+    m->version_max = sqlite3_column_int64(s, 10);
+    m->time_ms = sqlite3_column_int64(s, 15);
+    m->eval_round = sqlite3_column_int64(s, 17);
+    m->status = LT_TR_READY;
+    for (int i = 0; i < LT_TR_NSTATUS; i++)
+      if (st && !strcmp(st, tr_names[i])) m->status = (lt_tr_status)i;
+  }
+  sqlite3_reset(s);
+  s = b->st[S_PAYLOAD_GET];
+  sqlite3_bind_int64(s, 1, task_id);
+  rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(s);
+    lt_buffer_traj_free(t);
+    return lt_error_set(LT_ECORRUPT, "%s: trajectory of task %lld has no payload", b->path, (long long)task_id);
+  }
+  size_t T = (size_t)sqlite3_column_bytes(s, 0) / 4;
+  t->ntokens = (int)T;
+  t->routing_layers = sqlite3_column_int(s, 7);
+  t->routing_k = sqlite3_column_int(s, 8);
+  t->routing_experts = sqlite3_column_int(s, 9);
+  size_t R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
+  int bad = col_blob(s, 0, T * 4, (void **)&t->tokens) || col_blob(s, 1, T * 4, (void **)&t->logprobs) ||
+            col_blob(s, 2, T, (void **)&t->loss_mask) || col_blob(s, 3, T * 4, (void **)&t->versions) ||
+            col_blob(s, 4, T * 4, (void **)&t->support) || col_blob(s, 5, R * 2, (void **)&t->routing_ids) ||
+            col_blob(s, 6, R * 4, (void **)&t->routing_probs) || !t->tokens || !t->logprobs || !t->loss_mask ||
+            !t->versions;
+  t->messages = cJSON_Parse((const char *)sqlite3_column_text(s, 10));
+  sqlite3_reset(s);
+  if (!t->components) t->components = cJSON_CreateObject();
+  if (!t->messages) t->messages = cJSON_CreateArray();
+  if (bad) {
+    lt_buffer_traj_free(t);
+    return lt_error_set(LT_ECORRUPT, "%s: payload of task %lld has inconsistent array sizes", b->path, (long long)task_id);
+  }
+  return 0;
+}
+
+int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_tr_status st, int64_t step) {
+  sqlite3_stmt *s = b->st[S_TRAJ_MARK];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  for (int i = 0; i < n; i++) {
+    sqlite3_bind_int64(s, 1, ids[i]);
+    bind_text(s, 2, tr_names[st]);
+    if (step >= 0)
+      sqlite3_bind_int64(s, 3, step);
+    else
+      sqlite3_bind_null(s, 3);
+    int rc = run(b, S_TRAJ_MARK);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int lt_buffer_ready(lt_buffer_t *b, int64_t *ids, int64_t *vmin, int max, int *n) {
+  sqlite3_stmt *s = b->st[S_READY];
+  sqlite3_bind_int(s, 1, max);
+  int rc, k = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && k < max) {
+    ids[k] = sqlite3_column_int64(s, 0);
+    vmin[k] = sqlite3_column_int64(s, 1);
+    k++;
+  }
+  sqlite3_reset(s);
+  *n = k;
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, "ready trajectories");
+}
+
+int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st) {
+  sqlite3_stmt *s = b->st[S_COUNT_STATUS];
+  bind_text(s, 1, tr_names[st]);
+  int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_reset(s);
+  return v;
+}
+
+int lt_buffer_metric(lt_buffer_t *b, int64_t step, const char *name, double value, int64_t time_ms) {
+  sqlite3_stmt *s = b->st[S_METRIC];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, step);
+  bind_text(s, 2, name);
+  sqlite3_bind_double(s, 3, value);
+  sqlite3_bind_int64(s, 4, time_ms);
+  return run(b, S_METRIC);
+}
+
+int lt_buffer_event(lt_buffer_t *b, int64_t time_ms, const char *kind, const char *detail) {
+  sqlite3_stmt *s = b->st[S_EVENT];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, time_ms);
+  bind_text(s, 2, kind);
+  bind_text(s, 3, detail);
+  return run(b, S_EVENT);
+}
+
+int lt_buffer_checkpoint(lt_buffer_t *b, int64_t version, int64_t step, const char *kind, const char *path,
+                         const char *sha256) {
+  sqlite3_stmt *s = b->st[S_CKPT];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_bind_int64(s, 1, version);
+  sqlite3_bind_int64(s, 2, step);
+  bind_text(s, 3, kind);
+  bind_text(s, 4, path);
+  bind_text(s, 5, sha256);
+  return run(b, S_CKPT);
+}
+
+int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, int slots, const char *backend,
+                          int64_t time_ms) {
+  sqlite3_stmt *s = b->st[S_WORKER];
+  if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  bind_text(s, 1, name);
+  bind_text(s, 2, host);
+  sqlite3_bind_int(s, 3, slots);
+  bind_text(s, 4, backend);
+  sqlite3_bind_int64(s, 5, time_ms);
+  return run(b, S_WORKER);
+}
+
+int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int, const char *const *, void *), void *ud) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, sql);
+  int n = sqlite3_column_count(s);
+  const char *cols[64];
+  if (n > 64) n = 64;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    for (int i = 0; i < n; i++) cols[i] = (const char *)sqlite3_column_text(s, i);
+    if (fn(n, cols, ud)) break;
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, sql);
+}

@@ -1,0 +1,507 @@
+/* The daemon: run directory, sockets, the loop, the cron, signals, shutdown. */
+#include "orchestrator/daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "learner/model.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/sha256.h"
+#include "util/time.h"
+
+#define CRON_MS 100
+
+int64_t lt__now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
+
+/* ---- metrics and events ---- */
+
+typedef struct {
+  int64_t step, time_ms;
+  char name[96];
+  double value;
+  char *detail;
+} row_op_t;
+
+static int metric_write(lt_buffer_t *b, void *arg) {
+  row_op_t *r = arg;
+  return lt_buffer_metric(b, r->step, r->name, r->value, r->time_ms);
+}
+
+static int event_write(lt_buffer_t *b, void *arg) {
+  row_op_t *r = arg;
+  return lt_buffer_event(b, r->time_ms, r->name, r->detail);
+}
+
+static void row_done(void *arg, int rc) {
+  row_op_t *r = arg;
+  free(r->detail);
+  free(r);
+}
+
+void lt__metric(lt_daemon_t *d, const char *name, double value) {
+  row_op_t *r = calloc(1, sizeof *r);
+  if (!r) return;
+  r->step = d->step;
+  r->time_ms = lt_time_wall_ms();
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->value = value;
+  if (lt_writer_submit(d->writer, metric_write, row_done, r) < 0) free(r);
+  if (d->metrics) {
+    fprintf(d->metrics, "{\"step\": %lld, \"time_ms\": %lld, \"name\": \"%s\", \"value\": %.9g}\n", (long long)d->step,
+            (long long)r->time_ms, name, value);
+    fflush(d->metrics);
+  }
+}
+
+void lt__event(lt_daemon_t *d, const char *kind, const char *fmt, ...) {
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  LT_INFO("event", "%s: %s", kind, detail);
+  row_op_t *r = calloc(1, sizeof *r);
+  if (!r || !(r->detail = strdup(detail))) {
+    free(r);
+    return;
+  }
+  r->time_ms = lt_time_wall_ms();
+  snprintf(r->name, sizeof r->name, "%s", kind);
+  if (!d->writer || lt_writer_submit(d->writer, event_write, row_done, r) < 0) row_done(r, 0);
+}
+
+/* ---- weights ---- */
+
+typedef struct {
+  int64_t version, step;
+  char path[4096], sha[65];
+} ckpt_op_t;
+
+static int ckpt_write(lt_buffer_t *b, void *arg) {
+  ckpt_op_t *c = arg;
+  return lt_buffer_checkpoint(b, c->version, c->step, "weights", c->path, c->sha);
+}
+
+static void ckpt_done(void *arg, int rc) { free(arg); }
+
+void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha) {
+  d->version = version;
+  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
+  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
+  ckpt_op_t *c = calloc(1, sizeof *c);
+  if (c) {
+    c->version = version;
+    c->step = d->step;
+    snprintf(c->path, sizeof c->path, "%s", dir);
+    snprintf(c->sha, sizeof c->sha, "%s", sha);
+    if (lt_writer_submit(d->writer, ckpt_write, ckpt_done, c) < 0) free(c);
+  }
+  lt_msg_t m = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = version, .location = d->weights_dir}};
+  memcpy(m.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+  lt__broadcast(d, &m);
+  if (!strcmp(lt_config_str(d->cfg, "scheduler.on_update"), "abort")) {
+    /* In-flight generations restart under the new weights. */
+    lt_msg_t a = {.type = LT_MSG_ABORT, .u.abort = {.task_id = 0, .reason = "new weights"}};
+    lt__broadcast(d, &a);
+  }
+}
+
+/* The policy every worker starts from: the configured checkpoint, or a random
+ * initialisation written into the run directory. */
+static int initial_weights(lt_daemon_t *d) {
+  const char *path = lt_config_str(d->cfg, "model.path"), *init = lt_config_str(d->cfg, "model.init");
+  char dir[4096];
+  if (path[0]) {
+    if (!lt_fs_is_dir(path)) return lt_error_set(LT_ENOENT, "model.path: %s is not a directory", path);
+    if (!realpath(path, dir)) return lt_error_set(LT_ENOENT, "model.path: %s: %s", path, strerror(errno));
+  } else if (init[0]) {
+    lt_model_config_t mc;
+    int rc = lt_model_config_load(init, &mc);
+    if (rc < 0) return lt_error_wrap(rc, "model.init");
+    lt_model_t *m;
+    if ((rc = lt_model_create(&mc, &m)) < 0) return rc;
+    lt_model_init_random(m, (uint64_t)lt_config_int(d->cfg, "run.seed"), 0.02f);
+    snprintf(dir, sizeof dir, "%s/checkpoints/v0", d->run_dir);
+    rc = lt_model_save(m, dir);
+    lt_model_free(m);
+    if (rc < 0) return rc;
+  } else {
+    return lt_error_set(LT_ECONFIG, "model: set model.path (a checkpoint) or model.init (a model config)");
+  }
+  char st[4200], sha[65];
+  snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  int rc = lt_sha256_file(st, sha);
+  if (rc < 0) return rc;
+  d->version = 0;
+  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
+  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
+  return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
+}
+
+static int latest_ckpt(int n, const char *const *c, void *ud) {
+  lt_daemon_t *d = ud;
+  if (!c[0] || !c[1]) return 0;
+  d->version = atoll(c[0]);
+  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", c[1]);
+  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", c[2] ? c[2] : "");
+  d->step = c[3] ? atoll(c[3]) : 0;
+  return 1;
+}
+
+/* ---- messages ---- */
+
+static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
+  lt_daemon_t *d = ud;
+  if (n < 2) {
+    d->malformed++;
+    return;
+  }
+  const void *rid = frames[0].data;
+  size_t rlen = frames[0].len;
+  lt_msg_t m;
+  int rc = lt_proto_decode(frames + 1, n - 1, &m);
+  if (rc < 0) {
+    /* Counted, answered, never fatal: a bad peer cannot stop the daemon. */
+    d->malformed++;
+    LT_DEBUG("daemon", "malformed message: %s", lt_error_msg());
+    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg()}};
+    lt__send_to(d, rid, rlen, &e);
+    return;
+  }
+  int w = lt__worker_find(d, rid, rlen);
+  if (w >= 0) d->workers[w].last_seen_ms = lt__now_ms();
+  switch (m.type) {
+  case LT_MSG_HELLO: lt__on_hello(d, rid, rlen, &m.u.hello); break;
+  case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, &m.u.traj); break;
+  case LT_MSG_HEARTBEAT:
+    if (w < 0 || !d->workers[w].alive) { /* we do not know it (any more): it must say HELLO */
+      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO"}};
+      lt__send_to(d, rid, rlen, &e);
+    } else {
+      d->workers[w].policy_version = m.u.heartbeat.policy_version;
+    }
+    break;
+  case LT_MSG_BYE:
+    if (w >= 0 && d->workers[w].alive) {
+      d->workers[w].alive = 0;
+      for (size_t i = 0; i < d->tcap; i++) {
+        lt__task_t *t = d->tasks[i];
+        if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
+          lt__requeue(d, t, 0, "worker left");
+          i = (size_t)-1;
+        }
+      }
+      d->workers[w].inflight = 0;
+      lt__event(d, "worker_bye", "%s: %s", d->workers[w].name, m.u.bye.reason);
+      lt__scheduler_dispatch(d);
+    }
+    break;
+  case LT_MSG_ERROR: {
+    lt__task_t *t = m.u.error.ref ? lt__task_get(d, (int64_t)m.u.error.ref) : NULL;
+    if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
+      lt__requeue(d, t, m.u.error.code != LT_EBUSY, m.u.error.message);
+      lt__scheduler_dispatch(d);
+    } else {
+      LT_WARN("daemon", "error from %s: %s", w >= 0 ? d->workers[w].name : "?", m.u.error.message);
+    }
+    break;
+  }
+  default: {
+    d->malformed++;
+    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unexpected message type", .ref = m.id}};
+    lt__send_to(d, rid, rlen, &e);
+  }
+  }
+  lt_msg_free(&m);
+}
+
+/* ---- lifecycle ---- */
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_writer_stopped(void *ud) {
+  lt_daemon_t *d = ud;
+  d->writer = NULL;
+  lt_msg_t m = {.type = LT_MSG_BYE, .u.bye = {.reason = d->exit_code ? "daemon failed" : "run finished"}};
+  lt__broadcast(d, &m);
+  lt__spawn_stop(d);
+  uv_stop(&d->loop);
+}
+
+static void on_learner_stopped(void *ud) {
+  lt_daemon_t *d = ud;
+  if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
+}
+
+/* Ends the run: the learner checkpoints, the writer commits, workers get BYE. */
+static void finish(lt_daemon_t *d, int code) {
+  if (d->finishing) return;
+  d->finishing = 1;
+  d->exit_code = code;
+  LT_INFO("daemon", "finishing: %lld learner steps, %lld trajectories, %lld duplicates rejected", (long long)d->step,
+          (long long)d->trajs_in, (long long)d->dups);
+  lt__learner_stop(d, on_learner_stopped, d);
+}
+
+void lt__check_done(lt_daemon_t *d) {
+  if (d->finishing) return;
+  int learned = d->steps > 0 && d->step >= d->steps;
+  int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0;
+  if ((learned || exhausted) && d->eval_round < 0 && !d->stopping) {
+    /* A last evaluation at the end, unless this step was just evaluated. */
+    if (lt_config_int(d->cfg, "eval.every") > 0 && d->eval_next <= d->step) {
+      d->eval_next = d->step + 1;
+      lt__eval_start(d);
+      lt__scheduler_dispatch(d);
+      return;
+    }
+    finish(d, 0);
+  }
+  if (d->stopping) {
+    int busy = 0;
+    for (size_t i = 0; i < d->tcap && !busy; i++) busy = d->tasks[i] && d->tasks[i]->status == LT_TASK_DISPATCHED;
+    if (!busy) finish(d, 0);
+  }
+}
+
+static void progress(lt_daemon_t *d, int64_t now) {
+  static int64_t last;
+  const char *mode = lt_config_str(d->cfg, "monitor.progress");
+  int tty = isatty(2);
+  if (!strcmp(mode, "off") || (!strcmp(mode, "auto") && !tty)) return;
+  if (now - last < (tty ? 1000 : 10000)) return;
+  last = now;
+  double el = (now - d->started_ms) / 1000.0;
+  char eta[32] = "?";
+  if (d->steps && d->step > 0) {
+    double left = el / d->step * (d->steps - d->step);
+    snprintf(eta, sizeof eta, "%dm%02ds", (int)left / 60, (int)left % 60);
+  }
+  int alive = 0;
+  for (int i = 0; i < d->nworkers; i++) alive += d->workers[i].alive;
+  fprintf(stderr, "%sstep %lld/%lld | v%lld | trajectories %lld (%.1f/s) | reward %.3f | workers %d | queue %d | ETA %s%s",
+          tty ? "\r" : "", (long long)d->step, (long long)d->steps, (long long)d->version, (long long)d->trajs_in,
+          el > 0 ? d->trajs_in / el : 0, d->reward_n ? d->reward_sum / d->reward_n : 0, alive, d->open_train, eta,
+          tty ? "   " : "\n");
+}
+
+static void on_cron(uv_timer_t *t) {
+  lt_daemon_t *d = t->data;
+  int64_t now = lt__now_ms();
+  lt__workers_cron(d, now);
+  lt__scheduler_cron(d, now);
+  progress(d, now);
+  if (!d->accepting && d->writer && lt_writer_disk_full(d->writer) == 0 && lt_writer_backlog(d->writer) == 0) {
+    d->accepting = 1;
+    lt__event(d, "disk_ok", "space is back: accepting trajectories again");
+    lt__scheduler_dispatch(d);
+  } else if (!d->accepting && d->writer && lt_writer_backlog(d->writer) == 0) {
+    lt__metric(d, "buffer/disk_probe", 0); /* a small write tells when space returns */
+  }
+  if (d->stopping && !d->finishing && now > d->stop_deadline_ms) {
+    lt__event(d, "shutdown", "drain deadline passed: aborting in-flight tasks");
+    lt_msg_t a = {.type = LT_MSG_ABORT, .u.abort = {.task_id = 0, .reason = "daemon shutting down"}};
+    lt__broadcast(d, &a);
+    finish(d, 0);
+  }
+}
+
+static void on_signal(uv_signal_t *s, int sig) {
+  lt_daemon_t *d = s->data;
+  if (++d->signals > 1) {
+    /* Second signal: leave now.  SQLite's WAL keeps the buffer consistent
+     * whatever the writer thread was doing. */
+    fprintf(stderr, "\nlongtail train: second signal, exiting now\n");
+    _exit(128 + sig);
+  }
+  d->stopping = 1;
+  int drain = !strcmp(lt_config_str(d->cfg, "scheduler.on_shutdown"), "drain");
+  d->stop_deadline_ms = lt__now_ms() + (drain ? (int64_t)(lt_config_num(d->cfg, "scheduler.drain_s") * 1000) : 0);
+  lt__event(d, "shutdown", "signal %d: %s in-flight tasks", sig, drain ? "draining" : "aborting");
+  lt__check_done(d);
+}
+
+/* run.root/<name>, with runs/latest pointing at it. */
+static int resolve_run_dir(lt_daemon_t *d) {
+  if (d->o.run_dir) {
+    snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
+    return lt_fs_mkdirs(d->run_dir, 0755);
+  }
+  const char *root = lt_config_str(d->cfg, "run.root");
+  char name[256];
+  const char *n = lt_config_str(d->cfg, "run.name");
+  if (n[0]) {
+    snprintf(name, sizeof name, "%s", n);
+  } else {
+    const char *base = d->o.config_path ? strrchr(d->o.config_path, '/') : NULL;
+    base = base ? base + 1 : d->o.config_path ? d->o.config_path : "run";
+    char stem[128];
+    snprintf(stem, sizeof stem, "%s", base);
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    snprintf(name, sizeof name, "%s-%04d%02d%02d-%02d%02d%02d", stem, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  int rc = lt_path_join(d->run_dir, sizeof d->run_dir, root, name);
+  if (rc == 0) rc = lt_fs_mkdirs(d->run_dir, 0755);
+  if (rc < 0) return rc;
+  if (d->o.resume) return 0;
+  char latest[4200];
+  snprintf(latest, sizeof latest, "%s/latest", root);
+  unlink(latest);
+  if (symlink(name, latest) < 0) LT_WARN("daemon", "cannot update %s: %s", latest, strerror(errno));
+  return 0;
+}
+
+static int open_socket(lt_daemon_t *d) {
+  const char *ep = lt_config_str(d->cfg, "transport.endpoint");
+  if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.curve") &&
+      !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
+    return lt_error_set(LT_ECONFIG, "transport.endpoint: %s is not loopback; enable transport.curve (or set "
+                        "transport.allow_insecure_remote, not recommended)", ep);
+  int rc = lt_zsock_open(&d->loop, d->zctx, ZMQ_ROUTER, &d->z);
+  if (rc < 0) return rc;
+  void *s = lt_zsock_handle(d->z);
+  int one = 1, linger = 2000; /* BYE must leave before the socket closes */
+  int64_t maxmsg = lt_config_int(d->cfg, "transport.max_message_mb") << 20;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  if (zmq_bind(s, ep) != 0)
+    return lt_error_set(LT_EUNREACH, "transport.endpoint: cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
+  if ((rc = lt_zsock_last_endpoint(d->z, d->endpoint, sizeof d->endpoint)) < 0) return rc;
+  char p[4200];
+  snprintf(p, sizeof p, "%s/endpoint", d->run_dir);
+  char line[600];
+  snprintf(line, sizeof line, "%s\n", d->endpoint);
+  if ((rc = lt_fs_write_atomic(p, line, strlen(line))) < 0) return rc;
+  return lt_zsock_start(d->z, on_recv, d);
+}
+
+static int setup(lt_daemon_t *d) {
+  int rc = resolve_run_dir(d);
+  if (rc < 0) return rc;
+  char p[4200];
+  snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
+  if (!d->o.resume && lt_fs_exists(p))
+    return lt_error_set(LT_EINVAL, "%s already holds a run: use --resume to continue it, or another --run-dir", d->run_dir);
+  if (d->o.resume && !lt_fs_exists(p)) return lt_error_set(LT_ENOENT, "--resume: %s holds no run (no buffer.db)", d->run_dir);
+  snprintf(p, sizeof p, "%s/checkpoints", d->run_dir);
+  if ((rc = lt_fs_mkdirs(p, 0755)) < 0) return rc;
+  snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
+  if ((rc = lt_buffer_open(p, LT_BUF_CREATE | LT_BUF_CHECK, &d->buf)) < 0) return rc;
+  char *cfg = lt_config_dump(d->cfg);
+  if (!cfg) return lt_error_set(LT_ENOMEM, "out of memory");
+  snprintf(p, sizeof p, "%s/config.json", d->run_dir);
+  rc = d->o.resume ? 0 : lt_fs_write_atomic(p, cfg, strlen(cfg));
+  if (rc == 0 && !d->o.resume) rc = lt_buffer_meta_set(d->buf, "config", cfg);
+  free(cfg);
+  if (rc == 0 && !d->o.resume) rc = lt_buffer_meta_set(d->buf, "run", lt_config_str(d->cfg, "run.name"));
+  if (rc < 0) return rc;
+  snprintf(p, sizeof p, "%s/metrics.jsonl", d->run_dir);
+  d->metrics = fopen(p, "a");
+  if ((rc = lt_envs_create(d->cfg, NULL, &d->envs)) < 0) return rc;
+  d->domain_index = calloc((size_t)lt_envs_count(d->envs), sizeof *d->domain_index);
+  if (!d->domain_index) return lt_error_set(LT_ENOMEM, "out of memory");
+  if (d->o.resume) {
+    lt_buffer_query(d->buf, "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' ORDER BY version DESC LIMIT 1",
+                    latest_ckpt, d);
+    if (!d->weights_dir[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
+    if ((rc = lt__scheduler_resume(d)) < 0) return rc;
+    LT_INFO("daemon", "resuming %s at learner step %lld (policy v%lld), %d open tasks", d->run_dir, (long long)d->step,
+            (long long)d->version, d->open_train);
+  } else if ((rc = initial_weights(d)) < 0) {
+    return rc;
+  }
+  if ((rc = open_socket(d)) < 0) return rc;
+  if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
+  if ((rc = lt__learner_start(d)) < 0) return rc;
+  return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
+}
+
+int lt_daemon_run(const lt_daemon_opts_t *o) {
+  lt_daemon_t *d = calloc(1, sizeof *d);
+  if (!d) return LT_EXIT_FAIL;
+  d->o = *o;
+  d->cfg = o->cfg;
+  d->accepting = 1;
+  d->eval_round = -1;
+  d->started_ms = lt__now_ms();
+  d->hb_ms = (int)lt_config_int(d->cfg, "transport.heartbeat_ms");
+  d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");
+  d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
+  d->max_tasks = lt_config_int(d->cfg, "scheduler.max_tasks");
+  d->steps = lt_config_int(d->cfg, "learner.steps");
+  d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
+  lt_log_set_process("daemon");
+  uv_loop_init(&d->loop);
+  d->zctx = zmq_ctx_new();
+  int rc = d->zctx ? setup(d) : lt_error_set(LT_ESYS, "zmq_ctx_new failed");
+  if (rc < 0) {
+    fprintf(stderr, "longtail train: error: %s\n", lt_error_msg());
+    d->exit_code = lt_error_exit_code(rc);
+    if (d->writer) {
+      lt_writer_stop(d->writer, NULL, NULL);
+      uv_run(&d->loop, UV_RUN_DEFAULT);
+    }
+    lt__spawn_stop(d);
+  } else {
+    LT_INFO("daemon", "run %s: listening on %s, policy v%lld", d->run_dir, d->endpoint, (long long)d->version);
+    uv_timer_init(&d->loop, &d->cron);
+    d->cron.data = d;
+    uv_timer_start(&d->cron, on_cron, CRON_MS, CRON_MS);
+    uv_signal_init(&d->loop, &d->sigint);
+    uv_signal_init(&d->loop, &d->sigterm);
+    d->sigint.data = d->sigterm.data = d;
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    if (lt_config_int(d->cfg, "eval.every") > 0 && !o->resume) {
+      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
+      lt__eval_start(d);
+    } else {
+      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
+    }
+    lt__scheduler_dispatch(d);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
+  }
+  /* Give BYE time to leave, then close everything the loop still holds. */
+  if (d->z) {
+    lt_zsock_close(d->z, NULL, NULL);
+    d->z = NULL;
+  }
+  uv_walk(&d->loop, close_walk, NULL);
+  uv_run(&d->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&d->loop);
+  if (d->zctx) zmq_ctx_term(d->zctx);
+  for (size_t i = 0; i < d->tcap; i++)
+    if (d->tasks[i]) {
+      cJSON_Delete(d->tasks[i]->spec);
+      free(d->tasks[i]);
+    }
+  free(d->tasks);
+  free(d->workers);
+  free(d->domain_index);
+  lt__spawn_free(d);
+  if (d->metrics) fclose(d->metrics);
+  lt_envs_free(d->envs);
+  lt_buffer_close(d->buf);
+  int code = d->exit_code;
+  free(d);
+  return code;
+}

@@ -1,0 +1,159 @@
+/* The training daemon (`longtail train`): one libuv loop that dispatches
+ * tasks to workers over ZeroMQ, ingests trajectories into the SQLite buffer
+ * through the writer thread, drives the learner thread and publishes new
+ * weights (docs/operations.md, docs/buffer.md). */
+#ifndef LT_ORCHESTRATOR_DAEMON_H
+#define LT_ORCHESTRATOR_DAEMON_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "buffer/buffer.h"
+#include "envs/env.h"
+#include "orchestrator/writer.h"
+#include "proto/zsock.h"
+#include "util/config.h"
+#include "util/rng.h"
+
+typedef struct {
+  lt_config_t *cfg;          /* validated job config (owned by the caller) */
+  const char *config_path;
+  const char *run_dir;       /* NULL: run.root/<name> and runs/latest */
+  int resume;
+  const char *self_exe;      /* this binary, to spawn local workers */
+} lt_daemon_opts_t;
+
+/* Runs the job to completion or a signal; returns the exit code. */
+int lt_daemon_run(const lt_daemon_opts_t *o);
+
+/* ---- internal: shared by the orchestrator/ files ---- */
+
+typedef struct lt_daemon lt_daemon_t;
+
+typedef struct {
+  int64_t id, prompt_id;
+  char domain[64];
+  int eval;
+  int64_t eval_round;
+  int status;                /* lt_task_status */
+  int attempts;
+  int worker;                /* index in the registry, -1 */
+  int64_t dispatched_ms;
+  int64_t version;           /* policy version at dispatch */
+  int persisted;             /* its rows are committed: it may be dispatched */
+  int queued;                /* in the FIFO */
+  int64_t qnext;             /* queue link (task id, 0 = end) */
+  cJSON *spec;               /* the prompt's problem */
+} lt__task_t;
+
+typedef struct {
+  char name[128];
+  uint8_t rid[256];          /* ZeroMQ routing id */
+  size_t rid_len;
+  int slots, inflight, alive;
+  int64_t last_seen_ms;
+  int64_t policy_version;
+  char backend[32];
+} lt__worker_t;
+
+typedef struct lt__learner lt__learner_t;
+
+struct lt_daemon {
+  lt_daemon_opts_t o;
+  lt_config_t *cfg;
+  uv_loop_t loop;
+  void *zctx;
+  lt_zsock_t *z;
+  char endpoint[512];
+  char run_dir[4096];
+  lt_buffer_t *buf;
+  lt_writer_t *writer;
+  lt_envs_t *envs;
+  lt_rng_t rng;
+  uv_timer_t cron;
+  uv_signal_t sigint, sigterm;
+  int signals;
+  /* workers */
+  lt__worker_t *workers;
+  int nworkers, capworkers;
+  int hb_ms, liveness;
+  int64_t last_beat_ms;
+  /* tasks */
+  lt__task_t **tasks;        /* open-addressing table by id */
+  size_t tcap, tcount;
+  int64_t qhead, qtail;      /* FIFO of queued task ids */
+  int64_t next_task_id, next_prompt_id;
+  int64_t *domain_index;     /* per-domain prompt counters */
+  int64_t tasks_created, tasks_done, tasks_failed;
+  int open_train, open_eval; /* tasks not yet done */
+  int64_t max_tasks;
+  int group_size;
+  int sync;                  /* scheduler.mode sync */
+  int64_t sync_released;     /* sync mode: training tasks released for the current step */
+  /* policy */
+  int64_t version;
+  char weights_dir[4096];
+  char weights_sha[65];
+  int64_t step, steps;       /* learner steps done / wanted (0: unbounded) */
+  /* evaluation */
+  int64_t eval_round;        /* step of the round in flight, -1 */
+  int eval_pending, eval_total, eval_correct;
+  int64_t eval_next;         /* step of the next evaluation */
+  /* counters for stats */
+  int64_t trajs_in, dups, malformed, ready_count;
+  double reward_sum;
+  int64_t reward_n;
+  /* lifecycle */
+  int stopping, exit_code, finishing;
+  int64_t stop_deadline_ms;
+  int accepting;             /* 0 while the disk is full */
+  uint64_t seq;
+  lt__learner_t *learner;
+  /* local workers */
+  struct lt__spawn *spawn;
+  FILE *metrics;             /* metrics.jsonl */
+  int64_t started_ms;
+};
+
+/* dispatch.c: task table, queue, generation, dispatch, timeouts, evaluation */
+lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id);
+int lt__task_put(lt_daemon_t *d, lt__task_t *t);
+void lt__task_remove(lt_daemon_t *d, int64_t id);
+void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front);
+void lt__scheduler_refill(lt_daemon_t *d);
+void lt__scheduler_dispatch(lt_daemon_t *d);
+void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
+void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why);
+void lt__eval_start(lt_daemon_t *d);
+int lt__scheduler_resume(lt_daemon_t *d);
+
+/* workers.c: registry, HELLO/WELCOME, heartbeats, liveness */
+int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len);
+void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h);
+void lt__workers_cron(lt_daemon_t *d, int64_t now);
+int lt__send(lt_daemon_t *d, int worker, lt_msg_t *m);
+int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
+void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);
+
+/* ingest.c: trajectories */
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t);
+
+/* learner link (learnerlink.c): the learner thread */
+int lt__learner_start(lt_daemon_t *d);
+void lt__learner_notify(lt_daemon_t *d);
+void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud);
+
+/* spawn.c: local worker processes */
+int lt__spawn_start(lt_daemon_t *d, int n);
+void lt__spawn_stop(lt_daemon_t *d);
+/* After the loop has closed the process handles. */
+void lt__spawn_free(lt_daemon_t *d);
+
+/* daemon.c */
+int64_t lt__now_ms(void);
+void lt__metric(lt_daemon_t *d, const char *name, double value);
+void lt__event(lt_daemon_t *d, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
+void lt__check_done(lt_daemon_t *d);
+
+#endif

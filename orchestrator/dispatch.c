@@ -1,0 +1,437 @@
+/* Tasks: the table, the FIFO, prompt generation, dispatch to workers with
+ * free slots, timeouts and retries, evaluation rounds. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/daemon.h"
+#include "util/error.h"
+#include "util/log.h"
+
+/* ---- table: open addressing on task ids, backward-shift deletion ---- */
+
+static size_t slot_of(const lt_daemon_t *d, int64_t id) { return (size_t)lt_rng_mix((uint64_t)id, 7) & (d->tcap - 1); }
+
+lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id) {
+  if (!d->tcap) return NULL;
+  for (size_t i = slot_of(d, id);; i = (i + 1) & (d->tcap - 1)) {
+    if (!d->tasks[i]) return NULL;
+    if (d->tasks[i]->id == id) return d->tasks[i];
+  }
+}
+
+int lt__task_put(lt_daemon_t *d, lt__task_t *t) {
+  if ((d->tcount + 1) * 2 > d->tcap) {
+    size_t cap = d->tcap ? d->tcap * 2 : 1024;
+    lt__task_t **nt = calloc(cap, sizeof *nt);
+    if (!nt) return lt_error_set(LT_ENOMEM, "task table: out of memory");
+    lt__task_t **old = d->tasks;
+    size_t oc = d->tcap;
+    d->tasks = nt;
+    d->tcap = cap;
+    for (size_t i = 0; i < oc; i++)
+      if (old[i]) {
+        size_t j = slot_of(d, old[i]->id);
+        while (d->tasks[j]) j = (j + 1) & (cap - 1);
+        d->tasks[j] = old[i];
+      }
+    free(old);
+  }
+  size_t i = slot_of(d, t->id);
+  while (d->tasks[i]) i = (i + 1) & (d->tcap - 1);
+  d->tasks[i] = t;
+  d->tcount++;
+  return 0;
+}
+
+void lt__task_remove(lt_daemon_t *d, int64_t id) {
+  size_t i = slot_of(d, id);
+  while (d->tasks[i] && d->tasks[i]->id != id) i = (i + 1) & (d->tcap - 1);
+  if (!d->tasks[i]) return;
+  lt__task_t *t = d->tasks[i];
+  cJSON_Delete(t->spec);
+  free(t);
+  d->tasks[i] = NULL;
+  d->tcount--;
+  for (size_t j = (i + 1) & (d->tcap - 1); d->tasks[j]; j = (j + 1) & (d->tcap - 1)) {
+    size_t home = slot_of(d, d->tasks[j]->id);
+    /* Move j back into the hole when its home does not lie in (i, j]. */
+    int between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!between) {
+      d->tasks[i] = d->tasks[j];
+      d->tasks[j] = NULL;
+      i = j;
+    }
+  }
+}
+
+/* ---- queue ---- */
+
+void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front) {
+  if (t->queued) return;
+  t->queued = 1;
+  t->status = LT_TASK_QUEUED;
+  t->worker = -1;
+  if (front) {
+    t->qnext = d->qhead;
+    d->qhead = t->id;
+    if (!d->qtail) d->qtail = t->id;
+  } else {
+    t->qnext = 0;
+    lt__task_t *tail = d->qtail ? lt__task_get(d, d->qtail) : NULL;
+    if (tail) tail->qnext = t->id;
+    else d->qhead = t->id;
+    d->qtail = t->id;
+  }
+}
+
+static lt__task_t *queue_pop(lt_daemon_t *d) {
+  while (d->qhead) {
+    lt__task_t *t = lt__task_get(d, d->qhead);
+    d->qhead = t ? t->qnext : 0;
+    if (!d->qhead) d->qtail = 0;
+    if (t && t->queued && t->status == LT_TASK_QUEUED) {
+      t->queued = 0;
+      return t;
+    }
+  }
+  return NULL;
+}
+
+/* ---- persistence of new prompts and tasks ---- */
+
+typedef struct {
+  lt_daemon_t *d;
+  int64_t prompt_id;
+  char domain[64];
+  char *spec;
+  int eval;
+  int n;
+  lt_task_row_t rows[];
+} create_op_t;
+
+static int create_write(lt_buffer_t *b, void *arg) {
+  create_op_t *op = arg;
+  int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval);
+  for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
+  return rc;
+}
+
+static void create_done(void *arg, int rc) {
+  create_op_t *op = arg;
+  lt_daemon_t *d = op->d;
+  for (int i = 0; i < op->n; i++) {
+    lt__task_t *t = lt__task_get(d, op->rows[i].id);
+    if (!t) continue;
+    if (rc < 0) { /* not on disk: it must not run, or its result would have no home */
+      if (t->eval) d->eval_pending--, d->eval_total--;
+      else d->open_train--;
+      lt__task_remove(d, t->id);
+      continue;
+    }
+    t->persisted = 1;
+    lt__queue_push(d, t, t->eval);
+  }
+  if (rc < 0) LT_ERROR("scheduler", "prompt %lld not recorded (%s): retrying later", (long long)op->prompt_id, lt_error_msg());
+  free(op->spec);
+  free(op);
+  lt__scheduler_dispatch(d);
+}
+
+/* A new prompt of `domain` with n samples (its group). */
+static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
+  const char *domain = lt_envs_name(d->envs, dom);
+  /* Every evaluation round uses the same held-out problems, so rounds compare. */
+  int64_t index = eval ? d->eval_total : d->domain_index[dom];
+  cJSON *spec;
+  int rc = lt_envs_sample(d->envs, domain, (uint64_t)index, eval, &spec);
+  if (rc < 0) return rc;
+  create_op_t *op = calloc(1, sizeof *op + sizeof(lt_task_row_t) * (size_t)n);
+  char *text = cJSON_PrintUnformatted(spec);
+  if (!op || !text) {
+    free(op), free(text);
+    cJSON_Delete(spec);
+    return lt_error_set(LT_ENOMEM, "scheduler: out of memory");
+  }
+  if (!eval) d->domain_index[dom]++;
+  op->d = d;
+  op->prompt_id = ++d->next_prompt_id;
+  snprintf(op->domain, sizeof op->domain, "%s", domain);
+  op->spec = text;
+  op->eval = eval;
+  op->n = n;
+  for (int i = 0; i < n; i++) {
+    lt__task_t *t = calloc(1, sizeof *t);
+    if (t) t->id = d->next_task_id + 1;
+    if (!t || (rc = lt__task_put(d, t)) < 0) {
+      free(t);
+      break; /* the tasks made so far still go to disk; the rest is dropped */
+    }
+    d->next_task_id++;
+    t->prompt_id = op->prompt_id;
+    snprintf(t->domain, sizeof t->domain, "%s", domain);
+    t->eval = eval;
+    t->eval_round = eval ? d->eval_round : -1;
+    t->worker = -1;
+    t->version = -1;
+    t->spec = cJSON_Duplicate(spec, 1);
+    op->rows[i] = (lt_task_row_t){.id = t->id, .prompt_id = t->prompt_id, .domain = op->domain, .eval = eval,
+                                  .eval_round = t->eval_round, .status = LT_TASK_QUEUED, .version = -1};
+    op->n = i + 1;
+    d->tasks_created += !eval;
+    if (eval) d->eval_pending++, d->eval_total++;
+    else d->open_train++;
+  }
+  cJSON_Delete(spec);
+  if (lt_writer_submit(d->writer, create_write, create_done, op) < 0) {
+    create_done(op, LT_ECANCELED);
+    return LT_ECANCELED;
+  }
+  return 0;
+}
+
+/* Picks a domain with probability ∝ its weight (scheduler.domain_ratios
+ * overrides the environment's), deterministically in the prompt id. */
+static int pick_domain(lt_daemon_t *d) {
+  int n = lt_envs_count(d->envs);
+  double total = 0, w[64];
+  const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
+  for (int i = 0; i < n && i < 64; i++) {
+    const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
+    w[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
+    total += w[i];
+  }
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix((uint64_t)lt_config_int(d->cfg, "run.seed"), (uint64_t)d->next_prompt_id));
+  double u = lt_rng_uniform(&r) * total;
+  for (int i = 0; i < n && i < 64; i++) {
+    if (u < w[i]) return i;
+    u -= w[i];
+  }
+  return 0;
+}
+
+void lt__scheduler_refill(lt_daemon_t *d) {
+  if (d->stopping || d->finishing || !d->accepting) return;
+  int batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
+  if (d->sync) {
+    /* Batch barrier: one step's tasks at a time, released when the step before is trained. */
+    if (d->open_train > 0 || d->sync_released > d->step) return;
+    if (d->steps && d->step >= d->steps) return;
+    d->sync_released = d->step + 1;
+    int made = 0;
+    while (made < batch) {
+      if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) return;
+      made += d->group_size;
+    }
+    return;
+  }
+  int depth = (int)lt_config_int(d->cfg, "scheduler.queue_depth");
+  if (!depth) depth = 2 * batch;
+  int target = (int)(depth * lt_config_num(d->cfg, "scheduler.oversample"));
+  while (d->open_train < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
+         !(d->steps && d->step >= d->steps)) {
+    if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) {
+      LT_ERROR("scheduler", "%s", lt_error_msg());
+      return;
+    }
+  }
+}
+
+void lt__eval_start(lt_daemon_t *d) {
+  if (d->eval_round >= 0 || d->stopping) return;
+  d->eval_round = d->step;
+  d->eval_total = d->eval_correct = d->eval_pending = 0;
+  int n = (int)lt_config_int(d->cfg, "eval.prompts"), ndom = lt_envs_count(d->envs);
+  for (int i = 0; i < n; i++)
+    if (create_prompt(d, i % ndom, 1, 1) < 0) {
+      LT_ERROR("eval", "%s", lt_error_msg());
+      break;
+    }
+  lt__event(d, "eval_start", "step %lld, %d held-out prompts", (long long)d->step, d->eval_total);
+}
+
+static void task_update_write_done(void *arg, int rc) { free(arg); }
+
+typedef struct {
+  int64_t id;
+  int status, attempts;
+  char worker[128];
+  int64_t version;
+} task_upd_t;
+
+static int task_update_write(lt_buffer_t *b, void *arg) {
+  task_upd_t *u = arg;
+  return lt_buffer_task_update(b, u->id, (lt_task_status)u->status, u->attempts, u->worker[0] ? u->worker : NULL, u->version);
+}
+
+static void persist_task(lt_daemon_t *d, const lt__task_t *t) {
+  task_upd_t *u = malloc(sizeof *u);
+  if (!u) return;
+  *u = (task_upd_t){.id = t->id, .status = t->status, .attempts = t->attempts, .version = t->version};
+  snprintf(u->worker, sizeof u->worker, "%s", t->worker >= 0 ? d->workers[t->worker].name : "");
+  if (lt_writer_submit(d->writer, task_update_write, task_update_write_done, u) < 0) free(u);
+}
+
+void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why) {
+  if (t->worker >= 0 && d->workers[t->worker].inflight > 0) d->workers[t->worker].inflight--;
+  t->worker = -1;
+  if (count_attempt) t->attempts++;
+  if (t->attempts >= lt_config_int(d->cfg, "scheduler.max_attempts")) {
+    t->status = LT_TASK_FAILED;
+    persist_task(d, t);
+    d->tasks_failed++;
+    lt__event(d, "task_failed", "task %lld failed after %d attempts (last: %s)", (long long)t->id, t->attempts, why);
+    if (t->eval) d->eval_pending--;
+    else d->open_train--;
+    lt__task_remove(d, t->id);
+    lt__check_done(d);
+    return;
+  }
+  LT_DEBUG("scheduler", "task %lld requeued: %s", (long long)t->id, why);
+  lt__queue_push(d, t, 1);
+  persist_task(d, t);
+}
+
+static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
+  lt_msg_t m = {.type = LT_MSG_TASK};
+  lt_task_t *k = &m.u.task;
+  const char *type = lt_envs_type(d->envs, t->domain);
+  k->task_id = (uint64_t)t->id;
+  k->group_id = (uint64_t)t->prompt_id;
+  k->prompt_id = t->prompt_id;
+  k->domain = t->domain;
+  k->env = (char *)(type ? type : "unknown");
+  k->session = "";
+  k->policy_version = d->version;
+  k->attempt = t->attempts;
+  k->seed = (int64_t)(lt_rng_mix((uint64_t)lt_config_int(d->cfg, "run.seed"), (uint64_t)t->id) % LT_PROTO_MAX_ID);
+  k->temperature = lt_config_num(d->cfg, "rollout.temperature");
+  k->top_p = lt_config_num(d->cfg, "rollout.top_p");
+  k->top_k = (int)lt_config_int(d->cfg, "rollout.top_k");
+  k->max_new_tokens = (int)lt_config_int(d->cfg, "rollout.max_new_tokens");
+  k->max_turns = (int)lt_config_int(d->cfg, "rollout.max_turns");
+  k->max_context = (int)lt_config_int(d->cfg, "rollout.max_context");
+  k->eval = t->eval;
+  k->spec = t->spec;
+  if (lt__send(d, w, &m) < 0) { /* the worker's queue is full or it is gone: try again later */
+    lt__queue_push(d, t, 1);
+    return -1;
+  }
+  t->status = LT_TASK_DISPATCHED;
+  t->worker = w;
+  t->dispatched_ms = lt__now_ms();
+  t->version = d->version;
+  d->workers[w].inflight++;
+  persist_task(d, t);
+  return 0;
+}
+
+void lt__scheduler_dispatch(lt_daemon_t *d) {
+  if (d->stopping || !d->accepting) return;
+  lt__scheduler_refill(d);
+  /* Round-robin over workers with free slots, one task each per pass. */
+  for (int progress = 1; progress && d->qhead;) {
+    progress = 0;
+    for (int w = 0; w < d->nworkers && d->qhead; w++) {
+      lt__worker_t *wk = &d->workers[w];
+      if (!wk->alive || wk->inflight >= wk->slots) continue;
+      lt__task_t *t = queue_pop(d);
+      if (!t) break;
+      if (send_task(d, w, t) < 0) return;
+      progress = 1;
+    }
+  }
+}
+
+void lt__scheduler_cron(lt_daemon_t *d, int64_t now) {
+  int64_t timeout = (int64_t)(lt_config_num(d->cfg, "scheduler.task_timeout_s") * 1000);
+  int64_t expired[256];
+  int n = 0;
+  for (size_t i = 0; i < d->tcap && n < 256; i++) {
+    lt__task_t *t = d->tasks[i];
+    if (t && t->status == LT_TASK_DISPATCHED && now - t->dispatched_ms > timeout) expired[n++] = t->id;
+  }
+  for (int i = 0; i < n; i++) {
+    lt__task_t *t = lt__task_get(d, expired[i]);
+    if (!t) continue;
+    if (t->worker >= 0) {
+      lt_msg_t m = {.type = LT_MSG_ABORT, .u.abort = {.task_id = (uint64_t)t->id, .reason = "task timeout"}};
+      lt__send(d, t->worker, &m);
+    }
+    lt__event(d, "task_timeout", "task %lld exceeded %.0f s on %s", (long long)t->id, timeout / 1000.0,
+              t->worker >= 0 ? d->workers[t->worker].name : "?");
+    lt__requeue(d, t, 1, "timeout");
+  }
+  if (n) lt__scheduler_dispatch(d);
+}
+
+typedef struct {
+  lt_daemon_t *d;
+  int rc;
+} resume_ctx_t;
+
+static void resume_task(const lt_task_row_t *r, void *ud) {
+  resume_ctx_t *c = ud;
+  lt_daemon_t *d = c->d;
+  if (c->rc < 0) return;
+  lt__task_t *t = calloc(1, sizeof *t);
+  char *spec = lt_buffer_prompt_spec(d->buf, r->prompt_id);
+  if (!t || !spec || !(t->spec = cJSON_Parse(spec))) {
+    c->rc = lt_error_set(LT_ECORRUPT, "task %lld: its prompt %lld is missing or unreadable", (long long)r->id, (long long)r->prompt_id);
+    free(spec);
+    free(t);
+    return;
+  }
+  free(spec);
+  t->id = r->id;
+  t->prompt_id = r->prompt_id;
+  snprintf(t->domain, sizeof t->domain, "%s", r->domain);
+  t->eval = r->eval;
+  t->eval_round = r->eval_round;
+  t->attempts = r->attempts;
+  t->worker = -1;
+  t->version = r->version;
+  t->persisted = 1;
+  if ((c->rc = lt__task_put(d, t)) < 0) {
+    cJSON_Delete(t->spec);
+    free(t);
+    return;
+  }
+  /* A task dispatched before the restart may still come back from its
+   * worker; requeueing it is safe (ingestion deduplicates). */
+  lt__queue_push(d, t, 0);
+  if (t->eval) d->eval_pending++;
+  else d->open_train++;
+}
+
+static int count_row(int n, const char *const *cols, void *ud) {
+  int64_t *v = ud;
+  *v = cols[0] ? atoll(cols[0]) : 0;
+  return 0;
+}
+
+int lt__scheduler_resume(lt_daemon_t *d) {
+  d->next_task_id = lt_buffer_max_id(d->buf, "tasks");
+  d->next_prompt_id = lt_buffer_max_id(d->buf, "prompts");
+  for (int i = 0; i < lt_envs_count(d->envs); i++) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM prompts WHERE eval = 0 AND domain = '%s'", lt_envs_name(d->envs, i));
+    lt_buffer_query(d->buf, sql, count_row, &d->domain_index[i]);
+  }
+  lt_buffer_query(d->buf, "SELECT count(*) FROM tasks WHERE eval = 0", count_row, &d->tasks_created);
+  resume_ctx_t c = {d, 0};
+  int rc = lt_buffer_tasks_open(d->buf, resume_task, &c);
+  if (rc == 0) rc = c.rc;
+  /* An evaluation round cut short by the restart is abandoned. */
+  for (size_t i = 0; rc == 0 && i < d->tcap; i++) {
+    lt__task_t *t = d->tasks[i];
+    if (t && t->eval) {
+      t->status = LT_TASK_FAILED;
+      persist_task(d, t);
+      d->eval_pending--;
+      lt__task_remove(d, t->id);
+      i--; /* the backward shift may have moved another task into this slot */
+    }
+  }
+  return rc;
+}

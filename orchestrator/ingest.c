@@ -1,0 +1,154 @@
+/* Trajectory ingestion: checks against the task, commits through the writer,
+ * ACKs only after the commit, deduplicates resent trajectories. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/daemon.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/time.h"
+
+typedef struct {
+  lt_daemon_t *d;
+  uint8_t rid[256];
+  size_t rid_len;
+  lt_traj_t t;
+  lt_traj_meta_t meta;
+  char worker[128];
+  int known;       /* the task is open in memory */
+  int duplicate;
+  int missing;     /* unknown task (not in this run) */
+} ingest_op_t;
+
+static int ingest_write(lt_buffer_t *b, void *arg) {
+  ingest_op_t *op = arg;
+  if (!op->known && !lt_buffer_task_exists(b, (int64_t)op->t.task_id)) {
+    op->missing = 1;
+    return 0;
+  }
+  int rc = lt_buffer_traj_insert(b, &op->t, &op->meta, &op->duplicate);
+  if (rc == 0 && !op->duplicate)
+    rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, 0, op->worker, op->meta.version_min);
+  if (rc == 0 && op->duplicate) rc = lt_buffer_counter_add(b, "duplicates_rejected", 1);
+  return rc;
+}
+
+static void ack(lt_daemon_t *d, const void *rid, size_t len, uint64_t task_id, int dup) {
+  uint8_t dupb = (uint8_t)dup;
+  lt_msg_t m = {.type = LT_MSG_ACK, .u.ack = {.task_ids = &task_id, .duplicate = &dupb, .n = 1}};
+  lt__send_to(d, rid, len, &m);
+}
+
+/* Correct for pass@1: the verifier's "correct" component when there is one. */
+static int is_correct(const lt_traj_t *t) {
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
+  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
+  return t->has_reward && t->reward >= 0.5;
+}
+
+static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
+  if (task->worker >= 0 && d->workers[task->worker].inflight > 0) d->workers[task->worker].inflight--;
+  if (task->eval) {
+    d->eval_pending--;
+    d->eval_correct += t->status == LT_TRAJ_OK && is_correct(t);
+    if (d->eval_pending == 0 && d->eval_round >= 0) {
+      double acc = d->eval_total ? (double)d->eval_correct / d->eval_total : 0;
+      lt__metric(d, "eval/accuracy", acc);
+      lt__event(d, "eval", "step %lld: pass@1 %.3f on %d held-out prompts", (long long)d->eval_round, acc, d->eval_total);
+      LT_INFO("eval", "step %lld: held-out accuracy %.1f%% (%d/%d)", (long long)d->eval_round, 100 * acc, d->eval_correct, d->eval_total);
+      d->eval_round = -1;
+    }
+  } else {
+    d->open_train--;
+    d->tasks_done++;
+    if (t->status == LT_TRAJ_OK) {
+      d->ready_count++;
+      d->reward_sum += t->reward;
+      d->reward_n++;
+    }
+  }
+  lt__task_remove(d, task->id);
+}
+
+static void ingest_done(void *arg, int rc) {
+  ingest_op_t *op = arg;
+  lt_daemon_t *d = op->d;
+  uint64_t id = op->t.task_id;
+  if (rc < 0) {
+    /* Not on disk: no ACK, so the worker keeps it and sends it again. */
+    if (rc == LT_ENOSPC && d->accepting) {
+      d->accepting = 0;
+      lt__event(d, "disk_full", "%s: %s — not accepting trajectories until space returns", lt_buffer_path(d->buf), lt_error_msg());
+      LT_ERROR("daemon", "disk full under %s: trajectories are kept by the workers until space returns", d->run_dir);
+    }
+  } else if (op->missing) {
+    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ENOENT, .message = "task unknown to this run", .ref = id}};
+    lt__send_to(d, op->rid, op->rid_len, &m);
+  } else {
+    ack(d, op->rid, op->rid_len, id, op->duplicate);
+    if (op->duplicate) {
+      d->dups++;
+    } else {
+      d->trajs_in++;
+      lt__task_t *task = lt__task_get(d, (int64_t)id);
+      if (task) {
+        /* A late result of a task already handed to another worker still counts. */
+        if (task->status == LT_TASK_DISPATCHED && task->worker >= 0 &&
+            (op->rid_len != d->workers[task->worker].rid_len ||
+             memcmp(op->rid, d->workers[task->worker].rid, op->rid_len))) {
+          lt_msg_t m = {.type = LT_MSG_ABORT, .u.abort = {.task_id = id, .reason = "result arrived from another worker"}};
+          lt__send(d, task->worker, &m);
+        }
+        task_finished(d, task, &op->t);
+      }
+      if (op->meta.status == LT_TR_READY) lt__learner_notify(d);
+    }
+  }
+  lt_buffer_traj_free(&op->t);
+  free(op);
+  lt__scheduler_dispatch(d);
+  lt__check_done(d);
+}
+
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
+  int w = lt__worker_find(d, rid, len);
+  if (len > 256) return;
+  lt__task_t *task = lt__task_get(d, (int64_t)t->task_id);
+  if (task && ((int64_t)t->group_id != task->prompt_id || t->eval != task->eval || strcmp(t->domain, task->domain))) {
+    d->malformed++;
+    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ENOENT, .message = "trajectory does not match its task", .ref = t->task_id}};
+    lt__send_to(d, rid, len, &m);
+    return;
+  }
+  if (task && (t->status == LT_TRAJ_ABORTED || t->status == LT_TRAJ_ERROR)) {
+    /* Nothing to keep: the task runs again (a worker failure counts as an attempt). */
+    if (task->status == LT_TASK_DISPATCHED && w == task->worker)
+      lt__requeue(d, task, t->status == LT_TRAJ_ERROR, t->status == LT_TRAJ_ERROR ? t->error : "aborted");
+    ack(d, rid, len, t->task_id, 0);
+    lt__scheduler_dispatch(d);
+    return;
+  }
+  if (!d->accepting) return; /* disk full: the worker keeps it */
+  ingest_op_t *op = calloc(1, sizeof *op);
+  if (!op) return;
+  op->d = d;
+  memcpy(op->rid, rid, len);
+  op->rid_len = len;
+  op->t = *t;
+  memset(t, 0, sizeof *t); /* the op owns the arrays now */
+  op->known = task != NULL;
+  snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");
+  int64_t vmin = -1, vmax = -1;
+  for (int i = 0; i < op->t.ntokens; i++)
+    if (op->t.loss_mask[i]) {
+      if (vmin < 0 || op->t.versions[i] < vmin) vmin = op->t.versions[i];
+      if (op->t.versions[i] > vmax) vmax = op->t.versions[i];
+    }
+  op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
+                              .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
+                              .status = op->t.eval ? LT_TR_EVAL : op->t.status == LT_TRAJ_OK ? LT_TR_READY : LT_TR_FAILED};
+  if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
+    lt_buffer_traj_free(&op->t);
+    free(op);
+  }
+}

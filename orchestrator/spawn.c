@@ -1,0 +1,124 @@
+/* Local worker processes (workers.spawn_local): started with uv_spawn, logs in
+ * RUN_DIR/logs/, restarted when they die unexpectedly. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "orchestrator/daemon.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+typedef struct {
+  struct lt__spawn *s;
+  int index;
+  uv_process_t proc;
+  uv_timer_t restart;
+  int running, restarts;
+} child_t;
+
+struct lt__spawn {
+  lt_daemon_t *d;
+  child_t *c;
+  int n, stopping, closing;
+};
+
+static void start_child(child_t *c);
+
+static void on_restart(uv_timer_t *t) { start_child(t->data); }
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig) {
+  child_t *c = p->data;
+  c->running = 0;
+  uv_close((uv_handle_t *)p, NULL);
+  lt_daemon_t *d = c->s->d;
+  if (c->s->stopping) return;
+  lt__event(d, "worker_exit", "local-%d exited (status %lld, signal %d)", c->index, (long long)status, sig);
+  if (!lt_config_bool(d->cfg, "workers.restart")) return;
+  /* Back off a little more after each crash, so a worker that cannot start does not spin. */
+  int64_t delay = 500 * (1 << (c->restarts < 6 ? c->restarts : 6));
+  c->restarts++;
+  uv_timer_start(&c->restart, on_restart, (uint64_t)delay, 0);
+}
+
+static void start_child(child_t *c) {
+  lt_daemon_t *d = c->s->d;
+  if (c->s->stopping) return;
+  char name[64], spool[4200], logp[4200], slots[32], threads[32];
+  snprintf(name, sizeof name, "local-%d", c->index);
+  snprintf(spool, sizeof spool, "%s/spool/%s", d->run_dir, name);
+  snprintf(logp, sizeof logp, "%s/logs/%s.log", d->run_dir, name);
+  snprintf(slots, sizeof slots, "%lld", (long long)lt_config_int(d->cfg, "workers.slots"));
+  snprintf(threads, sizeof threads, "%lld", (long long)lt_config_int(d->cfg, "workers.threads"));
+  const char *device = lt_config_str(d->cfg, "workers.device");
+  if (!strcmp(device, "auto")) device = "cpu";
+  char *args[] = {(char *)d->o.self_exe, "worker", "--connect", d->endpoint, "--name", name, "--slots", slots,
+                  "--threads", threads, "--backend", (char *)lt_config_str(d->cfg, "workers.backend"), "--device",
+                  (char *)device, "--spool", spool, "--daemon-gone", "30", NULL};
+  int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  uv_stdio_container_t io[3] = {{.flags = UV_IGNORE}, {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd},
+                                {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd}};
+  /* Its own session: a terminal's Ctrl-C reaches the daemon only, which then
+   * says BYE; and workers outlive a killed daemon to deliver to its restart. */
+  uv_process_options_t po = {.file = d->o.self_exe, .args = args, .exit_cb = on_exit_cb, .stdio = io, .stdio_count = 3,
+                             .flags = UV_PROCESS_DETACHED};
+  c->proc.data = c;
+  int rc = uv_spawn(&d->loop, &c->proc, &po);
+  if (fd >= 0) close(fd);
+  if (rc != 0) {
+    LT_ERROR("spawn", "cannot start %s: %s", name, uv_strerror(rc));
+    uv_timer_start(&c->restart, on_restart, 2000, 0);
+    return;
+  }
+  c->running = 1;
+  LT_DEBUG("spawn", "%s started (pid %d)", name, c->proc.pid);
+}
+
+int lt__spawn_start(lt_daemon_t *d, int n) {
+  struct lt__spawn *s = calloc(1, sizeof *s);
+  if (!s) return lt_error_set(LT_ENOMEM, "spawn: out of memory");
+  s->d = d;
+  s->n = n;
+  s->c = calloc((size_t)(n ? n : 1), sizeof *s->c);
+  if (!s->c) {
+    free(s);
+    return lt_error_set(LT_ENOMEM, "spawn: out of memory");
+  }
+  d->spawn = s;
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/logs", d->run_dir);
+  int rc = lt_fs_mkdirs(dir, 0755);
+  if (rc < 0) return rc;
+  for (int i = 0; i < n; i++) {
+    child_t *c = &s->c[i];
+    c->s = s;
+    c->index = i;
+    uv_timer_init(&d->loop, &c->restart);
+    c->restart.data = c;
+    start_child(c);
+  }
+  return 0;
+}
+
+/* Workers leave on BYE; this stops restarts and ends any that linger. */
+void lt__spawn_stop(lt_daemon_t *d) {
+  struct lt__spawn *s = d->spawn;
+  if (!s || s->closing) return;
+  s->stopping = 1;
+  s->closing = 1;
+  for (int i = 0; i < s->n; i++) {
+    uv_timer_stop(&s->c[i].restart);
+    uv_close((uv_handle_t *)&s->c[i].restart, NULL);
+    if (s->c[i].running) uv_process_kill(&s->c[i].proc, SIGTERM);
+  }
+}
+
+void lt__spawn_free(lt_daemon_t *d) {
+  if (!d->spawn) return;
+  free(d->spawn->c);
+  free(d->spawn);
+  d->spawn = NULL;
+}

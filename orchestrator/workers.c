@@ -1,0 +1,136 @@
+/* The worker registry: HELLO/WELCOME, heartbeats both ways, liveness. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/daemon.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/time.h"
+
+int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len) {
+  for (int i = 0; i < d->nworkers; i++)
+    if (d->workers[i].rid_len == len && memcmp(d->workers[i].rid, rid, len) == 0) return i;
+  return -1;
+}
+
+int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m) {
+  m->id = ++d->seq;
+  int rc = lt_zsock_send_msg(d->z, rid, len, m);
+  if (rc < 0 && rc != LT_EUNREACH) LT_WARN("daemon", "send %s: %s", lt_msg_type_name(m->type), lt_error_msg());
+  return rc;
+}
+
+int lt__send(lt_daemon_t *d, int w, lt_msg_t *m) { return lt__send_to(d, d->workers[w].rid, d->workers[w].rid_len, m); }
+
+void lt__broadcast(lt_daemon_t *d, lt_msg_t *m) {
+  for (int i = 0; i < d->nworkers; i++)
+    if (d->workers[i].alive) lt__send(d, i, m);
+}
+
+/* The config sections a worker needs, as WELCOME.settings. */
+static cJSON *settings(lt_daemon_t *d) {
+  static const char *sections[] = {"run", "rollout", "envs", "rewards", "sandbox", "workers"};
+  cJSON *s = cJSON_CreateObject();
+  for (size_t i = 0; s && i < sizeof sections / sizeof sections[0]; i++) {
+    const cJSON *v = lt_config_get(d->cfg, sections[i]);
+    if (v) cJSON_AddItemToObject(s, sections[i], cJSON_Duplicate(v, 1));
+  }
+  return s;
+}
+
+typedef struct {
+  char name[128], host[256], backend[32];
+  int slots;
+} seen_op_t;
+
+static int seen_write(lt_buffer_t *b, void *arg) {
+  seen_op_t *s = arg;
+  return lt_buffer_worker_seen(b, s->name, s->host, s->slots, s->backend, lt__now_ms());
+}
+
+static void seen_done(void *arg, int rc) { free(arg); }
+
+void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
+  if (len > sizeof d->workers[0].rid) return;
+  int w = lt__worker_find(d, rid, len);
+  if (w < 0) {
+    if (d->nworkers == d->capworkers) {
+      int cap = d->capworkers ? 2 * d->capworkers : 16;
+      lt__worker_t *nw = realloc(d->workers, sizeof *nw * (size_t)cap);
+      if (!nw) return;
+      d->workers = nw;
+      d->capworkers = cap;
+    }
+    w = d->nworkers++;
+    memset(&d->workers[w], 0, sizeof d->workers[w]);
+    memcpy(d->workers[w].rid, rid, len);
+    d->workers[w].rid_len = len;
+  } else if (d->workers[w].inflight) {
+    /* The same worker again (it reconnected): what we thought it was running
+     * either comes back as TRAJ or is gone with its old socket. */
+    for (size_t i = 0; i < d->tcap; i++) {
+      lt__task_t *t = d->tasks[i];
+      if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
+        lt__requeue(d, t, 0, "worker reconnected");
+        i = (size_t)-1; /* the table may have shifted: rescan */
+      }
+    }
+  }
+  lt__worker_t *wk = &d->workers[w];
+  int was_alive = wk->alive;
+  snprintf(wk->name, sizeof wk->name, "%s", h->name);
+  snprintf(wk->backend, sizeof wk->backend, "%s", h->backend);
+  wk->slots = h->slots;
+  wk->alive = 1;
+  wk->inflight = 0;
+  wk->last_seen_ms = lt__now_ms();
+  wk->policy_version = h->policy_version;
+  lt_msg_t m = {.type = LT_MSG_WELCOME};
+  m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
+                               .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
+                               .weights_location = d->weights_dir, .settings = settings(d)};
+  memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
+  lt__send(d, w, &m);
+  cJSON_Delete(m.u.welcome.settings);
+  seen_op_t *s = calloc(1, sizeof *s);
+  if (s) {
+    snprintf(s->name, sizeof s->name, "%s", h->name);
+    snprintf(s->host, sizeof s->host, "%s", h->host);
+    snprintf(s->backend, sizeof s->backend, "%s", h->backend);
+    s->slots = h->slots;
+    if (lt_writer_submit(d->writer, seen_write, seen_done, s) < 0) free(s);
+  }
+  if (!was_alive) lt__event(d, "worker_up", "%s (%s, %d slots, %d pending)", wk->name, h->host, h->slots, h->npending);
+  /* Workers that already run the current weights need no WEIGHTS; others get it after WELCOME. */
+  if (h->policy_version >= 0 && h->policy_version < d->version) {
+    lt_msg_t wm = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = d->version, .location = d->weights_dir}};
+    memcpy(wm.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+    lt__send(d, w, &wm);
+  }
+  lt__scheduler_dispatch(d);
+}
+
+void lt__workers_cron(lt_daemon_t *d, int64_t now) {
+  if (now - d->last_beat_ms >= d->hb_ms) {
+    d->last_beat_ms = now;
+    lt_msg_t m = {.type = LT_MSG_HEARTBEAT, .u.heartbeat = {.t_ms = lt_time_wall_ms(), .policy_version = d->version}};
+    lt__broadcast(d, &m);
+  }
+  int64_t dead_after = (int64_t)d->hb_ms * d->liveness;
+  for (int w = 0; w < d->nworkers; w++) {
+    lt__worker_t *wk = &d->workers[w];
+    if (!wk->alive || now - wk->last_seen_ms <= dead_after) continue;
+    wk->alive = 0;
+    int requeued = 0;
+    for (size_t i = 0; i < d->tcap; i++) {
+      lt__task_t *t = d->tasks[i];
+      if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
+        lt__requeue(d, t, 1, "worker died");
+        requeued++;
+        i = (size_t)-1; /* requeue can remove tasks (max attempts): rescan */
+      }
+    }
+    wk->inflight = 0;
+    lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name, (long long)(now - wk->last_seen_ms), requeued);
+  }
+}

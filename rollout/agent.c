@@ -1,0 +1,461 @@
+#include "rollout/agent.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rollout/toolcall.h"
+#include "util/error.h"
+#include "util/time.h"
+
+struct lt_agent {
+  lt_agent_ctx_t *ctx;
+  lt_task_t task;           /* copy; spec owned */
+  lt_agent_done_cb cb;
+  void *ud;
+  lt_episode_t *ep;
+  lt_gen_t *gen;
+  uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
+  int finishing, reward_pending, discarded, closed;
+  /* the trajectory so far */
+  int n, cap, R;
+  int32_t *tokens, *versions, *support;
+  float *logprobs;
+  uint8_t *mask;
+  uint16_t *rids;
+  float *rprobs;
+  cJSON *messages;
+  int32_t *append;          /* context tokens waiting for the next turn */
+  int nappend, capappend;
+  char *last_text;
+  int turns, generated, malformed;
+  double t_gen, t_env, t_reward, t0;
+  /* outcome */
+  lt_traj_status status;
+  lt_finish finish;
+  const char *reason;
+  char *error;
+  int has_reward;
+  double reward;
+  cJSON *components;
+};
+
+uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
+
+static int grow(lt_agent_t *a, int need) {
+  if (a->n + need <= a->cap) return 0;
+  int cap = a->cap ? a->cap : 256;
+  while (cap < a->n + need) cap *= 2;
+  void *p;
+#define RE(field, n)                                   \
+  if (!(p = realloc(a->field, sizeof *a->field * (n)))) \
+    return lt_error_set(LT_ENOMEM, "agent: out of memory"); \
+  a->field = p;
+  RE(tokens, (size_t)cap);
+  RE(versions, (size_t)cap);
+  RE(support, (size_t)cap);
+  RE(logprobs, (size_t)cap);
+  RE(mask, (size_t)cap);
+  if (a->R) {
+    RE(rids, (size_t)cap * a->R);
+    RE(rprobs, (size_t)cap * a->R);
+  }
+#undef RE
+  a->cap = cap;
+  return 0;
+}
+
+/* Context tokens (prompt, chat markup, observations): loss mask 0. */
+static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
+  int rc = grow(a, n);
+  if (rc < 0) return rc;
+  for (int i = 0; i < n; i++) {
+    a->tokens[a->n] = t[i];
+    a->versions[a->n] = -1;
+    a->support[a->n] = 0;
+    a->logprobs[a->n] = 0;
+    a->mask[a->n] = 0;
+    if (a->R) {
+      if (rids) {
+        memcpy(a->rids + (size_t)a->n * a->R, rids + (size_t)i * a->R, sizeof *rids * (size_t)a->R);
+        memcpy(a->rprobs + (size_t)a->n * a->R, rprobs + (size_t)i * a->R, sizeof *rprobs * (size_t)a->R);
+      } else {
+        memset(a->rids + (size_t)a->n * a->R, 0, sizeof *rids * (size_t)a->R);
+        memset(a->rprobs + (size_t)a->n * a->R, 0, sizeof *rprobs * (size_t)a->R);
+      }
+    }
+    a->n++;
+  }
+  return 0;
+}
+
+static int queue_tokens(lt_agent_t *a, const int32_t *t, int n) {
+  for (int i = 0; i < n; i++) {
+    int rc = lt_ids_push(&a->append, &a->nappend, &a->capappend, t[i]);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static int queue_text(lt_agent_t *a, const char *s) {
+  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
+  int32_t *ids;
+  int n;
+  int rc = lt_tokenizer_encode(tok, s, strlen(s), &ids, &n);
+  if (rc == 0) rc = queue_tokens(a, ids, n);
+  free(ids);
+  return rc;
+}
+
+static lt_role role_of(const char *r) {
+  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
+}
+
+/* Renders chat messages (and opens the assistant's turn) into the queue. */
+static int queue_messages(lt_agent_t *a, const cJSON *msgs) {
+  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
+  int rc = 0;
+  for (const cJSON *m = msgs->child; m && rc == 0; m = m->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsString(role) || !cJSON_IsString(content))
+      return lt_error_set(LT_EINVAL, "environment message without role/content");
+    rc = lt_chat_open(tok, role_of(role->valuestring), &a->append, &a->nappend, &a->capappend);
+    if (rc == 0) rc = queue_text(a, content->valuestring);
+    if (rc == 0) rc = lt_chat_close(tok, &a->append, &a->nappend, &a->capappend);
+    cJSON *copy = rc == 0 ? cJSON_Duplicate(m, 1) : NULL;
+    if (rc == 0 && (!copy || !cJSON_AddItemToArray(a->messages, copy))) {
+      cJSON_Delete(copy);
+      rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+    }
+  }
+  if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &a->append, &a->nappend, &a->capappend);
+  return rc;
+}
+
+static void set_outcome(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *reason, const char *err) {
+  if (a->finishing) return;
+  a->status = st;
+  a->finish = fin;
+  a->reason = reason;
+  if (err) a->error = strdup(err);
+}
+
+static void deliver(lt_agent_t *a);
+static void start_reward(lt_agent_t *a);
+
+static void on_timer(uv_timer_t *t) { deliver(t->data); }
+
+/* Ends the episode with the outcome set; the reward runs when it makes sense. */
+static void finish(lt_agent_t *a) {
+  if (a->finishing) return;
+  a->finishing = 1;
+  if (a->gen) {
+    lt_gen_close(a->gen);
+    a->gen = NULL;
+  }
+  if (a->status == LT_TRAJ_OK)
+    start_reward(a);
+  else
+    uv_timer_start(&a->timer, on_timer, 0, 0);
+}
+
+static void on_reward(lt_reward_result_t *res, void *ud) {
+  lt_agent_t *a = ud;
+  a->reward_pending = 0;
+  a->t_reward = lt_time_mono_s() - a->t_reward;
+  if (a->discarded) { /* the agent was dropped while the reward was in flight */
+    cJSON_Delete(res->components);
+    free(res->error);
+    if (a->closed) free(a);
+    return;
+  }
+  if (res->status == 0) {
+    a->has_reward = 1;
+    a->reward = res->reward;
+    cJSON_Delete(a->components);
+    a->components = res->components;
+  } else {
+    a->status = LT_TRAJ_REWARD_FAILED;
+    free(a->error);
+    a->error = res->error;
+    res->error = NULL;
+    cJSON_Delete(res->components);
+  }
+  free(res->error);
+  deliver(a);
+}
+
+static void start_reward(lt_agent_t *a) {
+  const cJSON *first_user = NULL;
+  for (const cJSON *m = a->messages->child; m && !first_user; m = m->next) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (cJSON_IsString(r) && !strcmp(r->valuestring, "user")) first_user = cJSON_GetObjectItemCaseSensitive(m, "content");
+  }
+  lt_reward_case_t k = {.domain = a->task.domain, .prompt = cJSON_IsString(first_user) ? first_user->valuestring : "",
+                        .response = a->last_text ? a->last_text : "", .reference = lt_episode_reference(a->ep),
+                        .messages = a->messages, .response_tokens = a->generated,
+                        .truncated = a->finish == LT_FINISH_TRUNCATED, .malformed_tool_calls = a->malformed};
+  a->t_reward = lt_time_mono_s();
+  a->reward_pending = 1;
+  int rc = lt_rewarder_score(a->ctx->rewarder, &k, on_reward, a);
+  if (rc < 0) {
+    a->reward_pending = 0;
+    a->status = LT_TRAJ_REWARD_FAILED;
+    free(a->error);
+    a->error = strdup(lt_error_msg());
+    uv_timer_start(&a->timer, on_timer, 0, 0);
+  }
+}
+
+static void next_turn(lt_agent_t *a);
+
+static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
+  lt_agent_t *a = ud;
+  a->t_env += lt_time_mono_s() - a->t0;
+  if (res->error) {
+    set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", res->error_msg ? res->error_msg : lt_strerror(res->error));
+  } else if (res->truncated) {
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, res->truncated, NULL);
+  } else if (res->done) {
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, a->reason ? a->reason : "env_done", NULL);
+  } else if (a->turns >= a->task.max_turns) {
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "turn_limit", NULL);
+  } else {
+    /* Observations become the next context, then the assistant speaks again. */
+    int rc = queue_text(a, "\n");
+    if (rc == 0) rc = queue_messages(a, res->observations);
+    cJSON_Delete(res->observations);
+    free(res->error_msg);
+    if (rc < 0) {
+      set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
+      finish(a);
+      return;
+    }
+    next_turn(a);
+    return;
+  }
+  cJSON_Delete(res->observations);
+  free(res->error_msg);
+  finish(a);
+}
+
+static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  lt_agent_t *a = ud;
+  a->t_gen += lt_time_mono_s() - a->t0;
+  int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
+  a->nappend = 0;
+  if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
+  if (rc == 0) rc = grow(a, t->n);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  for (int i = 0; i < t->n; i++) {
+    a->tokens[a->n] = t->tokens[i];
+    a->logprobs[a->n] = t->logprobs[i];
+    a->support[a->n] = t->support[i];
+    a->versions[a->n] = t->versions[i];
+    a->mask[a->n] = 1;
+    if (a->R && t->routing_ids) {
+      memcpy(a->rids + (size_t)a->n * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->rids * (size_t)a->R);
+      memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
+    }
+    a->n++;
+  }
+  a->generated += t->n;
+  a->turns++;
+  /* The assistant's text, without its stop token. */
+  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
+  int ntext = t->stopped ? t->n - 1 : t->n;
+  char *text = NULL;
+  size_t len;
+  if ((rc = lt_tokenizer_decode(tok, t->tokens, ntext > 0 ? ntext : 0, 1, &text, &len)) < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  free(a->last_text);
+  a->last_text = text;
+  lt_toolcalls_t tc;
+  if ((rc = lt_toolcall_parse(text, len, &tc)) < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  a->malformed += tc.malformed;
+  cJSON *msg = cJSON_CreateObject();
+  cJSON_AddStringToObject(msg, "role", "assistant");
+  cJSON_AddStringToObject(msg, "content", text);
+  if (tc.ncalls) {
+    cJSON *calls = cJSON_AddArrayToObject(msg, "tool_calls");
+    for (int i = 0; i < tc.ncalls; i++) {
+      cJSON *c = cJSON_CreateObject(), *args = cJSON_CreateObject();
+      cJSON_AddStringToObject(c, "name", tc.calls[i].name);
+      for (int k = 0; k < tc.calls[i].nargs; k++) cJSON_AddStringToObject(args, tc.calls[i].args[k].name, tc.calls[i].args[k].value);
+      cJSON_AddItemToObject(c, "arguments", args);
+      cJSON_AddItemToArray(calls, c);
+    }
+  }
+  cJSON_AddItemToArray(a->messages, msg);
+  if (!t->stopped) { /* the token budget ran out mid-turn */
+    lt_backend_info_t bi;
+    lt_backend_info(a->ctx->backend, &bi);
+    int at_limit = lt_gen_len(g) >= bi.max_context || lt_gen_len(g) >= a->task.max_context;
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, at_limit ? "context_limit" : "max_new_tokens", NULL);
+    lt_toolcalls_free(&tc);
+    finish(a);
+    return;
+  }
+  a->reason = tc.ncalls ? "env_done" : "stop";
+  a->t0 = lt_time_mono_s();
+  rc = lt_episode_step(a->ep, text, tc.calls, tc.ncalls, on_step, a);
+  lt_toolcalls_free(&tc);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
+    finish(a);
+  }
+}
+
+static void next_turn(lt_agent_t *a) {
+  int ctx = a->task.max_context;
+  lt_backend_info_t bi;
+  lt_backend_info(a->ctx->backend, &bi);
+  if (bi.max_context < ctx) ctx = bi.max_context;
+  int room = ctx - a->n - a->nappend;
+  if (room <= 0) {
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
+    finish(a);
+    return;
+  }
+  int max_new = a->task.max_new_tokens < room ? a->task.max_new_tokens : room;
+  lt_sampling_t sp = {.temperature = a->task.eval ? 0.0f : (float)a->task.temperature, .top_p = (float)a->task.top_p,
+                      .top_k = a->task.top_k};
+  a->t0 = lt_time_mono_s();
+  int rc = lt_gen_turn(a->gen, a->append, a->nappend, max_new, &sp, on_turn, a);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+  }
+}
+
+/* The agent is freed once its timer is closed and no reward is in flight. */
+static void on_closed(uv_handle_t *h) {
+  lt_agent_t *a = h->data;
+  a->closed = 1;
+  if (!a->reward_pending) free(a);
+}
+
+static void release(lt_agent_t *a) {
+  if (a->gen) lt_gen_close(a->gen);
+  if (a->ep) lt_episode_close(a->ep);
+  free(a->tokens), free(a->versions), free(a->support), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
+  free(a->append), free(a->last_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
+  cJSON_Delete(a->task.spec);
+  cJSON_Delete(a->messages);
+  cJSON_Delete(a->components);
+  uv_close((uv_handle_t *)&a->timer, on_closed);
+}
+
+/* Builds the TRAJ (moving the arrays into it) and hands it over. */
+static void deliver(lt_agent_t *a) {
+  lt_msg_t m = {.type = LT_MSG_TRAJ};
+  lt_traj_t *t = &m.u.traj;
+  t->task_id = a->task.task_id;
+  t->group_id = a->task.group_id;
+  t->domain = strdup(a->task.domain ? a->task.domain : "");
+  t->status = a->status;
+  t->finish = a->finish;
+  t->reason = strdup(a->reason ? a->reason : "");
+  t->error = strdup(a->error ? a->error : "");
+  t->has_reward = a->status == LT_TRAJ_OK && a->has_reward;
+  if (a->status == LT_TRAJ_OK && !a->has_reward) { /* cannot happen: no reward → reward_failed */
+    t->status = LT_TRAJ_REWARD_FAILED;
+  }
+  t->reward = a->reward;
+  t->components = a->components ? a->components : cJSON_CreateObject();
+  a->components = NULL;
+  t->turns = a->turns;
+  t->eval = a->task.eval;
+  t->gen_ms = a->t_gen * 1e3;
+  t->env_ms = a->t_env * 1e3;
+  t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
+  t->messages = cJSON_Duplicate(a->messages, 1);
+  t->ntokens = a->n;
+  t->tokens = a->tokens, a->tokens = NULL;
+  t->logprobs = a->logprobs, a->logprobs = NULL;
+  t->loss_mask = a->mask, a->mask = NULL;
+  t->versions = a->versions, a->versions = NULL;
+  t->support = a->support, a->support = NULL;
+  if (a->R && a->n) {
+    lt_backend_info_t bi;
+    lt_backend_info(a->ctx->backend, &bi);
+    t->routing_layers = bi.routing_layers;
+    t->routing_k = bi.routing_k;
+    t->routing_experts = bi.routing_experts;
+    t->routing_ids = a->rids, a->rids = NULL;
+    t->routing_probs = a->rprobs, a->rprobs = NULL;
+  }
+  if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
+    t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
+    t->ntokens = 0;
+  }
+  lt_agent_done_cb cb = a->cb;
+  void *ud = a->ud;
+  release(a);
+  cb(a, &m, ud);
+}
+
+int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb cb, void *ud, lt_agent_t **out) {
+  *out = NULL;
+  lt_agent_t *a = calloc(1, sizeof *a);
+  if (!a) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  a->ctx = ctx;
+  a->task = *task;
+  a->task.domain = strdup(task->domain ? task->domain : "");
+  a->task.env = strdup(task->env ? task->env : "");
+  a->task.session = strdup(task->session ? task->session : "");
+  a->task.spec = cJSON_Duplicate(task->spec, 1);
+  a->messages = cJSON_CreateArray();
+  a->cb = cb;
+  a->ud = ud;
+  lt_backend_info_t bi;
+  lt_backend_info(ctx->backend, &bi);
+  a->R = bi.routing_layers * bi.routing_k;
+  uv_timer_init(ctx->loop, &a->timer);
+  a->timer.data = a;
+  *out = a;
+  if (!a->task.domain || !a->task.env || !a->task.session || !a->task.spec || !a->messages) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "worker_error", "out of memory");
+    finish(a);
+    return 0;
+  }
+  /* From here on every failure becomes the trajectory's status, delivered on the loop. */
+  cJSON *opening = NULL;
+  int rc = lt_episode_open(ctx->envs, a->task.domain, a->task.spec, (uint64_t)task->seed, &a->ep, &opening);
+  if (rc == 0) rc = queue_messages(a, opening);
+  cJSON_Delete(opening);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
+    finish(a);
+    return 0;
+  }
+  if ((rc = lt_gen_open(ctx->backend, (uint64_t)task->seed, &a->gen)) < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return 0;
+  }
+  next_turn(a);
+  return 0;
+}
+
+void lt_agent_abort(lt_agent_t *a, const char *reason) {
+  if (a->finishing) return; /* already ending (its reward is on the way) */
+  set_outcome(a, LT_TRAJ_ABORTED, LT_FINISH_NONE, "aborted", reason ? reason : "aborted");
+  finish(a);
+}
+
+void lt_agent_discard(lt_agent_t *a) {
+  a->discarded = 1;
+  uv_timer_stop(&a->timer);
+  release(a);
+}

@@ -1,0 +1,35 @@
+/* The agent loop: one task from its environment's opening to a trajectory.
+ * Multi-turn: generate until a stop or a tool call, run the calls through the
+ * environment, append the observations (loss mask 0), repeat until the
+ * environment ends the episode or a limit truncates it; then the reward.  How
+ * it ended is recorded precisely (terminated / truncated with its reason,
+ * environment and reward failures as their own statuses). */
+#ifndef LT_ROLLOUT_AGENT_H
+#define LT_ROLLOUT_AGENT_H
+
+#include "envs/env.h"
+#include "proto/proto.h"
+#include "rewards/reward.h"
+#include "rollout/backend.h"
+
+typedef struct {
+  uv_loop_t *loop;
+  lt_envs_t *envs;
+  lt_rewarder_t *rewarder;
+  lt_backend_t *backend;
+} lt_agent_ctx_t;
+
+typedef struct lt_agent lt_agent_t;
+
+/* Receives the finished trajectory as a TRAJ message (the callee owns it and
+ * frees it with lt_msg_free).  The agent frees itself after the callback. */
+typedef void (*lt_agent_done_cb)(lt_agent_t *a, lt_msg_t *traj, void *ud);
+
+int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb cb, void *ud, lt_agent_t **out);
+/* Ends the task now with status aborted (callback runs on the loop). */
+void lt_agent_abort(lt_agent_t *a, const char *reason);
+uint64_t lt_agent_task_id(const lt_agent_t *a);
+/* Drops the agent without a callback (worker shutdown). */
+void lt_agent_discard(lt_agent_t *a);
+
+#endif

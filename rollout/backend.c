@@ -1,0 +1,286 @@
+/* The backend driver: turns queued per session, one batched decode step per
+ * loop turn (so the loop stays responsive), weight reloads at token
+ * boundaries. */
+#include "rollout/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define MAX_BATCH 256
+
+int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const uint16_t *rids, const float *rprobs) {
+  int R = g->b->info.routing_layers * g->b->info.routing_k;
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 64;
+    int32_t *t = realloc(g->tokens, sizeof *t * (size_t)cap);
+    if (t) g->tokens = t;
+    float *l = realloc(g->logprobs, sizeof *l * (size_t)cap);
+    if (l) g->logprobs = l;
+    int32_t *s = realloc(g->support, sizeof *s * (size_t)cap);
+    if (s) g->support = s;
+    int32_t *v = realloc(g->versions, sizeof *v * (size_t)cap);
+    if (v) g->versions = v;
+    uint16_t *ri = R ? realloc(g->rids, sizeof *ri * (size_t)cap * (size_t)R) : NULL;
+    if (ri) g->rids = ri;
+    float *rp = R ? realloc(g->rprobs, sizeof *rp * (size_t)cap * (size_t)R) : NULL;
+    if (rp) g->rprobs = rp;
+    if (!t || !l || !s || !v || (R && (!ri || !rp))) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+    g->cap = cap;
+  }
+  g->tokens[g->n] = token;
+  g->logprobs[g->n] = logprob;
+  g->support[g->n] = support;
+  g->versions[g->n] = (int32_t)g->b->info.version;
+  if (R && rids) {
+    memcpy(g->rids + (size_t)g->n * R, rids, sizeof *g->rids * (size_t)R);
+    memcpy(g->rprobs + (size_t)g->n * R, rprobs, sizeof *g->rprobs * (size_t)R);
+  }
+  g->n++;
+  g->len++;
+  return 0;
+}
+
+static void unlink_gen(lt_gen_t *g) {
+  lt_backend_t *b = g->b;
+  if (g->prev) g->prev->next = g->next;
+  else b->gens = g->next;
+  if (g->next) g->next->prev = g->prev;
+  g->prev = g->next = NULL;
+  b->ngens--;
+}
+
+static void gen_free(lt_gen_t *g) {
+  g->b->impl->close(g);
+  free(g->append), free(g->tokens), free(g->logprobs), free(g->support), free(g->versions);
+  free(g->rids), free(g->rprobs), free(g->pre_rids), free(g->pre_rprobs);
+  free(g);
+}
+
+/* Ends g's turn and calls its callback (which may close g or other sessions). */
+static void complete(lt_gen_t *g, int err, const char *msg) {
+  g->state = LT_GEN_IDLE;
+  lt_turn_t t = {.n = g->n, .tokens = g->tokens, .logprobs = g->logprobs, .support = g->support, .versions = g->versions,
+                 .routing_ids = g->rids, .routing_probs = g->rprobs, .stopped = g->stopped, .error = err, .error_msg = msg};
+  lt_prefill_routing_t pre = {g->pre_rids, g->pre_rprobs};
+  g->cb(g, &t, &pre, g->ud);
+}
+
+static int same_sampling(const lt_sampling_t *a, const lt_sampling_t *b) {
+  return a->temperature == b->temperature && a->top_p == b->top_p && a->top_k == b->top_k;
+}
+
+static int finished(lt_gen_t *g) {
+  if (g->n && lt_tokenizer_is_stop(g->b->tok, g->tokens[g->n - 1])) g->stopped = 1;
+  return g->stopped || g->n >= g->max_new || g->len >= g->b->info.max_context;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void tick(lt_backend_t *b) {
+  if (b->reload_dir) {
+    int rc = b->impl->reload(b, b->reload_dir, b->reload_sha);
+    if (rc < 0)
+      LT_ERROR("backend", "weights %s (version %lld) not loaded: %s", b->reload_dir, (long long)b->reload_version,
+               lt_error_msg());
+    else
+      b->info.version = b->reload_version;
+    free(b->reload_dir);
+    b->reload_dir = NULL;
+  }
+  /* Snapshot the sessions: callbacks below may open or close sessions. */
+  lt_gen_t *pre[MAX_BATCH], *dec[MAX_BATCH];
+  int np = 0, nd = 0;
+  for (lt_gen_t *g = b->gens; g; g = g->next) {
+    if (g->state == LT_GEN_PREFILL && np < MAX_BATCH) pre[np++] = g;
+    if (g->state == LT_GEN_DECODE && nd < MAX_BATCH) dec[nd++] = g;
+  }
+  for (int i = 0; i < np; i++) {
+    lt_gen_t *g = pre[i];
+    int rc = g->nappend ? b->impl->prefill(g) : 0;
+    if (rc < 0) {
+      complete(g, rc, lt_error_msg());
+      return; /* the callback may have closed sessions of the snapshot */
+    }
+    g->len += g->nappend;
+    g->nappend = 0;
+    g->state = LT_GEN_DECODE;
+    if (g->max_new <= 0 || g->len >= b->info.max_context) {
+      complete(g, 0, NULL);
+      return;
+    }
+  }
+  if (np) return; /* decode on the next turn: keeps each turn short */
+  /* One step per group of sessions with the same sampling parameters. */
+  lt_gen_t *grp[MAX_BATCH], *done[MAX_BATCH];
+  int used[MAX_BATCH] = {0}, ndone = 0, err = 0;
+  char msg[512] = "";
+  for (int i = 0; i < nd && !err; i++) {
+    if (used[i]) continue;
+    int ng = 0;
+    for (int j = i; j < nd; j++)
+      if (!used[j] && same_sampling(&dec[i]->sp, &dec[j]->sp)) {
+        grp[ng++] = dec[j];
+        used[j] = 1;
+      }
+    int rc = b->impl->decode(b, grp, ng);
+    if (rc < 0) {
+      err = rc;
+      snprintf(msg, sizeof msg, "%s", lt_error_msg());
+    }
+    for (int k = 0; k < ng; k++)
+      if (rc < 0 || finished(grp[k])) done[ndone++] = grp[k];
+  }
+  /* Completing may close sessions, so each is looked up again before its callback. */
+  for (int k = 0; k < ndone; k++) {
+    int alive = 0;
+    for (lt_gen_t *g = b->gens; g && !alive; g = g->next) alive = g == done[k];
+    if (alive && done[k]->state == LT_GEN_DECODE) complete(done[k], err, err ? msg : NULL);
+  }
+}
+
+static void on_idle(uv_idle_t *h) {
+  lt_backend_t *b = h->data;
+  tick(b);
+  /* Keep ticking while some session can advance now; otherwise sleep until
+   * the earliest due token (scripted backend) or the next turn request. */
+  int64_t now = (int64_t)lt_time_mono_ns(), next = -1;
+  int busy = b->reload_dir != NULL;
+  for (lt_gen_t *g = b->gens; g; g = g->next) {
+    if (g->state == LT_GEN_PREFILL || (g->state == LT_GEN_DECODE && g->due_ns <= now)) busy = 1;
+    if (g->state == LT_GEN_DECODE && g->due_ns > now && (next < 0 || g->due_ns < next)) next = g->due_ns;
+  }
+  if (!busy) {
+    uv_idle_stop(&b->idle);
+    if (next >= 0) uv_timer_start(&b->timer, on_timer, (uint64_t)((next - now) / 1000000 + 1), 0);
+  }
+}
+
+static void on_timer(uv_timer_t *t) {
+  lt_backend_t *b = t->data;
+  uv_idle_start(&b->idle, on_idle);
+}
+
+static void wake(lt_backend_t *b) {
+  uv_timer_stop(&b->timer);
+  uv_idle_start(&b->idle, on_idle);
+}
+
+int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t **out) {
+  *out = NULL;
+  lt_backend_t *b = calloc(1, sizeof *b);
+  if (!b) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+  b->loop = loop;
+  if (!strcmp(o->kind, "builtin"))
+    b->impl = &lt__backend_builtin;
+  else if (!strcmp(o->kind, "scripted"))
+    b->impl = &lt__backend_scripted;
+  else {
+    free(b);
+    return lt_error_set(LT_EUNSUPP, "backend '%s' is not available in this build", o->kind);
+  }
+  int rc = b->impl->init(b, o);
+  if (rc < 0) {
+    free(b);
+    return rc;
+  }
+  uv_idle_init(loop, &b->idle);
+  uv_timer_init(loop, &b->timer);
+  b->idle.data = b->timer.data = b;
+  b->handles = 2;
+  *out = b;
+  return 0;
+}
+
+void lt_backend_info(const lt_backend_t *b, lt_backend_info_t *info) { *info = b->info; }
+const lt_tokenizer_t *lt_backend_tokenizer(const lt_backend_t *b) { return b->tok; }
+
+int lt_backend_reload(lt_backend_t *b, const char *dir, const char *sha256, int64_t version) {
+  char *d = strdup(dir);
+  if (!d) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+  free(b->reload_dir);
+  b->reload_dir = d;
+  snprintf(b->reload_sha, sizeof b->reload_sha, "%s", sha256 ? sha256 : "");
+  b->reload_version = version;
+  wake(b);
+  return 0;
+}
+
+static void on_closed(uv_handle_t *h) {
+  lt_backend_t *b = h->data;
+  if (--b->handles) return;
+  void (*done)(void *) = b->done;
+  void *ud = b->done_ud;
+  b->impl->fini(b);
+  lt_tokenizer_free(b->own_tok);
+  free(b->reload_dir);
+  free(b);
+  if (done) done(ud);
+}
+
+void lt_backend_close(lt_backend_t *b, void (*done)(void *), void *ud) {
+  while (b->gens) {
+    lt_gen_t *g = b->gens;
+    unlink_gen(g);
+    gen_free(g);
+  }
+  b->done = done;
+  b->done_ud = ud;
+  uv_idle_stop(&b->idle);
+  uv_timer_stop(&b->timer);
+  uv_close((uv_handle_t *)&b->idle, on_closed);
+  uv_close((uv_handle_t *)&b->timer, on_closed);
+}
+
+int lt_gen_open(lt_backend_t *b, uint64_t seed, lt_gen_t **out) {
+  *out = NULL;
+  lt_gen_t *g = calloc(1, sizeof *g);
+  if (!g) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+  g->b = b;
+  int rc = b->impl->open(b, g, seed);
+  if (rc < 0) {
+    free(g);
+    return rc;
+  }
+  g->next = b->gens;
+  if (b->gens) b->gens->prev = g;
+  b->gens = g;
+  b->ngens++;
+  *out = g;
+  return 0;
+}
+
+int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, const lt_sampling_t *sp, lt_turn_cb cb,
+                void *ud) {
+  if (g->state != LT_GEN_IDLE) return lt_error_set(LT_EBUSY, "backend: a turn is already running");
+  if (g->len + nappend > g->b->info.max_context)
+    return lt_error_set(LT_ERANGE, "backend: %d + %d tokens exceed the context of %d", g->len, nappend, g->b->info.max_context);
+  free(g->append);
+  g->append = NULL;
+  if (nappend) {
+    if (!(g->append = malloc(sizeof *append * (size_t)nappend))) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+    memcpy(g->append, append, sizeof *append * (size_t)nappend);
+  }
+  g->nappend = nappend;
+  g->max_new = max_new;
+  g->sp = *sp;
+  g->cb = cb;
+  g->ud = ud;
+  g->n = 0;
+  g->stopped = 0;
+  g->due_ns = 0;
+  g->state = LT_GEN_PREFILL;
+  wake(g->b);
+  return 0;
+}
+
+int lt_gen_len(const lt_gen_t *g) { return g->len; }
+
+void lt_gen_close(lt_gen_t *g) {
+  if (!g) return;
+  unlink_gen(g);
+  gen_free(g);
+}

@@ -1,0 +1,141 @@
+/* Inference backends of a worker: builtin (learner/engine.h), an
+ * OpenAI-compatible server (libcurl multi on the loop) and a scripted fake
+ * policy for load tests.  A backend runs generation "turns" for many
+ * sessions at once on the worker's loop. */
+#ifndef LT_ROLLOUT_BACKEND_H
+#define LT_ROLLOUT_BACKEND_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "learner/engine.h"
+#include "learner/tokenizer.h"
+
+typedef struct lt_backend lt_backend_t;
+typedef struct lt_gen lt_gen_t;
+
+/* The tokens one turn generated, with what the learner needs about them.
+ * Arrays are owned by the backend until the next turn of the same session. */
+typedef struct {
+  int n;
+  const int32_t *tokens;
+  const float *logprobs;
+  const int32_t *support;
+  const int32_t *versions;   /* policy version that produced each token */
+  const uint16_t *routing_ids; /* [n][layers][k] or NULL */
+  const float *routing_probs;
+  int stopped;               /* ended on a stop token (else the token budget) */
+  int error;                 /* LT_E* on failure */
+  const char *error_msg;
+} lt_turn_t;
+
+/* Routing recorded for tokens appended to the context (prefill). */
+typedef struct {
+  const uint16_t *ids;
+  const float *probs;
+} lt_prefill_routing_t;
+
+typedef void (*lt_turn_cb)(lt_gen_t *g, const lt_turn_t *turn, const lt_prefill_routing_t *prefill, void *ud);
+
+typedef struct {
+  const char *kind;          /* "builtin" | "openai" | "scripted" */
+  const char *model_dir;     /* builtin: initial weights */
+  const char *device;
+  int threads;
+  int max_sessions;
+  int max_context;
+  /* openai */
+  const char *endpoint, *model;
+  int timeout_ms, retries;
+  /* scripted: a fake policy whose turn lengths are long-tailed */
+  int vocab;                 /* byte-tokenizer vocabulary size */
+  int mean_tokens;           /* typical turn length */
+  double tail_fraction;      /* share of turns that are tail_factor times longer */
+  double tail_factor;
+  int token_us;              /* simulated time per token (0: as fast as possible) */
+} lt_backend_opts_t;
+
+typedef struct {
+  int routing_layers, routing_k, routing_experts;
+  int max_context;
+  int64_t version;           /* weights version in use */
+} lt_backend_info_t;
+
+int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t **out);
+void lt_backend_info(const lt_backend_t *b, lt_backend_info_t *info);
+const lt_tokenizer_t *lt_backend_tokenizer(const lt_backend_t *b);
+/* New weights: applied between decode steps (a token boundary). */
+int lt_backend_reload(lt_backend_t *b, const char *dir, const char *sha256, int64_t version);
+void lt_backend_close(lt_backend_t *b, void (*done)(void *), void *ud);
+
+int lt_gen_open(lt_backend_t *b, uint64_t seed, lt_gen_t **out);
+/* Appends `append` to the session's context, then generates up to max_new
+ * tokens.  cb runs on the loop when the turn ends (never inside the call). */
+int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, const lt_sampling_t *sp, lt_turn_cb cb,
+                void *ud);
+int lt_gen_len(const lt_gen_t *g);
+/* Cancels a running turn (its callback is not called) and frees the session. */
+void lt_gen_close(lt_gen_t *g);
+
+/* ---- internal: shared by rollout/backend*.c ---- */
+
+typedef enum { LT_GEN_IDLE, LT_GEN_PREFILL, LT_GEN_DECODE } lt_gen_state;
+
+struct lt_gen {
+  lt_backend_t *b;
+  void *impl;              /* the implementation's session */
+  lt_gen_state state;
+  int32_t *append;         /* context tokens to add before generating */
+  int nappend;
+  int max_new;
+  lt_sampling_t sp;
+  lt_turn_cb cb;
+  void *ud;
+  int len;                 /* tokens in the context */
+  /* this turn's output */
+  int n, cap;
+  int32_t *tokens, *support, *versions;
+  float *logprobs;
+  uint16_t *rids, *pre_rids;
+  float *rprobs, *pre_rprobs;
+  int stopped;
+  int64_t due_ns;          /* scripted: when the next token is ready */
+  struct lt_gen *prev, *next;
+};
+
+typedef struct {
+  int (*init)(lt_backend_t *b, const lt_backend_opts_t *o);
+  void (*fini)(lt_backend_t *b);
+  int (*open)(lt_backend_t *b, lt_gen_t *g, uint64_t seed);
+  void (*close)(lt_gen_t *g);
+  /* Adds g->append to the context; fills g->pre_rids/pre_rprobs when routing is recorded. */
+  int (*prefill)(lt_gen_t *g);
+  /* One token for each of gens[0..n) (all with the same sampling): appends to g->tokens... */
+  int (*decode)(lt_backend_t *b, lt_gen_t **gens, int n);
+  int (*reload)(lt_backend_t *b, const char *dir, const char *sha256);
+} lt_backend_impl_t;
+
+struct lt_backend {
+  uv_loop_t *loop;
+  const lt_backend_impl_t *impl;
+  void *state;
+  lt_tokenizer_t *own_tok;      /* scripted: the byte tokenizer */
+  const lt_tokenizer_t *tok;
+  lt_backend_info_t info;
+  uv_idle_t idle;               /* drives prefill and decode steps */
+  uv_timer_t timer;             /* scripted: wakes when the next token is due */
+  lt_gen_t *gens;
+  int ngens;
+  char *reload_dir, reload_sha[65];
+  int64_t reload_version;
+  void (*done)(void *);
+  void *done_ud;
+  int handles;
+};
+
+/* Appends one generated token to g's turn output (grows the arrays). */
+int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const uint16_t *rids, const float *rprobs);
+
+extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted;
+
+#endif

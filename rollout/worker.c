@@ -1,0 +1,327 @@
+#include "rollout/worker.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "envs/env.h"
+#include "proto/zsock.h"
+#include "rewards/reward.h"
+#include "rollout/agent.h"
+#include "rollout/backend.h"
+#include "rollout/spool.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define MAX_SLOTS 4096
+
+typedef struct {
+  lt_worker_opts_t o;
+  uv_loop_t loop;
+  void *zctx;
+  lt_zsock_t *z;
+  uv_timer_t hb;
+  uv_signal_t sigint, sigterm;
+  lt_spool_t *spool;
+  lt_config_t cfg;
+  int have_cfg;
+  lt_envs_t *envs;
+  lt_rewarder_t *rewarder;
+  lt_backend_t *backend;
+  lt_agent_ctx_t actx;
+  lt_agent_t **agents; /* [slots] */
+  int inflight;
+  int64_t version;
+  int hb_ms, liveness;
+  int64_t last_heard, gone_since, last_hello, last_beat;
+  uint64_t seq;
+  int welcomed, stopping, exit_code;
+  char host[256];
+} worker_t;
+
+static int64_t now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
+
+static void send_msg(worker_t *w, lt_msg_t *m) {
+  m->id = ++w->seq;
+  int rc = lt_zsock_send_msg(w->z, NULL, 0, m);
+  if (rc < 0 && rc != LT_EBUSY) LT_WARN("worker", "send %s: %s", lt_msg_type_name(m->type), lt_error_msg());
+}
+
+static void send_hello(worker_t *w) {
+  int n = lt_spool_count(w->spool);
+  uint64_t *pending = n ? malloc(sizeof *pending * (size_t)n) : NULL;
+  for (int i = 0; pending && i < n; i++) pending[i] = lt_spool_id(w->spool, i);
+  lt_msg_t m = {.type = LT_MSG_HELLO};
+  m.u.hello = (lt_hello_t){.name = (char *)w->o.name, .slots = w->o.slots, .backend = (char *)w->o.backend,
+                           .device = (char *)w->o.device, .host = w->host, .pid = getpid(),
+                           .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0};
+  send_msg(w, &m);
+  free(pending);
+  w->last_hello = now_ms();
+}
+
+/* Sends every spooled trajectory (the daemon deduplicates what it already has). */
+static void resend_spool(worker_t *w) {
+  for (int i = 0; i < lt_spool_count(w->spool); i++) {
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int n;
+    lt_spool_frames(w->spool, i, fr, &n);
+    if (lt_zsock_send(w->z, fr, n) < 0) break;
+  }
+}
+
+static void stop(worker_t *w, int code) {
+  if (w->stopping) return;
+  w->stopping = 1;
+  w->exit_code = code;
+  uv_stop(&w->loop);
+}
+
+static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
+  worker_t *w = ud;
+  for (int i = 0; i < w->o.slots; i++)
+    if (w->agents[i] == a) {
+      w->agents[i] = NULL;
+      w->inflight--;
+    }
+  traj->id = ++w->seq;
+  lt_frames_t fr;
+  int rc = lt_proto_encode(traj, &fr);
+  if (rc == 0) {
+    rc = lt_spool_put(w->spool, traj->u.traj.task_id, &fr);
+    if (rc < 0) LT_ERROR("worker", "task %llu: cannot spool the trajectory: %s (sending it anyway)",
+                         (unsigned long long)traj->u.traj.task_id, lt_error_msg());
+    lt_zsock_send(w->z, fr.f, fr.n);
+    lt_frames_free(&fr);
+  } else {
+    LT_ERROR("worker", "task %llu: cannot encode the trajectory: %s", (unsigned long long)traj->u.traj.task_id, lt_error_msg());
+  }
+  lt_msg_free(traj);
+}
+
+static void send_error(worker_t *w, int code, uint64_t ref, const char *msg) {
+  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)msg, .ref = ref}};
+  send_msg(w, &m);
+}
+
+/* WELCOME carries the job's settings: environments, rewards, weights. */
+static int configure(worker_t *w, lt_welcome_t *wl) {
+  if (w->backend) return 0; /* a reconnect: keep running with what we have */
+  cJSON *settings = cJSON_Duplicate(wl->settings, 1);
+  int rc = lt_config_from_json(&w->cfg, settings, NULL, 0, w->o.schemas, w->o.nschemas);
+  if (rc < 0) return lt_error_wrap(rc, "settings from the daemon");
+  w->have_cfg = 1;
+  if ((rc = lt_envs_create(&w->cfg, &w->loop, &w->envs)) < 0) return rc;
+  if ((rc = lt_rewarder_create(&w->loop, &w->cfg, &w->rewarder)) < 0) return rc;
+  const char *model = w->o.model && w->o.model[0] ? w->o.model : wl->weights_location;
+  if (!strcmp(w->o.backend, "builtin") && (!model || !model[0]))
+    return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
+  lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .device = w->o.device, .threads = w->o.threads,
+                          .max_sessions = w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
+                          .vocab = 264, .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
+                          .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
+                          .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),
+                          .token_us = (int)lt_config_int(&w->cfg, "workers.scripted.token_us")};
+  if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
+  w->version = wl->policy_version;
+  w->actx = (lt_agent_ctx_t){.loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend};
+  return 0;
+}
+
+static void on_task(worker_t *w, lt_task_t *t) {
+  if (!w->backend) {
+    send_error(w, LT_EBUSY, t->task_id, "worker not configured yet");
+    return;
+  }
+  int slot = -1;
+  for (int i = 0; i < w->o.slots && slot < 0; i++)
+    if (!w->agents[i]) slot = i;
+  if (slot < 0) {
+    send_error(w, LT_EBUSY, t->task_id, "all slots busy");
+    return;
+  }
+  lt_agent_t *a;
+  if (lt_agent_start(&w->actx, t, on_agent_done, w, &a) < 0) {
+    send_error(w, LT_ENOMEM, t->task_id, lt_error_msg());
+    return;
+  }
+  w->agents[slot] = a;
+  w->inflight++;
+}
+
+static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
+  worker_t *w = ud;
+  lt_msg_t m;
+  int rc = lt_proto_decode(frames, n, &m);
+  w->last_heard = now_ms();
+  w->gone_since = 0;
+  if (rc < 0) {
+    LT_WARN("worker", "malformed message from the daemon: %s", lt_error_msg());
+    return;
+  }
+  switch (m.type) {
+  case LT_MSG_WELCOME:
+    w->hb_ms = m.u.welcome.heartbeat_ms;
+    w->liveness = m.u.welcome.liveness;
+    if ((rc = configure(w, &m.u.welcome)) < 0) {
+      LT_ERROR("worker", "cannot start: %s", lt_error_msg());
+      send_error(w, rc, m.id, lt_error_msg());
+      stop(w, lt_error_exit_code(rc));
+      break;
+    }
+    if (!w->welcomed) LT_INFO("worker", "%s: connected, %d slots, policy version %lld", w->o.name, w->o.slots, (long long)w->version);
+    w->welcomed = 1;
+    resend_spool(w);
+    break;
+  case LT_MSG_TASK: on_task(w, &m.u.task); break;
+  case LT_MSG_ACK:
+    for (int i = 0; i < m.u.ack.n; i++) lt_spool_drop(w->spool, m.u.ack.task_ids[i]);
+    break;
+  case LT_MSG_WEIGHTS:
+    if (w->backend && m.u.weights.version > w->version) {
+      lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL, m.u.weights.version);
+      w->version = m.u.weights.version;
+    }
+    break;
+  case LT_MSG_ABORT:
+    for (int i = 0; i < w->o.slots; i++)
+      if (w->agents[i] && (m.u.abort.task_id == 0 || lt_agent_task_id(w->agents[i]) == m.u.abort.task_id))
+        lt_agent_abort(w->agents[i], m.u.abort.reason);
+    break;
+  case LT_MSG_ERROR:
+    if (m.u.error.code == LT_ENOENT && m.u.error.ref && lt_spool_drop(w->spool, m.u.error.ref))
+      LT_WARN("worker", "task %llu is unknown to the daemon (%s): dropped", (unsigned long long)m.u.error.ref, m.u.error.message);
+    else if (m.u.error.code == LT_EPROTO && !m.u.error.ref)
+      send_hello(w); /* the daemon does not know us (it restarted) */
+    else
+      LT_WARN("worker", "daemon error: %s", m.u.error.message);
+    break;
+  case LT_MSG_BYE:
+    LT_INFO("worker", "daemon said BYE (%s)", m.u.bye.reason);
+    stop(w, 0);
+    break;
+  case LT_MSG_HEARTBEAT: break;
+  default: LT_WARN("worker", "unexpected %s from the daemon", lt_msg_type_name(m.type));
+  }
+  lt_msg_free(&m);
+}
+
+static int open_socket(worker_t *w) {
+  int rc = lt_zsock_open(&w->loop, w->zctx, ZMQ_DEALER, &w->z);
+  if (rc < 0) return rc;
+  void *s = lt_zsock_handle(w->z);
+  int64_t maxmsg = (int64_t)1 << 30;
+  int reconnect = 100, reconnect_max = 5000;
+  zmq_setsockopt(s, ZMQ_ROUTING_ID, w->o.name, strlen(w->o.name));
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
+  zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof reconnect_max);
+  if (zmq_connect(s, w->o.connect) != 0)
+    return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
+  return lt_zsock_start(w->z, on_recv, w);
+}
+
+static void on_heartbeat(uv_timer_t *t) {
+  worker_t *w = t->data;
+  int64_t now = now_ms();
+  int64_t silent = now - w->last_heard;
+  if (silent > (int64_t)w->liveness * w->hb_ms) {
+    if (!w->gone_since) {
+      w->gone_since = now;
+      LT_WARN("worker", "daemon silent for %lld ms: reconnecting (sessions keep running)", (long long)silent);
+    }
+    if ((now - w->gone_since) / 1000.0 > w->o.daemon_gone_s) {
+      LT_ERROR("worker", "daemon at %s unreachable for %.0f s: exiting (%d trajectories stay in the spool)", w->o.connect,
+               w->o.daemon_gone_s, lt_spool_count(w->spool));
+      stop(w, LT_EXIT_UNREACH);
+      return;
+    }
+    /* Paranoid Pirate: a fresh socket drops whatever was queued for the old peer. */
+    if (now - w->last_hello > (int64_t)w->liveness * w->hb_ms) {
+      lt_zsock_close(w->z, NULL, NULL);
+      w->z = NULL;
+      if (open_socket(w) < 0) {
+        LT_ERROR("worker", "%s", lt_error_msg());
+        stop(w, LT_EXIT_FAIL);
+        return;
+      }
+      send_hello(w);
+    }
+    return;
+  }
+  if (now - w->last_beat < w->hb_ms) return;
+  w->last_beat = now;
+  lt_msg_t m = {.type = LT_MSG_HEARTBEAT,
+                .u.heartbeat = {.t_ms = lt_time_wall_ms(), .inflight = w->inflight, .slots = w->o.slots,
+                                .policy_version = w->version, .unacked = lt_spool_count(w->spool)}};
+  send_msg(w, &m);
+}
+
+static void on_signal(uv_signal_t *s, int sig) {
+  worker_t *w = s->data;
+  LT_INFO("worker", "signal %d: leaving (%d trajectories stay in the spool)", sig, lt_spool_count(w->spool));
+  lt_msg_t m = {.type = LT_MSG_BYE, .u.bye = {.reason = "worker stopping"}};
+  send_msg(w, &m);
+  stop(w, 0);
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int lt_worker_run(const lt_worker_opts_t *o) {
+  worker_t *w = calloc(1, sizeof *w);
+  if (!w) return LT_EXIT_FAIL;
+  w->o = *o;
+  w->hb_ms = 1000;
+  w->liveness = 5;
+  gethostname(w->host, sizeof w->host - 1);
+  int rc = lt_spool_open(o->spool, &w->spool);
+  if (rc < 0) {
+    LT_ERROR("worker", "%s", lt_error_msg());
+    free(w);
+    return lt_error_exit_code(rc);
+  }
+  if (lt_spool_count(w->spool)) LT_INFO("worker", "%d unacknowledged trajectories in %s will be resent", lt_spool_count(w->spool), o->spool);
+  w->agents = calloc((size_t)o->slots, sizeof *w->agents);
+  uv_loop_init(&w->loop);
+  w->zctx = zmq_ctx_new();
+  if (!w->agents || !w->zctx || (rc = open_socket(w)) < 0) {
+    LT_ERROR("worker", "%s", rc < 0 ? lt_error_msg() : "out of memory");
+    w->exit_code = rc < 0 ? lt_error_exit_code(rc) : LT_EXIT_FAIL;
+    goto out;
+  }
+  w->last_heard = w->last_hello = now_ms();
+  uv_timer_init(&w->loop, &w->hb);
+  w->hb.data = w;
+  uv_timer_start(&w->hb, on_heartbeat, 200, 200);
+  uv_signal_init(&w->loop, &w->sigint);
+  uv_signal_init(&w->loop, &w->sigterm);
+  w->sigint.data = w->sigterm.data = w;
+  uv_signal_start(&w->sigint, on_signal, SIGINT);
+  uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+  send_hello(w);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+out:
+  for (int i = 0; w->agents && i < o->slots; i++)
+    if (w->agents[i]) lt_agent_discard(w->agents[i]);
+  if (w->z) lt_zsock_close(w->z, NULL, NULL);
+  if (w->backend) lt_backend_close(w->backend, NULL, NULL);
+  if (w->rewarder) lt_rewarder_close(w->rewarder, NULL, NULL);
+  uv_walk(&w->loop, close_walk, NULL);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&w->loop);
+  if (w->envs) lt_envs_free(w->envs);
+  if (w->have_cfg) lt_config_free(&w->cfg);
+  if (w->zctx) zmq_ctx_term(w->zctx);
+  lt_spool_close(w->spool);
+  free(w->agents);
+  int code = w->exit_code;
+  free(w);
+  return code;
+}
