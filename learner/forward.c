@@ -41,8 +41,8 @@ void lt_acts_free(lt_acts_t *a) {
     for (int l = 0; il[i][l]; l++) free(il[i][l]);
     free(il[i]);
   }
-  void *flat[] = {a->hf, a->rf, a->logprobs, a->entropy, a->values, a->head_lse, a->route_conf, a->pos, a->tok,
-                  a->last, a->attn_scratch, a->head_scratch, a->act, a->xe, a->rlogits, a->dres, a->dx2, a->dh,
+  void *flat[] = {a->hf, a->rf, a->logprobs, a->entropy, a->values, a->head_lse, a->head_thr, a->route_conf, a->pos, a->tok,
+                  a->last, a->attn_scratch, a->head_scratch, a->head_sel, a->act, a->xe, a->rlogits, a->dres, a->dx2, a->dh,
                   a->dq, a->datt, a->dk, a->dkp, a->dv, a->dg, a->du, a->dact, a->dy, a->dxe, a->dw};
   for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) free(flat[i]);
   free(a);
@@ -107,12 +107,14 @@ int lt_acts_create(const lt_model_config_t *c, int max_tokens, int max_seq, int 
   AL(entropy, N);
   AL(values, N);
   AL(head_lse, N);
+  AL(head_thr, N);
   AL(route_conf, N);
   AL(pos, N);
   AL(tok, N);
   AL(last, N);
   AL(attn_scratch, LT_ATT_SCRATCH(max_seq));
   AL(head_scratch, (size_t)LT_HEAD_CHUNK * (size_t)c->vocab);
+  AL(head_sel, (size_t)c->vocab);
   AL(act, N * Id);
   AL(xe, moe ? N * K * D : 0);
   AL(rlogits, moe ? N * E : 0);
@@ -302,9 +304,33 @@ void lt_model_zero_grad(lt_model_t *m) {
   if (m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
 }
 
+/* The s-th largest of v[0..n) (quickselect on a copy in tmp). */
+static float kth_largest(const float *v, int n, int s, float *tmp) {
+  memcpy(tmp, v, sizeof(float) * (size_t)n);
+  int lo = 0, hi = n - 1, k = s - 1;
+  while (lo < hi) {
+    float pivot = tmp[(lo + hi) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (tmp[i] > pivot) i++;
+      while (tmp[j] < pivot) j--;
+      if (i <= j) {
+        float t = tmp[i];
+        tmp[i++] = tmp[j];
+        tmp[j--] = t;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else break;
+  }
+  return tmp[k];
+}
+
 /* logprobs and entropy of each next token, in chunks of rows so logits never
- * exceed [LT_HEAD_CHUNK, V]. */
-static void policy_head(lt_model_t *m, lt_acts_t *a) {
+ * exceed [LT_HEAD_CHUNK, V].  With a sampling support s for the next token,
+ * its logprob is taken over the s largest logits (and itself). */
+static void policy_head(lt_model_t *m, lt_acts_t *a, const int32_t *support) {
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, V = c->vocab;
   for (int r0 = 0; r0 < N; r0 += LT_HEAD_CHUNK) {
@@ -313,8 +339,10 @@ static void policy_head(lt_model_t *m, lt_acts_t *a) {
     lt_linear_forward(lg, a->hf + (size_t)r0 * D, m->w.head, n, D, V);
     for (int i = 0; i < n; i++) {
       int r = r0 + i;
+      a->head_thr[r] = -INFINITY;
       if (a->last[r]) continue;
       const float *z = lg + (size_t)i * V;
+      int target = a->tok[r + 1];
       float mx = z[0];
       for (int j = 1; j < V; j++)
         if (z[j] > mx) mx = z[j];
@@ -325,9 +353,19 @@ static void policy_head(lt_model_t *m, lt_acts_t *a) {
         ez += e * z[j];
       }
       double lse = mx + log(sum);
-      a->head_lse[r] = (float)lse;
-      a->logprobs[r + 1] = (float)(z[a->tok[r + 1]] - lse);
       a->entropy[r + 1] = (float)(lse - ez / sum);
+      int s = support ? support[r + 1] : 0;
+      if (s > 0 && s < V) {
+        float thr = kth_largest(z, V, s, a->head_sel);
+        if (z[target] < thr) thr = z[target];
+        double ks = 0;
+        for (int j = 0; j < V; j++)
+          if (z[j] >= thr) ks += exp((double)z[j] - mx);
+        lse = mx + log(ks);
+        a->head_thr[r] = thr;
+      }
+      a->head_lse[r] = (float)lse;
+      a->logprobs[r + 1] = (float)(z[target] - lse);
     }
   }
 }
@@ -361,7 +399,7 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
       a->values[r] = v;
     }
   } else {
-    policy_head(m, a);
+    policy_head(m, a, b->support);
   }
   m->last = *b;
   double conf = 0;

@@ -96,6 +96,7 @@ typedef struct {
   float **y;                 /* expert outputs [N*k, D] in routed order */
   float *hf, *rf;            /* final norm output [N, D], rstd [N] */
   float *logprobs, *entropy, *values, *head_lse; /* [N] */
+  float *head_thr;           /* [N] keep-sampling-mask logit threshold of each row (-inf: full softmax) */
   float *route_conf;         /* [N] top-k mass summed over MoE layers */
   int *pos;                  /* [N] position of each token */
   int32_t *tok;              /* [N] token ids */
@@ -103,6 +104,7 @@ typedef struct {
   /* scratch */
   float *attn_scratch;       /* [LT_ATT_SCRATCH(max_seq)] */
   float *head_scratch;       /* [LT_HEAD_CHUNK, V] */
+  float *head_sel;           /* [V] selection scratch of the keep-sampling mask */
   float *act;                /* [N, I] SwiGLU output */
   float *xe;                 /* [N*k, D] gathered expert inputs */
   float *rlogits;            /* [N, E] router logits / their gradient */
@@ -120,6 +122,10 @@ typedef struct {
   /* Keep Routing: expert ids to use instead of the router's top-k,
    * [N][moe_layers][topk] in MoE-layer order; NULL: route normally. */
   const uint16_t *route_ids;
+  /* Keep Sampling Mask: per token, the size of the top-k/top-p set the rollout
+   * sampled it from; the policy's logprob is then taken under its own top-s
+   * logits (plus the token itself).  NULL or 0: the full softmax. */
+  const int32_t *support;
 } lt_batch_t;
 
 typedef struct {

@@ -1,0 +1,75 @@
+/* One RL learner step on a batch of trajectories (docs/losses.md):
+ *   π_old logprobs with the pre-update weights, critic values V_φ(s_t),
+ *   truncation-aware returns (R̂ = V_φ(s_T) for truncated trajectories),
+ *   Â_t = R̂ − V_φ(s_t) (γ = λ = 1; GRPO: group baselines, no critic),
+ *   one epoch of the actor objective over actor_minibatches, and the critic
+ *   over critic_minibatches with its own optimizer.
+ * Also the supervised step for warm starts, and the full checkpoint (policy,
+ * critic, optimizers, RNG, counters) that --resume restores exactly. */
+#ifndef LT_LEARNER_TRAINER_H
+#define LT_LEARNER_TRAINER_H
+
+#include <stdint.h>
+
+#include "learner/loss.h"
+#include "learner/model.h"
+#include "learner/optim.h"
+
+typedef struct {
+  lt_loss_cfg_t loss;
+  int actor_minibatches, critic_minibatches;
+  lt_optim_cfg_t actor_opt, critic_opt;
+  int keep_routing;          /* replay the rollout's expert choices */
+  int keep_sampling_mask;    /* train under the rollout's top-p/top-k support */
+  int group_std;             /* GRPO: divide advantages by the group's std */
+  int threads;
+} lt_trainer_cfg_t;
+
+typedef struct lt_trainer lt_trainer_t;
+
+/* A batch: packed sequences with what the workers recorded. */
+typedef struct {
+  int nseq;
+  const int *start;          /* [nseq + 1] */
+  const int32_t *tokens;     /* [N] */
+  const float *logp_rollout; /* [N] */
+  const uint8_t *mask;       /* [N] */
+  const int32_t *support;    /* [N] or NULL */
+  const uint16_t *route_ids; /* [N][moe_layers][topk] or NULL */
+  const double *reward;      /* [nseq] */
+  const uint8_t *truncated;  /* [nseq] */
+  const int64_t *group;      /* [nseq] group ids */
+} lt_train_batch_t;
+
+typedef struct {
+  double actor_loss, critic_loss;
+  double actor_grad_norm, critic_grad_norm;
+  double token_accept, traj_accept; /* MIS acceptance ratios (token mask, trajectory mask) */
+  double kept_fraction;             /* loss tokens that passed every mask */
+  double mismatch, kl_rollout, clip_frac, kl_ref;
+  double entropy;                   /* mean policy entropy on loss tokens */
+  double routing_confidence;        /* learner-side Σk, -1 for dense */
+  double value_mean, return_mean, adv_mean, adv_std;
+  double lr, critic_lr;
+  int tokens, trajectories;
+} lt_step_stats_t;
+
+/* policy: the trainer takes ownership; critic may be NULL (initialised from
+ * the policy's trunk when the objective needs one); ref may be NULL (no KL). */
+int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
+                      lt_trainer_t **out);
+void lt_trainer_free(lt_trainer_t *t);
+lt_model_t *lt_trainer_policy(lt_trainer_t *t);
+int64_t lt_trainer_steps(const lt_trainer_t *t);
+/* Changes the actor's learning rate scale (guardrails). */
+void lt_trainer_scale_lr(lt_trainer_t *t, double factor);
+
+int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *st);
+/* Supervised step: mean negative log-likelihood of the masked tokens. */
+int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *b, double *loss);
+
+/* Full state in dir: policy/, critic/, optimizer files, trainer.json. */
+int lt_trainer_save(const lt_trainer_t *t, const char *dir);
+int lt_trainer_load(lt_trainer_t *t, const char *dir);
+
+#endif
