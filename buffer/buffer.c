@@ -24,6 +24,8 @@ static const char *SCHEMA[] = {
     "worker TEXT, gen_ms REAL, env_ms REAL, reward_ms REAL, time_ms INTEGER NOT NULL, consumed_step INTEGER, "
     "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, error TEXT)",
     "CREATE INDEX IF NOT EXISTS traj_status ON trajectories(status)",
+    "CREATE INDEX IF NOT EXISTS traj_group ON trajectories(group_id)",
+    "CREATE INDEX IF NOT EXISTS tasks_prompt ON tasks(prompt_id)",
     "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, "
     "loss_mask BLOB NOT NULL, versions BLOB NOT NULL, support BLOB, routing_ids BLOB, routing_probs BLOB, "
     "routing_layers INTEGER NOT NULL DEFAULT 0, routing_k INTEGER NOT NULL DEFAULT 0, routing_experts INTEGER NOT NULL "
@@ -66,7 +68,10 @@ static const char *STMTS[S_N] = {
     [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
                       "routing_k, routing_experts, messages FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
-    [S_READY] = "SELECT task_id, version_min FROM trajectories WHERE status = 'ready' ORDER BY id LIMIT ?1",
+    [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
+                "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
+                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed') "
+                "FROM trajectories t WHERE t.status = 'ready' ORDER BY t.id LIMIT ?1",
     [S_METRIC] = "INSERT INTO metrics(step, name, value, time_ms) VALUES(?1, ?2, ?3, ?4)",
     [S_EVENT] = "INSERT INTO events(time_ms, kind, detail) VALUES(?1, ?2, ?3)",
     [S_CKPT] = "INSERT OR REPLACE INTO checkpoints(version, step, kind, path, sha256) VALUES(?1, ?2, ?3, ?4, ?5)",
@@ -547,18 +552,20 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_tr_status 
   return 0;
 }
 
-int lt_buffer_ready(lt_buffer_t *b, int64_t *ids, int64_t *vmin, int max, int *n) {
+int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
   sqlite3_stmt *s = b->st[S_READY];
   sqlite3_bind_int(s, 1, max);
   int rc, k = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && k < max) {
-    ids[k] = sqlite3_column_int64(s, 0);
-    vmin[k] = sqlite3_column_int64(s, 1);
+  while (k < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1),
+                          .version_min = sqlite3_column_int64(s, 2), .reward = sqlite3_column_double(s, 3),
+                          .truncated = sqlite3_column_int(s, 4), .group_done = sqlite3_column_int(s, 5)};
     k++;
   }
+  if (k == max) rc = SQLITE_DONE;
   sqlite3_reset(s);
   *n = k;
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, "ready trajectories");
+  return rc == SQLITE_DONE ? 0 : db_err(b, rc, "ready trajectories");
 }
 
 int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st) {

@@ -93,9 +93,16 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
 void lt_buffer_traj_free(lt_traj_t *t);
 int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_tr_status st, int64_t step);
 
-/* Ready, trainable trajectories in arrival order: task ids and their
- * version_min (up to max). */
-int lt_buffer_ready(lt_buffer_t *b, int64_t *task_ids, int64_t *version_min, int max, int *n);
+/* A ready, trainable trajectory as the learner selects it. */
+typedef struct {
+  int64_t task_id, group_id, version_min;
+  double reward;
+  int truncated;
+  int group_done;      /* samples of its group that have ended (stored, or failed for good) */
+} lt_ready_t;
+
+/* Ready trajectories in arrival order (up to max). */
+int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n);
 int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st);
 
 /* ---- metrics, events, checkpoints, workers ---- */

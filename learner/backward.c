@@ -30,8 +30,9 @@ static void policy_head_backward(lt_model_t *m, lt_acts_t *a, const float *dlogp
       /* d logp(t) / d z_j = 1[j = t] − softmax_j, the softmax over the kept
        * logits (all of them, or the keep-sampling-mask set) */
       float lse = a->head_lse[r], thr = a->head_thr[r];
-      for (int j = 0; j < V; j++) z[j] = z[j] >= thr ? -g * expf(z[j] - lse) : 0.0f;
-      z[a->tok[r + 1]] += g;
+      int t = a->tok[r + 1];
+      for (int j = 0; j < V; j++) z[j] = z[j] >= thr || j == t ? -g * expf(z[j] - lse) : 0.0f;
+      z[t] += g;
     }
     lt_linear_backward(dhf + (size_t)r0 * D, m->g.head, lg, h, m->w.head, n, D, V);
   }

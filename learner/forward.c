@@ -329,7 +329,8 @@ static float kth_largest(const float *v, int n, int s, float *tmp) {
 
 /* logprobs and entropy of each next token, in chunks of rows so logits never
  * exceed [LT_HEAD_CHUNK, V].  With a sampling support s for the next token,
- * its logprob is taken over the s largest logits (and itself). */
+ * its logprob is taken over the s largest logits and the token itself (which
+ * the learner may rank lower than the rollout did). */
 static void policy_head(lt_model_t *m, lt_acts_t *a, const int32_t *support) {
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, V = c->vocab;
@@ -357,10 +358,9 @@ static void policy_head(lt_model_t *m, lt_acts_t *a, const int32_t *support) {
       int s = support ? support[r + 1] : 0;
       if (s > 0 && s < V) {
         float thr = kth_largest(z, V, s, a->head_sel);
-        if (z[target] < thr) thr = z[target];
         double ks = 0;
         for (int j = 0; j < V; j++)
-          if (z[j] >= thr) ks += exp((double)z[j] - mx);
+          if (z[j] >= thr || j == target) ks += exp((double)z[j] - mx);
         lse = mx + log(ks);
         a->head_thr[r] = thr;
       }

@@ -236,12 +236,14 @@ static lt_model_t *tiny(int norm_topk, int tied, int critic) {
 
 static const int32_t toks[] = {1, 5, 7, 2, 9, 11, 3, 4, 22, 0, 13, 6};
 static const int starts[] = {0, 7, 12};
+/* Keep-sampling-mask supports of the tokens (NULL: full softmax). */
+static const int32_t *g_support;
 
 /* The scalar the checks differentiate: Σ c_i · out_i in double.  With
  * route != NULL the experts are pinned (keep-routing), which keeps the
  * function smooth under perturbations that would flip a top-k choice. */
 static double objective(lt_model_t *m, const float *c, int critic, const uint16_t *route) {
-  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route};
+  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route, .support = g_support};
   lt_fwd_out_t o;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   const float *x = critic ? o.values : o.logprobs;
@@ -301,3 +303,35 @@ static void model_fd(int norm_topk, int tied, int critic) {
 Test(learner_grad, whole_model_policy) { model_fd(1, 0, 0); }
 Test(learner_grad, whole_model_policy_tied_no_norm_topk) { model_fd(0, 1, 0); }
 Test(learner_grad, whole_model_critic) { model_fd(1, 0, 1); }
+
+static const int32_t supports[12] = {0, 2, 6, 4, 0, 7, 0, 3, 23, 5, 9, 1};
+
+Test(learner_grad, whole_model_keep_sampling_mask) {
+  g_support = supports;
+  model_fd(1, 0, 0);
+  g_support = NULL;
+}
+
+/* The truncated softmax: support V is the full softmax, support 1 on the
+ * argmax token gives probability 1, and a smaller support never lowers a
+ * kept token's probability. */
+Test(learner_grad, keep_sampling_mask_values) {
+  lt_model_t *m = tiny(1, 0, 0);
+  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  float full[12];
+  memcpy(full, o.logprobs, sizeof full);
+  int32_t sup[12];
+  for (int i = 0; i < 12; i++) sup[i] = 23;
+  b.support = sup;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  for (int i = 0; i < 12; i++) cr_assert_float_eq(o.logprobs[i], full[i], 1e-6, "support V at %d", i);
+  for (int i = 0; i < 12; i++) sup[i] = 4;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  for (int i = 0; i < 12; i++) {
+    cr_assert_leq(o.logprobs[i], 1e-6, "a probability at %d", i);
+    cr_assert_geq(o.logprobs[i], full[i] - 1e-6, "top-4 renormalisation raises p at %d", i);
+  }
+  lt_model_free(m);
+}

@@ -1,0 +1,398 @@
+/* The RL learner step, the supervised step and the trainer's full state. */
+#include "learner/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+
+struct lt_trainer {
+  lt_trainer_cfg_t cfg;
+  lt_model_t *policy, *critic, *ref;
+  lt_optim_t *actor_opt, *critic_opt;
+  int64_t steps;
+  double lr_scale;
+  float base_lr;
+  int cap_tokens[3], cap_seq[3]; /* workspace sizes of policy, critic, ref */
+};
+
+static int needs_critic(const lt_trainer_cfg_t *c) { return c->loss.obj != LT_OBJ_GRPO; }
+
+int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
+                      lt_trainer_t **out) {
+  *out = NULL;
+  lt_trainer_t *t = calloc(1, sizeof *t);
+  if (!t) return lt_error_set(LT_ENOMEM, "trainer: out of memory");
+  t->cfg = *cfg;
+  t->policy = policy;
+  t->ref = ref;
+  t->lr_scale = 1.0;
+  t->base_lr = cfg->actor_opt.lr;
+  policy->threads = cfg->threads;
+  int rc = 0;
+  if (needs_critic(cfg) && !critic) rc = lt_model_make_critic(policy, &critic);
+  t->critic = critic;
+  if (critic) critic->threads = cfg->threads;
+  if (ref) ref->threads = cfg->threads;
+  if (rc == 0) rc = lt_optim_create(&cfg->actor_opt, policy, &t->actor_opt);
+  if (rc == 0 && t->critic) rc = lt_optim_create(&cfg->critic_opt, t->critic, &t->critic_opt);
+  if (rc < 0) {
+    lt_trainer_free(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+void lt_trainer_free(lt_trainer_t *t) {
+  if (!t) return;
+  lt_optim_free(t->actor_opt);
+  lt_optim_free(t->critic_opt);
+  lt_model_free(t->policy);
+  lt_model_free(t->critic);
+  lt_model_free(t->ref);
+  free(t);
+}
+
+lt_model_t *lt_trainer_policy(lt_trainer_t *t) { return t->policy; }
+int64_t lt_trainer_steps(const lt_trainer_t *t) { return t->steps; }
+
+void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
+  t->lr_scale *= factor;
+  t->actor_opt->cfg.lr = (float)(t->base_lr * t->lr_scale);
+}
+
+/* Grows model i's workspace to hold n tokens in sequences of at most s. */
+static int ensure(lt_trainer_t *t, int i, lt_model_t *m, int n, int s) {
+  if (n <= t->cap_tokens[i] && s <= t->cap_seq[i]) return 0;
+  int nn = n > t->cap_tokens[i] ? n : t->cap_tokens[i], ss = s > t->cap_seq[i] ? s : t->cap_seq[i];
+  int rc = i == 2 ? lt_model_eval_alloc(m, nn, ss) : lt_model_train_alloc(m, nn, ss);
+  if (rc < 0) return rc;
+  t->cap_tokens[i] = nn;
+  t->cap_seq[i] = ss;
+  return 0;
+}
+
+/* A contiguous run of sequences [s0, s1) of the batch as a model batch
+ * (offsets rebased into starts[]). */
+typedef struct {
+  int s0, s1, t0, n, maxlen;
+  int *start;
+  lt_batch_t b;
+} chunk_t;
+
+static void chunk_make(const lt_train_batch_t *B, int nml, int K, int s0, int s1, int *starts, chunk_t *c) {
+  c->s0 = s0;
+  c->s1 = s1;
+  c->t0 = B->start[s0];
+  c->n = B->start[s1] - c->t0;
+  c->start = starts;
+  c->maxlen = 0;
+  for (int s = s0; s <= s1; s++) starts[s - s0] = B->start[s] - c->t0;
+  for (int s = s0; s < s1; s++)
+    if (B->start[s + 1] - B->start[s] > c->maxlen) c->maxlen = B->start[s + 1] - B->start[s];
+  c->b = (lt_batch_t){.nseq = s1 - s0, .start = starts, .tokens = B->tokens + c->t0,
+                      .route_ids = B->route_ids ? B->route_ids + (size_t)c->t0 * nml * K : NULL,
+                      .support = B->support ? B->support + c->t0 : NULL};
+}
+
+/* Splits nseq sequences into k near-equal contiguous chunks: chunk j is
+ * [bounds[j], bounds[j+1]). */
+static int split(int nseq, int k, int *bounds) {
+  if (k > nseq) k = nseq;
+  if (k < 1) k = 1;
+  for (int j = 0; j <= k; j++) bounds[j] = (int)((int64_t)nseq * j / k);
+  return k;
+}
+
+static int max_seq_len(const lt_train_batch_t *B) {
+  int mx = 0;
+  for (int s = 0; s < B->nseq; s++)
+    if (B->start[s + 1] - B->start[s] > mx) mx = B->start[s + 1] - B->start[s];
+  return mx;
+}
+
+typedef struct {
+  int N, *bounds, *starts;
+  float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
+  double *rhat, *gadv;
+} work_t;
+
+static void work_free(work_t *w) {
+  free(w->bounds);
+  free(w->starts);
+  free(w->logp_old);
+  free(w->logp_ref);
+  free(w->values);
+  free(w->adv);
+  free(w->target);
+  free(w->dbuf);
+  free(w->entropy);
+  free(w->rhat);
+  free(w->gadv);
+}
+
+static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
+  memset(w, 0, sizeof *w);
+  size_t N = (size_t)B->start[B->nseq];
+  w->N = (int)N;
+  w->bounds = malloc(sizeof(int) * (size_t)(chunks + 1));
+  w->starts = malloc(sizeof(int) * (size_t)(B->nseq + 1));
+  w->logp_old = malloc(sizeof(float) * N);
+  w->logp_ref = malloc(sizeof(float) * N);
+  w->values = calloc(N, sizeof(float));
+  w->adv = calloc(N, sizeof(float));
+  w->target = calloc(N, sizeof(float));
+  w->dbuf = calloc(N, sizeof(float));
+  w->entropy = malloc(sizeof(float) * N);
+  w->rhat = calloc((size_t)B->nseq, sizeof(double));
+  w->gadv = calloc((size_t)B->nseq, sizeof(double));
+  if (!w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
+      !w->entropy || !w->rhat || !w->gadv) {
+    work_free(w);
+    return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
+  }
+  return 0;
+}
+
+static int check_batch(const lt_train_batch_t *B) {
+  if (B->nseq < 1) return lt_error_set(LT_EINVAL, "learner step: empty batch");
+  for (int s = 0; s < B->nseq; s++)
+    if (B->start[s + 1] - B->start[s] < 2) return lt_error_set(LT_EINVAL, "learner step: sequence %d has fewer than 2 tokens", s);
+  return 0;
+}
+
+/* Forward passes with the pre-update weights over the actor chunks:
+ * π_old, π_ref, entropies, critic values, learner routing confidence. */
+static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, double *route_conf) {
+  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  double conf = 0;
+  int rc = 0;
+  for (int j = 0; j < k && rc == 0; j++) {
+    chunk_t c;
+    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
+    lt_fwd_out_t o;
+    if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->policy, &c.b, &o)) < 0) break;
+    memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
+    memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
+    conf += o.routing_confidence * c.n;
+    if (t->ref) {
+      if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->ref, &c.b, &o)) < 0) break;
+      memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
+    }
+    if (t->critic) {
+      lt_batch_t cb = c.b;
+      cb.support = NULL;
+      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->critic, &cb, &o)) < 0) break;
+      memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
+    }
+  }
+  *route_conf = nml ? conf / w->N : -1.0;
+  return rc;
+}
+
+static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
+  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  double loss = 0, gn = 0, mism = 0, klr = 0, clip = 0, klref = 0;
+  int toks = 0, kept = 0, inb = 0, trajs = 0, tkept = 0, rc = 0;
+  for (int j = 0; j < k; j++) {
+    chunk_t c;
+    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
+    lt_fwd_out_t o;
+    lt_model_zero_grad(t->policy);
+    if ((rc = lt_model_forward(t->policy, &c.b, &o)) < 0) return rc;
+    lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
+                       .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
+                       .adv = w->adv + c.t0, .mask = B->mask + c.t0};
+    lt_loss_stats_t ls;
+    float *dl = w->dbuf + c.t0;
+    if ((rc = lt_loss_compute(&t->cfg.loss, &in, dl, &ls)) < 0) return rc;
+    if (ls.tokens > 0) {
+      if ((rc = lt_model_backward(t->policy, dl, NULL)) < 0) return rc;
+      double g;
+      st->lr = lt_optim_step(t->actor_opt, t->policy, &g);
+      gn += g;
+    }
+    loss += ls.loss * ls.tokens;
+    toks += ls.tokens;
+    kept += ls.tokens_kept;
+    inb += ls.tokens_in_bounds;
+    trajs += ls.trajs;
+    tkept += ls.trajs_kept;
+    mism += ls.mismatch * ls.tokens;
+    klr += ls.kl_rollout * ls.tokens;
+    clip += ls.clip_frac * ls.tokens;
+    klref += ls.kl_ref * ls.tokens;
+  }
+  double dt = toks ? toks : 1;
+  st->actor_loss = loss / dt;
+  st->actor_grad_norm = gn / k;
+  st->token_accept = toks ? (double)inb / toks : 0;
+  st->traj_accept = trajs ? (double)tkept / trajs : 0;
+  st->kept_fraction = toks ? (double)kept / toks : 0;
+  st->mismatch = mism / dt;
+  st->kl_rollout = klr / dt;
+  st->clip_frac = clip / dt;
+  st->kl_ref = klref / dt;
+  return 0;
+}
+
+static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
+  int k = split(B->nseq, t->cfg.critic_minibatches, w->bounds);
+  double loss = 0, gn = 0;
+  int rc = 0, toks = 0;
+  for (int j = 0; j < k; j++) {
+    chunk_t c;
+    chunk_make(B, 0, 0, w->bounds[j], w->bounds[j + 1], w->starts, &c);
+    c.b.route_ids = NULL;
+    c.b.support = NULL;
+    lt_fwd_out_t o;
+    lt_model_zero_grad(t->critic);
+    if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->critic, &c.b, &o)) < 0) return rc;
+    float *dv = w->dbuf + c.t0;
+    double l = lt_value_loss(c.b.nseq, c.start, B->mask + c.t0, o.values, w->target + c.t0, dv);
+    int n = 0;
+    for (int i = 0; i < c.n; i++) n += B->mask[c.t0 + i] != 0;
+    if (n == 0) continue;
+    if ((rc = lt_model_backward(t->critic, NULL, dv)) < 0) return rc;
+    double g;
+    st->critic_lr = lt_optim_step(t->critic_opt, t->critic, &g);
+    gn += g;
+    loss += l * n;
+    toks += n;
+  }
+  st->critic_loss = toks ? loss / toks : 0;
+  st->critic_grad_norm = gn / k;
+  return 0;
+}
+
+int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  int rc = check_batch(B);
+  if (rc < 0) return rc;
+  int chunks = t->cfg.actor_minibatches > t->cfg.critic_minibatches ? t->cfg.actor_minibatches : t->cfg.critic_minibatches;
+  work_t w;
+  if ((rc = work_alloc(&w, B, chunks < 1 ? 1 : chunks)) < 0) return rc;
+  int k = split(B->nseq, t->cfg.actor_minibatches, w.bounds);
+  if ((rc = pre_pass(t, B, &w, k, &st->routing_confidence)) < 0) goto out;
+  int N = w.N, ntok = 0;
+  double ent = 0, vsum = 0;
+  for (int i = 0; i < N; i++)
+    if (B->mask[i]) {
+      ntok++;
+      ent += w.entropy[i];
+      if (t->critic && i > 0) vsum += w.values[i - 1];
+    }
+  st->entropy = ntok ? ent / ntok : 0;
+  st->value_mean = ntok ? vsum / ntok : 0;
+  st->tokens = N;
+  st->trajectories = B->nseq;
+  /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
+  if (t->critic) {
+    lt_adv_critic(B->nseq, B->start, B->mask, w.values, B->reward, B->truncated, w.adv, w.target, w.rhat);
+  } else {
+    lt_adv_group(B->reward, B->group, B->nseq, t->cfg.group_std, w.gadv);
+    for (int s = 0; s < B->nseq; s++) {
+      w.rhat[s] = B->reward[s];
+      for (int i = B->start[s]; i < B->start[s + 1]; i++) w.adv[i] = B->mask[i] ? (float)w.gadv[s] : 0;
+    }
+  }
+  double rs = 0, am = 0, a2 = 0;
+  for (int s = 0; s < B->nseq; s++) rs += w.rhat[s];
+  st->return_mean = rs / B->nseq;
+  for (int i = 0; i < N; i++)
+    if (B->mask[i]) {
+      am += w.adv[i];
+      a2 += (double)w.adv[i] * w.adv[i];
+    }
+  st->adv_mean = ntok ? am / ntok : 0;
+  st->adv_std = ntok ? sqrt(fmax(a2 / ntok - st->adv_mean * st->adv_mean, 0)) : 0;
+  if ((rc = actor_epoch(t, B, &w, k, st)) < 0) goto out;
+  if (t->critic && (rc = critic_epoch(t, B, &w, st)) < 0) goto out;
+  t->steps++;
+out:
+  work_free(&w);
+  return rc;
+}
+
+int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss) {
+  int rc = check_batch(B);
+  if (rc < 0) return rc;
+  int N = B->start[B->nseq], n = 0;
+  float *dl = calloc((size_t)N, sizeof(float));
+  if (!dl) return lt_error_set(LT_ENOMEM, "sft step: out of memory");
+  lt_batch_t b = {.nseq = B->nseq, .start = B->start, .tokens = B->tokens};
+  lt_fwd_out_t o;
+  lt_model_zero_grad(t->policy);
+  if ((rc = ensure(t, 0, t->policy, N, max_seq_len(B))) < 0 || (rc = lt_model_forward(t->policy, &b, &o)) < 0) goto out;
+  for (int i = 0; i < N; i++) n += B->mask[i] != 0;
+  double l = 0;
+  for (int i = 0; i < N; i++)
+    if (B->mask[i]) {
+      l -= o.logprobs[i];
+      dl[i] = -1.0f / (float)n;
+    }
+  *loss = n ? l / n : 0;
+  if (n && (rc = lt_model_backward(t->policy, dl, NULL)) == 0) {
+    double g;
+    lt_optim_step(t->actor_opt, t->policy, &g);
+    t->steps++;
+  }
+out:
+  free(dl);
+  return rc;
+}
+
+/* ---- state ---- */
+
+static int sub(char *out, size_t n, const char *dir, const char *name) { return lt_path_join(out, n, dir, name); }
+
+int lt_trainer_save(const lt_trainer_t *t, const char *dir) {
+  char p[4096];
+  int rc = lt_fs_mkdirs(dir, 0755);
+  if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save(t->policy, p);
+  if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
+  if (rc == 0 && t->critic) {
+    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save(t->critic, p);
+    if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_save(t->critic_opt, p);
+  }
+  if (rc < 0) return rc;
+  char js[256];
+  /* %.17g: the learning-rate scale comes back bit-exact. */
+  snprintf(js, sizeof js, "{\"steps\": %lld, \"lr_scale\": %.17g}\n", (long long)t->steps, t->lr_scale);
+  if ((rc = sub(p, sizeof p, dir, "trainer.json")) < 0) return rc;
+  return lt_fs_write_atomic(p, js, strlen(js));
+}
+
+int lt_trainer_load(lt_trainer_t *t, const char *dir) {
+  char p[4096];
+  int rc = sub(p, sizeof p, dir, "trainer.json");
+  if (rc < 0) return rc;
+  char *txt = NULL;
+  size_t len;
+  if ((rc = lt_fs_read_file(p, 1 << 16, &txt, &len)) < 0) return rc;
+  cJSON *j;
+  rc = lt_json_parse(txt, len, p, &j);
+  free(txt);
+  if (rc < 0) return rc;
+  const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "steps"), *l = cJSON_GetObjectItemCaseSensitive(j, "lr_scale");
+  if (!cJSON_IsNumber(s) || !cJSON_IsNumber(l)) {
+    cJSON_Delete(j);
+    return lt_error_set(LT_EFORMAT, "%s: expected {\"steps\", \"lr_scale\"}", p);
+  }
+  t->steps = (int64_t)s->valuedouble;
+  t->lr_scale = 1.0;
+  lt_trainer_scale_lr(t, l->valuedouble);
+  cJSON_Delete(j);
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_load_weights(t->policy, p);
+  if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(t->actor_opt, p);
+  if (rc == 0 && t->critic) {
+    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(t->critic, p);
+    if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_load(t->critic_opt, p);
+  }
+  return rc < 0 ? lt_error_wrap(rc, "resume from %s", dir) : 0;
+}
