@@ -568,6 +568,21 @@ int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
   return rc == SQLITE_DONE ? 0 : db_err(b, rc, "ready trajectories");
 }
 
+int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step) {
+  if (b->readonly) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db,
+                              "UPDATE trajectories SET status = 'ready', consumed_step = NULL WHERE status IN "
+                              "('consumed', 'stale', 'filtered') AND consumed_step > ?1",
+                              -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, "rewind");
+  sqlite3_bind_int64(s, 1, step);
+  rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return db_err(b, rc, "rewind");
+  return sqlite3_changes(b->db);
+}
+
 int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st) {
   sqlite3_stmt *s = b->st[S_COUNT_STATUS];
   bind_text(s, 1, tr_names[st]);

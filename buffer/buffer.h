@@ -92,6 +92,9 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
 int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_meta_t *m);
 void lt_buffer_traj_free(lt_traj_t *t);
 int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_tr_status st, int64_t step);
+/* Resume from the checkpoint of learner step `step`: trajectories consumed,
+ * filtered or made stale after it are ready again.  Returns how many. */
+int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step);
 
 /* A ready, trainable trajectory as the learner selects it. */
 typedef struct {

@@ -13,7 +13,7 @@
 const lt_cfg_schema_t *const lt_all_schemas[] = {
     &lt_run_schema,     &lt_model_schema,   &lt_learner_schema,    &lt_sft_schema,     &lt_scheduler_schema,
     &lt_workers_schema, &lt_transport_schema, &lt_rollout_schema, &lt_envs_schema,    &lt_rewards_schema,
-    &lt_sandbox_schema, &lt_checkpoint_schema, &lt_eval_schema,   &lt_monitor_schema,
+    &lt_sandbox_schema, &lt_checkpoint_schema, &lt_eval_schema,   &lt_monitor_schema, &lt_guardrails_schema,
 };
 const int lt_all_nschemas = (int)(sizeof lt_all_schemas / sizeof lt_all_schemas[0]);
 

@@ -128,10 +128,7 @@ int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **
     goto fail;
   }
   if (e->opts.max_context <= 0 || e->opts.max_context > e->m->cfg.max_pos) e->opts.max_context = e->m->cfg.max_pos;
-  char tp[4096];
-  if ((rc = lt_path_join(tp, sizeof tp, dir, "tokenizer.json")) < 0) goto fail;
-  rc = lt_fs_exists(tp) ? lt_tokenizer_load(tp, &e->tok) : lt_tokenizer_byte(e->m->cfg.vocab, &e->tok);
-  if (rc < 0) goto fail;
+  if ((rc = lt_tokenizer_for_model(dir, e->m->cfg.vocab, &e->tok)) < 0) goto fail;
   int maxtok = e->opts.max_sessions > PREFILL_CHUNK ? e->opts.max_sessions : PREFILL_CHUNK;
   if ((rc = lt_acts_create(&e->m->cfg, maxtok, e->opts.max_context, 0, &e->acts)) < 0) goto fail;
   int V = e->m->cfg.vocab;

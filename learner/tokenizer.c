@@ -5,6 +5,7 @@
 
 #include "learner/tokenizer.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 static const char *byte_specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -137,10 +138,11 @@ static const char *role_name(lt_role r) {
   }
 }
 
-static int append_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, int *n, int *cap) {
+int lt_ids_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, int *n, int *cap) {
   int32_t *tmp;
   int m;
   int rc = lt_tokenizer_encode(t, s, strlen(s), &tmp, &m);
+  if (rc < 0) return rc;
   for (int i = 0; i < m && rc == 0; i++) rc = lt_ids_push(ids, n, cap, tmp[i]);
   free(tmp);
   return rc;
@@ -150,8 +152,8 @@ int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, i
   int32_t st = lt_tokenizer_special(t, "<|im_start|>");
   if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_start|> token for the chat format");
   int rc = lt_ids_push(ids, n, cap, st);
-  if (rc == 0) rc = append_text(t, role_name(role), ids, n, cap);
-  if (rc == 0) rc = append_text(t, "\n", ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, role_name(role), ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
   return rc;
 }
 
@@ -159,6 +161,43 @@ int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
   int32_t en = lt_tokenizer_special(t, "<|im_end|>");
   if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_end|> token for the chat format");
   int rc = lt_ids_push(ids, n, cap, en);
-  if (rc == 0) rc = append_text(t, "\n", ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
   return rc;
+}
+
+int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap) {
+  int rc = lt_chat_open(t, role, ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, content, ids, n, cap);
+  if (rc == 0) rc = lt_chat_close(t, ids, n, cap);
+  return rc;
+}
+
+lt_role lt_role_parse(const char *r) {
+  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
+}
+
+int lt_tokenizer_for_model(const char *dir, int vocab, lt_tokenizer_t **out) {
+  char tp[4096];
+  int rc = lt_path_join(tp, sizeof tp, dir, "tokenizer.json");
+  if (rc < 0) return rc;
+  return lt_fs_exists(tp) ? lt_tokenizer_load(tp, out) : lt_tokenizer_byte(vocab, out);
+}
+
+int lt_tokenizer_copy_files(const char *src, const char *dst) {
+  static const char *names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                                "merges.txt", "generation_config.json"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char a[4096], b[4096];
+    int rc = lt_path_join(a, sizeof a, src, names[i]);
+    if (rc == 0) rc = lt_path_join(b, sizeof b, dst, names[i]);
+    if (rc < 0) return rc;
+    if (!lt_fs_exists(a)) continue;
+    char *data;
+    size_t len;
+    if ((rc = lt_fs_read_file(a, (size_t)1 << 30, &data, &len)) < 0) return rc;
+    rc = lt_fs_write_atomic(b, data, len);
+    free(data);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }

@@ -42,13 +42,26 @@ int32_t lt_tokenizer_special(const lt_tokenizer_t *t, const char *text);
 /* Ids that end an assistant turn (<|im_end|>, <|endoftext|>, the model's eos). */
 int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id);
 
-/* Appends the tokens of one rendered message header "<|im_start|>ROLE\n" or
- * trailer "<|im_end|>\n" to a growable array (*ids, *n, *cap: malloc'd). */
+/* The tokenizer of a model directory: its tokenizer.json, else the byte
+ * tokenizer sized to the model's vocabulary. */
+int lt_tokenizer_for_model(const char *dir, int vocab_size, lt_tokenizer_t **out);
+
+/* Copies the tokenizer files a model directory may hold (tokenizer.json,
+ * tokenizer_config.json, ...) into another checkpoint directory. */
+int lt_tokenizer_copy_files(const char *src_dir, const char *dst_dir);
+
 /* Appends one id to a growable array (*ids, *n, *cap: malloc'd). */
 int lt_ids_push(int32_t **ids, int *n, int *cap, int32_t id);
+/* Appends the encoding of text. */
+int lt_ids_text(const lt_tokenizer_t *t, const char *text, int32_t **ids, int *n, int *cap);
 
+/* "system" | "user" | "assistant" | anything else: tool. */
+lt_role lt_role_parse(const char *s);
+/* Appends a message header "<|im_start|>ROLE\n", a trailer "<|im_end|>\n", or
+ * a whole message (header, content, trailer) to a growable array. */
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
+int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap);
 
 /* ---- internal: shared by learner/tokenizer.c and learner/bpe.c ---- */
 

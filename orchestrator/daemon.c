@@ -12,6 +12,8 @@
 #include <zmq.h>
 
 #include "learner/model.h"
+#include "learner/tokenizer.h"
+#include "orchestrator/sft.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -118,29 +120,29 @@ void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const
 /* The policy every worker starts from: the configured checkpoint, or a random
  * initialisation written into the run directory. */
 static int initial_weights(lt_daemon_t *d) {
-  const char *path = lt_config_str(d->cfg, "model.path"), *init = lt_config_str(d->cfg, "model.init");
-  char dir[4096];
-  if (path[0]) {
-    if (!lt_fs_is_dir(path)) return lt_error_set(LT_ENOENT, "model.path: %s is not a directory", path);
-    if (!realpath(path, dir)) return lt_error_set(LT_ENOENT, "model.path: %s: %s", path, strerror(errno));
-  } else if (init[0]) {
-    lt_model_config_t mc;
-    int rc = lt_model_config_load(init, &mc);
-    if (rc < 0) return lt_error_wrap(rc, "model.init");
-    lt_model_t *m;
-    if ((rc = lt_model_create(&mc, &m)) < 0) return rc;
-    lt_model_init_random(m, (uint64_t)lt_config_int(d->cfg, "run.seed"), 0.02f);
-    snprintf(dir, sizeof dir, "%s/checkpoints/v0", d->run_dir);
-    rc = lt_model_save(m, dir);
-    lt_model_free(m);
-    if (rc < 0) return rc;
-  } else {
-    return lt_error_set(LT_ECONFIG, "model: set model.path (a checkpoint) or model.init (a model config)");
+  char dir[4096], init[4200];
+  snprintf(init, sizeof init, "%s/checkpoints/v0", d->run_dir);
+  int rc = lt_policy_source(d->cfg, init, dir, sizeof dir);
+  if (rc < 0) return rc;
+  if (lt_config_bool(d->cfg, "sft.enabled")) {
+    /* The warm start runs before any worker connects: v0 is the tuned policy. */
+    char sft[4200];
+    snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", d->run_dir);
+    double loss;
+    int progress = strcmp(lt_config_str(d->cfg, "monitor.progress"), "off") != 0;
+    lt_sft_opts_t so = {.cfg = d->cfg, .envs = d->envs, .in_dir = dir, .out_dir = sft, .metrics = d->metrics, .buf = d->buf,
+                        .progress = progress};
+    LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(d->cfg, "sft.steps"),
+            (long long)lt_config_int(d->cfg, "sft.batch"));
+    if ((rc = lt_sft_run(&so, &loss)) < 0) return lt_error_wrap(rc, "sft warm start");
+    LT_INFO("sft", "warm start done: loss %.4f", loss);
+    lt__event(d, "sft", "warm start done: final loss %.4f", loss);
+    if ((rc = lt_tokenizer_copy_files(dir, sft)) < 0) return rc;
+    snprintf(dir, sizeof dir, "%s", sft);
   }
   char st[4200], sha[65];
   snprintf(st, sizeof st, "%s/model.safetensors", dir);
-  int rc = lt_sha256_file(st, sha);
-  if (rc < 0) return rc;
+  if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
   snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
@@ -244,8 +246,7 @@ static void on_learner_stopped(void *ud) {
   if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
 }
 
-/* Ends the run: the learner checkpoints, the writer commits, workers get BYE. */
-static void finish(lt_daemon_t *d, int code) {
+void lt__finish(lt_daemon_t *d, int code) {
   if (d->finishing) return;
   d->finishing = 1;
   d->exit_code = code;
@@ -266,12 +267,12 @@ void lt__check_done(lt_daemon_t *d) {
       lt__scheduler_dispatch(d);
       return;
     }
-    finish(d, 0);
+    lt__finish(d, 0);
   }
   if (d->stopping) {
     int busy = 0;
     for (size_t i = 0; i < d->tcap && !busy; i++) busy = d->tasks[i] && d->tasks[i]->status == LT_TASK_DISPATCHED;
-    if (!busy) finish(d, 0);
+    if (!busy) lt__finish(d, 0);
   }
 }
 
@@ -290,9 +291,12 @@ static void progress(lt_daemon_t *d, int64_t now) {
   }
   int alive = 0;
   for (int i = 0; i < d->nworkers; i++) alive += d->workers[i].alive;
-  fprintf(stderr, "%sstep %lld/%lld | v%lld | trajectories %lld (%.1f/s) | reward %.3f | workers %d | queue %d | ETA %s%s",
-          tty ? "\r" : "", (long long)d->step, (long long)d->steps, (long long)d->version, (long long)d->trajs_in,
-          el > 0 ? d->trajs_in / el : 0, d->reward_n ? d->reward_sum / d->reward_n : 0, alive, d->open_train, eta,
+  char acc[16] = "-";
+  if (d->last_accuracy >= 0) snprintf(acc, sizeof acc, "%.1f%%", 100 * d->last_accuracy);
+  fprintf(stderr, "%sstep %lld/%lld | v%lld | reward %.3f | eval %s%s | %.0f tok/s | trajectories %lld | workers %d | ETA %s%s",
+          tty ? "\r" : "", (long long)d->step, (long long)d->steps, (long long)d->version,
+          d->step ? d->last_reward : d->reward_n ? d->reward_sum / d->reward_n : 0, acc, d->eval_round >= 0 ? " (evaluating)" : "",
+          d->last_tokens_per_s, (long long)d->trajs_in, alive, eta,
           tty ? "   " : "\n");
 }
 
@@ -313,7 +317,7 @@ static void on_cron(uv_timer_t *t) {
     lt__event(d, "shutdown", "drain deadline passed: aborting in-flight tasks");
     lt_msg_t a = {.type = LT_MSG_ABORT, .u.abort = {.task_id = 0, .reason = "daemon shutting down"}};
     lt__broadcast(d, &a);
-    finish(d, 0);
+    lt__finish(d, 0);
   }
 }
 
@@ -441,6 +445,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->cfg = o->cfg;
   d->accepting = 1;
   d->eval_round = -1;
+  d->last_accuracy = -1;
   d->started_ms = lt__now_ms();
   d->hb_ms = (int)lt_config_int(d->cfg, "transport.heartbeat_ms");
   d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");

@@ -123,9 +123,11 @@ static void create_done(void *arg, int rc) {
     lt__task_t *t = lt__task_get(d, op->rows[i].id);
     if (!t) continue;
     if (rc < 0) { /* not on disk: it must not run, or its result would have no home */
-      if (t->eval) d->eval_pending--, d->eval_total--;
-      else d->open_train--;
+      int eval = t->eval;
+      if (!eval) d->open_train--;
+      else d->eval_total--;
       lt__task_remove(d, t->id);
+      if (eval) lt__eval_task_done(d, 0);
       continue;
     }
     t->persisted = 1;
@@ -248,6 +250,26 @@ void lt__eval_start(lt_daemon_t *d) {
       break;
     }
   lt__event(d, "eval_start", "step %lld, %d held-out prompts", (long long)d->step, d->eval_total);
+  if (d->eval_pending > 0) lt__learner_pause(d, 1);
+  else d->eval_round = -1;
+}
+
+void lt__eval_task_done(lt_daemon_t *d, int correct) {
+  d->eval_pending--;
+  d->eval_correct += correct;
+  if (d->eval_pending > 0 || d->eval_round < 0) return;
+  double acc = d->eval_total ? (double)d->eval_correct / d->eval_total : 0;
+  int64_t saved = d->step;
+  d->step = d->eval_round; /* the metric belongs to the policy that was evaluated */
+  lt__metric(d, "eval/accuracy", acc);
+  d->step = saved;
+  d->last_accuracy = acc;
+  lt__event(d, "eval", "step %lld: pass@1 %.3f on %d held-out prompts", (long long)d->eval_round, acc, d->eval_total);
+  LT_INFO("eval", "step %lld: held-out accuracy %.1f%% (%d/%d)", (long long)d->eval_round, 100 * acc, d->eval_correct,
+          d->eval_total);
+  d->eval_round = -1;
+  lt__learner_pause(d, 0);
+  lt__check_done(d);
 }
 
 static void task_update_write_done(void *arg, int rc) { free(arg); }
@@ -281,9 +303,10 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     persist_task(d, t);
     d->tasks_failed++;
     lt__event(d, "task_failed", "task %lld failed after %d attempts (last: %s)", (long long)t->id, t->attempts, why);
-    if (t->eval) d->eval_pending--;
-    else d->open_train--;
+    int eval = t->eval;
+    if (!eval) d->open_train--;
     lt__task_remove(d, t->id);
+    if (eval) lt__eval_task_done(d, 0);
     lt__check_done(d);
     return;
   }

@@ -48,17 +48,8 @@ static int is_correct(const lt_traj_t *t) {
 
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
   if (task->worker >= 0 && d->workers[task->worker].inflight > 0) d->workers[task->worker].inflight--;
-  if (task->eval) {
-    d->eval_pending--;
-    d->eval_correct += t->status == LT_TRAJ_OK && is_correct(t);
-    if (d->eval_pending == 0 && d->eval_round >= 0) {
-      double acc = d->eval_total ? (double)d->eval_correct / d->eval_total : 0;
-      lt__metric(d, "eval/accuracy", acc);
-      lt__event(d, "eval", "step %lld: pass@1 %.3f on %d held-out prompts", (long long)d->eval_round, acc, d->eval_total);
-      LT_INFO("eval", "step %lld: held-out accuracy %.1f%% (%d/%d)", (long long)d->eval_round, 100 * acc, d->eval_correct, d->eval_total);
-      d->eval_round = -1;
-    }
-  } else {
+  int eval = task->eval;
+  if (!eval) {
     d->open_train--;
     d->tasks_done++;
     if (t->status == LT_TRAJ_OK) {
@@ -68,6 +59,7 @@ static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) 
     }
   }
   lt__task_remove(d, task->id);
+  if (eval) lt__eval_task_done(d, t->status == LT_TRAJ_OK && is_correct(t));
 }
 
 static void ingest_done(void *arg, int rc) {

@@ -76,5 +76,16 @@ static const lt_cfg_entry_t monitor_e[] = {
     {"monitor.prometheus_port", LT_CFG_INT, "0", 0, 65535, NULL, "Prometheus text endpoint on 127.0.0.1 (0: off)"},
     {"monitor.progress", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|on|off", "progress line on stderr (auto: when a terminal)"},
     {"monitor.routing_confidence_floor", LT_CFG_NUM, "0", 0, 1, NULL, "alarm when routing confidence falls below this (0: off)"},
+    {"monitor.routing_mitigation", LT_CFG_ENUM, "\"keep_routing\"", LT_CFG_NORANGE, "none|keep_routing|staleness", "action on a routing-confidence alarm: none, turn keep_routing on, or set max_staleness to 0"},
 };
 const lt_cfg_schema_t lt_monitor_schema = {"monitor", "Metrics, progress and alarms.", monitor_e, N(monitor_e)};
+
+static const lt_cfg_entry_t guardrails_e[] = {
+    {"guardrails.max_mismatch", LT_CFG_NUM, "0", 0, BIG, NULL, "train–rollout mismatch (mean |log π_old − log π_rollout|) above which staleness is tightened (0: off)"},
+    {"guardrails.min_token_accept", LT_CFG_NUM, "0", 0, 1, NULL, "MIS token acceptance below which staleness is tightened and keep_routing turned on (0: off)"},
+    {"guardrails.min_traj_accept", LT_CFG_NUM, "0", 0, 1, NULL, "MIS trajectory acceptance below which staleness is tightened (0: off)"},
+    {"guardrails.min_entropy", LT_CFG_NUM, "0", 0, BIG, NULL, "policy entropy (nats) below which the actor learning rate is halved (0: off)"},
+    {"guardrails.grad_spike", LT_CFG_NUM, "0", 0, BIG, NULL, "actor gradient norm above this multiple of its running mean: roll back to the last good checkpoint and skip the batch (0: off)"},
+    {"guardrails.lr_floor", LT_CFG_NUM, "0.05", 0, 1, NULL, "the learning rate is never lowered below this fraction of learner.lr"},
+};
+const lt_cfg_schema_t lt_guardrails_schema = {"guardrails", "Limits that act: staleness, keep routing, learning rate, rollback.", guardrails_e, N(guardrails_e)};

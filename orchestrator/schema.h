@@ -11,5 +11,6 @@ extern const lt_cfg_schema_t lt_scheduler_schema;
 extern const lt_cfg_schema_t lt_checkpoint_schema;
 extern const lt_cfg_schema_t lt_eval_schema;
 extern const lt_cfg_schema_t lt_monitor_schema;
+extern const lt_cfg_schema_t lt_guardrails_schema;
 
 #endif

@@ -88,27 +88,6 @@ static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *
   return 0;
 }
 
-static int queue_tokens(lt_agent_t *a, const int32_t *t, int n) {
-  for (int i = 0; i < n; i++) {
-    int rc = lt_ids_push(&a->append, &a->nappend, &a->capappend, t[i]);
-    if (rc < 0) return rc;
-  }
-  return 0;
-}
-
-static int queue_text(lt_agent_t *a, const char *s) {
-  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
-  int32_t *ids;
-  int n;
-  int rc = lt_tokenizer_encode(tok, s, strlen(s), &ids, &n);
-  if (rc == 0) rc = queue_tokens(a, ids, n);
-  free(ids);
-  return rc;
-}
-
-static lt_role role_of(const char *r) {
-  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
-}
 
 /* Renders chat messages (and opens the assistant's turn) into the queue. */
 static int queue_messages(lt_agent_t *a, const cJSON *msgs) {
@@ -118,9 +97,7 @@ static int queue_messages(lt_agent_t *a, const cJSON *msgs) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !cJSON_IsString(content))
       return lt_error_set(LT_EINVAL, "environment message without role/content");
-    rc = lt_chat_open(tok, role_of(role->valuestring), &a->append, &a->nappend, &a->capappend);
-    if (rc == 0) rc = queue_text(a, content->valuestring);
-    if (rc == 0) rc = lt_chat_close(tok, &a->append, &a->nappend, &a->capappend);
+    rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, &a->append, &a->nappend, &a->capappend);
     cJSON *copy = rc == 0 ? cJSON_Duplicate(m, 1) : NULL;
     if (rc == 0 && (!copy || !cJSON_AddItemToArray(a->messages, copy))) {
       cJSON_Delete(copy);
@@ -221,7 +198,7 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "turn_limit", NULL);
   } else {
     /* Observations become the next context, then the assistant speaks again. */
-    int rc = queue_text(a, "\n");
+    int rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
     if (rc == 0) rc = queue_messages(a, res->observations);
     cJSON_Delete(res->observations);
     free(res->error_msg);

@@ -1,0 +1,249 @@
+/* The supervised warm start: demonstrations → chat-rendered sequences whose
+ * response tokens (and the closing <|im_end|>) carry the loss. */
+#include "orchestrator/sft.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner/tokenizer.h"
+#include "learner/trainer.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/rng.h"
+#include "util/time.h"
+
+typedef struct {
+  int32_t *ids;
+  uint8_t *mask;
+  int n, cap, start_cap, nseq, *start;
+} pack_t;
+
+/* Room for one more sequence of n tokens. */
+static int pack_reserve(pack_t *p, int n) {
+  if (p->n + n > p->cap) {
+    int nc = (p->n + n) * 2;
+    int32_t *ni = realloc(p->ids, sizeof(int32_t) * (size_t)nc);
+    if (ni) p->ids = ni;
+    uint8_t *nm = ni ? realloc(p->mask, (size_t)nc) : NULL;
+    if (nm) p->mask = nm;
+    if (!ni || !nm) return lt_error_set(LT_ENOMEM, "sft: out of memory");
+    p->cap = nc;
+  }
+  if (p->nseq + 2 > p->start_cap) {
+    int nc = (p->nseq + 2) * 2;
+    int *ns = realloc(p->start, sizeof(int) * (size_t)nc);
+    if (!ns) return lt_error_set(LT_ENOMEM, "sft: out of memory");
+    p->start = ns;
+    p->start_cap = nc;
+  }
+  return 0;
+}
+
+/* Appends one demonstration to the pack; 1 if it does not fit in max_len. */
+static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *response, int max_len, pack_t *p) {
+  int32_t *ids = NULL;
+  int n = 0, cap = 0, rc = 0;
+  for (const cJSON *m = messages->child; m && rc == 0; m = m->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsString(role) || !cJSON_IsString(content))
+      rc = lt_error_set(LT_EFORMAT, "demonstration message without string role/content");
+    else
+      rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, &ids, &n, &cap);
+  }
+  if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap);
+  int prompt = n;
+  if (rc == 0) rc = lt_ids_text(tok, response, &ids, &n, &cap);
+  int32_t end = lt_tokenizer_special(tok, "<|im_end|>");
+  if (rc == 0) rc = lt_ids_push(&ids, &n, &cap, end);
+  if (rc < 0 || n > max_len) {
+    free(ids);
+    return rc < 0 ? rc : 1;
+  }
+  if ((rc = pack_reserve(p, n)) < 0) {
+    free(ids);
+    return rc;
+  }
+  memcpy(p->ids + p->n, ids, sizeof(int32_t) * (size_t)n);
+  for (int i = 0; i < n; i++) p->mask[p->n + i] = i >= prompt;
+  free(ids);
+  p->start[p->nseq] = p->n;
+  p->n += n;
+  p->start[++p->nseq] = p->n;
+  return 0;
+}
+
+static void pack_free(pack_t *p) {
+  free(p->ids);
+  free(p->mask);
+  free(p->start);
+  memset(p, 0, sizeof *p);
+}
+
+/* A JSONL file of {"prompt": string | messages, "response": string}. */
+static int load_jsonl(const char *path, const lt_tokenizer_t *tok, int max_len, pack_t *all) {
+  lt_jsonl_t r;
+  int rc = lt_jsonl_open(&r, path);
+  if (rc < 0) return lt_error_wrap(rc, "sft.data");
+  cJSON *o;
+  int skipped = 0;
+  while ((rc = lt_jsonl_next(&r, &o)) == 1) {
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *re = cJSON_GetObjectItemCaseSensitive(o, "response");
+    cJSON *msgs = NULL;
+    if (cJSON_IsString(pr)) {
+      msgs = cJSON_CreateArray();
+      cJSON *m = cJSON_CreateObject();
+      cJSON_AddStringToObject(m, "role", "user");
+      cJSON_AddStringToObject(m, "content", pr->valuestring);
+      cJSON_AddItemToArray(msgs, m);
+    }
+    if (!cJSON_IsString(re) || !(cJSON_IsArray(pr) || msgs)) {
+      rc = lt_error_set(LT_EFORMAT, "%s:%ld: expected {\"prompt\": string or messages, \"response\": string}", path, r.lineno);
+    } else {
+      rc = render(tok, msgs ? msgs : pr, re->valuestring, max_len, all);
+      if (rc < 0) lt_error_wrap(rc, "%s:%ld", path, r.lineno);
+      skipped += rc == 1;
+      rc = rc == 1 ? 0 : rc;
+    }
+    cJSON_Delete(msgs);
+    cJSON_Delete(o);
+    if (rc < 0) break;
+  }
+  lt_jsonl_close(&r);
+  if (rc < 0) return rc;
+  if (skipped) LT_WARN("sft", "%s: %d demonstrations longer than the context were skipped", path, skipped);
+  if (all->nseq == 0) return lt_error_set(LT_EINVAL, "sft.data: %s holds no usable demonstration", path);
+  return 0;
+}
+
+/* batch demonstrations from the environments, by domain weight. */
+static int env_batch(lt_envs_t *envs, const lt_tokenizer_t *tok, int max_len, int batch, uint64_t *index, lt_rng_t *rng,
+                     pack_t *p) {
+  int nd = lt_envs_count(envs), tries = 0;
+  double total = 0;
+  for (int i = 0; i < nd; i++) total += lt_envs_weight(envs, i);
+  while (p->nseq < batch) {
+    if (++tries > 100 * batch) return lt_error_set(LT_EUNSUPP, "sft: no environment produced demonstrations that fit the context");
+    double u = lt_rng_uniform(rng) * total;
+    int d = 0;
+    while (d < nd - 1 && u >= lt_envs_weight(envs, d)) u -= lt_envs_weight(envs, d++);
+    cJSON *msgs;
+    char *resp;
+    int rc = lt_envs_demo(envs, lt_envs_name(envs, d), (*index)++, &msgs, &resp);
+    if (rc == LT_EUNSUPP) continue;
+    if (rc < 0) return rc;
+    rc = render(tok, msgs, resp, max_len, p);
+    cJSON_Delete(msgs);
+    free(resp);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int lt_policy_source(const lt_config_t *cfg, const char *init_dir, char *out, size_t cap) {
+  const char *path = lt_config_str(cfg, "model.path"), *init = lt_config_str(cfg, "model.init");
+  char dir[4096];
+  if (path[0]) {
+    if (!lt_fs_is_dir(path)) return lt_error_set(LT_ENOENT, "model.path: %s is not a directory", path);
+    if (!realpath(path, dir)) return lt_error_set(LT_ENOENT, "model.path: %s: %s", path, strerror(errno));
+  } else if (init[0]) {
+    lt_model_config_t mc;
+    int rc = lt_model_config_load(init, &mc);
+    if (rc < 0) return lt_error_wrap(rc, "model.init");
+    lt_model_t *m;
+    if ((rc = lt_model_create(&mc, &m)) < 0) return rc;
+    lt_model_init_random(m, (uint64_t)lt_config_int(cfg, "run.seed"), 0.02f);
+    rc = lt_model_save(m, init_dir);
+    lt_model_free(m);
+    if (rc < 0) return rc;
+    if (!realpath(init_dir, dir)) return lt_error_set(LT_EIO, "%s: %s", init_dir, strerror(errno));
+  } else {
+    return lt_error_set(LT_ECONFIG, "model: set model.path (a checkpoint) or model.init (a model config)");
+  }
+  if (strlen(dir) >= cap) return lt_error_set(LT_EINVAL, "%s: path too long", dir);
+  memcpy(out, dir, strlen(dir) + 1);
+  return 0;
+}
+
+int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
+  const lt_config_t *cfg = o->cfg;
+  int64_t steps = lt_config_int(cfg, "sft.steps");
+  int batch = (int)lt_config_int(cfg, "sft.batch");
+  const char *data = lt_config_str(cfg, "sft.data");
+  lt_model_t *policy = NULL;
+  lt_tokenizer_t *tok = NULL;
+  lt_trainer_t *tr = NULL;
+  pack_t all = {0}, p = {0};
+  int rc = lt_model_load(o->in_dir, &policy);
+  if (rc == 0) rc = lt_tokenizer_for_model(o->in_dir, policy->cfg.vocab, &tok);
+  if (rc < 0) goto out;
+  int max_len = policy->cfg.max_pos;
+  if (data[0] && (rc = load_jsonl(data, tok, max_len, &all)) < 0) goto out;
+  if (!data[0] && !o->envs) {
+    rc = lt_error_set(LT_ECONFIG, "sft.data is empty and there are no environments to draw demonstrations from");
+    goto out;
+  }
+  lt_trainer_cfg_t tc = {.actor_minibatches = 1, .critic_minibatches = 1, .threads = (int)lt_config_int(cfg, "learner.threads")};
+  lt_loss_cfg_default(&tc.loss, LT_OBJ_GRPO); /* no critic */
+  lt_optim_cfg_default(&tc.actor_opt, LT_OPT_ADAMW);
+  tc.actor_opt.lr = (float)lt_config_num(cfg, "sft.lr");
+  tc.actor_opt.warmup = (int)(steps / 10);
+  tc.actor_opt.total = steps - tc.actor_opt.warmup;
+  tc.actor_opt.min_lr_ratio = 0.1f;
+  tc.actor_opt.weight_decay = 0.01f;
+  if ((rc = lt_trainer_create(&tc, policy, NULL, NULL, &tr)) < 0) goto out;
+  policy = NULL;
+  lt_rng_t rng;
+  lt_rng_seed(&rng, lt_rng_mix((uint64_t)lt_config_int(cfg, "run.seed"), 0x5f7));
+  uint64_t index = 0;
+  double t0 = lt_time_mono_s(), tail = 0;
+  int ntail = 0;
+  int64_t tail_from = steps - (steps + 9) / 10;
+  for (int64_t s = 0; s < steps; s++) {
+    p.n = p.nseq = 0;
+    if (all.nseq) {
+      /* Uniform sample of the file's demonstrations. */
+      for (int i = 0; i < batch; i++) {
+        int k = (int)lt_rng_below(&rng, (uint64_t)all.nseq);
+        int a = all.start[k], b = all.start[k + 1];
+        if ((rc = pack_reserve(&p, b - a)) < 0) goto out;
+        memcpy(p.ids + p.n, all.ids + a, sizeof(int32_t) * (size_t)(b - a));
+        memcpy(p.mask + p.n, all.mask + a, (size_t)(b - a));
+        p.start[p.nseq] = p.n;
+        p.n += b - a;
+        p.start[++p.nseq] = p.n;
+      }
+    } else if ((rc = env_batch(o->envs, tok, max_len, batch, &index, &rng, &p)) < 0) {
+      goto out;
+    }
+    lt_train_batch_t b = {.nseq = p.nseq, .start = p.start, .tokens = p.ids, .mask = p.mask};
+    double loss;
+    if ((rc = lt_trainer_sft_step(tr, &b, &loss)) < 0) goto out;
+    if (s >= tail_from) {
+      tail += loss;
+      ntail++;
+    }
+    if (o->buf) lt_buffer_metric(o->buf, s, "sft/loss", loss, lt_time_wall_ms());
+    if (o->metrics)
+      fprintf(o->metrics, "{\"step\": %lld, \"time_ms\": %lld, \"name\": \"sft/loss\", \"value\": %.9g}\n", (long long)s,
+              (long long)lt_time_wall_ms(), loss);
+    if (o->progress && (s % 25 == 0 || s == steps - 1)) {
+      double el = lt_time_mono_s() - t0;
+      fprintf(stderr, "sft step %lld/%lld | loss %.4f | %.1f s | ETA %.0f s\n", (long long)s + 1, (long long)steps, loss, el,
+              el / (double)(s + 1) * (double)(steps - s - 1));
+    }
+  }
+  if (o->metrics) fflush(o->metrics);
+  *final_loss = ntail ? tail / ntail : 0;
+  rc = lt_model_save(lt_trainer_policy(tr), o->out_dir);
+out:
+  pack_free(&all);
+  pack_free(&p);
+  lt_trainer_free(tr);
+  lt_model_free(policy);
+  lt_tokenizer_free(tok);
+  return rc;
+}
