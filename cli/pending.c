@@ -18,7 +18,6 @@ static int pending(const char *name, const char *issue) {
   }
 
 PENDING(lt_cmd_serve, "serve", "pipeline issue")
-PENDING(lt_cmd_stats, "stats", "pipeline issue")
 PENDING(lt_cmd_export, "export", "analysis CLI issue")
 PENDING(lt_cmd_plot, "plot", "analysis CLI issue")
 PENDING(lt_cmd_replay, "replay", "analysis CLI issue")

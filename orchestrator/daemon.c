@@ -258,7 +258,9 @@ void lt__finish(lt_daemon_t *d, int code) {
 void lt__check_done(lt_daemon_t *d) {
   if (d->finishing) return;
   int learned = d->steps > 0 && d->step >= d->steps;
-  int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0;
+  /* Out of tasks: done once the learner has taken (or dropped) what is left. */
+  int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0 &&
+                  (d->ready_pending <= 0 || !d->learner);
   if ((learned || exhausted) && d->eval_round < 0 && !d->stopping) {
     /* A last evaluation at the end, unless this step was just evaluated. */
     if (lt_config_int(d->cfg, "eval.every") > 0 && d->eval_next <= d->step) {

@@ -230,7 +230,9 @@ void lt__scheduler_refill(lt_daemon_t *d) {
   int depth = (int)lt_config_int(d->cfg, "scheduler.queue_depth");
   if (!depth) depth = 2 * batch;
   int target = (int)(depth * lt_config_num(d->cfg, "scheduler.oversample"));
-  while (d->open_train < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
+  /* Back-pressure: trajectories waiting for the learner count against the
+   * depth, so generation never runs further ahead than staleness can use. */
+  while (d->open_train + d->ready_pending < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
          !(d->steps && d->step >= d->steps)) {
     if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) {
       LT_ERROR("scheduler", "%s", lt_error_msg());

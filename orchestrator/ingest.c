@@ -27,8 +27,9 @@ static int ingest_write(lt_buffer_t *b, void *arg) {
     return 0;
   }
   int rc = lt_buffer_traj_insert(b, &op->t, &op->meta, &op->duplicate);
-  if (rc == 0 && !op->duplicate)
-    rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, 0, op->worker, op->meta.version_min);
+  /* Also on a duplicate: the task may have been dispatched again since its
+   * result was stored, and that row must not stay open. */
+  if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, 0, op->worker, op->meta.version_min);
   if (rc == 0 && op->duplicate) rc = lt_buffer_counter_add(b, "duplicates_rejected", 1);
   return rc;
 }
@@ -80,6 +81,9 @@ static void ingest_done(void *arg, int rc) {
     ack(d, op->rid, op->rid_len, id, op->duplicate);
     if (op->duplicate) {
       d->dups++;
+      /* Its result is already stored: a task still open in memory is done. */
+      lt__task_t *task = lt__task_get(d, (int64_t)id);
+      if (task) task_finished(d, task, &op->t);
     } else {
       d->trajs_in++;
       lt__task_t *task = lt__task_get(d, (int64_t)id);
@@ -93,7 +97,10 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_TR_READY) lt__learner_notify(d);
+      if (op->meta.status == LT_TR_READY) {
+        d->ready_pending++;
+        lt__learner_notify(d);
+      }
     }
   }
   lt_buffer_traj_free(&op->t);

@@ -35,6 +35,7 @@ typedef struct res {
   lt_step_stats_t st;
   double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   int stale_max, stale_hist[STALE_BINS], marked_stale, filtered, max_staleness;
+  int flushed;              /* RES_SKIP: nothing trainable although no more data will come */
   int ndom;
   char dom[8][64];
   double dom_reward[8];
@@ -48,6 +49,7 @@ struct lt__learner {
   int th_started;
   uv_mutex_t mu;
   uv_cond_t cv;
+  uv_mutex_t compute;       /* held by the thread while it computes (see lt__learner_fork_lock) */
   uv_async_t async;
   /* under mu */
   int quit, wake, paused, flush;
@@ -501,8 +503,9 @@ static int try_step(lt__learner_t *l, int flush) {
   int n = rc == 0 ? select_batch(l, flush, ids, r) : rc;
   if (n <= 0) {
     rc = n;
-    if (rc == 0 && flush && r) {
+    if (rc == 0 && r && (flush || r->marked_stale || r->filtered)) {
       r->kind = RES_SKIP;
+      r->flushed = flush;
       post(l, r);
       r = NULL;
     }
@@ -561,7 +564,9 @@ static void thread_main(void *arg) {
     uv_mutex_unlock(&l->mu);
     if (quit) break;
     if (l->steps_wanted && l->step >= l->steps_wanted) continue;
+    uv_mutex_lock(&l->compute);
     int rc = try_step(l, flush);
+    uv_mutex_unlock(&l->compute);
     if (rc < 0) {
       res_t *r = calloc(1, sizeof *r);
       if (r && (r->detail = strdup(lt_error_msg()))) {
@@ -579,7 +584,10 @@ static void thread_main(void *arg) {
     }
   }
   /* The final full checkpoint, so --resume continues from here. */
-  if (l->tr && l->step > l->last_full && save_full(l) < 0)
+  uv_mutex_lock(&l->compute);
+  int failed = l->tr && l->step > l->last_full && save_full(l) < 0;
+  uv_mutex_unlock(&l->compute);
+  if (failed)
     post_event(l, "checkpoint_failed", "final checkpoint: %s", lt_error_msg());
   res_t *r = calloc(1, sizeof *r);
   if (r) r->kind = RES_STOPPED;
@@ -643,6 +651,7 @@ static void on_close(uv_handle_t *h) {
   void (*done)(void *) = l->done;
   void *ud = l->done_ud;
   uv_mutex_destroy(&l->mu);
+  uv_mutex_destroy(&l->compute);
   uv_cond_destroy(&l->cv);
   lt_trainer_free(l->tr);
   lt_buffer_close(l->buf);
@@ -661,11 +670,15 @@ static void on_async(uv_async_t *a) {
   while (r) {
     res_t *next = r->next;
     switch (r->kind) {
-    case RES_STEP: emit_step(d, r); break;
+    case RES_STEP:
+      d->ready_pending -= r->st.trajectories + r->marked_stale + r->filtered;
+      emit_step(d, r);
+      break;
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
+      d->ready_pending -= r->marked_stale + r->filtered;
       /* Sync mode: the released batch was filtered out entirely; release another. */
-      if (d->sync && d->sync_released > d->step) d->sync_released = d->step;
+      if (r->flushed && d->sync && d->sync_released > d->step) d->sync_released = d->step;
       break;
     case RES_FAILED:
       LT_ERROR("learner", "%s", r->detail);
@@ -704,6 +717,7 @@ int lt__learner_start(lt_daemon_t *d) {
   l->version = d->version;
   l->step = d->step;
   uv_mutex_init(&l->mu);
+  uv_mutex_init(&l->compute);
   uv_cond_init(&l->cv);
   char p[4200];
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
@@ -759,11 +773,14 @@ int lt__learner_start(lt_daemon_t *d) {
     lt_trainer_free(l->tr);
     lt_buffer_close(l->buf);
     uv_mutex_destroy(&l->mu);
+    uv_mutex_destroy(&l->compute);
     uv_cond_destroy(&l->cv);
     free(l);
     return lt_error_wrap(rc, "learner");
   }
   l->async.data = l;
+  /* Before the thread starts: from then on the handle is the thread's alone. */
+  d->ready_pending = lt_buffer_count_status(l->buf, LT_TR_READY);
   if (uv_thread_create(&l->th, thread_main, l) != 0) {
     uv_close((uv_handle_t *)&l->async, on_close);
     return lt_error_set(LT_ESYS, "learner: cannot start its thread");
@@ -809,4 +826,10 @@ void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
   l->quit = 1;
   uv_cond_signal(&l->cv);
   uv_mutex_unlock(&l->mu);
+}
+
+int lt__learner_fork_lock(lt_daemon_t *d) { return !d->learner || uv_mutex_trylock(&d->learner->compute) == 0; }
+
+void lt__learner_fork_unlock(lt_daemon_t *d) {
+  if (d->learner) uv_mutex_unlock(&d->learner->compute);
 }

@@ -45,10 +45,21 @@ typedef struct {
 
 static int seen_write(lt_buffer_t *b, void *arg) {
   seen_op_t *s = arg;
-  return lt_buffer_worker_seen(b, s->name, s->host, s->slots, s->backend, lt__now_ms());
+  return lt_buffer_worker_seen(b, s->name, s->host, s->slots, s->backend, lt_time_wall_ms());
 }
 
 static void seen_done(void *arg, int rc) { free(arg); }
+
+/* workers.last_ms in wall time: `longtail stats` tells live workers by it. */
+static void persist_seen(lt_daemon_t *d, const lt__worker_t *wk) {
+  seen_op_t *s = calloc(1, sizeof *s);
+  if (!s) return;
+  snprintf(s->name, sizeof s->name, "%s", wk->name);
+  snprintf(s->host, sizeof s->host, "%s", wk->host);
+  snprintf(s->backend, sizeof s->backend, "%s", wk->backend);
+  s->slots = wk->slots;
+  if (lt_writer_submit(d->writer, seen_write, seen_done, s) < 0) free(s);
+}
 
 void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   if (len > sizeof d->workers[0].rid) return;
@@ -92,14 +103,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
   cJSON_Delete(m.u.welcome.settings);
-  seen_op_t *s = calloc(1, sizeof *s);
-  if (s) {
-    snprintf(s->name, sizeof s->name, "%s", h->name);
-    snprintf(s->host, sizeof s->host, "%s", h->host);
-    snprintf(s->backend, sizeof s->backend, "%s", h->backend);
-    s->slots = h->slots;
-    if (lt_writer_submit(d->writer, seen_write, seen_done, s) < 0) free(s);
-  }
+  snprintf(wk->host, sizeof wk->host, "%s", h->host);
+  persist_seen(d, wk);
   if (!was_alive) lt__event(d, "worker_up", "%s (%s, %d slots, %d pending)", wk->name, h->host, h->slots, h->npending);
   /* Workers that already run the current weights need no WEIGHTS; others get it after WELCOME. */
   if (h->policy_version >= 0 && h->policy_version < d->version) {
@@ -115,6 +120,11 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     d->last_beat_ms = now;
     lt_msg_t m = {.type = LT_MSG_HEARTBEAT, .u.heartbeat = {.t_ms = lt_time_wall_ms(), .policy_version = d->version}};
     lt__broadcast(d, &m);
+  }
+  if (now - d->last_persist_ms >= 5000) {
+    d->last_persist_ms = now;
+    for (int w = 0; w < d->nworkers; w++)
+      if (d->workers[w].alive) persist_seen(d, &d->workers[w]);
   }
   int64_t dead_after = (int64_t)d->hb_ms * d->liveness;
   for (int w = 0; w < d->nworkers; w++) {

@@ -1,6 +1,9 @@
 #include "rollout/spool.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,8 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+
+#define LT_SPOOL_LOCK_WAIT_S 900
 
 /* File layout: "LTSP1\n", u32 frame count, then per frame u64 length + bytes. */
 static const char MAGIC[6] = "LTSP1\n";
@@ -21,6 +26,7 @@ typedef struct {
 
 struct lt_spool {
   char *dir;
+  int lock;            /* flock'ed dir/.lock: one worker per spool */
   entry_t *e;
   int n, cap;
 };
@@ -63,6 +69,22 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
     free(s);
     return lt_error_set(LT_ENOMEM, "spool: out of memory");
   }
+  /* A worker of the same name still running (e.g. one that outlived a killed
+   * daemon) owns the spool: wait for it rather than share its files. */
+  char lp[4096];
+  s->lock = lt_path_join(lp, sizeof lp, dir, ".lock") == 0 ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+  if (s->lock < 0) {
+    lt_spool_close(s);
+    return lt_error_set(LT_EIO, "spool %s: cannot create its lock: %s", dir, strerror(errno));
+  }
+  for (int waited = 0; flock(s->lock, LOCK_EX | LOCK_NB) != 0; waited++) {
+    if (errno != EWOULDBLOCK || waited >= LT_SPOOL_LOCK_WAIT_S) {
+      lt_spool_close(s);
+      return lt_error_set(LT_EBUSY, "spool %s: held by another worker for %d s", dir, waited);
+    }
+    if (waited == 0) LT_WARN("spool", "%s is in use by another worker of this name: waiting for it", dir);
+    sleep(1);
+  }
   DIR *d = opendir(dir);
   if (!d) {
     lt_spool_close(s);
@@ -99,6 +121,7 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
 void lt_spool_close(lt_spool_t *s) {
   if (!s) return;
   for (int i = 0; i < s->n; i++) free(s->e[i].blob);
+  if (s->lock >= 0) close(s->lock);
   free(s->e);
   free(s->dir);
   free(s);

@@ -1,0 +1,145 @@
+/* `longtail stats RUN_DIR|DB [--json]`: a run's state from its buffer, live or
+ * finished (read-only: it never blocks the daemon's writer). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/buffer.h"
+#include "cli/commands.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/time.h"
+
+static int one_i64(int n, const char *const *c, void *ud) {
+  *(int64_t *)ud = c[0] ? atoll(c[0]) : -1;
+  return 1;
+}
+
+static int one_num(int n, const char *const *c, void *ud) {
+  *(double *)ud = c[0] ? atof(c[0]) : 0;
+  return 1;
+}
+
+/* status → count rows into an object. */
+static int count_into(int n, const char *const *c, void *ud) {
+  if (c[0] && c[1]) cJSON_AddNumberToObject(ud, c[0], atof(c[1]));
+  return 0;
+}
+
+static int eval_row(int n, const char *const *c, void *ud) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", c[0] ? atof(c[0]) : 0);
+  cJSON_AddNumberToObject(o, "accuracy", c[1] ? atof(c[1]) : 0);
+  cJSON_AddItemToArray(ud, o);
+  return 0;
+}
+
+static double num(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* Every listed key is present (0 when the run has none yet). */
+static cJSON *counts(lt_buffer_t *b, const char *sql, const char *const *keys, int nkeys) {
+  cJSON *raw = cJSON_CreateObject(), *o = cJSON_CreateObject();
+  lt_buffer_query(b, sql, count_into, raw);
+  double total = 0;
+  for (const cJSON *c = raw->child; c; c = c->next) total += c->valuedouble;
+  cJSON_AddNumberToObject(o, "total", total);
+  for (int i = 0; i < nkeys; i++) cJSON_AddNumberToObject(o, keys[i], num(raw, keys[i]));
+  cJSON_Delete(raw);
+  return o;
+}
+
+int lt_cmd_stats(int argc, char **argv) {
+  lt_arg_t args[] = {{.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"}};
+  lt_cmd_args_t c = {.command = "stats",
+                     .usage = "RUN_DIR|DB [--json]",
+                     .summary = "Shows a run's policy version, learner step, tasks, trajectories by status, mean "
+                                "reward, workers and evaluations. Works on a live run.",
+                     .args = args,
+                     .nargs = 1,
+                     .min_pos = 1,
+                     .max_pos = 1};
+  int rc = lt_args_parse(&c, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc;
+  char path[4200];
+  if (lt_fs_is_dir(c.pos[0])) snprintf(path, sizeof path, "%s/buffer.db", c.pos[0]);
+  else snprintf(path, sizeof path, "%s", c.pos[0]);
+  lt_buffer_t *b;
+  if ((rc = lt_buffer_open(path, LT_BUF_READONLY, &b)) < 0) return lt_cli_fail("stats", rc);
+  cJSON *o = cJSON_CreateObject();
+  char *run = lt_buffer_meta_get(b, "run");
+  if (!run || !run[0]) {
+    free(run);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s", c.pos[0]);
+    size_t n = strlen(tmp);
+    while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
+    const char *base = strrchr(tmp, '/');
+    run = strdup(base ? base + 1 : tmp);
+  }
+  cJSON_AddStringToObject(o, "run", run ? run : "");
+  free(run);
+  int64_t v = -1, step = 0, dups = lt_buffer_counter(b, "duplicates_rejected");
+  lt_buffer_query(b, "SELECT max(version) FROM checkpoints WHERE kind = 'weights'", one_i64, &v);
+  lt_buffer_query(b, "SELECT max(step) FROM checkpoints WHERE kind = 'weights'", one_i64, &step);
+  cJSON_AddNumberToObject(o, "policy_version", (double)(v < 0 ? 0 : v));
+  cJSON_AddNumberToObject(o, "learner_step", (double)(step < 0 ? 0 : step));
+  static const char *tk[] = {"queued", "dispatched", "done", "failed"};
+  cJSON_AddItemToObject(o, "tasks", counts(b, "SELECT status, count(*) FROM tasks GROUP BY status", tk, 4));
+  static const char *rk[] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+  cJSON *tr = counts(b, "SELECT status, count(*) FROM trajectories GROUP BY status", rk, 6);
+  cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
+  cJSON_AddItemToObject(o, "trajectories", tr);
+  double reward = 0;
+  lt_buffer_query(b, "SELECT avg(reward) FROM trajectories WHERE eval = 0 AND traj_status = 'ok'", one_num, &reward);
+  cJSON_AddNumberToObject(o, "reward_mean", reward);
+  /* Alive: seen within the liveness window of the run's heartbeat settings. */
+  double hb = 1000, live = 5;
+  char *cfgtxt = lt_buffer_meta_get(b, "config");
+  cJSON *cfg = NULL;
+  if (cfgtxt && lt_json_parse(cfgtxt, strlen(cfgtxt), "config", &cfg) == 0) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "transport");
+    if (num(t, "heartbeat_ms") > 0) hb = num(t, "heartbeat_ms");
+    if (num(t, "liveness") > 0) live = num(t, "liveness");
+  }
+  cJSON_Delete(cfg);
+  free(cfgtxt);
+  int64_t seen = 0, alive = 0;
+  char sql[256];
+  lt_buffer_query(b, "SELECT count(*) FROM workers", one_i64, &seen);
+  /* The daemon refreshes last_ms every 5 s. */
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM workers WHERE last_ms >= %lld",
+           (long long)(lt_time_wall_ms() - (int64_t)(hb * live) - 5000));
+  lt_buffer_query(b, sql, one_i64, &alive);
+  cJSON *w = cJSON_AddObjectToObject(o, "workers");
+  cJSON_AddNumberToObject(w, "seen", (double)seen);
+  cJSON_AddNumberToObject(w, "alive", (double)alive);
+  cJSON *ev = cJSON_AddArrayToObject(o, "eval");
+  lt_buffer_query(b, "SELECT step, value FROM metrics WHERE name = 'eval/accuracy' ORDER BY step", eval_row, ev);
+  lt_buffer_close(b);
+  if (lt_args_flag(&c, "--json")) {
+    char *s = cJSON_PrintUnformatted(o);
+    printf("%s\n", s ? s : "{}");
+    free(s);
+  } else {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tasks");
+    printf("run             %s\n", cJSON_GetObjectItemCaseSensitive(o, "run")->valuestring);
+    printf("policy version  %.0f (learner step %.0f)\n", num(o, "policy_version"), num(o, "learner_step"));
+    printf("tasks           %.0f: %.0f queued, %.0f dispatched, %.0f done, %.0f failed\n", num(t, "total"),
+           num(t, "queued"), num(t, "dispatched"), num(t, "done"), num(t, "failed"));
+    printf("trajectories    %.0f: %.0f ready, %.0f consumed, %.0f stale, %.0f filtered, %.0f failed, %.0f eval; "
+           "%.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"), num(tr, "stale"),
+           num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "duplicates_rejected"));
+    printf("reward mean     %.4f\n", reward);
+    printf("workers         %lld seen, %lld alive\n", (long long)seen, (long long)alive);
+    printf("eval (pass@1)  ");
+    for (const cJSON *e = ev->child; e; e = e->next)
+      printf(" step %.0f: %.1f%%%s", num(e, "step"), 100 * num(e, "accuracy"), e->next ? "," : "");
+    printf("%s\n", ev->child ? "" : " none yet");
+  }
+  cJSON_Delete(o);
+  return 0;
+}
