@@ -1,5 +1,6 @@
 /* `longtail sft CONFIG --out DIR`: the supervised warm start on its own. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -8,6 +9,7 @@
 #include "orchestrator/sft.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json.h"
 
 int lt_cmd_sft(int argc, char **argv) {
   lt_arg_t args[] = {
@@ -47,6 +49,12 @@ int lt_cmd_sft(int argc, char **argv) {
   long long steps = lt_config_int(&cfg, "sft.steps");
   lt_config_free(&cfg);
   if (rc < 0) return lt_cli_fail("sft", rc);
-  printf("{\"out\": \"%s\", \"steps\": %lld, \"final_loss\": %.6f}\n", out, steps, loss);
+  lt_buf_t b = {0};
+  lt_buf_printf(&b, "{\"out\": ");
+  lt_json_quote(&b, out); /* a path may hold quotes or backslashes */
+  lt_buf_printf(&b, ", \"steps\": %lld, \"final_loss\": %.6f}", steps, loss);
+  char *line = lt_buf_take(&b);
+  printf("%s\n", line ? line : "{}");
+  free(line);
   return 0;
 }

@@ -19,8 +19,6 @@ typedef struct {
   lt_loss_cfg_t loss;
   int actor_minibatches, critic_minibatches;
   lt_optim_cfg_t actor_opt, critic_opt;
-  int keep_routing;          /* replay the rollout's expert choices */
-  int keep_sampling_mask;    /* train under the rollout's top-p/top-k support */
   int group_std;             /* GRPO: divide advantages by the group's std */
   int threads;
 } lt_trainer_cfg_t;

@@ -63,7 +63,8 @@ struct lt__learner {
   char tok_src[4096];
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
-  int batch, group, dynfilter, max_stale, stale_auto, keep_routing;
+  int batch, group, dynfilter, max_stale, stale_auto;
+  int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
   double grad_mean;         /* running mean of the actor gradient norm (guardrails.grad_spike) */
   int grad_seen;
   double last_step_end;
@@ -123,8 +124,6 @@ static int trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
   tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
   tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
-  tc->keep_routing = lt_config_bool(c, "learner.keep_routing");
-  tc->keep_sampling_mask = lt_config_bool(c, "learner.keep_sampling_mask");
   tc->group_std = 1;
   tc->threads = (int)lt_config_int(c, "learner.threads");
   lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
@@ -140,7 +139,8 @@ static int trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   return 0;
 }
 
-static int meta_full(int n, const char *const *c, void *ud) {
+/* The first column of the first row, as text (4096 bytes at ud). */
+static int first_text(int n, const char *const *c, void *ud) {
   snprintf(ud, 4096, "%s", c[0] ? c[0] : "");
   return 1;
 }
@@ -513,10 +513,8 @@ static int try_step(lt__learner_t *l, int flush) {
   }
   double t0 = lt_time_mono_s();
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
-  lt_trainer_cfg_t tc;
-  trainer_cfg(l->d->cfg, &tc);
   lt_train_batch_t b = {.nseq = n, .start = p.start, .tokens = p.tokens, .logp_rollout = p.logp, .mask = p.mask,
-                        .support = tc.keep_sampling_mask && p.has_support ? p.support : NULL,
+                        .support = l->keep_sampling_mask && p.has_support ? p.support : NULL,
                         .route_ids = l->keep_routing && p.has_route ? p.route : NULL,
                         .reward = p.reward, .truncated = p.trunc, .group = p.group};
   if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
@@ -710,6 +708,7 @@ int lt__learner_start(lt_daemon_t *d) {
   l->dynfilter = lt_config_bool(d->cfg, "scheduler.dynamic_filter");
   l->steps_wanted = d->steps;
   l->keep_routing = lt_config_bool(d->cfg, "learner.keep_routing");
+  l->keep_sampling_mask = lt_config_bool(d->cfg, "learner.keep_sampling_mask");
   const cJSON *ms = lt_config_get(d->cfg, "scheduler.max_staleness");
   l->stale_auto = cJSON_IsString(ms);
   l->max_stale = cJSON_IsNumber(ms) ? (int)ms->valuedouble : 2;
@@ -743,7 +742,7 @@ int lt__learner_start(lt_daemon_t *d) {
       }
     } else {
       /* No full checkpoint yet: start over from the first policy. */
-      lt_buffer_query(l->buf, "SELECT path FROM checkpoints WHERE kind = 'weights' ORDER BY version LIMIT 1", meta_full, v0);
+      lt_buffer_query(l->buf, "SELECT path FROM checkpoints WHERE kind = 'weights' ORDER BY version LIMIT 1", first_text, v0);
       l->step = 0;
       l->version = 0;
       rc = build_trainer(l, v0);
