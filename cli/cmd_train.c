@@ -1,10 +1,78 @@
-/* `longtail train CONFIG`: the RL training daemon. */
+/* `longtail train CONFIG`: the RL training daemon, and the summary and plot a
+ * person reads when it ends. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "orchestrator/daemon.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json.h"
+#include "util/time.h"
+
+static int row2(int n, const char *const *c, void *ud) {
+  double *v = ud;
+  v[0] = c[0] ? atof(c[0]) : -1;
+  v[1] = n > 1 && c[1] ? atof(c[1]) : -1;
+  return 1;
+}
+
+static void q2(lt_buffer_t *b, const char *sql, double v[2]) {
+  v[0] = v[1] = -1;
+  lt_buffer_query(b, sql, row2, v);
+}
+
+/* What the run achieved, on stdout and in RUN_DIR/summary.json. */
+static void summarize(const char *run_dir, double wall_s, int plotted) {
+  lt_buffer_t *b;
+  char name[128];
+  if (lt_cli_open_run("train", run_dir, &b, name, sizeof name)) return;
+  double steps[2], trajs[2], e0[2], e1[2], r0[2], r1[2], tok[2];
+  q2(b, "SELECT max(step), max(version) FROM checkpoints WHERE kind = 'weights'", steps);
+  q2(b, "SELECT count(*), sum(truncated) FROM trajectories WHERE eval = 0", trajs);
+  q2(b, "SELECT value, step FROM metrics WHERE name = 'eval/accuracy' ORDER BY step, time_ms LIMIT 1", e0);
+  q2(b, "SELECT value, step FROM metrics WHERE name = 'eval/accuracy' ORDER BY step DESC, time_ms DESC LIMIT 1", e1);
+  q2(b, "SELECT avg(value), 0 FROM (SELECT value FROM metrics WHERE name = 'reward/mean' ORDER BY step LIMIT 3)", r0);
+  q2(b, "SELECT avg(value), 0 FROM (SELECT value FROM metrics WHERE name = 'reward/mean' ORDER BY step DESC LIMIT 3)",
+     r1);
+  q2(b, "SELECT avg(value), 0 FROM metrics WHERE name = 'throughput/gen_tokens_per_s'", tok);
+  lt_buffer_close(b);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "run", name);
+  cJSON_AddNumberToObject(o, "wall_s", wall_s);
+  cJSON_AddNumberToObject(o, "learner_steps", steps[0] < 0 ? 0 : steps[0]);
+  cJSON_AddNumberToObject(o, "trajectories", trajs[0]);
+  cJSON_AddNumberToObject(o, "truncated", trajs[1] < 0 ? 0 : trajs[1]);
+  printf("\n== %s: %.0f learner steps, %.0f trajectories (%.1f%% truncated) in %dm%02ds\n", run_dir,
+         steps[0] < 0 ? 0 : steps[0], trajs[0], trajs[0] > 0 ? 100 * trajs[1] / trajs[0] : 0, (int)wall_s / 60,
+         (int)wall_s % 60);
+  if (e0[1] >= 0) {
+    cJSON *e = cJSON_AddObjectToObject(o, "eval");
+    cJSON_AddNumberToObject(e, "first_step", e0[1]);
+    cJSON_AddNumberToObject(e, "first_accuracy", e0[0]);
+    cJSON_AddNumberToObject(e, "last_step", e1[1]);
+    cJSON_AddNumberToObject(e, "last_accuracy", e1[0]);
+    printf("   held-out pass@1   %5.1f%% at step %.0f -> %5.1f%% at step %.0f  (%+.1f points)\n", 100 * e0[0], e0[1],
+           100 * e1[0], e1[1], 100 * (e1[0] - e0[0]));
+  }
+  if (r0[0] >= 0) {
+    cJSON_AddNumberToObject(o, "reward_first3", r0[0]);
+    cJSON_AddNumberToObject(o, "reward_last3", r1[0]);
+    printf("   training reward   %.3f (first 3 steps) -> %.3f (last 3 steps)\n", r0[0], r1[0]);
+  }
+  if (tok[0] >= 0) {
+    cJSON_AddNumberToObject(o, "gen_tokens_per_s", tok[0]);
+    printf("   generation        %.0f tokens/s on average\n", tok[0]);
+  }
+  if (plotted) printf("   plot              %s/plot.png\n", run_dir);
+  printf("   more              longtail stats %s; longtail plot %s --dashboard -o dash.png\n", run_dir, run_dir);
+  char path[4200], *s = cJSON_Print(o);
+  snprintf(path, sizeof path, "%s/summary.json", run_dir);
+  if (!s || lt_fs_write_atomic(path, s, strlen(s)) < 0) fprintf(stderr, "longtail train: warning: %s not written\n", path);
+  free(s);
+  cJSON_Delete(o);
+}
 
 int lt_cmd_train(int argc, char **argv) {
   lt_arg_t args[] = {
@@ -16,7 +84,8 @@ int lt_cmd_train(int argc, char **argv) {
                      .usage = "CONFIG [--run-dir DIR] [--resume] [--set PATH=VALUE ...]",
                      .summary = "Runs the training daemon: dispatches rollouts to workers (it starts "
                                 "workers.spawn_local of them itself), buffers trajectories in RUN_DIR/buffer.db and "
-                                "trains the policy. SIGINT/SIGTERM stop it cleanly; a second signal exits at once.",
+                                "trains the policy. SIGINT/SIGTERM stop it cleanly; a second signal exits at once. "
+                                "At the end it prints a summary (also RUN_DIR/summary.json) and draws RUN_DIR/plot.png.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 1,
@@ -32,9 +101,25 @@ int lt_cmd_train(int argc, char **argv) {
     lt_config_free(&cfg);
     return lt_cli_fail("train", rc);
   }
+  char used[4096] = "";
   lt_daemon_opts_t o = {.cfg = &cfg, .config_path = c.pos[0], .run_dir = run_dir, .resume = lt_args_flag(&c, "--resume"),
-                        .self_exe = exe};
+                        .self_exe = exe, .run_dir_out = used, .run_dir_out_cap = sizeof used};
+  double t0 = lt_time_mono_s();
   int code = lt_daemon_run(&o);
+  int plot = lt_config_bool(&cfg, "monitor.plot");
   lt_config_free(&cfg);
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", used);
+  if (!used[0] || !lt_fs_exists(db)) return code;
+  int plotted = 0;
+  if (plot) {
+    static const char *const panels[] = {"reward/mean", "eval/accuracy"};
+    char png[4200];
+    snprintf(png, sizeof png, "%s/plot.png", used);
+    const char *runs[] = {used};
+    /* A missing gnuplot or an empty run costs the picture, not the exit code. */
+    plotted = lt_cli_plot("train", runs, 1, panels, 2, used, png, 0) == 0;
+  }
+  summarize(used, lt_time_mono_s() - t0, plotted);
   return code;
 }

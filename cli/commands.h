@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "buffer/buffer.h"
 #include "cli/args.h"
 #include "util/config.h"
 
@@ -53,6 +54,24 @@ int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *se
  * [0, vocab) and the length is in [min_len, max_len]; errors name path:line. */
 int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
                        long lineno, int32_t **out, int *n);
+/* Opens a run read-only: ARG is a run directory or its buffer.db.  Fills NAME
+ * (when given) with the run's recorded name or the directory's.  On failure
+ * prints "longtail COMMAND: error: ..." and returns the exit code. */
+int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char *name, size_t cap);
+
+/* Plots metrics of runs through gnuplot: one panel per entry of PANELS (a
+ * comma-separated list of metric names or GLOB patterns drawn together), every
+ * run's curve overlaid in each panel.  OUT ends in .png or .svg.  STRICT: a
+ * panel no run has data for is an error (naming the recorded metrics) rather
+ * than an empty panel.  Returns 0 or an exit code after printing
+ * "longtail COMMAND: error: ...". */
+int lt_cli_plot(const char *command, const char *const *runs, int nruns, const char *const *panels, int npanels,
+                const char *title, const char *out, int strict);
+/* The dashboard's panels (reward, accuracy, acceptance, mismatch, routing
+ * confidence, staleness, throughput, gradient norm, entropy). */
+extern const char *const lt_cli_dashboard[];
+extern const int lt_cli_ndashboard;
+
 /* The learner's thread count from LT_THREADS or all cores. */
 int lt_cli_threads(void);
 

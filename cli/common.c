@@ -1,9 +1,13 @@
-/* Helpers shared by the model commands. */
+/* Helpers shared by the commands. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "buffer/buffer.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/json.h"
 
 int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
@@ -32,4 +36,26 @@ int lt_cli_threads(void) {
   if (s && atoi(s) > 0) return atoi(s);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char *name, size_t cap) {
+  char path[4200];
+  if (lt_fs_is_dir(arg)) snprintf(path, sizeof path, "%s/buffer.db", arg);
+  else snprintf(path, sizeof path, "%s", arg);
+  int rc = lt_buffer_open(path, LT_BUF_READONLY, b);
+  if (rc < 0) return lt_cli_fail(command, rc);
+  if (!name) return 0;
+  char *run = lt_buffer_meta_get(*b, "run");
+  if (run && run[0]) {
+    snprintf(name, cap, "%s", run);
+  } else { /* runs made before the name was recorded: the directory's name */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s", arg);
+    size_t n = strlen(tmp);
+    while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
+    const char *base = strrchr(tmp, '/');
+    snprintf(name, cap, "%s", base ? base + 1 : tmp);
+  }
+  free(run);
+  return 0;
 }

@@ -19,8 +19,6 @@ static int pending(const char *name, const char *issue) {
 
 PENDING(lt_cmd_serve, "serve", "pipeline issue")
 PENDING(lt_cmd_export, "export", "analysis CLI issue")
-PENDING(lt_cmd_plot, "plot", "analysis CLI issue")
 PENDING(lt_cmd_replay, "replay", "analysis CLI issue")
 PENDING(lt_cmd_inspect, "inspect", "analysis CLI issue")
-PENDING(lt_cmd_compare, "compare", "analysis CLI issue")
 PENDING(lt_cmd_sandbox, "sandbox", "sandbox issue")

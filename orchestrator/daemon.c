@@ -401,6 +401,7 @@ static int open_socket(lt_daemon_t *d) {
 
 static int setup(lt_daemon_t *d) {
   int rc = resolve_run_dir(d);
+  if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
   if (rc < 0) return rc;
   char p[4200];
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);

@@ -21,6 +21,8 @@ typedef struct {
   const char *run_dir;       /* NULL: run.root/<name> and runs/latest */
   int resume;
   const char *self_exe;      /* this binary, to spawn local workers */
+  char *run_dir_out;         /* optional: receives the run directory used */
+  size_t run_dir_out_cap;
 } lt_daemon_opts_t;
 
 /* Runs the job to completion or a signal; returns the exit code. */

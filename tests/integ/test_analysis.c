@@ -1,0 +1,115 @@
+/* The analysis commands on runs the tests record themselves: plot, compare
+ * and the summary `train` leaves behind. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cJSON.h"
+#include "tests/support/harness.h"
+
+/* A finished smoke run in DIR/NAME (eval on, so accuracy is recorded). */
+static void record_run(const char *dir, const char *name, int seed) {
+  char rd[4200], cfg[4200], seedset[64];
+  snprintf(rd, sizeof rd, "%s/%s", dir, name);
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  snprintf(seedset, sizeof seedset, "run.seed=%d", seed);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", seedset, "--set", "eval.every=2",
+                        "--set", "eval.prompts=16", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static int png(const char *path) {
+  char *s = lt_test_read(path);
+  int ok = s && memcmp(s, "\x89PNG", 4) == 0;
+  free(s);
+  return ok;
+}
+
+Test(analysis, train_leaves_summary_and_plot, .timeout = 120) {
+  char *dir = lt_test_tmpdir("summary");
+  record_run(dir, "a", 7);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/a/summary.json", dir);
+  char *s = lt_test_read(p);
+  cJSON *j = s ? cJSON_Parse(s) : NULL;
+  cr_assert(j, "no summary.json");
+  cr_assert_eq(cJSON_GetObjectItem(j, "trajectories")->valuedouble, 96);
+  const cJSON *e = cJSON_GetObjectItem(j, "eval");
+  cr_assert(e && cJSON_GetObjectItem(e, "first_step")->valuedouble == 0, "first eval is not at step 0");
+  cJSON_Delete(j);
+  free(s);
+  snprintf(p, sizeof p, "%s/a/plot.png", dir);
+  cr_assert(png(p), "no plot.png");
+  lt_test_rmdir(dir);
+}
+
+Test(analysis, plot_metrics_dashboard_and_errors, .timeout = 180) {
+  char *dir = lt_test_tmpdir("plot");
+  record_run(dir, "a", 7);
+  record_run(dir, "b", 8);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 60, "cd %s && longtail() { '%s' \"$@\"; }; longtail plot a --metric reward/mean "
+                                   "--metric 'mis/*' -o m.png && longtail plot a b --dashboard -o d.svg",
+                          dir, lt_test_bin()), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/m.png", dir);
+  cr_assert(png(p));
+  snprintf(p, sizeof p, "%s/d.svg", dir);
+  char *svg = lt_test_read(p);
+  /* Both runs are overlaid: their names label the curves. */
+  cr_assert(svg && strstr(svg, "<svg") && strstr(svg, "eval/accuracy"), "dashboard svg lacks panels");
+  free(svg);
+  /* A metric nobody recorded: exit 2, naming what exists. */
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' plot %s/a --metric rewrd/mean -o %s/x.png", lt_test_bin(), dir, dir), 0);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "no metric matches 'rewrd/mean'") && strstr(r.err, "reward/mean"), "%s", r.err);
+  lt_run_free(&r);
+  snprintf(p, sizeof p, "%s/x.png", dir);
+  cr_assert_eq(file_size(p), -1);
+  /* Output format, foreign file, missing file. */
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' plot %s/a --dashboard -o %s/x.jpg", lt_test_bin(), dir, dir), 0);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' plot /etc/passwd --dashboard -o %s/x.png", lt_test_bin(), dir), 0);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "not a longtail buffer"), "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' plot %s/none --dashboard -o %s/x.png", lt_test_bin(), dir, dir), 0);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "no such buffer file"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+Test(analysis, compare_two_runs, .timeout = 180) {
+  char *dir = lt_test_tmpdir("compare");
+  record_run(dir, "a", 7);
+  record_run(dir, "b", 8);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 60, "cd %s && '%s' compare a b --json -o both.png", dir, lt_test_bin()), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cJSON *j = cJSON_Parse(r.out);
+  cr_assert(j, "%s", r.out);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "runs")), 2);
+  const cJSON *rw = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "reward/mean");
+  cr_assert_eq(cJSON_GetArraySize(rw), 2);
+  for (int i = 0; i < 2; i++) cr_assert_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(rw, i), "points")->valuedouble, 3);
+  cJSON_Delete(j);
+  lt_run_free(&r);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/both.png", dir);
+  cr_assert(png(p));
+  lt_test_rmdir(dir);
+}
