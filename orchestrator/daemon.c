@@ -50,6 +50,7 @@ static void row_done(void *arg, int rc) {
 }
 
 void lt__metric(lt_daemon_t *d, const char *name, double value) {
+  lt__prom_set(d, name, value);
   row_op_t *r = calloc(1, sizeof *r);
   if (!r) return;
   r->step = d->step;
@@ -436,6 +437,7 @@ static int setup(lt_daemon_t *d) {
     return rc;
   }
   if ((rc = open_socket(d)) < 0) return rc;
+  if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
   if ((rc = lt__learner_start(d)) < 0) return rc;
   return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
@@ -488,6 +490,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
   }
+  lt__prom_stop(d);
   /* Give BYE time to leave, then close everything the loop still holds. */
   if (d->z) {
     lt_zsock_close(d->z, NULL, NULL);

@@ -102,8 +102,8 @@ struct lt_daemon {
   int64_t eval_round;        /* step of the round in flight, -1 */
   int eval_pending, eval_total, eval_correct;
   int64_t eval_next;         /* step of the next evaluation */
-  double last_accuracy;
-  double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */      /* of the last finished round, -1 before the first */
+  double last_accuracy;      /* of the last finished round, -1 before the first */
+  double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
   int64_t trajs_in, dups, malformed, ready_count;
   int64_t ready_pending;     /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
@@ -118,6 +118,7 @@ struct lt_daemon {
   /* local workers */
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
+  struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
   int64_t started_ms;
 };
 
@@ -163,6 +164,12 @@ int lt__spawn_start(lt_daemon_t *d, int n);
 void lt__spawn_stop(lt_daemon_t *d);
 /* After the loop has closed the process handles. */
 void lt__spawn_free(lt_daemon_t *d);
+
+/* prometheus.c: the text endpoint on monitor.prometheus_port */
+int lt__prom_start(lt_daemon_t *d);
+/* Records the latest value of a run metric for the endpoint. */
+void lt__prom_set(lt_daemon_t *d, const char *name, double v);
+void lt__prom_stop(lt_daemon_t *d);
 
 /* daemon.c */
 int64_t lt__now_ms(void);

@@ -1,0 +1,313 @@
+#include "proto/http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/error.h"
+
+#define HEAD_MAX 16384
+
+enum { READING, HANDLING, WRITING, CLOSING };
+
+struct lt_http_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  lt_http_server_t *srv;
+  lt_http_conn_t *prev, *next;
+  int state;
+  int open_handles;
+  int gone;            /* the client left while the handler worked */
+  char *buf;           /* head + body as received */
+  size_t len, cap;
+  size_t head_len;     /* bytes up to and including the blank line; 0 until seen */
+  size_t body_len;     /* from Content-Length */
+  size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
+  uv_write_t wr;
+  char *out;
+};
+
+struct lt_http_server {
+  uv_tcp_t tcp;
+  uv_loop_t *loop;
+  lt_http_opts_t o;
+  lt_http_handler h;
+  void *ud;
+  lt_http_conn_t *conns;
+  int nconns;
+  int closing;
+  int port;
+  void (*done)(void *);
+  void *done_ud;
+};
+
+static void server_maybe_done(lt_http_server_t *s);
+
+static void conn_free(uv_handle_t *h) {
+  lt_http_conn_t *c = h->data;
+  if (--c->open_handles > 0) return;
+  lt_http_server_t *s = c->srv;
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  s->nconns--;
+  free(c->buf);
+  free(c->out);
+  free(c);
+  server_maybe_done(s);
+}
+
+static void conn_close(lt_http_conn_t *c) {
+  if (c->state == CLOSING) return;
+  c->state = CLOSING;
+  uv_close((uv_handle_t *)&c->tcp, conn_free);
+  uv_close((uv_handle_t *)&c->timer, conn_free);
+}
+
+static const char *reason(int status) {
+  switch (status) {
+  case 100: return "Continue";
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 411: return "Length Required";
+  case 413: return "Payload Too Large";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 503: return "Service Unavailable";
+  default: return "Status";
+  }
+}
+
+static void on_written(uv_write_t *w, int status) {
+  conn_close(w->data);
+}
+
+int lt_http_conn_alive(const lt_http_conn_t *c) {
+  return !c->gone;
+}
+
+int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char *body, size_t len) {
+  if (c->gone || c->state == CLOSING || c->state == WRITING) {
+    if (c->state == HANDLING) conn_close(c); /* gone: the handles were kept for this call */
+    return LT_ECANCELED;
+  }
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
+                   reason(status), ctype ? ctype : "text/plain; charset=utf-8", len);
+  c->out = malloc((size_t)n + len);
+  if (!c->out) {
+    conn_close(c);
+    return LT_ENOMEM;
+  }
+  memcpy(c->out, head, (size_t)n);
+  if (len) memcpy(c->out + n, body, len);
+  uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
+  c->state = WRITING;
+  c->wr.data = c;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_timer_stop(&c->timer);
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+    conn_close(c);
+    return LT_EIO;
+  }
+  return 0;
+}
+
+/* An error answer for a request that never reached the handler. */
+static void reject(lt_http_conn_t *c, int status, const char *why) {
+  c->state = HANDLING;
+  lt_http_respond(c, status, NULL, why, strlen(why));
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  lt_http_conn_t *c = h->data;
+  if (c->state != READING) { /* draining: a small scratch buffer detects EOF */
+    static char scratch[512];
+    *b = uv_buf_init(scratch, sizeof scratch);
+    return;
+  }
+  size_t want = c->len + 4096;
+  if (want > c->cap) {
+    char *nb = realloc(c->buf, want + 1);
+    if (!nb) {
+      *b = uv_buf_init(NULL, 0);
+      return;
+    }
+    c->buf = nb;
+    c->cap = want;
+  }
+  *b = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+/* Parses the head once the blank line is in; returns 0, or an HTTP status to
+ * reject with. */
+static int parse_head(lt_http_conn_t *c) {
+  char *p = c->buf, *end = c->buf + c->head_len - 2; /* at the final CRLF */
+  char *eol = strstr(p, "\r\n");
+  if (!eol || eol > end) return 400;
+  *eol = 0;
+  char *sp1 = strchr(p, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+  if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || sp1 == p || sp2 == sp1 + 1 || sp1[1] != '/') return 400;
+  *sp1 = *sp2 = 0;
+  c->path_off = (size_t)(sp1 + 1 - c->buf);
+  long long clen = 0;
+  int expect = 0;
+  for (char *line = eol + 2; line < end;) {
+    char *e = strstr(line, "\r\n");
+    if (!e) return 400;
+    *e = 0;
+    char *colon = strchr(line, ':');
+    if (!colon) return 400;
+    *colon = 0;
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    if (!strcasecmp(line, "Content-Length")) {
+      char *q;
+      clen = strtoll(v, &q, 10);
+      if (q == v || clen < 0) return 400;
+    } else if (!strcasecmp(line, "Transfer-Encoding")) {
+      return 411; /* chunked bodies: clients send Content-Length instead */
+    } else if (!strcasecmp(line, "Expect") && !strcasecmp(v, "100-continue")) {
+      expect = 1;
+    }
+    line = e + 2;
+  }
+  if ((size_t)clen > c->srv->o.max_body) return 413;
+  c->body_len = (size_t)clen;
+  if (expect && c->len < c->head_len + c->body_len) {
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
+    uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  }
+  return 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  lt_http_conn_t *c = st->data;
+  if (n < 0) {
+    if (c->state == HANDLING) {
+      /* Keep the handles until the handler answers, so its pointer stays valid. */
+      c->gone = 1;
+      uv_read_stop(st);
+    } else {
+      conn_close(c);
+    }
+    return;
+  }
+  if (c->state != READING || n == 0) return;
+  c->len += (size_t)n;
+  c->buf[c->len] = 0;
+  if (!c->head_len) {
+    char *e = strstr(c->buf, "\r\n\r\n");
+    if (!e) {
+      if (c->len > HEAD_MAX) reject(c, 431, "request head too large\n");
+      else if (memchr(c->buf, 0, c->len)) reject(c, 400, "malformed request\n");
+      return;
+    }
+    c->head_len = (size_t)(e - c->buf) + 4;
+    if (c->head_len > HEAD_MAX) return reject(c, 431, "request head too large\n");
+    int st_code = parse_head(c);
+    if (st_code == 413) return reject(c, 413, "request body too large\n");
+    if (st_code) return reject(c, st_code, st_code == 411 ? "send a Content-Length\n" : "malformed request\n");
+  }
+  if (c->len < c->head_len + c->body_len) return;
+  c->buf[c->head_len + c->body_len] = 0;
+  lt_http_req_t req = {.method = c->buf, .path = c->buf + c->path_off, .body = c->buf + c->head_len,
+                       .body_len = c->body_len};
+  c->state = HANDLING;
+  uv_timer_stop(&c->timer);
+  c->srv->h(c, &req, c->srv->ud);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  lt_http_conn_t *c = t->data;
+  if (c->state == READING) reject(c, 408, "request not complete in time\n");
+}
+
+static void on_connection(uv_stream_t *ls, int status) {
+  lt_http_server_t *s = ls->data;
+  if (status < 0) return;
+  lt_http_conn_t *c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->srv = s;
+  uv_tcp_init(s->loop, &c->tcp);
+  uv_timer_init(s->loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  c->open_handles = 2;
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
+  s->nconns++;
+  if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || s->nconns > s->o.max_conns) {
+    conn_close(c);
+    return;
+  }
+  uv_timer_start(&c->timer, on_timeout, (uint64_t)s->o.timeout_ms, 0);
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) conn_close(c);
+}
+
+int lt_http_listen(uv_loop_t *loop, const lt_http_opts_t *o, lt_http_handler h, void *ud, lt_http_server_t **out) {
+  lt_http_server_t *s = calloc(1, sizeof *s);
+  if (!s) return lt_error_set(LT_ENOMEM, "http server: out of memory");
+  s->loop = loop;
+  s->o = *o;
+  if (!s->o.max_conns) s->o.max_conns = 64;
+  if (!s->o.timeout_ms) s->o.timeout_ms = 10000;
+  s->h = h;
+  s->ud = ud;
+  struct sockaddr_storage addr;
+  int rc = strchr(o->host, ':') ? uv_ip6_addr(o->host, o->port, (struct sockaddr_in6 *)&addr)
+                                : uv_ip4_addr(o->host, o->port, (struct sockaddr_in *)&addr);
+  if (rc < 0) {
+    free(s);
+    return lt_error_set(LT_EINVAL, "http: '%s' is not an IP address", o->host);
+  }
+  uv_tcp_init(loop, &s->tcp);
+  s->tcp.data = s;
+  if ((rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&addr, 0)) < 0 ||
+      (rc = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection)) < 0) {
+    uv_close((uv_handle_t *)&s->tcp, (uv_close_cb)free);
+    return lt_error_set(LT_EUNREACH, "http: cannot listen on %s:%d: %s", o->host, o->port, uv_strerror(rc));
+  }
+  struct sockaddr_storage got;
+  int glen = sizeof got;
+  uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&got, &glen);
+  s->port = got.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
+                                      : ntohs(((struct sockaddr_in *)&got)->sin_port);
+  *out = s;
+  return 0;
+}
+
+int lt_http_port(const lt_http_server_t *s) {
+  return s->port;
+}
+
+static void server_maybe_done(lt_http_server_t *s) {
+  if (s->closing != 2 || s->nconns) return;
+  void (*done)(void *) = s->done;
+  void *ud = s->done_ud;
+  free(s);
+  if (done) done(ud);
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+  lt_http_server_t *s = h->data;
+  s->closing = 2;
+  server_maybe_done(s);
+}
+
+void lt_http_close(lt_http_server_t *s, void (*done)(void *), void *ud) {
+  if (!s || s->closing) return;
+  s->closing = 1;
+  s->done = done;
+  s->done_ud = ud;
+  for (lt_http_conn_t *c = s->conns; c; c = c->next) conn_close(c);
+  uv_close((uv_handle_t *)&s->tcp, on_listener_closed);
+}

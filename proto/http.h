@@ -1,0 +1,48 @@
+/* A small HTTP/1.1 server on a libuv loop, for the daemon's Prometheus
+ * endpoint and `longtail serve`.  One request per connection (the response
+ * carries "Connection: close"); the handler may answer later (a generation
+ * that takes seconds) through the connection it was given.  Peer input never
+ * crashes it: oversized heads or bodies, malformed request lines, slow or
+ * vanished clients get an error status or a closed socket. */
+#ifndef LT_PROTO_HTTP_H
+#define LT_PROTO_HTTP_H
+
+#include <stddef.h>
+#include <uv.h>
+
+typedef struct lt_http_server lt_http_server_t;
+typedef struct lt_http_conn lt_http_conn_t;
+
+typedef struct {
+  const char *method;  /* "GET" */
+  const char *path;    /* "/v1/models" (query string included) */
+  const char *body;    /* NUL-terminated, body_len bytes */
+  size_t body_len;
+} lt_http_req_t;
+
+/* Called once per complete request; the request is valid during the call
+ * only.  The handler must eventually call lt_http_respond on `c` (unless the
+ * server closes first, which frees the connection). */
+typedef void (*lt_http_handler)(lt_http_conn_t *c, const lt_http_req_t *req, void *ud);
+
+typedef struct {
+  const char *host;      /* "127.0.0.1" */
+  int port;              /* 0: any free port (see lt_http_port) */
+  size_t max_body;       /* bytes; larger requests get 413 */
+  int max_conns;         /* beyond this, new connections are closed at once */
+  int timeout_ms;        /* a request not complete by then gets 408 */
+} lt_http_opts_t;
+
+int lt_http_listen(uv_loop_t *loop, const lt_http_opts_t *o, lt_http_handler h, void *ud, lt_http_server_t **out);
+int lt_http_port(const lt_http_server_t *s);
+/* Sends the response and closes the connection; `c` is invalid afterwards.
+ * Returns LT_ECANCELED when the client has gone already (nothing sent). */
+int lt_http_respond(lt_http_conn_t *c, int status, const char *content_type, const char *body, size_t len);
+/* 1 while the client is still connected (a handler that answers late checks
+ * it to drop abandoned work). */
+int lt_http_conn_alive(const lt_http_conn_t *c);
+/* Stops listening and closes every connection; done(ud) after all memory is
+ * released. */
+void lt_http_close(lt_http_server_t *s, void (*done)(void *ud), void *ud);
+
+#endif

@@ -1,0 +1,180 @@
+/* proto/http: the loop serves in this thread while a client thread sends
+ * well-formed and hostile requests over real sockets. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "proto/http.h"
+#include "util/error.h"
+
+typedef struct {
+  uv_loop_t loop;
+  uv_async_t stop;
+  lt_http_server_t *srv;
+  int port;
+  uv_timer_t late;
+  lt_http_conn_t *pending;
+  int late_rc;
+  int handled;
+} fixture_t;
+
+static void on_late(uv_timer_t *t) {
+  fixture_t *f = t->data;
+  f->late_rc = lt_http_respond(f->pending, 200, NULL, "late\n", 5);
+  f->pending = NULL;
+}
+
+static void handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
+  fixture_t *f = ud;
+  f->handled++;
+  if (!strcmp(r->path, "/slow")) { /* answered after the client has gone */
+    f->pending = c;
+    uv_timer_start(&f->late, on_late, 300, 0);
+    return;
+  }
+  char body[256];
+  int n = snprintf(body, sizeof body, "%s %s %zu %.8s", r->method, r->path, r->body_len, r->body);
+  lt_http_respond(c, 200, "text/plain", body, (size_t)n);
+}
+
+/* Sends `req` in pieces of `chunk` bytes (pausing between them), then reads
+ * the whole answer. */
+static char *exchange(int port, const char *req, size_t len, size_t chunk, int pause_ms, int close_early) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof a), 0);
+  for (size_t off = 0; off < len;) {
+    size_t n = len - off < chunk ? len - off : chunk;
+    ssize_t w = send(s, req + off, n, MSG_NOSIGNAL);
+    if (w <= 0) break; /* the server may answer and close before the end */
+    off += (size_t)w;
+    if (pause_ms) usleep((useconds_t)pause_ms * 1000);
+  }
+  if (close_early) {
+    close(s);
+    return NULL;
+  }
+  size_t cap = 1 << 16, got = 0;
+  char *out = calloc(1, cap);
+  for (ssize_t r; got + 1 < cap && (r = recv(s, out + got, cap - got - 1, 0)) > 0;) got += (size_t)r;
+  close(s);
+  return out;
+}
+
+/* One request sent at once. */
+static char *ask(int port, const char *req) {
+  return exchange(port, req, strlen(req), 1 << 20, 0, 0);
+}
+
+static void *client(void *arg) {
+  fixture_t *f = arg;
+  char *r;
+  /* A plain GET. */
+  r = ask(f->port, "GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Connection: close") && strstr(r, "GET /a?b=1 0"), "%s", r);
+  free(r);
+  /* A POST whose head and body arrive a few bytes at a time. */
+  const char *post = "POST /v1/x HTTP/1.1\r\ncontent-length: 11\r\n\r\nhello world";
+  r = exchange(f->port, post, strlen(post), 5, 5, 0);
+  cr_expect(strstr(r, "POST /v1/x 11 hello wo"), "%s", r);
+  free(r);
+  /* Expect: 100-continue gets the interim answer, then the real one. */
+  const char *ex = "POST /e HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof a), 0);
+  send(s, ex, strlen(ex), MSG_NOSIGNAL);
+  char buf[512] = {0};
+  ssize_t n = recv(s, buf, sizeof buf - 1, 0);
+  cr_expect(n > 0 && strstr(buf, "100 Continue"), "%s", buf);
+  send(s, "abc", 3, MSG_NOSIGNAL);
+  memset(buf, 0, sizeof buf);
+  for (size_t got = 0; (n = recv(s, buf + got, sizeof buf - 1 - got, 0)) > 0;) got += (size_t)n;
+  cr_expect(strstr(buf, "POST /e 3 abc"), "%s", buf);
+  close(s);
+  /* Hostile input: each gets an error status, never a crash. */
+  r = ask(f->port, "garbage\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 400 "), "%s", r);
+  free(r);
+  r = ask(f->port, "POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 413 "), "%s", r);
+  free(r);
+  r = ask(f->port, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 411 "), "%s", r);
+  free(r);
+  char *big = malloc(40000);
+  memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+  memset(big + 19, 'a', 40000 - 19);
+  r = exchange(f->port, big, 40000, 1 << 20, 0, 0);
+  cr_expect(strstr(r, "HTTP/1.1 431 "), "%.40s", r);
+  free(r);
+  free(big);
+  r = ask(f->port, "GET / HTTP/1.1\r\nContent-Length: -4\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 400 "), "%s", r);
+  free(r);
+  char nul[] = "GET /\0 HTTP/1.1";
+  r = exchange(f->port, nul, sizeof nul - 1, 1 << 20, 0, 0);
+  /* No blank line ever comes: the request times out. */
+  cr_expect(strstr(r, "HTTP/1.1 400 ") || strstr(r, "HTTP/1.1 408 "), "%s", r);
+  free(r);
+  r = ask(f->port, "GET / HTTP/1.1\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 408 "), "%s", r);
+  free(r);
+  /* The client leaves while the handler works: the late answer is refused. */
+  exchange(f->port, "GET /slow HTTP/1.1\r\n\r\n", strlen("GET /slow HTTP/1.1\r\n\r\n"), 1 << 20, 0, 1);
+  usleep(600 * 1000);
+  uv_async_send(&f->stop);
+  return NULL;
+}
+
+static void on_stop(uv_async_t *a) {
+  fixture_t *f = a->data;
+  lt_http_close(f->srv, NULL, NULL);
+  uv_close((uv_handle_t *)&f->stop, NULL);
+  uv_close((uv_handle_t *)&f->late, NULL);
+}
+
+Test(http, serves_requests_and_survives_hostile_clients, .timeout = 30) {
+  fixture_t f = {.late_rc = 1};
+  uv_loop_init(&f.loop);
+  uv_async_init(&f.loop, &f.stop, on_stop);
+  uv_timer_init(&f.loop, &f.late);
+  f.stop.data = f.late.data = &f;
+  lt_http_opts_t o = {.host = "127.0.0.1", .port = 0, .max_body = 1024, .max_conns = 8, .timeout_ms = 300};
+  cr_assert_eq(lt_http_listen(&f.loop, &o, handler, &f, &f.srv), 0, "%s", lt_error_msg());
+  f.port = lt_http_port(f.srv);
+  cr_assert_gt(f.port, 0);
+  pthread_t th;
+  pthread_create(&th, NULL, client, &f);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  pthread_join(th, NULL);
+  cr_assert_eq(uv_loop_close(&f.loop), 0, "handles left open");
+  cr_expect_eq(f.late_rc, LT_ECANCELED);
+  cr_expect_eq(f.handled, 4); /* GET, POST, Expect, slow: the rejected ones never reach the handler */
+}
+
+Test(http, listen_errors_name_the_address) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_http_server_t *a, *b;
+  lt_http_opts_t o = {.host = "not-an-ip", .port = 0, .max_body = 10};
+  cr_assert_eq(lt_http_listen(&loop, &o, handler, NULL, &a), LT_EINVAL);
+  cr_assert(strstr(lt_error_msg(), "not-an-ip"));
+  o.host = "127.0.0.1";
+  cr_assert_eq(lt_http_listen(&loop, &o, handler, NULL, &a), 0);
+  o.port = lt_http_port(a);
+  cr_assert_eq(lt_http_listen(&loop, &o, handler, NULL, &b), LT_EUNREACH);
+  cr_assert(strstr(lt_error_msg(), "cannot listen on 127.0.0.1"), "%s", lt_error_msg());
+  lt_http_close(a, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0);
+}
