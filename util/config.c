@@ -342,12 +342,67 @@ fail:
   return rc;
 }
 
+/* Child keys override the base's; objects merge key by key. */
+static void merge_into(cJSON *base, cJSON *child) {
+  while (child->child) {
+    cJSON *c = cJSON_DetachItemViaPointer(child, child->child);
+    cJSON *b = cJSON_GetObjectItemCaseSensitive(base, c->string);
+    if (b && cJSON_IsObject(b) && cJSON_IsObject(c)) {
+      merge_into(b, c);
+      cJSON_Delete(c);
+    } else if (b) {
+      cJSON_ReplaceItemViaPointer(base, b, c);
+    } else {
+      cJSON_AddItemToObject(base, c->string, c);
+    }
+  }
+}
+
+/* A config file with its "extends" chain resolved: "extends" names a base
+ * config (relative to this file's directory) that this file overrides. */
+static int load_file(const char *path, int depth, cJSON **out) {
+  cJSON *root;
+  int rc = lt_json_parse_file(path, &root);
+  if (rc < 0) return rc;
+  cJSON *ext = cJSON_DetachItemFromObjectCaseSensitive(root, "extends");
+  if (!ext) {
+    *out = root;
+    return 0;
+  }
+  if (!cJSON_IsString(ext) || !ext->valuestring[0]) {
+    cJSON_Delete(ext);
+    cJSON_Delete(root);
+    return lt_error_set(LT_ECONFIG, "%s: extends: expected the path of a base config file", path);
+  }
+  if (depth >= 8) {
+    cJSON_Delete(ext);
+    cJSON_Delete(root);
+    return lt_error_set(LT_ECONFIG, "%s: extends: more than 8 levels (a cycle?)", path);
+  }
+  char base[4096];
+  const char *slash = strrchr(path, '/');
+  if (ext->valuestring[0] == '/' || !slash) snprintf(base, sizeof base, "%s", ext->valuestring);
+  else snprintf(base, sizeof base, "%.*s/%s", (int)(slash - path), path, ext->valuestring);
+  cJSON_Delete(ext);
+  cJSON *b;
+  if ((rc = load_file(base, depth + 1, &b)) < 0) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", lt_error_msg());
+    cJSON_Delete(root);
+    return lt_error_set(rc, "%s: extends: %s", path, why);
+  }
+  merge_into(b, root);
+  cJSON_Delete(root);
+  *out = b;
+  return 0;
+}
+
 int lt_config_load(lt_config_t *cfg, const char *path, const char *const *sets, int nsets,
                    const lt_cfg_schema_t *const *schemas, int nschemas) {
   cJSON *root;
   memset(cfg, 0, sizeof *cfg);
   if (path) {
-    int rc = lt_json_parse_file(path, &root);
+    int rc = load_file(path, 0, &root);
     if (rc < 0) return rc;
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
   } else {
@@ -461,7 +516,10 @@ void lt_config_doc_markdown(const lt_cfg_schema_t *const *schemas, int nschemas,
                    "A config is a JSON object. Every key below is optional and takes its default when absent; "
                    "unknown keys are errors. `--set path=value` overrides any key from the command line "
                    "(the value is parsed as JSON, and taken as a string when it is not JSON). "
-                   "A `*` in a path stands for a name you choose (a domain, a map key).\n\n");
+                   "A `*` in a path stands for a name you choose (a domain, a map key). "
+                   "`\"extends\": \"base.json\"` (relative to the file) starts from another config and "
+                   "overrides its keys, objects merged key by key (configs/ablation-*.json extend "
+                   "configs/default.json).\n\n");
   for (int i = 0; i < nschemas; i++) {
     const lt_cfg_schema_t *s = schemas[i];
     lt_buf_printf(out, "## %s\n\n", s->section);

@@ -1,5 +1,8 @@
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "util/config.h"
@@ -114,4 +117,44 @@ Test(config, edit_distance) {
   cr_assert_eq(lt_edit_distance("kitten", "sitting"), 3);
   cr_assert_eq(lt_edit_distance("", "abc"), 3);
   cr_assert_eq(lt_edit_distance("same", "same"), 0);
+}
+
+Test(config, extends_merges_objects_and_reports_its_chain) {
+  char dir[] = "/tmp/lt-cfg-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char base[256], mid[256], leaf[256], loop[256];
+  snprintf(base, sizeof base, "%s/base.json", dir);
+  snprintf(mid, sizeof mid, "%s/mid.json", dir);
+  snprintf(leaf, sizeof leaf, "%s/leaf.json", dir);
+  snprintf(loop, sizeof loop, "%s/loop.json", dir);
+  FILE *f = fopen(base, "w");
+  fputs("{\"learner\": {\"lr\": 0.5, \"batch\": {\"trajectories\": 8}}, \"run\": {\"seed\": 3}}", f);
+  fclose(f);
+  f = fopen(mid, "w");
+  fputs("{\"extends\": \"base.json\", \"learner\": {\"objective\": \"ppo\"}}", f);
+  fclose(f);
+  f = fopen(leaf, "w");
+  fputs("{\"extends\": \"mid.json\", \"learner\": {\"batch\": {\"trajectories\": 16}}}", f);
+  fclose(f);
+  f = fopen(loop, "w");
+  fputs("{\"extends\": \"loop.json\"}", f);
+  fclose(f);
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_load(&cfg, leaf, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_expect_eq(lt_config_num(&cfg, "learner.lr"), 0.5);            /* from the base */
+  cr_expect_str_eq(lt_config_str(&cfg, "learner.objective"), "ppo"); /* from the middle */
+  cr_expect_eq(lt_config_int(&cfg, "learner.batch.trajectories"), 16);
+  cr_expect_eq(lt_config_int(&cfg, "run.seed"), 3);
+  cr_expect_null(lt_config_get(&cfg, "extends"));
+  lt_config_free(&cfg);
+  cr_assert_eq(lt_config_load(&cfg, loop, NULL, 0, lt_all_schemas, lt_all_nschemas), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "more than 8 levels"), "%s", lt_error_msg());
+  remove(base);
+  cr_assert_lt(lt_config_load(&cfg, leaf, NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_expect(strstr(lt_error_msg(), "leaf.json: extends: ") && strstr(lt_error_msg(), "base.json"), "%s",
+            lt_error_msg());
+  remove(mid);
+  remove(leaf);
+  remove(loop);
+  rmdir(dir);
 }
