@@ -45,4 +45,31 @@ int lt_http_conn_alive(const lt_http_conn_t *c);
  * released. */
 void lt_http_close(lt_http_server_t *s, void (*done)(void *ud), void *ud);
 
+/* ---- client: libcurl's multi-socket API on the loop (the only way longtail
+ * uses libcurl), for the openai backend and the GenRM client ---- */
+
+typedef struct lt_httpc lt_httpc_t;
+typedef struct lt_httpc_req lt_httpc_req_t;
+
+/* rc 0: an HTTP answer with `status` (2xx) and its body.  rc < 0 after the
+ * retries: LT_EUNREACH (no connection), LT_ETIMEDOUT, or LT_EREMOTE (a 4xx,
+ * or a 5xx/429 that persisted); `err` says what and where. */
+typedef void (*lt_httpc_cb)(int rc, long status, const char *body, size_t len, const char *err, void *ud);
+
+typedef struct {
+  int timeout_ms;      /* whole request, per attempt */
+  int retries;         /* further attempts on connection failures, timeouts, 429 and 5xx */
+  int backoff_ms;      /* first retry delay, doubled each time (capped at 10 s) */
+} lt_httpc_opts_t;
+
+int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out);
+/* POSTs a JSON body (body == NULL: GET).  The callback runs on the loop,
+ * never inside this call. */
+int lt_httpc_request(lt_httpc_t *c, const char *url, const char *body, const lt_httpc_opts_t *o, lt_httpc_cb cb,
+                     void *ud, lt_httpc_req_t **out);
+/* Abandons a request; its callback will not run. */
+void lt_httpc_cancel(lt_httpc_req_t *r);
+/* Cancels what is pending and frees on the loop; done(ud) afterwards. */
+void lt_httpc_close(lt_httpc_t *c, void (*done)(void *), void *ud);
+
 #endif

@@ -178,3 +178,86 @@ Test(http, listen_errors_name_the_address) {
   uv_run(&loop, UV_RUN_DEFAULT);
   cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/* ---- client against the server, both on one loop ---- */
+
+typedef struct cfix cfix_t;
+typedef struct {
+  cfix_t *f;
+  int called, rc;
+  long status;
+  char body[128], err[512];
+} slot_t;
+
+struct cfix {
+  uv_loop_t loop;
+  lt_http_server_t *srv;
+  lt_httpc_t *cli;
+  int hits_flaky;
+  lt_http_conn_t *hung;
+  int pending;
+};
+
+static void c_handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
+  cfix_t *f = ud;
+  if (!strcmp(r->path, "/echo")) {
+    lt_http_respond(c, 200, "application/json", r->body, r->body_len);
+  } else if (!strcmp(r->path, "/flaky")) { /* two 503s, then success */
+    if (++f->hits_flaky <= 2) lt_http_respond(c, 503, NULL, "busy", 4);
+    else lt_http_respond(c, 200, NULL, "ok", 2);
+  } else if (!strcmp(r->path, "/hang")) {
+    f->hung = c; /* answered only after the client gave up */
+  } else {
+    lt_http_respond(c, 404, NULL, "nope", 4);
+  }
+}
+
+static void c_cb(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
+  slot_t *s = ud;
+  s->called++;
+  s->rc = rc;
+  s->status = status;
+  snprintf(s->body, sizeof s->body, "%.*s", (int)len, body);
+  snprintf(s->err, sizeof s->err, "%s", err ? err : "");
+  if (--s->f->pending == 0) {
+    if (s->f->hung) lt_http_respond(s->f->hung, 200, NULL, "late", 4);
+    lt_http_close(s->f->srv, NULL, NULL);
+    lt_httpc_close(s->f->cli, NULL, NULL);
+  }
+}
+
+Test(http, client_retries_transient_failures_and_reports_the_rest, .timeout = 30) {
+  cfix_t f = {0};
+  uv_loop_init(&f.loop);
+  lt_http_opts_t so = {.host = "127.0.0.1", .port = 0, .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
+  cr_assert_eq(lt_http_listen(&f.loop, &so, c_handler, &f, &f.srv), 0);
+  cr_assert_eq(lt_httpc_create(&f.loop, &f.cli), 0);
+  int port = lt_http_port(f.srv), dead = port + 1 < 65535 ? port + 1 : port - 1;
+  char url[6][128];
+  snprintf(url[0], sizeof url[0], "http://127.0.0.1:%d/echo", port);
+  snprintf(url[1], sizeof url[1], "http://127.0.0.1:%d/flaky", port);
+  snprintf(url[2], sizeof url[2], "http://127.0.0.1:%d/missing", port);
+  snprintf(url[3], sizeof url[3], "http://127.0.0.1:%d/hang", port);
+  snprintf(url[4], sizeof url[4], "http://127.0.0.1:%d/x", dead);
+  snprintf(url[5], sizeof url[5], "file:///etc/passwd");
+  slot_t s[6];
+  memset(s, 0, sizeof s);
+  for (int i = 0; i < 6; i++) s[i].f = &f;
+  lt_httpc_opts_t o = {.timeout_ms = 3000, .retries = 3, .backoff_ms = 20};
+  lt_httpc_opts_t quick = {.timeout_ms = 300, .retries = 1, .backoff_ms = 20};
+  const char *bodies[6] = {"{\"a\": 1}", "{}", NULL, "{}", NULL, NULL};
+  for (int i = 0; i < 6; i++) {
+    cr_assert_eq(lt_httpc_request(f.cli, url[i], bodies[i], i == 3 ? &quick : &o, c_cb, &s[i], NULL), 0);
+    f.pending++;
+  }
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&f.loop), 0, "handles left open");
+  for (int i = 0; i < 6; i++) cr_assert_eq(s[i].called, 1, "request %d answered %d times", i, s[i].called);
+  cr_expect(s[0].rc == 0 && s[0].status == 200 && !strcmp(s[0].body, "{\"a\": 1}"), "%d %s", s[0].rc, s[0].body);
+  cr_expect(s[1].rc == 0 && !strcmp(s[1].body, "ok"), "%d %s", s[1].rc, s[1].err);
+  cr_expect_eq(f.hits_flaky, 3);
+  cr_expect(s[2].rc == LT_EREMOTE && s[2].status == 404 && strstr(s[2].err, "HTTP 404"), "%s", s[2].err);
+  cr_expect(s[3].rc == LT_ETIMEDOUT && strstr(s[3].err, "within 300 ms"), "%d %s", s[3].rc, s[3].err);
+  cr_expect(s[4].rc == LT_EUNREACH && strstr(s[4].err, url[4]), "%d %s", s[4].rc, s[4].err);
+  cr_expect_lt(s[5].rc, 0, "file:// must be refused");
+}
