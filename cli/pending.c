@@ -17,7 +17,6 @@ static int pending(const char *name, const char *issue) {
     return pending(name, issue); \
   }
 
-PENDING(lt_cmd_serve, "serve", "pipeline issue")
 PENDING(lt_cmd_export, "export", "analysis CLI issue")
 PENDING(lt_cmd_replay, "replay", "analysis CLI issue")
 PENDING(lt_cmd_inspect, "inspect", "analysis CLI issue")

@@ -74,6 +74,7 @@ static int same_sampling(const lt_sampling_t *a, const lt_sampling_t *b) {
 }
 
 static int finished(lt_gen_t *g) {
+  if (g->error) return 1;
   if (g->n && lt_tokenizer_is_stop(g->b->tok, g->tokens[g->n - 1])) g->stopped = 1;
   return g->stopped || g->n >= g->max_new || g->len >= g->b->info.max_context;
 }
@@ -138,7 +139,8 @@ static void tick(lt_backend_t *b) {
   for (int k = 0; k < ndone; k++) {
     int alive = 0;
     for (lt_gen_t *g = b->gens; g && !alive; g = g->next) alive = g == done[k];
-    if (alive && done[k]->state == LT_GEN_DECODE) complete(done[k], err, err ? msg : NULL);
+    if (alive && done[k]->state == LT_GEN_DECODE)
+      complete(done[k], err ? err : done[k]->error, err ? msg : done[k]->error ? done[k]->error_msg : NULL);
   }
 }
 
@@ -164,7 +166,7 @@ static void on_timer(uv_timer_t *t) {
   uv_idle_start(&b->idle, on_idle);
 }
 
-static void wake(lt_backend_t *b) {
+void lt__backend_wake(lt_backend_t *b) {
   uv_timer_stop(&b->timer);
   uv_idle_start(&b->idle, on_idle);
 }
@@ -178,6 +180,8 @@ int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t 
     b->impl = &lt__backend_builtin;
   else if (!strcmp(o->kind, "scripted"))
     b->impl = &lt__backend_scripted;
+  else if (!strcmp(o->kind, "openai"))
+    b->impl = &lt__backend_openai;
   else {
     free(b);
     return lt_error_set(LT_EUNSUPP, "backend '%s' is not available in this build", o->kind);
@@ -205,7 +209,7 @@ int lt_backend_reload(lt_backend_t *b, const char *dir, const char *sha256, int6
   b->reload_dir = d;
   snprintf(b->reload_sha, sizeof b->reload_sha, "%s", sha256 ? sha256 : "");
   b->reload_version = version;
-  wake(b);
+  lt__backend_wake(b);
   return 0;
 }
 
@@ -271,9 +275,11 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->ud = ud;
   g->n = 0;
   g->stopped = 0;
+  g->error = 0;
+  g->error_msg[0] = 0;
   g->due_ns = 0;
   g->state = LT_GEN_PREFILL;
-  wake(g->b);
+  lt__backend_wake(g->b);
   return 0;
 }
 

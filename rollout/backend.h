@@ -47,6 +47,7 @@ typedef struct {
   /* openai */
   const char *endpoint, *model;
   int timeout_ms, retries;
+  const char *reload_url;    /* POSTed {"path": DIR} after new weights (NULL/empty: none) */
   /* scripted: a fake policy whose turn lengths are long-tailed */
   int vocab;                 /* byte-tokenizer vocabulary size */
   int mean_tokens;           /* typical turn length */
@@ -56,6 +57,7 @@ typedef struct {
 } lt_backend_opts_t;
 
 typedef struct {
+  int vocab;                 /* token ids in [0, vocab) are valid input */
   int routing_layers, routing_k, routing_experts;
   int max_context;
   int64_t version;           /* weights version in use */
@@ -99,7 +101,9 @@ struct lt_gen {
   uint16_t *rids, *pre_rids;
   float *rprobs, *pre_rprobs;
   int stopped;
-  int64_t due_ns;          /* scripted: when the next token is ready */
+  int error;               /* LT_E* of a failure that ends this session's turn */
+  char error_msg[512];
+  int64_t due_ns;          /* when the next token is ready (scripted; openai: asleep while a request runs) */
   struct lt_gen *prev, *next;
 };
 
@@ -133,9 +137,12 @@ struct lt_backend {
   int handles;
 };
 
+/* Makes the driver run a step soon (an asynchronous answer arrived). */
+void lt__backend_wake(lt_backend_t *b);
+
 /* Appends one generated token to g's turn output (grows the arrays). */
 int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const uint16_t *rids, const float *rprobs);
 
-extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted;
+extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted, lt__backend_openai;
 
 #endif

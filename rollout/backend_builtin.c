@@ -14,6 +14,7 @@ static int b_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   lt_engine_info(e, &info);
   b->state = e;
   b->tok = lt_engine_tokenizer(e);
+  b->info.vocab = info.vocab;
   b->info.routing_layers = info.moe_layers;
   b->info.routing_k = info.topk;
   b->info.routing_experts = info.experts;

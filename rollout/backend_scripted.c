@@ -36,6 +36,7 @@ static int s_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   b->tok = b->own_tok;
   b->state = s;
   b->info.max_context = o->max_context > 0 ? o->max_context : 4096;
+  b->info.vocab = lt_tokenizer_vocab(b->own_tok);
   return 0;
 }
 

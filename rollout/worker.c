@@ -119,14 +119,19 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   if ((rc = lt_envs_create(&w->cfg, &w->loop, &w->envs)) < 0) return rc;
   if ((rc = lt_rewarder_create(&w->loop, &w->cfg, &w->rewarder)) < 0) return rc;
   const char *model = w->o.model && w->o.model[0] ? w->o.model : wl->weights_location;
-  if (!strcmp(w->o.backend, "builtin") && (!model || !model[0]))
+  if (strcmp(w->o.backend, "scripted") && (!model || !model[0]))
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
   lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .device = w->o.device, .threads = w->o.threads,
                           .max_sessions = w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
                           .vocab = 264, .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
                           .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),
-                          .token_us = (int)lt_config_int(&w->cfg, "workers.scripted.token_us")};
+                          .token_us = (int)lt_config_int(&w->cfg, "workers.scripted.token_us"),
+                          .endpoint = lt_config_str(&w->cfg, "workers.openai.endpoint"),
+                          .model = lt_config_str(&w->cfg, "workers.openai.model"),
+                          .timeout_ms = (int)lt_config_int(&w->cfg, "workers.openai.timeout_ms"),
+                          .retries = (int)lt_config_int(&w->cfg, "workers.openai.retries"),
+                          .reload_url = lt_config_str(&w->cfg, "workers.openai.reload_url")};
   if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
   w->version = wl->policy_version;
   w->actx = (lt_agent_ctx_t){.loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend};

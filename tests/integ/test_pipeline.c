@@ -1,13 +1,10 @@
 /* The daemon and workers as real processes on loopback: the smoke run, a
  * worker killed mid-task, the daemon killed and resumed, hostile peers. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -68,25 +65,6 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
-/* GET http://127.0.0.1:PORT/PATH; the whole answer, or NULL if unreachable. */
-static char *http_get(int port, const char *path) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(s, (struct sockaddr *)&a, sizeof a)) {
-    close(s);
-    return NULL;
-  }
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-  send(s, req, (size_t)n, MSG_NOSIGNAL);
-  size_t cap = 1 << 18, got = 0;
-  char *out = calloc(1, cap);
-  for (ssize_t r; got + 1 < cap && (r = recv(s, out + got, cap - got - 1, 0)) > 0;) got += (size_t)r;
-  close(s);
-  return out;
-}
-
 Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   char *dir = lt_test_tmpdir("prom");
   char rd[4200], portset[64];
@@ -100,7 +78,7 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   char *body = NULL;
   for (int i = 0; i < 600; i++, usleep(100000)) {
     free(body);
-    body = http_get(port, "/metrics");
+    body = lt_test_http(port, "GET", "/metrics", NULL);
     if (body && strstr(body, "longtail_mis_token_accept ")) break;
   }
   cr_assert(body && strstr(body, "HTTP/1.1 200 OK") && strstr(body, "text/plain; version=0.0.4"), "%s",
@@ -116,7 +94,7 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   for (const char *p = body; (p = strstr(p, "# HELP ")); p++) families++;
   cr_expect_eq(types, families);
   free(body);
-  body = http_get(port, "/nope");
+  body = lt_test_http(port, "GET", "/nope", NULL);
   cr_expect(body && strstr(body, "HTTP/1.1 404"), "%s", body);
   free(body);
   kill(d, SIGTERM);

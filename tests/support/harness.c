@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -194,4 +195,42 @@ int lt_test_free_port(void) {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+char *lt_test_http(int port, const char *method, const char *path, const char *body) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(s, (struct sockaddr *)&a, sizeof a)) {
+    close(s);
+    return NULL;
+  }
+  size_t blen = body ? strlen(body) : 0;
+  char *req = malloc(blen + 512);
+  int n = snprintf(req, 512, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", method, path, blen);
+  if (body) memcpy(req + n, body, blen);
+  for (size_t off = 0; off < (size_t)n + blen;) {
+    ssize_t w = send(s, req + off, (size_t)n + blen - off, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  free(req);
+  size_t cap = 1 << 20, got = 0;
+  char *out = calloc(1, cap);
+  for (ssize_t r; got + 1 < cap && (r = recv(s, out + got, cap - got - 1, 0)) > 0;) got += (size_t)r;
+  close(s);
+  return out;
+}
+
+char *lt_test_first_line(const char *path, double timeout_s) {
+  for (int i = 0; i < timeout_s * 20; i++, usleep(50000)) {
+    char *s = lt_test_read(path);
+    char *nl = s ? strchr(s, '\n') : NULL;
+    if (nl) {
+      *nl = 0;
+      return s;
+    }
+    free(s);
+  }
+  return NULL;
 }

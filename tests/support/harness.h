@@ -36,4 +36,10 @@ int lt_test_wait(pid_t pid, double timeout_s);
 /* A free TCP port on 127.0.0.1 (best effort: bound then released). */
 int lt_test_free_port(void);
 
+/* One HTTP/1.1 request to 127.0.0.1:port (body: NULL for none); the whole
+ * answer, head included (malloc'd), or NULL when nothing listens. */
+char *lt_test_http(int port, const char *method, const char *path, const char *body);
+/* Waits up to timeout_s for the first line of a file (a server's address). */
+char *lt_test_first_line(const char *path, double timeout_s);
+
 #endif

@@ -1,0 +1,184 @@
+/* `longtail serve` as a real process: the OpenAI-compatible API, its answers
+ * checked against `longtail logprobs`, and a training run whose workers use
+ * the `openai` backend against it. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cJSON.h"
+#include "tests/support/harness.h"
+
+typedef struct {
+  char *dir;
+  char model[4200];
+  pid_t pid;
+  int port;
+} served_t;
+
+static void serve_start(served_t *s, const char *tag) {
+  s->dir = lt_test_tmpdir(tag);
+  snprintf(s->model, sizeof s->model, "%s/m", s->dir);
+  char cfg[4200];
+  snprintf(cfg, sizeof cfg, "%s/configs/models/tiny-moe.json", lt_test_root());
+  lt_run_t r;
+  const char *init[] = {"longtail", "init", "--config", cfg, "--out", s->model, "--seed", "5", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, init), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  const char *argv[] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4", NULL};
+  s->pid = lt_test_spawn(s->dir, "serve", argv);
+  cr_assert_gt(s->pid, 0);
+  char out[4300];
+  snprintf(out, sizeof out, "%s/serve.out", s->dir);
+  char *url = lt_test_first_line(out, 30);
+  cr_assert(url, "serve printed no address");
+  const char *colon = strrchr(url, ':');
+  s->port = colon ? atoi(colon + 1) : 0;
+  free(url);
+  cr_assert_gt(s->port, 0);
+}
+
+static void serve_stop(served_t *s) {
+  kill(s->pid, SIGTERM);
+  cr_assert_eq(lt_test_wait(s->pid, 30), 0, "serve did not exit 0 on SIGTERM");
+  lt_test_rmdir(s->dir);
+}
+
+/* The JSON body of an answer, and its status. */
+static cJSON *call(int port, const char *method, const char *path, const char *body, int *status) {
+  char *a = lt_test_http(port, method, path, body);
+  cr_assert(a, "no answer from %s", path);
+  *status = atoi(a + 9);
+  const char *b = strstr(a, "\r\n\r\n");
+  cJSON *j = b ? cJSON_Parse(b + 4) : NULL;
+  free(a);
+  return j;
+}
+
+static const cJSON *get(const cJSON *o, const char *path) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *save, *k = strtok_r(tmp, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+    o = (*k >= '0' && *k <= '9') ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+  return o;
+}
+
+Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
+  served_t s;
+  serve_start(&s, "serve");
+  int st;
+  cJSON *j = call(s.port, "GET", "/health", NULL, &st);
+  cr_expect(st == 200 && j && !strcmp(get(j, "status")->valuestring, "ok"));
+  cJSON_Delete(j);
+  j = call(s.port, "GET", "/v1/models", NULL, &st);
+  cr_expect(st == 200 && !strcmp(get(j, "data.0.id")->valuestring, "m"), "models");
+  cJSON_Delete(j);
+  /* A completion from token ids, with the sampled tokens' ids and logprobs. */
+  const char *req = "{\"prompt\": [3, 17, 42, 99], \"max_tokens\": 12, \"temperature\": 1.0, \"seed\": 11,"
+                    " \"logprobs\": 1, \"return_tokens_as_token_ids\": true}";
+  j = call(s.port, "POST", "/v1/completions", req, &st);
+  cr_assert_eq(st, 200);
+  const cJSON *toks = get(j, "choices.0.logprobs.tokens"), *lps = get(j, "choices.0.logprobs.token_logprobs");
+  int n = cJSON_GetArraySize(toks);
+  cr_assert(n > 0 && n == cJSON_GetArraySize(lps));
+  cr_expect_eq(get(j, "usage.completion_tokens")->valuedouble, n);
+  cr_expect_eq(get(j, "usage.prompt_tokens")->valuedouble, 4);
+  const char *fin = get(j, "choices.0.finish_reason")->valuestring;
+  cr_expect(!strcmp(fin, n == 12 ? "length" : "stop"), "%s after %d tokens", fin, n);
+  /* Same seed, same answer. */
+  cJSON *j2 = call(s.port, "POST", "/v1/completions", req, &st);
+  char *a1 = cJSON_PrintUnformatted(get(j, "choices.0.logprobs.tokens"));
+  char *a2 = cJSON_PrintUnformatted(get(j2, "choices.0.logprobs.tokens"));
+  cr_expect_str_eq(a1, a2);
+  free(a1), free(a2);
+  cJSON_Delete(j2);
+  /* The served logprobs are the model's: `longtail logprobs` on prompt + completion agrees. */
+  char line[8192];
+  size_t len = (size_t)snprintf(line, sizeof line, "{\"tokens\": [3, 17, 42, 99");
+  for (const cJSON *t = toks->child; t; t = t->next) {
+    cr_assert(!strncmp(t->valuestring, "token_id:", 9), "%s", t->valuestring);
+    len += (size_t)snprintf(line + len, sizeof line - len, ", %s", t->valuestring + 9);
+  }
+  snprintf(line + len, sizeof line - len, "]}\n");
+  char in[4300];
+  snprintf(in, sizeof in, "%s/seq.jsonl", s.dir);
+  cr_assert_eq(lt_test_write(in, line), 0);
+  lt_run_t r;
+  const char *lpv[] = {"longtail", "logprobs", "--model", s.model, "--input", in, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, lpv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cJSON *ref = cJSON_Parse(r.out);
+  lt_run_free(&r);
+  const cJSON *rl = cJSON_GetObjectItem(ref, "logprobs");
+  int i = 0;
+  for (const cJSON *l = lps->child; l; l = l->next, i++)
+    cr_expect(fabs(l->valuedouble - cJSON_GetArrayItem(rl, 4 + i)->valuedouble) < 1e-3, "token %d: served %g, reference %g",
+              i, l->valuedouble, cJSON_GetArrayItem(rl, 4 + i)->valuedouble);
+  cJSON_Delete(ref);
+  cJSON_Delete(j);
+  /* Chat: a message list in, an assistant message and per-token logprobs out. */
+  j = call(s.port, "POST", "/v1/chat/completions",
+           "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 5, \"logprobs\": true}", &st);
+  cr_expect_eq(st, 200);
+  cr_expect(cJSON_IsString(get(j, "choices.0.message.content")) && !strcmp(get(j, "object")->valuestring, "chat.completion"));
+  cr_expect_eq(cJSON_GetArraySize(get(j, "choices.0.logprobs.content")), (int)get(j, "usage.completion_tokens")->valuedouble);
+  cJSON_Delete(j);
+  /* Errors: the OpenAI error object with a 4xx status; the server keeps serving. */
+  static const struct {
+    const char *path, *body, *param;
+    int status;
+  } bad[] = {
+      {"/v1/completions", "{\"prompt\": [1, 2], \"n\": 2}", "n", 400},
+      {"/v1/completions", "{\"prompt\": [999999]}", "prompt", 400},
+      {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [\"a\"]}", "stop", 400},
+      {"/v1/completions", "{\"prompt\": \"x\", \"model\": \"other\"}", "model", 404},
+      {"/v1/completions", "[1, 2]", NULL, 400},
+      {"/v1/chat/completions", "{\"messages\": []}", "messages", 400},
+      {"/v1/nothing", "{}", NULL, 404},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    j = call(s.port, "POST", bad[k].path, bad[k].body, &st);
+    cr_expect_eq(st, bad[k].status, "%s %s: %d", bad[k].path, bad[k].body, st);
+    cr_expect(j && cJSON_IsString(get(j, "error.message")), "%s: no error object", bad[k].body);
+    if (bad[k].param) cr_expect(cJSON_IsString(get(j, "error.param")) && !strcmp(get(j, "error.param")->valuestring, bad[k].param));
+    cJSON_Delete(j);
+  }
+  j = call(s.port, "GET", "/health", NULL, &st);
+  cr_expect_eq(st, 200);
+  cJSON_Delete(j);
+  serve_stop(&s);
+}
+
+Test(serve, training_with_the_openai_backend_against_serve, .timeout = 180) {
+  served_t s;
+  serve_start(&s, "oai");
+  char rd[4300], cfg[4300], mp[4400], ep[128], rl[160];
+  snprintf(rd, sizeof rd, "%s/run", s.dir);
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  snprintf(mp, sizeof mp, "model.path=%s", s.model);
+  snprintf(ep, sizeof ep, "workers.openai.endpoint=http://127.0.0.1:%d", s.port);
+  snprintf(rl, sizeof rl, "workers.openai.reload_url=http://127.0.0.1:%d/update_weights_from_disk", s.port);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", mp, "--set", "workers.backend=openai",
+                        "--set", ep, "--set", rl, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 150, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  /* Every task produced a trajectory, and the learner saw the served logprobs
+   * as its own (same weights): the first step's mismatch is float noise. */
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE status = 'consumed';"
+                                   " SELECT value < 1e-4 FROM metrics WHERE name = 'mismatch/abs_log_ratio' AND step = 1;\"",
+                          rd), 0);
+  cr_expect_str_eq(r.out, "96\n1\n");
+  lt_run_free(&r);
+  /* The workers asked the server to load each new policy. */
+  char log[4300];
+  snprintf(log, sizeof log, "%s/serve.err", s.dir);
+  char *l = lt_test_read(log);
+  cr_expect(l && strstr(l, "/checkpoints/v1 ("), "serve was not asked to reload: %s", l ? l : "");
+  free(l);
+  serve_stop(&s);
+}
