@@ -12,6 +12,7 @@ static const lt_cfg_entry_t model_e[] = {
 const lt_cfg_schema_t lt_model_schema = {"model", "Policy and critic checkpoints.", model_e, N(model_e)};
 
 static const lt_cfg_entry_t learner_e[] = {
+    {"learner.enabled", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "train; false: only collect trajectories (the run ends when scheduler.max_tasks are done)"},
     {"learner.objective", LT_CFG_ENUM, "\"mispo\"", LT_CFG_NORANGE, "mispo|ppo|grpo|gspo", "policy objective"},
     {"learner.batch.trajectories", LT_CFG_INT, "64", 1, 1000000, NULL, "eligible trajectories per learner step"},
     {"learner.steps", LT_CFG_INT, "0", 0, BIG, NULL, "learner steps before the run ends (0: until tasks run out)"},

@@ -439,7 +439,8 @@ static int setup(lt_daemon_t *d) {
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
-  if ((rc = lt__learner_start(d)) < 0) return rc;
+  /* Collect-only runs (data generation, load tests) have no learner thread. */
+  if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__learner_start(d)) < 0) return rc;
   return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
 }
 

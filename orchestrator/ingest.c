@@ -97,7 +97,7 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_TR_READY) {
+      if (op->meta.status == LT_TR_READY && d->learner) {
         d->ready_pending++;
         lt__learner_notify(d);
       }

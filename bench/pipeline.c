@@ -1,0 +1,315 @@
+/* Benchmark: the rollout pipeline next to its raw baselines.
+ *
+ * 1. Dispatch round trips per second through the daemon (TASK out, TRAJ in,
+ *    SQLite commit, ACK) with two scripted workers that answer at once and no
+ *    learner, next to a raw ZeroMQ ROUTER/DEALER exchange of the same frames
+ *    (TASK → TRAJ → ACK) with the same number of tasks in flight.  The daemon's
+ *    rate is the slope between two run lengths, so start-up and shutdown cancel.
+ * 2. Buffer ingest: lt_buffer_traj_insert of trajectories in transactions of
+ *    64, next to raw sqlite3 inserts of the same bytes (one row, one blob) with
+ *    the same journal settings and transaction size.
+ *
+ * Prints a table on stderr and one JSON object on the last stdout line. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "buffer/buffer.h"
+#include "proto/proto.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/time.h"
+
+extern char **environ;
+
+#define WORKERS 2
+#define SLOTS 32
+#define TOKENS 96      /* generated tokens per scripted turn */
+#define INGEST_N 4000
+#define INGEST_TX 64
+#define INGEST_TOKENS 400
+
+/* ---- 1a. through the daemon ---- */
+
+static double run_daemon(const char *bin, const char *dir, int tasks) {
+  char cfg[4200], rd[4200], js[2048];
+  snprintf(cfg, sizeof cfg, "%s/cfg-%d.json", dir, tasks);
+  snprintf(rd, sizeof rd, "%s/run-%d", dir, tasks);
+  snprintf(js, sizeof js,
+           "{\"model\": {\"init\": \"configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"arith\": {\"type\": \"arith\"}},"
+           " \"learner\": {\"enabled\": false},"
+           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false},"
+           " \"rollout\": {\"max_new_tokens\": %d, \"max_turns\": 1},"
+           " \"workers\": {\"spawn_local\": %d, \"slots\": %d, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": %d, \"tail_fraction\": 0, \"token_us\": 0}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0},"
+           " \"monitor\": {\"progress\": \"off\", \"plot\": false}}",
+           tasks, TOKENS, WORKERS, SLOTS, TOKENS);
+  if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
+  char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  double t0 = lt_time_mono_s();
+  pid_t pid;
+  if (posix_spawn(&pid, bin, &fa, NULL, argv, environ)) return -1;
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  waitpid(pid, &st, 0);
+  double dt = lt_time_mono_s() - t0;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+}
+
+/* ---- 1b. raw ZeroMQ with the same frames ---- */
+
+typedef struct {
+  void *ctx;
+  const char *endpoint;
+  const lt_frames_t *traj;
+  size_t ack_len;      /* an ACK's total size, to tell it from a TASK */
+  volatile int stop;
+} dealer_arg_t;
+
+static void send_frames(void *s, const lt_frames_t *f) {
+  for (int i = 0; i < f->n; i++) zmq_send(s, f->f[i].data, f->f[i].len, i + 1 < f->n ? ZMQ_SNDMORE : 0);
+}
+
+/* Drains one multipart message; returns its total size (0 on timeout). */
+static size_t recv_msg(void *s) {
+  size_t n = 0;
+  int more = 1;
+  while (more) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s, 0) < 0) {
+      zmq_msg_close(&m);
+      return n;
+    }
+    n += zmq_msg_size(&m);
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+  }
+  return n;
+}
+
+static size_t frames_len(const lt_frames_t *f) {
+  size_t n = 0;
+  for (int i = 0; i < f->n; i++) n += f->f[i].len;
+  return n;
+}
+
+/* A worker: every TASK is answered with a TRAJ; ACKs are read and dropped. */
+static void *dealer(void *p) {
+  dealer_arg_t *a = p;
+  void *s = zmq_socket(a->ctx, ZMQ_DEALER);
+  int to = 200, zero = 0;
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_connect(s, a->endpoint);
+  zmq_send(s, "HELLO", 5, 0);
+  while (!a->stop) {
+    size_t n = recv_msg(s);
+    if (n && n != a->ack_len) send_frames(s, a->traj); /* a TASK */
+  }
+  zmq_close(s);
+  return NULL;
+}
+
+static double raw_zmq(const lt_frames_t *task, const lt_frames_t *traj, const lt_frames_t *ack, double secs) {
+  void *ctx = zmq_ctx_new();
+  void *r = zmq_socket(ctx, ZMQ_ROUTER);
+  zmq_bind(r, "tcp://127.0.0.1:*");
+  char ep[256];
+  size_t len = sizeof ep;
+  zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &len);
+  dealer_arg_t a = {.ctx = ctx, .endpoint = ep, .traj = traj, .ack_len = frames_len(ack)};
+  pthread_t th[WORKERS];
+  for (int i = 0; i < WORKERS; i++) pthread_create(&th[i], NULL, dealer, &a);
+  int to = 200;
+  zmq_setsockopt(r, ZMQ_RCVTIMEO, &to, sizeof to);
+  long done = 0;
+  double t0 = 0;
+  int hellos = 0;
+  while (hellos < WORKERS) { /* each worker says hello; it gets SLOTS tasks */
+    char rid[256];
+    int rl = zmq_recv(r, rid, sizeof rid, 0);
+    if (rl <= 0) continue;
+    recv_msg(r);
+    hellos++;
+    for (int k = 0; k < SLOTS; k++) {
+      zmq_send(r, rid, (size_t)rl, ZMQ_SNDMORE);
+      send_frames(r, task);
+    }
+  }
+  t0 = lt_time_mono_s();
+  while (lt_time_mono_s() - t0 < secs) {
+    char rid[256];
+    int rl = zmq_recv(r, rid, sizeof rid, 0);
+    if (rl <= 0) continue;
+    recv_msg(r); /* the TRAJ */
+    zmq_send(r, rid, (size_t)rl, ZMQ_SNDMORE);
+    send_frames(r, ack);
+    zmq_send(r, rid, (size_t)rl, ZMQ_SNDMORE);
+    send_frames(r, task);
+    done++;
+  }
+  double rate = done / (lt_time_mono_s() - t0);
+  a.stop = 1;
+  for (int i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
+  int zero = 0;
+  zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_close(r);
+  zmq_ctx_term(ctx);
+  return rate;
+}
+
+/* ---- 2. buffer ingest next to raw sqlite3 ---- */
+
+static void fill_traj(lt_traj_t *t, int ntok, int layers, int k) {
+  memset(t, 0, sizeof *t);
+  t->domain = "arith";
+  t->status = LT_TRAJ_OK;
+  t->finish = LT_FINISH_TERMINATED;
+  t->reason = "stop";
+  t->error = "";
+  t->has_reward = 1;
+  t->reward = 1;
+  t->components = cJSON_Parse("{\"correct\": 1}");
+  t->messages = cJSON_Parse("[{\"role\": \"user\", \"content\": \"What is 123 + 456? Show your steps.\"},"
+                            " {\"role\": \"assistant\", \"content\": \"3+6=9 2+5=7 1+4=5 #### 579\"}]");
+  t->turns = 1;
+  t->ntokens = ntok;
+  t->tokens = calloc((size_t)ntok, 4);
+  t->logprobs = calloc((size_t)ntok, 4);
+  t->loss_mask = calloc((size_t)ntok, 1);
+  t->versions = calloc((size_t)ntok, 4);
+  t->support = calloc((size_t)ntok, 4);
+  t->routing_layers = layers;
+  t->routing_k = k;
+  t->routing_experts = 8;
+  t->routing_ids = calloc((size_t)ntok * (size_t)(layers * k), 2);
+  t->routing_probs = calloc((size_t)ntok * (size_t)(layers * k), 4);
+  for (int i = 0; i < ntok; i++) {
+    t->tokens[i] = (i * 7919) % 250;
+    t->logprobs[i] = -0.01f * (float)(i % 17);
+    t->loss_mask[i] = i > 30;
+    t->versions[i] = i > 30 ? 3 : -1;
+  }
+}
+
+static size_t traj_bytes(const lt_traj_t *t) {
+  size_t T = (size_t)t->ntokens, R = T * (size_t)(t->routing_layers * t->routing_k);
+  char *m = cJSON_PrintUnformatted(t->messages), *c = cJSON_PrintUnformatted(t->components);
+  size_t n = T * (4 + 4 + 1 + 4 + 4) + R * (2 + 4) + strlen(m) + strlen(c);
+  free(m), free(c);
+  return n;
+}
+
+static double ingest_longtail(const char *dir, const lt_traj_t *proto) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/ingest.db", dir);
+  lt_buffer_t *b;
+  if (lt_buffer_open(path, LT_BUF_CREATE, &b) < 0) return -1;
+  lt_traj_t t = *proto;
+  lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1, .status = LT_TR_READY};
+  double t0 = lt_time_mono_s();
+  for (int i = 0; i < INGEST_N;) {
+    if (lt_buffer_begin(b) < 0) return -1;
+    for (int j = 0; j < INGEST_TX && i < INGEST_N; j++, i++) {
+      int dup;
+      t.task_id = (uint64_t)i + 1;
+      t.group_id = (uint64_t)i / 8 + 1;
+      m.time_ms = i;
+      if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) return -1;
+    }
+    if (lt_buffer_commit(b) < 0) return -1;
+  }
+  double dt = lt_time_mono_s() - t0;
+  lt_buffer_close(b);
+  return INGEST_N / dt;
+}
+
+static double ingest_raw(const char *dir, size_t bytes) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/raw.db", dir);
+  sqlite3 *db;
+  if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
+  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                   "CREATE TABLE t (task_id INTEGER PRIMARY KEY, payload BLOB)", NULL, NULL, NULL);
+  sqlite3_stmt *s;
+  sqlite3_prepare_v2(db, "INSERT INTO t (task_id, payload) VALUES (?, ?)", -1, &s, NULL);
+  char *blob = calloc(1, bytes);
+  double t0 = lt_time_mono_s();
+  for (int i = 0; i < INGEST_N;) {
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    for (int j = 0; j < INGEST_TX && i < INGEST_N; j++, i++) {
+      sqlite3_bind_int64(s, 1, i + 1);
+      sqlite3_bind_blob(s, 2, blob, (int)bytes, SQLITE_STATIC);
+      if (sqlite3_step(s) != SQLITE_DONE) return -1;
+      sqlite3_reset(s);
+    }
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  }
+  double dt = lt_time_mono_s() - t0;
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  free(blob);
+  return INGEST_N / dt;
+}
+
+int main(void) {
+  const char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
+  char dir[] = "/tmp/longtail-bench-pipeline-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  /* 1a: the slope between two run lengths. */
+  int n1 = 500, n2 = 3000;
+  double t1 = run_daemon(bin, dir, n1), t2 = run_daemon(bin, dir, n2);
+  if (t1 < 0 || t2 < 0) {
+    fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
+    return 1;
+  }
+  double daemon_rate = (n2 - n1) / (t2 - t1);
+  /* The frames the daemon exchanged: a TASK as dispatched, a TRAJ of the same length, an ACK. */
+  lt_traj_t tr;
+  fill_traj(&tr, 20 + TOKENS, 0, 0);
+  tr.task_id = 1;
+  lt_msg_t mt = {.type = LT_MSG_TASK,
+                 .u.task = {.task_id = 1, .group_id = 1, .prompt_id = 1, .domain = "arith", .env = "arith", .session = "",
+                            .policy_version = 3, .seed = 7, .temperature = 1, .top_p = 1, .max_new_tokens = TOKENS,
+                            .max_turns = 1, .max_context = 1024,
+                            .spec = cJSON_Parse("{\"a\": 123, \"b\": 456, \"op\": \"+\", \"answer\": 579}")}};
+  lt_msg_t mj = {.type = LT_MSG_TRAJ, .u.traj = tr};
+  uint64_t ids[1] = {1};
+  uint8_t dups[1] = {0};
+  lt_msg_t ma = {.type = LT_MSG_ACK, .u.ack = {.task_ids = ids, .duplicate = dups, .n = 1}};
+  lt_frames_t ft, fj, fa;
+  if (lt_proto_encode(&mt, &ft) < 0 || lt_proto_encode(&mj, &fj) < 0 || lt_proto_encode(&ma, &fa) < 0) {
+    fprintf(stderr, "bench pipeline: encode: %s\n", lt_error_msg());
+    return 1;
+  }
+  if (frames_len(&ft) == frames_len(&fa)) return 1; /* the echo tells them apart by size */
+  double raw_rate = raw_zmq(&ft, &fj, &fa, 3.0);
+  /* 2: ingest. */
+  lt_traj_t it;
+  fill_traj(&it, INGEST_TOKENS, 4, 2);
+  double ing = ingest_longtail(dir, &it), raw = ingest_raw(dir, traj_bytes(&it));
+  lt_fs_remove_tree(dir);
+  fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.2fx)\n", daemon_rate, raw_rate,
+          daemon_rate / raw_rate);
+  fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx)\n", INGEST_TOKENS, ing, raw,
+          ing / raw);
+  printf("{\"dispatch_roundtrips_per_s\": %.4g, \"raw_zmq_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
+         "\"ingest_trajectories_per_s\": %.4g, \"raw_sqlite_inserts_per_s\": %.4g, \"ingest_vs_raw_sqlite\": %.4g, "
+         "\"pipeline_inflight\": %d}\n",
+         daemon_rate, raw_rate, daemon_rate / raw_rate, ing, raw, ing / raw, WORKERS * SLOTS);
+  return 0;
+}
