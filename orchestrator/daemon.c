@@ -191,6 +191,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       lt__send_to(d, rid, rlen, &e);
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
+      lt__worker_sync_inflight(d, w, m.u.heartbeat.inflight);
     }
     break;
   case LT_MSG_BYE:
@@ -211,6 +212,9 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   case LT_MSG_ERROR: {
     lt__task_t *t = m.u.error.ref ? lt__task_get(d, (int64_t)m.u.error.ref) : NULL;
     if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
+      /* A busy worker is full until its next heartbeat says otherwise (no
+       * TASK/ERROR ping-pong); other errors count as an attempt. */
+      if (m.u.error.code == LT_EBUSY) d->workers[w].inflight = d->workers[w].slots;
       lt__requeue(d, t, m.u.error.code != LT_EBUSY, m.u.error.message);
       lt__scheduler_dispatch(d);
     } else {

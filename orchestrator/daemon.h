@@ -44,6 +44,7 @@ typedef struct {
   int64_t version;           /* policy version at dispatch */
   int persisted;             /* its rows are committed: it may be dispatched */
   int queued;                /* in the FIFO */
+  int storing;               /* results being committed: never dispatched meanwhile */
   int64_t qnext;             /* queue link (task id, 0 = end) */
   cJSON *spec;               /* the prompt's problem */
 } lt__task_t;
@@ -140,6 +141,9 @@ int lt__scheduler_resume(lt_daemon_t *d);
 int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len);
 void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h);
 void lt__workers_cron(lt_daemon_t *d, int64_t now);
+/* A heartbeat says how many sessions the worker runs: its load is the larger
+ * of that and the tasks we have dispatched to it (some may be in transit). */
+void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
 int lt__send(lt_daemon_t *d, int worker, lt_msg_t *m);
 int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
 void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);

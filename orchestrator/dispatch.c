@@ -43,11 +43,25 @@ int lt__task_put(lt_daemon_t *d, lt__task_t *t) {
   return 0;
 }
 
+/* Takes a task out of the FIFO (a result arrived while it waited). */
+static void queue_unlink(lt_daemon_t *d, lt__task_t *t) {
+  lt__task_t *prev = NULL;
+  for (int64_t id = d->qhead; id && id != t->id;) {
+    prev = lt__task_get(d, id);
+    id = prev ? prev->qnext : 0;
+  }
+  if (prev) prev->qnext = t->qnext;
+  else if (d->qhead == t->id) d->qhead = t->qnext;
+  if (d->qtail == t->id) d->qtail = prev ? prev->id : 0;
+  t->queued = 0;
+}
+
 void lt__task_remove(lt_daemon_t *d, int64_t id) {
   size_t i = slot_of(d, id);
   while (d->tasks[i] && d->tasks[i]->id != id) i = (i + 1) & (d->tcap - 1);
   if (!d->tasks[i]) return;
   lt__task_t *t = d->tasks[i];
+  if (t->queued) queue_unlink(d, t);
   cJSON_Delete(t->spec);
   free(t);
   d->tasks[i] = NULL;
@@ -89,10 +103,12 @@ static lt__task_t *queue_pop(lt_daemon_t *d) {
     lt__task_t *t = lt__task_get(d, d->qhead);
     d->qhead = t ? t->qnext : 0;
     if (!d->qhead) d->qtail = 0;
-    if (t && t->queued && t->status == LT_TASK_QUEUED) {
-      t->queued = 0;
-      return t;
-    }
+    if (!t) continue; /* cannot happen: removal unlinks (a lost link would orphan the rest) */
+    t->queued = 0;
+    /* A result for it is being committed: dispatching it now would write a
+     * "dispatched" row after the "done" one (ingest puts it back on failure).
+     * A task a reconnecting worker still runs is dispatched already. */
+    if (t->status == LT_TASK_QUEUED && !t->storing) return t;
   }
   return NULL;
 }
@@ -374,7 +390,7 @@ void lt__scheduler_cron(lt_daemon_t *d, int64_t now) {
   int n = 0;
   for (size_t i = 0; i < d->tcap && n < 256; i++) {
     lt__task_t *t = d->tasks[i];
-    if (t && t->status == LT_TASK_DISPATCHED && now - t->dispatched_ms > timeout) expired[n++] = t->id;
+    if (t && t->status == LT_TASK_DISPATCHED && !t->storing && now - t->dispatched_ms > timeout) expired[n++] = t->id;
   }
   for (int i = 0; i < n; i++) {
     lt__task_t *t = lt__task_get(d, expired[i]);

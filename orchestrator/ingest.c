@@ -67,8 +67,13 @@ static void ingest_done(void *arg, int rc) {
   ingest_op_t *op = arg;
   lt_daemon_t *d = op->d;
   uint64_t id = op->t.task_id;
+  lt__task_t *open_task = op->known ? lt__task_get(d, (int64_t)id) : NULL;
+  if (open_task) open_task->storing--;
   if (rc < 0) {
-    /* Not on disk: no ACK, so the worker keeps it and sends it again. */
+    /* Not on disk: no ACK, so the worker keeps it and sends it again.  A task
+     * skipped by the queue while this was committing goes back to it. */
+    if (open_task && !open_task->storing && open_task->status == LT_TASK_QUEUED && !open_task->queued)
+      lt__queue_push(d, open_task, 1);
     if (rc == LT_ENOSPC && d->accepting) {
       d->accepting = 0;
       lt__event(d, "disk_full", "%s: %s — not accepting trajectories until space returns", lt_buffer_path(d->buf), lt_error_msg());
@@ -82,11 +87,10 @@ static void ingest_done(void *arg, int rc) {
     if (op->duplicate) {
       d->dups++;
       /* Its result is already stored: a task still open in memory is done. */
-      lt__task_t *task = lt__task_get(d, (int64_t)id);
-      if (task) task_finished(d, task, &op->t);
+      if (open_task) task_finished(d, open_task, &op->t);
     } else {
       d->trajs_in++;
-      lt__task_t *task = lt__task_get(d, (int64_t)id);
+      lt__task_t *task = open_task;
       if (task) {
         /* A late result of a task already handed to another worker still counts. */
         if (task->status == LT_TASK_DISPATCHED && task->worker >= 0 &&
@@ -136,6 +140,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
   op->t = *t;
   memset(t, 0, sizeof *t); /* the op owns the arrays now */
   op->known = task != NULL;
+  if (task) task->storing++;
   snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");
   int64_t vmin = -1, vmax = -1;
   for (int i = 0; i < op->t.ntokens; i++)

@@ -96,6 +96,21 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   wk->inflight = 0;
   wk->last_seen_ms = lt__now_ms();
   wk->policy_version = h->policy_version;
+  /* Sessions it still runs (it outlived a daemon restart): a task of ours that
+   * waits in the queue is simply dispatched to it; any other session would
+   * hold a slot we cannot account for, so it is aborted. */
+  for (int i = 0; i < h->nrunning; i++) {
+    lt__task_t *t = lt__task_get(d, (int64_t)h->running[i]);
+    if (t && t->status == LT_TASK_QUEUED && !t->storing) {
+      t->status = LT_TASK_DISPATCHED;
+      t->worker = w;
+      t->dispatched_ms = lt__now_ms();
+      wk->inflight++;
+    } else if (!t || t->worker != w) {
+      lt_msg_t ab = {.type = LT_MSG_ABORT, .u.abort = {.task_id = h->running[i], .reason = "not this worker's task"}};
+      lt__send(d, w, &ab);
+    }
+  }
   lt_msg_t m = {.type = LT_MSG_WELCOME};
   m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
                                .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
@@ -113,6 +128,17 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     lt__send(d, w, &wm);
   }
   lt__scheduler_dispatch(d);
+}
+
+void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported) {
+  int own = 0;
+  for (size_t i = 0; i < d->tcap; i++) {
+    const lt__task_t *t = d->tasks[i];
+    own += t && t->status == LT_TASK_DISPATCHED && t->worker == w;
+  }
+  int was = d->workers[w].inflight;
+  d->workers[w].inflight = reported > own ? reported : own;
+  if (d->workers[w].inflight < was) lt__scheduler_dispatch(d);
 }
 
 void lt__workers_cron(lt_daemon_t *d, int64_t now) {

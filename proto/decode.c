@@ -297,7 +297,8 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = string(d, "backend", 0, &x->backend)) || (rc = string(d, "device", 0, &x->device)) ||
         (rc = string(d, "host", 0, &x->host)) || (rc = integer(d, "pid", 0, INT32_MAX, 0, 0, &x->pid)) ||
         (rc = integer(d, "policy_version", -1, INT32_MAX, 0, -1, &x->policy_version)) ||
-        (rc = id_list(d, "pending", &x->pending, &x->npending)))
+        (rc = id_list(d, "pending", &x->pending, &x->npending)) ||
+        (rc = id_list(d, "running", &x->running, &x->nrunning)))
       return rc;
     if (!x->name[0]) return BAD(d, "HELLO.name: empty");
     return 0;

@@ -98,6 +98,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "pid", (double)x->pid);
     num(e, "policy_version", (double)x->policy_version);
     ids(e, "pending", x->pending, x->npending);
+    ids(e, "running", x->running, x->nrunning);
     break;
   }
   case LT_MSG_WELCOME: {

@@ -39,6 +39,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.hello.device);
     free(m->u.hello.host);
     free(m->u.hello.pending);
+    free(m->u.hello.running);
     break;
   case LT_MSG_WELCOME:
     free(m->u.welcome.worker_id);

@@ -53,6 +53,8 @@ typedef struct {
   int64_t policy_version; /* version of the weights it has loaded, -1 if none */
   uint64_t *pending;   /* finished, unacknowledged task ids it will resend */
   int npending;
+  uint64_t *running;   /* task ids of the sessions it is still running (after a daemon restart) */
+  int nrunning;
 } lt_hello_t;
 
 /* daemon → worker: answer to HELLO. */

@@ -56,12 +56,18 @@ static void send_hello(worker_t *w) {
   int n = lt_spool_count(w->spool);
   uint64_t *pending = n ? malloc(sizeof *pending * (size_t)n) : NULL;
   for (int i = 0; pending && i < n; i++) pending[i] = lt_spool_id(w->spool, i);
+  uint64_t *running = w->agents ? malloc(sizeof *running * (size_t)w->o.slots) : NULL;
+  int nr = 0;
+  for (int i = 0; running && i < w->o.slots; i++)
+    if (w->agents[i]) running[nr++] = lt_agent_task_id(w->agents[i]);
   lt_msg_t m = {.type = LT_MSG_HELLO};
   m.u.hello = (lt_hello_t){.name = (char *)w->o.name, .slots = w->o.slots, .backend = (char *)w->o.backend,
                            .device = (char *)w->o.device, .host = w->host, .pid = getpid(),
-                           .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0};
+                           .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0,
+                           .running = running, .nrunning = nr};
   send_msg(w, &m);
   free(pending);
+  free(running);
   w->last_hello = now_ms();
 }
 
