@@ -380,10 +380,13 @@ static int resolve_run_dir(lt_daemon_t *d) {
 
 static int open_socket(lt_daemon_t *d) {
   const char *ep = lt_config_str(d->cfg, "transport.endpoint");
-  if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.curve") &&
-      !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
-    return lt_error_set(LT_ECONFIG, "transport.endpoint: %s is not loopback; enable transport.curve (or set "
-                        "transport.allow_insecure_remote, not recommended)", ep);
+  /* Refused rather than silently unencrypted. */
+  if (lt_config_bool(d->cfg, "transport.curve"))
+    return lt_error_set(LT_EUNSUPP, "transport.curve: CURVE encryption is not in this build yet; use an SSH tunnel "
+                        "to a loopback endpoint (docs/operations.md)");
+  if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
+    return lt_error_set(LT_ECONFIG, "transport.endpoint: %s is not loopback; tunnel to a loopback endpoint, or set "
+                        "transport.allow_insecure_remote on a trusted network (docs/operations.md)", ep);
   int rc = lt_zsock_open(&d->loop, d->zctx, ZMQ_ROUTER, &d->z);
   if (rc < 0) return rc;
   void *s = lt_zsock_handle(d->z);
