@@ -18,6 +18,5 @@ static int pending(const char *name, const char *issue) {
   }
 
 PENDING(lt_cmd_export, "export", "analysis CLI issue")
-PENDING(lt_cmd_replay, "replay", "analysis CLI issue")
 PENDING(lt_cmd_inspect, "inspect", "analysis CLI issue")
 PENDING(lt_cmd_sandbox, "sandbox", "sandbox issue")

@@ -195,10 +195,42 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
   return rc;
 }
 
+/* Loss statistics summed over mini-batches. */
+typedef struct {
+  double loss, mism, klr, clip, klref;
+  int toks, kept, inb, trajs, tkept;
+} acc_t;
+
+static void acc_add(acc_t *a, const lt_loss_stats_t *ls) {
+  a->loss += ls->loss * ls->tokens;
+  a->toks += ls->tokens;
+  a->kept += ls->tokens_kept;
+  a->inb += ls->tokens_in_bounds;
+  a->trajs += ls->trajs;
+  a->tkept += ls->trajs_kept;
+  a->mism += ls->mismatch * ls->tokens;
+  a->klr += ls->kl_rollout * ls->tokens;
+  a->clip += ls->clip_frac * ls->tokens;
+  a->klref += ls->kl_ref * ls->tokens;
+}
+
+static void acc_finish(const acc_t *a, lt_step_stats_t *st) {
+  double dt = a->toks ? a->toks : 1;
+  st->actor_loss = a->loss / dt;
+  st->token_accept = a->toks ? (double)a->inb / a->toks : 0;
+  st->traj_accept = a->trajs ? (double)a->tkept / a->trajs : 0;
+  st->kept_fraction = a->toks ? (double)a->kept / a->toks : 0;
+  st->mismatch = a->mism / dt;
+  st->kl_rollout = a->klr / dt;
+  st->clip_frac = a->clip / dt;
+  st->kl_ref = a->klref / dt;
+}
+
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
-  double loss = 0, gn = 0, mism = 0, klr = 0, clip = 0, klref = 0;
-  int toks = 0, kept = 0, inb = 0, trajs = 0, tkept = 0, rc = 0;
+  double gn = 0;
+  acc_t acc = {0};
+  int rc = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
     chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
@@ -217,27 +249,10 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
       st->lr = lt_optim_step(t->actor_opt, t->policy, &g);
       gn += g;
     }
-    loss += ls.loss * ls.tokens;
-    toks += ls.tokens;
-    kept += ls.tokens_kept;
-    inb += ls.tokens_in_bounds;
-    trajs += ls.trajs;
-    tkept += ls.trajs_kept;
-    mism += ls.mismatch * ls.tokens;
-    klr += ls.kl_rollout * ls.tokens;
-    clip += ls.clip_frac * ls.tokens;
-    klref += ls.kl_ref * ls.tokens;
+    acc_add(&acc, &ls);
   }
-  double dt = toks ? toks : 1;
-  st->actor_loss = loss / dt;
+  acc_finish(&acc, st);
   st->actor_grad_norm = gn / k;
-  st->token_accept = toks ? (double)inb / toks : 0;
-  st->traj_accept = trajs ? (double)tkept / trajs : 0;
-  st->kept_fraction = toks ? (double)kept / toks : 0;
-  st->mismatch = mism / dt;
-  st->kl_rollout = klr / dt;
-  st->clip_frac = clip / dt;
-  st->kl_ref = klref / dt;
   return 0;
 }
 
@@ -270,22 +285,24 @@ static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, l
   return 0;
 }
 
-int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t *st) {
+/* Everything a step computes with the pre-update weights: π_old, π_ref,
+ * values, entropy, advantages and their statistics.  *k: actor chunks. */
+static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k_, lt_step_stats_t *st) {
   memset(st, 0, sizeof *st);
+  memset(w, 0, sizeof *w); /* work_free is safe whatever fails */
   int rc = check_batch(B);
   if (rc < 0) return rc;
   int chunks = t->cfg.actor_minibatches > t->cfg.critic_minibatches ? t->cfg.actor_minibatches : t->cfg.critic_minibatches;
-  work_t w;
-  if ((rc = work_alloc(&w, B, chunks < 1 ? 1 : chunks)) < 0) return rc;
-  int k = split(B->nseq, t->cfg.actor_minibatches, w.bounds);
-  if ((rc = pre_pass(t, B, &w, k, &st->routing_confidence)) < 0) goto out;
-  int N = w.N, ntok = 0;
+  if ((rc = work_alloc(w, B, chunks < 1 ? 1 : chunks)) < 0) return rc;
+  int k = *k_ = split(B->nseq, t->cfg.actor_minibatches, w->bounds);
+  if ((rc = pre_pass(t, B, w, k, &st->routing_confidence)) < 0) return rc;
+  int N = w->N, ntok = 0;
   double ent = 0, vsum = 0;
   for (int i = 0; i < N; i++)
     if (B->mask[i]) {
       ntok++;
-      ent += w.entropy[i];
-      if (t->critic && i > 0) vsum += w.values[i - 1];
+      ent += w->entropy[i];
+      if (t->critic && i > 0) vsum += w->values[i - 1];
     }
   st->entropy = ntok ? ent / ntok : 0;
   st->value_mean = ntok ? vsum / ntok : 0;
@@ -293,28 +310,53 @@ int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t 
   st->trajectories = B->nseq;
   /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
   if (t->critic) {
-    lt_adv_critic(B->nseq, B->start, B->mask, w.values, B->reward, B->truncated, w.adv, w.target, w.rhat);
+    lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, w->adv, w->target, w->rhat);
   } else {
-    lt_adv_group(B->reward, B->group, B->nseq, t->cfg.group_std, w.gadv);
+    lt_adv_group(B->reward, B->group, B->nseq, t->cfg.group_std, w->gadv);
     for (int s = 0; s < B->nseq; s++) {
-      w.rhat[s] = B->reward[s];
-      for (int i = B->start[s]; i < B->start[s + 1]; i++) w.adv[i] = B->mask[i] ? (float)w.gadv[s] : 0;
+      w->rhat[s] = B->reward[s];
+      for (int i = B->start[s]; i < B->start[s + 1]; i++) w->adv[i] = B->mask[i] ? (float)w->gadv[s] : 0;
     }
   }
   double rs = 0, am = 0, a2 = 0;
-  for (int s = 0; s < B->nseq; s++) rs += w.rhat[s];
+  for (int s = 0; s < B->nseq; s++) rs += w->rhat[s];
   st->return_mean = rs / B->nseq;
   for (int i = 0; i < N; i++)
     if (B->mask[i]) {
-      am += w.adv[i];
-      a2 += (double)w.adv[i] * w.adv[i];
+      am += w->adv[i];
+      a2 += (double)w->adv[i] * w->adv[i];
     }
   st->adv_mean = ntok ? am / ntok : 0;
   st->adv_std = ntok ? sqrt(fmax(a2 / ntok - st->adv_mean * st->adv_mean, 0)) : 0;
-  if ((rc = actor_epoch(t, B, &w, k, st)) < 0) goto out;
-  if (t->critic && (rc = critic_epoch(t, B, &w, st)) < 0) goto out;
-  t->steps++;
-out:
+  return 0;
+}
+
+int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t *st) {
+  work_t w;
+  int k, rc = prepare(t, B, &w, &k, st);
+  if (rc == 0) rc = actor_epoch(t, B, &w, k, st);
+  if (rc == 0 && t->critic) rc = critic_epoch(t, B, &w, st);
+  if (rc == 0) t->steps++;
+  work_free(&w);
+  return rc;
+}
+
+int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_cfg_t *loss, lt_step_stats_t *st) {
+  work_t w;
+  int k, rc = prepare(t, B, &w, &k, st);
+  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  acc_t acc = {0};
+  for (int j = 0; j < k && rc == 0; j++) {
+    chunk_t c;
+    chunk_make(B, nml, K, w.bounds[j], w.bounds[j + 1], w.starts, &c);
+    /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
+    lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
+                       .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
+                       .adv = w.adv + c.t0, .mask = B->mask + c.t0};
+    lt_loss_stats_t ls;
+    if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
+  }
+  if (rc == 0) acc_finish(&acc, st);
   work_free(&w);
   return rc;
 }

@@ -63,6 +63,10 @@ int64_t lt_trainer_steps(const lt_trainer_t *t);
 void lt_trainer_scale_lr(lt_trainer_t *t, double factor);
 
 int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *st);
+/* What a step on B would see at the current weights, without updating:
+ * π_old, masks, mismatch, advantages and the loss it starts from, under
+ * `loss` (NULL: the trainer's own settings; another one asks "what if"). */
+int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *b, const lt_loss_cfg_t *loss, lt_step_stats_t *st);
 /* Supervised step: mean negative log-likelihood of the masked tokens. */
 int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *b, double *loss);
 

@@ -101,45 +101,6 @@ static void post_event(lt__learner_t *l, const char *kind, const char *fmt, ...)
 
 /* ---- setup ---- */
 
-static int bounds(const lt_config_t *c, const char *path, double out[2]) {
-  const cJSON *a = lt_config_get(c, path);
-  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 || !cJSON_IsNumber(a->child) || !cJSON_IsNumber(a->child->next) ||
-      a->child->valuedouble > a->child->next->valuedouble)
-    return lt_error_set(LT_ECONFIG, "%s: expected [low, high] with low <= high", path);
-  out[0] = a->child->valuedouble;
-  out[1] = a->child->next->valuedouble;
-  return 0;
-}
-
-static int trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
-  memset(tc, 0, sizeof *tc);
-  int obj = lt_objective_parse(lt_config_str(c, "learner.objective"));
-  lt_loss_cfg_default(&tc->loss, (lt_objective)obj);
-  double tb[2], jb[2];
-  if (bounds(c, "learner.mispo.token_bounds", tb) < 0 || bounds(c, "learner.mispo.traj_bounds", jb) < 0) return LT_ECONFIG;
-  if (obj == LT_OBJ_MISPO || obj == LT_OBJ_GSPO) {
-    tc->loss.tok_lo = (float)tb[0], tc->loss.tok_hi = (float)tb[1];
-    tc->loss.traj_lo = (float)jb[0], tc->loss.traj_hi = (float)jb[1];
-  }
-  tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
-  tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
-  tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
-  tc->group_std = 1;
-  tc->threads = (int)lt_config_int(c, "learner.threads");
-  lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
-  tc->actor_opt.lr = (float)lt_config_num(c, "learner.lr");
-  tc->actor_opt.warmup = (int)lt_config_int(c, "learner.warmup_steps");
-  tc->actor_opt.weight_decay = (float)lt_config_num(c, "learner.weight_decay");
-  tc->actor_opt.grad_clip = (float)lt_config_num(c, "learner.grad_clip");
-  lt_optim_cfg_default(&tc->critic_opt, LT_OPT_ADAMW);
-  tc->critic_opt.lr = (float)lt_config_num(c, "learner.critic.lr");
-  tc->critic_opt.warmup = (int)lt_config_int(c, "learner.critic.warmup_steps");
-  tc->critic_opt.weight_decay = 0;
-  tc->critic_opt.grad_clip = (float)lt_config_num(c, "learner.grad_clip");
-  return 0;
-}
-
-/* The first column of the first row, as text (4096 bytes at ud). */
 static int first_text(int n, const char *const *c, void *ud) {
   snprintf(ud, 4096, "%s", c[0] ? c[0] : "");
   return 1;
@@ -201,7 +162,7 @@ static int policy_dir_of(lt__learner_t *l, int64_t version, char *out, size_t n)
 static int build_trainer(lt__learner_t *l, const char *policy_dir) {
   const lt_config_t *c = l->d->cfg;
   lt_trainer_cfg_t tc;
-  int rc = trainer_cfg(c, &tc);
+  int rc = lt__trainer_cfg(c, &tc);
   if (rc < 0) return rc;
   lt_model_t *policy = NULL, *critic = NULL, *ref = NULL;
   if ((rc = lt_model_load(policy_dir, &policy)) < 0) return rc;
@@ -219,23 +180,6 @@ static int build_trainer(lt__learner_t *l, const char *policy_dir) {
 }
 
 /* ---- one step ---- */
-
-typedef struct {
-  int n, cap;
-  int *start;
-  int32_t *tokens, *support;
-  float *logp;
-  uint8_t *mask, *trunc;
-  uint16_t *route;
-  double *reward;
-  int64_t *group, *ids;
-  int has_support, has_route;
-} packed_t;
-
-static void packed_free(packed_t *p) {
-  free(p->start), free(p->tokens), free(p->support), free(p->logp), free(p->mask), free(p->trunc), free(p->route);
-  free(p->reward), free(p->group), free(p->ids);
-}
 
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -316,92 +260,25 @@ out:
   return rc < 0 ? rc : chosen;
 }
 
-static int pack(lt__learner_t *l, const int64_t *ids, int n, packed_t *p, res_t *r) {
-  lt_model_t *pol = lt_trainer_policy(l->tr);
-  int nml = lt_model_moe_layers(&pol->cfg), K = pol->cfg.topk, R = nml * K;
-  memset(p, 0, sizeof *p);
-  p->n = n;
-  p->start = calloc((size_t)n + 1, sizeof(int));
-  p->reward = calloc((size_t)n, sizeof(double));
-  p->group = calloc((size_t)n, sizeof(int64_t));
-  p->trunc = calloc((size_t)n, 1);
-  p->ids = malloc(sizeof(int64_t) * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->ids) return lt_error_set(LT_ENOMEM, "learner: out of memory");
-  memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
-  p->has_support = 1;
-  p->has_route = nml > 0;
-  double conf = 0, rsum = 0;
-  int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
-  r->ndom = 0;
-  int dom_n[8] = {0};
-  for (int s = 0; s < n && rc == 0; s++) {
-    lt_traj_t t;
-    lt_traj_meta_t m;
-    if ((rc = lt_buffer_traj_load(l->buf, ids[s], &t, &m)) < 0) break;
-    int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
-    if (N + T > cap) {
-      cap = (N + T) * 2;
-      int32_t *a = realloc(p->tokens, sizeof(int32_t) * (size_t)cap);
-      if (a) p->tokens = a;
-      int32_t *b = a ? realloc(p->support, sizeof(int32_t) * (size_t)cap) : NULL;
-      if (b) p->support = b;
-      float *c = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
-      if (c) p->logp = c;
-      uint8_t *mm = c ? realloc(p->mask, (size_t)cap) : NULL;
-      if (mm) p->mask = mm;
-      uint16_t *ro = mm && R ? realloc(p->route, sizeof(uint16_t) * (size_t)cap * (size_t)R) : NULL;
-      if (ro) p->route = ro;
-      if (!mm || (R && !ro)) {
-        lt_buffer_traj_free(&t);
-        return lt_error_set(LT_ENOMEM, "learner: out of memory");
-      }
-    }
-    memcpy(p->tokens + N, t.tokens, sizeof(int32_t) * (size_t)T);
-    memcpy(p->logp + N, t.logprobs, sizeof(float) * (size_t)T);
-    memcpy(p->mask + N, t.loss_mask, (size_t)T);
-    if (t.support) memcpy(p->support + N, t.support, sizeof(int32_t) * (size_t)T);
-    else p->has_support = 0;
-    if (R && t.routing_ids && t.routing_layers == nml && t.routing_k == K) {
-      memcpy(p->route + (size_t)N * R, t.routing_ids, sizeof(uint16_t) * (size_t)T * (size_t)R);
-      for (int i = 0; i < T; i++)
-        if (t.loss_mask[i]) {
-          double c = 0;
-          for (int k = 0; k < R; k++) c += t.routing_probs[(size_t)i * R + k];
-          conf += c / nml;
-          nconf++;
-        }
-    } else {
-      p->has_route = 0;
-    }
-    /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[s] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;
-    ntrunc += p->trunc[s];
-    p->reward[s] = t.reward;
-    p->group[s] = (int64_t)t.group_id;
-    rsum += t.reward;
-    int age = m.version_min >= 0 ? (int)(l->version - m.version_min) : 0;
+/* Packs the chosen trajectories and fills the step's data statistics. */
+static int pack(lt__learner_t *l, const int64_t *ids, int n, lt__packed_t *p, res_t *r) {
+  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), ids, n, p);
+  if (rc < 0) return rc;
+  r->reward_mean = p->reward_mean;
+  r->trunc_rate = p->trunc_rate;
+  r->route_rollout = p->route_rollout;
+  r->gen_tokens = p->gen_tokens;
+  r->ndom = p->ndom;
+  memcpy(r->dom, p->dom, sizeof r->dom);
+  memcpy(r->dom_reward, p->dom_reward, sizeof r->dom_reward);
+  for (int s = 0; s < n; s++) {
+    int age = p->vmin[s] >= 0 ? (int)(l->version - p->vmin[s]) : 0;
     r->stale_hist[age < STALE_BINS - 1 ? age : STALE_BINS - 1]++;
     r->stale_mean += age;
     if (age > r->stale_max) r->stale_max = age;
-    for (int i = 0; i < T; i++) r->gen_tokens += t.loss_mask[i];
-    int di = 0;
-    while (di < r->ndom && strcmp(r->dom[di], t.domain)) di++;
-    if (di == r->ndom && di < 8) snprintf(r->dom[r->ndom++], sizeof r->dom[0], "%s", t.domain);
-    if (di < 8) {
-      r->dom_reward[di] += t.reward;
-      dom_n[di]++;
-    }
-    lt_buffer_traj_free(&t);
-    p->start[s] = N;
-    N += T;
-    p->start[s + 1] = N;
   }
-  for (int i = 0; i < r->ndom; i++) r->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;
-  r->reward_mean = rsum / n;
-  r->trunc_rate = (double)ntrunc / n;
   r->stale_mean /= n;
-  r->route_rollout = nconf ? conf / nconf : -1;
-  return rc;
+  return 0;
 }
 
 /* Writes the policy as version v for the workers; older versions go. */
@@ -498,7 +375,7 @@ static int guardrails(lt__learner_t *l, res_t *r, int *rollback) {
 static int try_step(lt__learner_t *l, int flush) {
   res_t *r = calloc(1, sizeof *r);
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024));
-  packed_t p = {0};
+  lt__packed_t p = {0};
   int rc = r && ids ? 0 : lt_error_set(LT_ENOMEM, "learner: out of memory");
   int n = rc == 0 ? select_batch(l, flush, ids, r) : rc;
   if (n <= 0) {
@@ -513,10 +390,8 @@ static int try_step(lt__learner_t *l, int flush) {
   }
   double t0 = lt_time_mono_s();
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
-  lt_train_batch_t b = {.nseq = n, .start = p.start, .tokens = p.tokens, .logp_rollout = p.logp, .mask = p.mask,
-                        .support = l->keep_sampling_mask && p.has_support ? p.support : NULL,
-                        .route_ids = l->keep_routing && p.has_route ? p.route : NULL,
-                        .reward = p.reward, .truncated = p.trunc, .group = p.group};
+  lt_train_batch_t b;
+  lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
   if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
   l->step++;
   int rollback = 0;
@@ -545,7 +420,7 @@ static int try_step(lt__learner_t *l, int flush) {
   r = NULL;
   rc = 1;
 out:
-  packed_free(&p);
+  lt__packed_free(&p);
   free(ids);
   free(r);
   return rc;

@@ -1,6 +1,7 @@
 /* The analysis commands on runs the tests record themselves: plot, compare
  * and the summary `train` leaves behind. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,5 +112,55 @@ Test(analysis, compare_two_runs, .timeout = 180) {
   char p[4300];
   snprintf(p, sizeof p, "%s/both.png", dir);
   cr_assert(png(p));
+  lt_test_rmdir(dir);
+}
+
+static double field(const cJSON *o, const char *a, const char *b) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+  cr_assert(cJSON_IsNumber(x), "no %s.%s", a, b);
+  return x->valuedouble;
+}
+
+Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
+  char *dir = lt_test_tmpdir("replay");
+  char rd[4200], cfg[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  lt_run_t r;
+  /* Bounds this tight make the masks reject most of what staleness changes,
+   * so the ratios are far from 1 and every token near a bound counts. */
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "learner.mispo.traj_bounds=[0.999999,1.000001]",
+                        "--set", "learner.mispo.token_bounds=[0.99999,1.00001]", "--set", "learner.lr=1e-3", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  int below_one = 0;
+  for (int step = 2; step <= 3; step++) {
+    char sarg[16];
+    snprintf(sarg, sizeof sarg, "%d", step);
+    const char *rp[] = {"longtail", "replay", rd, "--step", sarg, "--traj-bounds", "0.996,1.001", "--json", NULL};
+    cr_assert_eq(lt_test_run(&r, NULL, 60, rp), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "%s", r.out);
+    static const char *pairs[][2] = {{"token_accept", "mis/token_accept"}, {"traj_accept", "mis/traj_accept"},
+                                     {"kept_fraction", "mis/kept_fraction"}, {"mismatch_abs_log_ratio", "mismatch/abs_log_ratio"}};
+    for (int k = 0; k < 4; k++) {
+      double a = field(j, "recomputed", pairs[k][0]), b = field(j, "logged", pairs[k][1]);
+      cr_expect(a == b || fabs(a - b) <= 1e-12 * fabs(b), "step %d %s: replay %.17g, learner %.17g", step, pairs[k][0], a, b);
+    }
+    below_one += field(j, "recomputed", "traj_accept") < 1;
+    /* What if: the default trajectory bounds keep everything here. */
+    cr_expect_eq(field(j, "what_if", "traj_accept"), 1);
+    cJSON_Delete(j);
+    lt_run_free(&r);
+  }
+  cr_expect_gt(below_one, 0, "the masks rejected nothing: the test checks nothing");
+  /* A step whose starting weights are gone, and a step that never ran. */
+  const char *gone[] = {"longtail", "replay", rd, "--step", "9", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, gone), 0);
+  cr_expect_neq(r.status, 0);
+  cr_expect(strstr(r.err, "step 9"), "%s", r.err);
+  lt_run_free(&r);
   lt_test_rmdir(dir);
 }
