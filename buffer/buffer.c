@@ -63,8 +63,8 @@ static const char *STMTS[S_N] = {
                       "routing_probs, routing_layers, routing_k, routing_experts, messages) "
                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
-                   "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error "
-                   "FROM trajectories WHERE task_id = ?1",
+                   "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error, "
+                   "coalesce(consumed_step, -1) FROM trajectories WHERE task_id = ?1",
     [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
                       "routing_k, routing_experts, messages FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
@@ -501,6 +501,9 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
     m->version_max = sqlite3_column_int64(s, 10);
     m->time_ms = sqlite3_column_int64(s, 15);
     m->eval_round = sqlite3_column_int64(s, 17);
+    m->consumed_step = sqlite3_column_int64(s, 19);
+    const char *wk = (const char *)sqlite3_column_text(s, 11);
+    snprintf(m->loaded_worker, sizeof m->loaded_worker, "%s", wk ? wk : "");
     m->status = LT_TR_READY;
     for (int i = 0; i < LT_TR_NSTATUS; i++)
       if (st && !strcmp(st, tr_names[i])) m->status = (lt_tr_status)i;

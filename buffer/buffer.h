@@ -82,6 +82,9 @@ typedef struct {
   int64_t eval_round;
   int64_t time_ms;
   lt_tr_status status;
+  /* filled by lt_buffer_traj_load only */
+  int64_t consumed_step;     /* learner step that trained on it (or marked it), -1 */
+  char loaded_worker[128];   /* the worker it came from */
 } lt_traj_meta_t;
 
 /* Inserts a trajectory and its payload; *duplicate = 1 (and nothing written)

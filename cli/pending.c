@@ -17,6 +17,4 @@ static int pending(const char *name, const char *issue) {
     return pending(name, issue); \
   }
 
-PENDING(lt_cmd_export, "export", "analysis CLI issue")
-PENDING(lt_cmd_inspect, "inspect", "analysis CLI issue")
 PENDING(lt_cmd_sandbox, "sandbox", "sandbox issue")

@@ -226,6 +226,32 @@ void lt_json_num(lt_buf_t *b, double v) {
     lt_buf_printf(b, "%.9g", v);
 }
 
+void lt_json_write(lt_buf_t *b, const cJSON *v) {
+  if (!v || cJSON_IsNull(v) || cJSON_IsInvalid(v)) {
+    lt_buf_puts(b, "null");
+  } else if (cJSON_IsBool(v)) {
+    lt_buf_puts(b, cJSON_IsTrue(v) ? "true" : "false");
+  } else if (cJSON_IsNumber(v)) {
+    /* Full precision: a reward or logprob must survive the round trip. */
+    if (isfinite(v->valuedouble) && v->valuedouble != floor(v->valuedouble)) lt_buf_printf(b, "%.17g", v->valuedouble);
+    else lt_json_num(b, v->valuedouble);
+  } else if (cJSON_IsString(v)) {
+    lt_json_quote(b, v->valuestring);
+  } else {
+    int obj = cJSON_IsObject(v);
+    lt_buf_putc(b, obj ? '{' : '[');
+    for (const cJSON *c = v->child; c; c = c->next) {
+      if (c != v->child) lt_buf_putc(b, ',');
+      if (obj) {
+        lt_json_quote(b, c->string ? c->string : "");
+        lt_buf_putc(b, ':');
+      }
+      lt_json_write(b, c);
+    }
+    lt_buf_putc(b, obj ? '}' : ']');
+  }
+}
+
 void lt_json_f32_array(lt_buf_t *b, const float *v, int n) {
   lt_buf_putc(b, '[');
   for (int i = 0; i < n; i++) {

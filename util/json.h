@@ -25,6 +25,9 @@ int lt_json_get_str(const cJSON *obj, const char *key, const char **out);
 int lt_json_get_i32_array(const cJSON *obj, const char *key, int32_t **out, int *n);
 int lt_json_get_f32_array(const cJSON *obj, const char *key, float **out, int *n);
 
+/* Appends any value as compact JSON; strings (keys too) through lt_json_quote,
+ * so the output is valid UTF-8 whatever the input held. */
+void lt_json_write(lt_buf_t *b, const cJSON *v);
 /* Appends a JSON string literal; invalid UTF-8 becomes U+FFFD. */
 void lt_json_quote(lt_buf_t *b, const char *s);
 void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n);

@@ -164,3 +164,99 @@ Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
   lt_run_free(&r);
   lt_test_rmdir(dir);
 }
+
+/* 1 if s is valid UTF-8. */
+static int utf8_ok(const unsigned char *s) {
+  while (*s) {
+    int n = *s < 0x80 ? 0 : (*s & 0xE0) == 0xC0 ? 1 : (*s & 0xF0) == 0xE0 ? 2 : (*s & 0xF8) == 0xF0 ? 3 : -1;
+    if (n < 0) return 0;
+    s++;
+    for (int i = 0; i < n; i++, s++)
+      if ((*s & 0xC0) != 0x80) return 0;
+  }
+  return 1;
+}
+
+Test(analysis, export_streams_both_formats_with_filters, .timeout = 120) {
+  char *dir = lt_test_tmpdir("export");
+  record_run(dir, "a", 7);
+  lt_run_t r;
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/a", dir);
+  const char *j[] = {"longtail", "export", rd, "--format", "jsonl", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, j), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  /* The random policy writes arbitrary bytes; the export is still valid UTF-8 JSON. */
+  cr_expect(utf8_ok((const unsigned char *)r.out), "invalid UTF-8 in the export");
+  int lines = 0;
+  for (char *save, *l = strtok_r(r.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save), lines++) {
+    cJSON *o = cJSON_Parse(l);
+    cr_assert(o, "line %d is not JSON", lines);
+    const cJSON *m = cJSON_GetObjectItem(o, "messages");
+    cr_expect(cJSON_GetArraySize(m) >= 2 && !strcmp(cJSON_GetObjectItem(m->child, "role")->valuestring, "user"));
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(o, "task_id")) && cJSON_IsBool(cJSON_GetObjectItem(o, "truncated")));
+    cJSON_Delete(o);
+  }
+  cr_expect_eq(lines, 96 + 16 * 2, "every trajectory, eval samples included"); /* eval rounds at steps 0 and 2 */
+  lt_run_free(&r);
+  /* tokens: arrays agree with ntokens; the step filter matches the buffer. */
+  const char *t[] = {"longtail", "export", rd, "--format", "tokens", "--status", "consumed", "--step-range", "2:2", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, t), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  int n = 0;
+  for (char *save, *l = strtok_r(r.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save), n++) {
+    cJSON *o = cJSON_Parse(l);
+    cr_assert(o);
+    int T = (int)cJSON_GetObjectItem(o, "ntokens")->valuedouble;
+    cr_expect_str_eq(cJSON_GetObjectItem(o, "format")->valuestring, "longtail.tokens/1");
+    static const char *arr[] = {"tokens", "logprobs", "loss_mask", "versions"};
+    for (int k = 0; k < 4; k++) cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, arr[k])), T, "%s", arr[k]);
+    cr_expect_eq(cJSON_GetObjectItem(o, "consumed_step")->valuedouble, 2);
+    const cJSON *rt = cJSON_GetObjectItem(o, "routing");
+    cr_expect(cJSON_IsNull(rt) || cJSON_GetArraySize(cJSON_GetObjectItem(rt, "ids")) ==
+                                      T * cJSON_GetObjectItem(rt, "layers")->valueint * cJSON_GetObjectItem(rt, "k")->valueint);
+    cJSON_Delete(o);
+  }
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE consumed_step = 2 AND "
+                                   "status = 'consumed'\"", rd), 0);
+  cr_expect_eq(n, atoi(r.out));
+  cr_expect_gt(n, 0);
+  lt_run_free(&r);
+  /* Filters that match nothing, bad filters, an unwritable output. */
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' export %s --min-reward 2 | wc -l", lt_test_bin(), rd), 0);
+  cr_expect_eq(atoi(r.out), 0);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' export %s --status nope", lt_test_bin(), rd), 0);
+  cr_expect_eq(r.status, 2);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' export %s --step-range x:3", lt_test_bin(), rd), 0);
+  cr_expect_eq(r.status, 2);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' export %s -o /nonexistent/dir/x.jsonl", lt_test_bin(), rd), 0);
+  cr_expect_eq(r.status, 3);
+  cr_expect(strstr(r.err, "/nonexistent/dir/x.jsonl"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+Test(analysis, inspect_renders_one_trajectory, .timeout = 120) {
+  char *dir = lt_test_tmpdir("inspect");
+  record_run(dir, "a", 7);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' inspect %s/a --task 5 --color never", lt_test_bin(), dir), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "task 5 ·") && strstr(r.out, "── user ──") && strstr(r.out, "── assistant ──") &&
+                strstr(r.out, "── tokens ──") && strstr(r.out, "<|im_start|>"),
+            "%s", r.out);
+  cr_expect(strstr(r.out, "|-") || strstr(r.out, "|0.00]"), "generated tokens carry their logprobs: %s", r.out);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' inspect %s/a --task 5 --color always", lt_test_bin(), dir), 0);
+  cr_expect(strstr(r.out, "\033["), "no colours with --color always");
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' inspect %s/a --task 123456", lt_test_bin(), dir), 0);
+  cr_expect_neq(r.status, 0);
+  cr_expect(strstr(r.err, "no trajectory for task 123456"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}

@@ -1,0 +1,305 @@
+/* `longtail export RUN --format jsonl|tokens [filters] [-o FILE]`: the run's
+ * trajectories as JSON lines, streamed in pages of ids (constant memory; a
+ * live run is read from a WAL snapshot per page).  Formats: docs/trajectory-format.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/buffer.h"
+#include "cli/commands.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/json.h"
+
+#define PAGE 1024
+
+typedef struct {
+  int64_t rowid[PAGE], task[PAGE];
+  int n;
+} page_t;
+
+static int page_row(int n, const char *const *c, void *ud) {
+  page_t *p = ud;
+  if (p->n < PAGE && c[0] && c[1]) {
+    p->rowid[p->n] = atoll(c[0]);
+    p->task[p->n++] = atoll(c[1]);
+  }
+  return 0;
+}
+
+static int safe_word(const char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+      return 0;
+  return 1;
+}
+
+/* The stored tool calls ({name, arguments}) as OpenAI's: ids, type "function",
+ * arguments as a JSON string; tool results answer them in order. */
+static cJSON *openai_messages(const cJSON *stored) {
+  cJSON *out = cJSON_CreateArray();
+  char ids[64][32];
+  int nids = 0, next_result = 0, turn = 0;
+  for (const cJSON *m = stored ? stored->child : NULL; m; m = m->next) {
+    cJSON *c = cJSON_Duplicate(m, 1);
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(c, "tool_calls");
+    if (role && !strcmp(role, "assistant")) {
+      turn++;
+      nids = next_result = 0;
+      for (cJSON *call = calls ? calls->child : NULL; call; call = call->next) {
+        cJSON *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(fn, "name", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "name")));
+        char *args = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(call, "arguments"));
+        cJSON_AddStringToObject(fn, "arguments", args ? args : "{}");
+        free(args);
+        char id[32];
+        snprintf(id, sizeof id, "call_%d_%d", turn, nids);
+        if (nids < 64) snprintf(ids[nids++], sizeof ids[0], "%s", id);
+        cJSON *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(n, "id", id);
+        cJSON_AddStringToObject(n, "type", "function");
+        cJSON_AddItemToObject(n, "function", fn);
+        cJSON_ReplaceItemViaPointer(calls, call, n);
+        call = n;
+      }
+    } else if (role && !strcmp(role, "tool") && next_result < nids && !cJSON_GetObjectItemCaseSensitive(c, "tool_call_id")) {
+      cJSON_AddStringToObject(c, "tool_call_id", ids[next_result++]);
+    }
+    cJSON_AddItemToArray(out, c);
+  }
+  return out;
+}
+
+/* Fields both formats carry. */
+static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+  lt_buf_printf(b, "\"task_id\":%llu,\"group_id\":%llu,\"domain\":", (unsigned long long)t->task_id,
+                (unsigned long long)t->group_id);
+  lt_json_quote(b, t->domain ? t->domain : "");
+  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":\"%s\",\"reward\":", lt_tr_status_name(m->status),
+                lt_traj_status_name(t->status));
+  if (t->has_reward) lt_json_num(b, t->reward);
+  else lt_buf_puts(b, "null");
+  lt_buf_puts(b, ",\"components\":");
+  lt_json_write(b, t->components);
+  lt_buf_printf(b, ",\"finish\":\"%s\",\"reason\":", lt_finish_name(t->finish));
+  lt_json_quote(b, t->reason ? t->reason : "");
+  lt_buf_printf(b, ",\"truncated\":%s,\"turns\":%d,\"version_min\":%lld,\"version_max\":%lld,\"consumed_step\":",
+                t->finish == LT_FINISH_TRUNCATED ? "true" : "false", t->turns, (long long)m->version_min,
+                (long long)m->version_max);
+  if (m->consumed_step >= 0) lt_buf_printf(b, "%lld", (long long)m->consumed_step);
+  else lt_buf_puts(b, "null");
+  lt_buf_puts(b, ",\"worker\":");
+  lt_json_quote(b, m->loaded_worker);
+  lt_buf_printf(b, ",\"eval\":%s", t->eval ? "true" : "false");
+  if (t->error && t->error[0]) {
+    lt_buf_puts(b, ",\"error\":");
+    lt_json_quote(b, t->error);
+  }
+}
+
+static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
+  lt_buf_putc(b, '[');
+  for (int i = 0; i < n; i++) lt_buf_printf(b, i ? ",%d" : "%d", v[i]);
+  lt_buf_putc(b, ']');
+}
+
+/* Contiguous runs of the loss mask after the prompt: what the policy wrote and
+ * what came back from the environment, as token spans [start, end). */
+static void segments(lt_buf_t *b, const lt_traj_t *t) {
+  lt_buf_puts(b, "[");
+  int first = 1, i = 0, T = t->ntokens;
+  while (i < T && !t->loss_mask[i]) i++; /* the prompt */
+  while (i < T) {
+    int j = i;
+    while (j < T && t->loss_mask[j] == t->loss_mask[i]) j++;
+    lt_buf_printf(b, "%s{\"start\":%d,\"end\":%d,\"kind\":\"%s\"}", first ? "" : ",", i, j,
+                  t->loss_mask[i] ? "generated" : "observation");
+    first = 0;
+    i = j;
+  }
+  lt_buf_puts(b, "]");
+}
+
+static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+  lt_buf_puts(b, "{\"format\":\"longtail.tokens/1\",");
+  common(b, t, m);
+  int prompt = 0;
+  while (prompt < t->ntokens && !t->loss_mask[prompt]) prompt++;
+  lt_buf_printf(b, ",\"ntokens\":%d,\"prompt_tokens\":%d,\"tokens\":", t->ntokens, prompt);
+  lt_json_i32_array(b, t->tokens, t->ntokens);
+  lt_buf_puts(b, ",\"logprobs\":");
+  lt_json_f32_array(b, t->logprobs, t->ntokens);
+  lt_buf_puts(b, ",\"loss_mask\":");
+  u8_array(b, t->loss_mask, t->ntokens);
+  lt_buf_puts(b, ",\"versions\":");
+  lt_json_i32_array(b, t->versions, t->ntokens);
+  lt_buf_puts(b, ",\"support\":");
+  if (t->support) lt_json_i32_array(b, t->support, t->ntokens);
+  else lt_buf_puts(b, "null");
+  lt_buf_puts(b, ",\"routing\":");
+  size_t R = (size_t)t->ntokens * (size_t)t->routing_layers * (size_t)t->routing_k;
+  if (R && t->routing_ids && t->routing_probs) {
+    lt_buf_printf(b, "{\"layers\":%d,\"k\":%d,\"experts\":%d,\"ids\":[", t->routing_layers, t->routing_k,
+                  t->routing_experts);
+    for (size_t i = 0; i < R; i++) lt_buf_printf(b, i ? ",%u" : "%u", t->routing_ids[i]);
+    lt_buf_puts(b, "],\"probs\":");
+    lt_json_f32_array(b, t->routing_probs, (int)R);
+    lt_buf_puts(b, "}");
+  } else {
+    lt_buf_puts(b, "null");
+  }
+  lt_buf_puts(b, ",\"segments\":");
+  segments(b, t);
+  lt_buf_puts(b, "}\n");
+}
+
+static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+  lt_buf_puts(b, "{\"messages\":");
+  cJSON *msgs = openai_messages(t->messages);
+  lt_json_write(b, msgs);
+  cJSON_Delete(msgs);
+  lt_buf_putc(b, ',');
+  common(b, t, m);
+  lt_buf_puts(b, "}\n");
+}
+
+int lt_cmd_export(int argc, char **argv) {
+  lt_arg_t args[] = {
+      {.name = "--format", .kind = LT_ARG_VALUE, .metavar = "F", .help = "jsonl (chat messages, default) | tokens (ids, logprobs, masks, versions, routing)"},
+      {.name = "--status", .kind = LT_ARG_VALUE, .metavar = "LIST", .help = "only these statuses, comma-separated (ready,consumed,stale,filtered,failed,eval)"},
+      {.name = "--min-reward", .kind = LT_ARG_VALUE, .metavar = "R", .help = "only trajectories with reward >= R"},
+      {.name = "--step-range", .kind = LT_ARG_VALUE, .metavar = "A:B", .help = "only those consumed by learner steps A..B (either side may be empty)"},
+      {.name = "--domain", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "only this environment domain"},
+      {.name = "-o", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "output file (default: stdout)"},
+  };
+  lt_cmd_args_t c = {.command = "export",
+                     .usage = "RUN --format jsonl|tokens [--status LIST] [--min-reward R] [--step-range A:B] "
+                              "[--domain NAME] [-o FILE]",
+                     .summary = "Writes the run's trajectories, one JSON object per line, in arrival order: chat "
+                                "messages in the OpenAI format (jsonl) or the token-level record a trainer needs "
+                                "(tokens, docs/trajectory-format.md). Streams in constant memory; works on a live run.",
+                     .args = args,
+                     .nargs = 6,
+                     .min_pos = 1,
+                     .max_pos = 1};
+  int rc = lt_args_parse(&c, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc;
+  const char *fmt = lt_args_str(&c, "--format", "jsonl");
+  int tokens = !strcmp(fmt, "tokens");
+  if (!tokens && strcmp(fmt, "jsonl")) return lt_args_usage_error(&c, "--format: '%s' is not jsonl or tokens", fmt);
+  lt_buf_t where = {0};
+  lt_buf_puts(&where, "1");
+  const char *st = lt_args_str(&c, "--status", NULL);
+  if (st) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", st);
+    lt_buf_puts(&where, " AND status IN (");
+    int k = 0;
+    for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save), k++) {
+      int ok = 0;
+      for (int i = 0; i < LT_TR_NSTATUS; i++) ok |= !strcmp(w, lt_tr_status_name((lt_tr_status)i));
+      if (!ok) {
+        lt_buf_free(&where);
+        return lt_args_usage_error(&c, "--status: '%s' is not one of ready,consumed,stale,filtered,failed,eval", w);
+      }
+      lt_buf_printf(&where, "%s'%s'", k ? "," : "", w);
+    }
+    lt_buf_puts(&where, ")");
+  }
+  const char *mr = lt_args_str(&c, "--min-reward", NULL);
+  if (mr) {
+    char *e;
+    double v = strtod(mr, &e);
+    if (*e || e == mr) {
+      lt_buf_free(&where);
+      return lt_args_usage_error(&c, "--min-reward: '%s' is not a number", mr);
+    }
+    lt_buf_printf(&where, " AND reward >= %.17g", v);
+  }
+  const char *sr = lt_args_str(&c, "--step-range", NULL);
+  if (sr) {
+    char *e;
+    const char *colon = strchr(sr, ':');
+    long long a = -1, bnd = -1;
+    if (!colon) {
+      lt_buf_free(&where);
+      return lt_args_usage_error(&c, "--step-range: expected A:B, got '%s'", sr);
+    }
+    if (colon > sr && ((a = strtoll(sr, &e, 10)) < 0 || e != colon)) a = -2;
+    if (colon[1] && ((bnd = strtoll(colon + 1, &e, 10)) < 0 || *e)) a = -2;
+    if (a == -2) {
+      lt_buf_free(&where);
+      return lt_args_usage_error(&c, "--step-range: expected A:B with non-negative integers, got '%s'", sr);
+    }
+    lt_buf_puts(&where, " AND consumed_step IS NOT NULL");
+    if (a >= 0) lt_buf_printf(&where, " AND consumed_step >= %lld", a);
+    if (bnd >= 0) lt_buf_printf(&where, " AND consumed_step <= %lld", bnd);
+  }
+  const char *dom = lt_args_str(&c, "--domain", NULL);
+  if (dom) {
+    if (!safe_word(dom)) {
+      lt_buf_free(&where);
+      return lt_args_usage_error(&c, "--domain: '%s' is not a domain name", dom);
+    }
+    lt_buf_printf(&where, " AND domain = '%s'", dom);
+  }
+  lt_buffer_t *b;
+  if ((rc = lt_cli_open_run("export", c.pos[0], &b, NULL, 0))) {
+    lt_buf_free(&where);
+    return rc;
+  }
+  const char *outp = lt_args_str(&c, "-o", NULL);
+  FILE *out = outp ? fopen(outp, "w") : stdout;
+  if (!out) {
+    fprintf(stderr, "longtail export: error: %s: %s\n", outp, strerror(errno));
+    lt_buf_free(&where);
+    lt_buffer_close(b);
+    return LT_EXIT_IO;
+  }
+  page_t *pg = malloc(sizeof *pg);
+  lt_buf_t line = {0};
+  int64_t last = 0, count = 0;
+  int code = pg ? 0 : LT_EXIT_FAIL;
+  while (code == 0) {
+    char sql[2048];
+    snprintf(sql, sizeof sql, "SELECT id, task_id FROM trajectories WHERE id > %lld AND %s ORDER BY id LIMIT %d",
+             (long long)last, (const char *)where.data, PAGE);
+    pg->n = 0;
+    if ((rc = lt_buffer_query(b, sql, page_row, pg)) < 0) {
+      code = lt_cli_fail("export", rc);
+      break;
+    }
+    if (pg->n == 0) break;
+    for (int i = 0; i < pg->n && code == 0; i++) {
+      lt_traj_t t;
+      lt_traj_meta_t m;
+      if ((rc = lt_buffer_traj_load(b, pg->task[i], &t, &m)) < 0) {
+        code = lt_cli_fail("export", rc);
+        break;
+      }
+      line.len = 0;
+      if (tokens) line_tokens(&line, &t, &m);
+      else line_chat(&line, &t, &m);
+      lt_buffer_traj_free(&t);
+      if (line.oom || fwrite(line.data, 1, line.len, out) != line.len) {
+        fprintf(stderr, "longtail export: error: %s: %s\n", outp ? outp : "stdout",
+                line.oom ? "out of memory" : strerror(errno));
+        code = line.oom ? LT_EXIT_FAIL : LT_EXIT_IO;
+      }
+      count++;
+    }
+    last = pg->rowid[pg->n - 1];
+  }
+  if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == 0) {
+    fprintf(stderr, "longtail export: error: %s: %s\n", outp ? outp : "stdout", strerror(errno));
+    code = LT_EXIT_IO;
+  }
+  if (code == 0 && outp) fprintf(stderr, "longtail export: %lld trajectories to %s\n", (long long)count, outp);
+  free(pg);
+  lt_buf_free(&line);
+  lt_buf_free(&where);
+  lt_buffer_close(b);
+  return code;
+}
