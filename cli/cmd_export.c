@@ -101,7 +101,10 @@ static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
 
 static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
   lt_buf_putc(b, '[');
-  for (int i = 0; i < n; i++) lt_buf_printf(b, i ? ",%d" : "%d", v[i]);
+  for (int i = 0; i < n; i++) {
+    if (i) lt_buf_putc(b, ',');
+    lt_json_int(b, v[i]);
+  }
   lt_buf_putc(b, ']');
 }
 
@@ -143,7 +146,10 @@ static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m
   if (R && t->routing_ids && t->routing_probs) {
     lt_buf_printf(b, "{\"layers\":%d,\"k\":%d,\"experts\":%d,\"ids\":[", t->routing_layers, t->routing_k,
                   t->routing_experts);
-    for (size_t i = 0; i < R; i++) lt_buf_printf(b, i ? ",%u" : "%u", t->routing_ids[i]);
+    for (size_t i = 0; i < R; i++) {
+      if (i) lt_buf_putc(b, ',');
+      lt_json_int(b, t->routing_ids[i]);
+    }
     lt_buf_puts(b, "],\"probs\":");
     lt_json_f32_array(b, t->routing_probs, (int)R);
     lt_buf_puts(b, "}");

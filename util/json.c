@@ -215,13 +215,22 @@ void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
 
 void lt_json_quote(lt_buf_t *b, const char *s) { lt_json_quote_n(b, s, strlen(s)); }
 
+void lt_json_int(lt_buf_t *b, long long v) {
+  char tmp[24], *p = tmp + sizeof tmp;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  do *--p = (char)('0' + u % 10);
+  while (u /= 10);
+  if (v < 0) *--p = '-';
+  lt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
 void lt_json_num(lt_buf_t *b, double v) {
   if (!isfinite(v)) {
     lt_buf_puts(b, "null");
     return;
   }
   if (v == floor(v) && fabs(v) < 1e15)
-    lt_buf_printf(b, "%.0f", v);
+    lt_json_int(b, (long long)v);
   else
     lt_buf_printf(b, "%.9g", v);
 }
@@ -263,7 +272,10 @@ void lt_json_f32_array(lt_buf_t *b, const float *v, int n) {
 
 void lt_json_i32_array(lt_buf_t *b, const int32_t *v, int n) {
   lt_buf_putc(b, '[');
-  for (int i = 0; i < n; i++) lt_buf_printf(b, i ? ",%d" : "%d", v[i]);
+  for (int i = 0; i < n; i++) {
+    if (i) lt_buf_putc(b, ',');
+    lt_json_int(b, v[i]);
+  }
   lt_buf_putc(b, ']');
 }
 

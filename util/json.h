@@ -33,6 +33,8 @@ void lt_json_quote(lt_buf_t *b, const char *s);
 void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n);
 /* Appends a number; non-finite values become null.  %.9g (float-exact). */
 void lt_json_num(lt_buf_t *b, double v);
+/* An integer, without printf (exports write millions). */
+void lt_json_int(lt_buf_t *b, long long v);
 void lt_json_f32_array(lt_buf_t *b, const float *v, int n);
 void lt_json_i32_array(lt_buf_t *b, const int32_t *v, int n);
 

@@ -1,0 +1,116 @@
+/* Benchmark: the analysis commands on a synthetic buffer of 1M trajectories
+ * (64 tokens each, no routing, groups of 8, half consumed over 1000 steps),
+ * through the real binary: `stats --json` wall time (goal ≤ 2 s) and
+ * `export --format jsonl` / `--format tokens` trajectories per second (goal
+ * ≥ 50k/s), next to a raw `sqlite3` scan of the same rows as the baseline.
+ * Set LT_BENCH_TRAJ to change the size.  Prints one JSON object last. */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "buffer/buffer.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/time.h"
+
+extern char **environ;
+
+static double run(char *const argv[], const char *out) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  double t0 = lt_time_mono_s();
+  pid_t pid;
+  if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)) return -1;
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  waitpid(pid, &st, 0);
+  double dt = lt_time_mono_s() - t0;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+}
+
+static int build(const char *path, long n) {
+  lt_buffer_t *b;
+  if (lt_buffer_open(path, LT_BUF_CREATE, &b) < 0) return -1;
+  lt_buffer_meta_set(b, "run", "synthetic");
+  enum { T = 64 };
+  int32_t tokens[T], versions[T], support[T];
+  float logp[T];
+  uint8_t mask[T];
+  for (int i = 0; i < T; i++) {
+    tokens[i] = 100 + i % 150;
+    logp[i] = i < 20 ? 0 : -0.1f * (float)(i % 7);
+    mask[i] = i >= 20;
+    versions[i] = i >= 20 ? 3 : -1;
+    support[i] = 0;
+  }
+  cJSON *comp = cJSON_Parse("{\"correct\": 1, \"format\": 1}");
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"12+34=\"}, {\"role\": \"assistant\", \"content\": \"2+4=6 1+3=4 #### 46\"}]");
+  lt_traj_t t = {.domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
+                 .has_reward = 1, .components = comp, .messages = msgs, .turns = 1, .ntokens = T, .tokens = tokens,
+                 .logprobs = logp, .loss_mask = mask, .versions = versions, .support = support};
+  lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1};
+  for (long i = 0; i < n;) {
+    if (lt_buffer_begin(b) < 0) return -1;
+    for (int j = 0; j < 4096 && i < n; j++, i++) {
+      int dup;
+      t.task_id = (uint64_t)i + 1;
+      t.group_id = (uint64_t)i / 8 + 1;
+      t.reward = (double)(i % 3 == 0);
+      m.time_ms = i;
+      m.status = i < n / 2 ? LT_TR_CONSUMED : LT_TR_READY;
+      if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) return -1;
+    }
+    if (lt_buffer_commit(b) < 0) return -1;
+  }
+  /* Half of them were trained on, 500 per step. */
+  if (lt_buffer_begin(b) < 0) return -1;
+  int64_t ids[500];
+  for (long s = 0; s < n / 2 / 500; s++) {
+    for (int k = 0; k < 500; k++) ids[k] = s * 500 + k + 1;
+    if (lt_buffer_traj_mark(b, ids, 500, LT_TR_CONSUMED, s + 1) < 0) return -1;
+  }
+  if (lt_buffer_commit(b) < 0) return -1;
+  for (long s = 1; s <= 1000; s++) lt_buffer_metric(b, s, "reward/mean", 0.5, s);
+  cJSON_Delete(comp);
+  cJSON_Delete(msgs);
+  lt_buffer_close(b);
+  return 0;
+}
+
+int main(void) {
+  long n = getenv("LT_BENCH_TRAJ") ? atol(getenv("LT_BENCH_TRAJ")) : 1000000;
+  char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
+  char dir[] = "/tmp/longtail-bench-analysis-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  double t0 = lt_time_mono_s();
+  if (build(db, n) < 0) {
+    fprintf(stderr, "bench analysis: building the buffer: %s\n", lt_error_msg());
+    return 1;
+  }
+  fprintf(stderr, "built %ld trajectories in %.1f s\n", n, lt_time_mono_s() - t0);
+  char *stats[] = {bin, "stats", db, "--json", NULL};
+  char *ej[] = {bin, "export", db, "--format", "jsonl", NULL};
+  char *et[] = {bin, "export", db, "--format", "tokens", NULL};
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT t.*, p.* FROM trajectories t JOIN payloads p USING (task_id)");
+  char *raw[] = {"sqlite3", "-json", db, sql, NULL};
+  double ts = run(stats, "/dev/null"), tj = run(ej, "/dev/null"), tt = run(et, "/dev/null"), tr = run(raw, "/dev/null");
+  lt_fs_remove_tree(dir);
+  if (ts < 0 || tj < 0 || tt < 0) {
+    fprintf(stderr, "bench analysis: a command failed (is %s built?)\n", bin);
+    return 1;
+  }
+  fprintf(stderr, "stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n", ts,
+          n / tj, n / tt, tr > 0 ? n / tr : 0);
+  printf("{\"analysis_trajectories\": %ld, \"stats_s\": %.4g, \"export_jsonl_traj_per_s\": %.4g, "
+         "\"export_tokens_traj_per_s\": %.4g, \"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
+         n, ts, n / tj, n / tt, tr > 0 ? n / tr : 0, tr > 0 ? (n / tj) / (n / tr) : 0);
+  return 0;
+}
