@@ -15,23 +15,37 @@
 
 #define LT_SPOOL_LOCK_WAIT_S 900
 
-/* File layout: "LTSP1\n", u32 frame count, then per frame u64 length + bytes. */
+/* A record (one trajectory): "LTSP1\n", u32 frame count, then per frame u64
+ * length + bytes.  Files: NNN.traj holds one record (older workers); bNNN.spool
+ * holds a batch: "LTSB1\n", u32 count, then per record u64 task id, u64
+ * length, the record.  A batch file is written once, fsync'ed with its
+ * directory, and removed when its last record is acknowledged. */
 static const char MAGIC[6] = "LTSP1\n";
+static const char BATCH_MAGIC[6] = "LTSB1\n";
 
 typedef struct {
   uint64_t id;
   char *blob;
   size_t len;
+  int file;            /* index in files[], -1 while only in memory (not durable yet) */
 } entry_t;
+
+typedef struct {
+  char name[64];
+  int live;            /* records of it not yet acknowledged */
+} file_t;
 
 struct lt_spool {
   char *dir;
   int lock;            /* flock'ed dir/.lock: one worker per spool */
   entry_t *e;
   int n, cap;
+  file_t *f;
+  int nf, capf;
+  uint64_t seq;        /* next batch file number */
 };
 
-static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len) {
+static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
   if (s->n == s->cap) {
     int cap = s->cap ? 2 * s->cap : 16;
     entry_t *e = realloc(s->e, sizeof *e * (size_t)cap);
@@ -39,8 +53,21 @@ static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len) {
     s->e = e;
     s->cap = cap;
   }
-  s->e[s->n++] = (entry_t){id, blob, len};
+  s->e[s->n++] = (entry_t){id, blob, len, file};
   return 0;
+}
+
+static int add_file(lt_spool_t *s, const char *name, int live) {
+  if (s->nf == s->capf) {
+    int cap = s->capf ? 2 * s->capf : 16;
+    file_t *f = realloc(s->f, sizeof *f * (size_t)cap);
+    if (!f) return lt_error_set(LT_ENOMEM, "spool: out of memory");
+    s->f = f;
+    s->capf = cap;
+  }
+  snprintf(s->f[s->nf].name, sizeof s->f[0].name, "%s", name);
+  s->f[s->nf].live = live;
+  return s->nf++;
 }
 
 static int valid(const char *b, size_t len) {
@@ -90,23 +117,59 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
     lt_spool_close(s);
     return lt_error_set(LT_EIO, "spool %s: cannot list", dir);
   }
-  for (struct dirent *de; (de = readdir(d));) {
+  for (struct dirent *de; (de = readdir(d)) && rc == 0;) {
     char *end;
-    unsigned long long id = strtoull(de->d_name, &end, 10);
-    if (strcmp(end, ".traj") != 0) continue;
+    unsigned long long id = strtoull(de->d_name[0] == 'b' ? de->d_name + 1 : de->d_name, &end, 10);
+    int batch = de->d_name[0] == 'b' && !strcmp(end, ".spool");
+    if (!batch && strcmp(end, ".traj") != 0) continue;
+    if (batch && id >= s->seq) s->seq = id + 1;
     char path[4096], *blob;
     size_t len;
     if (lt_path_join(path, sizeof path, dir, de->d_name) < 0 || lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) continue;
-    /* A torn or foreign file cannot be a trajectory we promised to deliver. */
-    if (!valid(blob, len)) {
-      LT_WARN("spool", "%s: not a valid spooled trajectory, removed", path);
+    int fi = add_file(s, de->d_name, 0);
+    if (fi < 0) {
       free(blob);
-      unlink(path);
-      continue;
-    }
-    if ((rc = add(s, id, blob, len)) < 0) {
-      free(blob);
+      rc = fi;
       break;
+    }
+    /* A torn or foreign file cannot hold a trajectory we promised to deliver. */
+    int ok = 1;
+    if (!batch) {
+      ok = valid(blob, len);
+      if (ok && (rc = add(s, id, blob, len, fi)) == 0) s->f[fi].live = 1;
+      if (!ok || rc < 0) free(blob);
+    } else if (len < 10 || memcmp(blob, BATCH_MAGIC, 6)) {
+      ok = 0;
+      free(blob);
+    } else {
+      uint32_t cnt;
+      memcpy(&cnt, blob + 6, 4);
+      size_t off = 10;
+      for (uint32_t k = 0; k < cnt && ok && rc == 0; k++) {
+        uint64_t tid, l;
+        if (off + 16 > len) {
+          ok = 0;
+          break;
+        }
+        memcpy(&tid, blob + off, 8);
+        memcpy(&l, blob + off + 8, 8);
+        off += 16;
+        char *rec = l <= len - off && valid(blob + off, (size_t)l) ? malloc((size_t)l) : NULL;
+        if (!rec) {
+          ok = 0;
+          break;
+        }
+        memcpy(rec, blob + off, (size_t)l);
+        off += (size_t)l;
+        if ((rc = add(s, tid, rec, (size_t)l, fi)) < 0) free(rec);
+        else s->f[fi].live++;
+      }
+      free(blob);
+    }
+    if (!ok) {
+      LT_WARN("spool", "%s: not a valid spool file, removed", path);
+      /* Records read before the damage are still delivered; the file goes when they are acknowledged. */
+      if (s->f[fi].live == 0) unlink(path);
     }
   }
   closedir(d);
@@ -123,6 +186,7 @@ void lt_spool_close(lt_spool_t *s) {
   for (int i = 0; i < s->n; i++) free(s->e[i].blob);
   if (s->lock >= 0) close(s->lock);
   free(s->e);
+  free(s->f);
   free(s->dir);
   free(s);
 }
@@ -143,24 +207,70 @@ int lt_spool_put(lt_spool_t *s, uint64_t id, const lt_frames_t *fr) {
     if (l) memcpy(b + off, fr->f[i].data, l);
     off += l;
   }
-  char path[4096], name[64];
-  snprintf(name, sizeof name, "%llu.traj", (unsigned long long)id);
-  int rc = lt_path_join(path, sizeof path, s->dir, name);
-  if (rc == 0) rc = lt_fs_write_atomic(path, b, len);
-  if (rc == 0) {
-    lt_spool_drop(s, id); /* replaces an older copy of the same task */
-    rc = add(s, id, b, len);
-  }
+  lt_spool_drop(s, id); /* replaces an older copy of the same task */
+  int rc = add(s, id, b, len, -1);
   if (rc < 0) free(b);
   return rc;
+}
+
+int lt_spool_pending(const lt_spool_t *s) {
+  int k = 0;
+  for (int i = 0; i < s->n; i++) k += s->e[i].file < 0;
+  return k;
+}
+
+int lt_spool_flush(lt_spool_t *s, void (*durable)(const lt_frame_t *fr, int n, void *ud), void *ud) {
+  int k = lt_spool_pending(s);
+  if (k == 0) return 0;
+  size_t len = 10;
+  for (int i = 0; i < s->n; i++)
+    if (s->e[i].file < 0) len += 16 + s->e[i].len;
+  char *b = malloc(len);
+  if (!b) return lt_error_set(LT_ENOMEM, "spool: out of memory");
+  memcpy(b, BATCH_MAGIC, 6);
+  uint32_t cnt = (uint32_t)k;
+  memcpy(b + 6, &cnt, 4);
+  size_t off = 10;
+  for (int i = 0; i < s->n; i++) {
+    entry_t *e = &s->e[i];
+    if (e->file >= 0) continue;
+    uint64_t l = e->len;
+    memcpy(b + off, &e->id, 8);
+    memcpy(b + off + 8, &l, 8);
+    memcpy(b + off + 16, e->blob, e->len);
+    off += 16 + e->len;
+  }
+  char name[64], path[4096];
+  snprintf(name, sizeof name, "b%llu.spool", (unsigned long long)s->seq++);
+  int rc = lt_path_join(path, sizeof path, s->dir, name);
+  if (rc == 0) rc = lt_fs_write_atomic(path, b, len); /* one fsync of the file, one of the directory */
+  free(b);
+  int fi = rc == 0 ? add_file(s, name, k) : rc;
+  if (fi < 0) {
+    if (rc == 0) unlink(path);
+    return fi;
+  }
+  for (int i = 0; i < s->n; i++)
+    if (s->e[i].file < 0) s->e[i].file = fi;
+  if (durable)
+    for (int i = 0; i < s->n; i++) {
+      if (s->e[i].file != fi) continue;
+      lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+      int n;
+      lt_spool_frames(s, i, fr, &n);
+      durable(fr, n, ud);
+    }
+  return k;
 }
 
 int lt_spool_drop(lt_spool_t *s, uint64_t id) {
   for (int i = 0; i < s->n; i++) {
     if (s->e[i].id != id) continue;
-    char path[4096], name[64];
-    snprintf(name, sizeof name, "%llu.traj", (unsigned long long)id);
-    if (lt_path_join(path, sizeof path, s->dir, name) == 0) unlink(path);
+    int fi = s->e[i].file;
+    if (fi >= 0 && --s->f[fi].live == 0) {
+      char path[4096];
+      if (lt_path_join(path, sizeof path, s->dir, s->f[fi].name) == 0) unlink(path);
+    }
     free(s->e[i].blob);
     s->e[i] = s->e[--s->n];
     return 1;

@@ -26,6 +26,7 @@ typedef struct {
   void *zctx;
   lt_zsock_t *z;
   uv_timer_t hb;
+  uv_prepare_t flush;  /* before the loop sleeps: spool what finished, then send it */
   uv_signal_t sigint, sigterm;
   lt_spool_t *spool;
   lt_config_t cfg;
@@ -71,8 +72,31 @@ static void send_hello(worker_t *w) {
   w->last_hello = now_ms();
 }
 
+static void send_frames(const lt_frame_t *fr, int n, void *ud) {
+  worker_t *w = ud;
+  lt_zsock_send(w->z, fr, n);
+}
+
+/* Group commit: everything that finished in this loop iteration goes to disk
+ * in one batch (one fsync), and only then to the daemon. */
+static void on_flush(uv_prepare_t *h) {
+  worker_t *w = h->data;
+  uv_prepare_stop(h);
+  int rc = lt_spool_flush(w->spool, send_frames, w);
+  if (rc >= 0) return;
+  LT_ERROR("worker", "cannot spool %d trajectories: %s (sending them anyway; they are retried with the next batch)",
+           lt_spool_pending(w->spool), lt_error_msg());
+  for (int i = 0; i < lt_spool_count(w->spool); i++) {
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int n;
+    lt_spool_frames(w->spool, i, fr, &n);
+    send_frames(fr, n, w);
+  }
+}
+
 /* Sends every spooled trajectory (the daemon deduplicates what it already has). */
 static void resend_spool(worker_t *w) {
+  if (lt_spool_flush(w->spool, NULL, NULL) < 0) LT_WARN("worker", "spool: %s", lt_error_msg());
   for (int i = 0; i < lt_spool_count(w->spool); i++) {
     lt_frame_t fr[LT_PROTO_MAX_FRAMES];
     int n;
@@ -99,10 +123,13 @@ static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
   lt_frames_t fr;
   int rc = lt_proto_encode(traj, &fr);
   if (rc == 0) {
-    rc = lt_spool_put(w->spool, traj->u.traj.task_id, &fr);
-    if (rc < 0) LT_ERROR("worker", "task %llu: cannot spool the trajectory: %s (sending it anyway)",
-                         (unsigned long long)traj->u.traj.task_id, lt_error_msg());
-    lt_zsock_send(w->z, fr.f, fr.n);
+    if ((rc = lt_spool_put(w->spool, traj->u.traj.task_id, &fr)) == 0) {
+      uv_prepare_start(&w->flush, on_flush);
+    } else {
+      LT_ERROR("worker", "task %llu: cannot spool the trajectory: %s (sending it anyway)",
+               (unsigned long long)traj->u.traj.task_id, lt_error_msg());
+      lt_zsock_send(w->z, fr.f, fr.n);
+    }
     lt_frames_free(&fr);
   } else {
     LT_ERROR("worker", "task %llu: cannot encode the trajectory: %s", (unsigned long long)traj->u.traj.task_id, lt_error_msg());
@@ -311,6 +338,8 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   uv_timer_init(&w->loop, &w->hb);
   w->hb.data = w;
   uv_timer_start(&w->hb, on_heartbeat, 200, 200);
+  uv_prepare_init(&w->loop, &w->flush);
+  w->flush.data = w;
   uv_signal_init(&w->loop, &w->sigint);
   uv_signal_init(&w->loop, &w->sigterm);
   w->sigint.data = w->sigterm.data = w;
@@ -319,6 +348,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   send_hello(w);
   uv_run(&w->loop, UV_RUN_DEFAULT);
 out:
+  if (w->spool && lt_spool_flush(w->spool, NULL, NULL) < 0) LT_WARN("worker", "spool: %s", lt_error_msg());
   for (int i = 0; w->agents && i < o->slots; i++)
     if (w->agents[i]) lt_agent_discard(w->agents[i]);
   if (w->z) lt_zsock_close(w->z, NULL, NULL);
