@@ -287,8 +287,9 @@ static void progress(lt_daemon_t *d, int64_t now) {
   static int64_t last;
   const char *mode = lt_config_str(d->cfg, "monitor.progress");
   int tty = isatty(2);
-  if (!strcmp(mode, "off") || (!strcmp(mode, "auto") && !tty)) return;
-  if (now - last < (tty ? 1000 : 10000)) return;
+  if (!strcmp(mode, "off")) return;
+  /* A terminal gets a live line; a log file a plain line now and then. */
+  if (now - last < (tty ? 1000 : !strcmp(mode, "auto") ? 30000 : 10000)) return;
   last = now;
   double el = (now - d->started_ms) / 1000.0;
   char eta[32] = "?";
