@@ -81,10 +81,10 @@ void lt__task_remove(lt_daemon_t *d, int64_t id) {
 /* ---- queue ---- */
 
 void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front) {
-  if (t->queued) return;
-  t->queued = 1;
   t->status = LT_TASK_QUEUED;
   t->worker = -1;
+  if (t->queued) return; /* still linked (e.g. adopted from a reconnecting worker, then requeued) */
+  t->queued = 1;
   if (front) {
     t->qnext = d->qhead;
     d->qhead = t->id;
@@ -403,7 +403,10 @@ void lt__scheduler_cron(lt_daemon_t *d, int64_t now) {
               t->worker >= 0 ? d->workers[t->worker].name : "?");
     lt__requeue(d, t, 1, "timeout");
   }
-  if (n) lt__scheduler_dispatch(d);
+  /* Every tick, not only after a timeout: a queued task must never wait for an
+   * unrelated event (a worker that fell idle while others died, a heartbeat
+   * that freed capacity) to be dispatched. */
+  if (d->qhead) lt__scheduler_dispatch(d);
 }
 
 typedef struct {

@@ -168,5 +168,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     }
     wk->inflight = 0;
     lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name, (long long)(now - wk->last_seen_ms), requeued);
+    /* The survivors may be idle: nothing else would hand them the requeued tasks. */
+    lt__scheduler_dispatch(d);
   }
 }
