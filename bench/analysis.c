@@ -109,7 +109,7 @@ int main(void) {
   }
   fprintf(stderr, "stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n", ts,
           n / tj, n / tt, tr > 0 ? n / tr : 0);
-  printf("{\"analysis_trajectories\": %ld, \"stats_s\": %.4g, \"export_jsonl_traj_per_s\": %.4g, "
+  printf("{\"analysis_trajectories\": %ld, \"stats_1m_seconds\": %.4g, \"export_trajectories_per_s\": %.4g, "
          "\"export_tokens_traj_per_s\": %.4g, \"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
          n, ts, n / tj, n / tt, tr > 0 ? n / tr : 0, tr > 0 ? (n / tj) / (n / tr) : 0);
   return 0;

@@ -307,8 +307,8 @@ int main(void) {
           daemon_rate / raw_rate);
   fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx)\n", INGEST_TOKENS, ing, raw,
           ing / raw);
-  printf("{\"dispatch_roundtrips_per_s\": %.4g, \"raw_zmq_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
-         "\"ingest_trajectories_per_s\": %.4g, \"raw_sqlite_inserts_per_s\": %.4g, \"ingest_vs_raw_sqlite\": %.4g, "
+  printf("{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
+         "\"ingest_trajectories_per_s\": %.4g, \"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, "
          "\"pipeline_inflight\": %d}\n",
          daemon_rate, raw_rate, daemon_rate / raw_rate, ing, raw, ing / raw, WORKERS * SLOTS);
   return 0;

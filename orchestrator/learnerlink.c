@@ -550,8 +550,11 @@ static void on_async(uv_async_t *a) {
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
       d->ready_pending -= r->marked_stale + r->filtered;
-      /* Sync mode: the released batch was filtered out entirely; release another. */
-      if (r->flushed && d->sync && d->sync_released > d->step) d->sync_released = d->step;
+      /* Sync mode: the released batch was dropped entirely (filtered or stale);
+       * release another.  A flush that found nothing at all (the learner woke
+       * before any task existed) releases nothing: it used to double every batch. */
+      if (r->flushed && d->sync && d->sync_released > d->step && r->marked_stale + r->filtered > 0)
+        d->sync_released = d->step;
       break;
     case RES_FAILED:
       LT_ERROR("learner", "%s", r->detail);

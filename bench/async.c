@@ -1,0 +1,152 @@
+/* Benchmark: the headline experiment — long-tailed rollouts trained
+ * synchronously (scheduler.mode sync: a batch barrier) and asynchronously,
+ * with the same workers, tasks and learner.
+ *
+ * Workload, scaled to 2 cores: two scripted workers × 16 slots generate
+ * turns whose length is exponential with mean 24 tokens, except 5% that are
+ * 76× longer, so that the tail holds ~80% of generation time (seed 001
+ * App. D.2.4); a token takes 1 ms of wall time (sleep, not CPU, so the
+ * learner keeps the cores).  The learner is the real one: tiny-moe (1.8M
+ * parameters, MoE), MIS-PO, 8 steps of 32 trajectories.  Each mode runs
+ * REPS times; medians and spreads are reported.
+ *
+ * Reported: trained trajectories/s (speedup = async / sync), learner idle
+ * fraction (time waiting for a batch / (waiting + computing)), worker
+ * utilisation (generation time / (slots × wall)), and async staleness. */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "buffer/buffer.h"
+#include "util/fs.h"
+#include "util/time.h"
+
+extern char **environ;
+
+#define REPS 3
+#define SLOTS_TOTAL 32
+
+typedef struct {
+  double wall, traj_per_s, idle, util, stale_mean, stale_hist[4];
+} run_t;
+
+static int one_num(int n, const char *const *c, void *ud) {
+  *(double *)ud = c[0] ? atof(c[0]) : 0;
+  return 1;
+}
+
+static double q(lt_buffer_t *b, const char *sql) {
+  double v = 0;
+  lt_buffer_query(b, sql, one_num, &v);
+  return v;
+}
+
+static int run_mode(const char *bin, const char *dir, const char *mode, int rep, run_t *r) {
+  char cfg[4200], rd[4200], js[2048];
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/%s-%d", dir, mode, rep);
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": %d}, \"model\": {\"init\": \"configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2}}},"
+           " \"learner\": {\"steps\": 8, \"batch\": {\"trajectories\": 32}, \"lr\": 1e-5, \"warmup_steps\": 0, \"threads\": 1,"
+           "   \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"mode\": \"%s\", \"group_size\": 4, \"max_staleness\": 4, \"dynamic_filter\": false},"
+           " \"rollout\": {\"max_new_tokens\": 4096, \"max_turns\": 1, \"max_context\": 8192},"
+           " \"workers\": {\"spawn_local\": 2, \"slots\": 16, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": 24, \"tail_fraction\": 0.05, \"tail_factor\": 76, \"token_us\": 1000}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"}, \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0},"
+           " \"monitor\": {\"progress\": \"off\", \"plot\": false}}",
+           11 + rep, mode);
+  if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
+  char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  double t0 = lt_time_mono_s();
+  pid_t pid;
+  if (posix_spawn(&pid, bin, &fa, NULL, argv, environ)) return -1;
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  waitpid(pid, &st, 0);
+  r->wall = lt_time_mono_s() - t0;
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+  char db[4300];
+  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  lt_buffer_t *b;
+  if (lt_buffer_open(db, LT_BUF_READONLY, &b) < 0) return -1;
+  double trained = q(b, "SELECT count(*) FROM trajectories WHERE status = 'consumed'");
+  double wait = q(b, "SELECT sum(value) FROM metrics WHERE name = 'learner/wait_s'");
+  double comp = q(b, "SELECT sum(value) FROM metrics WHERE name = 'learner/step_s'");
+  double gen_ms = q(b, "SELECT sum(gen_ms) FROM trajectories");
+  r->traj_per_s = trained / r->wall;
+  r->idle = wait + comp > 0 ? wait / (wait + comp) : 0;
+  r->util = gen_ms / 1000.0 / (SLOTS_TOTAL * r->wall);
+  r->stale_mean = q(b, "SELECT avg(value) FROM metrics WHERE name = 'staleness/mean'");
+  double tot = 0;
+  for (int k = 0; k < 4; k++) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT sum(value) FROM metrics WHERE name = 'staleness/hist_%d'", k);
+    r->stale_hist[k] = q(b, sql);
+    tot += r->stale_hist[k];
+  }
+  for (int k = 0; k < 4; k++) r->stale_hist[k] = tot > 0 ? r->stale_hist[k] / tot : 0;
+  lt_buffer_close(b);
+  return 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n, double *lo, double *hi) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  *lo = v[0];
+  *hi = v[n - 1];
+  return v[n / 2];
+}
+
+int main(void) {
+  const char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
+  char dir[] = "/tmp/longtail-bench-async-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  run_t s[REPS], a[REPS];
+  for (int i = 0; i < REPS; i++) {
+    if (run_mode(bin, dir, "sync", i, &s[i]) < 0 || run_mode(bin, dir, "async", i, &a[i]) < 0) {
+      fprintf(stderr, "bench async: a run failed (is %s built?); runs kept in %s\n", bin, dir);
+      return 1;
+    }
+    fprintf(stderr, "rep %d: sync %.1f s (%.2f traj/s, learner idle %.0f%%), async %.1f s (%.2f traj/s, idle %.0f%%, "
+                    "staleness %.2f)\n", i, s[i].wall, s[i].traj_per_s, 100 * s[i].idle, a[i].wall, a[i].traj_per_s,
+            100 * a[i].idle, a[i].stale_mean);
+  }
+  lt_fs_remove_tree(dir);
+  double sp[REPS], st[REPS], at[REPS], ai[REPS], si[REPS], au[REPS], su[REPS], lo, hi, x, y;
+  for (int i = 0; i < REPS; i++) {
+    sp[i] = a[i].traj_per_s / s[i].traj_per_s;
+    st[i] = s[i].traj_per_s, at[i] = a[i].traj_per_s;
+    ai[i] = a[i].idle, si[i] = s[i].idle, au[i] = a[i].util, su[i] = s[i].util;
+  }
+  double speed = median(sp, REPS, &lo, &hi);
+  fprintf(stderr, "async/sync speedup %.2f× (range %.2f–%.2f)\n", speed, lo, hi);
+  double ms = median(st, REPS, &x, &y), ma = median(at, REPS, &x, &y);
+  double mai = median(ai, REPS, &x, &y), msi = median(si, REPS, &x, &y);
+  double mau = median(au, REPS, &x, &y), msu = median(su, REPS, &x, &y);
+  double sm[REPS], hist[4] = {0};
+  for (int i = 0; i < REPS; i++) {
+    sm[i] = a[i].stale_mean;
+    for (int k = 0; k < 4; k++) hist[k] += a[i].stale_hist[k] / REPS;
+  }
+  double msm = median(sm, REPS, &x, &y);
+  printf("{\"async_vs_sync_speedup\": %.4g, \"async_vs_sync_speedup_min\": %.4g, \"async_vs_sync_speedup_max\": %.4g, "
+         "\"async_learner_idle_fraction\": %.4g, \"sync_learner_idle_fraction\": %.4g, "
+         "\"async_trajectories_per_s\": %.4g, \"sync_trajectories_per_s\": %.4g, "
+         "\"async_worker_utilisation\": %.4g, \"sync_worker_utilisation\": %.4g, \"async_staleness_mean\": %.4g, "
+         "\"async_staleness_hist\": [%.3f, %.3f, %.3f, %.3f]}\n",
+         speed, lo, hi, mai, msi, ma, ms, mau, msu, msm, hist[0], hist[1], hist[2], hist[3]);
+  return 0;
+}
