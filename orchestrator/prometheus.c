@@ -114,7 +114,7 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   sample(&b, "longtail_accepting", "gauge", "1 while results are accepted (0: disk full).", (double)d->accepting);
   sample(&b, "longtail_uptime_seconds", "gauge", "Seconds since the daemon started.",
          (lt__now_ms() - d->started_ms) / 1000.0);
-  qsort(p->g, (size_t)p->n, sizeof *p->g, by_family);
+  if (p->n) qsort(p->g, (size_t)p->n, sizeof *p->g, by_family); /* g is NULL before the first metric */
   for (int i = 0; i < p->n; i++) {
     const gauge_t *g = &p->g[i];
     if (i == 0 || strcmp(g->family, p->g[i - 1].family))
