@@ -172,7 +172,7 @@ test: check-deps
 
 test-asan: check-deps
 	$(Q)$(MAKE) --no-print-directory VARIANT=asan test-build
-	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  LT_BIN=$(abspath build/asan/bin/longtail) LT_ROOT=$(CURDIR) LT_ASAN=1 \
 	  build/asan/tests/longtail-tests $(TEST_ARGS)
 

@@ -108,9 +108,14 @@ void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const
     snprintf(c->sha, sizeof c->sha, "%s", sha);
     if (lt_writer_submit(d->writer, ckpt_write, ckpt_done, c) < 0) free(c);
   }
-  lt_msg_t m = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = version, .location = d->weights_dir}};
-  memcpy(m.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
-  lt__broadcast(d, &m);
+  for (int w = 0; w < d->nworkers; w++) {
+    if (!d->workers[w].alive) continue;
+    char url[1024];
+    lt_msg_t m = {.type = LT_MSG_WEIGHTS,
+                  .u.weights = {.version = version, .location = (char *)lt__weights_location(d, w, url, sizeof url)}};
+    memcpy(m.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+    lt__send(d, w, &m);
+  }
   if (!strcmp(lt_config_str(d->cfg, "scheduler.on_update"), "abort")) {
     /* In-flight generations restart under the new weights. */
     lt_msg_t a = {.type = LT_MSG_ABORT, .u.abort = {.task_id = 0, .reason = "new weights"}};
@@ -446,6 +451,7 @@ static int setup(lt_daemon_t *d) {
   }
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
+  if ((rc = lt__weights_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
   /* Collect-only runs (data generation, load tests) have no learner thread. */
   if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__learner_start(d)) < 0) return rc;
@@ -500,6 +506,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
   }
   lt__prom_stop(d);
+  lt__weights_stop(d);
   /* Give BYE time to leave, then close everything the loop still holds. */
   if (d->z) {
     lt_zsock_close(d->z, NULL, NULL);

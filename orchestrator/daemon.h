@@ -121,6 +121,8 @@ struct lt_daemon {
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
   struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
+  struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
+  char weights_base[512];    /* http://HOST:PORT/weights */
   int64_t started_ms;
 };
 
@@ -192,6 +194,12 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
 int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p);
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
+
+/* weights.c: checkpoints over HTTP for workers on other hosts */
+int lt__weights_start(lt_daemon_t *d);
+void lt__weights_stop(lt_daemon_t *d);
+/* Where worker w finds the current weights: the directory, or a URL. */
+const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap);
 
 /* prometheus.c: the text endpoint on monitor.prometheus_port */
 int lt__prom_start(lt_daemon_t *d);

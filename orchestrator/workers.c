@@ -111,19 +111,21 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       lt__send(d, w, &ab);
     }
   }
+  snprintf(wk->host, sizeof wk->host, "%s", h->host); /* the weights' location depends on it */
+  char url[1024];
+  const char *loc = lt__weights_location(d, w, url, sizeof url);
   lt_msg_t m = {.type = LT_MSG_WELCOME};
   m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
                                .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
-                               .weights_location = d->weights_dir, .settings = settings(d)};
+                               .weights_location = (char *)loc, .settings = settings(d)};
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
   cJSON_Delete(m.u.welcome.settings);
-  snprintf(wk->host, sizeof wk->host, "%s", h->host);
   persist_seen(d, wk);
   if (!was_alive) lt__event(d, "worker_up", "%s (%s, %d slots, %d pending)", wk->name, h->host, h->slots, h->npending);
   /* Workers that already run the current weights need no WEIGHTS; others get it after WELCOME. */
   if (h->policy_version >= 0 && h->policy_version < d->version) {
-    lt_msg_t wm = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = d->version, .location = d->weights_dir}};
+    lt_msg_t wm = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = d->version, .location = (char *)loc}};
     memcpy(wm.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
     lt__send(d, w, &wm);
   }

@@ -1,5 +1,6 @@
 #include "proto/http.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,13 @@ struct lt_http_conn {
   size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
   uv_write_t wr;
   char *out;
+  /* streaming a file */
+  uv_fs_t fs;
+  uv_file fd;
+  int64_t off, size;
+  char *chunk;
+  int fs_busy;         /* a read is in flight: memory is freed by its callback */
+  int freed;           /* handles closed while a read was in flight */
 };
 
 struct lt_http_server {
@@ -44,6 +52,17 @@ struct lt_http_server {
 
 static void server_maybe_done(lt_http_server_t *s);
 
+static void conn_release(lt_http_conn_t *c) {
+  if (c->fd >= 0) {
+    uv_fs_t req;
+    uv_fs_close(NULL, &req, c->fd, NULL);
+  }
+  free(c->buf);
+  free(c->out);
+  free(c->chunk);
+  free(c);
+}
+
 static void conn_free(uv_handle_t *h) {
   lt_http_conn_t *c = h->data;
   if (--c->open_handles > 0) return;
@@ -52,9 +71,8 @@ static void conn_free(uv_handle_t *h) {
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   s->nconns--;
-  free(c->buf);
-  free(c->out);
-  free(c);
+  if (c->fs_busy) c->freed = 1; /* the read's callback releases it */
+  else conn_release(c);
   server_maybe_done(s);
 }
 
@@ -115,6 +133,83 @@ int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char
   uv_timer_stop(&c->timer);
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
     conn_close(c);
+    return LT_EIO;
+  }
+  return 0;
+}
+
+#define CHUNK (1 << 18)
+
+static void file_done(lt_http_conn_t *c) {
+  uv_fs_t req;
+  if (c->fd >= 0) uv_fs_close(NULL, &req, c->fd, NULL); /* closing a regular file does not block */
+  c->fd = -1;
+  conn_close(c);
+}
+
+static void on_chunk_read(uv_fs_t *r);
+
+static void on_chunk_written(uv_write_t *w, int status) {
+  lt_http_conn_t *c = w->data;
+  if (status < 0 || c->gone || c->off >= c->size) {
+    file_done(c);
+    return;
+  }
+  uv_buf_t b = uv_buf_init(c->chunk, CHUNK);
+  c->fs.data = c;
+  if (uv_fs_read(c->srv->loop, &c->fs, c->fd, &b, 1, c->off, on_chunk_read) < 0) file_done(c);
+  else c->fs_busy = 1;
+}
+
+static void on_chunk_read(uv_fs_t *r) {
+  lt_http_conn_t *c = r->data;
+  ssize_t n = r->result;
+  uv_fs_req_cleanup(r);
+  c->fs_busy = 0;
+  if (c->freed) {
+    conn_release(c);
+    return;
+  }
+  if (n <= 0 || c->state == CLOSING) { /* the file shrank under us: the client sees a short body */
+    file_done(c);
+    return;
+  }
+  c->off += n;
+  uv_buf_t b = uv_buf_init(c->chunk, (unsigned)n);
+  c->wr.data = c;
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_chunk_written) < 0) file_done(c);
+}
+
+int lt_http_respond_file(lt_http_conn_t *c, const char *ctype, const char *path) {
+  if (c->gone || c->state != HANDLING) return lt_http_respond(c, 500, NULL, "", 0);
+  uv_fs_t req;
+  c->fd = uv_fs_open(NULL, &req, path, O_RDONLY | O_CLOEXEC, 0, NULL);
+  uv_fs_req_cleanup(&req);
+  if (c->fd < 0 || uv_fs_fstat(NULL, &req, c->fd, NULL) < 0 || !(c->chunk = malloc(CHUNK))) {
+    if (c->fd >= 0) uv_fs_close(NULL, &req, c->fd, NULL);
+    c->fd = -1;
+    static const char nf[] = "not found\n";
+    return lt_http_respond(c, 404, NULL, nf, sizeof nf - 1);
+  }
+  c->size = (int64_t)req.statbuf.st_size;
+  uv_fs_req_cleanup(&req);
+  c->off = 0;
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n",
+                   ctype ? ctype : "application/octet-stream", (long long)c->size);
+  if (!(c->out = malloc((size_t)n))) {
+    file_done(c);
+    return LT_ENOMEM;
+  }
+  memcpy(c->out, head, (size_t)n);
+  c->state = WRITING;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_timer_stop(&c->timer);
+  uv_buf_t b = uv_buf_init(c->out, (unsigned)n);
+  c->wr.data = c;
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_chunk_written) < 0) {
+    file_done(c);
     return LT_EIO;
   }
   return 0;
@@ -237,6 +332,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   lt_http_conn_t *c = calloc(1, sizeof *c);
   if (!c) return;
   c->srv = s;
+  c->fd = -1;
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->timer);
   c->tcp.data = c->timer.data = c;

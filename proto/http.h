@@ -38,6 +38,9 @@ int lt_http_port(const lt_http_server_t *s);
 /* Sends the response and closes the connection; `c` is invalid afterwards.
  * Returns LT_ECANCELED when the client has gone already (nothing sent). */
 int lt_http_respond(lt_http_conn_t *c, int status, const char *content_type, const char *body, size_t len);
+/* Streams a file as the body (read in chunks with uv_fs, never blocking the
+ * loop); 404 when it cannot be opened.  `c` is invalid afterwards. */
+int lt_http_respond_file(lt_http_conn_t *c, const char *content_type, const char *path);
 /* 1 while the client is still connected (a handler that answers late checks
  * it to drop abandoned work). */
 int lt_http_conn_alive(const lt_http_conn_t *c);
@@ -57,6 +60,7 @@ typedef struct lt_httpc_req lt_httpc_req_t;
 typedef void (*lt_httpc_cb)(int rc, long status, const char *body, size_t len, const char *err, void *ud);
 
 typedef struct {
+  const char *out_path; /* set: the body goes to this file (written whole, then renamed into place) */
   int timeout_ms;      /* whole request, per attempt */
   int retries;         /* further attempts on connection failures, timeouts, 429 and 5xx */
   int backoff_ms;      /* first retry delay, doubled each time (capped at 10 s) */

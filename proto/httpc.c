@@ -29,7 +29,9 @@ struct lt_httpc_req {
   lt_httpc_req_t *prev, *next;
   CURL *easy;          /* NULL between attempts */
   struct curl_slist *headers;
-  char *url, *body;
+  char *url, *body, *out_path;
+  FILE *out;           /* out_path's temporary file during an attempt */
+  size_t out_len;
   lt_httpc_opts_t o;
   int attempt;
   lt_buf_t resp;
@@ -83,9 +85,27 @@ static void easy_done(lt_httpc_req_t *r) {
   r->easy = NULL;
 }
 
+static void tmp_path(const lt_httpc_req_t *r, char *out, size_t cap) {
+  snprintf(out, cap, "%s.part", r->out_path);
+}
+
+/* Ends an attempt's file: renamed into place when kept, else removed. */
+static int out_finish(lt_httpc_req_t *r, int keep) {
+  if (!r->out) return 0;
+  char tmp[4200];
+  tmp_path(r, tmp, sizeof tmp);
+  int bad = fclose(r->out) != 0;
+  r->out = NULL;
+  if (keep && !bad && rename(tmp, r->out_path) == 0) return 0;
+  unlink(tmp);
+  return keep ? lt_error_set(LT_EIO, "%s: cannot write the download", r->out_path) : 0;
+}
+
 static void req_free(lt_httpc_req_t *r) {
   lt_httpc_t *c = r->c;
   easy_done(r);
+  out_finish(r, 0);
+  free(r->out_path);
   if (r->prev) r->prev->next = r->next;
   else c->reqs = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -98,6 +118,15 @@ static void req_free(lt_httpc_req_t *r) {
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud) {
   lt_httpc_req_t *r = ud;
+  if (r->out) { /* only a 2xx answer goes to the file */
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) {
+      if (fwrite(p, size, n, r->out) != n) return 0;
+      r->out_len += size * n;
+      return size * n;
+    }
+  }
   if (r->resp.len + size * n > (64u << 20)) return 0; /* a runaway answer: abort the transfer */
   lt_buf_append(&r->resp, p, size * n);
   return r->resp.oom ? 0 : size * n;
@@ -109,6 +138,17 @@ static int start_attempt(lt_httpc_req_t *r) {
   r->easy = e;
   lt_buf_free(&r->resp);
   memset(&r->resp, 0, sizeof r->resp);
+  if (r->out_path) {
+    char tmp[4200];
+    tmp_path(r, tmp, sizeof tmp);
+    out_finish(r, 0);
+    r->out_len = 0;
+    if (!(r->out = fopen(tmp, "wb"))) {
+      curl_easy_cleanup(e);
+      r->easy = NULL;
+      return lt_error_set(LT_EIO, "%s: cannot create", tmp);
+    }
+  }
   r->errbuf[0] = 0;
   curl_easy_setopt(e, CURLOPT_URL, r->url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
@@ -165,6 +205,10 @@ static void finished(lt_httpc_req_t *r, CURLcode res) {
     snprintf(err, sizeof err, "%s: HTTP %ld: %.300s", r->url, status, r->resp.data ? (char *)r->resp.data : "");
   }
   easy_done(r);
+  if (rc == 0 && out_finish(r, 1) < 0) {
+    rc = LT_EIO;
+    snprintf(err, sizeof err, "%s", lt_error_msg());
+  }
   if (rc && transient && r->attempt < r->o.retries && !r->c->closing) {
     int delay = r->o.backoff_ms > 0 ? r->o.backoff_ms : 200;
     for (int i = 0; i < r->attempt && delay < 10000; i++) delay *= 2;
@@ -176,8 +220,9 @@ static void finished(lt_httpc_req_t *r, CURLcode res) {
   void *ud = r->ud;
   lt_buf_t resp = r->resp;
   memset(&r->resp, 0, sizeof r->resp);
+  size_t len = r->out_path && rc == 0 ? r->out_len : resp.len; /* a download reports its size */
   req_free(r);
-  cb(rc, status, resp.data ? (const char *)resp.data : "", resp.len, rc ? err : NULL, ud);
+  cb(rc, status, resp.data ? (const char *)resp.data : "", len, rc ? err : NULL, ud);
   lt_buf_free(&resp);
 }
 
@@ -291,8 +336,14 @@ int lt_httpc_request(lt_httpc_t *c, const char *url, const char *body, const lt_
     free(r->url), free(r->body), free(r);
     return lt_error_set(LT_ENOMEM, "http client: out of memory");
   }
+  if (o->out_path && !(r->out_path = strdup(o->out_path))) {
+    curl_slist_free_all(r->headers);
+    free(r->url), free(r->body), free(r);
+    return lt_error_set(LT_ENOMEM, "http client: out of memory");
+  }
   r->c = c;
   r->o = *o;
+  r->o.out_path = r->out_path;
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 60000;
   r->cb = cb;
   r->ud = ud;

@@ -1,5 +1,6 @@
 #include "rollout/worker.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "rewards/reward.h"
 #include "rollout/agent.h"
 #include "rollout/backend.h"
+#include "rollout/fetch.h"
 #include "rollout/spool.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -27,6 +29,12 @@ typedef struct {
   lt_zsock_t *z;
   uv_timer_t hb;
   uv_prepare_t flush;  /* before the loop sleeps: spool what finished, then send it */
+  /* weights over HTTP (a daemon on another host) */
+  lt_httpc_t *http;
+  lt_fetch_t *fetch;
+  int64_t fetch_version;
+  char fetch_sha[65];
+  cJSON *pending_settings; /* WELCOME's settings, while its weights download */
   uv_signal_t sigint, sigterm;
   lt_spool_t *spool;
   lt_config_t cfg;
@@ -171,6 +179,63 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   return 0;
 }
 
+static int is_url(const char *s) { return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)); }
+
+static void on_fetched(int rc, const char *dir, const char *err, void *ud) {
+  worker_t *w = ud;
+  w->fetch = NULL;
+  if (rc < 0) {
+    LT_ERROR("worker", "weights version %lld: %s", (long long)w->fetch_version, err);
+    if (w->pending_settings) stop(w, lt_error_exit_code(rc)); /* nothing to run rollouts with */
+    return;
+  }
+  if (w->pending_settings) { /* the first weights: now the worker can start */
+    lt_welcome_t wl = {.settings = w->pending_settings, .weights_location = (char *)dir,
+                       .policy_version = w->fetch_version};
+    rc = configure(w, &wl);
+    cJSON_Delete(w->pending_settings);
+    w->pending_settings = NULL;
+    if (rc < 0) {
+      LT_ERROR("worker", "cannot start: %s", lt_error_msg());
+      stop(w, lt_error_exit_code(rc));
+      return;
+    }
+    LT_INFO("worker", "%s: weights version %lld fetched into %s", w->o.name, (long long)w->fetch_version, dir);
+  } else if (w->backend && w->fetch_version > w->version) {
+    lt_backend_reload(w->backend, dir, w->fetch_sha[0] ? w->fetch_sha : NULL, w->fetch_version);
+    w->version = w->fetch_version;
+  }
+  /* Keep this version and the one before (a reload may still read it). */
+  char cache[4200];
+  snprintf(cache, sizeof cache, "%s.weights", w->o.spool);
+  DIR *dd = opendir(cache);
+  for (struct dirent *e; dd && (e = readdir(dd));) {
+    char *end;
+    long long v = e->d_name[0] == 'v' ? strtoll(e->d_name + 1, &end, 10) : -1;
+    if (v < 0 || *end || v >= w->fetch_version - 1) continue;
+    char old[4500];
+    snprintf(old, sizeof old, "%s/%s", cache, e->d_name);
+    lt_fs_remove_tree(old);
+  }
+  if (dd) closedir(dd);
+}
+
+/* Downloads a version announced by URL into <spool>.weights/vN (a newer
+ * announcement replaces a download in flight). */
+static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version) {
+  if (!w->http) {
+    int rc = lt_httpc_create(&w->loop, &w->http);
+    if (rc < 0) return rc;
+  }
+  lt_fetch_cancel(w->fetch);
+  w->fetch = NULL;
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s.weights/v%lld", w->o.spool, (long long)version);
+  w->fetch_version = version;
+  snprintf(w->fetch_sha, sizeof w->fetch_sha, "%s", sha ? sha : "");
+  return lt_fetch_start(w->http, url, dir, w->fetch_sha, 600000, 5, on_fetched, w, &w->fetch);
+}
+
 static void on_task(worker_t *w, lt_task_t *t) {
   if (!w->backend) {
     send_error(w, LT_EBUSY, t->task_id, "worker not configured yet");
@@ -206,6 +271,20 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   case LT_MSG_WELCOME:
     w->hb_ms = m.u.welcome.heartbeat_ms;
     w->liveness = m.u.welcome.liveness;
+    if (!w->backend && !(w->o.model && w->o.model[0]) && is_url(m.u.welcome.weights_location)) {
+      /* The daemon is elsewhere: fetch its weights first, then configure. */
+      if (!w->pending_settings) {
+        w->pending_settings = cJSON_Duplicate(m.u.welcome.settings, 1);
+        if ((rc = fetch_weights(w, m.u.welcome.weights_location, m.u.welcome.sha256, m.u.welcome.policy_version)) < 0) {
+          LT_ERROR("worker", "cannot fetch the weights: %s", lt_error_msg());
+          stop(w, lt_error_exit_code(rc));
+          break;
+        }
+      }
+      w->welcomed = 1;
+      resend_spool(w);
+      break;
+    }
     if ((rc = configure(w, &m.u.welcome)) < 0) {
       LT_ERROR("worker", "cannot start: %s", lt_error_msg());
       send_error(w, rc, m.id, lt_error_msg());
@@ -221,7 +300,10 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     for (int i = 0; i < m.u.ack.n; i++) lt_spool_drop(w->spool, m.u.ack.task_ids[i]);
     break;
   case LT_MSG_WEIGHTS:
-    if (w->backend && m.u.weights.version > w->version) {
+    if (w->backend && m.u.weights.version > w->version && is_url(m.u.weights.location)) {
+      if (fetch_weights(w, m.u.weights.location, m.u.weights.sha256, m.u.weights.version) < 0)
+        LT_ERROR("worker", "weights version %lld: %s", (long long)m.u.weights.version, lt_error_msg());
+    } else if (w->backend && m.u.weights.version > w->version) {
       lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL, m.u.weights.version);
       w->version = m.u.weights.version;
     }
@@ -349,6 +431,9 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   uv_run(&w->loop, UV_RUN_DEFAULT);
 out:
   if (w->spool && lt_spool_flush(w->spool, NULL, NULL) < 0) LT_WARN("worker", "spool: %s", lt_error_msg());
+  lt_fetch_cancel(w->fetch);
+  if (w->http) lt_httpc_close(w->http, NULL, NULL);
+  cJSON_Delete(w->pending_settings);
   for (int i = 0; w->agents && i < o->slots; i++)
     if (w->agents[i]) lt_agent_discard(w->agents[i]);
   if (w->z) lt_zsock_close(w->z, NULL, NULL);

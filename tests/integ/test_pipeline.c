@@ -102,6 +102,35 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
+  char *dir = lt_test_tmpdir("wfetch");
+  char rd[4200], portset[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(portset, sizeof portset, "transport.weights_port=%d", lt_test_free_port());
+  lt_run_t r;
+  /* weights_serve all: the local workers are treated as remote and download every version. */
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset,
+                        "--set", "transport.weights_serve=all", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "weights served at http://"), "%s", r.err);
+  lt_run_free(&r);
+  cJSON *s = stats(rd);
+  cr_assert(s);
+  cr_expect_eq(at(s, "trajectories", "consumed"), 96);
+  cr_expect_geq(at(s, "policy_version", NULL), 2);
+  cJSON_Delete(s);
+  /* Each worker's cache holds a downloaded, verified checkpoint identical to the daemon's. */
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(lt_test_sh(&r, 30, "cd %s/spool/local-%d.weights && ls && cmp $(ls -d v* | sort -V | tail -1)/model.safetensors "
+                                    "%s/checkpoints/$(ls -d v* | sort -V | tail -1)/model.safetensors && echo SAME",
+                            rd, k, rd), 0);
+    cr_expect(strstr(r.out, "SAME"), "local-%d: %s %s", k, r.out, r.err);
+    lt_run_free(&r);
+  }
+  lt_test_rmdir(dir);
+}
+
 /* A config for the fault tests: scripted fast workers, a fixed port so
  * workers can come back to a restarted daemon. */
 static void fault_config(const char *path, int port, int spawn, int tasks) {

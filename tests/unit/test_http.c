@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "proto/http.h"
+#include "tests/support/harness.h"
 #include "util/error.h"
 
 typedef struct {
@@ -196,6 +197,7 @@ struct cfix {
   int hits_flaky;
   lt_http_conn_t *hung;
   int pending;
+  char file[256];
 };
 
 static void c_handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
@@ -205,6 +207,10 @@ static void c_handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
   } else if (!strcmp(r->path, "/flaky")) { /* two 503s, then success */
     if (++f->hits_flaky <= 2) lt_http_respond(c, 503, NULL, "busy", 4);
     else lt_http_respond(c, 200, NULL, "ok", 2);
+  } else if (!strcmp(r->path, "/file")) {
+    lt_http_respond_file(c, NULL, f->file);
+  } else if (!strcmp(r->path, "/nofile")) {
+    lt_http_respond_file(c, NULL, "/nonexistent/longtail-test-file");
   } else if (!strcmp(r->path, "/hang")) {
     f->hung = c; /* answered only after the client gave up */
   } else {
@@ -240,9 +246,24 @@ Test(http, client_retries_transient_failures_and_reports_the_rest, .timeout = 30
   snprintf(url[3], sizeof url[3], "http://127.0.0.1:%d/hang", port);
   snprintf(url[4], sizeof url[4], "http://127.0.0.1:%d/x", dead);
   snprintf(url[5], sizeof url[5], "file:///etc/passwd");
-  slot_t s[6];
+  /* A 3 MB file streamed by the server and downloaded to a file by the client. */
+  snprintf(f.file, sizeof f.file, "/tmp/lt-http-src-%d", (int)getpid());
+  FILE *src = fopen(f.file, "wb");
+  for (int i = 0; i < (3 << 20) / 4; i++) fwrite(&i, 4, 1, src);
+  fclose(src);
+  char dst[300], missing[300];
+  snprintf(dst, sizeof dst, "/tmp/lt-http-dst-%d", (int)getpid());
+  snprintf(missing, sizeof missing, "/tmp/lt-http-missing-%d", (int)getpid());
+  slot_t s[8];
   memset(s, 0, sizeof s);
-  for (int i = 0; i < 6; i++) s[i].f = &f;
+  for (int i = 0; i < 8; i++) s[i].f = &f;
+  char furl[128], nurl[128];
+  snprintf(furl, sizeof furl, "http://127.0.0.1:%d/file", lt_http_port(f.srv));
+  snprintf(nurl, sizeof nurl, "http://127.0.0.1:%d/nofile", lt_http_port(f.srv));
+  lt_httpc_opts_t dl = {.timeout_ms = 5000, .out_path = dst}, dln = {.timeout_ms = 5000, .out_path = missing};
+  cr_assert_eq(lt_httpc_request(f.cli, furl, NULL, &dl, c_cb, &s[6], NULL), 0);
+  cr_assert_eq(lt_httpc_request(f.cli, nurl, NULL, &dln, c_cb, &s[7], NULL), 0);
+  f.pending += 2;
   lt_httpc_opts_t o = {.timeout_ms = 3000, .retries = 3, .backoff_ms = 20};
   lt_httpc_opts_t quick = {.timeout_ms = 300, .retries = 1, .backoff_ms = 20};
   const char *bodies[6] = {"{\"a\": 1}", "{}", NULL, "{}", NULL, NULL};
@@ -260,4 +281,15 @@ Test(http, client_retries_transient_failures_and_reports_the_rest, .timeout = 30
   cr_expect(s[3].rc == LT_ETIMEDOUT && strstr(s[3].err, "within 300 ms"), "%d %s", s[3].rc, s[3].err);
   cr_expect(s[4].rc == LT_EUNREACH && strstr(s[4].err, url[4]), "%d %s", s[4].rc, s[4].err);
   cr_expect_lt(s[5].rc, 0, "file:// must be refused");
+  cr_expect(s[6].rc == 0 && s[6].status == 200, "%d %s", s[6].rc, s[6].err);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 10, "cmp %s %s && echo SAME", f.file, dst), 0);
+  cr_expect(strstr(r.out, "SAME"), "download differs: %s", r.err);
+  lt_run_free(&r);
+  cr_expect(s[7].rc == LT_EREMOTE && s[7].status == 404, "%d %ld", s[7].rc, s[7].status);
+  FILE *mf = fopen(missing, "rb");
+  cr_expect(!mf, "a failed download leaves no file");
+  if (mf) fclose(mf);
+  unlink(f.file);
+  unlink(dst);
 }

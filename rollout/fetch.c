@@ -1,0 +1,102 @@
+#include "rollout/fetch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+
+/* Required first; the rest are optional (404 is fine). */
+static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+#define NREQUIRED 2
+#define NFILES (int)(sizeof files / sizeof files[0])
+
+struct lt_fetch {
+  lt_httpc_t *c;
+  lt_httpc_req_t *req;
+  char url[2048], dir[4096], sha[65];
+  lt_httpc_opts_t o;
+  int next;
+  lt_fetch_cb cb;
+  void *ud;
+};
+
+static int step(lt_fetch_t *f);
+
+static void finish(lt_fetch_t *f, int rc, const char *err) {
+  lt_fetch_cb cb = f->cb;
+  void *ud = f->ud;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", f->dir);
+  free(f);
+  cb(rc, dir, err, ud);
+}
+
+static void on_file(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
+  lt_fetch_t *f = ud;
+  f->req = NULL;
+  int i = f->next - 1;
+  if (rc < 0 && !(i >= NREQUIRED && status == 404)) {
+    finish(f, rc, err);
+    return;
+  }
+  if (i == 1 && f->sha[0]) { /* model.safetensors: what was announced, or nothing */
+    char path[4200], got[65];
+    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+    int hr = lt_sha256_file(path, got);
+    if (hr < 0 || strcmp(got, f->sha)) {
+      char e[512];
+      snprintf(e, sizeof e, "%s/model.safetensors: sha256 %s, announced %s", f->url, hr < 0 ? "unreadable" : got, f->sha);
+      unlink(path);
+      finish(f, LT_ECORRUPT, e);
+      return;
+    }
+  }
+  if (f->next == NFILES) {
+    finish(f, 0, NULL);
+  } else if ((rc = step(f)) < 0) {
+    char e[512];
+    snprintf(e, sizeof e, "%s: %s", f->url, lt_error_msg());
+    finish(f, rc, e);
+  }
+}
+
+/* Requests the next file. */
+static int step(lt_fetch_t *f) {
+  const char *name = files[f->next++];
+  char url[2200], path[4200];
+  snprintf(url, sizeof url, "%s/%s", f->url, name);
+  snprintf(path, sizeof path, "%s/%s", f->dir, name);
+  f->o.out_path = path;
+  return lt_httpc_request(f->c, url, NULL, &f->o, on_file, f, &f->req);
+}
+
+int lt_fetch_start(lt_httpc_t *c, const char *url, const char *dir, const char *sha256, int timeout_ms, int retries,
+                   lt_fetch_cb cb, void *ud, lt_fetch_t **out) {
+  *out = NULL;
+  int rc = lt_fs_mkdirs(dir, 0755);
+  if (rc < 0) return rc;
+  lt_fetch_t *f = calloc(1, sizeof *f);
+  if (!f) return lt_error_set(LT_ENOMEM, "fetch: out of memory");
+  f->c = c;
+  snprintf(f->url, sizeof f->url, "%s", url);
+  snprintf(f->dir, sizeof f->dir, "%s", dir);
+  snprintf(f->sha, sizeof f->sha, "%s", sha256 ? sha256 : "");
+  f->o = (lt_httpc_opts_t){.timeout_ms = timeout_ms, .retries = retries, .backoff_ms = 500};
+  f->cb = cb;
+  f->ud = ud;
+  if ((rc = step(f)) < 0) { /* the first request; its answer arrives on the loop */
+    free(f);
+    return rc;
+  }
+  *out = f;
+  return 0;
+}
+
+void lt_fetch_cancel(lt_fetch_t *f) {
+  if (!f) return;
+  lt_httpc_cancel(f->req);
+  free(f);
+}
