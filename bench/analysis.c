@@ -4,34 +4,16 @@
  * `export --format jsonl` / `--format tokens` trajectories per second (goal
  * ≥ 50k/s), next to a raw `sqlite3` scan of the same rows as the baseline.
  * Set LT_BENCH_TRAJ to change the size.  Prints one JSON object last. */
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "buffer/buffer.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/time.h"
-
-extern char **environ;
-
-static double run(char *const argv[], const char *out) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  double t0 = lt_time_mono_s();
-  pid_t pid;
-  if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)) return -1;
-  posix_spawn_file_actions_destroy(&fa);
-  int st;
-  waitpid(pid, &st, 0);
-  double dt = lt_time_mono_s() - t0;
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
-}
 
 static int build(const char *path, long n) {
   lt_buffer_t *b;
@@ -101,7 +83,7 @@ int main(void) {
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT t.*, p.* FROM trajectories t JOIN payloads p USING (task_id)");
   char *raw[] = {"sqlite3", "-json", db, sql, NULL};
-  double ts = run(stats, "/dev/null"), tj = run(ej, "/dev/null"), tt = run(et, "/dev/null"), tr = run(raw, "/dev/null");
+  double ts = bench_run(stats, "/dev/null"), tj = bench_run(ej, "/dev/null"), tt = bench_run(et, "/dev/null"), tr = bench_run(raw, "/dev/null");
   lt_fs_remove_tree(dir);
   if (ts < 0 || tj < 0 || tt < 0) {
     fprintf(stderr, "bench analysis: a command failed (is %s built?)\n", bin);

@@ -13,19 +13,15 @@
  * Reported: trained trajectories/s (speedup = async / sync), learner idle
  * fraction (time waiting for a batch / (waiting + computing)), worker
  * utilisation (generation time / (slots × wall)), and async staleness. */
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "buffer/buffer.h"
 #include "util/fs.h"
 #include "util/time.h"
-
-extern char **environ;
 
 #define REPS 3
 #define SLOTS_TOTAL 32
@@ -63,17 +59,7 @@ static int run_mode(const char *bin, const char *dir, const char *mode, int rep,
            11 + rep, mode);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  double t0 = lt_time_mono_s();
-  pid_t pid;
-  if (posix_spawn(&pid, bin, &fa, NULL, argv, environ)) return -1;
-  posix_spawn_file_actions_destroy(&fa);
-  int st;
-  waitpid(pid, &st, 0);
-  r->wall = lt_time_mono_s() - t0;
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+  if ((r->wall = bench_run(argv, "/dev/null")) < 0) return -1;
   char db[4300];
   snprintf(db, sizeof db, "%s/buffer.db", rd);
   lt_buffer_t *b;

@@ -10,24 +10,20 @@
  *    the same journal settings and transaction size.
  *
  * Prints a table on stderr and one JSON object on the last stdout line. */
-#include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bench/bench.h"
 #include "buffer/buffer.h"
 #include "proto/proto.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/time.h"
-
-extern char **environ;
 
 #define WORKERS 2
 #define SLOTS 32
@@ -56,17 +52,7 @@ static double run_daemon(const char *bin, const char *dir, int tasks) {
            tasks, TOKENS, WORKERS, SLOTS, TOKENS);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  double t0 = lt_time_mono_s();
-  pid_t pid;
-  if (posix_spawn(&pid, bin, &fa, NULL, argv, environ)) return -1;
-  posix_spawn_file_actions_destroy(&fa);
-  int st;
-  waitpid(pid, &st, 0);
-  double dt = lt_time_mono_s() - t0;
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+  return bench_run(argv, "/dev/null");
 }
 
 /* ---- 1b. raw ZeroMQ with the same frames ---- */

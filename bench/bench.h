@@ -1,0 +1,30 @@
+/* What the benchmark programs share: running a command and timing it. */
+#ifndef LT_BENCH_BENCH_H
+#define LT_BENCH_BENCH_H
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "util/time.h"
+
+extern char **environ;
+
+/* Runs argv (found on PATH) with stdout to `out`; its wall time in seconds,
+ * or -1 when it could not start or exited non-zero. */
+static inline double bench_run(char *const argv[], const char *out) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  double t0 = lt_time_mono_s();
+  pid_t pid;
+  int bad = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (bad) return -1;
+  int st;
+  waitpid(pid, &st, 0);
+  double dt = lt_time_mono_s() - t0;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+}
+
+#endif
