@@ -30,14 +30,9 @@ typedef struct {
   double wall, traj_per_s, idle, util, stale_mean, stale_hist[4];
 } run_t;
 
-static int one_num(int n, const char *const *c, void *ud) {
-  *(double *)ud = c[0] ? atof(c[0]) : 0;
-  return 1;
-}
-
 static double q(lt_buffer_t *b, const char *sql) {
   double v = 0;
-  lt_buffer_query(b, sql, one_num, &v);
+  lt_buffer_numbers(b, sql, &v, 1);
   return v;
 }
 

@@ -651,3 +651,15 @@ int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int, const char *
   sqlite3_finalize(s);
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, sql);
 }
+
+int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, sql);
+  rc = sqlite3_step(s);
+  int row = rc == SQLITE_ROW;
+  for (int i = 0; row && i < n && i < sqlite3_column_count(s); i++)
+    if (sqlite3_column_type(s, i) != SQLITE_NULL) out[i] = sqlite3_column_double(s, i);
+  sqlite3_finalize(s);
+  return row || rc == SQLITE_DONE ? row : db_err(b, rc, sql);
+}

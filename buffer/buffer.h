@@ -122,5 +122,8 @@ int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, in
 /* Runs a read-only SQL query and calls fn per row with the columns as text
  * (NULL for SQL NULL).  For the offline CLI's reports. */
 int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int ncol, const char *const *cols, void *ud), void *ud);
+/* The first row's first n columns as numbers into out[]; a missing row or a
+ * NULL column leaves the caller's value.  Returns 1 (a row), 0, or an error. */
+int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n);
 
 #endif

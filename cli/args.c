@@ -172,6 +172,20 @@ int lt_args_double(lt_cmd_args_t *c, const char *name, double def, double *out) 
   return 0;
 }
 
+int lt_args_bounds(lt_cmd_args_t *c, const char *name, double out[2], int *set) {
+  const char *v = lt_args_str(c, name, NULL);
+  if (set) *set = v != NULL;
+  if (!v) return 0;
+  char *end;
+  double x = strtod(v, &end);
+  if (*end != ',') return lt_args_usage_error(c, "%s: expected LOW,HIGH, got '%s'", name, v);
+  double y = strtod(end + 1, &end);
+  if (*end || !(x > 0) || !(y >= x)) return lt_args_usage_error(c, "%s: expected 0 < LOW <= HIGH, got '%s'", name, v);
+  out[0] = x;
+  out[1] = y;
+  return 0;
+}
+
 int lt_cli_fail(const char *command, int rc) {
   fprintf(stderr, "longtail %s: error: %s\n", command, lt_error_msg());
   return lt_error_exit_code(rc);

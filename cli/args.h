@@ -48,6 +48,9 @@ int lt_args_flag(lt_cmd_args_t *c, const char *name);
  * LT_EXIT_USAGE on a malformed value. */
 int lt_args_long(lt_cmd_args_t *c, const char *name, long long def, long long lo, long long hi, long long *out);
 int lt_args_double(lt_cmd_args_t *c, const char *name, double def, double *out);
+/* A "LOW,HIGH" flag with 0 < LOW <= HIGH (ratio bounds); *set = 0 and out
+ * untouched when absent.  Usage error (LT_EXIT_USAGE) when malformed. */
+int lt_args_bounds(lt_cmd_args_t *c, const char *name, double out[2], int *set);
 /* Prints "longtail CMD: message" and the usage line; returns LT_EXIT_USAGE. */
 int lt_args_usage_error(const lt_cmd_args_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void lt_args_print_help(const lt_cmd_args_t *c);

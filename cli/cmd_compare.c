@@ -8,23 +8,16 @@
 #include "cli/commands.h"
 #include "util/error.h"
 
-static int one_num(int n, const char *const *c, void *ud) {
-  double *v = ud;
-  v[0] = c[0] ? atof(c[0]) : 0;
-  v[1] = c[1] ? atof(c[1]) : 0;
-  return 1;
-}
-
 /* {mean, last-5 mean, count} of a metric; count 0 when the run has none. */
 static void summary(lt_buffer_t *b, const char *name, double out[3]) {
   char sql[512];
-  double v[2] = {0, 0}, w[2] = {0, 0};
+  double v[2] = {0, 0}, w[1] = {0};
   snprintf(sql, sizeof sql, "SELECT avg(value), count(*) FROM metrics WHERE name = '%s'", name);
-  lt_buffer_query(b, sql, one_num, v);
+  lt_buffer_numbers(b, sql, v, 2);
   snprintf(sql, sizeof sql,
-           "SELECT avg(value), 0 FROM (SELECT value FROM metrics WHERE name = '%s' ORDER BY step DESC, time_ms DESC "
+           "SELECT avg(value) FROM (SELECT value FROM metrics WHERE name = '%s' ORDER BY step DESC, time_ms DESC "
            "LIMIT 5)", name);
-  lt_buffer_query(b, sql, one_num, w);
+  lt_buffer_numbers(b, sql, w, 1);
   out[0] = v[0];
   out[1] = w[0];
   out[2] = v[1];

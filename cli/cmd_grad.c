@@ -80,17 +80,13 @@ static int read_line(packed_t *p, const cJSON *line, const lt_model_t *m, const 
   return rc;
 }
 
-static int parse_pair(lt_cmd_args_t *c, const char *flag, float *a, float *b) {
-  const char *v = lt_args_str(c, flag, NULL);
-  if (!v) return 0;
-  char *end;
-  double x = strtod(v, &end);
-  if (*end != ',') return lt_args_usage_error(c, "%s: expected LOW,HIGH", flag);
-  double y = strtod(end + 1, &end);
-  if (*end || !(x > 0) || !(y >= x)) return lt_args_usage_error(c, "%s: expected 0 < LOW ≤ HIGH", flag);
-  *a = (float)x;
-  *b = (float)y;
-  return 0;
+/* A bounds flag into a float pair of the loss config. */
+static int bounds(lt_cmd_args_t *c, const char *flag, float *lo, float *hi) {
+  double v[2] = {*lo, *hi};
+  int rc = lt_args_bounds(c, flag, v, NULL);
+  *lo = (float)v[0];
+  *hi = (float)v[1];
+  return rc;
 }
 
 int lt_cmd_grad(int argc, char **argv) {
@@ -123,7 +119,7 @@ int lt_cmd_grad(int argc, char **argv) {
   lt_loss_cfg_t lc;
   lt_loss_cfg_default(&lc, (lt_objective)obj);
   double clip, delta;
-  if ((rc = parse_pair(&c, "--token-bounds", &lc.tok_lo, &lc.tok_hi)) || (rc = parse_pair(&c, "--traj-bounds", &lc.traj_lo, &lc.traj_hi)) ||
+  if ((rc = bounds(&c, "--token-bounds", &lc.tok_lo, &lc.tok_hi)) || (rc = bounds(&c, "--traj-bounds", &lc.traj_lo, &lc.traj_hi)) ||
       (rc = lt_args_double(&c, "--clip", lc.clip_lo, &clip)) || (rc = lt_args_double(&c, "--delta", lc.delta, &delta)))
     return rc;
   lc.clip_lo = lc.clip_hi = (float)clip;

@@ -6,18 +6,6 @@
 #include "orchestrator/replay.h"
 #include "util/error.h"
 
-static int parse_pair(lt_cmd_args_t *c, const char *flag, double out[2], int *set) {
-  const char *v = lt_args_str(c, flag, NULL);
-  *set = v != NULL;
-  if (!v) return 0;
-  char *e;
-  out[0] = strtod(v, &e);
-  if (*e != ',') return lt_args_usage_error(c, "%s: expected LOW,HIGH, got '%s'", flag, v);
-  out[1] = strtod(e + 1, &e);
-  if (*e || out[0] > out[1] || out[0] < 0) return lt_args_usage_error(c, "%s: expected 0 <= LOW <= HIGH, got '%s'", flag, v);
-  return 0;
-}
-
 static double num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsNumber(v) ? v->valuedouble : -1;
@@ -53,8 +41,8 @@ int lt_cmd_replay(int argc, char **argv) {
   long long step;
   double tb[2], jb[2];
   int tset, jset;
-  if ((rc = lt_args_long(&c, "--step", 0, 1, 1LL << 50, &step)) || (rc = parse_pair(&c, "--token-bounds", tb, &tset)) ||
-      (rc = parse_pair(&c, "--traj-bounds", jb, &jset)))
+  if ((rc = lt_args_long(&c, "--step", 0, 1, 1LL << 50, &step)) || (rc = lt_args_bounds(&c, "--token-bounds", tb, &tset)) ||
+      (rc = lt_args_bounds(&c, "--traj-bounds", jb, &jset)))
     return rc;
   lt_replay_opts_t o = {.run = c.pos[0], .model = lt_args_str(&c, "--model", NULL), .step = step,
                         .token_bounds = tset ? tb : NULL, .traj_bounds = jset ? jb : NULL,

@@ -16,6 +16,7 @@
 #include "rollout/backend.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -425,16 +426,8 @@ int lt_cmd_serve(int argc, char **argv) {
   s->slots = (int)slots;
   s->seed_base = (uint64_t)seed;
   const char *name = lt_args_str(&c, "--name", NULL);
-  if (!name) {
-    const char *slash = strrchr(dir, '/');
-    while (slash && !slash[1] && slash > dir) { /* "dir/" */
-      const char *p = slash - 1;
-      while (p > dir && *p != '/') p--;
-      slash = *p == '/' ? p : NULL;
-    }
-    name = slash ? slash + 1 : dir;
-  }
-  snprintf(s->model, sizeof s->model, "%.*s", (int)strcspn(name, "/"), name);
+  if (name) snprintf(s->model, sizeof s->model, "%s", name);
+  else lt_path_base(dir, s->model, sizeof s->model);
   uv_loop_init(&s->loop);
   lt_log_set_process("serve");
   lt_backend_opts_t bo = {.kind = "builtin", .model_dir = dir, .device = "cpu", .threads = lt_cli_threads(),

@@ -11,16 +11,6 @@
 #include "util/json.h"
 #include "util/time.h"
 
-static int one_i64(int n, const char *const *c, void *ud) {
-  *(int64_t *)ud = c[0] ? atoll(c[0]) : -1;
-  return 1;
-}
-
-static int one_num(int n, const char *const *c, void *ud) {
-  *(double *)ud = c[0] ? atof(c[0]) : 0;
-  return 1;
-}
-
 /* status → count rows into an object. */
 static int count_into(int n, const char *const *c, void *ud) {
   if (c[0] && c[1]) cJSON_AddNumberToObject(ud, c[0], atof(c[1]));
@@ -64,29 +54,16 @@ int lt_cmd_stats(int argc, char **argv) {
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
-  char path[4200];
-  if (lt_fs_is_dir(c.pos[0])) snprintf(path, sizeof path, "%s/buffer.db", c.pos[0]);
-  else snprintf(path, sizeof path, "%s", c.pos[0]);
   lt_buffer_t *b;
-  if ((rc = lt_buffer_open(path, LT_BUF_READONLY, &b)) < 0) return lt_cli_fail("stats", rc);
+  char run[128];
+  if ((rc = lt_cli_open_run("stats", c.pos[0], &b, run, sizeof run))) return rc;
   cJSON *o = cJSON_CreateObject();
-  char *run = lt_buffer_meta_get(b, "run");
-  if (!run || !run[0]) {
-    free(run);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s", c.pos[0]);
-    size_t n = strlen(tmp);
-    while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
-    const char *base = strrchr(tmp, '/');
-    run = strdup(base ? base + 1 : tmp);
-  }
-  cJSON_AddStringToObject(o, "run", run ? run : "");
-  free(run);
-  int64_t v = -1, step = 0, dups = lt_buffer_counter(b, "duplicates_rejected");
-  lt_buffer_query(b, "SELECT max(version) FROM checkpoints WHERE kind = 'weights'", one_i64, &v);
-  lt_buffer_query(b, "SELECT max(step) FROM checkpoints WHERE kind = 'weights'", one_i64, &step);
-  cJSON_AddNumberToObject(o, "policy_version", (double)(v < 0 ? 0 : v));
-  cJSON_AddNumberToObject(o, "learner_step", (double)(step < 0 ? 0 : step));
+  cJSON_AddStringToObject(o, "run", run);
+  int64_t dups = lt_buffer_counter(b, "duplicates_rejected");
+  double vs[2] = {0, 0}; /* no weights recorded yet: version 0, step 0 */
+  lt_buffer_numbers(b, "SELECT max(version), max(step) FROM checkpoints WHERE kind = 'weights'", vs, 2);
+  cJSON_AddNumberToObject(o, "policy_version", vs[0] < 0 ? 0 : vs[0]);
+  cJSON_AddNumberToObject(o, "learner_step", vs[1] < 0 ? 0 : vs[1]);
   static const char *tk[] = {"queued", "dispatched", "done", "failed"};
   cJSON_AddItemToObject(o, "tasks", counts(b, "SELECT status, count(*) FROM tasks GROUP BY status", tk, 4));
   static const char *rk[] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
@@ -94,7 +71,7 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
   cJSON_AddItemToObject(o, "trajectories", tr);
   double reward = 0;
-  lt_buffer_query(b, "SELECT avg(reward) FROM trajectories WHERE eval = 0 AND traj_status = 'ok'", one_num, &reward);
+  lt_buffer_numbers(b, "SELECT avg(reward) FROM trajectories WHERE eval = 0 AND traj_status = 'ok'", &reward, 1);
   cJSON_AddNumberToObject(o, "reward_mean", reward);
   /* Alive: seen within the liveness window of the run's heartbeat settings. */
   double hb = 1000, live = 5;
@@ -107,16 +84,16 @@ int lt_cmd_stats(int argc, char **argv) {
   }
   cJSON_Delete(cfg);
   free(cfgtxt);
-  int64_t seen = 0, alive = 0;
+  double seen = 0, alive = 0;
   char sql[256];
-  lt_buffer_query(b, "SELECT count(*) FROM workers", one_i64, &seen);
+  lt_buffer_numbers(b, "SELECT count(*) FROM workers", &seen, 1);
   /* The daemon refreshes last_ms every 5 s. */
   snprintf(sql, sizeof sql, "SELECT count(*) FROM workers WHERE last_ms >= %lld",
            (long long)(lt_time_wall_ms() - (int64_t)(hb * live) - 5000));
-  lt_buffer_query(b, sql, one_i64, &alive);
+  lt_buffer_numbers(b, sql, &alive, 1);
   cJSON *w = cJSON_AddObjectToObject(o, "workers");
-  cJSON_AddNumberToObject(w, "seen", (double)seen);
-  cJSON_AddNumberToObject(w, "alive", (double)alive);
+  cJSON_AddNumberToObject(w, "seen", seen);
+  cJSON_AddNumberToObject(w, "alive", alive);
   cJSON *ev = cJSON_AddArrayToObject(o, "eval");
   lt_buffer_query(b, "SELECT step, value FROM metrics WHERE name = 'eval/accuracy' ORDER BY step", eval_row, ev);
   lt_buffer_close(b);
@@ -134,7 +111,7 @@ int lt_cmd_stats(int argc, char **argv) {
            "%.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"), num(tr, "stale"),
            num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "duplicates_rejected"));
     printf("reward mean     %.4f\n", reward);
-    printf("workers         %lld seen, %lld alive\n", (long long)seen, (long long)alive);
+    printf("workers         %.0f seen, %.0f alive\n", seen, alive);
     printf("eval (pass@1)  ");
     for (const cJSON *e = ev->child; e; e = e->next)
       printf(" step %.0f: %.1f%%%s", num(e, "step"), 100 * num(e, "accuracy"), e->next ? "," : "");

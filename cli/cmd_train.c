@@ -11,16 +11,10 @@
 #include "util/json.h"
 #include "util/time.h"
 
-static int row2(int n, const char *const *c, void *ud) {
-  double *v = ud;
-  v[0] = c[0] ? atof(c[0]) : -1;
-  v[1] = n > 1 && c[1] ? atof(c[1]) : -1;
-  return 1;
-}
-
+/* One row's numbers, -1 where the run has none. */
 static void q2(lt_buffer_t *b, const char *sql, double v[2]) {
   v[0] = v[1] = -1;
-  lt_buffer_query(b, sql, row2, v);
+  lt_buffer_numbers(b, sql, v, 2);
 }
 
 /* What the run achieved, on stdout and in RUN_DIR/summary.json. */

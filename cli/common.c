@@ -46,16 +46,8 @@ int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char 
   if (rc < 0) return lt_cli_fail(command, rc);
   if (!name) return 0;
   char *run = lt_buffer_meta_get(*b, "run");
-  if (run && run[0]) {
-    snprintf(name, cap, "%s", run);
-  } else { /* runs made before the name was recorded: the directory's name */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s", arg);
-    size_t n = strlen(tmp);
-    while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
-    const char *base = strrchr(tmp, '/');
-    snprintf(name, cap, "%s", base ? base + 1 : tmp);
-  }
+  if (run && run[0]) snprintf(name, cap, "%s", run);
+  else lt_path_base(arg, name, cap); /* runs made before the name was recorded */
   free(run);
   return 0;
 }

@@ -123,6 +123,7 @@ struct lt_daemon {
   struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
   struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
+  char hostname[256];        /* this machine's, to tell remote workers from local ones */
   int64_t started_ms;
 };
 

@@ -10,11 +10,6 @@
 #include "util/fs.h"
 #include "util/json.h"
 
-static int one_i64(int n, const char *const *c, void *ud) {
-  *(int64_t *)ud = c[0] ? atoll(c[0]) : 0;
-  return 1;
-}
-
 typedef struct {
   int64_t *ids;
   int n, cap;
@@ -95,7 +90,11 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   }
   if ((rc = lt_config_from_json(&cfg, root, NULL, 0, o->schemas, o->nschemas)) < 0) goto out;
   int64_t step = o->step;
-  if (step <= 0) lt_buffer_query(b, "SELECT max(consumed_step) FROM trajectories WHERE status = 'consumed'", one_i64, &step);
+  if (step <= 0) {
+    double last = 0;
+    lt_buffer_numbers(b, "SELECT max(consumed_step) FROM trajectories WHERE status = 'consumed'", &last, 1);
+    step = (int64_t)last;
+  }
   if (step <= 0) {
     rc = lt_error_set(LT_ENOENT, "%s: no learner step has trained on anything yet", o->run);
     goto out;

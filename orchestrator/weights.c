@@ -46,12 +46,9 @@ int lt__weights_start(lt_daemon_t *d) {
   lt_http_opts_t o = {.host = bind, .port = port, .max_body = 0, .max_conns = 256, .timeout_ms = 10000};
   int rc = lt_http_listen(&d->loop, &o, on_request, d, &d->weights_http);
   if (rc < 0) return rc;
+  if (gethostname(d->hostname, sizeof d->hostname - 1) < 0) snprintf(d->hostname, sizeof d->hostname, "127.0.0.1");
   const char *host = lt_config_str(d->cfg, "transport.weights_host");
-  char h[256];
-  if (!host[0]) {
-    if (gethostname(h, sizeof h - 1) < 0) snprintf(h, sizeof h, "127.0.0.1");
-    host = h;
-  }
+  if (!host[0]) host = d->hostname;
   snprintf(d->weights_base, sizeof d->weights_base, "http://%s:%d/weights", host, lt_http_port(d->weights_http));
   LT_INFO("daemon", "weights served at %s/<version>/", d->weights_base);
   return 0;
@@ -64,9 +61,7 @@ void lt__weights_stop(lt_daemon_t *d) {
 
 const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap) {
   if (!d->weights_http || w < 0) return d->weights_dir;
-  char me[256] = "";
-  gethostname(me, sizeof me - 1);
-  if (strcmp(lt_config_str(d->cfg, "transport.weights_serve"), "all") && !strcmp(d->workers[w].host, me))
+  if (strcmp(lt_config_str(d->cfg, "transport.weights_serve"), "all") && !strcmp(d->workers[w].host, d->hostname))
     return d->weights_dir;
   snprintf(buf, cap, "%s/%lld", d->weights_base, (long long)d->version);
   return buf;

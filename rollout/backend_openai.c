@@ -1,4 +1,4 @@
-/* An OpenAI-compatible completions server (vLLM, SGLang, `longtail serve`) as
+/* An OpenAI-compatible completions server (vLLM, `longtail serve`) as
  * a worker backend.  The server is stateless, so each turn sends the whole
  * context as token ids to /v1/completions and asks for the sampled tokens'
  * ids and logprobs (`return_tokens_as_token_ids`, `logprobs`); a token a
@@ -127,7 +127,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
     int32_t id = token_id(t, g->b->info.vocab);
     if (id < 0) {
       rc = lt_error_set(LT_EPROTO, "token %.40s is not \"token_id:N\" with N in the vocabulary: the server must honour "
-                                   "return_tokens_as_token_ids (vLLM, SGLang, longtail serve)",
+                                   "return_tokens_as_token_ids (vLLM, longtail serve)",
                         cJSON_IsString(t) ? t->valuestring : "?");
       break;
     }

@@ -174,6 +174,14 @@ int lt_path_join(char *out, size_t cap, const char *a, const char *b) {
   return 0;
 }
 
+void lt_path_base(const char *path, char *out, size_t cap) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--; /* "runs/x/" names x */
+  size_t b = n;
+  while (b > 0 && path[b - 1] != '/') b--;
+  snprintf(out, cap, "%.*s", (int)(n - b), path + b);
+}
+
 int lt_fs_self_exe(char *out, size_t cap) {
   ssize_t n = readlink("/proc/self/exe", out, cap - 1);
   if (n < 0) return sys_err("cannot resolve", "/proc/self/exe");

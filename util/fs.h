@@ -17,6 +17,8 @@ int lt_fs_is_dir(const char *path);
 int lt_fs_remove_tree(const char *path);
 /* Writes "a/b" into out; returns LT_ERANGE if it does not fit. */
 int lt_path_join(char *out, size_t cap, const char *a, const char *b);
+/* The last component of a path, trailing slashes ignored ("a/b/" → "b"). */
+void lt_path_base(const char *path, char *out, size_t cap);
 /* fsyncs a directory so that a rename or create in it is durable. */
 int lt_fs_sync_dir(const char *dir);
 /* Absolute path of the running executable (for spawning helpers). */
