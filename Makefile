@@ -8,7 +8,10 @@
 #   make bench      benchmarks against their baselines (bench/results.json)
 #   make deps       install the Debian packages the build needs
 #
-# Variables: CUDA=auto|0|1 (auto builds the CUDA learner when nvcc is found),
+#   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
+#   make bench-gpu  GPU throughput next to cuBLAS and a device copy (bench/gpu-results.json)
+#
+# Variables: CUDA=auto|0|1 (auto builds the CUDA learner when nvcc and a GPU are found),
 # WERROR=1 (warnings are errors), V=1 (show commands).
 
 VERSION := 0.1.0
@@ -16,7 +19,6 @@ LAYERS  := util proto buffer learner sandbox envs rewards rollout orchestrator c
 PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas
 
 VARIANT ?= release
-BUILD   := build/$(VARIANT)
 CUDA    ?= auto
 WERROR  ?= 0
 FUZZ_SECONDS ?= 60
@@ -32,7 +34,7 @@ endif
 CC      ?= cc
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation -fno-strict-aliasing \
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation -fno-strict-aliasing \
                -I. -I$(BUILD) -MMD -MP
 ifeq ($(WERROR),1)
 CFLAGS_BASE += -Werror
@@ -62,10 +64,15 @@ $(error CUDA=1 but nvcc was not found)
 endif
 USE_CUDA := 1
 else ifeq ($(CUDA),auto)
-USE_CUDA := $(if $(and $(NVCC),$(CU_SRC)),1,0)
+# auto: only where a GPU answers, so a machine with the toolkit but no GPU builds the CPU learner.
+HAVE_GPU := $(if $(NVCC),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
+USE_CUDA := $(if $(and $(NVCC),$(CU_SRC),$(HAVE_GPU)),1,0)
 else
 USE_CUDA := 0
 endif
+
+# A CUDA build keeps its objects apart: the C files see LT_HAVE_CUDA.
+BUILD   := build/$(VARIANT)$(if $(filter 1,$(USE_CUDA)),-cuda)
 
 ifeq ($(USE_CUDA),1)
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -108,7 +115,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu chaos soak FORCE
+        test-gpu bench-gpu gpu-need gpu-build chaos soak FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -175,6 +182,44 @@ test-asan: check-deps
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  LT_BIN=$(abspath build/asan/bin/longtail) LT_ROOT=$(CURDIR) LT_ASAN=1 \
 	  build/asan/tests/longtail-tests $(TEST_ARGS)
+
+# ---- GPU: parity tests and benchmarks ---------------------------------------------------
+# They link only the learner and util layers (cJSON, OpenBLAS, CUDA), so a GPU machine
+# without the daemon's libraries can build them (scripts/gpu-check.sh).
+
+GPU_LIB_OBJ := $(filter $(BUILD)/obj/learner/% $(BUILD)/obj/util/%,$(LIB_OBJ))
+GPU_LIB     := $(BUILD)/liblongtail-learner.a
+GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas 2>/dev/null),-lcjson -lopenblas) -lm -lpthread -ldl
+GPU_TEST    := $(BUILD)/tests/longtail-gpu-tests
+GPU_BENCH   := $(BUILD)/bench/gpu
+
+$(GPU_LIB): $(GPU_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $(GPU_LIB_OBJ)
+
+$(GPU_TEST): tests/gpu/test_gpu.c $(GPU_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(GPU_LIB) $(GPU_LDLIBS)
+
+$(GPU_BENCH): bench/gpu/bench_gpu.c $(GPU_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(GPU_LIB) $(GPU_LDLIBS)
+
+gpu-need:
+ifneq ($(USE_CUDA),1)
+	$(error this target needs the CUDA learner: nvcc and a GPU (or CUDA=1 to build without running))
+endif
+
+gpu-build: gpu-need $(GPU_TEST) $(GPU_BENCH)
+
+test-gpu: gpu-need $(GPU_TEST)
+	$(Q)LT_ROOT=$(CURDIR) $(GPU_TEST)
+
+bench-gpu: gpu-need $(GPU_BENCH)
+	$(Q)LT_ROOT=$(CURDIR) $(GPU_BENCH) bench/gpu-results.json
 
 # ---- fuzzing -------------------------------------------------------------------------
 

@@ -142,6 +142,39 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
   return 0;
 }
 
+int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight) {
+  if (cfg->obj == LT_OBJ_GSPO || (cfg->obj == LT_OBJ_GRPO && cfg->delta > 0) || (cfg->kl_coef > 0 && in->logp_ref))
+    return lt_error_set(LT_EUNSUPP, "%s with these options is not token-local; use the unfused loss",
+                        lt_objective_name(cfg->obj));
+  int N = in->start[in->nseq] - in->start[0], ntok = 0, nseq_tok = 0;
+  memset(weight + in->start[0], 0, sizeof(float) * (size_t)N);
+  for (int s = 0; s < in->nseq; s++) {
+    int k = 0;
+    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
+    ntok += k;
+    nseq_tok += k > 0;
+  }
+  const float *old = in->logp_old ? in->logp_old : in->logp;
+  for (int s = 0; s < in->nseq; s++) {
+    int a = in->start[s], b = in->start[s + 1], T = 0;
+    double sum_logx = 0;
+    for (int t = a; t < b; t++)
+      if (in->mask[t]) {
+        T++;
+        sum_logx += (double)old[t] - in->logp_rollout[t];
+      }
+    if (!T) continue;
+    double w = cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+    int traj_ok = cfg->obj != LT_OBJ_MISPO || in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
+    for (int t = a; t < b; t++) {
+      if (!in->mask[t]) continue;
+      int tok_ok = cfg->obj != LT_OBJ_MISPO || in_bounds((double)old[t] - in->logp_rollout[t], cfg->tok_lo, cfg->tok_hi);
+      weight[t] = traj_ok && tok_ok ? (float)w : 0.0f;
+    }
+  }
+  return 0;
+}
+
 void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv) {
   for (int i = 0; i < n; i++) {
     double sum = 0, sq = 0;

@@ -52,6 +52,13 @@ typedef struct {
  * averages per sequence, then over sequences (seed 002 eq. 5). */
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st);
 
+/* Per-token weights of the token-local objectives, so that a fused kernel can
+ * finish the loss row by row: MIS-PO 1/tokens where both MIS masks pass (else
+ * 0), PPO 1/tokens, GRPO 1/(sequences · T); 0 off the loss mask.  weight[N].
+ * GSPO, δ-masked GRPO and the reference KL need the whole sequence's log πθ
+ * first: LT_EUNSUPP. */
+int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight);
+
 /* Group baselines: adv_i = R_i − mean of R over samples with the same group
  * id (divided by the group's standard deviation when std_norm). */
 void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv);

@@ -1,0 +1,136 @@
+/* The CUDA learner (learner/cuda/): every op of learner/ops.h on device
+ * pointers, the policy head and the fused token-level loss, AdamW, and the
+ * whole model's forward and backward on one GPU.  The CPU code is the
+ * reference: tests/gpu/ compares each of these with it.
+ *
+ * Precision: parameters, gradients and optimizer state are fp32 (master
+ * weights).  Matrix products run on cuBLAS either in plain fp32 (TF32 off, the
+ * mode the parity tests use) or with bf16 operands and fp32 accumulation
+ * (lt_gpu_set_bf16).
+ *
+ * Errors: allocation and argument errors return negative LT_E* codes; a
+ * failing kernel launch or CUDA/cuBLAS call is an unrecoverable device error
+ * and aborts with file:line and a hint (the one place longtail aborts).
+ *
+ * Only built with CUDA (LT_HAVE_CUDA); the CPU learner never needs it. */
+#ifndef LT_LEARNER_GPU_H
+#define LT_LEARNER_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "learner/loss.h"
+#include "learner/model.h"
+#include "learner/optim.h"
+
+typedef struct lt_gpu lt_gpu_t;
+
+/* ---- context and memory (learner/cuda/context.cu) ---- */
+/* Opens device `dev` with one stream and one cuBLAS handle. */
+int lt_gpu_open(int dev, lt_gpu_t **out);
+void lt_gpu_close(lt_gpu_t *g);
+/* 1: matrix products with bf16 operands, fp32 accumulation; 0: fp32. */
+void lt_gpu_set_bf16(lt_gpu_t *g, int on);
+/* "NVIDIA H100 80GB HBM3, sm_90, 132 SMs" */
+void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap);
+int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes); /* zeroed */
+void lt_gpu_free(void *p);
+void lt_gpu_upload(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
+void lt_gpu_download(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
+void lt_gpu_zero(lt_gpu_t *g, void *p, size_t bytes);
+void lt_gpu_copy(lt_gpu_t *g, void *dst, const void *src, size_t bytes); /* device to device */
+void lt_gpu_sync(lt_gpu_t *g);
+/* Seconds between two points on the stream (for benchmarks). */
+typedef struct lt_gpu_timer lt_gpu_timer_t;
+lt_gpu_timer_t *lt_gpu_timer_start(lt_gpu_t *g);
+double lt_gpu_timer_stop(lt_gpu_t *g, lt_gpu_timer_t *t);
+
+/* ---- ops on device pointers, the same contracts as learner/ops.h ---- */
+void lt_gpu_linear_forward(lt_gpu_t *g, float *y, const float *x, const float *W, int N, int in, int out);
+/* y += x·Wᵀ (residual branches). */
+void lt_gpu_linear_forward_acc(lt_gpu_t *g, float *y, const float *x, const float *W, int N, int in, int out);
+void lt_gpu_linear_backward(lt_gpu_t *g, float *dx, float *dW, const float *dy, const float *x, const float *W, int N,
+                            int in, int out);
+/* C[M, N] = A[M, K] · B[N, K]ᵀ with bf16 operands (device bf16 arrays) and fp32
+ * accumulation and output: the raw rate the benchmarks compare with. */
+void lt_gpu_gemm_bf16(lt_gpu_t *g, float *C, const void *A, const void *B, int M, int N, int K);
+/* fp32 → bf16 (round to nearest even) of n values. */
+void lt_gpu_to_bf16(lt_gpu_t *g, void *dst, const float *src, size_t n);
+void lt_gpu_rmsnorm_forward(lt_gpu_t *g, float *out, float *rstd, const float *x, const float *w, int N, int D, float eps);
+void lt_gpu_rmsnorm_backward(lt_gpu_t *g, float *dx, float *dw, const float *dout, const float *x, const float *w,
+                             const float *rstd, int N, int D);
+void lt_gpu_rope_apply(lt_gpu_t *g, float *x, const int *pos, int N, int heads, int hd, const float *cos,
+                       const float *sin, int inverse);
+void lt_gpu_swiglu_forward(lt_gpu_t *g, float *h, const float *gate, const float *up, size_t n);
+void lt_gpu_swiglu_backward(lt_gpu_t *g, float *dgate, float *dup, const float *dh, const float *gate, const float *up,
+                            size_t n);
+/* Fused attention for one sequence (no [T, S] score matrix in memory):
+ * lt_attention_forward's contract; dq overwritten, dk/dv accumulated. */
+void lt_gpu_attention_forward(lt_gpu_t *g, float *out, float *lse, const float *q, const float *k, const float *v, int T,
+                              int S, int H, int KV, int hd, int window);
+void lt_gpu_attention_backward(lt_gpu_t *g, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                               const float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
+                               int KV, int hd, int window);
+/* Router of N tokens: lt_router_forward row by row.  forced_ids [N, k] or NULL;
+ * mass[N] receives each token's top-k mass. */
+void lt_gpu_router_forward(lt_gpu_t *g, float *probs, uint16_t *ids, float *weights, float *mass, const float *logits,
+                           int N, int E, int k, int norm_topk, const uint16_t *forced_ids);
+void lt_gpu_router_backward(lt_gpu_t *g, float *dlogits, const float *probs, const uint16_t *ids, const float *dweights,
+                            int N, int E, int k, int norm_topk);
+
+/* ---- head and loss (learner/cuda/head.cu) ---- */
+/* For each row r of logits [n, V] with target[r] ≥ 0: lse[r], logp[r] =
+ * z[target] − lse, entropy[r] (rows with target < 0 are skipped). */
+void lt_gpu_head_forward(lt_gpu_t *g, float *lse, float *logp, float *entropy, const float *logits, const int *target,
+                         int n, int V);
+/* logits [n, V] overwritten with dL/dz = dlogp[r] · (1[j = target] − softmax_j). */
+void lt_gpu_head_backward(lt_gpu_t *g, float *logits, const float *lse, const float *dlogp, const int *target, int n,
+                          int V);
+
+/* The fused token-level loss: one pass over each logits row computes log πθ,
+ * the entropy, the objective's term and overwrites the row with dLoss/dz.
+ * MIS-PO, PPO and GRPO without δ-masking are token-local once each token's
+ * weight is known; GSPO and δ-masked GRPO need a sequence's πθ first and are
+ * refused (LT_EUNSUPP): they run the unfused head + lt_loss_compute path. */
+typedef struct {
+  const int *target;        /* [n] next-token id, < 0: no loss on this row */
+  const float *logp_old;    /* [n] */
+  const float *adv;         /* [n] */
+  const float *weight;      /* [n] per-token weight from lt_loss_token_weights (0: masked out) */
+} lt_gpu_loss_rows_t;
+int lt_gpu_loss_fused(lt_gpu_t *g, const lt_loss_cfg_t *cfg, float *logits, const lt_gpu_loss_rows_t *rows, int n,
+                      int V, float *logp, float *entropy, float *loss_terms);
+
+/* ---- optimizer (learner/cuda/optim.cu) ---- */
+/* Global gradient L2 norm over the model's tensors (frozen router excluded). */
+double lt_gpu_grad_norm(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, const float *grads);
+/* lt_optim_step's AdamW on device buffers (params, grads, m, v of the host
+ * model's layout); Muon is refused (LT_EUNSUPP).  step: updates done before. */
+int lt_gpu_adamw_step(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, float *params, float *grads,
+                      float *m, float *v, int64_t step, double *gnorm, double *lr_out);
+
+/* ---- the whole model (learner/cuda/model.cu) ---- */
+typedef struct lt_gpu_model lt_gpu_model_t;
+/* Copies the host model's parameters to the device and sizes a training
+ * workspace for max_tokens packed tokens of sequences up to max_seq. */
+int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int max_seq, lt_gpu_model_t **out);
+void lt_gpu_model_free(lt_gpu_model_t *gm);
+/* lt_model_forward on the GPU; out's arrays are host arrays owned by gm. */
+int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *out);
+/* lt_model_backward: accumulates into the device gradients. dlogprobs is a host [N] array. */
+int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const float *dvalues);
+void lt_gpu_model_zero_grad(lt_gpu_model_t *gm);
+/* AdamW on the device copy (state lives on the device). */
+int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, double *gnorm, double *lr);
+/* Copies parameters / gradients back into host buffers of nparams floats. */
+void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
