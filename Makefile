@@ -131,7 +131,13 @@ deps:
 
 build: $(BIN)
 
-$(BIN): $(MAIN_OBJ) $(LIB)
+# bin/longtail is either flavour (CPU or CUDA learner): relink when the flavour changes.
+FLAVOUR := $(dir $(BIN)).flavour
+$(FLAVOUR): FORCE
+	@mkdir -p $(dir $@)
+	$(Q)echo "$(BUILD)" > $@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+$(BIN): $(MAIN_OBJ) $(LIB) $(FLAVOUR)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(LDSAN) -o $@ $(MAIN_OBJ) $(LIB) $(LDLIBS)

@@ -23,3 +23,11 @@ int lt_device_cuda_count(void) {
   return 0;
 #endif
 }
+
+int lt_device_cuda_built(void) {
+#ifdef LT_HAVE_CUDA
+  return 1;
+#else
+  return 0;
+#endif
+}

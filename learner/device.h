@@ -8,5 +8,7 @@
 void lt_device_build_info(char *out, size_t cap);
 /* Number of usable CUDA devices (0 without CUDA support or GPU). */
 int lt_device_cuda_count(void);
+/* 1 when this binary contains the CUDA learner. */
+int lt_device_cuda_built(void);
 
 #endif

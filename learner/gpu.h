@@ -124,8 +124,10 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
 /* lt_model_backward: accumulates into the device gradients. dlogprobs is a host [N] array. */
 int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const float *dvalues);
 void lt_gpu_model_zero_grad(lt_gpu_model_t *gm);
-/* AdamW on the device copy (state lives on the device). */
-int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, double *gnorm, double *lr);
+/* AdamW on the device copy (moments live on the device); step: updates done before. */
+int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step, double *gnorm, double *lr);
+/* Optimizer moments [nparams] between host arrays and the device. */
+void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device);
 /* Copies parameters / gradients back into host buffers of nparams floats. */
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads);
 

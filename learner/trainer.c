@@ -9,6 +9,10 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "util/log.h"
+#ifdef LT_HAVE_CUDA
+#include "learner/gpu.h"
+#endif
 
 struct lt_trainer {
   lt_trainer_cfg_t cfg;
@@ -18,6 +22,10 @@ struct lt_trainer {
   double lr_scale;
   float base_lr;
   int cap_tokens[3], cap_seq[3]; /* workspace sizes of policy, critic, ref */
+#ifdef LT_HAVE_CUDA
+  lt_gpu_t *gpu;                  /* NULL: the CPU learner */
+  lt_gpu_model_t *gm[3];          /* device twins of policy, critic, ref */
+#endif
 };
 
 static int needs_critic(const lt_trainer_cfg_t *c) { return c->loss.obj != LT_OBJ_GRPO; }
@@ -40,6 +48,21 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
   if (ref) ref->threads = cfg->threads;
   if (rc == 0) rc = lt_optim_create(&cfg->actor_opt, policy, &t->actor_opt);
   if (rc == 0 && t->critic) rc = lt_optim_create(&cfg->critic_opt, t->critic, &t->critic_opt);
+  if (rc == 0 && cfg->cuda) {
+#ifdef LT_HAVE_CUDA
+    if (cfg->actor_opt.kind != LT_OPT_ADAMW)
+      rc = lt_error_set(LT_ECONFIG, "learner.device cuda: the GPU optimizer is AdamW; learner.optimizer muon runs on the CPU");
+    else if ((rc = lt_gpu_open(0, &t->gpu)) < 0)
+      lt_error_wrap(rc, "learner.device cuda");
+    else {
+      char desc[256];
+      lt_gpu_describe(t->gpu, desc, sizeof desc);
+      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s", desc);
+    }
+#else
+    rc = lt_error_set(LT_EUNSUPP, "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");
+#endif
+  }
   if (rc < 0) {
     lt_trainer_free(t);
     return rc;
@@ -50,6 +73,10 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
 
 void lt_trainer_free(lt_trainer_t *t) {
   if (!t) return;
+#ifdef LT_HAVE_CUDA
+  for (int i = 0; i < 3; i++) lt_gpu_model_free(t->gm[i]);
+  lt_gpu_close(t->gpu);
+#endif
   lt_optim_free(t->actor_opt);
   lt_optim_free(t->critic_opt);
   lt_model_free(t->policy);
@@ -66,15 +93,91 @@ void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
   t->actor_opt->cfg.lr = (float)(t->base_lr * t->lr_scale);
 }
 
-/* Grows model i's workspace to hold n tokens in sequences of at most s. */
+/* Model i is the policy (0), the critic (1) or the reference (2); the
+ * helpers below run it on the GPU twin when there is one. */
+static lt_model_t *model_at(lt_trainer_t *t, int i) { return i == 0 ? t->policy : i == 1 ? t->critic : t->ref; }
+static lt_optim_t *optim_at(lt_trainer_t *t, int i) { return i == 0 ? t->actor_opt : i == 1 ? t->critic_opt : NULL; }
+
+#ifdef LT_HAVE_CUDA
+/* Device → host: parameters, and the optimizer moments when `moments`. */
+static void gpu_pull(lt_trainer_t *t, int i, int moments) {
+  if (!t->gm[i]) return;
+  lt_gpu_model_download(t->gm[i], model_at(t, i)->params, NULL);
+  lt_optim_t *o = optim_at(t, i);
+  if (moments && o) lt_gpu_model_moments(t->gm[i], o->m, o->v, 0);
+}
+#endif
+
+/* Grows model i's workspace to hold n tokens in sequences of at most s.  A
+ * GPU twin is rebuilt from the host copy, which it first brings up to date. */
 static int ensure(lt_trainer_t *t, int i, lt_model_t *m, int n, int s) {
   if (n <= t->cap_tokens[i] && s <= t->cap_seq[i]) return 0;
   int nn = n > t->cap_tokens[i] ? n : t->cap_tokens[i], ss = s > t->cap_seq[i] ? s : t->cap_seq[i];
-  int rc = i == 2 ? lt_model_eval_alloc(m, nn, ss) : lt_model_train_alloc(m, nn, ss);
+  int rc;
+#ifdef LT_HAVE_CUDA
+  if (t->gpu) {
+    gpu_pull(t, i, 1);
+    lt_gpu_model_free(t->gm[i]);
+    t->gm[i] = NULL;
+    t->cap_tokens[i] = t->cap_seq[i] = 0;
+    if ((rc = lt_gpu_model_create(t->gpu, m, nn, ss, &t->gm[i])) < 0) return rc;
+    lt_optim_t *o = optim_at(t, i);
+    if (o) lt_gpu_model_moments(t->gm[i], o->m, o->v, 1);
+  } else
+#endif
+    rc = i == 2 ? lt_model_eval_alloc(m, nn, ss) : lt_model_train_alloc(m, nn, ss);
   if (rc < 0) return rc;
   t->cap_tokens[i] = nn;
   t->cap_seq[i] = ss;
   return 0;
+}
+
+static int forward(lt_trainer_t *t, int i, const lt_batch_t *b, lt_fwd_out_t *o) {
+#ifdef LT_HAVE_CUDA
+  if (t->gm[i]) return lt_gpu_model_forward(t->gm[i], b, o);
+#endif
+  return lt_model_forward(model_at(t, i), b, o);
+}
+
+static int backward(lt_trainer_t *t, int i, const float *dl, const float *dv) {
+#ifdef LT_HAVE_CUDA
+  if (t->gm[i]) return lt_gpu_model_backward(t->gm[i], dl, dv);
+#endif
+  return lt_model_backward(model_at(t, i), dl, dv);
+}
+
+static void zero_grad(lt_trainer_t *t, int i) {
+#ifdef LT_HAVE_CUDA
+  if (t->gm[i]) {
+    lt_gpu_model_zero_grad(t->gm[i]);
+    return;
+  }
+#endif
+  lt_model_zero_grad(model_at(t, i));
+}
+
+/* One optimizer update of model i; returns the learning rate used. */
+static double optim_step(lt_trainer_t *t, int i, double *gnorm) {
+  lt_optim_t *o = optim_at(t, i);
+#ifdef LT_HAVE_CUDA
+  if (t->gm[i]) {
+    double lr = 0;
+    lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, &lr); /* AdamW checked at create */
+    o->step++;
+    return lr;
+  }
+#endif
+  return lt_optim_step(o, model_at(t, i), gnorm);
+}
+
+/* After an update the host copies are what checkpoints and workers read. */
+static void host_refresh(lt_trainer_t *t) {
+#ifdef LT_HAVE_CUDA
+  gpu_pull(t, 0, 0);
+  gpu_pull(t, 1, 0);
+#else
+  (void)t;
+#endif
 }
 
 /* A contiguous run of sequences [s0, s1) of the batch as a model batch
@@ -176,18 +279,18 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
     chunk_t c;
     chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
     lt_fwd_out_t o;
-    if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->policy, &c.b, &o)) < 0) break;
+    if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = forward(t, 0, &c.b, &o)) < 0) break;
     memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
     conf += o.routing_confidence * c.n;
     if (t->ref) {
-      if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->ref, &c.b, &o)) < 0) break;
+      if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = forward(t, 2, &c.b, &o)) < 0) break;
       memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     }
     if (t->critic) {
       lt_batch_t cb = c.b;
       cb.support = NULL;
-      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->critic, &cb, &o)) < 0) break;
+      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = forward(t, 1, &cb, &o)) < 0) break;
       memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
     }
   }
@@ -235,8 +338,8 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     chunk_t c;
     chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
     lt_fwd_out_t o;
-    lt_model_zero_grad(t->policy);
-    if ((rc = lt_model_forward(t->policy, &c.b, &o)) < 0) return rc;
+    zero_grad(t, 0);
+    if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
                        .adv = w->adv + c.t0, .mask = B->mask + c.t0};
@@ -244,9 +347,9 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     float *dl = w->dbuf + c.t0;
     if ((rc = lt_loss_compute(&t->cfg.loss, &in, dl, &ls)) < 0) return rc;
     if (ls.tokens > 0) {
-      if ((rc = lt_model_backward(t->policy, dl, NULL)) < 0) return rc;
+      if ((rc = backward(t, 0, dl, NULL)) < 0) return rc;
       double g;
-      st->lr = lt_optim_step(t->actor_opt, t->policy, &g);
+      st->lr = optim_step(t, 0, &g);
       gn += g;
     }
     acc_add(&acc, &ls);
@@ -266,16 +369,17 @@ static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, l
     c.b.route_ids = NULL;
     c.b.support = NULL;
     lt_fwd_out_t o;
-    lt_model_zero_grad(t->critic);
-    if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = lt_model_forward(t->critic, &c.b, &o)) < 0) return rc;
+    if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;
+    zero_grad(t, 1);
+    if ((rc = forward(t, 1, &c.b, &o)) < 0) return rc;
     float *dv = w->dbuf + c.t0;
     double l = lt_value_loss(c.b.nseq, c.start, B->mask + c.t0, o.values, w->target + c.t0, dv);
     int n = 0;
     for (int i = 0; i < c.n; i++) n += B->mask[c.t0 + i] != 0;
     if (n == 0) continue;
-    if ((rc = lt_model_backward(t->critic, NULL, dv)) < 0) return rc;
+    if ((rc = backward(t, 1, NULL, dv)) < 0) return rc;
     double g;
-    st->critic_lr = lt_optim_step(t->critic_opt, t->critic, &g);
+    st->critic_lr = optim_step(t, 1, &g);
     gn += g;
     loss += l * n;
     toks += n;
@@ -337,6 +441,7 @@ int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t 
   if (rc == 0) rc = actor_epoch(t, B, &w, k, st);
   if (rc == 0 && t->critic) rc = critic_epoch(t, B, &w, st);
   if (rc == 0) t->steps++;
+  host_refresh(t);
   work_free(&w);
   return rc;
 }
@@ -369,8 +474,9 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
   if (!dl) return lt_error_set(LT_ENOMEM, "sft step: out of memory");
   lt_batch_t b = {.nseq = B->nseq, .start = B->start, .tokens = B->tokens};
   lt_fwd_out_t o;
-  lt_model_zero_grad(t->policy);
-  if ((rc = ensure(t, 0, t->policy, N, max_seq_len(B))) < 0 || (rc = lt_model_forward(t->policy, &b, &o)) < 0) goto out;
+  if ((rc = ensure(t, 0, t->policy, N, max_seq_len(B))) < 0) goto out;
+  zero_grad(t, 0);
+  if ((rc = forward(t, 0, &b, &o)) < 0) goto out;
   for (int i = 0; i < N; i++) n += B->mask[i] != 0;
   double l = 0;
   for (int i = 0; i < N; i++)
@@ -379,10 +485,11 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
       dl[i] = -1.0f / (float)n;
     }
   *loss = n ? l / n : 0;
-  if (n && (rc = lt_model_backward(t->policy, dl, NULL)) == 0) {
+  if (n && (rc = backward(t, 0, dl, NULL)) == 0) {
     double g;
-    lt_optim_step(t->actor_opt, t->policy, &g);
+    optim_step(t, 0, &g);
     t->steps++;
+    host_refresh(t);
   }
 out:
   free(dl);
@@ -393,8 +500,11 @@ out:
 
 static int sub(char *out, size_t n, const char *dir, const char *name) { return lt_path_join(out, n, dir, name); }
 
-int lt_trainer_save(const lt_trainer_t *t, const char *dir) {
+int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   char p[4096];
+#ifdef LT_HAVE_CUDA
+  for (int i = 0; i < 2; i++) gpu_pull(t, i, 1);
+#endif
   int rc = lt_fs_mkdirs(dir, 0755);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save(t->policy, p);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
@@ -436,5 +546,13 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
     if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(t->critic, p);
     if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_load(t->critic_opt, p);
   }
+#ifdef LT_HAVE_CUDA
+  /* The GPU twins are rebuilt from the loaded host state at their next use. */
+  for (int i = 0; i < 3; i++) {
+    lt_gpu_model_free(t->gm[i]);
+    t->gm[i] = NULL;
+    t->cap_tokens[i] = t->cap_seq[i] = 0;
+  }
+#endif
   return rc < 0 ? lt_error_wrap(rc, "resume from %s", dir) : 0;
 }

@@ -21,6 +21,8 @@ typedef struct {
   lt_optim_cfg_t actor_opt, critic_opt;
   int group_std;             /* GRPO: divide advantages by the group's std */
   int threads;
+  int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h); the host
+                                models stay the reference copy, refreshed after every step */
 } lt_trainer_cfg_t;
 
 typedef struct lt_trainer lt_trainer_t;
@@ -71,7 +73,7 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *b, const lt_loss_
 int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *b, double *loss);
 
 /* Full state in dir: policy/, critic/, optimizer files, trainer.json. */
-int lt_trainer_save(const lt_trainer_t *t, const char *dir);
+int lt_trainer_save(lt_trainer_t *t, const char *dir); /* brings GPU state to the host first */
 int lt_trainer_load(lt_trainer_t *t, const char *dir);
 
 #endif

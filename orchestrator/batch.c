@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/device.h"
 #include "orchestrator/daemon.h"
 #include "util/error.h"
+#include "util/log.h"
 
 static int bounds(const lt_config_t *c, const char *path, double out[2]) {
   const cJSON *a = lt_config_get(c, path);
@@ -15,6 +17,25 @@ static int bounds(const lt_config_t *c, const char *path, double out[2]) {
   out[0] = a->child->valuedouble;
   out[1] = a->child->next->valuedouble;
   return 0;
+}
+
+/* learner.device: cuda insists; auto takes a GPU only for what the GPU learner
+ * supports.  1: CUDA learner, 0: CPU, or an LT_ECONFIG error. */
+int lt__learner_cuda(const lt_config_t *c, int muon) {
+  const char *dev = lt_config_str(c, "learner.device");
+  int gpus = lt_device_cuda_count(), ksm = lt_config_bool(c, "learner.keep_sampling_mask");
+  if (!strcmp(dev, "cuda")) {
+    if (!gpus)
+      return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
+                          lt_device_cuda_built() ? "machine has no usable GPU" : "build has no CUDA learner");
+    if (ksm || muon)
+      return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)",
+                          ksm ? "learner.keep_sampling_mask" : "learner.optimizer \"muon\"");
+    return 1;
+  }
+  if (strcmp(dev, "auto") || !gpus) return 0;
+  if (ksm || muon) lt_log(LT_LOG_INFO, "learner", "a GPU is present, but %s runs on the CPU learner", ksm ? "keep_sampling_mask" : "muon");
+  return !ksm && !muon;
 }
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
@@ -42,6 +63,9 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   tc->critic_opt.warmup = (int)lt_config_int(c, "learner.critic.warmup_steps");
   tc->critic_opt.weight_decay = 0;
   tc->critic_opt.grad_clip = (float)lt_config_num(c, "learner.grad_clip");
+  int rc = lt__learner_cuda(c, tc->actor_opt.kind == LT_OPT_MUON);
+  if (rc < 0) return rc;
+  tc->cuda = rc;
   return 0;
 }
 

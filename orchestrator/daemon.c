@@ -480,11 +480,19 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   if (rc < 0) {
     fprintf(stderr, "longtail train: error: %s\n", lt_error_msg());
     d->exit_code = lt_error_exit_code(rc);
+    /* Whatever setup opened before the failure would keep the loop alive
+     * while the writer drains: close it first. */
+    lt__spawn_stop(d);
+    lt__prom_stop(d);
+    lt__weights_stop(d);
+    if (d->z) {
+      lt_zsock_close(d->z, NULL, NULL);
+      d->z = NULL;
+    }
     if (d->writer) {
       lt_writer_stop(d->writer, NULL, NULL);
       uv_run(&d->loop, UV_RUN_DEFAULT);
     }
-    lt__spawn_stop(d);
   } else {
     LT_INFO("daemon", "run %s: listening on %s, policy v%lld", d->run_dir, d->endpoint, (long long)d->version);
     uv_timer_init(&d->loop, &d->cron);

@@ -192,6 +192,7 @@ typedef struct {
 } lt__packed_t;
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
+int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
 int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p);
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);

@@ -9,6 +9,7 @@
 
 #include "learner/tokenizer.h"
 #include "learner/trainer.h"
+#include "orchestrator/daemon.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -194,6 +195,8 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   tc.actor_opt.total = steps - tc.actor_opt.warmup;
   tc.actor_opt.min_lr_ratio = 0.1f;
   tc.actor_opt.weight_decay = 0.01f;
+  if ((rc = lt__learner_cuda(cfg, 0)) < 0) goto out;
+  tc.cuda = rc;
   if ((rc = lt_trainer_create(&tc, policy, NULL, NULL, &tr)) < 0) goto out;
   policy = NULL;
   lt_rng_t rng;

@@ -155,7 +155,7 @@ static train_t bench_train(const char *cfg_path, int nseq, int seqlen) {
     if (lt_gpu_model_forward(gm, &b, &o) < 0) die("forward");
     lt_gpu_model_zero_grad(gm);
     if (lt_gpu_model_backward(gm, dl, NULL) < 0) die("backward");
-    if (lt_gpu_model_step(gm, &oc, NULL, NULL) < 0) die("step");
+    if (lt_gpu_model_step(gm, &oc, rep + 1, NULL, NULL) < 0) die("step");
     double s = lt_gpu_timer_stop(G, t);
     if (rep >= 0) ts[rep] = N / s, tf[rep] = flops / s / 1e12;
   }

@@ -17,7 +17,6 @@ struct lt_gpu_model {
   lt_model_config_t c;
   int max_tokens, max_seq, chunk, Id, N;
   float *params, *grads, *mom, *vel; /* [nparams] */
-  int64_t step;
   lt_model_weights_t w, gw;           /* device views */
   float *rope_cos, *rope_sin;
   /* activations, per layer (host arrays of device pointers) */
@@ -560,10 +559,19 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
 
 void lt_gpu_model_zero_grad(lt_gpu_model_t *gm) { lt_gpu_zero(gm->g, gm->grads, sizeof(float) * gm->host->nparams); }
 
-int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, double *gnorm, double *lr) {
-  int rc = lt_gpu_adamw_step(gm->g, c, gm->host, gm->params, gm->grads, gm->mom, gm->vel, gm->step, gnorm, lr);
-  if (rc == 0) gm->step++;
-  return rc;
+int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step, double *gnorm, double *lr) {
+  return lt_gpu_adamw_step(gm->g, c, gm->host, gm->params, gm->grads, gm->mom, gm->vel, step, gnorm, lr);
+}
+
+void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device) {
+  size_t bytes = sizeof(float) * gm->host->nparams;
+  if (to_device) {
+    lt_gpu_upload(gm->g, gm->mom, m, bytes);
+    lt_gpu_upload(gm->g, gm->vel, v, bytes);
+  } else {
+    lt_gpu_download(gm->g, m, gm->mom, bytes);
+    lt_gpu_download(gm->g, v, gm->vel, bytes);
+  }
 }
 
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads) {

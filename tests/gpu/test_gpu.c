@@ -474,7 +474,7 @@ static void test_training(int bf16) {
     last = nll;
     lt_gpu_model_zero_grad(gm);
     lt_gpu_model_backward(gm, dl, NULL);
-    lt_gpu_model_step(gm, &oc, NULL, NULL);
+    lt_gpu_model_step(gm, &oc, s, NULL, NULL);
   }
   lt_gpu_set_bf16(G, 0);
   char what[128];

@@ -65,6 +65,23 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+/* A learner that cannot start (here: CUDA asked of a CPU build, or an option
+ * the GPU learner lacks) ends the daemon at once with the reason, exit 2;
+ * it once hung with its socket open. */
+Test(pipeline, learner_start_failure_exits_with_its_reason, .timeout = 60) {
+  char *dir = lt_test_tmpdir("nolearner");
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", "learner.device=cuda",
+                        "--set", "learner.keep_sampling_mask=true", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, argv), 0);
+  cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+  cr_assert(strstr(r.err, "learner.device"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
 Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   char *dir = lt_test_tmpdir("prom");
   char rd[4200], portset[64];
