@@ -54,6 +54,7 @@ void lt_gpu_close(lt_gpu_t *g) {
   cudaStreamSynchronize(g->stream);
   cudaFree(g->bfa);
   cudaFree(g->bfb);
+  cudaFree(g->f32);
   cublasDestroy(g->blas);
   cudaStreamDestroy(g->stream);
   free(g);
@@ -126,17 +127,22 @@ double lt_gpu_timer_stop(lt_gpu_t *g, lt_gpu_timer_t *t) {
   return ms / 1e3;
 }
 
-__nv_bfloat16 *lt__gpu_bf16_scratch(lt_gpu_t *g, int which, size_t n) {
-  __nv_bfloat16 **p = which ? &g->bfb : &g->bfa;
-  size_t *cap = which ? &g->bfb_n : &g->bfa_n;
+/* Scratch is only ever grown: the stream is drained first, since queued kernels may still read the old one. */
+static void *grow(lt_gpu_t *g, void **p, size_t *cap, size_t n, size_t elem) {
   if (n > *cap) {
     LT_CUDA(cudaStreamSynchronize(g->stream));
     cudaFree(*p);
-    LT_CUDA(cudaMalloc((void **)p, n * sizeof(__nv_bfloat16)));
+    LT_CUDA(cudaMalloc(p, n * elem));
     *cap = n;
   }
   return *p;
 }
+
+__nv_bfloat16 *lt__gpu_bf16_scratch(lt_gpu_t *g, int which, size_t n) {
+  return (__nv_bfloat16 *)(which ? grow(g, (void **)&g->bfb, &g->bfb_n, n, 2) : grow(g, (void **)&g->bfa, &g->bfa_n, n, 2));
+}
+
+float *lt__gpu_f32_scratch(lt_gpu_t *g, size_t n) { return (float *)grow(g, (void **)&g->f32, &g->f32_n, n, 4); }
 
 __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)

@@ -17,6 +17,8 @@ struct lt_gpu {
   /* bf16 operand scratch of the linear layers, grown on demand */
   __nv_bfloat16 *bfa, *bfb;
   size_t bfa_n, bfb_n;
+  float *f32;                /* float scratch of the kernels, grown on demand */
+  size_t f32_n;
   cudaDeviceProp prop;
 };
 
@@ -36,8 +38,9 @@ void lt__cuda_fail(const char *what, const char *err, const char *file, int line
 
 static inline unsigned lt__blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
 
-/* Grows the context's bf16 scratch a or b to n elements. */
+/* Grows the context's bf16 scratch a or b, or its float scratch, to n elements. */
 __nv_bfloat16 *lt__gpu_bf16_scratch(lt_gpu_t *g, int which, size_t n);
+float *lt__gpu_f32_scratch(lt_gpu_t *g, size_t n);
 
 /* Block-wide sum / max over blockDim.x threads (a multiple of 32, ≤ 1024). */
 template <typename T> __device__ inline T lt__warp_sum(T v) {
