@@ -71,12 +71,13 @@ else
 USE_CUDA := 0
 endif
 
-# A CUDA build keeps its objects apart: the C files see LT_HAVE_CUDA.
-BUILD   := build/$(VARIANT)$(if $(filter 1,$(USE_CUDA)),-cuda)
+# A CUDA build keeps its objects apart (the C files see LT_HAVE_CUDA), one tree per set of architectures.
+CUDA_ARCHS ?= 80 90
+empty :=
+BUILD   := build/$(VARIANT)$(if $(filter 1,$(USE_CUDA)),-cuda-sm$(subst $(empty) $(empty),_,$(strip $(CUDA_ARCHS))))
 
 ifeq ($(USE_CUDA),1)
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_ARCHS ?= 80 90
 NVCC_FLAGS := -O3 -std=c++17 -I. -I$(BUILD) -Xcompiler -Wall,-Wextra,-fPIC --expt-relaxed-constexpr \
               $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -MMD -MP \
               -DLT_CUDA_ARCHS='"$(CUDA_ARCHS)"'
