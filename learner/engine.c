@@ -116,7 +116,7 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
 int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **out) {
   *out = NULL;
   if (opts->device && strcmp(opts->device, "cuda") == 0)
-    return lt_error_set(LT_EUNSUPP, "engine: device 'cuda' is not available in this build");
+    return lt_error_set(LT_EUNSUPP, "engine: device 'cuda': the builtin engine generates on the CPU only (the CUDA learner trains; CUDA inference is not implemented yet)");
   lt_engine_t *e = calloc(1, sizeof *e);
   if (!e) return lt_error_set(LT_ENOMEM, "engine: out of memory");
   e->opts = *opts;
