@@ -48,17 +48,32 @@ static double clipped_term(double r, double A, double lo, double hi, double *dte
   return c;
 }
 
+/* Loss-mask tokens, and sequences that have at least one. */
+static void count_loss_tokens(const lt_loss_in_t *in, int *ntok, int *nseq_tok) {
+  *ntok = *nseq_tok = 0;
+  for (int s = 0; s < in->nseq; s++) {
+    int k = 0;
+    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
+    *ntok += k;
+    *nseq_tok += k > 0;
+  }
+}
+
+/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for GRPO. */
+static double token_weight(const lt_loss_cfg_t *cfg, int ntok, int nseq_tok, int T) {
+  return cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+}
+
+int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref) {
+  return cfg->obj != LT_OBJ_GSPO && !(cfg->obj == LT_OBJ_GRPO && cfg->delta > 0) && !(cfg->kl_coef > 0 && with_ref);
+}
+
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st) {
   memset(st, 0, sizeof *st);
   int N = in->start[in->nseq] - in->start[0];
   memset(dlogp + in->start[0], 0, sizeof(float) * (size_t)N);
-  int ntok = 0, nseq_tok = 0;
-  for (int s = 0; s < in->nseq; s++) {
-    int k = 0;
-    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
-    ntok += k;
-    nseq_tok += k > 0;
-  }
+  int ntok, nseq_tok;
+  count_loss_tokens(in, &ntok, &nseq_tok);
   st->tokens = ntok;
   st->trajs = nseq_tok;
   if (ntok == 0) return 0;
@@ -79,8 +94,7 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       klr += exp(-logx) - 1 + logx; /* k3 estimate of KL(π_rollout ‖ π_old) from rollout samples */
     }
     if (!T) continue;
-    /* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for GRPO. */
-    double w = cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+    double w = token_weight(cfg, ntok, nseq_tok, T);
     int traj_ok = in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
     int masked_objective = cfg->obj == LT_OBJ_MISPO || cfg->obj == LT_OBJ_GSPO;
     st->trajs_kept += masked_objective ? traj_ok : 1;
@@ -143,17 +157,12 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
 }
 
 int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight) {
-  if (cfg->obj == LT_OBJ_GSPO || (cfg->obj == LT_OBJ_GRPO && cfg->delta > 0) || (cfg->kl_coef > 0 && in->logp_ref))
+  if (!lt_loss_token_local(cfg, in->logp_ref != NULL))
     return lt_error_set(LT_EUNSUPP, "%s with these options is not token-local; use the unfused loss",
                         lt_objective_name(cfg->obj));
-  int N = in->start[in->nseq] - in->start[0], ntok = 0, nseq_tok = 0;
+  int N = in->start[in->nseq] - in->start[0], ntok, nseq_tok;
   memset(weight + in->start[0], 0, sizeof(float) * (size_t)N);
-  for (int s = 0; s < in->nseq; s++) {
-    int k = 0;
-    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
-    ntok += k;
-    nseq_tok += k > 0;
-  }
+  count_loss_tokens(in, &ntok, &nseq_tok);
   const float *old = in->logp_old ? in->logp_old : in->logp;
   for (int s = 0; s < in->nseq; s++) {
     int a = in->start[s], b = in->start[s + 1], T = 0;
@@ -164,7 +173,7 @@ int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, floa
         sum_logx += (double)old[t] - in->logp_rollout[t];
       }
     if (!T) continue;
-    double w = cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+    double w = token_weight(cfg, ntok, nseq_tok, T);
     int traj_ok = cfg->obj != LT_OBJ_MISPO || in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
     for (int t = a; t < b; t++) {
       if (!in->mask[t]) continue;

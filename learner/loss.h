@@ -58,6 +58,8 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
  * GSPO, δ-masked GRPO and the reference KL need the whole sequence's log πθ
  * first: LT_EUNSUPP. */
 int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight);
+/* 1 when cfg's objective is token-local (the test above); with_ref: a reference policy is given. */
+int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref);
 
 /* Group baselines: adv_i = R_i − mean of R over samples with the same group
  * id (divided by the group's standard deviation when std_norm). */

@@ -170,11 +170,11 @@ static double optim_step(lt_trainer_t *t, int i, double *gnorm) {
   return lt_optim_step(o, model_at(t, i), gnorm);
 }
 
-/* After an update the host copies are what checkpoints and workers read. */
+/* After an update workers read the policy's host copy (the critic's is only
+ * read by checkpoints, which pull it themselves). */
 static void host_refresh(lt_trainer_t *t) {
 #ifdef LT_HAVE_CUDA
   gpu_pull(t, 0, 0);
-  gpu_pull(t, 1, 0);
 #else
   (void)t;
 #endif

@@ -45,6 +45,11 @@ int lt_gpu_open(int dev, lt_gpu_t **out) {
   LT_CUBLAS(cublasSetStream(g->blas, g->stream));
   /* fp32 products stay fp32 (no TF32): the parity tests compare with OpenBLAS. */
   LT_CUBLAS(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
+  int rc = lt_gpu_alloc(g, (void **)&g->sum, sizeof *g->sum);
+  if (rc < 0) {
+    lt_gpu_close(g);
+    return rc;
+  }
   *out = g;
   return 0;
 }
@@ -55,6 +60,7 @@ void lt_gpu_close(lt_gpu_t *g) {
   cudaFree(g->bfa);
   cudaFree(g->bfb);
   cudaFree(g->f32);
+  cudaFree(g->sum);
   cublasDestroy(g->blas);
   cudaStreamDestroy(g->stream);
   free(g);

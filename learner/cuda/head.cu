@@ -130,7 +130,7 @@ __global__ void loss_fused(float *logits, const int *target, const float *old, c
 
 int lt_gpu_loss_fused(lt_gpu_t *g, const lt_loss_cfg_t *cfg, float *logits, const lt_gpu_loss_rows_t *rows, int n,
                       int V, float *logp, float *entropy, float *loss_terms) {
-  if (cfg->obj == LT_OBJ_GSPO || (cfg->obj == LT_OBJ_GRPO && cfg->delta > 0) || cfg->kl_coef > 0)
+  if (!lt_loss_token_local(cfg, cfg->kl_coef > 0)) /* the kernel has no KL term: refuse any */
     return lt_error_set(LT_EUNSUPP, "fused loss: %s with these options needs whole sequences; use the unfused path",
                         lt_objective_name(cfg->obj));
   if (!n) return 0;

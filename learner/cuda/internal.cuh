@@ -19,6 +19,7 @@ struct lt_gpu {
   size_t bfa_n, bfb_n;
   float *f32;                /* float scratch of the kernels, grown on demand */
   size_t f32_n;
+  double *sum;               /* one accumulator for reductions (gradient norm) */
   cudaDeviceProp prop;
 };
 

@@ -35,7 +35,7 @@ struct lt_gpu_model {
   /* host mirrors */
   int *h_tok, *h_pos, *h_target, *h_perm, *h_inv;
   uint16_t *h_ids, *h_forced;
-  float *h_lp, *h_ent, *h_vals, *h_conf, *out_lp, *out_ent, *out_vals, *h_dlp;
+  float *h_lp, *h_ent, *h_conf, *out_lp, *out_ent, *out_vals, *h_dlp;
   int nseq;
   int *start;                          /* [nseq + 1] of the last forward */
   int start_cap;
@@ -97,7 +97,7 @@ void lt_gpu_model_free(lt_gpu_model_t *gm) {
   free(gm->allocs);
   for (int l = 0; l < gm->c.layers; l++) free(gm->eoff[l]);
   void *hp[] = {gm->h_tok, gm->h_pos, gm->h_target, gm->h_perm, gm->h_inv, gm->h_ids, gm->h_forced, gm->h_lp, gm->h_ent,
-                gm->h_vals, gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start};
+                gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start};
   for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) free(hp[i]);
   free(gm);
 }
@@ -203,13 +203,12 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->h_inv = (int *)malloc(NK * sizeof(int));
   gm->h_ids = (uint16_t *)malloc(NK * sizeof(uint16_t));
   gm->h_forced = (uint16_t *)malloc(NK * sizeof(uint16_t));
-  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_vals, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp};
+  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp};
   for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++)
     if (!(*hf[i] = (float *)malloc(N * F))) fail = 1;
   if (fail || !gm->h_tok || !gm->h_pos || !gm->h_target || !gm->h_perm || !gm->h_inv || !gm->h_ids || !gm->h_forced) {
     lt_gpu_model_free(gm);
-    return lt_error_set(LT_ENOMEM, "GPU model: out of memory for %zu parameters and %d tokens (%s)", P, max_tokens,
-                        lt_error_msg());
+    return lt_error_wrap(LT_ENOMEM, "GPU model of %zu parameters for %d tokens", P, max_tokens);
   }
   bind_views(gm, &gm->w, gm->params);
   bind_views(gm, &gm->gw, gm->grads);

@@ -21,8 +21,8 @@ static int frozen(const lt_optim_cfg_t *c, const lt_tensor_t *t) { return c->fre
 static size_t numel(const lt_tensor_t *t) { return (size_t)t->rows * t->cols; }
 
 double lt_gpu_grad_norm(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, const float *grads) {
-  double *acc;
-  if (lt_gpu_alloc(g, (void **)&acc, sizeof *acc) < 0) lt__cuda_fail("grad norm", lt_error_msg(), __FILE__, __LINE__);
+  double *acc = g->sum;
+  lt_gpu_zero(g, acc, sizeof *acc);
   for (int i = 0; i < host->ntensors; i++) {
     const lt_tensor_t *t = &host->tensors[i];
     if (frozen(c, t)) continue;
@@ -32,7 +32,6 @@ double lt_gpu_grad_norm(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *
   }
   double ss = 0;
   lt_gpu_download(g, &ss, acc, sizeof ss);
-  lt_gpu_free(acc);
   return sqrt(ss);
 }
 
