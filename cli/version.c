@@ -18,8 +18,9 @@ void lt_cli_print_version(void) {
   lt_sandbox_caps_t caps;
   lt_sandbox_probe(&caps);
   printf("longtail %s (commit %s)\n", LT_VERSION, LT_GIT_COMMIT);
-  printf("features: %s, curve=%s, seccomp=%s (libseccomp %u.%u.%u), userns=%s\n", dev,
-         zmq_has("curve") ? "yes" : "no", caps.seccomp ? "yes" : "no", sv ? sv->major : 0, sv ? sv->minor : 0,
-         sv ? sv->micro : 0, caps.userns ? "yes" : "no");
+  char sb[160];
+  lt_sandbox_caps_describe(&caps, sb, sizeof sb);
+  printf("features: %s, curve=%s, sandbox: %s (libseccomp %u.%u.%u)\n", dev, zmq_has("curve") ? "yes" : "no", sb,
+         sv ? sv->major : 0, sv ? sv->minor : 0, sv ? sv->micro : 0);
   printf("libraries: zeromq %d.%d.%d, %s\n", zmaj, zmin, zpat, openblas_get_config());
 }

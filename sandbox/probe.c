@@ -1,10 +1,9 @@
-/* Capability probe: tries the real thing in a throw-away child. */
+/* Capability probe: makes a real sandbox once and throws it away, so that what
+ * it reports is what the sandbox will do, not what the kernel advertises. */
 #include <pthread.h>
-#include <sched.h>
 #include <seccomp.h>
+#include <stdio.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "sandbox/sandbox.h"
 
@@ -12,18 +11,24 @@ static lt_sandbox_caps_t cached;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void probe(void) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
-    _exit(unshare(flags) == 0 ? 0 : 1);
+  lt_sandbox_limits_t l;
+  lt_sandbox_limits_default(&l);
+  lt_sandbox_t *sb;
+  if (lt_sandbox_create(&l, &sb) == 0) {
+    cached.userns = 1;
+    lt_sandbox_destroy(sb);
   }
-  int st = 0;
-  if (pid > 0 && waitpid(pid, &st, 0) == pid) cached.userns = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  cached.cgroup = lt__cgroup_probe();
   /* PR_GET_SECCOMP fails with EINVAL on kernels without seccomp. */
-  cached.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1;
+  cached.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1 && lt__sandbox_seccomp_prog();
 }
 
 void lt_sandbox_probe(lt_sandbox_caps_t *caps) {
   pthread_once(&once, probe);
   *caps = cached;
+}
+
+void lt_sandbox_caps_describe(const lt_sandbox_caps_t *c, char *buf, size_t n) {
+  snprintf(buf, n, "userns=%s, seccomp=%s, memory=%s", c->userns ? "yes" : "no", c->seccomp ? "yes" : "no",
+           c->cgroup == 2 ? "cgroup-v2" : c->cgroup == 1 ? "cgroup-v1" : "rlimit (no OOM report)");
 }

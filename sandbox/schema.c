@@ -4,8 +4,13 @@
 #define BIG 1e308
 
 static const lt_cfg_entry_t sandbox_e[] = {
-    {"sandbox.timeout_s", LT_CFG_NUM, "10", 0.001, BIG, NULL, "wall-clock deadline per execution"},
-    {"sandbox.memory_mb", LT_CFG_INT, "512", 1, BIG, NULL, "memory limit per execution"},
+    {"sandbox.timeout_s", LT_CFG_NUM, "10", 0.001, BIG, NULL, "wall-clock deadline per execution (the whole process tree is killed)"},
+    {"sandbox.memory_mb", LT_CFG_INT, "512", 1, BIG, NULL, "memory limit per execution (cgroup where the host allows, else address space)"},
+    {"sandbox.cpu_s", LT_CFG_INT, "0", 0, BIG, NULL, "CPU seconds per process (0: the deadline rounded up)"},
+    {"sandbox.nproc", LT_CFG_INT, "64", 1, 65536, NULL, "processes and threads"},
+    {"sandbox.file_mb", LT_CFG_INT, "64", 1, BIG, NULL, "largest file written, and the size of /tmp and /work"},
+    {"sandbox.nofile", LT_CFG_INT, "256", 8, 65536, NULL, "open files per process"},
+    {"sandbox.output_bytes", LT_CFG_INT, "1048576", 0, BIG, NULL, "stdout and stderr kept per execution (each)"},
     {"sandbox.pool", LT_CFG_INT, "2", 0, 1024, NULL, "warm sandboxes kept ready per worker"},
 };
 const lt_cfg_schema_t lt_sandbox_schema = {"sandbox", "Isolated execution of untrusted code.", sandbox_e, N(sandbox_e)};

@@ -1,0 +1,323 @@
+/* The parent's side of a sandbox: making one warm (fork, id maps, cgroup),
+ * sending it a job, feeding stdin, collecting capped output and enforcing the
+ * deadline by killing the tree. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/time.h"
+
+struct lt_sandbox {
+  pid_t pid; /* the jail process; init dies with it */
+  int ctl, status, in, out, err;
+  lt__cgroup_t cg;
+  lt_sandbox_limits_t lim;
+};
+
+void lt_sandbox_limits_default(lt_sandbox_limits_t *l) {
+  *l = (lt_sandbox_limits_t){.timeout_s = 10,
+                             .memory_mb = 512,
+                             .cpu_s = 0,
+                             .nproc = 64,
+                             .file_mb = 64,
+                             .nofile = 256,
+                             .output_bytes = 1 << 20};
+}
+
+void lt_sandbox_limits_from_config(const lt_config_t *cfg, lt_sandbox_limits_t *l) {
+  lt_sandbox_limits_default(l);
+  l->timeout_s = lt_config_num(cfg, "sandbox.timeout_s");
+  l->memory_mb = (int)lt_config_int(cfg, "sandbox.memory_mb");
+  l->cpu_s = (int)lt_config_int(cfg, "sandbox.cpu_s");
+  l->nproc = (int)lt_config_int(cfg, "sandbox.nproc");
+  l->file_mb = (int)lt_config_int(cfg, "sandbox.file_mb");
+  l->nofile = (int)lt_config_int(cfg, "sandbox.nofile");
+  l->output_bytes = (size_t)lt_config_int(cfg, "sandbox.output_bytes");
+}
+
+void lt_sandbox_result_free(lt_sandbox_result_t *r) {
+  free(r->out);
+  free(r->err);
+  memset(r, 0, sizeof *r);
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void reap(lt_sandbox_t *sb) {
+  if (sb->pid > 0) {
+    kill(sb->pid, SIGKILL);
+    while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close_fd(&sb->ctl);
+  close_fd(&sb->status);
+  close_fd(&sb->in);
+  close_fd(&sb->out);
+  close_fd(&sb->err);
+  lt__cgroup_remove(&sb->cg);
+  free(sb);
+}
+
+void lt_sandbox_destroy(lt_sandbox_t *sb) {
+  if (sb) reap(sb);
+}
+
+static int write_map(pid_t pid, const char *file, const char *text) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Puts the channels at the numbers the jail expects, whatever numbers they had. */
+static void arrange_fds(const int *fds, int n) {
+  int high[8];
+  for (int i = 0; i < n; i++) high[i] = fcntl(fds[i], F_DUPFD, 64);
+  for (int i = 0; i < n; i++) {
+    if (high[i] < 0 || dup2(high[i], LT__JAIL_CTL + i) < 0) _exit(1);
+  }
+  close_range(LT__JAIL_CTL + n, ~0U, 0);
+}
+
+/* One byte from the jail, or its 'E' message; waits at most 10 s. */
+static int expect(int fd, char want, pid_t pid) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  char buf[512];
+  int r = poll(&p, 1, 10000);
+  ssize_t n = r > 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (n > 0 && buf[0] == want) return 0;
+  if (n > 1 && buf[0] == 'E') {
+    buf[n] = 0;
+    return lt_error_set(LT_EUNSUPP, "sandbox: %s", buf + 1);
+  }
+  return lt_error_set(LT_ESYS, "sandbox: the jail process %d %s", (int)pid, r == 0 ? "did not answer in 10 s" : "died while starting");
+}
+
+int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
+  *out = NULL;
+  lt_sandbox_t *sb = calloc(1, sizeof *sb);
+  if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
+  sb->lim = *l;
+  sb->ctl = sb->status = sb->in = sb->out = sb->err = -1;
+  const void *filter = lt__sandbox_seccomp_prog();
+  lt__cgroup_create(&sb->cg, l);
+  int ctl[2], sync[2], st[2], in[2], o[2], e[2];
+  int made = 0;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) == 0 && ++made &&
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) == 0 && ++made && pipe2(st, O_CLOEXEC) == 0 && ++made &&
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && ++made && pipe2(o, O_CLOEXEC) == 0 && ++made &&
+      pipe2(e, O_CLOEXEC) == 0 && ++made) {
+  }
+  int *pairs[] = {ctl, sync, st, in, o, e};
+  if (made < 6) {
+    int err = errno;
+    for (int i = 0; i < made; i++) close(pairs[i][0]), close(pairs[i][1]);
+    reap(sb);
+    return lt_error_set(lt_error_from_errno(err), "sandbox: cannot make its channels: %s", strerror(err));
+  }
+  int is_root = geteuid() == 0;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The jail dies with the thread that made it; a parent gone before this line is caught by getppid. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+    int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
+    arrange_fds(fds, 6);
+    lt__jail_main(l, is_root, sb->cg.version == 0, filter);
+  }
+  int err = errno;
+  sb->pid = pid;
+  sb->ctl = ctl[0], sb->status = st[0], sb->in = in[0], sb->out = o[0], sb->err = e[0];
+  close(ctl[1]), close(sync[1]), close(st[1]), close(in[1]), close(o[1]), close(e[1]);
+  int rc = 0;
+  if (pid < 0) {
+    rc = lt_error_set(LT_ESYS, "sandbox: fork: %s", strerror(err));
+  } else if ((rc = expect(sync[0], 'U', pid)) == 0) {
+    /* Inside uid/gid 1000 is an unprivileged host id: nobody for root, else our own. */
+    char map[64];
+    unsigned uid = is_root ? 65534u : (unsigned)geteuid(), gid = is_root ? 65534u : (unsigned)getegid();
+    snprintf(map, sizeof map, "%d %u 1\n", LT__JAIL_UID, uid);
+    int ok = write_map(pid, "uid_map", map) == 0;
+    snprintf(map, sizeof map, "%d %u 1\n", LT__JAIL_UID, gid);
+    ok = ok && (is_root || write_map(pid, "setgroups", "deny") == 0) && write_map(pid, "gid_map", map) == 0;
+    if (!ok) rc = lt_error_set(LT_EUNSUPP, "sandbox: cannot write the user namespace's id maps: %s", strerror(errno));
+    else if (lt__cgroup_attach(&sb->cg, pid) != 0)
+      rc = lt_error_set(LT_ESYS, "sandbox: cannot join cgroup %s: %s", sb->cg.mem, strerror(errno));
+    else if (write(sync[0], "G", 1) != 1)
+      rc = lt_error_set(LT_ESYS, "sandbox: the jail process died while starting");
+    else
+      rc = expect(sync[0], 'R', pid);
+  }
+  close(sync[0]);
+  if (rc < 0) {
+    reap(sb);
+    return rc;
+  }
+  *out = sb;
+  return 0;
+}
+
+static int encode_job(const lt_sandbox_job_t *job, lt_buf_t *b) {
+  uint32_t hdr[2] = {LT__JAIL_MAGIC, 0}, argc = 0;
+  while (job->argv && job->argv[argc]) argc++;
+  if (argc == 0) return lt_error_set(LT_EINVAL, "sandbox: empty command");
+  lt_buf_append(b, hdr, sizeof hdr);
+  lt_buf_append(b, &argc, 4);
+  for (uint32_t i = 0; i < argc; i++) {
+    uint32_t n = (uint32_t)strlen(job->argv[i]);
+    lt_buf_append(b, &n, 4);
+    lt_buf_append(b, job->argv[i], n + 1);
+  }
+  uint32_t nf = (uint32_t)job->nfiles;
+  lt_buf_append(b, &nf, 4);
+  for (int i = 0; i < job->nfiles; i++) {
+    const lt_sandbox_file_t *f = &job->files[i];
+    uint32_t n = (uint32_t)strlen(f->path), mode = (uint32_t)f->mode;
+    uint64_t len = f->len;
+    lt_buf_append(b, &n, 4);
+    lt_buf_append(b, f->path, n + 1);
+    lt_buf_append(b, &mode, 4);
+    lt_buf_append(b, &len, 8);
+    lt_buf_append(b, f->data, f->len);
+  }
+  if (lt_buf_ok(b) < 0) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
+  if (b->len - sizeof hdr > LT__JAIL_MAX_JOB) return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);
+  hdr[1] = (uint32_t)(b->len - sizeof hdr);
+  memcpy(b->data, hdr, sizeof hdr);
+  return 0;
+}
+
+static int send_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+typedef struct {
+  lt_buf_t b;
+  size_t cap;
+  int truncated;
+} capture_t;
+
+/* Reads what is there; returns 1 at EOF or error. */
+static int drain(int fd, capture_t *c) {
+  char tmp[65536];
+  ssize_t n = read(fd, tmp, sizeof tmp);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+  if (n <= 0) return 1;
+  size_t keep = c->b.len < c->cap ? c->cap - c->b.len : 0;
+  if ((size_t)n > keep) c->truncated = 1;
+  lt_buf_append(&c->b, tmp, (size_t)n < keep ? (size_t)n : keep);
+  return 0;
+}
+
+int lt_sandbox_exec(lt_sandbox_t *sb, const lt_sandbox_job_t *job, lt_sandbox_result_t *res) {
+  memset(res, 0, sizeof *res);
+  lt_buf_t enc = {0};
+  int rc = encode_job(job, &enc);
+  double timeout = job->timeout_s > 0 ? job->timeout_s : sb->lim.timeout_s;
+  double t0 = lt_time_mono_s(), deadline = t0 + timeout;
+  if (rc == 0 && send_all(sb->ctl, enc.data, enc.len) != 0)
+    rc = lt_error_set(LT_ESYS, "sandbox: the jail is gone (%s)", strerror(errno));
+  lt_buf_free(&enc);
+  close_fd(&sb->ctl);
+  if (rc < 0) {
+    reap(sb);
+    return rc;
+  }
+  fcntl(sb->in, F_SETFL, O_NONBLOCK);
+  size_t in_off = 0, in_len = job->stdin_data ? job->stdin_len : 0;
+  if (in_len == 0) close_fd(&sb->in);
+  capture_t out = {.cap = sb->lim.output_bytes}, err = {.cap = sb->lim.output_bytes};
+  lt__jail_status_t st = {0};
+  size_t st_got = 0;
+  int killed = 0;
+  double grace_end = 0; /* after the program ends or is killed: how long to wait for the pipes' EOF */
+  while (sb->out >= 0 || sb->err >= 0 || sb->status >= 0) {
+    double now = lt_time_mono_s();
+    if (!killed && st.kind == 0 && now >= deadline) {
+      kill(sb->pid, SIGKILL); /* init dies with the jail, and every process of the namespace with init */
+      killed = res->timed_out = 1;
+      res->wall_ms = (now - t0) * 1e3;
+      grace_end = now + 2;
+    }
+    if (grace_end > 0 && now >= grace_end) break; /* descendants cannot outlive init; this is a guard */
+    struct pollfd p[4];
+    int np = 0;
+    int *fds[] = {&sb->out, &sb->err, &sb->status, &sb->in};
+    for (int i = 0; i < 4; i++)
+      if (*fds[i] >= 0) p[np++] = (struct pollfd){.fd = *fds[i], .events = i == 3 ? POLLOUT : POLLIN};
+    double until = grace_end > 0 ? grace_end : deadline;
+    int ms = (int)ceil((until - now) * 1e3);
+    if (poll(p, (nfds_t)np, ms < 0 ? 0 : ms) < 0 && errno != EINTR) break;
+    for (int i = 0; i < np; i++) {
+      if (!p[i].revents) continue;
+      int fd = p[i].fd;
+      if (fd == sb->out && drain(fd, &out)) close_fd(&sb->out);
+      else if (fd == sb->err && drain(fd, &err)) close_fd(&sb->err);
+      else if (fd == sb->in) {
+        ssize_t w = send(fd, job->stdin_data + in_off, in_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) in_off += (size_t)w;
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == in_len) close_fd(&sb->in);
+      } else if (fd == sb->status) {
+        ssize_t n = read(fd, (char *)&st + st_got, sizeof st - st_got);
+        if (n > 0) st_got += (size_t)n;
+        if (n <= 0 || st_got == sizeof st) {
+          close_fd(&sb->status);
+          if (!killed) res->wall_ms = (lt_time_mono_s() - t0) * 1e3;
+          if (grace_end == 0) grace_end = lt_time_mono_s() + 2;
+        }
+      }
+    }
+  }
+  if (st_got == sizeof st && st.kind == LT__JAIL_SETUP_ERROR) {
+    rc = lt_error_set(LT_EINVAL, "sandbox: %s", st.msg);
+  } else if (st_got == sizeof st && st.kind == LT__JAIL_EXITED) {
+    res->exit_code = WIFEXITED(st.wstatus) ? WEXITSTATUS(st.wstatus) : -1;
+    res->signal = WIFSIGNALED(st.wstatus) ? WTERMSIG(st.wstatus) : 0;
+  } else if (killed) {
+    res->exit_code = -1;
+    res->signal = SIGKILL;
+  } else {
+    rc = lt_error_set(LT_ESYS, "sandbox: init died without reporting the program's end");
+  }
+  res->oom = lt__cgroup_oom_kills(&sb->cg) > 0;
+  res->out_truncated = out.truncated, res->err_truncated = err.truncated;
+  res->out_len = out.b.len, res->err_len = err.b.len;
+  res->out = lt_buf_take(&out.b);
+  res->err = lt_buf_take(&err.b);
+  if (rc == 0 && (!res->out || !res->err)) rc = lt_error_set(LT_ENOMEM, "sandbox: out of memory");
+  reap(sb);
+  if (rc < 0) lt_sandbox_result_free(res);
+  return rc;
+}
+
+int lt_sandbox_run(const lt_sandbox_limits_t *l, const lt_sandbox_job_t *job, lt_sandbox_result_t *res) {
+  lt_sandbox_t *sb;
+  int rc = lt_sandbox_create(l, &sb);
+  return rc < 0 ? rc : lt_sandbox_exec(sb, job, res);
+}

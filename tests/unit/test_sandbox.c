@@ -1,0 +1,262 @@
+/* The sandbox escape suite: each way out is tried for real and must be
+ * contained, while legitimate programs (python3, sh) run. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
+#include "tests/support/harness.h"
+#include "util/error.h"
+#include "util/time.h"
+
+static lt_sandbox_limits_t limits(double timeout_s) {
+  lt_sandbox_limits_t l;
+  lt_sandbox_limits_default(&l);
+  l.timeout_s = timeout_s;
+  return l;
+}
+
+static void need_sandbox(void) {
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  if (!c.userns) cr_skip_test("this host gives no user namespaces: the sandbox refuses to run (and says so)");
+}
+
+/* Runs `sh -c script` (or argv when given) and asserts the sandbox itself worked. */
+static lt_sandbox_result_t run_sh(const lt_sandbox_limits_t *l, const char *script) {
+  const char *argv[] = {"sh", "-c", script, NULL};
+  lt_sandbox_job_t job = {.argv = argv};
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_sandbox_run(l, &job, &r), 0, "%s", lt_error_msg());
+  return r;
+}
+
+static int procs_matching(const char *marker) {
+  lt_run_t r;
+  lt_test_sh(&r, 10, "pgrep -f -c '%s'", marker);
+  int n = atoi(r.out ? r.out : "0");
+  lt_run_free(&r);
+  return n;
+}
+
+Test(sandbox, legitimate_programs_run) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(20);
+  const char *argv[] = {"python3", "main.py", "7", NULL};
+  const char *code = "import sys\nfrom lib.helper import sq\nprint(sq(int(sys.argv[1])), sys.stdin.read().upper())\n";
+  const char *helper = "def sq(x):\n    return x * x\n";
+  lt_sandbox_file_t files[] = {{"main.py", code, strlen(code), 0}, {"lib/helper.py", helper, strlen(helper), 0}};
+  lt_sandbox_job_t job = {.argv = argv, .files = files, .nfiles = 2, .stdin_data = "abc", .stdin_len = 3};
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), 0, "%s", lt_error_msg());
+  cr_expect_eq(r.exit_code, 0, "stderr: %s", r.err);
+  cr_expect_str_eq(r.out, "49 ABC\n");
+  cr_expect(!r.timed_out && !r.oom && r.signal == 0);
+  lt_sandbox_result_free(&r);
+
+  r = run_sh(&l, "echo out; echo err >&2; mkdir -p /tmp/a && echo x > /tmp/a/f && cat /tmp/a/f; exit 3");
+  cr_expect_eq(r.exit_code, 3);
+  cr_expect_str_eq(r.out, "out\nx\n");
+  cr_expect_str_eq(r.err, "err\n");
+  lt_sandbox_result_free(&r);
+
+  r = run_sh(&l, "no-such-command-xyz");
+  cr_expect_eq(r.exit_code, 127);
+  lt_sandbox_result_free(&r);
+  const char *missing[] = {"no-such-program-xyz", NULL};
+  job = (lt_sandbox_job_t){.argv = missing};
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), 0);
+  cr_expect_eq(r.exit_code, 127);
+  cr_expect(strstr(r.err, "no-such-program-xyz"), "%s", r.err);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, no_privilege_inside) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(10);
+  lt_sandbox_result_t r = run_sh(&l, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; "
+                                      "touch /usr/x /etc/x / 2>/dev/null; echo ro=$?; hostname");
+  cr_expect(strstr(r.out, "CapEff:\t0000000000000000"), "%s", r.out);
+  cr_expect(strstr(r.out, "CapBnd:\t0000000000000000"), "%s", r.out);
+  cr_expect(strstr(r.out, "NoNewPrivs:\t1"), "%s", r.out);
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  if (c.seccomp) cr_expect(strstr(r.out, "Seccomp:\t2"), "%s", r.out);
+  cr_expect(strstr(r.out, "1000\nro=1\nsandbox\n"), "%s", r.out);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, no_network_not_even_host_loopback) {
+  need_sandbox();
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(listen(s, 4), 0);
+  getsockname(s, (struct sockaddr *)&a, &al);
+  char script[512];
+  snprintf(script, sizeof script,
+           "python3 -c 'import socket\ns = socket.create_connection((\"127.0.0.1\", %d), 2)\nprint(\"connected\")'; "
+           "cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+           ntohs(a.sin_port));
+  lt_sandbox_limits_t l = limits(10);
+  lt_sandbox_result_t r = run_sh(&l, script);
+  cr_expect(!strstr(r.out, "connected"), "%s", r.out);
+  /* Isolation holds without the filter too: the namespace has only a loopback of its own. */
+  cr_expect_str_eq(r.out, "    lo\n", "interfaces: %s", r.out);
+  cr_expect_lt(accept(s, NULL, NULL), 0, "the host listener got a connection from the sandbox");
+  close(s);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, host_home_run_dir_and_tmp_are_invisible) {
+  need_sandbox();
+  const char *home = getenv("HOME") ? getenv("HOME") : "/root";
+  char secret[512], rundir_file[512], probe[1600];
+  snprintf(secret, sizeof secret, "%s/.lt-sandbox-secret-%d", home, (int)getpid());
+  cr_assert_eq(lt_test_write(secret, "TOPSECRET-home\n"), 0);
+  char *dir = lt_test_tmpdir("sandbox-run");
+  snprintf(rundir_file, sizeof rundir_file, "%s/buffer.db", dir);
+  cr_assert_eq(lt_test_write(rundir_file, "TOPSECRET-run\n"), 0);
+  char host_tmp[128];
+  snprintf(host_tmp, sizeof host_tmp, "/tmp/lt-sandbox-wrote-%d", (int)getpid());
+  snprintf(probe, sizeof probe, "cat %s; cat %s; ls /root /home /work/main 2>&1; echo pwned > %s; ls %s", secret,
+           rundir_file, host_tmp, host_tmp);
+  lt_sandbox_limits_t l = limits(10);
+  lt_sandbox_result_t r = run_sh(&l, probe);
+  cr_expect(!strstr(r.out, "TOPSECRET"), "%s", r.out);
+  cr_expect(strstr(r.out, host_tmp), "the sandbox's own /tmp is writable: %s %s", r.out, r.err);
+  cr_expect_eq(access(host_tmp, F_OK), -1, "the sandbox wrote the host's /tmp");
+  unlink(host_tmp);
+  unlink(secret);
+  lt_test_rmdir(dir);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, deadline_kills_setsid_orphans_and_cpu_spin) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(1);
+  double t0 = lt_time_mono_s();
+  lt_sandbox_result_t r = run_sh(&l, "setsid sh -c 'exec sleep 7771' & python3 -c 'while True: pass'");
+  double secs = lt_time_mono_s() - t0;
+  cr_expect(r.timed_out);
+  cr_expect_eq(r.signal, 9);
+  cr_expect(secs < 3.5, "took %.2f s past a 1 s deadline", secs);
+  cr_expect_eq(procs_matching("sleep 777[1]"), 0, "a setsid child outlived the deadline");
+  lt_sandbox_result_free(&r);
+  /* Orphans left by a program that ends in time die with it. */
+  l.timeout_s = 10;
+  r = run_sh(&l, "setsid sh -c 'exec sleep 7772' & echo started");
+  cr_expect(!r.timed_out && r.exit_code == 0);
+  cr_expect_eq(procs_matching("sleep 777[2]"), 0, "an orphan outlived its program");
+  lt_sandbox_result_free(&r);
+  /* CPU time is limited per process apart from the deadline. */
+  l.cpu_s = 1;
+  t0 = lt_time_mono_s();
+  r = run_sh(&l, "exec python3 -c 'while True: pass'");
+  cr_expect(!r.timed_out, "the CPU limit, not the 10 s deadline, should stop it");
+  cr_expect(r.signal == 24 /* SIGXCPU */ || r.signal == 9, "signal %d", r.signal);
+  cr_expect(lt_time_mono_s() - t0 < 5);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, fork_bomb_is_contained) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(2);
+  double t0 = lt_time_mono_s();
+  lt_sandbox_result_t r = run_sh(&l, "exec python3 -c '\nimport os\nwhile True:\n    try:\n        os.fork()\n"
+                                      "    except OSError:\n        pass\n' lt-forkbomb-7773");
+  cr_expect(r.timed_out);
+  cr_expect(lt_time_mono_s() - t0 < 6);
+  cr_expect_eq(procs_matching("lt-forkbomb-777[3]"), 0, "fork bomb processes survived");
+  lt_sandbox_result_free(&r);
+  /* The host can still make processes, and the next sandbox works. */
+  l.timeout_s = 10;
+  r = run_sh(&l, "echo ok");
+  cr_expect_str_eq(r.out, "ok\n");
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, memory_limit_holds) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(20);
+  l.memory_mb = 256;
+  lt_sandbox_result_t r = run_sh(&l, "exec python3 -c 'x = b\"a\" * (4 << 30); print(\"allocated\", len(x))'");
+  cr_expect(!strstr(r.out, "allocated"), "a 4 GiB allocation succeeded under 256 MiB: %s", r.out);
+  cr_expect(r.exit_code != 0 || r.signal != 0);
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  if (c.cgroup) cr_expect(r.oom && r.signal == 9, "oom %d signal %d exit %d", r.oom, r.signal, r.exit_code);
+  else cr_expect(strstr(r.err, "MemoryError"), "%s", r.err);
+  lt_sandbox_result_free(&r);
+  /* Within the limit, memory is usable. */
+  r = run_sh(&l, "exec python3 -c 'x = b\"a\" * (64 << 20); print(len(x))'");
+  cr_expect_str_eq(r.out, "67108864\n", "%s", r.err);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, output_and_file_size_are_capped) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(20);
+  l.output_bytes = 1000;
+  l.file_mb = 4;
+  lt_sandbox_result_t r = run_sh(&l, "head -c 50000000 /dev/zero | tr '\\0' x; echo done >&2");
+  cr_expect_eq(r.out_len, 1000);
+  cr_expect(r.out_truncated && !r.err_truncated);
+  cr_expect_str_eq(r.err, "done\n");
+  lt_sandbox_result_free(&r);
+  r = run_sh(&l, "head -c 8000000 /dev/zero > /work/big; echo rc=$?; wc -c < /work/big");
+  cr_expect(strstr(r.out, "4194304"), "a file grew past 4 MB: %s %s", r.out, r.err);
+  lt_sandbox_result_free(&r);
+}
+
+Test(sandbox, pool_gives_fresh_sandboxes) {
+  need_sandbox();
+  lt_sandbox_limits_t l = limits(10);
+  lt_sandbox_pool_t *p;
+  cr_assert_eq(lt_sandbox_pool_create(&l, 2, &p), 0);
+  for (int i = 0; i < 5; i++) {
+    const char *argv[] = {"sh", "-c", "ls /tmp /work; echo $$ > /tmp/mark; echo > /work/mark; echo ran", NULL};
+    lt_sandbox_job_t job = {.argv = argv};
+    lt_sandbox_result_t r;
+    cr_assert_eq(lt_sandbox_pool_run(p, &job, &r), 0, "%s", lt_error_msg());
+    cr_expect_str_eq(r.out, "/tmp:\n\n/work:\nran\n", "run %d saw a used sandbox: %s", i, r.out);
+    lt_sandbox_result_free(&r);
+  }
+  lt_sandbox_pool_free(p);
+}
+
+Test(sandbox, cli_json_and_exit_status) {
+  need_sandbox();
+  lt_run_t r;
+  const char *a1[] = {"longtail", "sandbox", "run", "--json", "--", "sh", "-c", "echo hi; exit 4", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a1), 0);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cJSON *j = cJSON_Parse(r.out);
+  cr_assert_not_null(j, "%s", r.out);
+  const char *keys[] = {"exit_code", "signal", "timed_out", "oom", "stdout", "stderr", "wall_ms"};
+  for (int i = 0; i < 7; i++) cr_expect_not_null(cJSON_GetObjectItem(j, keys[i]), "missing %s", keys[i]);
+  cr_expect_eq(cJSON_GetObjectItem(j, "exit_code")->valueint, 4);
+  cr_expect_str_eq(cJSON_GetObjectItem(j, "stdout")->valuestring, "hi\n");
+  cJSON_Delete(j);
+  lt_run_free(&r);
+  const char *a2[] = {"longtail", "sandbox", "run", "--", "sh", "-c", "exit 5", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a2), 0);
+  cr_expect_eq(r.status, 5);
+  lt_run_free(&r);
+  const char *a3[] = {"longtail", "sandbox", "run", "--timeout", "0.5", "--", "sleep", "30", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a3), 0);
+  cr_expect_eq(r.status, 124);
+  cr_expect(strstr(r.err, "deadline"), "%s", r.err);
+  lt_run_free(&r);
+  const char *a4[] = {"longtail", "sandbox", "walk", "--", "true", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a4), 0);
+  cr_expect_eq(r.status, 2);
+  lt_run_free(&r);
+}
