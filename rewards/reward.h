@@ -68,7 +68,23 @@ typedef struct {
 
 /* Synchronous verifiers: fill res (status, reward, components). */
 int lt__reward_rule(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_reward_result_t *res);
+/* Fraction of the letters of s that are in `script` (1 when s has none). */
+double lt__reward_script_fraction(const char *s, int script);
 /* Adds the configured shaping components to an ok result. */
 void lt__reward_shape(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_reward_result_t *res);
+
+/* Judges over HTTP (genrm, verifier, rubric, with MetaRM): rewards/judge.c. */
+typedef struct lt__judge lt__judge_t;
+typedef struct lt__judge_req lt__judge_req_t;
+typedef void (*lt__judge_cb)(lt_reward_result_t *res, void *ud);
+
+int lt__judge_create(uv_loop_t *loop, const lt_config_t *cfg, lt__judge_t **out);
+/* Asks the judge of `type`; cb gets the result (status set on failure) on the
+ * loop, never inside this call.  *req can be cancelled until cb runs. */
+int lt__judge_score(lt__judge_t *j, lt__reward_type type, const lt__reward_cfg_t *rc, const lt_reward_case_t *k,
+                    lt__judge_cb cb, void *ud, lt__judge_req_t **req);
+void lt__judge_cancel(lt__judge_req_t *req); /* its callback will not run */
+/* Cancels everything; done(ud) once the loop has released the judge's handles. */
+void lt__judge_close(lt__judge_t *j, void (*done)(void *), void *ud);
 
 #endif

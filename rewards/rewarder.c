@@ -12,6 +12,9 @@ typedef struct job {
   void *ud;
   lt_reward_result_t res;
   uv_timer_t timer;
+  lt__judge_req_t *jr; /* a judge call in flight */
+  char *shape_response; /* what shaping needs once the judge answers */
+  int shape_tokens, shape_malformed;
   struct job *prev, *next;
 } job_t;
 
@@ -20,6 +23,7 @@ struct lt_rewarder {
   lt__reward_cfg_t cfg;
   lt__reward_type dflt;
   cJSON *domains;  /* rewards.domains copy */
+  lt__judge_t *judge; /* when some domain's reward is a judge's */
   job_t *jobs;     /* in flight */
   int closing, handles;
   void (*done)(void *);
@@ -33,6 +37,8 @@ static int parse_type(const char *s) {
     if (strcmp(s, type_names[i]) == 0) return i;
   return -1;
 }
+
+static int is_judge(lt__reward_type t) { return t == LT_RW_GENRM || t == LT_RW_VERIFIER || t == LT_RW_RUBRIC; }
 
 int lt_rewarder_create(uv_loop_t *loop, const lt_config_t *cfg, lt_rewarder_t **out) {
   *out = NULL;
@@ -52,6 +58,17 @@ int lt_rewarder_create(uv_loop_t *loop, const lt_config_t *cfg, lt_rewarder_t **
     free(r);
     return lt_error_set(LT_ENOMEM, "rewarder: out of memory");
   }
+  int judged = is_judge(r->dflt);
+  for (const cJSON *e = r->domains ? r->domains->child : NULL; e; e = e->next) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
+    judged |= cJSON_IsString(t) && is_judge((lt__reward_type)parse_type(t->valuestring));
+  }
+  int rc = judged ? lt__judge_create(loop, cfg, &r->judge) : 0;
+  if (rc < 0) {
+    cJSON_Delete(r->domains);
+    free(r);
+    return rc;
+  }
   *out = r;
   return 0;
 }
@@ -62,17 +79,28 @@ static lt__reward_type type_for(const lt_rewarder_t *r, const char *domain) {
   return cJSON_IsString(t) ? (lt__reward_type)parse_type(t->valuestring) : r->dflt;
 }
 
+static void release(lt_rewarder_t *r) {
+  if (r->handles > 0 || !r->closing) return;
+  void (*done)(void *) = r->done;
+  void *ud = r->done_ud;
+  cJSON_Delete(r->domains);
+  free(r);
+  if (done) done(ud);
+}
+
 static void on_closed(uv_handle_t *h) {
   job_t *j = h->data;
   lt_rewarder_t *r = j->r;
+  free(j->shape_response);
   free(j);
-  if (--r->handles == 0 && r->closing) {
-    void (*done)(void *) = r->done;
-    void *ud = r->done_ud;
-    cJSON_Delete(r->domains);
-    free(r);
-    if (done) done(ud);
-  }
+  r->handles--;
+  release(r);
+}
+
+static void on_judge_closed(void *ud) {
+  lt_rewarder_t *r = ud;
+  r->handles--;
+  release(r);
 }
 
 static void unlink_job(job_t *j) {
@@ -81,13 +109,37 @@ static void unlink_job(job_t *j) {
   if (j->next) j->next->prev = j->prev;
 }
 
-static void deliver(uv_timer_t *t) {
-  job_t *j = t->data;
+static void complete(job_t *j) {
   unlink_job(j);
   lt_reward_result_t res = j->res;
   memset(&j->res, 0, sizeof j->res);
   j->cb(&res, j->ud);
   uv_close((uv_handle_t *)&j->timer, on_closed);
+}
+
+static void deliver(uv_timer_t *t) { complete(t->data); }
+
+/* No value on failure, never a made-up reward; shaping on success. */
+static void settle(lt_rewarder_t *r, const lt_reward_case_t *k, job_t *j) {
+  if (j->res.status == 0) {
+    if (k) lt__reward_shape(&r->cfg, k, &j->res);
+    return;
+  }
+  cJSON_Delete(j->res.components);
+  j->res.components = cJSON_CreateObject();
+  j->res.reward = 0;
+}
+
+static void on_judge(lt_reward_result_t *res, void *ud) {
+  job_t *j = ud;
+  j->jr = NULL;
+  cJSON_Delete(j->res.components);
+  j->res = *res;
+  /* The judge's case is gone by now; the shaping terms it needs were kept. */
+  lt_reward_case_t k = {.response = j->shape_response, .response_tokens = j->shape_tokens,
+                        .malformed_tool_calls = j->shape_malformed};
+  settle(j->r, &k, j);
+  complete(j);
 }
 
 /* The environment's own verdict: reference.success (bool) or reference.score. */
@@ -120,25 +172,29 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
     return lt_error_set(LT_ENOMEM, "rewarder: out of memory");
   }
   lt__reward_type t = type_for(r, k->domain);
-  switch (t) {
-  case LT_RW_RULE: lt__reward_rule(&r->cfg, k, &j->res); break;
-  case LT_RW_ENV: env_verdict(k, &j->res); break;
-  default:
-    j->res.status = LT_EUNSUPP;
-    j->res.error = strdup("this reward type is not available in this build");
-  }
-  if (j->res.status == 0) lt__reward_shape(&r->cfg, k, &j->res);
-  if (j->res.status != 0) { /* no value, never a made-up reward */
-    cJSON_Delete(j->res.components);
-    j->res.components = cJSON_CreateObject();
-    j->res.reward = 0;
-  }
   uv_timer_init(r->loop, &j->timer);
   j->timer.data = j;
   r->handles++;
   j->next = r->jobs;
   if (r->jobs) r->jobs->prev = j;
   r->jobs = j;
+  if (is_judge(t)) {
+    j->shape_response = strdup(k->response ? k->response : "");
+    j->shape_tokens = k->response_tokens;
+    j->shape_malformed = k->malformed_tool_calls;
+    int rc = j->shape_response ? lt__judge_score(r->judge, t, &r->cfg, k, on_judge, j, &j->jr) : LT_ENOMEM;
+    if (rc == 0) return 0;
+    j->res.status = rc;
+    j->res.error = strdup(lt_error_msg());
+  } else if (t == LT_RW_RULE) {
+    lt__reward_rule(&r->cfg, k, &j->res);
+  } else if (t == LT_RW_ENV) {
+    env_verdict(k, &j->res);
+  } else {
+    j->res.status = LT_EUNSUPP;
+    j->res.error = strdup("this reward type is not available in this build");
+  }
+  settle(r, k, j);
   uv_timer_start(&j->timer, deliver, 0, 0);
   return 0;
 }
@@ -151,15 +207,17 @@ void lt_rewarder_close(lt_rewarder_t *r, void (*done)(void *), void *ud) {
     job_t *j = r->jobs;
     unlink_job(j);
     uv_timer_stop(&j->timer);
+    if (j->jr) lt__judge_cancel(j->jr);
     cJSON_Delete(j->res.components);
     free(j->res.error);
     lt_reward_result_t res = {.status = LT_ECANCELED, .components = cJSON_CreateObject(), .error = strdup("canceled")};
     j->cb(&res, j->ud);
     uv_close((uv_handle_t *)&j->timer, on_closed);
   }
-  if (r->handles == 0) {
-    cJSON_Delete(r->domains);
-    free(r);
-    if (done) done(ud);
+  if (r->judge) {
+    r->handles++;
+    lt__judge_close(r->judge, on_judge_closed, r);
+    r->judge = NULL;
   }
+  release(r);
 }

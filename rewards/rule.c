@@ -88,8 +88,7 @@ int lt__reward_rule(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_rew
   return 0;
 }
 
-/* Fraction of letters in the expected script. */
-static double script_fraction(const char *s, int script) {
+double lt__reward_script_fraction(const char *s, int script) {
   long in = 0, letters = 0;
   const unsigned char *p = (const unsigned char *)s;
   while (*p) {
@@ -119,7 +118,7 @@ void lt__reward_shape(const lt__reward_cfg_t *c, const lt_reward_case_t *k, lt_r
     res->reward += pen;
   }
   if (c->script) {
-    double f = c->language_coef * script_fraction(k->response ? k->response : "", c->script);
+    double f = c->language_coef * lt__reward_script_fraction(k->response ? k->response : "", c->script);
     cJSON_AddNumberToObject(res->components, "language", f);
     res->reward += f;
   }
