@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "sandbox/sandbox.h"
 #include "util/config.h"
 
 /* A tool call parsed from the policy's text (rollout/ parses the XML format
@@ -80,6 +81,20 @@ int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **me
 /* The environment type of a domain ("arith", ...), NULL if unknown. */
 const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
 
+/* The code environment's test runner, shared with the code reward: runs
+ * `code` (Python defining solve) on each test's args in the sandbox and
+ * compares the results with the expected values outside it.  Blocks. */
+typedef struct {
+  int passed, total;
+  int timed_out;  /* the sandbox's deadline ended the run */
+  int load_error; /* the program did not load (syntax error, no solve) */
+} lt_envs_code_result_t;
+
+int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *tests, double test_timeout_s,
+                      lt_envs_code_result_t *res);
+/* The last fenced code block of a response (caller frees); NULL if none. */
+char *lt_envs_code_extract(const char *text);
+
 /* ---- internal: shared by the environment implementations ---- */
 
 typedef struct lt_env_impl {
@@ -94,6 +109,7 @@ typedef struct lt_env_impl {
   /* Synchronous step; the registry delivers the result on the loop. */
   int (*step)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
   void (*close)(lt_episode_t *ep);
+  int blocking; /* step blocks (sandbox, subprocess): the registry runs it on the thread pool */
 } lt_env_impl_t;
 
 struct lt_episode {
@@ -107,8 +123,16 @@ struct lt_episode {
   lt_env_step_cb cb;
   void *ud;
   int pending;
+  uv_work_t work;        /* a blocking step on the thread pool */
+  char *work_text;
+  const lt_tool_call_t *work_calls;
+  int work_ncalls, closed;
 };
 
+/* The worker's sandbox pool (the config's sandbox section), made on first use. */
+int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
+
 extern const lt_env_impl_t lt__env_arith;
+extern const lt_env_impl_t lt__env_code;
 
 #endif

@@ -1,4 +1,5 @@
 /* The configured domains and the episode plumbing every environment shares. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,9 +19,21 @@ struct lt_envs {
   domain_t *d;
   int n;
   uv_loop_t *loop;
+  lt_sandbox_limits_t sandbox;
+  int pool_size;
+  lt_sandbox_pool_t *pool;
+  pthread_mutex_t pool_mu;
 };
 
-static const lt_env_impl_t *const impls[] = {&lt__env_arith};
+static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code};
+
+int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
+  pthread_mutex_lock(&e->pool_mu);
+  int rc = e->pool ? 0 : lt_sandbox_pool_create(&e->sandbox, e->pool_size, &e->pool);
+  *out = e->pool;
+  pthread_mutex_unlock(&e->pool_mu);
+  return rc;
+}
 
 static const lt_env_impl_t *find_impl(const char *type) {
   for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
@@ -40,6 +53,9 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
   lt_envs_t *e = calloc(1, sizeof *e);
   if (!e) return lt_error_set(LT_ENOMEM, "envs: out of memory");
   e->loop = loop;
+  lt_sandbox_limits_from_config(cfg, &e->sandbox);
+  e->pool_size = (int)lt_config_int(cfg, "sandbox.pool");
+  pthread_mutex_init(&e->pool_mu, NULL);
   int n = map ? cJSON_GetArraySize(map) : 0;
   if (n == 0) {
     free(e);
@@ -97,6 +113,8 @@ void lt_envs_free(lt_envs_t *e) {
     free(e->d[i].name);
   }
   free(e->d);
+  lt_sandbox_pool_free(e->pool);
+  pthread_mutex_destroy(&e->pool_mu);
   free(e);
 }
 
@@ -166,21 +184,99 @@ static void deliver(uv_timer_t *t) {
   ep->cb(ep, &res, ep->ud);
 }
 
-int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_cb cb,
-                    void *ud) {
-  if (!ep->envs->loop) return lt_error_set(LT_EINVAL, "episode step needs an event loop");
-  if (ep->pending) return lt_error_set(LT_EBUSY, "episode: a step is already in flight");
-  domain_t *d = ep->domain;
-  memset(&ep->result, 0, sizeof ep->result);
-  int rc = d->impl->step(ep, text, calls, ncalls, &ep->result);
+static void calls_free(lt_tool_call_t *c, int n) {
+  for (int i = 0; c && i < n; i++) {
+    for (int k = 0; k < c[i].nargs; k++) free(c[i].args[k].name), free(c[i].args[k].value);
+    free(c[i].args);
+    free(c[i].name);
+  }
+  free(c);
+}
+
+static lt_tool_call_t *calls_copy(const lt_tool_call_t *c, int n) {
+  lt_tool_call_t *o = n ? calloc((size_t)n, sizeof *o) : NULL;
+  int ok = !n || o;
+  for (int i = 0; ok && i < n; i++) {
+    o[i].name = strdup(c[i].name);
+    o[i].args = c[i].nargs ? calloc((size_t)c[i].nargs, sizeof *o[i].args) : NULL;
+    o[i].nargs = o[i].args ? c[i].nargs : 0;
+    ok = o[i].name && (!c[i].nargs || o[i].args);
+    for (int k = 0; ok && k < o[i].nargs; k++)
+      ok = (o[i].args[k].name = strdup(c[i].args[k].name)) && (o[i].args[k].value = strdup(c[i].args[k].value));
+  }
+  if (!ok) {
+    calls_free(o, n);
+    return NULL;
+  }
+  return o;
+}
+
+/* An environment failure is a result (status env_error), not a caller error. */
+static void settle(lt_episode_t *ep, int rc) {
   if (rc < 0) {
-    /* An environment failure is a result (status env_error), not a caller error. */
     cJSON_Delete(ep->result.observations);
     memset(&ep->result, 0, sizeof ep->result);
     ep->result.error = rc;
     ep->result.error_msg = strdup(lt_error_msg());
   }
   if (!ep->result.observations) ep->result.observations = cJSON_CreateArray();
+}
+
+static void on_closed(uv_handle_t *h) { free(h->data); }
+
+static void work_step(uv_work_t *w) {
+  lt_episode_t *ep = w->data;
+  domain_t *d = ep->domain;
+  int rc = d->impl->step(ep, ep->work_text, ep->work_calls, ep->work_ncalls, &ep->result);
+  if (rc < 0) settle(ep, rc); /* here: the error detail is this thread's */
+}
+
+static void work_done(uv_work_t *w, int status) {
+  lt_episode_t *ep = w->data;
+  free(ep->work_text);
+  calls_free((lt_tool_call_t *)ep->work_calls, ep->work_ncalls);
+  ep->work_text = NULL;
+  ep->work_calls = NULL;
+  if (ep->closed) { /* closed while on the thread pool: finish the close now */
+    lt_episode_close(ep);
+    return;
+  }
+  settle(ep, status == UV_ECANCELED ? lt_error_set(LT_ECANCELED, "step cancelled") : 0);
+  ep->pending = 0;
+  lt_env_step_t res = ep->result;
+  memset(&ep->result, 0, sizeof ep->result);
+  ep->cb(ep, &res, ep->ud);
+}
+
+int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_cb cb,
+                    void *ud) {
+  if (!ep->envs->loop) return lt_error_set(LT_EINVAL, "episode step needs an event loop");
+  if (ep->pending) return lt_error_set(LT_EBUSY, "episode: a step is already in flight");
+  domain_t *d = ep->domain;
+  memset(&ep->result, 0, sizeof ep->result);
+  if (d->impl->blocking) {
+    ep->work_text = strdup(text);
+    ep->work_calls = calls_copy(calls, ncalls);
+    ep->work_ncalls = ncalls;
+    if (!ep->work_text || (ncalls && !ep->work_calls)) {
+      free(ep->work_text);
+      ep->work_text = NULL;
+      return lt_error_set(LT_ENOMEM, "episode: out of memory");
+    }
+    ep->cb = cb;
+    ep->ud = ud;
+    ep->pending = 1;
+    ep->work.data = ep;
+    int rc = uv_queue_work(ep->envs->loop, &ep->work, work_step, work_done);
+    if (rc == 0) return 0;
+    ep->pending = 0;
+    free(ep->work_text);
+    calls_free((lt_tool_call_t *)ep->work_calls, ncalls);
+    ep->work_text = NULL;
+    ep->work_calls = NULL;
+    return lt_error_set(LT_ESYS, "episode: cannot queue the step: %s", uv_strerror(rc));
+  }
+  settle(ep, d->impl->step(ep, text, calls, ncalls, &ep->result));
   ep->cb = cb;
   ep->ud = ud;
   ep->pending = 1;
@@ -189,10 +285,13 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
 
 const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference; }
 
-static void on_closed(uv_handle_t *h) { free(h->data); }
-
 void lt_episode_close(lt_episode_t *ep) {
   if (!ep) return;
+  if (ep->work_text) { /* a blocking step is queued or running: cancel it or let it end, then close */
+    ep->closed = 1;
+    uv_cancel((uv_req_t *)&ep->work);
+    return;
+  }
   domain_t *d = ep->domain;
   if (d->impl->close) d->impl->close(ep);
   cJSON_Delete(ep->reference);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/env.h"
 #include "rewards/reward.h"
 #include "util/error.h"
 
@@ -13,8 +14,14 @@ typedef struct job {
   lt_reward_result_t res;
   uv_timer_t timer;
   lt__judge_req_t *jr; /* a judge call in flight */
-  char *shape_response; /* what shaping needs once the judge answers */
+  char *shape_response; /* what shaping needs once the judge or the tests answer */
   int shape_tokens, shape_malformed;
+  uv_work_t work;       /* code tests on the thread pool */
+  char *code;
+  cJSON *tests;
+  lt_envs_code_result_t cres;
+  int work_rc, in_work, abandoned;
+  char work_err[512];
   struct job *prev, *next;
 } job_t;
 
@@ -24,6 +31,10 @@ struct lt_rewarder {
   lt__reward_type dflt;
   cJSON *domains;  /* rewards.domains copy */
   lt__judge_t *judge; /* when some domain's reward is a judge's */
+  lt_sandbox_limits_t sandbox;
+  int pool_size;
+  double test_timeout_s;
+  lt_sandbox_pool_t *pool; /* made at the first code reward */
   job_t *jobs;     /* in flight */
   int closing, handles;
   void (*done)(void *);
@@ -53,6 +64,9 @@ int lt_rewarder_create(uv_loop_t *loop, const lt_config_t *cfg, lt_rewarder_t **
   const char *sc = lt_config_str(cfg, "rewards.language.script");
   r->cfg.script = !strcmp(sc, "latin") ? 1 : !strcmp(sc, "cjk") ? 2 : !strcmp(sc, "cyrillic") ? 3 : 0;
   r->cfg.language_coef = lt_config_num(cfg, "rewards.language.coef");
+  lt_sandbox_limits_from_config(cfg, &r->sandbox);
+  r->pool_size = (int)lt_config_int(cfg, "sandbox.pool");
+  r->test_timeout_s = lt_config_num(cfg, "rewards.code.test_timeout_s");
   const cJSON *d = lt_config_get(cfg, "rewards.domains");
   if (d && !(r->domains = cJSON_Duplicate(d, 1))) {
     free(r);
@@ -84,6 +98,7 @@ static void release(lt_rewarder_t *r) {
   void (*done)(void *) = r->done;
   void *ud = r->done_ud;
   cJSON_Delete(r->domains);
+  lt_sandbox_pool_free(r->pool);
   free(r);
   if (done) done(ud);
 }
@@ -92,6 +107,8 @@ static void on_closed(uv_handle_t *h) {
   job_t *j = h->data;
   lt_rewarder_t *r = j->r;
   free(j->shape_response);
+  free(j->code);
+  cJSON_Delete(j->tests);
   free(j);
   r->handles--;
   release(r);
@@ -142,6 +159,56 @@ static void on_judge(lt_reward_result_t *res, void *ud) {
   complete(j);
 }
 
+static void code_work(uv_work_t *w) {
+  job_t *j = w->data;
+  j->work_rc = lt_envs_code_test(j->r->pool, j->code, j->tests, j->r->test_timeout_s, &j->cres);
+  if (j->work_rc < 0) snprintf(j->work_err, sizeof j->work_err, "code reward: %s", lt_error_msg());
+}
+
+static void code_done(uv_work_t *w, int status) {
+  job_t *j = w->data;
+  j->in_work = 0;
+  if (j->abandoned) { /* the rewarder closed meanwhile and reported it cancelled */
+    uv_close((uv_handle_t *)&j->timer, on_closed);
+    return;
+  }
+  if (status == UV_ECANCELED) j->work_rc = LT_ECANCELED, snprintf(j->work_err, sizeof j->work_err, "cancelled");
+  j->res.attempts = 1;
+  if (j->work_rc < 0) {
+    j->res.status = j->work_rc; /* the sandbox failed, not the program: no reward */
+    j->res.error = strdup(j->work_err);
+  } else {
+    j->res.reward = j->cres.total ? (double)j->cres.passed / j->cres.total : 0;
+    cJSON_AddNumberToObject(j->res.components, "code_tests_passed", j->cres.passed);
+    cJSON_AddNumberToObject(j->res.components, "code_tests_total", j->cres.total);
+    cJSON_AddNumberToObject(j->res.components, "code", j->res.reward);
+  }
+  lt_reward_case_t k = {.response = j->shape_response, .response_tokens = j->shape_tokens,
+                        .malformed_tool_calls = j->shape_malformed};
+  settle(j->r, &k, j);
+  complete(j);
+}
+
+/* Sandboxed tests of the response's last code block against reference.tests. */
+static int start_code(lt_rewarder_t *r, const lt_reward_case_t *k, job_t *j) {
+  const cJSON *tests = cJSON_GetObjectItemCaseSensitive(k->reference, "tests");
+  if (!cJSON_IsArray(tests)) return lt_error_set(LT_EINVAL, "code reward: the reference has no \"tests\" array");
+  if (!(j->code = lt_envs_code_extract(k->response ? k->response : ""))) {
+    j->res.attempts = 1; /* no program: the policy's failure, scored 0 */
+    cJSON_AddNumberToObject(j->res.components, "code", 0);
+    cJSON_AddNumberToObject(j->res.components, "code_found", 0);
+    return 1;
+  }
+  int rc = r->pool ? 0 : lt_sandbox_pool_create(&r->sandbox, r->pool_size, &r->pool);
+  if (rc < 0) return rc;
+  if (!(j->tests = cJSON_Duplicate(tests, 1))) return lt_error_set(LT_ENOMEM, "code reward: out of memory");
+  j->work.data = j;
+  if ((rc = uv_queue_work(r->loop, &j->work, code_work, code_done)) != 0)
+    return lt_error_set(LT_ESYS, "code reward: cannot queue: %s", uv_strerror(rc));
+  j->in_work = 1;
+  return 0;
+}
+
 /* The environment's own verdict: reference.success (bool) or reference.score. */
 static void env_verdict(const lt_reward_case_t *k, lt_reward_result_t *res) {
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(k->reference, "success");
@@ -178,14 +245,18 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
   j->next = r->jobs;
   if (r->jobs) r->jobs->prev = j;
   r->jobs = j;
-  if (is_judge(t)) {
+  if (is_judge(t) || t == LT_RW_CODE) {
     j->shape_response = strdup(k->response ? k->response : "");
     j->shape_tokens = k->response_tokens;
     j->shape_malformed = k->malformed_tool_calls;
-    int rc = j->shape_response ? lt__judge_score(r->judge, t, &r->cfg, k, on_judge, j, &j->jr) : LT_ENOMEM;
+    int rc = !j->shape_response ? lt_error_set(LT_ENOMEM, "rewarder: out of memory")
+             : t == LT_RW_CODE  ? start_code(r, k, j)
+                                : lt__judge_score(r->judge, t, &r->cfg, k, on_judge, j, &j->jr);
     if (rc == 0) return 0;
-    j->res.status = rc;
-    j->res.error = strdup(lt_error_msg());
+    if (rc < 0) {
+      j->res.status = rc;
+      j->res.error = strdup(lt_error_msg());
+    }
   } else if (t == LT_RW_RULE) {
     lt__reward_rule(&r->cfg, k, &j->res);
   } else if (t == LT_RW_ENV) {
@@ -208,11 +279,16 @@ void lt_rewarder_close(lt_rewarder_t *r, void (*done)(void *), void *ud) {
     unlink_job(j);
     uv_timer_stop(&j->timer);
     if (j->jr) lt__judge_cancel(j->jr);
+    if (j->in_work) { /* a running test cannot be stopped: it finishes, then the job is freed */
+      j->abandoned = 1;
+      uv_cancel((uv_req_t *)&j->work);
+    }
     cJSON_Delete(j->res.components);
     free(j->res.error);
+    memset(&j->res, 0, sizeof j->res);
     lt_reward_result_t res = {.status = LT_ECANCELED, .components = cJSON_CreateObject(), .error = strdup("canceled")};
     j->cb(&res, j->ud);
-    uv_close((uv_handle_t *)&j->timer, on_closed);
+    if (!j->abandoned) uv_close((uv_handle_t *)&j->timer, on_closed);
   }
   if (r->judge) {
     r->handles++;

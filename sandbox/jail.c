@@ -8,7 +8,11 @@
  * builds the root, says ready, waits for the job, writes its
  * files, forks the program and reaps until the program ends; its exit takes
  * every remaining process of the namespace with it (setsid or not).  init dies
- * with J (PR_SET_PDEATHSIG), so killing J kills the whole tree. */
+ * with J (PR_SET_PDEATHSIG), so killing J kills the whole tree.
+ *
+ * J and init fork with _Fork, not fork: the parent's atfork handlers (libuv's
+ * re-creates its signal pipe, closing the fd numbers it had) would close the
+ * channels that now sit at those numbers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -294,7 +298,7 @@ static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory,
   }
   char buf[512];
   const char *path = resolve(argv[0], buf, sizeof buf);
-  pid_t prog = fork(); /* a command not found fails in the program, as exit 127 with a message */
+  pid_t prog = _Fork(); /* a command not found fails in the program, as exit 127 with a message */
   if (prog == 0) program(path, argv, l, rlimit_memory, filter);
   close(LT__JAIL_IN);
   close(LT__JAIL_OUT);
@@ -325,7 +329,7 @@ _Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, i
   if (parent_is_root) check(setgroups(0, NULL), "setgroups");
   check(setresgid(LT__JAIL_UID, LT__JAIL_UID, LT__JAIL_UID), "setresgid");
   check(setresuid(LT__JAIL_UID, LT__JAIL_UID, LT__JAIL_UID), "setresuid");
-  pid_t init = fork();
+  pid_t init = _Fork();
   if (init < 0) fail("fork init");
   if (init == 0) init_main(l, rlimit_memory, filter);
   close(LT__JAIL_SYNC);

@@ -6,7 +6,7 @@ set -u
 PKG_CONFIG_MODULES="libzmq libuv libcjson sqlite3 libcurl libseccomp openblas criterion"
 DEBS="build-essential pkg-config libzmq3-dev libuv1-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev \
 libseccomp-dev libopenblas-dev libcriterion-dev libsodium-dev clang libclang-rt-14-dev gnuplot-nox bubblewrap \
-python3 python3-numpy iproute2 sqlite3 git ca-certificates"
+python3 python3-numpy iproute2 procps sqlite3 git ca-certificates"
 
 missing_debs() {
   for p in $DEBS; do

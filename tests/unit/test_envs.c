@@ -147,3 +147,85 @@ Test(envs, bad_params_name_the_key) {
   cr_expect(strstr(lt_error_msg(), "envs.m.params.digits_mx"), "%s", lt_error_msg());
   lt_config_free(&cfg);
 }
+
+#include "sandbox/sandbox.h"
+
+static int have_sandbox(void) {
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  return c.userns;
+}
+
+static void on_code_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
+  *(lt_env_step_t *)ud = *res;
+}
+
+/* Every task's reference solution passes all its tests in the sandbox, through
+ * an episode on the loop (the step runs on the thread pool); a wrong one does not. */
+Test(envs, code_tasks_reference_solutions_pass_in_the_sandbox, .timeout = 120) {
+  if (!have_sandbox()) cr_skip_test("no user namespaces: the code environment cannot run here");
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs("{\"envs\": {\"py\": {\"type\": \"code\"}}, \"sandbox\": {\"pool\": 1}}", &loop);
+  int seen_tasks = 0;
+  char names[16][32] = {{0}};
+  for (uint64_t i = 0; i < 40 && seen_tasks < 8; i++) {
+    cJSON *spec, *msgs, *open_msgs;
+    char *resp;
+    cr_assert_eq(lt_envs_sample(e, "py", i, 0, &spec), 0);
+    const char *task = cJSON_GetObjectItem(spec, "task")->valuestring;
+    int known = 0;
+    for (int k = 0; k < seen_tasks; k++) known |= strcmp(names[k], task) == 0;
+    if (known) {
+      cJSON_Delete(spec);
+      continue;
+    }
+    snprintf(names[seen_tasks++], 32, "%s", task);
+    cr_assert_eq(lt_envs_demo(e, "py", i, &msgs, &resp), 0);
+    lt_episode_t *ep;
+    cr_assert_eq(lt_episode_open(e, "py", spec, 1, &ep, &open_msgs), 0, "%s", lt_error_msg());
+    lt_env_step_t res = {0};
+    res.done = -1;
+    cr_assert_eq(lt_episode_step(ep, resp, NULL, 0, on_code_step, &res), 0);
+    while (res.done == -1) uv_run(&loop, UV_RUN_ONCE);
+    cr_expect_eq(res.error, 0, "%s", res.error_msg ? res.error_msg : "");
+    cr_expect_eq(res.done, 1);
+    const cJSON *ref = lt_episode_reference(ep);
+    cr_expect_float_eq(cJSON_GetObjectItem(ref, "score")->valuedouble, 1.0, 0, "task %s: %s", task, resp);
+    cJSON_Delete(res.observations);
+    /* A wrong program on the same episode scores below 1, and "passed" printouts earn nothing. */
+    res.done = -1;
+    cr_assert_eq(lt_episode_step(ep, "```python\ndef solve(*a):\n    print('R 0 1')\n    return 0\n```", NULL, 0,
+                                 on_code_step, &res), 0);
+    while (res.done == -1) uv_run(&loop, UV_RUN_ONCE);
+    cr_expect_lt(cJSON_GetObjectItem(lt_episode_reference(ep), "score")->valuedouble, 1.0, "task %s", task);
+    cJSON_Delete(res.observations);
+    lt_episode_close(ep);
+    cJSON_Delete(spec), cJSON_Delete(msgs), cJSON_Delete(open_msgs), free(resp);
+  }
+  cr_expect_eq(seen_tasks, 8, "the bank has 8 tasks");
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+/* Closing an episode while its step runs on the thread pool frees it afterwards without calling back. */
+Test(envs, code_episode_closed_mid_step) {
+  if (!have_sandbox()) cr_skip_test("no user namespaces: the code environment cannot run here");
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs("{\"envs\": {\"py\": {\"type\": \"code\"}}, \"sandbox\": {\"pool\": 0}}", &loop);
+  cJSON *spec, *msgs;
+  cr_assert_eq(lt_envs_sample(e, "py", 3, 0, &spec), 0);
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open(e, "py", spec, 1, &ep, &msgs), 0);
+  lt_env_step_t res = {0};
+  res.done = -1;
+  cr_assert_eq(lt_episode_step(ep, "```python\ndef solve(*a):\n    return 1\n```", NULL, 0, on_code_step, &res), 0);
+  lt_episode_close(ep);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(res.done, -1, "a closed episode's callback ran");
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+  cJSON_Delete(spec), cJSON_Delete(msgs);
+}

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "rewards/reward.h"
+#include "sandbox/sandbox.h"
 #include "util/error.h"
 
 Test(rewards, extract_and_match) {
@@ -91,4 +92,51 @@ Test(rewards, close_cancels_in_flight) {
   cJSON_Delete(g.r[0].components), free(g.r[0].error);
   cJSON_Delete(ref);
   cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+/* The code reward: sandboxed tests of the response's last code block; a
+ * program that prints fake results, loops or does not load scores what it
+ * earned; no code block is a 0, not a failure. */
+Test(rewards, code_reward_runs_tests_in_the_sandbox, .timeout = 120) {
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  if (!c.userns) cr_skip_test("no user namespaces: the code reward cannot run here");
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_rewarder_t *r = make(&loop, "{\"rewards\": {\"type\": \"code\", \"code\": {\"test_timeout_s\": 0.5}}}");
+  cJSON *ref = cJSON_Parse("{\"tests\": [{\"args\": [[1,2,3,4], 2], \"expected\": 6}, {\"args\": [[5,10], 5], \"expected\": 15},"
+                           " {\"args\": [[], 3], \"expected\": 0}, {\"args\": [[9], 3], \"expected\": 9}]}");
+  const char *resp[] = {"```python\ndef solve(xs, k):\n    return sum(x for x in xs if x % k == 0)\n```",
+                        "```python\ndef solve(xs, k):\n    print('R 1 15')\n    return 6\n```",
+                        "```python\ndef solve(xs, k):\n    while True: pass\n```", "no code", "```python\ndef solve(:\n```"};
+  double want[] = {1, 0.25, 0, 0, 0};
+  for (int i = 0; i < 5; i++) {
+    got_t g = {0};
+    lt_reward_case_t k = {.response = resp[i], .reference = ref, .response_tokens = 10};
+    cr_assert_eq(lt_rewarder_score(r, &k, on_res, &g), 0);
+    while (g.n == 0) uv_run(&loop, UV_RUN_ONCE);
+    cr_expect_eq(g.r[0].status, 0, "%s", g.r[0].error);
+    cr_expect_float_eq(g.r[0].reward, want[i], 1e-12, "case %d", i);
+    cJSON_Delete(g.r[0].components);
+    free(g.r[0].error);
+  }
+  /* Without tests in the reference the reward cannot be computed: a failure, no value. */
+  got_t g = {0};
+  cJSON *none = cJSON_Parse("{\"answer\": \"1\"}");
+  lt_reward_case_t k = {.response = resp[0], .reference = none};
+  cr_assert_eq(lt_rewarder_score(r, &k, on_res, &g), 0);
+  while (g.n == 0) uv_run(&loop, UV_RUN_ONCE);
+  cr_expect_neq(g.r[0].status, 0);
+  cJSON_Delete(g.r[0].components), free(g.r[0].error);
+  /* Closing with a test running reports it cancelled and frees it when the test ends. */
+  got_t g2 = {0};
+  lt_reward_case_t k2 = {.response = resp[2], .reference = ref};
+  cr_assert_eq(lt_rewarder_score(r, &k2, on_res, &g2), 0);
+  lt_rewarder_close(r, NULL, NULL);
+  cr_expect_eq(g2.n, 1);
+  cr_expect_eq(g2.r[0].status, LT_ECANCELED);
+  cJSON_Delete(g2.r[0].components), free(g2.r[0].error);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+  cJSON_Delete(ref), cJSON_Delete(none);
 }
