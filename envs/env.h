@@ -134,5 +134,6 @@ int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 
 extern const lt_env_impl_t lt__env_arith;
 extern const lt_env_impl_t lt__env_code;
+extern const lt_env_impl_t lt__env_tools;
 
 #endif

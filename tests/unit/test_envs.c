@@ -7,7 +7,10 @@
 #include "cli/commands.h"
 #include "envs/env.h"
 #include "rewards/reward.h"
+#include "sandbox/sandbox.h"
+#include "tests/support/harness.h"
 #include "util/error.h"
+#include "util/json.h"
 
 static lt_envs_t *make_envs(const char *json, uv_loop_t *loop) {
   lt_config_t cfg;
@@ -148,8 +151,6 @@ Test(envs, bad_params_name_the_key) {
   lt_config_free(&cfg);
 }
 
-#include "sandbox/sandbox.h"
-
 static int have_sandbox(void) {
   lt_sandbox_caps_t c;
   lt_sandbox_probe(&c);
@@ -228,4 +229,143 @@ Test(envs, code_episode_closed_mid_step) {
   lt_envs_free(e);
   cr_expect_eq(uv_loop_close(&loop), 0);
   cJSON_Delete(spec), cJSON_Delete(msgs);
+}
+
+/* ---- tools: SQLite domains from a JSON spec ---- */
+
+static char *fill_params(const char *t, const cJSON *params) {
+  char out[1024] = "";
+  for (const char *p = t; *p;) {
+    const char *c = *p == '{' ? strchr(p, '}') : NULL;
+    char key[64] = "";
+    if (c) snprintf(key, sizeof key, "%.*s", (int)(c - p - 1), p + 1);
+    const cJSON *v = c ? cJSON_GetObjectItem(params, key) : NULL;
+    size_t l = strlen(out);
+    if (v) snprintf(out + l, sizeof out - l, "%s", v->valuestring), p = c + 1;
+    else snprintf(out + l, sizeof out - l, "%c", *p++);
+  }
+  return strdup(out);
+}
+
+static void on_tool_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) { *(lt_env_step_t *)ud = *res; }
+
+static lt_env_step_t step_now(uv_loop_t *loop, lt_episode_t *ep, const char *text, lt_tool_call_t *calls, int n) {
+  lt_env_step_t res = {.done = -1};
+  cr_assert_eq(lt_episode_step(ep, text, calls, n, on_tool_step, &res), 0, "%s", lt_error_msg());
+  while (res.done == -1) uv_run(loop, UV_RUN_ONCE);
+  return res;
+}
+
+/* For every domain shipped: the reference solution, called as the policy would,
+ * reaches the expected end state (success); a reply without acting does not. */
+Test(envs, tools_domains_reference_solutions_succeed) {
+  const char *domains[] = {"bank", "library"};
+  for (int d = 0; d < 2; d++) {
+    char json[1024], path[4200];
+    snprintf(path, sizeof path, "%s/configs/envs/%s.json", lt_test_root(), domains[d]);
+    snprintf(json, sizeof json, "{\"envs\": {\"t\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lt_envs_t *e = make_envs(json, &loop);
+    cJSON *dspec = NULL;
+    cr_assert_eq(lt_json_parse_file(path, &dspec), 0);
+    int successes = 0, tasks_seen[8] = {0};
+    for (uint64_t i = 0; i < 30; i++) {
+      cJSON *spec, *msgs;
+      cr_assert_eq(lt_envs_sample(e, "t", i, i % 5 == 0, &spec), 0, "%s", lt_error_msg());
+      int ti = cJSON_GetObjectItem(spec, "task")->valueint;
+      tasks_seen[ti] = 1;
+      const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), ti), *params = cJSON_GetObjectItem(spec, "params");
+      lt_episode_t *ep;
+      cr_assert_eq(lt_episode_open(e, "t", spec, 1, &ep, &msgs), 0, "%s", lt_error_msg());
+      cr_expect(strstr(cJSON_GetArrayItem(msgs, 0)->child->next->valuestring, "<tool_call>"), "the system prompt shows the call format");
+      /* Answering at once fails (nothing done, or no answer given). */
+      if (i % 3 == 0) {
+        lt_env_step_t r0 = step_now(&loop, ep, "Done!", NULL, 0);
+        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), "task %d succeeded without acting", ti);
+        cJSON_Delete(r0.observations);
+      }
+      for (const cJSON *st = cJSON_GetObjectItem(task, "solution")->child; st; st = st->next) {
+        const cJSON *args = cJSON_GetObjectItem(st, "args");
+        lt_tool_arg_t a[8];
+        int na = 0;
+        for (const cJSON *x = args->child; x; x = x->next, na++) a[na] = (lt_tool_arg_t){x->string, fill_params(x->valuestring, params)};
+        lt_tool_call_t call = {cJSON_GetObjectItem(st, "tool")->valuestring, a, na};
+        lt_env_step_t r = step_now(&loop, ep, "calling", &call, 1);
+        cr_expect_eq(r.done, 0);
+        const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
+        cr_expect(strstr(obs, "\"ok\":true"), "%s: %s", call.name, obs);
+        cJSON_Delete(r.observations);
+        for (int k = 0; k < na; k++) free(a[k].value);
+      }
+      const cJSON *ans = cJSON_GetObjectItem(task, "answer");
+      char *reply = ans ? fill_params(ans->valuestring, params) : strdup("All done.");
+      char text[256];
+      snprintf(text, sizeof text, "The answer is %s.", reply);
+      lt_env_step_t fin = step_now(&loop, ep, text, NULL, 0);
+      cr_expect_eq(fin.done, 1);
+      int ok = cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success"));
+      cr_expect(ok, "%s task %d (index %llu): the reference solution did not succeed", domains[d], ti, (unsigned long long)i);
+      successes += ok;
+      cJSON_Delete(fin.observations);
+      free(reply);
+      lt_episode_close(ep);
+      cJSON_Delete(spec), cJSON_Delete(msgs);
+    }
+    cr_expect_eq(successes, 30);
+    for (int t = 0; t < cJSON_GetArraySize(cJSON_GetObjectItem(dspec, "tasks")); t++) cr_expect(tasks_seen[t], "task %d never sampled", t);
+    cJSON_Delete(dspec);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    lt_envs_free(e);
+    cr_expect_eq(uv_loop_close(&loop), 0);
+  }
+}
+
+/* Dependencies, preconditions and typed arguments are enforced, with errors the policy can read. */
+Test(envs, tools_enforce_dependencies_and_types) {
+  char json[1024], path[4200];
+  snprintf(path, sizeof path, "%s/configs/envs/bank.json", lt_test_root());
+  snprintf(json, sizeof json, "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs(json, &loop);
+  cJSON *spec, *msgs;
+  cr_assert_eq(lt_envs_sample(e, "bank", 0, 0, &spec), 0);
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open(e, "bank", spec, 1, &ep, &msgs), 0);
+  lt_tool_arg_t t1[] = {{"from", "A11"}, {"to", "A12"}, {"amount", "10"}};
+  lt_tool_arg_t bad[] = {{"from", "A11"}, {"to", "A12"}, {"amount", "ten"}};
+  lt_tool_arg_t v[] = {{"customer", "C1"}, {"pin", "0000"}};
+  lt_tool_arg_t v_ok[] = {{"customer", "C1"}, {"pin", "4821"}};
+  lt_tool_arg_t big[] = {{"from", "A11"}, {"to", "A12"}, {"amount", "100000"}};
+  struct {
+    lt_tool_call_t c;
+    const char *want;
+  } cases[] = {{{"transfer", t1, 3}, "needs verify_identity first"},
+               {{"verify_identity", v, 2}, "identity not verified"},
+               {{"nope", NULL, 0}, "unknown tool"},
+               {{"verify_identity", v_ok, 2}, "identity verified"},
+               {{"transfer", bad, 3}, "must be an integer"},
+               {{"transfer", t1, 2}, "missing argument 'amount'"},
+               {{"transfer", big, 3}, "insufficient funds"},
+               {{"transfer", t1, 3}, "transfer done"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_env_step_t r = step_now(&loop, ep, "x", &cases[i].c, 1);
+    const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
+    cr_expect(strstr(obs, cases[i].want), "call %zu: %s", i, obs);
+    cJSON_Delete(r.observations);
+  }
+  lt_episode_close(ep);
+  cJSON_Delete(spec), cJSON_Delete(msgs);
+  /* A broken spec is a config error naming the file. */
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"envs\": {\"x\": {\"type\": \"tools\", \"params\": {\"spec\": \"/nonexistent.json\"}}}}"),
+                                   NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  lt_envs_t *bad_envs;
+  cr_expect_eq(lt_envs_create(&cfg, &loop, &bad_envs), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "envs.x.params.spec"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
 }
