@@ -12,6 +12,7 @@
 
 #include "sandbox/sandbox.h"
 #include "util/config.h"
+#include "util/rng.h"
 
 /* A tool call parsed from the policy's text (rollout/ parses the XML format
  * <tool_call><name>N</name><arg name="K">V</arg>…</tool_call>). */
@@ -97,6 +98,19 @@ char *lt_envs_code_extract(const char *text);
 
 /* ---- internal: shared by the environment implementations ---- */
 
+/* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
+typedef struct {
+  int on;
+  double instruction, tool_failure, tool_partial, tool_inconsistent; /* probabilities at level 1 */
+  double level_start, ramp_tasks;
+} lt__noise_t;
+
+int lt__noise_parse(const char *domain, const cJSON *noise, lt__noise_t *out);
+double lt__noise_level(const lt__noise_t *n, uint64_t index);
+char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text);
+int lt__noise_tool_fails(const lt__noise_t *n, double level, lt_rng_t *r);
+char *lt__noise_observation(const lt__noise_t *n, double level, lt_rng_t *r, const char *content);
+
 typedef struct lt_env_impl {
   const char *type;
   /* Parses params (a JSON object, may be empty); errors name "envs.<domain>.params.<key>". */
@@ -127,6 +141,11 @@ struct lt_episode {
   char *work_text;
   const lt_tool_call_t *work_calls;
   int work_ncalls, closed;
+  double noise_level;       /* < 0: no noise in this episode */
+  lt_rng_t noise_rng;
+  unsigned char *noise_failed; /* per call of the step in flight: failed by the wrapper, not run */
+  char **noise_names;
+  int noise_ncalls;
 };
 
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */

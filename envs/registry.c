@@ -13,6 +13,7 @@ typedef struct {
   const lt_env_impl_t *impl;
   void *state;
   double weight;
+  lt__noise_t noise;
 } domain_t;
 
 struct lt_envs {
@@ -88,6 +89,7 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
       break;
     }
     dom->weight = cJSON_IsNumber(w) ? w->valuedouble : 1.0;
+    if ((rc = lt__noise_parse(d->string, cJSON_GetObjectItemCaseSensitive(d, "noise"), &dom->noise)) < 0) break;
     if (!(dom->name = strdup(d->string))) {
       rc = lt_error_set(LT_ENOMEM, "envs: out of memory");
       break;
@@ -137,7 +139,10 @@ const char *lt_envs_type(const lt_envs_t *e, const char *domain) {
 int lt_envs_sample(lt_envs_t *e, const char *domain, uint64_t index, int eval, cJSON **spec) {
   domain_t *d = find(e, domain);
   if (!d) return LT_ENOENT;
-  return d->impl->sample(d->state, index, eval, spec);
+  int rc = d->impl->sample(d->state, index, eval, spec);
+  /* Evaluation stays clean: robustness is trained, accuracy is measured as is. */
+  if (rc == 0 && d->noise.on && !eval) cJSON_AddNumberToObject(*spec, "noise_level", lt__noise_level(&d->noise, index));
+  return rc;
 }
 
 int lt_envs_demo(lt_envs_t *e, const char *domain, uint64_t index, cJSON **messages, char **response) {
@@ -160,6 +165,16 @@ int lt_episode_open(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_
   ep->domain = d;
   ep->state = d->state;
   int rc = d->impl->open(d->state, ep, spec, seed, messages);
+  const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(spec, "noise_level");
+  ep->noise_level = d->noise.on && cJSON_IsNumber(lvl) ? lvl->valuedouble : -1;
+  lt_rng_seed(&ep->noise_rng, lt_rng_mix(seed, 0x6e6f697365ull));
+  for (cJSON *m = rc == 0 && ep->noise_level > 0 && *messages ? (*messages)->child : NULL; m; m = m->next) {
+    cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsString(role) || strcmp(role->valuestring, "user") || !cJSON_IsString(c)) continue;
+    char *noisy = lt__noise_instruction(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring);
+    if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
+    free(noisy);
+  }
   if (rc < 0) {
     if (d->impl->close) d->impl->close(ep);
     cJSON_Delete(ep->reference);
@@ -176,9 +191,73 @@ int lt_episode_open(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_
   return 0;
 }
 
+static void noise_clear(lt_episode_t *ep) {
+  for (int i = 0; i < ep->noise_ncalls; i++) free(ep->noise_names[i]);
+  free(ep->noise_names);
+  free(ep->noise_failed);
+  ep->noise_names = NULL;
+  ep->noise_failed = NULL;
+  ep->noise_ncalls = 0;
+}
+
+/* Decides which calls fail transiently (they do not run); the calls to run go to *run (shallow copies). */
+static int noise_before(lt_episode_t *ep, const lt_tool_call_t *calls, int n, lt_tool_call_t **run, int *nrun) {
+  domain_t *d = ep->domain;
+  *run = NULL;
+  *nrun = n;
+  if (ep->noise_level <= 0 || n == 0) return 0;
+  ep->noise_failed = calloc((size_t)n, 1);
+  ep->noise_names = calloc((size_t)n, sizeof *ep->noise_names);
+  *run = calloc((size_t)n, sizeof **run);
+  if (!ep->noise_failed || !ep->noise_names || !*run) {
+    free(*run);
+    noise_clear(ep);
+    return lt_error_set(LT_ENOMEM, "episode: out of memory");
+  }
+  ep->noise_ncalls = n;
+  *nrun = 0;
+  for (int i = 0; i < n; i++) {
+    ep->noise_names[i] = strdup(calls[i].name);
+    ep->noise_failed[i] = (unsigned char)lt__noise_tool_fails(&d->noise, ep->noise_level, &ep->noise_rng);
+    if (!ep->noise_failed[i]) (*run)[(*nrun)++] = calls[i];
+  }
+  return 0;
+}
+
+/* Puts the failed calls' errors back in order and perturbs the others' results. */
+static void noise_after(lt_episode_t *ep, lt_env_step_t *res) {
+  domain_t *d = ep->domain;
+  if (ep->noise_ncalls == 0 || res->error) {
+    noise_clear(ep);
+    return;
+  }
+  cJSON *out = cJSON_CreateArray(), *obs = res->observations;
+  for (int i = 0; i < ep->noise_ncalls; i++) {
+    cJSON *m;
+    if (ep->noise_failed[i]) {
+      m = cJSON_CreateObject();
+      cJSON_AddStringToObject(m, "role", "tool");
+      cJSON_AddStringToObject(m, "name", ep->noise_names[i] ? ep->noise_names[i] : "");
+      cJSON_AddStringToObject(m, "content", "{\"ok\":false,\"error\":\"service temporarily unavailable, try again\"}");
+    } else {
+      if (!(m = cJSON_DetachItemFromArray(obs, 0))) continue;
+      cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+      char *noisy = cJSON_IsString(c) ? lt__noise_observation(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring) : NULL;
+      if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
+      free(noisy);
+    }
+    cJSON_AddItemToArray(out, m);
+  }
+  while (obs && obs->child) cJSON_AddItemToArray(out, cJSON_DetachItemFromArray(obs, 0)); /* extra observations stay */
+  cJSON_Delete(obs);
+  res->observations = out;
+  noise_clear(ep);
+}
+
 static void deliver(uv_timer_t *t) {
   lt_episode_t *ep = t->data;
   ep->pending = 0;
+  noise_after(ep, &ep->result);
   lt_env_step_t res = ep->result;
   memset(&ep->result, 0, sizeof ep->result);
   ep->cb(ep, &res, ep->ud);
@@ -242,11 +321,15 @@ static void work_done(uv_work_t *w, int status) {
     return;
   }
   settle(ep, status == UV_ECANCELED ? lt_error_set(LT_ECANCELED, "step cancelled") : 0);
+  noise_after(ep, &ep->result);
   ep->pending = 0;
   lt_env_step_t res = ep->result;
   memset(&ep->result, 0, sizeof ep->result);
   ep->cb(ep, &res, ep->ud);
 }
+
+static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls, int ncalls, const char *text,
+                      lt_env_step_cb cb, void *ud);
 
 int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_cb cb,
                     void *ud) {
@@ -254,6 +337,28 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
   if (ep->pending) return lt_error_set(LT_EBUSY, "episode: a step is already in flight");
   domain_t *d = ep->domain;
   memset(&ep->result, 0, sizeof ep->result);
+  lt_tool_call_t *kept;
+  int nkept;
+  int rc0 = noise_before(ep, calls, ncalls, &kept, &nkept);
+  if (rc0 < 0) return rc0;
+  if (kept && nkept == 0) { /* every call failed: nothing runs (a final answer it is not) */
+    free(kept);
+    ep->result.observations = cJSON_CreateArray();
+    ep->cb = cb;
+    ep->ud = ud;
+    ep->pending = 1;
+    return uv_timer_start(&ep->timer, deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
+  }
+  if (kept) calls = kept;
+  ncalls = nkept;
+  int rc1 = step_start(ep, d, calls, ncalls, text, cb, ud);
+  free(kept);
+  if (rc1 < 0) noise_clear(ep);
+  return rc1;
+}
+
+static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls, int ncalls, const char *text,
+                      lt_env_step_cb cb, void *ud) {
   if (d->impl->blocking) {
     ep->work_text = strdup(text);
     ep->work_calls = calls_copy(calls, ncalls);
@@ -299,6 +404,7 @@ void lt_episode_close(lt_episode_t *ep) {
   cJSON_Delete(ep->result.observations);
   free(ep->result.error_msg);
   memset(&ep->result, 0, sizeof ep->result);
+  noise_clear(ep);
   if (ep->envs->loop) {
     uv_timer_stop(&ep->timer);
     uv_close((uv_handle_t *)&ep->timer, on_closed);

@@ -369,3 +369,79 @@ Test(envs, tools_enforce_dependencies_and_types) {
   lt_envs_free(e);
   cr_expect_eq(uv_loop_close(&loop), 0);
 }
+
+/* The noise wrapper: instructions get typos and filler but keep every id and
+ * number; tool calls fail transiently without effect, results come partial or
+ * re-rendered; retrying still solves every task; evaluation stays clean. */
+Test(envs, noise_keeps_tasks_solvable) {
+  char path[4200], noisy_json[2048], clean_json[2048];
+  snprintf(path, sizeof path, "%s/configs/envs/bank.json", lt_test_root());
+  snprintf(clean_json, sizeof clean_json, "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+  snprintf(noisy_json, sizeof noisy_json,
+           "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}, \"noise\": {\"instruction\": 1, "
+           "\"tool_failure\": 0.5, \"tool_partial\": 1, \"tool_inconsistent\": 1, \"level_start\": 0.5, \"ramp_tasks\": 10}}}}",
+           path);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *clean = make_envs(clean_json, &loop), *noisy = make_envs(noisy_json, &loop);
+  cJSON *dspec;
+  cr_assert_eq(lt_json_parse_file(path, &dspec), 0);
+  int failures = 0, changed = 0;
+  for (uint64_t i = 0; i < 20; i++) {
+    cJSON *s1, *s2, *m1, *m2;
+    cr_assert_eq(lt_envs_sample(clean, "bank", i, 0, &s1), 0);
+    cr_assert_eq(lt_envs_sample(noisy, "bank", i, 0, &s2), 0);
+    double lvl = cJSON_GetObjectItem(s2, "noise_level")->valuedouble;
+    cr_expect_float_eq(lvl, i >= 10 ? 1.0 : 0.5 + 0.05 * (double)i, 1e-12, "curriculum level at task %llu", (unsigned long long)i);
+    lt_episode_t *e1, *e2;
+    cr_assert_eq(lt_episode_open(clean, "bank", s1, 7, &e1, &m1), 0);
+    cr_assert_eq(lt_episode_open(noisy, "bank", s2, 100 + i, &e2, &m2), 0);
+    const char *c1 = cJSON_GetObjectItem(cJSON_GetArrayItem(m1, 1), "content")->valuestring;
+    const char *c2 = cJSON_GetObjectItem(cJSON_GetArrayItem(m2, 1), "content")->valuestring;
+    changed += strcmp(c1, c2) != 0;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", c1);
+    for (char *save, *w = strtok_r(buf, " ,.:()?", &save); w; w = strtok_r(NULL, " ,.:()?", &save))
+      if (strpbrk(w, "0123456789")) cr_expect(strstr(c2, w), "noise changed '%s': %s", w, c2);
+    const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), cJSON_GetObjectItem(s2, "task")->valueint);
+    const cJSON *params = cJSON_GetObjectItem(s2, "params");
+    for (const cJSON *st = cJSON_GetObjectItem(task, "solution")->child; st; st = st->next) {
+      lt_tool_arg_t a[8];
+      int na = 0;
+      for (const cJSON *x = cJSON_GetObjectItem(st, "args")->child; x; x = x->next, na++)
+        a[na] = (lt_tool_arg_t){x->string, fill_params(x->valuestring, params)};
+      lt_tool_call_t call = {cJSON_GetObjectItem(st, "tool")->valuestring, a, na};
+      int ok = 0;
+      for (int tries = 0; tries < 30 && !ok; tries++) {
+        lt_env_step_t r = step_now(&loop, e2, "calling", &call, 1);
+        cr_assert_eq(r.done, 0, "a failed call must not end the episode");
+        const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
+        ok = strstr(obs, "\"ok\":true") != NULL;
+        failures += strstr(obs, "temporarily unavailable") != NULL;
+
+        cJSON_Delete(r.observations);
+      }
+      cr_expect(ok, "%s never succeeded", call.name);
+      for (int k = 0; k < na; k++) free(a[k].value);
+    }
+    const cJSON *ans = cJSON_GetObjectItem(task, "answer");
+    char *reply = ans ? fill_params(ans->valuestring, params) : strdup("done");
+    lt_env_step_t fin = step_now(&loop, e2, reply, NULL, 0);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(e2), "success")), "task %llu unsolved under noise",
+              (unsigned long long)i);
+    cJSON_Delete(fin.observations);
+    free(reply);
+    lt_episode_close(e1), lt_episode_close(e2);
+    cJSON_Delete(s1), cJSON_Delete(s2), cJSON_Delete(m1), cJSON_Delete(m2);
+  }
+  cr_expect_gt(failures, 3, "tool failures were injected");
+  cr_expect_gt(changed, 10, "instructions were perturbed");
+  cJSON *ev;
+  cr_assert_eq(lt_envs_sample(noisy, "bank", 3, 1, &ev), 0);
+  cr_expect_null(cJSON_GetObjectItem(ev, "noise_level"), "evaluation tasks are clean");
+  cJSON_Delete(ev);
+  cJSON_Delete(dspec);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(clean), lt_envs_free(noisy);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
