@@ -49,6 +49,14 @@ int lt_envs_sample(lt_envs_t *envs, const char *domain, uint64_t index, int eval
 int lt_episode_open(lt_envs_t *envs, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_t **out,
                     cJSON **messages);
 
+/* Opens without blocking the loop (environments whose open runs a program):
+ * cb gets the episode, 0 or the error (lt_error_msg() has the detail) and the
+ * opening chat (callee deletes), on the loop, never inside this call.  On an
+ * error the caller still closes *out.  Closing before cb cancels it. */
+typedef void (*lt_episode_open_cb)(lt_episode_t *ep, int rc, cJSON *messages, void *ud);
+int lt_episode_open_async(lt_envs_t *envs, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_open_cb cb,
+                          void *ud, lt_episode_t **out);
+
 typedef struct {
   cJSON *observations; /* array of {"role":"tool","name":N,"content":C} to append; owned by the result */
   int done;            /* the environment ended the episode (terminated) */
@@ -146,6 +154,11 @@ struct lt_episode {
   unsigned char *noise_failed; /* per call of the step in flight: failed by the wrapper, not run */
   char **noise_names;
   int noise_ncalls;
+  lt_episode_open_cb open_cb; /* an asynchronous open in flight */
+  cJSON *open_spec, *open_messages;
+  uint64_t open_seed;
+  int open_rc, opening;
+  char *open_err;
 };
 
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
@@ -154,5 +167,6 @@ int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 extern const lt_env_impl_t lt__env_arith;
 extern const lt_env_impl_t lt__env_code;
 extern const lt_env_impl_t lt__env_tools;
+extern const lt_env_impl_t lt__env_external;
 
 #endif

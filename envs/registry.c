@@ -26,7 +26,7 @@ struct lt_envs {
   pthread_mutex_t pool_mu;
 };
 
-static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools};
+static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
@@ -152,18 +152,12 @@ int lt_envs_demo(lt_envs_t *e, const char *domain, uint64_t index, cJSON **messa
   return d->impl->demo(d->state, index, messages, response);
 }
 
-int lt_episode_open(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_t **out,
-                    cJSON **messages) {
-  *out = NULL;
+static void on_closed(uv_handle_t *h);
+
+/* The implementation's open plus the instruction noise; runs on any thread. */
+static int open_run(lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
+  domain_t *d = ep->domain;
   *messages = NULL;
-  domain_t *d = find(e, domain);
-  if (!d) return LT_ENOENT;
-  if (!cJSON_IsObject(spec)) return lt_error_set(LT_EINVAL, "%s: task spec must be an object", domain);
-  lt_episode_t *ep = calloc(1, sizeof *ep);
-  if (!ep) return lt_error_set(LT_ENOMEM, "episode: out of memory");
-  ep->envs = e;
-  ep->domain = d;
-  ep->state = d->state;
   int rc = d->impl->open(d->state, ep, spec, seed, messages);
   const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(spec, "noise_level");
   ep->noise_level = d->noise.on && cJSON_IsNumber(lvl) ? lvl->valuedouble : -1;
@@ -176,16 +170,125 @@ int lt_episode_open(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_
     free(noisy);
   }
   if (rc < 0) {
-    if (d->impl->close) d->impl->close(ep);
-    cJSON_Delete(ep->reference);
-    free(ep);
     cJSON_Delete(*messages);
     *messages = NULL;
-    return rc;
   }
+  return rc;
+}
+
+static lt_episode_t *ep_new(lt_envs_t *e, const char *domain, const cJSON *spec) {
+  domain_t *d = find(e, domain);
+  if (!d) return NULL;
+  if (!cJSON_IsObject(spec)) {
+    lt_error_set(LT_EINVAL, "%s: task spec must be an object", domain);
+    return NULL;
+  }
+  lt_episode_t *ep = calloc(1, sizeof *ep);
+  if (!ep) {
+    lt_error_set(LT_ENOMEM, "episode: out of memory");
+    return NULL;
+  }
+  ep->envs = e;
+  ep->domain = d;
+  ep->state = d->state;
+  ep->noise_level = -1;
   if (e->loop) {
     uv_timer_init(e->loop, &ep->timer);
     ep->timer.data = ep;
+  }
+  return ep;
+}
+
+static void ep_free_now(lt_episode_t *ep) {
+  domain_t *d = ep->domain;
+  if (d->impl->close) d->impl->close(ep);
+  cJSON_Delete(ep->reference);
+  if (ep->envs->loop) uv_close((uv_handle_t *)&ep->timer, on_closed);
+  else free(ep);
+}
+
+int lt_episode_open(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_t **out,
+                    cJSON **messages) {
+  *out = NULL;
+  *messages = NULL;
+  lt_episode_t *ep = ep_new(e, domain, spec);
+  if (!ep) return find(e, domain) ? LT_EINVAL : LT_ENOENT;
+  int rc = open_run(ep, spec, seed, messages);
+  if (rc < 0) {
+    ep_free_now(ep);
+    return rc;
+  }
+  *out = ep;
+  return 0;
+}
+
+static void open_work(uv_work_t *w) {
+  lt_episode_t *ep = w->data;
+  ep->open_rc = open_run(ep, ep->open_spec, ep->open_seed, &ep->open_messages);
+  if (ep->open_rc < 0) ep->open_err = strdup(lt_error_msg()); /* this thread's detail */
+}
+
+static void open_deliver(lt_episode_t *ep) {
+  cJSON_Delete(ep->open_spec);
+  ep->open_spec = NULL;
+  ep->pending = 0;
+  if (ep->closed) { /* closed while opening: the caller has let go */
+    cJSON_Delete(ep->open_messages);
+    free(ep->open_err);
+    ep->open_messages = NULL, ep->open_err = NULL;
+    ep->closed = 0;
+    lt_episode_close(ep);
+    return;
+  }
+  cJSON *m = ep->open_messages;
+  ep->open_messages = NULL;
+  if (ep->open_rc < 0) lt_error_set(ep->open_rc, "%s", ep->open_err ? ep->open_err : lt_strerror(ep->open_rc));
+  free(ep->open_err);
+  ep->open_err = NULL;
+  ep->open_cb(ep, ep->open_rc, m, ep->ud);
+}
+
+static void open_done(uv_work_t *w, int status) {
+  lt_episode_t *ep = w->data;
+  ep->opening = 0;
+  if (status == UV_ECANCELED) ep->open_rc = LT_ECANCELED;
+  open_deliver(ep);
+}
+
+static void open_timer(uv_timer_t *t) { open_deliver(t->data); }
+
+int lt_episode_open_async(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_open_cb cb,
+                          void *ud, lt_episode_t **out) {
+  *out = NULL;
+  if (!e->loop) return lt_error_set(LT_EINVAL, "episode open needs an event loop");
+  lt_episode_t *ep = ep_new(e, domain, spec);
+  if (!ep) return find(e, domain) ? LT_EINVAL : LT_ENOENT;
+  domain_t *d = ep->domain;
+  ep->open_cb = cb;
+  ep->ud = ud;
+  ep->open_seed = seed;
+  ep->pending = 1;
+  if (!(ep->open_spec = cJSON_Duplicate(spec, 1))) {
+    ep_free_now(ep);
+    return lt_error_set(LT_ENOMEM, "episode: out of memory");
+  }
+  int rc;
+  if (d->impl->blocking) {
+    ep->work.data = ep;
+    ep->opening = 1;
+    rc = uv_queue_work(e->loop, &ep->work, open_work, open_done);
+    if (rc != 0) ep->opening = 0;
+  } else { /* quick: open now, answer on the next loop turn */
+    ep->open_rc = open_run(ep, spec, seed, &ep->open_messages);
+    if (ep->open_rc < 0) ep->open_err = strdup(lt_error_msg());
+    rc = uv_timer_start(&ep->timer, open_timer, 0, 0);
+  }
+  if (rc != 0) {
+    cJSON_Delete(ep->open_spec);
+    cJSON_Delete(ep->open_messages);
+    free(ep->open_err);
+    ep_free_now(ep);
+    return lt_error_set(LT_ESYS, "episode: cannot schedule the open: %s", uv_strerror(rc));
   }
   *out = ep;
   return 0;
@@ -301,7 +404,10 @@ static void settle(lt_episode_t *ep, int rc) {
   if (!ep->result.observations) ep->result.observations = cJSON_CreateArray();
 }
 
-static void on_closed(uv_handle_t *h) { free(h->data); }
+static void on_closed(uv_handle_t *h) {
+  lt_episode_t *ep = h->data;
+  free(ep);
+}
 
 static void work_step(uv_work_t *w) {
   lt_episode_t *ep = w->data;
@@ -392,6 +498,11 @@ const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference
 
 void lt_episode_close(lt_episode_t *ep) {
   if (!ep) return;
+  if (ep->opening || ep->open_spec) { /* the open is on the thread pool or its answer on the timer */
+    ep->closed = 1;
+    if (ep->opening) uv_cancel((uv_req_t *)&ep->work);
+    return;
+  }
   if (ep->work_text) { /* a blocking step is queued or running: cancel it or let it end, then close */
     ep->closed = 1;
     uv_cancel((uv_req_t *)&ep->work);

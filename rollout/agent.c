@@ -382,6 +382,23 @@ static void deliver(lt_agent_t *a) {
   cb(a, &m, ud);
 }
 
+static void on_open(lt_episode_t *ep, int rc, cJSON *opening, void *ud) {
+  lt_agent_t *a = ud;
+  if (rc == 0) rc = queue_messages(a, opening);
+  cJSON_Delete(opening);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  if ((rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed, &a->gen)) < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  next_turn(a);
+}
+
 int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb cb, void *ud, lt_agent_t **out) {
   *out = NULL;
   lt_agent_t *a = calloc(1, sizeof *a);
@@ -406,22 +423,12 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
     finish(a);
     return 0;
   }
-  /* From here on every failure becomes the trajectory's status, delivered on the loop. */
-  cJSON *opening = NULL;
-  int rc = lt_episode_open(ctx->envs, a->task.domain, a->task.spec, (uint64_t)task->seed, &a->ep, &opening);
-  if (rc == 0) rc = queue_messages(a, opening);
-  cJSON_Delete(opening);
-  if (rc < 0) {
+  /* From here on every failure becomes the trajectory's status, delivered on the loop.  The
+   * environment opens off the loop where that blocks (a program in the sandbox). */
+  if (lt_episode_open_async(ctx->envs, a->task.domain, a->task.spec, (uint64_t)task->seed, on_open, a, &a->ep) < 0) {
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
     finish(a);
-    return 0;
   }
-  if ((rc = lt_gen_open(ctx->backend, (uint64_t)task->seed, &a->gen)) < 0) {
-    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
-    finish(a);
-    return 0;
-  }
-  next_turn(a);
   return 0;
 }
 

@@ -445,3 +445,126 @@ Test(envs, noise_keeps_tasks_solvable) {
   lt_envs_free(clean), lt_envs_free(noisy);
   cr_expect_eq(uv_loop_close(&loop), 0);
 }
+
+/* ---- external: a JSON-lines program in the sandbox ---- */
+
+typedef struct {
+  int done, rc;
+  cJSON *msgs;
+  char err[512];
+} opened_t;
+
+static void on_opened(lt_episode_t *ep, int rc, cJSON *messages, void *ud) {
+  opened_t *o = ud;
+  o->done = 1;
+  o->rc = rc;
+  o->msgs = messages;
+  if (rc < 0) snprintf(o->err, sizeof o->err, "%s", lt_error_msg());
+}
+
+static lt_envs_t *external_envs(uv_loop_t *loop, const char *dir, const char *cmd_json) {
+  char json[2048];
+  snprintf(json, sizeof json,
+           "{\"envs\": {\"ext\": {\"type\": \"external\", \"params\": {\"command\": %s, \"dir\": \"%s\", \"timeout_s\": 3}}}}",
+           cmd_json, dir);
+  return make_envs(json, loop);
+}
+
+/* The shipped Python example, driven as the agent loop does: async open, tool
+ * calls each answered by a fresh sandboxed run, the verdict in the reference. */
+Test(envs, external_program_plays_an_episode, .timeout = 120) {
+  if (!have_sandbox()) cr_skip_test("no user namespaces: external environments cannot run here");
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/examples/envs/guess", lt_test_root());
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = external_envs(&loop, dir, "[\"python3\", \"env.py\"]");
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(e, "ext", 4, 0, &spec), 0);
+  opened_t o = {0};
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open_async(e, "ext", spec, 11, on_opened, &o, &ep), 0, "%s", lt_error_msg());
+  cr_expect_eq(o.done, 0, "the open answers on the loop, later");
+  while (!o.done) uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_eq(o.rc, 0, "%s", o.err);
+  cr_expect(strstr(cJSON_GetArrayItem(o.msgs, 0)->child->next->valuestring, "1 to 100"));
+  int lo = 1, hi = 100, found = 0, turns = 0;
+  while (!found && turns < 8) {
+    char n[16];
+    snprintf(n, sizeof n, "%d", (lo + hi) / 2);
+    lt_tool_arg_t a = {"n", n};
+    lt_tool_call_t c = {"guess", &a, 1};
+    lt_env_step_t r = step_now(&loop, ep, "guessing", &c, 1);
+    cr_assert_eq(r.error, 0, "%s", r.error_msg ? r.error_msg : "");
+    const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
+    if (!strcmp(obs, "correct!")) found = 1;
+    else if (!strcmp(obs, "higher")) lo = atoi(n) + 1;
+    else hi = atoi(n) - 1;
+    turns++;
+    cr_expect_eq(r.done, found);
+    cJSON_Delete(r.observations);
+  }
+  cr_expect(found, "binary search finds it in at most 7 guesses");
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success")));
+  lt_episode_close(ep);
+  cJSON_Delete(o.msgs), cJSON_Delete(spec);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+/* A crashing program is an environment error; a hung one truncates the episode
+ * (sandbox_timeout) or fails its open; garbage is a protocol error. */
+Test(envs, external_program_faults, .timeout = 120) {
+  if (!have_sandbox()) cr_skip_test("no user namespaces: external environments cannot run here");
+  char *dir = lt_test_tmpdir("ext-faults");
+  char path[4300];
+  snprintf(path, sizeof path, "%s/env.py", dir);
+  cr_assert_eq(lt_test_write(path,
+                             "import json, sys, time\n"
+                             "req = json.loads(sys.stdin.readline())\n"
+                             "mode = 'ok' if req['op'] == 'reset' else req['tool_calls'][0]['name']\n"
+                             "if mode == 'crash': sys.exit(3)\n"
+                             "if mode == 'hang': time.sleep(60)\n"
+                             "if mode == 'garbage': print('not json'); sys.exit(0)\n"
+                             "if mode == 'refuse': print(json.dumps({'error': 'no such move'})); sys.exit(0)\n"
+                             "print(json.dumps({'messages': [{'role': 'user', 'content': 'go'}], 'state': 1}))\n"),
+               0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = external_envs(&loop, dir, "[\"python3\", \"env.py\"]");
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(e, "ext", 0, 0, &spec), 0);
+  const char *modes[] = {"crash", "garbage", "refuse", "hang"};
+  for (int i = 0; i < 4; i++) {
+    opened_t o = {0};
+    lt_episode_t *ep;
+    cr_assert_eq(lt_episode_open_async(e, "ext", spec, 1, on_opened, &o, &ep), 0);
+    while (!o.done) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(o.rc, 0, "%s", o.err);
+    lt_tool_call_t c = {(char *)modes[i], NULL, 0};
+    lt_env_step_t r = step_now(&loop, ep, "x", &c, 1);
+    if (i < 3) {
+      cr_expect_lt(r.error, 0, "%s should be an environment error", modes[i]);
+      cr_expect(r.error_msg && strstr(r.error_msg, "envs.ext"), "%s: %s", modes[i], r.error_msg ? r.error_msg : "");
+    } else {
+      cr_expect_eq(r.error, 0);
+      cr_expect(r.done && r.truncated && !strcmp(r.truncated, "sandbox_timeout"), "a hung step truncates the episode");
+    }
+    cJSON_Delete(r.observations);
+    free(r.error_msg);
+    lt_episode_close(ep);
+    cJSON_Delete(o.msgs);
+  }
+  /* Closing an episode whose open is still running frees it later without calling back. */
+  opened_t o = {0};
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open_async(e, "ext", spec, 1, on_opened, &o, &ep), 0);
+  lt_episode_close(ep);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(o.done, 0);
+  cJSON_Delete(spec);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+  lt_test_rmdir(dir);
+}
