@@ -35,6 +35,9 @@ typedef struct lt_episode lt_episode_t;
  * which only samples problems. */
 int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out);
 void lt_envs_free(lt_envs_t *envs);
+/* Releases what the environments hold on the loop (HTTP clients): call before
+ * the loop's last run, then lt_envs_free after it. */
+void lt_envs_shutdown(lt_envs_t *envs);
 int lt_envs_count(const lt_envs_t *envs);
 const char *lt_envs_name(const lt_envs_t *envs, int i);  /* the domain name */
 double lt_envs_weight(const lt_envs_t *envs, int i);
@@ -132,6 +135,14 @@ typedef struct lt_env_impl {
   int (*step)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
   void (*close)(lt_episode_t *ep);
   int blocking; /* step blocks (sandbox, subprocess): the registry runs it on the thread pool */
+  /* Asynchronous open and step on the loop (an HTTP environment): they end by
+   * calling lt__episode_opened / lt__episode_stepped, never inside the call;
+   * cancel drops what is in flight (no completion follows); shutdown releases
+   * the domain's loop resources before the loop's last run. */
+  int (*open_async)(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed);
+  int (*step_async)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
+  void (*cancel)(lt_episode_t *ep);
+  void (*shutdown)(void *state);
 } lt_env_impl_t;
 
 struct lt_episode {
@@ -159,7 +170,23 @@ struct lt_episode {
   uint64_t open_seed;
   int open_rc, opening;
   char *open_err;
+  int async_op;          /* an open_async/step_async is in flight */
+  void *io;              /* the implementation's in-flight request */
 };
+
+void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages); /* rc < 0: lt_error_msg() has the detail */
+void lt__episode_stepped(lt_episode_t *ep, int rc);                  /* ep->result filled */
+uv_loop_t *lt__envs_loop(lt_envs_t *envs);
+
+/* The JSON protocol of external and http environments (envs/protocol.c). */
+int lt__envproto_sample(void *state, uint64_t index, int eval, cJSON **spec);
+cJSON *lt__envproto_reset(const cJSON *spec, uint64_t seed);
+cJSON *lt__envproto_step(const lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
+/* An answer's JSON object; {"error"} and non-objects are errors naming the domain. */
+int lt__envproto_parse(const char *domain, const char *text, size_t len, cJSON **answer);
+int lt__envproto_opened(lt_episode_t *ep, const char *domain, cJSON *answer, cJSON **messages);
+void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_step_t *res);
+void lt__envproto_close(lt_episode_t *ep);
 
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
 int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
@@ -168,5 +195,6 @@ extern const lt_env_impl_t lt__env_arith;
 extern const lt_env_impl_t lt__env_code;
 extern const lt_env_impl_t lt__env_tools;
 extern const lt_env_impl_t lt__env_external;
+extern const lt_env_impl_t lt__env_http;
 
 #endif

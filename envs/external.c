@@ -93,13 +93,6 @@ static int ext_init(const char *dom, const cJSON *p, uint64_t seed, void **state
   return 0;
 }
 
-/* Problems are the program's: the spec only says which one. */
-static int ext_sample(void *state, uint64_t index, int eval, cJSON **spec) {
-  *spec = cJSON_CreateObject();
-  cJSON_AddNumberToObject(*spec, "index", (double)index);
-  cJSON_AddBoolToObject(*spec, "eval", eval);
-  return *spec ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
-}
 
 /* One call: the request on stdin, the answer's first line from stdout.
  * *timed_out: the sandbox's deadline ended it (no answer). */
@@ -122,110 +115,47 @@ static int call(lt_episode_t *ep, cJSON *req, cJSON **answer, int *timed_out) {
   if (rc < 0) return lt_error_wrap(rc, "envs.%s", s->domain);
   if (r.timed_out) {
     *timed_out = 1;
-  } else {
-    r.out[strcspn(r.out, "\n")] = 0;
-    *answer = cJSON_Parse(r.out);
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(*answer, "error");
-    if (!cJSON_IsObject(*answer))
-      rc = lt_error_set(LT_EPROTO, "envs.%s: the program's answer is not a JSON object (exit %d, signal %d): %.200s%s%.300s",
-                        s->domain, r.exit_code, r.signal, r.out, *r.err ? " | stderr: " : "", r.err);
-    else if (err)
-      rc = lt_error_set(LT_EREMOTE, "envs.%s: %s", s->domain, cJSON_IsString(err) ? err->valuestring : "error");
-    if (rc < 0) cJSON_Delete(*answer), *answer = NULL;
+  } else if ((rc = lt__envproto_parse(s->domain, r.out, strcspn(r.out, "\n"), answer)) < 0 && rc == LT_EPROTO) {
+    rc = lt_error_wrap(rc, "exit %d, signal %d%s%.300s", r.exit_code, r.signal, *r.err ? ", stderr: " : "", r.err);
   }
   lt_sandbox_result_free(&r);
   return rc;
 }
 
-static void merge_reference(lt_episode_t *ep, const cJSON *ref) {
-  if (!cJSON_IsObject(ref)) return;
-  for (const cJSON *k = ref->child; k; k = k->next) {
-    cJSON_DeleteItemFromObjectCaseSensitive(ep->reference, k->string);
-    cJSON_AddItemToObject(ep->reference, k->string, cJSON_Duplicate(k, 1));
-  }
-}
-
-static void keep_state(lt_episode_t *ep, cJSON *answer) {
-  cJSON_Delete(ep->data);
-  cJSON *st = cJSON_DetachItemFromObjectCaseSensitive(answer, "state");
-  ep->data = st ? st : cJSON_CreateNull();
-}
-
 static int ext_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
   ext_state_t *s = state;
-  cJSON *req = cJSON_CreateObject(), *a;
-  cJSON_AddStringToObject(req, "op", "reset");
-  cJSON_AddItemToObject(req, "index", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(spec, "index"), 1));
-  cJSON_AddItemToObject(req, "eval", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(spec, "eval"), 1));
-  cJSON_AddNumberToObject(req, "seed", (double)(seed & ((1ull << 53) - 1)));
+  cJSON *req = lt__envproto_reset(spec, seed), *a;
   int timed_out, rc = call(ep, req, &a, &timed_out);
   cJSON_Delete(req);
   if (rc == 0 && timed_out) rc = lt_error_set(LT_ETIMEDOUT, "envs.%s: reset did not answer in %g s", s->domain, s->timeout_s);
-  if (rc < 0) return rc;
-  cJSON *msgs = cJSON_DetachItemFromObjectCaseSensitive(a, "messages");
-  if (!cJSON_IsArray(msgs) || !msgs->child) {
-    cJSON_Delete(msgs), cJSON_Delete(a);
-    return lt_error_set(LT_EPROTO, "envs.%s: reset must answer \"messages\": [{\"role\", \"content\"}, ...]", s->domain);
-  }
-  ep->reference = cJSON_CreateObject();
-  merge_reference(ep, cJSON_GetObjectItemCaseSensitive(a, "reference"));
-  keep_state(ep, a);
+  if (rc == 0) rc = lt__envproto_opened(ep, s->domain, a, messages);
   cJSON_Delete(a);
-  *messages = msgs;
-  return 0;
+  return rc;
 }
 
 static int ext_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
-  cJSON *req = cJSON_CreateObject(), *tc = cJSON_CreateArray(), *a;
-  cJSON_AddStringToObject(req, "op", "step");
-  cJSON_AddItemToObject(req, "state", cJSON_Duplicate(ep->data, 1));
-  cJSON_AddStringToObject(req, "text", text);
-  for (int i = 0; i < ncalls; i++) {
-    cJSON *c = cJSON_CreateObject(), *args = cJSON_AddObjectToObject(c, "args");
-    cJSON_AddStringToObject(c, "name", calls[i].name);
-    for (int k = 0; k < calls[i].nargs; k++) cJSON_AddStringToObject(args, calls[i].args[k].name, calls[i].args[k].value);
-    cJSON_AddItemToArray(tc, c);
-  }
-  cJSON_AddItemToObject(req, "tool_calls", tc);
+  cJSON *req = lt__envproto_step(ep, text, calls, ncalls), *a;
   int timed_out, rc = call(ep, req, &a, &timed_out);
   cJSON_Delete(req);
   if (rc < 0) return rc;
-  res->observations = cJSON_CreateArray();
   if (timed_out) { /* the environment ran out of time: truncated, bootstrapped, not a failure of the policy */
+    res->observations = cJSON_CreateArray();
     res->truncated = "sandbox_timeout";
     res->done = 1;
     return 0;
   }
-  const cJSON *obs = cJSON_GetObjectItemCaseSensitive(a, "observations"), *tr = cJSON_GetObjectItemCaseSensitive(a, "truncated");
-  for (const cJSON *o = cJSON_IsArray(obs) ? obs->child : NULL; o; o = o->next) {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"), *content = cJSON_GetObjectItemCaseSensitive(o, "content");
-    if (!cJSON_IsString(content)) continue;
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "tool");
-    cJSON_AddStringToObject(m, "name", cJSON_IsString(name) ? name->valuestring : "");
-    cJSON_AddStringToObject(m, "content", content->valuestring);
-    cJSON_AddItemToArray(res->observations, m);
-  }
-  res->done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "done")) || ncalls == 0;
-  if (cJSON_IsString(tr) && strcmp(tr->valuestring, "tool_timeout") == 0) res->truncated = "tool_timeout", res->done = 1;
-  merge_reference(ep, cJSON_GetObjectItemCaseSensitive(a, "reference"));
-  keep_state(ep, a);
+  lt__envproto_stepped(ep, a, ncalls, res);
   cJSON_Delete(a);
   return 0;
-}
-
-static void ext_close(lt_episode_t *ep) {
-  cJSON_Delete(ep->data);
-  ep->data = NULL;
 }
 
 const lt_env_impl_t lt__env_external = {
     .type = "external",
     .init = ext_init,
     .free = ext_free,
-    .sample = ext_sample,
+    .sample = lt__envproto_sample,
     .open = ext_open,
     .step = ext_step,
-    .close = ext_close,
+    .close = lt__envproto_close,
     .blocking = 1,
 };

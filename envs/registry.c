@@ -26,7 +26,7 @@ struct lt_envs {
   pthread_mutex_t pool_mu;
 };
 
-static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external};
+static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
@@ -120,6 +120,13 @@ void lt_envs_free(lt_envs_t *e) {
   free(e);
 }
 
+void lt_envs_shutdown(lt_envs_t *e) {
+  for (int i = 0; e && i < e->n; i++)
+    if (e->d[i].impl->shutdown) e->d[i].impl->shutdown(e->d[i].state);
+}
+
+uv_loop_t *lt__envs_loop(lt_envs_t *e) { return e->loop; }
+
 int lt_envs_count(const lt_envs_t *e) { return e->n; }
 const char *lt_envs_name(const lt_envs_t *e, int i) { return e->d[i].name; }
 double lt_envs_weight(const lt_envs_t *e, int i) { return e->d[i].weight; }
@@ -153,12 +160,12 @@ int lt_envs_demo(lt_envs_t *e, const char *domain, uint64_t index, cJSON **messa
 }
 
 static void on_closed(uv_handle_t *h);
+static void settle(lt_episode_t *ep, int rc);
+static void noise_after(lt_episode_t *ep, lt_env_step_t *res);
 
-/* The implementation's open plus the instruction noise; runs on any thread. */
-static int open_run(lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
+/* The instruction noise on an opening chat. */
+static void open_noise(lt_episode_t *ep, int rc, const cJSON *spec, uint64_t seed, cJSON **messages) {
   domain_t *d = ep->domain;
-  *messages = NULL;
-  int rc = d->impl->open(d->state, ep, spec, seed, messages);
   const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(spec, "noise_level");
   ep->noise_level = d->noise.on && cJSON_IsNumber(lvl) ? lvl->valuedouble : -1;
   lt_rng_seed(&ep->noise_rng, lt_rng_mix(seed, 0x6e6f697365ull));
@@ -169,6 +176,15 @@ static int open_run(lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **
     if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
     free(noisy);
   }
+}
+
+/* The implementation's open plus the instruction noise; runs on any thread. */
+static int open_run(lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
+  domain_t *d = ep->domain;
+  *messages = NULL;
+  if (!d->impl->open) return lt_error_set(LT_EUNSUPP, "environment '%s' opens only on an event loop", d->impl->type);
+  int rc = d->impl->open(d->state, ep, spec, seed, messages);
+  open_noise(ep, rc, spec, seed, messages);
   if (rc < 0) {
     cJSON_Delete(*messages);
     *messages = NULL;
@@ -257,6 +273,29 @@ static void open_done(uv_work_t *w, int status) {
 
 static void open_timer(uv_timer_t *t) { open_deliver(t->data); }
 
+void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages) {
+  ep->async_op = 0;
+  ep->open_messages = messages;
+  open_noise(ep, rc, ep->open_spec, ep->open_seed, &ep->open_messages);
+  ep->open_rc = rc;
+  if (rc < 0) {
+    ep->open_err = strdup(lt_error_msg());
+    cJSON_Delete(ep->open_messages);
+    ep->open_messages = NULL;
+  }
+  open_deliver(ep);
+}
+
+void lt__episode_stepped(lt_episode_t *ep, int rc) {
+  ep->async_op = 0;
+  settle(ep, rc);
+  noise_after(ep, &ep->result);
+  ep->pending = 0;
+  lt_env_step_t res = ep->result;
+  memset(&ep->result, 0, sizeof ep->result);
+  ep->cb(ep, &res, ep->ud);
+}
+
 int lt_episode_open_async(lt_envs_t *e, const char *domain, const cJSON *spec, uint64_t seed, lt_episode_open_cb cb,
                           void *ud, lt_episode_t **out) {
   *out = NULL;
@@ -273,6 +312,17 @@ int lt_episode_open_async(lt_envs_t *e, const char *domain, const cJSON *spec, u
     return lt_error_set(LT_ENOMEM, "episode: out of memory");
   }
   int rc;
+  if (d->impl->open_async) {
+    ep->async_op = 1;
+    if ((rc = d->impl->open_async(d->state, ep, spec, seed)) < 0) {
+      ep->async_op = 0;
+      cJSON_Delete(ep->open_spec);
+      ep_free_now(ep);
+      return rc;
+    }
+    *out = ep;
+    return 0;
+  }
   if (d->impl->blocking) {
     ep->work.data = ep;
     ep->opening = 1;
@@ -465,6 +515,15 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
 
 static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls, int ncalls, const char *text,
                       lt_env_step_cb cb, void *ud) {
+  if (d->impl->step_async) {
+    ep->cb = cb;
+    ep->ud = ud;
+    ep->pending = 1;
+    ep->async_op = 1;
+    int rc = d->impl->step_async(ep, text, calls, ncalls);
+    if (rc < 0) ep->pending = 0, ep->async_op = 0;
+    return rc;
+  }
   if (d->impl->blocking) {
     ep->work_text = strdup(text);
     ep->work_calls = calls_copy(calls, ncalls);
@@ -498,6 +557,13 @@ const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference
 
 void lt_episode_close(lt_episode_t *ep) {
   if (!ep) return;
+  if (ep->async_op) { /* an HTTP open or step in flight: drop it, no completion follows */
+    domain_t *d = ep->domain;
+    ep->async_op = 0;
+    if (d->impl->cancel) d->impl->cancel(ep);
+    cJSON_Delete(ep->open_spec);
+    ep->open_spec = NULL;
+  }
   if (ep->opening || ep->open_spec) { /* the open is on the thread pool or its answer on the timer */
     ep->closed = 1;
     if (ep->opening) uv_cancel((uv_req_t *)&ep->work);

@@ -439,6 +439,7 @@ out:
   if (w->z) lt_zsock_close(w->z, NULL, NULL);
   if (w->backend) lt_backend_close(w->backend, NULL, NULL);
   if (w->rewarder) lt_rewarder_close(w->rewarder, NULL, NULL);
+  if (w->envs) lt_envs_shutdown(w->envs);
   uv_walk(&w->loop, close_walk, NULL);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   uv_loop_close(&w->loop);

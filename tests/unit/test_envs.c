@@ -568,3 +568,107 @@ Test(envs, external_program_faults, .timeout = 120) {
   cr_expect_eq(uv_loop_close(&loop), 0);
   lt_test_rmdir(dir);
 }
+
+/* ---- http: the same protocol against an endpoint (a counter game served here) ---- */
+
+#include "proto/http.h"
+
+typedef struct {
+  int requests;
+  const char *fault; /* "500" or "hang" for step requests, else NULL */
+} counter_srv_t;
+
+static void counter_handler(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
+  counter_srv_t *s = ud;
+  s->requests++;
+  cJSON *q = cJSON_Parse(req->body), *a = cJSON_CreateObject();
+  const char *op = cJSON_GetObjectItem(q, "op")->valuestring;
+  if (!strcmp(op, "step") && s->fault && !strcmp(s->fault, "500")) {
+    lt_http_respond(c, 500, "text/plain", "down", 4);
+  } else if (!strcmp(op, "step") && s->fault && !strcmp(s->fault, "hang")) {
+    /* never answers */
+  } else {
+    if (!strcmp(op, "reset")) {
+      cJSON *m = cJSON_AddArrayToObject(a, "messages"), *u = cJSON_CreateObject();
+      cJSON_AddStringToObject(u, "role", "user");
+      cJSON_AddStringToObject(u, "content", "Call inc until the counter reaches 3.");
+      cJSON_AddItemToArray(m, u);
+      cJSON_AddNumberToObject(a, "state", 0);
+    } else {
+      int n = cJSON_GetObjectItem(q, "state")->valueint + cJSON_GetArraySize(cJSON_GetObjectItem(q, "tool_calls"));
+      cJSON *obs = cJSON_AddArrayToObject(a, "observations"), *o = cJSON_CreateObject();
+      char txt[16];
+      snprintf(txt, sizeof txt, "%d", n);
+      cJSON_AddStringToObject(o, "name", "inc");
+      cJSON_AddStringToObject(o, "content", txt);
+      cJSON_AddItemToArray(obs, o);
+      cJSON_AddNumberToObject(a, "state", n);
+      cJSON_AddBoolToObject(a, "done", n >= 3);
+      cJSON *ref = cJSON_AddObjectToObject(a, "reference");
+      cJSON_AddBoolToObject(ref, "success", n == 3);
+    }
+    char *b = cJSON_PrintUnformatted(a);
+    lt_http_respond(c, 200, "application/json", b, strlen(b));
+    free(b);
+  }
+  cJSON_Delete(q), cJSON_Delete(a);
+}
+
+Test(envs, http_environment_plays_and_fails_cleanly, .timeout = 60) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  counter_srv_t srv = {0};
+  lt_http_server_t *hs;
+  lt_http_opts_t ho = {.host = "127.0.0.1", .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
+  cr_assert_eq(lt_http_listen(&loop, &ho, counter_handler, &srv, &hs), 0);
+  char json[512];
+  snprintf(json, sizeof json, "{\"envs\": {\"c\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/env\", "
+           "\"timeout_ms\": 300, \"retries\": 1}}}}", lt_http_port(hs));
+  lt_envs_t *e = make_envs(json, &loop);
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(e, "c", 0, 0, &spec), 0);
+  const char *faults[] = {NULL, "500", "hang"};
+  for (int f = 0; f < 3; f++) {
+    srv.fault = faults[f];
+    opened_t o = {0};
+    lt_episode_t *ep;
+    cr_assert_eq(lt_episode_open_async(e, "c", spec, 1, on_opened, &o, &ep), 0, "%s", lt_error_msg());
+    while (!o.done) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(o.rc, 0, "%s", o.err);
+    lt_tool_call_t c = {"inc", NULL, 0};
+    lt_env_step_t r = {0};
+    for (int i = 0; i < 3; i++) {
+      r = step_now(&loop, ep, "inc", &c, 1);
+      if (r.done || r.error) break;
+      cJSON_Delete(r.observations);
+    }
+    if (f == 0) {
+      cr_expect_eq(r.error, 0);
+      cr_expect(r.done);
+      cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success")));
+    } else if (f == 1) {
+      cr_expect_lt(r.error, 0, "a 5xx that persists is an environment error");
+      cr_expect(r.error_msg && strstr(r.error_msg, "envs.c"), "%s", r.error_msg ? r.error_msg : "");
+    } else {
+      cr_expect_eq(r.error, 0);
+      cr_expect(r.done && r.truncated && !strcmp(r.truncated, "tool_timeout"), "a silent endpoint truncates");
+    }
+    cJSON_Delete(r.observations);
+    free(r.error_msg);
+    lt_episode_close(ep);
+    cJSON_Delete(o.msgs);
+  }
+  /* Closing with a request in flight drops it. */
+  srv.fault = NULL;
+  opened_t o = {0};
+  lt_episode_t *ep;
+  cr_assert_eq(lt_episode_open_async(e, "c", spec, 1, on_opened, &o, &ep), 0);
+  lt_episode_close(ep);
+  cJSON_Delete(spec);
+  lt_envs_shutdown(e);
+  lt_http_close(hs, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(o.done, 0);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
