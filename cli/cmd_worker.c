@@ -20,14 +20,16 @@ int lt_cmd_worker(int argc, char **argv) {
       {.name = "--name", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "stable worker name (default host-pid)"},
       {.name = "--spool", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "unacknowledged trajectories (default /tmp/longtail-spool-NAME)"},
       {.name = "--daemon-gone", .kind = LT_ARG_VALUE, .metavar = "SECONDS", .help = "exit after the daemon is gone this long (default 600)"},
+      {.name = "--server-key", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "CURVE: the daemon's public key (its keygen .pub)"},
+      {.name = "--key", .kind = LT_ARG_VALUE, .metavar = "PREFIX", .help = "CURVE: this worker's key pair, PREFIX.key and PREFIX.pub"},
   };
   lt_cmd_args_t c = {.command = "worker",
-                     .usage = "--connect ENDPOINT [--slots N] [--backend builtin|openai|scripted] [--device cpu|cuda]",
+                     .usage = "--connect ENDPOINT [--slots N] [--backend builtin|openai|scripted] [--device cpu|cuda] [--server-key FILE --key PREFIX]",
                      .summary = "Runs rollouts for a training daemon: receives tasks, runs the agent loop with its "
                                 "inference backend, environments and rewards, and returns trajectories, keeping each "
                                 "in its spool until the daemon acknowledges it.",
                      .args = args,
-                     .nargs = 9,
+                     .nargs = 11,
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -50,9 +52,11 @@ int lt_cmd_worker(int argc, char **argv) {
   if (!name[0]) snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
   snprintf(spool, sizeof spool, "%s", lt_args_str(&c, "--spool", ""));
   if (!spool[0]) snprintf(spool, sizeof spool, "/tmp/longtail-spool-%s", name);
+  const char *server_key = lt_args_str(&c, "--server-key", NULL), *key = lt_args_str(&c, "--key", NULL);
+  if (!server_key != !key) return lt_args_usage_error(&c, "--server-key and --key go together (CURVE)");
   lt_log_set_process(name);
   lt_worker_opts_t o = {.connect = connect, .name = name, .slots = (int)slots, .backend = backend, .device = device,
                         .threads = (int)threads, .model = lt_args_str(&c, "--model", NULL), .spool = spool,
-                        .daemon_gone_s = gone, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
+                        .daemon_gone_s = gone, .server_key = server_key, .key = key, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
   return lt_worker_run(&o);
 }

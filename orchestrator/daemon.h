@@ -69,6 +69,7 @@ struct lt_daemon {
   uv_loop_t loop;
   void *zctx;
   lt_zsock_t *z;
+  lt_zap_t *zap; /* CURVE: admits the listed worker keys */
   char endpoint[512];
   char run_dir[4096];
   lt_buffer_t *buf;

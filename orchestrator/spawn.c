@@ -55,9 +55,14 @@ static void start_child(child_t *c) {
   snprintf(threads, sizeof threads, "%lld", (long long)lt_config_int(d->cfg, "workers.threads"));
   const char *device = lt_config_str(d->cfg, "workers.device");
   if (!strcmp(device, "auto")) device = "cpu";
+  char skey[4200], wkey[4200];
+  snprintf(skey, sizeof skey, "%s/curve/server.pub", d->run_dir);
+  snprintf(wkey, sizeof wkey, "%s/curve/local-worker", d->run_dir);
+  int curve = lt_config_bool(d->cfg, "transport.curve");
   char *args[] = {(char *)d->o.self_exe, "worker", "--connect", d->endpoint, "--name", name, "--slots", slots,
                   "--threads", threads, "--backend", (char *)lt_config_str(d->cfg, "workers.backend"), "--device",
-                  (char *)device, "--spool", spool, "--daemon-gone", "30", NULL};
+                  (char *)device, "--spool", spool, "--daemon-gone", "30",
+                  curve ? "--server-key" : NULL /* ends the list without CURVE */, skey, "--key", wkey, NULL};
   int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   uv_stdio_container_t io[3] = {{.flags = UV_IGNORE}, {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd},
                                 {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd}};

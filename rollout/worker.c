@@ -341,6 +341,17 @@ static int open_socket(worker_t *w) {
   zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
   zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof reconnect_max);
+  if (w->o.server_key) {
+    char server[41], pub[41], sec[41], p[4200];
+    if ((rc = lt_curve_read_key(w->o.server_key, "--server-key", server)) < 0) return rc;
+    snprintf(p, sizeof p, "%s.pub", w->o.key);
+    if ((rc = lt_curve_read_key(p, "--key", pub)) < 0) return rc;
+    snprintf(p, sizeof p, "%s.key", w->o.key);
+    if ((rc = lt_curve_read_key(p, "--key", sec)) < 0) return rc;
+    rc = lt_zsock_curve_client(w->z, server, pub, sec);
+    memset(sec, 0, sizeof sec);
+    if (rc < 0) return rc;
+  }
   if (zmq_connect(s, w->o.connect) != 0)
     return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
   return lt_zsock_start(w->z, on_recv, w);

@@ -17,6 +17,8 @@ typedef struct {
   const char *model;       /* weights to start from; default: the daemon's (WELCOME) */
   const char *spool;       /* directory for unacknowledged trajectories */
   double daemon_gone_s;    /* exit after the daemon has been unreachable this long */
+  const char *server_key;  /* CURVE: the daemon's public key file (NULL: plain TCP) */
+  const char *key;         /* CURVE: this worker's key pair, PREFIX.key and PREFIX.pub */
   /* the config schema, to validate the settings the daemon sends */
   const lt_cfg_schema_t *const *schemas;
   int nschemas;

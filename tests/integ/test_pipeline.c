@@ -294,3 +294,84 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   cJSON_Delete(j);
   lt_test_rmdir(dir);
 }
+
+/* CURVE: only workers whose key is listed (and the daemon's own local workers)
+ * get in; an unknown key and a plain-TCP worker are refused and the run
+ * completes without them. */
+Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
+  char *dir = lt_test_tmpdir("curve");
+  char cfg[4200], rd[4200], ep[64], p[4300];
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  const char *names[] = {"daemon", "w1", "w2"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    const char *kg[] = {"longtail", "keygen", "--out", p, NULL};
+    lt_run_t r;
+    cr_assert_eq(lt_test_run(&r, NULL, 30, kg), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    lt_run_free(&r);
+  }
+  int port = lt_test_free_port();
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+  /* The fault config with one local worker, its transport section made CURVE. */
+  fault_config(cfg, port, 1, 48);
+  char *base = lt_test_read(cfg);
+  cJSON *j = cJSON_Parse(base);
+  free(base);
+  cr_assert_not_null(j);
+  cJSON *tr = cJSON_GetObjectItem(j, "transport");
+  cJSON_AddBoolToObject(tr, "curve", 1);
+  snprintf(p, sizeof p, "%s/w1.pub", dir);
+  cJSON_AddStringToObject(tr, "client_keys", p);
+  char *out = cJSON_Print(j);
+  cr_assert_eq(lt_test_write(cfg, out), 0);
+  free(out);
+  /* Without the daemon's secret key it is refused before anything listens. */
+  lt_run_t r;
+  const char *bad[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, bad), 0);
+  cr_expect_eq(r.status, 2, "%s", r.err);
+  cr_expect(strstr(r.err, "transport.server_secret_key"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_sh(&r, 30, "rm -rf %s", rd);
+  lt_run_free(&r);
+  snprintf(p, sizeof p, "%s/daemon.key", dir);
+  cJSON_AddStringToObject(tr, "server_secret_key", p);
+  out = cJSON_Print(j);
+  cr_assert_eq(lt_test_write(cfg, out), 0);
+  free(out);
+  cJSON_Delete(j);
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  char spk[4300], k1[4300], k2[4300];
+  snprintf(spk, sizeof spk, "%s/daemon.pub", dir);
+  snprintf(k1, sizeof k1, "%s/w1", dir);
+  snprintf(k2, sizeof k2, "%s/w2", dir);
+  const char *w1[] = {"longtail", "worker", "--connect", ep, "--name", "w1", "--backend", "scripted", "--server-key", spk,
+                      "--key", k1, "--daemon-gone", "20", NULL};
+  const char *w2[] = {"longtail", "worker", "--connect", ep, "--name", "w2", "--backend", "scripted", "--server-key", spk,
+                      "--key", k2, "--daemon-gone", "20", NULL};
+  const char *w3[] = {"longtail", "worker", "--connect", ep, "--name", "w3", "--backend", "scripted", "--daemon-gone", "20", NULL};
+  pid_t p1 = lt_test_spawn(dir, "w1", w1), p2 = lt_test_spawn(dir, "w2", w2), p3 = lt_test_spawn(dir, "w3", w3);
+  int st = lt_test_wait(d, 150);
+  cr_assert_eq(st, 0, "daemon exit %d", st);
+  cJSON *s = stats(rd);
+  cr_expect_eq(at(s, "tasks", "done"), 48);
+  cr_expect_eq(at(s, "workers", "seen"), 2, "only local-0 and w1 may be seen");
+  cJSON_Delete(s);
+  lt_run_t q;
+  cr_assert_eq(lt_test_sh(&q, 30, "sqlite3 %s/buffer.db \"SELECT name FROM workers ORDER BY name\"; grep -c 'refused a worker' %s/daemon.err",
+                          rd, dir), 0);
+  cr_expect(strstr(q.out, "local-0\nw1\n"), "%s", q.out);
+  cr_expect(!strstr(q.out, "w2") && !strstr(q.out, "w3"), "%s", q.out);
+  lt_run_free(&q);
+  char log[4400];
+  snprintf(log, sizeof log, "%s/daemon.err", dir);
+  char *dl = lt_test_read(log);
+  cr_expect(dl && strstr(dl, "refused a worker") && strstr(dl, "unknown key"), "the daemon says whom it refused: %s", dl ? dl : "");
+  free(dl);
+  kill(p1, SIGTERM), kill(p2, SIGTERM), kill(p3, SIGTERM);
+  lt_test_wait(p1, 30), lt_test_wait(p2, 30), lt_test_wait(p3, 30);
+  lt_test_rmdir(dir);
+}

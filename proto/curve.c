@@ -1,0 +1,167 @@
+/* ZeroMQ CURVE on the daemon–worker link: key files, socket options and the
+ * ZAP handler that admits only the listed worker keys (RFC 27/ZAP: the daemon's
+ * context asks inproc://zeromq.zap.01 about every CURVE handshake). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "proto/zsock.h"
+#include "util/error.h"
+#include "util/log.h"
+
+int lt_curve_read_key(const char *path, const char *what, char z85[41]) {
+  FILE *f = fopen(path, "re");
+  if (!f) return lt_error_set(LT_ECONFIG, "%s: cannot read %s: %s", what, path, strerror(errno));
+  char line[256];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    char *s = line + strspn(line, " \t");
+    s[strcspn(s, " \t\r\n")] = 0;
+    if (*s && *s != '#') {
+      found = 1;
+      uint8_t bin[32];
+      if (strlen(s) != 40 || !zmq_z85_decode(bin, s)) {
+        fclose(f);
+        return lt_error_set(LT_ECONFIG, "%s: %s does not hold a CURVE key (40 Z85 characters, as `longtail keygen` writes)",
+                            what, path);
+      }
+      memcpy(z85, s, 41);
+    }
+  }
+  fclose(f);
+  return found ? 0 : lt_error_set(LT_ECONFIG, "%s: %s is empty", what, path);
+}
+
+static int add_key(lt_curve_keys_t *k, const char *z85, const char *what, const char *where) {
+  uint8_t bin[32];
+  if (strlen(z85) != 40 || !zmq_z85_decode(bin, z85))
+    return lt_error_set(LT_ECONFIG, "%s: %s: '%.50s' is not a CURVE public key", what, where, z85);
+  uint8_t(*nk)[32] = realloc(k->keys, sizeof *nk * (size_t)(k->n + 1));
+  if (!nk) return lt_error_set(LT_ENOMEM, "out of memory");
+  k->keys = nk;
+  memcpy(k->keys[k->n++], bin, 32);
+  return 0;
+}
+
+int lt_curve_load_keys(const char *path, const char *what, lt_curve_keys_t *k) {
+  struct stat st;
+  if (stat(path, &st) != 0) return lt_error_set(LT_ECONFIG, "%s: cannot read %s: %s", what, path, strerror(errno));
+  int rc = 0;
+  if (S_ISDIR(st.st_mode)) { /* a directory of NAME.pub files */
+    DIR *d = opendir(path);
+    if (!d) return lt_error_set(LT_ECONFIG, "%s: cannot open %s: %s", what, path, strerror(errno));
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+      size_t l = strlen(e->d_name);
+      if (l < 5 || strcmp(e->d_name + l - 4, ".pub")) continue;
+      char p[4200], z[41];
+      snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+      if ((rc = lt_curve_read_key(p, what, z)) == 0) rc = add_key(k, z, what, p);
+    }
+    closedir(d);
+  } else { /* one key per line; # comments */
+    FILE *f = fopen(path, "re");
+    if (!f) return lt_error_set(LT_ECONFIG, "%s: cannot read %s: %s", what, path, strerror(errno));
+    char line[256];
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+      char *s = line + strspn(line, " \t");
+      s[strcspn(s, " \t\r\n")] = 0;
+      if (*s && *s != '#') rc = add_key(k, s, what, path);
+    }
+    fclose(f);
+  }
+  if (rc == 0 && k->n == 0) rc = lt_error_set(LT_ECONFIG, "%s: %s lists no key", what, path);
+  return rc;
+}
+
+void lt_curve_keys_free(lt_curve_keys_t *k) {
+  free(k->keys);
+  k->keys = NULL;
+  k->n = 0;
+}
+
+int lt_zsock_curve_server(lt_zsock_t *z, const char *secret_z85) {
+  void *s = lt_zsock_handle(z);
+  int one = 1;
+  if (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_z85, 40) != 0 ||
+      zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, "longtail", 8) != 0)
+    return lt_error_set(LT_EUNSUPP, "CURVE server: %s (is libzmq built with CURVE?)", zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+int lt_zsock_curve_client(lt_zsock_t *z, const char *server_pub, const char *pub, const char *sec) {
+  void *s = lt_zsock_handle(z);
+  if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40) != 0 || zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40) != 0)
+    return lt_error_set(LT_EUNSUPP, "CURVE client: %s (is libzmq built with CURVE?)", zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+/* ---- the ZAP handler ---- */
+
+struct lt_zap {
+  lt_zsock_t *z;
+  lt_curve_keys_t keys;
+  uint64_t admitted, refused;
+};
+
+static void on_zap(lt_zsock_t *z, const lt_frame_t *f, int n, void *ud) {
+  lt_zap_t *h = ud;
+  /* version, request id, domain, address, identity, mechanism, credentials... */
+  int ok = 0;
+  char addr[64] = "?";
+  if (n >= 6) snprintf(addr, sizeof addr, "%.*s", (int)(f[3].len < 63 ? f[3].len : 63), (const char *)f[3].data);
+  if (n >= 7 && f[5].len == 5 && !memcmp(f[5].data, "CURVE", 5) && f[6].len == 32)
+    for (int i = 0; i < h->keys.n && !ok; i++) ok = !memcmp(h->keys.keys[i], f[6].data, 32);
+  if (ok) {
+    h->admitted++;
+  } else {
+    h->refused++;
+    char key[41] = "";
+    if (n >= 7 && f[6].len == 32) zmq_z85_encode(key, f[6].data, 32);
+    LT_WARN("curve", "refused a worker from %s: %s%s", addr, key[0] ? "unknown key " : "no CURVE key", key);
+  }
+  static const char v[] = "1.0";
+  lt_frame_t r[6] = {{(void *)v, 3, 0},
+                     {n >= 2 ? f[1].data : (void *)"", n >= 2 ? f[1].len : 0, 0},
+                     {ok ? "200" : "400", 3, 0},
+                     {ok ? "OK" : "unknown worker key", ok ? 2u : 18u, 0},
+                     {"", 0, 0},
+                     {"", 0, 0}};
+  lt_zsock_send(z, r, 6);
+}
+
+int lt_zap_start(uv_loop_t *loop, void *ctx, lt_curve_keys_t *keys, lt_zap_t **out) {
+  *out = NULL;
+  lt_zap_t *h = calloc(1, sizeof *h);
+  if (!h) return lt_error_set(LT_ENOMEM, "out of memory");
+  int rc = lt_zsock_open(loop, ctx, ZMQ_REP, &h->z);
+  if (rc == 0 && zmq_bind(lt_zsock_handle(h->z), "inproc://zeromq.zap.01") != 0)
+    rc = lt_error_set(LT_ESYS, "ZAP handler: cannot bind inproc://zeromq.zap.01: %s", zmq_strerror(zmq_errno()));
+  if (rc == 0) rc = lt_zsock_start(h->z, on_zap, h);
+  if (rc < 0) {
+    if (h->z) lt_zsock_close(h->z, NULL, NULL);
+    free(h);
+    return rc;
+  }
+  h->keys = *keys; /* taken over */
+  memset(keys, 0, sizeof *keys);
+  *out = h;
+  return 0;
+}
+
+void lt_zap_counts(const lt_zap_t *h, uint64_t *admitted, uint64_t *refused) {
+  *admitted = h ? h->admitted : 0;
+  *refused = h ? h->refused : 0;
+}
+
+void lt_zap_close(lt_zap_t *h) {
+  if (!h) return;
+  lt_zsock_close(h->z, NULL, NULL);
+  lt_curve_keys_free(&h->keys);
+  free(h);
+}
