@@ -74,7 +74,10 @@ char *lt_buf_take(lt_buf_t *b) {
     lt_buf_free(b);
     return NULL;
   }
-  if (!b->data && lt_buf_reserve(b, 0) < 0) return NULL;
+  if (!b->data) { /* never written: an empty string, terminated */
+    if (lt_buf_reserve(b, 0) < 0) return NULL;
+    b->data[0] = 0;
+  }
   char *p = b->data;
   b->data = NULL;
   b->len = b->cap = 0;

@@ -50,6 +50,15 @@ Test(util, rng_deterministic_and_uniform) {
   for (int i = 0; i < 10; i++) cr_assert(hist[i] > 9000 && hist[i] < 11000, "bucket %d: %d", i, hist[i]);
 }
 
+/* A buffer never written to still takes as a terminated empty string. */
+Test(util, buf_take_of_nothing_is_empty) {
+  lt_buf_t b = {0};
+  char *s = lt_buf_take(&b);
+  cr_assert_not_null(s);
+  cr_expect_eq(strlen(s), 0);
+  free(s);
+}
+
 Test(util, buf_printf_and_take) {
   lt_buf_t b = {0};
   for (int i = 0; i < 1000; i++) lt_buf_printf(&b, "%d,", i);
