@@ -230,7 +230,8 @@ bench-gpu: gpu-need $(GPU_BENCH)
 
 # ---- fuzzing -------------------------------------------------------------------------
 
-build/fuzz/%: tests/fuzz/%.c
+# FORCE: the library may have changed, and only the sub-make knows (a fuzzer must test the current code).
+build/fuzz/%: tests/fuzz/%.c FORCE
 	$(Q)$(MAKE) --no-print-directory VARIANT=fuzz build/fuzz/liblongtail.a
 	@echo "  FUZZ    $@"
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -Ibuild/fuzz -fsanitize=address,undefined,fuzzer -DLT_FUZZING \

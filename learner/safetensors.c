@@ -166,8 +166,8 @@ int lt_st_open(const char *path, lt_st_file_t **out) {
   if (!f->entries) rc = lt_error_set(LT_ENOMEM, "out of memory");
   for (const cJSON *j = h->child; j && rc == 0; j = j->next) {
     if (strcmp(j->string, "__metadata__") == 0) {
-      if (!cJSON_IsObject(j)) {
-        rc = lt_error_set(LT_EFORMAT, "%s: __metadata__ is not an object", path);
+      if (!cJSON_IsObject(j) || f->meta) {
+        rc = lt_error_set(LT_EFORMAT, "%s: __metadata__ is %s", path, f->meta ? "given twice" : "not an object");
         break;
       }
       if (!(f->meta = cJSON_Duplicate(j, 1))) rc = lt_error_set(LT_ENOMEM, "out of memory");
