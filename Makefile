@@ -6,6 +6,8 @@
 #   make test-asan  the same suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make bench      benchmarks against their baselines (bench/results.json)
+#   make chaos      fault injection against real processes, CHAOS_SECONDS per scenario (docs/reliability.md)
+#   make soak       SOAK_WORKERS scripted workers x 8 slots for SOAK_SECONDS against one daemon
 #   make deps       install the Debian packages the build needs
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
@@ -244,6 +246,17 @@ fuzz-build: check-deps
 # report fails the target and leaves the reproducer in build/fuzz/artifacts/.
 fuzz: fuzz-build
 	$(Q)scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+# ---- chaos and soak ------------------------------------------------------------------
+
+CHAOS_SECONDS ?= 60
+SOAK_SECONDS  ?= 600
+SOAK_WORKERS  ?= 64
+chaos: all
+	$(Q)CHAOS_SECONDS=$(CHAOS_SECONDS) LT_BIN=$(abspath $(BIN)) scripts/chaos.sh $(CHAOS)
+
+soak: all
+	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) SOAK_WORKERS=$(SOAK_WORKERS) LT_BIN=$(abspath $(BIN)) scripts/soak.sh
 
 # ---- the main job, benchmarks, docs --------------------------------------------------
 

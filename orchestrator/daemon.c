@@ -314,9 +314,35 @@ static void progress(lt_daemon_t *d, int64_t now) {
           tty ? "   " : "\n");
 }
 
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Every few seconds: the pipeline overhead's quantiles and the daemon's
+ * resident memory, so that a long run shows whether either drifts. */
+static void report_health(lt_daemon_t *d, int64_t now) {
+  if (now - d->last_report_ms < 5000) return;
+  d->last_report_ms = now;
+  int n = d->noverhead < 4096 ? d->noverhead : 4096;
+  if (n > 0) {
+    static float tmp[4096];
+    memcpy(tmp, d->overhead_ms, sizeof *tmp * (size_t)n);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_float);
+    lt__metric(d, "dispatch/overhead_p50_ms", tmp[n / 2]);
+    lt__metric(d, "dispatch/overhead_p99_ms", tmp[(int)(n * 0.99)]);
+    d->noverhead = 0;
+  }
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "re");
+  if (f && fscanf(f, "%ld %ld", &pages, &resident) == 2) lt__metric(d, "daemon/rss_mb", resident * (sysconf(_SC_PAGESIZE) / 1024.0) / 1024.0);
+  if (f) fclose(f);
+}
+
 static void on_cron(uv_timer_t *t) {
   lt_daemon_t *d = t->data;
   int64_t now = lt__now_ms();
+  report_health(d, now);
   lt__workers_cron(d, now);
   lt__scheduler_cron(d, now);
   progress(d, now);

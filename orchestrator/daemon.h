@@ -109,6 +109,12 @@ struct lt_daemon {
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
   int64_t trajs_in, dups, malformed, ready_count;
+  /* Pipeline overhead per task (dispatch to result, minus the worker's own
+   * generation, environment and reward time), for the dispatch/overhead_*
+   * metrics; a ring of the samples since the last report. */
+  float overhead_ms[4096];
+  int noverhead;
+  int64_t last_report_ms;
   int64_t ready_pending;     /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
   double reward_sum;
   int64_t reward_n;

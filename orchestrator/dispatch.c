@@ -140,7 +140,7 @@ static void create_done(void *arg, int rc) {
     if (!t) continue;
     if (rc < 0) { /* not on disk: it must not run, or its result would have no home */
       int eval = t->eval;
-      if (!eval) d->open_train--;
+      if (!eval) d->open_train--, d->tasks_created--; /* made again later, or a bounded run ends short */
       else d->eval_total--;
       lt__task_remove(d, t->id);
       if (eval) lt__eval_task_done(d, 0);
@@ -325,6 +325,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     if (!eval) d->open_train--;
     lt__task_remove(d, t->id);
     if (eval) lt__eval_task_done(d, 0);
+    lt__learner_notify(d); /* the last task may have been this one: flush what is left */
     lt__check_done(d);
     return;
   }

@@ -101,10 +101,10 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_TR_READY && d->learner) {
-        d->ready_pending++;
-        lt__learner_notify(d);
-      }
+      if (op->meta.status == LT_TR_READY && d->learner) d->ready_pending++;
+      /* Also after a failed one: the last task to end may leave nothing new to
+       * train on yet make the learner flush what remains. */
+      if (d->learner) lt__learner_notify(d);
     }
   }
   lt_buffer_traj_free(&op->t);
@@ -141,6 +141,10 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
   memset(t, 0, sizeof *t); /* the op owns the arrays now */
   op->known = task != NULL;
   if (task) task->storing++;
+  if (task && task->status == LT_TASK_DISPATCHED && w == task->worker) {
+    double o = (double)(lt__now_ms() - task->dispatched_ms) - (op->t.gen_ms + op->t.env_ms + op->t.reward_ms);
+    d->overhead_ms[d->noverhead++ % 4096] = (float)(o > 0 ? o : 0);
+  }
   snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");
   int64_t vmin = -1, vmax = -1;
   for (int i = 0; i < op->t.ntokens; i++)
