@@ -88,9 +88,11 @@ void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_st
   const cJSON *tr = cJSON_GetObjectItemCaseSensitive(answer, "truncated");
   for (const cJSON *o = cJSON_IsArray(obs) ? obs->child : NULL; o; o = o->next) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"), *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(o, "role");
     if (!cJSON_IsString(content)) continue;
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "tool");
+    /* "user": a simulated user speaks (multi-party environments); anything else is a tool result. */
+    cJSON_AddStringToObject(m, "role", cJSON_IsString(role) && !strcmp(role->valuestring, "user") ? "user" : "tool");
     cJSON_AddStringToObject(m, "name", cJSON_IsString(name) ? name->valuestring : "");
     cJSON_AddStringToObject(m, "content", content->valuestring);
     cJSON_AddItemToArray(res->observations, m);

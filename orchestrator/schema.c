@@ -38,6 +38,7 @@ static const lt_cfg_entry_t workers_e[] = {
     {"workers.scripted.tail_fraction", LT_CFG_NUM, "0.05", 0, 1, NULL, "scripted backend: share of turns in the long tail"},
     {"workers.scripted.tail_factor", LT_CFG_NUM, "16", 1, BIG, NULL, "scripted backend: how much longer tail turns are"},
     {"workers.scripted.token_us", LT_CFG_INT, "0", 0, BIG, NULL, "scripted backend: simulated microseconds per token"},
+    {"workers.scripted.answer", LT_CFG_STR, "\" #### 0\"", LT_CFG_NORANGE, NULL, "scripted backend: how each turn ends (a final answer, or a tool call for multi-turn load)"},
     {"workers.openai.endpoint", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "base URL of an OpenAI-compatible server (backend openai)"},
     {"workers.openai.model", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model name sent to that server"},
     {"workers.openai.timeout_ms", LT_CFG_INT, "120000", 1, BIG, NULL, "per-request timeout"},

@@ -28,6 +28,10 @@ struct lt_agent {
   int nappend, capappend;
   char *last_text;
   int turns, generated, malformed;
+  int seg_turns;            /* turns since the last context rewrite */
+  int resets;               /* context rewrites so far */
+  cJSON *opening;           /* the environment's opening chat, for discard-all restarts */
+  lt_gen_t *sgen;           /* the policy summarizing its own context */
   double t_gen, t_env, t_reward, t0;
   /* outcome */
   lt_traj_status status;
@@ -89,24 +93,32 @@ static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *
 }
 
 
-/* Renders chat messages (and opens the assistant's turn) into the queue. */
-static int queue_messages(lt_agent_t *a, const cJSON *msgs) {
-  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
+/* Appends one rendered message to the queue. */
+static int queue_one(lt_agent_t *a, const char *role, const char *content) {
+  return lt_chat_message(lt_backend_tokenizer(a->ctx->backend), lt_role_parse(role), content, &a->append, &a->nappend,
+                         &a->capappend);
+}
+
+/* Renders chat messages (and opens the assistant's turn) into the queue;
+ * `log` also records them in the episode's messages. */
+static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   for (const cJSON *m = msgs->child; m && rc == 0; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !cJSON_IsString(content))
       return lt_error_set(LT_EINVAL, "environment message without role/content");
-    rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, &a->append, &a->nappend, &a->capappend);
-    cJSON *copy = rc == 0 ? cJSON_Duplicate(m, 1) : NULL;
-    if (rc == 0 && (!copy || !cJSON_AddItemToArray(a->messages, copy))) {
+    rc = queue_one(a, role->valuestring, content->valuestring);
+    cJSON *copy = rc == 0 && log ? cJSON_Duplicate(m, 1) : NULL;
+    if (rc == 0 && log && (!copy || !cJSON_AddItemToArray(a->messages, copy))) {
       cJSON_Delete(copy);
       rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
     }
   }
-  if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &a->append, &a->nappend, &a->capappend);
+  if (rc == 0) rc = lt_chat_open(lt_backend_tokenizer(a->ctx->backend), LT_ROLE_ASSISTANT, &a->append, &a->nappend, &a->capappend);
   return rc;
 }
+
+static int queue_messages(lt_agent_t *a, const cJSON *msgs) { return queue_chat(a, msgs, 1); }
 
 static void set_outcome(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *reason, const char *err) {
   if (a->finishing) return;
@@ -183,6 +195,137 @@ static void start_reward(lt_agent_t *a) {
   }
 }
 
+
+/* ---- context management ---- */
+
+/* Text without its <think>...</think> blocks (caller frees). */
+static char *strip_reasoning(const char *text) {
+  size_t n = strlen(text);
+  char *o = malloc(n + 1), *w = o;
+  if (!o) return NULL;
+  for (const char *p = text; *p;) {
+    const char *open = strstr(p, "<think>"), *close = open ? strstr(open, "</think>") : NULL;
+    if (!open || !close) {
+      strcpy(w, p);
+      return o;
+    }
+    memcpy(w, p, (size_t)(open - p));
+    w += open - p;
+    p = close + 8;
+    while (*p == '\n') p++;
+    *w = 0;
+  }
+  return o;
+}
+
+static int is_marker(const cJSON *m) { return cJSON_GetObjectItemCaseSensitive(m, "longtail_context") != NULL; }
+
+/* Records in the messages that the context was rewritten, and why. */
+static void mark(lt_agent_t *a, const char *kind) {
+  cJSON *m = cJSON_CreateObject();
+  char text[96];
+  snprintf(text, sizeof text, "[longtail: context rewritten (%s) after turn %d]", kind, a->turns);
+  cJSON_AddStringToObject(m, "role", "system");
+  cJSON_AddStringToObject(m, "content", text);
+  cJSON_AddStringToObject(m, "longtail_context", kind);
+  cJSON_AddItemToArray(a->messages, m);
+}
+
+/* Starts a new context: the trajectory restarts from `chat` (rendered, loss
+ * mask 0) in a fresh generation session.  A compression (not a reasoning drop)
+ * counts against max_resets and starts a new count of turns. */
+static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
+  a->n = 0;
+  a->nappend = 0;
+  if (compression) a->seg_turns = 0, a->resets++;
+  lt_gen_close(a->gen);
+  a->gen = NULL;
+  uint64_t salt = (uint64_t)(a->resets * 64 + a->turns) * 0x9e3779b97f4a7c15ull;
+  int rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + salt, &a->gen);
+  if (rc == 0) rc = queue_chat(a, chat, 0);
+  if (rc == 0) mark(a, kind);
+  return rc;
+}
+
+/* The whole conversation again, without the reasoning of assistant turns
+ * before the latest user message (the reasoning of the current user turn stays). */
+static int drop_old_reasoning(lt_agent_t *a) {
+  const cJSON *last_user = NULL;
+  for (const cJSON *m = a->messages->child; m; m = m->next) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (cJSON_IsString(r) && !strcmp(r->valuestring, "user")) last_user = m;
+  }
+  cJSON *chat = cJSON_CreateArray();
+  int before = 1, changed = 0;
+  for (const cJSON *m = a->messages->child; m; m = m->next) {
+    if (m == last_user) before = 0;
+    if (is_marker(m)) continue;
+    cJSON *c = cJSON_Duplicate(m, 1);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role"), *t = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (before && cJSON_IsString(r) && !strcmp(r->valuestring, "assistant") && cJSON_IsString(t) && strstr(t->valuestring, "<think>")) {
+      char *s = strip_reasoning(t->valuestring);
+      if (s) cJSON_ReplaceItemInObjectCaseSensitive(c, "content", cJSON_CreateString(s)), changed = 1;
+      free(s);
+    }
+    cJSON_AddItemToArray(chat, c);
+  }
+  int rc = changed ? restart(a, chat, "reasoning_dropped", 0) : 0;
+  cJSON_Delete(chat);
+  return rc;
+}
+
+static int context_room(const lt_agent_t *a) {
+  lt_backend_info_t bi;
+  lt_backend_info(a->ctx->backend, &bi);
+  return a->task.max_context < bi.max_context ? a->task.max_context : bi.max_context;
+}
+
+static void on_summary(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud);
+
+/* The policy summarizes its own context (ReSum-style, seed 004 §3.3.2); the
+ * new context is the opening chat plus that summary.  Falls back to discard-all
+ * when the history is too long to summarize. */
+static int summarize(lt_agent_t *a) {
+  const lt_context_opts_t *o = &a->ctx->context;
+  int32_t *saved = a->append;
+  int nsaved = a->nappend, capsaved = a->capappend;
+  a->append = NULL, a->nappend = 0, a->capappend = 0;
+  cJSON *chat = cJSON_CreateArray();
+  for (const cJSON *m = a->messages->child; m; m = m->next)
+    if (!is_marker(m)) cJSON_AddItemToArray(chat, cJSON_Duplicate(m, 1));
+  cJSON *req = cJSON_CreateObject();
+  cJSON_AddStringToObject(req, "role", "user");
+  cJSON_AddStringToObject(req, "content", o->summary_prompt ? o->summary_prompt : "Summarize the progress so far.");
+  cJSON_AddItemToArray(chat, req);
+  int rc = queue_chat(a, chat, 0);
+  cJSON_Delete(chat);
+  int fits = rc == 0 && a->nappend + o->summary_tokens < context_room(a);
+  if (rc == 0 && fits) rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed ^ 0x5u, &a->sgen);
+  lt_sampling_t sp = {.temperature = 0.0f, .top_p = 1.0f};
+  if (rc == 0 && fits) rc = lt_gen_turn(a->sgen, a->append, a->nappend, o->summary_tokens, &sp, on_summary, a);
+  free(a->append);
+  a->append = saved, a->nappend = nsaved, a->capappend = capsaved;
+  if (rc < 0 || !fits) {
+    if (a->sgen) lt_gen_close(a->sgen), a->sgen = NULL;
+    return fits ? rc : restart(a, a->opening, "discard_all", 1);
+  }
+  return 1; /* on_summary continues */
+}
+
+/* After an environment step: 1 when a summary is being written (the episode
+ * continues from on_summary), 0 to go on, < 0 on error. */
+static int manage_context(lt_agent_t *a, int user_turn) {
+  const lt_context_opts_t *o = &a->ctx->context;
+  if (user_turn && o->keep_reasoning_latest) {
+    int rc = drop_old_reasoning(a);
+    if (rc < 0) return rc;
+  }
+  if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
+  if (a->n + a->nappend < o->threshold) return 0;
+  if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
+  return summarize(a);
+}
+
 static void next_turn(lt_agent_t *a);
 
 static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
@@ -194,20 +337,38 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, res->truncated, NULL);
   } else if (res->done) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, a->reason ? a->reason : "env_done", NULL);
-  } else if (a->turns >= a->task.max_turns) {
+  } else if (a->seg_turns >= a->task.max_turns &&
+             (a->ctx->context.compression != LT_COMPRESS_HYBRID || a->resets >= a->ctx->context.max_resets)) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "turn_limit", NULL);
+  } else if (a->seg_turns >= a->task.max_turns) { /* hybrid: out of turns, start over from the question */
+    int rc = restart(a, a->opening, "discard_all", 1);
+    cJSON_Delete(res->observations);
+    free(res->error_msg);
+    if (rc < 0) {
+      set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "worker_error", lt_error_msg());
+      finish(a);
+      return;
+    }
+    next_turn(a);
+    return;
   } else {
     /* Observations become the next context, then the assistant speaks again. */
+    int user_turn = 0;
+    for (const cJSON *m = res->observations ? res->observations->child : NULL; m; m = m->next) {
+      const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+      user_turn |= cJSON_IsString(r) && !strcmp(r->valuestring, "user");
+    }
     int rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
     if (rc == 0) rc = queue_messages(a, res->observations);
     cJSON_Delete(res->observations);
     free(res->error_msg);
+    if (rc == 0) rc = manage_context(a, user_turn);
     if (rc < 0) {
       set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
       finish(a);
       return;
     }
-    next_turn(a);
+    if (rc == 0) next_turn(a);
     return;
   }
   cJSON_Delete(res->observations);
@@ -241,6 +402,7 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   }
   a->generated += t->n;
   a->turns++;
+  a->seg_turns++;
   /* The assistant's text, without its stop token. */
   const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
   int ntext = t->stopped ? t->n - 1 : t->n;
@@ -293,6 +455,44 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   }
 }
 
+static void on_summary(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  lt_agent_t *a = ud;
+  char *text = NULL;
+  size_t len = 0;
+  int rc = t->error ? lt_error_set(t->error, "summary: %s", t->error_msg ? t->error_msg : lt_strerror(t->error)) : 0;
+  int ntext = t->stopped ? t->n - 1 : t->n;
+  if (rc == 0) rc = lt_tokenizer_decode(lt_backend_tokenizer(a->ctx->backend), t->tokens, ntext > 0 ? ntext : 0, 1, &text, &len);
+  lt_gen_close(a->sgen);
+  a->sgen = NULL;
+  if (a->finishing) { /* aborted while summarizing */
+    free(text);
+    return;
+  }
+  cJSON *chat = rc == 0 ? cJSON_Duplicate(a->opening, 1) : NULL;
+  if (chat) {
+    char *s = text ? strip_reasoning(text) : NULL;
+    char *body = malloc((s ? strlen(s) : 0) + 64);
+    if (body) sprintf(body, "Summary of the progress so far:\n%s", s ? s : "");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", body ? body : "");
+    cJSON_AddItemToArray(chat, m);
+    cJSON *logged = cJSON_Duplicate(m, 1);
+    free(s), free(body);
+    rc = restart(a, chat, "summary", 1);
+    if (rc == 0) cJSON_AddItemToArray(a->messages, logged); /* the summary the policy continues from */
+    else cJSON_Delete(logged);
+  }
+  free(text);
+  cJSON_Delete(chat);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
+  }
+  next_turn(a);
+}
+
 static void next_turn(lt_agent_t *a) {
   int ctx = a->task.max_context;
   lt_backend_info_t bi;
@@ -324,6 +524,8 @@ static void on_closed(uv_handle_t *h) {
 
 static void release(lt_agent_t *a) {
   if (a->gen) lt_gen_close(a->gen);
+  if (a->sgen) lt_gen_close(a->sgen);
+  cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
   free(a->tokens), free(a->versions), free(a->support), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
   free(a->append), free(a->last_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
@@ -385,7 +587,7 @@ static void deliver(lt_agent_t *a) {
 static void on_open(lt_episode_t *ep, int rc, cJSON *opening, void *ud) {
   lt_agent_t *a = ud;
   if (rc == 0) rc = queue_messages(a, opening);
-  cJSON_Delete(opening);
+  a->opening = opening; /* kept for discard-all restarts */
   if (rc < 0) {
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
     finish(a);

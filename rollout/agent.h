@@ -12,11 +12,27 @@
 #include "rewards/reward.h"
 #include "rollout/backend.h"
 
+/* Context management (rollout.keep_reasoning, rollout.compression; seed 004
+ * §3.3.2, seed 002's thinking retention).  A rewrite starts a new context: the
+ * trajectory then holds the rewritten context (loss mask 0) and what the policy
+ * generates after it; earlier turns stay in the messages, untrained. */
+typedef enum { LT_COMPRESS_NONE, LT_COMPRESS_SUMMARY, LT_COMPRESS_DISCARD_ALL, LT_COMPRESS_HYBRID } lt_compression;
+
+typedef struct {
+  int keep_reasoning_latest; /* a new user message drops the <think> blocks of earlier assistant turns */
+  lt_compression compression;
+  int threshold;             /* context tokens that trigger compression (0: off) */
+  int max_resets;            /* rewrites per episode, then the limits truncate as usual */
+  int summary_tokens;        /* budget of the policy's own summary */
+  const char *summary_prompt;
+} lt_context_opts_t;
+
 typedef struct {
   uv_loop_t *loop;
   lt_envs_t *envs;
   lt_rewarder_t *rewarder;
   lt_backend_t *backend;
+  lt_context_opts_t context;
 } lt_agent_ctx_t;
 
 typedef struct lt_agent lt_agent_t;

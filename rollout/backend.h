@@ -54,6 +54,7 @@ typedef struct {
   double tail_fraction;      /* share of turns that are tail_factor times longer */
   double tail_factor;
   int token_us;              /* simulated time per token (0: as fast as possible) */
+  const char *answer;        /* each turn's ending (NULL: " #### 0"); may hold a tool call */
 } lt_backend_opts_t;
 
 typedef struct {

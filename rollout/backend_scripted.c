@@ -1,6 +1,6 @@
 /* The scripted backend: a fake policy for load tests and orchestration
- * benchmarks, clearly not a model.  Each turn writes filler and a final
- * answer line, with synthetic logprobs; turn lengths are long-tailed
+ * benchmarks, clearly not a model.  Each turn writes filler and a fixed
+ * ending (" #### 0", or opts.answer: a tool call, say), with synthetic logprobs; turn lengths are long-tailed
  * (tail_fraction of turns are tail_factor times longer) and each token can
  * take token_us of simulated time, so many sessions cost no CPU. */
 #include <math.h>
@@ -21,7 +21,7 @@ typedef struct {
   int target; /* tokens this turn will produce */
 } sgen_t;
 
-static const char *ANSWER = " #### 0";
+static const char *DEFAULT_ANSWER = " #### 0";
 
 static int s_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   scripted_t *s = calloc(1, sizeof *s);
@@ -52,13 +52,15 @@ static int s_open(lt_backend_t *b, lt_gen_t *g, uint64_t seed) {
 
 static void s_close(lt_gen_t *g) { free(g->impl); }
 
+static const char *answer_of(const scripted_t *c) { return c->o.answer && *c->o.answer ? c->o.answer : DEFAULT_ANSWER; }
+
 static int s_prefill(lt_gen_t *g) {
   scripted_t *c = g->b->state;
   sgen_t *s = g->impl;
   /* Draw this turn's length: exponential around the mean, with a long tail. */
   double len = -log(1.0 - lt_rng_uniform(&s->rng)) * c->o.mean_tokens;
   if (lt_rng_uniform(&s->rng) < c->o.tail_fraction) len *= c->o.tail_factor;
-  s->target = (int)len + (int)strlen(ANSWER) + 2;
+  s->target = (int)len + (int)strlen(answer_of(c)) + 2;
   return 0;
 }
 
@@ -70,8 +72,9 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
     lt_gen_t *g = gens[i];
     if (g->due_ns > now) continue;
     sgen_t *s = g->impl;
-    int left = s->target - g->n, alen = (int)strlen(ANSWER);
-    int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)ANSWER[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
+    const char *answer = answer_of(c);
+    int left = s->target - g->n, alen = (int)strlen(answer);
+    int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
     int rc = lt__gen_push(g, tok, -0.5f, 8, NULL, NULL);
     if (rc < 0) return rc;
     g->due_ns = now + (int64_t)c->o.token_us * 1000;

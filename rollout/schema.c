@@ -11,7 +11,10 @@ static const lt_cfg_entry_t rollout_e[] = {
     {"rollout.max_turns", LT_CFG_INT, "8", 1, BIG, NULL, "turns per episode (truncated: turn_limit)"},
     {"rollout.max_context", LT_CFG_INT, "2048", 1, BIG, NULL, "context length per episode (truncated: context_limit)"},
     {"rollout.keep_reasoning", LT_CFG_ENUM, "\"latest\"", LT_CFG_NORANGE, "latest|all", "keep reasoning of the latest user turn only, or of all turns"},
-    {"rollout.compression", LT_CFG_ENUM, "\"none\"", LT_CFG_NORANGE, "none|summary|discard_all", "context management past compression_threshold"},
+    {"rollout.compression", LT_CFG_ENUM, "\"none\"", LT_CFG_NORANGE, "none|summary|discard_all|hybrid", "context management past compression_threshold (hybrid: summary there, discard_all at the turn limit)"},
     {"rollout.compression_threshold", LT_CFG_INT, "0", 0, BIG, NULL, "tokens of context that trigger compression (0: off)"},
+    {"rollout.max_resets", LT_CFG_INT, "2", 0, 1000, NULL, "context rewrites per episode (compression, discard)"},
+    {"rollout.summary_tokens", LT_CFG_INT, "256", 1, BIG, NULL, "tokens the policy may spend summarizing its context"},
+    {"rollout.summary_prompt", LT_CFG_STR, "\"Summarize the progress so far: what was tried, what the tools returned, and what is left to do. Be brief.\"", LT_CFG_NORANGE, NULL, "the request for a summary, appended as a user message"},
 };
 const lt_cfg_schema_t lt_rollout_schema = {"rollout", "Sampling and the agent loop.", rollout_e, N(rollout_e)};

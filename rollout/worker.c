@@ -168,6 +168,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
                           .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),
                           .token_us = (int)lt_config_int(&w->cfg, "workers.scripted.token_us"),
+                          .answer = lt_config_str(&w->cfg, "workers.scripted.answer"),
                           .endpoint = lt_config_str(&w->cfg, "workers.openai.endpoint"),
                           .model = lt_config_str(&w->cfg, "workers.openai.model"),
                           .timeout_ms = (int)lt_config_int(&w->cfg, "workers.openai.timeout_ms"),
@@ -175,7 +176,18 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                           .reload_url = lt_config_str(&w->cfg, "workers.openai.reload_url")};
   if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
   w->version = wl->policy_version;
-  w->actx = (lt_agent_ctx_t){.loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend};
+  const char *comp = lt_config_str(&w->cfg, "rollout.compression");
+  w->actx = (lt_agent_ctx_t){
+      .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend,
+      .context = {.keep_reasoning_latest = !strcmp(lt_config_str(&w->cfg, "rollout.keep_reasoning"), "latest"),
+                  .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY
+                                 : !strcmp(comp, "discard_all") ? LT_COMPRESS_DISCARD_ALL
+                                 : !strcmp(comp, "hybrid")      ? LT_COMPRESS_HYBRID
+                                                                : LT_COMPRESS_NONE,
+                  .threshold = (int)lt_config_int(&w->cfg, "rollout.compression_threshold"),
+                  .max_resets = (int)lt_config_int(&w->cfg, "rollout.max_resets"),
+                  .summary_tokens = (int)lt_config_int(&w->cfg, "rollout.summary_tokens"),
+                  .summary_prompt = lt_config_str(&w->cfg, "rollout.summary_prompt")}};
   return 0;
 }
 

@@ -55,7 +55,7 @@ q = lambda s: c.execute(s).fetchone()[0]
 done = q("SELECT count(*) FROM tasks WHERE status='done'")
 stored = q("SELECT count(DISTINCT task_id) FROM trajectories")
 dups_stored = q("SELECT count(*) - count(DISTINCT task_id) FROM trajectories")
-open_tasks = q("SELECT count(*) FROM tasks WHERE status NOT IN ('done', 'failed')")
+open_tasks = q("SELECT count(*) FROM tasks WHERE status = 'dispatched'")  # queued ones wait for a resume
 integrity = q("PRAGMA integrity_check")
 p99 = [r[0] for r in c.execute("SELECT value FROM metrics WHERE name='dispatch/overhead_p99_ms' ORDER BY time_ms")]
 p50 = [r[0] for r in c.execute("SELECT value FROM metrics WHERE name='dispatch/overhead_p50_ms' ORDER BY time_ms")]
@@ -65,7 +65,7 @@ growth = (warm[-1] - warm[0]) / warm[0] if len(warm) > 1 else None
 srt = sorted(p99)
 res = {"workers": n, "slots_per_worker": 8, "seconds": secs, "policy": "scripted (not the builtin engine)",
        "daemon_exit": st, "tasks_done": done, "trajectories_stored": stored, "trajectories_per_s": round(stored / secs, 1),
-       "duplicates_stored": dups_stored, "open_after_drain": open_tasks, "integrity": integrity,
+       "duplicates_stored": dups_stored, "dispatched_after_drain": open_tasks, "integrity": integrity,
        "rss_mb_after_warmup": round(warm[0], 1) if warm else None, "rss_mb_end": round(warm[-1], 1) if warm else None,
        "rss_growth_after_warmup": round(growth, 3) if growth is not None else None,
        "overhead_p50_ms_median": round(sorted(p50)[len(p50) // 2], 2) if p50 else None,

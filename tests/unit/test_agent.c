@@ -1,0 +1,168 @@
+/* The agent loop's context management, end to end on a loop: the scripted
+ * policy (every turn ends with reasoning and a tool call) against an HTTP
+ * environment whose simulated user answers every call. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "cli/commands.h"
+#include "proto/http.h"
+#include "rollout/agent.h"
+#include "util/error.h"
+
+static void user_env(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
+  cJSON *q = cJSON_Parse(req->body), *a = cJSON_CreateObject();
+  if (!strcmp(cJSON_GetObjectItem(q, "op")->valuestring, "reset")) {
+    cJSON *m = cJSON_AddArrayToObject(a, "messages"), *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "ORIGINAL-QUESTION: count with me.");
+    cJSON_AddItemToArray(m, u);
+  } else {
+    cJSON *obs = cJSON_AddArrayToObject(a, "observations"), *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "role", "user");
+    cJSON_AddStringToObject(o, "content", "USER-AGAIN: and one more.");
+    cJSON_AddItemToArray(obs, o);
+  }
+  cJSON_AddNumberToObject(a, "state", 0);
+  char *b = cJSON_PrintUnformatted(a);
+  lt_http_respond(c, 200, "application/json", b, strlen(b));
+  free(b);
+  cJSON_Delete(q), cJSON_Delete(a);
+}
+
+typedef struct {
+  lt_msg_t traj;
+  int done;
+} got_t;
+
+static void on_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
+  got_t *g = ud;
+  g->traj = *traj;
+  g->done = 1;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+static int markers(const cJSON *msgs, const char *kind) {
+  int n = 0;
+  for (const cJSON *m = msgs->child; m; m = m->next) {
+    const cJSON *k = cJSON_GetObjectItem(m, "longtail_context");
+    n += cJSON_IsString(k) && !strcmp(k->valuestring, kind);
+  }
+  return n;
+}
+
+/* Runs one episode; the trajectory's tokens decoded into *text. */
+static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **text) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_http_server_t *hs;
+  lt_http_opts_t ho = {.host = "127.0.0.1", .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
+  cr_assert_eq(lt_http_listen(&loop, &ho, user_env, NULL, &hs), 0);
+  char json[512];
+  snprintf(json, sizeof json, "{\"envs\": {\"u\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/\"}}}}",
+           lt_http_port(hs));
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  lt_envs_t *envs;
+  lt_rewarder_t *rw;
+  cr_assert_eq(lt_envs_create(&cfg, &loop, &envs), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
+  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
+                          .max_sessions = 4, .max_context = 4096,
+                          .answer = "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>"};
+  lt_backend_t *be;
+  cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
+  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co};
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(envs, "u", 0, 0, &spec), 0);
+  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "u", .env = "http", .session = "", .seed = 3, .temperature = 1,
+                    .top_p = 1, .max_new_tokens = 128, .max_turns = max_turns, .max_context = 4096, .spec = spec};
+  lt_agent_t *a;
+  memset(g, 0, sizeof *g);
+  cr_assert_eq(lt_agent_start(&ctx, &task, on_done, g, &a), 0);
+  for (int i = 0; i < 20000 && !g->done; i++) uv_run(&loop, UV_RUN_ONCE);
+  cr_assert(g->done, "the episode did not end");
+  size_t len;
+  cr_assert_eq(lt_tokenizer_decode(lt_backend_tokenizer(be), g->traj.u.traj.tokens, g->traj.u.traj.ntokens, 0, text, &len), 0);
+  cJSON_Delete(spec);
+  lt_envs_shutdown(envs);
+  lt_rewarder_close(rw, NULL, NULL);
+  lt_backend_close(be, NULL, NULL);
+  lt_http_close(hs, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(envs);
+  lt_config_free(&cfg);
+  cr_expect_eq(uv_loop_close(&loop), 0, "handles left open");
+}
+
+Test(agent, reasoning_is_kept_for_the_latest_user_turn_only) {
+  lt_context_opts_t co = {.keep_reasoning_latest = 1, .max_resets = 2};
+  got_t g;
+  char *text;
+  run(&co, 4, &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_expect_eq(t->turns, 4);
+  cr_expect_str_eq(t->reason, "turn_limit");
+  /* All four turns reasoned (the messages keep everything)... */
+  char *all = cJSON_PrintUnformatted(t->messages);
+  cr_expect_eq(count(all, "PLAN-SECRET"), 4, "%s", all);
+  cr_expect_eq(markers(t->messages, "reasoning_dropped"), 3);
+  /* ...but the context the last turn was generated from holds only its own reasoning. */
+  cr_expect_eq(count(text, "PLAN-SECRET"), 1, "%s", text);
+  cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1);
+  cr_expect_eq(count(text, "USER-AGAIN"), 3);
+  cr_expect_eq(count(text, "<tool_call>"), 4, "earlier answers stay, without their reasoning: %s", text);
+  free(all), free(text);
+  lt_msg_free(&g.traj);
+  /* keep_reasoning = all: nothing is rewritten. */
+  co.keep_reasoning_latest = 0;
+  run(&co, 4, &g, &text);
+  cr_expect_eq(count(text, "PLAN-SECRET"), 4);
+  cr_expect_eq(markers(g.traj.u.traj.messages, "reasoning_dropped"), 0);
+  free(text);
+  lt_msg_free(&g.traj);
+}
+
+Test(agent, discard_all_and_summary_compress_past_the_threshold) {
+  lt_context_opts_t co = {.compression = LT_COMPRESS_DISCARD_ALL, .threshold = 120, .max_resets = 2};
+  got_t g;
+  char *text;
+  run(&co, 8, &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_expect_eq(markers(t->messages, "discard_all"), 2, "two resets, then the limits apply as usual");
+  cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1, "a reset restarts from the original question");
+  cr_expect_lt(count(text, "PLAN-SECRET"), t->turns, "the trajectory holds the last context only (%d turns in all)", t->turns);
+  cr_expect_gt(t->turns, 8, "resets gave the episode more turns than one context allows");
+  free(text);
+  lt_msg_free(&g.traj);
+
+  co = (lt_context_opts_t){.compression = LT_COMPRESS_SUMMARY, .threshold = 120, .max_resets = 1, .summary_tokens = 32,
+                           .summary_prompt = "SUMMARIZE-NOW"};
+  run(&co, 8, &g, &text);
+  t = &g.traj.u.traj;
+  cr_expect_eq(markers(t->messages, "summary"), 1);
+  cr_expect_eq(count(text, "Summary of the progress so far"), 1, "%s", text);
+  cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1);
+  cr_expect_eq(count(text, "SUMMARIZE-NOW"), 0, "the request for the summary is not part of the new context");
+  free(text);
+  lt_msg_free(&g.traj);
+}
+
+Test(agent, hybrid_restarts_at_the_turn_limit) {
+  lt_context_opts_t co = {.compression = LT_COMPRESS_HYBRID, .threshold = 100000, .max_resets = 1};
+  got_t g;
+  char *text;
+  run(&co, 3, &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_expect_eq(t->turns, 6, "3 turns, a discard-all restart, 3 more");
+  cr_expect_str_eq(t->reason, "turn_limit");
+  cr_expect_eq(markers(t->messages, "discard_all"), 1);
+  free(text);
+  lt_msg_free(&g.traj);
+}
