@@ -116,6 +116,16 @@ static void ingest_done(void *arg, int rc) {
 void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
   int w = lt__worker_find(d, rid, len);
   if (len > 256) return;
+  /* No honest worker exceeds the context it was given: such a result is refused and counted. */
+  int64_t max_tokens = lt_config_int(d->cfg, "rollout.max_context");
+  if (t->ntokens > max_tokens) {
+    d->malformed++;
+    LT_WARN("daemon", "refused a trajectory of %d tokens for task %llu (rollout.max_context %lld)", t->ntokens,
+            (unsigned long long)t->task_id, (long long)max_tokens);
+    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ERANGE, .message = "trajectory longer than rollout.max_context", .ref = t->task_id}};
+    lt__send_to(d, rid, len, &m);
+    return;
+  }
   lt__task_t *task = lt__task_get(d, (int64_t)t->task_id);
   if (task && ((int64_t)t->group_id != task->prompt_id || t->eval != task->eval || strcmp(t->domain, task->domain))) {
     d->malformed++;

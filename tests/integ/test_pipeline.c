@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "cJSON.h"
+#include "proto/proto.h"
 #include "tests/support/harness.h"
 
 /* `longtail stats DIR --json`, parsed. */
@@ -281,6 +282,22 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   zmq_send(s, future, strlen(future), 0);
   const char *ghost = "{\"v\": 1, \"type\": \"HEARTBEAT\", \"id\": 2, \"t_ms\": 1, \"inflight\": 0, \"slots\": 1, \"policy_version\": 0, \"unacked\": 0}";
   zmq_send(s, ghost, strlen(ghost), 0);
+  /* (Before the oversized frame, which makes ZeroMQ drop the connection.)
+   * A well-formed TRAJ longer than the context any worker was given. */
+  enum { LONG = 5000 };
+  int32_t *tok = calloc(LONG, 4), *ver = calloc(LONG, 4);
+  float *lp = calloc(LONG, 4);
+  uint8_t *mask = calloc(LONG, 1);
+  lt_msg_t lm = {.type = LT_MSG_TRAJ, .id = 3,
+                 .u.traj = {.task_id = 1, .group_id = 1, .domain = "arith", .reason = "stop", .error = "", .has_reward = 1,
+                            .components = cJSON_CreateObject(), .messages = cJSON_CreateArray(), .ntokens = LONG,
+                            .tokens = tok, .logprobs = lp, .loss_mask = mask, .versions = ver}};
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(&lm, &fr), 0);
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  lt_frames_free(&fr);
+  cJSON_Delete(lm.u.traj.components), cJSON_Delete(lm.u.traj.messages);
+  free(tok), free(ver), free(lp), free(mask);
   size_t big = (size_t)300 << 20;
   char *huge = calloc(1, big);
   if (huge) zmq_send(s, huge, big, 0);
@@ -292,6 +309,11 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   cJSON *j = stats(rd);
   cr_assert_eq(at(j, "tasks", "done"), 64);
   cJSON_Delete(j);
+  char logp[4300];
+  snprintf(logp, sizeof logp, "%s/daemon.err", dir);
+  char *log = lt_test_read(logp);
+  cr_expect(log && strstr(log, "refused a trajectory of 5000 tokens"), "the oversized result was not refused: %s", log ? log : "");
+  free(log);
   lt_test_rmdir(dir);
 }
 
