@@ -67,6 +67,7 @@ typedef struct {
 } lt_httpc_opts_t;
 
 int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out);
+uv_loop_t *lt_httpc_loop(const lt_httpc_t *c);
 /* POSTs a JSON body (body == NULL: GET).  The callback runs on the loop,
  * never inside this call. */
 int lt_httpc_request(lt_httpc_t *c, const char *url, const char *body, const lt_httpc_opts_t *o, lt_httpc_cb cb,

@@ -298,6 +298,8 @@ static int on_timer(CURLM *m, long ms, void *ud) {
   return 0;
 }
 
+uv_loop_t *lt_httpc_loop(const lt_httpc_t *c) { return c->loop; }
+
 int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out) {
   static int global_done;
   if (!global_done) { /* once per process, from the loop thread */

@@ -16,6 +16,9 @@ static const char *const files[] = {"config.json", "model.safetensors", "tokeniz
 struct lt_fetch {
   lt_httpc_t *c;
   lt_httpc_req_t *req;
+  uv_work_t hash;      /* model.safetensors' SHA-256, off the loop (a large model takes seconds) */
+  int hashing, cancelled, hash_rc;
+  char got[65];
   char url[2048], dir[4096], sha[65];
   lt_httpc_opts_t o;
   int next;
@@ -24,6 +27,8 @@ struct lt_fetch {
 };
 
 static int step(lt_fetch_t *f);
+static void hash_work(uv_work_t *w);
+static void hash_done(uv_work_t *w, int status);
 
 static void finish(lt_fetch_t *f, int rc, const char *err) {
   lt_fetch_cb cb = f->cb;
@@ -32,6 +37,43 @@ static void finish(lt_fetch_t *f, int rc, const char *err) {
   snprintf(dir, sizeof dir, "%s", f->dir);
   free(f);
   cb(rc, dir, err, ud);
+}
+
+static void next_file(lt_fetch_t *f) {
+  int rc;
+  if (f->next == NFILES) {
+    finish(f, 0, NULL);
+  } else if ((rc = step(f)) < 0) {
+    char e[512];
+    snprintf(e, sizeof e, "%s: %s", f->url, lt_error_msg());
+    finish(f, rc, e);
+  }
+}
+
+static void hash_work(uv_work_t *w) {
+  lt_fetch_t *f = w->data;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+  f->hash_rc = lt_sha256_file(path, f->got);
+}
+
+static void hash_done(uv_work_t *w, int status) {
+  lt_fetch_t *f = w->data;
+  f->hashing = 0;
+  if (f->cancelled) { /* cancelled while hashing: nobody waits */
+    free(f);
+    return;
+  }
+  if (status == UV_ECANCELED) f->hash_rc = LT_ECANCELED;
+  if (f->hash_rc < 0 || strcmp(f->got, f->sha)) {
+    char e[512], path[4200];
+    snprintf(e, sizeof e, "%s/model.safetensors: sha256 %s, announced %s", f->url, f->hash_rc < 0 ? "unreadable" : f->got, f->sha);
+    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+    unlink(path);
+    finish(f, LT_ECORRUPT, e);
+    return;
+  }
+  next_file(f);
 }
 
 static void on_file(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
@@ -43,24 +85,17 @@ static void on_file(int rc, long status, const char *body, size_t len, const cha
     return;
   }
   if (i == 1 && f->sha[0]) { /* model.safetensors: what was announced, or nothing */
-    char path[4200], got[65];
-    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
-    int hr = lt_sha256_file(path, got);
-    if (hr < 0 || strcmp(got, f->sha)) {
-      char e[512];
-      snprintf(e, sizeof e, "%s/model.safetensors: sha256 %s, announced %s", f->url, hr < 0 ? "unreadable" : got, f->sha);
-      unlink(path);
-      finish(f, LT_ECORRUPT, e);
+    f->hash.data = f;
+    if ((rc = uv_queue_work(lt_httpc_loop(f->c), &f->hash, hash_work, hash_done)) == 0) {
+      f->hashing = 1;
       return;
     }
-  }
-  if (f->next == NFILES) {
-    finish(f, 0, NULL);
-  } else if ((rc = step(f)) < 0) {
     char e[512];
-    snprintf(e, sizeof e, "%s: %s", f->url, lt_error_msg());
-    finish(f, rc, e);
+    snprintf(e, sizeof e, "%s: cannot queue the checksum: %s", f->url, uv_strerror(rc));
+    finish(f, LT_ESYS, e);
+    return;
   }
+  next_file(f);
 }
 
 /* Requests the next file. */
@@ -97,6 +132,11 @@ int lt_fetch_start(lt_httpc_t *c, const char *url, const char *dir, const char *
 
 void lt_fetch_cancel(lt_fetch_t *f) {
   if (!f) return;
+  if (f->hashing) { /* the thread pool still holds it: freed when the hash is done */
+    f->cancelled = 1;
+    uv_cancel((uv_req_t *)&f->hash);
+    return;
+  }
   lt_httpc_cancel(f->req);
   free(f);
 }
