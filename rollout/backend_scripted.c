@@ -73,10 +73,15 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
     if (g->due_ns > now) continue;
     sgen_t *s = g->impl;
     const char *answer = answer_of(c);
-    int left = s->target - g->n, alen = (int)strlen(answer);
-    int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
-    int rc = lt__gen_push(g, tok, -0.5f, 8, NULL, NULL);
-    if (rc < 0) return rc;
+    /* With no simulated token time the whole turn is written at once: one loop
+     * turn per token would make the fake policy, not the pipeline, the bottleneck. */
+    for (;;) {
+      int left = s->target - g->n, alen = (int)strlen(answer);
+      int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
+      int rc = lt__gen_push(g, tok, -0.5f, 8, NULL, NULL);
+      if (rc < 0) return rc;
+      if (c->o.token_us > 0 || tok == stop || g->n >= g->max_new) break;
+    }
     g->due_ns = now + (int64_t)c->o.token_us * 1000;
   }
   return 0;
