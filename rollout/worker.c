@@ -15,6 +15,7 @@
 #include "rollout/backend.h"
 #include "rollout/fetch.h"
 #include "rollout/spool.h"
+#include "sandbox/sandbox.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -159,6 +160,18 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   w->have_cfg = 1;
   if ((rc = lt_envs_create(&w->cfg, &w->loop, &w->envs)) < 0) return rc;
   if ((rc = lt_rewarder_create(&w->loop, &w->cfg, &w->rewarder)) < 0) return rc;
+  for (int i = 0; i < lt_envs_count(w->envs); i++) { /* say at start what the sandbox can do here, not per episode */
+    const char *ty = lt_envs_type(w->envs, lt_envs_name(w->envs, i));
+    if (strcmp(ty, "code") && strcmp(ty, "external")) continue;
+    lt_sandbox_caps_t caps;
+    char desc[160];
+    lt_sandbox_probe(&caps);
+    lt_sandbox_caps_describe(&caps, desc, sizeof desc);
+    if (!caps.userns) LT_ERROR("worker", "domain %s needs the sandbox, which cannot run here (%s): its episodes will end as env_error",
+                                lt_envs_name(w->envs, i), desc);
+    else LT_INFO("worker", "sandbox: %s", desc);
+    break;
+  }
   const char *model = w->o.model && w->o.model[0] ? w->o.model : wl->weights_location;
   if (strcmp(w->o.backend, "scripted") && (!model || !model[0]))
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
