@@ -298,6 +298,16 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   lt_frames_free(&fr);
   cJSON_Delete(lm.u.traj.components), cJSON_Delete(lm.u.traj.messages);
   free(tok), free(ver), free(lp), free(mask);
+  /* The socket closes with linger 0 below: wait until the daemon has seen the TRAJ. */
+  char errp[4300];
+  snprintf(errp, sizeof errp, "%s/daemon.err", dir);
+  for (int i = 0; i < 100; i++) {
+    char *l = lt_test_read(errp);
+    int seen = l && strstr(l, "refused a trajectory");
+    free(l);
+    if (seen) break;
+    usleep(50000);
+  }
   size_t big = (size_t)300 << 20;
   char *huge = calloc(1, big);
   if (huge) zmq_send(s, huge, big, 0);
@@ -337,7 +347,7 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   int port = lt_test_free_port();
   snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
   /* The fault config with one local worker, its transport section made CURVE. */
-  fault_config(cfg, port, 1, 48);
+  fault_config(cfg, port, 1, 96);
   char *base = lt_test_read(cfg);
   cJSON *j = cJSON_Parse(base);
   free(base);
@@ -379,7 +389,7 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   int st = lt_test_wait(d, 150);
   cr_assert_eq(st, 0, "daemon exit %d", st);
   cJSON *s = stats(rd);
-  cr_expect_eq(at(s, "tasks", "done"), 48);
+  cr_expect_eq(at(s, "tasks", "done"), 96);
   cr_expect_eq(at(s, "workers", "seen"), 2, "only local-0 and w1 may be seen");
   cJSON_Delete(s);
   lt_run_t q;
