@@ -1,5 +1,6 @@
 #include "rollout/agent.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,6 +449,7 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   a->reason = tc.ncalls ? "env_done" : "stop";
   a->t0 = lt_time_mono_s();
   rc = lt_episode_step(a->ep, text, tc.calls, tc.ncalls, on_step, a);
+  if (rc == 0 && tc.ncalls && a->ctx->fault_in_step && --*a->ctx->fault_in_step == 0) raise(SIGKILL); /* chaos: mid-tool-call */
   lt_toolcalls_free(&tc);
   if (rc < 0) {
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());

@@ -33,6 +33,7 @@ typedef struct {
   lt_rewarder_t *rewarder;
   lt_backend_t *backend;
   lt_context_opts_t context;
+  int *fault_in_step;        /* LT_FAULT=kill_in_step=N: the process dies while the Nth tool call runs */
 } lt_agent_ctx_t;
 
 typedef struct lt_agent lt_agent_t;

@@ -44,6 +44,7 @@ typedef struct {
   lt_rewarder_t *rewarder;
   lt_backend_t *backend;
   lt_agent_ctx_t actx;
+  int fault_after_traj, fault_in_step; /* LT_FAULT countdowns (0: off) */
   lt_agent_t **agents; /* [slots] */
   int inflight;
   int64_t version;
@@ -84,6 +85,11 @@ static void send_hello(worker_t *w) {
 static void send_frames(const lt_frame_t *fr, int n, void *ud) {
   worker_t *w = ud;
   lt_zsock_send(w->z, fr, n);
+  /* Fault injection (scripts/chaos.sh): die right after a TRAJ left, before its ACK can arrive. */
+  if (w->fault_after_traj > 0 && --w->fault_after_traj == 0) {
+    LT_WARN("worker", "LT_FAULT: killing myself after sending a trajectory");
+    raise(SIGKILL);
+  }
 }
 
 /* Group commit: everything that finished in this loop iteration goes to disk
@@ -192,6 +198,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   const char *comp = lt_config_str(&w->cfg, "rollout.compression");
   w->actx = (lt_agent_ctx_t){
       .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend,
+      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL,
       .context = {.keep_reasoning_latest = !strcmp(lt_config_str(&w->cfg, "rollout.keep_reasoning"), "latest"),
                   .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY
                                  : !strcmp(comp, "discard_all") ? LT_COMPRESS_DISCARD_ALL
@@ -430,10 +437,21 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* LT_FAULT="kill_after_traj=N" or "kill_in_step=N": a SIGKILL at that point, for the chaos suite. */
+static void parse_fault(worker_t *w) {
+  const char *f = getenv("LT_FAULT");
+  int n;
+  if (!f) return;
+  if (sscanf(f, "kill_after_traj=%d", &n) == 1) w->fault_after_traj = n;
+  else if (sscanf(f, "kill_in_step=%d", &n) == 1) w->fault_in_step = n;
+  else LT_WARN("worker", "LT_FAULT=%s not understood (kill_after_traj=N, kill_in_step=N)", f);
+}
+
 int lt_worker_run(const lt_worker_opts_t *o) {
   worker_t *w = calloc(1, sizeof *w);
   if (!w) return LT_EXIT_FAIL;
   w->o = *o;
+  parse_fault(w);
   w->hb_ms = 1000;
   w->liveness = 5;
   gethostname(w->host, sizeof w->host - 1);

@@ -15,7 +15,7 @@ OUT=build/chaos
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 FAILED=0
-ALL="workers_sigkill daemon_sigkill_resume partition_heal reward_faults env_faults disk_full corrupt_buffer"
+ALL="workers_sigkill worker_fault_points daemon_sigkill_resume partition_heal reward_faults env_faults disk_full corrupt_buffer"
 
 now() { date +%s.%N; }
 stat_of() { "$BIN" stats "$1" --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d$2)" 2>/dev/null; }
@@ -104,6 +104,34 @@ scenario_workers_sigkill() {
   done
   wait_exit $d 300; local st=$?
   check "$dir/run" $tasks workers_sigkill $kills "$worst" $([ $st = 0 ] && echo 1 || echo 0) "SIGKILL of a random local worker every 0.5-2 s; daemon exit $st"
+}
+
+# Precise kill points in a worker (LT_FAULT): right after a TRAJ is sent (before its ACK), and while a tool call
+# runs; the worker is restarted with the same name and spool each time, as a supervisor would.
+scenario_worker_fault_points() {
+  local dir=$OUT/fault_points; rm -rf "$dir"; mkdir -p "$dir"
+  local tasks=240 port; port=$(free_port)
+  config "$dir/cfg.json" "tcp://127.0.0.1:$port" 1 $tasks "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"$PWD/configs/envs/bank.json\"}}}, \"rewards\": {\"type\": \"env\"}, \"rollout\": {\"max_turns\": 3, \"max_new_tokens\": 128, \"max_context\": 4096}, \"workers\": {\"scripted\": {\"answer\": \"<tool_call><name>list_accounts</name><arg name=\\\"customer\\\">C1</arg></tool_call>\"}}}"
+  python3 - "$dir/cfg.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["envs"].pop("arith", None); json.dump(c, open(sys.argv[1], "w"), indent=1)
+PYEOF
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
+  local d=$! kills=0 i=0 t_end; t_end=$(python3 -c "print($(now) + $SECS)")
+  sleep 1
+  while kill -0 $d 2>/dev/null; do
+    local fault="kill_after_traj=$((RANDOM % 8 + 1))"
+    [ $((i % 2)) = 1 ] && fault="kill_in_step=$((RANDOM % 12 + 1))"
+    python3 -c "import sys; sys.exit(0 if $(now) < $t_end else 1)" || fault=none
+    LT_FAULT=$fault "$BIN" worker --connect "tcp://127.0.0.1:$port" --name chaos-w --slots 4 --backend scripted \
+      --spool "$dir/spool-chaos" --daemon-gone 10 >> "$dir/chaos-w.out" 2>> "$dir/chaos-w.err"
+    [ $? = 137 ] && kills=$((kills + 1))
+    i=$((i + 1))
+  done
+  wait_exit $d 300; local st=$?
+  local after; after=$(grep -c "after sending a trajectory" "$dir/chaos-w.err")
+  check "$dir/run" $tasks worker_fault_points $kills null $([ $st = 0 ] && [ $kills -gt 0 ] && echo 1 || echo 0) \
+    "a worker restarted under LT_FAULT: $after kills right after sending a TRAJ (before its ACK), $((kills - after)) in the middle of a tool call; daemon exit $st"
 }
 
 scenario_daemon_sigkill_resume() {
