@@ -76,10 +76,9 @@ int lt_cmd_sandbox(int argc, char **argv) {
   const char *stdin_path = lt_args_str(&c, "--stdin", NULL);
   if (stdin_path && (rc = lt_fs_read_file(strcmp(stdin_path, "-") ? stdin_path : "/dev/stdin", 256u << 20, &in, &in_len)) < 0)
     return lt_cli_fail("sandbox", rc);
-  lt_sandbox_job_t job = {.argv = c.pos + 1, .stdin_data = in, .stdin_len = in_len};
-  const char *cmd[LT_ARGS_MAX_POS + 1] = {0};
+  const char *cmd[LT_ARGS_MAX_POS + 1] = {0}; /* the positionals after "run", NULL-terminated */
   for (int i = 1; i < c.npos; i++) cmd[i - 1] = c.pos[i];
-  job.argv = cmd;
+  lt_sandbox_job_t job = {.argv = cmd, .stdin_data = in, .stdin_len = in_len};
   lt_sandbox_result_t r;
   rc = lt_sandbox_run(&lim, &job, &r);
   free(in);

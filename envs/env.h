@@ -159,7 +159,8 @@ struct lt_episode {
   uv_work_t work;        /* a blocking step on the thread pool */
   char *work_text;
   const lt_tool_call_t *work_calls;
-  int work_ncalls, closed;
+  int work_ncalls;          /* the calls of the step in flight (blocking or asynchronous) */
+  int closed;
   double noise_level;       /* < 0: no noise in this episode */
   lt_rng_t noise_rng;
   unsigned char *noise_failed; /* per call of the step in flight: failed by the wrapper, not run */

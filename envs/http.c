@@ -99,7 +99,6 @@ static void on_step(int rc, long status, const char *body, size_t len, const cha
 }
 
 static int http_step_async(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls) {
-  ep->work_ncalls = ncalls; /* the protocol's "no calls: final" rule needs it at the answer */
   return post(ep, lt__envproto_step(ep, text, calls, ncalls), on_step);
 }
 

@@ -516,6 +516,7 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
 static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls, int ncalls, const char *text,
                       lt_env_step_cb cb, void *ud) {
   if (d->impl->step_async) {
+    ep->work_ncalls = ncalls;
     ep->cb = cb;
     ep->ud = ud;
     ep->pending = 1;

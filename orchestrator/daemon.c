@@ -429,15 +429,8 @@ static int setup_curve(lt_daemon_t *d, char secret[41]) {
   if (rc == 0 && zmq_curve_public(pub, secret) != 0) rc = lt_error_set(LT_ECONFIG, "transport.server_secret_key: not a secret key");
   if (rc == 0 && spawn > 0) { /* local workers get their own pair, admitted for this run only */
     if (zmq_curve_keypair(lpub, lsec) != 0) rc = lt_error_set(LT_ESYS, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
-    uint8_t bin[32];
-    zmq_z85_decode(bin, lpub);
-    uint8_t(*nk)[32] = rc == 0 ? realloc(keys.keys, sizeof *nk * (size_t)(keys.n + 1)) : NULL;
-    if (rc == 0 && !nk) rc = lt_error_set(LT_ENOMEM, "out of memory");
-    if (rc == 0) {
-      keys.keys = nk;
-      memcpy(keys.keys[keys.n++], bin, 32);
-      rc = lt_fs_mkdirs(dir, 0700);
-    }
+    if (rc == 0) rc = lt_curve_keys_add(&keys, lpub, "local workers", "this run's key pair");
+    if (rc == 0) rc = lt_fs_mkdirs(dir, 0700);
     const char *files[][2] = {{"local-worker.key", lsec}, {"local-worker.pub", lpub}, {"server.pub", pub}};
     for (int i = 0; i < 3 && rc == 0; i++) {
       snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
@@ -542,6 +535,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");
   d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
   d->max_tasks = lt_config_int(d->cfg, "scheduler.max_tasks");
+  d->max_context = lt_config_int(d->cfg, "rollout.max_context");
   d->steps = lt_config_int(d->cfg, "learner.steps");
   d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
   lt_log_set_process("daemon");

@@ -93,6 +93,7 @@ struct lt_daemon {
   int64_t tasks_created, tasks_done, tasks_failed;
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
+  int64_t max_context;       /* rollout.max_context: longer results are refused */
   int group_size;
   int sync;                  /* scheduler.mode sync */
   int64_t sync_released;     /* sync mode: training tasks released for the current step */

@@ -117,11 +117,10 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
   int w = lt__worker_find(d, rid, len);
   if (len > 256) return;
   /* No honest worker exceeds the context it was given: such a result is refused and counted. */
-  int64_t max_tokens = lt_config_int(d->cfg, "rollout.max_context");
-  if (t->ntokens > max_tokens) {
+  if (t->ntokens > d->max_context) {
     d->malformed++;
     LT_WARN("daemon", "refused a trajectory of %d tokens for task %llu (rollout.max_context %lld)", t->ntokens,
-            (unsigned long long)t->task_id, (long long)max_tokens);
+            (unsigned long long)t->task_id, (long long)d->max_context);
     lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ERANGE, .message = "trajectory longer than rollout.max_context", .ref = t->task_id}};
     lt__send_to(d, rid, len, &m);
     return;

@@ -13,30 +13,35 @@
 #include "util/error.h"
 #include "util/log.h"
 
+/* The next key line of a key file (blank lines and # comments skipped), trimmed; 0 at the end. */
+static int next_key_line(FILE *f, char *line, size_t n) {
+  while (fgets(line, (int)n, f)) {
+    char *s = line + strspn(line, " \t");
+    s[strcspn(s, " \t\r\n")] = 0;
+    if (*s && *s != '#') {
+      memmove(line, s, strlen(s) + 1);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int lt_curve_read_key(const char *path, const char *what, char z85[41]) {
   FILE *f = fopen(path, "re");
   if (!f) return lt_error_set(LT_ECONFIG, "%s: cannot read %s: %s", what, path, strerror(errno));
   char line[256];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    char *s = line + strspn(line, " \t");
-    s[strcspn(s, " \t\r\n")] = 0;
-    if (*s && *s != '#') {
-      found = 1;
-      uint8_t bin[32];
-      if (strlen(s) != 40 || !zmq_z85_decode(bin, s)) {
-        fclose(f);
-        return lt_error_set(LT_ECONFIG, "%s: %s does not hold a CURVE key (40 Z85 characters, as `longtail keygen` writes)",
-                            what, path);
-      }
-      memcpy(z85, s, 41);
-    }
-  }
+  int found = next_key_line(f, line, sizeof line);
   fclose(f);
-  return found ? 0 : lt_error_set(LT_ECONFIG, "%s: %s is empty", what, path);
+  if (!found) return lt_error_set(LT_ECONFIG, "%s: %s is empty", what, path);
+  uint8_t bin[32];
+  if (strlen(line) != 40 || !zmq_z85_decode(bin, line))
+    return lt_error_set(LT_ECONFIG, "%s: %s does not hold a CURVE key (40 Z85 characters, as `longtail keygen` writes)",
+                        what, path);
+  memcpy(z85, line, 41);
+  return 0;
 }
 
-static int add_key(lt_curve_keys_t *k, const char *z85, const char *what, const char *where) {
+int lt_curve_keys_add(lt_curve_keys_t *k, const char *z85, const char *what, const char *where) {
   uint8_t bin[32];
   if (strlen(z85) != 40 || !zmq_z85_decode(bin, z85))
     return lt_error_set(LT_ECONFIG, "%s: %s: '%.50s' is not a CURVE public key", what, where, z85);
@@ -59,18 +64,14 @@ int lt_curve_load_keys(const char *path, const char *what, lt_curve_keys_t *k) {
       if (l < 5 || strcmp(e->d_name + l - 4, ".pub")) continue;
       char p[4200], z[41];
       snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-      if ((rc = lt_curve_read_key(p, what, z)) == 0) rc = add_key(k, z, what, p);
+      if ((rc = lt_curve_read_key(p, what, z)) == 0) rc = lt_curve_keys_add(k, z, what, p);
     }
     closedir(d);
-  } else { /* one key per line; # comments */
+  } else { /* one key per line */
     FILE *f = fopen(path, "re");
     if (!f) return lt_error_set(LT_ECONFIG, "%s: cannot read %s: %s", what, path, strerror(errno));
     char line[256];
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-      char *s = line + strspn(line, " \t");
-      s[strcspn(s, " \t\r\n")] = 0;
-      if (*s && *s != '#') rc = add_key(k, s, what, path);
-    }
+    while (rc == 0 && next_key_line(f, line, sizeof line)) rc = lt_curve_keys_add(k, line, what, path);
     fclose(f);
   }
   if (rc == 0 && k->n == 0) rc = lt_error_set(LT_ECONFIG, "%s: %s lists no key", what, path);

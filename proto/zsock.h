@@ -51,6 +51,8 @@ typedef struct {
 int lt_curve_read_key(const char *path, const char *what, char z85[41]);
 /* Allowed public keys: a file with one key per line, or a directory of *.pub. */
 int lt_curve_load_keys(const char *path, const char *what, lt_curve_keys_t *k);
+/* Appends a Z85 public key; `where` names its origin in errors. */
+int lt_curve_keys_add(lt_curve_keys_t *k, const char *z85, const char *what, const char *where);
 void lt_curve_keys_free(lt_curve_keys_t *k);
 /* Socket options, before bind/connect. */
 int lt_zsock_curve_server(lt_zsock_t *z, const char *secret_z85);

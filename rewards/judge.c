@@ -208,7 +208,7 @@ static void on_timer_closed(uv_handle_t *h) {
   finish_close(j);
 }
 
-static void start(lt__judge_req_t *r);
+static void send_call(lt__judge_req_t *r);
 
 static void release_slot(lt__judge_req_t *r) {
   lt__judge_t *j = r->j;
@@ -221,7 +221,7 @@ static void release_slot(lt__judge_req_t *r) {
     if (!j->queue_head) j->queue_tail = NULL;
     q->holding = 1;
     j->inflight++;
-    start(q);
+    send_call(q);
   }
 }
 
@@ -315,8 +315,6 @@ static void send_call(lt__judge_req_t *r) {
     on_answer(e, 0, "", 0, lt_error_msg(), r);
   }
 }
-
-static void start(lt__judge_req_t *r) { send_call(r); }
 
 static void on_backoff(uv_timer_t *t) { send_call(t->data); }
 

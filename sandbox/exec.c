@@ -120,14 +120,14 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   sb->ctl = sb->status = sb->in = sb->out = sb->err = -1;
   const void *filter = lt__sandbox_seccomp_prog();
   lt__cgroup_create(&sb->cg, l);
+  /* Sockets where the parent writes (MSG_NOSIGNAL: a dead jail is an error, not SIGPIPE), pipes where it reads. */
   int ctl[2], sync[2], st[2], in[2], o[2], e[2];
-  int made = 0;
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) == 0 && ++made &&
-      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) == 0 && ++made && pipe2(st, O_CLOEXEC) == 0 && ++made &&
-      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && ++made && pipe2(o, O_CLOEXEC) == 0 && ++made &&
-      pipe2(e, O_CLOEXEC) == 0 && ++made) {
-  }
   int *pairs[] = {ctl, sync, st, in, o, e};
+  const int is_socket[] = {1, 1, 0, 1, 0, 0};
+  int made = 0;
+  while (made < 6 && (is_socket[made] ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[made])
+                                      : pipe2(pairs[made], O_CLOEXEC)) == 0)
+    made++;
   if (made < 6) {
     int err = errno;
     for (int i = 0; i < made; i++) close(pairs[i][0]), close(pairs[i][1]);
