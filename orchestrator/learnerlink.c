@@ -539,13 +539,14 @@ static void on_async(uv_async_t *a) {
   res_t *r = l->head;
   l->head = l->tail = NULL;
   uv_mutex_unlock(&l->mu);
-  int stopped = 0;
+  int stopped = 0, stepped = 0;
   while (r) {
     res_t *next = r->next;
     switch (r->kind) {
     case RES_STEP:
       d->ready_pending -= r->st.trajectories + r->marked_stale + r->filtered;
       emit_step(d, r);
+      stepped = 1;
       break;
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
@@ -569,6 +570,10 @@ static void on_async(uv_async_t *a) {
   }
   lt__scheduler_refill(d);
   lt__scheduler_dispatch(d);
+  /* A flush step takes one batch: when nothing more will come, what it left
+   * needs another (the flag it consumed would otherwise be lost with no result
+   * left to raise it again, and the run would never end). */
+  if (stepped && d->ready_pending > 0) lt__learner_notify(d);
   lt__check_done(d);
   if (stopped) {
     uv_thread_join(&l->th);

@@ -66,6 +66,34 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+/* Results far ahead of the learner (fast scripted workers, a deep queue) and a
+ * task count that is not a multiple of the batch: when the last result lands
+ * the learner is several batches behind, and the remainder (4 of 100) must
+ * still be trained for the run to end.  The flush used to be consumed by the
+ * first full batch, and the run waited forever. */
+Test(pipeline, bounded_run_trains_the_remainder_behind_several_batches, .timeout = 120) {
+  char *dir = lt_test_tmpdir("flush");
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd,
+                        "--set", "learner.batch.trajectories=16", "--set", "learner.actor_minibatches=1",
+                        "--set", "learner.critic_minibatches=1", "--set", "scheduler.max_tasks=100",
+                        "--set", "scheduler.queue_depth=100", "--set", "scheduler.max_staleness=100",
+                        "--set", "workers.slots=32", "--set", "workers.backend=scripted",
+                        "--set", "workers.scripted.mean_tokens=16", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "exit %d (124: it never ended): %s", r.status, r.err);
+  lt_run_free(&r);
+  cJSON *s = stats(rd);
+  cr_assert(s);
+  cr_expect_eq(at(s, "trajectories", "consumed"), 100);
+  cr_expect_eq(at(s, "trajectories", "ready"), 0);
+  cr_expect_eq(at(s, "learner_step", NULL), 7, "six full batches and the remainder");
+  cJSON_Delete(s);
+  lt_test_rmdir(dir);
+}
+
 /* A learner that cannot start (here: CUDA asked of a CPU build, or an option
  * the GPU learner lacks) ends the daemon at once with the reason, exit 2;
  * it once hung with its socket open. */
