@@ -536,6 +536,17 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
   d->max_tasks = lt_config_int(d->cfg, "scheduler.max_tasks");
   d->max_context = lt_config_int(d->cfg, "rollout.max_context");
+  d->run_seed = (uint64_t)lt_config_int(d->cfg, "run.seed");
+  d->batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
+  int64_t depth = lt_config_int(d->cfg, "scheduler.queue_depth");
+  d->open_target = (int)((depth ? depth : 2 * d->batch) * lt_config_num(d->cfg, "scheduler.oversample"));
+  d->task_base = (lt_task_t){.session = "",
+                             .temperature = lt_config_num(d->cfg, "rollout.temperature"),
+                             .top_p = lt_config_num(d->cfg, "rollout.top_p"),
+                             .top_k = (int)lt_config_int(d->cfg, "rollout.top_k"),
+                             .max_new_tokens = (int)lt_config_int(d->cfg, "rollout.max_new_tokens"),
+                             .max_turns = (int)lt_config_int(d->cfg, "rollout.max_turns"),
+                             .max_context = (int)d->max_context};
   d->steps = lt_config_int(d->cfg, "learner.steps");
   d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
   lt_log_set_process("daemon");

@@ -46,6 +46,7 @@ typedef struct {
   int persisted;             /* its rows are committed: it may be dispatched */
   int queued;                /* in the FIFO */
   int storing;               /* results being committed: never dispatched meanwhile */
+  int slot_free;             /* its worker's slot was given back (its result arrived) */
   int64_t qnext;             /* queue link (task id, 0 = end) */
   cJSON *spec;               /* the prompt's problem */
 } lt__task_t;
@@ -94,6 +95,10 @@ struct lt_daemon {
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
   int64_t max_context;       /* rollout.max_context: longer results are refused */
+  lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
+  uint64_t run_seed;
+  int batch;                 /* learner.batch.trajectories */
+  int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */
   int64_t sync_released;     /* sync mode: training tasks released for the current step */
@@ -156,6 +161,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now);
 /* A heartbeat says how many sessions the worker runs: its load is the larger
  * of that and the tasks we have dispatched to it (some may be in transit). */
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
+void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
 int lt__send(lt_daemon_t *d, int worker, lt_msg_t *m);
 int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
 void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);

@@ -219,7 +219,7 @@ static int pick_domain(lt_daemon_t *d) {
     total += w[i];
   }
   lt_rng_t r;
-  lt_rng_seed(&r, lt_rng_mix((uint64_t)lt_config_int(d->cfg, "run.seed"), (uint64_t)d->next_prompt_id));
+  lt_rng_seed(&r, lt_rng_mix(d->run_seed, (uint64_t)d->next_prompt_id));
   double u = lt_rng_uniform(&r) * total;
   for (int i = 0; i < n && i < 64; i++) {
     if (u < w[i]) return i;
@@ -230,7 +230,7 @@ static int pick_domain(lt_daemon_t *d) {
 
 void lt__scheduler_refill(lt_daemon_t *d) {
   if (d->stopping || d->finishing || !d->accepting) return;
-  int batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
+  int batch = d->batch;
   if (d->sync) {
     /* Batch barrier: one step's tasks at a time, released when the step before is trained. */
     if (d->open_train > 0 || d->sync_released > d->step) return;
@@ -243,9 +243,7 @@ void lt__scheduler_refill(lt_daemon_t *d) {
     }
     return;
   }
-  int depth = (int)lt_config_int(d->cfg, "scheduler.queue_depth");
-  if (!depth) depth = 2 * batch;
-  int target = (int)(depth * lt_config_num(d->cfg, "scheduler.oversample"));
+  int target = d->open_target;
   /* Back-pressure: trajectories waiting for the learner count against the
    * depth, so generation never runs further ahead than staleness can use. */
   while (d->open_train + d->ready_pending < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
@@ -313,7 +311,7 @@ static void persist_task(lt_daemon_t *d, const lt__task_t *t) {
 }
 
 void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why) {
-  if (t->worker >= 0 && d->workers[t->worker].inflight > 0) d->workers[t->worker].inflight--;
+  lt__task_free_slot(d, t);
   t->worker = -1;
   if (count_attempt) t->attempts++;
   if (t->attempts >= lt_config_int(d->cfg, "scheduler.max_attempts")) {
@@ -335,7 +333,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
 }
 
 static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
-  lt_msg_t m = {.type = LT_MSG_TASK};
+  lt_msg_t m = {.type = LT_MSG_TASK, .u.task = d->task_base};
   lt_task_t *k = &m.u.task;
   const char *type = lt_envs_type(d->envs, t->domain);
   k->task_id = (uint64_t)t->id;
@@ -343,16 +341,9 @@ static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
   k->prompt_id = t->prompt_id;
   k->domain = t->domain;
   k->env = (char *)(type ? type : "unknown");
-  k->session = "";
   k->policy_version = d->version;
   k->attempt = t->attempts;
-  k->seed = (int64_t)(lt_rng_mix((uint64_t)lt_config_int(d->cfg, "run.seed"), (uint64_t)t->id) % LT_PROTO_MAX_ID);
-  k->temperature = lt_config_num(d->cfg, "rollout.temperature");
-  k->top_p = lt_config_num(d->cfg, "rollout.top_p");
-  k->top_k = (int)lt_config_int(d->cfg, "rollout.top_k");
-  k->max_new_tokens = (int)lt_config_int(d->cfg, "rollout.max_new_tokens");
-  k->max_turns = (int)lt_config_int(d->cfg, "rollout.max_turns");
-  k->max_context = (int)lt_config_int(d->cfg, "rollout.max_context");
+  k->seed = (int64_t)(lt_rng_mix(d->run_seed, (uint64_t)t->id) % LT_PROTO_MAX_ID);
   k->eval = t->eval;
   k->spec = t->spec;
   if (lt__send(d, w, &m) < 0) { /* the worker's queue is full or it is gone: try again later */
@@ -361,6 +352,7 @@ static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
   }
   t->status = LT_TASK_DISPATCHED;
   t->worker = w;
+  t->slot_free = 0;
   t->dispatched_ms = lt__now_ms();
   t->version = d->version;
   d->workers[w].inflight++;

@@ -48,7 +48,7 @@ static int is_correct(const lt_traj_t *t) {
 }
 
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
-  if (task->worker >= 0 && d->workers[task->worker].inflight > 0) d->workers[task->worker].inflight--;
+  lt__task_free_slot(d, task);
   int eval = task->eval;
   if (!eval) {
     d->open_train--;
@@ -165,7 +165,16 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
                               .status = op->t.eval ? LT_TR_EVAL : op->t.status == LT_TRAJ_OK ? LT_TR_READY : LT_TR_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
+    if (task) task->storing--;
     lt_buffer_traj_free(&op->t);
     free(op);
+    return;
+  }
+  /* The worker's session is over: its slot takes the next task while this
+   * one commits (the commit is off the slot's critical path; open tasks still
+   * bound how far ahead the workers run). */
+  if (task && task->status == LT_TASK_DISPATCHED && w == task->worker) {
+    lt__task_free_slot(d, task);
+    lt__scheduler_dispatch(d);
   }
 }

@@ -104,6 +104,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     if (t && t->status == LT_TASK_QUEUED && !t->storing) {
       t->status = LT_TASK_DISPATCHED;
       t->worker = w;
+      t->slot_free = 0;
       t->dispatched_ms = lt__now_ms();
       wk->inflight++;
     } else if (!t || t->worker != w) {
@@ -132,11 +133,16 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   lt__scheduler_dispatch(d);
 }
 
+void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t) {
+  if (t->worker >= 0 && !t->slot_free && d->workers[t->worker].inflight > 0) d->workers[t->worker].inflight--;
+  t->slot_free = 1;
+}
+
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported) {
   int own = 0;
   for (size_t i = 0; i < d->tcap; i++) {
     const lt__task_t *t = d->tasks[i];
-    own += t && t->status == LT_TASK_DISPATCHED && t->worker == w;
+    own += t && t->status == LT_TASK_DISPATCHED && t->worker == w && !t->slot_free;
   }
   int was = d->workers[w].inflight;
   d->workers[w].inflight = reported > own ? reported : own;
