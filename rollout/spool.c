@@ -27,8 +27,18 @@ typedef struct {
   uint64_t id;
   char *blob;
   size_t len;
-  int file;            /* index in files[], -1 while only in memory (not durable yet) */
+  int file;            /* index in files[]; IN_MEMORY, or WRITING while its batch is written */
+  const lt_spool_batch_t *batch; /* the batch writing it */
 } entry_t;
+
+enum { IN_MEMORY = -1, WRITING = -2 };
+
+struct lt_spool_batch {
+  char name[64], path[4096];
+  char *buf;
+  size_t len;
+  int n;
+};
 
 typedef struct {
   char name[64];
@@ -53,7 +63,7 @@ static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
     s->e = e;
     s->cap = cap;
   }
-  s->e[s->n++] = (entry_t){id, blob, len, file};
+  s->e[s->n++] = (entry_t){.id = id, .blob = blob, .len = len, .file = file};
   return 0;
 }
 
@@ -208,60 +218,93 @@ int lt_spool_put(lt_spool_t *s, uint64_t id, const lt_frames_t *fr) {
     off += l;
   }
   lt_spool_drop(s, id); /* replaces an older copy of the same task */
-  int rc = add(s, id, b, len, -1);
+  int rc = add(s, id, b, len, IN_MEMORY);
   if (rc < 0) free(b);
   return rc;
 }
 
 int lt_spool_pending(const lt_spool_t *s) {
   int k = 0;
-  for (int i = 0; i < s->n; i++) k += s->e[i].file < 0;
+  for (int i = 0; i < s->n; i++) k += s->e[i].file == IN_MEMORY;
   return k;
 }
 
-int lt_spool_flush(lt_spool_t *s, void (*durable)(const lt_frame_t *fr, int n, void *ud), void *ud) {
+int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
+  *out = NULL;
   int k = lt_spool_pending(s);
   if (k == 0) return 0;
+  lt_spool_batch_t *b = calloc(1, sizeof *b);
   size_t len = 10;
   for (int i = 0; i < s->n; i++)
-    if (s->e[i].file < 0) len += 16 + s->e[i].len;
-  char *b = malloc(len);
-  if (!b) return lt_error_set(LT_ENOMEM, "spool: out of memory");
-  memcpy(b, BATCH_MAGIC, 6);
+    if (s->e[i].file == IN_MEMORY) len += 16 + s->e[i].len;
+  if (!b || !(b->buf = malloc(len))) {
+    free(b);
+    return lt_error_set(LT_ENOMEM, "spool: out of memory");
+  }
+  snprintf(b->name, sizeof b->name, "b%llu.spool", (unsigned long long)s->seq);
+  if (lt_path_join(b->path, sizeof b->path, s->dir, b->name) < 0) {
+    free(b->buf);
+    free(b);
+    return lt_error_set(LT_ERANGE, "spool %s: path too long", s->dir);
+  }
+  s->seq++;
+  memcpy(b->buf, BATCH_MAGIC, 6);
   uint32_t cnt = (uint32_t)k;
-  memcpy(b + 6, &cnt, 4);
+  memcpy(b->buf + 6, &cnt, 4);
   size_t off = 10;
   for (int i = 0; i < s->n; i++) {
     entry_t *e = &s->e[i];
-    if (e->file >= 0) continue;
+    if (e->file != IN_MEMORY) continue;
     uint64_t l = e->len;
-    memcpy(b + off, &e->id, 8);
-    memcpy(b + off + 8, &l, 8);
-    memcpy(b + off + 16, e->blob, e->len);
+    memcpy(b->buf + off, &e->id, 8);
+    memcpy(b->buf + off + 8, &l, 8);
+    memcpy(b->buf + off + 16, e->blob, e->len);
     off += 16 + e->len;
+    e->file = WRITING;
+    e->batch = b;
   }
-  char name[64], path[4096];
-  snprintf(name, sizeof name, "b%llu.spool", (unsigned long long)s->seq++);
-  int rc = lt_path_join(path, sizeof path, s->dir, name);
-  if (rc == 0) rc = lt_fs_write_atomic(path, b, len); /* one fsync of the file, one of the directory */
-  free(b);
-  int fi = rc == 0 ? add_file(s, name, k) : rc;
-  if (fi < 0) {
-    if (rc == 0) unlink(path);
-    return fi;
-  }
-  for (int i = 0; i < s->n; i++)
-    if (s->e[i].file < 0) s->e[i].file = fi;
-  if (durable)
-    for (int i = 0; i < s->n; i++) {
-      if (s->e[i].file != fi) continue;
+  b->len = len;
+  b->n = k;
+  *out = b;
+  return k;
+}
+
+int lt_spool_batch_write(lt_spool_batch_t *b) {
+  return lt_fs_write_atomic(b->path, b->buf, b->len); /* one fsync of the file, one of the directory */
+}
+
+int lt_spool_batch_done(lt_spool_t *s, lt_spool_batch_t *b, int rc, lt_spool_durable_fn durable, void *ud) {
+  /* Records dropped or replaced while it was written no longer count. */
+  int live = 0;
+  for (int i = 0; i < s->n; i++) live += s->e[i].file == WRITING && s->e[i].batch == b;
+  int fi = rc;
+  if (rc == 0 && live) fi = add_file(s, b->name, live);
+  if (rc == 0 && (fi < 0 || !live)) unlink(b->path);
+  for (int i = 0; i < s->n; i++) {
+    entry_t *e = &s->e[i];
+    if (e->file != WRITING || e->batch != b) continue;
+    e->batch = NULL;
+    e->file = fi < 0 ? IN_MEMORY : fi; /* not on disk: it goes with the next batch */
+    if (fi >= 0 && durable) {
       lt_frame_t fr[LT_PROTO_MAX_FRAMES];
       int n;
       lt_spool_frames(s, i, fr, &n);
       durable(fr, n, ud);
     }
-  return k;
+  }
+  free(b->buf);
+  free(b);
+  return fi < 0 ? fi : live;
 }
+
+int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud) {
+  lt_spool_batch_t *b;
+  int k = lt_spool_batch_take(s, &b);
+  if (k <= 0) return k;
+  return lt_spool_batch_done(s, b, lt_spool_batch_write(b), durable, ud);
+}
+
+int lt_spool_durable(const lt_spool_t *s, int i) { return s->e[i].file >= 0; }
 
 int lt_spool_drop(lt_spool_t *s, uint64_t id) {
   for (int i = 0; i < s->n; i++) {

@@ -30,6 +30,7 @@ typedef struct {
   lt_zsock_t *z;
   uv_timer_t hb;
   uv_prepare_t flush;  /* before the loop sleeps: spool what finished, then send it */
+  lt_spool_writer_t *spool_writer;
   /* weights over HTTP (a daemon on another host) */
   lt_httpc_t *http;
   lt_fetch_t *fetch;
@@ -93,15 +94,19 @@ static void send_frames(const lt_frame_t *fr, int n, void *ud) {
 }
 
 /* Group commit: everything that finished in this loop iteration goes to disk
- * in one batch (one fsync), and only then to the daemon. */
+ * in one batch (one fsync, on the spool writer's thread), and only then to the
+ * daemon (send_frames, once durable). */
 static void on_flush(uv_prepare_t *h) {
   worker_t *w = h->data;
   uv_prepare_stop(h);
-  int rc = lt_spool_flush(w->spool, send_frames, w);
-  if (rc >= 0) return;
-  LT_ERROR("worker", "cannot spool %d trajectories: %s (sending them anyway; they are retried with the next batch)",
-           lt_spool_pending(w->spool), lt_error_msg());
+  lt_spool_writer_kick(w->spool_writer);
+}
+
+/* Sends the spooled trajectories (the daemon deduplicates what it already
+ * has); with `all`, also those not on disk. */
+static void send_spooled(worker_t *w, int all) {
   for (int i = 0; i < lt_spool_count(w->spool); i++) {
+    if (!all && !lt_spool_durable(w->spool, i)) continue;
     lt_frame_t fr[LT_PROTO_MAX_FRAMES];
     int n;
     lt_spool_frames(w->spool, i, fr, &n);
@@ -109,15 +114,18 @@ static void on_flush(uv_prepare_t *h) {
   }
 }
 
-/* Sends every spooled trajectory (the daemon deduplicates what it already has). */
+static void on_spool_failed(int rc, void *ud) {
+  worker_t *w = ud;
+  LT_ERROR("worker", "cannot spool %d trajectories: %s (sending them anyway; they are retried with the next batch)",
+           lt_spool_pending(w->spool), lt_error_msg());
+  if (!w->stopping) send_spooled(w, 1);
+}
+
+/* After a (re)connect: what is on disk goes again; the batch being written
+ * goes when it is durable. */
 static void resend_spool(worker_t *w) {
   if (lt_spool_flush(w->spool, NULL, NULL) < 0) LT_WARN("worker", "spool: %s", lt_error_msg());
-  for (int i = 0; i < lt_spool_count(w->spool); i++) {
-    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
-    int n;
-    lt_spool_frames(w->spool, i, fr, &n);
-    if (lt_zsock_send(w->z, fr, n) < 0) break;
-  }
+  send_spooled(w, 0);
 }
 
 static void stop(worker_t *w, int code) {
@@ -476,6 +484,11 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   uv_timer_start(&w->hb, on_heartbeat, 200, 200);
   uv_prepare_init(&w->loop, &w->flush);
   w->flush.data = w;
+  if ((rc = lt_spool_writer_start(&w->loop, w->spool, send_frames, on_spool_failed, w, &w->spool_writer)) < 0) {
+    LT_ERROR("worker", "%s", lt_error_msg());
+    w->exit_code = lt_error_exit_code(rc);
+    goto out;
+  }
   uv_signal_init(&w->loop, &w->sigint);
   uv_signal_init(&w->loop, &w->sigterm);
   w->sigint.data = w->sigterm.data = w;
@@ -484,6 +497,8 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   send_hello(w);
   uv_run(&w->loop, UV_RUN_DEFAULT);
 out:
+  w->stopping = 1;
+  lt_spool_writer_stop(w->spool_writer);
   if (w->spool && lt_spool_flush(w->spool, NULL, NULL) < 0) LT_WARN("worker", "spool: %s", lt_error_msg());
   lt_fetch_cancel(w->fetch);
   if (w->http) lt_httpc_close(w->http, NULL, NULL);

@@ -120,3 +120,94 @@ Test(spool, damaged_files_are_dropped_and_old_single_files_load) {
   lt_spool_close(s);
   lt_test_rmdir(dir);
 }
+
+/* Records acknowledged or replaced while their batch is written are left out
+ * of it; a failed write leaves its records pending for the next batch. */
+Test(spool, batch_written_off_thread_tracks_drops_and_failures) {
+  char *dir = lt_test_tmpdir("spool-batch");
+  lt_spool_t *s;
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  put(s, 1, "one");
+  put(s, 2, "two");
+  put(s, 3, "three");
+  lt_spool_batch_t *b;
+  cr_assert_eq(lt_spool_batch_take(s, &b), 3);
+  cr_expect_eq(lt_spool_pending(s), 0, "taken records are not pending");
+  put(s, 4, "four"); /* finished while the batch is written */
+  cr_expect(lt_spool_drop(s, 2), "a record being written can be acknowledged");
+  put(s, 3, "three again"); /* the same task finished again: replaces the copy in the batch */
+  sent = 0;
+  cr_assert_eq(lt_spool_batch_done(s, b, lt_spool_batch_write(b), count_sent, NULL), 1, "only record 1 is left");
+  cr_expect_eq(sent, 1);
+  cr_expect_eq(lt_spool_pending(s), 2, "4 and the new 3");
+  for (int i = 0; i < lt_spool_count(s); i++)
+    cr_expect_eq(lt_spool_durable(s, i), lt_spool_id(s, i) == 1);
+  /* A write that fails (its directory is gone): nothing sent, the records pending again. */
+  cr_assert_eq(lt_spool_batch_take(s, &b), 2);
+  lt_test_rmdir(dir);
+  sent = 0;
+  cr_expect_lt(lt_spool_batch_done(s, b, lt_spool_batch_write(b), count_sent, NULL), 0);
+  cr_expect_eq(sent, 0);
+  cr_expect_eq(lt_spool_pending(s), 2);
+  lt_spool_close(s);
+}
+
+typedef struct {
+  int durable, failed;
+  uv_loop_t *loop;
+} writer_seen_t;
+
+static void on_durable(const lt_frame_t *fr, int n, void *ud) {
+  writer_seen_t *w = ud;
+  cr_assert_eq(n, 2);
+  w->durable++;
+}
+
+static void on_failed(int rc, void *ud) { ((writer_seen_t *)ud)->failed++; }
+
+/* The writer thread: kicks while a batch is in flight are folded into the
+ * next batch; every record is reported durable once; stop() leaves the spool
+ * whole for a restart. */
+Test(spool, writer_thread_group_commits_and_stops_cleanly) {
+  char *dir = lt_test_tmpdir("spool-writer");
+  lt_spool_t *s;
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  writer_seen_t seen = {.loop = &loop};
+  lt_spool_writer_t *sw;
+  cr_assert_eq(lt_spool_writer_start(&loop, s, on_durable, on_failed, &seen, &sw), 0);
+  char payload[40][16];
+  for (int i = 0; i < 40; i++) {
+    snprintf(payload[i], sizeof payload[i], "p%d", i);
+    put(s, (uint64_t)i + 1, payload[i]);
+    if (i % 7 == 0) lt_spool_writer_kick(sw);
+  }
+  lt_spool_writer_kick(sw);
+  for (int spins = 0; seen.durable < 40 && spins < 5000; spins++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    usleep(1000);
+  }
+  cr_expect_eq(seen.durable, 40);
+  cr_expect_eq(seen.failed, 0);
+  cr_expect_eq(lt_spool_pending(s), 0);
+  cr_expect_leq(files(dir, ".spool"), 40, "batches, not one file per record");
+  for (int i = 0; i < 10; i++) cr_expect(lt_spool_drop(s, (uint64_t)i + 1));
+  put(s, 99, "late");
+  lt_spool_writer_kick(sw);
+  lt_spool_writer_stop(sw); /* the batch in flight (or not yet started) still reaches the disk */
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_eq(uv_loop_close(&loop), 0, "the writer's handle is closed");
+  lt_spool_close(s);
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  /* 11..40 and the late one survive; an acknowledged record comes back only
+   * while its batch holds others (the daemon rejects it as a duplicate). */
+  int found = 0;
+  for (int i = 0; i < lt_spool_count(s); i++) {
+    uint64_t id = lt_spool_id(s, i);
+    found += (id > 10 && id <= 40) || id == 99;
+  }
+  cr_expect_eq(found, 31);
+  lt_spool_close(s);
+  lt_test_rmdir(dir);
+}
