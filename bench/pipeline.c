@@ -5,6 +5,8 @@
  *    learner, next to a raw ZeroMQ ROUTER/DEALER exchange of the same frames
  *    (TASK → TRAJ → ACK) with the same number of tasks in flight.  The daemon's
  *    rate is the slope between two run lengths, so start-up and shutdown cancel.
+ *    Beside them, raw sqlite3 inserts of that TRAJ's bytes: what a durable
+ *    commit per trajectory alone allows on this disk.
  * 2. Buffer ingest: lt_buffer_traj_insert of trajectories in transactions of
  *    64, next to raw sqlite3 inserts of the same bytes (one row, one blob) with
  *    the same journal settings and transaction size.
@@ -226,7 +228,7 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto) {
 
 static double ingest_raw(const char *dir, size_t bytes) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/raw.db", dir);
+  snprintf(path, sizeof path, "%s/raw-%zu.db", dir, bytes);
   sqlite3 *db;
   if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
   sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
@@ -257,7 +259,7 @@ int main(void) {
   char dir[] = "/tmp/longtail-bench-pipeline-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   /* 1a: the slope between two run lengths. */
-  int n1 = 500, n2 = 3000;
+  int n1 = 2000, n2 = 12000;
   double t1 = run_daemon(bin, dir, n1), t2 = run_daemon(bin, dir, n2);
   if (t1 < 0 || t2 < 0) {
     fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
@@ -284,6 +286,8 @@ int main(void) {
   }
   if (frames_len(&ft) == frames_len(&fa)) return 1; /* the echo tells them apart by size */
   double raw_rate = raw_zmq(&ft, &fj, &fa, 3.0);
+  /* What the durable commit alone allows: raw sqlite3 inserts of this TRAJ's bytes. */
+  double raw_commit = ingest_raw(dir, traj_bytes(&tr));
   /* 2: ingest. */
   lt_traj_t it;
   fill_traj(&it, INGEST_TOKENS, 4, 2);
@@ -291,11 +295,13 @@ int main(void) {
   lt_fs_remove_tree(dir);
   fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.2fx)\n", daemon_rate, raw_rate,
           daemon_rate / raw_rate);
+  fprintf(stderr, "raw sqlite3 inserts of the dispatched trajectory's bytes (%zu): %.0f/s (%.2fx raw zmq)\n",
+          traj_bytes(&tr), raw_commit, raw_commit / raw_rate);
   fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx)\n", INGEST_TOKENS, ing, raw,
           ing / raw);
   printf("{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
          "\"ingest_trajectories_per_s\": %.4g, \"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, "
-         "\"pipeline_inflight\": %d}\n",
-         daemon_rate, raw_rate, daemon_rate / raw_rate, ing, raw, ing / raw, WORKERS * SLOTS);
+         "\"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g}\n",
+         daemon_rate, raw_rate, daemon_rate / raw_rate, ing, raw, ing / raw, WORKERS * SLOTS, raw_commit);
   return 0;
 }
