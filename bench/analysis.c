@@ -3,7 +3,8 @@
  * through the real binary: `stats --json` wall time (goal ≤ 2 s) and
  * `export --format jsonl` / `--format tokens` trajectories per second (goal
  * ≥ 50k/s), next to a raw `sqlite3` scan of the same rows as the baseline.
- * Set LT_BENCH_TRAJ to change the size.  Prints one JSON object last. */
+ * REPS repetitions of each command, interleaved; medians and spreads.  Set
+ * LT_BENCH_TRAJ to change the size.  Prints one JSON object last. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/time.h"
+
+#define REPS 3
 
 static int build(const char *path, long n) {
   lt_buffer_t *b;
@@ -83,16 +86,30 @@ int main(void) {
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT t.*, p.* FROM trajectories t JOIN payloads p USING (task_id)");
   char *raw[] = {"sqlite3", "-json", db, sql, NULL};
-  double ts = bench_run(stats, "/dev/null"), tj = bench_run(ej, "/dev/null"), tt = bench_run(et, "/dev/null"), tr = bench_run(raw, "/dev/null");
-  lt_fs_remove_tree(dir);
-  if (ts < 0 || tj < 0 || tt < 0) {
-    fprintf(stderr, "bench analysis: a command failed (is %s built?)\n", bin);
-    return 1;
+  double ts[REPS], ej_r[REPS], et_r[REPS], raw_r[REPS], vs[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double s = bench_run(stats, "/dev/null"), tj = bench_run(ej, "/dev/null"), tt = bench_run(et, "/dev/null");
+    double tr = bench_run(raw, "/dev/null");
+    if (s < 0 || tj < 0 || tt < 0) {
+      fprintf(stderr, "bench analysis: a command failed (is %s built?)\n", bin);
+      lt_fs_remove_tree(dir);
+      return 1;
+    }
+    ts[r] = s, ej_r[r] = n / tj, et_r[r] = n / tt, raw_r[r] = tr > 0 ? n / tr : 0;
+    vs[r] = raw_r[r] > 0 ? ej_r[r] / raw_r[r] : 0;
+    fprintf(stderr, "rep %d: stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n",
+            r, ts[r], ej_r[r], et_r[r], raw_r[r]);
   }
-  fprintf(stderr, "stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n", ts,
-          n / tj, n / tt, tr > 0 ? n / tr : 0);
-  printf("{\"analysis_trajectories\": %ld, \"stats_1m_seconds\": %.4g, \"export_trajectories_per_s\": %.4g, "
-         "\"export_tokens_traj_per_s\": %.4g, \"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
-         n, ts, n / tj, n / tt, tr > 0 ? n / tr : 0, tr > 0 ? (n / tj) / (n / tr) : 0);
+  lt_fs_remove_tree(dir);
+  double sl, sh, jl, jh, tl, th;
+  double sm = bench_median(ts, REPS, &sl, &sh), jm = bench_median(ej_r, REPS, &jl, &jh);
+  double tm = bench_median(et_r, REPS, &tl, &th), rm = bench_median(raw_r, REPS, NULL, NULL);
+  double vm = bench_median(vs, REPS, NULL, NULL);
+  printf("{\"analysis_trajectories\": %ld, \"stats_1m_seconds\": %.4g, \"stats_1m_seconds_min\": %.4g, "
+         "\"stats_1m_seconds_max\": %.4g, \"export_trajectories_per_s\": %.4g, \"export_trajectories_per_s_min\": %.4g, "
+         "\"export_trajectories_per_s_max\": %.4g, \"export_tokens_traj_per_s\": %.4g, "
+         "\"export_tokens_traj_per_s_min\": %.4g, \"export_tokens_traj_per_s_max\": %.4g, "
+         "\"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
+         n, sm, sl, sh, jm, jl, jh, tm, tl, th, rm, vm);
   return 0;
 }

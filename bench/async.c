@@ -82,18 +82,6 @@ static int run_mode(const char *bin, const char *dir, const char *mode, int rep,
   return 0;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n, double *lo, double *hi) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  *lo = v[0];
-  *hi = v[n - 1];
-  return v[n / 2];
-}
-
 int main(void) {
   const char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
   char dir[] = "/tmp/longtail-bench-async-XXXXXX";
@@ -109,23 +97,23 @@ int main(void) {
             100 * a[i].idle, a[i].stale_mean);
   }
   lt_fs_remove_tree(dir);
-  double sp[REPS], st[REPS], at[REPS], ai[REPS], si[REPS], au[REPS], su[REPS], lo, hi, x, y;
+  double sp[REPS], st[REPS], at[REPS], ai[REPS], si[REPS], au[REPS], su[REPS], lo, hi;
   for (int i = 0; i < REPS; i++) {
     sp[i] = a[i].traj_per_s / s[i].traj_per_s;
     st[i] = s[i].traj_per_s, at[i] = a[i].traj_per_s;
     ai[i] = a[i].idle, si[i] = s[i].idle, au[i] = a[i].util, su[i] = s[i].util;
   }
-  double speed = median(sp, REPS, &lo, &hi);
+  double speed = bench_median(sp, REPS, &lo, &hi);
   fprintf(stderr, "async/sync speedup %.2f× (range %.2f–%.2f)\n", speed, lo, hi);
-  double ms = median(st, REPS, &x, &y), ma = median(at, REPS, &x, &y);
-  double mai = median(ai, REPS, &x, &y), msi = median(si, REPS, &x, &y);
-  double mau = median(au, REPS, &x, &y), msu = median(su, REPS, &x, &y);
+  double ms = bench_median(st, REPS, NULL, NULL), ma = bench_median(at, REPS, NULL, NULL);
+  double mai = bench_median(ai, REPS, NULL, NULL), msi = bench_median(si, REPS, NULL, NULL);
+  double mau = bench_median(au, REPS, NULL, NULL), msu = bench_median(su, REPS, NULL, NULL);
   double sm[REPS], hist[4] = {0};
   for (int i = 0; i < REPS; i++) {
     sm[i] = a[i].stale_mean;
     for (int k = 0; k < 4; k++) hist[k] += a[i].stale_hist[k] / REPS;
   }
-  double msm = median(sm, REPS, &x, &y);
+  double msm = bench_median(sm, REPS, NULL, NULL);
   printf("{\"async_vs_sync_speedup\": %.4g, \"async_vs_sync_speedup_min\": %.4g, \"async_vs_sync_speedup_max\": %.4g, "
          "\"async_learner_idle_fraction\": %.4g, \"sync_learner_idle_fraction\": %.4g, "
          "\"async_trajectories_per_s\": %.4g, \"sync_trajectories_per_s\": %.4g, "

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include "util/time.h"
@@ -25,6 +26,19 @@ static inline double bench_run(char *const argv[], const char *out) {
   waitpid(pid, &st, 0);
   double dt = lt_time_mono_s() - t0;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of n repetitions, with their spread in lo/hi (v is sorted). */
+static inline double bench_median(double *v, int n, double *lo, double *hi) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+  if (lo) *lo = v[0];
+  if (hi) *hi = v[n - 1];
+  return v[n / 2];
 }
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "learner/engine.h"
 #include "learner/model.h"
 #include "util/error.h"
@@ -14,18 +15,6 @@
 #include "util/time.h"
 
 #define REPS 5
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static void stats(double *v, int n, double *med, double *lo, double *hi) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  *med = v[n / 2];
-  *lo = v[0];
-  *hi = v[n - 1];
-}
 
 static lt_model_t *load_config(const char *path, uint64_t seed) {
   lt_model_config_t c;
@@ -135,11 +124,9 @@ int main(void) {
   lt_model_free(m);
   lt_model_free(mt);
   lt_fs_remove_tree(tmp);
-  double gm, gl, gh, sm, sl, sh, dm, dl, dh, tm, tl, th;
-  stats(g, REPS, &gm, &gl, &gh);
-  stats(s, REPS, &sm, &sl, &sh);
-  stats(dec, REPS, &dm, &dl, &dh);
-  stats(tiny, REPS, &tm, &tl, &th);
+  double gl, gh, sl, sh, dl, dh;
+  double gm = bench_median(g, REPS, &gl, &gh), sm = bench_median(s, REPS, &sl, &sh);
+  double dm = bench_median(dec, REPS, &dl, &dh), tm = bench_median(tiny, REPS, NULL, NULL);
   printf("{\"cpu_learner_gflops\": %.4g, \"cpu_learner_gflops_min\": %.4g, \"cpu_learner_gflops_max\": %.4g, "
          "\"openblas_sgemm_gflops\": %.4g, \"openblas_sgemm_gflops_min\": %.4g, \"openblas_sgemm_gflops_max\": %.4g, "
          "\"cpu_learner_vs_sgemm\": %.4g, \"decode_tokens_per_s\": %.4g, \"decode_tokens_per_s_min\": %.4g, "

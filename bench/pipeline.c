@@ -11,7 +11,9 @@
  *    64, next to raw sqlite3 inserts of the same bytes (one row, one blob) with
  *    the same journal settings and transaction size.
  *
- * Prints a table on stderr and one JSON object on the last stdout line. */
+ * REPS repetitions, each measuring every rate next to its baseline; medians
+ * and the spread of the ratios are reported.  Prints a table on stderr and
+ * one JSON object on the last stdout line. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@
 #define INGEST_N 4000
 #define INGEST_TX 64
 #define INGEST_TOKENS 400
+#define REPS 3
 
 /* ---- 1a. through the daemon ---- */
 
@@ -40,6 +43,7 @@ static double run_daemon(const char *bin, const char *dir, int tasks) {
   char cfg[4200], rd[4200], js[2048];
   snprintf(cfg, sizeof cfg, "%s/cfg-%d.json", dir, tasks);
   snprintf(rd, sizeof rd, "%s/run-%d", dir, tasks);
+  lt_fs_remove_tree(rd); /* an earlier repetition's */
   snprintf(js, sizeof js,
            "{\"model\": {\"init\": \"configs/models/tiny-moe.json\"},"
            " \"envs\": {\"arith\": {\"type\": \"arith\"}},"
@@ -202,9 +206,9 @@ static size_t traj_bytes(const lt_traj_t *t) {
   return n;
 }
 
-static double ingest_longtail(const char *dir, const lt_traj_t *proto) {
+static double ingest_longtail(const char *dir, const lt_traj_t *proto, int rep) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/ingest.db", dir);
+  snprintf(path, sizeof path, "%s/ingest-%d.db", dir, rep);
   lt_buffer_t *b;
   if (lt_buffer_open(path, LT_BUF_CREATE, &b) < 0) return -1;
   lt_traj_t t = *proto;
@@ -226,9 +230,9 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto) {
   return INGEST_N / dt;
 }
 
-static double ingest_raw(const char *dir, size_t bytes) {
+static double ingest_raw(const char *dir, size_t bytes, int rep) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/raw-%zu.db", dir, bytes);
+  snprintf(path, sizeof path, "%s/raw-%zu-%d.db", dir, bytes, rep);
   sqlite3 *db;
   if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
   sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
@@ -258,15 +262,7 @@ int main(void) {
   const char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
   char dir[] = "/tmp/longtail-bench-pipeline-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  /* 1a: the slope between two run lengths. */
-  int n1 = 2000, n2 = 12000;
-  double t1 = run_daemon(bin, dir, n1), t2 = run_daemon(bin, dir, n2);
-  if (t1 < 0 || t2 < 0) {
-    fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
-    return 1;
-  }
-  double daemon_rate = (n2 - n1) / (t2 - t1);
-  /* The frames the daemon exchanged: a TASK as dispatched, a TRAJ of the same length, an ACK. */
+  /* The frames the daemon exchanges: a TASK as dispatched, a TRAJ of the same length, an ACK. */
   lt_traj_t tr;
   fill_traj(&tr, 20 + TOKENS, 0, 0);
   tr.task_id = 1;
@@ -285,23 +281,43 @@ int main(void) {
     return 1;
   }
   if (frames_len(&ft) == frames_len(&fa)) return 1; /* the echo tells them apart by size */
-  double raw_rate = raw_zmq(&ft, &fj, &fa, 3.0);
-  /* What the durable commit alone allows: raw sqlite3 inserts of this TRAJ's bytes. */
-  double raw_commit = ingest_raw(dir, traj_bytes(&tr));
-  /* 2: ingest. */
   lt_traj_t it;
   fill_traj(&it, INGEST_TOKENS, 4, 2);
-  double ing = ingest_longtail(dir, &it), raw = ingest_raw(dir, traj_bytes(&it));
+  /* Each repetition measures every rate and its baseline back to back; ratios are per repetition. */
+  double dr[REPS], zr[REPS], dz[REPS], cb[REPS], ir[REPS], rr[REPS], ii[REPS];
+  for (int r = 0; r < REPS; r++) {
+    int n1 = 2000, n2 = 12000; /* the daemon's rate is the slope between two run lengths */
+    double t1 = run_daemon(bin, dir, n1), t2 = run_daemon(bin, dir, n2);
+    if (t1 < 0 || t2 < 0) {
+      fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
+      return 1;
+    }
+    dr[r] = (n2 - n1) / (t2 - t1);
+    zr[r] = raw_zmq(&ft, &fj, &fa, 3.0);
+    dz[r] = dr[r] / zr[r];
+    /* What the durable commit alone allows: raw sqlite3 inserts of this TRAJ's bytes. */
+    cb[r] = ingest_raw(dir, traj_bytes(&tr), r);
+    ir[r] = ingest_longtail(dir, &it, r);
+    rr[r] = ingest_raw(dir, traj_bytes(&it), r);
+    ii[r] = ir[r] / rr[r];
+    fprintf(stderr, "rep %d: dispatch %.0f/s, raw zmq %.0f/s (%.3fx); raw commit bound %.0f/s; ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
+            r, dr[r], zr[r], dz[r], cb[r], ir[r], rr[r], ii[r]);
+  }
   lt_fs_remove_tree(dir);
-  fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.2fx)\n", daemon_rate, raw_rate,
-          daemon_rate / raw_rate);
+  double dzl, dzh, iil, iih;
+  double d = bench_median(dr, REPS, NULL, NULL), z = bench_median(zr, REPS, NULL, NULL);
+  double ratio = bench_median(dz, REPS, &dzl, &dzh), commit = bench_median(cb, REPS, NULL, NULL);
+  double ing = bench_median(ir, REPS, NULL, NULL), raw = bench_median(rr, REPS, NULL, NULL);
+  double iratio = bench_median(ii, REPS, &iil, &iih);
+  fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.3fx, range %.3f-%.3f)\n", d, z, ratio, dzl, dzh);
   fprintf(stderr, "raw sqlite3 inserts of the dispatched trajectory's bytes (%zu): %.0f/s (%.2fx raw zmq)\n",
-          traj_bytes(&tr), raw_commit, raw_commit / raw_rate);
-  fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx)\n", INGEST_TOKENS, ing, raw,
-          ing / raw);
+          traj_bytes(&tr), commit, commit / z);
+  fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx, range %.2f-%.2f)\n",
+          INGEST_TOKENS, ing, raw, iratio, iil, iih);
   printf("{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
-         "\"ingest_trajectories_per_s\": %.4g, \"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, "
-         "\"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g}\n",
-         daemon_rate, raw_rate, daemon_rate / raw_rate, ing, raw, ing / raw, WORKERS * SLOTS, raw_commit);
+         "\"dispatch_vs_raw_zmq_min\": %.4g, \"dispatch_vs_raw_zmq_max\": %.4g, \"ingest_trajectories_per_s\": %.4g, "
+         "\"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, \"sqlite_ingest_ratio_min\": %.4g, "
+         "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g}\n",
+         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit);
   return 0;
 }

@@ -17,11 +17,6 @@
 
 static const char *const cmd[] = {"sh", "-c", "echo hi", NULL};
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int check(const lt_sandbox_result_t *r) { return r->exit_code == 0 && strcmp(r->out, "hi\n") == 0; }
 
 static double rate_longtail(int n, lt_sandbox_pool_t *pool, const lt_sandbox_limits_t *l) {
@@ -54,9 +49,10 @@ static double rate_bwrap(int n) {
   return n / (lt_time_mono_s() - t0);
 }
 
-static void report(const char *name, double *v) {
-  qsort(v, REPS, sizeof *v, cmp);
-  fprintf(stderr, "%-22s median %8.1f /s  (min %.1f, max %.1f)\n", name, v[REPS / 2], v[0], v[REPS - 1]);
+static double report(const char *name, double *v) {
+  double lo, hi, m = bench_median(v, REPS, &lo, &hi);
+  fprintf(stderr, "%-22s median %8.1f /s  (min %.1f, max %.1f)\n", name, m, lo, hi);
+  return m;
 }
 
 int main(void) {
@@ -82,10 +78,7 @@ int main(void) {
     if (cold[r] < 0 || pooled[r] < 0) return 1;
   }
   lt_sandbox_pool_free(pool);
-  report("longtail cold", cold);
-  report("longtail pooled", pooled);
-  report("bubblewrap", bw);
-  double c = cold[REPS / 2], p = pooled[REPS / 2], b = bw[REPS / 2];
+  double c = report("longtail cold", cold), p = report("longtail pooled", pooled), b = report("bubblewrap", bw);
   printf("{\"sandbox_execs_per_s\": %.1f, \"sandbox_cold_execs_per_s\": %.1f, \"bwrap_execs_per_s\": %.1f", p, c, b);
   if (b > 0) printf(", \"sandbox_vs_bwrap\": %.3f, \"sandbox_cold_vs_bwrap\": %.3f", p / b, c / b);
   printf("}\n");
