@@ -224,15 +224,75 @@ void lt_json_int(lt_buf_t *b, long long v) {
   lt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
+/* printf's "%.9g" of a non-integer 1e-5 <= |v| < 1e9, without printf (which
+ * dominated exporting logprobs): v = m·2^-s exactly, so v·10^k is m·10^k/2^s
+ * in 128-bit integers (m < 2^53, 10^k <= 10^14, s <= 70), rounded half to
+ * even as printf rounds the exact value.  Returns the length written to out. */
+static int g9(double v, char *out) {
+  static const uint64_t p10[] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+                                 100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+                                 10000000000000ull, 100000000000000ull};
+  double a = fabs(v);
+  int ex;
+  double fr = frexp(a, &ex); /* a = fr·2^ex, fr in [0.5, 1) */
+  uint64_t m = (uint64_t)ldexp(fr, 53);
+  int s = 53 - ex;           /* a = m / 2^s; s > 0 as a is not an integer */
+  int d = (int)floor(log10(a));
+  uint64_t q = 0;
+  for (int tries = 0; tries < 3; tries++) {
+    int k = 8 - d; /* 9 digits: q = a·10^k in [1e8, 1e9) */
+    if (k < 0 || k > 14) return 0;
+    unsigned __int128 n = (unsigned __int128)m * p10[k];
+    unsigned __int128 w = n >> s, rem = n - (w << s), half = (unsigned __int128)1 << (s - 1);
+    if (w < p10[8]) { d--; continue; }
+    if (w >= p10[9]) { d++; continue; }
+    q = (uint64_t)w;
+    if (rem > half || (rem == half && (q & 1))) q++;
+    if (q == p10[9]) q = p10[8], d++;
+    break;
+  }
+  if (!q) return 0;
+  char dig[9];
+  for (int i = 8; i >= 0; i--, q /= 10) dig[i] = (char)('0' + q % 10);
+  int nd = 9;
+  while (nd > 1 && dig[nd - 1] == '0') nd--;
+  int o = 0;
+  if (v < 0) out[o++] = '-';
+  if (d < -4 || d >= 9) { /* d.ddde±XX */
+    out[o++] = dig[0];
+    if (nd > 1) out[o++] = '.';
+    for (int i = 1; i < nd; i++) out[o++] = dig[i];
+    int e = d < 0 ? -d : d;
+    out[o++] = 'e';
+    out[o++] = d < 0 ? '-' : '+';
+    out[o++] = (char)('0' + e / 10);
+    out[o++] = (char)('0' + e % 10);
+  } else if (d >= 0) {
+    for (int i = 0; i <= d; i++) out[o++] = i < nd ? dig[i] : '0';
+    if (nd > d + 1) out[o++] = '.';
+    for (int i = d + 1; i < nd; i++) out[o++] = dig[i];
+  } else {
+    out[o++] = '0';
+    out[o++] = '.';
+    for (int i = 0; i < -d - 1; i++) out[o++] = '0';
+    for (int i = 0; i < nd; i++) out[o++] = dig[i];
+  }
+  return o;
+}
+
 void lt_json_num(lt_buf_t *b, double v) {
   if (!isfinite(v)) {
     lt_buf_puts(b, "null");
     return;
   }
-  if (v == floor(v) && fabs(v) < 1e15)
+  if (v == floor(v) && fabs(v) < 1e15) {
     lt_json_int(b, (long long)v);
-  else
-    lt_buf_printf(b, "%.9g", v);
+    return;
+  }
+  char t[32];
+  int n = fabs(v) >= 1e-5 && fabs(v) < 1e9 ? g9(v, t) : 0;
+  if (n > 0) lt_buf_append(b, t, (size_t)n);
+  else lt_buf_printf(b, "%.9g", v);
 }
 
 void lt_json_write(lt_buf_t *b, const cJSON *v) {

@@ -1,4 +1,6 @@
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +90,40 @@ Test(util, json_quote_escapes_and_repairs_utf8) {
   cJSON *j = cJSON_Parse(b.data);
   cr_assert_not_null(j);
   cJSON_Delete(j);
+  lt_buf_free(&b);
+}
+
+/* lt_json_num prints numbers as printf's "%.9g" (its fast path must agree to
+ * the character): floats as the exporter writes logprobs, doubles, ties and
+ * values next to powers of ten, every exponent of the fast path's range. */
+Test(util, json_num_matches_printf_g9) {
+  lt_buf_t b = {0};
+  char want[64];
+  uint64_t x = 88172645463325252ull;
+  long checked = 0;
+  const double special[] = {1e-5, -1e-5, 9.99999999e-6, 1.00000001e-5, 0.1, 0.5, 0.25, 0.125, 1.5, 2.5, 0.9999999995,
+                            9.9999999995, 99999999.95, 999999999.5, 123456789.5, 0.30000000000000004, 1.0 / 3,
+                            -2.0 / 3, 3.14159265358979, 0.0001, 0.00012345678949999999, 12345.678905, 4.5e-5};
+  for (int i = 0; i < (int)(sizeof special / sizeof *special); i++) {
+    lt_buf_reset(&b);
+    lt_json_num(&b, special[i]);
+    snprintf(want, sizeof want, "%.9g", special[i]);
+    cr_expect_str_eq(b.data, want, "%.17g", special[i]);
+  }
+  for (int i = 0; i < 400000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    double e = (double)(x % 1400) / 100.0 - 5.0; /* exponents 1e-5 .. 1e9 */
+    double v = pow(10.0, e) * ((x >> 20) & 1 ? -1 : 1);
+    if (i & 1) v = (double)(float)v; /* a float, as logprobs are */
+    if (i % 7 == 0) v = -0.001 * (double)(x % 100000) - 1e-4;
+    lt_buf_reset(&b);
+    lt_json_num(&b, v);
+    if (v == floor(v)) continue; /* integers take the integer path */
+    snprintf(want, sizeof want, "%.9g", v);
+    cr_assert_str_eq(b.data, want, "%.17g", v);
+    checked++;
+  }
+  cr_expect_gt(checked, 300000); /* large floats are integers */
   lt_buf_free(&b);
 }
 
