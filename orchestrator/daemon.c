@@ -339,6 +339,8 @@ static void report_health(lt_daemon_t *d, int64_t now) {
   if (f) fclose(f);
 }
 
+static void on_before_sleep(uv_prepare_t *p) { lt__acks_flush(p->data, 0); }
+
 static void on_cron(uv_timer_t *t) {
   lt_daemon_t *d = t->data;
   int64_t now = lt__now_ms();
@@ -576,6 +578,9 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     uv_timer_init(&d->loop, &d->cron);
     d->cron.data = d;
     uv_timer_start(&d->cron, on_cron, CRON_MS, CRON_MS);
+    uv_prepare_init(&d->loop, &d->before_sleep);
+    d->before_sleep.data = d;
+    uv_prepare_start(&d->before_sleep, on_before_sleep);
     uv_signal_init(&d->loop, &d->sigint);
     uv_signal_init(&d->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;
@@ -593,6 +598,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   }
   lt__prom_stop(d);
   lt__weights_stop(d);
+  lt__acks_flush(d, 0); /* results committed in the last turn */
   /* Give BYE time to leave, then close everything the loop still holds. */
   if (d->z) {
     lt_zsock_close(d->z, NULL, NULL);
@@ -602,6 +608,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->zap = NULL;
   uv_walk(&d->loop, close_walk, NULL);
   uv_run(&d->loop, UV_RUN_DEFAULT);
+  lt__acks_flush(d, 1); /* the socket is closed: whatever came later is only freed */
   uv_loop_close(&d->loop);
   if (d->zctx) zmq_ctx_term(d->zctx);
   for (size_t i = 0; i < d->tcap; i++)

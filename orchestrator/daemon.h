@@ -51,6 +51,15 @@ typedef struct {
   cJSON *spec;               /* the prompt's problem */
 } lt__task_t;
 
+/* ACKs for one peer, held until the loop's turn ends. */
+typedef struct {
+  uint8_t rid[256];
+  size_t rid_len;
+  uint64_t *ids;
+  uint8_t *dups;
+  int n, cap;
+} lt__acks_t;
+
 typedef struct {
   char name[128];
   uint8_t rid[256];          /* ZeroMQ routing id */
@@ -78,6 +87,9 @@ struct lt_daemon {
   lt_envs_t *envs;
   lt_rng_t rng;
   uv_timer_t cron;
+  uv_prepare_t before_sleep; /* flushes the turn's ACKs */
+  lt__acks_t *acks;
+  int nacks;
   uv_signal_t sigint, sigterm;
   int signals;
   /* workers */
@@ -162,6 +174,8 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now);
  * of that and the tasks we have dispatched to it (some may be in transit). */
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
 void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
+/* Sends the ACKs of this loop turn, one message per peer; frees them with `release`. */
+void lt__acks_flush(lt_daemon_t *d, int release);
 int lt__send(lt_daemon_t *d, int worker, lt_msg_t *m);
 int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
 void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);

@@ -34,10 +34,58 @@ static int ingest_write(lt_buffer_t *b, void *arg) {
   return rc;
 }
 
+static void send_ack(lt_daemon_t *d, const void *rid, size_t len, uint64_t *ids, uint8_t *dups, int n) {
+  lt_msg_t m = {.type = LT_MSG_ACK, .u.ack = {.task_ids = ids, .duplicate = dups, .n = n}};
+  lt__send_to(d, rid, len, &m);
+}
+
+/* Held until the loop's turn ends (redis' before-sleep): one ACK per worker
+ * per turn instead of one per trajectory.  Only committed results get here. */
 static void ack(lt_daemon_t *d, const void *rid, size_t len, uint64_t task_id, int dup) {
   uint8_t dupb = (uint8_t)dup;
-  lt_msg_t m = {.type = LT_MSG_ACK, .u.ack = {.task_ids = &task_id, .duplicate = &dupb, .n = 1}};
-  lt__send_to(d, rid, len, &m);
+  lt__acks_t *a = NULL;
+  for (int i = 0; i < d->nacks && !a; i++)
+    if (d->acks[i].rid_len == len && !memcmp(d->acks[i].rid, rid, len)) a = &d->acks[i];
+  if (!a) {
+    lt__acks_t *na = realloc(d->acks, sizeof *na * (size_t)(d->nacks + 1));
+    if (!na) goto now;
+    d->acks = na;
+    a = &d->acks[d->nacks++];
+    *a = (lt__acks_t){.rid_len = len};
+    memcpy(a->rid, rid, len);
+  }
+  if (a->n == a->cap) {
+    int cap = a->cap ? 2 * a->cap : 64;
+    uint64_t *ids = realloc(a->ids, sizeof *ids * (size_t)cap);
+    if (ids) a->ids = ids;
+    uint8_t *dups = ids ? realloc(a->dups, (size_t)cap) : NULL;
+    if (!dups) goto now;
+    a->dups = dups;
+    a->cap = cap;
+  }
+  a->ids[a->n] = task_id;
+  a->dups[a->n++] = dupb;
+  if (a->n >= LT_PROTO_MAX_IDS) {
+    send_ack(d, a->rid, a->rid_len, a->ids, a->dups, a->n);
+    a->n = 0;
+  }
+  return;
+now: /* out of memory: unbatched */
+  send_ack(d, rid, len, &task_id, &dupb, 1);
+}
+
+void lt__acks_flush(lt_daemon_t *d, int release) {
+  for (int i = 0; i < d->nacks; i++) {
+    lt__acks_t *a = &d->acks[i];
+    if (a->n && d->z) send_ack(d, a->rid, a->rid_len, a->ids, a->dups, a->n);
+    a->n = 0;
+    if (release) free(a->ids), free(a->dups);
+  }
+  if (release) {
+    free(d->acks);
+    d->acks = NULL;
+    d->nacks = 0;
+  }
 }
 
 /* Correct for pass@1: the verifier's "correct" component when there is one. */
