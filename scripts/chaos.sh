@@ -89,7 +89,7 @@ until_progress() {
 
 scenario_workers_sigkill() {
   local dir=$OUT/workers_sigkill; rm -rf "$dir"; mkdir -p "$dir"
-  local tasks=320 port; port=$(free_port)
+  local tasks=960 port; port=$(free_port)
   config "$dir/cfg.json" "tcp://127.0.0.1:$port" 3 $tasks
   "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
   local d=$! kills=0 worst=0 t_end; t_end=$(python3 -c "print($(now) + $SECS)")
