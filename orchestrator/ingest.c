@@ -75,11 +75,19 @@ now: /* out of memory: unbatched */
 }
 
 void lt__acks_flush(lt_daemon_t *d, int release) {
-  for (int i = 0; i < d->nacks; i++) {
+  for (int i = 0; i < d->nacks;) {
     lt__acks_t *a = &d->acks[i];
+    int idle = a->n == 0;
     if (a->n && d->z) send_ack(d, a->rid, a->rid_len, a->ids, a->dups, a->n);
     a->n = 0;
-    if (release) free(a->ids), free(a->dups);
+    /* A peer with nothing this turn loses its entry: entries stay as many as
+     * the peers active now, not every routing id a run has seen. */
+    if (release || idle) {
+      free(a->ids), free(a->dups);
+      *a = d->acks[--d->nacks];
+    } else {
+      i++;
+    }
   }
   if (release) {
     free(d->acks);
