@@ -108,17 +108,20 @@ int main(void) {
   double ms = bench_median(st, REPS, NULL, NULL), ma = bench_median(at, REPS, NULL, NULL);
   double mai = bench_median(ai, REPS, NULL, NULL), msi = bench_median(si, REPS, NULL, NULL);
   double mau = bench_median(au, REPS, NULL, NULL), msu = bench_median(su, REPS, NULL, NULL);
-  double sm[REPS], hist[4] = {0};
+  /* Staleness of what was trained, both modes (sync trains at staleness 0 by construction: a check). */
+  double sm[REPS], ssm[REPS], hist[4] = {0}, shist[4] = {0};
   for (int i = 0; i < REPS; i++) {
-    sm[i] = a[i].stale_mean;
-    for (int k = 0; k < 4; k++) hist[k] += a[i].stale_hist[k] / REPS;
+    sm[i] = a[i].stale_mean, ssm[i] = s[i].stale_mean;
+    for (int k = 0; k < 4; k++) hist[k] += a[i].stale_hist[k] / REPS, shist[k] += s[i].stale_hist[k] / REPS;
   }
-  double msm = bench_median(sm, REPS, NULL, NULL);
+  double msm = bench_median(sm, REPS, NULL, NULL), mssm = bench_median(ssm, REPS, NULL, NULL);
   printf("{\"async_vs_sync_speedup\": %.4g, \"async_vs_sync_speedup_min\": %.4g, \"async_vs_sync_speedup_max\": %.4g, "
          "\"async_learner_idle_fraction\": %.4g, \"sync_learner_idle_fraction\": %.4g, "
          "\"async_trajectories_per_s\": %.4g, \"sync_trajectories_per_s\": %.4g, "
          "\"async_worker_utilisation\": %.4g, \"sync_worker_utilisation\": %.4g, \"async_staleness_mean\": %.4g, "
-         "\"async_staleness_hist\": [%.3f, %.3f, %.3f, %.3f]}\n",
-         speed, lo, hi, mai, msi, ma, ms, mau, msu, msm, hist[0], hist[1], hist[2], hist[3]);
+         "\"async_staleness_hist\": [%.3f, %.3f, %.3f, %.3f], \"sync_staleness_mean\": %.4g, "
+         "\"sync_staleness_hist\": [%.3f, %.3f, %.3f, %.3f]}\n",
+         speed, lo, hi, mai, msi, ma, ms, mau, msu, msm, hist[0], hist[1], hist[2], hist[3], mssm, shist[0], shist[1],
+         shist[2], shist[3]);
   return 0;
 }
