@@ -37,7 +37,6 @@ struct lt_spool_batch {
   char name[64], path[4096];
   char *buf;
   size_t len;
-  int n;
 };
 
 typedef struct {
@@ -264,7 +263,6 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
     e->batch = b;
   }
   b->len = len;
-  b->n = k;
   *out = b;
   return k;
 }

@@ -83,15 +83,17 @@ static void send_hello(worker_t *w) {
   w->last_hello = now_ms();
 }
 
-static void send_frames(const lt_frame_t *fr, int n, void *ud) {
-  worker_t *w = ud;
-  lt_zsock_send(w->z, fr, n);
+static int send_traj(worker_t *w, const lt_frame_t *fr, int n) {
+  int rc = lt_zsock_send(w->z, fr, n);
   /* Fault injection (scripts/chaos.sh): die right after a TRAJ left, before its ACK can arrive. */
   if (w->fault_after_traj > 0 && --w->fault_after_traj == 0) {
     LT_WARN("worker", "LT_FAULT: killing myself after sending a trajectory");
     raise(SIGKILL);
   }
+  return rc;
 }
+
+static void send_frames(const lt_frame_t *fr, int n, void *ud) { send_traj(ud, fr, n); }
 
 /* Group commit: everything that finished in this loop iteration goes to disk
  * in one batch (one fsync, on the spool writer's thread), and only then to the
@@ -103,14 +105,15 @@ static void on_flush(uv_prepare_t *h) {
 }
 
 /* Sends the spooled trajectories (the daemon deduplicates what it already
- * has); with `all`, also those not on disk. */
+ * has); with `all`, also those not on disk.  Stops at the first refused send
+ * (queue full, daemon gone): the rest go with the next reconnect. */
 static void send_spooled(worker_t *w, int all) {
   for (int i = 0; i < lt_spool_count(w->spool); i++) {
     if (!all && !lt_spool_durable(w->spool, i)) continue;
     lt_frame_t fr[LT_PROTO_MAX_FRAMES];
     int n;
     lt_spool_frames(w->spool, i, fr, &n);
-    send_frames(fr, n, w);
+    if (send_traj(w, fr, n) < 0) break;
   }
 }
 
