@@ -313,6 +313,14 @@ static void persist_task(lt_daemon_t *d, const lt__task_t *t) {
 void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why) {
   lt__task_free_slot(d, t);
   t->worker = -1;
+  if (t->storing) {
+    /* A result for it is being committed (e.g. resent from a spool after a
+     * restart, while another worker said busy): that result decides.  Writing
+     * "queued" now would land after its "done"; should the commit fail, the
+     * ingest puts the task back in the queue. */
+    t->status = LT_TASK_QUEUED;
+    return;
+  }
   if (count_attempt) t->attempts++;
   if (t->attempts >= lt_config_int(d->cfg, "scheduler.max_attempts")) {
     t->status = LT_TASK_FAILED;
