@@ -11,6 +11,8 @@
 #include "cJSON.h"
 #include "proto/proto.h"
 #include "tests/support/harness.h"
+#include "util/error.h"
+#include "util/time.h"
 
 /* `longtail stats DIR --json`, parsed. */
 static cJSON *stats(const char *dir) {
@@ -352,6 +354,97 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   char *log = lt_test_read(logp);
   cr_expect(log && strstr(log, "refused a trajectory of 5000 tokens"), "the oversized result was not refused: %s", log ? log : "");
   free(log);
+  lt_test_rmdir(dir);
+}
+
+static void send_msg(void *s, lt_msg_t *m) {
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(m, &fr), 0, "%s", lt_error_msg());
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  lt_frames_free(&fr);
+}
+
+/* The next message of the given type (others are read and dropped); 0 on timeout. */
+static int recv_type(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s) {
+  double t0 = lt_time_mono_s();
+  while (lt_time_mono_s() - t0 < timeout_s) {
+    zmq_msg_t parts[LT_PROTO_MAX_FRAMES];
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int n = 0, more = 1;
+    while (more && n < LT_PROTO_MAX_FRAMES) {
+      zmq_msg_init(&parts[n]);
+      if (zmq_msg_recv(&parts[n], s, 0) < 0) {
+        zmq_msg_close(&parts[n]);
+        break;
+      }
+      fr[n] = (lt_frame_t){zmq_msg_data(&parts[n]), zmq_msg_size(&parts[n]), 0};
+      more = zmq_msg_more(&parts[n]);
+      n++;
+    }
+    int got = n > 0 && !more && lt_proto_decode(fr, n, out) == 0;
+    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    if (got && out->type == type) return 1;
+    if (got) lt_msg_free(out);
+  }
+  return 0;
+}
+
+/* A worker whose result arrives and, before it is committed, says it is busy
+ * with that same task (as a restarted worker did while its spool resent the
+ * result): the task must end "done" in the buffer, not requeued over it. */
+Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) {
+  char *dir = lt_test_tmpdir("busyrace");
+  char cfg[4200], rd[4200], ep[64];
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  int port = lt_test_free_port();
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+  fault_config(cfg, port, 0, 8);
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  void *ctx = zmq_ctx_new();
+  void *s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, to = 500;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(s, ep), 0);
+  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = "fake", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
+                                .pid = 1, .policy_version = -1}};
+  lt_msg_t task;
+  int got = 0;
+  for (int i = 0; i < 60 && !got; i++) { /* until the daemon listens */
+    send_msg(s, &hello);
+    got = recv_type(s, LT_MSG_TASK, &task, 1.0);
+  }
+  cr_assert(got, "no TASK for the fake worker");
+  uint64_t id = task.u.task.task_id;
+  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  float lp[4] = {0, 0, -0.5f, -0.5f};
+  uint8_t mask[4] = {0, 0, 1, 1};
+  ver[2] = ver[3] = (int32_t)task.u.task.policy_version;
+  lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 2,
+                 .u.traj = {.task_id = id, .group_id = task.u.task.group_id, .domain = task.u.task.domain,
+                            .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
+                            .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
+                            .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
+                            .loss_mask = mask, .versions = ver}};
+  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = id}};
+  send_msg(s, &tr);
+  send_msg(s, &busy); /* right behind: the daemon reads both before the commit ends */
+  cJSON_Delete(tr.u.traj.components), cJSON_Delete(tr.u.traj.messages);
+  lt_msg_free(&task);
+  cr_assert_geq(poll_stat(rd, "trajectories", "total", 1, 30), 1, "the result was not stored");
+  usleep(500000); /* anything written after the result has landed by now */
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT status FROM tasks WHERE id = %llu\"", rd,
+                          (unsigned long long)id), 0);
+  cr_expect_str_eq(r.out, "done\n", "task %llu is '%s' after its result was stored", (unsigned long long)id, r.out);
+  lt_run_free(&r);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
   lt_test_rmdir(dir);
 }
 
