@@ -196,6 +196,25 @@ static void fault_config(const char *path, int port, int spawn, int tasks) {
   cr_assert_eq(lt_test_write(path, js), 0);
 }
 
+/* A test's run: a temporary directory, the fault config on a free port, the daemon started. */
+typedef struct {
+  char *dir;
+  char cfg[4200], rd[4200], ep[64];
+  pid_t daemon;
+} fault_run_t;
+
+static void fault_run_start(fault_run_t *f, const char *name, int spawn, int tasks) {
+  f->dir = lt_test_tmpdir(name);
+  snprintf(f->cfg, sizeof f->cfg, "%s/cfg.json", f->dir);
+  snprintf(f->rd, sizeof f->rd, "%s/run", f->dir);
+  int port = lt_test_free_port();
+  snprintf(f->ep, sizeof f->ep, "tcp://127.0.0.1:%d", port);
+  fault_config(f->cfg, port, spawn, tasks);
+  const char *argv[] = {"longtail", "train", f->cfg, "--run-dir", f->rd, NULL};
+  f->daemon = lt_test_spawn(f->dir, "daemon", argv);
+  cr_assert_gt(f->daemon, 0);
+}
+
 static double poll_stat(const char *rd, const char *a, const char *b, double want, double timeout_s) {
   double v = -1;
   for (int i = 0; i < timeout_s * 10; i++) {
@@ -249,15 +268,10 @@ Test(pipeline, daemon_sigkill_then_resume_loses_and_duplicates_nothing, .timeout
 }
 
 Test(pipeline, worker_sigkill_mid_task_requeues_each_task_once, .timeout = 240) {
-  char *dir = lt_test_tmpdir("wkill");
-  char cfg[4200], rd[4200], ep[64];
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  int port = lt_test_free_port();
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-  fault_config(cfg, port, 0, 96);
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
-  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  fault_run_t f;
+  fault_run_start(&f, "wkill", 0, 96);
+  char *dir = f.dir, *rd = f.rd, *ep = f.ep;
+  pid_t d = f.daemon;
   char sp1[4300], sp2[4300];
   snprintf(sp1, sizeof sp1, "%s/spool1", dir);
   snprintf(sp2, sizeof sp2, "%s/spool2", dir);
@@ -283,15 +297,10 @@ Test(pipeline, worker_sigkill_mid_task_requeues_each_task_once, .timeout = 240) 
 }
 
 Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
-  char *dir = lt_test_tmpdir("hostile");
-  char cfg[4200], rd[4200], ep[64];
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  int port = lt_test_free_port();
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-  fault_config(cfg, port, 2, 64);
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
-  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  fault_run_t f;
+  fault_run_start(&f, "hostile", 2, 64);
+  char *dir = f.dir, *rd = f.rd, *ep = f.ep;
+  pid_t d = f.daemon;
   cr_assert_geq(poll_stat(rd, "workers", "seen", 2, 30), 2);
   void *ctx = zmq_ctx_new();
   void *s = zmq_socket(ctx, ZMQ_DEALER);
@@ -393,15 +402,10 @@ static int recv_type(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s)
  * with that same task (as a restarted worker did while its spool resent the
  * result): the task must end "done" in the buffer, not requeued over it. */
 Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) {
-  char *dir = lt_test_tmpdir("busyrace");
-  char cfg[4200], rd[4200], ep[64];
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  int port = lt_test_free_port();
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-  fault_config(cfg, port, 0, 8);
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
-  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  fault_run_t f;
+  fault_run_start(&f, "busyrace", 0, 8);
+  char *dir = f.dir, *rd = f.rd, *ep = f.ep;
+  pid_t d = f.daemon;
   void *ctx = zmq_ctx_new();
   void *s = zmq_socket(ctx, ZMQ_DEALER);
   int linger = 0, to = 500;
