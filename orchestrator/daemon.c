@@ -54,14 +54,15 @@ void lt__metric(lt_daemon_t *d, const char *name, double value) {
   lt__prom_set(d, name, value);
   row_op_t *r = calloc(1, sizeof *r);
   if (!r) return;
+  int64_t t_ms = lt_time_wall_ms();
   r->step = d->step;
-  r->time_ms = lt_time_wall_ms();
+  r->time_ms = t_ms;
   snprintf(r->name, sizeof r->name, "%s", name);
   r->value = value;
-  if (lt_writer_submit(d->writer, metric_write, row_done, r) < 0) free(r);
+  if (lt_writer_submit(d->writer, metric_write, row_done, r) < 0) free(r); /* the writer is stopping */
   if (d->metrics) {
     fprintf(d->metrics, "{\"step\": %lld, \"time_ms\": %lld, \"name\": \"%s\", \"value\": %.9g}\n", (long long)d->step,
-            (long long)r->time_ms, name, value);
+            (long long)t_ms, name, value);
     fflush(d->metrics);
   }
 }
