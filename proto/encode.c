@@ -37,9 +37,10 @@ static void boolean(enc_t *e, const char *k, int v) {
 static void json(enc_t *e, const char *k, const cJSON *v, int array) {
   /* A reference, not a copy: the header only lives until it is printed (a
    * long conversation is not duplicated per message). */
-  cJSON *c = v ? (cJSON_IsArray(v) ? cJSON_CreateArrayReference(v->child) : cJSON_IsObject(v) ? cJSON_CreateObjectReference(v->child)
-                                                                                             : cJSON_Duplicate(v, 1))
-               : (array ? cJSON_CreateArray() : cJSON_CreateObject());
+  cJSON *c = !v                ? (array ? cJSON_CreateArray() : cJSON_CreateObject())
+            : cJSON_IsArray(v)  ? cJSON_CreateArrayReference(v->child)
+            : cJSON_IsObject(v) ? cJSON_CreateObjectReference(v->child)
+                                : cJSON_Duplicate(v, 1);
   if (!c || !cJSON_AddItemToObject(e->h, k, c)) {
     cJSON_Delete(c);
     e->bad = LT_ENOMEM;

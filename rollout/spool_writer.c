@@ -9,7 +9,6 @@
 #include "util/error.h"
 
 struct lt_spool_writer {
-  uv_loop_t *loop;
   lt_spool_t *spool;
   lt_spool_durable_fn durable;
   void (*failed)(int rc, void *ud);
@@ -74,7 +73,7 @@ int lt_spool_writer_start(uv_loop_t *loop, lt_spool_t *s, lt_spool_durable_fn du
   *out = NULL;
   lt_spool_writer_t *sw = calloc(1, sizeof *sw);
   if (!sw) return lt_error_set(LT_ENOMEM, "spool writer: out of memory");
-  *sw = (lt_spool_writer_t){.loop = loop, .spool = s, .durable = durable, .failed = failed, .ud = ud};
+  *sw = (lt_spool_writer_t){.spool = s, .durable = durable, .failed = failed, .ud = ud};
   if (uv_mutex_init(&sw->mu) != 0) {
     free(sw);
     return lt_error_set(LT_ESYS, "spool writer: cannot make a mutex");
