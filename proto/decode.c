@@ -5,6 +5,7 @@
 
 #include "proto/proto.h"
 #include "util/error.h"
+#include "util/json.h"
 
 typedef struct {
   const cJSON *h;
@@ -391,6 +392,11 @@ int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out) {
   if (f0->len == 0) return lt_error_set(LT_EPROTO, "empty header frame");
   if (f0->len > LT_PROTO_MAX_HEADER) return lt_error_set(LT_EPROTO, "header of %zu bytes exceeds the limit", f0->len);
   if (memchr(f0->data, 0, f0->len)) return lt_error_set(LT_EPROTO, "header contains a NUL byte");
+  /* JSON is UTF-8 (RFC 8259); the encoder would turn each stray byte into a
+   * 3-byte U+FFFD, so accepting them would make a message that does not
+   * survive its own re-encoding (a 4096-byte name becomes too long). */
+  size_t bad = lt_json_utf8_check(f0->data, f0->len);
+  if (bad < f0->len) return lt_error_set(LT_EPROTO, "header is not valid UTF-8 (byte %zu)", bad);
   cJSON *h = cJSON_ParseWithLength(f0->data, f0->len);
   if (!h) return lt_error_set(LT_EPROTO, "header is not JSON");
   dec_t d = {.h = h, .type = "message"};

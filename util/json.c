@@ -177,6 +177,21 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
   return need;
 }
 
+size_t lt_json_utf8_check(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k = utf8_len(p + i, n - i);
+    if (k == 0) return i;
+    i += k;
+  }
+  return n;
+}
+
 void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
   lt_buf_putc(b, '"');

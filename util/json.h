@@ -28,6 +28,9 @@ int lt_json_get_f32_array(const cJSON *obj, const char *key, float **out, int *n
 /* Appends any value as compact JSON; strings (keys too) through lt_json_quote,
  * so the output is valid UTF-8 whatever the input held. */
 void lt_json_write(lt_buf_t *b, const cJSON *v);
+/* Offset of the first byte that is not part of well-formed UTF-8 (overlongs,
+ * surrogates and code points past U+10FFFF included), or n if all are. */
+size_t lt_json_utf8_check(const char *s, size_t n);
 /* Appends a JSON string literal; invalid UTF-8 becomes U+FFFD. */
 void lt_json_quote(lt_buf_t *b, const char *s);
 void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n);

@@ -247,6 +247,18 @@ Test(proto, rejects_bad_headers) {
   /* A NUL inside the header. */
   lt_frame_t f = {"{\"v\":1,\0}", 9, 0};
   cr_assert_eq(lt_proto_decode(&f, 1, &d), LT_EPROTO);
+  /* Bytes that are not UTF-8: the re-encoded header would hold U+FFFD (3 bytes)
+   * for each, so a name of 4096 stray bytes would not decode again (found by
+   * fuzz_proto).  Overlong, surrogate and truncated sequences alike. */
+  const char *bad_utf8[] = {"\xf6", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80"};
+  for (size_t i = 0; i < sizeof bad_utf8 / sizeof *bad_utf8; i++) {
+    char j[128];
+    snprintf(j, sizeof j, "{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w%s\",\"slots\":1}", bad_utf8[i]);
+    cr_assert_eq(decode_json(j, &d), LT_EPROTO, "case %zu", i);
+    cr_assert(strstr(lt_error_msg(), "UTF-8"), "%s", lt_error_msg());
+  }
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\xc3\xa9\xf0\x9f\x98\x80\",\"slots\":1}", &d), 0);
+  lt_msg_free(&d);
   /* Binary frames on a message type that has none. */
   lt_frame_t two[2] = {{"{\"v\":1,\"type\":\"BYE\",\"id\":1}", 27, 0}, {"x", 1, 0}};
   cr_assert_eq(lt_proto_decode(two, 2, &d), LT_EPROTO);
