@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/time.h"
 
@@ -26,6 +28,20 @@ static inline double bench_run(char *const argv[], const char *out) {
   waitpid(pid, &st, 0);
   double dt = lt_time_mono_s() - t0;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
+}
+
+/* CPU seconds the whole machine has been busy (user, nice, system, irq,
+ * softirq from /proc/stat: idle, iowait and steal left out), or -1.  Whole
+ * machine, because a round trip's work is spread over processes, their
+ * threads and the kernel's; benchmarks run on an otherwise idle machine. */
+static inline double bench_cpu_busy_s(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long user, nice, sys, idle, iowait, irq, softirq;
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq, &softirq);
+  fclose(f);
+  if (n != 7) return -1;
+  return (double)(user + nice + sys + irq + softirq) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static inline int bench_cmp_double(const void *a, const void *b) {

@@ -8,6 +8,11 @@
  *    Beside them, raw sqlite3 inserts of that TRAJ's bytes, as many as the
  *    longer run stores, in the writer's largest transactions: what a durable
  *    commit per trajectory alone allows on this disk.
+ *    CPU: each of the three also reports the machine's busy CPU time per
+ *    round trip (or row).  A pipeline that does at least the echo's messaging
+ *    and one such insert per round trip cannot run faster than
+ *    cores / (echo CPU + insert CPU): `dispatch_ceiling_vs_raw_zmq` is that
+ *    rate next to the echo's, before any decoding, rollout, reward or spool.
  * 2. Buffer ingest: lt_buffer_traj_insert of trajectories in transactions of
  *    64, next to raw sqlite3 inserts of the same bytes (one row, one blob) with
  *    the same journal settings and transaction size.
@@ -41,7 +46,8 @@
 
 /* ---- 1a. through the daemon ---- */
 
-static double run_daemon(const char *bin, const char *dir, int tasks) {
+/* Wall seconds of a run of `tasks` tasks; *cpu: the machine's busy CPU seconds meanwhile. */
+static double run_daemon(const char *bin, const char *dir, int tasks, double *cpu) {
   char cfg[4200], rd[4200], js[2048];
   snprintf(cfg, sizeof cfg, "%s/cfg-%d.json", dir, tasks);
   snprintf(rd, sizeof rd, "%s/run-%d", dir, tasks);
@@ -60,7 +66,9 @@ static double run_daemon(const char *bin, const char *dir, int tasks) {
            tasks, TOKENS, WORKERS, SLOTS, TOKENS);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
-  return bench_run(argv, "/dev/null");
+  double c0 = bench_cpu_busy_s(), wall = bench_run(argv, "/dev/null");
+  *cpu = bench_cpu_busy_s() - c0;
+  return wall;
 }
 
 /* ---- 1b. raw ZeroMQ with the same frames ---- */
@@ -118,7 +126,9 @@ static void *dealer(void *p) {
   return NULL;
 }
 
-static double raw_zmq(const lt_frames_t *task, const lt_frames_t *traj, const lt_frames_t *ack, double secs) {
+/* Round trips/s; *cpu_rt: the machine's busy CPU seconds per round trip. */
+static double raw_zmq(const lt_frames_t *task, const lt_frames_t *traj, const lt_frames_t *ack, double secs,
+                      double *cpu_rt) {
   void *ctx = zmq_ctx_new();
   void *r = zmq_socket(ctx, ZMQ_ROUTER);
   zmq_bind(r, "tcp://127.0.0.1:*");
@@ -145,6 +155,7 @@ static double raw_zmq(const lt_frames_t *task, const lt_frames_t *traj, const lt
     }
   }
   t0 = lt_time_mono_s();
+  double c0 = bench_cpu_busy_s();
   while (lt_time_mono_s() - t0 < secs) {
     char rid[256];
     int rl = zmq_recv(r, rid, sizeof rid, 0);
@@ -157,6 +168,7 @@ static double raw_zmq(const lt_frames_t *task, const lt_frames_t *traj, const lt
     done++;
   }
   double rate = done / (lt_time_mono_s() - t0);
+  *cpu_rt = (bench_cpu_busy_s() - c0) / (double)done;
   a.stop = 1;
   for (int i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
   int zero = 0;
@@ -232,7 +244,8 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto, int rep) 
   return INGEST_N / dt;
 }
 
-static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx) {
+/* Rows/s; *cpu_row (unless NULL): the machine's busy CPU seconds per row. */
+static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx, double *cpu_row) {
   char path[4200];
   snprintf(path, sizeof path, "%s/raw-%zu-%d-%d.db", dir, bytes, rep, tx);
   sqlite3 *db;
@@ -242,7 +255,7 @@ static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx) 
   sqlite3_stmt *s;
   sqlite3_prepare_v2(db, "INSERT INTO t (task_id, payload) VALUES (?, ?)", -1, &s, NULL);
   char *blob = calloc(1, bytes);
-  double t0 = lt_time_mono_s();
+  double t0 = lt_time_mono_s(), c0 = bench_cpu_busy_s();
   for (int i = 0; i < n;) {
     sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     for (int j = 0; j < tx && i < n; j++, i++) {
@@ -254,6 +267,7 @@ static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx) 
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
   }
   double dt = lt_time_mono_s() - t0;
+  if (cpu_row) *cpu_row = (bench_cpu_busy_s() - c0) / n;
   sqlite3_finalize(s);
   sqlite3_close(db);
   free(blob);
@@ -286,25 +300,33 @@ int main(void) {
   lt_traj_t it;
   fill_traj(&it, INGEST_TOKENS, 4, 2);
   /* Each repetition measures every rate and its baseline back to back; ratios are per repetition. */
+  const double cores = (double)sysconf(_SC_NPROCESSORS_ONLN);
   double dr[REPS], zr[REPS], dz[REPS], cb[REPS], ir[REPS], rr[REPS], ii[REPS];
+  double dc[REPS], zc[REPS], sc[REPS], ce[REPS]; /* CPU µs per round trip or row; the ceiling */
   for (int r = 0; r < REPS; r++) {
     int n1 = 2000, n2 = 12000; /* the daemon's rate is the slope between two run lengths */
-    double t1 = run_daemon(bin, dir, n1), t2 = run_daemon(bin, dir, n2);
+    double c1, c2, t1 = run_daemon(bin, dir, n1, &c1), t2 = run_daemon(bin, dir, n2, &c2);
     if (t1 < 0 || t2 < 0) {
       fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
       return 1;
     }
     dr[r] = (n2 - n1) / (t2 - t1);
-    zr[r] = raw_zmq(&ft, &fj, &fa, 3.0);
+    dc[r] = 1e6 * (c2 - c1) / (n2 - n1);
+    zr[r] = raw_zmq(&ft, &fj, &fa, 3.0, &zc[r]);
+    zc[r] *= 1e6;
     dz[r] = dr[r] / zr[r];
     /* What the durable commit alone allows: raw sqlite3 inserts of this TRAJ's
      * bytes in the daemon writer's largest transactions (the most favourable). */
-    cb[r] = ingest_raw(dir, traj_bytes(&tr), r, 12000, WRITER_TX); /* as many as the longer daemon run */
+    cb[r] = ingest_raw(dir, traj_bytes(&tr), r, 12000, WRITER_TX, &sc[r]); /* as many as the longer daemon run */
+    sc[r] *= 1e6;
+    ce[r] = cores * 1e6 / (zc[r] + sc[r]) / zr[r];
     ir[r] = ingest_longtail(dir, &it, r);
-    rr[r] = ingest_raw(dir, traj_bytes(&it), r, INGEST_N, INGEST_TX);
+    rr[r] = ingest_raw(dir, traj_bytes(&it), r, INGEST_N, INGEST_TX, NULL);
     ii[r] = ir[r] / rr[r];
-    fprintf(stderr, "rep %d: dispatch %.0f/s, raw zmq %.0f/s (%.3fx); raw commit bound %.0f/s; ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
-            r, dr[r], zr[r], dz[r], cb[r], ir[r], rr[r], ii[r]);
+    fprintf(stderr,
+            "rep %d: dispatch %.0f/s (%.1f CPU us each), raw zmq %.0f/s (%.1f us; %.3fx); raw commit %.0f/s (%.1f us; "
+            "ceiling %.2fx); ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
+            r, dr[r], dc[r], zr[r], zc[r], dz[r], cb[r], sc[r], ce[r], ir[r], rr[r], ii[r]);
   }
   lt_fs_remove_tree(dir);
   double dzl, dzh, iil, iih;
@@ -312,15 +334,23 @@ int main(void) {
   double ratio = bench_median(dz, REPS, &dzl, &dzh), commit = bench_median(cb, REPS, NULL, NULL);
   double ing = bench_median(ir, REPS, NULL, NULL), raw = bench_median(rr, REPS, NULL, NULL);
   double iratio = bench_median(ii, REPS, &iil, &iih);
+  double cel, ceh, ceil_ = bench_median(ce, REPS, &cel, &ceh);
+  double dcpu = bench_median(dc, REPS, NULL, NULL), zcpu = bench_median(zc, REPS, NULL, NULL);
+  double scpu = bench_median(sc, REPS, NULL, NULL);
   fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.3fx, range %.3f-%.3f)\n", d, z, ratio, dzl, dzh);
   fprintf(stderr, "raw sqlite3 inserts of the dispatched trajectory's bytes (%zu): %.0f/s (%.2fx raw zmq)\n",
           traj_bytes(&tr), commit, commit / z);
+  fprintf(stderr, "CPU per round trip on %.0f cores: daemon %.1f us, raw zmq %.1f us, raw insert %.1f us; ceiling for "
+                  "messaging + one insert: %.2fx raw zmq (range %.2f-%.2f)\n", cores, dcpu, zcpu, scpu, ceil_, cel, ceh);
   fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx, range %.2f-%.2f)\n",
           INGEST_TOKENS, ing, raw, iratio, iil, iih);
   printf("{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
          "\"dispatch_vs_raw_zmq_min\": %.4g, \"dispatch_vs_raw_zmq_max\": %.4g, \"ingest_trajectories_per_s\": %.4g, "
          "\"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, \"sqlite_ingest_ratio_min\": %.4g, "
-         "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g}\n",
-         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit);
+         "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g, "
+         "\"dispatch_cpu_us_per_roundtrip\": %.4g, \"zmq_raw_cpu_us_per_roundtrip\": %.4g, "
+         "\"raw_sqlite_commit_cpu_us_per_row\": %.4g, \"dispatch_ceiling_vs_raw_zmq\": %.4g, "
+         "\"dispatch_ceiling_vs_raw_zmq_min\": %.4g, \"dispatch_ceiling_vs_raw_zmq_max\": %.4g}\n",
+         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit, dcpu, zcpu, scpu, ceil_, cel, ceh);
   return 0;
 }
