@@ -239,14 +239,16 @@ void lt_json_int(lt_buf_t *b, long long v) {
   lt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
-/* printf's "%.9g" of a non-integer 1e-5 <= |v| < 1e9, without printf (which
- * dominated exporting logprobs): v = m·2^-s exactly, so v·10^k is m·10^k/2^s
- * in 128-bit integers (m < 2^53, 10^k <= 10^14, s <= 70), rounded half to
- * even as printf rounds the exact value.  Returns the length written to out. */
-static int g9(double v, char *out) {
-  static const uint64_t p10[] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
-                                 100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
-                                 10000000000000ull, 100000000000000ull};
+/* printf's "%.<prec>g" (prec 9 or 17) of a non-integer 1e-5 <= |v| < 10^prec,
+ * without printf (which dominated exporting logprobs, then encoding
+ * messages' timings): v = m·2^-s exactly, so v·10^k is m·10^k/2^s in 128-bit
+ * integers (m < 2^53, 10^k <= 10^21, s <= 69), rounded half to even as printf
+ * rounds the exact value.  Returns the length written to out (0: use printf). */
+static int gprec(double v, int prec, char *out) {
+  unsigned __int128 p10[23];
+  p10[0] = 1;
+  for (int i = 1; i < 23; i++) p10[i] = p10[i - 1] * 10;
+  const unsigned __int128 lo = p10[prec - 1], hi = p10[prec];
   double a = fabs(v);
   int ex;
   double fr = frexp(a, &ex); /* a = fr·2^ex, fr in [0.5, 1) */
@@ -255,25 +257,25 @@ static int g9(double v, char *out) {
   int d = (int)floor(log10(a));
   uint64_t q = 0;
   for (int tries = 0; tries < 3; tries++) {
-    int k = 8 - d; /* 9 digits: q = a·10^k in [1e8, 1e9) */
-    if (k < 0 || k > 14) return 0;
+    int k = prec - 1 - d; /* prec digits: q = a·10^k in [10^(prec-1), 10^prec) */
+    if (k < 0 || k > 22 || s <= 0 || s > 120) return 0;
     unsigned __int128 n = (unsigned __int128)m * p10[k];
     unsigned __int128 w = n >> s, rem = n - (w << s), half = (unsigned __int128)1 << (s - 1);
-    if (w < p10[8]) { d--; continue; }
-    if (w >= p10[9]) { d++; continue; }
+    if (w < lo) { d--; continue; }
+    if (w >= hi) { d++; continue; }
     q = (uint64_t)w;
     if (rem > half || (rem == half && (q & 1))) q++;
-    if (q == p10[9]) q = p10[8], d++;
+    if (q == hi) q = (uint64_t)lo, d++;
     break;
   }
   if (!q) return 0;
-  char dig[9];
-  for (int i = 8; i >= 0; i--, q /= 10) dig[i] = (char)('0' + q % 10);
-  int nd = 9;
+  char dig[17];
+  for (int i = prec - 1; i >= 0; i--, q /= 10) dig[i] = (char)('0' + q % 10);
+  int nd = prec;
   while (nd > 1 && dig[nd - 1] == '0') nd--;
   int o = 0;
   if (v < 0) out[o++] = '-';
-  if (d < -4 || d >= 9) { /* d.ddde±XX */
+  if (d < -4 || d >= prec) { /* d.ddde±XX */
     out[o++] = dig[0];
     if (nd > 1) out[o++] = '.';
     for (int i = 1; i < nd; i++) out[o++] = dig[i];
@@ -295,7 +297,8 @@ static int g9(double v, char *out) {
   return o;
 }
 
-void lt_json_num(lt_buf_t *b, double v) {
+/* A number as "%.<prec>g" would print it; non-finite values become null. */
+static void num_prec(lt_buf_t *b, double v, int prec) {
   if (!isfinite(v)) {
     lt_buf_puts(b, "null");
     return;
@@ -304,11 +307,13 @@ void lt_json_num(lt_buf_t *b, double v) {
     lt_json_int(b, (long long)v);
     return;
   }
-  char t[32];
-  int n = fabs(v) >= 1e-5 && fabs(v) < 1e9 ? g9(v, t) : 0;
+  char t[40];
+  int n = v != floor(v) && fabs(v) >= 1e-5 && fabs(v) < (prec == 9 ? 1e9 : 1e17) ? gprec(v, prec, t) : 0;
   if (n > 0) lt_buf_append(b, t, (size_t)n);
-  else lt_buf_printf(b, "%.9g", v);
+  else lt_buf_printf(b, "%.*g", prec, v);
 }
+
+void lt_json_num(lt_buf_t *b, double v) { num_prec(b, v, 9); }
 
 void lt_json_write(lt_buf_t *b, const cJSON *v) {
   if (!v || cJSON_IsNull(v) || cJSON_IsInvalid(v)) {
@@ -316,9 +321,8 @@ void lt_json_write(lt_buf_t *b, const cJSON *v) {
   } else if (cJSON_IsBool(v)) {
     lt_buf_puts(b, cJSON_IsTrue(v) ? "true" : "false");
   } else if (cJSON_IsNumber(v)) {
-    /* Full precision: a reward or logprob must survive the round trip. */
-    if (isfinite(v->valuedouble) && v->valuedouble != floor(v->valuedouble)) lt_buf_printf(b, "%.17g", v->valuedouble);
-    else lt_json_num(b, v->valuedouble);
+    /* Full precision: a reward, a timing or a large id must survive the round trip. */
+    num_prec(b, v->valuedouble, 17);
   } else if (cJSON_IsString(v)) {
     lt_json_quote(b, v->valuestring);
   } else {

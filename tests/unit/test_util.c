@@ -127,6 +127,40 @@ Test(util, json_num_matches_printf_g9) {
   lt_buf_free(&b);
 }
 
+/* Numbers inside JSON trees (specs, messages, timings) keep every bit: the
+ * writer prints what "%.17g" prints, without printf. */
+Test(util, json_write_matches_printf_g17) {
+  lt_buf_t b = {0};
+  char want[64];
+  uint64_t x = 2463534242ull;
+  const double special[] = {0.1, 0.30000000000000004, 1.0 / 3, 1e-5, 9.999999999999999e-6, 0.5, 2.5, 1234567.0000001,
+                            4503599627370495.5, 9007199254740993.0, 1e15 + 1, 1e17 + 64, 123456789012.5, -7.000000000000001};
+  long checked = 0;
+  for (int i = 0; i < 400000 + (int)(sizeof special / sizeof *special); i++) {
+    double v;
+    if (i < (int)(sizeof special / sizeof *special)) {
+      v = special[i];
+    } else {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      double e = (double)(x % 2200) / 100.0 - 5.0; /* 1e-5 .. 1e17 */
+      v = pow(10.0, e) * ((x >> 20) & 1 ? -1 : 1);
+      if (i % 5 == 0) v = (double)(x >> 11) / 9007199254740992.0 * 1000.0; /* all 53 bits */
+      if (i % 11 == 0) v = round(v * 1000) / 1000;                           /* ms with 3 decimals */
+    }
+    cJSON *n = cJSON_CreateNumber(v);
+    lt_buf_reset(&b);
+    lt_json_write(&b, n);
+    cJSON_Delete(n);
+    if (v == floor(v) && fabs(v) < 1e15) snprintf(want, sizeof want, "%lld", (long long)v);
+    else snprintf(want, sizeof want, "%.17g", v);
+    cr_assert_str_eq(b.data, want, "%.17g", v);
+    cr_assert_eq(strtod(b.data, NULL), v);
+    checked++;
+  }
+  cr_expect_gt(checked, 400000);
+  lt_buf_free(&b);
+}
+
 Test(util, jsonl_reader_reports_line) {
   char *dir = lt_test_tmpdir("jsonl");
   char path[4096];
