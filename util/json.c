@@ -239,15 +239,20 @@ void lt_json_int(lt_buf_t *b, long long v) {
   lt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
+/* 10^0 .. 10^22 (past 2^64 from 10^20 on). */
+#define P19 ((unsigned __int128)10000000000000000000ull)
+static const unsigned __int128 p10[23] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull, 1000000000ull,
+    10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull, 1000000000000000ull,
+    10000000000000000ull, 100000000000000000ull, 1000000000000000000ull, P19, P19 * 10, P19 * 100, P19 * 1000};
+#undef P19
+
 /* printf's "%.<prec>g" (prec 9 or 17) of a non-integer 1e-5 <= |v| < 10^prec,
  * without printf (which dominated exporting logprobs, then encoding
  * messages' timings): v = m·2^-s exactly, so v·10^k is m·10^k/2^s in 128-bit
  * integers (m < 2^53, 10^k <= 10^21, s <= 69), rounded half to even as printf
  * rounds the exact value.  Returns the length written to out (0: use printf). */
 static int gprec(double v, int prec, char *out) {
-  unsigned __int128 p10[23];
-  p10[0] = 1;
-  for (int i = 1; i < 23; i++) p10[i] = p10[i - 1] * 10;
   const unsigned __int128 lo = p10[prec - 1], hi = p10[prec];
   double a = fabs(v);
   int ex;
@@ -258,7 +263,7 @@ static int gprec(double v, int prec, char *out) {
   uint64_t q = 0;
   for (int tries = 0; tries < 3; tries++) {
     int k = prec - 1 - d; /* prec digits: q = a·10^k in [10^(prec-1), 10^prec) */
-    if (k < 0 || k > 22 || s <= 0 || s > 120) return 0;
+    if (k < 0 || k > 22) return 0;
     unsigned __int128 n = (unsigned __int128)m * p10[k];
     unsigned __int128 w = n >> s, rem = n - (w << s), half = (unsigned __int128)1 << (s - 1);
     if (w < lo) { d--; continue; }

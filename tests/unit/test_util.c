@@ -135,7 +135,6 @@ Test(util, json_write_matches_printf_g17) {
   uint64_t x = 2463534242ull;
   const double special[] = {0.1, 0.30000000000000004, 1.0 / 3, 1e-5, 9.999999999999999e-6, 0.5, 2.5, 1234567.0000001,
                             4503599627370495.5, 9007199254740993.0, 1e15 + 1, 1e17 + 64, 123456789012.5, -7.000000000000001};
-  long checked = 0;
   for (int i = 0; i < 400000 + (int)(sizeof special / sizeof *special); i++) {
     double v;
     if (i < (int)(sizeof special / sizeof *special)) {
@@ -155,9 +154,7 @@ Test(util, json_write_matches_printf_g17) {
     else snprintf(want, sizeof want, "%.17g", v);
     cr_assert_str_eq(b.data, want, "%.17g", v);
     cr_assert_eq(strtod(b.data, NULL), v);
-    checked++;
   }
-  cr_expect_gt(checked, 400000);
   lt_buf_free(&b);
 }
 
