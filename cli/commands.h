@@ -33,6 +33,7 @@ int lt_cmd_logprobs(int argc, char **argv);
 int lt_cmd_grad(int argc, char **argv);
 int lt_cmd_generate(int argc, char **argv);
 int lt_cmd_tokenize(int argc, char **argv);
+int lt_cmd_template(int argc, char **argv);
 int lt_cmd_reward(int argc, char **argv);
 int lt_cmd_sandbox(int argc, char **argv);
 int lt_cmd_keygen(int argc, char **argv);

@@ -23,6 +23,7 @@ const lt_command_t lt_commands[] = {
     {"grad", lt_cmd_grad, "gradients of a policy loss on a batch"},
     {"generate", lt_cmd_generate, "sample completions with the builtin engine"},
     {"tokenize", lt_cmd_tokenize, "encode text to token ids or decode ids to text"},
+    {"template", lt_cmd_template, "render conversations with a model's own chat template"},
     {"reward", lt_cmd_reward, "score responses with the configured reward functions"},
     {"sandbox", lt_cmd_sandbox, "run a command in the isolated sandbox"},
     {"keygen", lt_cmd_keygen, "make a CURVE key pair for the daemon–worker link"},
