@@ -102,29 +102,33 @@ static int obj_find(const lt__jobj_t *o, const char *k, size_t n) {
   return -1;
 }
 
-/* Sets k (copied unless `own`) to v, keeping the first position of a key. */
+static int obj_reserve(ev_t *e, lt__jobj_t *o, int cap) {
+  if (cap <= o->cap) return 0;
+  const char **nk = alloc(e, (size_t)cap * sizeof *nk);
+  size_t *nl = alloc(e, (size_t)cap * sizeof *nl);
+  jv *nv = alloc(e, (size_t)cap * sizeof *nv);
+  if (!nk || !nl || !nv) return -1;
+  if (o->n) {
+    memcpy(nk, o->k, (size_t)o->n * sizeof *nk);
+    memcpy(nl, o->klen, (size_t)o->n * sizeof *nl);
+    memcpy(nv, o->v, (size_t)o->n * sizeof *nv);
+  }
+  o->k = nk;
+  o->klen = nl;
+  o->v = nv;
+  o->cap = cap;
+  return 0;
+}
+
+/* Sets k (not copied: keys live as long as the render) to v, keeping the
+ * first position of a key. */
 static int obj_set(ev_t *e, lt__jobj_t *o, const char *k, size_t n, jv v) {
   int i = obj_find(o, k, n);
   if (i >= 0) {
     o->v[i] = v;
     return 0;
   }
-  if (o->n == o->cap) {
-    int cap = o->cap ? o->cap * 2 : 8;
-    const char **nk = alloc(e, (size_t)cap * sizeof *nk);
-    size_t *nl = alloc(e, (size_t)cap * sizeof *nl);
-    jv *nv = alloc(e, (size_t)cap * sizeof *nv);
-    if (!nk || !nl || !nv) return -1;
-    if (o->n) {
-      memcpy(nk, o->k, (size_t)o->n * sizeof *nk);
-      memcpy(nl, o->klen, (size_t)o->n * sizeof *nl);
-      memcpy(nv, o->v, (size_t)o->n * sizeof *nv);
-    }
-    o->k = nk;
-    o->klen = nl;
-    o->v = nv;
-    o->cap = cap;
-  }
+  if (o->n == o->cap && obj_reserve(e, o, o->cap ? o->cap * 2 : 8) < 0) return -1;
   o->k[o->n] = k;
   o->klen[o->n] = n;
   o->v[o->n++] = v;
@@ -1699,7 +1703,7 @@ static int exec_for(ev_t *e, const jnode *n, env_t *s, lt_buf_t *sink) {
   int none = 1;
   for (int i = 0; i < k; i++) {
     jv loop;
-    if (mkobj(e, JO_OBJECT, &loop) < 0) return -1;
+    if (mkobj(e, JO_OBJECT, &loop) < 0 || obj_reserve(e, loop.u.o, 9) < 0) return -1;
     lt__jobj_t *o = loop.u.o;
     if (obj_setc(e, o, "index", num(1, i + 1)) < 0 || obj_setc(e, o, "index0", num(1, i)) < 0 ||
         obj_setc(e, o, "revindex", num(1, k - i)) < 0 || obj_setc(e, o, "revindex0", num(1, k - i - 1)) < 0 ||

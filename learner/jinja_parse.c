@@ -430,7 +430,10 @@ static lt__jnode_t *parse_primary(parser_t *p);
 /* Statements until one of the named block tags (not consumed). */
 static int parse_body(parser_t *p, lt__jlist_t *l, const char *a, const char *b, const char *c) {
   while (!is_stmt(p, a, b, c)) {
-    if (p->cur >= p->ntok) return fail(p, cur_line(p), "missing {%% %s %%}", a);
+    if (p->cur >= p->ntok) {
+      const char *end = strncmp(a, "end", 3) == 0 ? a : b && strncmp(b, "end", 3) == 0 ? b : c ? c : a;
+      return fail(p, cur_line(p), "missing {%% %s %%}", end);
+    }
     if (list_add(p, l, parse_any(p)) < 0) return -1;
   }
   return 0;
