@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "learner/chat_template.h"
 #include "learner/tokenizer.h"
 #include "proto/http.h"
 #include "rollout/backend.h"
@@ -42,6 +43,7 @@ struct server {
   lt_http_server_t *http;
   lt_backend_t *b;
   const lt_tokenizer_t *tok;
+  lt_chat_template_t *chat; /* the checkpoint's own; NULL: ChatML */
   lt_backend_info_t info;
   char model[256];
   int slots, active;
@@ -235,6 +237,19 @@ static int parse_prompt(server_t *s, req_t *r, const cJSON *p) {
 
 static int parse_messages(server_t *s, req_t *r, const cJSON *msgs) {
   if (!cJSON_IsArray(msgs) || !msgs->child) return lt_error_set(LT_EINVAL, "'messages' must be a non-empty list");
+  if (s->chat) {
+    cJSON *vars = cJSON_CreateObject();
+    char *text = NULL;
+    size_t len;
+    int rc = vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)msgs) && cJSON_AddTrueToObject(vars, "add_generation_prompt")
+                 ? lt_chat_template_render(s->chat, vars, &text, &len)
+                 : lt_error_set(LT_ENOMEM, "out of memory");
+    if (rc == 0) rc = lt_ids_text(s->tok, text, &r->prompt, &r->nprompt, &r->cap);
+    else if (rc == LT_EINVAL) lt_error_wrap(rc, "chat template");
+    free(text);
+    cJSON_Delete(vars);
+    return rc;
+  }
   for (const cJSON *m = msgs->child; m; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !(cJSON_IsString(content) || cJSON_IsNull(content)))
@@ -440,6 +455,14 @@ int lt_cmd_serve(int argc, char **argv) {
   }
   s->tok = lt_backend_tokenizer(s->b);
   lt_backend_info(s->b, &s->info);
+  if ((rc = lt_chat_template_load(dir, &s->chat)) < 0 && rc != LT_ENOENT) {
+    rc = lt_cli_fail("serve", rc);
+    lt_backend_close(s->b, NULL, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    free(s);
+    return rc;
+  }
   const char *host = lt_args_str(&c, "--host", "127.0.0.1");
   lt_http_opts_t ho = {.host = host, .port = (int)port, .max_body = 16u << 20, .max_conns = 1024, .timeout_ms = 30000};
   if ((rc = lt_http_listen(&s->loop, &ho, on_request, s, &s->http)) < 0) {
@@ -447,6 +470,7 @@ int lt_cmd_serve(int argc, char **argv) {
     lt_backend_close(s->b, NULL, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    lt_chat_template_free(s->chat);
     free(s);
     return rc;
   }
@@ -458,9 +482,11 @@ int lt_cmd_serve(int argc, char **argv) {
   /* The address on stdout, so a script that asked for port 0 learns the port. */
   printf("http://%s:%d\n", host, lt_http_port(s->http));
   fflush(stdout);
-  LT_INFO("serve", "model %s (%s), context %d, %d slots", s->model, dir, s->info.max_context, s->slots);
+  LT_INFO("serve", "model %s (%s), context %d, %d slots, %s", s->model, dir, s->info.max_context, s->slots,
+          s->chat ? "its own chat template" : "ChatML");
   uv_run(&s->loop, UV_RUN_DEFAULT);
   uv_loop_close(&s->loop);
+  lt_chat_template_free(s->chat);
   free(s);
   return 0;
 }

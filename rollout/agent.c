@@ -6,6 +6,7 @@
 
 #include "rollout/toolcall.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/time.h"
 
 struct lt_agent {
@@ -28,6 +29,7 @@ struct lt_agent {
   int32_t *append;          /* context tokens waiting for the next turn */
   int nappend, capappend;
   char *last_text;
+  char *stop_text;          /* the stop token that ended the last turn (chat templates) */
   int turns, generated, malformed;
   int seg_turns;            /* turns since the last context rewrite */
   int resets;               /* context rewrites so far */
@@ -45,6 +47,22 @@ struct lt_agent {
 };
 
 uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
+
+int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_template_t **chat, lt_tool_format *fmt) {
+  *chat = NULL;
+  int rc = model_dir && lt_fs_is_dir(model_dir) ? lt_chat_template_load(model_dir, chat) : LT_ENOENT;
+  if (rc == LT_ENOENT) rc = 0, lt_error_clear();
+  if (rc < 0) return rc;
+  if (!tool_format || !strcmp(tool_format, "auto")) {
+    *fmt = lt_toolcall_format_detect(*chat ? lt_chat_template_source(*chat, 1) : NULL);
+    return 0;
+  }
+  if ((rc = lt_toolcall_format_parse(tool_format, fmt)) < 0) {
+    lt_chat_template_free(*chat);
+    *chat = NULL;
+  }
+  return rc;
+}
 
 static int grow(lt_agent_t *a, int need) {
   if (a->n + need <= a->cap) return 0;
@@ -100,10 +118,97 @@ static int queue_one(lt_agent_t *a, const char *role, const char *content) {
                          &a->capappend);
 }
 
+static int is_marker(const cJSON *m);
+
+static int render_chat(const lt_agent_t *a, const cJSON *msgs, int gen_prompt, char **text, size_t *len) {
+  cJSON *vars = cJSON_CreateObject();
+  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools");
+  int rc = vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)msgs) &&
+                   (!cJSON_IsArray(tools) || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
+                   cJSON_AddBoolToObject(vars, "add_generation_prompt", gen_prompt)
+               ? 0
+               : lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0 && (rc = lt_chat_template_render(a->ctx->chat, vars, text, len)) < 0) lt_error_wrap(rc, "chat template");
+  cJSON_Delete(vars);
+  return rc;
+}
+
+/* References to hist's messages (markers left out) and then msgs'. */
+static cJSON *refs(const cJSON *hist, const cJSON *msgs) {
+  cJSON *all = cJSON_CreateArray();
+  const cJSON *lists[2] = {hist, msgs};
+  for (int k = 0; k < 2 && all; k++)
+    for (const cJSON *m = lists[k] ? lists[k]->child : NULL; m; m = m->next)
+      if (!is_marker(m) && !cJSON_AddItemReferenceToArray(all, (cJSON *)m)) {
+        cJSON_Delete(all);
+        return NULL;
+      }
+  return all;
+}
+
+/* render(hist + msgs, with the generation prompt) past render(hist), or NULL
+ * when the first does not extend the second. */
+static int extend(const lt_agent_t *a, const cJSON *hist, const cJSON *msgs, char **base, size_t *blen, const char **delta,
+                  size_t *dlen, char **full) {
+  cJSON *h = refs(hist, NULL), *all = refs(hist, msgs);
+  size_t flen = 0;
+  int rc = h && all ? 0 : lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0) rc = render_chat(a, h, 0, base, blen);
+  if (rc == 0) rc = render_chat(a, all, 1, full, &flen);
+  cJSON_Delete(h);
+  cJSON_Delete(all);
+  *delta = NULL;
+  if (rc == 0 && flen >= *blen && memcmp(*full, *base, *blen) == 0) *delta = *full + *blen, *dlen = flen - *blen;
+  return rc;
+}
+
+/* The text the template adds for `msgs` after `hist` (NULL: a fresh context).
+ * Earlier turns stay in the context as they are (generated tokens are never
+ * re-tokenized): after the stop token that ended the last turn comes what the
+ * template writes after it, then render(hist + msgs) past render(hist).  A
+ * template that renders earlier turns differently once more follow (Qwen3
+ * drops old reasoning at a new user turn) gets msgs rendered on their own. */
+static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, lt_buf_t *out) {
+  static const cJSON empty = {.type = cJSON_Array};
+  char *base = NULL, *full = NULL;
+  size_t blen = 0, dlen = 0;
+  const char *delta;
+  int rc = extend(a, hist ? hist : &empty, msgs, &base, &blen, &delta, &dlen, &full);
+  if (rc == 0 && hist && a->stop_text && a->stop_text[0]) {
+    const char *q = NULL;
+    for (const char *s = base; (s = strstr(s, a->stop_text)); s++) q = s;
+    if (q) lt_buf_puts(out, q + strlen(a->stop_text));
+  }
+  if (rc == 0 && !delta && hist) {
+    free(base), free(full);
+    base = full = NULL;
+    rc = extend(a, &empty, msgs, &base, &blen, &delta, &dlen, &full);
+  }
+  if (rc == 0 && !delta) rc = lt_error_set(LT_EINVAL, "chat template: rendering more messages changes the earlier text");
+  if (rc == 0) lt_buf_append(out, delta, dlen);
+  free(base), free(full);
+  return rc == 0 ? lt_buf_ok(out) : rc;
+}
+
 /* Renders chat messages (and opens the assistant's turn) into the queue;
  * `log` also records them in the episode's messages. */
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
+  if (a->ctx->chat) {
+    int fresh = a->n == 0 && a->nappend == 0; /* a new context renders from the start */
+    lt_buf_t text = {0};
+    rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
+    if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
+    lt_buf_free(&text);
+    for (const cJSON *m = msgs->child; m && rc == 0 && log; m = m->next) {
+      cJSON *copy = cJSON_Duplicate(m, 1);
+      if (!copy || !cJSON_AddItemToArray(a->messages, copy)) {
+        cJSON_Delete(copy);
+        rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+      }
+    }
+    return rc;
+  }
   for (const cJSON *m = msgs->child; m && rc == 0; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !cJSON_IsString(content))
@@ -359,7 +464,7 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
       const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
       user_turn |= cJSON_IsString(r) && !strcmp(r->valuestring, "user");
     }
-    int rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
+    int rc = a->ctx->chat ? 0 : lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
     if (rc == 0) rc = queue_messages(a, res->observations);
     cJSON_Delete(res->observations);
     free(res->error_msg);
@@ -416,8 +521,13 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   }
   free(a->last_text);
   a->last_text = text;
+  free(a->stop_text);
+  a->stop_text = NULL;
+  size_t slen;
+  if (t->stopped && t->n > 0 && a->ctx->chat && lt_tokenizer_decode(tok, t->tokens + t->n - 1, 1, 0, &a->stop_text, &slen) < 0)
+    a->stop_text = NULL; /* then nothing follows the stop token but the next messages */
   lt_toolcalls_t tc;
-  if ((rc = lt_toolcall_parse(text, len, &tc)) < 0) {
+  if ((rc = lt_toolcall_parse_as(a->ctx->tool_format, text, len, &tc)) < 0) {
     set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
     finish(a);
     return;
@@ -429,9 +539,12 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   if (tc.ncalls) {
     cJSON *calls = cJSON_AddArrayToObject(msg, "tool_calls");
     for (int i = 0; i < tc.ncalls; i++) {
-      cJSON *c = cJSON_CreateObject(), *args = cJSON_CreateObject();
+      cJSON *c = cJSON_CreateObject(), *args = tc.arguments[i] ? cJSON_Parse(tc.arguments[i]) : NULL;
       cJSON_AddStringToObject(c, "name", tc.calls[i].name);
-      for (int k = 0; k < tc.calls[i].nargs; k++) cJSON_AddStringToObject(args, tc.calls[i].args[k].name, tc.calls[i].args[k].value);
+      if (!args) { /* xml: every value is a string */
+        args = cJSON_CreateObject();
+        for (int k = 0; k < tc.calls[i].nargs; k++) cJSON_AddStringToObject(args, tc.calls[i].args[k].name, tc.calls[i].args[k].value);
+      }
       cJSON_AddItemToObject(c, "arguments", args);
       cJSON_AddItemToArray(calls, c);
     }
@@ -530,7 +643,7 @@ static void release(lt_agent_t *a) {
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
   free(a->tokens), free(a->versions), free(a->support), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
-  free(a->append), free(a->last_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
+  free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
   cJSON_Delete(a->components);

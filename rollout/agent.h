@@ -8,9 +8,11 @@
 #define LT_ROLLOUT_AGENT_H
 
 #include "envs/env.h"
+#include "learner/chat_template.h"
 #include "proto/proto.h"
 #include "rewards/reward.h"
 #include "rollout/backend.h"
+#include "rollout/toolcall.h"
 
 /* Context management (rollout.keep_reasoning, rollout.compression; seed 004
  * §3.3.2, seed 002's thinking retention).  A rewrite starts a new context: the
@@ -34,6 +36,8 @@ typedef struct {
   lt_backend_t *backend;
   lt_context_opts_t context;
   int *fault_in_step;        /* LT_FAULT=kill_in_step=N: the process dies while the Nth tool call runs */
+  const lt_chat_template_t *chat; /* the checkpoint's own chat template; NULL: ChatML */
+  lt_tool_format tool_format;     /* how the policy writes tool calls */
 } lt_agent_ctx_t;
 
 typedef struct lt_agent lt_agent_t;
@@ -41,6 +45,11 @@ typedef struct lt_agent lt_agent_t;
 /* Receives the finished trajectory as a TRAJ message (the callee owns it and
  * frees it with lt_msg_free).  The agent frees itself after the callback. */
 typedef void (*lt_agent_done_cb)(lt_agent_t *a, lt_msg_t *traj, void *ud);
+
+/* The checkpoint's chat template (*chat NULL when model_dir has no
+ * tokenizer_config.json with one: the builtin ChatML) and the tool format
+ * named by rollout.tool_format ("auto": the one the template teaches). */
+int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_template_t **chat, lt_tool_format *fmt);
 
 int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb cb, void *ud, lt_agent_t **out);
 /* Ends the task now with status aborted (callback runs on the loop). */

@@ -15,6 +15,7 @@ static const lt_cfg_entry_t rollout_e[] = {
     {"rollout.compression_threshold", LT_CFG_INT, "0", 0, BIG, NULL, "tokens of context that trigger compression (0: off)"},
     {"rollout.max_resets", LT_CFG_INT, "2", 0, 1000, NULL, "context rewrites per episode (compression, discard)"},
     {"rollout.summary_tokens", LT_CFG_INT, "256", 1, BIG, NULL, "tokens the policy may spend summarizing its context"},
+    {"rollout.tool_format", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|xml|qwen|deepseek", "how the policy writes tool calls (auto: the format its chat template teaches; xml without one)"},
     {"rollout.summary_prompt", LT_CFG_STR, "\"Summarize the progress so far: what was tried, what the tools returned, and what is left to do. Be brief.\"", LT_CFG_NORANGE, NULL, "the request for a summary, appended as a user message"},
 };
 const lt_cfg_schema_t lt_rollout_schema = {"rollout", "Sampling and the agent loop.", rollout_e, N(rollout_e)};

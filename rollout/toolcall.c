@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
 #include "util/error.h"
+#include "util/json.h"
 
 typedef struct {
   const char *p, *end;
@@ -131,6 +133,176 @@ int lt_toolcall_parse(const char *text, size_t len, lt_toolcalls_t *out) {
 }
 
 void lt_toolcalls_free(lt_toolcalls_t *tc) {
-  for (int i = 0; i < tc->ncalls; i++) call_free(&tc->calls[i]);
+  for (int i = 0; i < tc->ncalls; i++) {
+    call_free(&tc->calls[i]);
+    free(tc->arguments[i]);
+    tc->arguments[i] = NULL;
+  }
   tc->ncalls = 0;
+}
+
+/* ---- JSON formats ---- */
+
+static char *dup_n(const char *s, size_t n) {
+  char *o = malloc(n + 1);
+  if (o) {
+    memcpy(o, s, n);
+    o[n] = 0;
+  }
+  return o;
+}
+
+/* One call from its name and arguments JSON text: 1 parsed, 0 malformed, -1
+ * out of memory. */
+static int json_call(const char *name, size_t nlen, const cJSON *args, lt_tool_call_t *k, char **argjson) {
+  if (nlen == 0 || nlen > LT_TOOLCALL_MAX_NAME || !cJSON_IsObject(args)) return 0;
+  for (size_t i = 0; i < nlen; i++)
+    if (!name_char(name[i])) return 0;
+  int n = cJSON_GetArraySize(args);
+  if (n > LT_TOOLCALL_MAX_ARGS) return 0;
+  lt_buf_t b = {0};
+  lt_json_write(&b, args);
+  if (lt_buf_ok(&b) < 0) return -1;
+  if (b.len > LT_TOOLCALL_MAX_VALUE) {
+    lt_buf_free(&b);
+    return 0;
+  }
+  *argjson = lt_buf_take(&b);
+  if (!(k->name = dup_n(name, nlen)) || (n && !(k->args = calloc((size_t)n, sizeof *k->args)))) return -1;
+  for (const cJSON *a = args->child; a; a = a->next) {
+    lt_tool_arg_t *t = &k->args[k->nargs];
+    if (!(t->name = strdup(a->string))) return -1;
+    k->nargs++;
+    if (cJSON_IsString(a)) {
+      t->value = strdup(a->valuestring);
+    } else {
+      lt_buf_t v = {0};
+      lt_json_write(&v, a);
+      t->value = lt_buf_ok(&v) == 0 ? lt_buf_take(&v) : NULL;
+      lt_buf_free(&v);
+    }
+    if (!t->value) return -1;
+  }
+  return 1;
+}
+
+/* Arguments as an object, or as a string holding one (some models quote them). */
+static cJSON *args_object(const cJSON *v, cJSON **owned) {
+  *owned = NULL;
+  if (cJSON_IsObject(v)) return (cJSON *)v;
+  if (cJSON_IsString(v)) {
+    *owned = cJSON_Parse(v->valuestring);
+    if (cJSON_IsObject(*owned)) return *owned;
+  }
+  return NULL;
+}
+
+/* <tool_call>{"name": …, "arguments": {…}}</tool_call> */
+static int qwen_call(const char *s, size_t n, lt_tool_call_t *k, char **argjson) {
+  cJSON *j = cJSON_ParseWithLength(s, n), *owned;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
+  if (!args) args = cJSON_GetObjectItemCaseSensitive(j, "parameters");
+  int r = 0;
+  if (cJSON_IsObject(j) && cJSON_IsString(name)) {
+    const cJSON *obj = args ? args_object(args, &owned) : (owned = cJSON_CreateObject());
+    r = json_call(name->valuestring, strlen(name->valuestring), obj, k, argjson);
+    cJSON_Delete(owned);
+  }
+  cJSON_Delete(j);
+  return r;
+}
+
+#define DS_BEGIN "<｜tool▁call▁begin｜>"
+#define DS_SEP "<｜tool▁sep｜>"
+#define DS_END "<｜tool▁call▁end｜>"
+
+/* After <｜tool▁call▁begin｜>: V3 "function<｜tool▁sep｜>NAME\n```json\n{…}\n```",
+ * V3.1 "NAME<｜tool▁sep｜>{…}", up to <｜tool▁call▁end｜>. */
+static int deepseek_call(const char *s, size_t n, lt_tool_call_t *k, char **argjson) {
+  const char *end = s + n, *sep = memmem(s, n, DS_SEP, strlen(DS_SEP));
+  if (!sep) return 0;
+  const char *rest = sep + strlen(DS_SEP), *name = s, *nend = sep, *js, *jend = end;
+  const char *nl = memchr(rest, '\n', (size_t)(end - rest));
+  const char *fence = nl ? memmem(nl, (size_t)(end - nl), "```json", 7) : NULL;
+  if (fence && fence == nl + 1) { /* V3: the type before the separator, the name after it */
+    name = rest;
+    nend = nl;
+    js = fence + 7;
+    const char *close = NULL;
+    for (const char *q = js; (q = memmem(q, (size_t)(end - q), "```", 3)); q += 3) close = q;
+    if (!close) return 0;
+    jend = close;
+  } else {
+    js = rest;
+  }
+  while (name < nend && (*name == ' ' || *name == '\n')) name++;
+  while (nend > name && (nend[-1] == ' ' || nend[-1] == '\n' || nend[-1] == '\r')) nend--;
+  cJSON *args = cJSON_ParseWithLength(js, (size_t)(jend - js)), *owned;
+  const cJSON *obj = args_object(args, &owned);
+  int r = obj ? json_call(name, (size_t)(nend - name), obj, k, argjson) : 0;
+  cJSON_Delete(owned);
+  cJSON_Delete(args);
+  return r;
+}
+
+static int parse_blocks(lt_tool_format f, const char *text, size_t len, lt_toolcalls_t *out) {
+  const char *open = f == LT_TOOLFMT_DEEPSEEK ? DS_BEGIN : "<tool_call>";
+  const char *close = f == LT_TOOLFMT_DEEPSEEK ? DS_END : "</tool_call>";
+  size_t ol = strlen(open), cl = strlen(close);
+  const char *p = text, *end = text + len;
+  while (p < end) {
+    const char *s = memmem(p, (size_t)(end - p), open, ol);
+    if (!s) break;
+    s += ol;
+    const char *e = memmem(s, (size_t)(end - s), close, cl);
+    if (!e || (size_t)(e - s) > LT_TOOLCALL_MAX_VALUE + 4096 || out->ncalls == LT_TOOLCALL_MAX_CALLS) {
+      out->malformed++;
+      if (!e) break;
+      p = e + cl;
+      continue;
+    }
+    lt_tool_call_t *k = &out->calls[out->ncalls];
+    char *aj = NULL;
+    int r = f == LT_TOOLFMT_DEEPSEEK ? deepseek_call(s, (size_t)(e - s), k, &aj) : qwen_call(s, (size_t)(e - s), k, &aj);
+    if (r == 1) {
+      out->arguments[out->ncalls++] = aj;
+    } else {
+      call_free(k);
+      free(aj);
+      if (r < 0) {
+        lt_toolcalls_free(out);
+        return lt_error_set(LT_ENOMEM, "tool-call parser: out of memory");
+      }
+      out->malformed++;
+    }
+    p = e + cl;
+  }
+  return 0;
+}
+
+int lt_toolcall_parse_as(lt_tool_format f, const char *text, size_t len, lt_toolcalls_t *out) {
+  if (f == LT_TOOLFMT_XML) return lt_toolcall_parse(text, len, out);
+  memset(out, 0, sizeof *out);
+  return parse_blocks(f, text, len, out);
+}
+
+static const char *const FORMAT_NAMES[] = {"xml", "qwen", "deepseek"};
+
+int lt_toolcall_format_parse(const char *name, lt_tool_format *out) {
+  for (int i = 0; i < 3; i++)
+    if (name && strcmp(name, FORMAT_NAMES[i]) == 0) {
+      *out = (lt_tool_format)i;
+      return 0;
+    }
+  return lt_error_set(LT_EINVAL, "tool format \"%s\": expected xml, qwen or deepseek", name ? name : "");
+}
+
+const char *lt_toolcall_format_name(lt_tool_format f) { return FORMAT_NAMES[f]; }
+
+lt_tool_format lt_toolcall_format_detect(const char *src) {
+  if (!src) return LT_TOOLFMT_XML;
+  if (strstr(src, DS_BEGIN)) return LT_TOOLFMT_DEEPSEEK;
+  if (strstr(src, "<tool_call>") && !strstr(src, "<tool_call><name>")) return LT_TOOLFMT_QWEN;
+  return LT_TOOLFMT_XML;
 }

@@ -44,6 +44,7 @@ typedef struct {
   lt_envs_t *envs;
   lt_rewarder_t *rewarder;
   lt_backend_t *backend;
+  lt_chat_template_t *chat;
   lt_agent_ctx_t actx;
   int fault_after_traj, fault_in_step; /* LT_FAULT countdowns (0: off) */
   lt_agent_t **agents; /* [slots] */
@@ -205,11 +206,14 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                           .retries = (int)lt_config_int(&w->cfg, "workers.openai.retries"),
                           .reload_url = lt_config_str(&w->cfg, "workers.openai.reload_url")};
   if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
+  lt_tool_format tool_format;
+  if ((rc = lt_agent_chat_load(model, lt_config_str(&w->cfg, "rollout.tool_format"), &w->chat, &tool_format)) < 0) return rc;
+  if (w->chat) LT_INFO("worker", "prompts through %s's chat template; tool calls in the %s format", model, lt_toolcall_format_name(tool_format));
   w->version = wl->policy_version;
   const char *comp = lt_config_str(&w->cfg, "rollout.compression");
   w->actx = (lt_agent_ctx_t){
       .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend,
-      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL,
+      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL, .chat = w->chat, .tool_format = tool_format,
       .context = {.keep_reasoning_latest = !strcmp(lt_config_str(&w->cfg, "rollout.keep_reasoning"), "latest"),
                   .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY
                                  : !strcmp(comp, "discard_all") ? LT_COMPRESS_DISCARD_ALL
@@ -519,6 +523,7 @@ out:
   if (w->have_cfg) lt_config_free(&w->cfg);
   if (w->zctx) zmq_ctx_term(w->zctx);
   lt_spool_close(w->spool);
+  lt_chat_template_free(w->chat);
   free(w->agents);
   int code = w->exit_code;
   free(w);

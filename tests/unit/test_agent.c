@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "cli/commands.h"
@@ -57,8 +58,10 @@ static int markers(const cJSON *msgs, const char *kind) {
   return n;
 }
 
-/* Runs one episode; the trajectory's tokens decoded into *text. */
-static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **text) {
+/* Runs one episode; the trajectory's tokens decoded into *text.  chat: the
+ * model's chat template (NULL: ChatML); answer: the policy's turn ending. */
+static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_template_t *chat, lt_tool_format fmt,
+                     const char *answer, got_t *g, char **text) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_http_server_t *hs;
@@ -75,10 +78,10 @@ static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **tex
   cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
   lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
                           .max_sessions = 4, .max_context = 4096,
-                          .answer = "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>"};
+                          .answer = answer};
   lt_backend_t *be;
   cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
-  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co};
+  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co, .chat = chat, .tool_format = fmt};
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(envs, "u", 0, 0, &spec), 0);
   lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "u", .env = "http", .session = "", .seed = 3, .temperature = 1,
@@ -99,6 +102,54 @@ static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **tex
   lt_envs_free(envs);
   lt_config_free(&cfg);
   cr_expect_eq(uv_loop_close(&loop), 0, "handles left open");
+}
+
+static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **text) {
+  run_with(co, max_turns, NULL, LT_TOOLFMT_XML, "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>", g, text);
+}
+
+/* A checkpoint with its own chat template: prompts are the template's text,
+ * extended turn by turn after the tokens the policy generated, and its tool
+ * calls are read in the format the template teaches. */
+Test(agent, prompts_follow_the_models_chat_template) {
+  char dir[] = "/tmp/lt-agent-tpl-XXXXXX", path[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<<{{ m.role }}>>{{ m.content }}"
+        "{{ '<|im_end|>' if m.role == 'assistant' }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}"
+        "{# <tool_call>{json}</tool_call> #}\"}",
+        f);
+  fclose(f);
+  lt_chat_template_t *chat;
+  lt_tool_format fmt;
+  cr_assert_eq(lt_agent_chat_load(dir, "auto", &chat, &fmt), 0, "%s", lt_error_msg());
+  cr_assert_not_null(chat);
+  cr_expect_eq(fmt, LT_TOOLFMT_QWEN);
+  lt_context_opts_t co = {.max_resets = 2};
+  got_t g;
+  char *text;
+  run_with(&co, 3, chat, fmt, "<tool_call>{\"name\": \"ask\", \"arguments\": {\"n\": 2}}</tool_call>", &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_expect_eq(t->turns, 3);
+  cr_expect_eq(count(text, "<|im_start|>"), 0, "no ChatML: %s", text);
+  static const char head[] = "<<user>>ORIGINAL-QUESTION: count with me.\n<<assistant>>";
+  cr_expect(!strncmp(text, head, sizeof head - 1), "%s", text);
+  cr_expect_eq(count(text, "<|im_end|>\n<<user>>USER-AGAIN: and one more.\n<<assistant>>"), 2, "%s", text);
+  cr_expect_eq(count(text, "<<assistant>>"), 3, "%s", text);
+  /* the calls were parsed from the JSON format, arguments keep their types */
+  char *all = cJSON_PrintUnformatted(t->messages);
+  cr_expect_eq(count(all, "\"tool_calls\":[{\"name\":\"ask\",\"arguments\":{\"n\":2}}]"), 3, "%s", all);
+  free(all), free(text);
+  lt_msg_free(&g.traj);
+  lt_chat_template_free(chat);
+  unlink(path);
+  rmdir(dir);
+  cr_expect_eq(lt_agent_chat_load("/nonexistent", "auto", &chat, &fmt), 0);
+  cr_expect_null(chat);
+  cr_expect_eq(fmt, LT_TOOLFMT_XML);
+  cr_expect_eq(lt_agent_chat_load("/nonexistent", "yaml", &chat, &fmt), LT_EINVAL);
 }
 
 Test(agent, reasoning_is_kept_for_the_latest_user_turn_only) {
