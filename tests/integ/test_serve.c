@@ -18,7 +18,8 @@ typedef struct {
   int port;
 } served_t;
 
-static void serve_start(served_t *s, const char *tag) {
+/* tokenizer_config: written into the model folder when not NULL. */
+static void serve_start_with(served_t *s, const char *tag, const char *tokenizer_config) {
   s->dir = lt_test_tmpdir(tag);
   snprintf(s->model, sizeof s->model, "%s/m", s->dir);
   char cfg[4200];
@@ -28,6 +29,11 @@ static void serve_start(served_t *s, const char *tag) {
   cr_assert_eq(lt_test_run(&r, NULL, 60, init), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
+  if (tokenizer_config) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", s->model);
+    cr_assert_eq(lt_test_write(p, tokenizer_config), 0);
+  }
   const char *argv[] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4", NULL};
   s->pid = lt_test_spawn(s->dir, "serve", argv);
   cr_assert_gt(s->pid, 0);
@@ -40,6 +46,8 @@ static void serve_start(served_t *s, const char *tag) {
   free(url);
   cr_assert_gt(s->port, 0);
 }
+
+static void serve_start(served_t *s, const char *tag) { serve_start_with(s, tag, NULL); }
 
 static void serve_stop(served_t *s) {
   kill(s->pid, SIGTERM);
@@ -64,6 +72,29 @@ static const cJSON *get(const cJSON *o, const char *path) {
   for (char *save, *k = strtok_r(tmp, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
     o = (*k >= '0' && *k <= '9') ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
   return o;
+}
+
+/* A checkpoint with a chat_template: chat prompts are its rendering (the byte
+ * tokenizer makes one token per byte), and a template that raises is a 400. */
+Test(serve, chat_prompts_use_the_checkpoints_template, .timeout = 120) {
+  served_t s;
+  serve_start_with(&s, "serve_tpl",
+                   "{\"bos_token\": \"<B>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}"
+                   "{% if m.content == 'bad' %}{{ raise_exception('no bad words') }}{% endif %}[{{ m.role }}] {{ m.content }}|"
+                   "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}\"}");
+  int st;
+  cJSON *j = call(s.port, "POST", "/v1/chat/completions",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2, \"seed\": 1}", &st);
+  cr_assert_eq(st, 200);
+  cr_expect_eq(get(j, "usage.prompt_tokens")->valuedouble, strlen("<B>[user] hi|[assistant] "));
+  cJSON_Delete(j);
+  j = call(s.port, "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"bad\"}]}", &st);
+  cr_expect_eq(st, 400);
+  char *body = cJSON_PrintUnformatted(j);
+  cr_expect(body && strstr(body, "no bad words"), "%s", body);
+  free(body);
+  cJSON_Delete(j);
+  serve_stop(&s);
 }
 
 Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
