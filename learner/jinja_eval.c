@@ -1334,10 +1334,6 @@ static int filter_call(ev_t *e, jv v, const jnode *call, env_t *s, jv *out) {
         } else {
           r = truthy(x);
         }
-      } else if (test && test_value(e, test, UNDEF, arg, &r) < 0) {
-        return -1; /* an unknown test fails even where the attribute is missing */
-      } else {
-        r = 0;
       }
       if (r == sel) out->u.a->v[k++] = v.u.a->v[i];
     }
