@@ -272,8 +272,8 @@ static int tojson(ev_t *e, jv v, const json_opts_t *o, int depth, int undef_null
   case JV_STR: lt__jinja_quote(b, v.u.s.p, v.u.s.len, o->ascii); break;
   case JV_ARRAY:
   case JV_OBJECT: {
-    if (v.t == JV_OBJECT && v.u.o->kind == JO_KWARGS) {
-      rc = fail(e, "Cannot convert to JSON: KeywordArgumentsValue");
+    if ((v.t == JV_OBJECT && v.u.o->kind == JO_KWARGS) || (v.t == JV_ARRAY && v.u.a->tuple)) {
+      rc = fail(e, "Cannot convert to JSON: %s", type_name(v));
       break;
     }
     int arr = v.t == JV_ARRAY, n = arr ? v.u.a->n : v.u.o->n;
