@@ -41,24 +41,30 @@ static int close_enough(long double x, long double y, double tol) {
 }
 
 /* Equal at POINTS pseudo-random points (fixed, so a verdict is reproducible)
- * in [0.5, 2.5), where logs, roots and quotients of the usual answers are
- * defined; a point where both sides are undefined does not count. */
+ * of the first range where at least MIN_POINTS are defined on both sides
+ * (a point where both are undefined does not count): [0.5, 2.5) first, where
+ * logs, roots and quotients of the usual answers are defined, then larger,
+ * then negative values. */
 static int scalar_eq(const cmp_t *c, int x, int y) {
+  static const long double ranges[][2] = {{0.5L, 2.0L}, {2.5L, 10.0L}, {-10.5L, 10.0L}}; /* start, width */
   long double vals[LT__MATH_MAX_VARS] = {0};
   if (c->m->nv == 0) return close_enough(lt__math_eval(c->m, x, vals), lt__math_eval(c->m, y, vals), c->tol);
   unsigned long long st = 0x9E3779B97F4A7C15ULL;
-  int defined = 0;
-  for (int t = 0; t < POINTS; t++) {
-    for (int i = 0; i < c->m->nv; i++) {
-      st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-      vals[i] = 0.5L + 2.0L * (long double)(st >> 11) / 9007199254740992.0L;
+  for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+    int defined = 0;
+    for (int t = 0; t < POINTS; t++) {
+      for (int i = 0; i < c->m->nv; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        vals[i] = ranges[r][0] + ranges[r][1] * (long double)(st >> 11) / 9007199254740992.0L;
+      }
+      long double a = lt__math_eval(c->m, x, vals), b = lt__math_eval(c->m, y, vals);
+      if (isnan(a) && isnan(b)) continue;
+      if (!close_enough(a, b, c->tol)) return 0;
+      defined++;
     }
-    long double a = lt__math_eval(c->m, x, vals), b = lt__math_eval(c->m, y, vals);
-    if (isnan(a) && isnan(b)) continue;
-    if (!close_enough(a, b, c->tol)) return 0;
-    defined++;
+    if (defined >= MIN_POINTS) return 1;
   }
-  return defined >= MIN_POINTS;
+  return 0;
 }
 
 static int node_eq(const cmp_t *c, int x, int y);
@@ -134,6 +140,7 @@ static int same_text(const char *a, const char *b) {
 }
 
 static int judge(const char *na, const char *nr, double tol, const char **why) {
+  if (!*nr || !*na) return *why = !*nr ? "reference_unparseable" : "answer_unparseable", LT_EINVAL;
   if (same_text(na, nr)) return 1;
   char want = choice(nr);
   if (want) return choice(na) == want;

@@ -21,6 +21,12 @@ static const char *const spaces[] = {"\\quad", "\\qquad", "\\,", "\\;", "\\:", "
 /* Wrappers whose braces are dropped and whose content is kept. */
 static const char *const wrappers[] = {"\\text{",   "\\textbf{", "\\textrm{", "\\textit{", "\\mathrm{",  "\\mathbf{",
                                        "\\mathit{", "\\mbox{",   "\\textup{", "\\boxed{",  "\\mathsf{"};
+/* Unicode symbols a model may write instead of LaTeX. */
+static const char *const unicode[][2] = {
+    {"\xcf\x80", "\\pi "},    {"\xe2\x88\x9a", "\\sqrt"}, {"\xc3\x97", "\\times "}, {"\xc2\xb7", "\\cdot "},
+    {"\xe2\x8b\x85", "\\cdot "}, {"\xe2\x88\x92", "-"},     {"\xc3\xb7", "\\div "},   {"\xe2\x88\x9e", "\\infty "},
+    {"\xe2\x88\xaa", "\\cup "},
+};
 /* Trailing words that name a unit, not a value. */
 static const char *const units[] = {
     "cm", "mm", "km", "meter", "meters", "metre", "metres", "centimeters", "kilometers", "inch", "inches", "ft",
@@ -117,6 +123,12 @@ char *lt__math_normalize(const char *s) {
       continue;
     }
     size_t i;
+    for (i = 0; i < COUNT(unicode) && strncmp(s, unicode[i][0], strlen(unicode[i][0])); i++) {}
+    if (i < COUNT(unicode)) {
+      lt_buf_puts(&b, unicode[i][1]);
+      s += strlen(unicode[i][0]);
+      continue;
+    }
     for (i = 0; i < COUNT(dropped) && !(n = starts_cmd(s, dropped[i])); i++) {}
     if (i < COUNT(dropped)) {
       s += n;
