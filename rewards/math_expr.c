@@ -4,12 +4,10 @@
  * scalar trees are evaluated in long double at given variable values. */
 #include <ctype.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rewards/reward.h"
-#include "util/error.h"
 
 #define MAX_DEPTH 48
 
@@ -20,14 +18,9 @@ typedef struct {
   int brackets; /* open brackets: thousands commas only outside them */
 } parser_t;
 
-static int fail(parser_t *p, const char *what) {
-  if (!p->m->err[0]) snprintf(p->m->err, sizeof p->m->err, "%s at \"%.16s\"", what, p->s);
-  return -1;
-}
-
 static int node(parser_t *p, int kind, int a, int b) {
   lt__math_t *m = p->m;
-  if (m->nn >= LT__MATH_MAX_NODES) return fail(p, "answer too large");
+  if (m->nn >= LT__MATH_MAX_NODES) return -1; /* answer too large */
   lt__mnode_t *n = &m->n[m->nn];
   memset(n, 0, sizeof *n);
   n->kind = kind, n->a = a, n->b = b, n->next = -1;
@@ -71,13 +64,13 @@ static const char *const greek[] = {"alpha", "beta",  "gamma", "delta", "epsilon
 static int var(parser_t *p, const char *name, size_t len) {
   lt__math_t *m = p->m;
   char buf[LT__MATH_VAR_LEN];
-  if (len >= sizeof buf) return fail(p, "variable name too long");
+  if (len >= sizeof buf) return -1; /* variable name too long */
   memcpy(buf, name, len);
   buf[len] = 0;
   int i;
   for (i = 0; i < m->nv && strcmp(m->vars[i], buf); i++) {}
   if (i == m->nv) {
-    if (m->nv >= LT__MATH_MAX_VARS) return fail(p, "too many variables");
+    if (m->nv >= LT__MATH_MAX_VARS) return -1; /* too many variables */
     memcpy(m->vars[m->nv++], buf, len + 1);
   }
   int k = node(p, LT_MN_VAR, -1, -1);
@@ -89,7 +82,7 @@ static int expr(parser_t *p);
 static int unary(parser_t *p);
 static int power(parser_t *p);
 
-static int enter(parser_t *p) { return ++p->depth > MAX_DEPTH ? fail(p, "nested too deeply") : 0; }
+static int enter(parser_t *p) { return ++p->depth > MAX_DEPTH ? -1 /* nested too deeply */ : 0; }
 
 /* A {group}, or a single digit, letter or command primary (\frac12, \sqrt2, x^2). */
 static int arg(parser_t *p) {
@@ -98,13 +91,13 @@ static int arg(parser_t *p) {
     p->s++;
     int e = expr(p);
     if (e < 0) return e;
-    if (!eat(p, "}")) return fail(p, "expected }");
+    if (!eat(p, "}")) return -1; /* expected } */
     return e;
   }
   if (isdigit((unsigned char)*p->s)) return num(p, *p->s++ - '0');
   if (isalpha((unsigned char)*p->s)) return var(p, p->s++, 1);
   if (*p->s == '\\') return power(p);
-  return fail(p, "expected an argument");
+  return -1; /* expected an argument */
 }
 
 static int number(parser_t *p) {
@@ -114,7 +107,7 @@ static int number(parser_t *p) {
   while (isdigit((unsigned char)*s) || *s == '.' ||
          (*s == ',' && !p->brackets && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) &&
           isdigit((unsigned char)s[3]) && !isdigit((unsigned char)s[4]))) {
-    if (k + 1 >= sizeof buf) return fail(p, "number too long");
+    if (k + 1 >= sizeof buf) return -1; /* number too long */
     if (*s != ',') buf[k++] = *s;
     s++;
   }
@@ -123,12 +116,12 @@ static int number(parser_t *p) {
     buf[k++] = *s++;
     if (*s == '-' || *s == '+') buf[k++] = *s++;
     while (isdigit((unsigned char)*s) && k + 1 < sizeof buf) buf[k++] = *s++;
-    if (isdigit((unsigned char)*s)) return fail(p, "number too long");
+    if (isdigit((unsigned char)*s)) return -1; /* number too long */
   }
   buf[k] = 0;
   char *end;
   long double v = strtold(buf, &end);
-  if (end != buf + k || k == 0) return fail(p, "bad number");
+  if (end != buf + k || k == 0) return -1; /* bad number */
   p->s = s;
   return num(p, v);
 }
@@ -149,7 +142,7 @@ static int function(parser_t *p, int fn) {
   if (fn == LT_MF_SQRT && eat(p, "[")) { /* \sqrt[n]{x} */
     int n = expr(p);
     if (n < 0) return n;
-    if (!eat(p, "]")) return fail(p, "expected ]");
+    if (!eat(p, "]")) return -1; /* expected ] */
     if ((a = arg(p)) < 0) return a;
     int one = num(p, 1), inv = one < 0 ? one : node(p, LT_MN_DIV, one, n);
     return inv < 0 ? inv : node(p, LT_MN_POW, a, inv);
@@ -181,7 +174,7 @@ static int command(parser_t *p) {
   const char *s = p->s + 1;
   size_t n = 0;
   while (isalpha((unsigned char)s[n])) n++;
-  if (n == 0) return fail(p, "unknown command");
+  if (n == 0) return -1; /* unknown command */
   p->s = s + n;
 #define IS(w) (n == strlen(w) && !strncmp(s, w, n))
   if (IS("frac")) {
@@ -200,7 +193,7 @@ static int command(parser_t *p) {
     if (IS(greek[i])) return var(p, s - 1, n + 1);
 #undef IS
   p->s = s - 1;
-  return fail(p, "unknown command");
+  return -1; /* unknown command */
 }
 
 /* A run of letters: a known function or constant name, else one variable per
@@ -218,14 +211,14 @@ static int word(parser_t *p) {
   if ((n == 2 && !strncmp(s, "pi", 2))) return p->s += 2, num(p, 3.14159265358979323846264338327950288L);
   if ((n == 3 && !strncmp(s, "inf", 3)) || (n == 8 && !strncmp(s, "infinity", 8)) || (n == 2 && !strncmp(s, "oo", 2)))
     return p->s += n, num(p, INFINITY);
-  if (n >= 3) return fail(p, "a word");
+  if (n >= 3) return -1; /* a word */
   if (*s == 'e' && !(s[1] == '_')) return p->s++, num(p, 2.71828182845904523536028747135266250L);
   /* One letter, with a subscript (x_1, a_{n}). */
   size_t len = 1;
   if (s[1] == '_') {
     if (s[2] == '{') {
       const char *e = strchr(s + 3, '}');
-      if (!e) return fail(p, "unclosed subscript");
+      if (!e) return -1; /* unclosed subscript */
       len = (size_t)(e - s) + 1;
     } else if (isalnum((unsigned char)s[2])) {
       len = 3;
@@ -259,7 +252,7 @@ static int primary(parser_t *p) {
     int e = expr(p);
     p->brackets--;
     if (e < 0) return e;
-    if (!eat(p, (char[]){close, 0})) return fail(p, "unbalanced bracket");
+    if (!eat(p, (char[]){close, 0})) return -1; /* unbalanced bracket */
     return e;
   }
   if (c == '|') {
@@ -268,12 +261,12 @@ static int primary(parser_t *p) {
     int e = expr(p);
     p->brackets--;
     if (e < 0) return e;
-    if (!eat(p, "|")) return fail(p, "unbalanced |");
+    if (!eat(p, "|")) return -1; /* unbalanced | */
     return fn_node(p, LT_MF_ABS, e);
   }
   if (c == '\\') return command(p);
   if (isalpha((unsigned char)c)) return word(p);
-  return fail(p, c ? "unexpected character" : "unexpected end");
+  return -1; /* nothing a value can start with */
 }
 
 /* primary, factorials, then ^ (right-associative; the exponent may be signed). */
@@ -363,7 +356,7 @@ static int items(parser_t *p, int *out, int cap, const char *close, int *n) {
   ws(p);
   if (strncmp(p->s, close, strlen(close)) != 0) {
     do {
-      if (*n >= cap) return p->brackets--, fail(p, "too many items");
+      if (*n >= cap) return p->brackets--, -1 /* too many items */;
       int v = value(p);
       if (v < 0) return p->brackets--, v;
       out[(*n)++] = v;
@@ -382,7 +375,7 @@ static int value1(parser_t *p) {
   int it[MAX_ITEMS], n, r;
   if (eat(p, "\\{")) {
     if ((r = items(p, it, MAX_ITEMS, "\\}", &n)) < 0) return r;
-    if (!eat(p, "\\}")) return fail(p, "expected \\}");
+    if (!eat(p, "\\}")) return -1; /* expected \\} */
     p->depth--;
     return list(p, LT_MN_SET, it, n, '{', '}');
   }
@@ -396,7 +389,7 @@ static int value1(parser_t *p) {
       return list(p, LT_MN_TUPLE, it, n, open, p->s[-1]);
     }
     /* Not a tuple: an expression that starts with a bracket. */
-    p->s = save, p->m->nn = save_nn, p->depth = save_depth, p->brackets = save_brackets, p->m->err[0] = 0;
+    p->s = save, p->m->nn = save_nn, p->depth = save_depth, p->brackets = save_brackets;
   }
   r = expr(p);
   p->depth--;
@@ -406,7 +399,7 @@ static int value1(parser_t *p) {
 static int value(parser_t *p) {
   int it[MAX_ITEMS], n = 0;
   do {
-    if (n >= MAX_ITEMS) return fail(p, "too many items");
+    if (n >= MAX_ITEMS) return -1; /* too many items */
     if ((it[n++] = value1(p)) < 0) return -1;
   } while (eat(p, "\\cup"));
   return n == 1 ? it[0] : list(p, LT_MN_UNION, it, n, 0, 0);
@@ -426,14 +419,13 @@ static int item(parser_t *p) {
 
 int lt__math_parse(lt__math_t *m, const char *text) {
   parser_t p = {.m = m, .s = text};
-  m->err[0] = 0;
   int it[MAX_ITEMS], n = 0;
   do {
-    if (n >= MAX_ITEMS) return fail(&p, "too many items");
+    if (n >= MAX_ITEMS) return -1; /* too many items */
     if ((it[n++] = item(&p)) < 0) return -1;
   } while (eat(&p, ",") || eat(&p, ";"));
   ws(&p);
-  if (*p.s) return fail(&p, "unexpected text");
+  if (*p.s) return -1; /* unexpected text */
   return n == 1 ? it[0] : list(&p, LT_MN_LIST, it, n, 0, 0);
 }
 

@@ -117,10 +117,9 @@ typedef struct {
   int nn;
   char vars[LT__MATH_MAX_VARS][LT__MATH_VAR_LEN];
   int nv;
-  char err[96]; /* why the last parse failed */
 } lt__math_t;
 
-/* Parses a normalised answer into m; its root node, or -1 (m->err says why). */
+/* Parses a normalised answer into m; its root node, or -1 when it is no answer this parser knows. */
 int lt__math_parse(lt__math_t *m, const char *text);
 /* The value of scalar node k at variable values vals[m->nv]; NaN where undefined. */
 long double lt__math_eval(const lt__math_t *m, int k, const long double *vals);

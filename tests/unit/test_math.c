@@ -97,26 +97,26 @@ Test(math, extraction) {
 }
 
 Test(math, components_say_why) {
-  lt_reward_result_t res = score_answer("{\"type\": \"math\"}", "\\boxed{\\frac{1}{}}", "0.5");
-  cr_expect_eq(res.status, 0);
-  cr_expect_eq(res.reward, 0);
-  cr_expect_eq(component(&res, "answer_unparseable"), 1);
-  cr_expect_eq(component(&res, "format"), 1);
-  release(&res);
-  res = score_answer("{\"type\": \"math\"}", "\\boxed{3}", "\\frac{1}{");
-  cr_expect_eq(res.reward, 0);
-  cr_expect_eq(component(&res, "reference_unparseable"), 1);
-  release(&res);
-  res = score_answer("{\"type\": \"math\"}", "a long line\nwithout an answer", "3");
-  cr_expect_eq(res.status, 0);
-  cr_expect_eq(component(&res, "format"), 0);
-  cr_expect_eq(component(&res, "correct"), 0);
-  release(&res);
-  res = score_answer("{\"type\": \"math\"}", "\\boxed{\\frac{2}{4}}", "0.5");
-  cr_expect_eq(res.reward, 1);
-  cr_expect_eq(component(&res, "correct"), 1);
-  cr_expect_eq(component(&res, "answer_unparseable"), -1);
-  release(&res);
+  static const struct {
+    const char *response, *answer;
+    double reward, format;
+    const char *component; /* 1 when set */
+  } cases[] = {
+      {"\\boxed{\\frac{1}{}}", "0.5", 0, 1, "answer_unparseable"},
+      {"\\boxed{3}", "\\frac{1}{", 0, 1, "reference_unparseable"},
+      {"a long line\nwithout an answer", "3", 0, 0, NULL},
+      {"\\boxed{\\frac{2}{4}}", "0.5", 1, 1, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_reward_result_t res = score_answer("{\"type\": \"math\"}", cases[i].response, cases[i].answer);
+    cr_expect_eq(res.status, 0, "case %zu", i);
+    cr_expect_eq(res.reward, cases[i].reward, "case %zu", i);
+    cr_expect_eq(component(&res, "correct"), cases[i].reward, "case %zu", i);
+    cr_expect_eq(component(&res, "format"), cases[i].format, "case %zu", i);
+    if (cases[i].component) cr_expect_eq(component(&res, cases[i].component), 1, "case %zu", i);
+    cr_expect_eq(cJSON_GetArraySize(res.components), 2 + (cases[i].component != NULL), "case %zu: only the reason", i);
+    release(&res);
+  }
 }
 
 Test(math, tolerance_is_configurable) {
