@@ -302,7 +302,7 @@ static int starts_factor(parser_t *p) {
   char c = *p->s;
   if (isalpha((unsigned char)c) || c == '(') return 1;
   if (c != '\\' || !isalpha((unsigned char)p->s[1])) return 0;
-  static const char *const operators[] = {"cdot", "times", "div", "cup", "in", "le", "leq", "ge", "geq", "ne", "neq", "pm", "mp"};
+  static const char *const operators[] = {"cdot", "times", "div", "cup", "in", "le", "leq", "leqslant", "lt", "ge", "geq", "geqslant", "gt", "ne", "neq", "pm", "mp"};
   size_t n = 0;
   while (isalpha((unsigned char)p->s[1 + n])) n++;
   for (int i = 0; i < COUNT(operators); i++)
@@ -405,10 +405,47 @@ static int value(parser_t *p) {
   return n == 1 ? it[0] : list(p, LT_MN_UNION, it, n, 0, 0);
 }
 
-/* One answer item: "x = v" is v (a name being defined), "lhs = rhs" an equation. */
+/* An order relation: ±1 strict, ±2 not strict; positive for less-than; 0 none. */
+static int relation(parser_t *p) {
+  if (eat(p, "<=") || eat(p, "\\le") || eat(p, "\\leq") || eat(p, "\\leqslant")) return 2;
+  if (eat(p, ">=") || eat(p, "\\ge") || eat(p, "\\geq") || eat(p, "\\geqslant")) return -2;
+  if (eat(p, "<") || eat(p, "\\lt")) return 1;
+  if (eat(p, ">") || eat(p, "\\gt")) return -1;
+  return 0;
+}
+
+/* The interval between lo and hi (NULL ends: infinite), closed where asked. */
+static int interval(parser_t *p, int lo, int lo_closed, int hi, int hi_closed) {
+  if (lo < 0) lo = num(p, -INFINITY), lo_closed = 0;
+  if (hi < 0) hi = num(p, INFINITY), hi_closed = 0;
+  if (lo < 0 || hi < 0) return -1;
+  int ends[2] = {lo, hi};
+  return list(p, LT_MN_TUPLE, ends, 2, lo_closed ? '[' : '(', hi_closed ? ']' : ')');
+}
+
+/* x > 3, 3 < x, -2 < x <= 5 as the intervals they describe (a, r: the value
+ * and relation read so far); anything else is no answer. */
+static int inequality(parser_t *p, int a, int r) {
+  int b = value(p);
+  if (b < 0) return b;
+  int r2 = relation(p);
+  if (r2) { /* a r x r2 c */
+    int c = value(p);
+    if (c < 0 || p->m->n[b].kind != LT_MN_VAR || (r > 0) != (r2 > 0)) return -1; /* not a range of one variable */
+    return r > 0 ? interval(p, a, r == 2, c, r2 == 2) : interval(p, c, r2 == -2, a, r == -2);
+  }
+  if (p->m->n[a].kind == LT_MN_VAR) return r > 0 ? interval(p, -1, 0, b, r == 2) : interval(p, b, r == -2, -1, 0);
+  if (p->m->n[b].kind == LT_MN_VAR) return r > 0 ? interval(p, a, r == 2, -1, 0) : interval(p, -1, 0, a, r == -2);
+  return -1; /* a relation between expressions */
+}
+
+/* One answer item: "x = v" is v (a name being defined), "lhs = rhs" an
+ * equation, an inequality in one variable an interval. */
 static int item(parser_t *p) {
   int a = value(p);
   if (a < 0) return a;
+  int r = relation(p);
+  if (r) return inequality(p, a, r);
   if (!(eat(p, "=") || eat(p, "\\in"))) return a;
   const lt__mnode_t *l = &p->m->n[a];
   int b = value(p);
