@@ -80,6 +80,7 @@ static int var(parser_t *p, const char *name, size_t len) {
 
 static int expr(parser_t *p);
 static int unary(parser_t *p);
+static int list(parser_t *p, int kind, const int *items, int n, char open, char close);
 static int power(parser_t *p);
 
 static int enter(parser_t *p) { return ++p->depth > MAX_DEPTH ? -1 /* nested too deeply */ : 0; }
@@ -187,6 +188,7 @@ static int command(parser_t *p) {
   }
   if (IS("pi")) return num(p, 3.14159265358979323846264338327950288L);
   if (IS("infty") || IS("infinity")) return num(p, INFINITY);
+  if (IS("emptyset") || IS("varnothing")) return list(p, LT_MN_SET, NULL, 0, '{', '}');
   for (int i = 0; i < COUNT(fns); i++)
     if (IS(fns[i].name)) return function(p, fns[i].fn);
   for (int i = 0; i < COUNT(greek); i++)
@@ -439,18 +441,35 @@ static int inequality(parser_t *p, int a, int r) {
   return -1; /* a relation between expressions */
 }
 
-/* One answer item: "x = v" is v (a name being defined), "lhs = rhs" an
- * equation, an inequality in one variable an interval. */
+/* Whether [s, e) names what is being defined: x, a_1, \theta, f(x), g(a, b). */
+static int is_name(const char *s, const char *e) {
+  while (s < e && isspace((unsigned char)*s)) s++;
+  while (e > s && isspace((unsigned char)e[-1])) e--;
+  if (s < e && *s == '\\') s++;
+  const char *w = s;
+  while (s < e && isalpha((unsigned char)*s)) s++;
+  if (s == w || (s - w > 1 && w[-1] != '\\')) return 0;
+  if (s < e && *s == '_') s = e; /* a subscripted name */
+  if (s < e && *s == '(' && e[-1] == ')') { /* arguments are names: f(x), g(a, b), not x(x+1) */
+    for (s++; s < e - 1 && (isalpha((unsigned char)*s) || *s == ',' || *s == ' '); s++) {}
+    s += s == e - 1;
+  }
+  return s == e;
+}
+
+/* One answer item: "x = v" and "f(x) = v" are v (a name being defined),
+ * "lhs = rhs" an equation, an inequality in one variable an interval. */
 static int item(parser_t *p) {
+  const char *start = p->s;
   int a = value(p);
   if (a < 0) return a;
   int r = relation(p);
   if (r) return inequality(p, a, r);
+  const char *end = p->s;
   if (!(eat(p, "=") || eat(p, "\\in"))) return a;
-  const lt__mnode_t *l = &p->m->n[a];
   int b = value(p);
   if (b < 0) return b;
-  if (l->kind == LT_MN_VAR) return b;
+  if (is_name(start, end)) return b;
   return node(p, LT_MN_EQ, a, b);
 }
 

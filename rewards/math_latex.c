@@ -52,19 +52,28 @@ static int is_unit(const char *w, size_t n) {
   return 0;
 }
 
-/* Removes trailing unit words ("5 cm", "12 square units"); a one-letter unit
- * only after a space, so that 5m (5 times m) stays. */
+/* Whether the word s[w, end) is a unit to drop: one from the list, after a
+ * number or a space; a one-letter unit only after a space, so that 5m (5 times
+ * m) stays. */
+static int unit_at(const char *s, size_t w, size_t end) {
+  if (w == 0 || w == end || !is_unit(s + w, end - w)) return 0;
+  char before = s[w - 1];
+  if (end - w == 1) return before == ' ';
+  return before == ' ' || isdigit((unsigned char)before) || before == ')' || before == '}';
+}
+
+/* Removes trailing unit words ("5 cm", "12 square units", "24 cm^2"). */
 static void strip_units(char *s) {
   for (;;) {
-    size_t n = strlen(s);
+    size_t n = strlen(s), w;
     while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
-    size_t w = n;
-    while (w && isalpha((unsigned char)s[w - 1])) w--;
-    if (w == 0 || w == n || !is_unit(s + w, n - w)) return;
-    char before = s[w - 1];
-    if (before == '\\') return;
-    if (n - w == 1 && before != ' ') return;
-    if (!(before == ' ' || isdigit((unsigned char)before) || before == ')' || before == '}')) return;
+    size_t pw = n >= 2 && s[n - 2] == '^' && isdigit((unsigned char)s[n - 1])                                    ? 2
+                : n >= 4 && !strncmp(s + n - 4, "^{", 2) && isdigit((unsigned char)s[n - 2]) && s[n - 1] == '}' ? 4
+                                                                                                                : 0;
+    size_t end = n - pw;
+    while (pw && end && s[end - 1] == ' ') end--;
+    for (w = end; w && isalpha((unsigned char)s[w - 1]); w--) {}
+    if (!unit_at(s, w, end)) return;
     s[w] = 0;
   }
 }
