@@ -112,6 +112,16 @@ static int number(parser_t *p) {
     if (*s != ',') buf[k++] = *s;
     s++;
   }
+  /* A repeating decimal: 0.1\overline{6} is 0.1 + 6 / (10 * 9). */
+  long double repeat = 0;
+  const char *dot = memchr(buf, '.', k);
+  if (dot && !strncmp(s, "\\overline{", 10)) {
+    const char *r = s + 10;
+    size_t nr = strspn(r, "0123456789");
+    if (nr == 0 || nr > 18 || r[nr] != '}') return -1; /* not a repeating block */
+    repeat = strtold(r, NULL) / (powl(10, (long double)(buf + k - dot - 1)) * (powl(10, (long double)nr) - 1));
+    s = r + nr + 1;
+  }
   /* Scientific notation only with digits after the e (2e is 2 times e). */
   if (k + 8 < sizeof buf && (*s == 'e' || *s == 'E') && (isdigit((unsigned char)s[1]) || ((s[1] == '-' || s[1] == '+') && isdigit((unsigned char)s[2])))) {
     buf[k++] = *s++;
@@ -124,7 +134,7 @@ static int number(parser_t *p) {
   long double v = strtold(buf, &end);
   if (end != buf + k || k == 0) return -1; /* bad number */
   p->s = s;
-  return num(p, v);
+  return num(p, v + repeat);
 }
 
 static int fn_node(parser_t *p, int fn, int a) {
@@ -473,7 +483,7 @@ static int item(parser_t *p) {
   return node(p, LT_MN_EQ, a, b);
 }
 
-int lt__math_parse(lt__math_t *m, const char *text) {
+static int parse_items(lt__math_t *m, const char *text) {
   parser_t p = {.m = m, .s = text};
   int it[MAX_ITEMS], n = 0;
   do {
@@ -483,6 +493,33 @@ int lt__math_parse(lt__math_t *m, const char *text) {
   ws(&p);
   if (*p.s) return -1; /* unexpected text */
   return n == 1 ? it[0] : list(&p, LT_MN_LIST, it, n, 0, 0);
+}
+
+/* The first \pm or \mp in s, or NULL. */
+static const char *find_pm(const char *s) {
+  for (; (s = strchr(s, '\\')) != NULL; s++)
+    if ((!strncmp(s, "\\pm", 3) || !strncmp(s, "\\mp", 3)) && !isalpha((unsigned char)s[3])) return s;
+  return NULL;
+}
+
+int lt__math_parse(lt__math_t *m, const char *text) {
+  const char *pm = find_pm(text);
+  if (!pm) return parse_items(m, text);
+  if (find_pm(pm + 3)) return -1; /* several ± stand for more answers than one sign each */
+  /* a ± b is the set {a + b, a - b} */
+  size_t n = strlen(text);
+  char *alt = malloc(n + 1);
+  if (!alt) return -1;
+  memcpy(alt, text, n + 1);
+  int it[2];
+  for (int i = 0; i < 2; i++) {
+    memcpy(alt + (pm - text), i ? "-  " : "+  ", 3);
+    if ((it[i] = parse_items(m, alt)) < 0) break;
+  }
+  free(alt);
+  if (it[0] < 0 || it[1] < 0) return -1;
+  parser_t p = {.m = m, .s = text};
+  return list(&p, LT_MN_SET, it, 2, '{', '}');
 }
 
 static long double fact(long double x) {

@@ -26,6 +26,7 @@ static const char *const unicode[][2] = {
     {"\xcf\x80", "\\pi "},    {"\xe2\x88\x9a", "\\sqrt"}, {"\xc3\x97", "\\times "}, {"\xc2\xb7", "\\cdot "},
     {"\xe2\x8b\x85", "\\cdot "}, {"\xe2\x88\x92", "-"},     {"\xc3\xb7", "\\div "},   {"\xe2\x88\x9e", "\\infty "},
     {"\xe2\x88\xaa", "\\cup "},   {"\xe2\x89\xa4", "\\le "},   {"\xe2\x89\xa5", "\\ge "},
+    {"\xc2\xb1", "\\pm "},
 };
 /* Trailing words that name a unit, not a value. */
 static const char *const units[] = {
