@@ -455,10 +455,10 @@ static int inequality(parser_t *p, int a, int r) {
 static int is_name(const char *s, const char *e) {
   while (s < e && isspace((unsigned char)*s)) s++;
   while (e > s && isspace((unsigned char)e[-1])) e--;
-  if (s < e && *s == '\\') s++;
-  const char *w = s;
+  int command = s < e && *s == '\\';
+  const char *w = s += command;
   while (s < e && isalpha((unsigned char)*s)) s++;
-  if (s == w || (s - w > 1 && w[-1] != '\\')) return 0;
+  if (s == w || (s - w > 1 && !command)) return 0; /* xy is a product, \theta a name */
   if (s < e && *s == '_') s = e; /* a subscripted name */
   if (s < e && *s == '(' && e[-1] == ')') { /* arguments are names: f(x), g(a, b), not x(x+1) */
     for (s++; s < e - 1 && (isalpha((unsigned char)*s) || *s == ',' || *s == ' '); s++) {}

@@ -160,6 +160,7 @@ Test(math, hostile_input_is_bounded) {
   cr_expect_eq(lt_reward_math_equal(s, "2001", 1e-6, &why), LT_EINVAL, "more nodes than the pool");
   cr_expect_eq(lt_reward_math_equal("abcdefghijklm", "a", 1e-6, &why), LT_EINVAL);
   cr_expect_eq(lt_reward_math_equal("", "1", 1e-6, &why), LT_EINVAL, "an empty answer");
+  cr_expect_eq(lt_reward_math_equal("ab=1", "1", 1e-6, &why), 0, "a product on the left is no name (fuzz_math)");
   cr_expect_eq(lt_reward_math_equal("\\text{ }", "", 1e-6, &why), LT_EINVAL, "nothing is no answer");
   cr_expect_str_eq(why, "reference_unparseable");
   cr_expect_eq(lt_reward_math_equal("a+b+c+d+f+g+h+j+k+l", "a", 1e-6, &why), LT_EINVAL, "too many variables");
