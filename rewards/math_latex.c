@@ -124,6 +124,11 @@ char *lt__math_normalize(const char *s) {
       s += 3;
       continue;
     }
+    if (!strncmp(s, "\\,", 2) && b.len && isdigit((unsigned char)b.data[b.len - 1]) && isdigit((unsigned char)s[2]) &&
+        isdigit((unsigned char)s[3]) && isdigit((unsigned char)s[4]) && !isdigit((unsigned char)s[5])) {
+      s += 2; /* 1\,000: a thin space between digit groups */
+      continue;
+    }
     if (!strncmp(s, "^\\circ", 6) || !strncmp(s, "^{\\circ}", 8)) {
       s += s[1] == '{' ? 8 : 6;
       continue;
