@@ -41,10 +41,10 @@ struct lt_rewarder {
   void *done_ud;
 };
 
-static const char *type_names[] = {"rule", "env", "code", "genrm", "verifier", "rubric"};
+static const char *type_names[] = {"rule", "env", "code", "genrm", "verifier", "rubric", "math"};
 
 static int parse_type(const char *s) {
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < (int)(sizeof type_names / sizeof type_names[0]); i++)
     if (strcmp(s, type_names[i]) == 0) return i;
   return -1;
 }
@@ -58,6 +58,7 @@ int lt_rewarder_create(uv_loop_t *loop, const lt_config_t *cfg, lt_rewarder_t **
   r->loop = loop;
   r->dflt = (lt__reward_type)parse_type(lt_config_str(cfg, "rewards.type"));
   r->cfg.tolerance = lt_config_num(cfg, "rewards.rule.tolerance");
+  r->cfg.math_tolerance = lt_config_num(cfg, "rewards.math.tolerance");
   r->cfg.format_penalty = lt_config_num(cfg, "rewards.format_penalty");
   r->cfg.length_target = (int)lt_config_int(cfg, "rewards.length_penalty.target");
   r->cfg.length_coef = lt_config_num(cfg, "rewards.length_penalty.coef");
@@ -259,6 +260,8 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
     }
   } else if (t == LT_RW_RULE) {
     lt__reward_rule(&r->cfg, k, &j->res);
+  } else if (t == LT_RW_MATH) {
+    lt__reward_math(&r->cfg, k, &j->res);
   } else if (t == LT_RW_ENV) {
     env_verdict(k, &j->res);
   } else {

@@ -9,7 +9,7 @@
 #include "rewards/reward.h"
 #include "util/error.h"
 
-static char *trim_dup(const char *s, size_t n) {
+char *lt__reward_trim_dup(const char *s, size_t n) {
   while (n && isspace((unsigned char)*s)) s++, n--;
   while (n && isspace((unsigned char)s[n - 1])) n--;
   char *o = malloc(n + 1);
@@ -19,14 +19,15 @@ static char *trim_dup(const char *s, size_t n) {
   return o;
 }
 
-char *lt_reward_extract_answer(const char *r) {
+char *lt__reward_after_marker(const char *r) {
   const char *m = NULL;
   for (const char *p = strstr(r, "####"); p; p = strstr(p + 4, "####")) m = p;
-  if (m) {
-    m += 4;
-    size_t n = strcspn(m, "\n");
-    return trim_dup(m, n);
-  }
+  if (!m) return NULL;
+  m += 4;
+  return lt__reward_trim_dup(m, strcspn(m, "\n"));
+}
+
+char *lt__reward_last_boxed(const char *r) {
   const char *b = NULL;
   for (const char *p = strstr(r, "\\boxed{"); p; p = strstr(p + 7, "\\boxed{")) b = p;
   if (!b) return NULL;
@@ -35,7 +36,12 @@ char *lt_reward_extract_answer(const char *r) {
   const char *e = b;
   for (; *e && depth; e++) depth += *e == '{' ? 1 : *e == '}' ? -1 : 0;
   if (depth) return NULL;
-  return trim_dup(b, (size_t)(e - 1 - b));
+  return lt__reward_trim_dup(b, (size_t)(e - 1 - b));
+}
+
+char *lt_reward_extract_answer(const char *r) {
+  char *a = lt__reward_after_marker(r);
+  return a ? a : lt__reward_last_boxed(r);
 }
 
 /* Parses a plain number (optional sign, digits with optional thousands

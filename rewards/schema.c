@@ -2,13 +2,14 @@
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
 #define BIG 1e308
-#define TYPES "rule|env|code|genrm|verifier|rubric"
+#define TYPES "rule|env|code|genrm|verifier|rubric|math"
 
 static const lt_cfg_entry_t rewards_e[] = {
     {"rewards.type", LT_CFG_ENUM, "\"rule\"", LT_CFG_NORANGE, TYPES, "default reward for every domain (env: the environment's own verdict)"},
     {"rewards.domains", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "per-domain overrides"},
     {"rewards.domains.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, TYPES, "reward of this domain"},
     {"rewards.rule.tolerance", LT_CFG_NUM, "1e-6", 0, 1, NULL, "relative tolerance of numeric answer matching"},
+    {"rewards.math.tolerance", LT_CFG_NUM, "1e-6", 0, 1, NULL, "relative tolerance of the math reward's numeric comparisons (0.333 is not 1/3)"},
     {"rewards.format_penalty", LT_CFG_NUM, "0", 0, BIG, NULL, "subtracted once per malformed tool call (component tool_format)"},
     {"rewards.length_penalty.target", LT_CFG_INT, "0", 0, BIG, NULL, "response tokens beyond which the length penalty applies (0: off)"},
     {"rewards.length_penalty.coef", LT_CFG_NUM, "0.1", 0, BIG, NULL, "penalty per target-length of excess tokens (component length_penalty)"},

@@ -22,6 +22,7 @@ int lt_buf_reserve(lt_buf_t *b, size_t extra) {
     b->oom = 1;
     return LT_ENOMEM;
   }
+  p[b->len] = 0; /* terminated even before the first append (lt_buf_take of a reserved buffer) */
   b->data = p;
   b->cap = cap;
   return 0;

@@ -61,6 +61,15 @@ Test(util, buf_take_of_nothing_is_empty) {
   free(s);
 }
 
+Test(util, buf_take_of_reserved_nothing_is_empty) {
+  lt_buf_t b = {0};
+  cr_assert_eq(lt_buf_reserve(&b, 100), 0);
+  char *s = lt_buf_take(&b);
+  cr_assert_not_null(s);
+  cr_expect_eq(strlen(s), 0);
+  free(s);
+}
+
 Test(util, buf_printf_and_take) {
   lt_buf_t b = {0};
   for (int i = 0; i < 1000; i++) lt_buf_printf(&b, "%d,", i);
