@@ -197,5 +197,6 @@ extern const lt_env_impl_t lt__env_code;
 extern const lt_env_impl_t lt__env_tools;
 extern const lt_env_impl_t lt__env_external;
 extern const lt_env_impl_t lt__env_http;
+extern const lt_env_impl_t lt__env_dataset;
 
 #endif

@@ -26,7 +26,8 @@ struct lt_envs {
   pthread_mutex_t pool_mu;
 };
 
-static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http};
+static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http,
+                                              &lt__env_dataset};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
