@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cJSON.h"
 #include "tests/support/harness.h"
 
 #define ROWS 20
@@ -81,5 +82,26 @@ Test(dataset_resume, sigkill_then_resume_uses_each_row_group_size_times_per_epoc
   /* The row's answer reached the trajectory's prompt (the spec carried the row). */
   cr_assert_eq(query(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.answer') = "
                          "CAST(2 * (json_extract(spec, '$.row') - 1) AS TEXT)"), ROWS * EPOCHS);
+  /* export shows each row's prompt and answer. */
+  lt_run_t r;
+  const char *ex[] = {"longtail", "export", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, ex), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *nl = strchr(r.out, '\n');
+  cr_assert_not_null(nl);
+  *nl = 0;
+  cJSON *line = cJSON_Parse(r.out);
+  cr_assert_not_null(line, "%s", r.out);
+  int row = (int)cJSON_GetObjectItem(line, "row")->valuedouble;
+  char want[64];
+  snprintf(want, sizeof want, "%d", 2 * (row - 1));
+  cr_assert_str_eq(cJSON_GetObjectItem(line, "answer")->valuestring, want);
+  snprintf(want, sizeof want, "q%d", row - 1);
+  cr_assert_str_eq(cJSON_GetObjectItem(line, "id")->valuestring, want);
+  const cJSON *user = cJSON_GetArrayItem(cJSON_GetObjectItem(line, "messages"), 0);
+  snprintf(want, sizeof want, "%d+%d=", row - 1, row - 1);
+  cr_assert_str_eq(cJSON_GetObjectItem(user, "content")->valuestring, want);
+  cJSON_Delete(line);
+  lt_run_free(&r);
   lt_test_rmdir(dir);
 }
