@@ -11,10 +11,13 @@
  * within an epoch.  The daemon derives i from the prompts already in the
  * buffer, so a resumed run continues the same epoch.  The task spec carries
  * the whole row, so workers need no copy of the file. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "envs/env.h"
 #include "util/error.h"
@@ -23,8 +26,8 @@
 
 typedef struct {
   char *path;
-  lt_jsonl_t reader; /* kept open to read rows back */
-  int64_t *off;      /* byte offset of each row's line */
+  int fd;       /* rows are read back with pread: no shared file position */
+  int64_t *off; /* byte offset of each row's line; off[n] is where the last one ends */
   uint32_t n;
 } split_t;
 
@@ -33,7 +36,7 @@ typedef struct {
   split_t train, eval;
   char *system;
   uint64_t seed;
-  pthread_mutex_t mu; /* the readers and the cached permutation */
+  pthread_mutex_t mu; /* the cached permutation */
   uint32_t *perm;     /* the permutation of epoch perm_epoch */
   int64_t perm_epoch;
 } dataset_t;
@@ -79,38 +82,56 @@ static const char *row_problem(const cJSON *r) {
 }
 
 static void split_close(split_t *s) {
-  lt_jsonl_close(&s->reader);
+  if (s->fd >= 0) close(s->fd);
   free(s->off);
   free(s->path);
   memset(s, 0, sizeof *s);
+  s->fd = -1;
 }
 
 /* Checks every row of `path` and indexes where each starts. */
 static int split_open(const char *domain, const char *key, const char *path, split_t *s) {
   memset(s, 0, sizeof *s);
+  s->fd = -1;
   if (!(s->path = strdup(path))) return lt_error_set(LT_ENOMEM, "dataset: out of memory");
-  if (lt_jsonl_open(&s->reader, s->path) < 0)
-    return lt_error_wrap(LT_ECONFIG, "envs.%s.params.%s", domain, key);
+  lt_jsonl_t rd;
+  if (lt_jsonl_open(&rd, s->path) < 0) return lt_error_wrap(LT_ECONFIG, "envs.%s.params.%s", domain, key);
   size_t cap = 0;
+  int rc = 0;
   for (;;) {
-    int64_t at = ftello(s->reader.f);
+    int64_t at = ftello(rd.f);
     cJSON *row;
-    int rc = lt_jsonl_next(&s->reader, &row);
-    if (rc < 0) return lt_error_wrap(LT_EINVAL, "envs.%s", domain);
-    if (rc == 0) break;
+    if ((rc = lt_jsonl_next(&rd, &row)) <= 0) {
+      if (rc < 0) lt_error_wrap(rc, "envs.%s", domain);
+      break;
+    }
     const char *why = row_problem(row);
     cJSON_Delete(row);
-    if (why) return lt_error_set(LT_EINVAL, "envs.%s: %s:%ld: %s", domain, path, s->reader.lineno, why);
-    if (s->n == UINT32_MAX) return lt_error_set(LT_ERANGE, "envs.%s: %s: more than 2^32-1 rows", domain, path);
-    if (s->n == cap) {
+    if (why) {
+      rc = lt_error_set(LT_EINVAL, "envs.%s: %s:%ld: %s", domain, path, rd.lineno, why);
+      break;
+    }
+    if (s->n + 2 > cap) {
+      if (s->n >= UINT32_MAX - 2) {
+        rc = lt_error_set(LT_ERANGE, "envs.%s: %s: more than 2^32-3 rows", domain, path);
+        break;
+      }
       cap = cap ? 2 * cap : 1024;
       int64_t *o = realloc(s->off, cap * sizeof *o);
-      if (!o) return lt_error_set(LT_ENOMEM, "dataset: out of memory indexing %s", path);
+      if (!o) {
+        rc = lt_error_set(LT_ENOMEM, "dataset: out of memory indexing %s", path);
+        break;
+      }
       s->off = o;
     }
     s->off[s->n++] = at;
+    s->off[s->n] = ftello(rd.f);
   }
+  lt_jsonl_close(&rd);
+  if (rc < 0) return rc;
   if (s->n == 0) return lt_error_set(LT_EINVAL, "envs.%s.params.%s: %s has no rows", domain, key, path);
+  if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: %s: %s", domain, key, path, strerror(errno));
   return 0;
 }
 
@@ -139,6 +160,7 @@ static int dataset_init(const char *dom, const cJSON *p, uint64_t seed, void **s
   snprintf(d->domain, sizeof d->domain, "%s", dom);
   d->seed = seed;
   d->perm_epoch = -1;
+  d->train.fd = d->eval.fd = -1;
   int rc = split_open(dom, "train", tr->valuestring, &d->train);
   if (rc == 0 && ev) rc = split_open(dom, "eval", ev->valuestring, &d->eval);
   if (rc == 0 && sys && !(d->system = strdup(sys->valuestring))) rc = lt_error_set(LT_ENOMEM, "dataset: out of memory");
@@ -170,15 +192,18 @@ static int train_row(dataset_t *d, int64_t epoch, uint32_t pos, uint32_t *row) {
 }
 
 static int read_row(split_t *s, uint32_t row, cJSON **out) {
-  if (fseeko(s->reader.f, s->off[row], SEEK_SET) != 0)
-    return lt_error_set(LT_EIO, "%s: cannot seek to row %u", s->path, row + 1);
-  int rc = lt_jsonl_next(&s->reader, out);
-  if (rc == 0) rc = lt_error_set(LT_EIO, "%s: row %u is gone (the file changed since the start)", s->path, row + 1);
-  if (rc > 0 && row_problem(*out)) {
+  size_t len = (size_t)(s->off[row + 1] - s->off[row]);
+  char *text = malloc(len + 1);
+  if (!text) return lt_error_set(LT_ENOMEM, "dataset: out of memory");
+  ssize_t got = pread(s->fd, text, len, s->off[row]);
+  int rc = got == (ssize_t)len ? lt_json_parse(text, len, s->path, out) : LT_EIO;
+  free(text);
+  if (rc == 0 && row_problem(*out)) {
     cJSON_Delete(*out);
-    rc = lt_error_set(LT_EIO, "%s: row %u changed since the start", s->path, row + 1);
+    rc = LT_EIO;
   }
-  return rc < 0 ? rc : 0;
+  if (rc < 0) return lt_error_set(LT_EIO, "%s: row %u changed since the start of the run", s->path, row + 1);
+  return 0;
 }
 
 /* spec = the row with messages in place of prompt and system, answer as text, plus where it came from. */
@@ -228,9 +253,9 @@ static int dataset_sample(void *st, uint64_t index, int eval, cJSON **spec) {
   int64_t epoch = eval ? -1 : (int64_t)(index / s->n);
   uint32_t row = (uint32_t)(index % s->n);
   int rc = eval ? 0 : train_row(d, epoch, row, &row);
+  pthread_mutex_unlock(&d->mu);
   cJSON *r = NULL;
   if (rc == 0) rc = read_row(s, row, &r);
-  pthread_mutex_unlock(&d->mu);
   if (rc < 0) return lt_error_wrap(rc, "envs.%s", d->domain);
   *spec = row_spec(d, r, row, epoch);
   cJSON_Delete(r);
