@@ -1,6 +1,7 @@
-/* A dataset run killed with SIGKILL and resumed continues the same epoch:
- * every row is used exactly group_size times per epoch, none skipped or
- * repeated (real processes, the buffer checked afterwards). */
+/* Dataset runs as real processes: killed with SIGKILL and resumed, a run
+ * continues the same epoch (every row used exactly group_size times per
+ * epoch, none skipped or repeated); started from a Hugging Face folder, its
+ * saved checkpoints are Hugging Face folders with the source's tokenizer. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ static long long query(const char *db, const char *sql) {
   return v;
 }
 
-Test(dataset_resume, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, .timeout = 240) {
+Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, .timeout = 240) {
   char *dir = lt_test_tmpdir("ds_resume");
   char data[4200], cfg[4200], rd[4200], db[4300];
   snprintf(data, sizeof data, "%s/train.jsonl", dir);
@@ -103,5 +104,79 @@ Test(dataset_resume, sigkill_then_resume_uses_each_row_group_size_times_per_epoc
   cr_assert_str_eq(cJSON_GetObjectItem(user, "content")->valuestring, want);
   cJSON_Delete(line);
   lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+static int same_file(const char *a, const char *b) {
+  char *x = lt_test_read(a), *y = lt_test_read(b);
+  int same = x && y && !strcmp(x, y);
+  free(x), free(y);
+  return same;
+}
+
+Test(dataset_run, checkpoints_are_hugging_face_folders_with_the_source_tokenizer, .timeout = 180) {
+  char *dir = lt_test_tmpdir("ds_hf");
+  char src[4200], mcfg[4200], data[4200], cfg[4200], rd[4200], p[4400], q[4400];
+  snprintf(src, sizeof src, "%s/model", dir);
+  snprintf(mcfg, sizeof mcfg, "%s/model-config.json", dir);
+  snprintf(data, sizeof data, "%s/train.jsonl", dir);
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  /* tiny-moe sized for the small Qwen2 tokenizer (394 ids, <|im_end|> = 393). */
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sed -e 's/\"vocab_size\": 264/\"vocab_size\": 400/' -e 's/\"eos_token_id\": 258/\"eos_token_id\": 393/' "
+                                  "%s/configs/models/tiny-moe.json > %s", lt_test_root(), mcfg), 0);
+  cr_assert_eq(r.status, 0);
+  lt_run_free(&r);
+  const char *init[] = {"longtail", "init", "--config", mcfg, "--out", src, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, init), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 10, "cp %s/tests/ref/tokenizer/qwen2-small.json %s/tokenizer.json", lt_test_root(), src), 0);
+  lt_run_free(&r);
+  snprintf(p, sizeof p, "%s/tokenizer_config.json", src);
+  cr_assert_eq(lt_test_write(p, "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
+                                "{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}\n"), 0);
+  snprintf(p, sizeof p, "%s/generation_config.json", src);
+  unlink(p); /* the source has none: the run writes one */
+  FILE *f = fopen(data, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 8; i++) fprintf(f, "{\"prompt\": \"what is %d plus %d?\", \"answer\": %d}\n", i, i, 2 * i);
+  fclose(f);
+  char js[2048];
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 2}, \"model\": {\"path\": \"%s\"},"
+           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 8}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"dynamic_filter\": false},"
+           " \"rollout\": {\"max_new_tokens\": 8, \"max_turns\": 1},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 4}, \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
+           src, data);
+  cr_assert_eq(lt_test_write(cfg, js), 0);
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 150, train), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  /* The last published version and the last full checkpoint's policy. */
+  const char *folders[] = {"checkpoints/v2", "checkpoints/full-000002/policy"};
+  for (int k = 0; k < 2; k++) {
+    static const char *const copied[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+      snprintf(p, sizeof p, "%s/%s/%s", rd, folders[k], copied[i]);
+      snprintf(q, sizeof q, "%s/%s", src, copied[i]);
+      cr_expect(same_file(p, q), "%s is not the source's", p);
+    }
+    snprintf(p, sizeof p, "%s/%s/generation_config.json", rd, folders[k]);
+    char *gen = lt_test_read(p);
+    cr_expect(gen && strstr(gen, "\"eos_token_id\": 393"), "%s: %s", p, gen ? gen : "missing");
+    free(gen);
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", rd, folders[k]);
+    cr_expect_eq(access(p, R_OK), 0, "%s is missing", p);
+    snprintf(p, sizeof p, "%s/%s/config.json", rd, folders[k]);
+    char *c = lt_test_read(p);
+    cr_expect(c && strstr(c, "\"model_type\": \"qwen3_moe\"") && strstr(c, "\"vocab_size\": 400"), "%s", c ? c : "missing");
+    free(c);
+  }
   lt_test_rmdir(dir);
 }
