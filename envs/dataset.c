@@ -301,17 +301,11 @@ static int dataset_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t 
   return 0;
 }
 
-/* Single turn: the first response ends the episode. */
-static int dataset_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
-  res->done = 1;
-  return 0;
-}
-
 const lt_env_impl_t lt__env_dataset = {
     .type = "dataset",
     .init = dataset_init,
     .free = dataset_free,
     .sample = dataset_sample,
     .open = dataset_open,
-    .step = dataset_step,
+    .step = lt__step_single_turn,
 };

@@ -557,6 +557,11 @@ static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls
 
 const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference; }
 
+int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
+  res->done = 1;
+  return 0;
+}
+
 void lt_episode_close(lt_episode_t *ep) {
   if (!ep) return;
   if (ep->async_op) { /* an HTTP open or step in flight: drop it, no completion follows */
