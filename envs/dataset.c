@@ -93,6 +93,7 @@ static void split_close(split_t *s) {
 static int split_open(const char *domain, const char *key, const char *path, split_t *s) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
+  if (!strcmp(path, "-")) return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: expected a file, not stdin", domain, key);
   if (!(s->path = strdup(path))) return lt_error_set(LT_ENOMEM, "dataset: out of memory");
   lt_jsonl_t rd;
   if (lt_jsonl_open(&rd, s->path) < 0) return lt_error_wrap(LT_ECONFIG, "envs.%s.params.%s", domain, key);
@@ -229,12 +230,13 @@ static cJSON *row_spec(const dataset_t *d, cJSON *row, uint32_t rowno, int64_t e
     cJSON_AddStringToObject(s, "content", system);
     cJSON_InsertItemInArray(msgs, 0, s);
   }
-  char num[32];
-  if (cJSON_IsNumber(a)) snprintf(num, sizeof num, "%.17g", a->valuedouble);
+  /* A number answer as written in JSON's shortest form: 0.1 stays "0.1". */
+  char *num = cJSON_IsNumber(a) ? cJSON_PrintUnformatted(a) : NULL;
   cJSON_AddNumberToObject(spec, "row", rowno + 1);
   if (epoch >= 0) cJSON_AddNumberToObject(spec, "epoch", (double)epoch);
   cJSON_AddItemToObject(spec, "messages", msgs);
-  cJSON_AddStringToObject(spec, "answer", cJSON_IsString(a) ? a->valuestring : num);
+  cJSON_AddStringToObject(spec, "answer", cJSON_IsString(a) ? a->valuestring : num ? num : "");
+  free(num);
   static const char *const keep[] = {"id", "domain", "tools", "metadata"};
   for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
     cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(row, keep[i]);

@@ -114,14 +114,14 @@ Test(dataset, spec_carries_the_row_and_the_episode_its_answer) {
   char path[4200];
   snprintf(path, sizeof path, "%s/m.jsonl", dir);
   cr_assert_eq(lt_test_write(path, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
-                                   "\"content\": \"hello\"}, {\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4, "
+                                   "\"content\": \"hello\"}, {\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4.1, "
                                    "\"id\": \"x1\", \"domain\": \"algebra\", \"metadata\": {\"level\": 3}, "
                                    "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]}\n"), 0);
   lt_envs_t *e;
   cr_assert_eq(make_envs(path, NULL, ", \"system\": \"Be brief.\"", &e), 0, "%s", lt_error_msg());
   cJSON *s;
   cr_assert_eq(lt_envs_sample(e, "qa", 0, 0, &s), 0);
-  cr_assert_str_eq(cJSON_GetObjectItem(s, "answer")->valuestring, "4");
+  cr_assert_str_eq(cJSON_GetObjectItem(s, "answer")->valuestring, "4.1");
   cr_assert_str_eq(cJSON_GetObjectItem(s, "id")->valuestring, "x1");
   cr_assert_str_eq(cJSON_GetObjectItem(s, "domain")->valuestring, "algebra");
   cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "metadata"), "level")->valuedouble, 3);
@@ -134,7 +134,7 @@ Test(dataset, spec_carries_the_row_and_the_episode_its_answer) {
   cr_assert(strstr(cJSON_GetObjectItem(sys, "content")->valuestring, "Be brief."));
   cr_assert(strstr(cJSON_GetObjectItem(sys, "content")->valuestring, "\"calc\""), "the tools are not listed");
   cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 3), "content")->valuestring, "2+2?");
-  cr_assert_str_eq(cJSON_GetObjectItem(lt_episode_reference(ep), "answer")->valuestring, "4");
+  cr_assert_str_eq(cJSON_GetObjectItem(lt_episode_reference(ep), "answer")->valuestring, "4.1");
   lt_episode_close(ep);
   cJSON_Delete(msgs);
   /* A spec is peer input: a malformed one is refused, not trusted. */
@@ -163,6 +163,25 @@ Test(dataset, eval_reads_the_held_out_file_in_order) {
   cJSON *s;
   cr_assert_eq(lt_envs_sample(e, "qa", 0, 1, &s), LT_EUNSUPP);
   cr_expect(strstr(lt_error_msg(), "params.eval"), "%s", lt_error_msg());
+  lt_envs_free(e);
+  lt_test_rmdir(dir);
+}
+
+Test(dataset, blank_lines_crlf_and_a_missing_last_newline_read_back) {
+  char *dir = lt_test_tmpdir("ds_blank");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/b.jsonl", dir);
+  cr_assert_eq(lt_test_write(path, "\n\n{\"prompt\": \"a\", \"answer\": \"1\"}\r\n\n  {\"prompt\": \"b\", \"answer\": \"2\"}  \n"
+                                   "{\"prompt\": \"c\", \"answer\": \"3\"}"), 0);
+  lt_envs_t *e;
+  cr_assert_eq(make_envs(path, path, NULL, &e), 0, "%s", lt_error_msg());
+  for (int i = 0; i < 3; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "qa", (uint64_t)i, 1, &s), 0, "%s", lt_error_msg());
+    char want[2] = {(char)('1' + i), 0};
+    cr_assert_str_eq(cJSON_GetObjectItem(s, "answer")->valuestring, want);
+    cJSON_Delete(s);
+  }
   lt_envs_free(e);
   lt_test_rmdir(dir);
 }
