@@ -1,7 +1,8 @@
 /* Dataset runs as real processes: killed with SIGKILL and resumed, a run
  * continues the same epoch (every row used exactly group_size times per
- * epoch, none skipped or repeated); started from a Hugging Face folder, its
- * saved checkpoints are Hugging Face folders with the source's tokenizer. */
+ * epoch, none skipped or repeated); started from a sharded Hugging Face
+ * folder, its saved checkpoints are Hugging Face folders with the source's
+ * tokenizer. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include "cJSON.h"
+#include "learner/model.h"
 #include "tests/support/harness.h"
+#include "util/error.h"
 
 #define ROWS 20
 #define GROUP 2
@@ -114,7 +117,7 @@ static int same_file(const char *a, const char *b) {
   return same;
 }
 
-Test(dataset_run, checkpoints_are_hugging_face_folders_with_the_source_tokenizer, .timeout = 180) {
+Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders, .timeout = 180) {
   char *dir = lt_test_tmpdir("ds_hf");
   char src[4200], mcfg[4200], data[4200], cfg[4200], rd[4200], p[4400], q[4400];
   snprintf(src, sizeof src, "%s/model", dir);
@@ -139,6 +142,16 @@ Test(dataset_run, checkpoints_are_hugging_face_folders_with_the_source_tokenizer
                                 "{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}\n"), 0);
   snprintf(p, sizeof p, "%s/generation_config.json", src);
   unlink(p); /* the source has none: the run writes one */
+  /* Sharded as the Hub's larger models are: the run starts from the shards. */
+  lt_model_t *m;
+  cr_assert_eq(lt_model_load(src, &m), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_model_save_sharded(m, src, (int64_t)m->nparams * 2), 0, "%s", lt_error_msg());
+  lt_model_free(m);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/model.safetensors", src);
+  cr_assert_neq(access(p, F_OK), 0, "the source is not sharded");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", src);
+  cr_assert_eq(access(p, R_OK), 0, "the source has no index");
   FILE *f = fopen(data, "w");
   cr_assert_not_null(f);
   for (int i = 0; i < 8; i++) fprintf(f, "{\"prompt\": \"what is %d plus %d?\", \"answer\": %d}\n", i, i, 2 * i);
