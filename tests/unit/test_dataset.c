@@ -36,6 +36,14 @@ static char *write_rows(const char *dir, const char *name, int n) {
   return path;
 }
 
+/* dir/name holding content; the path stays valid until the next call. */
+static const char *file_with(const char *dir, const char *name, const char *content) {
+  static char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  cr_assert_eq(lt_test_write(path, content), 0);
+  return path;
+}
+
 static int spec_row(const cJSON *s) { return (int)cJSON_GetObjectItem(s, "row")->valuedouble; }
 
 Test(dataset, each_epoch_uses_every_row_once_in_a_new_order) {
@@ -111,12 +119,10 @@ Test(dataset, bad_rows_are_errors_naming_file_and_line) {
 
 Test(dataset, spec_carries_the_row_and_the_episode_its_answer) {
   char *dir = lt_test_tmpdir("ds_spec");
-  char path[4200];
-  snprintf(path, sizeof path, "%s/m.jsonl", dir);
-  cr_assert_eq(lt_test_write(path, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
+  const char *path = file_with(dir, "m.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
                                    "\"content\": \"hello\"}, {\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4.1, "
                                    "\"id\": \"x1\", \"domain\": \"algebra\", \"metadata\": {\"level\": 3}, "
-                                   "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]}\n"), 0);
+                                   "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]}\n");
   lt_envs_t *e;
   cr_assert_eq(make_envs(path, NULL, ", \"system\": \"Be brief.\"", &e), 0, "%s", lt_error_msg());
   cJSON *s;
@@ -169,10 +175,8 @@ Test(dataset, eval_reads_the_held_out_file_in_order) {
 
 Test(dataset, blank_lines_crlf_and_a_missing_last_newline_read_back) {
   char *dir = lt_test_tmpdir("ds_blank");
-  char path[4200];
-  snprintf(path, sizeof path, "%s/b.jsonl", dir);
-  cr_assert_eq(lt_test_write(path, "\n\n{\"prompt\": \"a\", \"answer\": \"1\"}\r\n\n  {\"prompt\": \"b\", \"answer\": \"2\"}  \n"
-                                   "{\"prompt\": \"c\", \"answer\": \"3\"}"), 0);
+  const char *path = file_with(dir, "b.jsonl", "\n\n{\"prompt\": \"a\", \"answer\": \"1\"}\r\n\n  {\"prompt\": \"b\", "
+                                               "\"answer\": \"2\"}  \n{\"prompt\": \"c\", \"answer\": \"3\"}");
   lt_envs_t *e;
   cr_assert_eq(make_envs(path, path, NULL, &e), 0, "%s", lt_error_msg());
   for (int i = 0; i < 3; i++) {
