@@ -99,6 +99,30 @@ static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
   }
 }
 
+/* The prompt's reference answer and, for a dataset row, where it came from:
+ * read from the prompt's spec, once per group. */
+typedef struct {
+  int64_t group;
+  cJSON *spec;
+} prompt_cache_t;
+
+static void prompt_fields(lt_buf_t *b, lt_buffer_t *db, prompt_cache_t *pc, const lt_traj_t *t) {
+  if (pc->group != (int64_t)t->group_id) {
+    cJSON_Delete(pc->spec);
+    char *text = lt_buffer_prompt_spec(db, (int64_t)t->group_id);
+    pc->spec = text ? cJSON_Parse(text) : NULL;
+    pc->group = (int64_t)t->group_id;
+    free(text);
+  }
+  static const char *const keys[] = {"answer", "row", "epoch", "id", "metadata"};
+  for (size_t i = 0; pc->spec && i < sizeof keys / sizeof keys[0]; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(pc->spec, keys[i]);
+    if (!v) continue;
+    lt_buf_printf(b, ",\"%s\":", keys[i]);
+    lt_json_write(b, v);
+  }
+}
+
 static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
   lt_buf_putc(b, '[');
   for (int i = 0; i < n; i++) {
@@ -125,9 +149,10 @@ static void segments(lt_buf_t *b, const lt_traj_t *t) {
   lt_buf_puts(b, "]");
 }
 
-static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   lt_buf_puts(b, "{\"format\":\"longtail.tokens/1\",");
   common(b, t, m);
+  prompt_fields(b, db, pc, t);
   int prompt = 0;
   while (prompt < t->ntokens && !t->loss_mask[prompt]) prompt++;
   lt_buf_printf(b, ",\"ntokens\":%d,\"prompt_tokens\":%d,\"tokens\":", t->ntokens, prompt);
@@ -161,13 +186,14 @@ static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m
   lt_buf_puts(b, "}\n");
 }
 
-static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   lt_buf_puts(b, "{\"messages\":");
   cJSON *msgs = openai_messages(t->messages);
   lt_json_write(b, msgs);
   cJSON_Delete(msgs);
   lt_buf_putc(b, ',');
   common(b, t, m);
+  prompt_fields(b, db, pc, t);
   lt_buf_puts(b, "}\n");
 }
 
@@ -267,6 +293,7 @@ int lt_cmd_export(int argc, char **argv) {
   page_t *pg = malloc(sizeof *pg);
   lt_buf_t line = {0};
   int64_t last = 0, count = 0;
+  prompt_cache_t pc = {.group = -1};
   int code = pg ? 0 : LT_EXIT_FAIL;
   while (code == 0) {
     char sql[2048];
@@ -286,8 +313,8 @@ int lt_cmd_export(int argc, char **argv) {
         break;
       }
       line.len = 0;
-      if (tokens) line_tokens(&line, &t, &m);
-      else line_chat(&line, &t, &m);
+      if (tokens) line_tokens(&line, &t, &m, b, &pc);
+      else line_chat(&line, &t, &m, b, &pc);
       lt_buffer_traj_free(&t);
       if (line.oom || fwrite(line.data, 1, line.len, out) != line.len) {
         fprintf(stderr, "longtail export: error: %s: %s\n", outp ? outp : "stdout",
@@ -304,6 +331,7 @@ int lt_cmd_export(int argc, char **argv) {
   }
   if (code == 0 && outp) fprintf(stderr, "longtail export: %lld trajectories to %s\n", (long long)count, outp);
   free(pg);
+  cJSON_Delete(pc.spec);
   lt_buf_free(&line);
   lt_buf_free(&where);
   lt_buffer_close(b);

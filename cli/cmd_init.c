@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "learner/model.h"
+#include "learner/tokenizer.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -13,13 +14,16 @@ int lt_cmd_init(int argc, char **argv) {
       {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory to write"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "N", .help = "random seed (default 1)"},
       {.name = "--critic", .kind = LT_ARG_FLAG, .help = "write a value model (score head) instead of a policy"},
+      {.name = "--byte-tokenizer", .kind = LT_ARG_FLAG,
+       .help = "also write the byte tokenizer as tokenizer.json + tokenizer_config.json (ChatML template), so Hugging Face "
+               "tools load the folder with its tokenizer"},
   };
   lt_cmd_args_t c = {.command = "init",
-                     .usage = "--config MODEL_CONFIG.json --out DIR [--seed N] [--critic]",
-                     .summary = "Writes config.json and model.safetensors with weights drawn from N(0, "
-                                "initializer_range) (norms at 1), loadable by Hugging Face tools.",
+                     .usage = "--config MODEL_CONFIG.json --out DIR [--seed N] [--critic] [--byte-tokenizer]",
+                     .summary = "Writes config.json, generation_config.json and model.safetensors with weights drawn "
+                                "from N(0, initializer_range) (norms at 1), loadable by Hugging Face tools.",
                      .args = args,
-                     .nargs = 4,
+                     .nargs = 5,
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -43,6 +47,7 @@ int lt_cmd_init(int argc, char **argv) {
   if ((rc = lt_model_create(&mc, &m)) < 0) return lt_cli_fail("init", rc);
   lt_model_init_random(m, (uint64_t)seed, (float)std);
   rc = lt_model_save(m, out);
+  if (rc == 0 && lt_args_flag(&c, "--byte-tokenizer")) rc = lt_tokenizer_byte_write(mc.vocab, out);
   size_t n = m->nparams;
   lt_model_free(m);
   if (rc < 0) return lt_cli_fail("init", rc);

@@ -301,12 +301,6 @@ static int arith_open(void *s, lt_episode_t *ep, const cJSON *spec, uint64_t see
   return 0;
 }
 
-/* Single turn: the first response ends the episode. */
-static int arith_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
-  res->done = 1;
-  return 0;
-}
-
 const lt_env_impl_t lt__env_arith = {
     .type = "arith",
     .init = arith_init,
@@ -314,5 +308,5 @@ const lt_env_impl_t lt__env_arith = {
     .sample = arith_sample,
     .demo = arith_demo,
     .open = arith_open,
-    .step = arith_step,
+    .step = lt__step_single_turn,
 };

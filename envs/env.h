@@ -189,6 +189,9 @@ int lt__envproto_opened(lt_episode_t *ep, const char *domain, cJSON *answer, cJS
 void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_step_t *res);
 void lt__envproto_close(lt_episode_t *ep);
 
+/* The step of single-turn environments: the first response ends the episode. */
+int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
+
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
 int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 
@@ -197,5 +200,6 @@ extern const lt_env_impl_t lt__env_code;
 extern const lt_env_impl_t lt__env_tools;
 extern const lt_env_impl_t lt__env_external;
 extern const lt_env_impl_t lt__env_http;
+extern const lt_env_impl_t lt__env_dataset;
 
 #endif

@@ -5,7 +5,7 @@
 
 static const lt_cfg_entry_t envs_e[] = {
     {"envs", LT_CFG_MAP, "{\"arith\": {\"type\": \"arith\"}}", LT_CFG_NORANGE, NULL, "domain name → environment; each domain is one kind of task"},
-    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http", "environment implementation"},
+    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset", "environment implementation"},
     {"envs.*.weight", LT_CFG_NUM, NULL, 0, BIG, NULL, "share of dispatched tasks (default 1)"},
     {"envs.*.noise", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "noise wrapper: instruction, tool_failure, tool_partial, tool_inconsistent (probabilities at level 1), level_start, ramp_tasks (docs/envs.md)"},
     {"envs.*.params", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "environment parameters (docs/envs.md)"},

@@ -8,6 +8,7 @@
 
 #include "learner/tokenizer.h"
 #include "learner/unicode.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -637,4 +638,51 @@ int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_
   *text = s;
   *len = k;
   return 0;
+}
+
+/* The byte tokenizer as Hugging Face files: a byte-level BPE without merges
+ * (each byte its own token, id = byte value), the three specials and reserved
+ * tokens up to vocab_size, and a ChatML chat template, the format longtail
+ * renders the byte tokenizer's chats in. */
+int lt_tokenizer_byte_write(int vocab_size, const char *dir) {
+  static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  if (vocab_size < 259) return lt_error_set(LT_EINVAL, "byte tokenizer: vocab_size %d < 259 (256 bytes + 3 specials)", vocab_size);
+  uint32_t map[256];
+  byte_alphabet(map);
+  lt_buf_t b = {0}, c = {0};
+  lt_buf_puts(&b, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [");
+  for (int id = 256; id < vocab_size; id++) {
+    char name[32];
+    if (id < 259) snprintf(name, sizeof name, "%s", specials[id - 256]);
+    else snprintf(name, sizeof name, "<|reserved_%d|>", id - 259);
+    lt_buf_printf(&b, "%s\n  {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                  "\"normalized\": false, \"special\": true}", id > 256 ? "," : "", id, name);
+  }
+  lt_buf_puts(&b, "],\n \"normalizer\": null,\n \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                  "\"trim_offsets\": true, \"use_regex\": true},\n \"post_processor\": null,\n \"decoder\": {\"type\": "
+                  "\"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n \"model\": "
+                  "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
+                  "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false, "
+                  "\"vocab\": {");
+  for (int i = 0; i < 256; i++) {
+    char ch[8];
+    ch[lt_utf8_encode(map[i], ch)] = 0;
+    lt_buf_puts(&b, i ? ", " : "");
+    lt_json_quote(&b, ch);
+    lt_buf_printf(&b, ": %d", i);
+  }
+  lt_buf_puts(&b, "}, \"merges\": []}}\n");
+  lt_buf_puts(&c, "{\"bos_token\": null, \"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\", \"unk_token\": null, "
+                  "\"clean_up_tokenization_spaces\": false, \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n \"chat_template\": ");
+  lt_json_quote(&c, "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  lt_buf_puts(&c, "}\n");
+  char path[4096];
+  int rc = lt_buf_ok(&b) < 0 || lt_buf_ok(&c) < 0 ? lt_error_set(LT_ENOMEM, "out of memory") : 0;
+  if (rc == 0 && (rc = lt_path_join(path, sizeof path, dir, "tokenizer.json")) == 0) rc = lt_fs_write_atomic(path, b.data, b.len);
+  if (rc == 0 && (rc = lt_path_join(path, sizeof path, dir, "tokenizer_config.json")) == 0)
+    rc = lt_fs_write_atomic(path, c.data, c.len);
+  lt_buf_free(&b);
+  lt_buf_free(&c);
+  return rc;
 }

@@ -1,11 +1,14 @@
 /* Model directories: config.json + model.safetensors (or sharded files with
  * model.safetensors.index.json), in Hugging Face's names and layout. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "learner/model.h"
 #include "learner/safetensors.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -138,7 +141,81 @@ int lt_model_load(const char *dir, lt_model_t **out) {
   return 0;
 }
 
-int lt_model_save(const lt_model_t *m, const char *dir) {
+/* What Hugging Face's generate() reads beside config.json; a source
+ * checkpoint's own file, copied with its tokenizer, replaces it. */
+static int write_generation_config(const lt_model_t *m, const char *dir) {
+  lt_buf_t b = {0};
+  lt_buf_puts(&b, "{\n  \"_from_model_config\": true");
+  if (m->cfg.bos_id >= 0) lt_buf_printf(&b, ",\n  \"bos_token_id\": %d", m->cfg.bos_id);
+  if (m->cfg.eos_id >= 0) lt_buf_printf(&b, ",\n  \"eos_token_id\": %d", m->cfg.eos_id);
+  lt_buf_puts(&b, "\n}\n");
+  char path[4096];
+  int rc = lt_buf_ok(&b) < 0 ? lt_error_set(LT_ENOMEM, "out of memory") : lt_path_join(path, sizeof path, dir, "generation_config.json");
+  if (rc == 0) rc = lt_fs_write_atomic(path, b.data, b.len);
+  lt_buf_free(&b);
+  return rc;
+}
+
+/* Tensors [from, to) into `file` of dir. */
+static int write_shard(const lt_model_t *m, const char *dir, const char *file, int from, int to) {
+  lt_st_tensor_t *t = calloc((size_t)(to - from), sizeof *t);
+  if (!t) return lt_error_set(LT_ENOMEM, "out of memory");
+  for (int i = from; i < to; i++) {
+    const lt_tensor_t *s = &m->tensors[i];
+    t[i - from] = (lt_st_tensor_t){.name = s->name, .ndim = s->ndim, .data = m->params + s->offset};
+    t[i - from].shape[0] = s->ndim == 1 ? s->cols : s->rows;
+    t[i - from].shape[1] = s->cols;
+  }
+  char path[4096];
+  int rc = lt_path_join(path, sizeof path, dir, file);
+  if (rc == 0) rc = lt_st_write(path, t, to - from, "{\"format\":\"pt\"}");
+  free(t);
+  return rc;
+}
+
+static int64_t tensor_bytes(const lt_tensor_t *t) { return (int64_t)(t->ndim == 1 ? 1 : t->rows) * t->cols * 4; }
+
+/* Hugging Face's layout for large models: model-0000i-of-0000n.safetensors
+ * of at most max_bytes each (one tensor may exceed it alone) and
+ * model.safetensors.index.json mapping every tensor to its file. */
+static int save_shards(const lt_model_t *m, const char *dir, int64_t max_bytes) {
+  int *start = malloc(((size_t)m->ntensors + 1) * sizeof *start), n = 0;
+  if (!start) return lt_error_set(LT_ENOMEM, "out of memory");
+  int64_t total = 0, cur = 0;
+  for (int i = 0; i < m->ntensors; i++) {
+    int64_t b = tensor_bytes(&m->tensors[i]);
+    if (i == 0 || (cur > 0 && cur + b > max_bytes)) start[n++] = i, cur = 0;
+    cur += b;
+    total += b;
+  }
+  start[n] = m->ntensors;
+  lt_buf_t idx = {0};
+  lt_buf_printf(&idx, "{\n  \"metadata\": {\"total_size\": %lld},\n  \"weight_map\": {", (long long)total);
+  int rc = 0;
+  for (int k = 0; k < n && rc == 0; k++) {
+    char file[64];
+    snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", k + 1, n);
+    rc = write_shard(m, dir, file, start[k], start[k + 1]);
+    for (int i = start[k]; i < start[k + 1]; i++) {
+      lt_buf_puts(&idx, i ? ",\n    " : "\n    ");
+      lt_json_quote(&idx, m->tensors[i].name);
+      lt_buf_printf(&idx, ": \"%s\"", file);
+    }
+  }
+  lt_buf_puts(&idx, "\n  }\n}\n");
+  free(start);
+  char path[4096];
+  if (rc == 0 && lt_buf_ok(&idx) < 0) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  if (rc == 0) rc = lt_path_join(path, sizeof path, dir, "model.safetensors.index.json");
+  if (rc == 0) rc = lt_fs_write_atomic(path, idx.data, idx.len);
+  lt_buf_free(&idx);
+  /* A single file left from before would shadow the index when loading. */
+  if (rc == 0 && lt_path_join(path, sizeof path, dir, "model.safetensors") == 0 && lt_fs_exists(path) && unlink(path) < 0)
+    rc = lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
+  return rc;
+}
+
+int lt_model_save_sharded(const lt_model_t *m, const char *dir, int64_t max_shard_bytes) {
   int rc = lt_fs_mkdirs(dir, 0755);
   if (rc < 0) return rc;
   char *cfg = lt_model_config_json(&m->cfg);
@@ -146,19 +223,12 @@ int lt_model_save(const lt_model_t *m, const char *dir) {
   char path[4096];
   if ((rc = lt_path_join(path, sizeof path, dir, "config.json")) == 0) rc = lt_fs_write_atomic(path, cfg, strlen(cfg));
   free(cfg);
+  if (rc == 0) rc = write_generation_config(m, dir);
   if (rc < 0) return rc;
-  lt_st_tensor_t *t = calloc((size_t)m->ntensors, sizeof *t);
-  if (!t) return lt_error_set(LT_ENOMEM, "out of memory");
-  for (int i = 0; i < m->ntensors; i++) {
-    const lt_tensor_t *s = &m->tensors[i];
-    t[i].name = s->name;
-    t[i].ndim = s->ndim;
-    t[i].shape[0] = s->ndim == 1 ? s->cols : s->rows;
-    t[i].shape[1] = s->cols;
-    t[i].data = m->params + s->offset;
-  }
-  if ((rc = lt_path_join(path, sizeof path, dir, "model.safetensors")) == 0)
-    rc = lt_st_write(path, t, m->ntensors, "{\"format\":\"pt\"}");
-  free(t);
-  return rc;
+  int64_t total = 0;
+  for (int i = 0; i < m->ntensors; i++) total += tensor_bytes(&m->tensors[i]);
+  if (max_shard_bytes > 0 && total > max_shard_bytes) return save_shards(m, dir, max_shard_bytes);
+  return write_shard(m, dir, "model.safetensors", 0, m->ntensors);
 }
+
+int lt_model_save(const lt_model_t *m, const char *dir) { return lt_model_save_sharded(m, dir, 0); }

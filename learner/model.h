@@ -192,8 +192,14 @@ int lt_tensor_is_router(const lt_tensor_t *t);
 /* ---- checkpoints (learner/checkpoint.c) ---- */
 /* Loads config.json + model.safetensors (or a sharded index) from dir. */
 int lt_model_load(const char *dir, lt_model_t **out);
-/* Writes config.json + model.safetensors (F32) atomically into dir. */
+/* Writes config.json, generation_config.json and model.safetensors (F32)
+ * atomically into dir: the one file the daemon hashes and workers load. */
 int lt_model_save(const lt_model_t *m, const char *dir);
+/* The same, but weights over max_shard_bytes (> 0) go to Hugging Face's
+ * shards, model-0000i-of-0000n.safetensors, with model.safetensors.index.json. */
+int lt_model_save_sharded(const lt_model_t *m, const char *dir, int64_t max_shard_bytes);
+/* Hugging Face's default max_shard_size, used for saved checkpoints. */
+#define LT_MODEL_SHARD_BYTES ((int64_t)5000000000)
 int lt_model_load_weights(lt_model_t *m, const char *dir);
 
 /* ---- forward/backward (learner/forward.c, learner/backward.c) ---- */

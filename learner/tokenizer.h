@@ -46,6 +46,13 @@ int lt_tokenizer_is_stop(const lt_tokenizer_t *t, int32_t id);
  * tokenizer sized to the model's vocabulary. */
 int lt_tokenizer_for_model(const char *dir, int vocab_size, lt_tokenizer_t **out);
 
+/* Writes the byte tokenizer of vocab_size ids as Hugging Face files into dir
+ * (tokenizer.json, a byte-level BPE without merges that encodes to the same
+ * ids, and tokenizer_config.json with a ChatML chat_template).  Loaded back
+ * it is a tokenizer.json tokenizer: special-token text in a prompt is then
+ * matched as the special token, as Hugging Face does. */
+int lt_tokenizer_byte_write(int vocab_size, const char *dir);
+
 /* Copies the tokenizer files a model directory may hold (tokenizer.json,
  * tokenizer_config.json, ...) into another checkpoint directory. */
 int lt_tokenizer_copy_files(const char *src_dir, const char *dst_dir);

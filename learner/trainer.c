@@ -506,10 +506,10 @@ int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   for (int i = 0; i < 2; i++) gpu_pull(t, i, 1);
 #endif
   int rc = lt_fs_mkdirs(dir, 0755);
-  if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save(t->policy, p);
+  if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(t->policy, p, LT_MODEL_SHARD_BYTES);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
   if (rc == 0 && t->critic) {
-    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save(t->critic, p);
+    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save_sharded(t->critic, p, LT_MODEL_SHARD_BYTES);
     if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_save(t->critic_opt, p);
   }
   if (rc < 0) return rc;

@@ -150,6 +150,17 @@ static int initial_weights(lt_daemon_t *d) {
   }
   char st[4200], sha[65];
   snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  if (!lt_fs_exists(st)) {
+    /* Versions travel as one hashed file: a sharded source becomes v0 once. */
+    lt_model_t *m;
+    if ((rc = lt_model_load(dir, &m)) < 0) return lt_error_wrap(rc, "model.path");
+    rc = lt_model_save(m, init);
+    lt_model_free(m);
+    if (rc == 0) rc = lt_tokenizer_copy_files(dir, init);
+    if (rc < 0) return rc;
+    snprintf(dir, sizeof dir, "%s", init);
+    snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  }
   if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);

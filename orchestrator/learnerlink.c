@@ -112,6 +112,9 @@ static int save_full(lt__learner_t *l) {
   char dir[4200], p[4300];
   snprintf(dir, sizeof dir, "%s/checkpoints/full-%06lld", d->run_dir, (long long)l->step);
   int rc = lt_trainer_save(l->tr, dir);
+  /* The policy inside is a Hugging Face model folder: it carries the tokenizer too. */
+  snprintf(p, sizeof p, "%s/policy", dir);
+  if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, p);
   if (rc < 0) return rc;
   char js[256];
   snprintf(js, sizeof js, "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d}\n",

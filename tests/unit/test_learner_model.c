@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "learner/engine.h"
 #include "learner/model.h"
@@ -234,6 +235,52 @@ Test(learner_model, sharded_checkpoint_loads) {
   free(t);
   lt_model_free(a);
   lt_model_free(b);
+  lt_test_rmdir(d);
+}
+
+/* A saved checkpoint is a Hugging Face model folder: shards and their index
+ * past the size limit, generation_config.json beside config.json. */
+Test(learner_model, large_save_is_sharded_with_an_index) {
+  char *d = lt_test_tmpdir("shardsave");
+  make_ckpt(d, "qwen3_moe", "\"norm_topk_prob\": true", 9, 0.1f);
+  lt_model_t *a, *b;
+  cr_assert_eq(lt_model_load(d, &a), 0, "%s", lt_error_msg());
+  char out[4200], p[4300];
+  snprintf(out, sizeof out, "%s/sharded", d);
+  int64_t max = (int64_t)a->nparams * 4 / 3 + 1; /* three or four shards */
+  cr_assert_eq(lt_model_save_sharded(a, out, max), 0, "%s", lt_error_msg());
+  snprintf(p, sizeof p, "%s/model.safetensors", out);
+  cr_expect(!lt_fs_exists(p), "a single file beside the shards");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", out);
+  cJSON *idx;
+  cr_assert_eq(lt_json_parse_file(p, &idx), 0, "%s", lt_error_msg());
+  cJSON *map = cJSON_GetObjectItem(idx, "weight_map");
+  cr_assert_eq(cJSON_GetArraySize(map), a->ntensors);
+  cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(idx, "metadata"), "total_size")->valuedouble, (double)a->nparams * 4);
+  const char *last = cJSON_GetArrayItem(map, a->ntensors - 1)->valuestring;
+  cr_expect(!strncmp(last, "model-0000", 10) && strstr(last, "-of-0000") && strstr(last, ".safetensors"), "%s", last);
+  int nshards = atoi(last + 6);
+  cr_expect(nshards >= 3 && nshards <= 4, "%d shards", nshards);
+  for (int k = 1; k <= nshards; k++) {
+    snprintf(p, sizeof p, "%s/model-%05d-of-%05d.safetensors", out, k, nshards);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0, "%s is missing", p);
+  }
+  cJSON_Delete(idx);
+  cr_assert_eq(lt_model_load(out, &b), 0, "%s", lt_error_msg());
+  cr_expect_eq(memcmp(a->params, b->params, sizeof(float) * a->nparams), 0, "the shards changed the weights");
+  lt_model_free(b);
+  snprintf(p, sizeof p, "%s/generation_config.json", out);
+  cJSON *gen;
+  cr_assert_eq(lt_json_parse_file(p, &gen), 0, "%s", lt_error_msg());
+  if (a->cfg.eos_id >= 0) cr_expect_eq(cJSON_GetObjectItem(gen, "eos_token_id")->valuedouble, a->cfg.eos_id);
+  cJSON_Delete(gen);
+  /* Under the limit: the one file. */
+  snprintf(out, sizeof out, "%s/single", d);
+  cr_assert_eq(lt_model_save_sharded(a, out, LT_MODEL_SHARD_BYTES), 0);
+  snprintf(p, sizeof p, "%s/model.safetensors", out);
+  cr_expect(lt_fs_exists(p));
+  lt_model_free(a);
   lt_test_rmdir(d);
 }
 

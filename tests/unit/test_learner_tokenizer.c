@@ -121,3 +121,54 @@ Test(learner_tokenizer, refuses_what_it_cannot_honour) {
   cr_expect_eq(lt_tokenizer_load("/nonexistent/tokenizer.json", &t), LT_ENOENT);
   lt_test_rmdir(dir);
 }
+
+/* The byte tokenizer written as Hugging Face files encodes and decodes as the
+ * byte tokenizer does (text without special-token strings) and carries a
+ * ChatML chat template. */
+Test(learner_tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer) {
+  char *dir = lt_test_tmpdir("bytetok");
+  cr_assert_eq(lt_tokenizer_byte_write(264, dir), 0, "%s", lt_error_msg());
+  lt_tokenizer_t *hf, *byte;
+  cr_assert_eq(lt_tokenizer_load(dir, &hf), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_tokenizer_byte(264, &byte), 0);
+  static const char *const sp[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  for (int i = 0; i < 3; i++) cr_expect_eq(lt_tokenizer_special(hf, sp[i]), lt_tokenizer_special(byte, sp[i]), "%s", sp[i]);
+  char cp[4096];
+  snprintf(cp, sizeof cp, "%s/tests/ref/tokenizer/cases.jsonl", lt_test_root());
+  lt_jsonl_t cases;
+  cr_assert_eq(lt_jsonl_open(&cases, cp), 0);
+  cJSON *c;
+  int n = 0;
+  while (lt_jsonl_next(&cases, &c) == 1) {
+    const char *text;
+    cr_assert_eq(lt_json_get_str(c, "text", &text), 0);
+    if (!strstr(text, "<|")) {
+      int32_t *a, *b;
+      int na, nb;
+      cr_assert_eq(lt_tokenizer_encode(hf, text, strlen(text), &a, &na), 0);
+      cr_assert_eq(lt_tokenizer_encode(byte, text, strlen(text), &b, &nb), 0);
+      cr_expect(na == nb && !memcmp(a, b, sizeof *a * (size_t)na), "case %d differs: %s", n, text);
+      char *da;
+      size_t la;
+      cr_assert_eq(lt_tokenizer_decode(hf, a, na, 0, &da, &la), 0);
+      cr_expect(la == strlen(text) && !memcmp(da, text, la), "case %d does not decode back", n);
+      free(a), free(b), free(da);
+      n++;
+    }
+    cJSON_Delete(c);
+  }
+  lt_jsonl_close(&cases);
+  cr_expect_gt(n, 40);
+  char p[4200];
+  snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+  cJSON *cfg;
+  cr_assert_eq(lt_json_parse_file(p, &cfg), 0, "%s", lt_error_msg());
+  const cJSON *tpl = cJSON_GetObjectItem(cfg, "chat_template");
+  cr_expect(cJSON_IsString(tpl) && strstr(tpl->valuestring, "<|im_start|>") && strstr(tpl->valuestring, "add_generation_prompt"));
+  cr_expect_str_eq(cJSON_GetObjectItem(cfg, "eos_token")->valuestring, "<|im_end|>");
+  cJSON_Delete(cfg);
+  cr_expect_lt(lt_tokenizer_byte_write(200, dir), 0);
+  lt_tokenizer_free(hf);
+  lt_tokenizer_free(byte);
+  lt_test_rmdir(dir);
+}
