@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "learner/tokenizer.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "rollout/backend.h"
 #include "util/buf.h"
 #include "util/error.h"

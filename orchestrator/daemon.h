@@ -12,7 +12,8 @@
 #include "envs/env.h"
 #include "learner/trainer.h"
 #include "orchestrator/writer.h"
-#include "proto/zsock.h"
+#include "net/curve.h"
+#include "net/zsock.h"
 #include "util/config.h"
 #include "util/rng.h"
 

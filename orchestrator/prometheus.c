@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "orchestrator/daemon.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/log.h"

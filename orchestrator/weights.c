@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "orchestrator/daemon.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "util/error.h"
 #include "util/log.h"
 

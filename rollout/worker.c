@@ -9,7 +9,8 @@
 #include <zmq.h>
 
 #include "envs/env.h"
-#include "proto/zsock.h"
+#include "net/curve.h"
+#include "net/zsock.h"
 #include "rewards/reward.h"
 #include "rollout/agent.h"
 #include "rollout/backend.h"

@@ -1,4 +1,4 @@
-#include "proto/zsock.h"
+#include "net/zsock.h"
 
 #include <stdlib.h>
 #include <string.h>

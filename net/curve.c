@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "proto/zsock.h"
+#include "net/curve.h"
 #include "util/error.h"
 #include "util/log.h"
 
