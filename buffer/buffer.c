@@ -1,5 +1,7 @@
 #include "buffer/buffer.h"
 
+#include "buffer/internal.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -637,29 +639,8 @@ int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, in
   return run(b, S_WORKER);
 }
 
-int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int, const char *const *, void *), void *ud) {
-  sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
-  if (rc != SQLITE_OK) return db_err(b, rc, sql);
-  int n = sqlite3_column_count(s);
-  const char *cols[64];
-  if (n > 64) n = 64;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    for (int i = 0; i < n; i++) cols[i] = (const char *)sqlite3_column_text(s, i);
-    if (fn(n, cols, ud)) break;
-  }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, sql);
-}
+sqlite3 *lt__buffer_db(lt_buffer_t *b) { return b->db; }
 
-int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n) {
-  sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
-  if (rc != SQLITE_OK) return db_err(b, rc, sql);
-  rc = sqlite3_step(s);
-  int row = rc == SQLITE_ROW;
-  for (int i = 0; row && i < n && i < sqlite3_column_count(s); i++)
-    if (sqlite3_column_type(s, i) != SQLITE_NULL) out[i] = sqlite3_column_double(s, i);
-  sqlite3_finalize(s);
-  return row || rc == SQLITE_DONE ? row : db_err(b, rc, sql);
-}
+int lt__buffer_err(lt_buffer_t *b, int rc, const char *what) { return db_err(b, rc, what); }
+
+const char *lt__task_status_name(lt_task_status s) { return task_names[s]; }

@@ -119,11 +119,59 @@ int lt_buffer_checkpoint(lt_buffer_t *b, int64_t version, int64_t step, const ch
 int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, int slots, const char *backend,
                           int64_t time_ms);
 
-/* Runs a read-only SQL query and calls fn per row with the columns as text
- * (NULL for SQL NULL).  For the offline CLI's reports. */
-int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int ncol, const char *const *cols, void *ud), void *ud);
-/* The first row's first n columns as numbers into out[]; a missing row or a
- * NULL column leaves the caller's value.  Returns 1 (a row), 0, or an error. */
-int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n);
+/* ---- named read queries (buffer/query.c): the CLI's reports and the daemon's resume ---- */
+
+typedef struct {
+  int64_t version, step;
+  char path[4096];
+  char sha256[65];
+} lt_ckpt_row_t;
+
+/* The newest weights checkpoint (the first one with oldest = 1): 1, 0 when none is recorded, or an error. */
+int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out);
+int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st);
+/* Training (not evaluation) prompts of a domain, and training tasks: what resume continues numbering from. */
+int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
+int64_t lt_buffer_count_train_tasks(lt_buffer_t *b);
+/* Training trajectories and how many of them were truncated. */
+int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated);
+/* Mean reward of the training trajectories whose reward was obtained (0 when none). */
+double lt_buffer_reward_mean(lt_buffer_t *b);
+/* Workers last seen at or after since_ms (INT64_MIN: every worker ever seen). */
+int64_t lt_buffer_count_workers(lt_buffer_t *b, int64_t since_ms);
+/* The highest learner step that consumed a trajectory (0 when none). */
+int64_t lt_buffer_last_consumed_step(lt_buffer_t *b);
+/* The task ids a learner step trained on, in the learner's order (groups by their first member, members by
+ * arrival); *ids is malloc'ed (caller frees). */
+int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n);
+
+typedef enum { LT_SPAN_ALL, LT_SPAN_FIRST, LT_SPAN_LAST } lt_span_t;
+/* Mean and count of a metric's values: all of them, or the first or last n in step order (count 0: none). */
+int lt_buffer_metric_mean(lt_buffer_t *b, const char *name, lt_span_t span, int n, double *mean, int64_t *count);
+/* A metric's first (LT_SPAN_FIRST) or last (LT_SPAN_LAST) value and its step: 1, 0 when none, or an error. */
+int lt_buffer_metric_edge(lt_buffer_t *b, const char *name, lt_span_t edge, double *value, int64_t *step);
+/* The value a metric was last given at a step: 1, 0 when none, or an error. */
+int lt_buffer_metric_at(lt_buffer_t *b, int64_t step, const char *name, double *value);
+/* Every value of the metrics whose name matches a GLOB pattern, by name, step and time; fn returns nonzero to
+ * stop. */
+int lt_buffer_metric_series(lt_buffer_t *b, const char *glob,
+                            int (*fn)(const char *name, int64_t step, double value, void *ud), void *ud);
+/* The names of all recorded metrics, sorted. */
+int lt_buffer_metric_names(lt_buffer_t *b, int (*fn)(const char *name, void *ud), void *ud);
+
+/* Which trajectories an export reads. */
+typedef struct {
+  unsigned statuses;     /* bit (1 << lt_tr_status) per status wanted; 0: all */
+  int has_min_reward;
+  double min_reward;
+  int consumed;          /* only those a learner step consumed (or marked) ... */
+  int64_t step_lo, step_hi; /* ... by steps in [step_lo, step_hi]; -1: open */
+  const char *domain;    /* NULL: all */
+} lt_traj_filter_t;
+
+/* Up to max trajectories after row id `after` in arrival order: task ids and row ids (the next page starts
+ * after rowids[*n - 1]). */
+int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids,
+                        int64_t *rowids, int max, int *n);
 
 #endif

@@ -19,15 +19,6 @@ typedef struct {
   int n;
 } page_t;
 
-static int page_row(int n, const char *const *c, void *ud) {
-  page_t *p = ud;
-  if (p->n < PAGE && c[0] && c[1]) {
-    p->rowid[p->n] = atoll(c[0]);
-    p->task[p->n++] = atoll(c[1]);
-  }
-  return 0;
-}
-
 static int safe_word(const char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
@@ -195,34 +186,29 @@ int lt_cmd_export(int argc, char **argv) {
   const char *fmt = lt_args_str(&c, "--format", "jsonl");
   int tokens = !strcmp(fmt, "tokens");
   if (!tokens && strcmp(fmt, "jsonl")) return lt_args_usage_error(&c, "--format: '%s' is not jsonl or tokens", fmt);
-  lt_buf_t where = {0};
-  lt_buf_puts(&where, "1");
+  lt_traj_filter_t where = {.step_lo = -1, .step_hi = -1};
   const char *st = lt_args_str(&c, "--status", NULL);
   if (st) {
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s", st);
-    lt_buf_puts(&where, " AND status IN (");
-    int k = 0;
-    for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save), k++) {
+    for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
       int ok = 0;
-      for (int i = 0; i < LT_TR_NSTATUS; i++) ok |= !strcmp(w, lt_tr_status_name((lt_tr_status)i));
+      for (int i = 0; i < LT_TR_NSTATUS; i++)
+        if (!strcmp(w, lt_tr_status_name((lt_tr_status)i))) ok = 1, where.statuses |= 1u << i;
       if (!ok) {
-        lt_buf_free(&where);
         return lt_args_usage_error(&c, "--status: '%s' is not one of ready,consumed,stale,filtered,failed,eval", w);
       }
-      lt_buf_printf(&where, "%s'%s'", k ? "," : "", w);
     }
-    lt_buf_puts(&where, ")");
   }
   const char *mr = lt_args_str(&c, "--min-reward", NULL);
   if (mr) {
     char *e;
     double v = strtod(mr, &e);
     if (*e || e == mr) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--min-reward: '%s' is not a number", mr);
     }
-    lt_buf_printf(&where, " AND reward >= %.17g", v);
+    where.has_min_reward = 1;
+    where.min_reward = v;
   }
   const char *sr = lt_args_str(&c, "--step-range", NULL);
   if (sr) {
@@ -230,37 +216,32 @@ int lt_cmd_export(int argc, char **argv) {
     const char *colon = strchr(sr, ':');
     long long a = -1, bnd = -1;
     if (!colon) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--step-range: expected A:B, got '%s'", sr);
     }
     if (colon > sr && ((a = strtoll(sr, &e, 10)) < 0 || e != colon)) a = -2;
     if (colon[1] && ((bnd = strtoll(colon + 1, &e, 10)) < 0 || *e)) a = -2;
     if (a == -2) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--step-range: expected A:B with non-negative integers, got '%s'", sr);
     }
-    lt_buf_puts(&where, " AND consumed_step IS NOT NULL");
-    if (a >= 0) lt_buf_printf(&where, " AND consumed_step >= %lld", a);
-    if (bnd >= 0) lt_buf_printf(&where, " AND consumed_step <= %lld", bnd);
+    where.consumed = 1;
+    where.step_lo = a;
+    where.step_hi = bnd;
   }
   const char *dom = lt_args_str(&c, "--domain", NULL);
   if (dom) {
     if (!safe_word(dom)) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--domain: '%s' is not a domain name", dom);
     }
-    lt_buf_printf(&where, " AND domain = '%s'", dom);
+    where.domain = dom;
   }
   lt_buffer_t *b;
   if ((rc = lt_cli_open_run("export", c.pos[0], &b, NULL, 0))) {
-    lt_buf_free(&where);
     return rc;
   }
   const char *outp = lt_args_str(&c, "-o", NULL);
   FILE *out = outp ? fopen(outp, "w") : stdout;
   if (!out) {
     fprintf(stderr, "longtail export: error: %s: %s\n", outp, strerror(errno));
-    lt_buf_free(&where);
     lt_buffer_close(b);
     return LT_EXIT_IO;
   }
@@ -269,11 +250,7 @@ int lt_cmd_export(int argc, char **argv) {
   int64_t last = 0, count = 0;
   int code = pg ? 0 : LT_EXIT_FAIL;
   while (code == 0) {
-    char sql[2048];
-    snprintf(sql, sizeof sql, "SELECT id, task_id FROM trajectories WHERE id > %lld AND %s ORDER BY id LIMIT %d",
-             (long long)last, (const char *)where.data, PAGE);
-    pg->n = 0;
-    if ((rc = lt_buffer_query(b, sql, page_row, pg)) < 0) {
+    if ((rc = lt_buffer_traj_page(b, &where, last, pg->task, pg->rowid, PAGE, &pg->n)) < 0) {
       code = lt_cli_fail("export", rc);
       break;
     }
@@ -305,7 +282,6 @@ int lt_cmd_export(int argc, char **argv) {
   if (code == 0 && outp) fprintf(stderr, "longtail export: %lld trajectories to %s\n", (long long)count, outp);
   free(pg);
   lt_buf_free(&line);
-  lt_buf_free(&where);
   lt_buffer_close(b);
   return code;
 }

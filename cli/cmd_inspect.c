@@ -19,15 +19,11 @@
 #define RESET "\033[0m"
 #define BOLD "\033[1m"
 
-static int text_row(int n, const char *const *c, void *ud) {
-  snprintf(ud, 4096, "%s", c[0] ? c[0] : "");
-  return 1;
-}
-
 /* The tokenizer of the run's newest weights still on disk. */
 static lt_tokenizer_t *run_tokenizer(lt_buffer_t *b) {
-  char dir[4096] = "";
-  lt_buffer_query(b, "SELECT path FROM checkpoints WHERE kind = 'weights' ORDER BY version DESC LIMIT 1", text_row, dir);
+  lt_ckpt_row_t ck;
+  if (lt_buffer_weights(b, 0, &ck) <= 0) return NULL;
+  const char *dir = ck.path;
   char cfgp[4200];
   snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
   lt_model_config_t mc;

@@ -157,16 +157,6 @@ static int initial_weights(lt_daemon_t *d) {
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
 
-static int latest_ckpt(int n, const char *const *c, void *ud) {
-  lt_daemon_t *d = ud;
-  if (!c[0] || !c[1]) return 0;
-  d->version = atoll(c[0]);
-  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", c[1]);
-  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", c[2] ? c[2] : "");
-  d->step = c[3] ? atoll(c[3]) : 0;
-  return 1;
-}
-
 /* ---- messages ---- */
 
 static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
@@ -507,9 +497,13 @@ static int setup(lt_daemon_t *d) {
   d->domain_index = calloc((size_t)lt_envs_count(d->envs), sizeof *d->domain_index);
   if (!d->domain_index) return lt_error_set(LT_ENOMEM, "out of memory");
   if (d->o.resume) {
-    lt_buffer_query(d->buf, "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' ORDER BY version DESC LIMIT 1",
-                    latest_ckpt, d);
-    if (!d->weights_dir[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
+    lt_ckpt_row_t ck;
+    if ((rc = lt_buffer_weights(d->buf, 0, &ck)) < 0) return rc;
+    if (rc == 0 || !ck.path[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
+    d->version = ck.version;
+    d->step = ck.step;
+    snprintf(d->weights_dir, sizeof d->weights_dir, "%s", ck.path);
+    snprintf(d->weights_sha, sizeof d->weights_sha, "%s", ck.sha256);
     if ((rc = lt__scheduler_resume(d)) < 0) return rc;
     LT_INFO("daemon", "resuming %s at learner step %lld (policy v%lld), %d open tasks", d->run_dir, (long long)d->step,
             (long long)d->version, d->open_train);

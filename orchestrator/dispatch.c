@@ -449,21 +449,12 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
   else d->open_train++;
 }
 
-static int count_row(int n, const char *const *cols, void *ud) {
-  int64_t *v = ud;
-  *v = cols[0] ? atoll(cols[0]) : 0;
-  return 0;
-}
-
 int lt__scheduler_resume(lt_daemon_t *d) {
   d->next_task_id = lt_buffer_max_id(d->buf, "tasks");
   d->next_prompt_id = lt_buffer_max_id(d->buf, "prompts");
-  for (int i = 0; i < lt_envs_count(d->envs); i++) {
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM prompts WHERE eval = 0 AND domain = '%s'", lt_envs_name(d->envs, i));
-    lt_buffer_query(d->buf, sql, count_row, &d->domain_index[i]);
-  }
-  lt_buffer_query(d->buf, "SELECT count(*) FROM tasks WHERE eval = 0", count_row, &d->tasks_created);
+  for (int i = 0; i < lt_envs_count(d->envs); i++)
+    d->domain_index[i] = lt_buffer_count_prompts(d->buf, lt_envs_name(d->envs, i));
+  d->tasks_created = lt_buffer_count_train_tasks(d->buf);
   resume_ctx_t c = {d, 0};
   int rc = lt_buffer_tasks_open(d->buf, resume_task, &c);
   if (rc == 0) rc = c.rc;

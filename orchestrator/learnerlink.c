@@ -101,11 +101,6 @@ static void post_event(lt__learner_t *l, const char *kind, const char *fmt, ...)
 
 /* ---- setup ---- */
 
-static int first_text(int n, const char *const *c, void *ud) {
-  snprintf(ud, 4096, "%s", c[0] ? c[0] : "");
-  return 1;
-}
-
 /* scheduler.json beside a full checkpoint: what the trainer state does not hold. */
 static int save_full(lt__learner_t *l) {
   lt_daemon_t *d = l->d;
@@ -625,7 +620,9 @@ int lt__learner_start(lt_daemon_t *d) {
       }
     } else {
       /* No full checkpoint yet: start over from the first policy. */
-      lt_buffer_query(l->buf, "SELECT path FROM checkpoints WHERE kind = 'weights' ORDER BY version LIMIT 1", first_text, v0);
+      lt_ckpt_row_t first = {0};
+      lt_buffer_weights(l->buf, 1, &first);
+      snprintf(v0, sizeof v0, "%s", first.path);
       l->step = 0;
       l->version = 0;
       rc = build_trainer(l, v0);
