@@ -7,8 +7,6 @@
 
 #include <stdint.h>
 
-#include "proto/proto.h"
-
 #define LT_BUFFER_SCHEMA 1
 
 typedef struct lt_buffer lt_buffer_t;
@@ -87,13 +85,43 @@ typedef struct {
   char loaded_worker[128];   /* the worker it came from */
 } lt_traj_meta_t;
 
-/* Inserts a trajectory and its payload; *duplicate = 1 (and nothing written)
- * if the task already has one. */
-int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate);
-/* Loads a trajectory with payload by task id into *t (lt_msg_free-style
- * ownership: free with lt_buffer_traj_free). LT_ENOENT if absent. */
-int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_meta_t *m);
-void lt_buffer_traj_free(lt_traj_t *t);
+/* A trajectory as the buffer stores it: its row of `trajectories` and its payload (docs/buffer.md).  The
+ * texts are stored as given: outcome, finish and reason are the wire's names, components and messages JSON.
+ * Arrays have ntokens entries (routing: ntokens x routing_layers x routing_k). */
+typedef struct {
+  int64_t task_id, group_id;
+  char *domain;
+  char *outcome;       /* the worker's status: ok, reward_failed, env_error, aborted, error */
+  char *finish;        /* terminated, truncated or none */
+  char *reason, *error;
+  int truncated;
+  int has_reward;
+  double reward;
+  char *components;    /* JSON object: reward component name -> number */
+  char *messages;      /* JSON array of chat messages */
+  int turns, eval;
+  double gen_ms, env_ms, reward_ms;
+  int ntokens;
+  int32_t *tokens;
+  float *logprobs;
+  uint8_t *loss_mask;
+  int32_t *versions;
+  int32_t *support;    /* NULL when not recorded */
+  int routing_layers, routing_k, routing_experts;
+  uint16_t *routing_ids; /* NULL when not recorded */
+  float *routing_probs;
+} lt_traj_rec_t;
+
+/* Inserts a trajectory and its payload (the record is only read); *duplicate = 1 (and nothing written) if the
+ * task already has one. */
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int *duplicate);
+/* What lt_buffer_traj_load reads: the arrays packing needs, or also the texts (components, messages, reason,
+ * error, and so on) a report shows. */
+enum { LT_LOAD_TOKENS = 0, LT_LOAD_ALL = 1 };
+/* Loads a trajectory by task id into *t, which then owns its memory (free with lt_buffer_traj_free).
+ * LT_ENOENT if absent, LT_ECORRUPT if its payload is missing or inconsistent. */
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m);
+void lt_buffer_traj_free(lt_traj_rec_t *t);
 int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_tr_status st, int64_t step);
 /* Resume from the checkpoint of learner step `step`: trajectories consumed,
  * filtered or made stale after it are ready again.  Returns how many. */

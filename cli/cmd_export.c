@@ -64,20 +64,27 @@ static cJSON *openai_messages(const cJSON *stored) {
 }
 
 /* Fields both formats carry. */
-static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void common(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m) {
   lt_buf_printf(b, "\"task_id\":%llu,\"group_id\":%llu,\"domain\":", (unsigned long long)t->task_id,
                 (unsigned long long)t->group_id);
   lt_json_quote(b, t->domain ? t->domain : "");
-  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":\"%s\",\"reward\":", lt_tr_status_name(m->status),
-                lt_traj_status_name(t->status));
+  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":", lt_tr_status_name(m->status));
+  lt_json_quote(b, t->outcome);
+  lt_buf_puts(b, ",\"reward\":");
   if (t->has_reward) lt_json_num(b, t->reward);
   else lt_buf_puts(b, "null");
   lt_buf_puts(b, ",\"components\":");
-  lt_json_write(b, t->components);
-  lt_buf_printf(b, ",\"finish\":\"%s\",\"reason\":", lt_finish_name(t->finish));
+  /* Re-printed rather than copied, so that a damaged row cannot break the line's JSON. */
+  cJSON *comp = cJSON_Parse(t->components);
+  if (comp) lt_json_write(b, comp);
+  else lt_buf_puts(b, "{}");
+  cJSON_Delete(comp);
+  lt_buf_puts(b, ",\"finish\":");
+  lt_json_quote(b, t->finish);
+  lt_buf_puts(b, ",\"reason\":");
   lt_json_quote(b, t->reason ? t->reason : "");
   lt_buf_printf(b, ",\"truncated\":%s,\"turns\":%d,\"version_min\":%lld,\"version_max\":%lld,\"consumed_step\":",
-                t->finish == LT_FINISH_TRUNCATED ? "true" : "false", t->turns, (long long)m->version_min,
+                t->truncated ? "true" : "false", t->turns, (long long)m->version_min,
                 (long long)m->version_max);
   if (m->consumed_step >= 0) lt_buf_printf(b, "%lld", (long long)m->consumed_step);
   else lt_buf_puts(b, "null");
@@ -101,7 +108,7 @@ static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
 
 /* Contiguous runs of the loss mask after the prompt: what the policy wrote and
  * what came back from the environment, as token spans [start, end). */
-static void segments(lt_buf_t *b, const lt_traj_t *t) {
+static void segments(lt_buf_t *b, const lt_traj_rec_t *t) {
   lt_buf_puts(b, "[");
   int first = 1, i = 0, T = t->ntokens;
   while (i < T && !t->loss_mask[i]) i++; /* the prompt */
@@ -116,7 +123,7 @@ static void segments(lt_buf_t *b, const lt_traj_t *t) {
   lt_buf_puts(b, "]");
 }
 
-static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m) {
   lt_buf_puts(b, "{\"format\":\"longtail.tokens/1\",");
   common(b, t, m);
   int prompt = 0;
@@ -152,9 +159,11 @@ static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m
   lt_buf_puts(b, "}\n");
 }
 
-static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void line_chat(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m) {
   lt_buf_puts(b, "{\"messages\":");
-  cJSON *msgs = openai_messages(t->messages);
+  cJSON *stored = cJSON_Parse(t->messages);
+  cJSON *msgs = openai_messages(stored);
+  cJSON_Delete(stored);
   lt_json_write(b, msgs);
   cJSON_Delete(msgs);
   lt_buf_putc(b, ',');
@@ -256,9 +265,9 @@ int lt_cmd_export(int argc, char **argv) {
     }
     if (pg->n == 0) break;
     for (int i = 0; i < pg->n && code == 0; i++) {
-      lt_traj_t t;
+      lt_traj_rec_t t;
       lt_traj_meta_t m;
-      if ((rc = lt_buffer_traj_load(b, pg->task[i], &t, &m)) < 0) {
+      if ((rc = lt_buffer_traj_load(b, pg->task[i], LT_LOAD_ALL, &t, &m)) < 0) {
         code = lt_cli_fail("export", rc);
         break;
       }

@@ -103,9 +103,9 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   p->ndom = 0;
   int dom_n[8] = {0};
   for (int s = 0; s < n && rc == 0; s++) {
-    lt_traj_t t;
+    lt_traj_rec_t t;
     lt_traj_meta_t m;
-    if ((rc = lt_buffer_traj_load(buf, ids[s], &t, &m)) < 0) break;
+    if ((rc = lt_buffer_traj_load(buf, ids[s], LT_LOAD_TOKENS, &t, &m)) < 0) break;
     int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
     if (N + T > cap) {
       cap = (N + T) * 2;
@@ -142,7 +142,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       p->has_route = 0;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[s] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;
+    p->trunc[s] = t.truncated || T < t.ntokens;
     ntrunc += p->trunc[s];
     p->reward[s] = t.reward;
     p->group[s] = (int64_t)t.group_id;
