@@ -14,7 +14,7 @@
 
 #include "learner/model.h"
 #include "learner/tokenizer.h"
-#include "orchestrator/sft.h"
+#include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"

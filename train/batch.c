@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "learner/device.h"
-#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -101,7 +101,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   double conf = 0, rsum = 0;
   int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
-  int dom_n[8] = {0};
+  int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
   for (int s = 0; s < n && rc == 0; s++) {
     lt_traj_rec_t t;
     lt_traj_meta_t m;
@@ -151,8 +151,8 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
     for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
-    if (di == p->ndom && di < 8) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
-    if (di < 8) {
+    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
+    if (di < LT_TRAIN_MAX_DOMAINS) {
       p->dom_reward[di] += t.reward;
       dom_n[di]++;
     }

@@ -1,11 +1,11 @@
-#include "orchestrator/replay.h"
+#include "train/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buffer/buffer.h"
-#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
