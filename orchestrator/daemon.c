@@ -1,5 +1,5 @@
 /* The daemon: run directory, sockets, the loop, the cron, signals, shutdown. */
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "net/http.h"
 #include "util/buf.h"
 #include "util/error.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "net/http.h"
 #include "util/error.h"
 #include "util/log.h"
