@@ -29,7 +29,6 @@ int lt_zsock_curve_client(lt_zsock_t *z, const char *server_pub, const char *pub
  * (taken over), refuses and logs the rest.  Start it before binding. */
 typedef struct lt_zap lt_zap_t;
 int lt_zap_start(uv_loop_t *loop, void *ctx, lt_curve_keys_t *keys, lt_zap_t **out);
-void lt_zap_counts(const lt_zap_t *h, uint64_t *admitted, uint64_t *refused);
 void lt_zap_close(lt_zap_t *h);
 
 #endif

@@ -28,8 +28,6 @@ int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud);
 int lt_zsock_send(lt_zsock_t *z, const lt_frame_t *frames, int n);
 /* Encodes and sends m, prefixed by a routing id for ROUTER sockets. */
 int lt_zsock_send_msg(lt_zsock_t *z, const void *rid, size_t rid_len, const lt_msg_t *m);
-/* Messages dropped because they had too many frames. */
-uint64_t lt_zsock_dropped(const lt_zsock_t *z);
 /* Stops polling, closes the zmq socket (linger 0 unless set) and frees on the
  * loop; done(ud) runs after the memory is released. */
 void lt_zsock_close(lt_zsock_t *z, void (*done)(void *ud), void *ud);
