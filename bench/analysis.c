@@ -48,7 +48,7 @@ static int build(const char *path, long n) {
       t.group_id = i / 8 + 1;
       t.reward = (double)(i % 3 == 0);
       m.time_ms = i;
-      m.status = i < n / 2 ? LT_TR_CONSUMED : LT_TR_READY;
+      m.status = i < n / 2 ? LT_SAMPLE_CONSUMED : LT_SAMPLE_READY;
       if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) return -1;
     }
     if (lt_buffer_commit(b) < 0) return -1;
@@ -58,7 +58,7 @@ static int build(const char *path, long n) {
   int64_t ids[500];
   for (long s = 0; s < n / 2 / 500; s++) {
     for (int k = 0; k < 500; k++) ids[k] = s * 500 + k + 1;
-    if (lt_buffer_traj_mark(b, ids, 500, LT_TR_CONSUMED, s + 1) < 0) return -1;
+    if (lt_buffer_traj_mark(b, ids, 500, LT_SAMPLE_CONSUMED, s + 1) < 0) return -1;
   }
   if (lt_buffer_commit(b) < 0) return -1;
   for (long s = 1; s <= 1000; s++) lt_buffer_metric(b, s, "reward/mean", 0.5, s);

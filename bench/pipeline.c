@@ -228,7 +228,7 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto, int rep) 
   if (lt_buffer_open(path, LT_BUF_CREATE, &b) < 0) return -1;
   lt_traj_t t = *proto;
   lt_traj_rec_t rec;
-  lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1, .status = LT_TR_READY};
+  lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1, .status = LT_SAMPLE_READY};
   double t0 = lt_time_mono_s();
   for (int i = 0; i < INGEST_N;) {
     if (lt_buffer_begin(b) < 0) return -1;

@@ -89,10 +89,10 @@ struct lt_buffer {
   int readonly;
 };
 
-static const char *tr_names[LT_TR_NSTATUS] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+static const char *tr_names[LT_SAMPLE_NSTATES] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
 static const char *task_names[] = {"queued", "dispatched", "done", "failed"};
 
-const char *lt_tr_status_name(lt_tr_status s) { return (unsigned)s < LT_TR_NSTATUS ? tr_names[s] : "?"; }
+const char *lt_sample_state_name(lt_sample_state s) { return (unsigned)s < LT_SAMPLE_NSTATES ? tr_names[s] : "?"; }
 
 static int db_err(lt_buffer_t *b, int rc, const char *what) {
   int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
@@ -497,9 +497,9 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
     m->consumed_step = sqlite3_column_int64(s, 19);
     const char *wk = (const char *)sqlite3_column_text(s, 11);
     snprintf(m->loaded_worker, sizeof m->loaded_worker, "%s", wk ? wk : "");
-    m->status = LT_TR_READY;
-    for (int i = 0; i < LT_TR_NSTATUS; i++)
-      if (st && !strcmp(st, tr_names[i])) m->status = (lt_tr_status)i;
+    m->status = LT_SAMPLE_READY;
+    for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
+      if (st && !strcmp(st, tr_names[i])) m->status = (lt_sample_state)i;
   }
   sqlite3_reset(s);
   if (oom) {
@@ -535,7 +535,7 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   return 0;
 }
 
-int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_tr_status st, int64_t step) {
+int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_state st, int64_t step) {
   sqlite3_stmt *s = b->st[S_TRAJ_MARK];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   for (int i = 0; i < n; i++) {
@@ -582,7 +582,7 @@ int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step) {
   return sqlite3_changes(b->db);
 }
 
-int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st) {
+int64_t lt_buffer_count_status(lt_buffer_t *b, lt_sample_state st) {
   sqlite3_stmt *s = b->st[S_COUNT_STATUS];
   bind_text(s, 1, tr_names[st]);
   int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;

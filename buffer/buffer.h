@@ -62,24 +62,26 @@ int64_t lt_buffer_max_id(lt_buffer_t *b, const char *table);
 int lt_buffer_task_exists(lt_buffer_t *b, int64_t id);
 
 /* ---- trajectories ---- */
+/* What training did with a trajectory (the `status` column), as opposed to how its rollout ended (the worker's
+ * outcome, the `traj_status` column, proto's lt_traj_status). */
 typedef enum {
-  LT_TR_READY = 0, /* trainable, not yet used */
-  LT_TR_CONSUMED,  /* used by a learner step */
-  LT_TR_STALE,     /* too old for the staleness bound: never trained on */
-  LT_TR_FILTERED,  /* dropped by dynamic filtering (zero-variance group, ...) */
-  LT_TR_FAILED,    /* no reward / environment error / aborted: never trained on */
-  LT_TR_EVAL,      /* held-out evaluation sample */
-  LT_TR_NSTATUS
-} lt_tr_status;
+  LT_SAMPLE_READY = 0, /* trainable, not yet used */
+  LT_SAMPLE_CONSUMED,  /* used by a learner step */
+  LT_SAMPLE_STALE,     /* too old for the staleness bound: never trained on */
+  LT_SAMPLE_FILTERED,  /* dropped by dynamic filtering (zero-variance group, ...) */
+  LT_SAMPLE_FAILED,    /* no reward / environment error / aborted: never trained on */
+  LT_SAMPLE_EVAL,      /* held-out evaluation sample */
+  LT_SAMPLE_NSTATES
+} lt_sample_state;
 
-const char *lt_tr_status_name(lt_tr_status s);
+const char *lt_sample_state_name(lt_sample_state s);
 
 typedef struct {
   const char *worker;
   int64_t version_min, version_max; /* over generated tokens (-1 if none) */
   int64_t eval_round;
   int64_t time_ms;
-  lt_tr_status status;
+  lt_sample_state status;
   /* filled by lt_buffer_traj_load only */
   int64_t consumed_step;     /* learner step that trained on it (or marked it), -1 */
   char loaded_worker[128];   /* the worker it came from */
@@ -122,7 +124,7 @@ enum { LT_LOAD_TOKENS = 0, LT_LOAD_ALL = 1 };
  * LT_ENOENT if absent, LT_ECORRUPT if its payload is missing or inconsistent. */
 int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m);
 void lt_buffer_traj_free(lt_traj_rec_t *t);
-int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_tr_status st, int64_t step);
+int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_sample_state st, int64_t step);
 /* Resume from the checkpoint of learner step `step`: trajectories consumed,
  * filtered or made stale after it are ready again.  Returns how many. */
 int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step);
@@ -137,7 +139,7 @@ typedef struct {
 
 /* Ready trajectories in arrival order (up to max). */
 int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n);
-int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st);
+int64_t lt_buffer_count_status(lt_buffer_t *b, lt_sample_state st);
 
 /* ---- metrics, events, checkpoints, workers ---- */
 int lt_buffer_metric(lt_buffer_t *b, int64_t step, const char *name, double value, int64_t time_ms);
@@ -189,7 +191,7 @@ int lt_buffer_metric_names(lt_buffer_t *b, int (*fn)(const char *name, void *ud)
 
 /* Which trajectories an export reads. */
 typedef struct {
-  unsigned statuses;     /* bit (1 << lt_tr_status) per status wanted; 0: all */
+  unsigned statuses;     /* bit (1 << lt_sample_state) per status wanted; 0: all */
   int has_min_reward;
   double min_reward;
   int consumed;          /* only those a learner step consumed (or marked) ... */

@@ -279,10 +279,10 @@ int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after
                         int64_t *rowids, int max, int *n) {
   /* The wanted statuses as ",ready,consumed," so that one bound text tests membership. */
   char statuses[128] = ",";
-  for (int i = 0; i < LT_TR_NSTATUS; i++)
+  for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
     if (f->statuses & (1u << i)) {
       size_t len = strlen(statuses);
-      snprintf(statuses + len, sizeof statuses - len, "%s,", lt_tr_status_name((lt_tr_status)i));
+      snprintf(statuses + len, sizeof statuses - len, "%s,", lt_sample_state_name((lt_sample_state)i));
     }
   sqlite3_stmt *s;
   int rc = prep(b,

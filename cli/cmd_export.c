@@ -68,7 +68,7 @@ static void common(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m)
   lt_buf_printf(b, "\"task_id\":%llu,\"group_id\":%llu,\"domain\":", (unsigned long long)t->task_id,
                 (unsigned long long)t->group_id);
   lt_json_quote(b, t->domain ? t->domain : "");
-  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":", lt_tr_status_name(m->status));
+  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":", lt_sample_state_name(m->status));
   lt_json_quote(b, t->outcome);
   lt_buf_puts(b, ",\"reward\":");
   if (t->has_reward) lt_json_num(b, t->reward);
@@ -202,8 +202,8 @@ int lt_cmd_export(int argc, char **argv) {
     snprintf(tmp, sizeof tmp, "%s", st);
     for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
       int ok = 0;
-      for (int i = 0; i < LT_TR_NSTATUS; i++)
-        if (!strcmp(w, lt_tr_status_name((lt_tr_status)i))) ok = 1, where.statuses |= 1u << i;
+      for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
+        if (!strcmp(w, lt_sample_state_name((lt_sample_state)i))) ok = 1, where.statuses |= 1u << i;
       if (!ok) {
         return lt_args_usage_error(&c, "--status: '%s' is not one of ready,consumed,stale,filtered,failed,eval", w);
       }

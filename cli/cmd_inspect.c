@@ -82,7 +82,7 @@ int lt_cmd_inspect(int argc, char **argv) {
   lt_tokenizer_t *tok = run_tokenizer(b);
   lt_buffer_close(b);
   printf("%stask %lld%s · group %llu · %s · %s", color ? BOLD : "", id, color ? RESET : "",
-         (unsigned long long)t.group_id, t.domain, lt_tr_status_name(m.status));
+         (unsigned long long)t.group_id, t.domain, lt_sample_state_name(m.status));
   if (m.consumed_step >= 0) printf(" at learner step %lld", (long long)m.consumed_step);
   printf(" · worker %s · policy versions %lld..%lld\n", m.loaded_worker[0] ? m.loaded_worker : "?",
          (long long)m.version_min, (long long)m.version_max);

@@ -57,12 +57,12 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON_AddNumberToObject(o, "policy_version", (double)ck.version);
   cJSON_AddNumberToObject(o, "learner_step", (double)ck.step);
   static const char *tk[] = {"queued", "dispatched", "done", "failed"};
-  int64_t tn[4], rn[LT_TR_NSTATUS];
+  int64_t tn[4], rn[LT_SAMPLE_NSTATES];
   for (int i = 0; i < 4; i++) tn[i] = lt_buffer_count_tasks(b, (lt_task_status)i);
   cJSON_AddItemToObject(o, "tasks", counts(tk, tn, 4));
-  for (int i = 0; i < LT_TR_NSTATUS; i++) rn[i] = lt_buffer_count_status(b, (lt_tr_status)i);
+  for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rn[i] = lt_buffer_count_status(b, (lt_sample_state)i);
   static const char *rk[] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
-  cJSON *tr = counts(rk, rn, LT_TR_NSTATUS);
+  cJSON *tr = counts(rk, rn, LT_SAMPLE_NSTATES);
   cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
   cJSON_AddItemToObject(o, "trajectories", tr);
   double reward = lt_buffer_reward_mean(b);

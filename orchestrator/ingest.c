@@ -179,7 +179,7 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_TR_READY && d->learner) d->ready_pending++;
+      if (op->meta.status == LT_SAMPLE_READY && d->learner) d->ready_pending++;
       /* Also after a failed one: the last task to end may leave nothing new to
        * train on yet make the learner flush what remains. */
       if (d->learner) lt__learner_notify(d);
@@ -241,7 +241,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
     }
   op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
-                              .status = op->t.eval ? LT_TR_EVAL : op->t.status == LT_TRAJ_OK ? LT_TR_READY : LT_TR_FAILED};
+                              .status = op->t.eval ? LT_SAMPLE_EVAL : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
     if (task) task->storing--;
     lt_traj_free(&op->t);

@@ -237,7 +237,7 @@ void lt_train_position(const lt_train_t *t, int64_t *step, int64_t *version, con
   *sha = t->sha;
 }
 
-int64_t lt_train_ready(lt_train_t *t) { return lt_buffer_count_status(t->buf, LT_TR_READY); }
+int64_t lt_train_ready(lt_train_t *t) { return lt_buffer_count_status(t->buf, LT_SAMPLE_READY); }
 
 int64_t lt_train_steps_done(const lt_train_t *t) { return t->step; }
 
@@ -319,8 +319,8 @@ static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_
   free(seen);
   free(gids);
   int64_t next = l->step + 1;
-  if (ns && (rc = lt_buffer_traj_mark(l->buf, stale, ns, LT_TR_STALE, next)) < 0) goto out;
-  if (nf && (rc = lt_buffer_traj_mark(l->buf, filt, nf, LT_TR_FILTERED, next)) < 0) goto out;
+  if (ns && (rc = lt_buffer_traj_mark(l->buf, stale, ns, LT_SAMPLE_STALE, next)) < 0) goto out;
+  if (nf && (rc = lt_buffer_traj_mark(l->buf, filt, nf, LT_SAMPLE_FILTERED, next)) < 0) goto out;
   r->marked_stale += ns;
   r->filtered += nf;
   if (chosen < l->batch && !(flush && chosen > 0)) chosen = 0;
@@ -461,8 +461,8 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
     int64_t keep_step = l->step;
     if ((rc = lt_trainer_load(l->tr, l->last_full_dir)) < 0) goto out;
     l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
-    if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_TR_FILTERED, l->step)) < 0) goto out;
-  } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_TR_CONSUMED, l->step)) < 0) {
+    if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
+  } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
     goto out;
   }
   l->version++;

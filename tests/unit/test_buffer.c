@@ -36,7 +36,7 @@ static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
 static void insert(lt_buffer_t *b, int64_t task, int64_t group, const char *domain, double reward, int *dup) {
   lt_traj_rec_t r = rec(task, group, domain, reward);
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .time_ms = task,
-                      .status = LT_TR_READY};
+                      .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, dup), 0, "%s", lt_error_msg());
 }
 
@@ -70,7 +70,7 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   cr_assert_str_eq(m.loaded_worker, "w1");
   cr_assert_eq(m.version_min, 3);
   cr_assert_eq(m.version_max, 4);
-  cr_assert_eq(m.status, LT_TR_READY);
+  cr_assert_eq(m.status, LT_SAMPLE_READY);
   cr_assert_eq(m.consumed_step, -1);
   lt_buffer_traj_free(&t);
   /* Packing asks for the arrays only: the texts are not read. */
@@ -85,9 +85,9 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   /* A read-only handle never writes. */
   cr_assert_eq(lt_buffer_open(path, LT_BUF_READONLY, &b), 0);
   lt_traj_rec_t r = rec(2, 2, "arith", 0);
-  lt_traj_meta_t meta = {.worker = "w1", .status = LT_TR_READY};
+  lt_traj_meta_t meta = {.worker = "w1", .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &meta, &dup), LT_EINVAL);
-  cr_assert_eq(lt_buffer_count_status(b, LT_TR_READY), 1);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 1);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
@@ -98,9 +98,9 @@ Test(buffer, rewind_makes_later_steps_ready_again) {
   int dup;
   for (int64_t i = 1; i <= 6; i++) insert(b, i, (i + 1) / 2, "arith", (double)i, &dup);
   int64_t s1[] = {1, 2}, s2[] = {3, 4}, st[] = {5};
-  cr_assert_eq(lt_buffer_traj_mark(b, s1, 2, LT_TR_CONSUMED, 1), 0);
-  cr_assert_eq(lt_buffer_traj_mark(b, s2, 2, LT_TR_CONSUMED, 2), 0);
-  cr_assert_eq(lt_buffer_traj_mark(b, st, 1, LT_TR_STALE, 2), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, s1, 2, LT_SAMPLE_CONSUMED, 1), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, s2, 2, LT_SAMPLE_CONSUMED, 2), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, st, 1, LT_SAMPLE_STALE, 2), 0);
   cr_assert_eq(lt_buffer_last_consumed_step(b), 2);
   int64_t *ids;
   int n;
@@ -111,9 +111,9 @@ Test(buffer, rewind_makes_later_steps_ready_again) {
   free(ids);
   /* Resuming from step 1's checkpoint: what step 2 consumed or marked is ready again, step 1's stays. */
   cr_assert_eq(lt_buffer_traj_rewind(b, 1), 3);
-  cr_assert_eq(lt_buffer_count_status(b, LT_TR_CONSUMED), 2);
-  cr_assert_eq(lt_buffer_count_status(b, LT_TR_STALE), 0);
-  cr_assert_eq(lt_buffer_count_status(b, LT_TR_READY), 4);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_CONSUMED), 2);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_STALE), 0);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 4);
   lt_ready_t ready[8];
   cr_assert_eq(lt_buffer_ready(b, ready, 8, &n), 0);
   cr_assert_eq(n, 4);
@@ -170,13 +170,13 @@ Test(buffer, named_queries) {
   insert(b, 2, 1, "code", 0.9, &dup);
   insert(b, 3, 2, "arith", 0.7, &dup);
   int64_t done[] = {3};
-  cr_assert_eq(lt_buffer_traj_mark(b, done, 1, LT_TR_CONSUMED, 4), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, done, 1, LT_SAMPLE_CONSUMED, 4), 0);
   int64_t task[8], row[8];
   int k;
   lt_traj_filter_t f = {.step_lo = -1, .step_hi = -1, .domain = "arith"};
   cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
   cr_assert_eq(k, 2);
-  f = (lt_traj_filter_t){.statuses = 1u << LT_TR_READY, .has_min_reward = 1, .min_reward = 0.5, .step_lo = -1,
+  f = (lt_traj_filter_t){.statuses = 1u << LT_SAMPLE_READY, .has_min_reward = 1, .min_reward = 0.5, .step_lo = -1,
                          .step_hi = -1};
   cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
   cr_assert_eq(k, 1);

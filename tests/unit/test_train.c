@@ -22,7 +22,7 @@ static void add(lt_buffer_t *b, int64_t task, int64_t group, double reward, int6
                      .reason = "stop", .has_reward = 1, .reward = reward, .ntokens = T, .tokens = tokens,
                      .logprobs = logp, .loss_mask = mask, .versions = versions};
   lt_traj_meta_t m = {.worker = "w", .version_min = vmin, .version_max = vmin, .eval_round = -1, .time_ms = task,
-                      .status = LT_TR_READY};
+                      .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
 }
