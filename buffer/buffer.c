@@ -435,15 +435,10 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_
 }
 
 void lt_buffer_traj_free(lt_traj_rec_t *t) {
-  char *owned[] = {t->domain, t->outcome, t->finish, t->reason, t->error, t->components, t->messages};
+  void *owned[] = {t->domain,   t->outcome,  t->finish,    t->reason,   t->error,    t->components,
+                   t->messages, t->tokens,   t->logprobs,  t->loss_mask, t->versions, t->support,
+                   t->routing_ids, t->routing_probs};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
-  free(t->tokens);
-  free(t->logprobs);
-  free(t->loss_mask);
-  free(t->versions);
-  free(t->support);
-  free(t->routing_ids);
-  free(t->routing_probs);
   memset(t, 0, sizeof *t);
 }
 

@@ -65,16 +65,22 @@ static void setup(const char *dir, const char *extra, lt_config_t *cfg, char *po
   lt_buffer_close(b);
 }
 
+/* The driver at policy version 5, learner step 7, over setup()'s buffer. */
+static lt_train_t *open_driver(const char *dir, const char *extra, lt_config_t *cfg, events_t *ev) {
+  char policy[4096];
+  setup(dir, extra, cfg, policy, sizeof policy);
+  lt_train_opts_t o = {.cfg = cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .step = 7, .group_size = 2,
+                       .event = on_event, .ud = ev};
+  lt_train_t *t;
+  cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
+  return t;
+}
+
 Test(train, a_step_selects_marks_and_publishes) {
   char *dir = lt_test_tmpdir("train");
   lt_config_t cfg;
-  char policy[4096];
-  setup(dir, "", &cfg, policy, sizeof policy);
   events_t ev = {0};
-  lt_train_opts_t o = {.cfg = &cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .step = 7, .group_size = 2,
-                       .event = on_event, .ud = &ev};
-  lt_train_t *t;
-  cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
+  lt_train_t *t = open_driver(dir, "", &cfg, &ev);
   cr_assert_eq(lt_train_ready(t), 6);
   lt_train_result_t r;
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
@@ -107,14 +113,9 @@ Test(train, a_step_selects_marks_and_publishes) {
 Test(train, guardrails_report_through_the_sink) {
   char *dir = lt_test_tmpdir("train");
   lt_config_t cfg;
-  char policy[4096];
-  /* A mismatch bound no fresh policy meets: the guardrail acts on the first step. */
-  setup(dir, ", \"guardrails\": {\"max_mismatch\": 1e-9}", &cfg, policy, sizeof policy);
   events_t ev = {0};
-  lt_train_opts_t o = {.cfg = &cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .group_size = 2,
-                       .event = on_event, .ud = &ev};
-  lt_train_t *t;
-  cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
+  /* A mismatch bound no fresh policy meets: the guardrail acts on the first step. */
+  lt_train_t *t = open_driver(dir, ", \"guardrails\": {\"max_mismatch\": 1e-9}", &cfg, &ev);
   lt_train_result_t r;
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
   cr_assert(strstr(ev.kinds, "guardrail"), "events: %s", ev.kinds);
