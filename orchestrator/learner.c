@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/bridge.h"
 #include "orchestrator/internal.h"
 #include "train/train.h"
 #include "util/error.h"
@@ -25,13 +26,9 @@ typedef struct res {
 
 struct lt__learner {
   lt_daemon_t *d;
-  uv_thread_t th;
-  int th_started;
-  uv_mutex_t mu;
-  uv_cond_t cv;
+  lt_bridge_t *br;
   uv_mutex_t compute;       /* held by the thread while it computes (see lt__learner_fork_lock) */
-  uv_async_t async;
-  /* under mu */
+  /* under the bridge's lock */
   int quit, wake, paused, flush;
   res_t *head, *tail;
   /* loop side */
@@ -45,12 +42,12 @@ struct lt__learner {
 /* ---- posting to the loop ---- */
 
 static void post(lt__learner_t *l, res_t *r) {
-  uv_mutex_lock(&l->mu);
+  lt_bridge_lock(l->br);
   if (l->tail) l->tail->next = r;
   else l->head = r;
   l->tail = r;
-  uv_mutex_unlock(&l->mu);
-  uv_async_send(&l->async);
+  lt_bridge_unlock(l->br);
+  lt_bridge_notify(l->br);
 }
 
 /* The driver's events, from the learner thread. */
@@ -82,15 +79,15 @@ static int try_step(lt__learner_t *l, int flush) {
   return rc;
 }
 
-static void thread_main(void *arg) {
+static void run(lt_bridge_t *br, void *arg) {
   lt__learner_t *l = arg;
   for (;;) {
-    uv_mutex_lock(&l->mu);
-    while (!l->quit && (!l->wake || l->paused)) uv_cond_timedwait(&l->cv, &l->mu, 200 * 1000000ull);
+    lt_bridge_lock(br);
+    while (!l->quit && (!l->wake || l->paused)) lt_bridge_wait(br, 200);
     int quit = l->quit, flush = l->flush;
     l->wake = 0;
     l->flush = 0;
-    uv_mutex_unlock(&l->mu);
+    lt_bridge_unlock(br);
     if (quit) break;
     if (l->steps_wanted && lt_train_steps_done(l->train) >= l->steps_wanted) continue;
     uv_mutex_lock(&l->compute);
@@ -107,9 +104,9 @@ static void thread_main(void *arg) {
       break;
     }
     if (rc == 1) {
-      uv_mutex_lock(&l->mu);
+      lt_bridge_lock(br);
       l->wake = 1; /* more may be ready already */
-      uv_mutex_unlock(&l->mu);
+      lt_bridge_unlock(br);
     }
   }
   /* The final full checkpoint, so --resume continues from here. */
@@ -178,25 +175,23 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   }
 }
 
-static void on_close(uv_handle_t *h) {
-  lt__learner_t *l = h->data;
+static void on_closed(void *arg) {
+  lt__learner_t *l = arg;
   void (*done)(void *) = l->done;
   void *ud = l->done_ud;
-  uv_mutex_destroy(&l->mu);
   uv_mutex_destroy(&l->compute);
-  uv_cond_destroy(&l->cv);
   lt_train_close(l->train);
   free(l);
   if (done) done(ud);
 }
 
-static void on_async(uv_async_t *a) {
-  lt__learner_t *l = a->data;
+static void on_notify(void *arg) {
+  lt__learner_t *l = arg;
   lt_daemon_t *d = l->d;
-  uv_mutex_lock(&l->mu);
+  lt_bridge_lock(l->br);
   res_t *r = l->head;
   l->head = l->tail = NULL;
-  uv_mutex_unlock(&l->mu);
+  lt_bridge_unlock(l->br);
   int stopped = 0, stepped = 0;
   while (r) {
     res_t *next = r->next;
@@ -234,9 +229,8 @@ static void on_async(uv_async_t *a) {
   if (stepped && d->ready_pending > 0) lt__learner_notify(d);
   lt__check_done(d);
   if (stopped) {
-    uv_thread_join(&l->th);
     d->learner = NULL;
-    uv_close((uv_handle_t *)&l->async, on_close);
+    lt_bridge_close(l->br, on_closed, l);
   }
 }
 
@@ -259,23 +253,20 @@ int lt__learner_start(lt_daemon_t *d) {
       snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
     }
   }
-  if (rc == 0) rc = uv_async_init(&d->loop, &l->async, on_async) == 0 ? 0 : lt_error_set(LT_ESYS, "uv_async_init failed");
+  if (rc == 0 && uv_mutex_init(&l->compute) != 0) rc = lt_error_set(LT_ESYS, "learner: cannot make a mutex");
   if (rc < 0) {
     lt_train_close(l->train);
     free(l);
     return lt_error_wrap(rc, "learner");
   }
-  uv_mutex_init(&l->mu);
-  uv_mutex_init(&l->compute);
-  uv_cond_init(&l->cv);
-  l->async.data = l;
   /* Before the thread starts: from then on the driver is the thread's alone. */
   d->ready_pending = lt_train_ready(l->train);
-  if (uv_thread_create(&l->th, thread_main, l) != 0) {
-    uv_close((uv_handle_t *)&l->async, on_close);
-    return lt_error_set(LT_ESYS, "learner: cannot start its thread");
+  if ((rc = lt_bridge_start(&d->loop, run, on_notify, l, "learner", &l->br)) < 0) {
+    uv_mutex_destroy(&l->compute);
+    lt_train_close(l->train);
+    free(l);
+    return rc;
   }
-  l->th_started = 1;
   d->learner = l;
   lt__learner_notify(d);
   return 0;
@@ -287,21 +278,21 @@ void lt__learner_notify(lt_daemon_t *d) {
   /* Nothing more will come for this step (sync barrier met, or tasks exhausted):
    * train on what there is. */
   int flush = d->open_train == 0 && (d->sync || (d->max_tasks > 0 && d->tasks_created >= d->max_tasks));
-  uv_mutex_lock(&l->mu);
+  lt_bridge_lock(l->br);
   l->wake = 1;
   l->flush |= flush;
-  uv_cond_signal(&l->cv);
-  uv_mutex_unlock(&l->mu);
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
 }
 
 void lt__learner_pause(lt_daemon_t *d, int on) {
   lt__learner_t *l = d->learner;
   if (!l) return;
-  uv_mutex_lock(&l->mu);
+  lt_bridge_lock(l->br);
   l->paused = on;
   l->wake = 1;
-  uv_cond_signal(&l->cv);
-  uv_mutex_unlock(&l->mu);
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
 }
 
 void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
@@ -312,10 +303,10 @@ void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
   }
   l->done = done;
   l->done_ud = ud;
-  uv_mutex_lock(&l->mu);
+  lt_bridge_lock(l->br);
   l->quit = 1;
-  uv_cond_signal(&l->cv);
-  uv_mutex_unlock(&l->mu);
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
 }
 
 int lt__learner_fork_lock(lt_daemon_t *d) { return !d->learner || uv_mutex_trylock(&d->learner->compute) == 0; }
