@@ -494,8 +494,15 @@ static int setup(lt_daemon_t *d) {
   snprintf(p, sizeof p, "%s/metrics.jsonl", d->run_dir);
   d->metrics = fopen(p, "a");
   if ((rc = lt_envs_create(d->cfg, NULL, &d->envs)) < 0) return rc;
-  d->domain_index = calloc((size_t)lt_envs_count(d->envs), sizeof *d->domain_index);
-  if (!d->domain_index) return lt_error_set(LT_ENOMEM, "out of memory");
+  int ndom = lt_envs_count(d->envs);
+  d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
+  d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
+  if (!d->domain_index || !d->domain_weight) return lt_error_set(LT_ENOMEM, "out of memory");
+  const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
+  for (int i = 0; i < ndom; i++) {
+    const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
+    d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
+  }
   if (d->o.resume) {
     lt_ckpt_row_t ck;
     if ((rc = lt_buffer_weights(d->buf, 0, &ck)) < 0) return rc;
@@ -535,6 +542,9 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->max_context = lt_config_int(d->cfg, "rollout.max_context");
   d->run_seed = (uint64_t)lt_config_int(d->cfg, "run.seed");
   d->batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
+  d->max_attempts = (int)lt_config_int(d->cfg, "scheduler.max_attempts");
+  d->task_timeout_ms = (int64_t)(lt_config_num(d->cfg, "scheduler.task_timeout_s") * 1000);
+  d->eval_every = lt_config_int(d->cfg, "eval.every");
   int64_t depth = lt_config_int(d->cfg, "scheduler.queue_depth");
   d->open_target = (int)((depth ? depth : 2 * d->batch) * lt_config_num(d->cfg, "scheduler.oversample"));
   d->task_base = (lt_task_t){.session = "",
@@ -614,6 +624,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->tasks);
   free(d->workers);
   free(d->domain_index);
+  free(d->domain_weight);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

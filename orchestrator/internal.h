@@ -92,6 +92,10 @@ struct lt_daemon {
   lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
   uint64_t run_seed;
   int batch;                 /* learner.batch.trajectories */
+  /* scheduler.* and eval.every, read once (the loop does not look keys up per task) */
+  int max_attempts;
+  int64_t task_timeout_ms, eval_every;
+  double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */
