@@ -17,8 +17,8 @@
 # WERROR=1 (warnings are errors), V=1 (show commands).
 
 VERSION := 0.1.0
-LAYERS  := util proto buffer learner sandbox envs rewards rollout orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas
+LAYERS  := util proto net buffer learner train sandbox envs rewards rollout orchestrator cli
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium
 
 VARIANT ?= release
 CUDA    ?= auto
@@ -198,7 +198,7 @@ test-asan: check-deps
 
 GPU_LIB_OBJ := $(filter $(BUILD)/obj/learner/% $(BUILD)/obj/util/%,$(LIB_OBJ))
 GPU_LIB     := $(BUILD)/liblongtail-learner.a
-GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas 2>/dev/null),-lcjson -lopenblas) -lm -lpthread -ldl
+GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas libsodium 2>/dev/null),-lcjson -lopenblas -lsodium) -lm -lpthread -ldl
 GPU_TEST    := $(BUILD)/tests/longtail-gpu-tests
 GPU_BENCH   := $(BUILD)/bench/gpu
 

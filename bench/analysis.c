@@ -33,21 +33,22 @@ static int build(const char *path, long n) {
     versions[i] = i >= 20 ? 3 : -1;
     support[i] = 0;
   }
-  cJSON *comp = cJSON_Parse("{\"correct\": 1, \"format\": 1}");
-  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"12+34=\"}, {\"role\": \"assistant\", \"content\": \"2+4=6 1+3=4 #### 46\"}]");
-  lt_traj_t t = {.domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
-                 .has_reward = 1, .components = comp, .messages = msgs, .turns = 1, .ntokens = T, .tokens = tokens,
-                 .logprobs = logp, .loss_mask = mask, .versions = versions, .support = support};
+  lt_traj_rec_t t = {.domain = "arith", .outcome = "ok", .finish = "terminated", .reason = "stop", .error = "",
+                     .has_reward = 1, .components = "{\"correct\":1,\"format\":1}",
+                     .messages = "[{\"role\":\"user\",\"content\":\"12+34=\"},"
+                                 "{\"role\":\"assistant\",\"content\":\"2+4=6 1+3=4 #### 46\"}]",
+                     .turns = 1, .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask,
+                     .versions = versions, .support = support};
   lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1};
   for (long i = 0; i < n;) {
     if (lt_buffer_begin(b) < 0) return -1;
     for (int j = 0; j < 4096 && i < n; j++, i++) {
       int dup;
-      t.task_id = (uint64_t)i + 1;
-      t.group_id = (uint64_t)i / 8 + 1;
+      t.task_id = i + 1;
+      t.group_id = i / 8 + 1;
       t.reward = (double)(i % 3 == 0);
       m.time_ms = i;
-      m.status = i < n / 2 ? LT_TR_CONSUMED : LT_TR_READY;
+      m.status = i < n / 2 ? LT_SAMPLE_CONSUMED : LT_SAMPLE_READY;
       if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) return -1;
     }
     if (lt_buffer_commit(b) < 0) return -1;
@@ -57,12 +58,10 @@ static int build(const char *path, long n) {
   int64_t ids[500];
   for (long s = 0; s < n / 2 / 500; s++) {
     for (int k = 0; k < 500; k++) ids[k] = s * 500 + k + 1;
-    if (lt_buffer_traj_mark(b, ids, 500, LT_TR_CONSUMED, s + 1) < 0) return -1;
+    if (lt_buffer_traj_mark(b, ids, 500, LT_SAMPLE_CONSUMED, s + 1) < 0) return -1;
   }
   if (lt_buffer_commit(b) < 0) return -1;
   for (long s = 1; s <= 1000; s++) lt_buffer_metric(b, s, "reward/mean", 0.5, s);
-  cJSON_Delete(comp);
-  cJSON_Delete(msgs);
   lt_buffer_close(b);
   return 0;
 }

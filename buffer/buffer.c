@@ -1,5 +1,7 @@
 #include "buffer/buffer.h"
 
+#include "buffer/internal.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,7 @@ static const char *STMTS[S_N] = {
                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
                    "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error, "
-                   "coalesce(consumed_step, -1) FROM trajectories WHERE task_id = ?1",
+                   "coalesce(consumed_step, -1), truncated FROM trajectories WHERE task_id = ?1",
     [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
                       "routing_k, routing_experts, messages FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
@@ -87,10 +89,10 @@ struct lt_buffer {
   int readonly;
 };
 
-static const char *tr_names[LT_TR_NSTATUS] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+static const char *tr_names[LT_SAMPLE_NSTATES] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
 static const char *task_names[] = {"queued", "dispatched", "done", "failed"};
 
-const char *lt_tr_status_name(lt_tr_status s) { return (unsigned)s < LT_TR_NSTATUS ? tr_names[s] : "?"; }
+const char *lt_sample_state_name(lt_sample_state s) { return (unsigned)s < LT_SAMPLE_NSTATES ? tr_names[s] : "?"; }
 
 static int db_err(lt_buffer_t *b, int rc, const char *what) {
   int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
@@ -380,29 +382,23 @@ static void bind_blob(sqlite3_stmt *s, int i, const void *p, size_t n) {
     sqlite3_bind_null(s, i);
 }
 
-int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate) {
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int *duplicate) {
   sqlite3_stmt *s = b->st[S_TRAJ_INS];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   *duplicate = 0;
-  char *comp = cJSON_PrintUnformatted(t->components);
-  char *msgs = cJSON_PrintUnformatted(t->messages);
-  if (!comp || !msgs) {
-    free(comp), free(msgs);
-    return lt_error_set(LT_ENOMEM, "buffer: out of memory");
-  }
-  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
-  sqlite3_bind_int64(s, 2, (int64_t)t->group_id);
+  sqlite3_bind_int64(s, 1, t->task_id);
+  sqlite3_bind_int64(s, 2, t->group_id);
   bind_text(s, 3, t->domain ? t->domain : "");
   bind_text(s, 4, tr_names[m->status]);
-  bind_text(s, 5, lt_traj_status_name(t->status));
+  bind_text(s, 5, t->outcome ? t->outcome : "");
   if (t->has_reward)
     sqlite3_bind_double(s, 6, t->reward);
   else
     sqlite3_bind_null(s, 6);
-  bind_text(s, 7, comp);
-  bind_text(s, 8, lt_finish_name(t->finish));
+  bind_text(s, 7, t->components ? t->components : "{}");
+  bind_text(s, 8, t->finish ? t->finish : "");
   bind_text(s, 9, t->reason ? t->reason : "");
-  sqlite3_bind_int(s, 10, t->finish == LT_FINISH_TRUNCATED);
+  sqlite3_bind_int(s, 10, t->truncated);
   sqlite3_bind_int(s, 11, t->ntokens);
   sqlite3_bind_int(s, 12, t->turns);
   sqlite3_bind_int64(s, 13, m->version_min);
@@ -416,19 +412,14 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   sqlite3_bind_int64(s, 21, m->eval_round);
   bind_text(s, 22, t->error && t->error[0] ? t->error : NULL);
   int rc = run(b, S_TRAJ_INS);
-  free(comp);
-  if (rc == 0 && sqlite3_changes(b->db) == 0) { /* the task already has a trajectory */
+  if (rc < 0) return rc;
+  if (sqlite3_changes(b->db) == 0) { /* the task already has a trajectory */
     *duplicate = 1;
-    free(msgs);
     return 0;
-  }
-  if (rc < 0) {
-    free(msgs);
-    return rc;
   }
   s = b->st[S_PAYLOAD_INS];
   size_t T = (size_t)t->ntokens, R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
-  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
+  sqlite3_bind_int64(s, 1, t->task_id);
   bind_blob(s, 2, t->tokens, T * 4);
   bind_blob(s, 3, t->logprobs, T * 4);
   bind_blob(s, 4, t->loss_mask, T);
@@ -439,15 +430,15 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   sqlite3_bind_int(s, 9, t->routing_layers);
   sqlite3_bind_int(s, 10, t->routing_k);
   sqlite3_bind_int(s, 11, t->routing_experts);
-  bind_text(s, 12, msgs);
-  rc = run(b, S_PAYLOAD_INS);
-  free(msgs);
-  return rc;
+  bind_text(s, 12, t->messages ? t->messages : "[]");
+  return run(b, S_PAYLOAD_INS);
 }
 
-void lt_buffer_traj_free(lt_traj_t *t) {
-  lt_msg_t m = {.type = LT_MSG_TRAJ, .u.traj = *t};
-  lt_msg_free(&m);
+void lt_buffer_traj_free(lt_traj_rec_t *t) {
+  void *owned[] = {t->domain,   t->outcome,  t->finish,    t->reason,   t->error,    t->components,
+                   t->messages, t->tokens,   t->logprobs,  t->loss_mask, t->versions, t->support,
+                   t->routing_ids, t->routing_probs};
+  for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
   memset(t, 0, sizeof *t);
 }
 
@@ -467,7 +458,7 @@ static int col_blob(sqlite3_stmt *s, int i, size_t n, void **out) {
   return 0;
 }
 
-int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_meta_t *m) {
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m) {
   memset(t, 0, sizeof *t);
   sqlite3_stmt *s = b->st[S_TRAJ_GET];
   sqlite3_bind_int64(s, 1, task_id);
@@ -477,24 +468,21 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
     return rc == SQLITE_DONE ? lt_error_set(LT_ENOENT, "%s: no trajectory for task %lld", b->path, (long long)task_id)
                              : db_err(b, rc, "load trajectory");
   }
-  t->task_id = (uint64_t)task_id;
-  t->group_id = (uint64_t)sqlite3_column_int64(s, 0);
-  t->domain = col_dup(s, 1);
+  t->task_id = task_id;
+  t->group_id = sqlite3_column_int64(s, 0);
   const char *st = (const char *)sqlite3_column_text(s, 2);
-  int ts = lt_traj_status_parse((const char *)sqlite3_column_text(s, 3));
-  t->status = ts < 0 ? LT_TRAJ_ERROR : (lt_traj_status)ts;
   t->has_reward = sqlite3_column_type(s, 4) != SQLITE_NULL;
   t->reward = sqlite3_column_double(s, 4);
-  t->components = cJSON_Parse((const char *)sqlite3_column_text(s, 5));
-  int fin = lt_finish_parse((const char *)sqlite3_column_text(s, 6));
-  t->finish = fin < 0 ? LT_FINISH_NONE : (lt_finish)fin;
-  t->reason = col_dup(s, 7);
   t->turns = sqlite3_column_int(s, 8);
   t->gen_ms = sqlite3_column_double(s, 12);
   t->env_ms = sqlite3_column_double(s, 13);
   t->reward_ms = sqlite3_column_double(s, 14);
   t->eval = sqlite3_column_int(s, 16);
-  t->error = col_dup(s, 18);
+  t->truncated = sqlite3_column_int(s, 20);
+  int oom = !(t->domain = col_dup(s, 1));
+  if (what == LT_LOAD_ALL)
+    oom |= !(t->outcome = col_dup(s, 3)) || !(t->components = col_dup(s, 5)) || !(t->finish = col_dup(s, 6)) ||
+           !(t->reason = col_dup(s, 7)) || !(t->error = col_dup(s, 18));
   if (m) {
     memset(m, 0, sizeof *m);
     m->version_min = sqlite3_column_int64(s, 9);
@@ -504,11 +492,15 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
     m->consumed_step = sqlite3_column_int64(s, 19);
     const char *wk = (const char *)sqlite3_column_text(s, 11);
     snprintf(m->loaded_worker, sizeof m->loaded_worker, "%s", wk ? wk : "");
-    m->status = LT_TR_READY;
-    for (int i = 0; i < LT_TR_NSTATUS; i++)
-      if (st && !strcmp(st, tr_names[i])) m->status = (lt_tr_status)i;
+    m->status = LT_SAMPLE_READY;
+    for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
+      if (st && !strcmp(st, tr_names[i])) m->status = (lt_sample_state)i;
   }
   sqlite3_reset(s);
+  if (oom) {
+    lt_buffer_traj_free(t);
+    return lt_error_set(LT_ENOMEM, "out of memory");
+  }
   s = b->st[S_PAYLOAD_GET];
   sqlite3_bind_int64(s, 1, task_id);
   rc = sqlite3_step(s);
@@ -528,10 +520,9 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
             col_blob(s, 4, T * 4, (void **)&t->support) || col_blob(s, 5, R * 2, (void **)&t->routing_ids) ||
             col_blob(s, 6, R * 4, (void **)&t->routing_probs) || !t->tokens || !t->logprobs || !t->loss_mask ||
             !t->versions;
-  t->messages = cJSON_Parse((const char *)sqlite3_column_text(s, 10));
+  /* The messages are read only when asked for: packing a batch does not need them. */
+  if (what == LT_LOAD_ALL && !(t->messages = col_dup(s, 10))) bad = 1;
   sqlite3_reset(s);
-  if (!t->components) t->components = cJSON_CreateObject();
-  if (!t->messages) t->messages = cJSON_CreateArray();
   if (bad) {
     lt_buffer_traj_free(t);
     return lt_error_set(LT_ECORRUPT, "%s: payload of task %lld has inconsistent array sizes", b->path, (long long)task_id);
@@ -539,7 +530,7 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_m
   return 0;
 }
 
-int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_tr_status st, int64_t step) {
+int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_state st, int64_t step) {
   sqlite3_stmt *s = b->st[S_TRAJ_MARK];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   for (int i = 0; i < n; i++) {
@@ -586,7 +577,7 @@ int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step) {
   return sqlite3_changes(b->db);
 }
 
-int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st) {
+int64_t lt_buffer_count_status(lt_buffer_t *b, lt_sample_state st) {
   sqlite3_stmt *s = b->st[S_COUNT_STATUS];
   bind_text(s, 1, tr_names[st]);
   int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
@@ -637,29 +628,8 @@ int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, in
   return run(b, S_WORKER);
 }
 
-int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int, const char *const *, void *), void *ud) {
-  sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
-  if (rc != SQLITE_OK) return db_err(b, rc, sql);
-  int n = sqlite3_column_count(s);
-  const char *cols[64];
-  if (n > 64) n = 64;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    for (int i = 0; i < n; i++) cols[i] = (const char *)sqlite3_column_text(s, i);
-    if (fn(n, cols, ud)) break;
-  }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(b, rc, sql);
-}
+sqlite3 *lt__buffer_db(lt_buffer_t *b) { return b->db; }
 
-int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n) {
-  sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
-  if (rc != SQLITE_OK) return db_err(b, rc, sql);
-  rc = sqlite3_step(s);
-  int row = rc == SQLITE_ROW;
-  for (int i = 0; row && i < n && i < sqlite3_column_count(s); i++)
-    if (sqlite3_column_type(s, i) != SQLITE_NULL) out[i] = sqlite3_column_double(s, i);
-  sqlite3_finalize(s);
-  return row || rc == SQLITE_DONE ? row : db_err(b, rc, sql);
-}
+int lt__buffer_err(lt_buffer_t *b, int rc, const char *what) { return db_err(b, rc, what); }
+
+const char *lt__task_status_name(lt_task_status s) { return task_names[s]; }

@@ -7,8 +7,6 @@
 
 #include <stdint.h>
 
-#include "proto/proto.h"
-
 #define LT_BUFFER_SCHEMA 1
 
 typedef struct lt_buffer lt_buffer_t;
@@ -64,37 +62,69 @@ int64_t lt_buffer_max_id(lt_buffer_t *b, const char *table);
 int lt_buffer_task_exists(lt_buffer_t *b, int64_t id);
 
 /* ---- trajectories ---- */
+/* What training did with a trajectory (the `status` column), as opposed to how its rollout ended (the worker's
+ * outcome, the `traj_status` column, proto's lt_traj_status). */
 typedef enum {
-  LT_TR_READY = 0, /* trainable, not yet used */
-  LT_TR_CONSUMED,  /* used by a learner step */
-  LT_TR_STALE,     /* too old for the staleness bound: never trained on */
-  LT_TR_FILTERED,  /* dropped by dynamic filtering (zero-variance group, ...) */
-  LT_TR_FAILED,    /* no reward / environment error / aborted: never trained on */
-  LT_TR_EVAL,      /* held-out evaluation sample */
-  LT_TR_NSTATUS
-} lt_tr_status;
+  LT_SAMPLE_READY = 0, /* trainable, not yet used */
+  LT_SAMPLE_CONSUMED,  /* used by a learner step */
+  LT_SAMPLE_STALE,     /* too old for the staleness bound: never trained on */
+  LT_SAMPLE_FILTERED,  /* dropped by dynamic filtering (zero-variance group, ...) */
+  LT_SAMPLE_FAILED,    /* no reward / environment error / aborted: never trained on */
+  LT_SAMPLE_EVAL,      /* held-out evaluation sample */
+  LT_SAMPLE_NSTATES
+} lt_sample_state;
 
-const char *lt_tr_status_name(lt_tr_status s);
+const char *lt_sample_state_name(lt_sample_state s);
 
 typedef struct {
   const char *worker;
   int64_t version_min, version_max; /* over generated tokens (-1 if none) */
   int64_t eval_round;
   int64_t time_ms;
-  lt_tr_status status;
+  lt_sample_state status;
   /* filled by lt_buffer_traj_load only */
   int64_t consumed_step;     /* learner step that trained on it (or marked it), -1 */
   char loaded_worker[128];   /* the worker it came from */
 } lt_traj_meta_t;
 
-/* Inserts a trajectory and its payload; *duplicate = 1 (and nothing written)
- * if the task already has one. */
-int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate);
-/* Loads a trajectory with payload by task id into *t (lt_msg_free-style
- * ownership: free with lt_buffer_traj_free). LT_ENOENT if absent. */
-int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, lt_traj_t *t, lt_traj_meta_t *m);
-void lt_buffer_traj_free(lt_traj_t *t);
-int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_tr_status st, int64_t step);
+/* A trajectory as the buffer stores it: its row of `trajectories` and its payload (docs/buffer.md).  The
+ * texts are stored as given: outcome, finish and reason are the wire's names, components and messages JSON.
+ * Arrays have ntokens entries (routing: ntokens x routing_layers x routing_k). */
+typedef struct {
+  int64_t task_id, group_id;
+  char *domain;
+  char *outcome;       /* the worker's status: ok, reward_failed, env_error, aborted, error */
+  char *finish;        /* terminated, truncated or none */
+  char *reason, *error;
+  int truncated;
+  int has_reward;
+  double reward;
+  char *components;    /* JSON object: reward component name -> number */
+  char *messages;      /* JSON array of chat messages */
+  int turns, eval;
+  double gen_ms, env_ms, reward_ms;
+  int ntokens;
+  int32_t *tokens;
+  float *logprobs;
+  uint8_t *loss_mask;
+  int32_t *versions;
+  int32_t *support;    /* NULL when not recorded */
+  int routing_layers, routing_k, routing_experts;
+  uint16_t *routing_ids; /* NULL when not recorded */
+  float *routing_probs;
+} lt_traj_rec_t;
+
+/* Inserts a trajectory and its payload (the record is only read); *duplicate = 1 (and nothing written) if the
+ * task already has one. */
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int *duplicate);
+/* What lt_buffer_traj_load reads: the arrays packing needs, or also the texts (components, messages, reason,
+ * error, and so on) a report shows. */
+enum { LT_LOAD_TOKENS = 0, LT_LOAD_ALL = 1 };
+/* Loads a trajectory by task id into *t, which then owns its memory (free with lt_buffer_traj_free).
+ * LT_ENOENT if absent, LT_ECORRUPT if its payload is missing or inconsistent. */
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m);
+void lt_buffer_traj_free(lt_traj_rec_t *t);
+int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_sample_state st, int64_t step);
 /* Resume from the checkpoint of learner step `step`: trajectories consumed,
  * filtered or made stale after it are ready again.  Returns how many. */
 int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step);
@@ -109,7 +139,7 @@ typedef struct {
 
 /* Ready trajectories in arrival order (up to max). */
 int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n);
-int64_t lt_buffer_count_status(lt_buffer_t *b, lt_tr_status st);
+int64_t lt_buffer_count_status(lt_buffer_t *b, lt_sample_state st);
 
 /* ---- metrics, events, checkpoints, workers ---- */
 int lt_buffer_metric(lt_buffer_t *b, int64_t step, const char *name, double value, int64_t time_ms);
@@ -119,11 +149,59 @@ int lt_buffer_checkpoint(lt_buffer_t *b, int64_t version, int64_t step, const ch
 int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, int slots, const char *backend,
                           int64_t time_ms);
 
-/* Runs a read-only SQL query and calls fn per row with the columns as text
- * (NULL for SQL NULL).  For the offline CLI's reports. */
-int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int ncol, const char *const *cols, void *ud), void *ud);
-/* The first row's first n columns as numbers into out[]; a missing row or a
- * NULL column leaves the caller's value.  Returns 1 (a row), 0, or an error. */
-int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n);
+/* ---- named read queries (buffer/query.c): the CLI's reports and the daemon's resume ---- */
+
+typedef struct {
+  int64_t version, step;
+  char path[4096];
+  char sha256[65];
+} lt_ckpt_row_t;
+
+/* The newest weights checkpoint (the first one with oldest = 1): 1, 0 when none is recorded, or an error. */
+int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out);
+int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st);
+/* Training (not evaluation) prompts of a domain, and training tasks: what resume continues numbering from. */
+int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
+int64_t lt_buffer_count_train_tasks(lt_buffer_t *b);
+/* Training trajectories and how many of them were truncated. */
+int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated);
+/* Mean reward of the training trajectories whose reward was obtained (0 when none). */
+double lt_buffer_reward_mean(lt_buffer_t *b);
+/* Workers last seen at or after since_ms (INT64_MIN: every worker ever seen). */
+int64_t lt_buffer_count_workers(lt_buffer_t *b, int64_t since_ms);
+/* The highest learner step that consumed a trajectory (0 when none). */
+int64_t lt_buffer_last_consumed_step(lt_buffer_t *b);
+/* The task ids a learner step trained on, in the learner's order (groups by their first member, members by
+ * arrival); *ids is malloc'ed (caller frees). */
+int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n);
+
+typedef enum { LT_SPAN_ALL, LT_SPAN_FIRST, LT_SPAN_LAST } lt_span_t;
+/* Mean and count of a metric's values: all of them, or the first or last n in step order (count 0: none). */
+int lt_buffer_metric_mean(lt_buffer_t *b, const char *name, lt_span_t span, int n, double *mean, int64_t *count);
+/* A metric's first (LT_SPAN_FIRST) or last (LT_SPAN_LAST) value and its step: 1, 0 when none, or an error. */
+int lt_buffer_metric_edge(lt_buffer_t *b, const char *name, lt_span_t edge, double *value, int64_t *step);
+/* The value a metric was last given at a step: 1, 0 when none, or an error. */
+int lt_buffer_metric_at(lt_buffer_t *b, int64_t step, const char *name, double *value);
+/* Every value of the metrics whose name matches a GLOB pattern, by name, step and time; fn returns nonzero to
+ * stop. */
+int lt_buffer_metric_series(lt_buffer_t *b, const char *glob,
+                            int (*fn)(const char *name, int64_t step, double value, void *ud), void *ud);
+/* The names of all recorded metrics, sorted. */
+int lt_buffer_metric_names(lt_buffer_t *b, int (*fn)(const char *name, void *ud), void *ud);
+
+/* Which trajectories an export reads. */
+typedef struct {
+  unsigned statuses;     /* bit (1 << lt_sample_state) per status wanted; 0: all */
+  int has_min_reward;
+  double min_reward;
+  int consumed;          /* only those a learner step consumed (or marked) ... */
+  int64_t step_lo, step_hi; /* ... by steps in [step_lo, step_hi]; -1: open */
+  const char *domain;    /* NULL: all */
+} lt_traj_filter_t;
+
+/* Up to max trajectories after row id `after` in arrival order: task ids and row ids (the next page starts
+ * after rowids[*n - 1]). */
+int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids,
+                        int64_t *rowids, int max, int *n);
 
 #endif

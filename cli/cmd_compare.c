@@ -10,17 +10,10 @@
 
 /* {mean, last-5 mean, count} of a metric; count 0 when the run has none. */
 static void summary(lt_buffer_t *b, const char *name, double out[3]) {
-  char sql[512];
-  double v[2] = {0, 0}, w[1] = {0};
-  snprintf(sql, sizeof sql, "SELECT avg(value), count(*) FROM metrics WHERE name = '%s'", name);
-  lt_buffer_numbers(b, sql, v, 2);
-  snprintf(sql, sizeof sql,
-           "SELECT avg(value) FROM (SELECT value FROM metrics WHERE name = '%s' ORDER BY step DESC, time_ms DESC "
-           "LIMIT 5)", name);
-  lt_buffer_numbers(b, sql, w, 1);
-  out[0] = v[0];
-  out[1] = w[0];
-  out[2] = v[1];
+  int64_t count, last;
+  lt_buffer_metric_mean(b, name, LT_SPAN_ALL, 0, &out[0], &count);
+  lt_buffer_metric_mean(b, name, LT_SPAN_LAST, 5, &out[1], &last);
+  out[2] = (double)count;
 }
 
 int lt_cmd_compare(int argc, char **argv) {

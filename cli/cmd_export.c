@@ -19,15 +19,6 @@ typedef struct {
   int n;
 } page_t;
 
-static int page_row(int n, const char *const *c, void *ud) {
-  page_t *p = ud;
-  if (p->n < PAGE && c[0] && c[1]) {
-    p->rowid[p->n] = atoll(c[0]);
-    p->task[p->n++] = atoll(c[1]);
-  }
-  return 0;
-}
-
 static int safe_word(const char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
@@ -73,20 +64,27 @@ static cJSON *openai_messages(const cJSON *stored) {
 }
 
 /* Fields both formats carry. */
-static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
+static void common(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m) {
   lt_buf_printf(b, "\"task_id\":%llu,\"group_id\":%llu,\"domain\":", (unsigned long long)t->task_id,
                 (unsigned long long)t->group_id);
   lt_json_quote(b, t->domain ? t->domain : "");
-  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":\"%s\",\"reward\":", lt_tr_status_name(m->status),
-                lt_traj_status_name(t->status));
+  lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":", lt_sample_state_name(m->status));
+  lt_json_quote(b, t->outcome);
+  lt_buf_puts(b, ",\"reward\":");
   if (t->has_reward) lt_json_num(b, t->reward);
   else lt_buf_puts(b, "null");
   lt_buf_puts(b, ",\"components\":");
-  lt_json_write(b, t->components);
-  lt_buf_printf(b, ",\"finish\":\"%s\",\"reason\":", lt_finish_name(t->finish));
+  /* Re-printed rather than copied, so that a damaged row cannot break the line's JSON. */
+  cJSON *comp = cJSON_Parse(t->components);
+  if (comp) lt_json_write(b, comp);
+  else lt_buf_puts(b, "{}");
+  cJSON_Delete(comp);
+  lt_buf_puts(b, ",\"finish\":");
+  lt_json_quote(b, t->finish);
+  lt_buf_puts(b, ",\"reason\":");
   lt_json_quote(b, t->reason ? t->reason : "");
   lt_buf_printf(b, ",\"truncated\":%s,\"turns\":%d,\"version_min\":%lld,\"version_max\":%lld,\"consumed_step\":",
-                t->finish == LT_FINISH_TRUNCATED ? "true" : "false", t->turns, (long long)m->version_min,
+                t->truncated ? "true" : "false", t->turns, (long long)m->version_min,
                 (long long)m->version_max);
   if (m->consumed_step >= 0) lt_buf_printf(b, "%lld", (long long)m->consumed_step);
   else lt_buf_puts(b, "null");
@@ -106,7 +104,7 @@ typedef struct {
   cJSON *spec;
 } prompt_cache_t;
 
-static void prompt_fields(lt_buf_t *b, lt_buffer_t *db, prompt_cache_t *pc, const lt_traj_t *t) {
+static void prompt_fields(lt_buf_t *b, lt_buffer_t *db, prompt_cache_t *pc, const lt_traj_rec_t *t) {
   if (pc->group != (int64_t)t->group_id) {
     cJSON_Delete(pc->spec);
     char *text = lt_buffer_prompt_spec(db, (int64_t)t->group_id);
@@ -134,7 +132,7 @@ static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
 
 /* Contiguous runs of the loss mask after the prompt: what the policy wrote and
  * what came back from the environment, as token spans [start, end). */
-static void segments(lt_buf_t *b, const lt_traj_t *t) {
+static void segments(lt_buf_t *b, const lt_traj_rec_t *t) {
   lt_buf_puts(b, "[");
   int first = 1, i = 0, T = t->ntokens;
   while (i < T && !t->loss_mask[i]) i++; /* the prompt */
@@ -149,7 +147,7 @@ static void segments(lt_buf_t *b, const lt_traj_t *t) {
   lt_buf_puts(b, "]");
 }
 
-static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
+static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   lt_buf_puts(b, "{\"format\":\"longtail.tokens/1\",");
   common(b, t, m);
   prompt_fields(b, db, pc, t);
@@ -186,9 +184,11 @@ static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m
   lt_buf_puts(b, "}\n");
 }
 
-static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
+static void line_chat(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   lt_buf_puts(b, "{\"messages\":");
-  cJSON *msgs = openai_messages(t->messages);
+  cJSON *stored = cJSON_Parse(t->messages);
+  cJSON *msgs = openai_messages(stored);
+  cJSON_Delete(stored);
   lt_json_write(b, msgs);
   cJSON_Delete(msgs);
   lt_buf_putc(b, ',');
@@ -221,34 +221,29 @@ int lt_cmd_export(int argc, char **argv) {
   const char *fmt = lt_args_str(&c, "--format", "jsonl");
   int tokens = !strcmp(fmt, "tokens");
   if (!tokens && strcmp(fmt, "jsonl")) return lt_args_usage_error(&c, "--format: '%s' is not jsonl or tokens", fmt);
-  lt_buf_t where = {0};
-  lt_buf_puts(&where, "1");
+  lt_traj_filter_t where = {.step_lo = -1, .step_hi = -1};
   const char *st = lt_args_str(&c, "--status", NULL);
   if (st) {
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s", st);
-    lt_buf_puts(&where, " AND status IN (");
-    int k = 0;
-    for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save), k++) {
+    for (char *save, *w = strtok_r(tmp, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
       int ok = 0;
-      for (int i = 0; i < LT_TR_NSTATUS; i++) ok |= !strcmp(w, lt_tr_status_name((lt_tr_status)i));
+      for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
+        if (!strcmp(w, lt_sample_state_name((lt_sample_state)i))) ok = 1, where.statuses |= 1u << i;
       if (!ok) {
-        lt_buf_free(&where);
         return lt_args_usage_error(&c, "--status: '%s' is not one of ready,consumed,stale,filtered,failed,eval", w);
       }
-      lt_buf_printf(&where, "%s'%s'", k ? "," : "", w);
     }
-    lt_buf_puts(&where, ")");
   }
   const char *mr = lt_args_str(&c, "--min-reward", NULL);
   if (mr) {
     char *e;
     double v = strtod(mr, &e);
     if (*e || e == mr) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--min-reward: '%s' is not a number", mr);
     }
-    lt_buf_printf(&where, " AND reward >= %.17g", v);
+    where.has_min_reward = 1;
+    where.min_reward = v;
   }
   const char *sr = lt_args_str(&c, "--step-range", NULL);
   if (sr) {
@@ -256,37 +251,32 @@ int lt_cmd_export(int argc, char **argv) {
     const char *colon = strchr(sr, ':');
     long long a = -1, bnd = -1;
     if (!colon) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--step-range: expected A:B, got '%s'", sr);
     }
     if (colon > sr && ((a = strtoll(sr, &e, 10)) < 0 || e != colon)) a = -2;
     if (colon[1] && ((bnd = strtoll(colon + 1, &e, 10)) < 0 || *e)) a = -2;
     if (a == -2) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--step-range: expected A:B with non-negative integers, got '%s'", sr);
     }
-    lt_buf_puts(&where, " AND consumed_step IS NOT NULL");
-    if (a >= 0) lt_buf_printf(&where, " AND consumed_step >= %lld", a);
-    if (bnd >= 0) lt_buf_printf(&where, " AND consumed_step <= %lld", bnd);
+    where.consumed = 1;
+    where.step_lo = a;
+    where.step_hi = bnd;
   }
   const char *dom = lt_args_str(&c, "--domain", NULL);
   if (dom) {
     if (!safe_word(dom)) {
-      lt_buf_free(&where);
       return lt_args_usage_error(&c, "--domain: '%s' is not a domain name", dom);
     }
-    lt_buf_printf(&where, " AND domain = '%s'", dom);
+    where.domain = dom;
   }
   lt_buffer_t *b;
   if ((rc = lt_cli_open_run("export", c.pos[0], &b, NULL, 0))) {
-    lt_buf_free(&where);
     return rc;
   }
   const char *outp = lt_args_str(&c, "-o", NULL);
   FILE *out = outp ? fopen(outp, "w") : stdout;
   if (!out) {
     fprintf(stderr, "longtail export: error: %s: %s\n", outp, strerror(errno));
-    lt_buf_free(&where);
     lt_buffer_close(b);
     return LT_EXIT_IO;
   }
@@ -296,19 +286,15 @@ int lt_cmd_export(int argc, char **argv) {
   prompt_cache_t pc = {.group = -1};
   int code = pg ? 0 : LT_EXIT_FAIL;
   while (code == 0) {
-    char sql[2048];
-    snprintf(sql, sizeof sql, "SELECT id, task_id FROM trajectories WHERE id > %lld AND %s ORDER BY id LIMIT %d",
-             (long long)last, (const char *)where.data, PAGE);
-    pg->n = 0;
-    if ((rc = lt_buffer_query(b, sql, page_row, pg)) < 0) {
+    if ((rc = lt_buffer_traj_page(b, &where, last, pg->task, pg->rowid, PAGE, &pg->n)) < 0) {
       code = lt_cli_fail("export", rc);
       break;
     }
     if (pg->n == 0) break;
     for (int i = 0; i < pg->n && code == 0; i++) {
-      lt_traj_t t;
+      lt_traj_rec_t t;
       lt_traj_meta_t m;
-      if ((rc = lt_buffer_traj_load(b, pg->task[i], &t, &m)) < 0) {
+      if ((rc = lt_buffer_traj_load(b, pg->task[i], LT_LOAD_ALL, &t, &m)) < 0) {
         code = lt_cli_fail("export", rc);
         break;
       }
@@ -333,7 +319,6 @@ int lt_cmd_export(int argc, char **argv) {
   free(pg);
   cJSON_Delete(pc.spec);
   lt_buf_free(&line);
-  lt_buf_free(&where);
   lt_buffer_close(b);
   return code;
 }

@@ -19,15 +19,11 @@
 #define RESET "\033[0m"
 #define BOLD "\033[1m"
 
-static int text_row(int n, const char *const *c, void *ud) {
-  snprintf(ud, 4096, "%s", c[0] ? c[0] : "");
-  return 1;
-}
-
 /* The tokenizer of the run's newest weights still on disk. */
 static lt_tokenizer_t *run_tokenizer(lt_buffer_t *b) {
-  char dir[4096] = "";
-  lt_buffer_query(b, "SELECT path FROM checkpoints WHERE kind = 'weights' ORDER BY version DESC LIMIT 1", text_row, dir);
+  lt_ckpt_row_t ck;
+  if (lt_buffer_weights(b, 0, &ck) <= 0) return NULL;
+  const char *dir = ck.path;
   char cfgp[4200];
   snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
   lt_model_config_t mc;
@@ -77,31 +73,29 @@ int lt_cmd_inspect(int argc, char **argv) {
   int color = !strcmp(when, "always") || (!strcmp(when, "auto") && isatty(1));
   lt_buffer_t *b;
   if ((rc = lt_cli_open_run("inspect", c.pos[0], &b, NULL, 0))) return rc;
-  lt_traj_t t;
+  lt_traj_rec_t t;
   lt_traj_meta_t m;
-  if ((rc = lt_buffer_traj_load(b, id, &t, &m)) < 0) {
+  if ((rc = lt_buffer_traj_load(b, id, LT_LOAD_ALL, &t, &m)) < 0) {
     lt_buffer_close(b);
     return lt_cli_fail("inspect", rc);
   }
   lt_tokenizer_t *tok = run_tokenizer(b);
   lt_buffer_close(b);
   printf("%stask %lld%s · group %llu · %s · %s", color ? BOLD : "", id, color ? RESET : "",
-         (unsigned long long)t.group_id, t.domain, lt_tr_status_name(m.status));
+         (unsigned long long)t.group_id, t.domain, lt_sample_state_name(m.status));
   if (m.consumed_step >= 0) printf(" at learner step %lld", (long long)m.consumed_step);
   printf(" · worker %s · policy versions %lld..%lld\n", m.loaded_worker[0] ? m.loaded_worker : "?",
          (long long)m.version_min, (long long)m.version_max);
-  lt_buf_t comp = {0};
-  lt_json_write(&comp, t.components);
-  printf("%s · %s (%s) · %d turn%s · reward ", lt_traj_status_name(t.status), lt_finish_name(t.finish),
+  printf("%s · %s (%s) · %d turn%s · reward ", t.outcome, t.finish,
          t.reason && t.reason[0] ? t.reason : "-", t.turns, t.turns == 1 ? "" : "s");
   if (t.has_reward) printf("%g", t.reward);
   else printf("none");
-  printf(" %s\n", comp.data ? (char *)comp.data : "{}");
-  lt_buf_free(&comp);
+  printf(" %s\n", t.components);
   if (t.error && t.error[0]) printf("error: %s\n", t.error);
   printf("time: generation %.0f ms, environment %.0f ms, reward %.0f ms\n", t.gen_ms, t.env_ms, t.reward_ms);
   /* The conversation as stored. */
-  for (const cJSON *msg = t.messages ? t.messages->child : NULL; msg; msg = msg->next) {
+  cJSON *msgs = cJSON_Parse(t.messages);
+  for (const cJSON *msg = msgs ? msgs->child : NULL; msg; msg = msg->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "content"));
     printf("\n%s── %s ──%s\n", color ? BOLD : "", role ? role : "?", color ? RESET : "");
@@ -116,6 +110,7 @@ int lt_cmd_inspect(int argc, char **argv) {
       lt_buf_free(&a);
     }
   }
+  cJSON_Delete(msgs);
   /* Tokens: what the learner sees. */
   int gen = 0;
   double lpsum = 0, lpmin = 0;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "cli/commands.h"
-#include "orchestrator/replay.h"
+#include "train/train.h"
 #include "util/error.h"
 
 static double num(const cJSON *o, const char *k) {

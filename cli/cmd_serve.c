@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "learner/chat_template.h"
 #include "learner/tokenizer.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "rollout/backend.h"
 #include "util/buf.h"
 #include "util/error.h"

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "envs/env.h"
 #include "learner/tokenizer.h"
-#include "orchestrator/sft.h"
+#include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"

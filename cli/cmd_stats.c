@@ -11,16 +11,10 @@
 #include "util/json.h"
 #include "util/time.h"
 
-/* status → count rows into an object. */
-static int count_into(int n, const char *const *c, void *ud) {
-  if (c[0] && c[1]) cJSON_AddNumberToObject(ud, c[0], atof(c[1]));
-  return 0;
-}
-
-static int eval_row(int n, const char *const *c, void *ud) {
+static int eval_row(const char *name, int64_t step, double value, void *ud) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "step", c[0] ? atof(c[0]) : 0);
-  cJSON_AddNumberToObject(o, "accuracy", c[1] ? atof(c[1]) : 0);
+  cJSON_AddNumberToObject(o, "step", (double)step);
+  cJSON_AddNumberToObject(o, "accuracy", value);
   cJSON_AddItemToArray(ud, o);
   return 0;
 }
@@ -30,15 +24,13 @@ static double num(const cJSON *o, const char *k) {
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-/* Every listed key is present (0 when the run has none yet). */
-static cJSON *counts(lt_buffer_t *b, const char *sql, const char *const *keys, int nkeys) {
-  cJSON *raw = cJSON_CreateObject(), *o = cJSON_CreateObject();
-  lt_buffer_query(b, sql, count_into, raw);
+/* Counts by status and their total (every status present, 0 when the run has none yet). */
+static cJSON *counts(const char *const *keys, const int64_t *n, int nkeys) {
+  cJSON *o = cJSON_CreateObject();
   double total = 0;
-  for (const cJSON *c = raw->child; c; c = c->next) total += c->valuedouble;
+  for (int i = 0; i < nkeys; i++) total += (double)n[i];
   cJSON_AddNumberToObject(o, "total", total);
-  for (int i = 0; i < nkeys; i++) cJSON_AddNumberToObject(o, keys[i], num(raw, keys[i]));
-  cJSON_Delete(raw);
+  for (int i = 0; i < nkeys; i++) cJSON_AddNumberToObject(o, keys[i], (double)n[i]);
   return o;
 }
 
@@ -60,18 +52,20 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "run", run);
   int64_t dups = lt_buffer_counter(b, "duplicates_rejected");
-  double vs[2] = {0, 0}; /* no weights recorded yet: version 0, step 0 */
-  lt_buffer_numbers(b, "SELECT max(version), max(step) FROM checkpoints WHERE kind = 'weights'", vs, 2);
-  cJSON_AddNumberToObject(o, "policy_version", vs[0] < 0 ? 0 : vs[0]);
-  cJSON_AddNumberToObject(o, "learner_step", vs[1] < 0 ? 0 : vs[1]);
+  lt_ckpt_row_t ck = {0}; /* no weights recorded yet: version 0, step 0 */
+  lt_buffer_weights(b, 0, &ck);
+  cJSON_AddNumberToObject(o, "policy_version", (double)ck.version);
+  cJSON_AddNumberToObject(o, "learner_step", (double)ck.step);
   static const char *tk[] = {"queued", "dispatched", "done", "failed"};
-  cJSON_AddItemToObject(o, "tasks", counts(b, "SELECT status, count(*) FROM tasks GROUP BY status", tk, 4));
+  int64_t tn[4], rn[LT_SAMPLE_NSTATES];
+  for (int i = 0; i < 4; i++) tn[i] = lt_buffer_count_tasks(b, (lt_task_status)i);
+  cJSON_AddItemToObject(o, "tasks", counts(tk, tn, 4));
+  for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rn[i] = lt_buffer_count_status(b, (lt_sample_state)i);
   static const char *rk[] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
-  cJSON *tr = counts(b, "SELECT status, count(*) FROM trajectories GROUP BY status", rk, 6);
+  cJSON *tr = counts(rk, rn, LT_SAMPLE_NSTATES);
   cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
   cJSON_AddItemToObject(o, "trajectories", tr);
-  double reward = 0;
-  lt_buffer_numbers(b, "SELECT avg(reward) FROM trajectories WHERE eval = 0 AND traj_status = 'ok'", &reward, 1);
+  double reward = lt_buffer_reward_mean(b);
   cJSON_AddNumberToObject(o, "reward_mean", reward);
   /* Alive: seen within the liveness window of the run's heartbeat settings. */
   double hb = 1000, live = 5;
@@ -84,18 +78,14 @@ int lt_cmd_stats(int argc, char **argv) {
   }
   cJSON_Delete(cfg);
   free(cfgtxt);
-  double seen = 0, alive = 0;
-  char sql[256];
-  lt_buffer_numbers(b, "SELECT count(*) FROM workers", &seen, 1);
+  double seen = (double)lt_buffer_count_workers(b, INT64_MIN);
   /* The daemon refreshes last_ms every 5 s. */
-  snprintf(sql, sizeof sql, "SELECT count(*) FROM workers WHERE last_ms >= %lld",
-           (long long)(lt_time_wall_ms() - (int64_t)(hb * live) - 5000));
-  lt_buffer_numbers(b, sql, &alive, 1);
+  double alive = (double)lt_buffer_count_workers(b, lt_time_wall_ms() - (int64_t)(hb * live) - 5000);
   cJSON *w = cJSON_AddObjectToObject(o, "workers");
   cJSON_AddNumberToObject(w, "seen", seen);
   cJSON_AddNumberToObject(w, "alive", alive);
   cJSON *ev = cJSON_AddArrayToObject(o, "eval");
-  lt_buffer_query(b, "SELECT step, value FROM metrics WHERE name = 'eval/accuracy' ORDER BY step", eval_row, ev);
+  lt_buffer_metric_series(b, "eval/accuracy", eval_row, ev);
   lt_buffer_close(b);
   if (lt_args_flag(&c, "--json")) {
     char *s = cJSON_PrintUnformatted(o);

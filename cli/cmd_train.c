@@ -11,10 +11,11 @@
 #include "util/json.h"
 #include "util/time.h"
 
-/* One row's numbers, -1 where the run has none. */
-static void q2(lt_buffer_t *b, const char *sql, double v[2]) {
-  v[0] = v[1] = -1;
-  lt_buffer_numbers(b, sql, v, 2);
+/* A metric's mean over all, or the first or last n, of its values; -1 where the run has none. */
+static double mean_or_none(lt_buffer_t *b, const char *name, lt_span_t span, int n) {
+  double m;
+  int64_t count;
+  return lt_buffer_metric_mean(b, name, span, n, &m, &count) == 0 && count > 0 ? m : -1;
 }
 
 /* What the run achieved, on stdout and in RUN_DIR/summary.json. */
@@ -22,15 +23,17 @@ static void summarize(const char *run_dir, double wall_s, int plotted) {
   lt_buffer_t *b;
   char name[128];
   if (lt_cli_open_run("train", run_dir, &b, name, sizeof name)) return;
-  double steps[2], trajs[2], e0[2], e1[2], r0[2], r1[2], tok[2];
-  q2(b, "SELECT max(step), max(version) FROM checkpoints WHERE kind = 'weights'", steps);
-  q2(b, "SELECT count(*), sum(truncated) FROM trajectories WHERE eval = 0", trajs);
-  q2(b, "SELECT value, step FROM metrics WHERE name = 'eval/accuracy' ORDER BY step, time_ms LIMIT 1", e0);
-  q2(b, "SELECT value, step FROM metrics WHERE name = 'eval/accuracy' ORDER BY step DESC, time_ms DESC LIMIT 1", e1);
-  q2(b, "SELECT avg(value), 0 FROM (SELECT value FROM metrics WHERE name = 'reward/mean' ORDER BY step LIMIT 3)", r0);
-  q2(b, "SELECT avg(value), 0 FROM (SELECT value FROM metrics WHERE name = 'reward/mean' ORDER BY step DESC LIMIT 3)",
-     r1);
-  q2(b, "SELECT avg(value), 0 FROM metrics WHERE name = 'throughput/gen_tokens_per_s'", tok);
+  double steps[1] = {-1}, trajs[2], e0[2] = {-1, -1}, e1[2] = {-1, -1}, r0[1], r1[1], tok[1];
+  lt_ckpt_row_t ck;
+  if (lt_buffer_weights(b, 0, &ck) > 0) steps[0] = (double)ck.step;
+  int64_t ntraj = 0, ntrunc = 0, at;
+  lt_buffer_traj_totals(b, &ntraj, &ntrunc);
+  trajs[0] = (double)ntraj, trajs[1] = (double)ntrunc;
+  if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_FIRST, &e0[0], &at) > 0) e0[1] = (double)at;
+  if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_LAST, &e1[0], &at) > 0) e1[1] = (double)at;
+  r0[0] = mean_or_none(b, "reward/mean", LT_SPAN_FIRST, 3);
+  r1[0] = mean_or_none(b, "reward/mean", LT_SPAN_LAST, 3);
+  tok[0] = mean_or_none(b, "throughput/gen_tokens_per_s", LT_SPAN_ALL, 0);
   lt_buffer_close(b);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "run", name);

@@ -80,10 +80,9 @@ static void series_close(series_t *s) {
 }
 
 /* Rows (name, step, value) ordered by name: one data file per name. */
-static int series_row(int n, const char *const *c, void *ud) {
+static int series_row(const char *name, int64_t step, double value, void *ud) {
   series_t *s = ud;
-  if (!c[0] || !c[1] || !c[2]) return 0;
-  if (!s->f || strcmp(s->cur, c[0])) {
+  if (!s->f || strcmp(s->cur, name)) {
     series_close(s);
     char path[4200];
     snprintf(path, sizeof path, "%s/%d.dat", s->dir, (*s->nfiles)++);
@@ -91,17 +90,17 @@ static int series_row(int n, const char *const *c, void *ud) {
       s->err = 1;
       return 1;
     }
-    snprintf(s->cur, sizeof s->cur, "%s", c[0]);
+    snprintf(s->cur, sizeof s->cur, "%s", name);
     s->points = 0;
   }
-  fprintf(s->f, "%s %s\n", c[1], c[2]);
+  fprintf(s->f, "%lld %.17g\n", (long long)step, value);
   s->points++;
   return 0;
 }
 
-static int name_row(int n, const char *const *c, void *ud) {
+static int name_row(const char *name, void *ud) {
   size_t *len = ud;
-  if (c[0] && *len < 600) *len += (size_t)fprintf(stderr, "%s%s", *len ? ", " : "", c[0]);
+  if (*len < 600) *len += (size_t)fprintf(stderr, "%s%s", *len ? ", " : "", name);
   return 0;
 }
 
@@ -199,10 +198,7 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
       char tmp[512];
       snprintf(tmp, sizeof tmp, "%s", panels[p]);
       for (char *save, *m = strtok_r(tmp, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-        char sql[768];
-        snprintf(sql, sizeof sql,
-                 "SELECT name, step, value FROM metrics WHERE name GLOB '%s' ORDER BY name, step, time_ms", m);
-        lt_buffer_query(bufs[r], sql, series_row, &s);
+        lt_buffer_metric_series(bufs[r], m, series_row, &s);
         series_close(&s);
         if (s.err) {
           fprintf(stderr, "longtail %s: error: %s: cannot write plot data: %s\n", command, dirbuf, strerror(errno));
@@ -216,7 +212,7 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
         fprintf(stderr, "longtail %s: error: no metric matches '%s' in %s; recorded metrics: ", command, panels[p],
                 nruns == 1 ? runs[0] : "these runs");
         size_t len = 0;
-        lt_buffer_query(bufs[0], "SELECT DISTINCT name FROM metrics ORDER BY name", name_row, &len);
+        lt_buffer_metric_names(bufs[0], name_row, &len);
         fprintf(stderr, "%s\n", len ? "" : "none");
         rc = LT_EXIT_USAGE;
         break;

@@ -1,14 +1,14 @@
 /* The `http` environment: the external protocol (envs/protocol.c) over HTTP —
  * each reset and step is one POST of the request to params.endpoint, answered
  * with the JSON object.  Requests run on the worker's loop through libcurl
- * multi (proto/http.h), with the client's timeout and retries on 5xx, 429 and
+ * multi (net/http.h), with the client's timeout and retries on 5xx, 429 and
  * lost connections; an endpoint that stays silent truncates the episode
  * (tool_timeout), one that answers an error fails it (env_error). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "envs/env.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "util/error.h"
 
 typedef struct {

@@ -234,13 +234,6 @@ void lt_session_seed(lt_session_t *s, uint64_t seed) { lt_rng_seed(&s->rng, seed
 
 int lt_session_len(const lt_session_t *s) { return s->len; }
 
-int lt_session_truncate(lt_session_t *s, int keep) {
-  if (keep < 0 || keep > s->len) return lt_error_set(LT_ERANGE, "session: cannot keep %d of %d tokens", keep, s->len);
-  s->len = keep;
-  s->has_next = 0; /* the next-token logits belong to the dropped suffix */
-  return 0;
-}
-
 int lt_session_prefill(lt_session_t *s, const int32_t *tokens, int n, uint16_t *rids, float *rprobs) {
   lt_engine_t *e = s->e;
   if (n <= 0) return 0;

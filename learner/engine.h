@@ -69,8 +69,6 @@ void lt_session_close(lt_session_t *s);
 void lt_session_seed(lt_session_t *s, uint64_t seed);
 /* Tokens in the session's KV cache. */
 int lt_session_len(const lt_session_t *s);
-/* Drops the cache after position `keep` (context compression, retries). */
-int lt_session_truncate(lt_session_t *s, int keep);
 
 /* Appends tokens (prompt, observation) to the session's cache.  If routing
  * arrays are given they receive, per token and MoE layer, the top-k expert

@@ -21,6 +21,9 @@ typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } l
  * <|endoftext|>, <|im_start|>, <|im_end|> (vocab ≥ 259; ids up to the model's
  * vocab_size are valid and decode to nothing). */
 int lt_tokenizer_byte(int vocab_size, lt_tokenizer_t **out);
+/* The builtin models' vocabulary (configs/models/tiny-*.json): 256 bytes and 3 specials, padded to a multiple
+ * of 8. */
+#define LT_TOKENIZER_BYTE_VOCAB 264
 /* PATH: a tokenizer.json file or a model directory containing one. */
 int lt_tokenizer_load(const char *path, lt_tokenizer_t **out);
 void lt_tokenizer_free(lt_tokenizer_t *t);

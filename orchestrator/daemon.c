@@ -1,5 +1,5 @@
 /* The daemon: run directory, sockets, the loop, the cron, signals, shutdown. */
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "learner/model.h"
 #include "learner/tokenizer.h"
-#include "orchestrator/sft.h"
+#include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -166,16 +166,6 @@ static int initial_weights(lt_daemon_t *d) {
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
   snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
-}
-
-static int latest_ckpt(int n, const char *const *c, void *ud) {
-  lt_daemon_t *d = ud;
-  if (!c[0] || !c[1]) return 0;
-  d->version = atoll(c[0]);
-  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", c[1]);
-  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", c[2] ? c[2] : "");
-  d->step = c[3] ? atoll(c[3]) : 0;
-  return 1;
 }
 
 /* ---- messages ---- */
@@ -515,12 +505,23 @@ static int setup(lt_daemon_t *d) {
   snprintf(p, sizeof p, "%s/metrics.jsonl", d->run_dir);
   d->metrics = fopen(p, "a");
   if ((rc = lt_envs_create(d->cfg, NULL, &d->envs)) < 0) return rc;
-  d->domain_index = calloc((size_t)lt_envs_count(d->envs), sizeof *d->domain_index);
-  if (!d->domain_index) return lt_error_set(LT_ENOMEM, "out of memory");
+  int ndom = lt_envs_count(d->envs);
+  d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
+  d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
+  if (!d->domain_index || !d->domain_weight) return lt_error_set(LT_ENOMEM, "out of memory");
+  const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
+  for (int i = 0; i < ndom; i++) {
+    const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
+    d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
+  }
   if (d->o.resume) {
-    lt_buffer_query(d->buf, "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' ORDER BY version DESC LIMIT 1",
-                    latest_ckpt, d);
-    if (!d->weights_dir[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
+    lt_ckpt_row_t ck;
+    if ((rc = lt_buffer_weights(d->buf, 0, &ck)) < 0) return rc;
+    if (rc == 0 || !ck.path[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
+    d->version = ck.version;
+    d->step = ck.step;
+    snprintf(d->weights_dir, sizeof d->weights_dir, "%s", ck.path);
+    snprintf(d->weights_sha, sizeof d->weights_sha, "%s", ck.sha256);
     if ((rc = lt__scheduler_resume(d)) < 0) return rc;
     LT_INFO("daemon", "resuming %s at learner step %lld (policy v%lld), %d open tasks", d->run_dir, (long long)d->step,
             (long long)d->version, d->open_train);
@@ -552,6 +553,9 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->max_context = lt_config_int(d->cfg, "rollout.max_context");
   d->run_seed = (uint64_t)lt_config_int(d->cfg, "run.seed");
   d->batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
+  d->max_attempts = (int)lt_config_int(d->cfg, "scheduler.max_attempts");
+  d->task_timeout_ms = (int64_t)(lt_config_num(d->cfg, "scheduler.task_timeout_s") * 1000);
+  d->eval_every = lt_config_int(d->cfg, "eval.every");
   int64_t depth = lt_config_int(d->cfg, "scheduler.queue_depth");
   d->open_target = (int)((depth ? depth : 2 * d->batch) * lt_config_num(d->cfg, "scheduler.oversample"));
   d->task_base = (lt_task_t){.session = "",
@@ -631,6 +635,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->tasks);
   free(d->workers);
   free(d->domain_index);
+  free(d->domain_weight);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

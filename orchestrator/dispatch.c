@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -211,17 +211,13 @@ static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
  * overrides the environment's), deterministically in the prompt id. */
 static int pick_domain(lt_daemon_t *d) {
   int n = lt_envs_count(d->envs);
-  double total = 0, w[64];
-  const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
-  for (int i = 0; i < n && i < 64; i++) {
-    const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
-    w[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
-    total += w[i];
-  }
+  const double *w = d->domain_weight;
+  double total = 0;
+  for (int i = 0; i < n; i++) total += w[i];
   lt_rng_t r;
   lt_rng_seed(&r, lt_rng_mix(d->run_seed, (uint64_t)d->next_prompt_id));
   double u = lt_rng_uniform(&r) * total;
-  for (int i = 0; i < n && i < 64; i++) {
+  for (int i = 0; i < n; i++) {
     if (u < w[i]) return i;
     u -= w[i];
   }
@@ -322,7 +318,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     return;
   }
   if (count_attempt) t->attempts++;
-  if (t->attempts >= lt_config_int(d->cfg, "scheduler.max_attempts")) {
+  if (t->attempts >= d->max_attempts) {
     t->status = LT_TASK_FAILED;
     persist_task(d, t);
     d->tasks_failed++;
@@ -386,7 +382,7 @@ void lt__scheduler_dispatch(lt_daemon_t *d) {
 }
 
 void lt__scheduler_cron(lt_daemon_t *d, int64_t now) {
-  int64_t timeout = (int64_t)(lt_config_num(d->cfg, "scheduler.task_timeout_s") * 1000);
+  int64_t timeout = d->task_timeout_ms;
   int64_t expired[256];
   int n = 0;
   for (size_t i = 0; i < d->tcap && n < 256; i++) {
@@ -449,21 +445,12 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
   else d->open_train++;
 }
 
-static int count_row(int n, const char *const *cols, void *ud) {
-  int64_t *v = ud;
-  *v = cols[0] ? atoll(cols[0]) : 0;
-  return 0;
-}
-
 int lt__scheduler_resume(lt_daemon_t *d) {
   d->next_task_id = lt_buffer_max_id(d->buf, "tasks");
   d->next_prompt_id = lt_buffer_max_id(d->buf, "prompts");
-  for (int i = 0; i < lt_envs_count(d->envs); i++) {
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM prompts WHERE eval = 0 AND domain = '%s'", lt_envs_name(d->envs, i));
-    lt_buffer_query(d->buf, sql, count_row, &d->domain_index[i]);
-  }
-  lt_buffer_query(d->buf, "SELECT count(*) FROM tasks WHERE eval = 0", count_row, &d->tasks_created);
+  for (int i = 0; i < lt_envs_count(d->envs); i++)
+    d->domain_index[i] = lt_buffer_count_prompts(d->buf, lt_envs_name(d->envs, i));
+  d->tasks_created = lt_buffer_count_train_tasks(d->buf);
   resume_ctx_t c = {d, 0};
   int rc = lt_buffer_tasks_open(d->buf, resume_task, &c);
   if (rc == 0) rc = c.rc;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -20,13 +20,35 @@ typedef struct {
   int missing;     /* unknown task (not in this run) */
 } ingest_op_t;
 
+int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r) {
+  *r = (lt_traj_rec_t){.task_id = (int64_t)t->task_id, .group_id = (int64_t)t->group_id, .domain = t->domain,
+                       .outcome = (char *)lt_traj_status_name(t->status), .finish = (char *)lt_finish_name(t->finish),
+                       .reason = t->reason, .error = t->error, .truncated = t->finish == LT_FINISH_TRUNCATED,
+                       .has_reward = t->has_reward, .reward = t->reward, .turns = t->turns, .eval = t->eval,
+                       .gen_ms = t->gen_ms, .env_ms = t->env_ms, .reward_ms = t->reward_ms, .ntokens = t->ntokens,
+                       .tokens = t->tokens, .logprobs = t->logprobs, .loss_mask = t->loss_mask,
+                       .versions = t->versions, .support = t->support, .routing_layers = t->routing_layers,
+                       .routing_k = t->routing_k, .routing_experts = t->routing_experts,
+                       .routing_ids = t->routing_ids, .routing_probs = t->routing_probs};
+  r->components = cJSON_PrintUnformatted(t->components);
+  r->messages = cJSON_PrintUnformatted(t->messages);
+  if (r->components && r->messages) return 0;
+  free(r->components), free(r->messages);
+  r->components = r->messages = NULL;
+  return lt_error_set(LT_ENOMEM, "ingest: out of memory");
+}
+
 static int ingest_write(lt_buffer_t *b, void *arg) {
   ingest_op_t *op = arg;
   if (!op->known && !lt_buffer_task_exists(b, (int64_t)op->t.task_id)) {
     op->missing = 1;
     return 0;
   }
-  int rc = lt_buffer_traj_insert(b, &op->t, &op->meta, &op->duplicate);
+  lt_traj_rec_t rec;
+  int rc = lt_ingest_record(&op->t, &rec);
+  if (rc == 0) rc = lt_buffer_traj_insert(b, &rec, &op->meta, &op->duplicate);
+  free(rec.components);
+  free(rec.messages);
   /* Also on a duplicate: the task may have been dispatched again since its
    * result was stored, and that row must not stay open. */
   if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, 0, op->worker, op->meta.version_min);
@@ -157,13 +179,13 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_TR_READY && d->learner) d->ready_pending++;
+      if (op->meta.status == LT_SAMPLE_READY && d->learner) d->ready_pending++;
       /* Also after a failed one: the last task to end may leave nothing new to
        * train on yet make the learner flush what remains. */
       if (d->learner) lt__learner_notify(d);
     }
   }
-  lt_buffer_traj_free(&op->t);
+  lt_traj_free(&op->t);
   free(op);
   lt__scheduler_dispatch(d);
   lt__check_done(d);
@@ -219,10 +241,10 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
     }
   op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
-                              .status = op->t.eval ? LT_TR_EVAL : op->t.status == LT_TRAJ_OK ? LT_TR_READY : LT_TR_FAILED};
+                              .status = op->t.eval ? LT_SAMPLE_EVAL : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
     if (task) task->storing--;
-    lt_buffer_traj_free(&op->t);
+    lt_traj_free(&op->t);
     free(op);
     return;
   }

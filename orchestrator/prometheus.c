@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/daemon.h"
-#include "proto/http.h"
+#include "orchestrator/internal.h"
+#include "net/http.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/log.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"

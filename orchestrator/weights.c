@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/daemon.h"
-#include "proto/http.h"
+#include "orchestrator/internal.h"
+#include "net/http.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/daemon.h"
+#include "orchestrator/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/time.h"

@@ -1,9 +1,9 @@
 #include "orchestrator/writer.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/bridge.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -24,15 +24,12 @@ typedef struct {
 struct lt_writer {
   uv_loop_t *loop;
   lt_buffer_t *b;
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  lt_bridge_t *br;
   list_t local;    /* queued on the loop during this turn */
   list_t todo;     /* handed to the thread */
   list_t done;     /* committed, completions pending */
   uv_prepare_t prepare;
-  uv_async_t async;
-  int stopping, running, backlog, disk_full;
+  int stopping, running, backlog, disk_full; /* running: the prepare handle and the bridge, until closed */
   void (*stop_cb)(void *);
   void *stop_ud;
 };
@@ -52,11 +49,11 @@ static void append(list_t *dst, list_t *src) {
   src->head = src->tail = NULL;
 }
 
-static void *thread_main(void *arg) {
+static void run(lt_bridge_t *br, void *arg) {
   lt_writer_t *w = arg;
-  pthread_mutex_lock(&w->mu);
+  lt_bridge_lock(br);
   for (;;) {
-    while (!w->todo.head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
+    while (!w->todo.head && !w->stopping) lt_bridge_wait(br, 0);
     if (!w->todo.head && w->stopping) break;
     /* Take a batch: everything queued, up to BATCH_MAX operations. */
     list_t batch = {0};
@@ -68,7 +65,7 @@ static void *thread_main(void *arg) {
       push(&batch, o);
       n++;
     }
-    pthread_mutex_unlock(&w->mu);
+    lt_bridge_unlock(br);
     int rc = lt_buffer_begin(w->b);
     for (op_t *o = batch.head; o; o = o->next) o->rc = rc == 0 && o->fn ? o->fn(w->b, o->arg) : rc;
     if (rc == 0) rc = lt_buffer_commit(w->b);
@@ -77,42 +74,41 @@ static void *thread_main(void *arg) {
       LT_ERROR("writer", "commit of %d operations failed: %s", n, lt_error_msg());
       for (op_t *o = batch.head; o; o = o->next) o->rc = o->rc ? o->rc : rc;
     }
-    pthread_mutex_lock(&w->mu);
+    lt_bridge_lock(br);
     w->disk_full = rc == LT_ENOSPC ? w->disk_full + 1 : rc == 0 ? 0 : w->disk_full;
     append(&w->done, &batch);
-    uv_async_send(&w->async);
+    lt_bridge_notify(br);
   }
-  pthread_mutex_unlock(&w->mu);
-  return NULL;
+  lt_bridge_unlock(br);
 }
 
 /* Before the loop sleeps: hand this turn's operations to the thread at once. */
 static void on_prepare(uv_prepare_t *h) {
   lt_writer_t *w = h->data;
   if (!w->local.head) return;
-  pthread_mutex_lock(&w->mu);
+  lt_bridge_lock(w->br);
   append(&w->todo, &w->local);
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  lt_bridge_signal(w->br);
+  lt_bridge_unlock(w->br);
 }
 
-static void on_closed(uv_handle_t *h) {
-  lt_writer_t *w = h->data;
+static void closed_one(void *arg) {
+  lt_writer_t *w = arg;
   if (--w->running) return;
   void (*cb)(void *) = w->stop_cb;
   void *ud = w->stop_ud;
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
   free(w);
   if (cb) cb(ud);
 }
 
-static void on_async(uv_async_t *h) {
-  lt_writer_t *w = h->data;
-  pthread_mutex_lock(&w->mu);
+static void on_closed(uv_handle_t *h) { closed_one(h->data); }
+
+static void on_notify(void *arg) {
+  lt_writer_t *w = arg;
+  lt_bridge_lock(w->br);
   list_t done = w->done;
   w->done.head = w->done.tail = NULL;
-  pthread_mutex_unlock(&w->mu);
+  lt_bridge_unlock(w->br);
   for (op_t *o = done.head; o;) {
     op_t *next = o->next;
     w->backlog--;
@@ -121,9 +117,8 @@ static void on_async(uv_async_t *h) {
     o = next;
   }
   if (w->stopping && w->backlog == 0 && w->running == 2) {
-    pthread_join(w->thread, NULL);
     uv_close((uv_handle_t *)&w->prepare, on_closed);
-    uv_close((uv_handle_t *)&w->async, on_closed);
+    lt_bridge_close(w->br, closed_one, w);
   }
 }
 
@@ -133,19 +128,16 @@ int lt_writer_start(uv_loop_t *loop, lt_buffer_t *b, lt_writer_t **out) {
   if (!w) return lt_error_set(LT_ENOMEM, "writer: out of memory");
   w->loop = loop;
   w->b = b;
-  pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
   uv_prepare_init(loop, &w->prepare);
-  uv_async_init(loop, &w->async, on_async);
-  w->prepare.data = w->async.data = w;
+  w->prepare.data = w;
+  int rc = lt_bridge_start(loop, run, on_notify, w, "writer", &w->br);
+  if (rc < 0) {
+    w->running = 1;
+    uv_close((uv_handle_t *)&w->prepare, on_closed);
+    return rc;
+  }
   uv_prepare_start(&w->prepare, on_prepare);
   w->running = 2;
-  if (pthread_create(&w->thread, NULL, thread_main, w) != 0) {
-    w->stopping = 1;
-    uv_close((uv_handle_t *)&w->prepare, on_closed);
-    uv_close((uv_handle_t *)&w->async, on_closed);
-    return lt_error_set(LT_ESYS, "writer: cannot start its thread");
-  }
   *out = w;
   return 0;
 }
@@ -169,10 +161,10 @@ int lt_writer_disk_full(const lt_writer_t *w) { return w->disk_full; }
 void lt_writer_stop(lt_writer_t *w, void (*done)(void *), void *ud) {
   w->stop_cb = done;
   w->stop_ud = ud;
-  pthread_mutex_lock(&w->mu);
+  lt_bridge_lock(w->br);
   append(&w->todo, &w->local);
   w->stopping = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-  uv_async_send(&w->async); /* completes the stop even with nothing queued */
+  lt_bridge_signal(w->br);
+  lt_bridge_unlock(w->br);
+  lt_bridge_notify(w->br); /* completes the stop even with nothing queued */
 }

@@ -31,6 +31,22 @@ int lt_traj_status_parse(const char *s) { return parse_in(status_names, LT_TRAJ_
 const char *lt_finish_name(lt_finish f) { return ((int)f >= 0 && f < LT_FINISH_N) ? finish_names[f] : "?"; }
 int lt_finish_parse(const char *s) { return parse_in(finish_names, LT_FINISH_N, 0, s); }
 
+void lt_traj_free(lt_traj_t *t) {
+  free(t->domain);
+  free(t->reason);
+  free(t->error);
+  cJSON_Delete(t->components);
+  cJSON_Delete(t->messages);
+  free(t->tokens);
+  free(t->logprobs);
+  free(t->loss_mask);
+  free(t->versions);
+  free(t->support);
+  free(t->routing_ids);
+  free(t->routing_probs);
+  memset(t, 0, sizeof *t);
+}
+
 void lt_msg_free(lt_msg_t *m) {
   switch (m->type) {
   case LT_MSG_HELLO:
@@ -53,22 +69,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.task.session);
     cJSON_Delete(m->u.task.spec);
     break;
-  case LT_MSG_TRAJ: {
-    lt_traj_t *t = &m->u.traj;
-    free(t->domain);
-    free(t->reason);
-    free(t->error);
-    cJSON_Delete(t->components);
-    cJSON_Delete(t->messages);
-    free(t->tokens);
-    free(t->logprobs);
-    free(t->loss_mask);
-    free(t->versions);
-    free(t->support);
-    free(t->routing_ids);
-    free(t->routing_probs);
-    break;
-  }
+  case LT_MSG_TRAJ: lt_traj_free(&m->u.traj); break;
   case LT_MSG_ACK:
     free(m->u.ack.task_ids);
     free(m->u.ack.duplicate);

@@ -208,6 +208,8 @@ void lt_frames_free(lt_frames_t *fr);
  * LT_EPROTO (malformed, detail names the field) or LT_EVERSION. */
 int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out);
 void lt_msg_free(lt_msg_t *m);
+/* Frees a trajectory taken out of a TRAJ message (its owner is then the caller, not the message). */
+void lt_traj_free(lt_traj_t *t);
 
 const char *lt_msg_type_name(lt_msg_type t);
 int lt_msg_type_parse(const char *s); /* -1 if unknown */

@@ -49,7 +49,7 @@ typedef struct {
   int timeout_ms, retries;
   const char *reload_url;    /* POSTed {"path": DIR} after new weights (NULL/empty: none) */
   /* scripted: a fake policy whose turn lengths are long-tailed */
-  int vocab;                 /* byte-tokenizer vocabulary size */
+  int vocab;                 /* byte-tokenizer vocabulary size (0: LT_TOKENIZER_BYTE_VOCAB, the builtin models') */
   int mean_tokens;           /* typical turn length */
   double tail_fraction;      /* share of turns that are tail_factor times longer */
   double tail_factor;

@@ -3,7 +3,7 @@
  * context as token ids to /v1/completions and asks for the sampled tokens'
  * ids and logprobs (`return_tokens_as_token_ids`, `logprobs`); a token a
  * trainer cannot attribute to an id is an error, never a guess.  Requests run
- * on the worker's loop through the curl multi adapter (proto/http.h).
+ * on the worker's loop through the curl multi adapter (net/http.h).
  *
  * The model directory gives the tokenizer and the context length; the
  * server must serve the same weights (after each WEIGHTS message the worker
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "learner/model.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "rollout/backend.h"
 #include "util/buf.h"
 #include "util/error.h"

@@ -28,7 +28,7 @@ static int s_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   if (!s) return lt_error_set(LT_ENOMEM, "backend: out of memory");
   s->o = *o;
   if (s->o.mean_tokens <= 0) s->o.mean_tokens = 32;
-  int rc = lt_tokenizer_byte(o->vocab >= 259 ? o->vocab : 264, &b->own_tok);
+  int rc = lt_tokenizer_byte(o->vocab >= 259 ? o->vocab : LT_TOKENIZER_BYTE_VOCAB, &b->own_tok);
   if (rc < 0) {
     free(s);
     return rc;

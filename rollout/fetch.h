@@ -5,7 +5,7 @@
 #ifndef LT_ROLLOUT_FETCH_H
 #define LT_ROLLOUT_FETCH_H
 
-#include "proto/http.h"
+#include "net/http.h"
 
 typedef struct lt_fetch lt_fetch_t;
 

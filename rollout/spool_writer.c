@@ -5,6 +5,7 @@
  * the next one. */
 #include <stdlib.h>
 
+#include "net/bridge.h"
 #include "rollout/spool.h"
 #include "util/error.h"
 
@@ -13,29 +14,26 @@ struct lt_spool_writer {
   lt_spool_durable_fn durable;
   void (*failed)(int rc, void *ud);
   void *ud;
-  uv_thread_t thread;
-  uv_mutex_t mu;
-  uv_cond_t cv;
-  uv_async_t async;
+  lt_bridge_t *br;
   lt_spool_batch_t *job; /* handed to the thread; NULL when idle */
   int job_rc, job_done, quit;
 };
 
-static void thread_main(void *arg) {
+static void run(lt_bridge_t *br, void *arg) {
   lt_spool_writer_t *sw = arg;
-  uv_mutex_lock(&sw->mu);
+  lt_bridge_lock(br);
   for (;;) {
-    while (!sw->quit && (!sw->job || sw->job_done)) uv_cond_wait(&sw->cv, &sw->mu);
+    while (!sw->quit && (!sw->job || sw->job_done)) lt_bridge_wait(br, 0);
     if (sw->quit) break;
     lt_spool_batch_t *b = sw->job;
-    uv_mutex_unlock(&sw->mu);
+    lt_bridge_unlock(br);
     int rc = lt_spool_batch_write(b);
-    uv_mutex_lock(&sw->mu);
+    lt_bridge_lock(br);
     sw->job_rc = rc;
     sw->job_done = 1;
-    uv_async_send(&sw->async);
+    lt_bridge_notify(br);
   }
-  uv_mutex_unlock(&sw->mu);
+  lt_bridge_unlock(br);
 }
 
 /* Hands the pending records to the thread when it is idle. */
@@ -44,20 +42,20 @@ static void start_job(lt_spool_writer_t *sw) {
   int k = lt_spool_batch_take(sw->spool, &b);
   if (k < 0 && sw->failed) sw->failed(k, sw->ud);
   if (k <= 0) return;
-  uv_mutex_lock(&sw->mu);
+  lt_bridge_lock(sw->br);
   sw->job = b;
   sw->job_done = 0;
-  uv_cond_signal(&sw->cv);
-  uv_mutex_unlock(&sw->mu);
+  lt_bridge_signal(sw->br);
+  lt_bridge_unlock(sw->br);
 }
 
-static void on_async(uv_async_t *h) {
-  lt_spool_writer_t *sw = h->data;
-  uv_mutex_lock(&sw->mu);
+static void on_notify(void *arg) {
+  lt_spool_writer_t *sw = arg;
+  lt_bridge_lock(sw->br);
   lt_spool_batch_t *b = sw->job_done ? sw->job : NULL;
   int rc = sw->job_rc;
   if (b) sw->job = NULL;
-  uv_mutex_unlock(&sw->mu);
+  lt_bridge_unlock(sw->br);
   if (!b) return;
   if ((rc = lt_spool_batch_done(sw->spool, b, rc, sw->durable, sw->ud)) < 0) {
     if (sw->failed) sw->failed(rc, sw->ud); /* no retry at once: a full disk would spin; the next kick retries */
@@ -66,40 +64,25 @@ static void on_async(uv_async_t *h) {
   }
 }
 
-static void on_closed(uv_handle_t *h) { free(h->data); }
-
 int lt_spool_writer_start(uv_loop_t *loop, lt_spool_t *s, lt_spool_durable_fn durable, void (*failed)(int rc, void *ud),
                           void *ud, lt_spool_writer_t **out) {
   *out = NULL;
   lt_spool_writer_t *sw = calloc(1, sizeof *sw);
   if (!sw) return lt_error_set(LT_ENOMEM, "spool writer: out of memory");
   *sw = (lt_spool_writer_t){.spool = s, .durable = durable, .failed = failed, .ud = ud};
-  if (uv_mutex_init(&sw->mu) != 0) {
+  int rc = lt_bridge_start(loop, run, on_notify, sw, "spool writer", &sw->br);
+  if (rc < 0) {
     free(sw);
-    return lt_error_set(LT_ESYS, "spool writer: cannot make a mutex");
-  }
-  int rc = uv_cond_init(&sw->cv);
-  if (rc == 0 && (rc = uv_async_init(loop, &sw->async, on_async)) != 0) uv_cond_destroy(&sw->cv);
-  if (rc != 0) {
-    uv_mutex_destroy(&sw->mu);
-    free(sw);
-    return lt_error_set(LT_ESYS, "spool writer: %s", uv_strerror(rc));
-  }
-  sw->async.data = sw;
-  if ((rc = uv_thread_create(&sw->thread, thread_main, sw)) != 0) {
-    uv_close((uv_handle_t *)&sw->async, on_closed);
-    uv_cond_destroy(&sw->cv);
-    uv_mutex_destroy(&sw->mu);
-    return lt_error_set(LT_ESYS, "spool writer: cannot start its thread: %s", uv_strerror(rc));
+    return rc;
   }
   *out = sw;
   return 0;
 }
 
 void lt_spool_writer_kick(lt_spool_writer_t *sw) {
-  uv_mutex_lock(&sw->mu);
+  lt_bridge_lock(sw->br);
   int busy = sw->job != NULL;
-  uv_mutex_unlock(&sw->mu);
+  lt_bridge_unlock(sw->br);
   if (!busy) start_job(sw); /* else its completion takes what is pending */
 }
 
@@ -107,15 +90,12 @@ void lt_spool_writer_stop(lt_spool_writer_t *sw) {
   if (!sw) return;
   /* The thread finishes a write it started; one it did not start is done here:
    * either way the batch's records end on disk or pending again. */
-  uv_mutex_lock(&sw->mu);
+  lt_bridge_lock(sw->br);
   sw->quit = 1;
-  uv_cond_signal(&sw->cv);
-  uv_mutex_unlock(&sw->mu);
-  uv_thread_join(&sw->thread);
+  lt_bridge_signal(sw->br);
+  lt_bridge_unlock(sw->br);
+  lt_bridge_close(sw->br, free, sw); /* joins the thread now; sw is freed as the loop turns */
   lt_spool_batch_t *b = sw->job;
   sw->job = NULL;
   if (b) lt_spool_batch_done(sw->spool, b, sw->job_done ? sw->job_rc : lt_spool_batch_write(b), NULL, NULL);
-  uv_cond_destroy(&sw->cv);
-  uv_mutex_destroy(&sw->mu);
-  uv_close((uv_handle_t *)&sw->async, on_closed);
 }

@@ -9,7 +9,8 @@
 #include <zmq.h>
 
 #include "envs/env.h"
-#include "proto/zsock.h"
+#include "net/curve.h"
+#include "net/zsock.h"
 #include "rewards/reward.h"
 #include "rollout/agent.h"
 #include "rollout/backend.h"
@@ -195,7 +196,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
   lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .device = w->o.device, .threads = w->o.threads,
                           .max_sessions = w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
-                          .vocab = 264, .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
+                          .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
                           .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),
                           .token_us = (int)lt_config_int(&w->cfg, "workers.scripted.token_us"),

@@ -1,6 +1,6 @@
 #!/bin/sh
 # On a GPU machine that has CUDA but no package registry: unpack the Debian
-# packages the CUDA learner's tests need (cJSON, OpenBLAS) from DEB_DIR into a
+# packages the CUDA learner's tests need (cJSON, OpenBLAS, libsodium) from DEB_DIR into a
 # private root, build with CUDA=1, run `make test-gpu` and `make bench-gpu`,
 # and write a results table.
 #
@@ -8,7 +8,7 @@
 #
 # DEB_DIR (default .debs) is filled on a machine with a registry by
 #   mkdir -p .debs && (cd .debs && apt-get download libcjson-dev libcjson1 \
-#     libopenblas0-pthread libopenblas-pthread-dev libgfortran5)
+#     libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libsodium-dev libsodium23)
 # OUT_DIR (default build/gpu-check) receives test-gpu.log, bench-gpu.log,
 # gpu-results.json and results.md.  Exit status: that of test-gpu.
 set -u

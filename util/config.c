@@ -461,12 +461,6 @@ const char *lt_config_str(const lt_config_t *cfg, const char *path) {
   return n->valuestring;
 }
 
-int lt_config_set_num(lt_config_t *cfg, const char *path, double v) {
-  cJSON *n = cJSON_CreateNumber(v);
-  if (!n) return lt_error_set(LT_ENOMEM, "out of memory");
-  return put(cfg->root, path, n);
-}
-
 char *lt_config_dump(const lt_config_t *cfg) { return cJSON_Print(cfg->root); }
 
 static const char *type_doc(const lt_cfg_entry_t *e, char *buf, size_t cap) {

@@ -71,8 +71,6 @@ int lt_config_bool(const lt_config_t *cfg, const char *path);
 const char *lt_config_str(const lt_config_t *cfg, const char *path);
 /* Raw node (maps, lists, optional keys, INT_OR_ENUM); NULL when absent. */
 const cJSON *lt_config_get(const lt_config_t *cfg, const char *path);
-/* Sets a value after loading (daemon adjustments such as guardrails). */
-int lt_config_set_num(lt_config_t *cfg, const char *path, double v);
 
 /* The resolved configuration as pretty JSON (caller frees). */
 char *lt_config_dump(const lt_config_t *cfg);

@@ -9,7 +9,6 @@
 
 static lt_log_level g_level = LT_LOG_INFO;
 static lt_log_format g_format = LT_LOG_TEXT;
-static FILE *g_stream;
 static char g_process[64];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -18,8 +17,6 @@ static const char *level_names[] = {"debug", "info", "warn", "error", "off"};
 void lt_log_set_level(lt_log_level level) { g_level = level; }
 lt_log_level lt_log_get_level(void) { return g_level; }
 void lt_log_set_format(lt_log_format fmt) { g_format = fmt; }
-lt_log_format lt_log_get_format(void) { return g_format; }
-void lt_log_set_stream(FILE *f) { g_stream = f; }
 
 void lt_log_set_process(const char *name) {
   snprintf(g_process, sizeof g_process, "%s", name ? name : "");
@@ -47,7 +44,7 @@ void lt_log(lt_log_level level, const char *component, const char *fmt, ...) {
   snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 
-  FILE *out = g_stream ? g_stream : stderr;
+  FILE *out = stderr;
   pthread_mutex_lock(&g_lock);
   if (g_format == LT_LOG_JSON) {
     lt_buf_t b = {0};

@@ -10,9 +10,6 @@ typedef enum { LT_LOG_TEXT = 0, LT_LOG_JSON } lt_log_format;
 void lt_log_set_level(lt_log_level level);
 lt_log_level lt_log_get_level(void);
 void lt_log_set_format(lt_log_format fmt);
-lt_log_format lt_log_get_format(void);
-/* Redirects log output (default stderr).  Not owned. */
-void lt_log_set_stream(FILE *f);
 /* Parses "debug|info|warn|error|off"; returns -1 if unknown. */
 int lt_log_level_parse(const char *s);
 /* Tag added to every record of this process (e.g. "worker-3"). */

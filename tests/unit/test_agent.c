@@ -8,7 +8,7 @@
 #include <uv.h>
 
 #include "cli/commands.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "rollout/agent.h"
 #include "util/error.h"
 

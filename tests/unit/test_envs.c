@@ -571,7 +571,7 @@ Test(envs, external_program_faults, .timeout = 120) {
 
 /* ---- http: the same protocol against an endpoint (a counter game served here) ---- */
 
-#include "proto/http.h"
+#include "net/http.h"
 
 typedef struct {
   int requests;

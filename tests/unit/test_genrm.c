@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "cli/commands.h"
-#include "proto/http.h"
+#include "net/http.h"
 #include "rewards/reward.h"
 #include "tests/support/harness.h"
 #include "util/error.h"

@@ -1,4 +1,4 @@
-/* proto/http: the loop serves in this thread while a client thread sends
+/* net/http: the loop serves in this thread while a client thread sends
  * well-formed and hostile requests over real sockets. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "proto/http.h"
+#include "net/http.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
 

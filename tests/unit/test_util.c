@@ -21,18 +21,18 @@ Test(util, sha256_known_vectors) {
   const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
   lt_sha256_buf(m, strlen(m), hex);
   cr_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  /* Streaming in odd pieces equals one shot. */
-  char big[1000];
-  for (int i = 0; i < 1000; i++) big[i] = (char)(i * 7);
-  lt_sha256_t c;
-  uint8_t d[32];
-  lt_sha256_init(&c);
-  for (int off = 0; off < 1000; off += 37) lt_sha256_update(&c, big + off, off + 37 > 1000 ? 1000 - off : 37);
-  lt_sha256_final(&c, d);
-  char h1[65], h2[65];
-  lt_sha256_hex(d, h1);
-  lt_sha256_buf(big, 1000, h2);
+  /* A file (read in pieces) hashes as its bytes do. */
+  char big[200000];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (char)(i * 7);
+  char *dir = lt_test_tmpdir("sha"), path[4200], h1[65], h2[65];
+  snprintf(path, sizeof path, "%s/f", dir);
+  cr_assert_eq(lt_fs_write_atomic(path, big, sizeof big), 0);
+  cr_assert_eq(lt_sha256_file(path, h1), 0);
+  lt_sha256_buf(big, sizeof big, h2);
   cr_assert_str_eq(h1, h2);
+  snprintf(path, sizeof path, "%s/missing", dir);
+  cr_assert_lt(lt_sha256_file(path, h1), 0);
+  lt_test_rmdir(dir);
 }
 
 Test(util, rng_deterministic_and_uniform) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "learner/device.h"
-#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -101,11 +101,11 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   double conf = 0, rsum = 0;
   int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
-  int dom_n[8] = {0};
+  int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
   for (int s = 0; s < n && rc == 0; s++) {
-    lt_traj_t t;
+    lt_traj_rec_t t;
     lt_traj_meta_t m;
-    if ((rc = lt_buffer_traj_load(buf, ids[s], &t, &m)) < 0) break;
+    if ((rc = lt_buffer_traj_load(buf, ids[s], LT_LOAD_TOKENS, &t, &m)) < 0) break;
     int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
     if (N + T > cap) {
       cap = (N + T) * 2;
@@ -142,7 +142,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       p->has_route = 0;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[s] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;
+    p->trunc[s] = t.truncated || T < t.ntokens;
     ntrunc += p->trunc[s];
     p->reward[s] = t.reward;
     p->group[s] = (int64_t)t.group_id;
@@ -151,8 +151,8 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
     for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
-    if (di == p->ndom && di < 8) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
-    if (di < 8) {
+    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
+    if (di < LT_TRAIN_MAX_DOMAINS) {
       p->dom_reward[di] += t.reward;
       dom_n[di]++;
     }

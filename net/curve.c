@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "proto/zsock.h"
+#include "net/curve.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -107,7 +107,6 @@ int lt_zsock_curve_client(lt_zsock_t *z, const char *server_pub, const char *pub
 struct lt_zap {
   lt_zsock_t *z;
   lt_curve_keys_t keys;
-  uint64_t admitted, refused;
 };
 
 static void on_zap(lt_zsock_t *z, const lt_frame_t *f, int n, void *ud) {
@@ -118,10 +117,7 @@ static void on_zap(lt_zsock_t *z, const lt_frame_t *f, int n, void *ud) {
   if (n >= 6) snprintf(addr, sizeof addr, "%.*s", (int)(f[3].len < 63 ? f[3].len : 63), (const char *)f[3].data);
   if (n >= 7 && f[5].len == 5 && !memcmp(f[5].data, "CURVE", 5) && f[6].len == 32)
     for (int i = 0; i < h->keys.n && !ok; i++) ok = !memcmp(h->keys.keys[i], f[6].data, 32);
-  if (ok) {
-    h->admitted++;
-  } else {
-    h->refused++;
+  if (!ok) {
     char key[41] = "";
     if (n >= 7 && f[6].len == 32) zmq_z85_encode(key, f[6].data, 32);
     LT_WARN("curve", "refused a worker from %s: %s%s", addr, key[0] ? "unknown key " : "no CURVE key", key);
@@ -153,11 +149,6 @@ int lt_zap_start(uv_loop_t *loop, void *ctx, lt_curve_keys_t *keys, lt_zap_t **o
   memset(keys, 0, sizeof *keys);
   *out = h;
   return 0;
-}
-
-void lt_zap_counts(const lt_zap_t *h, uint64_t *admitted, uint64_t *refused) {
-  *admitted = h ? h->admitted : 0;
-  *refused = h ? h->refused : 0;
 }
 
 void lt_zap_close(lt_zap_t *h) {

@@ -1,4 +1,4 @@
-#include "proto/http.h"
+#include "net/http.h"
 
 #include <fcntl.h>
 #include <stdio.h>

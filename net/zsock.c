@@ -1,4 +1,4 @@
-#include "proto/zsock.h"
+#include "net/zsock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,6 @@ struct lt_zsock {
   uv_idle_t idle; /* re-drains when input is pending after a send or a full batch */
   lt_zsock_recv_cb cb;
   void *ud;
-  uint64_t dropped;
   int closing, handles;
   void (*done)(void *);
   void *done_ud;
@@ -59,10 +58,7 @@ static void drain(lt_zsock_t *z) {
         zmq_msg_close(m);
       }
     }
-    if (overflow)
-      z->dropped++;
-    else if (n > 0)
-      z->cb(z, frames, n, z->ud);
+    if (!overflow && n > 0) z->cb(z, frames, n, z->ud); /* more frames than any message has: dropped */
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
   }
   if (!z->closing && pending_input(z)) uv_idle_start(&z->idle, on_idle);
@@ -137,8 +133,6 @@ int lt_zsock_send_msg(lt_zsock_t *z, const void *rid, size_t rid_len, const lt_m
   lt_frames_free(&fr);
   return rc;
 }
-
-uint64_t lt_zsock_dropped(const lt_zsock_t *z) { return z->dropped; }
 
 static void on_closed(uv_handle_t *h) {
   lt_zsock_t *z = h->data;

@@ -4,8 +4,8 @@
  * that takes seconds) through the connection it was given.  Peer input never
  * crashes it: oversized heads or bodies, malformed request lines, slow or
  * vanished clients get an error status or a closed socket. */
-#ifndef LT_PROTO_HTTP_H
-#define LT_PROTO_HTTP_H
+#ifndef LT_NET_HTTP_H
+#define LT_NET_HTTP_H
 
 #include <stddef.h>
 #include <uv.h>

@@ -1,6 +1,6 @@
 /* The supervised warm start: demonstrations → chat-rendered sequences whose
  * response tokens (and the closing <|im_end|>) carry the loss. */
-#include "orchestrator/sft.h"
+#include "train/train.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 
 #include "learner/tokenizer.h"
 #include "learner/trainer.h"
-#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"

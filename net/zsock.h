@@ -4,8 +4,8 @@
  * that a message is there.  So every wake-up drains while ZMQ_EVENTS says
  * POLLIN, and every send re-reads ZMQ_EVENTS (a send can consume the edge of
  * an incoming message) and schedules a drain when input is pending. */
-#ifndef LT_PROTO_ZSOCK_H
-#define LT_PROTO_ZSOCK_H
+#ifndef LT_NET_ZSOCK_H
+#define LT_NET_ZSOCK_H
 
 #include <stdint.h>
 #include <uv.h>
@@ -28,8 +28,6 @@ int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud);
 int lt_zsock_send(lt_zsock_t *z, const lt_frame_t *frames, int n);
 /* Encodes and sends m, prefixed by a routing id for ROUTER sockets. */
 int lt_zsock_send_msg(lt_zsock_t *z, const void *rid, size_t rid_len, const lt_msg_t *m);
-/* Messages dropped because they had too many frames. */
-uint64_t lt_zsock_dropped(const lt_zsock_t *z);
 /* Stops polling, closes the zmq socket (linger 0 unless set) and frees on the
  * loop; done(ud) runs after the memory is released. */
 void lt_zsock_close(lt_zsock_t *z, void (*done)(void *ud), void *ud);
@@ -38,31 +36,5 @@ void lt_zsock_close(lt_zsock_t *z, void (*done)(void *ud), void *ud);
 int lt_zsock_last_endpoint(lt_zsock_t *z, char *out, size_t cap);
 /* 1 if a tcp:// endpoint's host is a loopback address (plain TCP is allowed there). */
 int lt_endpoint_is_loopback(const char *endpoint);
-
-/* ---- CURVE (proto/curve.c) ---- */
-
-typedef struct {
-  uint8_t (*keys)[32];
-  int n;
-} lt_curve_keys_t;
-
-/* A key file as `longtail keygen` writes it (the first non-comment line, 40
- * Z85 characters).  `what` names the config key in errors (LT_ECONFIG). */
-int lt_curve_read_key(const char *path, const char *what, char z85[41]);
-/* Allowed public keys: a file with one key per line, or a directory of *.pub. */
-int lt_curve_load_keys(const char *path, const char *what, lt_curve_keys_t *k);
-/* Appends a Z85 public key; `where` names its origin in errors. */
-int lt_curve_keys_add(lt_curve_keys_t *k, const char *z85, const char *what, const char *where);
-void lt_curve_keys_free(lt_curve_keys_t *k);
-/* Socket options, before bind/connect. */
-int lt_zsock_curve_server(lt_zsock_t *z, const char *secret_z85);
-int lt_zsock_curve_client(lt_zsock_t *z, const char *server_pub, const char *pub, const char *sec);
-
-/* The ZAP handler of a context: admits CURVE clients whose key is in `keys`
- * (taken over), refuses and logs the rest.  Start it before binding. */
-typedef struct lt_zap lt_zap_t;
-int lt_zap_start(uv_loop_t *loop, void *ctx, lt_curve_keys_t *keys, lt_zap_t **out);
-void lt_zap_counts(const lt_zap_t *h, uint64_t *admitted, uint64_t *refused);
-void lt_zap_close(lt_zap_t *h);
 
 #endif

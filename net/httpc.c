@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/http.h"
+#include "net/http.h"
 #include "util/buf.h"
 #include "util/error.h"
 

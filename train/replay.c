@@ -1,37 +1,14 @@
-#include "orchestrator/replay.h"
+#include "train/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buffer/buffer.h"
-#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
-
-typedef struct {
-  int64_t *ids;
-  int n, cap;
-} idlist_t;
-
-static int id_row(int n, const char *const *c, void *ud) {
-  idlist_t *l = ud;
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 256;
-    int64_t *v = realloc(l->ids, sizeof *v * (size_t)cap);
-    if (!v) return 1;
-    l->ids = v;
-    l->cap = cap;
-  }
-  l->ids[l->n++] = c[0] ? atoll(c[0]) : 0;
-  return 0;
-}
-
-static int metric_row(int n, const char *const *c, void *ud) {
-  if (c[0] && c[1]) cJSON_AddNumberToObject(ud, c[0], atof(c[1]));
-  return 0;
-}
 
 static void add_stats(cJSON *o, const lt_step_stats_t *st, int with_loss) {
   cJSON_AddNumberToObject(o, "token_accept", st->token_accept);
@@ -79,7 +56,8 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   lt_config_t cfg = {0};
   lt_trainer_t *tr = NULL;
   lt__packed_t p = {0};
-  idlist_t ids = {0};
+  int64_t *ids = NULL;
+  int nids = 0;
   cJSON *res = NULL;
   char *txt = lt_buffer_meta_get(b, "config");
   cJSON *root = txt ? cJSON_Parse(txt) : NULL;
@@ -91,23 +69,15 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   if ((rc = lt_config_from_json(&cfg, root, NULL, 0, o->schemas, o->nschemas)) < 0) goto out;
   int64_t step = o->step;
   if (step <= 0) {
-    double last = 0;
-    lt_buffer_numbers(b, "SELECT max(consumed_step) FROM trajectories WHERE status = 'consumed'", &last, 1);
-    step = (int64_t)last;
+    step = lt_buffer_last_consumed_step(b);
   }
   if (step <= 0) {
     rc = lt_error_set(LT_ENOENT, "%s: no learner step has trained on anything yet", o->run);
     goto out;
   }
   /* The step's batch in the learner's order: groups by their first member, members by arrival. */
-  char sql[512];
-  snprintf(sql, sizeof sql,
-           "SELECT t.task_id FROM trajectories t JOIN (SELECT group_id, min(id) AS first FROM trajectories "
-           "WHERE consumed_step = %lld AND status = 'consumed' GROUP BY group_id) g USING (group_id) "
-           "WHERE t.consumed_step = %lld AND t.status = 'consumed' ORDER BY g.first, t.id",
-           (long long)step, (long long)step);
-  if ((rc = lt_buffer_query(b, sql, id_row, &ids)) < 0) goto out;
-  if (ids.n == 0) {
+  if ((rc = lt_buffer_step_batch(b, step, &ids, &nids)) < 0) goto out;
+  if (nids == 0) {
     rc = lt_error_set(LT_ENOENT, "%s: learner step %lld trained on no recorded trajectories", o->run, (long long)step);
     goto out;
   }
@@ -121,7 +91,7 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   }
   int have_critic = 0;
   if ((rc = make_trainer(&cfg, model, &tr, &have_critic)) < 0) goto out;
-  if ((rc = lt__batch_pack(b, lt_trainer_policy(tr), ids.ids, ids.n, &p)) < 0) goto out;
+  if ((rc = lt__batch_pack(b, lt_trainer_policy(tr), ids, nids, &p)) < 0) goto out;
   lt_train_batch_t batch;
   lt__packed_batch(&p, lt_config_bool(&cfg, "learner.keep_routing"), lt_config_bool(&cfg, "learner.keep_sampling_mask"),
                    &batch);
@@ -130,17 +100,18 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   res = cJSON_CreateObject();
   cJSON_AddNumberToObject(res, "step", (double)step);
   cJSON_AddStringToObject(res, "model", model);
-  cJSON_AddNumberToObject(res, "trajectories", ids.n);
+  cJSON_AddNumberToObject(res, "trajectories", nids);
   cJSON_AddNumberToObject(res, "tokens", st.tokens);
   cJSON_AddStringToObject(res, "objective", lt_config_str(&cfg, "learner.objective"));
   /* Without the step's critic the advantages, hence the loss, are not the learner's. */
   add_stats(cJSON_AddObjectToObject(res, "recomputed"), &st, have_critic);
   cJSON *logged = cJSON_AddObjectToObject(res, "logged");
-  snprintf(sql, sizeof sql,
-           "SELECT name, value FROM metrics WHERE step = %lld AND name IN ('mis/token_accept', 'mis/traj_accept', "
-           "'mis/kept_fraction', 'mismatch/abs_log_ratio', 'mismatch/kl', 'actor/loss') ORDER BY time_ms",
-           (long long)step);
-  lt_buffer_query(b, sql, metric_row, logged);
+  static const char *logged_names[] = {"mis/token_accept", "mis/traj_accept", "mis/kept_fraction",
+                                       "mismatch/abs_log_ratio", "mismatch/kl", "actor/loss"};
+  for (size_t i = 0; i < sizeof logged_names / sizeof *logged_names; i++) {
+    double v;
+    if (lt_buffer_metric_at(b, step, logged_names[i], &v) > 0) cJSON_AddNumberToObject(logged, logged_names[i], v);
+  }
   if (o->token_bounds || o->traj_bounds) {
     lt_trainer_cfg_t tc;
     lt__trainer_cfg(&cfg, &tc);
@@ -160,7 +131,7 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
 out:
   cJSON_Delete(res);
   lt__packed_free(&p);
-  free(ids.ids);
+  free(ids);
   lt_trainer_free(tr);
   lt_config_free(&cfg);
   lt_buffer_close(b);

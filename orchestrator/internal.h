@@ -1,0 +1,211 @@
+/* The daemon's internals, shared by the files of orchestrator/ (nothing outside orchestrator/ includes this):
+ * its state and the functions each file offers the others. */
+#ifndef LT_ORCHESTRATOR_INTERNAL_H
+#define LT_ORCHESTRATOR_INTERNAL_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "envs/env.h"
+#include "net/curve.h"
+#include "net/zsock.h"
+#include "orchestrator/daemon.h"
+#include "orchestrator/writer.h"
+#include "util/rng.h"
+
+typedef struct lt_daemon lt_daemon_t;
+
+typedef struct {
+  int64_t id, prompt_id;
+  char domain[64];
+  int eval;
+  int64_t eval_round;
+  int status;                /* lt_task_status */
+  int attempts;
+  int worker;                /* index in the registry, -1 */
+  int64_t dispatched_ms;
+  int64_t version;           /* policy version at dispatch */
+  int persisted;             /* its rows are committed: it may be dispatched */
+  int queued;                /* in the FIFO */
+  int storing;               /* results being committed: never dispatched meanwhile */
+  int slot_free;             /* its worker's slot was given back (its result arrived) */
+  int64_t qnext;             /* queue link (task id, 0 = end) */
+  cJSON *spec;               /* the prompt's problem */
+} lt__task_t;
+
+/* ACKs for one peer, held until the loop's turn ends. */
+typedef struct {
+  uint8_t rid[256];
+  size_t rid_len;
+  uint64_t *ids;
+  uint8_t *dups;
+  int n, cap;
+} lt__acks_t;
+
+typedef struct {
+  char name[128];
+  uint8_t rid[256];          /* ZeroMQ routing id */
+  size_t rid_len;
+  int slots, inflight, alive;
+  int64_t last_seen_ms;
+  int64_t policy_version;
+  char backend[32];
+  char host[256];
+} lt__worker_t;
+
+typedef struct lt__learner lt__learner_t;
+
+struct lt_daemon {
+  lt_daemon_opts_t o;
+  lt_config_t *cfg;
+  uv_loop_t loop;
+  void *zctx;
+  lt_zsock_t *z;
+  lt_zap_t *zap; /* CURVE: admits the listed worker keys */
+  char endpoint[512];
+  char run_dir[4096];
+  lt_buffer_t *buf;
+  lt_writer_t *writer;
+  lt_envs_t *envs;
+  lt_rng_t rng;
+  uv_timer_t cron;
+  uv_prepare_t before_sleep; /* flushes the turn's ACKs */
+  lt__acks_t *acks;
+  int nacks;
+  uv_signal_t sigint, sigterm;
+  int signals;
+  /* workers */
+  lt__worker_t *workers;
+  int nworkers, capworkers;
+  int hb_ms, liveness;
+  int64_t last_beat_ms, last_persist_ms;
+  /* tasks */
+  lt__task_t **tasks;        /* open-addressing table by id */
+  size_t tcap, tcount;
+  int64_t qhead, qtail;      /* FIFO of queued task ids */
+  int64_t next_task_id, next_prompt_id;
+  int64_t *domain_index;     /* per-domain prompt counters */
+  int64_t tasks_created, tasks_done, tasks_failed;
+  int open_train, open_eval; /* tasks not yet done */
+  int64_t max_tasks;
+  int64_t max_context;       /* rollout.max_context: longer results are refused */
+  lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
+  uint64_t run_seed;
+  int batch;                 /* learner.batch.trajectories */
+  /* scheduler.* and eval.every, read once (the loop does not look keys up per task) */
+  int max_attempts;
+  int64_t task_timeout_ms, eval_every;
+  double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
+  int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
+  int group_size;
+  int sync;                  /* scheduler.mode sync */
+  int64_t sync_released;     /* sync mode: training tasks released for the current step */
+  /* policy */
+  int64_t version;
+  char weights_dir[4096];
+  char weights_sha[65];
+  int64_t step, steps;       /* learner steps done / wanted (0: unbounded) */
+  /* evaluation */
+  int64_t eval_round;        /* step of the round in flight, -1 */
+  int eval_pending, eval_total, eval_correct;
+  int64_t eval_next;         /* step of the next evaluation */
+  double last_accuracy;      /* of the last finished round, -1 before the first */
+  double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
+  /* counters for stats */
+  int64_t trajs_in, dups, malformed, ready_count;
+  /* Pipeline overhead per task (dispatch to result, minus the worker's own
+   * generation, environment and reward time), for the dispatch/overhead_*
+   * metrics; a ring of the samples since the last report. */
+  float overhead_ms[4096];
+  int noverhead;
+  int64_t last_report_ms;
+  int64_t ready_pending;     /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
+  double reward_sum;
+  int64_t reward_n;
+  /* lifecycle */
+  int stopping, exit_code, finishing;
+  int64_t stop_deadline_ms;
+  int accepting;             /* 0 while the disk is full */
+  uint64_t seq;
+  lt__learner_t *learner;
+  /* local workers */
+  struct lt__spawn *spawn;
+  FILE *metrics;             /* metrics.jsonl */
+  struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
+  struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
+  char weights_base[512];    /* http://HOST:PORT/weights */
+  char hostname[256];        /* this machine's, to tell remote workers from local ones */
+  int64_t started_ms;
+};
+
+/* dispatch.c: task table, queue, generation, dispatch, timeouts, evaluation */
+lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id);
+int lt__task_put(lt_daemon_t *d, lt__task_t *t);
+void lt__task_remove(lt_daemon_t *d, int64_t id);
+void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front);
+void lt__scheduler_refill(lt_daemon_t *d);
+void lt__scheduler_dispatch(lt_daemon_t *d);
+void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
+void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why);
+void lt__eval_start(lt_daemon_t *d);
+/* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
+void lt__eval_task_done(lt_daemon_t *d, int correct);
+int lt__scheduler_resume(lt_daemon_t *d);
+
+/* workers.c: registry, HELLO/WELCOME, heartbeats, liveness */
+int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len);
+void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h);
+void lt__workers_cron(lt_daemon_t *d, int64_t now);
+/* A heartbeat says how many sessions the worker runs: its load is the larger
+ * of that and the tasks we have dispatched to it (some may be in transit). */
+void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
+void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
+/* Sends the ACKs of this loop turn, one message per peer; frees them with `release`. */
+void lt__acks_flush(lt_daemon_t *d, int release);
+int lt__send(lt_daemon_t *d, int worker, lt_msg_t *m);
+int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
+void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);
+
+/* ingest.c: trajectories */
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t);
+
+/* learner link (learnerlink.c): the learner thread */
+int lt__learner_start(lt_daemon_t *d);
+void lt__learner_notify(lt_daemon_t *d);
+/* Holds the learner while an evaluation round runs, so every held-out sample
+ * is generated by the policy being evaluated. */
+void lt__learner_pause(lt_daemon_t *d, int on);
+void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud);
+/* 1 when the learner is between steps (and held there until the unlock), so
+ * the loop may fork; 0 while it computes. */
+int lt__learner_fork_lock(lt_daemon_t *d);
+void lt__learner_fork_unlock(lt_daemon_t *d);
+
+/* spawn.c: local worker processes */
+int lt__spawn_start(lt_daemon_t *d, int n);
+void lt__spawn_stop(lt_daemon_t *d);
+/* After the loop has closed the process handles. */
+void lt__spawn_free(lt_daemon_t *d);
+
+/* weights.c: checkpoints over HTTP for workers on other hosts */
+int lt__weights_start(lt_daemon_t *d);
+void lt__weights_stop(lt_daemon_t *d);
+/* Where worker w finds the current weights: the directory, or a URL. */
+const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap);
+
+/* prometheus.c: the text endpoint on monitor.prometheus_port */
+int lt__prom_start(lt_daemon_t *d);
+/* Records the latest value of a run metric for the endpoint. */
+void lt__prom_set(lt_daemon_t *d, const char *name, double v);
+void lt__prom_stop(lt_daemon_t *d);
+
+/* daemon.c */
+int64_t lt__now_ms(void);
+void lt__metric(lt_daemon_t *d, const char *name, double value);
+void lt__event(lt_daemon_t *d, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
+void lt__check_done(lt_daemon_t *d);
+/* Ends the run: the learner checkpoints, the writer commits, workers get BYE. */
+void lt__finish(lt_daemon_t *d, int code);
+
+#endif

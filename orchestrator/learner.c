@@ -1,0 +1,316 @@
+/* The learner thread and its link to the loop.
+ *
+ * The thread owns the training driver (train/) and steps it whenever the loop says there may be enough
+ * eligible trajectories; each step's result and each event is posted to the loop through the thread bridge.
+ * The loop publishes the weights, writes the metrics and schedules evaluations.  The loop never waits on the
+ * learner; the learner never touches the loop's state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/bridge.h"
+#include "orchestrator/internal.h"
+#include "train/train.h"
+#include "util/error.h"
+#include "util/log.h"
+
+enum { RES_STEP, RES_EVENT, RES_SKIP, RES_FAILED, RES_STOPPED };
+
+typedef struct res {
+  int kind;
+  lt_train_result_t r;
+  int flushed;              /* RES_SKIP: nothing trainable although no more data will come */
+  char event_kind[32], *detail;
+  struct res *next;
+} res_t;
+
+struct lt__learner {
+  lt_daemon_t *d;
+  lt_bridge_t *br;
+  uv_mutex_t compute;       /* held by the thread while it computes (see lt__learner_fork_lock) */
+  /* under the bridge's lock */
+  int quit, wake, paused, flush;
+  res_t *head, *tail;
+  /* loop side */
+  void (*done)(void *);
+  void *done_ud;
+  /* thread side */
+  lt_train_t *train;
+  int64_t steps_wanted;
+};
+
+/* ---- posting to the loop ---- */
+
+static void post(lt__learner_t *l, res_t *r) {
+  lt_bridge_lock(l->br);
+  if (l->tail) l->tail->next = r;
+  else l->head = r;
+  l->tail = r;
+  lt_bridge_unlock(l->br);
+  lt_bridge_notify(l->br);
+}
+
+/* The driver's events, from the learner thread. */
+static void post_event(void *ud, const char *kind, const char *detail) {
+  lt__learner_t *l = ud;
+  res_t *r = calloc(1, sizeof *r);
+  if (!r || !(r->detail = strdup(detail))) {
+    free(r);
+    LT_WARN("learner", "%s: %s", kind, detail);
+    return;
+  }
+  r->kind = RES_EVENT;
+  snprintf(r->event_kind, sizeof r->event_kind, "%s", kind);
+  post(l, r);
+}
+
+/* 1: trained a step, 0: nothing to do yet, <0: error. */
+static int try_step(lt__learner_t *l, int flush) {
+  res_t *r = calloc(1, sizeof *r);
+  if (!r) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  int rc = lt_train_step(l->train, flush, &r->r);
+  if (rc == 1) r->kind = RES_STEP;
+  else if (rc == 0 && (flush || r->r.marked_stale || r->r.filtered)) r->kind = RES_SKIP, r->flushed = flush;
+  else {
+    free(r);
+    return rc;
+  }
+  post(l, r);
+  return rc;
+}
+
+static void run(lt_bridge_t *br, void *arg) {
+  lt__learner_t *l = arg;
+  for (;;) {
+    lt_bridge_lock(br);
+    while (!l->quit && (!l->wake || l->paused)) lt_bridge_wait(br, 200);
+    int quit = l->quit, flush = l->flush;
+    l->wake = 0;
+    l->flush = 0;
+    lt_bridge_unlock(br);
+    if (quit) break;
+    if (l->steps_wanted && lt_train_steps_done(l->train) >= l->steps_wanted) continue;
+    uv_mutex_lock(&l->compute);
+    int rc = try_step(l, flush);
+    uv_mutex_unlock(&l->compute);
+    if (rc < 0) {
+      res_t *r = calloc(1, sizeof *r);
+      if (r && (r->detail = strdup(lt_error_msg()))) {
+        r->kind = RES_FAILED;
+        post(l, r);
+      } else {
+        free(r);
+      }
+      break;
+    }
+    if (rc == 1) {
+      lt_bridge_lock(br);
+      l->wake = 1; /* more may be ready already */
+      lt_bridge_unlock(br);
+    }
+  }
+  /* The final full checkpoint, so --resume continues from here. */
+  uv_mutex_lock(&l->compute);
+  int failed = lt_train_checkpoint(l->train) < 0;
+  uv_mutex_unlock(&l->compute);
+  if (failed) {
+    char detail[1100];
+    snprintf(detail, sizeof detail, "final checkpoint: %s", lt_error_msg());
+    post_event(l, "checkpoint_failed", detail);
+  }
+  res_t *r = calloc(1, sizeof *r);
+  if (r) r->kind = RES_STOPPED;
+  if (r) post(l, r);
+}
+
+/* ---- loop side ---- */
+
+static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
+  const lt_step_stats_t *s = &r->st;
+  d->step = r->step;
+  lt__publish_weights(d, r->version, r->dir, r->sha);
+  struct {
+    const char *name;
+    double v;
+  } m[] = {
+      {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
+      {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
+      {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},
+      {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
+      {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
+      {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
+      {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
+      {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
+      {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
+      {"kl/ref", s->kl_ref},                    {"staleness/mean", r->stale_mean},
+      {"staleness/max", r->stale_max},          {"scheduler/max_staleness", r->max_staleness},
+      {"buffer/stale", r->marked_stale},        {"buffer/filtered", r->filtered},
+      {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
+      {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
+      {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
+  };
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
+  if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);
+  if (r->route_rollout >= 0) lt__metric(d, "routing/confidence_rollout", r->route_rollout);
+  for (int i = 0; i < LT_TRAIN_STALE_BINS; i++) {
+    char nm[96];
+    snprintf(nm, sizeof nm, i == LT_TRAIN_STALE_BINS - 1 ? "staleness/hist_%d+" : "staleness/hist_%d", i);
+    lt__metric(d, nm, r->stale_hist[i]);
+  }
+  for (int i = 0; i < r->ndom; i++) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "reward/%s", r->dom[i]);
+    lt__metric(d, nm, r->dom_reward[i]);
+  }
+  double el = (lt__now_ms() - d->started_ms) / 1000.0;
+  double gen = r->gen_tokens, span = r->step_s + r->wait_s;
+  if (span > 0) lt__metric(d, "throughput/gen_tokens_per_s", gen / span);
+  if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);
+  d->last_reward = r->reward_mean;
+  d->last_tokens_per_s = span > 0 ? gen / span : 0;
+  int64_t every = d->eval_every;
+  if (every > 0 && d->step >= d->eval_next && !(d->steps && d->step >= d->steps)) {
+    d->eval_next = d->step + every;
+    lt__eval_start(d);
+  }
+}
+
+static void on_closed(void *arg) {
+  lt__learner_t *l = arg;
+  void (*done)(void *) = l->done;
+  void *ud = l->done_ud;
+  uv_mutex_destroy(&l->compute);
+  lt_train_close(l->train);
+  free(l);
+  if (done) done(ud);
+}
+
+static void on_notify(void *arg) {
+  lt__learner_t *l = arg;
+  lt_daemon_t *d = l->d;
+  lt_bridge_lock(l->br);
+  res_t *r = l->head;
+  l->head = l->tail = NULL;
+  lt_bridge_unlock(l->br);
+  int stopped = 0, stepped = 0;
+  while (r) {
+    res_t *next = r->next;
+    switch (r->kind) {
+    case RES_STEP:
+      d->ready_pending -= r->r.st.trajectories + r->r.marked_stale + r->r.filtered;
+      emit_step(d, &r->r);
+      stepped = 1;
+      break;
+    case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
+    case RES_SKIP:
+      d->ready_pending -= r->r.marked_stale + r->r.filtered;
+      /* Sync mode: the released batch was dropped entirely (filtered or stale);
+       * release another.  A flush that found nothing at all (the learner woke
+       * before any task existed) releases nothing: it used to double every batch. */
+      if (r->flushed && d->sync && d->sync_released > d->step && r->r.marked_stale + r->r.filtered > 0)
+        d->sync_released = d->step;
+      break;
+    case RES_FAILED:
+      LT_ERROR("learner", "%s", r->detail);
+      lt__event(d, "learner_failed", "%s", r->detail);
+      lt__finish(d, LT_EXIT_FAIL);
+      break;
+    case RES_STOPPED: stopped = 1; break;
+    }
+    free(r->detail);
+    free(r);
+    r = next;
+  }
+  lt__scheduler_refill(d);
+  lt__scheduler_dispatch(d);
+  /* A flush step takes one batch: when nothing more will come, what it left
+   * needs another (the flag it consumed would otherwise be lost with no result
+   * left to raise it again, and the run would never end). */
+  if (stepped && d->ready_pending > 0) lt__learner_notify(d);
+  lt__check_done(d);
+  if (stopped) {
+    d->learner = NULL;
+    lt_bridge_close(l->br, on_closed, l);
+  }
+}
+
+int lt__learner_start(lt_daemon_t *d) {
+  lt__learner_t *l = calloc(1, sizeof *l);
+  if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  l->d = d;
+  l->steps_wanted = d->steps;
+  lt_train_opts_t o = {.cfg = d->cfg, .run_dir = d->run_dir, .weights_dir = d->weights_dir, .version = d->version,
+                       .step = d->step, .steps = d->steps, .group_size = d->group_size, .sync = d->sync,
+                       .resume = d->o.resume, .event = post_event, .ud = l};
+  int rc = lt_train_open(&o, &l->train);
+  if (rc == 0 && d->o.resume) {
+    int64_t version;
+    const char *dir, *sha;
+    lt_train_position(l->train, &d->step, &version, &dir, &sha);
+    if (version != d->version) {
+      d->version = version;
+      snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
+      snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
+    }
+  }
+  if (rc == 0 && uv_mutex_init(&l->compute) != 0) rc = lt_error_set(LT_ESYS, "learner: cannot make a mutex");
+  if (rc < 0) {
+    lt_train_close(l->train);
+    free(l);
+    return lt_error_wrap(rc, "learner");
+  }
+  /* Before the thread starts: from then on the driver is the thread's alone. */
+  d->ready_pending = lt_train_ready(l->train);
+  if ((rc = lt_bridge_start(&d->loop, run, on_notify, l, "learner", &l->br)) < 0) {
+    uv_mutex_destroy(&l->compute);
+    lt_train_close(l->train);
+    free(l);
+    return rc;
+  }
+  d->learner = l;
+  lt__learner_notify(d);
+  return 0;
+}
+
+void lt__learner_notify(lt_daemon_t *d) {
+  lt__learner_t *l = d->learner;
+  if (!l) return;
+  /* Nothing more will come for this step (sync barrier met, or tasks exhausted):
+   * train on what there is. */
+  int flush = d->open_train == 0 && (d->sync || (d->max_tasks > 0 && d->tasks_created >= d->max_tasks));
+  lt_bridge_lock(l->br);
+  l->wake = 1;
+  l->flush |= flush;
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
+}
+
+void lt__learner_pause(lt_daemon_t *d, int on) {
+  lt__learner_t *l = d->learner;
+  if (!l) return;
+  lt_bridge_lock(l->br);
+  l->paused = on;
+  l->wake = 1;
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
+}
+
+void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
+  lt__learner_t *l = d->learner;
+  if (!l) {
+    done(ud);
+    return;
+  }
+  l->done = done;
+  l->done_ud = ud;
+  lt_bridge_lock(l->br);
+  l->quit = 1;
+  lt_bridge_signal(l->br);
+  lt_bridge_unlock(l->br);
+}
+
+int lt__learner_fork_lock(lt_daemon_t *d) { return !d->learner || uv_mutex_trylock(&d->learner->compute) == 0; }
+
+void lt__learner_fork_unlock(lt_daemon_t *d) {
+  if (d->learner) uv_mutex_unlock(&d->learner->compute);
+}

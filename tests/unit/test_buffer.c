@@ -1,0 +1,231 @@
+/* The run database on its own: what it stores and gives back, its invariants (one trajectory per task,
+ * read-only handles), resume (rewind to a step) and damage (a broken payload, a file that is not a buffer). */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/buffer.h"
+#include "tests/support/harness.h"
+#include "util/error.h"
+
+enum { T = 6 };
+
+static int32_t tokens[T] = {5, 6, 7, 8, 9, 10}, versions[T] = {-1, -1, 3, 3, 4, 4}, support[T] = {0, 0, 9, 9, 9, 9};
+static float logp[T] = {0, 0, -0.5f, -0.25f, -1, -2};
+static uint8_t mask[T] = {0, 0, 1, 1, 1, 1};
+
+static lt_traj_rec_t rec(int64_t task, int64_t group, const char *domain, double reward) {
+  return (lt_traj_rec_t){.task_id = task, .group_id = group, .domain = (char *)domain, .outcome = "ok",
+                         .finish = "truncated", .reason = "context_limit", .error = "", .truncated = 1,
+                         .has_reward = 1, .reward = reward, .components = "{\"correct\":1}",
+                         .messages = "[{\"role\":\"user\",\"content\":\"1+1=\"}]", .turns = 2, .ntokens = T,
+                         .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
+                         .support = support};
+}
+
+static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
+  *dir = lt_test_tmpdir("buffer");
+  snprintf(path, cap, "%s/buffer.db", *dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(path, LT_BUF_CREATE, &b), 0, "%s", lt_error_msg());
+  return b;
+}
+
+static void insert(lt_buffer_t *b, int64_t task, int64_t group, const char *domain, double reward, int *dup) {
+  lt_traj_rec_t r = rec(task, group, domain, reward);
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .time_ms = task,
+                      .status = LT_SAMPLE_READY};
+  cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, dup), 0, "%s", lt_error_msg());
+}
+
+Test(buffer, round_trip_and_one_trajectory_per_task) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int dup;
+  insert(b, 1, 1, "arith", 0.5, &dup);
+  cr_assert_eq(dup, 0);
+  insert(b, 1, 1, "code", 1.0, &dup); /* a resent trajectory: refused, the first one kept */
+  cr_assert_eq(dup, 1);
+  lt_traj_rec_t t;
+  lt_traj_meta_t m;
+  cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_ALL, &t, &m), 0, "%s", lt_error_msg());
+  cr_assert_str_eq(t.domain, "arith");
+  cr_assert_float_eq(t.reward, 0.5, 1e-12);
+  cr_assert_str_eq(t.outcome, "ok");
+  cr_assert_str_eq(t.finish, "truncated");
+  cr_assert_str_eq(t.reason, "context_limit");
+  cr_assert_str_eq(t.components, "{\"correct\":1}");
+  cr_assert_str_eq(t.messages, "[{\"role\":\"user\",\"content\":\"1+1=\"}]");
+  cr_assert_eq(t.truncated, 1);
+  cr_assert_eq(t.turns, 2);
+  cr_assert_eq(t.ntokens, T);
+  cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
+  cr_assert_arr_eq(t.logprobs, logp, sizeof logp);
+  cr_assert_arr_eq(t.loss_mask, mask, sizeof mask);
+  cr_assert_arr_eq(t.versions, versions, sizeof versions);
+  cr_assert_arr_eq(t.support, support, sizeof support);
+  cr_assert_null(t.routing_ids);
+  cr_assert_str_eq(m.loaded_worker, "w1");
+  cr_assert_eq(m.version_min, 3);
+  cr_assert_eq(m.version_max, 4);
+  cr_assert_eq(m.status, LT_SAMPLE_READY);
+  cr_assert_eq(m.consumed_step, -1);
+  lt_buffer_traj_free(&t);
+  /* Packing asks for the arrays only: the texts are not read. */
+  cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, &m), 0);
+  cr_assert_null(t.messages);
+  cr_assert_null(t.components);
+  cr_assert_eq(t.truncated, 1);
+  cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
+  lt_buffer_traj_free(&t);
+  cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, &m), LT_ENOENT);
+  lt_buffer_close(b);
+  /* A read-only handle never writes. */
+  cr_assert_eq(lt_buffer_open(path, LT_BUF_READONLY, &b), 0);
+  lt_traj_rec_t r = rec(2, 2, "arith", 0);
+  lt_traj_meta_t meta = {.worker = "w1", .status = LT_SAMPLE_READY};
+  cr_assert_eq(lt_buffer_traj_insert(b, &r, &meta, &dup), LT_EINVAL);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 1);
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+Test(buffer, rewind_makes_later_steps_ready_again) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int dup;
+  for (int64_t i = 1; i <= 6; i++) insert(b, i, (i + 1) / 2, "arith", (double)i, &dup);
+  int64_t s1[] = {1, 2}, s2[] = {3, 4}, st[] = {5};
+  cr_assert_eq(lt_buffer_traj_mark(b, s1, 2, LT_SAMPLE_CONSUMED, 1), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, s2, 2, LT_SAMPLE_CONSUMED, 2), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, st, 1, LT_SAMPLE_STALE, 2), 0);
+  cr_assert_eq(lt_buffer_last_consumed_step(b), 2);
+  int64_t *ids;
+  int n;
+  cr_assert_eq(lt_buffer_step_batch(b, 2, &ids, &n), 0);
+  cr_assert_eq(n, 2);
+  cr_assert_eq(ids[0], 3);
+  cr_assert_eq(ids[1], 4);
+  free(ids);
+  /* Resuming from step 1's checkpoint: what step 2 consumed or marked is ready again, step 1's stays. */
+  cr_assert_eq(lt_buffer_traj_rewind(b, 1), 3);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_CONSUMED), 2);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_STALE), 0);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 4);
+  lt_ready_t ready[8];
+  cr_assert_eq(lt_buffer_ready(b, ready, 8, &n), 0);
+  cr_assert_eq(n, 4);
+  cr_assert_eq(ready[0].task_id, 3); /* arrival order */
+  cr_assert_eq(ready[0].group_done, 2);
+  cr_assert_eq(lt_buffer_step_batch(b, 2, &ids, &n), 0);
+  cr_assert_eq(n, 0);
+  free(ids);
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+static int count_names(const char *name, void *ud) {
+  ++*(int *)ud;
+  return 0;
+}
+
+Test(buffer, named_queries) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  lt_ckpt_row_t ck;
+  cr_assert_eq(lt_buffer_weights(b, 0, &ck), 0); /* none yet */
+  cr_assert_eq(lt_buffer_checkpoint(b, 0, 0, "weights", "/r/v0", "aa"), 0);
+  cr_assert_eq(lt_buffer_checkpoint(b, 1, 1, "weights", "/r/v1", "bb"), 0);
+  cr_assert_eq(lt_buffer_weights(b, 0, &ck), 1);
+  cr_assert_str_eq(ck.path, "/r/v1");
+  cr_assert_str_eq(ck.sha256, "bb");
+  cr_assert_eq(ck.step, 1);
+  cr_assert_eq(lt_buffer_weights(b, 1, &ck), 1);
+  cr_assert_str_eq(ck.path, "/r/v0");
+  for (int s = 1; s <= 5; s++) cr_assert_eq(lt_buffer_metric(b, s, "reward/mean", s, s), 0);
+  cr_assert_eq(lt_buffer_metric(b, 5, "reward/mean", 50, 6), 0); /* later at the same step: the one that counts */
+  double v;
+  int64_t n, step;
+  cr_assert_eq(lt_buffer_metric_mean(b, "reward/mean", LT_SPAN_FIRST, 2, &v, &n), 0);
+  cr_assert_float_eq(v, 1.5, 1e-12);
+  cr_assert_eq(n, 2);
+  cr_assert_eq(lt_buffer_metric_mean(b, "reward/mean", LT_SPAN_ALL, 0, &v, &n), 0);
+  cr_assert_eq(n, 6);
+  cr_assert_eq(lt_buffer_metric_edge(b, "reward/mean", LT_SPAN_LAST, &v, &step), 1);
+  cr_assert_float_eq(v, 50, 1e-12);
+  cr_assert_eq(step, 5);
+  cr_assert_eq(lt_buffer_metric_at(b, 5, "reward/mean", &v), 1);
+  cr_assert_float_eq(v, 50, 1e-12);
+  cr_assert_eq(lt_buffer_metric_at(b, 9, "reward/mean", &v), 0);
+  cr_assert_eq(lt_buffer_metric_mean(b, "no/such", LT_SPAN_ALL, 0, &v, &n), 0);
+  cr_assert_eq(n, 0);
+  int names = 0;
+  cr_assert_eq(lt_buffer_metric_names(b, count_names, &names), 0);
+  cr_assert_eq(names, 1);
+  /* Export's filter: parameters are bound, so a quote in a domain is a value, not SQL. */
+  int dup;
+  insert(b, 1, 1, "arith", 0.2, &dup);
+  insert(b, 2, 1, "code", 0.9, &dup);
+  insert(b, 3, 2, "arith", 0.7, &dup);
+  int64_t done[] = {3};
+  cr_assert_eq(lt_buffer_traj_mark(b, done, 1, LT_SAMPLE_CONSUMED, 4), 0);
+  int64_t task[8], row[8];
+  int k;
+  lt_traj_filter_t f = {.step_lo = -1, .step_hi = -1, .domain = "arith"};
+  cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
+  cr_assert_eq(k, 2);
+  f = (lt_traj_filter_t){.statuses = 1u << LT_SAMPLE_READY, .has_min_reward = 1, .min_reward = 0.5, .step_lo = -1,
+                         .step_hi = -1};
+  cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
+  cr_assert_eq(k, 1);
+  cr_assert_eq(task[0], 2);
+  f = (lt_traj_filter_t){.consumed = 1, .step_lo = 4, .step_hi = -1};
+  cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
+  cr_assert_eq(k, 1);
+  cr_assert_eq(task[0], 3);
+  f = (lt_traj_filter_t){.step_lo = -1, .step_hi = -1, .domain = "x' OR '1'='1"};
+  cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
+  cr_assert_eq(k, 0);
+  f = (lt_traj_filter_t){.step_lo = -1, .step_hi = -1};
+  cr_assert_eq(lt_buffer_traj_page(b, &f, row[0], task, row, 1, &k), 0); /* paging */
+  int64_t total, trunc;
+  cr_assert_eq(lt_buffer_traj_totals(b, &total, &trunc), 0);
+  cr_assert_eq(total, 3);
+  cr_assert_eq(trunc, 3);
+  cr_assert_float_eq(lt_buffer_reward_mean(b), 0.6, 1e-12);
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+Test(buffer, damage_is_reported_not_trusted) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int dup;
+  insert(b, 1, 1, "arith", 1, &dup);
+  lt_buffer_close(b);
+  /* A payload whose arrays disagree in length (a torn or edited row). */
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+  cr_assert_eq(sqlite3_exec(db, "UPDATE payloads SET logprobs = x'00' WHERE task_id = 1", NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_exec(db, "INSERT INTO trajectories(task_id, group_id, domain, status, traj_status, components, "
+                                "finish, reason, truncated, ntokens, nturns, version_min, version_max, time_ms) "
+                                "VALUES(2, 1, 'arith', 'ready', 'ok', '{}', 'none', '', 0, 0, 0, 0, 0, 0)",
+                            NULL, NULL, NULL),
+               SQLITE_OK);
+  sqlite3_close(db);
+  cr_assert_eq(lt_buffer_open(path, LT_BUF_CHECK, &b), 0, "%s", lt_error_msg());
+  lt_traj_rec_t t;
+  cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), LT_ECORRUPT);
+  cr_assert(strstr(lt_error_msg(), "task 1"), "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, NULL), LT_ECORRUPT); /* no payload */
+  lt_buffer_close(b);
+  /* A file that is not a buffer at all. */
+  char other[4300];
+  snprintf(other, sizeof other, "%s/not-a-buffer.db", dir);
+  cr_assert_eq(lt_test_write(other, "this is not SQLite"), 0);
+  int rc = lt_buffer_open(other, LT_BUF_READONLY, &b);
+  cr_assert(rc == LT_EFORMAT || rc == LT_ECORRUPT, "rc %d: %s", rc, lt_error_msg());
+  lt_test_rmdir(dir);
+}

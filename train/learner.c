@@ -1,0 +1,486 @@
+/* The learner driver: picks each step's batch from the buffer, trains it, applies the guardrails, publishes
+ * the new policy version to RUN_DIR/checkpoints/vN and keeps full checkpoints for resume.  It runs on one
+ * thread (the daemon's learner thread); what the run should know comes back as results and events. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner/tokenizer.h"
+#include "train/internal.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/sha256.h"
+#include "util/time.h"
+
+#define AUTO_STALE_MAX 8  /* ceiling of scheduler.max_staleness auto */
+#define KEEP_VERSIONS 4   /* weight directories kept for workers still loading them */
+
+enum { MITIGATE_NONE, MITIGATE_KEEP_ROUTING, MITIGATE_STALENESS };
+
+/* guardrails.* and monitor.routing_*, read once: a step does not look keys up. */
+typedef struct {
+  double max_mismatch, min_token_accept, min_traj_accept, min_entropy, grad_spike, lr_floor, lr, routing_floor;
+  int mitigation;
+} guard_cfg_t;
+
+struct lt_train {
+  const lt_config_t *cfg;
+  void (*event_fn)(void *ud, const char *kind, const char *detail);
+  void *event_ud;
+  char run_dir[4096];
+  lt_buffer_t *buf;
+  lt_trainer_t *tr;
+  char tok_src[4096];
+  char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
+  int64_t version, step, steps_wanted, last_full;
+  char last_full_dir[4096];
+  int batch, group, dynfilter, max_stale, stale_auto;
+  int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
+  int64_t ckpt_every;
+  int ckpt_keep;
+  guard_cfg_t g;
+  double grad_mean;         /* running mean of the actor gradient norm (guardrails.grad_spike) */
+  int grad_seen;
+  double last_step_end;
+};
+
+static void event(lt_train_t *l, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void event(lt_train_t *l, const char *kind, const char *fmt, ...) {
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  if (l->event_fn) l->event_fn(l->event_ud, kind, detail);
+  else LT_WARN("learner", "%s: %s", kind, detail);
+}
+
+/* ---- setup ---- */
+
+/* scheduler.json beside a full checkpoint: what the trainer state does not hold. */
+static int save_full(lt_train_t *l) {
+  char dir[4200], p[4300];
+  snprintf(dir, sizeof dir, "%s/checkpoints/full-%06lld", l->run_dir, (long long)l->step);
+  int rc = lt_trainer_save(l->tr, dir);
+  /* The policy inside is a Hugging Face model folder: it carries the tokenizer too. */
+  snprintf(p, sizeof p, "%s/policy", dir);
+  if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, p);
+  if (rc < 0) return rc;
+  char js[256];
+  snprintf(js, sizeof js, "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d}\n",
+           (long long)l->step, (long long)l->version, l->max_stale, l->keep_routing);
+  snprintf(p, sizeof p, "%s/scheduler.json", dir);
+  if ((rc = lt_fs_write_atomic(p, js, strlen(js))) < 0) return rc;
+  if ((rc = lt_buffer_meta_set(l->buf, "full_checkpoint", dir)) < 0) return rc;
+  /* Older full checkpoints beyond checkpoint.keep go. */
+  int keep = l->ckpt_keep;
+  int64_t every = l->ckpt_every;
+  if (l->last_full_dir[0] && strcmp(l->last_full_dir, dir) && keep <= 1) lt_fs_remove_tree(l->last_full_dir);
+  if (every > 0 && keep > 1) {
+    char old[4200];
+    snprintf(old, sizeof old, "%s/checkpoints/full-%06lld", l->run_dir, (long long)(l->step - every * keep));
+    if (l->step - every * keep >= 0 && lt_fs_is_dir(old)) lt_fs_remove_tree(old);
+  }
+  snprintf(l->last_full_dir, sizeof l->last_full_dir, "%s", dir);
+  l->last_full = l->step;
+  return 0;
+}
+
+static int load_scheduler(lt_train_t *l, const char *dir) {
+  char p[4300];
+  snprintf(p, sizeof p, "%s/scheduler.json", dir);
+  cJSON *j;
+  int rc = lt_json_parse_file(p, &j);
+  if (rc < 0) return rc;
+  int64_t step, version, ms, kr;
+  if (lt_json_get_i64(j, "step", &step) < 0 || lt_json_get_i64(j, "version", &version) < 0 ||
+      lt_json_get_i64(j, "max_staleness", &ms) < 0 || lt_json_get_i64(j, "keep_routing", &kr) < 0) {
+    cJSON_Delete(j);
+    return lt_error_set(LT_EFORMAT, "%s: expected step, version, max_staleness, keep_routing", p);
+  }
+  cJSON_Delete(j);
+  l->step = step;
+  l->version = version;
+  l->max_stale = (int)ms;
+  l->keep_routing = (int)kr;
+  return 0;
+}
+
+static int policy_dir_of(lt_train_t *l, int64_t version, char *out, size_t n) {
+  return snprintf(out, n, "%s/checkpoints/v%lld", l->run_dir, (long long)version) >= (int)n
+             ? lt_error_set(LT_EINVAL, "run directory path too long")
+             : 0;
+}
+
+static int build_trainer(lt_train_t *l, const char *policy_dir) {
+  const lt_config_t *c = l->cfg;
+  lt_trainer_cfg_t tc;
+  int rc = lt__trainer_cfg(c, &tc);
+  if (rc < 0) return rc;
+  lt_model_t *policy = NULL, *critic = NULL, *ref = NULL;
+  if ((rc = lt_model_load(policy_dir, &policy)) < 0) return rc;
+  const char *cp = lt_config_str(c, "model.critic_path");
+  if (cp[0] && tc.loss.obj != LT_OBJ_GRPO && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
+    rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
+  if (rc == 0 && tc.loss.kl_coef > 0) rc = lt_model_load(policy_dir, &ref);
+  if (rc == 0) rc = lt_trainer_create(&tc, policy, critic, ref, &l->tr);
+  if (rc < 0) {
+    lt_model_free(policy);
+    lt_model_free(critic);
+    lt_model_free(ref);
+  }
+  return rc;
+}
+
+static void read_guards(const lt_config_t *c, guard_cfg_t *g) {
+  g->max_mismatch = lt_config_num(c, "guardrails.max_mismatch");
+  g->min_token_accept = lt_config_num(c, "guardrails.min_token_accept");
+  g->min_traj_accept = lt_config_num(c, "guardrails.min_traj_accept");
+  g->min_entropy = lt_config_num(c, "guardrails.min_entropy");
+  g->grad_spike = lt_config_num(c, "guardrails.grad_spike");
+  g->lr_floor = lt_config_num(c, "guardrails.lr_floor");
+  g->lr = lt_config_num(c, "learner.lr");
+  g->routing_floor = lt_config_num(c, "monitor.routing_confidence_floor");
+  const char *mit = lt_config_str(c, "monitor.routing_mitigation");
+  g->mitigation = !strcmp(mit, "keep_routing") ? MITIGATE_KEEP_ROUTING
+                  : !strcmp(mit, "staleness")  ? MITIGATE_STALENESS
+                                               : MITIGATE_NONE;
+}
+
+/* Resume: the trainer of the last full checkpoint (or the first policy when there is none), and the buffer
+ * rewound to its step. */
+static int resume(lt_train_t *l, char *v0, size_t cap) {
+  int rc = 0;
+  char *full = lt_buffer_meta_get(l->buf, "full_checkpoint");
+  if (full && lt_fs_is_dir(full)) {
+    /* Exact continuation: the trainer as it was at its last full checkpoint. */
+    rc = load_scheduler(l, full);
+    if (rc == 0) rc = policy_dir_of(l, l->version, v0, cap);
+    if (rc == 0 && !lt_fs_is_dir(v0)) snprintf(v0, cap, "%s/policy", full);
+    if (rc == 0) rc = build_trainer(l, v0);
+    if (rc == 0) rc = lt_trainer_load(l->tr, full);
+    if (rc == 0) {
+      snprintf(l->last_full_dir, sizeof l->last_full_dir, "%s", full);
+      l->last_full = l->step;
+    }
+  } else {
+    /* No full checkpoint yet: start over from the first policy. */
+    lt_ckpt_row_t first = {0};
+    if ((rc = lt_buffer_weights(l->buf, 1, &first)) >= 0) rc = 0;
+    snprintf(v0, cap, "%s", first.path);
+    l->step = 0;
+    l->version = 0;
+    if (rc == 0) rc = build_trainer(l, v0);
+  }
+  free(full);
+  int n = rc == 0 ? lt_buffer_traj_rewind(l->buf, l->step) : rc;
+  if (n < 0) return n;
+  LT_INFO("learner", "resuming at learner step %lld, policy v%lld (%d trajectories back to ready)", (long long)l->step,
+          (long long)l->version, n);
+  return 0;
+}
+
+int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
+  lt_train_t *l = calloc(1, sizeof *l);
+  if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  const lt_config_t *c = o->cfg;
+  l->cfg = c;
+  l->event_fn = o->event;
+  l->event_ud = o->ud;
+  snprintf(l->run_dir, sizeof l->run_dir, "%s", o->run_dir);
+  l->batch = (int)lt_config_int(c, "learner.batch.trajectories");
+  l->group = o->group_size;
+  l->dynfilter = lt_config_bool(c, "scheduler.dynamic_filter");
+  l->steps_wanted = o->steps;
+  l->keep_routing = lt_config_bool(c, "learner.keep_routing");
+  l->keep_sampling_mask = lt_config_bool(c, "learner.keep_sampling_mask");
+  l->ckpt_every = lt_config_int(c, "checkpoint.every");
+  l->ckpt_keep = (int)lt_config_int(c, "checkpoint.keep");
+  read_guards(c, &l->g);
+  const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
+  l->stale_auto = cJSON_IsString(ms);
+  l->max_stale = cJSON_IsNumber(ms) ? (int)ms->valuedouble : 2;
+  if (o->sync) l->max_stale = 0;
+  l->version = o->version;
+  l->step = o->step;
+  snprintf(l->weights_dir, sizeof l->weights_dir, "%s", o->weights_dir);
+  /* Tokenizer files travel with every version: from the first policy. */
+  snprintf(l->tok_src, sizeof l->tok_src, "%s", o->weights_dir);
+  char p[4200], v0[4096];
+  snprintf(p, sizeof p, "%s/buffer.db", o->run_dir);
+  snprintf(v0, sizeof v0, "%s", o->weights_dir);
+  int rc = lt_buffer_open(p, 0, &l->buf);
+  if (rc == 0 && o->resume) {
+    rc = resume(l, v0, sizeof v0);
+    if (rc == 0 && l->version != o->version) {
+      char st[4200];
+      snprintf(st, sizeof st, "%s/model.safetensors", v0);
+      if ((rc = lt_sha256_file(st, l->sha)) == 0) snprintf(l->weights_dir, sizeof l->weights_dir, "%s", v0);
+    }
+  } else if (rc == 0) {
+    rc = build_trainer(l, v0);
+  }
+  if (rc < 0) {
+    lt_train_close(l);
+    return lt_error_wrap(rc, "learner");
+  }
+  *out = l;
+  return 0;
+}
+
+void lt_train_position(const lt_train_t *t, int64_t *step, int64_t *version, const char **weights_dir,
+                       const char **sha) {
+  *step = t->step;
+  *version = t->version;
+  *weights_dir = t->weights_dir;
+  *sha = t->sha;
+}
+
+int64_t lt_train_ready(lt_train_t *t) { return lt_buffer_count_status(t->buf, LT_SAMPLE_READY); }
+
+int64_t lt_train_steps_done(const lt_train_t *t) { return t->step; }
+
+void lt_train_close(lt_train_t *t) {
+  if (!t) return;
+  lt_trainer_free(t->tr);
+  lt_buffer_close(t->buf);
+  free(t);
+}
+
+int lt_train_checkpoint(lt_train_t *t) { return t->tr && t->step > t->last_full ? save_full(t) : 0; }
+
+/* ---- one step ---- */
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Picks the batch: stale trajectories are marked, zero-variance groups
+ * filtered, complete groups taken in arrival order.  Returns the number of
+ * trajectories chosen into ids (0: not enough yet). */
+static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_t *r) {
+  int cap = l->batch * 8 + 1024, n = 0;
+  lt_ready_t *rows = malloc(sizeof *rows * (size_t)cap);
+  int64_t *stale = malloc(sizeof(int64_t) * (size_t)cap), *filt = malloc(sizeof(int64_t) * (size_t)cap);
+  int ns = 0, nf = 0, chosen = 0, rc = 0;
+  if (!rows || !stale || !filt) {
+    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
+    goto out;
+  }
+  if ((rc = lt_buffer_ready(l->buf, rows, cap, &n)) < 0) goto out;
+  /* Stale first: they leave the candidate set whatever their group does. */
+  int live = 0;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].version_min >= 0 && l->version - rows[i].version_min > l->max_stale) stale[ns++] = rows[i].task_id;
+    else rows[live++] = rows[i];
+  }
+  /* Groups in order of their first ready member. */
+  int64_t *gids = malloc(sizeof(int64_t) * (size_t)(live + 1));
+  if (!gids) {
+    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
+    goto out;
+  }
+  int ng = 0;
+  for (int i = 0; i < live; i++) gids[ng++] = rows[i].group_id;
+  qsort(gids, (size_t)ng, sizeof *gids, cmp_i64);
+  int u = 0;
+  for (int i = 0; i < ng; i++)
+    if (u == 0 || gids[u - 1] != gids[i]) gids[u++] = gids[i];
+  ng = u;
+  uint8_t *seen = calloc((size_t)(ng + 1), 1);
+  if (!seen) {
+    free(gids);
+    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < live && chosen < l->batch; i++) {
+    int64_t *g = bsearch(&rows[i].group_id, gids, (size_t)ng, sizeof *gids, cmp_i64);
+    size_t gi = (size_t)(g - gids);
+    if (seen[gi]) continue;
+    seen[gi] = 1;
+    int members = 0, complete = rows[i].group_done >= l->group;
+    double rmin = INFINITY, rmax = -INFINITY;
+    for (int j = i; j < live; j++)
+      if (rows[j].group_id == rows[i].group_id) {
+        members++;
+        rmin = fmin(rmin, rows[j].reward);
+        rmax = fmax(rmax, rows[j].reward);
+      }
+    if (!complete && !flush) continue;
+    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9;
+    for (int j = i; j < live; j++)
+      if (rows[j].group_id == rows[i].group_id) {
+        if (zero_var) filt[nf++] = rows[j].task_id;
+        else ids[chosen++] = rows[j].task_id;
+      }
+  }
+  free(seen);
+  free(gids);
+  int64_t next = l->step + 1;
+  if (ns && (rc = lt_buffer_traj_mark(l->buf, stale, ns, LT_SAMPLE_STALE, next)) < 0) goto out;
+  if (nf && (rc = lt_buffer_traj_mark(l->buf, filt, nf, LT_SAMPLE_FILTERED, next)) < 0) goto out;
+  r->marked_stale += ns;
+  r->filtered += nf;
+  if (chosen < l->batch && !(flush && chosen > 0)) chosen = 0;
+out:
+  free(rows);
+  free(stale);
+  free(filt);
+  return rc < 0 ? rc : chosen;
+}
+
+/* Packs the chosen trajectories and fills the step's data statistics. */
+static int pack(lt_train_t *l, const int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
+  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), ids, n, p);
+  if (rc < 0) return rc;
+  r->reward_mean = p->reward_mean;
+  r->trunc_rate = p->trunc_rate;
+  r->route_rollout = p->route_rollout;
+  r->gen_tokens = p->gen_tokens;
+  r->ndom = p->ndom;
+  memcpy(r->dom, p->dom, sizeof r->dom);
+  memcpy(r->dom_reward, p->dom_reward, sizeof r->dom_reward);
+  for (int s = 0; s < n; s++) {
+    int age = p->vmin[s] >= 0 ? (int)(l->version - p->vmin[s]) : 0;
+    r->stale_hist[age < LT_TRAIN_STALE_BINS - 1 ? age : LT_TRAIN_STALE_BINS - 1]++;
+    r->stale_mean += age;
+    if (age > r->stale_max) r->stale_max = age;
+  }
+  r->stale_mean /= n;
+  return 0;
+}
+
+/* Writes the policy as version v for the workers; older versions go. */
+static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
+  if (policy_dir_of(l, v, r->dir, sizeof r->dir) < 0) return LT_EINVAL;
+  int rc = lt_model_save(lt_trainer_policy(l->tr), r->dir);
+  if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, r->dir);
+  char st[4200];
+  snprintf(st, sizeof st, "%s/model.safetensors", r->dir);
+  if (rc == 0) rc = lt_sha256_file(st, r->sha);
+  if (rc < 0) return rc;
+  if (v - KEEP_VERSIONS > 0) {
+    char old[4200];
+    if (policy_dir_of(l, v - KEEP_VERSIONS, old, sizeof old) == 0 && lt_fs_is_dir(old)) lt_fs_remove_tree(old);
+  }
+  return 0;
+}
+
+/* Guardrails: limits that act.  Each action is an event with its cause. */
+static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
+  const guard_cfg_t *g = &l->g;
+  const lt_step_stats_t *st = &r->st;
+  double mm = g->max_mismatch, ta = g->min_token_accept, ja = g->min_traj_accept, me = g->min_entropy;
+  double gs = g->grad_spike, floor = g->routing_floor;
+  int nml = lt_model_moe_layers(&lt_trainer_policy(l->tr)->cfg);
+  *rollback = 0;
+  if (gs > 0 && l->grad_seen >= 5 && st->actor_grad_norm > gs * l->grad_mean) {
+    event(l, "guardrail", "step %lld: actor gradient norm %.4g is %.1fx its running mean %.4g: rolling back to the "
+               "last good checkpoint and skipping the batch", (long long)l->step, st->actor_grad_norm,
+               st->actor_grad_norm / l->grad_mean, l->grad_mean);
+    *rollback = 1;
+    return 0;
+  }
+  if (isfinite(st->actor_grad_norm)) {
+    l->grad_mean = l->grad_seen ? 0.9 * l->grad_mean + 0.1 * st->actor_grad_norm : st->actor_grad_norm;
+    l->grad_seen++;
+  }
+  int tighten = 0;
+  if (mm > 0 && st->mismatch > mm) {
+    event(l, "guardrail", "step %lld: train-rollout mismatch %.4f > guardrails.max_mismatch %.4f: tightening staleness",
+               (long long)l->step, st->mismatch, mm);
+    tighten = 1;
+  }
+  if (ta > 0 && st->token_accept < ta) {
+    event(l, "guardrail", "step %lld: MIS token acceptance %.3f < guardrails.min_token_accept %.3f: tightening "
+               "staleness%s", (long long)l->step, st->token_accept, ta, nml && !l->keep_routing ? ", keep_routing on" : "");
+    tighten = 1;
+    if (nml) l->keep_routing = 1;
+  }
+  if (ja > 0 && st->traj_accept < ja) {
+    event(l, "guardrail", "step %lld: MIS trajectory acceptance %.3f < guardrails.min_traj_accept %.3f: tightening "
+               "staleness", (long long)l->step, st->traj_accept, ja);
+    tighten = 1;
+  }
+  if (tighten && l->max_stale > 0) l->max_stale--;
+  if (me > 0 && st->entropy < me) {
+    double cur = st->lr / (g->lr > 0 ? g->lr : 1);
+    if (cur * 0.5 >= g->lr_floor) {
+      lt_trainer_scale_lr(l->tr, 0.5);
+      event(l, "guardrail", "step %lld: entropy %.4f < guardrails.min_entropy %.4f: actor learning rate halved",
+                 (long long)l->step, st->entropy, me);
+    }
+  }
+  double conf = st->routing_confidence >= 0 ? st->routing_confidence : 1;
+  if (r->route_rollout >= 0 && r->route_rollout < conf) conf = r->route_rollout;
+  if (floor > 0 && nml && conf < floor) {
+    const char *did = "none";
+    if (g->mitigation == MITIGATE_KEEP_ROUTING && !l->keep_routing) l->keep_routing = 1, did = "keep_routing on";
+    else if (g->mitigation == MITIGATE_STALENESS && l->max_stale > 0) l->max_stale = 0, did = "max_staleness 0";
+    event(l, "routing_alarm", "step %lld: routing confidence %.4f < monitor.routing_confidence_floor %.4f "
+               "(learner %.4f, rollout %.4f); mitigation: %s", (long long)l->step, conf, floor, st->routing_confidence,
+               r->route_rollout, did);
+  }
+  /* scheduler.max_staleness auto: follow the measured mismatch. */
+  if (l->stale_auto && !tighten) {
+    double target = mm > 0 ? mm : 0.05;
+    if (st->mismatch > target && l->max_stale > 0) {
+      l->max_stale--;
+      event(l, "staleness", "step %lld: mismatch %.4f > %.4f: max_staleness auto -> %d", (long long)l->step,
+                 st->mismatch, target, l->max_stale);
+    } else if (st->mismatch < target / 2 && l->max_stale < AUTO_STALE_MAX) {
+      l->max_stale++;
+      event(l, "staleness", "step %lld: mismatch %.4f < %.4f: max_staleness auto -> %d", (long long)l->step,
+                 st->mismatch, target / 2, l->max_stale);
+    }
+  }
+  return 0;
+}
+
+int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
+  memset(r, 0, sizeof *r);
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024));
+  lt__packed_t p = {0};
+  int rc = ids ? 0 : lt_error_set(LT_ENOMEM, "learner: out of memory");
+  int n = rc == 0 ? select_batch(l, flush, ids, r) : rc;
+  if (n <= 0) {
+    rc = n;
+    goto out;
+  }
+  double t0 = lt_time_mono_s();
+  if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
+  lt_train_batch_t b;
+  lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
+  if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
+  l->step++;
+  int rollback = 0;
+  guardrails(l, r, &rollback);
+  if (rollback && l->last_full_dir[0]) {
+    int64_t keep_step = l->step;
+    if ((rc = lt_trainer_load(l->tr, l->last_full_dir)) < 0) goto out;
+    l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
+    if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
+  } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
+    goto out;
+  }
+  l->version++;
+  if ((rc = publish(l, l->version, r)) < 0) goto out;
+  if (l->ckpt_every > 0 && l->step % l->ckpt_every == 0 && (rc = save_full(l)) < 0) goto out;
+  double now = lt_time_mono_s();
+  r->step = l->step;
+  r->version = l->version;
+  r->step_s = now - t0;
+  r->wait_s = l->last_step_end > 0 ? t0 - l->last_step_end : 0;
+  r->max_staleness = l->max_stale;
+  l->last_step_end = now;
+  rc = 1;
+out:
+  lt__packed_free(&p);
+  free(ids);
+  return rc;
+}
