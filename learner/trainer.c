@@ -198,9 +198,13 @@ static void chunk_make(const lt_train_batch_t *B, int nml, int K, int s0, int s1
   for (int s = s0; s <= s1; s++) starts[s - s0] = B->start[s] - c->t0;
   for (int s = s0; s < s1; s++)
     if (B->start[s + 1] - B->start[s] > c->maxlen) c->maxlen = B->start[s + 1] - B->start[s];
+  size_t ids = 0; /* support ids of the tokens before the chunk */
+  for (int i = 0; B->support && i < c->t0; i++) ids += (size_t)B->support[i];
   c->b = (lt_batch_t){.nseq = s1 - s0, .start = starts, .tokens = B->tokens + c->t0,
                       .route_ids = B->route_ids ? B->route_ids + (size_t)c->t0 * nml * K : NULL,
-                      .support = B->support ? B->support + c->t0 : NULL};
+                      .support = B->support ? B->support + c->t0 : NULL,
+                      .support_ids = B->support && B->support_ids ? B->support_ids + ids : NULL,
+                      .temperature = B->temperature ? B->temperature + c->t0 : NULL};
 }
 
 /* Splits nseq sequences into k near-equal contiguous chunks: chunk j is
@@ -223,6 +227,7 @@ typedef struct {
   int N, *bounds, *starts;
   float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
   double *rhat, *gadv;
+  uint8_t *amask; /* [N] the actor's loss mask: B->mask without the actor_skip sequences */
 } work_t;
 
 static void work_free(work_t *w) {
@@ -237,6 +242,7 @@ static void work_free(work_t *w) {
   free(w->entropy);
   free(w->rhat);
   free(w->gadv);
+  free(w->amask);
 }
 
 static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
@@ -254,7 +260,8 @@ static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
   w->entropy = malloc(sizeof(float) * N);
   w->rhat = calloc((size_t)B->nseq, sizeof(double));
   w->gadv = calloc((size_t)B->nseq, sizeof(double));
-  if (!w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
+  w->amask = malloc(N ? N : 1);
+  if (!w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
       !w->entropy || !w->rhat || !w->gadv) {
     work_free(w);
     return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
@@ -329,6 +336,17 @@ static void acc_finish(const acc_t *a, lt_step_stats_t *st) {
   st->kl_ref = a->klref / dt;
 }
 
+/* The actor's loss mask; returns the sequences actor_skip leaves out. */
+static int actor_mask(const lt_train_batch_t *B, uint8_t *amask) {
+  int skipped = 0;
+  for (int s = 0; s < B->nseq; s++) {
+    int skip = B->actor_skip && B->actor_skip[s];
+    skipped += skip;
+    for (int i = B->start[s]; i < B->start[s + 1]; i++) amask[i] = skip ? 0 : B->mask[i];
+  }
+  return skipped;
+}
+
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
   double gn = 0;
@@ -342,7 +360,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
-                       .adv = w->adv + c.t0, .mask = B->mask + c.t0};
+                       .adv = w->adv + c.t0, .mask = w->amask + c.t0};
     lt_loss_stats_t ls;
     float *dl = w->dbuf + c.t0;
     if ((rc = lt_loss_compute(&t->cfg.loss, &in, dl, &ls)) < 0) return rc;
@@ -412,6 +430,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   st->value_mean = ntok ? vsum / ntok : 0;
   st->tokens = N;
   st->trajectories = B->nseq;
+  st->actor_skipped = actor_mask(B, w->amask);
   /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
   if (t->critic) {
     lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, w->adv, w->target, w->rhat);
@@ -457,7 +476,7 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
     /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
-                       .adv = w.adv + c.t0, .mask = B->mask + c.t0};
+                       .adv = w.adv + c.t0, .mask = w.amask + c.t0};
     lt_loss_stats_t ls;
     if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
   }
