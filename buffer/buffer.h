@@ -9,7 +9,7 @@
 
 #include "proto/proto.h"
 
-#define LT_BUFFER_SCHEMA 1
+#define LT_BUFFER_SCHEMA 2 /* 2: payloads.support_ids, payloads.temperature (docs/buffer.md) */
 
 typedef struct lt_buffer lt_buffer_t;
 

@@ -71,19 +71,47 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->tokens), free(p->support), free(p->logp), free(p->mask), free(p->trunc), free(p->route);
+  free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->trunc), free(p->no_support), free(p->route);
   free(p->reward), free(p->group), free(p->ids), free(p->vmin);
   memset(p, 0, sizeof *p);
 }
 
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
   *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
-                          .support = keep_sampling_mask && p->has_support ? p->support : NULL,
+                          .support = keep_sampling_mask ? p->support : NULL,
+                          .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
+                          .actor_skip = keep_sampling_mask ? p->no_support : NULL,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
                           .reward = p->reward, .truncated = p->trunc, .group = p->group};
 }
 
-int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p) {
+/* Copies the first T tokens' sampling sets of t into p at token N; 1 when t's
+ * sets can be reproduced exactly: recorded with their ids (or all full), or
+ * not recorded while the TASK sampled from the whole vocabulary. */
+static int pack_support(lt__packed_t *p, const lt_traj_t *t, int N, int T, int vocab, int task_truncates) {
+  memset(p->support + N, 0, sizeof(int32_t) * (size_t)T);
+  if (!t->support) return !task_truncates;
+  size_t k = 0;
+  for (int i = 0; i < T; i++) k += (size_t)t->support[i];
+  if (k == 0) return 1;
+  if (!t->support_ids || k > (size_t)t->nsupport_ids) return 0;
+  for (size_t i = 0; i < k; i++)
+    if (t->support_ids[i] < 0 || t->support_ids[i] >= vocab) return 0;
+  if (p->nsids + k > p->sids_cap) {
+    size_t cap = (p->nsids + k) * 2;
+    int32_t *a = realloc(p->sids, sizeof(int32_t) * cap);
+    if (!a) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+    p->sids = a, p->sids_cap = cap;
+  }
+  memcpy(p->sids + p->nsids, t->support_ids, sizeof(int32_t) * k);
+  memcpy(p->support + N, t->support, sizeof(int32_t) * (size_t)T);
+  p->nsids += k;
+  return 1;
+}
+
+int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n,
+                   lt__packed_t *p) {
   int nml = lt_model_moe_layers(&pol->cfg), K = pol->cfg.topk, R = nml * K;
   memset(p, 0, sizeof *p);
   p->n = n;
@@ -91,13 +119,15 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   p->reward = calloc((size_t)n, sizeof(double));
   p->group = calloc((size_t)n, sizeof(int64_t));
   p->trunc = calloc((size_t)n, 1);
+  p->no_support = calloc((size_t)n, 1);
   p->ids = malloc(sizeof(int64_t) * (size_t)n);
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->ids || !p->vmin)
+  if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->ids || !p->vmin)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
   memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
-  p->has_support = 1;
   p->has_route = nml > 0;
+  double task_temp = lt_config_num(c, "rollout.temperature");
+  int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
   double conf = 0, rsum = 0;
   int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
@@ -113,9 +143,11 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       if (a) p->tokens = a;
       int32_t *b = a ? realloc(p->support, sizeof(int32_t) * (size_t)cap) : NULL;
       if (b) p->support = b;
-      float *c = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
-      if (c) p->logp = c;
-      uint8_t *mm = c ? realloc(p->mask, (size_t)cap) : NULL;
+      float *lp = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
+      if (lp) p->logp = lp;
+      float *tp = lp ? realloc(p->temp, sizeof(float) * (size_t)cap) : NULL;
+      if (tp) p->temp = tp;
+      uint8_t *mm = tp ? realloc(p->mask, (size_t)cap) : NULL;
       if (mm) p->mask = mm;
       uint16_t *ro = mm && R ? realloc(p->route, sizeof(uint16_t) * (size_t)cap * (size_t)R) : NULL;
       if (ro) p->route = ro;
@@ -127,15 +159,22 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
     memcpy(p->tokens + N, t.tokens, sizeof(int32_t) * (size_t)T);
     memcpy(p->logp + N, t.logprobs, sizeof(float) * (size_t)T);
     memcpy(p->mask + N, t.loss_mask, (size_t)T);
-    if (t.support) memcpy(p->support + N, t.support, sizeof(int32_t) * (size_t)T);
-    else p->has_support = 0;
+    /* A TRAJ that did not say stands for the TASK's settings (docs/protocol.md). */
+    float temp = (float)(t.temperature >= 0 ? t.temperature : task_temp);
+    for (int i = 0; i < T; i++) p->temp[N + i] = temp;
+    if ((rc = pack_support(p, &t, N, T, pol->cfg.vocab, task_truncates)) < 0) {
+      lt_buffer_traj_free(&t);
+      break;
+    }
+    p->no_support[s] = rc == 0;
+    rc = 0;
     if (R && t.routing_ids && t.routing_layers == nml && t.routing_k == K) {
       memcpy(p->route + (size_t)N * R, t.routing_ids, sizeof(uint16_t) * (size_t)T * (size_t)R);
       for (int i = 0; i < T; i++)
         if (t.loss_mask[i]) {
-          double c = 0;
-          for (int k = 0; k < R; k++) c += t.routing_probs[(size_t)i * R + k];
-          conf += c / nml;
+          double cm = 0;
+          for (int k = 0; k < R; k++) cm += t.routing_probs[(size_t)i * R + k];
+          conf += cm / nml;
           nconf++;
         }
     } else {

@@ -206,12 +206,16 @@ typedef struct {
   int n, cap;
   int *start;                /* [n + 1] */
   int32_t *tokens, *support;
+  int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */
+  size_t nsids, sids_cap;
   float *logp;               /* rollout logprobs */
+  float *temp;               /* temperature each token was sampled at */
   uint8_t *mask, *trunc;
+  uint8_t *no_support;       /* per trajectory: its sampling sets cannot be reproduced (docs/losses.md) */
   uint16_t *route;
   double *reward;
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
-  int has_support, has_route;
+  int has_route;
   /* what the rows say */
   double reward_mean, trunc_rate, route_rollout, gen_tokens;
   int ndom;
@@ -221,7 +225,8 @@ typedef struct {
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
 int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
-int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p);
+/* c: the run's rollout.* settings, which stand for what a TRAJ did not record. */
+int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n, lt__packed_t *p);
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
 

@@ -262,7 +262,7 @@ out:
 
 /* Packs the chosen trajectories and fills the step's data statistics. */
 static int pack(lt__learner_t *l, const int64_t *ids, int n, lt__packed_t *p, res_t *r) {
-  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), ids, n, p);
+  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->d->cfg, ids, n, p);
   if (rc < 0) return rc;
   r->reward_mean = p->reward_mean;
   r->trunc_rate = p->trunc_rate;
@@ -492,6 +492,7 @@ static void emit_step(lt_daemon_t *d, const res_t *r) {
       {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
       {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
+      {"mis/sampling_unknown", s->actor_skipped},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);

@@ -65,6 +65,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(t->loss_mask);
     free(t->versions);
     free(t->support);
+    free(t->support_ids);
     free(t->routing_ids);
     free(t->routing_probs);
     break;
