@@ -24,18 +24,19 @@ static int bounds(const lt_config_t *c, const char *path, double out[2]) {
 int lt__learner_cuda(const lt_config_t *c, int muon) {
   const char *dev = lt_config_str(c, "learner.device");
   int gpus = lt_device_cuda_count(), ksm = lt_config_bool(c, "learner.keep_sampling_mask");
+  /* The GPU head is softmax(z): tokens sampled at another temperature are scored on the CPU. */
+  const char *cpu_only = ksm ? "learner.keep_sampling_mask" : muon ? "learner.optimizer \"muon\""
+                         : lt_config_num(c, "rollout.temperature") != 1.0 ? "rollout.temperature other than 1" : NULL;
   if (!strcmp(dev, "cuda")) {
     if (!gpus)
       return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
                           lt_device_cuda_built() ? "machine has no usable GPU" : "build has no CUDA learner");
-    if (ksm || muon)
-      return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)",
-                          ksm ? "learner.keep_sampling_mask" : "learner.optimizer \"muon\"");
+    if (cpu_only) return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
     return 1;
   }
   if (strcmp(dev, "auto") || !gpus) return 0;
-  if (ksm || muon) lt_log(LT_LOG_INFO, "learner", "a GPU is present, but %s runs on the CPU learner", ksm ? "keep_sampling_mask" : "muon");
-  return !ksm && !muon;
+  if (cpu_only) lt_log(LT_LOG_INFO, "learner", "a GPU is present, but %s runs on the CPU learner", cpu_only);
+  return !cpu_only;
 }
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {

@@ -135,6 +135,60 @@ Test(learner_trainer, mispo_masks_far_off_policy_data) {
   lt_trainer_free(tr);
 }
 
+/* Data sampled at T = 0.6 is on-policy only when the learner scores it at
+ * the recorded temperature: every ratio 1 then, far from it at T = 1. */
+Test(learner_trainer, ratios_use_the_recorded_temperature) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  lt_model_t *m = lt_trainer_policy(tr);
+  float temp[NS * L];
+  for (int i = 0; i < NS * L; i++) temp[i] = 0.6f;
+  cr_assert_eq(lt_model_eval_alloc(m, NS * L, L), 0);
+  lt_batch_t rb = {.nseq = NS, .start = t.start, .tokens = t.tok, .temperature = temp};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &rb, &o), 0);
+  memcpy(t.lp, o.logprobs, sizeof t.lp);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_gt(st.mismatch, 1e-3, "at T = 1 the ratios compare different distributions");
+  t.b.temperature = temp;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_lt(st.mismatch, 1e-6);
+  cr_assert_float_eq(st.traj_accept, 1.0, 1e-12);
+  lt_trainer_free(tr);
+}
+
+/* A sequence left out by actor_skip (its sampling set is unknown) does not
+ * move the policy, is counted, and still trains the critic. */
+Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  toy_rollout(&t, lt_trainer_policy(tr));
+  uint8_t skip[NS];
+  memset(skip, 1, sizeof skip);
+  t.b.actor_skip = skip;
+  lt_model_t *p = lt_trainer_policy(tr);
+  float *before = malloc(sizeof(float) * p->nparams);
+  memcpy(before, p->params, sizeof(float) * p->nparams);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+  cr_assert_eq(st.actor_skipped, NS);
+  cr_assert_eq(memcmp(before, p->params, sizeof(float) * p->nparams), 0, "skipped sequences moved the policy");
+  cr_assert_gt(st.critic_loss, 0, "the critic still trains on them");
+  skip[0] = 0;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+  cr_assert_eq(st.actor_skipped, NS - 1);
+  cr_assert_neq(memcmp(before, p->params, sizeof(float) * p->nparams), 0);
+  free(before);
+  lt_trainer_free(tr);
+}
+
 /* The critic learns V(prompt 2) ≈ 0.5 (half its answers pay 1) and
  * V(prompt 3) = 0.25, with the actor frozen (lr 0). */
 Test(learner_trainer, critic_regresses_returns) {
