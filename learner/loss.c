@@ -91,7 +91,8 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       sum_logr += (double)in->logp[t] - old[t];
       sum_div += (double)in->logp_rollout[t] - in->logp[t];
       mism += fabs(logx);
-      klr += exp(-logx) - 1 + logx; /* k3 estimate of KL(π_rollout ‖ π_old) from rollout samples */
+      /* k3 of KL(π_rollout ‖ π_old) on rollout samples, x = π_old/π_rollout (docs/losses.md) */
+      klr += exp(logx) - 1 - logx;
     }
     if (!T) continue;
     double w = token_weight(cfg, ntok, nseq_tok, T);

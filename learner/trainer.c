@@ -527,6 +527,8 @@ int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   int rc = lt_fs_mkdirs(dir, 0755);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save(t->policy, p);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
+  /* The KL reference is not the policy a resume starts from: it travels with the state. */
+  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(t->ref, p);
   if (rc == 0 && t->critic) {
     if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save(t->critic, p);
     if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_save(t->critic_opt, p);
@@ -560,6 +562,11 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   lt_trainer_scale_lr(t, l->valuedouble);
   cJSON_Delete(j);
   if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_load_weights(t->policy, p);
+  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
+    if (lt_fs_is_dir(p)) rc = lt_model_load_weights(t->ref, p);
+    else lt_log(LT_LOG_WARN, "learner", "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
+                "reference stays the model it was created with", dir);
+  }
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(t->actor_opt, p);
   if (rc == 0 && t->critic) {
     if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(t->critic, p);

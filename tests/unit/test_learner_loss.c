@@ -72,6 +72,8 @@ Test(learner_loss, mispo_trajectory_mask_on_the_geometric_mean) {
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_eq(st.trajs_kept, 1);
   cr_expect_float_eq(st.mismatch, -log(0.996), 1e-6);
+  /* mismatch/kl is k3 of KL(π_rollout ‖ π_old): x − 1 − log x with x = π_old/π_rollout = 0.996. */
+  cr_expect_float_eq(st.kl_rollout, 0.996 - 1 - log(0.996), 1e-9);
 }
 
 Test(learner_loss, mispo_is_normalised_by_the_batch_loss_tokens) {

@@ -262,6 +262,38 @@ Test(learner_trainer, resume_reproduces_the_next_step) {
   lt_test_rmdir(dir);
 }
 
+/* The KL reference is part of the state: a resumed trainer scores π_ref
+ * with the reference it was saved with, not the policy it resumes. */
+Test(learner_trainer, resume_restores_the_kl_reference) {
+  char *dir = lt_test_tmpdir("trainer");
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.loss.kl_coef = 0.1f;
+  lt_trainer_t *a, *b;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, toy_model(3), &a), 0);
+  lt_step_stats_t s1, s2;
+  for (int i = 0; i < 3; i++) {
+    toy_rollout(&t, lt_trainer_policy(a));
+    cr_assert_eq(lt_trainer_step(a, &t.b, &s1), 0);
+  }
+  cr_assert_eq(lt_trainer_save(a, dir), 0, "%s", lt_error_msg());
+  toy_rollout(&t, lt_trainer_policy(a));
+  cr_assert_eq(lt_trainer_replay(a, &t.b, NULL, &s1), 0);
+  cr_assert_gt(s1.kl_ref, 0, "the policy moved away from the reference");
+  /* Resumed as the daemon does: the reference loaded from the latest policy. */
+  lt_model_t *latest = toy_model(77), *as_ref = toy_model(77);
+  memcpy(latest->params, lt_trainer_policy(a)->params, sizeof(float) * latest->nparams);
+  memcpy(as_ref->params, lt_trainer_policy(a)->params, sizeof(float) * as_ref->nparams);
+  cr_assert_eq(lt_trainer_create(&c, latest, NULL, as_ref, &b), 0);
+  cr_assert_eq(lt_trainer_load(b, dir), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_trainer_replay(b, &t.b, NULL, &s2), 0);
+  cr_assert_eq(s1.kl_ref, s2.kl_ref);
+  lt_trainer_free(a);
+  lt_trainer_free(b);
+  lt_test_rmdir(dir);
+}
+
 Test(learner_trainer, load_names_missing_state) {
   lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
   lt_trainer_t *tr;
