@@ -159,6 +159,8 @@ static void zero_grad(lt_trainer_t *t, int i) {
 /* One optimizer update of model i; returns the learning rate used. */
 static double optim_step(lt_trainer_t *t, int i, double *gnorm) {
   lt_optim_t *o = optim_at(t, i);
+  o->cfg.use_clock = 1; /* warm-up counts learner steps, not mini-batch updates */
+  o->cfg.clock = t->steps;
 #ifdef LT_HAVE_CUDA
   if (t->gm[i]) {
     double lr = 0;

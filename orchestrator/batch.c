@@ -52,7 +52,11 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
   tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
   tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
-  tc->group_std = 1;
+  tc->group_std = lt_config_bool(c, "learner.grpo.std_normalize");
+  if (obj == LT_OBJ_GRPO) {
+    tc->loss.delta = (float)lt_config_num(c, "learner.grpo.delta");
+    tc->loss.clip_lo = tc->loss.clip_hi = (float)lt_config_num(c, "learner.grpo.epsilon");
+  }
   tc->threads = (int)lt_config_int(c, "learner.threads");
   lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
   tc->actor_opt.lr = (float)lt_config_num(c, "learner.lr");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "orchestrator/daemon.h"
 #include "util/config.h"
 #include "util/error.h"
 
@@ -157,4 +158,27 @@ Test(config, extends_merges_objects_and_reports_its_chain) {
   remove(leaf);
   remove(loop);
   rmdir(dir);
+}
+
+/* GRPO's group-std normalisation is a switch, off by default (DeepSeek-V3.2),
+ * and its δ and ε come from the config. */
+Test(config, grpo_settings_reach_the_trainer) {
+  lt_config_t cfg;
+  lt_trainer_cfg_t tc;
+  const char *grpo[] = {"learner.objective=grpo", "learner.device=cpu"};
+  cr_assert_eq(load("{}", grpo, 2, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.group_std, 0);
+  cr_expect_float_eq(tc.loss.delta, 0.1f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_hi, 0.2f, 1e-7);
+  lt_config_free(&cfg);
+  const char *set[] = {"learner.objective=grpo", "learner.device=cpu", "learner.grpo.std_normalize=true",
+                       "learner.grpo.delta=0.5", "learner.grpo.epsilon=0.1"};
+  cr_assert_eq(load("{}", set, 5, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.group_std, 1);
+  cr_expect_float_eq(tc.loss.delta, 0.5f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_lo, 0.1f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_hi, 0.1f, 1e-7);
+  lt_config_free(&cfg);
 }

@@ -294,6 +294,26 @@ Test(learner_trainer, resume_restores_the_kl_reference) {
   lt_test_rmdir(dir);
 }
 
+/* Warm-up counts learner steps: every mini-batch update of step k uses the
+ * learning rate of position k, not of the update count. */
+Test(learner_trainer, warmup_counts_learner_steps) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.actor_minibatches = 4;
+  c.actor_opt.warmup = 10;
+  c.actor_opt.lr = 1e-3f;
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  lt_step_stats_t st;
+  for (int k = 1; k <= 3; k++) {
+    toy_rollout(&t, lt_trainer_policy(tr));
+    cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+    cr_expect_float_eq(st.lr, 1e-3 * k / 10, 1e-9, "step %d: lr %g", k, st.lr);
+  }
+  lt_trainer_free(tr);
+}
+
 Test(learner_trainer, load_names_missing_state) {
   lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
   lt_trainer_t *tr;
