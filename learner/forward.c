@@ -413,6 +413,7 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
   out->entropy = a->entropy;
   out->values = a->values;
   out->routing_confidence = nml ? conf / ((double)N * nml) : -1.0;
+  out->route_conf = nml ? a->route_conf : NULL;
   return 0;
 }
 

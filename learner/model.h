@@ -170,6 +170,7 @@ typedef struct {
   const float *entropy;    /* entropy of the distribution that predicted token i; 0 at starts */
   const float *values;     /* critic: V(state after tokens[..i]) at every position */
   double routing_confidence; /* mean over tokens and MoE layers of the top-k mass; -1 for dense */
+  const float *route_conf;   /* [N] each token's top-k mass summed over MoE layers; NULL for dense */
 } lt_fwd_out_t;
 
 /* ---- configuration (learner/model_config.c) ---- */

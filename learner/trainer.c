@@ -283,7 +283,7 @@ static int check_batch(const lt_train_batch_t *B) {
 static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, double *route_conf) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
   double conf = 0;
-  int rc = 0;
+  int rc = 0, nconf = 0;
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
     chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
@@ -291,7 +291,9 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
     if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = forward(t, 0, &c.b, &o)) < 0) break;
     memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
-    conf += o.routing_confidence * c.n;
+    /* Over the generated tokens, as the rollout's records are averaged (docs/losses.md). */
+    for (int i = 0; o.route_conf && i < c.n; i++)
+      if (B->mask[c.t0 + i]) conf += o.route_conf[i] / nml, nconf++;
     if (t->ref) {
       if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = forward(t, 2, &c.b, &o)) < 0) break;
       memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
@@ -303,7 +305,7 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
       memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
     }
   }
-  *route_conf = nml ? conf / w->N : -1.0;
+  *route_conf = nml ? (nconf ? conf / nconf : 0) : -1.0;
   return rc;
 }
 

@@ -449,6 +449,7 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   out->entropy = gm->out_ent;
   out->values = gm->out_vals;
   out->routing_confidence = nml ? conf / ((double)N * nml) : -1.0;
+  out->route_conf = nml ? gm->h_conf : NULL;
   return 0;
 }
 

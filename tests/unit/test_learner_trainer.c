@@ -161,6 +161,31 @@ Test(learner_trainer, ratios_use_the_recorded_temperature) {
   lt_trainer_free(tr);
 }
 
+/* The learner's routing confidence averages the generated tokens only, as
+ * the rollout's records do (prompt tokens are not the policy's choices). */
+Test(learner_trainer, routing_confidence_over_generated_tokens) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  toy_rollout(&t, lt_trainer_policy(tr));
+  lt_model_t *m = lt_trainer_policy(tr);
+  lt_batch_t b = {.nseq = NS, .start = t.start, .tokens = t.tok};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  int nml = lt_model_moe_layers(&m->cfg), n = 0;
+  double gen = 0;
+  for (int i = 0; i < NS * L; i++)
+    if (t.mask[i]) gen += o.route_conf[i] / nml, n++;
+  gen /= n;
+  cr_assert(fabs(gen - o.routing_confidence) > 1e-4, "prompt and generated tokens must differ for the test to mean anything");
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_float_eq(st.routing_confidence, gen, 1e-6);
+  lt_trainer_free(tr);
+}
+
 /* A sequence left out by actor_skip (its sampling set is unknown) does not
  * move the policy, is counted, and still trains the critic. */
 Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
