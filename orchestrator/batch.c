@@ -8,6 +8,7 @@
 #include "orchestrator/daemon.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 static int bounds(const lt_config_t *c, const char *path, double out[2]) {
   const cJSON *a = lt_config_get(c, path);
@@ -89,6 +90,22 @@ void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling
                           .actor_skip = keep_sampling_mask ? p->no_support : NULL,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
                           .reward = p->reward, .truncated = p->trunc, .group = p->group};
+}
+
+static int cmp_id(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step) {
+  qsort(ids, (size_t)n, sizeof *ids, cmp_id);
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix(seed, (uint64_t)step));
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)lt_rng_below(&r, (uint64_t)i + 1);
+    int64_t x = ids[i];
+    ids[i] = ids[j], ids[j] = x;
+  }
 }
 
 /* Copies the first T tokens' sampling sets of t into p at token N; 1 when t's

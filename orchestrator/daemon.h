@@ -225,6 +225,11 @@ typedef struct {
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
 int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
+/* The order a step trains its trajectories in, so that its contiguous actor
+ * and critic mini-batches are random draws, not arrival order: the set
+ * sorted, then shuffled from (seed, step).  The learner and replay call it
+ * alike, so replay sees the step's very mini-batches. */
+void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step);
 /* c: the run's rollout.* settings, which stand for what a TRAJ did not record. */
 int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n, lt__packed_t *p);
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);

@@ -261,7 +261,8 @@ out:
 }
 
 /* Packs the chosen trajectories and fills the step's data statistics. */
-static int pack(lt__learner_t *l, const int64_t *ids, int n, lt__packed_t *p, res_t *r) {
+static int pack(lt__learner_t *l, int64_t *ids, int n, lt__packed_t *p, res_t *r) {
+  lt__batch_shuffle(ids, n, l->d->run_seed, l->step + 1); /* the step about to run */
   int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->d->cfg, ids, n, p);
   if (rc < 0) return rc;
   r->reward_mean = p->reward_mean;
