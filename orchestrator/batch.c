@@ -40,6 +40,11 @@ int lt__learner_cuda(const lt_config_t *c, int muon) {
   return !cpu_only;
 }
 
+int lt__dynamic_filter(const lt_config_t *c) {
+  const cJSON *set = lt_config_get(c, "scheduler.dynamic_filter");
+  return set ? cJSON_IsTrue(set) : !strcmp(lt_config_str(c, "learner.objective"), "grpo");
+}
+
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   memset(tc, 0, sizeof *tc);
   int obj = lt_objective_parse(lt_config_str(c, "learner.objective"));

@@ -64,6 +64,7 @@ struct lt__learner {
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
   int batch, group, dynfilter, max_stale, stale_auto;
+  int critic_returns;       /* the objective trains on R̂ (V(s_T) when truncated), not the raw reward */
   int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
   double grad_mean;         /* running mean of the actor gradient norm (guardrails.grad_spike) */
   int grad_seen;
@@ -229,16 +230,18 @@ static int select_batch(lt__learner_t *l, int flush, int64_t *ids, res_t *r) {
     size_t gi = (size_t)(g - gids);
     if (seen[gi]) continue;
     seen[gi] = 1;
-    int members = 0, complete = rows[i].group_done >= l->group;
+    int members = 0, complete = rows[i].group_done >= l->group, truncated = 0;
     double rmin = INFINITY, rmax = -INFINITY;
     for (int j = i; j < live; j++)
       if (rows[j].group_id == rows[i].group_id) {
         members++;
+        truncated |= rows[j].truncated;
         rmin = fmin(rmin, rows[j].reward);
         rmax = fmax(rmax, rows[j].reward);
       }
     if (!complete && !flush) continue;
-    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9;
+    /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
+    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
     for (int j = i; j < live; j++)
       if (rows[j].group_id == rows[i].group_id) {
         if (zero_var) filt[nf++] = rows[j].task_id;
@@ -590,7 +593,8 @@ int lt__learner_start(lt_daemon_t *d) {
   l->d = d;
   l->batch = (int)lt_config_int(d->cfg, "learner.batch.trajectories");
   l->group = d->group_size;
-  l->dynfilter = lt_config_bool(d->cfg, "scheduler.dynamic_filter");
+  l->dynfilter = lt__dynamic_filter(d->cfg);
+  l->critic_returns = strcmp(lt_config_str(d->cfg, "learner.objective"), "grpo") != 0;
   l->steps_wanted = d->steps;
   l->keep_routing = lt_config_bool(d->cfg, "learner.keep_routing");
   l->keep_sampling_mask = lt_config_bool(d->cfg, "learner.keep_sampling_mask");

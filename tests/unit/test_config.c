@@ -182,3 +182,24 @@ Test(config, grpo_settings_reach_the_trainer) {
   cr_expect_float_eq(tc.loss.clip_hi, 0.1f, 1e-7);
   lt_config_free(&cfg);
 }
+
+/* Zero-variance filtering is on by default only where it helps: GRPO's group
+ * baselines learn nothing from such groups, the critic of MIS-PO/PPO/GSPO
+ * needs them; an explicit setting wins. */
+Test(config, dynamic_filter_defaults_per_objective) {
+  static const struct {
+    const char *set[2];
+    int n, on;
+  } cases[] = {{{"learner.objective=grpo"}, 1, 1},
+               {{"learner.objective=mispo"}, 1, 0},
+               {{"learner.objective=ppo"}, 1, 0},
+               {{"learner.objective=gspo"}, 1, 0},
+               {{"learner.objective=mispo", "scheduler.dynamic_filter=true"}, 2, 1},
+               {{"learner.objective=grpo", "scheduler.dynamic_filter=false"}, 2, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_config_t cfg;
+    cr_assert_eq(load("{}", cases[i].set, cases[i].n, &cfg), 0, "%s", lt_error_msg());
+    cr_expect_eq(lt__dynamic_filter(&cfg), cases[i].on, "case %zu", i);
+    lt_config_free(&cfg);
+  }
+}
