@@ -383,12 +383,14 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
 
 static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
   int k = split(B->nseq, t->cfg.critic_minibatches, w->bounds);
+  int nml = lt_model_moe_layers(&t->critic->cfg), K = t->critic->cfg.topk;
   double loss = 0, gn = 0;
   int rc = 0, toks = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
-    chunk_make(B, 0, 0, w->bounds[j], w->bounds[j + 1], w->starts, &c);
-    c.b.route_ids = NULL;
+    /* Under Keep Routing the values V_φ(s_t) of the pre-pass were computed on the
+     * rollout's experts: the critic trains on the same routing. */
+    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
     c.b.support = NULL;
     lt_fwd_out_t o;
     if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;

@@ -83,16 +83,23 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
   free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
-  free(p->trunc), free(p->no_support), free(p->route);
+  free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->group), free(p->ids), free(p->vmin);
   memset(p, 0, sizeof *p);
 }
 
-void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
+void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
+  p->skip_sampling = p->skip_routing = 0;
+  for (int s = 0; s < p->n; s++) {
+    int ns = keep_sampling_mask && p->no_support[s], nr = keep_routing && p->has_route && p->no_route[s];
+    p->skip_sampling += ns;
+    p->skip_routing += nr;
+    p->skip[s] = ns || nr;
+  }
   *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
                           .support = keep_sampling_mask ? p->support : NULL,
                           .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
-                          .actor_skip = keep_sampling_mask ? p->no_support : NULL,
+                          .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
                           .reward = p->reward, .truncated = p->trunc, .group = p->group};
 }
@@ -147,9 +154,12 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->group = calloc((size_t)n, sizeof(int64_t));
   p->trunc = calloc((size_t)n, 1);
   p->no_support = calloc((size_t)n, 1);
+  p->no_route = calloc((size_t)n, 1);
+  p->skip = calloc((size_t)n, 1);
   p->ids = malloc(sizeof(int64_t) * (size_t)n);
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->ids || !p->vmin)
+  if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
+      !p->vmin)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
   memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
   p->has_route = nml > 0;
@@ -204,8 +214,10 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
           conf += cm / nml;
           nconf++;
         }
-    } else {
-      p->has_route = 0;
+    } else if (R) { /* valid, distinct ids so the forward runs; the sequence is left out of the actor loss */
+      for (size_t i = 0; i < (size_t)T * (size_t)nml; i++)
+        for (int k = 0; k < K; k++) p->route[(size_t)N * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
+      p->no_route[s] = 1;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
     p->trunc[s] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;

@@ -212,6 +212,9 @@ typedef struct {
   float *temp;               /* temperature each token was sampled at */
   uint8_t *mask, *trunc;
   uint8_t *no_support;       /* per trajectory: its sampling sets cannot be reproduced (docs/losses.md) */
+  uint8_t *no_route;         /* per trajectory: no routing records for this model (placeholder ids packed) */
+  uint8_t *skip;             /* per trajectory: left out of the actor loss (lt__packed_batch) */
+  int skip_sampling, skip_routing; /* how many, for each reason */
   uint16_t *route;
   double *reward;
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
@@ -234,7 +237,9 @@ int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (C
 void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step);
 /* c: the run's rollout.* settings, which stand for what a TRAJ did not record. */
 int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n, lt__packed_t *p);
-void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
+/* The batch under the switches; a trajectory that lacks what a switch needs is
+ * left out of the actor loss (counted), not the switch for the whole batch. */
+void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
 
 /* weights.c: checkpoints over HTTP for workers on other hosts */

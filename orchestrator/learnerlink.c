@@ -36,6 +36,7 @@ typedef struct res {
   double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   int stale_max, stale_hist[STALE_BINS], marked_stale, filtered, max_staleness;
   int flushed;              /* RES_SKIP: nothing trainable although no more data will come */
+  int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
   int ndom;
   char dom[8][64];
   double dom_reward[8];
@@ -396,6 +397,8 @@ static int try_step(lt__learner_t *l, int flush) {
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
   lt_train_batch_t b;
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
+  r->skip_sampling = p.skip_sampling;
+  r->skip_routing = p.skip_routing;
   if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
   l->step++;
   int rollback = 0;
@@ -496,7 +499,7 @@ static void emit_step(lt_daemon_t *d, const res_t *r) {
       {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
       {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
-      {"mis/sampling_unknown", s->actor_skipped},
+      {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);

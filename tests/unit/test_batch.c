@@ -24,3 +24,28 @@ Test(batch, steps_train_in_a_seeded_shuffled_order) {
   for (int i = 0; i < N; i++) cr_assert_eq(seen[i], 1, "a permutation");
   cr_assert_gt(moved, N / 2, "not arrival order");
 }
+
+/* A trajectory without routing records (or without its sampling sets) is
+ * left out of the actor loss and counted; the switch stays on for the rest
+ * of the batch. */
+Test(batch, missing_records_mask_one_trajectory_not_the_batch) {
+  int start[4] = {0, 2, 4, 6};
+  uint16_t route[6 * 2];
+  int32_t support[6] = {0};
+  float temp[6] = {1, 1, 1, 1, 1, 1};
+  uint8_t no_support[3] = {0, 1, 0}, no_route[3] = {0, 0, 1}, skip[3];
+  lt__packed_t p = {.n = 3, .start = start, .route = route, .support = support, .temp = temp,
+                    .no_support = no_support, .no_route = no_route, .skip = skip, .has_route = 1};
+  lt_train_batch_t b;
+  lt__packed_batch(&p, 1, 1, &b);
+  cr_assert_eq(b.route_ids, route, "Keep Routing stays on");
+  cr_assert_eq(b.support, support, "Keep Sampling Mask stays on");
+  cr_assert(skip[0] == 0 && skip[1] == 1 && skip[2] == 1);
+  cr_assert_eq(b.actor_skip, skip);
+  cr_assert_eq(p.skip_sampling, 1);
+  cr_assert_eq(p.skip_routing, 1);
+  lt__packed_batch(&p, 0, 0, &b);
+  cr_assert_null(b.route_ids);
+  cr_assert_null(b.support);
+  cr_assert(skip[0] == 0 && skip[1] == 0 && skip[2] == 0, "without the switches nothing is missing");
+}

@@ -186,6 +186,50 @@ Test(learner_trainer, routing_confidence_over_generated_tokens) {
   lt_trainer_free(tr);
 }
 
+static lt_model_t *toy_critic(const lt_model_t *policy) {
+  lt_model_config_t cfg = policy->cfg;
+  cfg.critic = 1;
+  lt_model_t *m;
+  cr_assert_eq(lt_model_create(&cfg, &m), 0);
+  lt_model_init_random(m, 9, 0.3f);
+  return m;
+}
+
+/* ½ mean (V(s_t) − R)² of the critic m on t's batch, with or without routes. */
+static double value_loss_of(lt_model_t *m, toy_t *t, const uint16_t *route) {
+  cr_assert_eq(lt_model_eval_alloc(m, NS * L, L), 0);
+  lt_batch_t b = {.nseq = NS, .start = t->start, .tokens = t->tok, .route_ids = route};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  float adv[NS * L], target[NS * L], dv[NS * L];
+  lt_adv_critic(NS, t->start, t->mask, o.values, t->reward, t->trunc, adv, target, NULL);
+  return lt_value_loss(NS, t->start, t->mask, o.values, target, dv);
+}
+
+/* Under Keep Routing the critic trains on the routing its values were
+ * computed with (the rollout's), not on its own router's choice. */
+Test(learner_trainer, keep_routing_reaches_the_critic) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.actor_opt.lr = c.critic_opt.lr = 0;
+  c.critic_minibatches = 1;
+  lt_model_t *policy = toy_model(3), *critic = toy_critic(policy), *copy = toy_critic(policy);
+  uint16_t route[NS * L * 2 * 2];
+  for (size_t i = 0; i < sizeof route / sizeof route[0]; i++) route[i] = (uint16_t)(2 + i % 2);
+  double pinned = value_loss_of(copy, &t, route), own = value_loss_of(copy, &t, NULL);
+  cr_assert(fabs(pinned - own) > 1e-6, "the pinned routing must change the values for the test to mean anything");
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, policy, critic, NULL, &tr), 0);
+  toy_rollout(&t, lt_trainer_policy(tr));
+  t.b.route_ids = route;
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_float_eq(st.critic_loss, pinned, 1e-6, "critic loss %g: pinned %g, own routing %g", st.critic_loss, pinned, own);
+  lt_model_free(copy);
+  lt_trainer_free(tr);
+}
+
 /* A sequence left out by actor_skip (its sampling set is unknown) does not
  * move the policy, is counted, and still trains the critic. */
 Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
