@@ -78,6 +78,16 @@ static lt_trainer_cfg_t toy_cfg(lt_objective obj) {
   return c;
 }
 
+/* A MIS-PO trainer on the toy bandit, with on-policy rollout logprobs in t. */
+static lt_trainer_t *toy_mispo(toy_t *t) {
+  toy_make(t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  toy_rollout(t, lt_trainer_policy(tr));
+  return tr;
+}
+
 /* log p(5 | prompt 2) − log p(7 | prompt 2) of the trainer's policy. */
 static double preference(lt_trainer_t *tr, toy_t *t) {
   toy_rollout(t, lt_trainer_policy(tr));
@@ -116,11 +126,7 @@ Test(learner_trainer, gspo_moves_toward_reward) { improves(LT_OBJ_GSPO); }
  * the policy does not move. */
 Test(learner_trainer, mispo_masks_far_off_policy_data) {
   toy_t t;
-  toy_make(&t);
-  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
-  lt_trainer_t *tr;
-  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
-  toy_rollout(&t, lt_trainer_policy(tr));
+  lt_trainer_t *tr = toy_mispo(&t);
   for (int i = 0; i < NS * L; i++) t.lp[i] -= 1.0f; /* π_old/π_rollout = e > 2 */
   lt_model_t *p = lt_trainer_policy(tr);
   float *before = malloc(sizeof(float) * p->nparams);
@@ -165,11 +171,7 @@ Test(learner_trainer, ratios_use_the_recorded_temperature) {
  * the rollout's records do (prompt tokens are not the policy's choices). */
 Test(learner_trainer, routing_confidence_over_generated_tokens) {
   toy_t t;
-  toy_make(&t);
-  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
-  lt_trainer_t *tr;
-  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
-  toy_rollout(&t, lt_trainer_policy(tr));
+  lt_trainer_t *tr = toy_mispo(&t);
   lt_model_t *m = lt_trainer_policy(tr);
   lt_batch_t b = {.nseq = NS, .start = t.start, .tokens = t.tok};
   lt_fwd_out_t o;
@@ -234,11 +236,7 @@ Test(learner_trainer, keep_routing_reaches_the_critic) {
  * move the policy, is counted, and still trains the critic. */
 Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
   toy_t t;
-  toy_make(&t);
-  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
-  lt_trainer_t *tr;
-  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
-  toy_rollout(&t, lt_trainer_policy(tr));
+  lt_trainer_t *tr = toy_mispo(&t);
   uint8_t skip[NS];
   memset(skip, 1, sizeof skip);
   t.b.actor_skip = skip;
