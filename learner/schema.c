@@ -13,7 +13,7 @@ const lt_cfg_schema_t lt_model_schema = {"model", "Policy and critic checkpoints
 
 static const lt_cfg_entry_t learner_e[] = {
     {"learner.enabled", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "train; false: only collect trajectories (the run ends when scheduler.max_tasks are done)"},
-    {"learner.objective", LT_CFG_ENUM, "\"mispo\"", LT_CFG_NORANGE, "mispo|ppo|grpo|gspo", "policy objective"},
+    {"learner.objective", LT_CFG_ENUM, "\"mispo\"", LT_CFG_NORANGE, "mispo|ppo|grpo|gspo|tis", "policy objective (docs/losses.md)"},
     {"learner.batch.trajectories", LT_CFG_INT, "64", 1, 1000000, NULL, "eligible trajectories per learner step"},
     {"learner.steps", LT_CFG_INT, "0", 0, BIG, NULL, "learner steps before the run ends (0: until tasks run out)"},
     {"learner.actor_minibatches", LT_CFG_INT, "4", 1, 100000, NULL, "actor mini-batches per step (one epoch)"},
@@ -32,6 +32,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.grpo.std_normalize", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "GRPO: divide advantages by the group's reward std (off as in DeepSeek-V3.2 §3.1; docs/losses.md)"},
     {"learner.grpo.delta", LT_CFG_NUM, "0.1", 0, BIG, NULL, "GRPO off-policy sequence masking δ (DeepSeek-V3.2 eq. 9): a negative-advantage sequence whose mean log(π_rollout/πθ) exceeds δ is masked; 0: off"},
     {"learner.grpo.epsilon", LT_CFG_NUM, "0.2", 0, 1, NULL, "GRPO ratio clip ε: [1−ε, 1+ε]"},
+    {"learner.tis.cap", LT_CFG_NUM, "2", 1, BIG, NULL, "TIS: cap C of the train–rollout weight min(π_old/π_rollout, C)"},
     {"learner.kl_coef", LT_CFG_NUM, "0", 0, BIG, NULL, "unbiased KL to the reference policy (DeepSeek-V3.2 eq. 7); 0: off"},
     {"learner.keep_sampling_mask", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "train under the rollout's top-p/top-k support"},
     {"learner.keep_routing", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "replay the rollout's expert choices in the learner's forward"},

@@ -56,6 +56,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
     tc->loss.traj_lo = (float)jb[0], tc->loss.traj_hi = (float)jb[1];
   }
   tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
+  tc->loss.tis_cap = (float)lt_config_num(c, "learner.tis.cap");
   tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
   tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
   tc->group_std = lt_config_bool(c, "learner.grpo.std_normalize");

@@ -121,6 +121,7 @@ Test(learner_trainer, mispo_moves_toward_reward) { improves(LT_OBJ_MISPO); }
 Test(learner_trainer, ppo_moves_toward_reward) { improves(LT_OBJ_PPO); }
 Test(learner_trainer, grpo_moves_toward_reward) { improves(LT_OBJ_GRPO); }
 Test(learner_trainer, gspo_moves_toward_reward) { improves(LT_OBJ_GSPO); }
+Test(learner_trainer, tis_moves_toward_reward) { improves(LT_OBJ_TIS); }
 
 /* Off-policy data outside the token bounds is masked: nothing is accepted and
  * the policy does not move. */
