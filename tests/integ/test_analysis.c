@@ -254,6 +254,8 @@ Test(analysis, export_streams_both_formats_with_filters, .timeout = 120) {
     static const char *arr[] = {"tokens", "logprobs", "loss_mask", "versions"};
     for (int k = 0; k < 4; k++) cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, arr[k])), T, "%s", arr[k]);
     cr_expect_eq(cJSON_GetObjectItem(o, "consumed_step")->valuedouble, 2);
+    cr_expect_eq(cJSON_GetObjectItem(o, "temperature")->valuedouble, 1, "the sampling temperature is recorded");
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "support_ids")), "smoke samples the whole vocabulary");
     const cJSON *rt = cJSON_GetObjectItem(o, "routing");
     cr_expect(cJSON_IsNull(rt) || cJSON_GetArraySize(cJSON_GetObjectItem(rt, "ids")) ==
                                       T * cJSON_GetObjectItem(rt, "layers")->valueint * cJSON_GetObjectItem(rt, "k")->valueint);
