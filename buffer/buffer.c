@@ -31,7 +31,7 @@ static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, "
     "loss_mask BLOB NOT NULL, versions BLOB NOT NULL, support BLOB, routing_ids BLOB, routing_probs BLOB, "
     "routing_layers INTEGER NOT NULL DEFAULT 0, routing_k INTEGER NOT NULL DEFAULT 0, routing_experts INTEGER NOT NULL "
-    "DEFAULT 0, messages TEXT NOT NULL)",
+    "DEFAULT 0, messages TEXT NOT NULL, support_ids BLOB, temperature REAL)",
     "CREATE TABLE IF NOT EXISTS metrics(step INTEGER NOT NULL, name TEXT NOT NULL, value REAL, time_ms INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS metrics_name ON metrics(name, step)",
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT)",
@@ -62,13 +62,13 @@ static const char *STMTS[S_N] = {
                    "reward_ms, time_ms, eval, eval_round, error) "
                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
     [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id, tokens, logprobs, loss_mask, versions, support, routing_ids, "
-                      "routing_probs, routing_layers, routing_k, routing_experts, messages) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                      "routing_probs, routing_layers, routing_k, routing_experts, messages, support_ids, temperature) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
                    "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error, "
                    "coalesce(consumed_step, -1), truncated FROM trajectories WHERE task_id = ?1",
     [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
-                      "routing_k, routing_experts, messages FROM payloads WHERE task_id = ?1",
+                      "routing_k, routing_experts, messages, support_ids, temperature FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
     [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
                 "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
@@ -81,6 +81,10 @@ static const char *STMTS[S_N] = {
                  "ON CONFLICT(name) DO UPDATE SET host = ?2, slots = ?3, backend = ?4, last_ms = ?5",
     [S_COUNT_STATUS] = "SELECT count(*) FROM trajectories WHERE status = ?1",
 };
+
+static const char *PAYLOAD_GET_V1 =
+    "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, routing_k, "
+    "routing_experts, messages, NULL, NULL FROM payloads WHERE task_id = ?1";
 
 struct lt_buffer {
   sqlite3 *db;
@@ -112,6 +116,26 @@ static int exec(lt_buffer_t *b, const char *sql) {
     return code;
   }
   return 0;
+}
+
+#define LT_STR_(x) #x
+#define LT_STR(x) LT_STR_(x)
+
+/* Schema 1 → 2: each payload records the temperature and the Keep-Sampling-
+ * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
+ * settings apply, docs/buffer.md). */
+static int migrate(lt_buffer_t *b) {
+  sqlite3_stmt *s;
+  int ver = 0;
+  if (sqlite3_prepare_v2(b->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &s, NULL) != SQLITE_OK)
+    return db_err(b, SQLITE_ERROR, "read schema_version");
+  if (sqlite3_step(s) == SQLITE_ROW) ver = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  if (ver != 1) return 0;
+  int rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
+  if (rc == 0) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
+  if (rc == 0) rc = exec(b, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  return rc;
 }
 
 const char *lt_buffer_path(const lt_buffer_t *b) { return b->path; }
@@ -176,7 +200,9 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
       return rc;
     }
     for (size_t i = 0; i < sizeof SCHEMA / sizeof SCHEMA[0] && rc == 0; i++) rc = exec(b, SCHEMA[i]);
-    if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1')");
+    /* A new file is created at the current schema; an older one is migrated. */
+    if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" LT_STR(LT_BUFFER_SCHEMA) "')");
+    if (rc == 0) rc = migrate(b);
     if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'longtail-buffer')");
     if (rc == 0) rc = exec(b, "COMMIT");
     else exec(b, "ROLLBACK");
@@ -210,8 +236,10 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
                         i == S_TRAJ_INS || i == S_PAYLOAD_INS || i == S_TRAJ_MARK || i == S_METRIC || i == S_EVENT ||
                         i == S_CKPT || i == S_WORKER))
       continue;
-    if ((rc = sqlite3_prepare_v3(b->db, STMTS[i], -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL)) != SQLITE_OK) {
-      rc = db_err(b, rc, STMTS[i]);
+    /* A read-only handle cannot migrate a schema-1 file: its payloads lack the sampling columns. */
+    const char *sql = i == S_PAYLOAD_GET && ver < 2 ? PAYLOAD_GET_V1 : STMTS[i];
+    if ((rc = sqlite3_prepare_v3(b->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL)) != SQLITE_OK) {
+      rc = db_err(b, rc, sql);
       lt_buffer_close(b);
       return rc;
     }
@@ -431,13 +459,16 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_
   sqlite3_bind_int(s, 10, t->routing_k);
   sqlite3_bind_int(s, 11, t->routing_experts);
   bind_text(s, 12, t->messages ? t->messages : "[]");
+  bind_blob(s, 13, t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
+  if (t->temperature >= 0) sqlite3_bind_double(s, 14, t->temperature);
+  else sqlite3_bind_null(s, 14);
   return run(b, S_PAYLOAD_INS);
 }
 
 void lt_buffer_traj_free(lt_traj_rec_t *t) {
   void *owned[] = {t->domain,   t->outcome,  t->finish,    t->reason,   t->error,    t->components,
                    t->messages, t->tokens,   t->logprobs,  t->loss_mask, t->versions, t->support,
-                   t->routing_ids, t->routing_probs};
+                   t->routing_ids, t->routing_probs, t->support_ids};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
   memset(t, 0, sizeof *t);
 }
@@ -520,6 +551,11 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
             col_blob(s, 4, T * 4, (void **)&t->support) || col_blob(s, 5, R * 2, (void **)&t->routing_ids) ||
             col_blob(s, 6, R * 4, (void **)&t->routing_probs) || !t->tokens || !t->logprobs || !t->loss_mask ||
             !t->versions;
+  size_t nids = 0;
+  for (size_t i = 0; t->support && i < T; i++) nids += t->support[i] > 0 ? (size_t)t->support[i] : 0;
+  bad = bad || (sqlite3_column_type(s, 11) != SQLITE_NULL && col_blob(s, 11, nids * 4, (void **)&t->support_ids));
+  t->nsupport_ids = t->support_ids ? (int)nids : 0;
+  t->temperature = sqlite3_column_type(s, 12) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, 12);
   /* The messages are read only when asked for: packing a batch does not need them. */
   if (what == LT_LOAD_ALL && !(t->messages = col_dup(s, 10))) bad = 1;
   sqlite3_reset(s);

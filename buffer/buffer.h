@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define LT_BUFFER_SCHEMA 1
+#define LT_BUFFER_SCHEMA 2 /* 2: payloads.support_ids, payloads.temperature (docs/buffer.md) */
 
 typedef struct lt_buffer lt_buffer_t;
 
@@ -109,6 +109,9 @@ typedef struct {
   uint8_t *loss_mask;
   int32_t *versions;
   int32_t *support;    /* NULL when not recorded */
+  int nsupport_ids;     /* Σ support */
+  int32_t *support_ids; /* [nsupport_ids] or NULL: each token's kept set, in token order (Keep Sampling Mask) */
+  double temperature;   /* the temperature the tokens were sampled at; < 0: not recorded */
   int routing_layers, routing_k, routing_experts;
   uint16_t *routing_ids; /* NULL when not recorded */
   float *routing_probs;

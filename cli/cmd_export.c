@@ -164,6 +164,11 @@ static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_
   lt_buf_puts(b, ",\"support\":");
   if (t->support) lt_json_i32_array(b, t->support, t->ntokens);
   else lt_buf_puts(b, "null");
+  lt_buf_puts(b, ",\"support_ids\":");
+  if (t->support_ids) lt_json_i32_array(b, t->support_ids, t->nsupport_ids);
+  else lt_buf_puts(b, "null");
+  if (t->temperature >= 0) lt_buf_printf(b, ",\"temperature\":%.9g", t->temperature);
+  else lt_buf_puts(b, ",\"temperature\":null");
   lt_buf_puts(b, ",\"routing\":");
   size_t R = (size_t)t->ntokens * (size_t)t->routing_layers * (size_t)t->routing_k;
   if (R && t->routing_ids && t->routing_probs) {

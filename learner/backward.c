@@ -10,29 +10,43 @@
 /* dL/dhf from the policy head: recomputes each chunk's logits and softmax. */
 static void policy_head_backward(lt_model_t *m, lt_acts_t *a, const float *dlogprobs, float *dhf) {
   const lt_model_config_t *c = &m->cfg;
+  const lt_batch_t *b = &m->last;
   int N = a->N, D = c->hidden, V = c->vocab;
+  size_t off = 0; /* as in the forward's policy_head */
   for (int r0 = 0; r0 < N; r0 += LT_HEAD_CHUNK) {
     int n = N - r0 < LT_HEAD_CHUNK ? N - r0 : LT_HEAD_CHUNK;
     int any = 0;
     for (int i = 0; i < n; i++) any |= !a->last[r0 + i] && dlogprobs[r0 + i + 1] != 0.0f;
-    if (!any) continue;
+    if (!any) {
+      if (b->support)
+        for (int i = 0; i < n; i++) off += (size_t)b->support[r0 + i];
+      continue;
+    }
     float *lg = a->head_scratch;
     const float *h = a->hf + (size_t)r0 * D;
     lt_linear_forward(lg, h, m->w.head, n, D, V);
     for (int i = 0; i < n; i++) {
       int r = r0 + i;
+      if (b->support) off += (size_t)b->support[r];
       float *z = lg + (size_t)i * V;
       float g = a->last[r] ? 0.0f : dlogprobs[r + 1];
       if (g == 0.0f) {
         memset(z, 0, sizeof(float) * V);
         continue;
       }
-      /* d logp(t) / d z_j = 1[j = t] − softmax_j, the softmax over the kept
-       * logits (all of them, or the keep-sampling-mask set) */
-      float lse = a->head_lse[r], thr = a->head_thr[r];
-      int t = a->tok[r + 1];
-      for (int j = 0; j < V; j++) z[j] = z[j] >= thr || j == t ? -g * expf(z[j] - lse) : 0.0f;
-      z[t] += g;
+      /* logp(t) = z_t/T − lse(z/T) over the kept set (all logits, or the
+       * Keep-Sampling-Mask ids):  d logp(t) / d z_j = (1[j = t] − p_j) / T. */
+      float lse = a->head_lse[r], it = 1.0f / lt__head_temperature(b, r + 1), gt = g * it;
+      int t = a->tok[r + 1], s = b->support ? b->support[r + 1] : 0;
+      if (s > 0) {
+        const int32_t *ids = b->support_ids + off;
+        lt__head_mark(a->head_sel, ids, s, t, 1.0f);
+        for (int j = 0; j < V; j++) z[j] = a->head_sel[j] != 0.0f ? -gt * expf(z[j] * it - lse) : 0.0f;
+        lt__head_mark(a->head_sel, ids, s, t, 0.0f);
+      } else {
+        for (int j = 0; j < V; j++) z[j] = -gt * expf(z[j] * it - lse);
+      }
+      z[t] += gt;
     }
     lt_linear_backward(dhf + (size_t)r0 * D, m->g.head, lg, h, m->w.head, n, D, V);
   }

@@ -32,6 +32,7 @@ struct lt_session {
   float *next;     /* [V] logits for the next position, valid when has_next */
   int has_next;
   lt_rng_t rng;
+  int32_t *support_ids; /* [V] set of the last sampled token */
 };
 
 static int cmp_desc(const void *a, const void *b) {
@@ -57,7 +58,7 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
   if (p->temperature <= 0) { /* greedy */
     out->token = arg;
     out->logprob = (float)(-lse);
-    out->support = 1;
+    out->support = 0;
     return;
   }
   int topk = p->top_k > 0 && p->top_k < V ? p->top_k : V;
@@ -73,7 +74,7 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
         break;
       }
     }
-    support = V;
+    support = 0;
   } else {
     /* (probability, id) pairs sorted by probability: top-k, then top-p on the renormalised rest. */
     float *pr = scratch;
@@ -107,10 +108,19 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
       }
     }
     memcpy(&tok, &pr[2 * pick + 1], sizeof tok);
+    /* The probability it was drawn with is the truncated, renormalised one
+     * (seed 002 §3.1, Keep Sampling Mask); the ids let the learner rebuild
+     * exactly this set instead of re-deriving it from its own logits. */
+    if (support == V) support = 0; /* nothing was cut */
+    else lse += log(kept);
   }
   out->token = tok;
   out->logprob = (float)((logits[tok] - mx) / T - lse);
   out->support = support;
+}
+
+void lt_sample_support_ids(const float *scratch, int support, int32_t *ids) {
+  for (int i = 0; i < support; i++) memcpy(&ids[i], &scratch[2 * i + 1], sizeof(int32_t));
 }
 
 int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **out) {
@@ -203,7 +213,8 @@ int lt_session_open(lt_engine_t *e, lt_session_t **out) {
   s->k = calloc((size_t)c->layers, sizeof *s->k);
   s->v = calloc((size_t)c->layers, sizeof *s->v);
   s->next = malloc(sizeof(float) * (size_t)c->vocab);
-  int ok = s->k && s->v && s->next;
+  s->support_ids = malloc(sizeof(int32_t) * (size_t)c->vocab);
+  int ok = s->k && s->v && s->next && s->support_ids;
   for (int l = 0; l < c->layers && ok; l++) ok = (s->k[l] = malloc(sizeof(float) * kv)) && (s->v[l] = malloc(sizeof(float) * kv));
   lt_rng_seed(&s->rng, 0);
   e->open++;
@@ -226,11 +237,14 @@ void lt_session_close(lt_session_t *s) {
   free(s->k);
   free(s->v);
   free(s->next);
+  free(s->support_ids);
   s->e->open--;
   free(s);
 }
 
 void lt_session_seed(lt_session_t *s, uint64_t seed) { lt_rng_seed(&s->rng, seed); }
+
+const int32_t *lt_session_support_ids(const lt_session_t *s) { return s->support_ids; }
 
 int lt_session_len(const lt_session_t *s) { return s->len; }
 
@@ -266,6 +280,7 @@ int lt_engine_decode(lt_engine_t *e, lt_session_t *const *ss, int n, const lt_sa
   for (int i = 0; i < n; i++) {
     lt_session_t *s = ss[i];
     lt_sample_logits(s->next, V, params, &s->rng, e->scratch, &out[i]);
+    lt_sample_support_ids(e->scratch, out[i].support, s->support_ids);
     size_t ro = (size_t)i * nml * K;
     e->segs[i] = (lt_segment_t){.tokens = &out[i].token, .n = 1, .pos0 = s->len, .k = s->k, .v = s->v,
                                 .route_out_ids = rids && nml ? rids + ro : NULL,

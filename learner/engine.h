@@ -42,15 +42,21 @@ typedef struct {
 /* One sampled token and what the learner needs to know about it. */
 typedef struct {
   int32_t token;
-  float logprob;       /* log p(token) under softmax(logits / temperature), before top-p/top-k (greedy: T = 1) */
-  int32_t support;     /* number of tokens in the top-p/top-k set it was drawn from */
+  float logprob;       /* log p(token) under the distribution it was drawn from: softmax(logits / T)
+                          renormalised over the top-p/top-k set (docs/losses.md); greedy: the full softmax at T = 1 */
+  int32_t support;     /* size of the top-p/top-k set it was drawn from; 0: the whole vocabulary */
   float entropy;       /* entropy of softmax(logits / temperature) */
 } lt_sample_t;
 
 /* Samples one token from logits[V] (the engine's sampler, exported so every
- * backend draws identically).  scratch: 2·V floats. */
+ * backend draws identically).  scratch: 2·V floats; when out->support > 0 it
+ * holds the set afterwards (lt_sample_support_ids reads it). */
 void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng_t *rng, float *scratch,
                       lt_sample_t *out);
+
+/* The token ids of the set the last lt_sample_logits on scratch drew from:
+ * ids[0 .. out->support). */
+void lt_sample_support_ids(const float *scratch, int support, int32_t *ids);
 
 /* Loads config.json + model.safetensors (+ tokenizer if present). */
 int lt_engine_load(const char *model_dir, const lt_engine_opts_t *opts, lt_engine_t **out);
@@ -67,6 +73,9 @@ int lt_session_open(lt_engine_t *e, lt_session_t **out);
 void lt_session_close(lt_session_t *s);
 /* Seeds the session's sampling stream (deterministic per seed). */
 void lt_session_seed(lt_session_t *s, uint64_t seed);
+/* The Keep-Sampling-Mask set of the session's last sampled token (its
+ * lt_sample_t.support ids; valid until the session's next decode). */
+const int32_t *lt_session_support_ids(const lt_session_t *s);
 /* Tokens in the session's KV cache. */
 int lt_session_len(const lt_session_t *s);
 

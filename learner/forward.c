@@ -41,7 +41,7 @@ void lt_acts_free(lt_acts_t *a) {
     for (int l = 0; il[i][l]; l++) free(il[i][l]);
     free(il[i]);
   }
-  void *flat[] = {a->hf, a->rf, a->logprobs, a->entropy, a->values, a->head_lse, a->head_thr, a->route_conf, a->pos, a->tok,
+  void *flat[] = {a->hf, a->rf, a->logprobs, a->entropy, a->values, a->head_lse, a->route_conf, a->pos, a->tok,
                   a->last, a->attn_scratch, a->head_scratch, a->head_sel, a->act, a->xe, a->rlogits, a->dres, a->dx2, a->dh,
                   a->dq, a->datt, a->dk, a->dkp, a->dv, a->dg, a->du, a->dact, a->dy, a->dxe, a->dw};
   for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) free(flat[i]);
@@ -107,7 +107,6 @@ int lt_acts_create(const lt_model_config_t *c, int max_tokens, int max_seq, int 
   AL(entropy, N);
   AL(values, N);
   AL(head_lse, N);
-  AL(head_thr, N);
   AL(route_conf, N);
   AL(pos, N);
   AL(tok, N);
@@ -304,70 +303,75 @@ void lt_model_zero_grad(lt_model_t *m) {
   if (m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
 }
 
-/* The s-th largest of v[0..n) (quickselect on a copy in tmp). */
-static float kth_largest(const float *v, int n, int s, float *tmp) {
-  memcpy(tmp, v, sizeof(float) * (size_t)n);
-  int lo = 0, hi = n - 1, k = s - 1;
-  while (lo < hi) {
-    float pivot = tmp[(lo + hi) / 2];
-    int i = lo, j = hi;
-    while (i <= j) {
-      while (tmp[i] > pivot) i++;
-      while (tmp[j] < pivot) j--;
-      if (i <= j) {
-        float t = tmp[i];
-        tmp[i++] = tmp[j];
-        tmp[j--] = t;
-      }
-    }
-    if (k <= j) hi = j;
-    else if (k >= i) lo = i;
-    else break;
-  }
-  return tmp[k];
+float lt__head_temperature(const lt_batch_t *b, int i) {
+  float T = b->temperature ? b->temperature[i] : 1.0f;
+  return T > 0 && isfinite(T) ? T : 1.0f;
 }
 
-/* logprobs and entropy of each next token, in chunks of rows so logits never
- * exceed [LT_HEAD_CHUNK, V].  With a sampling support s for the next token,
- * its logprob is taken over the s largest logits and the token itself (which
- * the learner may rank lower than the rollout did). */
-static void policy_head(lt_model_t *m, lt_acts_t *a, const int32_t *support) {
+void lt__head_mark(float *mark, const int32_t *ids, int n, int32_t target, float v) {
+  for (int i = 0; i < n; i++) mark[ids[i]] = v;
+  mark[target] = v;
+}
+
+/* logprobs and entropy of each next token under softmax(z / T), in chunks of
+ * rows so logits never exceed [LT_HEAD_CHUNK, V].  With a Keep-Sampling-Mask
+ * set for the next token, its logprob is renormalised over exactly the ids the
+ * rollout kept (plus the token itself) — docs/losses.md. */
+static void policy_head(lt_model_t *m, lt_acts_t *a, const lt_batch_t *b) {
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, V = c->vocab;
+  size_t off = 0; /* ids of the tokens before the current row's target */
   for (int r0 = 0; r0 < N; r0 += LT_HEAD_CHUNK) {
     int n = N - r0 < LT_HEAD_CHUNK ? N - r0 : LT_HEAD_CHUNK;
     float *lg = a->head_scratch;
     lt_linear_forward(lg, a->hf + (size_t)r0 * D, m->w.head, n, D, V);
     for (int i = 0; i < n; i++) {
       int r = r0 + i;
-      a->head_thr[r] = -INFINITY;
+      if (b->support) off += (size_t)b->support[r];
       if (a->last[r]) continue;
       const float *z = lg + (size_t)i * V;
       int target = a->tok[r + 1];
+      double it = 1.0 / lt__head_temperature(b, r + 1);
       float mx = z[0];
       for (int j = 1; j < V; j++)
         if (z[j] > mx) mx = z[j];
       double sum = 0, ez = 0;
       for (int j = 0; j < V; j++) {
-        double e = exp((double)z[j] - mx);
+        double u = ((double)z[j] - mx) * it, e = exp(u);
         sum += e;
-        ez += e * z[j];
+        ez += e * u;
       }
-      double lse = mx + log(sum);
-      a->entropy[r + 1] = (float)(lse - ez / sum);
-      int s = support ? support[r + 1] : 0;
-      if (s > 0 && s < V) {
-        float thr = kth_largest(z, V, s, a->head_sel);
+      double lse = mx * it + log(sum);
+      a->entropy[r + 1] = (float)(log(sum) - ez / sum);
+      int s = b->support ? b->support[r + 1] : 0;
+      if (s > 0) {
+        const int32_t *ids = b->support_ids + off;
+        lt__head_mark(a->head_sel, ids, s, target, 1.0f);
         double ks = 0;
         for (int j = 0; j < V; j++)
-          if (z[j] >= thr || j == target) ks += exp((double)z[j] - mx);
-        lse = mx + log(ks);
-        a->head_thr[r] = thr;
+          if (a->head_sel[j] != 0.0f) ks += exp(((double)z[j] - mx) * it);
+        lt__head_mark(a->head_sel, ids, s, target, 0.0f);
+        lse = mx * it + log(ks);
       }
       a->head_lse[r] = (float)lse;
-      a->logprobs[r + 1] = (float)(z[target] - lse);
+      a->logprobs[r + 1] = (float)(z[target] * it - lse);
     }
   }
+}
+
+/* Refuses Keep-Sampling-Mask ids outside the vocabulary (they index arrays). */
+static int check_support(const lt_batch_t *b, int N, int V) {
+  if (!b->support) return 0;
+  size_t k = 0;
+  for (int i = 0; i < N; i++) {
+    if (b->support[i] < 0) return lt_error_set(LT_ERANGE, "forward: negative sampling support at token %d", i);
+    if (b->support[i] > 0 && !b->support_ids)
+      return lt_error_set(LT_EINVAL, "forward: token %d has a sampling support but the batch has no support ids", i);
+    for (int j = 0; j < b->support[i]; j++, k++)
+      if (b->support_ids[k] < 0 || b->support_ids[k] >= V)
+        return lt_error_set(LT_ERANGE, "forward: support id %d of token %d outside [0, %d)", b->support_ids[k], i, V);
+  }
+  return 0;
 }
 
 int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
@@ -385,6 +389,7 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
   }
   int rc = lt_model_forward_segments(m, a, segs, b->nseq, NULL);
   if (segs != segs_stack) free(segs);
+  if (rc == 0 && !m->cfg.critic) rc = check_support(b, a->N, m->cfg.vocab);
   if (rc < 0) return rc;
   int N = a->N, D = m->cfg.hidden;
   for (int s = 0; s < b->nseq; s++) {
@@ -399,7 +404,7 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
       a->values[r] = v;
     }
   } else {
-    policy_head(m, a, b->support);
+    policy_head(m, a, b);
   }
   m->last = *b;
   double conf = 0;
@@ -408,6 +413,7 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out) {
   out->entropy = a->entropy;
   out->values = a->values;
   out->routing_confidence = nml ? conf / ((double)N * nml) : -1.0;
+  out->route_conf = nml ? a->route_conf : NULL;
   return 0;
 }
 

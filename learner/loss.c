@@ -9,12 +9,12 @@
  * exactly on a bound may land 1e-7 outside it in log space. */
 #define BOUND_SLACK 1e-6
 
-static const char *names[] = {"mispo", "ppo", "grpo", "gspo"};
+static const char *names[LT_OBJ_N] = {"mispo", "ppo", "grpo", "gspo", "tis"};
 
-const char *lt_objective_name(lt_objective o) { return (unsigned)o < 4 ? names[o] : "?"; }
+const char *lt_objective_name(lt_objective o) { return (unsigned)o < LT_OBJ_N ? names[o] : "?"; }
 
 int lt_objective_parse(const char *s) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < LT_OBJ_N; i++)
     if (strcmp(s, names[i]) == 0) return i;
   return -1;
 }
@@ -28,6 +28,7 @@ void lt_loss_cfg_default(lt_loss_cfg_t *c, lt_objective obj) {
   c->traj_hi = 1.001f;
   c->clip_lo = c->clip_hi = obj == LT_OBJ_GSPO ? 1e-4f : 0.2f;
   c->delta = obj == LT_OBJ_GRPO ? 0.1f : 0.0f;
+  c->tis_cap = 2.0f;
 }
 
 static int in_bounds(double logx, float lo, float hi) {
@@ -91,7 +92,8 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       sum_logr += (double)in->logp[t] - old[t];
       sum_div += (double)in->logp_rollout[t] - in->logp[t];
       mism += fabs(logx);
-      klr += exp(-logx) - 1 + logx; /* k3 estimate of KL(π_rollout ‖ π_old) from rollout samples */
+      /* k3 of KL(π_rollout ‖ π_old) on rollout samples, x = π_old/π_rollout (docs/losses.md) */
+      klr += exp(logx) - 1 - logx;
     }
     if (!T) continue;
     double w = token_weight(cfg, ntok, nseq_tok, T);
@@ -129,6 +131,15 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
           gspo_grad += -w * d / T; /* r_seq depends on every token of the sequence */
           kept = !clipped;
         }
+        break;
+      case LT_OBJ_TIS: /* truncated importance sampling on the train–rollout ratio (docs/losses.md) */
+        d = exp(logx) < cfg->tis_cap ? exp(logx) : cfg->tis_cap;
+        clipped = exp(logx) > cfg->tis_cap;
+        loss -= w * d * in->logp[t] * A;
+        g = -w * d * A;
+        kept = 1;
+        break;
+      case LT_OBJ_N:
         break;
       }
       clipped_n += clipped;
@@ -177,8 +188,10 @@ int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, floa
     int traj_ok = cfg->obj != LT_OBJ_MISPO || in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
     for (int t = a; t < b; t++) {
       if (!in->mask[t]) continue;
-      int tok_ok = cfg->obj != LT_OBJ_MISPO || in_bounds((double)old[t] - in->logp_rollout[t], cfg->tok_lo, cfg->tok_hi);
-      weight[t] = traj_ok && tok_ok ? (float)w : 0.0f;
+      double x = exp((double)old[t] - in->logp_rollout[t]);
+      int tok_ok = cfg->obj != LT_OBJ_MISPO || in_bounds(log(x), cfg->tok_lo, cfg->tok_hi);
+      double tis = cfg->obj == LT_OBJ_TIS ? (x < cfg->tis_cap ? x : cfg->tis_cap) : 1.0;
+      weight[t] = traj_ok && tok_ok ? (float)(w * tis) : 0.0f;
     }
   }
   return 0;

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-typedef enum { LT_OBJ_MISPO = 0, LT_OBJ_PPO, LT_OBJ_GRPO, LT_OBJ_GSPO } lt_objective;
+typedef enum { LT_OBJ_MISPO = 0, LT_OBJ_PPO, LT_OBJ_GRPO, LT_OBJ_GSPO, LT_OBJ_TIS, LT_OBJ_N } lt_objective;
 
 typedef struct {
   lt_objective obj;
@@ -16,11 +16,12 @@ typedef struct {
   float clip_lo, clip_hi; /* ratio clip: PPO/GRPO [1−ε, 1+ε] with ε = 0.2; GSPO ε = 1e-4 */
   float delta;            /* GRPO off-policy sequence masking threshold (seed 002 eq. 9); ≤ 0: off */
   float kl_coef;          /* unbiased KL to the reference policy (seed 002 eq. 7); 0: off */
+  float tis_cap;          /* TIS: the train–rollout weight min(x_t, C) (seed 001 App. D.2.4); default 2 */
 } lt_loss_cfg_t;
 
 /* Defaults of the objective: the seeds' hyper-parameters. */
 void lt_loss_cfg_default(lt_loss_cfg_t *cfg, lt_objective obj);
-int lt_objective_parse(const char *s); /* "mispo"|"ppo"|"grpo"|"gspo", -1 if unknown */
+int lt_objective_parse(const char *s); /* "mispo"|"ppo"|"grpo"|"gspo"|"tis", -1 if unknown */
 const char *lt_objective_name(lt_objective o);
 
 typedef struct {
@@ -43,7 +44,7 @@ typedef struct {
   int trajs_kept;      /* ... whose trajectory mask passes */
   double mismatch;     /* mean |log x_t| = mean |log π_old − log π_rollout| over loss tokens */
   double kl_rollout;   /* mean (x_t − 1 − log x_t): KL(π_rollout ‖ π_old) estimate (k3) */
-  double clip_frac;    /* fraction of loss tokens whose clipped term was active */
+  double clip_frac;    /* fraction of loss tokens whose clipped term was active (TIS: whose weight was capped) */
   double kl_ref;       /* mean unbiased KL to the reference (when kl_coef > 0) */
 } lt_loss_stats_t;
 
@@ -54,7 +55,7 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
 
 /* Per-token weights of the token-local objectives, so that a fused kernel can
  * finish the loss row by row: MIS-PO 1/tokens where both MIS masks pass (else
- * 0), PPO 1/tokens, GRPO 1/(sequences · T); 0 off the loss mask.  weight[N].
+ * 0), TIS min(x_t, C)/tokens, PPO 1/tokens, GRPO 1/(sequences · T); 0 off the loss mask.  weight[N].
  * GSPO, δ-masked GRPO and the reference KL need the whole sequence's log πθ
  * first: LT_EUNSUPP. */
 int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight);

@@ -96,7 +96,6 @@ typedef struct {
   float **y;                 /* expert outputs [N*k, D] in routed order */
   float *hf, *rf;            /* final norm output [N, D], rstd [N] */
   float *logprobs, *entropy, *values, *head_lse; /* [N] */
-  float *head_thr;           /* [N] keep-sampling-mask logit threshold of each row (-inf: full softmax) */
   float *route_conf;         /* [N] top-k mass summed over MoE layers */
   int *pos;                  /* [N] position of each token */
   int32_t *tok;              /* [N] token ids */
@@ -104,7 +103,7 @@ typedef struct {
   /* scratch */
   float *attn_scratch;       /* [LT_ATT_SCRATCH(max_seq)] */
   float *head_scratch;       /* [LT_HEAD_CHUNK, V] */
-  float *head_sel;           /* [V] selection scratch of the keep-sampling mask */
+  float *head_sel;           /* [V] keep-sampling-mask scratch (set membership, gradients) */
   float *act;                /* [N, I] SwiGLU output */
   float *xe;                 /* [N*k, D] gathered expert inputs */
   float *rlogits;            /* [N, E] router logits / their gradient */
@@ -122,10 +121,16 @@ typedef struct {
   /* Keep Routing: expert ids to use instead of the router's top-k,
    * [N][moe_layers][topk] in MoE-layer order; NULL: route normally. */
   const uint16_t *route_ids;
-  /* Keep Sampling Mask: per token, the size of the top-k/top-p set the rollout
-   * sampled it from; the policy's logprob is then taken under its own top-s
-   * logits (plus the token itself).  NULL or 0: the full softmax. */
+  /* Keep Sampling Mask (docs/losses.md): per token, the size of the top-p/top-k
+   * set the rollout sampled it from (0: the whole vocabulary), and the sets'
+   * token ids concatenated in token order (support[i] ids for token i).  The
+   * logprob is then taken under the softmax renormalised over exactly that
+   * set (plus the token itself).  NULL: the full softmax. */
   const int32_t *support;
+  const int32_t *support_ids;
+  /* Per token, the temperature T it was sampled at: logprobs and entropy are
+   * those of softmax(z / T).  NULL, or T ≤ 0 (greedy): T = 1. */
+  const float *temperature;
 } lt_batch_t;
 
 typedef struct {
@@ -165,6 +170,7 @@ typedef struct {
   const float *entropy;    /* entropy of the distribution that predicted token i; 0 at starts */
   const float *values;     /* critic: V(state after tokens[..i]) at every position */
   double routing_confidence; /* mean over tokens and MoE layers of the top-k mass; -1 for dense */
+  const float *route_conf;   /* [N] each token's top-k mass summed over MoE layers; NULL for dense */
 } lt_fwd_out_t;
 
 /* ---- configuration (learner/model_config.c) ---- */
@@ -218,6 +224,11 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out);
  * or dL/dvalues[N] (critic), for the batch of the last forward. */
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues);
 void lt_model_zero_grad(lt_model_t *m);
+/* Shared by forward.c and backward.c: the temperature token i of b was
+ * sampled at (1 when unknown or greedy), and the marking of a Keep-Sampling-
+ * Mask set — ids[0..n) plus target — with v in mark[V]. */
+float lt__head_temperature(const lt_batch_t *b, int i);
+void lt__head_mark(float *mark, const int32_t *ids, int n, int32_t target, float v);
 /* FLOPs of one forward over n tokens whose sequences have the given lengths. */
 double lt_model_forward_flops(const lt_model_config_t *cfg, const lt_batch_t *b);
 

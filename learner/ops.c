@@ -174,28 +174,34 @@ void lt_softmax_row(float *x, int n) {
   for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+/* The k largest of probs[E] (partial selection: k is small; ties go to the lower index). */
+static void router_topk(const float *probs, int E, int k, uint16_t *ids) {
+  for (int s = 0; s < k; s++) {
+    int best = -1;
+    for (int e = 0; e < E; e++) {
+      int taken = 0;
+      for (int t = 0; t < s; t++) taken |= ids[t] == e;
+      if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+    }
+    ids[s] = (uint16_t)best;
+  }
+}
+
 float lt_router_forward(float *probs, uint16_t *ids, float *weights, const float *logits, int E, int k, int norm_topk,
                         const uint16_t *forced_ids) {
   memcpy(probs, logits, sizeof(float) * (size_t)E);
   lt_softmax_row(probs, E);
-  if (forced_ids) {
-    memcpy(ids, forced_ids, sizeof(uint16_t) * (size_t)k);
-  } else {
-    /* Partial selection: k is small. Ties go to the lower index. */
-    for (int s = 0; s < k; s++) {
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int taken = 0;
-        for (int t = 0; t < s; t++) taken |= ids[t] == e;
-        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
-      }
-      ids[s] = (uint16_t)best;
-    }
-  }
+  if (forced_ids) memcpy(ids, forced_ids, sizeof(uint16_t) * (size_t)k);
+  else router_topk(probs, E, k, ids);
   float mass = 0;
   for (int s = 0; s < k; s++) mass += probs[ids[s]];
   for (int s = 0; s < k; s++) weights[s] = norm_topk ? probs[ids[s]] / mass : probs[ids[s]];
-  return mass;
+  if (!forced_ids) return mass;
+  uint16_t own[256]; /* num_experts_per_tok ≤ 256 (model_config.c) */
+  router_topk(probs, E, k, own);
+  float conf = 0;
+  for (int s = 0; s < k; s++) conf += probs[own[s]];
+  return conf;
 }
 
 void lt_router_backward(float *dlogits, const float *probs, const uint16_t *ids, const float *dweights, int E, int k,

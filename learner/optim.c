@@ -63,6 +63,7 @@ void lt_optim_free(lt_optim_t *o) {
 }
 
 double lt_optim_lr(const lt_optim_cfg_t *c, int64_t step) {
+  if (c->use_clock) step = c->clock;
   if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / c->warmup;
   if (c->total <= 0) return c->lr;
   double p = (double)(step - c->warmup) / (double)c->total;

@@ -24,6 +24,12 @@ typedef struct {
   int freeze_router;   /* router weights get no update */
   float muon_momentum; /* 0.95 */
   int muon_steps;      /* Newton–Schulz iterations (5) */
+  /* Where the warm-up/decay schedule stands.  0: at the update count; 1: at
+   * `clock`, which the trainer sets to its learner steps so that warm-up
+   * counts steps as the reports' schedules do, however many mini-batch
+   * updates a step makes (docs/config.md). */
+  int use_clock;
+  int64_t clock;
 } lt_optim_cfg_t;
 
 typedef struct {
@@ -38,7 +44,7 @@ typedef struct {
 void lt_optim_cfg_default(lt_optim_cfg_t *c, lt_opt_kind kind);
 int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t **out);
 void lt_optim_free(lt_optim_t *o);
-/* The learning rate of update number `step` (0-based). */
+/* The learning rate of update number `step` (0-based; c->clock instead when c->use_clock). */
 double lt_optim_lr(const lt_optim_cfg_t *c, int64_t step);
 /* Clips m->grads to the global norm, updates m->params; *gnorm receives the
  * norm before clipping.  Returns the learning rate used. */

@@ -159,6 +159,8 @@ static void zero_grad(lt_trainer_t *t, int i) {
 /* One optimizer update of model i; returns the learning rate used. */
 static double optim_step(lt_trainer_t *t, int i, double *gnorm) {
   lt_optim_t *o = optim_at(t, i);
+  o->cfg.use_clock = 1; /* warm-up counts learner steps, not mini-batch updates */
+  o->cfg.clock = t->steps;
 #ifdef LT_HAVE_CUDA
   if (t->gm[i]) {
     double lr = 0;
@@ -198,9 +200,13 @@ static void chunk_make(const lt_train_batch_t *B, int nml, int K, int s0, int s1
   for (int s = s0; s <= s1; s++) starts[s - s0] = B->start[s] - c->t0;
   for (int s = s0; s < s1; s++)
     if (B->start[s + 1] - B->start[s] > c->maxlen) c->maxlen = B->start[s + 1] - B->start[s];
+  size_t ids = 0; /* support ids of the tokens before the chunk */
+  for (int i = 0; B->support && i < c->t0; i++) ids += (size_t)B->support[i];
   c->b = (lt_batch_t){.nseq = s1 - s0, .start = starts, .tokens = B->tokens + c->t0,
                       .route_ids = B->route_ids ? B->route_ids + (size_t)c->t0 * nml * K : NULL,
-                      .support = B->support ? B->support + c->t0 : NULL};
+                      .support = B->support ? B->support + c->t0 : NULL,
+                      .support_ids = B->support && B->support_ids ? B->support_ids + ids : NULL,
+                      .temperature = B->temperature ? B->temperature + c->t0 : NULL};
 }
 
 /* Splits nseq sequences into k near-equal contiguous chunks: chunk j is
@@ -223,6 +229,7 @@ typedef struct {
   int N, *bounds, *starts;
   float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
   double *rhat, *gadv;
+  uint8_t *amask; /* [N] the actor's loss mask: B->mask without the actor_skip sequences */
 } work_t;
 
 static void work_free(work_t *w) {
@@ -237,6 +244,7 @@ static void work_free(work_t *w) {
   free(w->entropy);
   free(w->rhat);
   free(w->gadv);
+  free(w->amask);
 }
 
 static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
@@ -254,7 +262,8 @@ static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
   w->entropy = malloc(sizeof(float) * N);
   w->rhat = calloc((size_t)B->nseq, sizeof(double));
   w->gadv = calloc((size_t)B->nseq, sizeof(double));
-  if (!w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
+  w->amask = malloc(N ? N : 1);
+  if (!w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
       !w->entropy || !w->rhat || !w->gadv) {
     work_free(w);
     return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
@@ -274,7 +283,7 @@ static int check_batch(const lt_train_batch_t *B) {
 static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, double *route_conf) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
   double conf = 0;
-  int rc = 0;
+  int rc = 0, nconf = 0;
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
     chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
@@ -282,7 +291,9 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
     if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = forward(t, 0, &c.b, &o)) < 0) break;
     memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
-    conf += o.routing_confidence * c.n;
+    /* Over the generated tokens, as the rollout's records are averaged (docs/losses.md). */
+    for (int i = 0; o.route_conf && i < c.n; i++)
+      if (B->mask[c.t0 + i]) conf += o.route_conf[i] / nml, nconf++;
     if (t->ref) {
       if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = forward(t, 2, &c.b, &o)) < 0) break;
       memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
@@ -294,7 +305,7 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
       memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
     }
   }
-  *route_conf = nml ? conf / w->N : -1.0;
+  *route_conf = nml ? (nconf ? conf / nconf : 0) : -1.0;
   return rc;
 }
 
@@ -329,6 +340,17 @@ static void acc_finish(const acc_t *a, lt_step_stats_t *st) {
   st->kl_ref = a->klref / dt;
 }
 
+/* The actor's loss mask; returns the sequences actor_skip leaves out. */
+static int actor_mask(const lt_train_batch_t *B, uint8_t *amask) {
+  int skipped = 0;
+  for (int s = 0; s < B->nseq; s++) {
+    int skip = B->actor_skip && B->actor_skip[s];
+    skipped += skip;
+    for (int i = B->start[s]; i < B->start[s + 1]; i++) amask[i] = skip ? 0 : B->mask[i];
+  }
+  return skipped;
+}
+
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
   double gn = 0;
@@ -342,7 +364,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
-                       .adv = w->adv + c.t0, .mask = B->mask + c.t0};
+                       .adv = w->adv + c.t0, .mask = w->amask + c.t0};
     lt_loss_stats_t ls;
     float *dl = w->dbuf + c.t0;
     if ((rc = lt_loss_compute(&t->cfg.loss, &in, dl, &ls)) < 0) return rc;
@@ -361,12 +383,14 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
 
 static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
   int k = split(B->nseq, t->cfg.critic_minibatches, w->bounds);
+  int nml = lt_model_moe_layers(&t->critic->cfg), K = t->critic->cfg.topk;
   double loss = 0, gn = 0;
   int rc = 0, toks = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
-    chunk_make(B, 0, 0, w->bounds[j], w->bounds[j + 1], w->starts, &c);
-    c.b.route_ids = NULL;
+    /* Under Keep Routing the values V_φ(s_t) of the pre-pass were computed on the
+     * rollout's experts: the critic trains on the same routing. */
+    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
     c.b.support = NULL;
     lt_fwd_out_t o;
     if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;
@@ -412,6 +436,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   st->value_mean = ntok ? vsum / ntok : 0;
   st->tokens = N;
   st->trajectories = B->nseq;
+  st->actor_skipped = actor_mask(B, w->amask);
   /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
   if (t->critic) {
     lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, w->adv, w->target, w->rhat);
@@ -457,7 +482,7 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
     /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
-                       .adv = w.adv + c.t0, .mask = B->mask + c.t0};
+                       .adv = w.adv + c.t0, .mask = w.amask + c.t0};
     lt_loss_stats_t ls;
     if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
   }
@@ -508,6 +533,8 @@ int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   int rc = lt_fs_mkdirs(dir, 0755);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(t->policy, p, LT_MODEL_SHARD_BYTES);
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
+  /* The KL reference is not the policy a resume starts from: it travels with the state. */
+  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(t->ref, p);
   if (rc == 0 && t->critic) {
     if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save_sharded(t->critic, p, LT_MODEL_SHARD_BYTES);
     if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_save(t->critic_opt, p);
@@ -541,6 +568,11 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   lt_trainer_scale_lr(t, l->valuedouble);
   cJSON_Delete(j);
   if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_load_weights(t->policy, p);
+  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
+    if (lt_fs_is_dir(p)) rc = lt_model_load_weights(t->ref, p);
+    else lt_log(LT_LOG_WARN, "learner", "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
+                "reference stays the model it was created with", dir);
+  }
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(t->actor_opt, p);
   if (rc == 0 && t->critic) {
     if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(t->critic, p);

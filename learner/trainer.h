@@ -34,7 +34,11 @@ typedef struct {
   const int32_t *tokens;     /* [N] */
   const float *logp_rollout; /* [N] */
   const uint8_t *mask;       /* [N] */
-  const int32_t *support;    /* [N] or NULL */
+  const int32_t *support;    /* [N] Keep Sampling Mask set sizes (lt_batch_t), or NULL: full softmax */
+  const int32_t *support_ids;/* the sets' ids, support[i] for token i, in token order */
+  const float *temperature;  /* [N] temperature each token was sampled at, or NULL: 1 */
+  const uint8_t *actor_skip; /* [nseq] or NULL: 1 leaves the sequence out of the actor loss (its sampling
+                                distribution cannot be reproduced); the critic still trains on it */
   const uint16_t *route_ids; /* [N][moe_layers][topk] or NULL */
   const double *reward;      /* [nseq] */
   const uint8_t *truncated;  /* [nseq] */
@@ -52,6 +56,7 @@ typedef struct {
   double value_mean, return_mean, adv_mean, adv_std;
   double lr, critic_lr;
   int tokens, trajectories;
+  int actor_skipped;                /* sequences actor_skip left out of the actor loss */
 } lt_step_stats_t;
 
 /* policy: the trainer takes ownership; critic may be NULL (initialised from

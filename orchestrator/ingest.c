@@ -27,7 +27,8 @@ int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r) {
                        .has_reward = t->has_reward, .reward = t->reward, .turns = t->turns, .eval = t->eval,
                        .gen_ms = t->gen_ms, .env_ms = t->env_ms, .reward_ms = t->reward_ms, .ntokens = t->ntokens,
                        .tokens = t->tokens, .logprobs = t->logprobs, .loss_mask = t->loss_mask,
-                       .versions = t->versions, .support = t->support, .routing_layers = t->routing_layers,
+                       .versions = t->versions, .support = t->support, .nsupport_ids = t->nsupport_ids,
+                       .support_ids = t->support_ids, .temperature = t->temperature, .routing_layers = t->routing_layers,
                        .routing_k = t->routing_k, .routing_experts = t->routing_experts,
                        .routing_ids = t->routing_ids, .routing_probs = t->routing_probs};
   r->components = cJSON_PrintUnformatted(t->components);

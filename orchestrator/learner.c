@@ -148,6 +148,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
       {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
       {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
+      {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);

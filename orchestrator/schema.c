@@ -56,7 +56,7 @@ static const lt_cfg_entry_t scheduler_e[] = {
     {"scheduler.group_size", LT_CFG_INT, "8", 1, 4096, NULL, "samples per prompt (group id) "},
     {"scheduler.max_tasks", LT_CFG_INT, "0", 0, BIG, NULL, "stop dispatching after this many training tasks (0: unbounded)"},
     {"scheduler.queue_depth", LT_CFG_INT, "0", 0, BIG, NULL, "tasks kept ahead of the learner (0: 2 × batch)"},
-    {"scheduler.dynamic_filter", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "drop groups whose rewards have zero variance (counted)"},
+    {"scheduler.dynamic_filter", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "drop groups whose rewards have zero variance (counted); unset: on for grpo (group baselines), off for the actor-critic objectives, whose critic needs the all-correct and all-wrong groups (docs/losses.md)"},
     {"scheduler.domain_ratios", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "domain name → sampling weight"},
     {"scheduler.domain_ratios.*", LT_CFG_NUM, NULL, 0, BIG, NULL, "sampling weight of a domain"},
     {"scheduler.on_shutdown", LT_CFG_ENUM, "\"drain\"", LT_CFG_NORANGE, "drain|abort", "on SIGINT/SIGTERM: let in-flight tasks finish (up to drain_s), or abort them"},

@@ -199,7 +199,7 @@ static int copy_frame(const fspec_t *s, void **out) {
   return 0;
 }
 
-enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_N };
+enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_SUPPORT_IDS, F_N };
 
 static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) {
   int rc, v;
@@ -241,7 +241,7 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
       [F_TOKENS] = {"tokens", "i32", 4, NULL, 0},     [F_LOGPROBS] = {"logprobs", "f32", 4, NULL, 0},
       [F_MASK] = {"loss_mask", "u8", 1, NULL, 0},     [F_VERSIONS] = {"versions", "i32", 4, NULL, 0},
       [F_SUPPORT] = {"support", "i32", 4, NULL, 0},   [F_RIDS] = {"routing_ids", "u16", 2, NULL, 0},
-      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0}};
+      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0},   [F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0}};
   if ((rc = bind_frames(d, frames, n, sp, F_N))) return rc;
   for (int k = F_TOKENS; k <= F_VERSIONS; k++)
     if (!sp[k].frame) return BAD(d, "TRAJ: frame '%s' missing", sp[k].name);
@@ -264,6 +264,11 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   } else if (sp[F_RIDS].frame || sp[F_RPROBS].frame) {
     return BAD(d, "TRAJ: routing frames without routing_layers");
   }
+  if ((rc = number(d, "temperature", 0, 100, 0, -1, &t->temperature))) return rc;
+  if (sp[F_SUPPORT_IDS].frame && !sp[F_SUPPORT].frame) return BAD(d, "TRAJ: frame 'support_ids' without 'support'");
+  if (sp[F_SUPPORT_IDS].count > (size_t)INT32_MAX) return BAD(d, "TRAJ.support_ids: too many entries");
+  t->nsupport_ids = (int)sp[F_SUPPORT_IDS].count;
+  if ((rc = copy_frame(&sp[F_SUPPORT_IDS], (void **)&t->support_ids))) return rc;
   if ((rc = copy_frame(&sp[F_TOKENS], (void **)&t->tokens)) || (rc = copy_frame(&sp[F_LOGPROBS], (void **)&t->logprobs)) ||
       (rc = copy_frame(&sp[F_MASK], (void **)&t->loss_mask)) || (rc = copy_frame(&sp[F_VERSIONS], (void **)&t->versions)) ||
       (rc = copy_frame(&sp[F_SUPPORT], (void **)&t->support)) || (rc = copy_frame(&sp[F_RIDS], (void **)&t->routing_ids)) ||
@@ -277,6 +282,14 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
     if (t->versions[i] < -1) return BAD(d, "TRAJ.versions[%zu]: expected ≥ -1", i);
     if (t->loss_mask[i] && t->versions[i] < 0) return BAD(d, "TRAJ.versions[%zu]: generated token without a version", i);
     if (t->support && t->support[i] < 0) return BAD(d, "TRAJ.support[%zu]: negative", i);
+  }
+  if (t->support_ids) { /* the sets must tile the ids frame exactly */
+    size_t sum = 0;
+    for (size_t i = 0; i < T; i++) sum += (size_t)t->support[i];
+    if (sum != (size_t)t->nsupport_ids)
+      return BAD(d, "TRAJ.support_ids: %d entries, the support sizes add up to %zu", t->nsupport_ids, sum);
+    for (int i = 0; i < t->nsupport_ids; i++)
+      if (t->support_ids[i] < 0) return BAD(d, "TRAJ.support_ids[%d]: negative token id", i);
   }
   size_t r = T * (size_t)t->routing_layers * (size_t)t->routing_k;
   for (size_t i = 0; i < r; i++) {

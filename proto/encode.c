@@ -166,6 +166,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     frame(e, "loss_mask", "u8", 1, x->loss_mask, t);
     frame(e, "versions", "i32", 4, x->versions, t);
     frame(e, "support", "i32", 4, x->support, t);
+    if (x->temperature >= 0) num(e, "temperature", x->temperature);
     if (x->routing_layers > 0) {
       num(e, "routing_layers", x->routing_layers);
       num(e, "routing_k", x->routing_k);
@@ -174,6 +175,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
       frame(e, "routing_ids", "u16", 2, x->routing_ids, r);
       frame(e, "routing_probs", "f32", 4, x->routing_probs, r);
     }
+    if (x->support) frame(e, "support_ids", "i32", 4, x->support_ids, (size_t)x->nsupport_ids);
     break;
   }
   case LT_MSG_ACK: {

@@ -42,6 +42,7 @@ void lt_traj_free(lt_traj_t *t) {
   free(t->loss_mask);
   free(t->versions);
   free(t->support);
+  free(t->support_ids);
   free(t->routing_ids);
   free(t->routing_probs);
   memset(t, 0, sizeof *t);

@@ -127,7 +127,10 @@ typedef struct {
   float *logprobs;     /* [ntokens] rollout logprob of generated tokens, 0 elsewhere */
   uint8_t *loss_mask;  /* [ntokens] 1 where the policy generated the token */
   int32_t *versions;   /* [ntokens] policy version per generated token, -1 elsewhere */
-  int32_t *support;    /* [ntokens] or NULL: sampling support size per generated token */
+  double temperature;  /* the temperature the tokens were sampled at; < 0: not sent (the TASK's applies) */
+  int32_t *support;    /* [ntokens] or NULL: size of the top-p/top-k set each token was drawn from, 0: whole vocabulary */
+  int nsupport_ids;    /* Σ support */
+  int32_t *support_ids;/* [nsupport_ids] or NULL: the sets' token ids, support[i] of them for token i, in token order */
   int routing_layers;  /* MoE layers recorded (0: no routing frames) */
   int routing_k;       /* experts per token */
   int routing_experts; /* experts per layer (ids are < this) */

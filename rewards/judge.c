@@ -464,6 +464,7 @@ int lt__judge_score(lt__judge_t *j, lt__reward_type type, const lt__reward_cfg_t
   if (flag) { /* zero, with the reason as a component: fabricated or inconsistent answers earn nothing */
     cJSON_AddNumberToObject(r->res.components, flag[0] == 'p' ? "genrm_zeroed_pattern" : "genrm_zeroed_language", 1);
     r->res.reward = 0;
+    r->res.zeroed = 1;
     finish(r, 0, NULL);
   } else if (j->inflight < j->max_inflight) {
     r->holding = 1;

@@ -29,6 +29,7 @@ typedef struct {
   cJSON *components;        /* object: component name → number; owned by the result */
   int attempts;             /* calls made (1 for local verifiers) */
   char *error;              /* detail when status != 0 */
+  int zeroed;               /* a rule zeroed it (GenRM zero patterns, language): shaping leaves it at 0 */
 } lt_reward_result_t;
 
 /* Called on the loop thread; the callee takes ownership of res's fields. */

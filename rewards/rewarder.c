@@ -140,7 +140,7 @@ static void deliver(uv_timer_t *t) { complete(t->data); }
 /* No value on failure, never a made-up reward; shaping on success. */
 static void settle(lt_rewarder_t *r, const lt_reward_case_t *k, job_t *j) {
   if (j->res.status == 0) {
-    if (k) lt__reward_shape(&r->cfg, k, &j->res);
+    if (k && !j->res.zeroed) lt__reward_shape(&r->cfg, k, &j->res);
     return;
   }
   cJSON_Delete(j->res.components);

@@ -21,6 +21,8 @@ struct lt_agent {
   /* the trajectory so far */
   int n, cap, R;
   int32_t *tokens, *versions, *support;
+  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
+  size_t nsids, sids_cap;
   float *logprobs;
   uint8_t *mask;
   uint16_t *rids;
@@ -342,6 +344,7 @@ static void mark(lt_agent_t *a, const char *kind) {
  * counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
   a->n = 0;
+  a->nsids = 0;
   a->nappend = 0;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
@@ -482,6 +485,23 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
   finish(a);
 }
 
+/* Appends the turn's sampling sets to the trajectory's. */
+static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
+  size_t n = 0;
+  for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
+  if (!n) return 0;
+  if (a->nsids + n > a->sids_cap) {
+    size_t cap = a->sids_cap ? 2 * a->sids_cap : 1024;
+    while (cap < a->nsids + n) cap *= 2;
+    int32_t *p = realloc(a->sids, sizeof *p * cap);
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    a->sids = p, a->sids_cap = cap;
+  }
+  memcpy(a->sids + a->nsids, t->support_ids, sizeof *a->sids * n);
+  a->nsids += n;
+  return 0;
+}
+
 static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
   lt_agent_t *a = ud;
   a->t_gen += lt_time_mono_s() - a->t0;
@@ -489,6 +509,7 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   a->nappend = 0;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
   if (rc == 0) rc = grow(a, t->n);
+  if (rc == 0) rc = push_support_ids(a, t);
   if (rc < 0) {
     set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
     finish(a);
@@ -642,7 +663,7 @@ static void release(lt_agent_t *a) {
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
-  free(a->tokens), free(a->versions), free(a->support), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
+  free(a->tokens), free(a->versions), free(a->support), free(a->sids), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -679,10 +700,17 @@ static void deliver(lt_agent_t *a) {
   t->logprobs = a->logprobs, a->logprobs = NULL;
   t->loss_mask = a->mask, a->mask = NULL;
   t->versions = a->versions, a->versions = NULL;
-  t->support = a->support, a->support = NULL;
+  lt_backend_info_t bi;
+  lt_backend_info(a->ctx->backend, &bi);
+  /* What it sampled with; a server that truncates out of sight sends no
+   * support, so the TASK's settings apply (docs/protocol.md). */
+  t->temperature = a->task.eval ? 0.0 : a->task.temperature;
+  if (bi.support_known) {
+    t->support = a->support, a->support = NULL;
+    t->support_ids = a->sids, a->sids = NULL;
+    t->nsupport_ids = (int)a->nsids;
+  }
   if (a->R && a->n) {
-    lt_backend_info_t bi;
-    lt_backend_info(a->ctx->backend, &bi);
     t->routing_layers = bi.routing_layers;
     t->routing_k = bi.routing_k;
     t->routing_experts = bi.routing_experts;

@@ -12,8 +12,20 @@
 
 #define MAX_BATCH 256
 
-int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const uint16_t *rids, const float *rprobs) {
+int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const int32_t *support_ids,
+                 const uint16_t *rids, const float *rprobs) {
   int R = g->b->info.routing_layers * g->b->info.routing_k;
+  if (support > 0) {
+    if (g->nsids + (size_t)support > g->sids_cap) {
+      size_t cap = g->sids_cap ? 2 * g->sids_cap : 1024;
+      while (cap < g->nsids + (size_t)support) cap *= 2;
+      int32_t *n = realloc(g->sids, sizeof *n * cap);
+      if (!n) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+      g->sids = n, g->sids_cap = cap;
+    }
+    memcpy(g->sids + g->nsids, support_ids, sizeof *g->sids * (size_t)support);
+    g->nsids += (size_t)support;
+  }
   if (g->n == g->cap) {
     int cap = g->cap ? 2 * g->cap : 64;
     int32_t *t = realloc(g->tokens, sizeof *t * (size_t)cap);
@@ -55,7 +67,7 @@ static void unlink_gen(lt_gen_t *g) {
 
 static void gen_free(lt_gen_t *g) {
   g->b->impl->close(g);
-  free(g->append), free(g->tokens), free(g->logprobs), free(g->support), free(g->versions);
+  free(g->append), free(g->tokens), free(g->logprobs), free(g->support), free(g->sids), free(g->versions);
   free(g->rids), free(g->rprobs), free(g->pre_rids), free(g->pre_rprobs);
   free(g);
 }
@@ -63,7 +75,8 @@ static void gen_free(lt_gen_t *g) {
 /* Ends g's turn and calls its callback (which may close g or other sessions). */
 static void complete(lt_gen_t *g, int err, const char *msg) {
   g->state = LT_GEN_IDLE;
-  lt_turn_t t = {.n = g->n, .tokens = g->tokens, .logprobs = g->logprobs, .support = g->support, .versions = g->versions,
+  lt_turn_t t = {.n = g->n, .tokens = g->tokens, .logprobs = g->logprobs, .support = g->support, .support_ids = g->sids,
+                 .versions = g->versions,
                  .routing_ids = g->rids, .routing_probs = g->rprobs, .stopped = g->stopped, .error = err, .error_msg = msg};
   lt_prefill_routing_t pre = {g->pre_rids, g->pre_rprobs};
   g->cb(g, &t, &pre, g->ud);
@@ -274,6 +287,7 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->cb = cb;
   g->ud = ud;
   g->n = 0;
+  g->nsids = 0;
   g->stopped = 0;
   g->error = 0;
   g->error_msg[0] = 0;

@@ -20,7 +20,8 @@ typedef struct {
   int n;
   const int32_t *tokens;
   const float *logprobs;
-  const int32_t *support;
+  const int32_t *support;    /* size of each token's top-p/top-k set, 0: the whole vocabulary */
+  const int32_t *support_ids;/* the sets' ids, support[i] of them for token i (Keep Sampling Mask) */
   const int32_t *versions;   /* policy version that produced each token */
   const uint16_t *routing_ids; /* [n][layers][k] or NULL */
   const float *routing_probs;
@@ -62,6 +63,8 @@ typedef struct {
   int routing_layers, routing_k, routing_experts;
   int max_context;
   int64_t version;           /* weights version in use */
+  int support_known;         /* 1: each token's exact sampling set is recorded; 0: the server truncates
+                                where it cannot be seen (openai), so the TRAJ carries no support */
 } lt_backend_info_t;
 
 int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t **out);
@@ -98,6 +101,8 @@ struct lt_gen {
   /* this turn's output */
   int n, cap;
   int32_t *tokens, *support, *versions;
+  int32_t *sids;           /* support ids of this turn's tokens */
+  size_t nsids, sids_cap;
   float *logprobs;
   uint16_t *rids, *pre_rids;
   float *rprobs, *pre_rprobs;
@@ -142,7 +147,8 @@ struct lt_backend {
 void lt__backend_wake(lt_backend_t *b);
 
 /* Appends one generated token to g's turn output (grows the arrays). */
-int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const uint16_t *rids, const float *rprobs);
+int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const int32_t *support_ids,
+                 const uint16_t *rids, const float *rprobs);
 
 extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted, lt__backend_openai;
 

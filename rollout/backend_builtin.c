@@ -19,6 +19,7 @@ static int b_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   b->info.routing_k = info.topk;
   b->info.routing_experts = info.experts;
   b->info.max_context = info.max_context;
+  b->info.support_known = 1;
   return 0;
 }
 
@@ -60,8 +61,8 @@ static int b_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
   for (int i = 0; i < n; i++) ss[i] = gens[i]->impl;
   int rc = lt_engine_decode(b->state, ss, n, &gens[0]->sp, out, rids, rprobs);
   for (int i = 0; i < n && rc == 0; i++)
-    rc = lt__gen_push(gens[i], out[i].token, out[i].logprob, out[i].support, R ? rids + i * R : NULL,
-                      R ? rprobs + i * R : NULL);
+    rc = lt__gen_push(gens[i], out[i].token, out[i].logprob, out[i].support, lt_session_support_ids(ss[i]),
+                      R ? rids + i * R : NULL, R ? rprobs + i * R : NULL);
   free(rids);
   free(rprobs);
   return rc;

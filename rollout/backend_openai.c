@@ -131,7 +131,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
                         cJSON_IsString(t) ? t->valuestring : "?");
       break;
     }
-    if ((rc = lt__gen_push(g, id, cJSON_IsNumber(l) ? (float)l->valuedouble : 0.f, 0, NULL, NULL)) < 0) break;
+    if ((rc = lt__gen_push(g, id, cJSON_IsNumber(l) ? (float)l->valuedouble : 0.f, 0, NULL, NULL, NULL)) < 0) break;
     if ((rc = lt_ids_push(&ss->ctx, &ss->n, &ss->cap, id)) < 0) break;
     got++;
   }

@@ -37,6 +37,7 @@ static int s_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   b->state = s;
   b->info.max_context = o->max_context > 0 ? o->max_context : 4096;
   b->info.vocab = lt_tokenizer_vocab(b->own_tok);
+  b->info.support_known = 1;
   return 0;
 }
 
@@ -78,7 +79,7 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
     for (;;) {
       int left = s->target - g->n, alen = (int)strlen(answer);
       int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
-      int rc = lt__gen_push(g, tok, -0.5f, 8, NULL, NULL);
+      int rc = lt__gen_push(g, tok, -0.5f, 0, NULL, NULL, NULL);
       if (rc < 0) return rc;
       if (c->o.token_us > 0 || tok == stop || g->n >= g->max_new) break;
     }

@@ -8,6 +8,7 @@
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 static int bounds(const lt_config_t *c, const char *path, double out[2]) {
   const cJSON *a = lt_config_get(c, path);
@@ -24,18 +25,24 @@ static int bounds(const lt_config_t *c, const char *path, double out[2]) {
 int lt__learner_cuda(const lt_config_t *c, int muon) {
   const char *dev = lt_config_str(c, "learner.device");
   int gpus = lt_device_cuda_count(), ksm = lt_config_bool(c, "learner.keep_sampling_mask");
+  /* The GPU head is softmax(z): tokens sampled at another temperature are scored on the CPU. */
+  const char *cpu_only = ksm ? "learner.keep_sampling_mask" : muon ? "learner.optimizer \"muon\""
+                         : lt_config_num(c, "rollout.temperature") != 1.0 ? "rollout.temperature other than 1" : NULL;
   if (!strcmp(dev, "cuda")) {
     if (!gpus)
       return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
                           lt_device_cuda_built() ? "machine has no usable GPU" : "build has no CUDA learner");
-    if (ksm || muon)
-      return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)",
-                          ksm ? "learner.keep_sampling_mask" : "learner.optimizer \"muon\"");
+    if (cpu_only) return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
     return 1;
   }
   if (strcmp(dev, "auto") || !gpus) return 0;
-  if (ksm || muon) lt_log(LT_LOG_INFO, "learner", "a GPU is present, but %s runs on the CPU learner", ksm ? "keep_sampling_mask" : "muon");
-  return !ksm && !muon;
+  if (cpu_only) lt_log(LT_LOG_INFO, "learner", "a GPU is present, but %s runs on the CPU learner", cpu_only);
+  return !cpu_only;
+}
+
+int lt__dynamic_filter(const lt_config_t *c) {
+  const cJSON *set = lt_config_get(c, "scheduler.dynamic_filter");
+  return set ? cJSON_IsTrue(set) : !strcmp(lt_config_str(c, "learner.objective"), "grpo");
 }
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
@@ -49,9 +56,14 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
     tc->loss.traj_lo = (float)jb[0], tc->loss.traj_hi = (float)jb[1];
   }
   tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
+  tc->loss.tis_cap = (float)lt_config_num(c, "learner.tis.cap");
   tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
   tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
-  tc->group_std = 1;
+  tc->group_std = lt_config_bool(c, "learner.grpo.std_normalize");
+  if (obj == LT_OBJ_GRPO) {
+    tc->loss.delta = (float)lt_config_num(c, "learner.grpo.delta");
+    tc->loss.clip_lo = tc->loss.clip_hi = (float)lt_config_num(c, "learner.grpo.epsilon");
+  }
   tc->threads = (int)lt_config_int(c, "learner.threads");
   lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
   tc->actor_opt.lr = (float)lt_config_num(c, "learner.lr");
@@ -71,19 +83,70 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->tokens), free(p->support), free(p->logp), free(p->mask), free(p->trunc), free(p->route);
+  free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->group), free(p->ids), free(p->vmin);
   memset(p, 0, sizeof *p);
 }
 
-void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
+void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
+  p->skip_sampling = p->skip_routing = 0;
+  for (int s = 0; s < p->n; s++) {
+    int ns = keep_sampling_mask && p->no_support[s], nr = keep_routing && p->has_route && p->no_route[s];
+    p->skip_sampling += ns;
+    p->skip_routing += nr;
+    p->skip[s] = ns || nr;
+  }
   *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
-                          .support = keep_sampling_mask && p->has_support ? p->support : NULL,
+                          .support = keep_sampling_mask ? p->support : NULL,
+                          .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
+                          .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
                           .reward = p->reward, .truncated = p->trunc, .group = p->group};
 }
 
-int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p) {
+static int cmp_id(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step) {
+  qsort(ids, (size_t)n, sizeof *ids, cmp_id);
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix(seed, (uint64_t)step));
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)lt_rng_below(&r, (uint64_t)i + 1);
+    int64_t x = ids[i];
+    ids[i] = ids[j], ids[j] = x;
+  }
+}
+
+/* Copies the first T tokens' sampling sets of t into p at token N; 1 when t's
+ * sets can be reproduced exactly: recorded with their ids (or all full), or
+ * not recorded while the TASK sampled from the whole vocabulary. */
+static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int N, int T, int vocab, int task_truncates) {
+  memset(p->support + N, 0, sizeof(int32_t) * (size_t)T);
+  if (!t->support) return !task_truncates;
+  size_t k = 0;
+  for (int i = 0; i < T; i++) k += (size_t)t->support[i];
+  if (k == 0) return 1;
+  if (!t->support_ids || k > (size_t)t->nsupport_ids) return 0;
+  for (size_t i = 0; i < k; i++)
+    if (t->support_ids[i] < 0 || t->support_ids[i] >= vocab) return 0;
+  if (p->nsids + k > p->sids_cap) {
+    size_t cap = (p->nsids + k) * 2;
+    int32_t *a = realloc(p->sids, sizeof(int32_t) * cap);
+    if (!a) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+    p->sids = a, p->sids_cap = cap;
+  }
+  memcpy(p->sids + p->nsids, t->support_ids, sizeof(int32_t) * k);
+  memcpy(p->support + N, t->support, sizeof(int32_t) * (size_t)T);
+  p->nsids += k;
+  return 1;
+}
+
+int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n,
+                   lt__packed_t *p) {
   int nml = lt_model_moe_layers(&pol->cfg), K = pol->cfg.topk, R = nml * K;
   memset(p, 0, sizeof *p);
   p->n = n;
@@ -91,13 +154,18 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   p->reward = calloc((size_t)n, sizeof(double));
   p->group = calloc((size_t)n, sizeof(int64_t));
   p->trunc = calloc((size_t)n, 1);
+  p->no_support = calloc((size_t)n, 1);
+  p->no_route = calloc((size_t)n, 1);
+  p->skip = calloc((size_t)n, 1);
   p->ids = malloc(sizeof(int64_t) * (size_t)n);
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->ids || !p->vmin)
+  if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
+      !p->vmin)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
   memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
-  p->has_support = 1;
   p->has_route = nml > 0;
+  double task_temp = lt_config_num(c, "rollout.temperature");
+  int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
   double conf = 0, rsum = 0;
   int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
@@ -113,9 +181,11 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       if (a) p->tokens = a;
       int32_t *b = a ? realloc(p->support, sizeof(int32_t) * (size_t)cap) : NULL;
       if (b) p->support = b;
-      float *c = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
-      if (c) p->logp = c;
-      uint8_t *mm = c ? realloc(p->mask, (size_t)cap) : NULL;
+      float *lp = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
+      if (lp) p->logp = lp;
+      float *tp = lp ? realloc(p->temp, sizeof(float) * (size_t)cap) : NULL;
+      if (tp) p->temp = tp;
+      uint8_t *mm = tp ? realloc(p->mask, (size_t)cap) : NULL;
       if (mm) p->mask = mm;
       uint16_t *ro = mm && R ? realloc(p->route, sizeof(uint16_t) * (size_t)cap * (size_t)R) : NULL;
       if (ro) p->route = ro;
@@ -127,19 +197,28 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
     memcpy(p->tokens + N, t.tokens, sizeof(int32_t) * (size_t)T);
     memcpy(p->logp + N, t.logprobs, sizeof(float) * (size_t)T);
     memcpy(p->mask + N, t.loss_mask, (size_t)T);
-    if (t.support) memcpy(p->support + N, t.support, sizeof(int32_t) * (size_t)T);
-    else p->has_support = 0;
+    /* A TRAJ that did not say stands for the TASK's settings (docs/protocol.md). */
+    float temp = (float)(t.temperature >= 0 ? t.temperature : task_temp);
+    for (int i = 0; i < T; i++) p->temp[N + i] = temp;
+    if ((rc = pack_support(p, &t, N, T, pol->cfg.vocab, task_truncates)) < 0) {
+      lt_buffer_traj_free(&t);
+      break;
+    }
+    p->no_support[s] = rc == 0;
+    rc = 0;
     if (R && t.routing_ids && t.routing_layers == nml && t.routing_k == K) {
       memcpy(p->route + (size_t)N * R, t.routing_ids, sizeof(uint16_t) * (size_t)T * (size_t)R);
       for (int i = 0; i < T; i++)
         if (t.loss_mask[i]) {
-          double c = 0;
-          for (int k = 0; k < R; k++) c += t.routing_probs[(size_t)i * R + k];
-          conf += c / nml;
+          double cm = 0;
+          for (int k = 0; k < R; k++) cm += t.routing_probs[(size_t)i * R + k];
+          conf += cm / nml;
           nconf++;
         }
-    } else {
-      p->has_route = 0;
+    } else if (R) { /* valid, distinct ids so the forward runs; the sequence is left out of the actor loss */
+      for (size_t i = 0; i < (size_t)T * (size_t)nml; i++)
+        for (int k = 0; k < K; k++) p->route[(size_t)N * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
+      p->no_route[s] = 1;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
     p->trunc[s] = t.truncated || T < t.ntokens;

@@ -9,12 +9,19 @@ typedef struct {
   int n, cap;
   int *start;                /* [n + 1] */
   int32_t *tokens, *support;
+  int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */
+  size_t nsids, sids_cap;
   float *logp;               /* rollout logprobs */
+  float *temp;               /* temperature each token was sampled at */
   uint8_t *mask, *trunc;
+  uint8_t *no_support;       /* per trajectory: its sampling sets cannot be reproduced (docs/losses.md) */
+  uint8_t *no_route;         /* per trajectory: no routing records for this model (placeholder ids packed) */
+  uint8_t *skip;             /* per trajectory: left out of the actor loss (lt__packed_batch) */
+  int skip_sampling, skip_routing; /* how many, for each reason */
   uint16_t *route;
   double *reward;
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
-  int has_support, has_route;
+  int has_route;
   /* what the rows say */
   double reward_mean, trunc_rate, route_rollout, gen_tokens;
   int ndom;
@@ -23,9 +30,19 @@ typedef struct {
 } lt__packed_t;
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
+/* scheduler.dynamic_filter, or its default for learner.objective. */
+int lt__dynamic_filter(const lt_config_t *c);
 int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
-int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p);
-void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
+/* The order a step trains its trajectories in, so that its contiguous actor
+ * and critic mini-batches are random draws, not arrival order: the set
+ * sorted, then shuffled from (seed, step).  The learner and replay call it
+ * alike, so replay sees the step's very mini-batches. */
+void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step);
+/* c: the run's rollout.* settings, which stand for what a TRAJ did not record. */
+int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n, lt__packed_t *p);
+/* The batch under the switches; a trajectory that lacks what a switch needs is
+ * left out of the actor loss (counted), not the switch for the whole batch. */
+void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
 
 #endif

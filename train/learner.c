@@ -39,6 +39,8 @@ struct lt_train {
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
   int batch, group, dynfilter, max_stale, stale_auto;
+  int critic_returns;       /* the objective trains on R̂ (V(s_T) when truncated), not the raw reward */
+  uint64_t seed;            /* run.seed: each step's mini-batch order */
   int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
   int64_t ckpt_every;
   int ckpt_keep;
@@ -194,7 +196,9 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   snprintf(l->run_dir, sizeof l->run_dir, "%s", o->run_dir);
   l->batch = (int)lt_config_int(c, "learner.batch.trajectories");
   l->group = o->group_size;
-  l->dynfilter = lt_config_bool(c, "scheduler.dynamic_filter");
+  l->dynfilter = lt__dynamic_filter(c);
+  l->critic_returns = strcmp(lt_config_str(c, "learner.objective"), "grpo") != 0;
+  l->seed = (uint64_t)lt_config_int(c, "run.seed");
   l->steps_wanted = o->steps;
   l->keep_routing = lt_config_bool(c, "learner.keep_routing");
   l->keep_sampling_mask = lt_config_bool(c, "learner.keep_sampling_mask");
@@ -303,16 +307,18 @@ static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_
     size_t gi = (size_t)(g - gids);
     if (seen[gi]) continue;
     seen[gi] = 1;
-    int members = 0, complete = rows[i].group_done >= l->group;
+    int members = 0, complete = rows[i].group_done >= l->group, truncated = 0;
     double rmin = INFINITY, rmax = -INFINITY;
     for (int j = i; j < live; j++)
       if (rows[j].group_id == rows[i].group_id) {
         members++;
+        truncated |= rows[j].truncated;
         rmin = fmin(rmin, rows[j].reward);
         rmax = fmax(rmax, rows[j].reward);
       }
     if (!complete && !flush) continue;
-    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9;
+    /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
+    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
     for (int j = i; j < live; j++)
       if (rows[j].group_id == rows[i].group_id) {
         if (zero_var) filt[nf++] = rows[j].task_id;
@@ -335,8 +341,9 @@ out:
 }
 
 /* Packs the chosen trajectories and fills the step's data statistics. */
-static int pack(lt_train_t *l, const int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
-  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), ids, n, p);
+static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
+  lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
+  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
   if (rc < 0) return rc;
   r->reward_mean = p->reward_mean;
   r->trunc_rate = p->trunc_rate;
@@ -456,6 +463,8 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
   lt_train_batch_t b;
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
+  r->skip_sampling = p.skip_sampling;
+  r->skip_routing = p.skip_routing;
   if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
   l->step++;
   int rollback = 0;

@@ -91,7 +91,8 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   }
   int have_critic = 0;
   if ((rc = make_trainer(&cfg, model, &tr, &have_critic)) < 0) goto out;
-  if ((rc = lt__batch_pack(b, lt_trainer_policy(tr), ids, nids, &p)) < 0) goto out;
+  lt__batch_shuffle(ids, nids, (uint64_t)lt_config_int(&cfg, "run.seed"), step);
+  if ((rc = lt__batch_pack(b, lt_trainer_policy(tr), &cfg, ids, nids, &p)) < 0) goto out;
   lt_train_batch_t batch;
   lt__packed_batch(&p, lt_config_bool(&cfg, "learner.keep_routing"), lt_config_bool(&cfg, "learner.keep_sampling_mask"),
                    &batch);

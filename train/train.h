@@ -42,6 +42,7 @@ typedef struct {
   lt_step_stats_t st;
   double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   int stale_max, stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, max_staleness;
+  int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];

@@ -93,7 +93,7 @@ void lt_gpu_head_backward(lt_gpu_t *g, float *logits, const float *lse, const fl
 }
 
 /* One row: statistics, the objective's term and dLoss/dlog πθ, then the row
- * becomes its logits gradient.  PPO/GRPO: −w·min(r·A, clip(r)·A). */
+ * becomes its logits gradient.  MIS-PO, TIS: −w·log πθ·A; PPO/GRPO: −w·min(r·A, clip(r)·A). */
 __global__ void loss_fused(float *logits, const int *target, const float *old, const float *adv, const float *weight,
                            int V, int obj, float clip_lo, float clip_hi, float *logp, float *entropy, float *terms) {
   __shared__ float s_dl;
@@ -108,7 +108,7 @@ __global__ void loss_fused(float *logits, const int *target, const float *old, c
   if (threadIdx.x == 0) {
     float lp = z[t] - L, w = weight[r], A = adv[r], term = 0, dl = 0;
     if (w != 0.0f) {
-      if (obj == LT_OBJ_MISPO) {
+      if (obj == LT_OBJ_MISPO || obj == LT_OBJ_TIS) { /* TIS: w carries min(x, C) */
         term = -w * lp * A;
         dl = -w * A;
       } else {

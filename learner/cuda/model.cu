@@ -352,8 +352,12 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   if (N > gm->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, gm->max_tokens);
   if (b->support)
     for (int i = 0; i < N; i++)
-      if (b->support[i] > 0 && b->support[i] < V)
+      if (b->support[i] > 0)
         return lt_error_set(LT_EUNSUPP, "GPU forward: the keep-sampling mask runs on the CPU learner only");
+  for (int i = 0; b->temperature && i < N; i++)
+    if (lt__head_temperature(b, i) != 1.0f)
+      return lt_error_set(LT_EUNSUPP, "GPU forward: sampling temperature %g: the GPU head is softmax(z) only; "
+                          "temperatures other than 1 run on the CPU learner", (double)b->temperature[i]);
   if (b->nseq + 1 > gm->start_cap) {
     int *ns = (int *)realloc(gm->start, sizeof(int) * (size_t)(b->nseq + 1));
     if (!ns) return lt_error_set(LT_ENOMEM, "forward: out of memory");
@@ -445,6 +449,7 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   out->entropy = gm->out_ent;
   out->values = gm->out_vals;
   out->routing_confidence = nml ? conf / ((double)N * nml) : -1.0;
+  out->route_conf = nml ? gm->h_conf : NULL;
   return 0;
 }
 

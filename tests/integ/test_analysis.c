@@ -165,6 +165,48 @@ Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+/* Sampling settings off the default (issue 18's table): on a fresh policy
+ * the learner's π_old equals what the rollout sampled from, so every ratio is
+ * 1 in the first steps, and replay reproduces the logged ratios.  Before the
+ * learner honoured the temperature and the exact top-p/top-k set these were
+ * 0.03 / 0.12 and 0.00 / 1.98 (mis/traj_accept / mismatch/abs_log_ratio). */
+Test(analysis, sampling_settings_keep_the_ratios_at_one, .timeout = 180) {
+  static const char *settings[][3] = {
+      {"rollout.temperature=0.6", "rollout.top_k=0", "learner.keep_sampling_mask=false"},
+      {"rollout.temperature=0.7", "rollout.top_k=20", "learner.keep_sampling_mask=true"}};
+  for (int k = 0; k < 2; k++) {
+    char *dir = lt_test_tmpdir("sampling");
+    char rd[4200], cfg[4200];
+    snprintf(rd, sizeof rd, "%s/run", dir);
+    snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+    lt_run_t r;
+    const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", settings[k][0], "--set", settings[k][1],
+                          "--set", settings[k][2], NULL};
+    cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    lt_run_free(&r);
+    cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT min(value) FROM metrics WHERE name = 'mis/traj_accept' "
+                                    "AND step <= 2; SELECT max(value) FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
+                                    "AND step <= 2\"", rd), 0);
+    double accept = -1, mism = -1;
+    cr_assert_eq(sscanf(r.out, "%lf %lf", &accept, &mism), 2, "%s", r.out);
+    cr_expect_geq(accept, 0.9, "%s: mis/traj_accept %g", settings[k][0], accept);
+    cr_expect_leq(mism, 0.01, "%s: mismatch/abs_log_ratio %g", settings[k][0], mism);
+    lt_run_free(&r);
+    const char *rp[] = {"longtail", "replay", rd, "--step", "2", "--json", NULL};
+    cr_assert_eq(lt_test_run(&r, NULL, 60, rp), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "%s", r.out);
+    double a = field(j, "recomputed", "mismatch_abs_log_ratio"), b = field(j, "logged", "mismatch/abs_log_ratio");
+    cr_expect(fabs(a - b) <= 1e-12 + 1e-9 * fabs(b), "%s: replay %.17g, learner %.17g", settings[k][0], a, b);
+    cr_expect_eq(field(j, "recomputed", "traj_accept"), field(j, "logged", "mis/traj_accept"));
+    cJSON_Delete(j);
+    lt_run_free(&r);
+    lt_test_rmdir(dir);
+  }
+}
+
 /* 1 if s is valid UTF-8. */
 static int utf8_ok(const unsigned char *s) {
   while (*s) {
@@ -212,6 +254,8 @@ Test(analysis, export_streams_both_formats_with_filters, .timeout = 120) {
     static const char *arr[] = {"tokens", "logprobs", "loss_mask", "versions"};
     for (int k = 0; k < 4; k++) cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, arr[k])), T, "%s", arr[k]);
     cr_expect_eq(cJSON_GetObjectItem(o, "consumed_step")->valuedouble, 2);
+    cr_expect_eq(cJSON_GetObjectItem(o, "temperature")->valuedouble, 1, "the sampling temperature is recorded");
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "support_ids")), "smoke samples the whole vocabulary");
     const cJSON *rt = cJSON_GetObjectItem(o, "routing");
     cr_expect(cJSON_IsNull(rt) || cJSON_GetArraySize(cJSON_GetObjectItem(rt, "ids")) ==
                                       T * cJSON_GetObjectItem(rt, "layers")->valueint * cJSON_GetObjectItem(rt, "k")->valueint);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "orchestrator/daemon.h"
+#include "train/internal.h"
 #include "util/config.h"
 #include "util/error.h"
 
@@ -157,4 +159,48 @@ Test(config, extends_merges_objects_and_reports_its_chain) {
   remove(leaf);
   remove(loop);
   rmdir(dir);
+}
+
+/* GRPO's group-std normalisation is a switch, off by default (DeepSeek-V3.2),
+ * and its δ and ε come from the config. */
+Test(config, grpo_settings_reach_the_trainer) {
+  lt_config_t cfg;
+  lt_trainer_cfg_t tc;
+  const char *grpo[] = {"learner.objective=grpo", "learner.device=cpu"};
+  cr_assert_eq(load("{}", grpo, 2, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.group_std, 0);
+  cr_expect_float_eq(tc.loss.delta, 0.1f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_hi, 0.2f, 1e-7);
+  lt_config_free(&cfg);
+  const char *set[] = {"learner.objective=grpo", "learner.device=cpu", "learner.grpo.std_normalize=true",
+                       "learner.grpo.delta=0.5", "learner.grpo.epsilon=0.1"};
+  cr_assert_eq(load("{}", set, 5, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.group_std, 1);
+  cr_expect_float_eq(tc.loss.delta, 0.5f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_lo, 0.1f, 1e-7);
+  cr_expect_float_eq(tc.loss.clip_hi, 0.1f, 1e-7);
+  lt_config_free(&cfg);
+}
+
+/* Zero-variance filtering is on by default only where it helps: GRPO's group
+ * baselines learn nothing from such groups, the critic of MIS-PO/PPO/GSPO
+ * needs them; an explicit setting wins. */
+Test(config, dynamic_filter_defaults_per_objective) {
+  static const struct {
+    const char *set[2];
+    int n, on;
+  } cases[] = {{{"learner.objective=grpo"}, 1, 1},
+               {{"learner.objective=mispo"}, 1, 0},
+               {{"learner.objective=ppo"}, 1, 0},
+               {{"learner.objective=gspo"}, 1, 0},
+               {{"learner.objective=mispo", "scheduler.dynamic_filter=true"}, 2, 1},
+               {{"learner.objective=grpo", "scheduler.dynamic_filter=false"}, 2, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_config_t cfg;
+    cr_assert_eq(load("{}", cases[i].set, cases[i].n, &cfg), 0, "%s", lt_error_msg());
+    cr_expect_eq(lt__dynamic_filter(&cfg), cases[i].on, "case %zu", i);
+    lt_config_free(&cfg);
+  }
 }

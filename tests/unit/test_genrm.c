@@ -221,7 +221,9 @@ Test(genrm, length_penalty_and_rule_flags) {
   cr_expect_float_eq(comp(&g.res[1], "genrm_zeroed_pattern"), 1, 0);
   cr_expect_float_eq(comp(&g.res[2], "genrm_zeroed_language"), 1, 0);
   cr_expect_eq(g.res[1].status, 0);
-  cr_expect_float_eq(g.res[1].reward, 0.1, 1e-12);
+  /* Zeroed stays zeroed: the language bonus does not lift it. */
+  cr_expect_float_eq(g.res[1].reward, 0, 0);
+  cr_expect_float_eq(g.res[2].reward, 0, 0);
   rig_stop(&g);
 }
 

@@ -7,6 +7,7 @@
 
 #include "learner/model.h"
 #include "learner/ops.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 static void fill(float *x, int n, lt_rng_t *r, float scale) {
@@ -189,9 +190,10 @@ Test(learner_grad, router_topk_and_backward) {
   cr_expect_float_eq(mass, probs[1] + probs[3], 1e-7);
   cr_expect_float_eq(w[0] + w[1], 1.0f, 1e-6);
   uint16_t forced[K] = {4, 0};
-  lt_router_forward(probs, ids, w, logits, E, K, 0, forced);
+  float conf = lt_router_forward(probs, ids, w, logits, E, K, 0, forced);
   cr_expect_eq(ids[0], 4);
   cr_expect_float_eq(w[0], probs[4], 1e-7);
+  cr_expect_float_eq(conf, mass, 1e-7, "under Keep Routing the confidence is the router's own top-k mass, not the overlap");
   for (int norm = 0; norm < 2; norm++) {
     float dw[K] = {0.7f, -1.3f}, dl[E];
     lt_router_forward(probs, ids, w, logits, E, K, norm, NULL);
@@ -236,14 +238,17 @@ static lt_model_t *tiny(int norm_topk, int tied, int critic) {
 
 static const int32_t toks[] = {1, 5, 7, 2, 9, 11, 3, 4, 22, 0, 13, 6};
 static const int starts[] = {0, 7, 12};
-/* Keep-sampling-mask supports of the tokens (NULL: full softmax). */
-static const int32_t *g_support;
+/* Keep-sampling-mask supports of the tokens and their ids (NULL: full
+ * softmax), and sampling temperatures (NULL: 1). */
+static const int32_t *g_support, *g_support_ids;
+static const float *g_temp;
 
 /* The scalar the checks differentiate: Σ c_i · out_i in double.  With
  * route != NULL the experts are pinned (keep-routing), which keeps the
  * function smooth under perturbations that would flip a top-k choice. */
 static double objective(lt_model_t *m, const float *c, int critic, const uint16_t *route) {
-  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route, .support = g_support};
+  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route, .support = g_support,
+                  .support_ids = g_support_ids, .temperature = g_temp};
   lt_fwd_out_t o;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   const float *x = critic ? o.values : o.logprobs;
@@ -306,15 +311,38 @@ Test(learner_grad, whole_model_critic) { model_fd(1, 0, 1); }
 
 static const int32_t supports[12] = {0, 2, 6, 4, 0, 7, 0, 3, 23, 5, 9, 1};
 
-Test(learner_grad, whole_model_keep_sampling_mask) {
-  g_support = supports;
-  model_fd(1, 0, 0);
-  g_support = NULL;
+/* Distinct ids per token ((7i + 5k) mod 23); some sets leave the token out. */
+static int32_t *support_ids(void) {
+  static int32_t ids[64];
+  int n = 0;
+  for (int i = 0; i < 12; i++)
+    for (int k = 0; k < supports[i]; k++) ids[n++] = (7 * i + 5 * k) % 23;
+  return ids;
 }
 
-/* The truncated softmax: support V is the full softmax, support 1 on the
- * argmax token gives probability 1, and a smaller support never lowers a
- * kept token's probability. */
+static const float temps[12] = {1.0f, 0.6f, 0.7f, 1.3f, 0.0f, 0.5f, 2.0f, 0.9f, 0.8f, 1.0f, 0.6f, 0.75f};
+
+Test(learner_grad, whole_model_keep_sampling_mask) {
+  g_support = supports, g_support_ids = support_ids();
+  model_fd(1, 0, 0);
+  g_support = g_support_ids = NULL;
+}
+
+Test(learner_grad, whole_model_temperature) {
+  g_temp = temps;
+  model_fd(1, 0, 0);
+  g_temp = NULL;
+}
+
+Test(learner_grad, whole_model_temperature_and_keep_sampling_mask) {
+  g_support = supports, g_support_ids = support_ids(), g_temp = temps;
+  model_fd(1, 0, 0);
+  g_support = g_support_ids = NULL, g_temp = NULL;
+}
+
+/* The truncated softmax: the whole vocabulary as the set is the full softmax,
+ * the set {token} gives probability 1, a smaller set never lowers a kept
+ * token's probability, and temperature T divides the logits. */
 Test(learner_grad, keep_sampling_mask_values) {
   lt_model_t *m = tiny(1, 0, 0);
   lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks};
@@ -322,16 +350,34 @@ Test(learner_grad, keep_sampling_mask_values) {
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   float full[12];
   memcpy(full, o.logprobs, sizeof full);
-  int32_t sup[12];
-  for (int i = 0; i < 12; i++) sup[i] = 23;
-  b.support = sup;
+  int32_t sup[12], ids[12 * 23];
+  for (int i = 0; i < 12; i++) {
+    sup[i] = 23;
+    for (int j = 0; j < 23; j++) ids[i * 23 + j] = j;
+  }
+  b.support = sup, b.support_ids = ids;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
-  for (int i = 0; i < 12; i++) cr_assert_float_eq(o.logprobs[i], full[i], 1e-6, "support V at %d", i);
+  for (int i = 0; i < 12; i++) cr_assert_float_eq(o.logprobs[i], full[i], 1e-6, "whole vocabulary at %d", i);
   for (int i = 0; i < 12; i++) sup[i] = 4;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   for (int i = 0; i < 12; i++) {
     cr_assert_leq(o.logprobs[i], 1e-6, "a probability at %d", i);
-    cr_assert_geq(o.logprobs[i], full[i] - 1e-6, "top-4 renormalisation raises p at %d", i);
+    cr_assert_geq(o.logprobs[i], full[i] - 1e-6, "renormalisation raises p at %d", i);
   }
+  for (int i = 0; i < 12; i++) sup[i] = 1, ids[i] = toks[i];
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  for (int i = 0; i < 12; i++) cr_assert_float_eq(o.logprobs[i], 0, 1e-6, "the set {token} at %d", i);
+  ids[3] = 23;
+  cr_assert_eq(lt_model_forward(m, &b, &o), LT_ERANGE, "an id outside the vocabulary is refused");
+  /* T = 1 everywhere is the default; T → the logits divided by T. */
+  float t1[12], t2[12];
+  for (int i = 0; i < 12; i++) t1[i] = 1.0f, t2[i] = 0.5f;
+  b = (lt_batch_t){.nseq = 2, .start = starts, .tokens = toks, .temperature = t1};
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  for (int i = 0; i < 12; i++) cr_assert_float_eq(o.logprobs[i], full[i], 1e-6, "T = 1 at %d", i);
+  b.temperature = t2;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  for (int i = 1; i < 12; i++)
+    if (i != 7) cr_assert(fabsf(o.logprobs[i] - full[i]) > 1e-4f, "T = 0.5 changes the logprob at %d", i);
   lt_model_free(m);
 }

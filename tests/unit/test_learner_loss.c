@@ -72,6 +72,8 @@ Test(learner_loss, mispo_trajectory_mask_on_the_geometric_mean) {
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_eq(st.trajs_kept, 1);
   cr_expect_float_eq(st.mismatch, -log(0.996), 1e-6);
+  /* mismatch/kl is k3 of KL(π_rollout ‖ π_old): x − 1 − log x with x = π_old/π_rollout = 0.996. */
+  cr_expect_float_eq(st.kl_rollout, 0.996 - 1 - log(0.996), 1e-9);
 }
 
 Test(learner_loss, mispo_is_normalised_by_the_batch_loss_tokens) {
@@ -124,6 +126,27 @@ Test(learner_loss, grpo_masks_divergent_negative_sequences_only) {
   c.delta = 0.6f; /* below the threshold: nothing masked */
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_float_eq(d[1], 0.25f, 1e-6);
+}
+
+/* TIS weighs each token by min(x_t, C): no mask, capped above (seed 001 App. D.2.4). */
+Test(learner_loss, tis_weights_hand_computed) {
+  float logp[4] = {0, -1.0f, -0.5f, -2.0f}, roll[4], adv[4] = {0, 1, 1, -1}, d[4];
+  double x[4] = {1, 0.5, 1.5, 3.0};
+  rollout_for(logp, x, roll, 4);
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_TIS);
+  lt_loss_in_t in = {.nseq = 1, .start = one_seq, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask4};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_float_eq(d[1], -0.5 / 3, 1e-6);
+  cr_expect_float_eq(d[2], -1.5 / 3, 1e-6);
+  cr_expect_float_eq(d[3], 2.0 / 3, 1e-6, "x = 3 is capped at C = 2");
+  cr_expect_float_eq(st.loss, -(0.5 * -1.0 + 1.5 * -0.5 - 2.0 * -2.0) / 3, 1e-6);
+  cr_expect_float_eq(st.clip_frac, 1.0 / 3, 1e-9, "the capped share");
+  cr_expect_eq(st.tokens_kept, 3);
+  float w[4];
+  cr_assert_eq(lt_loss_token_weights(&c, &in, w), 0);
+  cr_expect_float_eq(w[3], 2.0 / 3, 1e-6);
 }
 
 Test(learner_loss, group_advantages) {
@@ -208,7 +231,7 @@ static void loss_fd(lt_objective obj, int kl) {
 }
 
 Test(learner_loss, finite_differences) {
-  for (int o = 0; o < 4; o++) {
+  for (int o = 0; o < LT_OBJ_N; o++) {
     loss_fd((lt_objective)o, 0);
     loss_fd((lt_objective)o, 1);
   }

@@ -384,16 +384,70 @@ Test(learner_model, sampling_support_and_determinism) {
     cr_expect(a.token == 0 || a.token == 1, "top-k 2 sampled %d", a.token);
     cr_expect_eq(a.support, 2);
   }
-  /* logprob is under the untruncated softmax. */
-  double z = 0;
-  for (int i = 0; i < 6; i++) z += exp(logits[i]);
+  /* logprob is under the distribution it was drawn from: top-2, renormalised;
+   * the set's ids come back when asked for. */
+  int32_t ids[6];
   lt_sample_logits(logits, 6, &p, &r1, scratch, &a);
-  cr_expect_float_eq(a.logprob, logits[a.token] - log(z), 1e-5);
+  lt_sample_support_ids(scratch, a.support, ids);
+  cr_expect_float_eq(a.logprob, logits[a.token] - log(exp(logits[0]) + exp(logits[1])), 1e-5);
+  cr_expect(ids[0] == 0 && ids[1] == 1, "top-2 ids %d %d", ids[0], ids[1]);
+  /* Untruncated: support 0 (the whole vocabulary), logprob under softmax(z / T). */
+  p = (lt_sampling_t){.temperature = 0.5f, .top_p = 1.0f};
+  lt_sample_logits(logits, 6, &p, &r1, scratch, &a);
+  double z = 0;
+  for (int i = 0; i < 6; i++) z += exp(logits[i] / 0.5);
+  cr_expect_eq(a.support, 0);
+  cr_expect_float_eq(a.logprob, logits[a.token] / 0.5 - log(z), 1e-5);
   /* top-p 0.5: the first token alone holds 0.59 of the mass. */
   p = (lt_sampling_t){.temperature = 1.0f, .top_p = 0.5f};
   lt_sample_logits(logits, 6, &p, &r1, scratch, &a);
   cr_expect_eq(a.support, 1);
   cr_expect_eq(a.token, 0);
+}
+
+/* What the rollout samples with and what the learner scores agree: for each
+ * sampling setting the engine's logprobs equal the training forward's given
+ * the recorded temperature and Keep-Sampling-Mask ids (docs/losses.md). */
+Test(learner_model, sampled_logprobs_equal_training_forward, .timeout = 120) {
+  char *d = lt_test_tmpdir("engine");
+  make_ckpt(d, "qwen3_moe", "\"norm_topk_prob\": true", 23, 0.25f);
+  lt_engine_opts_t eo = {.device = "cpu", .threads = 1, .max_sessions = 1, .max_context = 128};
+  lt_engine_t *e;
+  cr_assert_eq(lt_engine_load(d, &eo, &e), 0, "%s", lt_error_msg());
+  lt_model_t *m;
+  cr_assert_eq(lt_model_load(d, &m), 0);
+  cr_assert_eq(lt_model_eval_alloc(m, 64, 64), 0);
+  const lt_sampling_t settings[] = {{1.0f, 1.0f, 0}, {0.6f, 1.0f, 0}, {1.0f, 0.9f, 0}, {0.7f, 1.0f, 20}};
+  enum { P = 3, GEN = 24, V = 300 };
+  for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++) {
+    int32_t toks[P + GEN] = {5, 17, 42}, support[P + GEN] = {0}, *ids = malloc(sizeof(int32_t) * GEN * V);
+    float lp[P + GEN], temp[P + GEN];
+    size_t nids = 0;
+    lt_session_t *s;
+    cr_assert_eq(lt_session_open(e, &s), 0);
+    lt_session_seed(s, 99 + k);
+    cr_assert_eq(lt_session_prefill(s, toks, P, NULL, NULL), 0);
+    for (int t = P; t < P + GEN; t++) {
+      lt_sample_t out;
+      cr_assert_eq(lt_engine_decode(e, &s, 1, &settings[k], &out, NULL, NULL), 0);
+      memcpy(ids + nids, lt_session_support_ids(s), sizeof(int32_t) * (size_t)out.support);
+      toks[t] = out.token, lp[t] = out.logprob, support[t] = out.support, temp[t] = settings[k].temperature;
+      nids += (size_t)out.support;
+    }
+    lt_session_close(s);
+    int start[2] = {0, P + GEN};
+    lt_batch_t b = {.nseq = 1, .start = start, .tokens = toks, .support = support, .support_ids = ids, .temperature = temp};
+    lt_fwd_out_t fo;
+    cr_assert_eq(lt_model_forward(m, &b, &fo), 0, "%s", lt_error_msg());
+    for (int t = P; t < P + GEN; t++)
+      cr_expect(fabsf(lp[t] - fo.logprobs[t]) <= 2e-5f, "setting %zu token %d: rollout %g vs learner %g", k, t, lp[t],
+                fo.logprobs[t]);
+    if (k >= 2) cr_expect_gt(nids, 0, "setting %zu truncated nothing", k);
+    free(ids);
+  }
+  lt_model_free(m);
+  lt_engine_free(e);
+  lt_test_rmdir(d);
 }
 
 /* A tiny model memorises one sequence: the loss falls. */

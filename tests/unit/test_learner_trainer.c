@@ -78,6 +78,16 @@ static lt_trainer_cfg_t toy_cfg(lt_objective obj) {
   return c;
 }
 
+/* A MIS-PO trainer on the toy bandit, with on-policy rollout logprobs in t. */
+static lt_trainer_t *toy_mispo(toy_t *t) {
+  toy_make(t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  toy_rollout(t, lt_trainer_policy(tr));
+  return tr;
+}
+
 /* log p(5 | prompt 2) − log p(7 | prompt 2) of the trainer's policy. */
 static double preference(lt_trainer_t *tr, toy_t *t) {
   toy_rollout(t, lt_trainer_policy(tr));
@@ -111,16 +121,13 @@ Test(learner_trainer, mispo_moves_toward_reward) { improves(LT_OBJ_MISPO); }
 Test(learner_trainer, ppo_moves_toward_reward) { improves(LT_OBJ_PPO); }
 Test(learner_trainer, grpo_moves_toward_reward) { improves(LT_OBJ_GRPO); }
 Test(learner_trainer, gspo_moves_toward_reward) { improves(LT_OBJ_GSPO); }
+Test(learner_trainer, tis_moves_toward_reward) { improves(LT_OBJ_TIS); }
 
 /* Off-policy data outside the token bounds is masked: nothing is accepted and
  * the policy does not move. */
 Test(learner_trainer, mispo_masks_far_off_policy_data) {
   toy_t t;
-  toy_make(&t);
-  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
-  lt_trainer_t *tr;
-  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
-  toy_rollout(&t, lt_trainer_policy(tr));
+  lt_trainer_t *tr = toy_mispo(&t);
   for (int i = 0; i < NS * L; i++) t.lp[i] -= 1.0f; /* π_old/π_rollout = e > 2 */
   lt_model_t *p = lt_trainer_policy(tr);
   float *before = malloc(sizeof(float) * p->nparams);
@@ -131,6 +138,121 @@ Test(learner_trainer, mispo_masks_far_off_policy_data) {
   cr_assert_float_eq(st.traj_accept, 0.0, 1e-12);
   cr_assert_float_eq(st.mismatch, 1.0, 1e-4);
   cr_assert_eq(memcmp(before, p->params, sizeof(float) * p->nparams), 0, "masked tokens must not update the policy");
+  free(before);
+  lt_trainer_free(tr);
+}
+
+/* Data sampled at T = 0.6 is on-policy only when the learner scores it at
+ * the recorded temperature: every ratio 1 then, far from it at T = 1. */
+Test(learner_trainer, ratios_use_the_recorded_temperature) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  lt_model_t *m = lt_trainer_policy(tr);
+  float temp[NS * L];
+  for (int i = 0; i < NS * L; i++) temp[i] = 0.6f;
+  cr_assert_eq(lt_model_eval_alloc(m, NS * L, L), 0);
+  lt_batch_t rb = {.nseq = NS, .start = t.start, .tokens = t.tok, .temperature = temp};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &rb, &o), 0);
+  memcpy(t.lp, o.logprobs, sizeof t.lp);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_gt(st.mismatch, 1e-3, "at T = 1 the ratios compare different distributions");
+  t.b.temperature = temp;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_lt(st.mismatch, 1e-6);
+  cr_assert_float_eq(st.traj_accept, 1.0, 1e-12);
+  lt_trainer_free(tr);
+}
+
+/* The learner's routing confidence averages the generated tokens only, as
+ * the rollout's records do (prompt tokens are not the policy's choices). */
+Test(learner_trainer, routing_confidence_over_generated_tokens) {
+  toy_t t;
+  lt_trainer_t *tr = toy_mispo(&t);
+  lt_model_t *m = lt_trainer_policy(tr);
+  lt_batch_t b = {.nseq = NS, .start = t.start, .tokens = t.tok};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  int nml = lt_model_moe_layers(&m->cfg), n = 0;
+  double gen = 0;
+  for (int i = 0; i < NS * L; i++)
+    if (t.mask[i]) gen += o.route_conf[i] / nml, n++;
+  gen /= n;
+  cr_assert(fabs(gen - o.routing_confidence) > 1e-4, "prompt and generated tokens must differ for the test to mean anything");
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
+  cr_assert_float_eq(st.routing_confidence, gen, 1e-6);
+  lt_trainer_free(tr);
+}
+
+static lt_model_t *toy_critic(const lt_model_t *policy) {
+  lt_model_config_t cfg = policy->cfg;
+  cfg.critic = 1;
+  lt_model_t *m;
+  cr_assert_eq(lt_model_create(&cfg, &m), 0);
+  lt_model_init_random(m, 9, 0.3f);
+  return m;
+}
+
+/* ½ mean (V(s_t) − R)² of the critic m on t's batch, with or without routes. */
+static double value_loss_of(lt_model_t *m, toy_t *t, const uint16_t *route) {
+  cr_assert_eq(lt_model_eval_alloc(m, NS * L, L), 0);
+  lt_batch_t b = {.nseq = NS, .start = t->start, .tokens = t->tok, .route_ids = route};
+  lt_fwd_out_t o;
+  cr_assert_eq(lt_model_forward(m, &b, &o), 0);
+  float adv[NS * L], target[NS * L], dv[NS * L];
+  lt_adv_critic(NS, t->start, t->mask, o.values, t->reward, t->trunc, adv, target, NULL);
+  return lt_value_loss(NS, t->start, t->mask, o.values, target, dv);
+}
+
+/* Under Keep Routing the critic trains on the routing its values were
+ * computed with (the rollout's), not on its own router's choice. */
+Test(learner_trainer, keep_routing_reaches_the_critic) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.actor_opt.lr = c.critic_opt.lr = 0;
+  c.critic_minibatches = 1;
+  lt_model_t *policy = toy_model(3), *critic = toy_critic(policy), *copy = toy_critic(policy);
+  uint16_t route[NS * L * 2 * 2];
+  for (size_t i = 0; i < sizeof route / sizeof route[0]; i++) route[i] = (uint16_t)(2 + i % 2);
+  double pinned = value_loss_of(copy, &t, route), own = value_loss_of(copy, &t, NULL);
+  cr_assert(fabs(pinned - own) > 1e-6, "the pinned routing must change the values for the test to mean anything");
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, policy, critic, NULL, &tr), 0);
+  toy_rollout(&t, lt_trainer_policy(tr));
+  t.b.route_ids = route;
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_float_eq(st.critic_loss, pinned, 1e-6, "critic loss %g: pinned %g, own routing %g", st.critic_loss, pinned, own);
+  lt_model_free(copy);
+  lt_trainer_free(tr);
+}
+
+/* A sequence left out by actor_skip (its sampling set is unknown) does not
+ * move the policy, is counted, and still trains the critic. */
+Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
+  toy_t t;
+  lt_trainer_t *tr = toy_mispo(&t);
+  uint8_t skip[NS];
+  memset(skip, 1, sizeof skip);
+  t.b.actor_skip = skip;
+  lt_model_t *p = lt_trainer_policy(tr);
+  float *before = malloc(sizeof(float) * p->nparams);
+  memcpy(before, p->params, sizeof(float) * p->nparams);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+  cr_assert_eq(st.actor_skipped, NS);
+  cr_assert_eq(memcmp(before, p->params, sizeof(float) * p->nparams), 0, "skipped sequences moved the policy");
+  cr_assert_gt(st.critic_loss, 0, "the critic still trains on them");
+  skip[0] = 0;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+  cr_assert_eq(st.actor_skipped, NS - 1);
+  cr_assert_neq(memcmp(before, p->params, sizeof(float) * p->nparams), 0);
   free(before);
   lt_trainer_free(tr);
 }
@@ -206,6 +328,58 @@ Test(learner_trainer, resume_reproduces_the_next_step) {
   lt_trainer_free(a);
   lt_trainer_free(b);
   lt_test_rmdir(dir);
+}
+
+/* The KL reference is part of the state: a resumed trainer scores π_ref
+ * with the reference it was saved with, not the policy it resumes. */
+Test(learner_trainer, resume_restores_the_kl_reference) {
+  char *dir = lt_test_tmpdir("trainer");
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.loss.kl_coef = 0.1f;
+  lt_trainer_t *a, *b;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, toy_model(3), &a), 0);
+  lt_step_stats_t s1, s2;
+  for (int i = 0; i < 3; i++) {
+    toy_rollout(&t, lt_trainer_policy(a));
+    cr_assert_eq(lt_trainer_step(a, &t.b, &s1), 0);
+  }
+  cr_assert_eq(lt_trainer_save(a, dir), 0, "%s", lt_error_msg());
+  toy_rollout(&t, lt_trainer_policy(a));
+  cr_assert_eq(lt_trainer_replay(a, &t.b, NULL, &s1), 0);
+  cr_assert_gt(s1.kl_ref, 0, "the policy moved away from the reference");
+  /* Resumed as the daemon does: the reference loaded from the latest policy. */
+  lt_model_t *latest = toy_model(77), *as_ref = toy_model(77);
+  memcpy(latest->params, lt_trainer_policy(a)->params, sizeof(float) * latest->nparams);
+  memcpy(as_ref->params, lt_trainer_policy(a)->params, sizeof(float) * as_ref->nparams);
+  cr_assert_eq(lt_trainer_create(&c, latest, NULL, as_ref, &b), 0);
+  cr_assert_eq(lt_trainer_load(b, dir), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_trainer_replay(b, &t.b, NULL, &s2), 0);
+  cr_assert_eq(s1.kl_ref, s2.kl_ref);
+  lt_trainer_free(a);
+  lt_trainer_free(b);
+  lt_test_rmdir(dir);
+}
+
+/* Warm-up counts learner steps: every mini-batch update of step k uses the
+ * learning rate of position k, not of the update count. */
+Test(learner_trainer, warmup_counts_learner_steps) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.actor_minibatches = 4;
+  c.actor_opt.warmup = 10;
+  c.actor_opt.lr = 1e-3f;
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  lt_step_stats_t st;
+  for (int k = 1; k <= 3; k++) {
+    toy_rollout(&t, lt_trainer_policy(tr));
+    cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0);
+    cr_expect_float_eq(st.lr, 1e-3 * k / 10, 1e-9, "step %d: lr %g", k, st.lr);
+  }
+  lt_trainer_free(tr);
 }
 
 Test(learner_trainer, load_names_missing_state) {

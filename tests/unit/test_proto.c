@@ -90,7 +90,7 @@ Test(proto, task_roundtrip) {
 
 /* A valid TRAJ with routing, owned by the caller's stack arrays. */
 typedef struct {
-  int32_t tokens[6], versions[6], support[6];
+  int32_t tokens[6], versions[6], support[6], support_ids[30];
   float logprobs[6];
   uint8_t mask[6];
   uint16_t rids[6 * 2 * 2];
@@ -108,6 +108,7 @@ static void traj_fixture(traj_fixture_t *f) {
     f->versions[i] = i >= 3 ? 4 + (i == 5) : -1;
     f->support[i] = i >= 3 ? 10 : 0;
   }
+  for (int i = 0; i < 30; i++) f->support_ids[i] = 100 + i % 10;
   for (int i = 0; i < 24; i++) {
     f->rids[i] = (uint16_t)(i % 8);
     f->rprobs[i] = 0.25f;
@@ -120,6 +121,7 @@ static void traj_fixture(traj_fixture_t *f) {
                             .reward = 0.9, .components = f->components, .turns = 1, .gen_ms = 12.5,
                             .messages = f->messages, .ntokens = 6, .tokens = f->tokens, .logprobs = f->logprobs,
                             .loss_mask = f->mask, .versions = f->versions, .support = f->support,
+                            .support_ids = f->support_ids, .nsupport_ids = 30, .temperature = 0.7,
                             .routing_layers = 2, .routing_k = 2, .routing_experts = 8, .routing_ids = f->rids,
                             .routing_probs = f->rprobs};
 }
@@ -145,12 +147,32 @@ Test(proto, traj_roundtrip) {
   cr_assert_eq(memcmp(t->loss_mask, f.mask, sizeof f.mask), 0);
   cr_assert_eq(memcmp(t->versions, f.versions, sizeof f.versions), 0);
   cr_assert_eq(memcmp(t->support, f.support, sizeof f.support), 0);
+  cr_assert_eq(t->nsupport_ids, 30);
+  cr_assert_eq(memcmp(t->support_ids, f.support_ids, sizeof f.support_ids), 0);
+  cr_assert_float_eq(t->temperature, 0.7, 1e-12);
   cr_assert_eq(t->routing_layers, 2);
   cr_assert_eq(memcmp(t->routing_ids, f.rids, sizeof f.rids), 0);
   cr_assert_eq(memcmp(t->routing_probs, f.rprobs, sizeof f.rprobs), 0);
   cr_assert(cJSON_Compare(t->components, f.components, 1));
   cr_assert(cJSON_Compare(t->messages, f.messages, 1));
   lt_msg_free(&d);
+  traj_fixture_free(&f);
+}
+
+/* The sampling sets must tile support_ids exactly; ids are token ids. */
+Test(proto, traj_support_ids_checked) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_msg_t d;
+  f.m.u.traj.nsupport_ids = 29;
+  cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO);
+  cr_assert(strstr(lt_error_msg(), "support_ids"), "%s", lt_error_msg());
+  f.m.u.traj.nsupport_ids = 30;
+  f.support_ids[4] = -3;
+  cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO);
+  f.support_ids[4] = 3;
+  f.m.u.traj.temperature = 1e6;
+  cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO);
   traj_fixture_free(&f);
 }
 
@@ -161,10 +183,13 @@ Test(proto, traj_without_reward_for_failed_status) {
   f.m.u.traj.has_reward = 0;
   f.m.u.traj.routing_layers = 0;
   f.m.u.traj.support = NULL;
+  f.m.u.traj.temperature = -1;
   lt_msg_t d;
   cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
   cr_assert_eq(d.u.traj.has_reward, 0);
   cr_assert_null(d.u.traj.support);
+  cr_assert_null(d.u.traj.support_ids);
+  cr_assert_float_eq(d.u.traj.temperature, -1, 0, "no temperature sent: the TASK's applies");
   cr_assert_null(d.u.traj.routing_ids);
   lt_msg_free(&d);
   /* A reward on a failed trajectory is refused: nothing invents rewards. */
