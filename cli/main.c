@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "learner/dist.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -77,7 +78,17 @@ int main(int argc, char **argv) {
   }
   const char *cmd = argv[i];
   for (int k = 0; k < lt_ncommands; k++)
-    if (strcmp(lt_commands[k].name, cmd) == 0) return lt_commands[k].fn(argc - i, argv + i);
+    if (strcmp(lt_commands[k].name, cmd) == 0) {
+      /* Under a launcher (mpirun, srun) this process is one learner rank. */
+      int rc = lt_dist_init();
+      if (rc < 0) {
+        fprintf(stderr, "longtail: %s\n", lt_error_msg());
+        return lt_error_exit_code(rc);
+      }
+      rc = lt_commands[k].fn(argc - i, argv + i);
+      lt_dist_finalize(rc);
+      return rc;
+    }
   const char *best = NULL;
   int bd = 99;
   for (int k = 0; k < lt_ncommands; k++) {
