@@ -193,7 +193,7 @@ static int write_grads(const lt_model_t *m, const char *out) {
  * rewards, the objective, AdamW or Muon) on the batch; rank 0 writes the
  * trainer's state (policy/, critic/, optimizer files) to dir.  Takes m. */
 static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p, const char *optimizer, int minibatches,
-                        const char *dir) {
+                        const char *dir, size_t *optim_bytes) {
   lt_trainer_cfg_t tc = {.loss = *lc, .actor_minibatches = minibatches, .critic_minibatches = minibatches,
                          .threads = lt_cli_threads()};
   lt_opt_kind kind = strcmp(optimizer, "muon") == 0 ? LT_OPT_MUON : LT_OPT_ADAMW;
@@ -207,6 +207,7 @@ static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *
   lt_step_stats_t st;
   rc = lt_trainer_step(tr, &b, &st);
   if (rc == 0) rc = lt_trainer_save(tr, dir);
+  *optim_bytes = lt_trainer_optim_bytes(tr);
   lt_trainer_free(tr);
   return rc;
 }
@@ -221,7 +222,7 @@ int lt_cmd_grad(int argc, char **argv) {
       {.name = "--traj-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "MIS trajectory bounds (default 0.996,1.001)"},
       {.name = "--clip", .kind = LT_ARG_VALUE, .metavar = "EPS", .help = "ratio clip ε (default 0.2; GSPO 1e-4)"},
       {.name = "--delta", .kind = LT_ARG_VALUE, .metavar = "D", .help = "GRPO off-policy sequence masking threshold (default 0.1)"},
-      {.name = "--step-out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "also run one full learner step on the batch (lines may carry reward, group, truncated) and write its state to DIR"},
+      {.name = "--step-out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "also run one full learner step on the batch (lines may carry reward, group, truncated) and write its state to DIR; the JSON line gains optimizer_bytes, rank 0's share of the optimizer state"},
       {.name = "--optimizer", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "adamw | muon for --step-out (default adamw)"},
       {.name = "--minibatches", .kind = LT_ARG_VALUE, .metavar = "K", .help = "actor and critic mini-batches of --step-out (default 1)"},
   };
@@ -280,16 +281,19 @@ int lt_cmd_grad(int argc, char **argv) {
   if (rc == 0 && rank0) rc = write_grads(m, out);
   char rconf[32] = "null";
   if (rc == 0 && conf >= 0) snprintf(rconf, sizeof rconf, "%.6g", conf);
+  char obytes[32] = "";
   if (rc == 0 && step_out) {
-    rc = learner_step(m, &lc, &p, optimizer, (int)minibatches, step_out);
+    size_t ob = 0;
+    rc = learner_step(m, &lc, &p, optimizer, (int)minibatches, step_out, &ob);
     m = NULL; /* the trainer took it */
+    snprintf(obytes, sizeof obytes, ", \"optimizer_bytes\": %zu", ob);
   }
   if (rc == 0 && rank0)
     printf("{\"loss\": %.9g, \"tokens_kept\": %d, \"trajectories_kept\": %d, \"tokens\": %d, \"trajectories\": %d, "
            "\"token_accept_ratio\": %.6g, \"traj_accept_ratio\": %.6g, \"mismatch\": %.6g, \"clip_frac\": %.6g, "
-           "\"grad_norm\": %.9g, \"routing_confidence\": %s, \"ranks\": %d}\n",
+           "\"grad_norm\": %.9g, \"routing_confidence\": %s, \"ranks\": %d%s}\n",
            st.loss, st.tokens_kept, st.trajs_kept, st.tokens, st.trajs, st.tokens ? (double)st.tokens_in_bounds / st.tokens : 0.0,
-           st.trajs ? (double)st.trajs_kept / st.trajs : 0.0, st.mismatch, st.clip_frac, sqrt(gn), rconf, lt_dist_size());
+           st.trajs ? (double)st.trajs_kept / st.trajs : 0.0, st.mismatch, st.clip_frac, sqrt(gn), rconf, lt_dist_size(), obytes);
   packed_free(&p);
   lt_model_free(m);
   return rc < 0 ? lt_cli_fail("grad", rc) : 0;

@@ -70,6 +70,9 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
     lt_trainer_free(t);
     return rc;
   }
+  if (lt_dist_size() > 1)
+    lt_log(LT_LOG_INFO, "learner", "rank %d of %d: %.1f MiB of optimizer state (ZeRO-1 shard)", lt_dist_rank(), lt_dist_size(),
+           lt_trainer_optim_bytes(t) / 1048576.0);
   *out = t;
   return 0;
 }
@@ -90,6 +93,10 @@ void lt_trainer_free(lt_trainer_t *t) {
 
 lt_model_t *lt_trainer_policy(lt_trainer_t *t) { return t->policy; }
 int64_t lt_trainer_steps(const lt_trainer_t *t) { return t->steps; }
+
+size_t lt_trainer_optim_bytes(const lt_trainer_t *t) {
+  return lt_optim_state_bytes(t->actor_opt) + (t->critic_opt ? lt_optim_state_bytes(t->critic_opt) : 0);
+}
 
 void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
   t->lr_scale *= factor;
