@@ -17,18 +17,27 @@ static double g_timeout = 600;
 
 /* The variables Open MPI, PMI-1/2 (Slurm's srun, MPICH's hydra) and PMIx
  * set in the processes they start. */
+static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"};
+
 static int launched(void) {
-  static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    if (getenv(vars[i])) return 1;
+  for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+    if (getenv(launcher_vars[i])) return 1;
   return 0;
 }
 
 int lt_dist_init(void) {
   if (g_init || !launched()) return 0;
-  int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+  /* SERIALIZED: the daemon's learner thread makes rank 0's calls, the main thread the first and last. */
+  int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
   if (rc != MPI_SUCCESS) return lt_error_set(LT_EUNREACH, "MPI_Init_thread failed (code %d)", rc);
   g_init = 1;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    g_init = 0;
+    return lt_error_set(LT_EUNSUPP, "this MPI library offers no MPI_THREAD_SERIALIZED (level %d)", provided);
+  }
+  /* Processes this rank starts (local rollout workers) are not ranks. */
+  for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++) unsetenv(launcher_vars[i]);
   /* Errors come back as codes, named in messages, instead of killing the job. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -67,11 +76,10 @@ static int wait_req(MPI_Request *req, const char *what) {
       return lt_error_set(LT_EUNREACH, "rank %d of %d: %s failed: %s", g_rank, g_size, what, msg);
     }
     if (done) return 0;
-    if (MPI_Wtime() > deadline) {
-      MPI_Cancel(req);
+    /* The request stays pending: the caller fails and lt_dist_finalize aborts the job. */
+    if (MPI_Wtime() > deadline)
       return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s did not complete within %.0f s (another rank died or hangs)",
                           g_rank, g_size, what, g_timeout);
-    }
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
     if (ns < 200000) ns *= 2;

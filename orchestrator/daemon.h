@@ -28,6 +28,9 @@ typedef struct {
 
 /* Runs the job to completion or a signal; returns the exit code. */
 int lt_daemon_run(const lt_daemon_opts_t *o);
+/* Learner ranks ≥ 1 under a launcher (learner/ranks.h): trains each step's
+ * share of rank 0's batches until rank 0 stops; 0 or an LT_E* code. */
+int lt_daemon_follow(const lt_config_t *cfg);
 
 /* ---- internal: shared by the orchestrator/ files ---- */
 
@@ -220,6 +223,8 @@ typedef struct {
 } lt__packed_t;
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
+/* The job's trainer on the policy in policy_dir (every learner rank builds the same). */
+int lt__learner_build(const lt_config_t *c, const char *policy_dir, lt_trainer_t **out);
 int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
 int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const int64_t *ids, int n, lt__packed_t *p);
 void lt__packed_batch(const lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);

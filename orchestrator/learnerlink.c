@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
+#include "learner/ranks.h"
 #include "learner/tokenizer.h"
 #include "learner/trainer.h"
 #include "orchestrator/daemon.h"
@@ -111,7 +113,7 @@ static int save_full(lt__learner_t *l) {
   lt_daemon_t *d = l->d;
   char dir[4200], p[4300];
   snprintf(dir, sizeof dir, "%s/checkpoints/full-%06lld", d->run_dir, (long long)l->step);
-  int rc = lt_trainer_save(l->tr, dir);
+  int rc = lt_ranks_save(l->tr, dir);
   if (rc < 0) return rc;
   char js[256];
   snprintf(js, sizeof js, "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d}\n",
@@ -159,8 +161,13 @@ static int policy_dir_of(lt__learner_t *l, int64_t version, char *out, size_t n)
              : 0;
 }
 
+/* The other learner ranks build the same trainer from the same policy. */
 static int build_trainer(lt__learner_t *l, const char *policy_dir) {
-  const lt_config_t *c = l->d->cfg;
+  int rc = lt__learner_build(l->d->cfg, policy_dir, &l->tr);
+  return rc < 0 ? rc : lt_ranks_init(policy_dir);
+}
+
+int lt__learner_build(const lt_config_t *c, const char *policy_dir, lt_trainer_t **out) {
   lt_trainer_cfg_t tc;
   int rc = lt__trainer_cfg(c, &tc);
   if (rc < 0) return rc;
@@ -170,12 +177,10 @@ static int build_trainer(lt__learner_t *l, const char *policy_dir) {
   if (cp[0] && tc.loss.obj != LT_OBJ_GRPO && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
   if (rc == 0 && tc.loss.kl_coef > 0) rc = lt_model_load(policy_dir, &ref);
-  if (rc == 0) rc = lt_trainer_create(&tc, policy, critic, ref, &l->tr);
-  if (rc < 0) {
-    lt_model_free(policy);
-    lt_model_free(critic);
-    lt_model_free(ref);
-  }
+  if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
+  lt_model_free(policy);
+  lt_model_free(critic);
+  lt_model_free(ref);
   return rc;
 }
 
@@ -339,7 +344,8 @@ static int guardrails(lt__learner_t *l, res_t *r, int *rollback) {
     double lf = lt_config_num(c, "guardrails.lr_floor");
     double cur = st->lr / (lt_config_num(c, "learner.lr") > 0 ? lt_config_num(c, "learner.lr") : 1);
     if (cur * 0.5 >= lf) {
-      lt_trainer_scale_lr(l->tr, 0.5);
+      int rc = lt_ranks_scale_lr(l->tr, 0.5);
+      if (rc < 0) return rc;
       post_event(l, "guardrail", "step %lld: entropy %.4f < guardrails.min_entropy %.4f: actor learning rate halved",
                  (long long)l->step, st->entropy, me);
     }
@@ -392,13 +398,13 @@ static int try_step(lt__learner_t *l, int flush) {
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
   lt_train_batch_t b;
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
-  if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
+  if ((rc = lt_ranks_step(l->tr, &b, &r->st)) < 0) goto out;
   l->step++;
   int rollback = 0;
-  guardrails(l, r, &rollback);
+  if ((rc = guardrails(l, r, &rollback)) < 0) goto out;
   if (rollback && l->last_full_dir[0]) {
     int64_t keep_step = l->step;
-    if ((rc = lt_trainer_load(l->tr, l->last_full_dir)) < 0) goto out;
+    if ((rc = lt_ranks_load(l->tr, l->last_full_dir)) < 0) goto out;
     l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
     if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_TR_FILTERED, l->step)) < 0) goto out;
   } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_TR_CONSUMED, l->step)) < 0) {
@@ -430,12 +436,22 @@ static void thread_main(void *arg) {
   lt__learner_t *l = arg;
   for (;;) {
     uv_mutex_lock(&l->mu);
-    while (!l->quit && (!l->wake || l->paused)) uv_cond_timedwait(&l->cv, &l->mu, 200 * 1000000ull);
-    int quit = l->quit, flush = l->flush;
+    while (!l->quit && (!l->wake || l->paused)) {
+      uv_cond_timedwait(&l->cv, &l->mu, 200 * 1000000ull);
+      if (lt_dist_size() > 1) break; /* the other ranks hear from rank 0 now and then (below) */
+    }
+    int quit = l->quit, flush = l->flush, wake = l->wake && !l->paused;
     l->wake = 0;
     l->flush = 0;
     uv_mutex_unlock(&l->mu);
     if (quit) break;
+    if (!wake) {
+      if (lt_ranks_keepalive() < 0) {
+        post_event(l, "learner_ranks", "%s", lt_error_msg());
+        break;
+      }
+      continue;
+    }
     if (l->steps_wanted && l->step >= l->steps_wanted) continue;
     uv_mutex_lock(&l->compute);
     int rc = try_step(l, flush);
@@ -462,6 +478,7 @@ static void thread_main(void *arg) {
   uv_mutex_unlock(&l->compute);
   if (failed)
     post_event(l, "checkpoint_failed", "final checkpoint: %s", lt_error_msg());
+  if (lt_ranks_stop() < 0) post_event(l, "learner_ranks", "stopping the other ranks: %s", lt_error_msg());
   res_t *r = calloc(1, sizeof *r);
   if (r) r->kind = RES_STOPPED;
   if (r) post(l, r);
@@ -492,6 +509,7 @@ static void emit_step(lt_daemon_t *d, const res_t *r) {
       {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
       {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
+      {"learner/ranks", lt_dist_size()},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);
@@ -618,7 +636,7 @@ int lt__learner_start(lt_daemon_t *d) {
       if (rc == 0) rc = policy_dir_of(l, l->version, v0, sizeof v0);
       if (rc == 0 && !lt_fs_is_dir(v0)) snprintf(v0, sizeof v0, "%s/policy", full);
       if (rc == 0) rc = build_trainer(l, v0);
-      if (rc == 0) rc = lt_trainer_load(l->tr, full);
+      if (rc == 0) rc = lt_ranks_load(l->tr, full);
       if (rc == 0) {
         snprintf(l->last_full_dir, sizeof l->last_full_dir, "%s", full);
         l->last_full = l->step;

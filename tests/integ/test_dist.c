@@ -156,3 +156,40 @@ Test(dist, a_failing_rank_stops_every_rank) {
   cr_expect(strstr(r.err, "nonexistent"), "%s", r.err);
   lt_run_free(&r);
 }
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+/* The daemon as rank 0 of two: the smoke run completes, every step records
+ * learner/ranks 2, and the run resumes from its full checkpoint under a
+ * single process. */
+Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 300) {
+  lt_run_t r;
+  char rd[4200], p[4300];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false",
+                          lt_test_root(), lt_test_bin(), rd),
+               0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
+  char *m = lt_test_read(p);
+  cr_assert_not_null(m);
+  int steps = count(m, "\"name\": \"actor/loss\"");
+  cr_expect_geq(steps, 2);
+  cr_expect_eq(count(m, "\"name\": \"learner/ranks\", \"value\": 2}"), steps, "%s", m);
+  free(m);
+  snprintf(p, sizeof p, "%s/checkpoints/full-%06d/actor_optim.safetensors", rd, steps);
+  lt_st_file_t *f;
+  cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);
+  lt_st_close(f);
+  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && %s train configs/smoke.json --run-dir %s --resume --set monitor.plot=false",
+                          lt_test_root(), lt_test_bin(), rd),
+               0);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "resuming at learner step"), "%s", r.err);
+  lt_run_free(&r);
+}
