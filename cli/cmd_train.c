@@ -92,6 +92,12 @@ int lt_cmd_train(int argc, char **argv) {
   if (lt_args_flag(&c, "--resume") && !run_dir) return lt_args_usage_error(&c, "--resume needs --run-dir");
   lt_config_t cfg;
   if ((rc = lt_cli_load_config("train", c.pos[0], lt_args_get(&c, "--set"), &cfg))) return rc;
+  /* Learner ranks watch each other within the workers' liveness window. */
+  double hb = (double)lt_config_int(&cfg, "transport.heartbeat_ms") / 1000.0;
+  if ((rc = lt_dist_heartbeats(hb, hb * (double)lt_config_int(&cfg, "transport.liveness"))) < 0) {
+    lt_config_free(&cfg);
+    return lt_cli_fail("train", rc);
+  }
   if (lt_dist_rank() > 0) {
     /* Under mpirun/srun: rank 0 is the daemon, this rank only learns. */
     rc = lt_daemon_follow(&cfg);

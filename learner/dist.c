@@ -2,18 +2,32 @@
 #include "learner/dist.h"
 
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "util/error.h"
+#include "util/log.h"
 #ifdef LT_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
 #endif
 
-static int g_init, g_rank, g_size = 1;
+static int g_init, g_rank, g_size = 1, g_thread_level;
 static double g_timeout = 600;
+
+/* Heartbeats between rank 0 and every other rank on their own communicator,
+ * from a thread of their own, so that a rank busy computing still beats and a
+ * stopped or dead one falls silent. */
+static MPI_Comm g_hb_comm;
+static pthread_t g_hb_thread;
+static pthread_mutex_t g_hb_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_hb_quit;
+static int g_hb_on;
+static double g_hb_interval, g_hb_window, *g_hb_seen; /* [g_size] last heartbeat from each rank */
+enum { HB_TAG = 7 };
 
 /* The variables Open MPI, PMI-1/2 (Slurm's srun, MPICH's hydra) and PMIx
  * set in the processes they start. */
@@ -28,7 +42,7 @@ static int launched(void) {
 int lt_dist_init(void) {
   if (g_init || !launched()) return 0;
   /* SERIALIZED: the daemon's learner thread makes rank 0's calls, the main thread the first and last. */
-  int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+  int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) return lt_error_set(LT_EUNREACH, "MPI_Init_thread failed (code %d)", rc);
   g_init = 1;
   if (provided < MPI_THREAD_SERIALIZED) {
@@ -36,6 +50,7 @@ int lt_dist_init(void) {
     g_init = 0;
     return lt_error_set(LT_EUNSUPP, "this MPI library offers no MPI_THREAD_SERIALIZED (level %d)", provided);
   }
+  g_thread_level = provided;
   /* Processes this rank starts (local rollout workers) are not ranks. */
   for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++) unsetenv(launcher_vars[i]);
   /* Errors come back as codes, named in messages, instead of killing the job. */
@@ -47,9 +62,75 @@ int lt_dist_init(void) {
   return 0;
 }
 
+static void *hb_main(void *arg) {
+  (void)arg;
+  char byte = 0;
+  while (!atomic_load(&g_hb_quit)) {
+    for (int r = 0; r < g_size; r++) {
+      if (r == g_rank || (g_rank != 0 && r != 0)) continue;
+      MPI_Request req;
+      if (MPI_Isend(&byte, 1, MPI_BYTE, r, HB_TAG, g_hb_comm, &req) == MPI_SUCCESS) MPI_Request_free(&req);
+    }
+    int flag = 1;
+    MPI_Status st;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, HB_TAG, g_hb_comm, &flag, &st) == MPI_SUCCESS && flag) {
+      char in;
+      MPI_Recv(&in, 1, MPI_BYTE, st.MPI_SOURCE, HB_TAG, g_hb_comm, MPI_STATUS_IGNORE);
+      pthread_mutex_lock(&g_hb_mu);
+      g_hb_seen[st.MPI_SOURCE] = MPI_Wtime();
+      pthread_mutex_unlock(&g_hb_mu);
+    }
+    struct timespec ts = {(time_t)(g_hb_interval / 2), (long)(g_hb_interval / 2 * 1e9) % 1000000000L};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+int lt_dist_heartbeats(double interval_s, double window_s) {
+  if (g_size < 2 || g_hb_on) return 0;
+  if (g_thread_level < MPI_THREAD_MULTIPLE) {
+    lt_log(LT_LOG_WARN, "learner", "MPI offers no MPI_THREAD_MULTIPLE: learner ranks run without heartbeats (a hung rank "
+           "is found after %.0f s)", g_timeout);
+    return 0;
+  }
+  if (!(g_hb_seen = malloc(sizeof(double) * (size_t)g_size))) return lt_error_set(LT_ENOMEM, "heartbeats: out of memory");
+  for (int r = 0; r < g_size; r++) g_hb_seen[r] = MPI_Wtime();
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &g_hb_comm) != MPI_SUCCESS) return lt_error_set(LT_EUNREACH, "MPI_Comm_dup failed");
+  g_hb_interval = interval_s;
+  g_hb_window = window_s;
+  if (pthread_create(&g_hb_thread, NULL, hb_main, NULL) != 0) return lt_error_set(LT_ESYS, "cannot start the heartbeat thread");
+  g_hb_on = 1;
+  return 0;
+}
+
+/* A peer of this rank (rank 0: every rank; others: rank 0) silent for longer
+ * than the window, or -1. */
+static int silent_rank(double *silent_s) {
+  if (!g_hb_on) return -1;
+  double now = MPI_Wtime();
+  int who = -1;
+  pthread_mutex_lock(&g_hb_mu);
+  for (int r = 0; r < g_size && who < 0; r++)
+    if (r != g_rank && (g_rank == 0 || r == 0) && now - g_hb_seen[r] > g_hb_window) {
+      who = r;
+      *silent_s = now - g_hb_seen[r];
+    }
+  pthread_mutex_unlock(&g_hb_mu);
+  return who;
+}
+
 void lt_dist_finalize(int exit_code) {
   if (!g_init) return;
   if (exit_code != 0 && g_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (g_hb_on) {
+    atomic_store(&g_hb_quit, 1);
+    pthread_join(g_hb_thread, NULL);
+    /* Every rank stops beating before anyone frees the communicator. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm_free(&g_hb_comm);
+    free(g_hb_seen);
+    g_hb_on = 0;
+  }
   MPI_Finalize();
   g_init = 0;
 }
@@ -76,6 +157,11 @@ static int wait_req(MPI_Request *req, const char *what) {
       return lt_error_set(LT_EUNREACH, "rank %d of %d: %s failed: %s", g_rank, g_size, what, msg);
     }
     if (done) return 0;
+    double silent;
+    int who = silent_rank(&silent);
+    if (who >= 0)
+      return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s: rank %d sent no heartbeat for %.1f s (dead or hung)", g_rank,
+                          g_size, what, who, silent);
     /* The request stays pending: the caller fails and lt_dist_finalize aborts the job. */
     if (MPI_Wtime() > deadline)
       return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s did not complete within %.0f s (another rank died or hangs)",

@@ -12,9 +12,10 @@
  * no-op or a copy, so single-process behaviour is unchanged.
  *
  * Every collective waits at most lt_dist_set_timeout() seconds (polling,
- * not spinning, so oversubscribed ranks leave each other the cores); one
- * that does not complete fails with LT_ETIMEDOUT, and lt_dist_abort() then
- * stops every rank, so no rank waits forever. */
+ * not spinning, so oversubscribed ranks leave each other the cores), and
+ * with lt_dist_heartbeats() no longer than a peer stays silent; one that
+ * does not complete fails with LT_ETIMEDOUT, and lt_dist_finalize() then
+ * aborts every rank, so no rank waits forever. */
 #ifndef LT_LEARNER_DIST_H
 #define LT_LEARNER_DIST_H
 
@@ -31,8 +32,13 @@ void lt_dist_abort(int exit_code);
 
 int lt_dist_rank(void);
 int lt_dist_size(void);
-/* Seconds a collective may take before it fails (default 600). */
+/* Seconds a collective may take before it fails (default 600, or
+ * $LT_DIST_TIMEOUT). */
 void lt_dist_set_timeout(double seconds);
+/* Rank 0 and every other rank exchange heartbeats every interval_s from a
+ * thread of their own; a collective fails naming the rank that has been
+ * silent for window_s, however long the collective itself may take. */
+int lt_dist_heartbeats(double interval_s, double window_s);
 
 /* Element-wise sums across ranks, in place. */
 int lt_dist_sum_f64(double *v, int n);

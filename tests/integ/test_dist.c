@@ -193,3 +193,25 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
   cr_expect(strstr(r.err, "resuming at learner step"), "%s", r.err);
   lt_run_free(&r);
 }
+
+/* A learner rank that hangs (SIGSTOP) fails the step within the liveness
+ * window with an error naming it; the daemon stops and every rank exits. */
+Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {
+  lt_run_t r;
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/hang", dir);
+  cr_assert_eq(lt_test_sh(&r, 150,
+                          "cd %s && (" MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false "
+                          "--set scheduler.max_tasks=100000 > %s.out 2> %s.err & echo $! > %s.pid); "
+                          "for i in $(seq 100); do sleep 0.2; grep -q 'learner/ranks' %s/metrics.jsonl 2>/dev/null && break; done; "
+                          "for p in $(pgrep -f -- '--run-dir %s '); do "
+                          "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && kill -STOP $p; done; "
+                          "t0=$(date +%%s); while kill -0 $(cat %s.pid) 2>/dev/null; do sleep 0.2; done; "
+                          "echo $(( $(date +%%s) - t0 )); cat %s.err >&2",
+                          lt_test_root(), lt_test_bin(), rd, rd, rd, rd, rd, rd, rd, rd),
+               0);
+  int secs = atoi(r.out);
+  cr_expect_leq(secs, 30, "the job took %d s to end after the rank stopped", secs);
+  cr_expect(strstr(r.err, "rank 1 sent no heartbeat"), "%s", r.err);
+  lt_run_free(&r);
+}
