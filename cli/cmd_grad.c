@@ -33,21 +33,27 @@ static void packed_free(packed_t *p) {
   free(p->reward), free(p->group), free(p->truncated);
 }
 
+/* Reallocates n arrays of elements of size[i] to cap elements each; the ones
+ * that could not grow keep their old block (freed with the rest). */
+static int realloc_all(void **arr[], const size_t *size, int n, int cap) {
+  int ok = 1;
+  for (int i = 0; i < n; i++) {
+    void *q = realloc(*arr[i], size[i] * (size_t)cap);
+    if (q) *arr[i] = q;
+    else ok = 0;
+  }
+  return ok ? 0 : lt_error_set(LT_ENOMEM, "grad: out of memory");
+}
+
 static int grow(packed_t *p, int need) {
   if (need <= p->cap) return 0;
   int cap = p->cap ? p->cap : 1024;
   while (cap < need) cap *= 2;
-  int32_t *t = realloc(p->tokens, sizeof *t * (size_t)cap);
-  if (t) p->tokens = t;
-  float *l = realloc(p->logp_rollout, sizeof *l * (size_t)cap);
-  if (l) p->logp_rollout = l;
-  float *a = realloc(p->adv, sizeof *a * (size_t)cap);
-  if (a) p->adv = a;
-  uint8_t *m = realloc(p->mask, (size_t)cap);
-  if (m) p->mask = m;
-  if (!t || !l || !a || !m) return lt_error_set(LT_ENOMEM, "grad: out of memory");
-  p->cap = cap;
-  return 0;
+  void **arr[] = {(void **)&p->tokens, (void **)&p->logp_rollout, (void **)&p->adv, (void **)&p->mask};
+  const size_t size[] = {sizeof *p->tokens, sizeof *p->logp_rollout, sizeof *p->adv, sizeof *p->mask};
+  int rc = realloc_all(arr, size, 4, cap);
+  if (rc == 0) p->cap = cap;
+  return rc;
 }
 
 /* The optional per-sequence fields a learner step needs: reward (default 0),
@@ -87,16 +93,9 @@ static int read_line(packed_t *p, const cJSON *line, const lt_model_t *m, const 
   }
   if (rc == 0 && p->nseq + 2 > p->scap) {
     int sc = p->scap ? 2 * p->scap : 64;
-    int *s = realloc(p->start, sizeof *s * (size_t)sc);
-    if (s) p->start = s;
-    double *rw = realloc(p->reward, sizeof *rw * (size_t)sc);
-    if (rw) p->reward = rw;
-    int64_t *g = realloc(p->group, sizeof *g * (size_t)sc);
-    if (g) p->group = g;
-    uint8_t *tr = realloc(p->truncated, (size_t)sc);
-    if (tr) p->truncated = tr;
-    if (!s || !rw || !g || !tr) rc = lt_error_set(LT_ENOMEM, "grad: out of memory");
-    else p->scap = sc;
+    void **arr[] = {(void **)&p->start, (void **)&p->reward, (void **)&p->group, (void **)&p->truncated};
+    const size_t size[] = {sizeof *p->start, sizeof *p->reward, sizeof *p->group, sizeof *p->truncated};
+    if ((rc = realloc_all(arr, size, 4, sc)) == 0) p->scap = sc;
   }
   if (rc == 0) rc = read_seq_fields(p, line, path, ln);
   if (rc == 0 && (rc = grow(p, p->n + n)) == 0) {

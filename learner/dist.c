@@ -261,35 +261,28 @@ static int shard_layout(const size_t *offsets, int ntensors, int **counts, int *
   return 0;
 }
 
-int lt_dist_allgather_shards(float *buf, const size_t *offsets, int ntensors) {
-  if (g_size < 2) return 0;
+/* The shards' collectives: all-gathered in place in buf, or gathered from
+ * local into buf on rank 0. */
+static int shard_collective(int all, const float *local, float *buf, const size_t *offsets, int ntensors) {
   int *counts, *displs, rc = shard_layout(offsets, ntensors, &counts, &displs);
   if (rc < 0) return rc;
+  const char *what = all ? "all-gather of the updated parameter slices" : "gather of the optimizer shards";
   MPI_Request req;
-  if ((rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD, &req)) !=
-      MPI_SUCCESS)
-    rc = lt_error_set(LT_EUNREACH, "rank %d: MPI_Iallgatherv failed (code %d)", g_rank, rc);
-  else
-    rc = wait_req(&req, "all-gather of the updated parameter slices");
+  rc = all ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD, &req)
+           : MPI_Igatherv(local, counts[g_rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
+  rc = rc != MPI_SUCCESS ? lt_error_set(LT_EUNREACH, "rank %d: %s failed (MPI code %d)", g_rank, what, rc) : wait_req(&req, what);
   free(counts), free(displs);
   return rc;
 }
 
+int lt_dist_allgather_shards(float *buf, const size_t *offsets, int ntensors) {
+  return g_size < 2 ? 0 : shard_collective(1, NULL, buf, offsets, ntensors);
+}
+
 int lt_dist_gather_shards(const float *local, float *full, const size_t *offsets, int ntensors) {
-  if (g_size < 2) {
-    if (full != local) memcpy(full, local, sizeof(float) * offsets[ntensors]);
-    return 0;
-  }
-  int *counts, *displs, rc = shard_layout(offsets, ntensors, &counts, &displs);
-  if (rc < 0) return rc;
-  MPI_Request req;
-  if ((rc = MPI_Igatherv(local, counts[g_rank], MPI_FLOAT, full, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD, &req)) !=
-      MPI_SUCCESS)
-    rc = lt_error_set(LT_EUNREACH, "rank %d: MPI_Igatherv failed (code %d)", g_rank, rc);
-  else
-    rc = wait_req(&req, "gather of the optimizer shards");
-  free(counts), free(displs);
-  return rc;
+  if (g_size > 1) return shard_collective(0, local, full, offsets, ntensors);
+  if (full != local) memcpy(full, local, sizeof(float) * offsets[ntensors]);
+  return 0;
 }
 
 #ifdef LT_HAVE_CUDA
