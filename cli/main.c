@@ -31,6 +31,10 @@ const lt_command_t lt_commands[] = {
 };
 const int lt_ncommands = (int)(sizeof lt_commands / sizeof lt_commands[0]);
 
+/* The commands whose processes are learner ranks under mpirun/srun
+ * (docs/distributed.md); the others run alone wherever they are started. */
+static int learner_ranks(const char *cmd) { return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0; }
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: longtail [--version] [--help] [--log-level LEVEL] [--log-format text|json] COMMAND [ARGS]\n\n"
@@ -80,7 +84,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < lt_ncommands; k++)
     if (strcmp(lt_commands[k].name, cmd) == 0) {
       /* Under a launcher (mpirun, srun) this process is one learner rank. */
-      int rc = lt_dist_init();
+      int rc = learner_ranks(cmd) ? lt_dist_init() : 0;
       if (rc < 0) {
         fprintf(stderr, "longtail: %s\n", lt_error_msg());
         return lt_error_exit_code(rc);
