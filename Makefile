@@ -18,7 +18,7 @@
 
 VERSION := 0.1.0
 LAYERS  := util proto net buffer learner train sandbox envs rewards rollout orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c
 
 VARIANT ?= release
 CUDA    ?= auto
@@ -87,15 +87,18 @@ ifeq ($(WERROR),1)
 NVCC_FLAGS += -Werror all-warnings
 endif
 CUDA_DEFS  := -DLT_HAVE_CUDA
+# learner/dist.c calls NCCL and the CUDA runtime from C.
+CUDA_INC   := -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lnccl -lstdc++
 CU_OBJ     := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 else
 CUDA_DEFS  :=
+CUDA_INC   :=
 CUDA_LIBS  :=
 CU_OBJ     :=
 endif
 
-CFLAGS  := $(CFLAGS_BASE) $(OPT) $(CUDA_DEFS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+CFLAGS  := $(CFLAGS_BASE) $(OPT) $(CUDA_DEFS) $(CUDA_INC) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  := $(CUDA_LIBS) $(PKG_LIBS) -lm -lpthread -ldl
 
 # ---- sources -------------------------------------------------------------------------
@@ -198,7 +201,7 @@ test-asan: check-deps
 
 GPU_LIB_OBJ := $(filter $(BUILD)/obj/learner/% $(BUILD)/obj/util/%,$(LIB_OBJ))
 GPU_LIB     := $(BUILD)/liblongtail-learner.a
-GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas libsodium 2>/dev/null),-lcjson -lopenblas -lsodium) -lm -lpthread -ldl
+GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas libsodium ompi-c 2>/dev/null),-lcjson -lopenblas -lsodium -lmpi) -lm -lpthread -ldl
 GPU_TEST    := $(BUILD)/tests/longtail-gpu-tests
 GPU_BENCH   := $(BUILD)/bench/gpu
 

@@ -5,7 +5,10 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "learner/dist.h"
+#include "learner/ranks.h"
 #include "orchestrator/daemon.h"
+#include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -93,6 +96,18 @@ int lt_cmd_train(int argc, char **argv) {
   if (lt_args_flag(&c, "--resume") && !run_dir) return lt_args_usage_error(&c, "--resume needs --run-dir");
   lt_config_t cfg;
   if ((rc = lt_cli_load_config("train", c.pos[0], lt_args_get(&c, "--set"), &cfg))) return rc;
+  /* Learner ranks watch each other within the workers' liveness window. */
+  double hb = (double)lt_config_int(&cfg, "transport.heartbeat_ms") / 1000.0;
+  if ((rc = lt_dist_heartbeats(hb, hb * (double)lt_config_int(&cfg, "transport.liveness"))) < 0) {
+    lt_config_free(&cfg);
+    return lt_cli_fail("train", rc);
+  }
+  if (lt_dist_rank() > 0) {
+    /* Under mpirun/srun: rank 0 is the daemon, this rank only learns. */
+    rc = lt_train_follow(&cfg);
+    lt_config_free(&cfg);
+    return rc < 0 ? lt_cli_fail("train", rc) : 0;
+  }
   char exe[4096];
   if ((rc = lt_fs_self_exe(exe, sizeof exe)) < 0) {
     lt_config_free(&cfg);
@@ -103,6 +118,8 @@ int lt_cmd_train(int argc, char **argv) {
                         .self_exe = exe, .run_dir_out = used, .run_dir_out_cap = sizeof used};
   double t0 = lt_time_mono_s();
   int code = lt_daemon_run(&o);
+  /* The other learner ranks stop even when the learner never started. */
+  if (lt_ranks_stop() < 0) fprintf(stderr, "longtail train: stopping the other learner ranks: %s\n", lt_error_msg());
   int plot = lt_config_bool(&cfg, "monitor.plot");
   lt_config_free(&cfg);
   char db[4200];

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "learner/dist.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -30,6 +31,10 @@ const lt_command_t lt_commands[] = {
     {"config", lt_cmd_config, "print the resolved config, or the config reference"},
 };
 const int lt_ncommands = (int)(sizeof lt_commands / sizeof lt_commands[0]);
+
+/* The commands whose processes are learner ranks under mpirun/srun
+ * (docs/distributed.md); the others run alone wherever they are started. */
+static int learner_ranks(const char *cmd) { return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0; }
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -78,7 +83,17 @@ int main(int argc, char **argv) {
   }
   const char *cmd = argv[i];
   for (int k = 0; k < lt_ncommands; k++)
-    if (strcmp(lt_commands[k].name, cmd) == 0) return lt_commands[k].fn(argc - i, argv + i);
+    if (strcmp(lt_commands[k].name, cmd) == 0) {
+      /* Under a launcher (mpirun, srun) this process is one learner rank. */
+      int rc = learner_ranks(cmd) ? lt_dist_init() : 0;
+      if (rc < 0) {
+        fprintf(stderr, "longtail: %s\n", lt_error_msg());
+        return lt_error_exit_code(rc);
+      }
+      rc = lt_commands[k].fn(argc - i, argv + i);
+      lt_dist_finalize(rc);
+      return rc;
+    }
   const char *best = NULL;
   int bd = 99;
   for (int k = 0; k < lt_ncommands; k++) {

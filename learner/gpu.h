@@ -131,6 +131,8 @@ int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step,
 void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device);
 /* Copies parameters / gradients back into host buffers of nparams floats. */
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads);
+/* The device gradient buffer (nparams floats), for the ranks' ncclAllReduce. */
+float *lt_gpu_model_grads(lt_gpu_model_t *gm);
 
 #ifdef __cplusplus
 }

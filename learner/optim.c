@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
 #include "learner/safetensors.h"
 #include "util/error.h"
 
@@ -35,11 +36,23 @@ int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t *
   if (!o) return lt_error_set(LT_ENOMEM, "optimizer: out of memory");
   o->cfg = *cfg;
   o->n = m->nparams;
-  o->m = calloc(o->n, sizeof(float));
-  o->v = calloc(o->n, sizeof(float));
+  o->ntensors = m->ntensors;
+  o->offsets = malloc(sizeof(size_t) * (size_t)(m->ntensors + 1));
+  if (!o->offsets) {
+    free(o);
+    return lt_error_set(LT_ENOMEM, "optimizer: out of memory");
+  }
+  for (int i = 0; i < m->ntensors; i++) o->offsets[i] = m->tensors[i].offset;
+  o->offsets[m->ntensors] = m->nparams;
+  o->hi = m->nparams;
+  if (!cfg->replicate) lt_dist_shard(o->offsets, o->ntensors, lt_dist_rank(), lt_dist_size(), &o->lo, &o->hi);
+  /* calloc(0) may return NULL: an empty shard still gets a valid pointer. */
+  o->m = calloc(o->hi - o->lo + 1, sizeof(float));
+  o->v = calloc(o->hi - o->lo + 1, sizeof(float));
   size_t big = 0;
   for (int i = 0; i < m->ntensors; i++) {
     const lt_tensor_t *t = &m->tensors[i];
+    if (t->offset < o->lo || t->offset >= o->hi) continue;
     size_t mn = (size_t)(t->rows < t->cols ? t->rows : t->cols), mx = (size_t)(t->rows < t->cols ? t->cols : t->rows);
     size_t need = 3 * mn * mx + 2 * mn * mn;
     if (uses_muon(cfg, t) && need > big) big = need;
@@ -59,6 +72,7 @@ void lt_optim_free(lt_optim_t *o) {
   free(o->m);
   free(o->v);
   free(o->scratch);
+  free(o->offsets);
   free(o);
 }
 
@@ -140,9 +154,10 @@ double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
   double bc1 = 1.0 - pow(c->beta1, (double)o->step), bc2 = 1.0 - pow(c->beta2, (double)o->step);
   for (int i = 0; i < m->ntensors; i++) {
     const lt_tensor_t *t = &m->tensors[i];
-    if (frozen(o, t)) continue;
+    if (frozen(o, t) || t->offset < o->lo || t->offset >= o->hi) continue;
     size_t n = (size_t)t->rows * t->cols;
-    float *w = m->params + t->offset, *g = m->grads + t->offset, *mm = o->m + t->offset, *vv = o->v + t->offset;
+    float *w = m->params + t->offset, *g = m->grads + t->offset, *mm = o->m + (t->offset - o->lo),
+          *vv = o->v + (t->offset - o->lo);
     if (gscale != 1.0f)
       for (size_t k = 0; k < n; k++) g[k] *= gscale;
     if (uses_muon(c, t)) {
@@ -161,12 +176,36 @@ double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
   return lr;
 }
 
+static int sharded(const lt_optim_t *o) { return lt_dist_size() > 1 && !o->cfg.replicate; }
+
+int lt_optim_gather(const lt_optim_t *o, lt_model_t *m) {
+  return sharded(o) ? lt_dist_allgather_shards(m->params, o->offsets, o->ntensors) : 0;
+}
+
+size_t lt_optim_state_bytes(const lt_optim_t *o) { return 2 * sizeof(float) * (o->hi - o->lo); }
+
 int lt_optim_save(const lt_optim_t *o, const char *path) {
-  lt_st_tensor_t t[2] = {{"exp_avg", 1, {(int64_t)o->n}, o->m}, {"exp_avg_sq", 1, {(int64_t)o->n}, o->v}};
-  char meta[256];
-  snprintf(meta, sizeof meta, "{\"step\":\"%lld\",\"kind\":\"%s\"}", (long long)o->step,
-           o->cfg.kind == LT_OPT_MUON ? "muon" : "adamw");
-  return lt_st_write(path, t, 2, meta);
+  int rank = lt_dist_rank(), rc = 0;
+  float *m = o->m, *v = o->v;
+  if (sharded(o)) {
+    m = rank == 0 ? malloc(sizeof(float) * o->n) : NULL;
+    v = rank == 0 ? malloc(sizeof(float) * o->n) : NULL;
+    /* Every rank takes part in both gathers, whatever rank 0's allocation did. */
+    int r1 = lt_dist_gather_shards(o->m, m, o->offsets, o->ntensors);
+    int r2 = lt_dist_gather_shards(o->v, v, o->offsets, o->ntensors);
+    rc = r1 < 0 ? r1 : r2;
+    if (rc == 0 && rank == 0 && (!m || !v)) rc = lt_error_set(LT_ENOMEM, "%s: out of memory gathering the optimizer state", path);
+  }
+  if (rc == 0 && rank == 0) {
+    lt_st_tensor_t t[2] = {{"exp_avg", 1, {(int64_t)o->n}, m}, {"exp_avg_sq", 1, {(int64_t)o->n}, v}};
+    char meta[256];
+    snprintf(meta, sizeof meta, "{\"step\":\"%lld\",\"kind\":\"%s\"}", (long long)o->step,
+             o->cfg.kind == LT_OPT_MUON ? "muon" : "adamw");
+    rc = lt_st_write(path, t, 2, meta);
+  }
+  if (m != o->m) free(m);
+  if (v != o->v) free(v);
+  return rc;
 }
 
 int lt_optim_load(lt_optim_t *o, const char *path) {
@@ -178,8 +217,20 @@ int lt_optim_load(lt_optim_t *o, const char *path) {
     lt_st_close(f);
     return lt_error_set(LT_EFORMAT, "%s: optimizer state does not match a model of %zu parameters", path, o->n);
   }
-  lt_st_read_f32(f, m, o->m);
-  lt_st_read_f32(f, v, o->v);
+  float *full = malloc(sizeof(float) * (o->n + 1));
+  if (!full) {
+    lt_st_close(f);
+    return lt_error_set(LT_ENOMEM, "%s: out of memory", path);
+  }
+  /* The file holds the whole state; this rank keeps its shard. */
+  int rc1 = lt_st_read_f32(f, m, full);
+  if (rc1 == 0) memcpy(o->m, full + o->lo, sizeof(float) * (o->hi - o->lo));
+  if (rc1 == 0 && (rc1 = lt_st_read_f32(f, v, full)) == 0) memcpy(o->v, full + o->lo, sizeof(float) * (o->hi - o->lo));
+  free(full);
+  if (rc1 < 0) {
+    lt_st_close(f);
+    return rc1;
+  }
   const char *s = lt_st_meta(f, "step"); /* safetensors metadata values are strings */
   long long step = s ? strtoll(s, NULL, 10) : -1;
   lt_st_close(f);

@@ -30,12 +30,21 @@ typedef struct {
    * updates a step makes (docs/config.md). */
   int use_clock;
   int64_t clock;
+  int replicate;       /* not a config key: 1 keeps the whole state on every rank (the GPU
+                          optimizer keeps its moments on the device), 0 shards it (ZeRO-1) */
 } lt_optim_cfg_t;
 
+/* Under several learner ranks (learner/dist.h) the state is sharded (ZeRO
+ * stage 1): this rank keeps and updates the moments of the whole tensors in
+ * [lo, hi) of the parameter buffer, and the updated slices are all-gathered
+ * so every rank ends the step with the same parameters. */
 typedef struct {
   lt_optim_cfg_t cfg;
-  size_t n;
-  float *m, *v;        /* [n] first/second moments (Muon keeps its momentum in m) */
+  size_t n;            /* parameters of the model */
+  size_t lo, hi;       /* this rank's shard (0, n with one rank) */
+  size_t *offsets;     /* [ntensors + 1] tensor boundaries, for the collectives */
+  int ntensors;
+  float *m, *v;        /* [hi - lo] first/second moments of the shard (Muon keeps its momentum in m) */
   int64_t step;        /* updates done */
   float *scratch;      /* Newton–Schulz work space */
   size_t scratch_len;
@@ -46,12 +55,20 @@ int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t *
 void lt_optim_free(lt_optim_t *o);
 /* The learning rate of update number `step` (0-based; c->clock instead when c->use_clock). */
 double lt_optim_lr(const lt_optim_cfg_t *c, int64_t step);
-/* Clips m->grads to the global norm, updates m->params; *gnorm receives the
- * norm before clipping.  Returns the learning rate used. */
+/* Clips m->grads to the global norm, updates m->params (this rank's shard);
+ * *gnorm receives the norm before clipping.  Returns the learning rate used.
+ * With several ranks, lt_optim_gather must follow before the parameters are
+ * read. */
 double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm);
+/* All-gathers the ranks' updated slices of m->params (no-op on one rank). */
+int lt_optim_gather(const lt_optim_t *o, lt_model_t *m);
+/* Bytes of optimizer state this rank holds (falls as 1/ranks). */
+size_t lt_optim_state_bytes(const lt_optim_t *o);
 /* Global L2 norm of the gradient buffer (frozen router excluded). */
 double lt_grad_norm(const lt_optim_t *o, const lt_model_t *m);
-/* State files (safetensors: moments + step in the metadata). */
+/* State files (safetensors: moments + step in the metadata), whole whatever
+ * the number of ranks: save gathers the shards and rank 0 writes (every rank
+ * must call it); load reads the file and keeps this rank's shard. */
 int lt_optim_save(const lt_optim_t *o, const char *path);
 int lt_optim_load(lt_optim_t *o, const char *path);
 

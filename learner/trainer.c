@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -46,8 +47,10 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
   t->critic = critic;
   if (critic) critic->threads = cfg->threads;
   if (ref) ref->threads = cfg->threads;
-  if (rc == 0) rc = lt_optim_create(&cfg->actor_opt, policy, &t->actor_opt);
-  if (rc == 0 && t->critic) rc = lt_optim_create(&cfg->critic_opt, t->critic, &t->critic_opt);
+  /* The GPU optimizer keeps whole moments on the device: ZeRO-1 shards the host optimizer only. */
+  t->cfg.actor_opt.replicate = t->cfg.critic_opt.replicate = cfg->cuda;
+  if (rc == 0) rc = lt_optim_create(&t->cfg.actor_opt, policy, &t->actor_opt);
+  if (rc == 0 && t->critic) rc = lt_optim_create(&t->cfg.critic_opt, t->critic, &t->critic_opt);
   if (rc == 0 && cfg->cuda) {
 #ifdef LT_HAVE_CUDA
     if (cfg->actor_opt.kind != LT_OPT_ADAMW)
@@ -67,6 +70,9 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
     lt_trainer_free(t);
     return rc;
   }
+  if (lt_dist_size() > 1)
+    lt_log(LT_LOG_INFO, "learner", "rank %d of %d: %.1f MiB of optimizer state (ZeRO-1 shard)", lt_dist_rank(), lt_dist_size(),
+           lt_trainer_optim_bytes(t) / 1048576.0);
   *out = t;
   return 0;
 }
@@ -87,6 +93,10 @@ void lt_trainer_free(lt_trainer_t *t) {
 
 lt_model_t *lt_trainer_policy(lt_trainer_t *t) { return t->policy; }
 int64_t lt_trainer_steps(const lt_trainer_t *t) { return t->steps; }
+
+size_t lt_trainer_optim_bytes(const lt_trainer_t *t) {
+  return lt_optim_state_bytes(t->actor_opt) + (t->critic_opt ? lt_optim_state_bytes(t->critic_opt) : 0);
+}
 
 void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
   t->lr_scale *= factor;
@@ -156,20 +166,51 @@ static void zero_grad(lt_trainer_t *t, int i) {
   lt_model_zero_grad(model_at(t, i));
 }
 
-/* One optimizer update of model i; returns the learning rate used. */
-static double optim_step(lt_trainer_t *t, int i, double *gnorm) {
+/* Sums model i's gradients over the learner ranks: NCCL on a device twin,
+ * MPI on the host buffer (learner/dist.h). */
+static int reduce_grads(lt_trainer_t *t, int i) {
+  if (lt_dist_size() < 2) return 0;
+  /* A rank whose shares were all empty has no gradient buffer yet (zeros). */
+  int rc = ensure(t, i, model_at(t, i), 1, 1);
+  if (rc < 0) return rc;
+#ifdef LT_HAVE_CUDA
+  if (t->gm[i]) return lt_dist_nccl_sum(lt_gpu_model_grads(t->gm[i]), model_at(t, i)->nparams);
+#endif
+  return lt_dist_sum_f32(model_at(t, i)->grads, model_at(t, i)->nparams);
+}
+
+/* One optimizer update of model i after the ranks' gradients are summed;
+ * *lr receives the learning rate used. */
+static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
   lt_optim_t *o = optim_at(t, i);
   o->cfg.use_clock = 1; /* warm-up counts learner steps, not mini-batch updates */
   o->cfg.clock = t->steps;
+  int rc = reduce_grads(t, i);
+  if (rc < 0) return rc;
 #ifdef LT_HAVE_CUDA
   if (t->gm[i]) {
-    double lr = 0;
-    lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, &lr); /* AdamW checked at create */
+    lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, lr); /* AdamW checked at create */
     o->step++;
-    return lr;
+    return 0;
   }
 #endif
-  return lt_optim_step(o, model_at(t, i), gnorm);
+  *lr = lt_optim_step(o, model_at(t, i), gnorm);
+  return lt_optim_gather(o, model_at(t, i));
+}
+
+/* This rank's token-balanced share of the sequences [s0, s1). */
+static void my_share(const lt_train_batch_t *B, int s0, int s1, int *a, int *b) {
+  lt_dist_share(B->start, s0, s1, lt_dist_rank(), lt_dist_size(), a, b);
+}
+
+/* Rescales dLoss[n], normalised by this rank's count `local`, to the count
+ * of all ranks (*global), so that summed gradients are the whole batch's. */
+static int globalise(double local, float *d, int n, double *global) {
+  double w;
+  int rc = lt_dist_weight(local, global, &w);
+  if (rc == 0 && w != 1.0)
+    for (int i = 0; i < n; i++) d[i] *= (float)w;
+  return rc;
 }
 
 /* After an update workers read the policy's host copy (the critic's is only
@@ -218,9 +259,10 @@ static int split(int nseq, int k, int *bounds) {
   return k;
 }
 
-static int max_seq_len(const lt_train_batch_t *B) {
+/* The longest of the sequences [a, e). */
+static int max_seq_len(const lt_train_batch_t *B, int a, int e) {
   int mx = 0;
-  for (int s = 0; s < B->nseq; s++)
+  for (int s = a; s < e; s++)
     if (B->start[s + 1] - B->start[s] > mx) mx = B->start[s + 1] - B->start[s];
   return mx;
 }
@@ -278,22 +320,43 @@ static int check_batch(const lt_train_batch_t *B) {
   return 0;
 }
 
-/* Forward passes with the pre-update weights over the actor chunks:
- * π_old, π_ref, entropies, critic values, learner routing confidence. */
+/* Every rank gets the per-token arrays of the whole batch: each computed its
+ * share and left zeros elsewhere, so a sum is an all-gather. */
+static int pre_pass_gather(lt_trainer_t *t, work_t *w, double *conf) {
+  size_t N = (size_t)w->N;
+  int rc = lt_dist_sum_f32(w->logp_old, N);
+  if (rc == 0) rc = lt_dist_sum_f32(w->entropy, N);
+  if (rc == 0 && t->ref) rc = lt_dist_sum_f32(w->logp_ref, N);
+  if (rc == 0 && t->critic) rc = lt_dist_sum_f32(w->values, N);
+  if (rc == 0) rc = lt_dist_sum_f64(conf, 2); /* the confidence sum and its token count */
+  return rc;
+}
+
+/* Forward passes with the pre-update weights over the actor chunks (this
+ * rank's share of each): π_old, π_ref, entropies, critic values, learner
+ * routing confidence. */
 static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, double *route_conf) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
-  double conf = 0;
-  int rc = 0, nconf = 0;
+  double conf[2] = {0, 0}; /* routing confidence summed over generated tokens, and their count */
+  int rc = 0;
+  if (lt_dist_size() > 1) {
+    memset(w->logp_old, 0, sizeof(float) * (size_t)w->N);
+    memset(w->logp_ref, 0, sizeof(float) * (size_t)w->N);
+    memset(w->entropy, 0, sizeof(float) * (size_t)w->N);
+  }
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
-    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
+    int a, b;
+    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
+    if (a == b) continue;
+    chunk_make(B, nml, K, a, b, w->starts, &c);
     lt_fwd_out_t o;
     if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = forward(t, 0, &c.b, &o)) < 0) break;
     memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
     /* Over the generated tokens, as the rollout's records are averaged (docs/losses.md). */
     for (int i = 0; o.route_conf && i < c.n; i++)
-      if (B->mask[c.t0 + i]) conf += o.route_conf[i] / nml, nconf++;
+      if (B->mask[c.t0 + i]) conf[0] += o.route_conf[i] / nml, conf[1]++;
     if (t->ref) {
       if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = forward(t, 2, &c.b, &o)) < 0) break;
       memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
@@ -305,7 +368,8 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
       memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
     }
   }
-  *route_conf = nml ? (nconf ? conf / nconf : 0) : -1.0;
+  if (rc == 0) rc = pre_pass_gather(t, w, conf);
+  *route_conf = nml ? (conf[1] ? conf[0] / conf[1] : 0) : -1.0;
   return rc;
 }
 
@@ -326,6 +390,14 @@ static void acc_add(acc_t *a, const lt_loss_stats_t *ls) {
   a->klr += ls->kl_rollout * ls->tokens;
   a->clip += ls->clip_frac * ls->tokens;
   a->klref += ls->kl_ref * ls->tokens;
+}
+
+/* The ranks' statistics summed (each saw its share of every mini-batch). */
+static int acc_reduce(acc_t *a) {
+  double v[10] = {a->loss, a->mism, a->klr, a->clip, a->klref, a->toks, a->kept, a->inb, a->trajs, a->tkept};
+  int rc = lt_dist_sum_f64(v, 10);
+  *a = (acc_t){v[0], v[1], v[2], v[3], v[4], (int)v[5], (int)v[6], (int)v[7], (int)v[8], (int)v[9]};
+  return rc;
 }
 
 static void acc_finish(const acc_t *a, lt_step_stats_t *st) {
@@ -358,24 +430,32 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
   int rc = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
-    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
-    lt_fwd_out_t o;
+    int a, b;
+    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
+    lt_loss_stats_t ls = {0};
     zero_grad(t, 0);
-    if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
-    lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
-                       .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
-                       .adv = w->adv + c.t0, .mask = w->amask + c.t0};
-    lt_loss_stats_t ls;
-    float *dl = w->dbuf + c.t0;
-    if ((rc = lt_loss_compute(&t->cfg.loss, &in, dl, &ls)) < 0) return rc;
-    if (ls.tokens > 0) {
-      if ((rc = backward(t, 0, dl, NULL)) < 0) return rc;
+    if (a < b) {
+      chunk_make(B, nml, K, a, b, w->starts, &c);
+      lt_fwd_out_t o;
+      if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
+      lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
+                         .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
+                         .adv = w->adv + c.t0, .mask = w->amask + c.t0};
+      if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
+    }
+    /* GRPO averages over sequences, the other objectives over loss tokens. */
+    double global;
+    if ((rc = globalise(t->cfg.loss.obj == LT_OBJ_GRPO ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
+      return rc;
+    if (global > 0) {
+      if (a < b && (rc = backward(t, 0, w->dbuf + c.t0, NULL)) < 0) return rc;
       double g;
-      st->lr = optim_step(t, 0, &g);
+      if ((rc = optim_step(t, 0, &g, &st->lr)) < 0) return rc;
       gn += g;
     }
     acc_add(&acc, &ls);
   }
+  if ((rc = acc_reduce(&acc)) < 0) return rc;
   acc_finish(&acc, st);
   st->actor_grad_norm = gn / k;
   return 0;
@@ -384,30 +464,37 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
 static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
   int k = split(B->nseq, t->cfg.critic_minibatches, w->bounds);
   int nml = lt_model_moe_layers(&t->critic->cfg), K = t->critic->cfg.topk;
-  double loss = 0, gn = 0;
-  int rc = 0, toks = 0;
+  double loss = 0, gn = 0, toks = 0;
+  int rc = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
-    /* Under Keep Routing the values V_φ(s_t) of the pre-pass were computed on the
-     * rollout's experts: the critic trains on the same routing. */
-    chunk_make(B, nml, K, w->bounds[j], w->bounds[j + 1], w->starts, &c);
-    c.b.support = NULL;
-    lt_fwd_out_t o;
-    if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;
+    int a, b, n = 0;
+    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
     zero_grad(t, 1);
-    if ((rc = forward(t, 1, &c.b, &o)) < 0) return rc;
-    float *dv = w->dbuf + c.t0;
-    double l = lt_value_loss(c.b.nseq, c.start, B->mask + c.t0, o.values, w->target + c.t0, dv);
-    int n = 0;
-    for (int i = 0; i < c.n; i++) n += B->mask[c.t0 + i] != 0;
-    if (n == 0) continue;
-    if ((rc = backward(t, 1, NULL, dv)) < 0) return rc;
+    float *dv = NULL;
+    if (a < b) {
+      /* Under Keep Routing the values V_φ(s_t) of the pre-pass were computed on the
+       * rollout's experts: the critic trains on the same routing. */
+      chunk_make(B, nml, K, a, b, w->starts, &c);
+      c.b.support = NULL;
+      lt_fwd_out_t o;
+      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;
+      if ((rc = forward(t, 1, &c.b, &o)) < 0) return rc;
+      dv = w->dbuf + c.t0;
+      double l = lt_value_loss(c.b.nseq, c.start, B->mask + c.t0, o.values, w->target + c.t0, dv);
+      for (int i = 0; i < c.n; i++) n += B->mask[c.t0 + i] != 0;
+      loss += l * n;
+    }
+    double global;
+    if ((rc = globalise(n, dv, dv ? c.n : 0, &global)) < 0) return rc;
+    if (global == 0) continue;
+    if (dv && (rc = backward(t, 1, NULL, dv)) < 0) return rc;
     double g;
-    st->critic_lr = optim_step(t, 1, &g);
+    if ((rc = optim_step(t, 1, &g, &st->critic_lr)) < 0) return rc;
     gn += g;
-    loss += l * n;
-    toks += n;
+    toks += global;
   }
+  if ((rc = lt_dist_sum_f64(&loss, 1)) < 0) return rc;
   st->critic_loss = toks ? loss / toks : 0;
   st->critic_grad_norm = gn / k;
   return 0;
@@ -494,29 +581,40 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
 int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss) {
   int rc = check_batch(B);
   if (rc < 0) return rc;
-  int N = B->start[B->nseq], n = 0;
+  int N = B->start[B->nseq], n = 0, a, e;
   float *dl = calloc((size_t)N, sizeof(float));
   if (!dl) return lt_error_set(LT_ENOMEM, "sft step: out of memory");
-  lt_batch_t b = {.nseq = B->nseq, .start = B->start, .tokens = B->tokens};
+  /* This rank's share of the sequences, its tokens rebased to 0. */
+  my_share(B, 0, B->nseq, &a, &e);
+  int t0 = B->start[a], Nr = B->start[e] - t0, *starts = malloc(sizeof(int) * (size_t)(e - a + 1));
+  if (!starts) {
+    free(dl);
+    return lt_error_set(LT_ENOMEM, "sft step: out of memory");
+  }
+  for (int s = a; s <= e; s++) starts[s - a] = B->start[s] - t0;
+  lt_batch_t b = {.nseq = e - a, .start = starts, .tokens = B->tokens + t0};
   lt_fwd_out_t o;
-  if ((rc = ensure(t, 0, t->policy, N, max_seq_len(B))) < 0) goto out;
+  double l = 0, global = 0;
   zero_grad(t, 0);
-  if ((rc = forward(t, 0, &b, &o)) < 0) goto out;
-  for (int i = 0; i < N; i++) n += B->mask[i] != 0;
-  double l = 0;
-  for (int i = 0; i < N; i++)
-    if (B->mask[i]) {
-      l -= o.logprobs[i];
-      dl[i] = -1.0f / (float)n;
-    }
-  *loss = n ? l / n : 0;
-  if (n && (rc = backward(t, 0, dl, NULL)) == 0) {
-    double g;
-    optim_step(t, 0, &g);
+  if (a < e) {
+    if ((rc = ensure(t, 0, t->policy, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, 0, &b, &o)) < 0) goto out;
+    for (int i = 0; i < Nr; i++) n += B->mask[t0 + i] != 0;
+    for (int i = 0; i < Nr; i++)
+      if (B->mask[t0 + i]) {
+        l -= o.logprobs[i];
+        dl[i] = -1.0f / (float)n;
+      }
+  }
+  if ((rc = globalise(n, dl, Nr, &global)) < 0 || (rc = lt_dist_sum_f64(&l, 1)) < 0) goto out;
+  *loss = global > 0 ? l / global : 0;
+  if (global > 0 && (a == e || (rc = backward(t, 0, dl, NULL)) == 0)) {
+    double g, lr;
+    if ((rc = optim_step(t, 0, &g, &lr)) < 0) goto out;
     t->steps++;
     host_refresh(t);
   }
 out:
+  free(starts);
   free(dl);
   return rc;
 }
@@ -530,15 +628,19 @@ int lt_trainer_save(lt_trainer_t *t, const char *dir) {
 #ifdef LT_HAVE_CUDA
   for (int i = 0; i < 2; i++) gpu_pull(t, i, 1);
 #endif
-  int rc = lt_fs_mkdirs(dir, 0755);
-  if (rc == 0 && (rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(t->policy, p, LT_MODEL_SHARD_BYTES);
-  if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_save(t->actor_opt, p);
+  /* Rank 0 writes; the other ranks only bring their optimizer shards, and
+   * take part in those gathers whatever failed on rank 0 before them. */
+  int rank0 = lt_dist_rank() == 0, rc = rank0 ? lt_fs_mkdirs(dir, 0755) : 0, orc;
+  if ((orc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) orc = lt_optim_save(t->actor_opt, p);
+  if (rc == 0) rc = orc;
+  if (t->critic && (orc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) orc = lt_optim_save(t->critic_opt, p);
+  if (rc == 0) rc = orc;
+  if (!rank0 || rc < 0) return rc;
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(t->policy, p, LT_MODEL_SHARD_BYTES);
   /* The KL reference is not the policy a resume starts from: it travels with the state. */
   if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(t->ref, p);
-  if (rc == 0 && t->critic) {
-    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_save_sharded(t->critic, p, LT_MODEL_SHARD_BYTES);
-    if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_save(t->critic_opt, p);
-  }
+  if (rc == 0 && t->critic && (rc = sub(p, sizeof p, dir, "critic")) == 0)
+    rc = lt_model_save_sharded(t->critic, p, LT_MODEL_SHARD_BYTES);
   if (rc < 0) return rc;
   char js[256];
   /* %.17g: the learning-rate scale comes back bit-exact. */

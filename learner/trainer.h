@@ -9,6 +9,7 @@
 #ifndef LT_LEARNER_TRAINER_H
 #define LT_LEARNER_TRAINER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "learner/loss.h"
@@ -66,6 +67,9 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
 void lt_trainer_free(lt_trainer_t *t);
 lt_model_t *lt_trainer_policy(lt_trainer_t *t);
 int64_t lt_trainer_steps(const lt_trainer_t *t);
+/* Bytes of optimizer state (actor and critic) this rank holds: with several
+ * learner ranks, its ZeRO-1 shard. */
+size_t lt_trainer_optim_bytes(const lt_trainer_t *t);
 /* Changes the actor's learning rate scale (guardrails). */
 void lt_trainer_scale_lr(lt_trainer_t *t, double factor);
 

@@ -83,12 +83,22 @@ static void run(lt_bridge_t *br, void *arg) {
   lt__learner_t *l = arg;
   for (;;) {
     lt_bridge_lock(br);
-    while (!l->quit && (!l->wake || l->paused)) lt_bridge_wait(br, 200);
-    int quit = l->quit, flush = l->flush;
+    while (!l->quit && (!l->wake || l->paused)) {
+      lt_bridge_wait(br, 200);
+      if (lt_train_ranks() > 1) break; /* the other ranks hear from rank 0 now and then (below) */
+    }
+    int quit = l->quit, flush = l->flush, wake = l->wake && !l->paused;
     l->wake = 0;
     l->flush = 0;
     lt_bridge_unlock(br);
     if (quit) break;
+    if (!wake) {
+      if (lt_train_keepalive() < 0) {
+        post_event(l, "learner_ranks", lt_error_msg());
+        break;
+      }
+      continue;
+    }
     if (l->steps_wanted && lt_train_steps_done(l->train) >= l->steps_wanted) continue;
     uv_mutex_lock(&l->compute);
     int rc = try_step(l, flush);
@@ -117,6 +127,11 @@ static void run(lt_bridge_t *br, void *arg) {
     char detail[1100];
     snprintf(detail, sizeof detail, "final checkpoint: %s", lt_error_msg());
     post_event(l, "checkpoint_failed", detail);
+  }
+  if (lt_train_stop_ranks() < 0) {
+    char detail[1100];
+    snprintf(detail, sizeof detail, "stopping the other ranks: %s", lt_error_msg());
+    post_event(l, "learner_ranks", detail);
   }
   res_t *r = calloc(1, sizeof *r);
   if (r) r->kind = RES_STOPPED;
@@ -149,6 +164,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
       {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
       {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
+      {"learner/ranks", r->ranks},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);

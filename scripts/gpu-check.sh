@@ -8,7 +8,10 @@
 #
 # DEB_DIR (default .debs) is filled on a machine with a registry by
 #   mkdir -p .debs && (cd .debs && apt-get download libcjson-dev libcjson1 \
-#     libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libsodium-dev libsodium23)
+#     libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libsodium-dev libsodium23 \
+#     libopenmpi-dev libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 \
+#     libfabric1 libibverbs1 libnl-3-200 libnl-route-3-200 libpsm-infinipath1 libpsm2-2 libucx0)
+# (Open MPI: the learner's ranks, learner/dist.c, link it even on one GPU.)
 # OUT_DIR (default build/gpu-check) receives test-gpu.log, bench-gpu.log,
 # gpu-results.json and results.md.  Exit status: that of test-gpu.
 set -u
@@ -23,9 +26,9 @@ ls "$debs"/*.deb >/dev/null 2>&1 || { echo "gpu-check: no .deb files in $debs" >
 root=$(mktemp -d /tmp/lt-sysroot.XXXXXX)
 for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$root" || exit 2; done
 lib=$root/usr/lib/x86_64-linux-gnu
-export CPATH="$root/usr/include:$root/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}"
-export LIBRARY_PATH="$lib:$lib/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}"
-export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CPATH="$root/usr/include:$root/usr/include/x86_64-linux-gnu/openblas-pthread:$lib/openmpi/include${CPATH:+:$CPATH}"
+export LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/openmpi/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The host's default BLAS threads fight the GPU timers for cores; one is plenty for references.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
+#include "learner/ranks.h"
 #include "learner/tokenizer.h"
 #include "train/internal.h"
 #include "util/error.h"
@@ -67,7 +69,7 @@ static void event(lt_train_t *l, const char *kind, const char *fmt, ...) {
 static int save_full(lt_train_t *l) {
   char dir[4200], p[4300];
   snprintf(dir, sizeof dir, "%s/checkpoints/full-%06lld", l->run_dir, (long long)l->step);
-  int rc = lt_trainer_save(l->tr, dir);
+  int rc = lt_ranks_save(l->tr, dir);
   /* The policy inside is a Hugging Face model folder: it carries the tokenizer too. */
   snprintf(p, sizeof p, "%s/policy", dir);
   if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, p);
@@ -118,8 +120,13 @@ static int policy_dir_of(lt_train_t *l, int64_t version, char *out, size_t n) {
              : 0;
 }
 
+/* The other learner ranks build the same trainer from the same policy. */
 static int build_trainer(lt_train_t *l, const char *policy_dir) {
-  const lt_config_t *c = l->cfg;
+  int rc = lt_train_build_trainer(l->cfg, policy_dir, &l->tr);
+  return rc < 0 ? rc : lt_ranks_init(policy_dir);
+}
+
+int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trainer_t **out) {
   lt_trainer_cfg_t tc;
   int rc = lt__trainer_cfg(c, &tc);
   if (rc < 0) return rc;
@@ -129,12 +136,10 @@ static int build_trainer(lt_train_t *l, const char *policy_dir) {
   if (cp[0] && tc.loss.obj != LT_OBJ_GRPO && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
   if (rc == 0 && tc.loss.kl_coef > 0) rc = lt_model_load(policy_dir, &ref);
-  if (rc == 0) rc = lt_trainer_create(&tc, policy, critic, ref, &l->tr);
-  if (rc < 0) {
-    lt_model_free(policy);
-    lt_model_free(critic);
-    lt_model_free(ref);
-  }
+  if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
+  lt_model_free(policy);
+  lt_model_free(critic);
+  lt_model_free(ref);
   return rc;
 }
 
@@ -164,7 +169,7 @@ static int resume(lt_train_t *l, char *v0, size_t cap) {
     if (rc == 0) rc = policy_dir_of(l, l->version, v0, cap);
     if (rc == 0 && !lt_fs_is_dir(v0)) snprintf(v0, cap, "%s/policy", full);
     if (rc == 0) rc = build_trainer(l, v0);
-    if (rc == 0) rc = lt_trainer_load(l->tr, full);
+    if (rc == 0) rc = lt_ranks_load(l->tr, full);
     if (rc == 0) {
       snprintf(l->last_full_dir, sizeof l->last_full_dir, "%s", full);
       l->last_full = l->step;
@@ -418,7 +423,8 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
   if (me > 0 && st->entropy < me) {
     double cur = st->lr / (g->lr > 0 ? g->lr : 1);
     if (cur * 0.5 >= g->lr_floor) {
-      lt_trainer_scale_lr(l->tr, 0.5);
+      int rc = lt_ranks_scale_lr(l->tr, 0.5);
+      if (rc < 0) return rc;
       event(l, "guardrail", "step %lld: entropy %.4f < guardrails.min_entropy %.4f: actor learning rate halved",
                  (long long)l->step, st->entropy, me);
     }
@@ -465,13 +471,14 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
   r->skip_sampling = p.skip_sampling;
   r->skip_routing = p.skip_routing;
-  if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
+  if ((rc = lt_ranks_step(l->tr, &b, &r->st)) < 0) goto out;
+  r->ranks = lt_dist_size();
   l->step++;
   int rollback = 0;
-  guardrails(l, r, &rollback);
+  if ((rc = guardrails(l, r, &rollback)) < 0) goto out;
   if (rollback && l->last_full_dir[0]) {
     int64_t keep_step = l->step;
-    if ((rc = lt_trainer_load(l->tr, l->last_full_dir)) < 0) goto out;
+    if ((rc = lt_ranks_load(l->tr, l->last_full_dir)) < 0) goto out;
     l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
     if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
   } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
@@ -493,3 +500,9 @@ out:
   free(ids);
   return rc;
 }
+
+int lt_train_ranks(void) { return lt_dist_size(); }
+
+int lt_train_keepalive(void) { return lt_dist_size() > 1 ? lt_ranks_keepalive() : 0; }
+
+int lt_train_stop_ranks(void) { return lt_ranks_stop(); }

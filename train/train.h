@@ -43,6 +43,7 @@ typedef struct {
   double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   int stale_max, stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, max_staleness;
   int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
+  int ranks;                 /* learner ranks that trained it (learner/ranks) */
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];
@@ -65,6 +66,20 @@ int64_t lt_train_steps_done(const lt_train_t *t);
 /* The final full checkpoint, so that --resume continues from here (nothing when the last step has one). */
 int lt_train_checkpoint(lt_train_t *t);
 void lt_train_close(lt_train_t *t);
+
+/* ---- learner ranks under mpirun/srun (docs/distributed.md) ---- */
+
+/* The number of learner ranks (1 without a launcher). */
+int lt_train_ranks(void);
+/* Rank 0, while idle: tells the other ranks it is alive (they fail a silent rank 0 within the liveness window). */
+int lt_train_keepalive(void);
+/* Rank 0: the other ranks leave lt_train_follow.  Idempotent. */
+int lt_train_stop_ranks(void);
+/* The job's trainer on the policy in policy_dir (every learner rank builds the same). */
+int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trainer_t **out);
+/* Ranks >= 1 of `train`: no loop, no workers, no buffer; only this rank's share of every step rank 0 trains,
+ * until rank 0 stops.  0 or an LT_E* code. */
+int lt_train_follow(const lt_config_t *cfg);
 
 /* ---- supervised warm start (train/sft.c): `longtail sft`, and `train` with sft.enabled ---- */
 

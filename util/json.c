@@ -87,6 +87,24 @@ int lt_json_get_i64(const cJSON *obj, const char *key, int64_t *out) {
   return 0;
 }
 
+int lt_json_get_f64(const cJSON *obj, const char *key, double *out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsNumber(it)) return lt_error_set(LT_EINVAL, "%s: expected number", key);
+  *out = it->valuedouble;
+  return 0;
+}
+
+int lt_json_get_bool(const cJSON *obj, const char *key, int *out) {
+  int rc;
+  const cJSON *it = field(obj, key, &rc);
+  if (!it) return rc;
+  if (!cJSON_IsBool(it)) return lt_error_set(LT_EINVAL, "%s: expected boolean", key);
+  *out = cJSON_IsTrue(it);
+  return 0;
+}
+
 int lt_json_get_str(const cJSON *obj, const char *key, const char **out) {
   int rc;
   const cJSON *it = field(obj, key, &rc);

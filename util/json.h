@@ -17,6 +17,8 @@ int lt_json_parse_file(const char *path, cJSON **out);
 /* Typed getters.  Missing key: LT_ENOENT; wrong type or range: LT_EINVAL; the
  * detail names the key ("tokens: expected array of integers"). */
 int lt_json_get_i64(const cJSON *obj, const char *key, int64_t *out);
+int lt_json_get_f64(const cJSON *obj, const char *key, double *out);
+int lt_json_get_bool(const cJSON *obj, const char *key, int *out);
 /* Borrowed pointer into obj. */
 int lt_json_get_str(const cJSON *obj, const char *key, const char **out);
 /* Arrays are malloc'd (caller frees); *n receives the length. */

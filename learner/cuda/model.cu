@@ -578,6 +578,8 @@ void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device)
   }
 }
 
+float *lt_gpu_model_grads(lt_gpu_model_t *gm) { return gm->grads; }
+
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads) {
   size_t bytes = sizeof(float) * gm->host->nparams;
   if (params) lt_gpu_download(gm->g, params, gm->params, bytes);

@@ -15,13 +15,10 @@ static char model[4096];
 static void setup(void) {
   dir = lt_test_tmpdir("lcli");
   snprintf(model, sizeof model, "%s/m", dir);
-  lt_run_t r;
-  char cfg[4096];
-  snprintf(cfg, sizeof cfg, "%s/configs/models/tiny-moe.json", lt_test_root());
-  const char *argv[] = {"longtail", "init", "--config", cfg, "--out", model, "--seed", "3", NULL};
-  cr_assert_eq(lt_test_run(&r, NULL, 60, argv), 0);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  lt_run_free(&r);
+  char *err = NULL;
+  int st = lt_test_init_model("tiny-moe", model, 3, &err);
+  cr_assert_eq(st, 0, "%s", err ? err : "");
+  free(err);
 }
 
 static void teardown(void) { lt_test_rmdir(dir); }

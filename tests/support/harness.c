@@ -239,3 +239,16 @@ char *lt_test_first_line(const char *path, double timeout_s) {
   }
   return NULL;
 }
+
+int lt_test_init_model(const char *model, const char *out, int seed, char **err) {
+  char cfg[4096], sd[32];
+  snprintf(cfg, sizeof cfg, "%s/configs/models/%s.json", lt_test_root(), model);
+  snprintf(sd, sizeof sd, "%d", seed);
+  const char *argv[] = {"longtail", "init", "--config", cfg, "--out", out, "--seed", sd, NULL};
+  lt_run_t r;
+  if (lt_test_run(&r, NULL, 60, argv) < 0) return -1;
+  int st = r.status;
+  if (err) *err = r.err ? strdup(r.err) : NULL;
+  lt_run_free(&r);
+  return st;
+}

@@ -22,6 +22,9 @@ int lt_test_run(lt_run_t *r, const char *input, double timeout_s, const char *co
 /* printf-style shell command via /bin/sh -c. */
 int lt_test_sh(lt_run_t *r, double timeout_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lt_run_free(lt_run_t *r);
+/* `longtail init` of configs/models/<model>.json into out with seed; the
+ * process's exit status, with its stderr in *err when not NULL (malloc'd). */
+int lt_test_init_model(const char *model, const char *out, int seed, char **err);
 
 /* Fresh directory under $TMPDIR; removed by lt_test_rmdir. */
 char *lt_test_tmpdir(const char *tag);
