@@ -383,6 +383,8 @@ static void on_signal(uv_signal_t *s, int sig) {
 static int resolve_run_dir(lt_daemon_t *d) {
   if (d->o.run_dir) {
     snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
+    /* (created by a typo'd resume, it would only hide the mistake) */
+    if (d->o.resume && !lt_fs_exists(d->run_dir)) return lt_error_set(LT_ENOENT, "--resume: %s does not exist", d->run_dir);
     return lt_fs_mkdirs(d->run_dir, 0755);
   }
   const char *root = lt_config_str(d->cfg, "run.root");
@@ -484,6 +486,7 @@ static int setup(lt_daemon_t *d) {
   int rc = resolve_run_dir(d);
   if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
   if (rc < 0) return rc;
+  if ((rc = lt__runlock_acquire(d)) < 0) return rc;
   char p[4200];
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
   if (!d->o.resume && lt_fs_exists(p))
@@ -531,6 +534,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->o = *o;
   d->cfg = o->cfg;
   d->accepting = 1;
+  d->lock_fd = -1;
   d->eval_round = -1;
   d->last_accuracy = -1;
   d->started_ms = lt__now_ms();
@@ -624,6 +628,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);
   lt_buffer_close(d->buf);
+  lt__runlock_release(d);
   int code = d->exit_code;
   free(d);
   return code;

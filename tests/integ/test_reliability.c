@@ -1,0 +1,130 @@
+/* What a stop, a second daemon or a bad worker may not do to a run (issue 19):
+ * each test runs the real daemon and workers (or a hand-made peer) on loopback. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "cJSON.h"
+#include "proto/proto.h"
+#include "tests/support/harness.h"
+#include "tests/support/live.h"
+#include "util/error.h"
+
+/* Scripted workers, the tiny model, a checkpoint every step; `extra` is spliced
+ * into the top-level object (may be ""). */
+static void rel_config(const char *path, int port, int spawn, int tasks, const char *extra) {
+  char js[4096];
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+           " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
+           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
+           " \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}%s%s}",
+           lt_test_root(), tasks, spawn, port, extra[0] ? ", " : "", extra);
+  cr_assert_eq(lt_test_write(path, js), 0);
+}
+
+typedef struct {
+  char *dir;
+  char cfg[4200], rd[4200], ep[64];
+} rel_run_t;
+
+static void rel_prepare(rel_run_t *r, const char *tag, int spawn, int tasks, const char *extra) {
+  r->dir = lt_test_tmpdir(tag);
+  snprintf(r->cfg, sizeof r->cfg, "%s/cfg.json", r->dir);
+  snprintf(r->rd, sizeof r->rd, "%s/run", r->dir);
+  int port = lt_test_free_port();
+  snprintf(r->ep, sizeof r->ep, "tcp://127.0.0.1:%d", port);
+  rel_config(r->cfg, port, spawn, tasks, extra);
+}
+
+static pid_t rel_daemon(rel_run_t *r, const char *log, int resume) {
+  const char *argv[] = {"longtail", "train", r->cfg, "--run-dir", r->rd, resume ? "--resume" : NULL, NULL};
+  pid_t p = lt_test_spawn(r->dir, log, argv);
+  cr_assert_gt(p, 0);
+  return p;
+}
+
+/* One integer from the run's buffer. */
+static long long sql1(const char *rd, const char *q) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 -cmd '.timeout 5000' %s/buffer.db \"%s\"", rd, q), 0);
+  long long v = atoll(r.out);
+  lt_run_free(&r);
+  return v;
+}
+
+/* Found 1: the resumed workers stamped every token with version 0, so every
+ * trajectory after a resume was stale. */
+Test(reliability, sigint_then_resume_trains_only_fresh_trajectories, .timeout = 240) {
+  rel_run_t r;
+  rel_prepare(&r, "resume-fresh", 2, 160, "");
+  pid_t d = rel_daemon(&r, "daemon1", 0);
+  /* Past max_staleness (2): trajectories stamped v0 would be stale. */
+  cr_assert_geq(lt_test_poll_stat(r.rd, "policy_version", NULL, 4, 90), 4, "no 4th policy version before the stop");
+  kill(d, SIGINT);
+  cr_assert_eq(lt_test_wait(d, 60), 0, "the interrupted daemon did not exit 0");
+  long long before = sql1(r.rd, "SELECT count(*) FROM trajectories");
+  cr_assert_lt(before, 160, "the run ended before the stop");
+  pid_t d2 = rel_daemon(&r, "daemon2", 1);
+  cr_assert_eq(lt_test_wait(d2, 150), 0, "the resumed daemon failed");
+  cJSON *s = lt_test_stats(r.rd);
+  cr_assert_eq(lt_test_at(s, "tasks", "done"), 160);
+  cr_expect_eq(lt_test_at(s, "trajectories", "stale"), 0, "stale trajectories after the resume");
+  cr_expect_eq(lt_test_at(s, "trajectories", "consumed"), 160);
+  cJSON_Delete(s);
+  lt_test_rmdir(r.dir);
+}
+
+/* Found 2: a second daemon on a live run directory was accepted. It must be
+ * refused at once, naming the holder; read-only commands keep working; and
+ * after the holder is SIGKILLed (its local workers still alive) a resume is
+ * accepted. */
+Test(reliability, second_daemon_on_a_live_run_is_refused, .timeout = 240) {
+  rel_run_t r;
+  rel_prepare(&r, "twodaemons", 2, 96, "");
+  pid_t d = rel_daemon(&r, "daemon1", 0);
+  cr_assert_geq(lt_test_poll_stat(r.rd, "tasks", "done", 4, 60), 4);
+  lt_run_t out;
+  const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, "--resume", NULL};
+  cr_assert_eq(lt_test_run(&out, NULL, 30, argv), 0);
+  cr_expect_neq(out.status, 0, "a second daemon was accepted");
+  cr_expect_lt(out.secs, 10, "the second daemon did not exit at once");
+  char pid[32];
+  snprintf(pid, sizeof pid, "pid %d", (int)d);
+  cr_expect(strstr(out.err, pid), "the refusal does not name the holder (%s): %s", pid, out.err);
+  lt_run_free(&out);
+  cJSON *s = lt_test_stats(r.rd); /* read-only commands still work */
+  cr_assert(s);
+  cJSON_Delete(s);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  pid_t d2 = rel_daemon(&r, "daemon2", 1); /* the killed daemon's workers still live: not a holder */
+  cr_assert_eq(lt_test_wait(d2, 150), 0, "the resume after a SIGKILL was refused or failed");
+  s = lt_test_stats(r.rd);
+  cr_expect_eq(lt_test_at(s, "tasks", "total"), 96);
+  cr_expect_eq(lt_test_at(s, "tasks", "done"), 96);
+  cJSON_Delete(s);
+  lt_test_rmdir(r.dir);
+}
+
+/* Found 7: --resume of a directory that does not exist is an error, not a new empty run directory. */
+Test(reliability, resume_of_a_missing_run_dir_is_an_error, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "noresume", 0, 8, "");
+  lt_run_t out;
+  const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, "--resume", NULL};
+  cr_assert_eq(lt_test_run(&out, NULL, 30, argv), 0);
+  cr_expect_neq(out.status, 0);
+  cr_expect(strstr(out.err, "does not exist"), "%s", out.err);
+  cr_expect(access(r.rd, F_OK) != 0, "--resume created %s", r.rd);
+  lt_run_free(&out);
+  lt_test_rmdir(r.dir);
+}
