@@ -1,6 +1,7 @@
 /* Batches for the trainer: the job config as trainer settings, and
  * trajectories from the buffer packed as one train batch.  The learner thread
  * and `longtail replay` share them, so a replay sees what a step saw. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
   free(p->start), free(p->tokens), free(p->support), free(p->logp), free(p->mask), free(p->trunc), free(p->route);
-  free(p->reward), free(p->group), free(p->ids), free(p->vmin);
+  free(p->reward), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
 }
 
@@ -93,9 +94,14 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
   p->trunc = calloc((size_t)n, 1);
   p->ids = malloc(sizeof(int64_t) * (size_t)n);
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->ids || !p->vmin)
+  p->bad = malloc(sizeof(int64_t) * (size_t)n);
+  p->bad_why = malloc(sizeof *p->bad_why * (size_t)n);
+  if (!p->start || !p->reward || !p->group || !p->trunc || !p->ids || !p->vmin || !p->bad || !p->bad_why)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
-  memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
+  /* What the learner cannot train on (a buffer written before the daemon
+   * checked trajectories) is left out and reported, not fatal. */
+  lt_traj_limits_t lim = {.vocab = pol->cfg.vocab, .max_version = INT32_MAX};
+  int packed = 0;
   p->has_support = 1;
   p->has_route = nml > 0;
   double conf = 0, rsum = 0;
@@ -106,6 +112,13 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
     lt_traj_t t;
     lt_traj_meta_t m;
     if ((rc = lt_buffer_traj_load(buf, ids[s], &t, &m)) < 0) break;
+    if (lt_traj_check(&t, &lim) < 0) {
+      p->bad[p->nbad] = ids[s];
+      snprintf(p->bad_why[p->nbad++], sizeof p->bad_why[0], "%s", lt_error_msg());
+      lt_buffer_traj_free(&t);
+      continue;
+    }
+    p->ids[packed] = ids[s];
     int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
     if (N + T > cap) {
       cap = (N + T) * 2;
@@ -142,12 +155,12 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       p->has_route = 0;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[s] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;
-    ntrunc += p->trunc[s];
-    p->reward[s] = t.reward;
-    p->group[s] = (int64_t)t.group_id;
+    p->trunc[packed] = t.finish == LT_FINISH_TRUNCATED || T < t.ntokens;
+    ntrunc += p->trunc[packed];
+    p->reward[packed] = t.reward;
+    p->group[packed] = (int64_t)t.group_id;
     rsum += t.reward;
-    p->vmin[s] = m.version_min;
+    p->vmin[packed] = m.version_min;
     for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
@@ -157,13 +170,14 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const int64_t *ids, 
       dom_n[di]++;
     }
     lt_buffer_traj_free(&t);
-    p->start[s] = N;
+    p->start[packed] = N;
     N += T;
-    p->start[s + 1] = N;
+    p->start[++packed] = N;
   }
+  p->n = packed;
   for (int i = 0; i < p->ndom; i++) p->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;
-  p->reward_mean = rsum / n;
-  p->trunc_rate = (double)ntrunc / n;
+  p->reward_mean = packed ? rsum / packed : 0;
+  p->trunc_rate = packed ? (double)ntrunc / packed : 0;
   p->route_rollout = nconf ? conf / nconf : -1;
   return rc;
 }

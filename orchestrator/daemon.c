@@ -157,6 +157,16 @@ static int initial_weights(lt_daemon_t *d) {
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
 
+/* The model's vocabulary: a trajectory's token ids are checked against it. */
+static int read_vocab(lt_daemon_t *d) {
+  char p[4200];
+  lt_model_config_t mc;
+  snprintf(p, sizeof p, "%s/config.json", d->weights_dir);
+  int rc = lt_model_config_load(p, &mc);
+  if (rc == 0) d->vocab = mc.vocab;
+  return rc;
+}
+
 static int latest_ckpt(int n, const char *const *c, void *ud) {
   lt_daemon_t *d = ud;
   if (!c[0] || !c[1]) return 0;
@@ -180,10 +190,15 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_msg_t m;
   int rc = lt_proto_decode(frames + 1, n - 1, &m);
   if (rc < 0) {
-    /* Counted, answered, never fatal: a bad peer cannot stop the daemon. */
-    d->malformed++;
+    /* Counted, answered (naming the message, and a TRAJ's task, when they
+     * could be read), never fatal: a bad peer cannot stop the daemon. */
     LT_DEBUG("daemon", "malformed message: %s", lt_error_msg());
-    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg()}};
+    if (m.type == LT_MSG_TRAJ && m.u.traj.task_id) {
+      lt__traj_refuse(d, rid, rlen, m.id, m.u.traj.task_id, rc, lt_error_msg());
+      return;
+    }
+    d->malformed++;
+    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg(), .ref = m.id}};
     lt__send_to(d, rid, rlen, &e);
     return;
   }
@@ -191,10 +206,10 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   if (w >= 0) d->workers[w].last_seen_ms = lt__now_ms();
   switch (m.type) {
   case LT_MSG_HELLO: lt__on_hello(d, rid, rlen, &m.u.hello); break;
-  case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, &m.u.traj); break;
+  case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, m.id, &m.u.traj); break;
   case LT_MSG_HEARTBEAT:
     if (w < 0 || !d->workers[w].alive) { /* we do not know it (any more): it must say HELLO */
-      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO"}};
+      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO", .ref = m.id}};
       lt__send_to(d, rid, rlen, &e);
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
@@ -217,7 +232,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     }
     break;
   case LT_MSG_ERROR: {
-    lt__task_t *t = m.u.error.ref ? lt__task_get(d, (int64_t)m.u.error.ref) : NULL;
+    lt__task_t *t = m.u.error.task_id ? lt__task_get(d, (int64_t)m.u.error.task_id) : NULL;
     if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
       /* A busy worker is full until its next heartbeat says otherwise (no
        * TASK/ERROR ping-pong); other errors count as an attempt. */
@@ -519,6 +534,7 @@ static int setup(lt_daemon_t *d) {
   } else if ((rc = initial_weights(d)) < 0) {
     return rc;
   }
+  if ((rc = read_vocab(d)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;

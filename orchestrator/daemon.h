@@ -108,6 +108,7 @@ struct lt_daemon {
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
   int64_t max_context;       /* rollout.max_context: longer results are refused */
+  int vocab;                 /* the model's: token ids at or past it are refused */
   lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
   uint64_t run_seed;
   int batch;                 /* learner.batch.trajectories */
@@ -127,7 +128,7 @@ struct lt_daemon {
   double last_accuracy;      /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
-  int64_t trajs_in, dups, malformed, ready_count;
+  int64_t trajs_in, dups, malformed, refused, ready_count;
   /* Pipeline overhead per task (dispatch to result, minus the worker's own
    * generation, environment and reward time), for the dispatch/overhead_*
    * metrics; a ring of the samples since the last report. */
@@ -182,7 +183,10 @@ int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
 void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);
 
 /* ingest.c: trajectories */
-void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t);
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, lt_traj_t *t);
+/* Answers a trajectory that will never be stored (ERROR naming the message and
+ * its task) and requeues the task at once. */
+void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why);
 
 /* learner link (learnerlink.c): the learner thread */
 int lt__learner_start(lt_daemon_t *d);
@@ -212,6 +216,9 @@ typedef struct {
   uint16_t *route;
   double *reward;
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
+  int64_t *bad;              /* [nbad] task ids left out: unusable (quarantined) */
+  char (*bad_why)[160];      /* [nbad] why */
+  int nbad;
   int has_support, has_route;
   /* what the rows say */
   double reward_mean, trunc_rate, route_rollout, gen_tokens;

@@ -34,7 +34,7 @@ typedef struct res {
   char dir[4096], sha[65];
   lt_step_stats_t st;
   double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
-  int stale_max, stale_hist[STALE_BINS], marked_stale, filtered, max_staleness;
+  int stale_max, stale_hist[STALE_BINS], marked_stale, filtered, quarantined, max_staleness;
   int flushed;              /* RES_SKIP: nothing trainable although no more data will come */
   int ndom;
   char dom[8][64];
@@ -264,6 +264,16 @@ out:
 static int pack(lt__learner_t *l, const int64_t *ids, int n, lt__packed_t *p, res_t *r) {
   int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), ids, n, p);
   if (rc < 0) return rc;
+  if (p->nbad) { /* quarantined: failed, counted, and the run goes on */
+    if ((rc = lt_buffer_traj_mark(l->buf, p->bad, p->nbad, LT_TR_FAILED, l->step + 1)) < 0 ||
+        (rc = lt_buffer_counter_add(l->buf, "trajectories_quarantined", p->nbad)) < 0)
+      return rc;
+    for (int i = 0; i < p->nbad; i++)
+      post_event(l, "quarantined", "trajectory of task %lld cannot be trained on: %s", (long long)p->bad[i], p->bad_why[i]);
+    r->quarantined = p->nbad;
+  }
+  n = p->n;
+  if (n == 0) return 0;
   r->reward_mean = p->reward_mean;
   r->trunc_rate = p->trunc_rate;
   r->route_rollout = p->route_rollout;
@@ -390,6 +400,13 @@ static int try_step(lt__learner_t *l, int flush) {
   }
   double t0 = lt_time_mono_s();
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
+  if ((n = p.n) == 0) { /* all quarantined */
+    r->kind = RES_SKIP;
+    r->flushed = flush;
+    post(l, r);
+    r = NULL;
+    goto out;
+  }
   lt_train_batch_t b;
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
   if ((rc = lt_trainer_step(l->tr, &b, &r->st)) < 0) goto out;
@@ -544,13 +561,13 @@ static void on_async(uv_async_t *a) {
     res_t *next = r->next;
     switch (r->kind) {
     case RES_STEP:
-      d->ready_pending -= r->st.trajectories + r->marked_stale + r->filtered;
+      d->ready_pending -= r->st.trajectories + r->marked_stale + r->filtered + r->quarantined;
       emit_step(d, r);
       stepped = 1;
       break;
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
-      d->ready_pending -= r->marked_stale + r->filtered;
+      d->ready_pending -= r->marked_stale + r->filtered + r->quarantined;
       /* Sync mode: the released batch was dropped entirely (filtered or stale);
        * release another.  A flush that found nothing at all (the learner woke
        * before any task existed) releases nothing: it used to double every batch. */

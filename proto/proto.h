@@ -165,6 +165,7 @@ typedef struct {
   int code;            /* LT_E* */
   char *message;
   uint64_t ref;        /* id of the offending message, 0 if unknown */
+  uint64_t task_id;    /* the task concerned (a refused TRAJ, a TASK answered busy), 0 if none */
 } lt_errmsg_t;
 
 typedef struct {
@@ -208,6 +209,15 @@ void lt_frames_free(lt_frames_t *fr);
  * LT_EPROTO (malformed, detail names the field) or LT_EVERSION. */
 int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out);
 void lt_msg_free(lt_msg_t *m);
+
+/* What a trajectory is checked against (trajcheck.c). */
+typedef struct {
+  int vocab;            /* token ids are in [0, vocab) */
+  int64_t max_tokens;   /* 0: no limit */
+  int64_t max_version;  /* generated tokens' versions are in [0, max_version] */
+} lt_traj_limits_t;
+/* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message. */
+int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
 
 const char *lt_msg_type_name(lt_msg_type t);
 int lt_msg_type_parse(const char *s); /* -1 if unknown */

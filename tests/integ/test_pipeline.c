@@ -329,7 +329,7 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   char logp[4300];
   snprintf(logp, sizeof logp, "%s/daemon.err", dir);
   char *log = lt_test_read(logp);
-  cr_expect(log && strstr(log, "refused a trajectory of 5000 tokens"), "the oversized result was not refused: %s", log ? log : "");
+  cr_expect(log && strstr(log, "5000 tokens: longer than rollout.max_context"), "the oversized result was not refused: %s", log ? log : "");
   free(log);
   lt_test_rmdir(dir);
 }
@@ -369,7 +369,7 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
                             .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
                             .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
                             .loss_mask = mask, .versions = ver}};
-  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = id}};
+  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = task.id, .task_id = id}};
   lt_test_peer_send(s, &tr);
   lt_test_peer_send(s, &busy); /* right behind: the daemon reads both before the commit ends */
   cJSON_Delete(tr.u.traj.components), cJSON_Delete(tr.u.traj.messages);

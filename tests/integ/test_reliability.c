@@ -128,3 +128,101 @@ Test(reliability, resume_of_a_missing_run_dir_is_an_error, .timeout = 60) {
   lt_run_free(&out);
   lt_test_rmdir(r.dir);
 }
+
+/* A hand-made worker: HELLO until a TASK comes (the daemon may not listen yet). */
+static void *fake_worker(void *ctx, const char *ep, const char *name, lt_msg_t *task) {
+  void *s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, to = 500;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(s, ep), 0);
+  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = (char *)name, .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
+                                .pid = 1, .policy_version = -1}};
+  int got = 0;
+  for (int i = 0; i < 60 && !got; i++) {
+    lt_test_peer_send(s, &hello);
+    got = lt_test_peer_recv(s, LT_MSG_TASK, task, 1.0);
+  }
+  cr_assert(got, "no TASK for the fake worker %s", name);
+  return s;
+}
+
+/* Found 3 and 4: a TRAJ with a token id past the vocabulary was committed and
+ * then stopped the learner for good. It must be refused before the commit
+ * with an ERROR naming the TRAJ (ref) and its task (task_id), the task must
+ * run again at once (not after task_timeout_s), and the run completes. */
+Test(reliability, out_of_vocabulary_trajectory_is_refused_and_its_task_requeued, .timeout = 180) {
+  rel_run_t r;
+  rel_prepare(&r, "oov", 1, 32, "\"rollout\": {\"max_new_tokens\": 24, \"max_turns\": 1}");
+  /* A task timeout far past the test's patience: only an immediate requeue lets the run end in time. */
+  lt_run_t out;
+  cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"task_timeout_s\": 20/\"task_timeout_s\": 600/' %s", r.cfg), 0);
+  lt_run_free(&out);
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  lt_msg_t task;
+  void *s = fake_worker(ctx, r.ep, "hostile", &task);
+  int32_t tok[4] = {1, 2, 1264, 4}, ver[4] = {-1, -1, 0, 0};
+  float lp[4] = {0, 0, -0.5f, -0.5f};
+  uint8_t mask[4] = {0, 0, 1, 1};
+  lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 77,
+                 .u.traj = {.task_id = task.u.task.task_id, .group_id = task.u.task.group_id, .domain = task.u.task.domain,
+                            .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
+                            .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
+                            .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
+                            .loss_mask = mask, .versions = ver}};
+  lt_test_peer_send(s, &tr);
+  lt_msg_t err;
+  cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for an out-of-vocabulary TRAJ");
+  cr_expect_eq(err.u.error.ref, 77, "ERROR.ref %llu is not the TRAJ's id", (unsigned long long)err.u.error.ref);
+  cr_expect_eq(err.u.error.task_id, task.u.task.task_id);
+  cr_expect(strstr(err.u.error.message, "1264"), "%s", err.u.error.message);
+  /* A malformed TRAJ (arrays of different lengths) whose header names its task: the same answer. */
+  lt_msg_free(&err);
+  char hdr[512];
+  int hn = snprintf(hdr, sizeof hdr, "{\"v\": 1, \"type\": \"TRAJ\", \"id\": 78, \"task_id\": %llu, \"ntokens\": 3}",
+                    (unsigned long long)task.u.task.task_id);
+  zmq_send(s, hdr, (size_t)hn, 0);
+  cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for a malformed TRAJ");
+  cr_expect_eq(err.u.error.ref, 78);
+  cr_expect_eq(err.u.error.task_id, task.u.task.task_id);
+  lt_msg_free(&err);
+  cJSON_Delete(tr.u.traj.components), cJSON_Delete(tr.u.traj.messages);
+  lt_msg_free(&task);
+  int st = lt_test_wait(d, 90);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  cr_assert_eq(st, 0, "daemon exit %d (a refused task waited for its timeout?)", st);
+  cJSON *j = lt_test_stats(r.rd);
+  cr_expect_eq(lt_test_at(j, "tasks", "done"), 32);
+  cr_expect_eq(lt_test_at(j, "tasks", "failed"), 0);
+  cJSON_Delete(j);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'hostile'"), 0);
+  lt_test_rmdir(r.dir);
+}
+
+/* Found 3, the learner's side: a buffer that already holds a trajectory the
+ * model cannot take (written before the daemon checked) no longer stops the
+ * run for good: the trajectory is quarantined (failed, counted, an event)
+ * and the resumed run completes. */
+Test(reliability, learner_quarantines_an_unusable_trajectory, .timeout = 180) {
+  rel_run_t r;
+  rel_prepare(&r, "quarantine", 1, 32, "");
+  const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, "--set", "learner.enabled=false", NULL};
+  lt_run_t out;
+  cr_assert_eq(lt_test_run(&out, NULL, 120, argv), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  lt_run_free(&out);
+  /* Token 0 of one ready trajectory becomes 1264 (vocabulary: 264). */
+  cr_assert_eq(lt_test_sh(&out, 30, "sqlite3 %s/buffer.db \"UPDATE payloads SET tokens = X'F0040000' || substr(tokens, 5) "
+                                     "WHERE task_id = (SELECT min(task_id) FROM trajectories WHERE status = 'ready')\"", r.rd), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  lt_run_free(&out);
+  pid_t d = rel_daemon(&r, "resumed", 1);
+  cr_assert_eq(lt_test_wait(d, 120), 0, "the resumed run did not complete");
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'failed'"), 1);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 31);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
+  lt_test_rmdir(r.dir);
+}
