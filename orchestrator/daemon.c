@@ -296,6 +296,15 @@ void lt__check_done(lt_daemon_t *d) {
       lt__scheduler_dispatch(d);
       return;
     }
+    if (d->tasks_failed > 0 && d->tasks_done == 0) {
+      /* Nothing came of the run: say why rather than exit 0 (an impossible
+       * limit, a broken environment, workers that refuse every task). */
+      fprintf(stderr, "longtail train: error: all %lld tasks failed; the last: %s\n", (long long)d->tasks_failed,
+              d->last_failure);
+      lt__event(d, "run_failed", "all %lld tasks failed; the last: %s", (long long)d->tasks_failed, d->last_failure);
+      lt__finish(d, LT_EXIT_FAIL);
+      return;
+    }
     lt__finish(d, 0);
   }
   if (d->stopping) {

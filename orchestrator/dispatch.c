@@ -326,6 +326,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     t->status = LT_TASK_FAILED;
     persist_task(d, t);
     d->tasks_failed++;
+    snprintf(d->last_failure, sizeof d->last_failure, "%s", why);
     lt__event(d, "task_failed", "task %lld failed after %d attempts (last: %s)", (long long)t->id, t->attempts, why);
     int eval = t->eval;
     if (!eval) d->open_train--;

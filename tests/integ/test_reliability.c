@@ -226,3 +226,46 @@ Test(reliability, learner_quarantines_an_unusable_trajectory, .timeout = 180) {
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
   lt_test_rmdir(r.dir);
 }
+
+/* Found 5: a limit no worker accepts was a valid config, and a run whose
+ * every task failed exited 0. */
+Test(reliability, impossible_limit_is_a_config_error, .timeout = 60) {
+  lt_run_t out;
+  char cfg[4200];
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  const char *argv[] = {"longtail", "config", cfg, "--set", "rollout.max_new_tokens=100000000", NULL};
+  cr_assert_eq(lt_test_run(&out, NULL, 30, argv), 0);
+  cr_expect_eq(out.status, 2, "exit %d: %s%s", out.status, out.out, out.err);
+  cr_expect(strstr(out.err, "rollout.max_new_tokens"), "%s", out.err);
+  lt_run_free(&out);
+}
+
+Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .timeout = 120) {
+  rel_run_t r;
+  rel_prepare(&r, "allfail", 0, 4, "\"learner\": {\"enabled\": false}");
+  lt_run_t out;
+  cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"max_tasks\": 4,/\"max_tasks\": 4, \"max_attempts\": 1,/' %s", r.cfg), 0);
+  lt_run_free(&out);
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  lt_msg_t task;
+  void *s = fake_worker(ctx, r.ep, "refuser", &task);
+  for (int i = 0; i < 4; i++) { /* a worker that cannot run any task (as with an impossible limit) */
+    if (i > 0) cr_assert(lt_test_peer_recv(s, LT_MSG_TASK, &task, 10), "no TASK %d", i);
+    lt_msg_t e = {.type = LT_MSG_ERROR, .id = (uint64_t)(10 + i),
+                  .u.error = {.code = LT_EINVAL, .message = "max_new_tokens beyond what this worker allows",
+                              .ref = task.id, .task_id = task.u.task.task_id}};
+    lt_test_peer_send(s, &e);
+    lt_msg_free(&task);
+  }
+  int st = lt_test_wait(d, 60);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  cr_expect_eq(st, 1, "daemon exit %d after every task failed", st);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/daemon.err", r.dir);
+  char *log = lt_test_read(p);
+  cr_expect(log && strstr(log, "all 4 tasks failed") && strstr(log, "beyond what this worker allows"), "%s", log ? log : "");
+  free(log);
+  lt_test_rmdir(r.dir);
+}
