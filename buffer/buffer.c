@@ -663,3 +663,16 @@ int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n) {
   sqlite3_finalize(s);
   return row || rc == SQLITE_DONE ? row : db_err(b, rc, sql);
 }
+
+int lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms, int64_t *n) {
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM workers w WHERE last_ms >= %lld AND NOT EXISTS (SELECT 1 FROM events e WHERE "
+           "e.kind IN ('worker_bye', 'worker_dead') AND e.time_ms >= w.last_ms AND "
+           "(substr(e.detail, 1, length(w.name) + 1) IN (w.name || ':', w.name || ' ')))",
+           (long long)since_ms);
+  double v = 0;
+  int rc = lt_buffer_numbers(b, sql, &v, 1);
+  *n = (int64_t)v;
+  return rc;
+}

@@ -125,5 +125,8 @@ int lt_buffer_query(lt_buffer_t *b, const char *sql, int (*fn)(int ncol, const c
 /* The first row's first n columns as numbers into out[]; a missing row or a
  * NULL column leaves the caller's value.  Returns 1 (a row), 0, or an error. */
 int lt_buffer_numbers(lt_buffer_t *b, const char *sql, double *out, int n);
+/* Workers heard from since since_ms (wall clock) that have not left or been
+ * declared dead after that (worker_bye / worker_dead events). */
+int lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms, int64_t *n);
 
 #endif

@@ -269,3 +269,51 @@ Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .tim
   free(log);
   lt_test_rmdir(r.dir);
 }
+
+/* Operations: workers count as alive only while they heartbeat to a live
+ * daemon; a finished run has none alive (they said BYE, and no daemon holds
+ * the run any more). */
+Test(reliability, stats_shows_workers_alive_only_while_they_heartbeat, .timeout = 120) {
+  rel_run_t r;
+  rel_prepare(&r, "alive", 2, 64, "\"learner\": {\"enabled\": false}, \"rollout\": {\"max_new_tokens\": 24}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  cr_assert_geq(lt_test_poll_stat(r.rd, "workers", "alive", 2, 60), 2, "the two live workers are not shown alive");
+  cr_assert_eq(lt_test_wait(d, 90), 0);
+  cJSON *s = lt_test_stats(r.rd);
+  cr_expect_eq(lt_test_at(s, "workers", "seen"), 2);
+  cr_expect_eq(lt_test_at(s, "workers", "alive"), 0, "workers shown alive after the run ended");
+  cJSON_Delete(s);
+  lt_test_rmdir(r.dir);
+}
+
+/* Found 6: the offline readers of a damaged buffer exit 6 like `train --resume`. */
+Test(reliability, readers_of_a_corrupt_buffer_exit_6, .timeout = 120) {
+  rel_run_t r;
+  rel_prepare(&r, "corrupt", 1, 8, "\"learner\": {\"enabled\": false}");
+  const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, NULL};
+  lt_run_t out;
+  cr_assert_eq(lt_test_run(&out, NULL, 90, argv), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  lt_run_free(&out);
+  cr_assert_eq(lt_test_sh(&out, 10, "python3 -c \"f = open('%s/buffer.db', 'r+b'); f.seek(4096 + 8); f.write(bytes(range(256)) * 8)\"", r.rd), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  lt_run_free(&out);
+  const char *cmds[][8] = {{"longtail", "stats", r.rd, NULL},
+                           {"longtail", "export", r.rd, "--format", "jsonl", "-o", "/dev/null", NULL},
+                           {"longtail", "inspect", r.rd, "--task", "1", NULL},
+                           {"longtail", "replay", r.rd, NULL}};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    cr_assert_eq(lt_test_run(&out, NULL, 60, cmds[i]), 0);
+    cr_expect_eq(out.status, 6, "longtail %s on a corrupt buffer: exit %d: %s", cmds[i][1], out.status, out.err);
+    lt_run_free(&out);
+  }
+  lt_test_rmdir(r.dir);
+}
+
+Test(reliability, keygen_into_a_missing_folder_exits_3, .timeout = 30) {
+  lt_run_t out;
+  const char *argv[] = {"longtail", "keygen", "--out", "/nonexistent-lt-dir/daemon", NULL};
+  cr_assert_eq(lt_test_run(&out, NULL, 20, argv), 0);
+  cr_expect_eq(out.status, 3, "exit %d: %s", out.status, out.err);
+  lt_run_free(&out);
+}
