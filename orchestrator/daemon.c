@@ -157,14 +157,26 @@ static int initial_weights(lt_daemon_t *d) {
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
 
-/* The model's vocabulary: a trajectory's token ids are checked against it. */
-static int read_vocab(lt_daemon_t *d) {
+/* The model as a worker must respect it, sent in WELCOME (docs/protocol.md):
+ * its vocabulary (token ids past it are refused), the ids that end a turn and
+ * the chat format; a worker needs no checkpoint to produce valid results. */
+static int model_info(lt_daemon_t *d) {
   char p[4200];
   lt_model_config_t mc;
   snprintf(p, sizeof p, "%s/config.json", d->weights_dir);
   int rc = lt_model_config_load(p, &mc);
-  if (rc == 0) d->vocab = mc.vocab;
-  return rc;
+  lt_tokenizer_t *tok = NULL;
+  if (rc == 0) rc = lt_tokenizer_for_model(d->weights_dir, mc.vocab, &tok);
+  if (rc < 0) return rc;
+  d->vocab = mc.vocab;
+  d->model_info = cJSON_CreateObject();
+  cJSON *eos = cJSON_AddArrayToObject(d->model_info, "eos_ids");
+  cJSON_AddNumberToObject(d->model_info, "vocab_size", mc.vocab);
+  cJSON_AddStringToObject(d->model_info, "chat_format", "chatml");
+  for (int32_t id = 0; eos && id < mc.vocab; id++)
+    if (lt_tokenizer_is_stop(tok, id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber(id));
+  lt_tokenizer_free(tok);
+  return eos ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
 }
 
 static int latest_ckpt(int n, const char *const *c, void *ud) {
@@ -543,7 +555,7 @@ static int setup(lt_daemon_t *d) {
   } else if ((rc = initial_weights(d)) < 0) {
     return rc;
   }
-  if ((rc = read_vocab(d)) < 0) return rc;
+  if ((rc = model_info(d)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
@@ -653,6 +665,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);
   lt_buffer_close(d->buf);
+  cJSON_Delete(d->model_info);
   lt__runlock_release(d);
   int code = d->exit_code;
   free(d);

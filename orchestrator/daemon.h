@@ -110,6 +110,7 @@ struct lt_daemon {
   int64_t max_tasks;
   int64_t max_context;       /* rollout.max_context: longer results are refused */
   int vocab;                 /* the model's: token ids at or past it are refused */
+  cJSON *model_info;         /* WELCOME.model */
   lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
   uint64_t run_seed;
   int batch;                 /* learner.batch.trajectories */

@@ -311,7 +311,7 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = int32f(d, "liveness", 1, 1000, 1, 0, &x->liveness)) ||
         (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
         (rc = string(d, "weights_location", 0, &x->weights_location)) || (rc = sha(d, "sha256", x->sha256)) ||
-        (rc = subtree(d, "settings", 0, &x->settings)))
+        (rc = subtree(d, "settings", 0, &x->settings)) || (rc = subtree(d, "model", 0, &x->model)))
       return rc;
     return 0;
   }

@@ -118,6 +118,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     str(e, "weights_location", x->weights_location);
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
+    if (x->model) json(e, "model", x->model, 0);
     break;
   }
   case LT_MSG_TASK: {
