@@ -202,7 +202,7 @@ scenario_second_daemon() {
     "second train --resume on the live run: exit $st2 after ${took} s, holder named: $named; first daemon exit $st"
 }
 
-# A third-party worker (scripts/hostile_worker.py, written from docs/protocol.md) that answers every task with an
+# A third-party worker (scripts/pyworker.py, written from docs/protocol.md) that answers every task with an
 # out-of-vocabulary token, next to two honest local workers: every such result is refused before the commit, its
 # task runs again at once, the run completes, and a --resume of the finished run works.
 scenario_hostile_worker() {
@@ -215,7 +215,7 @@ scenario_hostile_worker() {
   config "$dir/cfg.json" "tcp://127.0.0.1:$port" 2 $tasks
   "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
   local d=$!
-  python3 scripts/hostile_worker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
+  python3 scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
     > "$dir/hostile.out" 2> "$dir/hostile.err" &
   local h=$!
   wait_exit $d 300; local st=$?

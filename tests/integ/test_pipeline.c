@@ -115,7 +115,7 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   }
   cr_assert(body && strstr(body, "HTTP/1.1 200 OK") && strstr(body, "text/plain; version=0.0.4"), "%s",
             body ? body : "unreachable");
-  static const char *want[] = {"# TYPE longtail_learner_step counter", "longtail_workers_alive 2",
+  static const char *want[] = {"# TYPE longtail_learner_steps_total counter", "longtail_workers_alive 2",
                                "longtail_reward_mean ", "longtail_reward_by_domain{domain=\"arith\"} ",
                                "longtail_staleness_trajectories{staleness=\"0\"} ", "longtail_critic_value_loss ",
                                "longtail_routing_confidence_learner "};

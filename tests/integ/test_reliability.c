@@ -26,8 +26,9 @@ static void rel_config(const char *path, int port, int spawn, int tasks, const c
            " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
            "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}%s%s}",
-           lt_test_root(), tasks, spawn, port, extra[0] ? ", " : "", extra);
+           " \"checkpoint\": {\"every\": 1}%s%s%s}",
+           lt_test_root(), tasks, spawn, port, strstr(extra, "\"monitor\"") ? "" : ", \"monitor\": {\"progress\": \"off\"}",
+           extra[0] ? ", " : "", extra);
   cr_assert_eq(lt_test_write(path, js), 0);
 }
 
@@ -316,4 +317,43 @@ Test(reliability, keygen_into_a_missing_folder_exits_3, .timeout = 30) {
   cr_assert_eq(lt_test_run(&out, NULL, 20, argv), 0);
   cr_expect_eq(out.status, 3, "exit %d: %s", out.status, out.err);
   lt_run_free(&out);
+}
+
+/* Operations: the Prometheus exposition passes `promtool check metrics` with
+ * no findings (counters end in _total, base units, HELP everywhere). */
+Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
+  lt_run_t out;
+  cr_assert_eq(lt_test_sh(&out, 10, "command -v promtool"), 0);
+  int have = out.status == 0;
+  lt_run_free(&out);
+  if (!have) cr_skip_test("promtool is not installed (Debian: prometheus; scripts/deps.sh install)");
+  rel_run_t r;
+  int port = lt_test_free_port();
+  char extra[128];
+  snprintf(extra, sizeof extra, "\"monitor\": {\"progress\": \"off\", \"prometheus_port\": %d}", port);
+  rel_prepare(&r, "promtool", 2, 100000, extra);
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  char *body = NULL;
+  /* Until the learner, the dispatch timings and the memory gauge have all reported (every 5 s). */
+  for (int i = 0; i < 600; i++, usleep(100000)) {
+    free(body);
+    body = lt_test_http(port, "GET", "/metrics", NULL);
+    if (body && strstr(body, "longtail_learner_step_seconds ") && strstr(body, "longtail_daemon_rss_bytes ") &&
+        strstr(body, "longtail_dispatch_overhead_p99_seconds "))
+      break;
+  }
+  cr_assert(body && strstr(body, "longtail_daemon_rss_bytes "), "%s", body ? body : "unreachable");
+  char p[4300];
+  snprintf(p, sizeof p, "%s/metrics.txt", r.dir);
+  const char *text = strstr(body, "\r\n\r\n");
+  cr_assert(text);
+  cr_assert_eq(lt_test_write(p, text + 4), 0);
+  free(body);
+  cr_assert_eq(lt_test_sh(&out, 30, "promtool check metrics < %s 2>&1", p), 0);
+  cr_expect_eq(out.status, 0, "promtool: %s", out.out);
+  cr_expect_str_empty(out.out, "promtool findings: %s", out.out);
+  lt_run_free(&out);
+  kill(d, SIGTERM);
+  cr_assert_eq(lt_test_wait(d, 60), 0);
+  lt_test_rmdir(r.dir);
 }
