@@ -207,7 +207,8 @@ scenario_second_daemon() {
 # task runs again at once, the run completes, and a --resume of the finished run works.
 scenario_hostile_worker() {
   local dir=$OUT/hostile_worker; rm -rf "$dir"; mkdir -p "$dir"
-  if ! python3 -c "import zmq" 2>/dev/null; then
+  local py; py=$(for p in python3 /usr/bin/python3; do "$p" -c "import zmq" 2>/dev/null && { echo "$p"; break; }; done)
+  if [ -z "$py" ]; then
     printf '{"scenario": "hostile_worker", "ok": null, "skipped": "python3-zmq is not installed"}\n' | tee -a "$OUT/results.jsonl"
     return
   fi
@@ -215,7 +216,7 @@ scenario_hostile_worker() {
   config "$dir/cfg.json" "tcp://127.0.0.1:$port" 2 $tasks
   "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
   local d=$!
-  python3 scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
+  "$py" scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
     > "$dir/hostile.out" 2> "$dir/hostile.err" &
   local h=$!
   wait_exit $d 300; local st=$?

@@ -357,3 +357,35 @@ Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
   cr_assert_eq(lt_test_wait(d, 60), 0);
   lt_test_rmdir(r.dir);
 }
+
+/* Protocol documentation: a worker written in Python from docs/protocol.md
+ * alone (scripts/pyworker.py) runs a whole training job with the daemon. */
+Test(reliability, third_party_worker_from_the_protocol_docs_completes_a_run, .timeout = 180) {
+  lt_run_t out;
+  /* (a python3 first on PATH, e.g. pyenv's, may lack Debian's python3-zmq) */
+  cr_assert_eq(lt_test_sh(&out, 10, "for p in python3 /usr/bin/python3; do $p -c 'import zmq' 2>/dev/null && echo $p && break; done"), 0);
+  char py[256];
+  snprintf(py, sizeof py, "%s", out.out);
+  py[strcspn(py, "\n")] = 0;
+  int have = py[0] != 0;
+  lt_run_free(&out);
+  if (!have) cr_skip_test("pyzmq is not installed (Debian: python3-zmq; scripts/deps.sh install)");
+  rel_run_t r;
+  rel_prepare(&r, "pyworker", 0, 48, "");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  char script[4200];
+  snprintf(script, sizeof script, "%s/scripts/pyworker.py", lt_test_root());
+  const char *argv[] = {py, script, "--connect", r.ep, "--name", "py", "--slots", "4", NULL};
+  pid_t w = lt_test_spawn(r.dir, "py", argv);
+  int st = lt_test_wait(d, 150);
+  int wst = lt_test_wait(w, 30);
+  cr_assert_eq(st, 0, "daemon exit %d", st);
+  cr_expect_eq(wst, 0, "the Python worker did not leave on BYE (exit %d)", wst);
+  cJSON *s = lt_test_stats(r.rd);
+  cr_expect_eq(lt_test_at(s, "tasks", "done"), 48);
+  cr_expect_eq(lt_test_at(s, "trajectories", "consumed"), 48);
+  cr_expect_eq(lt_test_at(s, "learner_step", NULL), 3);
+  cJSON_Delete(s);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'py'"), 48);
+  lt_test_rmdir(r.dir);
+}
