@@ -234,7 +234,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       for (size_t i = 0; i < d->tcap; i++) {
         lt__task_t *t = d->tasks[i];
         if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-          lt__requeue(d, t, 0, "worker left");
+          lt__requeue(d, t, 1, "worker left");
           i = (size_t)-1;
         }
       }

@@ -67,6 +67,8 @@ typedef struct {
   int slots, inflight, alive;
   int64_t last_seen_ms;
   int64_t policy_version;
+  int refusals;              /* results refused in a row: it gets no task until benched_until_ms */
+  int64_t benched_until_ms;
   char backend[32];
   char host[256];
 } lt__worker_t;

@@ -375,9 +375,10 @@ void lt__scheduler_dispatch(lt_daemon_t *d) {
   /* Round-robin over workers with free slots, one task each per pass. */
   for (int progress = 1; progress && d->qhead;) {
     progress = 0;
+    int64_t now = lt__now_ms();
     for (int w = 0; w < d->nworkers && d->qhead; w++) {
       lt__worker_t *wk = &d->workers[w];
-      if (!wk->alive || wk->inflight >= wk->slots) continue;
+      if (!wk->alive || wk->inflight >= wk->slots || now < wk->benched_until_ms) continue;
       lt__task_t *t = queue_pop(d);
       if (!t) break;
       if (send_task(d, w, t) < 0) return;

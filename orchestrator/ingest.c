@@ -146,6 +146,8 @@ static void ingest_done(void *arg, int rc) {
       if (open_task) task_finished(d, open_task, &op->t);
     } else {
       d->trajs_in++;
+      int w = lt__worker_find(d, op->rid, op->rid_len);
+      if (w >= 0) d->workers[w].refusals = 0; /* a good result ends a run of refusals */
       lt__task_t *task = open_task;
       if (task) {
         /* A late result of a task already handed to another worker still counts. */
@@ -177,6 +179,15 @@ void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_i
           w >= 0 ? d->workers[w].name : "an unknown peer", why);
   lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)why, .ref = msg_id, .task_id = task_id}};
   lt__send_to(d, rid, len, &m);
+  /* A worker whose results are refused gets no task for a while (0.5 s,
+   * doubling to 60 s while it keeps failing), so the honest ones take the
+   * requeued task instead of the fastest, faulty one taking it forever. */
+  if (w >= 0) {
+    lt__worker_t *wk = &d->workers[w];
+    int64_t pause = (int64_t)500 << (wk->refusals < 7 ? wk->refusals : 7);
+    wk->refusals++;
+    wk->benched_until_ms = lt__now_ms() + (pause < 60000 ? pause : 60000);
+  }
   /* Its task runs again now, not after task_timeout_s; a refusal is not held
    * against the task (another worker may well complete it). */
   lt__task_t *task = task_id ? lt__task_get(d, (int64_t)task_id) : NULL;

@@ -82,7 +82,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     for (size_t i = 0; i < d->tcap; i++) {
       lt__task_t *t = d->tasks[i];
       if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-        lt__requeue(d, t, 0, "worker reconnected");
+        lt__requeue(d, t, 1, "worker reconnected");
         i = (size_t)-1; /* the table may have shifted: rescan */
       }
     }

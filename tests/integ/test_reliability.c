@@ -389,3 +389,28 @@ Test(reliability, third_party_worker_from_the_protocol_docs_completes_a_run, .ti
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'py'"), 48);
   lt_test_rmdir(r.dir);
 }
+
+/* Attempts are counted the same way for every requeue that lost a running
+ * session: a worker that leaves (BYE) with a task costs that task an attempt,
+ * as its death or a timeout does. */
+Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "byeattempt", 0, 4, "\"learner\": {\"enabled\": false}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  lt_msg_t task;
+  void *s = fake_worker(ctx, r.ep, "leaver", &task);
+  lt_msg_t bye = {.type = LT_MSG_BYE, .id = 5, .u.bye = {.reason = "shutting down"}};
+  lt_test_peer_send(s, &bye);
+  char q[128];
+  snprintf(q, sizeof q, "SELECT attempts FROM tasks WHERE id = %llu", (unsigned long long)task.u.task.task_id);
+  long long attempts = 0;
+  for (int i = 0; i < 50 && attempts == 0; i++, usleep(100000)) attempts = sql1(r.rd, q);
+  cr_expect_eq(attempts, 1, "task %llu: %lld attempts after its worker left", (unsigned long long)task.u.task.task_id, attempts);
+  lt_msg_free(&task);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}
