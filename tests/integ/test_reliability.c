@@ -414,3 +414,25 @@ Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
   lt_test_wait(d, 10);
   lt_test_rmdir(r.dir);
 }
+
+/* Found 7: paths inside a config are taken from the config file's folder (as
+ * "extends" is), so a config runs from any working directory. */
+Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60) {
+  char *dir = lt_test_tmpdir("cfgpaths");
+  lt_run_t out;
+  cr_assert_eq(lt_test_sh(&out, 10, "mkdir -p %s/sub/models && cp %s/configs/models/tiny-moe.json %s/sub/models/m.json && "
+                                    "echo '{\"extends\": \"sub/base.json\"}' > %s/top.json && "
+                                    "echo '{\"model\": {\"init\": \"models/m.json\"}, \"envs\": {\"t\": {\"type\": \"tools\", "
+                                    "\"params\": {\"spec\": \"%s/configs/envs/bank.json\"}}}}' > %s/sub/base.json",
+                          dir, lt_test_root(), dir, dir, lt_test_root(), dir), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  lt_run_free(&out);
+  /* From another working directory: the base's path is taken from the base's folder. */
+  cr_assert_eq(lt_test_sh(&out, 30, "cd / && %s config %s/top.json", lt_test_bin(), dir), 0);
+  cr_assert_eq(out.status, 0, "%s", out.err);
+  char want[4400];
+  snprintf(want, sizeof want, "\"%s/sub/models/m.json\"", dir);
+  cr_expect(strstr(out.out, want), "model.init not resolved to %s: %s", want, out.out);
+  lt_run_free(&out);
+  lt_test_rmdir(dir);
+}
