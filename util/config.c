@@ -546,7 +546,10 @@ void lt_config_doc_markdown(const lt_cfg_schema_t *const *schemas, int nschemas,
                    "A `*` in a path stands for a name you choose (a domain, a map key). "
                    "`\"extends\": \"base.json\"` (relative to the file) starts from another config and "
                    "overrides its keys, objects merged key by key (configs/ablation-*.json extend "
-                   "configs/default.json).\n\n");
+                   "configs/default.json). Keys of type *path* given as relative paths are taken from the "
+                   "folder of the config file that sets them, as `extends` is, so a config runs from any working "
+                   "directory (a relative path that names nothing there is taken from the working directory; "
+                   "`--set` values are taken from the working directory).\n\n");
   for (int i = 0; i < nschemas; i++) {
     const lt_cfg_schema_t *s = schemas[i];
     lt_buf_printf(out, "## %s\n\n", s->section);
