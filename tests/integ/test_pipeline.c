@@ -163,23 +163,6 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
-/* A config for the fault tests: scripted fast workers, a fixed port so
- * workers can come back to a restarted daemon. */
-static void fault_config(const char *path, int port, int spawn, int tasks) {
-  char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 3}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), tasks, spawn, port);
-  cr_assert_eq(lt_test_write(path, js), 0);
-}
-
 /* A test's run: a temporary directory, the fault config on a free port, the daemon started. */
 typedef struct {
   char *dir;
@@ -193,7 +176,7 @@ static void fault_run_start(fault_run_t *f, const char *name, int spawn, int tas
   snprintf(f->rd, sizeof f->rd, "%s/run", f->dir);
   int port = lt_test_free_port();
   snprintf(f->ep, sizeof f->ep, "tcp://127.0.0.1:%d", port);
-  fault_config(f->cfg, port, spawn, tasks);
+  lt_test_fault_config(f->cfg, port, spawn, tasks, "");
   const char *argv[] = {"longtail", "train", f->cfg, "--run-dir", f->rd, NULL};
   f->daemon = lt_test_spawn(f->dir, "daemon", argv);
   cr_assert_gt(f->daemon, 0);
@@ -209,7 +192,7 @@ Test(pipeline, daemon_sigkill_then_resume_loses_and_duplicates_nothing, .timeout
   snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
   snprintf(rd, sizeof rd, "%s/run", dir);
   int port = lt_test_free_port();
-  fault_config(cfg, port, 2, 160);
+  lt_test_fault_config(cfg, port, 2, 160, "");
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
   pid_t d = lt_test_spawn(dir, "daemon1", argv);
   cr_assert_gt(d, 0);
@@ -343,21 +326,8 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
   char *dir = f.dir, *rd = f.rd, *ep = f.ep;
   pid_t d = f.daemon;
   void *ctx = zmq_ctx_new();
-  void *s = zmq_socket(ctx, ZMQ_DEALER);
-  int linger = 0, to = 500;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(s, ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = "fake", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1}};
   lt_msg_t task;
-  int got = 0;
-  for (int i = 0; i < 60 && !got; i++) { /* until the daemon listens */
-    lt_test_peer_send(s, &hello);
-    got = lt_test_peer_recv(s, LT_MSG_TASK, &task, 1.0);
-  }
-  cr_assert(got, "no TASK for the fake worker");
+  void *s = lt_test_peer_hello(ctx, ep, "fake", &task);
   uint64_t id = task.u.task.task_id;
   int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
   float lp[4] = {0, 0, -0.5f, -0.5f};
@@ -408,7 +378,7 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   int port = lt_test_free_port();
   snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
   /* The fault config with one local worker, its transport section made CURVE. */
-  fault_config(cfg, port, 1, 96);
+  lt_test_fault_config(cfg, port, 1, 96, "");
   char *base = lt_test_read(cfg);
   cJSON *j = cJSON_Parse(base);
   free(base);

@@ -14,24 +14,6 @@
 #include "tests/support/live.h"
 #include "util/error.h"
 
-/* Scripted workers, the tiny model, a checkpoint every step; `extra` is spliced
- * into the top-level object (may be ""). */
-static void rel_config(const char *path, int port, int spawn, int tasks, const char *extra) {
-  char js[4096];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"checkpoint\": {\"every\": 1}%s%s%s}",
-           lt_test_root(), tasks, spawn, port, strstr(extra, "\"monitor\"") ? "" : ", \"monitor\": {\"progress\": \"off\"}",
-           extra[0] ? ", " : "", extra);
-  cr_assert_eq(lt_test_write(path, js), 0);
-}
-
 typedef struct {
   char *dir;
   char cfg[4200], rd[4200], ep[64];
@@ -43,7 +25,7 @@ static void rel_prepare(rel_run_t *r, const char *tag, int spawn, int tasks, con
   snprintf(r->rd, sizeof r->rd, "%s/run", r->dir);
   int port = lt_test_free_port();
   snprintf(r->ep, sizeof r->ep, "tcp://127.0.0.1:%d", port);
-  rel_config(r->cfg, port, spawn, tasks, extra);
+  lt_test_fault_config(r->cfg, port, spawn, tasks, extra);
 }
 
 static pid_t rel_daemon(rel_run_t *r, const char *log, int resume) {
@@ -109,10 +91,8 @@ Test(reliability, second_daemon_on_a_live_run_is_refused, .timeout = 240) {
   lt_test_wait(d, 10);
   pid_t d2 = rel_daemon(&r, "daemon2", 1); /* the killed daemon's workers still live: not a holder */
   cr_assert_eq(lt_test_wait(d2, 150), 0, "the resume after a SIGKILL was refused or failed");
-  s = lt_test_stats(r.rd);
-  cr_expect_eq(lt_test_at(s, "tasks", "total"), 96);
-  cr_expect_eq(lt_test_at(s, "tasks", "done"), 96);
-  cJSON_Delete(s);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM tasks WHERE status = 'done'"), 96);
+  cr_expect_eq(sql1(r.rd, "SELECT count(DISTINCT task_id) FROM trajectories"), 96);
   lt_test_rmdir(r.dir);
 }
 
@@ -130,25 +110,6 @@ Test(reliability, resume_of_a_missing_run_dir_is_an_error, .timeout = 60) {
   lt_test_rmdir(r.dir);
 }
 
-/* A hand-made worker: HELLO until a TASK comes (the daemon may not listen yet). */
-static void *fake_worker(void *ctx, const char *ep, const char *name, lt_msg_t *task) {
-  void *s = zmq_socket(ctx, ZMQ_DEALER);
-  int linger = 0, to = 500;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(s, ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = (char *)name, .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1}};
-  int got = 0;
-  for (int i = 0; i < 60 && !got; i++) {
-    lt_test_peer_send(s, &hello);
-    got = lt_test_peer_recv(s, LT_MSG_TASK, task, 1.0);
-  }
-  cr_assert(got, "no TASK for the fake worker %s", name);
-  return s;
-}
-
 /* Found 3 and 4: a TRAJ with a token id past the vocabulary was committed and
  * then stopped the learner for good. It must be refused before the commit
  * with an ERROR naming the TRAJ (ref) and its task (task_id), the task must
@@ -163,7 +124,7 @@ Test(reliability, out_of_vocabulary_trajectory_is_refused_and_its_task_requeued,
   pid_t d = rel_daemon(&r, "daemon", 0);
   void *ctx = zmq_ctx_new();
   lt_msg_t task;
-  void *s = fake_worker(ctx, r.ep, "hostile", &task);
+  void *s = lt_test_peer_hello(ctx, r.ep, "hostile", &task);
   int32_t tok[4] = {1, 2, 1264, 4}, ver[4] = {-1, -1, 0, 0};
   float lp[4] = {0, 0, -0.5f, -0.5f};
   uint8_t mask[4] = {0, 0, 1, 1};
@@ -250,7 +211,7 @@ Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .tim
   pid_t d = rel_daemon(&r, "daemon", 0);
   void *ctx = zmq_ctx_new();
   lt_msg_t task;
-  void *s = fake_worker(ctx, r.ep, "refuser", &task);
+  void *s = lt_test_peer_hello(ctx, r.ep, "refuser", &task);
   for (int i = 0; i < 4; i++) { /* a worker that cannot run any task (as with an impossible limit) */
     if (i > 0) cr_assert(lt_test_peer_recv(s, LT_MSG_TASK, &task, 10), "no TASK %d", i);
     lt_msg_t e = {.type = LT_MSG_ERROR, .id = (uint64_t)(10 + i),
@@ -399,7 +360,7 @@ Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
   pid_t d = rel_daemon(&r, "daemon", 0);
   void *ctx = zmq_ctx_new();
   lt_msg_t task;
-  void *s = fake_worker(ctx, r.ep, "leaver", &task);
+  void *s = lt_test_peer_hello(ctx, r.ep, "leaver", &task);
   lt_msg_t bye = {.type = LT_MSG_BYE, .id = 5, .u.bye = {.reason = "shutting down"}};
   lt_test_peer_send(s, &bye);
   char q[128];
