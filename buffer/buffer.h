@@ -206,5 +206,8 @@ typedef struct {
  * after rowids[*n - 1]). */
 int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids,
                         int64_t *rowids, int max, int *n);
+/* Workers heard from since since_ms (wall clock) that have not left or been declared dead after that
+ * (worker_bye / worker_dead events). */
+int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms);
 
 #endif

@@ -81,6 +81,14 @@ int64_t lt_buffer_count_workers(lt_buffer_t *b, int64_t since_ms) {
   return scalar(b, "SELECT count(*) FROM workers WHERE last_ms >= ?1", NULL, since_ms);
 }
 
+int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms) {
+  return scalar(b,
+                "SELECT count(*) FROM workers w WHERE last_ms >= ?1 AND NOT EXISTS (SELECT 1 FROM events e WHERE "
+                "e.kind IN ('worker_bye', 'worker_dead') AND e.time_ms >= w.last_ms AND "
+                "(substr(e.detail, 1, length(w.name) + 1) IN (w.name || ':', w.name || ' ')))",
+                NULL, since_ms);
+}
+
 int64_t lt_buffer_last_consumed_step(lt_buffer_t *b) {
   return scalar(b, "SELECT coalesce(max(consumed_step), 0) FROM trajectories WHERE status = ?1", "consumed", 0);
 }

@@ -11,7 +11,9 @@
 
 static int write_key(const char *path, const char *key, int mode) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return lt_error_set(lt_error_from_errno(errno), "cannot create %s: %s", path, strerror(errno));
+  /* Not being able to write where asked is a file-system failure (exit 3),
+   * a missing folder included; an existing key is refused as bad input. */
+  if (fd < 0) return lt_error_set(errno == EEXIST ? LT_EINVAL : LT_EIO, "cannot create %s: %s", path, strerror(errno));
   char line[64];
   int n = snprintf(line, sizeof line, "%s\n", key);
   int rc = write(fd, line, (size_t)n) == n ? 0 : lt_error_set(LT_EIO, "cannot write %s: %s", path, strerror(errno));

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "learner/chat_template.h"
+#include "learner/model.h"
 #include "learner/tokenizer.h"
 #include "net/http.h"
 #include "rollout/backend.h"
@@ -20,6 +21,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/sha256.h"
 
 typedef struct server server_t;
 
@@ -331,6 +333,31 @@ static void on_generate(server_t *s, lt_http_conn_t *c, const cJSON *body, int c
   start_next(s);
 }
 
+
+/* The whole checkpoint loads (config, every tensor, all finite) and fits the
+ * served model, before the answer says so: the reload itself happens later,
+ * at a token boundary, where a failure could no longer be reported. */
+static int verify_checkpoint(server_t *s, const char *dir, const char *sha256) {
+  if (!lt_fs_is_dir(dir)) return lt_error_set(LT_ENOENT, "%s: not a checkpoint directory", dir);
+  char st[4200];
+  snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  if (sha256 && sha256[0]) {
+    char got[65];
+    int rc = lt_sha256_file(st, got);
+    if (rc < 0) return rc;
+    if (strcmp(got, sha256)) return lt_error_set(LT_ECORRUPT, "%s: sha256 %s, not the announced %s", st, got, sha256);
+  }
+  lt_model_t *m;
+  int rc = lt_model_load(dir, &m);
+  if (rc < 0) return rc;
+  lt_backend_info_t bi;
+  lt_backend_info(s->b, &bi);
+  if (m->cfg.vocab != bi.vocab)
+    rc = lt_error_set(LT_EINVAL, "%s: vocabulary of %d, the served model has %d", dir, m->cfg.vocab, bi.vocab);
+  lt_model_free(m);
+  return rc;
+}
+
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   server_t *s = ud;
   char path[256];
@@ -366,6 +393,8 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
       const cJSON *sha = cJSON_GetObjectItemCaseSensitive(body, "sha256");
       if (!cJSON_IsString(p)) {
         send_error(c, 400, "model_path", "'model_path' (a checkpoint directory) is required");
+      } else if (verify_checkpoint(s, p->valuestring, cJSON_IsString(sha) ? sha->valuestring : NULL) < 0) {
+        send_error(c, 400, "model_path", "%s", lt_error_msg());
       } else if (lt_backend_reload(s->b, p->valuestring, cJSON_IsString(sha) ? sha->valuestring : NULL,
                                    s->version + 1) < 0) {
         send_error(c, 500, NULL, "%s", lt_error_msg());

@@ -24,6 +24,13 @@ static double num(const cJSON *o, const char *k) {
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* The folder of a buffer.db given by its path. */
+static const char *dirname_of(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  snprintf(out, cap, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+  return out;
+}
+
 /* Counts by status and their total (every status present, 0 when the run has none yet). */
 static cJSON *counts(const char *const *keys, const int64_t *n, int nkeys) {
   cJSON *o = cJSON_CreateObject();
@@ -47,7 +54,7 @@ int lt_cmd_stats(int argc, char **argv) {
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   lt_buffer_t *b;
-  char run[128];
+  char run[128], run_dir[4096];
   if ((rc = lt_cli_open_run("stats", c.pos[0], &b, run, sizeof run))) return rc;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "run", run);
@@ -79,11 +86,17 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON_Delete(cfg);
   free(cfgtxt);
   double seen = (double)lt_buffer_count_workers(b, INT64_MIN);
-  /* The daemon refreshes last_ms every 5 s. */
-  double alive = (double)lt_buffer_count_workers(b, lt_time_wall_ms() - (int64_t)(hb * live) - 5000);
+  int64_t alive = 0;
+  /* Alive: heard from within liveness (the daemon refreshes last_ms every
+   * 5 s), not gone since, and a daemon still holds the run (no one hears
+   * heartbeats after it stopped). */
+  char lock[4200];
+  if (lt_fs_is_dir(c.pos[0])) snprintf(lock, sizeof lock, "%s/daemon.lock", c.pos[0]);
+  else lt_path_join(lock, sizeof lock, dirname_of(c.pos[0], run_dir, sizeof run_dir), "daemon.lock");
+  if (lt_fs_lock_held(lock) == 1) alive = lt_buffer_workers_alive(b, lt_time_wall_ms() - (int64_t)(hb * live) - 5000);
   cJSON *w = cJSON_AddObjectToObject(o, "workers");
   cJSON_AddNumberToObject(w, "seen", seen);
-  cJSON_AddNumberToObject(w, "alive", alive);
+  cJSON_AddNumberToObject(w, "alive", (double)alive);
   cJSON *ev = cJSON_AddArrayToObject(o, "eval");
   lt_buffer_metric_series(b, "eval/accuracy", eval_row, ev);
   lt_buffer_close(b);
@@ -101,7 +114,7 @@ int lt_cmd_stats(int argc, char **argv) {
            "%.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"), num(tr, "stale"),
            num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "duplicates_rejected"));
     printf("reward mean     %.4f\n", reward);
-    printf("workers         %.0f seen, %.0f alive\n", seen, alive);
+    printf("workers         %.0f seen, %lld alive\n", seen, (long long)alive);
     printf("eval (pass@1)  ");
     for (const cJSON *e = ev->child; e; e = e->next)
       printf(" step %.0f: %.1f%%%s", num(e, "step"), 100 * num(e, "accuracy"), e->next ? "," : "");

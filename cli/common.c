@@ -70,7 +70,8 @@ int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char 
   char path[4200];
   if (lt_fs_is_dir(arg)) snprintf(path, sizeof path, "%s/buffer.db", arg);
   else snprintf(path, sizeof path, "%s", arg);
-  int rc = lt_buffer_open(path, LT_BUF_READONLY, b);
+  /* (a damaged file fails here with exit 6, not later as empty or odd numbers) */
+  int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, b);
   if (rc < 0) return lt_cli_fail(command, rc);
   if (!name) return 0;
   char *run = lt_buffer_meta_get(*b, "run");

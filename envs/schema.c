@@ -9,5 +9,7 @@ static const lt_cfg_entry_t envs_e[] = {
     {"envs.*.weight", LT_CFG_NUM, NULL, 0, BIG, NULL, "share of dispatched tasks (default 1)"},
     {"envs.*.noise", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "noise wrapper: instruction, tool_failure, tool_partial, tool_inconsistent (probabilities at level 1), level_start, ramp_tasks (docs/envs.md)"},
     {"envs.*.params", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "environment parameters (docs/envs.md)"},
+    {"envs.*.params.spec", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "tools: the tool specification file (docs/envs.md)"},
+    {"envs.*.params.dir", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "external: the program's working directory (docs/envs.md)"},
 };
 const lt_cfg_schema_t lt_envs_schema = {"envs", "Environments, one per domain.", envs_e, N(envs_e)};

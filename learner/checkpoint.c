@@ -1,6 +1,7 @@
 /* Model directories: config.json + model.safetensors (or sharded files with
  * model.safetensors.index.json), in Hugging Face's names and layout. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,12 @@ int lt_model_load_weights(lt_model_t *m, const char *dir) {
       break;
     }
     rc = lt_st_read_f32(f, e, m->params + t->offset);
+    /* A NaN or Inf would poison every logit it touches: refused here, not
+     * discovered as a NaN loss steps later. */
+    size_t n = (size_t)(t->ndim == 1 ? 1 : t->rows) * (size_t)t->cols;
+    const float *v = m->params + t->offset;
+    for (size_t k = 0; rc == 0 && k < n; k++)
+      if (!isfinite(v[k])) rc = lt_error_set(LT_ECORRUPT, "%s: tensor '%s' holds %g at element %zu", dir, t->name, (double)v[k], k);
   }
   /* Extra tensors mean the config and the weights disagree. */
   for (int k = 0; k < s.n && rc == 0; k++)

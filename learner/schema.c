@@ -4,10 +4,10 @@
 #define BIG 1e308
 
 static const lt_cfg_entry_t model_e[] = {
-    {"model.path", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "checkpoint directory (config.json + model.safetensors) to start from"},
-    {"model.init", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model config.json to initialise randomly when model.path is empty"},
-    {"model.tokenizer", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "tokenizer.json path; empty: the model directory's, else the byte tokenizer"},
-    {"model.critic_path", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "critic checkpoint; empty: initialised from the policy"},
+    {"model.path", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "checkpoint directory (config.json + model.safetensors) to start from"},
+    {"model.init", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "model config.json to initialise randomly when model.path is empty"},
+    {"model.tokenizer", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "tokenizer.json path; empty: the model directory's, else the byte tokenizer"},
+    {"model.critic_path", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "critic checkpoint; empty: initialised from the policy"},
 };
 const lt_cfg_schema_t lt_model_schema = {"model", "Policy and critic checkpoints.", model_e, N(model_e)};
 
@@ -41,7 +41,7 @@ const lt_cfg_schema_t lt_learner_schema = {"learner", "The RL learner: objective
 
 static const lt_cfg_entry_t sft_e[] = {
     {"sft.enabled", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "warm-start the policy with supervised fine-tuning before RL"},
-    {"sft.data", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "JSONL of {prompt, response}; empty: the environment's demonstration generator"},
+    {"sft.data", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "JSONL of {prompt, response}; empty: the environment's demonstration generator"},
     {"sft.steps", LT_CFG_INT, "100", 0, BIG, NULL, "SFT optimizer steps"},
     {"sft.batch", LT_CFG_INT, "16", 1, BIG, NULL, "sequences per SFT step"},
     {"sft.lr", LT_CFG_NUM, "1e-3", 0, BIG, NULL, "SFT peak learning rate"},

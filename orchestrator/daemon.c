@@ -168,6 +168,28 @@ static int initial_weights(lt_daemon_t *d) {
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
 
+/* The model as a worker must respect it, sent in WELCOME (docs/protocol.md):
+ * its vocabulary (token ids past it are refused), the ids that end a turn and
+ * the chat format; a worker needs no checkpoint to produce valid results. */
+static int model_info(lt_daemon_t *d) {
+  char p[4200];
+  lt_model_config_t mc;
+  snprintf(p, sizeof p, "%s/config.json", d->weights_dir);
+  int rc = lt_model_config_load(p, &mc);
+  lt_tokenizer_t *tok = NULL;
+  if (rc == 0) rc = lt_tokenizer_for_model(d->weights_dir, mc.vocab, &tok);
+  if (rc < 0) return rc;
+  d->vocab = mc.vocab;
+  d->model_info = cJSON_CreateObject();
+  cJSON *eos = cJSON_AddArrayToObject(d->model_info, "eos_ids");
+  cJSON_AddNumberToObject(d->model_info, "vocab_size", mc.vocab);
+  cJSON_AddStringToObject(d->model_info, "chat_format", "chatml");
+  for (int32_t id = 0; eos && id < mc.vocab; id++)
+    if (lt_tokenizer_is_stop(tok, id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber(id));
+  lt_tokenizer_free(tok);
+  return eos ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
+}
+
 /* ---- messages ---- */
 
 static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
@@ -181,10 +203,15 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_msg_t m;
   int rc = lt_proto_decode(frames + 1, n - 1, &m);
   if (rc < 0) {
-    /* Counted, answered, never fatal: a bad peer cannot stop the daemon. */
-    d->malformed++;
+    /* Counted, answered (naming the message, and a TRAJ's task, when they
+     * could be read), never fatal: a bad peer cannot stop the daemon. */
     LT_DEBUG("daemon", "malformed message: %s", lt_error_msg());
-    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg()}};
+    if (m.type == LT_MSG_TRAJ && m.u.traj.task_id) {
+      lt__traj_refuse(d, rid, rlen, m.id, m.u.traj.task_id, rc, lt_error_msg());
+      return;
+    }
+    d->malformed++;
+    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg(), .ref = m.id}};
     lt__send_to(d, rid, rlen, &e);
     return;
   }
@@ -192,10 +219,10 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   if (w >= 0) d->workers[w].last_seen_ms = lt__now_ms();
   switch (m.type) {
   case LT_MSG_HELLO: lt__on_hello(d, rid, rlen, &m.u.hello); break;
-  case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, &m.u.traj); break;
+  case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, m.id, &m.u.traj); break;
   case LT_MSG_HEARTBEAT:
     if (w < 0 || !d->workers[w].alive) { /* we do not know it (any more): it must say HELLO */
-      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO"}};
+      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO", .ref = m.id}};
       lt__send_to(d, rid, rlen, &e);
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
@@ -208,7 +235,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       for (size_t i = 0; i < d->tcap; i++) {
         lt__task_t *t = d->tasks[i];
         if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-          lt__requeue(d, t, 0, "worker left");
+          lt__requeue(d, t, 1, "worker left");
           i = (size_t)-1;
         }
       }
@@ -218,7 +245,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     }
     break;
   case LT_MSG_ERROR: {
-    lt__task_t *t = m.u.error.ref ? lt__task_get(d, (int64_t)m.u.error.ref) : NULL;
+    lt__task_t *t = m.u.error.task_id ? lt__task_get(d, (int64_t)m.u.error.task_id) : NULL;
     if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
       /* A busy worker is full until its next heartbeat says otherwise (no
        * TASK/ERROR ping-pong); other errors count as an attempt. */
@@ -280,6 +307,15 @@ void lt__check_done(lt_daemon_t *d) {
       d->eval_next = d->step + 1;
       lt__eval_start(d);
       lt__scheduler_dispatch(d);
+      return;
+    }
+    if (d->tasks_failed > 0 && d->tasks_done == 0) {
+      /* Nothing came of the run: say why rather than exit 0 (an impossible
+       * limit, a broken environment, workers that refuse every task). */
+      fprintf(stderr, "longtail train: error: all %lld tasks failed; the last: %s\n", (long long)d->tasks_failed,
+              d->last_failure);
+      lt__event(d, "run_failed", "all %lld tasks failed; the last: %s", (long long)d->tasks_failed, d->last_failure);
+      lt__finish(d, LT_EXIT_FAIL);
       return;
     }
     lt__finish(d, 0);
@@ -384,6 +420,8 @@ static void on_signal(uv_signal_t *s, int sig) {
 static int resolve_run_dir(lt_daemon_t *d) {
   if (d->o.run_dir) {
     snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
+    /* (created by a typo'd resume, it would only hide the mistake) */
+    if (d->o.resume && !lt_fs_exists(d->run_dir)) return lt_error_set(LT_ENOENT, "--resume: %s does not exist", d->run_dir);
     return lt_fs_mkdirs(d->run_dir, 0755);
   }
   const char *root = lt_config_str(d->cfg, "run.root");
@@ -485,6 +523,7 @@ static int setup(lt_daemon_t *d) {
   int rc = resolve_run_dir(d);
   if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
   if (rc < 0) return rc;
+  if ((rc = lt__runlock_acquire(d)) < 0) return rc;
   char p[4200];
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
   if (!d->o.resume && lt_fs_exists(p))
@@ -528,6 +567,7 @@ static int setup(lt_daemon_t *d) {
   } else if ((rc = initial_weights(d)) < 0) {
     return rc;
   }
+  if ((rc = model_info(d)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
@@ -543,6 +583,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->o = *o;
   d->cfg = o->cfg;
   d->accepting = 1;
+  d->lock_fd = -1;
   d->eval_round = -1;
   d->last_accuracy = -1;
   d->started_ms = lt__now_ms();
@@ -640,6 +681,8 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);
   lt_buffer_close(d->buf);
+  cJSON_Delete(d->model_info);
+  lt__runlock_release(d);
   int code = d->exit_code;
   free(d);
   return code;

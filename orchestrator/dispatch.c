@@ -322,6 +322,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     t->status = LT_TASK_FAILED;
     persist_task(d, t);
     d->tasks_failed++;
+    snprintf(d->last_failure, sizeof d->last_failure, "%s", why);
     lt__event(d, "task_failed", "task %lld failed after %d attempts (last: %s)", (long long)t->id, t->attempts, why);
     int eval = t->eval;
     if (!eval) d->open_train--;
@@ -370,9 +371,10 @@ void lt__scheduler_dispatch(lt_daemon_t *d) {
   /* Round-robin over workers with free slots, one task each per pass. */
   for (int progress = 1; progress && d->qhead;) {
     progress = 0;
+    int64_t now = lt__now_ms();
     for (int w = 0; w < d->nworkers && d->qhead; w++) {
       lt__worker_t *wk = &d->workers[w];
-      if (!wk->alive || wk->inflight >= wk->slots) continue;
+      if (!wk->alive || wk->inflight >= wk->slots || now < wk->benched_until_ms) continue;
       lt__task_t *t = queue_pop(d);
       if (!t) break;
       if (send_task(d, w, t) < 0) return;

@@ -169,6 +169,8 @@ static void ingest_done(void *arg, int rc) {
       if (open_task) task_finished(d, open_task, &op->t);
     } else {
       d->trajs_in++;
+      int w = lt__worker_find(d, op->rid, op->rid_len);
+      if (w >= 0) d->workers[w].refusals = 0; /* a good result ends a run of refusals */
       lt__task_t *task = open_task;
       if (task) {
         /* A late result of a task already handed to another worker still counts. */
@@ -192,23 +194,44 @@ static void ingest_done(void *arg, int rc) {
   lt__check_done(d);
 }
 
-void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t) {
+void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why) {
+  d->malformed++;
+  d->refused++;
+  int w = lt__worker_find(d, rid, len);
+  LT_WARN("daemon", "refused a trajectory for task %llu from %s: %s", (unsigned long long)task_id,
+          w >= 0 ? d->workers[w].name : "an unknown peer", why);
+  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)why, .ref = msg_id, .task_id = task_id}};
+  lt__send_to(d, rid, len, &m);
+  /* A worker whose results are refused gets no task for a while (0.5 s,
+   * doubling to 60 s while it keeps failing), so the honest ones take the
+   * requeued task instead of the fastest, faulty one taking it forever. */
+  if (w >= 0) {
+    lt__worker_t *wk = &d->workers[w];
+    int64_t pause = (int64_t)500 << (wk->refusals < 7 ? wk->refusals : 7);
+    wk->refusals++;
+    wk->benched_until_ms = lt__now_ms() + (pause < 60000 ? pause : 60000);
+  }
+  /* Its task runs again now, not after task_timeout_s; a refusal is not held
+   * against the task (another worker may well complete it). */
+  lt__task_t *task = task_id ? lt__task_get(d, (int64_t)task_id) : NULL;
+  if (task && task->status == LT_TASK_DISPATCHED && w >= 0 && w == task->worker) {
+    lt__requeue(d, task, 0, why);
+    lt__scheduler_dispatch(d);
+  }
+}
+
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, lt_traj_t *t) {
   int w = lt__worker_find(d, rid, len);
   if (len > 256) return;
-  /* No honest worker exceeds the context it was given: such a result is refused and counted. */
-  if (t->ntokens > d->max_context) {
-    d->malformed++;
-    LT_WARN("daemon", "refused a trajectory of %d tokens for task %llu (rollout.max_context %lld)", t->ntokens,
-            (unsigned long long)t->task_id, (long long)d->max_context);
-    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ERANGE, .message = "trajectory longer than rollout.max_context", .ref = t->task_id}};
-    lt__send_to(d, rid, len, &m);
+  lt_traj_limits_t lim = {.vocab = d->vocab, .max_tokens = d->max_context, .max_version = d->version};
+  int rc = lt_traj_check(t, &lim);
+  if (rc < 0) {
+    lt__traj_refuse(d, rid, len, msg_id, t->task_id, rc, lt_error_msg());
     return;
   }
   lt__task_t *task = lt__task_get(d, (int64_t)t->task_id);
   if (task && ((int64_t)t->group_id != task->prompt_id || t->eval != task->eval || strcmp(t->domain, task->domain))) {
-    d->malformed++;
-    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ENOENT, .message = "trajectory does not match its task", .ref = t->task_id}};
-    lt__send_to(d, rid, len, &m);
+    lt__traj_refuse(d, rid, len, msg_id, t->task_id, LT_ENOENT, "trajectory does not match its task");
     return;
   }
   if (task && (t->status == LT_TRAJ_ABORTED || t->status == LT_TRAJ_ERROR)) {

@@ -49,6 +49,8 @@ typedef struct {
   int slots, inflight, alive;
   int64_t last_seen_ms;
   int64_t policy_version;
+  int refusals;              /* results refused in a row: it gets no task until benched_until_ms */
+  int64_t benched_until_ms;
   char backend[32];
   char host[256];
 } lt__worker_t;
@@ -64,6 +66,7 @@ struct lt_daemon {
   lt_zap_t *zap; /* CURVE: admits the listed worker keys */
   char endpoint[512];
   char run_dir[4096];
+  int lock_fd;               /* RUN_DIR/daemon.lock, flock'ed; -1 */
   lt_buffer_t *buf;
   lt_writer_t *writer;
   lt_envs_t *envs;
@@ -86,9 +89,12 @@ struct lt_daemon {
   int64_t next_task_id, next_prompt_id;
   int64_t *domain_index;     /* per-domain prompt counters */
   int64_t tasks_created, tasks_done, tasks_failed;
+  char last_failure[256];    /* why the last task failed (the error of a run where all did) */
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
   int64_t max_context;       /* rollout.max_context: longer results are refused */
+  int vocab;                 /* the model's: token ids at or past it are refused */
+  cJSON *model_info;         /* WELCOME.model */
   lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
   uint64_t run_seed;
   int batch;                 /* learner.batch.trajectories */
@@ -112,7 +118,7 @@ struct lt_daemon {
   double last_accuracy;      /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
-  int64_t trajs_in, dups, malformed, ready_count;
+  int64_t trajs_in, dups, malformed, refused, ready_count;
   /* Pipeline overhead per task (dispatch to result, minus the worker's own
    * generation, environment and reward time), for the dispatch/overhead_*
    * metrics; a ring of the samples since the last report. */
@@ -167,7 +173,10 @@ int lt__send_to(lt_daemon_t *d, const void *rid, size_t len, lt_msg_t *m);
 void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);
 
 /* ingest.c: trajectories */
-void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, lt_traj_t *t);
+void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, lt_traj_t *t);
+/* Answers a trajectory that will never be stored (ERROR naming the message and
+ * its task) and requeues the task at once. */
+void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why);
 
 /* learner link (learnerlink.c): the learner thread */
 int lt__learner_start(lt_daemon_t *d);
@@ -198,6 +207,10 @@ int lt__prom_start(lt_daemon_t *d);
 /* Records the latest value of a run metric for the endpoint. */
 void lt__prom_set(lt_daemon_t *d, const char *name, double v);
 void lt__prom_stop(lt_daemon_t *d);
+
+/* runlock.c: one daemon per run directory */
+int lt__runlock_acquire(lt_daemon_t *d);
+void lt__runlock_release(lt_daemon_t *d);
 
 /* daemon.c */
 int64_t lt__now_ms(void);

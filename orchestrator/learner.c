@@ -70,7 +70,7 @@ static int try_step(lt__learner_t *l, int flush) {
   if (!r) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   int rc = lt_train_step(l->train, flush, &r->r);
   if (rc == 1) r->kind = RES_STEP;
-  else if (rc == 0 && (flush || r->r.marked_stale || r->r.filtered)) r->kind = RES_SKIP, r->flushed = flush;
+  else if (rc == 0 && (flush || r->r.marked_stale || r->r.filtered || r->r.quarantined)) r->kind = RES_SKIP, r->flushed = flush;
   else {
     free(r);
     return rc;
@@ -214,13 +214,13 @@ static void on_notify(void *arg) {
     res_t *next = r->next;
     switch (r->kind) {
     case RES_STEP:
-      d->ready_pending -= r->r.st.trajectories + r->r.marked_stale + r->r.filtered;
+      d->ready_pending -= r->r.st.trajectories + r->r.marked_stale + r->r.filtered + r->r.quarantined;
       emit_step(d, &r->r);
       stepped = 1;
       break;
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
-      d->ready_pending -= r->r.marked_stale + r->r.filtered;
+      d->ready_pending -= r->r.marked_stale + r->r.filtered + r->r.quarantined;
       /* Sync mode: the released batch was dropped entirely (filtered or stale);
        * release another.  A flush that found nothing at all (the learner woke
        * before any task existed) releases nothing: it used to double every batch. */

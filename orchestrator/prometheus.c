@@ -24,31 +24,48 @@ struct lt__prom {
   int n, cap;
 };
 
-/* metric name → family and label: "reward/<domain>" and "staleness/hist_K"
- * become labelled families, everything else longtail_<name with _>. */
-static void map_name(const char *name, char *family, size_t fcap, char *label, size_t lcap) {
+/* Prometheus wants base units spelled out (promtool check metrics): a run
+ * metric's unit suffix becomes the base unit, and its value is scaled to it.
+ * The run's own names (buffer, metrics.jsonl) keep their units. */
+static const struct {
+  const char *suffix, *base;
+  double scale;
+} units[] = {{"_per_s", "_per_second", 1}, {"_ms", "_seconds", 1e-3}, {"_s", "_seconds", 1}, {"_mb", "_bytes", 1048576}};
+
+/* metric name → family, label and the factor to its base unit: "reward/<domain>"
+ * and "staleness/hist_K" become labelled families, everything else
+ * longtail_<name with _>. */
+static double map_name(const char *name, char *family, size_t fcap, char *label, size_t lcap) {
   label[0] = 0;
   if (!strncmp(name, "reward/", 7) && strcmp(name + 7, "mean")) {
     snprintf(family, fcap, "longtail_reward_by_domain");
     snprintf(label, lcap, "domain=\"%s\"", name + 7);
-    return;
+    return 1;
   }
   if (!strncmp(name, "staleness/hist_", 15)) {
     snprintf(family, fcap, "longtail_staleness_trajectories");
     snprintf(label, lcap, "staleness=\"%s\"", name + 15);
-    return;
+    return 1;
   }
   size_t j = (size_t)snprintf(family, fcap, "longtail_");
   for (const char *p = name; *p && j + 1 < fcap; p++)
     family[j++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_';
   family[j] = 0;
+  for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+    size_t n = strlen(units[u].suffix);
+    if (j > n && !strcmp(family + j - n, units[u].suffix) && j - n + strlen(units[u].base) < fcap) {
+      strcpy(family + j - n, units[u].base);
+      return units[u].scale;
+    }
+  }
+  return 1;
 }
 
 void lt__prom_set(lt_daemon_t *d, const char *name, double v) {
   struct lt__prom *p = d->prom;
   if (!p) return;
   char family[96], label[96];
-  map_name(name, family, sizeof family, label, sizeof label);
+  v *= map_name(name, family, sizeof family, label, sizeof label);
   for (int i = 0; i < p->n; i++)
     if (!strcmp(p->g[i].family, family) && !strcmp(p->g[i].label, label)) {
       p->g[i].v = v;
@@ -97,13 +114,16 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
       inflight += d->workers[i].inflight;
     }
   sample(&b, "longtail_policy_version", "gauge", "Newest policy version published to the workers.", (double)d->version);
-  sample(&b, "longtail_learner_step", "counter", "Learner steps done.", (double)d->step);
+  sample(&b, "longtail_learner_steps_total", "counter", "Learner steps done.", (double)d->step);
   sample(&b, "longtail_trajectories_ingested_total", "counter", "Trajectories accepted into the buffer.",
          (double)d->trajs_in);
   sample(&b, "longtail_duplicates_rejected_total", "counter", "Results for tasks already stored, dropped.",
          (double)d->dups);
   sample(&b, "longtail_malformed_messages_total", "counter", "Peer messages that failed validation.",
          (double)d->malformed);
+  sample(&b, "longtail_trajectories_refused_total", "counter",
+         "Trajectories refused before the commit (invalid for this run: vocabulary, limits, versions).",
+         (double)d->refused);
   sample(&b, "longtail_tasks_created_total", "counter", "Tasks generated.", (double)d->tasks_created);
   sample(&b, "longtail_tasks_done_total", "counter", "Tasks that ended with a stored trajectory.",
          (double)d->tasks_done);

@@ -13,8 +13,8 @@ const lt_cfg_schema_t lt_run_schema = {"run", "Identity and seed of a run.", run
 static const lt_cfg_entry_t transport_e[] = {
     {"transport.endpoint", LT_CFG_STR, "\"tcp://127.0.0.1:5555\"", LT_CFG_NORANGE, NULL, "ZeroMQ ROUTER endpoint the daemon binds; port 0 or '*' picks a free port"},
     {"transport.curve", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "ZeroMQ CURVE encryption and authentication of workers"},
-    {"transport.server_secret_key", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "file with the daemon's CURVE secret key (longtail keygen)"},
-    {"transport.client_keys", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "file or directory of allowed worker public keys"},
+    {"transport.server_secret_key", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "file with the daemon's CURVE secret key (longtail keygen)"},
+    {"transport.client_keys", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "file or directory of allowed worker public keys"},
     {"transport.allow_insecure_remote", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "allow plain TCP on a non-loopback address (not recommended)"},
     {"transport.weights_port", LT_CFG_INT, "0", 0, 65535, NULL, "serve checkpoints over HTTP on this port to workers that cannot see the run directory (0: off)"},
     {"transport.weights_bind", LT_CFG_STR, "\"127.0.0.1\"", LT_CFG_NORANGE, NULL, "address the weights server listens on (non-loopback needs allow_insecure_remote)"},

@@ -82,7 +82,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     for (size_t i = 0; i < d->tcap; i++) {
       lt__task_t *t = d->tasks[i];
       if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-        lt__requeue(d, t, 0, "worker reconnected");
+        lt__requeue(d, t, 1, "worker reconnected");
         i = (size_t)-1; /* the table may have shifted: rescan */
       }
     }
@@ -118,7 +118,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   lt_msg_t m = {.type = LT_MSG_WELCOME};
   m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
                                .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
-                               .weights_location = (char *)loc, .settings = settings(d)};
+                               .weights_location = (char *)loc, .settings = settings(d),
+                               .model = d->model_info};
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
   cJSON_Delete(m.u.welcome.settings);

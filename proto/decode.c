@@ -324,7 +324,7 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = int32f(d, "liveness", 1, 1000, 1, 0, &x->liveness)) ||
         (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
         (rc = string(d, "weights_location", 0, &x->weights_location)) || (rc = sha(d, "sha256", x->sha256)) ||
-        (rc = subtree(d, "settings", 0, &x->settings)))
+        (rc = subtree(d, "settings", 0, &x->settings)) || (rc = subtree(d, "model", 0, &x->model)))
       return rc;
     return 0;
   }
@@ -391,7 +391,7 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
     if ((rc = integer(d, "code", LT_ECODE_MIN, 0, 1, 0, &v))) return rc;
     m->u.error.code = (int)v;
     if ((rc = string(d, "message", 0, &m->u.error.message)) || (rc = idf(d, "ref", 0, &m->u.error.ref))) return rc;
-    return 0;
+    return idf(d, "task_id", 0, &m->u.error.task_id);
   case LT_MSG_BYE: return string(d, "reason", 0, &m->u.bye.reason);
   default: return BAD(d, "unknown type");
   }
@@ -436,10 +436,21 @@ int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out) {
   if ((rc = idf(&d, "id", 1, &out->id))) goto out;
   rc = decode_body(&d, frames, n, out);
 out:
-  cJSON_Delete(h);
   if (rc < 0) {
+    /* What could be read of a refused message stays, so that the answer can
+     * name it: its type, its id, and a TRAJ's task. */
+    lt_msg_type type = out->type;
+    uint64_t id = out->id, task = 0;
+    char why[512];
+    snprintf(why, sizeof why, "%s", lt_error_msg());
+    if (type == LT_MSG_TRAJ && idf(&d, "task_id", 1, &task) < 0) task = 0;
     if (out->type) lt_msg_free(out);
     memset(out, 0, sizeof *out);
+    out->type = type;
+    out->id = id;
+    out->u.traj.task_id = task;
+    lt_error_set(rc, "%s", why); /* (idf above may have replaced it) */
   }
+  cJSON_Delete(h);
   return rc;
 }

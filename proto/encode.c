@@ -118,6 +118,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     str(e, "weights_location", x->weights_location);
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
+    if (x->model) json(e, "model", x->model, 0);
     break;
   }
   case LT_MSG_TASK: {
@@ -221,6 +222,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "code", m->u.error.code);
     str(e, "message", m->u.error.message);
     id(e, "ref", m->u.error.ref);
+    if (m->u.error.task_id) id(e, "task_id", m->u.error.task_id);
     break;
   case LT_MSG_BYE: str(e, "reason", m->u.bye.reason); break;
   default: e->bad = lt_error_set(LT_EINVAL, "unknown message type %d", (int)m->type);

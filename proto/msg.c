@@ -63,6 +63,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.welcome.run);
     free(m->u.welcome.weights_location);
     cJSON_Delete(m->u.welcome.settings);
+    cJSON_Delete(m->u.welcome.model);
     break;
   case LT_MSG_TASK:
     free(m->u.task.domain);

@@ -67,6 +67,8 @@ typedef struct {
   char *weights_location; /* where the current weights are ("" if builtin init) */
   char sha256[65];
   cJSON *settings;     /* rollout/envs/rewards config sections, an object */
+  cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format"}: what a worker needs to produce valid
+                        * trajectories without a checkpoint; an object (empty if not sent) */
 } lt_welcome_t;
 
 /* daemon → worker: one rollout to run. */
@@ -168,6 +170,7 @@ typedef struct {
   int code;            /* LT_E* */
   char *message;
   uint64_t ref;        /* id of the offending message, 0 if unknown */
+  uint64_t task_id;    /* the task concerned (a refused TRAJ, a TASK answered busy), 0 if none */
 } lt_errmsg_t;
 
 typedef struct {
@@ -213,6 +216,15 @@ int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out);
 void lt_msg_free(lt_msg_t *m);
 /* Frees a trajectory taken out of a TRAJ message (its owner is then the caller, not the message). */
 void lt_traj_free(lt_traj_t *t);
+
+/* What a trajectory is checked against (trajcheck.c). */
+typedef struct {
+  int vocab;            /* token ids are in [0, vocab) */
+  int64_t max_tokens;   /* 0: no limit */
+  int64_t max_version;  /* generated tokens' versions are in [0, max_version] */
+} lt_traj_limits_t;
+/* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message. */
+int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
 
 const char *lt_msg_type_name(lt_msg_type t);
 int lt_msg_type_parse(const char *s); /* -1 if unknown */

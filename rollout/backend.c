@@ -204,6 +204,7 @@ int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t 
     free(b);
     return rc;
   }
+  b->info.version = o->version;
   uv_idle_init(loop, &b->idle);
   uv_timer_init(loop, &b->timer);
   b->idle.data = b->timer.data = b;

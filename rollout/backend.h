@@ -41,6 +41,7 @@ typedef void (*lt_turn_cb)(lt_gen_t *g, const lt_turn_t *turn, const lt_prefill_
 typedef struct {
   const char *kind;          /* "builtin" | "openai" | "scripted" */
   const char *model_dir;     /* builtin: initial weights */
+  int64_t version;           /* the version of those weights: stamped on every token until a reload */
   const char *device;
   int threads;
   int max_sessions;

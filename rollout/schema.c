@@ -1,15 +1,17 @@
 #include "rollout/schema.h"
 
+#include "proto/proto.h" /* the ranges a TASK may carry (its decoder refuses the rest) */
+
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
 #define BIG 1e308
 
 static const lt_cfg_entry_t rollout_e[] = {
     {"rollout.temperature", LT_CFG_NUM, "1.0", 0, 100, NULL, "sampling temperature"},
     {"rollout.top_p", LT_CFG_NUM, "1.0", 0, 1, NULL, "nucleus sampling mass"},
-    {"rollout.top_k", LT_CFG_INT, "0", 0, BIG, NULL, "top-k sampling (0: off)"},
-    {"rollout.max_new_tokens", LT_CFG_INT, "256", 1, BIG, NULL, "tokens generated per turn"},
-    {"rollout.max_turns", LT_CFG_INT, "8", 1, BIG, NULL, "turns per episode (truncated: turn_limit)"},
-    {"rollout.max_context", LT_CFG_INT, "2048", 1, BIG, NULL, "context length per episode (truncated: context_limit)"},
+    {"rollout.top_k", LT_CFG_INT, "0", 0, 1 << 24, NULL, "top-k sampling (0: off)"},
+    {"rollout.max_new_tokens", LT_CFG_INT, "256", 1, LT_PROTO_MAX_TOKENS, NULL, "tokens generated per turn"},
+    {"rollout.max_turns", LT_CFG_INT, "8", 1, 1 << 20, NULL, "turns per episode (truncated: turn_limit)"},
+    {"rollout.max_context", LT_CFG_INT, "2048", 1, LT_PROTO_MAX_TOKENS, NULL, "context length per episode (truncated: context_limit)"},
     {"rollout.keep_reasoning", LT_CFG_ENUM, "\"latest\"", LT_CFG_NORANGE, "latest|all", "keep reasoning of the latest user turn only, or of all turns"},
     {"rollout.compression", LT_CFG_ENUM, "\"none\"", LT_CFG_NORANGE, "none|summary|discard_all|hybrid", "context management past compression_threshold (hybrid: summary there, discard_all at the turn limit)"},
     {"rollout.compression_threshold", LT_CFG_INT, "0", 0, BIG, NULL, "tokens of context that trigger compression (0: off)"},

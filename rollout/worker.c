@@ -165,8 +165,8 @@ static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
   lt_msg_free(traj);
 }
 
-static void send_error(worker_t *w, int code, uint64_t ref, const char *msg) {
-  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)msg, .ref = ref}};
+static void send_error(worker_t *w, int code, uint64_t ref, uint64_t task_id, const char *msg) {
+  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)msg, .ref = ref, .task_id = task_id}};
   send_msg(w, &m);
 }
 
@@ -194,7 +194,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   const char *model = w->o.model && w->o.model[0] ? w->o.model : wl->weights_location;
   if (strcmp(w->o.backend, "scripted") && (!model || !model[0]))
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
-  lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .device = w->o.device, .threads = w->o.threads,
+  lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .version = wl->policy_version, .device = w->o.device, .threads = w->o.threads,
                           .max_sessions = w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
                           .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
@@ -284,21 +284,21 @@ static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t 
   return lt_fetch_start(w->http, url, dir, w->fetch_sha, 600000, 5, on_fetched, w, &w->fetch);
 }
 
-static void on_task(worker_t *w, lt_task_t *t) {
+static void on_task(worker_t *w, uint64_t msg_id, lt_task_t *t) {
   if (!w->backend) {
-    send_error(w, LT_EBUSY, t->task_id, "worker not configured yet");
+    send_error(w, LT_EBUSY, msg_id, t->task_id, "worker not configured yet");
     return;
   }
   int slot = -1;
   for (int i = 0; i < w->o.slots && slot < 0; i++)
     if (!w->agents[i]) slot = i;
   if (slot < 0) {
-    send_error(w, LT_EBUSY, t->task_id, "all slots busy");
+    send_error(w, LT_EBUSY, msg_id, t->task_id, "all slots busy");
     return;
   }
   lt_agent_t *a;
   if (lt_agent_start(&w->actx, t, on_agent_done, w, &a) < 0) {
-    send_error(w, LT_ENOMEM, t->task_id, lt_error_msg());
+    send_error(w, LT_ENOMEM, msg_id, t->task_id, lt_error_msg());
     return;
   }
   w->agents[slot] = a;
@@ -335,7 +335,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     }
     if ((rc = configure(w, &m.u.welcome)) < 0) {
       LT_ERROR("worker", "cannot start: %s", lt_error_msg());
-      send_error(w, rc, m.id, lt_error_msg());
+      send_error(w, rc, m.id, 0, lt_error_msg());
       stop(w, lt_error_exit_code(rc));
       break;
     }
@@ -343,7 +343,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     w->welcomed = 1;
     resend_spool(w);
     break;
-  case LT_MSG_TASK: on_task(w, &m.u.task); break;
+  case LT_MSG_TASK: on_task(w, m.id, &m.u.task); break;
   case LT_MSG_ACK:
     for (int i = 0; i < m.u.ack.n; i++) lt_spool_drop(w->spool, m.u.ack.task_ids[i]);
     break;
@@ -362,9 +362,12 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
         lt_agent_abort(w->agents[i], m.u.abort.reason);
     break;
   case LT_MSG_ERROR:
-    if (m.u.error.code == LT_ENOENT && m.u.error.ref && lt_spool_drop(w->spool, m.u.error.ref))
-      LT_WARN("worker", "task %llu is unknown to the daemon (%s): dropped", (unsigned long long)m.u.error.ref, m.u.error.message);
-    else if (m.u.error.code == LT_EPROTO && !m.u.error.ref)
+    /* An ERROR naming a task refuses that task's result for good (unknown
+     * task, invalid trajectory): resending it could never succeed. */
+    if (m.u.error.task_id && lt_spool_drop(w->spool, m.u.error.task_id))
+      LT_WARN("worker", "the daemon refused the result of task %llu (%s): dropped", (unsigned long long)m.u.error.task_id,
+              m.u.error.message);
+    else if (m.u.error.code == LT_EPROTO && !m.u.error.task_id)
       send_hello(w); /* the daemon does not know us (it restarted) */
     else
       LT_WARN("worker", "daemon error: %s", m.u.error.message);

@@ -15,7 +15,7 @@ OUT=build/chaos
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 FAILED=0
-ALL="workers_sigkill worker_fault_points daemon_sigkill_resume partition_heal reward_faults env_faults disk_full corrupt_buffer"
+ALL="workers_sigkill worker_fault_points daemon_sigkill_resume sigint_resume second_daemon hostile_worker partition_heal reward_faults env_faults disk_full corrupt_buffer"
 
 now() { date +%s.%N; }
 stat_of() { "$BIN" stats "$1" --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d$2)" 2>/dev/null; }
@@ -156,6 +156,77 @@ scenario_daemon_sigkill_resume() {
   wait_exit $d 300; local st=$?
   pkill -f "worker --connect tcp://127.0.0.1:$port" 2>/dev/null
   check "$dir/run" $tasks daemon_sigkill_resume $kills "$worst" $([ $st = 0 ] && echo 1 || echo 0) "SIGKILL of the daemon every 2-4 s, each time restarted with --resume; final exit $st"
+}
+
+# SIGINT (a clean stop) after ~120 trajectories, then --resume: the resumed workers generate under the resumed
+# version, so nothing after the resume is stale, and the run ends as an uninterrupted one would: every task done,
+# one learner step per batch.
+scenario_sigint_resume() {
+  local dir=$OUT/sigint_resume; rm -rf "$dir"; mkdir -p "$dir"
+  local tasks=400 port; port=$(free_port)
+  config "$dir/cfg.json" "tcp://127.0.0.1:$port" 2 $tasks '{"scheduler": {"max_staleness": 1}}'
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
+  local d=$!
+  for _ in $(seq 600); do
+    local n; n=$(sql "$dir/run" "SELECT count(*) FROM trajectories")
+    [ "${n:-0}" -ge 120 ] && break
+    kill -0 $d 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -INT $d; wait_exit $d 120; local st1=$?
+  local at_stop; at_stop=$(sql "$dir/run" "SELECT count(*) FROM trajectories")
+  local t0; t0=$(now)
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --resume --log-level warn >> "$dir/daemon.out" 2>> "$dir/daemon.err" &
+  d=$!
+  local r; r=$(until_progress "$dir/run" "$(stat_of "$dir/run" '["tasks"]["done"]' | cut -d. -f1)" $tasks)
+  wait_exit $d 300; local st=$?
+  local stale steps; stale=$(stat_of "$dir/run" '["trajectories"]["stale"]'); steps=$(stat_of "$dir/run" '["learner_step"]')
+  check "$dir/run" $tasks sigint_resume 1 "$r" $([ $st1 = 0 ] && [ $st = 0 ] && [ "${stale%.*}" = 0 ] && [ "${steps%.*}" = $((tasks / 16)) ] && echo 1 || echo 0) \
+    "SIGINT after $at_stop of $tasks trajectories, then --resume: $stale stale, $steps learner steps (uninterrupted: $((tasks / 16))); exits $st1, $st"
+}
+
+# A second daemon on a live run directory is refused at once, naming the holder; the first one completes.
+scenario_second_daemon() {
+  local dir=$OUT/second_daemon; rm -rf "$dir"; mkdir -p "$dir"
+  local tasks=240 port; port=$(free_port)
+  config "$dir/cfg.json" "tcp://127.0.0.1:$port" 2 $tasks
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
+  local d=$!
+  for _ in $(seq 300); do [ "$(stat_of "$dir/run" '["tasks"]["done"]' | cut -d. -f1)" -gt 16 ] 2>/dev/null && break; sleep 0.1; done
+  local t0; t0=$(now)
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --resume > "$dir/second.out" 2> "$dir/second.err"
+  local st2=$? took; took=$(python3 -c "print(round($(now) - $t0, 2))")
+  local named=0; grep -q "in use by another daemon (pid $d)" "$dir/second.err" && named=1
+  wait_exit $d 300; local st=$?
+  check "$dir/run" $tasks second_daemon 1 null $([ $st2 != 0 ] && [ $named = 1 ] && [ $st = 0 ] && echo 1 || echo 0) \
+    "second train --resume on the live run: exit $st2 after ${took} s, holder named: $named; first daemon exit $st"
+}
+
+# A third-party worker (scripts/pyworker.py, written from docs/protocol.md) that answers every task with an
+# out-of-vocabulary token, next to two honest local workers: every such result is refused before the commit, its
+# task runs again at once, the run completes, and a --resume of the finished run works.
+scenario_hostile_worker() {
+  local dir=$OUT/hostile_worker; rm -rf "$dir"; mkdir -p "$dir"
+  local py; py=$(for p in python3 /usr/bin/python3; do "$p" -c "import zmq" 2>/dev/null && { echo "$p"; break; }; done)
+  if [ -z "$py" ]; then
+    printf '{"scenario": "hostile_worker", "ok": null, "skipped": "python3-zmq is not installed"}\n' | tee -a "$OUT/results.jsonl"
+    return
+  fi
+  local tasks=320 port; port=$(free_port)
+  config "$dir/cfg.json" "tcp://127.0.0.1:$port" 2 $tasks
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
+  local d=$!
+  "$py" scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
+    > "$dir/hostile.out" 2> "$dir/hostile.err" &
+  local h=$!
+  wait_exit $d 300; local st=$?
+  kill $h 2>/dev/null; wait $h 2>/dev/null
+  local refused; refused=$(grep -c "refused a trajectory" "$dir/daemon.err")
+  local stored; stored=$(sql "$dir/run" "SELECT count(*) FROM trajectories WHERE worker = 'hostile'")
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --resume --log-level warn >> "$dir/daemon.out" 2>> "$dir/daemon.err"
+  local st2=$?
+  check "$dir/run" $tasks hostile_worker "$refused" null $([ $st = 0 ] && [ $st2 = 0 ] && [ "$refused" -gt 0 ] && [ "${stored:-1}" = 0 ] && echo 1 || echo 0) \
+    "a worker sending token id 1264 (vocabulary 264) in every result: $refused refused, $stored stored; daemon exit $st, --resume afterwards exit $st2"
 }
 
 scenario_partition_heal() {

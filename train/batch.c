@@ -1,6 +1,8 @@
 /* Batches for the trainer: the job config as trainer settings, and
  * trajectories from the buffer packed as one train batch.  The learner thread
  * and `longtail replay` share them, so a replay sees what a step saw. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,7 +87,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 void lt__packed_free(lt__packed_t *p) {
   free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
-  free(p->reward), free(p->group), free(p->ids), free(p->vmin);
+  free(p->reward), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
 }
 
@@ -145,6 +147,19 @@ static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int N, int T, i
   return 1;
 }
 
+/* What would make the learner fail or train on garbage (ingestion refuses it since it checks trajectories,
+ * proto/trajcheck.c; a buffer written before that may still hold it): why in `why`, 1, or 0. */
+static int unusable(const lt_traj_rec_t *t, int vocab, char *why, size_t cap) {
+  if (t->has_reward && !isfinite(t->reward)) return snprintf(why, cap, "reward is not finite") > 0;
+  for (int i = 0; i < t->ntokens; i++) {
+    if (t->tokens[i] < 0 || t->tokens[i] >= vocab)
+      return snprintf(why, cap, "token %d: id %d outside the vocabulary [0, %d)", i, t->tokens[i], vocab) > 0;
+    if (t->loss_mask[i] && !(isfinite(t->logprobs[i]) && t->logprobs[i] <= 0))
+      return snprintf(why, cap, "token %d: logprob %g is not a finite value <= 0", i, (double)t->logprobs[i]) > 0;
+  }
+  return 0;
+}
+
 int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n,
                    lt__packed_t *p) {
   int nml = lt_model_moe_layers(&pol->cfg), K = pol->cfg.topk, R = nml * K;
@@ -159,10 +174,14 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->skip = calloc((size_t)n, 1);
   p->ids = malloc(sizeof(int64_t) * (size_t)n);
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
+  p->bad = malloc(sizeof(int64_t) * (size_t)n);
+  p->bad_why = malloc(sizeof *p->bad_why * (size_t)n);
   if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
-      !p->vmin)
+      !p->vmin || !p->bad || !p->bad_why)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
-  memcpy(p->ids, ids, sizeof(int64_t) * (size_t)n);
+  /* What the learner cannot train on (a buffer written before the daemon
+   * checked trajectories) is left out and reported, not fatal. */
+  int packed = 0;
   p->has_route = nml > 0;
   double task_temp = lt_config_num(c, "rollout.temperature");
   int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
@@ -174,6 +193,12 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     lt_traj_rec_t t;
     lt_traj_meta_t m;
     if ((rc = lt_buffer_traj_load(buf, ids[s], LT_LOAD_TOKENS, &t, &m)) < 0) break;
+    if (unusable(&t, pol->cfg.vocab, p->bad_why[p->nbad], sizeof p->bad_why[0])) {
+      p->bad[p->nbad++] = ids[s];
+      lt_buffer_traj_free(&t);
+      continue;
+    }
+    p->ids[packed] = ids[s];
     int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
     if (N + T > cap) {
       cap = (N + T) * 2;
@@ -204,7 +229,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
       lt_buffer_traj_free(&t);
       break;
     }
-    p->no_support[s] = rc == 0;
+    p->no_support[packed] = rc == 0;
     rc = 0;
     if (R && t.routing_ids && t.routing_layers == nml && t.routing_k == K) {
       memcpy(p->route + (size_t)N * R, t.routing_ids, sizeof(uint16_t) * (size_t)T * (size_t)R);
@@ -218,15 +243,15 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     } else if (R) { /* valid, distinct ids so the forward runs; the sequence is left out of the actor loss */
       for (size_t i = 0; i < (size_t)T * (size_t)nml; i++)
         for (int k = 0; k < K; k++) p->route[(size_t)N * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
-      p->no_route[s] = 1;
+      p->no_route[packed] = 1;
     }
     /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[s] = t.truncated || T < t.ntokens;
-    ntrunc += p->trunc[s];
-    p->reward[s] = t.reward;
-    p->group[s] = (int64_t)t.group_id;
+    p->trunc[packed] = t.truncated || T < t.ntokens;
+    ntrunc += p->trunc[packed];
+    p->reward[packed] = t.reward;
+    p->group[packed] = (int64_t)t.group_id;
     rsum += t.reward;
-    p->vmin[s] = m.version_min;
+    p->vmin[packed] = m.version_min;
     for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
@@ -236,13 +261,14 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
       dom_n[di]++;
     }
     lt_buffer_traj_free(&t);
-    p->start[s] = N;
+    p->start[packed] = N;
     N += T;
-    p->start[s + 1] = N;
+    p->start[++packed] = N;
   }
+  p->n = packed;
   for (int i = 0; i < p->ndom; i++) p->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;
-  p->reward_mean = rsum / n;
-  p->trunc_rate = (double)ntrunc / n;
+  p->reward_mean = packed ? rsum / packed : 0;
+  p->trunc_rate = packed ? (double)ntrunc / packed : 0;
   p->route_rollout = nconf ? conf / nconf : -1;
   return rc;
 }

@@ -21,6 +21,9 @@ typedef struct {
   uint16_t *route;
   double *reward;
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
+  int64_t *bad;              /* [nbad] task ids left out: unusable (quarantined) */
+  char (*bad_why)[160];      /* [nbad] why */
+  int nbad;
   int has_route;
   /* what the rows say */
   double reward_mean, trunc_rate, route_rollout, gen_tokens;

@@ -350,6 +350,16 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
   int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
   if (rc < 0) return rc;
+  if (p->nbad) { /* quarantined: failed, counted, and the run goes on */
+    if ((rc = lt_buffer_traj_mark(l->buf, p->bad, p->nbad, LT_SAMPLE_FAILED, l->step + 1)) < 0 ||
+        (rc = lt_buffer_counter_add(l->buf, "trajectories_quarantined", p->nbad)) < 0)
+      return rc;
+    for (int i = 0; i < p->nbad; i++)
+      event(l, "quarantined", "trajectory of task %lld cannot be trained on: %s", (long long)p->bad[i], p->bad_why[i]);
+    r->quarantined = p->nbad;
+  }
+  n = p->n;
+  if (n == 0) return 0;
   r->reward_mean = p->reward_mean;
   r->trunc_rate = p->trunc_rate;
   r->route_rollout = p->route_rollout;
@@ -467,6 +477,7 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   }
   double t0 = lt_time_mono_s();
   if ((rc = pack(l, ids, n, &p, r)) < 0) goto out;
+  if ((n = p.n) == 0) goto out; /* all quarantined: nothing trained (rc 0) */
   lt_train_batch_t b;
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
   r->skip_sampling = p.skip_sampling;

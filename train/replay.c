@@ -51,7 +51,7 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   char path[4200];
   snprintf(path, sizeof path, "%s/buffer.db", o->run);
   lt_buffer_t *b;
-  int rc = lt_buffer_open(path, LT_BUF_READONLY, &b);
+  int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, &b);
   if (rc < 0) return rc;
   lt_config_t cfg = {0};
   lt_trainer_t *tr = NULL;

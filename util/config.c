@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/error.h"
 #include "util/json.h"
@@ -171,6 +172,7 @@ static int check_value(const lt_cfg_entry_t *e, const char *path, const cJSON *n
     if (!cJSON_IsNumber(n)) return lt_error_set(LT_ECONFIG, "%s: expected number, got %s", path, jtype(n));
     return check_num(e, path, n->valuedouble);
   case LT_CFG_STR:
+  case LT_CFG_PATH:
     if (!cJSON_IsString(n)) return lt_error_set(LT_ECONFIG, "%s: expected string, got %s", path, jtype(n));
     return 0;
   case LT_CFG_ENUM:
@@ -358,12 +360,36 @@ static void merge_into(cJSON *base, cJSON *child) {
   }
 }
 
+/* The path-valued keys of one file (LT_CFG_PATH) made relative to its folder,
+ * as "extends" is, so that a config runs from any working directory. A path
+ * that names nothing there is left as written (taken from the working
+ * directory: configs written before paths were resolved). */
+static void resolve_paths(cJSON *obj, const char *prefix, const char *dir, const lt_cfg_schema_t *const *sc, int ns) {
+  for (cJSON *c = obj->child; c; c = c->next) {
+    char p[PATH_MAX_LEN];
+    if (!c->string || snprintf(p, sizeof p, "%s%s%s", prefix, prefix[0] ? "." : "", c->string) >= (int)sizeof p) continue;
+    if (cJSON_IsObject(c)) {
+      resolve_paths(c, p, dir, sc, ns);
+      continue;
+    }
+    const lt_cfg_entry_t *e = find_entry(sc, ns, p);
+    if (!e || e->type != LT_CFG_PATH || !cJSON_IsString(c) || !c->valuestring[0] || c->valuestring[0] == '/') continue;
+    char full[4096];
+    if (snprintf(full, sizeof full, "%s/%s", dir, c->valuestring) >= (int)sizeof full || access(full, F_OK) != 0) continue;
+    cJSON_SetValuestring(c, full);
+  }
+}
+
 /* A config file with its "extends" chain resolved: "extends" names a base
  * config (relative to this file's directory) that this file overrides. */
-static int load_file(const char *path, int depth, cJSON **out) {
+static int load_file(const char *path, int depth, const lt_cfg_schema_t *const *sc, int ns, cJSON **out) {
   cJSON *root;
   int rc = lt_json_parse_file(path, &root);
   if (rc < 0) return rc;
+  const char *sl = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", sl ? (int)(sl - path) + (sl == path) : 1, sl ? path : ".");
+  if (cJSON_IsObject(root)) resolve_paths(root, "", dir, sc, ns);
   cJSON *ext = cJSON_DetachItemFromObjectCaseSensitive(root, "extends");
   if (!ext) {
     *out = root;
@@ -385,7 +411,7 @@ static int load_file(const char *path, int depth, cJSON **out) {
   else snprintf(base, sizeof base, "%.*s/%s", (int)(slash - path), path, ext->valuestring);
   cJSON_Delete(ext);
   cJSON *b;
-  if ((rc = load_file(base, depth + 1, &b)) < 0) {
+  if ((rc = load_file(base, depth + 1, sc, ns, &b)) < 0) {
     char why[1024];
     snprintf(why, sizeof why, "%s", lt_error_msg());
     cJSON_Delete(root);
@@ -402,7 +428,7 @@ int lt_config_load(lt_config_t *cfg, const char *path, const char *const *sets, 
   cJSON *root;
   memset(cfg, 0, sizeof *cfg);
   if (path) {
-    int rc = load_file(path, 0, &root);
+    int rc = load_file(path, 0, schemas, nschemas, &root);
     if (rc < 0) return rc;
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
   } else {
@@ -470,6 +496,7 @@ static const char *type_doc(const lt_cfg_entry_t *e, char *buf, size_t cap) {
   case LT_CFG_INT: base = "integer"; break;
   case LT_CFG_NUM: base = "number"; break;
   case LT_CFG_STR: base = "string"; break;
+  case LT_CFG_PATH: base = "path (relative: from the config file's folder)"; break;
   case LT_CFG_ENUM: base = "enum"; break;
   case LT_CFG_INT_OR_ENUM: base = "integer or enum"; break;
   case LT_CFG_NUM_LIST: base = "list of numbers"; break;
@@ -513,7 +540,10 @@ void lt_config_doc_markdown(const lt_cfg_schema_t *const *schemas, int nschemas,
                    "A `*` in a path stands for a name you choose (a domain, a map key). "
                    "`\"extends\": \"base.json\"` (relative to the file) starts from another config and "
                    "overrides its keys, objects merged key by key (configs/ablation-*.json extend "
-                   "configs/default.json).\n\n");
+                   "configs/default.json). Keys of type *path* given as relative paths are taken from the "
+                   "folder of the config file that sets them, as `extends` is, so a config runs from any working "
+                   "directory (a relative path that names nothing there is taken from the working directory; "
+                   "`--set` values are taken from the working directory).\n\n");
   for (int i = 0; i < nschemas; i++) {
     const lt_cfg_schema_t *s = schemas[i];
     lt_buf_printf(out, "## %s\n\n", s->section);

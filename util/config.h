@@ -18,6 +18,7 @@ typedef enum {
   LT_CFG_INT,
   LT_CFG_NUM,
   LT_CFG_STR,
+  LT_CFG_PATH,        /* string naming a file or folder; relative: from the folder of the config file that sets it */
   LT_CFG_ENUM,        /* string, one of `choices` */
   LT_CFG_INT_OR_ENUM, /* integer, or a string in `choices` (e.g. max_staleness: "auto") */
   LT_CFG_NUM_LIST,    /* array of numbers */

@@ -188,3 +188,32 @@ int lt_fs_self_exe(char *out, size_t cap) {
   out[n] = 0;
   return 0;
 }
+
+/* Open-file-description locks: like flock they belong to the open file (not
+ * the process, unlike POSIX record locks), and unlike flock they can be
+ * queried (F_OFD_GETLK) without being taken. */
+int lt_fs_lock(const char *path, int *fd) {
+  *fd = -1;
+  int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (f < 0) return lt_error_set(lt_error_from_errno(errno), "%s: %s", path, strerror(errno));
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (fcntl(f, F_OFD_SETLK, &l) < 0) {
+    int e = errno;
+    close(f);
+    if (e == EAGAIN || e == EACCES) return lt_error_set(LT_EBUSY, "%s: locked by another process", path);
+    return lt_error_set(lt_error_from_errno(e), "%s: lock: %s", path, strerror(e));
+  }
+  *fd = f;
+  return 0;
+}
+
+int lt_fs_lock_held(const char *path) {
+  int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return errno == ENOENT ? 0 : lt_error_set(lt_error_from_errno(errno), "%s: %s", path, strerror(errno));
+  struct flock l = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+  int rc = fcntl(f, F_OFD_GETLK, &l);
+  int e = errno;
+  close(f);
+  if (rc < 0) return lt_error_set(lt_error_from_errno(e), "%s: lock query: %s", path, strerror(e));
+  return l.l_type != F_UNLCK;
+}

@@ -23,5 +23,13 @@ void lt_path_base(const char *path, char *out, size_t cap);
 int lt_fs_sync_dir(const char *dir);
 /* Absolute path of the running executable (for spawning helpers). */
 int lt_fs_self_exe(char *out, size_t cap);
+/* An exclusive lock on path (created if missing), held while *fd stays open
+ * and released by the kernel however the process ends; the descriptor is
+ * close-on-exec, so child processes never hold it. LT_EBUSY (and *fd = -1)
+ * when another process holds it. */
+int lt_fs_lock(const char *path, int *fd);
+/* 1 when some process holds lt_fs_lock(path), 0 when none does or the file
+ * does not exist; taking nothing, so it never gets in a locker's way. */
+int lt_fs_lock_held(const char *path);
 
 #endif

@@ -11,25 +11,9 @@
 #include "cJSON.h"
 #include "proto/proto.h"
 #include "tests/support/harness.h"
+#include "tests/support/live.h"
 #include "util/error.h"
 #include "util/time.h"
-
-/* `longtail stats DIR --json`, parsed. */
-static cJSON *stats(const char *dir) {
-  lt_run_t r;
-  const char *argv[] = {"longtail", "stats", dir, "--json", NULL};
-  cr_assert_eq(lt_test_run(&r, NULL, 30, argv), 0);
-  cJSON *j = r.status == 0 ? cJSON_Parse(r.out) : NULL;
-  lt_run_free(&r);
-  return j;
-}
-
-static double at(const cJSON *j, const char *a, const char *b) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
-  if (b) x = cJSON_GetObjectItemCaseSensitive(x, b);
-  cr_assert(cJSON_IsNumber(x), "stats has no %s%s%s", a, b ? "." : "", b ? b : "");
-  return x->valuedouble;
-}
 
 static char *config_path(const char *name) {
   static char p[4096];
@@ -47,15 +31,15 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert_lt(r.secs, 60, "smoke run took %.1f s", r.secs);
   lt_run_free(&r);
-  cJSON *s = stats(rd);
+  cJSON *s = lt_test_stats(rd);
   cr_assert(s);
-  cr_assert_geq(at(s, "policy_version", NULL), 2);
-  cr_assert_geq(at(s, "learner_step", NULL), 2);
-  cr_assert_eq(at(s, "tasks", "done"), 96);
-  cr_assert_eq(at(s, "trajectories", "total"), 96);
-  cr_assert_eq(at(s, "trajectories", "consumed"), 96);
-  cr_assert_eq(at(s, "trajectories", "duplicates_rejected"), 0);
-  cr_assert_eq(at(s, "workers", "seen"), 2);
+  cr_assert_geq(lt_test_at(s, "policy_version", NULL), 2);
+  cr_assert_geq(lt_test_at(s, "learner_step", NULL), 2);
+  cr_assert_eq(lt_test_at(s, "tasks", "done"), 96);
+  cr_assert_eq(lt_test_at(s, "trajectories", "total"), 96);
+  cr_assert_eq(lt_test_at(s, "trajectories", "consumed"), 96);
+  cr_assert_eq(lt_test_at(s, "trajectories", "duplicates_rejected"), 0);
+  cr_assert_eq(lt_test_at(s, "workers", "seen"), 2);
   cr_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s, "eval")));
   cJSON_Delete(s);
   /* Each version the workers were sent exists with its hash; metrics are there. */
@@ -87,11 +71,11 @@ Test(pipeline, bounded_run_trains_the_remainder_behind_several_batches, .timeout
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "exit %d (124: it never ended): %s", r.status, r.err);
   lt_run_free(&r);
-  cJSON *s = stats(rd);
+  cJSON *s = lt_test_stats(rd);
   cr_assert(s);
-  cr_expect_eq(at(s, "trajectories", "consumed"), 100);
-  cr_expect_eq(at(s, "trajectories", "ready"), 0);
-  cr_expect_eq(at(s, "learner_step", NULL), 7, "six full batches and the remainder");
+  cr_expect_eq(lt_test_at(s, "trajectories", "consumed"), 100);
+  cr_expect_eq(lt_test_at(s, "trajectories", "ready"), 0);
+  cr_expect_eq(lt_test_at(s, "learner_step", NULL), 7, "six full batches and the remainder");
   cJSON_Delete(s);
   lt_test_rmdir(dir);
 }
@@ -131,7 +115,7 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   }
   cr_assert(body && strstr(body, "HTTP/1.1 200 OK") && strstr(body, "text/plain; version=0.0.4"), "%s",
             body ? body : "unreachable");
-  static const char *want[] = {"# TYPE longtail_learner_step counter", "longtail_workers_alive 2",
+  static const char *want[] = {"# TYPE longtail_learner_steps_total counter", "longtail_workers_alive 2",
                                "longtail_reward_mean ", "longtail_reward_by_domain{domain=\"arith\"} ",
                                "longtail_staleness_trajectories{staleness=\"0\"} ", "longtail_critic_value_loss ",
                                "longtail_routing_confidence_learner "};
@@ -163,10 +147,10 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_expect(strstr(r.err, "weights served at http://"), "%s", r.err);
   lt_run_free(&r);
-  cJSON *s = stats(rd);
+  cJSON *s = lt_test_stats(rd);
   cr_assert(s);
-  cr_expect_eq(at(s, "trajectories", "consumed"), 96);
-  cr_expect_geq(at(s, "policy_version", NULL), 2);
+  cr_expect_eq(lt_test_at(s, "trajectories", "consumed"), 96);
+  cr_expect_geq(lt_test_at(s, "policy_version", NULL), 2);
   cJSON_Delete(s);
   /* Each worker's cache holds a downloaded, verified checkpoint identical to the daemon's. */
   for (int k = 0; k < 2; k++) {
@@ -177,23 +161,6 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
     lt_run_free(&r);
   }
   lt_test_rmdir(dir);
-}
-
-/* A config for the fault tests: scripted fast workers, a fixed port so
- * workers can come back to a restarted daemon. */
-static void fault_config(const char *path, int port, int spawn, int tasks) {
-  char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 3}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), tasks, spawn, port);
-  cr_assert_eq(lt_test_write(path, js), 0);
 }
 
 /* A test's run: a temporary directory, the fault config on a free port, the daemon started. */
@@ -209,26 +176,10 @@ static void fault_run_start(fault_run_t *f, const char *name, int spawn, int tas
   snprintf(f->rd, sizeof f->rd, "%s/run", f->dir);
   int port = lt_test_free_port();
   snprintf(f->ep, sizeof f->ep, "tcp://127.0.0.1:%d", port);
-  fault_config(f->cfg, port, spawn, tasks);
+  lt_test_fault_config(f->cfg, port, spawn, tasks, "");
   const char *argv[] = {"longtail", "train", f->cfg, "--run-dir", f->rd, NULL};
   f->daemon = lt_test_spawn(f->dir, "daemon", argv);
   cr_assert_gt(f->daemon, 0);
-}
-
-static double poll_stat(const char *rd, const char *a, const char *b, double want, double timeout_s) {
-  double v = -1;
-  for (int i = 0; i < timeout_s * 10; i++) {
-    cJSON *s = stats(rd);
-    if (s) {
-      const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, a);
-      if (b) x = cJSON_GetObjectItemCaseSensitive(x, b);
-      v = cJSON_IsNumber(x) ? x->valuedouble : -1;
-      cJSON_Delete(s);
-      if (v >= want) return v;
-    }
-    usleep(100000);
-  }
-  return v;
 }
 
 /* The killed daemon's workers survive it and reconnect to the resumed one,
@@ -241,24 +192,24 @@ Test(pipeline, daemon_sigkill_then_resume_loses_and_duplicates_nothing, .timeout
   snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
   snprintf(rd, sizeof rd, "%s/run", dir);
   int port = lt_test_free_port();
-  fault_config(cfg, port, 2, 160);
+  lt_test_fault_config(cfg, port, 2, 160, "");
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
   pid_t d = lt_test_spawn(dir, "daemon1", argv);
   cr_assert_gt(d, 0);
-  cr_assert_geq(poll_stat(rd, "learner_step", NULL, 2, 60), 2, "no learner step before the kill");
+  cr_assert_geq(lt_test_poll_stat(rd, "learner_step", NULL, 2, 60), 2, "no learner step before the kill");
   kill(d, SIGKILL);
   lt_test_wait(d, 10);
   const char *argv2[] = {"longtail", "train", cfg, "--run-dir", rd, "--resume", NULL};
   pid_t d2 = lt_test_spawn(dir, "daemon2", argv2);
   int st = lt_test_wait(d2, 150);
   cr_assert_eq(st, 0, "resumed daemon exit %d", st);
-  cJSON *s = stats(rd);
+  cJSON *s = lt_test_stats(rd);
   cr_assert(s);
   /* Every task ran to one stored trajectory; nothing was stored twice. */
-  cr_assert_eq(at(s, "tasks", "total"), 160);
-  cr_assert_eq(at(s, "tasks", "done"), 160);
-  cr_assert_eq(at(s, "trajectories", "total"), 160);
-  cr_assert_geq(at(s, "learner_step", NULL), 3);
+  cr_assert_eq(lt_test_at(s, "tasks", "total"), 160);
+  cr_assert_eq(lt_test_at(s, "tasks", "done"), 160);
+  cr_assert_eq(lt_test_at(s, "trajectories", "total"), 160);
+  cr_assert_geq(lt_test_at(s, "learner_step", NULL), 3);
   cJSON_Delete(s);
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db 'PRAGMA integrity_check; SELECT count(DISTINCT task_id) FROM trajectories;'", rd), 0);
@@ -278,15 +229,15 @@ Test(pipeline, worker_sigkill_mid_task_requeues_each_task_once, .timeout = 240) 
   const char *w1[] = {"longtail", "worker", "--connect", ep, "--slots", "4", "--name", "victim", "--spool", sp1, NULL};
   const char *w2[] = {"longtail", "worker", "--connect", ep, "--slots", "4", "--name", "survivor", "--spool", sp2, NULL};
   pid_t p1 = lt_test_spawn(dir, "w1", w1), p2 = lt_test_spawn(dir, "w2", w2);
-  cr_assert_geq(poll_stat(rd, "tasks", "done", 8, 60), 8);
+  cr_assert_geq(lt_test_poll_stat(rd, "tasks", "done", 8, 60), 8);
   kill(p1, SIGKILL);
   lt_test_wait(p1, 10);
   int st = lt_test_wait(d, 150);
   cr_assert_eq(st, 0, "daemon exit %d", st);
   lt_test_wait(p2, 30);
-  cJSON *s = stats(rd);
-  cr_assert_eq(at(s, "tasks", "done"), 96);
-  cr_assert_eq(at(s, "trajectories", "total"), 96);
+  cJSON *s = lt_test_stats(rd);
+  cr_assert_eq(lt_test_at(s, "tasks", "done"), 96);
+  cr_assert_eq(lt_test_at(s, "trajectories", "total"), 96);
   cJSON_Delete(s);
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM events WHERE kind = 'worker_dead'; "
@@ -301,7 +252,7 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   fault_run_start(&f, "hostile", 2, 64);
   char *dir = f.dir, *rd = f.rd, *ep = f.ep;
   pid_t d = f.daemon;
-  cr_assert_geq(poll_stat(rd, "workers", "seen", 2, 30), 2);
+  cr_assert_geq(lt_test_poll_stat(rd, "workers", "seen", 2, 30), 2);
   void *ctx = zmq_ctx_new();
   void *s = zmq_socket(ctx, ZMQ_DEALER);
   int linger = 0;
@@ -355,47 +306,15 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   zmq_ctx_term(ctx);
   int st = lt_test_wait(d, 120);
   cr_assert_eq(st, 0, "daemon exit %d after hostile input", st);
-  cJSON *j = stats(rd);
-  cr_assert_eq(at(j, "tasks", "done"), 64);
+  cJSON *j = lt_test_stats(rd);
+  cr_assert_eq(lt_test_at(j, "tasks", "done"), 64);
   cJSON_Delete(j);
   char logp[4300];
   snprintf(logp, sizeof logp, "%s/daemon.err", dir);
   char *log = lt_test_read(logp);
-  cr_expect(log && strstr(log, "refused a trajectory of 5000 tokens"), "the oversized result was not refused: %s", log ? log : "");
+  cr_expect(log && strstr(log, "5000 tokens: longer than rollout.max_context"), "the oversized result was not refused: %s", log ? log : "");
   free(log);
   lt_test_rmdir(dir);
-}
-
-static void send_msg(void *s, lt_msg_t *m) {
-  lt_frames_t fr;
-  cr_assert_eq(lt_proto_encode(m, &fr), 0, "%s", lt_error_msg());
-  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
-  lt_frames_free(&fr);
-}
-
-/* The next message of the given type (others are read and dropped); 0 on timeout. */
-static int recv_type(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s) {
-  double t0 = lt_time_mono_s();
-  while (lt_time_mono_s() - t0 < timeout_s) {
-    zmq_msg_t parts[LT_PROTO_MAX_FRAMES];
-    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
-    int n = 0, more = 1;
-    while (more && n < LT_PROTO_MAX_FRAMES) {
-      zmq_msg_init(&parts[n]);
-      if (zmq_msg_recv(&parts[n], s, 0) < 0) {
-        zmq_msg_close(&parts[n]);
-        break;
-      }
-      fr[n] = (lt_frame_t){zmq_msg_data(&parts[n]), zmq_msg_size(&parts[n]), 0};
-      more = zmq_msg_more(&parts[n]);
-      n++;
-    }
-    int got = n > 0 && !more && lt_proto_decode(fr, n, out) == 0;
-    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
-    if (got && out->type == type) return 1;
-    if (got) lt_msg_free(out);
-  }
-  return 0;
 }
 
 /* A worker whose result arrives and, before it is committed, says it is busy
@@ -407,21 +326,8 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
   char *dir = f.dir, *rd = f.rd, *ep = f.ep;
   pid_t d = f.daemon;
   void *ctx = zmq_ctx_new();
-  void *s = zmq_socket(ctx, ZMQ_DEALER);
-  int linger = 0, to = 500;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(s, ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = "fake", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1}};
   lt_msg_t task;
-  int got = 0;
-  for (int i = 0; i < 60 && !got; i++) { /* until the daemon listens */
-    send_msg(s, &hello);
-    got = recv_type(s, LT_MSG_TASK, &task, 1.0);
-  }
-  cr_assert(got, "no TASK for the fake worker");
+  void *s = lt_test_peer_hello(ctx, ep, "fake", &task);
   uint64_t id = task.u.task.task_id;
   int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
   float lp[4] = {0, 0, -0.5f, -0.5f};
@@ -433,12 +339,12 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
                             .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
                             .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
                             .loss_mask = mask, .versions = ver}};
-  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = id}};
-  send_msg(s, &tr);
-  send_msg(s, &busy); /* right behind: the daemon reads both before the commit ends */
+  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = task.id, .task_id = id}};
+  lt_test_peer_send(s, &tr);
+  lt_test_peer_send(s, &busy); /* right behind: the daemon reads both before the commit ends */
   cJSON_Delete(tr.u.traj.components), cJSON_Delete(tr.u.traj.messages);
   lt_msg_free(&task);
-  cr_assert_geq(poll_stat(rd, "trajectories", "total", 1, 30), 1, "the result was not stored");
+  cr_assert_geq(lt_test_poll_stat(rd, "trajectories", "total", 1, 30), 1, "the result was not stored");
   usleep(500000); /* anything written after the result has landed by now */
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT status FROM tasks WHERE id = %llu\"", rd,
@@ -472,7 +378,7 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   int port = lt_test_free_port();
   snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
   /* The fault config with one local worker, its transport section made CURVE. */
-  fault_config(cfg, port, 1, 96);
+  lt_test_fault_config(cfg, port, 1, 96, "");
   char *base = lt_test_read(cfg);
   cJSON *j = cJSON_Parse(base);
   free(base);
@@ -513,9 +419,9 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   pid_t p1 = lt_test_spawn(dir, "w1", w1), p2 = lt_test_spawn(dir, "w2", w2), p3 = lt_test_spawn(dir, "w3", w3);
   int st = lt_test_wait(d, 150);
   cr_assert_eq(st, 0, "daemon exit %d", st);
-  cJSON *s = stats(rd);
-  cr_expect_eq(at(s, "tasks", "done"), 96);
-  cr_expect_eq(at(s, "workers", "seen"), 2, "only local-0 and w1 may be seen");
+  cJSON *s = lt_test_stats(rd);
+  cr_expect_eq(lt_test_at(s, "tasks", "done"), 96);
+  cr_expect_eq(lt_test_at(s, "workers", "seen"), 2, "only local-0 and w1 may be seen");
   cJSON_Delete(s);
   lt_run_t q;
   cr_assert_eq(lt_test_sh(&q, 30, "sqlite3 %s/buffer.db \"SELECT name FROM workers ORDER BY name\"; grep -c 'refused a worker' %s/daemon.err",

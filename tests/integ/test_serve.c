@@ -213,3 +213,43 @@ Test(serve, training_with_the_openai_backend_against_serve, .timeout = 180) {
   free(l);
   serve_stop(&s);
 }
+
+/* Issue 19 (found 6): a weights update is verified before it is answered: a
+ * missing folder, a folder without a checkpoint and a checkpoint holding a
+ * NaN are refused (400) and the version stays; a good one is taken. */
+static int update_weights(const served_t *s, const char *dir, cJSON **answer) {
+  char body[4400];
+  int st;
+  snprintf(body, sizeof body, "{\"model_path\": \"%s\"}", dir);
+  cJSON *j = call(s->port, "POST", "/update_weights_from_disk", body, &st);
+  if (answer) *answer = j;
+  else cJSON_Delete(j);
+  return st;
+}
+
+Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) {
+  served_t s;
+  serve_start(&s, "serve-upd");
+  char p[4300];
+  snprintf(p, sizeof p, "%s/nope", s.dir);
+  cr_expect_eq(update_weights(&s, p, NULL), 400, "a missing folder was taken");
+  snprintf(p, sizeof p, "%s/garbage", s.dir);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 10, "mkdir -p %s && echo '{}' > %s/config.json && head -c 300 /dev/urandom > %s/model.safetensors", p, p, p), 0);
+  lt_run_free(&r);
+  cr_expect_eq(update_weights(&s, p, NULL), 400, "a garbage folder was taken");
+  /* The served model's own files, one float turned into a NaN. */
+  snprintf(p, sizeof p, "%s/nan", s.dir);
+  cr_assert_eq(lt_test_sh(&r, 10, "cp -r %s %s && python3 -c \"import struct; f = open('%s/model.safetensors', 'r+b'); "
+                                  "n = struct.unpack('<Q', f.read(8))[0]; f.seek(8 + n); f.write(struct.pack('<f', float('nan')))\"",
+                          s.model, p, p), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_expect_eq(update_weights(&s, p, NULL), 400, "a checkpoint with a NaN was taken");
+  cJSON *j;
+  cr_expect_eq(update_weights(&s, s.model, &j), 200);
+  const cJSON *v = get(j, "version");
+  cr_expect(cJSON_IsNumber(v) && v->valueint == 1, "the refused updates moved the version");
+  cJSON_Delete(j);
+  serve_stop(&s);
+}

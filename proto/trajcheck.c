@@ -1,0 +1,33 @@
+/* A decoded trajectory against the run it claims to belong to: the decoder
+ * knows only the wire format; this knows the model's vocabulary, the context
+ * limit and the policy versions published so far. The daemon refuses what
+ * fails before the commit; the learner quarantines what fails in a buffer
+ * written before these checks existed. */
+#include <math.h>
+
+#include "proto/proto.h"
+#include "util/error.h"
+
+int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
+  if (lim->max_tokens > 0 && t->ntokens > lim->max_tokens)
+    return lt_error_set(LT_ERANGE, "%d tokens: longer than rollout.max_context (%lld)", t->ntokens, (long long)lim->max_tokens);
+  if (t->has_reward && !isfinite(t->reward)) return lt_error_set(LT_ERANGE, "reward is not finite");
+  if (t->status == LT_TRAJ_OK && !t->has_reward) return lt_error_set(LT_EINVAL, "status ok without a reward");
+  for (int i = 0; i < t->ntokens; i++) {
+    if (t->tokens[i] < 0 || t->tokens[i] >= lim->vocab)
+      return lt_error_set(LT_ERANGE, "token %d: id %d outside the vocabulary [0, %d)", i, t->tokens[i], lim->vocab);
+    if (!t->loss_mask[i]) continue;
+    /* A generated token's version is one the daemon published, not a later one. */
+    if (t->versions[i] < 0 || t->versions[i] > lim->max_version)
+      return lt_error_set(LT_ERANGE, "token %d: policy version %d outside [0, %lld]", i, t->versions[i], (long long)lim->max_version);
+    if (!isfinite(t->logprobs[i]) || t->logprobs[i] > 0)
+      return lt_error_set(LT_ERANGE, "token %d: logprob %g is not a finite value <= 0", i, (double)t->logprobs[i]);
+    if (t->support && t->support[i] > lim->vocab) /* (0: not recorded) */
+      return lt_error_set(LT_ERANGE, "token %d: sampling support %d exceeds the vocabulary (%d)", i, t->support[i], lim->vocab);
+  }
+  size_t nr = (size_t)t->ntokens * (size_t)t->routing_layers * (size_t)t->routing_k;
+  for (size_t i = 0; t->routing_probs && i < nr; i++)
+    if (!(t->routing_probs[i] >= 0 && t->routing_probs[i] <= 1))
+      return lt_error_set(LT_ERANGE, "routing probability %zu: %g outside [0, 1]", i, (double)t->routing_probs[i]);
+  return 0;
+}

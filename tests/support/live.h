@@ -1,0 +1,30 @@
+/* Watching a live run (its stats) and playing a hand-made peer on a ZeroMQ
+ * socket against it: a worker, or a hostile one. */
+#ifndef LT_TESTS_LIVE_H
+#define LT_TESTS_LIVE_H
+
+#include "cJSON.h"
+#include "proto/proto.h"
+
+/* A training config for fault tests: scripted fast workers (spawn local ones),
+ * the tiny model, a checkpoint every step, a fixed port so that workers can
+ * come back to a restarted daemon; `extra` ("" for none) is spliced into the
+ * top-level object (a "monitor" there replaces the default one). */
+void lt_test_fault_config(const char *path, int port, int spawn, int tasks, const char *extra);
+/* `longtail stats DIR --json`, parsed (asserts the command ran). */
+cJSON *lt_test_stats(const char *run_dir);
+/* A number in stats: j.a or j.a.b (b may be NULL); asserts it is there. */
+double lt_test_at(const cJSON *j, const char *a, const char *b);
+/* Polls stats until j.a[.b] >= want or timeout_s passes; the last value seen (-1: none). */
+double lt_test_poll_stat(const char *run_dir, const char *a, const char *b, double want, double timeout_s);
+
+/* A hand-made worker: a DEALER connected to ep that says HELLO (1 slot) until
+ * a TASK comes (the daemon may not listen yet), returned in *task. */
+void *lt_test_peer_hello(void *ctx, const char *ep, const char *name, lt_msg_t *task);
+/* Encodes m and sends its frames on the DEALER socket s (asserts on failure). */
+void lt_test_peer_send(void *s, lt_msg_t *m);
+/* The next message of the given type (others are read and dropped); 0 on timeout.
+ * s needs a receive timeout (ZMQ_RCVTIMEO) for the deadline to hold. */
+int lt_test_peer_recv(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s);
+
+#endif
