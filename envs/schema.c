@@ -11,5 +11,7 @@ static const lt_cfg_entry_t envs_e[] = {
     {"envs.*.params", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "environment parameters (docs/envs.md)"},
     {"envs.*.params.spec", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "tools: the tool specification file (docs/envs.md)"},
     {"envs.*.params.dir", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "external: the program's working directory (docs/envs.md)"},
+    {"envs.*.params.train", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the training JSONL (docs/envs.md)"},
+    {"envs.*.params.eval", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the held-out evaluation JSONL (docs/envs.md)"},
 };
 const lt_cfg_schema_t lt_envs_schema = {"envs", "Environments, one per domain.", envs_e, N(envs_e)};
