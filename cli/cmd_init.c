@@ -1,12 +1,30 @@
 /* `longtail init`: a randomly initialised checkpoint from a model config. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "learner/model.h"
 #include "learner/tokenizer.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/json.h"
+
+/* DIR may be new, but its folder must exist (as for keygen's PREFIX): a mistyped path is a file-system error
+ * (exit 3), not a tree of folders made where nobody looks. */
+static int parent_exists(const char *out) {
+  char parent[4096];
+  size_t n = strlen(out);
+  if (n >= sizeof parent) return lt_error_set(LT_EINVAL, "--out: path too long");
+  memcpy(parent, out, n + 1);
+  while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+  char *slash = strrchr(parent, '/');
+  if (!slash) return 0; /* in the working directory */
+  if (slash == parent) return 0; /* under / */
+  *slash = 0;
+  if (!lt_fs_is_dir(parent)) return lt_error_set(LT_EIO, "cannot create %s: its folder %s does not exist", out, parent);
+  return 0;
+}
 
 int lt_cmd_init(int argc, char **argv) {
   lt_arg_t args[] = {
@@ -32,6 +50,7 @@ int lt_cmd_init(int argc, char **argv) {
   if (!cfgpath || !out) return lt_args_usage_error(&c, "--config and --out are required");
   long long seed;
   if ((rc = lt_args_long(&c, "--seed", 1, 0, (1LL << 62), &seed))) return rc;
+  if ((rc = parent_exists(out)) < 0) return lt_cli_fail("init", rc);
   lt_model_config_t mc;
   if ((rc = lt_model_config_load(cfgpath, &mc)) < 0) return lt_cli_fail("init", rc);
   mc.critic = lt_args_flag(&c, "--critic");

@@ -272,12 +272,27 @@ Test(reliability, readers_of_a_corrupt_buffer_exit_6, .timeout = 120) {
   lt_test_rmdir(r.dir);
 }
 
-Test(reliability, keygen_into_a_missing_folder_exits_3, .timeout = 30) {
+Test(reliability, keygen_and_init_into_a_missing_folder_exit_3, .timeout = 60) {
   lt_run_t out;
-  const char *argv[] = {"longtail", "keygen", "--out", "/nonexistent-lt-dir/daemon", NULL};
-  cr_assert_eq(lt_test_run(&out, NULL, 20, argv), 0);
-  cr_expect_eq(out.status, 3, "exit %d: %s", out.status, out.err);
+  char cfg[4096], ok[4096];
+  snprintf(cfg, sizeof cfg, "%s/configs/models/tiny-moe.json", lt_test_root());
+  char *dir = lt_test_tmpdir("initdir");
+  snprintf(ok, sizeof ok, "%s/new-model", dir);
+  const char *cmds[][8] = {{"longtail", "keygen", "--out", "/nonexistent-lt-dir/daemon", NULL},
+                           {"longtail", "init", "--config", cfg, "--out", "/nonexistent-lt-dir/model", NULL}};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    cr_assert_eq(lt_test_run(&out, NULL, 30, cmds[i]), 0);
+    cr_expect_eq(out.status, 3, "%s: exit %d: %s", cmds[i][1], out.status, out.err);
+    cr_expect(strstr(out.err, "/nonexistent-lt-dir"), "%s names the folder: %s", cmds[i][1], out.err);
+    lt_run_free(&out);
+  }
+  cr_expect(access("/nonexistent-lt-dir", F_OK) != 0, "init made the missing folder");
+  /* A new folder whose parent exists is what init is for. */
+  const char *init[] = {"longtail", "init", "--config", cfg, "--out", ok, NULL};
+  cr_assert_eq(lt_test_run(&out, NULL, 30, init), 0);
+  cr_expect_eq(out.status, 0, "init into a new folder: exit %d: %s", out.status, out.err);
   lt_run_free(&out);
+  lt_test_rmdir(dir);
 }
 
 /* Operations: the Prometheus exposition passes `promtool check metrics` with
