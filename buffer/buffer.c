@@ -39,6 +39,14 @@ static const char *SCHEMA[] = {
     "path TEXT NOT NULL, sha256 TEXT)",
     "CREATE TABLE IF NOT EXISTS workers(name TEXT PRIMARY KEY, host TEXT, slots INTEGER, backend TEXT, "
     "first_ms INTEGER, last_ms INTEGER)",
+    /* Trajectories the learner could not use, moved out of `trajectories` so that their task's next attempt can
+     * be stored (schema 3). */
+    "CREATE TABLE IF NOT EXISTS quarantine(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, group_id INTEGER NOT NULL, "
+    "step INTEGER NOT NULL, why TEXT NOT NULL, time_ms INTEGER NOT NULL, worker TEXT, domain TEXT NOT NULL, "
+    "traj_status TEXT NOT NULL, reward REAL, ntokens INTEGER NOT NULL, version_min INTEGER NOT NULL, "
+    "version_max INTEGER NOT NULL, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, loss_mask BLOB NOT NULL, "
+    "versions BLOB NOT NULL, messages TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS quarantine_task ON quarantine(task_id)",
 };
 
 enum {
@@ -56,7 +64,7 @@ static const char *STMTS[S_N] = {
     [S_PROMPT_SPEC] = "SELECT spec FROM prompts WHERE id = ?1",
     [S_TASK_INS] = "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [S_TASK_UPD] = "UPDATE tasks SET status = ?2, attempts = ?3, worker = ?4, version = ?5 WHERE id = ?1",
+    [S_TASK_UPD] = "UPDATE tasks SET status = ?2, attempts = iif(?3 < 0, attempts, ?3), worker = ?4, version = ?5 WHERE id = ?1",
     [S_TRAJ_INS] = "INSERT OR IGNORE INTO trajectories(task_id, group_id, domain, status, traj_status, reward, components, "
                    "finish, reason, truncated, ntokens, nturns, version_min, version_max, worker, gen_ms, env_ms, "
                    "reward_ms, time_ms, eval, eval_round, error) "
@@ -123,7 +131,8 @@ static int exec(lt_buffer_t *b, const char *sql) {
 
 /* Schema 1 → 2: each payload records the temperature and the Keep-Sampling-
  * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
- * settings apply, docs/buffer.md). */
+ * settings apply, docs/buffer.md).  2 → 3: the quarantine table, which the
+ * schema statements have just created (empty). */
 static int migrate(lt_buffer_t *b) {
   sqlite3_stmt *s;
   int ver = 0;
@@ -131,10 +140,11 @@ static int migrate(lt_buffer_t *b) {
     return db_err(b, SQLITE_ERROR, "read schema_version");
   if (sqlite3_step(s) == SQLITE_ROW) ver = sqlite3_column_int(s, 0);
   sqlite3_finalize(s);
-  if (ver != 1) return 0;
-  int rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
-  if (rc == 0) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
-  if (rc == 0) rc = exec(b, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  if (ver >= LT_BUFFER_SCHEMA) return 0;
+  int rc = 0;
+  if (ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
+  if (ver == 1 && rc == 0) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
+  if (rc == 0) rc = exec(b, "UPDATE meta SET value = '" LT_STR(LT_BUFFER_SCHEMA) "' WHERE key = 'schema_version'");
   return rc;
 }
 
@@ -611,6 +621,74 @@ int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step) {
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return db_err(b, rc, "rewind");
   return sqlite3_changes(b->db);
+}
+
+/* One statement of a quarantine: task_id is ?1; 1 when it changed (or read) a row, 0 when none, or an error.
+ * Rare, so prepared on each use. */
+static int quarantine_step(lt_buffer_t *b, const char *sql, int64_t task_id, int64_t step, const char *why,
+                           int64_t time_ms, lt_quarantined_t *q) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db, sql, -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, sql);
+  sqlite3_bind_int64(s, 1, task_id);
+  if (sqlite3_bind_parameter_count(s) >= 4) {
+    sqlite3_bind_int64(s, 2, step);
+    bind_text(s, 3, why);
+    sqlite3_bind_int64(s, 4, time_ms);
+  }
+  rc = sqlite3_step(s);
+  int got = rc == SQLITE_ROW || (rc == SQLITE_DONE && !sqlite3_stmt_readonly(s) && sqlite3_changes(b->db) > 0);
+  if (rc == SQLITE_ROW && q) {
+    const char *dom = (const char *)sqlite3_column_text(s, 1), *spec = (const char *)sqlite3_column_text(s, 3);
+    q->prompt_id = sqlite3_column_int64(s, 0);
+    snprintf(q->domain, sizeof q->domain, "%s", dom ? dom : "");
+    q->attempts = sqlite3_column_int(s, 2);
+    if (spec && !(q->spec = strdup(spec))) rc = lt_error_set(LT_ENOMEM, "buffer: out of memory");
+  }
+  sqlite3_finalize(s);
+  if (rc < 0) return rc;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_err(b, rc, sql);
+  return got;
+}
+
+int lt_buffer_traj_quarantine(lt_buffer_t *b, int64_t task_id, int64_t step, const char *why, int64_t time_ms,
+                              lt_quarantined_t *q) {
+  memset(q, 0, sizeof *q);
+  q->task_id = task_id;
+  snprintf(q->why, sizeof q->why, "%s", why);
+  if (b->readonly) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
+  static const char *const SQL[] = {
+      "INSERT INTO quarantine(task_id, group_id, step, why, time_ms, worker, domain, traj_status, reward, ntokens, "
+      "version_min, version_max, tokens, logprobs, loss_mask, versions, messages) SELECT t.task_id, t.group_id, ?2, ?3, "
+      "?4, t.worker, t.domain, t.traj_status, t.reward, t.ntokens, t.version_min, t.version_max, p.tokens, p.logprobs, "
+      "p.loss_mask, p.versions, p.messages FROM trajectories t JOIN payloads p ON p.task_id = t.task_id "
+      "WHERE t.task_id = ?1",
+      "DELETE FROM payloads WHERE task_id = ?1",
+      "DELETE FROM trajectories WHERE task_id = ?1",
+      /* Queued in the same transaction: a daemon that dies before it requeues the task finds it open on resume. */
+      "UPDATE tasks SET status = 'queued', worker = NULL WHERE id = ?1",
+      "SELECT k.prompt_id, k.domain, k.attempts, p.spec FROM tasks k JOIN prompts p ON p.id = k.prompt_id "
+      "WHERE k.id = ?1",
+  };
+  int rc = lt_buffer_begin(b);
+  for (size_t i = 0; rc == 0 && i < sizeof SQL / sizeof SQL[0]; i++) {
+    int got = quarantine_step(b, SQL[i], task_id, step, why, time_ms, q);
+    if (got == 0)
+      rc = lt_error_set(LT_ENOENT, "%s: task %lld has no %s to quarantine", b->path, (long long)task_id,
+                        i < 3 ? "stored trajectory" : "task row or prompt");
+    else if (got < 0)
+      rc = got;
+  }
+  if (rc == 0) return lt_buffer_commit(b);
+  lt_buffer_rollback(b);
+  free(q->spec);
+  q->spec = NULL;
+  return rc;
+}
+
+void lt_buffer_quarantined_free(lt_quarantined_t *q) {
+  free(q->spec);
+  q->spec = NULL;
 }
 
 int64_t lt_buffer_count_status(lt_buffer_t *b, lt_sample_state st) {

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define LT_BUFFER_SCHEMA 2 /* 2: payloads.support_ids, payloads.temperature (docs/buffer.md) */
+#define LT_BUFFER_SCHEMA 3 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine (docs/buffer.md) */
 
 typedef struct lt_buffer lt_buffer_t;
 
@@ -54,6 +54,7 @@ int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, cons
 /* spec of a prompt (caller frees) or NULL. */
 char *lt_buffer_prompt_spec(lt_buffer_t *b, int64_t id);
 int lt_buffer_task_insert(lt_buffer_t *b, const lt_task_row_t *t);
+/* attempts < 0: the stored count stays (a result does not undo the attempts before it). */
 int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int attempts, const char *worker, int64_t version);
 /* Calls fn for every task whose status is not done/failed (resume). */
 int lt_buffer_tasks_open(lt_buffer_t *b, void (*fn)(const lt_task_row_t *t, void *ud), void *ud);
@@ -131,6 +132,23 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_sampl
 /* Resume from the checkpoint of learner step `step`: trajectories consumed,
  * filtered or made stale after it are ready again.  Returns how many. */
 int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step);
+
+/* A trajectory the learner cannot use, moved aside, and its task, reopened. */
+typedef struct {
+  int64_t task_id, prompt_id;
+  char domain[64];
+  int attempts;       /* the task's attempts so far */
+  char *spec;         /* its prompt's problem (JSON) */
+  char why[256];
+} lt_quarantined_t;
+
+/* In one transaction of its own: moves task_id's trajectory (its row and the payload's tokens, logprobs, mask,
+ * versions and messages) into the `quarantine` table with `why` and the learner step, and sets the task queued
+ * again, so that its next attempt can be stored; *q receives what the caller needs to run the task again (free
+ * with lt_buffer_quarantined_free).  LT_ENOENT when the task has no stored trajectory. */
+int lt_buffer_traj_quarantine(lt_buffer_t *b, int64_t task_id, int64_t step, const char *why, int64_t time_ms,
+                              lt_quarantined_t *q);
+void lt_buffer_quarantined_free(lt_quarantined_t *q);
 
 /* A ready, trainable trajectory as the learner selects it. */
 typedef struct {

@@ -337,6 +337,30 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
   persist_task(d, t);
 }
 
+void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q) {
+  if (lt__task_get(d, q->task_id)) return; /* still open: it runs anyway */
+  lt__task_t *t = calloc(1, sizeof *t);
+  if (!t || !q->spec || !(t->spec = cJSON_Parse(q->spec))) {
+    free(t);
+    lt__event(d, "task_failed", "task %lld cannot run again after its trajectory was quarantined: its prompt is unreadable",
+              (long long)q->task_id);
+    return;
+  }
+  *t = (lt__task_t){.id = q->task_id, .prompt_id = q->prompt_id, .eval_round = -1, .status = LT_TASK_QUEUED,
+                    .attempts = q->attempts, .worker = -1, .version = -1, .persisted = 1, .spec = t->spec};
+  snprintf(t->domain, sizeof t->domain, "%s", q->domain);
+  if (lt__task_put(d, t) < 0) {
+    LT_ERROR("scheduler", "task %lld cannot run again: %s", (long long)t->id, lt_error_msg());
+    cJSON_Delete(t->spec);
+    free(t);
+    return;
+  }
+  d->open_train++;
+  char why[300];
+  snprintf(why, sizeof why, "trajectory quarantined: %s", q->why);
+  lt__requeue(d, t, 1, why);
+}
+
 static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
   lt_msg_t m = {.type = LT_MSG_TASK, .u.task = d->task_base};
   lt_task_t *k = &m.u.task;

@@ -52,7 +52,7 @@ static int ingest_write(lt_buffer_t *b, void *arg) {
   free(rec.messages);
   /* Also on a duplicate: the task may have been dispatched again since its
    * result was stored, and that row must not stay open. */
-  if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, 0, op->worker, op->meta.version_min);
+  if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, -1, op->worker, op->meta.version_min);
   if (rc == 0 && op->duplicate) rc = lt_buffer_counter_add(b, "duplicates_rejected", 1);
   return rc;
 }

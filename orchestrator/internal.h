@@ -153,6 +153,9 @@ void lt__scheduler_refill(lt_daemon_t *d);
 void lt__scheduler_dispatch(lt_daemon_t *d);
 void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
 void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why);
+/* A finished training task whose trajectory the learner quarantined runs again: back in the table and the
+ * queue, its attempt counted (scheduler.max_attempts fails it). */
+void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q);
 void lt__eval_start(lt_daemon_t *d);
 /* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
 void lt__eval_task_done(lt_daemon_t *d, int correct);

@@ -192,6 +192,11 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   }
 }
 
+/* A quarantined trajectory's task runs again (the learner has queued it in the buffer already). */
+static void reopen(lt_daemon_t *d, const lt_train_result_t *r) {
+  for (int i = 0; r->requeue && i < r->quarantined; i++) lt__task_reopen(d, &r->requeue[i]);
+}
+
 static void on_closed(void *arg) {
   lt__learner_t *l = arg;
   void (*done)(void *) = l->done;
@@ -215,12 +220,14 @@ static void on_notify(void *arg) {
     switch (r->kind) {
     case RES_STEP:
       d->ready_pending -= r->r.st.trajectories + r->r.marked_stale + r->r.filtered + r->r.quarantined;
+      reopen(d, &r->r);
       emit_step(d, &r->r);
       stepped = 1;
       break;
     case RES_EVENT: lt__event(d, r->event_kind, "%s", r->detail); break;
     case RES_SKIP:
       d->ready_pending -= r->r.marked_stale + r->r.filtered + r->r.quarantined;
+      reopen(d, &r->r);
       /* Sync mode: the released batch was dropped entirely (filtered or stale);
        * release another.  A flush that found nothing at all (the learner woke
        * before any task existed) releases nothing: it used to double every batch. */
@@ -234,6 +241,7 @@ static void on_notify(void *arg) {
       break;
     case RES_STOPPED: stopped = 1; break;
     }
+    lt_train_result_free(&r->r);
     free(r->detail);
     free(r);
     r = next;

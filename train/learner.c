@@ -350,13 +350,17 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
   int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
   if (rc < 0) return rc;
-  if (p->nbad) { /* quarantined: failed, counted, and the run goes on */
-    if ((rc = lt_buffer_traj_mark(l->buf, p->bad, p->nbad, LT_SAMPLE_FAILED, l->step + 1)) < 0 ||
-        (rc = lt_buffer_counter_add(l->buf, "trajectories_quarantined", p->nbad)) < 0)
-      return rc;
-    for (int i = 0; i < p->nbad; i++)
+  if (p->nbad) { /* quarantined: moved aside, counted, its task reopened for the caller; the run goes on */
+    if (!(r->requeue = calloc((size_t)p->nbad, sizeof *r->requeue)))
+      return lt_error_set(LT_ENOMEM, "learner: out of memory");
+    for (int i = 0; i < p->nbad; i++) {
+      if ((rc = lt_buffer_traj_quarantine(l->buf, p->bad[i], l->step + 1, p->bad_why[i], lt_time_wall_ms(),
+                                          &r->requeue[i])) < 0)
+        return rc;
+      r->quarantined++;
+      if ((rc = lt_buffer_counter_add(l->buf, "trajectories_quarantined", 1)) < 0) return rc;
       event(l, "quarantined", "trajectory of task %lld cannot be trained on: %s", (long long)p->bad[i], p->bad_why[i]);
-    r->quarantined = p->nbad;
+    }
   }
   n = p->n;
   if (n == 0) return 0;
@@ -507,9 +511,16 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   l->last_step_end = now;
   rc = 1;
 out:
+  if (rc < 0) lt_train_result_free(r);
   lt__packed_free(&p);
   free(ids);
   return rc;
+}
+
+void lt_train_result_free(lt_train_result_t *r) {
+  for (int i = 0; r->requeue && i < r->quarantined; i++) lt_buffer_quarantined_free(&r->requeue[i]);
+  free(r->requeue);
+  r->requeue = NULL;
 }
 
 int lt_train_ranks(void) { return lt_dist_size(); }

@@ -47,6 +47,9 @@ typedef struct {
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];
+  /* [quarantined]: the tasks whose trajectory the step could not use, moved aside in the buffer and queued
+   * again there, for the caller to run again (lt_train_result_free) */
+  lt_quarantined_t *requeue;
 } lt_train_result_t;
 
 typedef struct lt_train lt_train_t;
@@ -60,8 +63,10 @@ void lt_train_position(const lt_train_t *t, int64_t *step, int64_t *version, con
                        const char **sha);
 int64_t lt_train_ready(lt_train_t *t);
 /* One step.  flush: no more data will come, so train on a partial batch.  1: trained (r filled); 0: nothing
- * trainable yet (r->marked_stale and r->filtered count what was dropped); < 0: an error. */
+ * trainable yet (r->marked_stale, r->filtered and r->quarantined count what was dropped); < 0: an error. */
 int lt_train_step(lt_train_t *t, int flush, lt_train_result_t *r);
+/* What a step's result holds (its requeue list); nothing after an error. */
+void lt_train_result_free(lt_train_result_t *r);
 int64_t lt_train_steps_done(const lt_train_t *t);
 /* The final full checkpoint, so that --resume continues from here (nothing when the last step has one). */
 int lt_train_checkpoint(lt_train_t *t);

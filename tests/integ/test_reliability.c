@@ -166,9 +166,10 @@ Test(reliability, out_of_vocabulary_trajectory_is_refused_and_its_task_requeued,
 
 /* Found 3, the learner's side: a buffer that already holds a trajectory the
  * model cannot take (written before the daemon checked) no longer stops the
- * run for good: the trajectory is quarantined (failed, counted, an event)
- * and the resumed run completes. */
-Test(reliability, learner_quarantines_an_unusable_trajectory, .timeout = 180) {
+ * run for good: the trajectory is quarantined (moved aside with its reason,
+ * counted, an event) and its task runs again, its attempt counted, so the
+ * resumed run trains on all 32 tasks. */
+Test(reliability, learner_quarantines_an_unusable_trajectory_and_its_task_runs_again, .timeout = 180) {
   rel_run_t r;
   rel_prepare(&r, "quarantine", 1, 32, "");
   const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, "--set", "learner.enabled=false", NULL};
@@ -177,14 +178,22 @@ Test(reliability, learner_quarantines_an_unusable_trajectory, .timeout = 180) {
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   /* Token 0 of one ready trajectory becomes 1264 (vocabulary: 264). */
+  int64_t bad = sql1(r.rd, "SELECT min(task_id) FROM trajectories WHERE status = 'ready'");
   cr_assert_eq(lt_test_sh(&out, 30, "sqlite3 %s/buffer.db \"UPDATE payloads SET tokens = X'F0040000' || substr(tokens, 5) "
-                                     "WHERE task_id = (SELECT min(task_id) FROM trajectories WHERE status = 'ready')\"", r.rd), 0);
+                                     "WHERE task_id = %lld\"", r.rd, (long long)bad), 0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   pid_t d = rel_daemon(&r, "resumed", 1);
   cr_assert_eq(lt_test_wait(d, 120), 0, "the resumed run did not complete");
-  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'failed'"), 1);
-  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 31);
+  char q[256];
+  snprintf(q, sizeof q, "SELECT count(*) FROM quarantine WHERE task_id = %lld AND why LIKE '%%1264%%' AND step >= 1 "
+                        "AND length(tokens) > 0", (long long)bad);
+  cr_expect_eq(sql1(r.rd, q), 1, "the quarantined record is kept for inspection");
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'failed'"), 0);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 32, "the new attempt was trained on");
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'done' AND attempts = 1", (long long)bad);
+  cr_expect_eq(sql1(r.rd, q), 1, "the task ran again, its attempt counted");
+  cr_expect_eq(sql1(r.rd, "SELECT value FROM counters WHERE name = 'trajectories_quarantined'"), 1);
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
   lt_test_rmdir(r.dir);
 }

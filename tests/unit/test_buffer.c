@@ -1,6 +1,7 @@
 /* The run database on its own: what it stores and gives back, its invariants (one trajectory per task,
  * read-only handles), resume (rewind to a step), damage (a broken payload, a file that is not a buffer) and the
- * schema-1 migration (a file from before the sampling columns opens read-only as it is, migrates when writable). */
+ * schema-1 migration (a file from before the sampling columns opens read-only as it is, migrates when writable),
+ * quarantine (a trajectory moved aside, its task open for another attempt). */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -124,6 +125,47 @@ Test(buffer, rewind_makes_later_steps_ready_again) {
   cr_assert_eq(n, 0);
   free(ids);
   lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  cr_assert_eq(lt_buffer_prompt_insert(b, 7, "arith", "{\"q\":\"1+1\"}", 0), 0);
+  lt_task_row_t task = {.id = 3, .prompt_id = 7, .domain = "arith", .eval_round = -1, .status = LT_TASK_DISPATCHED,
+                        .attempts = 1, .worker = "w1", .version = 0};
+  cr_assert_eq(lt_buffer_task_insert(b, &task), 0, "%s", lt_error_msg());
+  /* A result does not undo the attempts before it. */
+  cr_assert_eq(lt_buffer_task_update(b, 3, LT_TASK_DONE, -1, "w1", 3), 0);
+  int dup;
+  insert(b, 3, 7, "arith", 0.5, &dup);
+  lt_quarantined_t q;
+  cr_assert_eq(lt_buffer_traj_quarantine(b, 3, 4, "token 0: id 1264 outside the vocabulary", 99, &q), 0, "%s",
+               lt_error_msg());
+  cr_expect_eq(q.task_id, 3);
+  cr_expect_eq(q.prompt_id, 7);
+  cr_expect_str_eq(q.domain, "arith");
+  cr_expect_eq(q.attempts, 1);
+  cr_expect_str_eq(q.spec, "{\"q\":\"1+1\"}");
+  lt_buffer_quarantined_free(&q);
+  lt_traj_rec_t t;
+  lt_traj_meta_t m;
+  cr_expect_eq(lt_buffer_traj_load(b, 3, LT_LOAD_TOKENS, &t, &m), LT_ENOENT, "moved out of trajectories");
+  cr_expect_eq(lt_buffer_count_tasks(b, LT_TASK_QUEUED), 1, "queued again, in the same transaction");
+  /* The next attempt's result is stored, not refused as a duplicate; a second quarantine keeps both records. */
+  insert(b, 3, 7, "arith", 1.0, &dup);
+  cr_expect_eq(dup, 0);
+  cr_assert_eq(lt_buffer_traj_quarantine(b, 3, 5, "again", 100, &q), 0, "%s", lt_error_msg());
+  lt_buffer_quarantined_free(&q);
+  cr_expect_eq(lt_buffer_traj_quarantine(b, 3, 6, "nothing there", 101, &q), LT_ENOENT);
+  cr_expect_null(q.spec);
+  lt_buffer_close(b);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT task_id, step, why, worker, reward, length(tokens) FROM "
+                                  "quarantine ORDER BY id\"", path), 0);
+  cr_expect_str_eq(r.out, "3|4|token 0: id 1264 outside the vocabulary|w1|0.5|24\n3|5|again|w1|1.0|24\n", "%s%s", r.out,
+                   r.err);
+  lt_run_free(&r);
   lt_test_rmdir(dir);
 }
 
@@ -290,8 +332,8 @@ Test(buffer, schema_1_is_migrated) {
   lt_buffer_close(b);
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT value FROM meta WHERE key = 'schema_version'; "
                                   "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
-                                  "'temperature')\"", path), 0);
-  cr_expect_str_eq(r.out, "2\n2\n");
+                                  "'temperature'); SELECT count(*) FROM quarantine\"", path), 0);
+  cr_expect_str_eq(r.out, "3\n2\n0\n", "migrated to schema 3 (with the quarantine table): %s%s", r.out, r.err);
   lt_run_free(&r);
   lt_test_rmdir(dir);
 }
