@@ -41,6 +41,8 @@ void lt_envs_shutdown(lt_envs_t *envs);
 int lt_envs_count(const lt_envs_t *envs);
 const char *lt_envs_name(const lt_envs_t *envs, int i);  /* the domain name */
 double lt_envs_weight(const lt_envs_t *envs, int i);
+/* The index of a domain, -1 when the run has none of that name. */
+int lt_envs_index(const lt_envs_t *envs, const char *domain);
 
 /* Problem `index` of `domain`: deterministic in (run seed, domain, index,
  * eval).  eval = 1 draws from a held-out set disjoint from the training

@@ -132,9 +132,15 @@ int lt_envs_count(const lt_envs_t *e) { return e->n; }
 const char *lt_envs_name(const lt_envs_t *e, int i) { return e->d[i].name; }
 double lt_envs_weight(const lt_envs_t *e, int i) { return e->d[i].weight; }
 
-static domain_t *find(const lt_envs_t *e, const char *name) {
+int lt_envs_index(const lt_envs_t *e, const char *domain) {
   for (int i = 0; i < e->n; i++)
-    if (strcmp(e->d[i].name, name) == 0) return &e->d[i];
+    if (strcmp(e->d[i].name, domain) == 0) return i;
+  return -1;
+}
+
+static domain_t *find(const lt_envs_t *e, const char *name) {
+  int i = lt_envs_index(e, name);
+  if (i >= 0) return &e->d[i];
   lt_error_set(LT_ENOENT, "no environment domain '%s'", name);
   return NULL;
 }

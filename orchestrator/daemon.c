@@ -14,6 +14,7 @@
 
 #include "learner/model.h"
 #include "learner/tokenizer.h"
+#include "rewards/reward.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -547,11 +548,17 @@ static int setup(lt_daemon_t *d) {
   int ndom = lt_envs_count(d->envs);
   d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
   d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
-  if (!d->domain_index || !d->domain_weight) return lt_error_set(LT_ENOMEM, "out of memory");
+  d->reward_range = calloc((size_t)ndom, sizeof *d->reward_range);
+  d->reward_bounded = calloc((size_t)ndom, sizeof *d->reward_bounded);
+  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded)
+    return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
     const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
     d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
+    if ((rc = lt_reward_range(d->cfg, lt_envs_name(d->envs, i), &d->reward_range[i][0], &d->reward_range[i][1])) < 0)
+      return rc;
+    d->reward_bounded[i] = rc;
   }
   if (d->o.resume) {
     lt_ckpt_row_t ck;
@@ -677,6 +684,8 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->workers);
   free(d->domain_index);
   free(d->domain_weight);
+  free(d->reward_range);
+  free(d->reward_bounded);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

@@ -224,6 +224,9 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   int w = lt__worker_find(d, rid, len);
   if (len > 256) return;
   lt_traj_limits_t lim = {.vocab = d->vocab, .max_tokens = d->max_context, .max_version = d->version};
+  int dom = lt_envs_index(d->envs, t->domain);
+  if (dom >= 0 && d->reward_bounded[dom])
+    lim.reward_bounded = 1, lim.reward_lo = d->reward_range[dom][0], lim.reward_hi = d->reward_range[dom][1];
   int rc = lt_traj_check(t, &lim);
   if (rc < 0) {
     lt__traj_refuse(d, rid, len, msg_id, t->task_id, rc, lt_error_msg());

@@ -102,6 +102,8 @@ struct lt_daemon {
   int max_attempts;
   int64_t task_timeout_ms, eval_every;
   double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
+  double (*reward_range)[2]; /* per domain: the rewards it can produce (lt_reward_range) */
+  int *reward_bounded;       /* per domain: 0 when any finite reward goes (an env reward without a range) */
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */

@@ -222,6 +222,8 @@ typedef struct {
   int vocab;            /* token ids are in [0, vocab) */
   int64_t max_tokens;   /* 0: no limit */
   int64_t max_version;  /* generated tokens' versions are in [0, max_version] */
+  int reward_bounded;   /* a reward is in [reward_lo, reward_hi] (the domain's range); 0: finite is enough */
+  double reward_lo, reward_hi;
 } lt_traj_limits_t;
 /* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message. */
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);

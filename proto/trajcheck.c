@@ -1,6 +1,6 @@
 /* A decoded trajectory against the run it claims to belong to: the decoder
  * knows only the wire format; this knows the model's vocabulary, the context
- * limit and the policy versions published so far. The daemon refuses what
+ * limit, the policy versions published so far and the domain's reward range. The daemon refuses what
  * fails before the commit; the learner quarantines what fails in a buffer
  * written before these checks existed. */
 #include <math.h>
@@ -12,6 +12,11 @@ int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
   if (lim->max_tokens > 0 && t->ntokens > lim->max_tokens)
     return lt_error_set(LT_ERANGE, "%d tokens: longer than rollout.max_context (%lld)", t->ntokens, (long long)lim->max_tokens);
   if (t->has_reward && !isfinite(t->reward)) return lt_error_set(LT_ERANGE, "reward is not finite");
+  /* Rounding in the shaping sums may land a hair outside the exact bound. */
+  double slack = 1e-9 * (1 + fabs(lim->reward_lo) + fabs(lim->reward_hi));
+  if (t->has_reward && lim->reward_bounded && (t->reward < lim->reward_lo - slack || t->reward > lim->reward_hi + slack))
+    return lt_error_set(LT_ERANGE, "reward %g outside what domain %s's reward can produce [%g, %g]", t->reward, t->domain,
+                        lim->reward_lo, lim->reward_hi);
   if (t->status == LT_TRAJ_OK && !t->has_reward) return lt_error_set(LT_EINVAL, "status ok without a reward");
   for (int i = 0; i < t->ntokens; i++) {
     if (t->tokens[i] < 0 || t->tokens[i] >= lim->vocab)

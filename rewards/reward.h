@@ -63,6 +63,11 @@ char *lt_reward_math_extract(const char *response);
  * and the reason, e.g. "answer_unparseable"), LT_ENOMEM. */
 int lt_reward_math_equal(const char *answer, const char *reference, double rel_tol, const char **why);
 
+/* The rewards domain's reward can produce (rewards/range.c): rewards.domains.<domain>.range or rewards.range when
+ * declared, else [0, 1] for every type but env, widened by the shaping terms' bounds.  1 with [*lo, *hi]; 0 when
+ * unbounded (an env reward without a declared range); LT_ECONFIG naming the key of a malformed range. */
+int lt_reward_range(const lt_config_t *cfg, const char *domain, double *lo, double *hi);
+
 /* ---- internal: shared by the rewards/ files ---- */
 
 typedef enum { LT_RW_RULE, LT_RW_ENV, LT_RW_CODE, LT_RW_GENRM, LT_RW_VERIFIER, LT_RW_RUBRIC, LT_RW_MATH } lt__reward_type;

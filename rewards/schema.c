@@ -8,6 +8,8 @@ static const lt_cfg_entry_t rewards_e[] = {
     {"rewards.type", LT_CFG_ENUM, "\"rule\"", LT_CFG_NORANGE, TYPES, "default reward for every domain (env: the environment's own verdict)"},
     {"rewards.domains", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "per-domain overrides"},
     {"rewards.domains.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, TYPES, "reward of this domain"},
+    {"rewards.range", LT_CFG_NUM_LIST, "[]", LT_CFG_NORANGE, NULL, "[lowest, highest] reward a result may carry; a TRAJ outside is refused (empty: [0, 1] plus the shaping terms' bounds; env rewards: unchecked)"},
+    {"rewards.domains.*.range", LT_CFG_NUM_LIST, NULL, LT_CFG_NORANGE, NULL, "[lowest, highest] reward of this domain (overrides rewards.range)"},
     {"rewards.rule.tolerance", LT_CFG_NUM, "1e-6", 0, 1, NULL, "relative tolerance of numeric answer matching"},
     {"rewards.math.tolerance", LT_CFG_NUM, "1e-6", 0, 1, NULL, "relative tolerance of the math reward's numeric comparisons (0.333 is not 1/3)"},
     {"rewards.format_penalty", LT_CFG_NUM, "0", 0, BIG, NULL, "subtracted once per malformed tool call (component tool_format)"},

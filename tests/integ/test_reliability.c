@@ -110,11 +110,12 @@ Test(reliability, resume_of_a_missing_run_dir_is_an_error, .timeout = 60) {
   lt_test_rmdir(r.dir);
 }
 
-/* Found 3 and 4: a TRAJ with a token id past the vocabulary was committed and
- * then stopped the learner for good. It must be refused before the commit
- * with an ERROR naming the TRAJ (ref) and its task (task_id), the task must
- * run again at once (not after task_timeout_s), and the run completes. */
-Test(reliability, out_of_vocabulary_trajectory_is_refused_and_its_task_requeued, .timeout = 180) {
+/* Found 3 and 4: a TRAJ with a token id past the vocabulary (or a reward its
+ * domain cannot produce) was committed and then stopped the learner for good
+ * (or was trained on). It must be refused before the commit with an ERROR
+ * naming the TRAJ (ref) and its task (task_id), the task must run again at
+ * once (not after task_timeout_s), and the run completes. */
+Test(reliability, out_of_vocabulary_or_out_of_range_trajectory_is_refused_and_its_task_requeued, .timeout = 180) {
   rel_run_t r;
   rel_prepare(&r, "oov", 1, 32, "\"rollout\": {\"max_new_tokens\": 24, \"max_turns\": 1}");
   /* A task timeout far past the test's patience: only an immediate requeue lets the run end in time. */
@@ -140,8 +141,19 @@ Test(reliability, out_of_vocabulary_trajectory_is_refused_and_its_task_requeued,
   cr_expect_eq(err.u.error.ref, 77, "ERROR.ref %llu is not the TRAJ's id", (unsigned long long)err.u.error.ref);
   cr_expect_eq(err.u.error.task_id, task.u.task.task_id);
   cr_expect(strstr(err.u.error.message, "1264"), "%s", err.u.error.message);
-  /* A malformed TRAJ (arrays of different lengths) whose header names its task: the same answer. */
   lt_msg_free(&err);
+  /* Every token fine, but a reward the domain's reward (rule: [0, 1]) cannot produce: refused too, not trained on. */
+  tok[2] = 3;
+  tr.id = 79;
+  tr.u.traj.reward = 5;
+  lt_test_peer_send(s, &tr);
+  cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for a reward outside the domain's range");
+  cr_expect_eq(err.u.error.ref, 79);
+  cr_expect_eq(err.u.error.task_id, task.u.task.task_id);
+  cr_expect(strstr(err.u.error.message, "reward 5 outside") && strstr(err.u.error.message, "[0, 1]"), "%s",
+            err.u.error.message);
+  lt_msg_free(&err);
+  /* A malformed TRAJ (arrays of different lengths) whose header names its task: the same answer. */
   char hdr[512];
   int hn = snprintf(hdr, sizeof hdr, "{\"v\": 1, \"type\": \"TRAJ\", \"id\": 78, \"task_id\": %llu, \"ntokens\": 3}",
                     (unsigned long long)task.u.task.task_id);

@@ -461,6 +461,12 @@ Test(proto, traj_check_against_the_run) {
   lim.max_tokens = 5;
   cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
   lim.max_tokens = 100;
+  lim.reward_bounded = 1, lim.reward_lo = 0, lim.reward_hi = 0.5; /* the fixture's 0.9 is outside */
+  cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
+  cr_expect(strstr(lt_error_msg(), "reward 0.9 outside") && strstr(lt_error_msg(), "arith"), "%s", lt_error_msg());
+  lim.reward_hi = 0.9; /* the bound itself is in */
+  cr_expect_eq(lt_traj_check(t, &lim), 0, "%s", lt_error_msg());
+  lim.reward_bounded = 0;
   t->reward = NAN;
   cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
   traj_fixture_free(&f);

@@ -73,6 +73,41 @@ Test(rewards, rule_with_shaping_and_env_verdict) {
   cJSON_Delete(ref), cJSON_Delete(verdict), cJSON_Delete(none);
 }
 
+/* lt_reward_range over a config: 1 and [lo, hi], 0 (unbounded) or the error. */
+static int range_of(const char *json, const char *domain, double *lo, double *hi) {
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  int rc = lt_reward_range(&cfg, domain, lo, hi);
+  lt_config_free(&cfg);
+  return rc;
+}
+
+Test(rewards, range_a_domain_can_produce) {
+  double lo, hi;
+  cr_expect_eq(range_of("{}", "arith", &lo, &hi), 1, "the default (rule) is bounded");
+  cr_expect_float_eq(lo, 0, 1e-12);
+  cr_expect_float_eq(hi, 1, 1e-12);
+  /* Shaping widens it: length −0.5·(2048−10)/10, tool format −0.25 per call (at most one per context token),
+   * language +0.1. */
+  const char *shaped = "{\"rollout\": {\"max_context\": 2048}, \"rewards\": {\"type\": \"math\", \"length_penalty\": "
+                       "{\"target\": 10, \"coef\": 0.5}, \"format_penalty\": 0.25, \"language\": {\"script\": \"latin\", "
+                       "\"coef\": 0.1}, \"domains\": {\"db\": {\"type\": \"env\"}, \"score\": {\"type\": \"env\", "
+                       "\"range\": [-1, 10]}}}}";
+  cr_expect_eq(range_of(shaped, "arith", &lo, &hi), 1);
+  cr_expect_float_eq(lo, -0.5 * 2038 / 10 - 0.25 * 2048, 1e-9);
+  cr_expect_float_eq(hi, 1.1, 1e-12);
+  cr_expect_eq(range_of(shaped, "db", &lo, &hi), 0, "an environment's own score is unbounded unless declared");
+  cr_expect_eq(range_of(shaped, "score", &lo, &hi), 1, "a declared range");
+  cr_expect_float_eq(lo, -1, 1e-12);
+  cr_expect_float_eq(hi, 10, 1e-12);
+  cr_expect_eq(range_of("{\"rewards\": {\"type\": \"env\", \"range\": [0, 100]}}", "x", &lo, &hi), 1, "rewards.range");
+  cr_expect_float_eq(hi, 100, 1e-12);
+  cr_expect_eq(range_of("{\"rewards\": {\"domains\": {\"x\": {\"range\": [2, 1]}}}}", "x", &lo, &hi), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.domains.x.range"), "%s", lt_error_msg());
+  cr_expect_eq(range_of("{\"rewards\": {\"range\": [1]}}", "x", &lo, &hi), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.range"), "%s", lt_error_msg());
+}
+
 static void closed(void *ud) { *(int *)ud = 1; }
 
 Test(rewards, close_cancels_in_flight) {
