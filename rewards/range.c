@@ -45,3 +45,11 @@ int lt_reward_range(const lt_config_t *cfg, const char *domain, double *lo, doub
   *lo -= lt_config_num(cfg, "rewards.format_penalty") * ctx;
   return 1;
 }
+
+int lt_reward_ranges_check(const lt_config_t *cfg) {
+  double lo, hi;
+  int rc = lt_reward_range(cfg, NULL, &lo, &hi);
+  const cJSON *doms = lt_config_get(cfg, "rewards.domains");
+  for (const cJSON *d = doms ? doms->child : NULL; d && rc >= 0; d = d->next) rc = lt_reward_range(cfg, d->string, &lo, &hi);
+  return rc < 0 ? rc : 0;
+}

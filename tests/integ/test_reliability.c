@@ -216,11 +216,17 @@ Test(reliability, impossible_limit_is_a_config_error, .timeout = 60) {
   lt_run_t out;
   char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
-  const char *argv[] = {"longtail", "config", cfg, "--set", "rollout.max_new_tokens=100000000", NULL};
-  cr_assert_eq(lt_test_run(&out, NULL, 30, argv), 0);
-  cr_expect_eq(out.status, 2, "exit %d: %s%s", out.status, out.out, out.err);
-  cr_expect(strstr(out.err, "rollout.max_new_tokens"), "%s", out.err);
-  lt_run_free(&out);
+  const char *bad[][2] = {{"rollout.max_new_tokens=100000000", "rollout.max_new_tokens"},
+                          /* a reward range no result can be checked against */
+                          {"rewards.range=[2, 1]", "rewards.range"},
+                          {"rewards.domains={\"arith\": {\"range\": [0]}}", "rewards.domains.arith.range"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[] = {"longtail", "config", cfg, "--set", bad[i][0], NULL};
+    cr_assert_eq(lt_test_run(&out, NULL, 30, argv), 0);
+    cr_expect_eq(out.status, 2, "%s: exit %d: %s%s", bad[i][0], out.status, out.out, out.err);
+    cr_expect(strstr(out.err, bad[i][1]), "%s", out.err);
+    lt_run_free(&out);
+  }
 }
 
 Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .timeout = 120) {
