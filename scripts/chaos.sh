@@ -202,9 +202,10 @@ scenario_second_daemon() {
     "second train --resume on the live run: exit $st2 after ${took} s, holder named: $named; first daemon exit $st"
 }
 
-# A third-party worker (scripts/pyworker.py, written from docs/protocol.md) that answers every task with an
-# out-of-vocabulary token, next to two honest local workers: every such result is refused before the commit, its
-# task runs again at once, the run completes, and a --resume of the finished run works.
+# Third-party workers (scripts/pyworker.py, written from docs/protocol.md) that answer every task with an
+# out-of-vocabulary token, or with a reward of 5 (the rule reward's range is [0, 1]), next to two honest local
+# workers: every such result is refused before the commit, its task runs again at once, the run completes, and a
+# --resume of the finished run works.
 scenario_hostile_worker() {
   local dir=$OUT/hostile_worker; rm -rf "$dir"; mkdir -p "$dir"
   local py; py=$(for p in python3 /usr/bin/python3; do "$p" -c "import zmq" 2>/dev/null && { echo "$p"; break; }; done)
@@ -219,14 +220,18 @@ scenario_hostile_worker() {
   "$py" scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile --token 1264 \
     > "$dir/hostile.out" 2> "$dir/hostile.err" &
   local h=$!
+  "$py" scripts/pyworker.py --connect "tcp://127.0.0.1:$port" --name hostile-reward --reward 5 \
+    > "$dir/hostile-reward.out" 2> "$dir/hostile-reward.err" &
+  local h2=$!
   wait_exit $d 300; local st=$?
-  kill $h 2>/dev/null; wait $h 2>/dev/null
+  kill $h $h2 2>/dev/null; wait $h $h2 2>/dev/null
   local refused; refused=$(grep -c "refused a trajectory" "$dir/daemon.err")
-  local stored; stored=$(sql "$dir/run" "SELECT count(*) FROM trajectories WHERE worker = 'hostile'")
+  local by_reward; by_reward=$(grep -c "refused a trajectory.*hostile-reward: reward 5 outside" "$dir/daemon.err")
+  local stored; stored=$(sql "$dir/run" "SELECT count(*) FROM trajectories WHERE worker LIKE 'hostile%'")
   "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --resume --log-level warn >> "$dir/daemon.out" 2>> "$dir/daemon.err"
   local st2=$?
-  check "$dir/run" $tasks hostile_worker "$refused" null $([ $st = 0 ] && [ $st2 = 0 ] && [ "$refused" -gt 0 ] && [ "${stored:-1}" = 0 ] && echo 1 || echo 0) \
-    "a worker sending token id 1264 (vocabulary 264) in every result: $refused refused, $stored stored; daemon exit $st, --resume afterwards exit $st2"
+  check "$dir/run" $tasks hostile_worker "$refused" null $([ $st = 0 ] && [ $st2 = 0 ] && [ "$by_reward" -gt 0 ] && [ "$refused" -gt "$by_reward" ] && [ "${stored:-1}" = 0 ] && echo 1 || echo 0) \
+    "workers sending token id 1264 (vocabulary 264) or reward 5 (range [0, 1]) in every result: $refused refused ($by_reward for the reward), $stored stored; daemon exit $st, --resume afterwards exit $st2"
 }
 
 scenario_partition_heal() {

@@ -2,11 +2,11 @@
 """A minimal third-party longtail worker, written from docs/protocol.md alone
 (it shares no code with longtail): it answers every TASK with a short made-up
 completion. It exists to check that the protocol documentation is enough to
-interoperate, and, with --token, to play a hostile worker whose every result
-holds that token id (the chaos scenario hostile_worker sends one past the
-vocabulary).
+interoperate, and, with --token or --reward, to play a hostile worker whose
+every result holds that token id or reward (the chaos scenario hostile_worker
+sends a token past the vocabulary and a reward the domain cannot produce).
 
-  scripts/pyworker.py --connect tcp://127.0.0.1:5555 [--name py] [--slots 2] [--token ID]
+  scripts/pyworker.py --connect tcp://127.0.0.1:5555 [--name py] [--slots 2] [--token ID] [--reward R]
 
 Needs pyzmq (Debian: python3-zmq)."""
 import argparse, json, os, random, socket, struct, sys, time
@@ -18,6 +18,7 @@ p.add_argument("--connect", required=True)
 p.add_argument("--name", default="pyworker")
 p.add_argument("--slots", type=int, default=2)
 p.add_argument("--token", type=int, default=None, help="put this token id in every result (hostile)")
+p.add_argument("--reward", type=float, default=0.0, help="the reward of every ok result (hostile outside [0, 1])")
 p.add_argument("--seconds", type=float, default=0, help="leave (BYE) after this long (0: until BYE)")
 a = p.parse_args()
 
@@ -64,7 +65,7 @@ def trajectory(task, status="ok", reason="stop"):
          "components": {}, "turns": 1, "eval": task.get("eval", False), "gen_ms": 1, "env_ms": 0, "reward_ms": 0,
          "messages": [{"role": "assistant", "content": "0"}]}
     if status == "ok":
-        h["reward"] = 0.0
+        h["reward"] = a.reward
     arrays = [("tokens", "i32", prompt + gen), ("logprobs", "f32", [0.0] * len(prompt) + [-1.0] * len(gen)),
               ("loss_mask", "u8", mask), ("versions", "i32", [-1] * len(prompt) + [task["policy_version"]] * len(gen))]
     return h, arrays
