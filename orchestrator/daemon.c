@@ -310,7 +310,7 @@ void lt__check_done(lt_daemon_t *d) {
       lt__scheduler_dispatch(d);
       return;
     }
-    if (d->tasks_failed > 0 && d->tasks_done == 0) {
+    if (d->tasks_failed > 0 && d->tasks_done == 0 && d->tasks_done_before == 0) {
       /* Nothing came of the run: say why rather than exit 0 (an impossible
        * limit, a broken environment, workers that refuse every task). */
       fprintf(stderr, "longtail train: error: all %lld tasks failed; the last: %s\n", (long long)d->tasks_failed,

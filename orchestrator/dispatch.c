@@ -477,6 +477,7 @@ int lt__scheduler_resume(lt_daemon_t *d) {
   for (int i = 0; i < lt_envs_count(d->envs); i++)
     d->domain_index[i] = lt_buffer_count_prompts(d->buf, lt_envs_name(d->envs, i));
   d->tasks_created = lt_buffer_count_train_tasks(d->buf);
+  d->tasks_done_before = lt_buffer_count_tasks(d->buf, LT_TASK_DONE);
   resume_ctx_t c = {d, 0};
   int rc = lt_buffer_tasks_open(d->buf, resume_task, &c);
   if (rc == 0) rc = c.rc;

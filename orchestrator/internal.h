@@ -89,6 +89,7 @@ struct lt_daemon {
   int64_t next_task_id, next_prompt_id;
   int64_t *domain_index;     /* per-domain prompt counters */
   int64_t tasks_created, tasks_done, tasks_failed;
+  int64_t tasks_done_before; /* done before a resume: such a run is not one where every task failed */
   char last_failure[256];    /* why the last task failed (the error of a run where all did) */
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;

@@ -176,37 +176,64 @@ Test(reliability, out_of_vocabulary_or_out_of_range_trajectory_is_refused_and_it
   lt_test_rmdir(r.dir);
 }
 
-/* Found 3, the learner's side: a buffer that already holds a trajectory the
- * model cannot take (written before the daemon checked) no longer stops the
- * run for good: the trajectory is quarantined (moved aside with its reason,
- * counted, an event) and its task runs again, its attempt counted, so the
- * resumed run trains on all 32 tasks. */
-Test(reliability, learner_quarantines_an_unusable_trajectory_and_its_task_runs_again, .timeout = 180) {
-  rel_run_t r;
-  rel_prepare(&r, "quarantine", 1, 32, "");
-  const char *argv[] = {"longtail", "train", r.cfg, "--run-dir", r.rd, "--set", "learner.enabled=false", NULL};
+/* A finished collect-only run whose first ready trajectory then gets token id 1264 (vocabulary: 264), as in a
+ * buffer written before the daemon checked; resumed with the learner on (and scheduler.max_attempts, when > 0).
+ * Returns the damaged trajectory's task id. */
+static int64_t quarantine_run(rel_run_t *r, const char *tag, int max_attempts) {
+  rel_prepare(r, tag, 1, 32, "");
+  const char *argv[] = {"longtail", "train", r->cfg, "--run-dir", r->rd, "--set", "learner.enabled=false", NULL};
   lt_run_t out;
   cr_assert_eq(lt_test_run(&out, NULL, 120, argv), 0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
-  /* Token 0 of one ready trajectory becomes 1264 (vocabulary: 264). */
-  int64_t bad = sql1(r.rd, "SELECT min(task_id) FROM trajectories WHERE status = 'ready'");
+  int64_t bad = sql1(r->rd, "SELECT min(task_id) FROM trajectories WHERE status = 'ready'");
   cr_assert_eq(lt_test_sh(&out, 30, "sqlite3 %s/buffer.db \"UPDATE payloads SET tokens = X'F0040000' || substr(tokens, 5) "
-                                     "WHERE task_id = %lld\"", r.rd, (long long)bad), 0);
+                                     "WHERE task_id = %lld\"", r->rd, (long long)bad), 0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
-  pid_t d = rel_daemon(&r, "resumed", 1);
+  if (max_attempts > 0) {
+    cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"max_tasks\": 32,/\"max_tasks\": 32, \"max_attempts\": %d,/' %s",
+                            max_attempts, r->cfg), 0);
+    lt_run_free(&out);
+  }
+  pid_t d = rel_daemon(r, "resumed", 1);
   cr_assert_eq(lt_test_wait(d, 120), 0, "the resumed run did not complete");
   char q[256];
   snprintf(q, sizeof q, "SELECT count(*) FROM quarantine WHERE task_id = %lld AND why LIKE '%%1264%%' AND step >= 1 "
                         "AND length(tokens) > 0", (long long)bad);
-  cr_expect_eq(sql1(r.rd, q), 1, "the quarantined record is kept for inspection");
-  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'failed'"), 0);
+  cr_expect_eq(sql1(r->rd, q), 1, "the quarantined record is kept for inspection");
+  cr_expect_eq(sql1(r->rd, "SELECT value FROM counters WHERE name = 'trajectories_quarantined'"), 1);
+  cr_expect_eq(sql1(r->rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
+  cr_expect_eq(sql1(r->rd, "SELECT count(*) FROM trajectories WHERE status = 'failed'"), 0);
+  return bad;
+}
+
+/* Found 3, the learner's side: a buffer that already holds a trajectory the
+ * model cannot take no longer stops the run for good: the trajectory is
+ * quarantined (moved aside with its reason, counted, an event) and its task
+ * runs again, its attempt counted, so the resumed run trains on all 32 tasks. */
+Test(reliability, learner_quarantines_an_unusable_trajectory_and_its_task_runs_again, .timeout = 180) {
+  rel_run_t r;
+  int64_t bad = quarantine_run(&r, "quarantine", 0);
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 32, "the new attempt was trained on");
+  char q[256];
   snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'done' AND attempts = 1", (long long)bad);
   cr_expect_eq(sql1(r.rd, q), 1, "the task ran again, its attempt counted");
-  cr_expect_eq(sql1(r.rd, "SELECT value FROM counters WHERE name = 'trajectories_quarantined'"), 1);
-  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
+  lt_test_rmdir(r.dir);
+}
+
+/* The fresh attempt counts like every other requeue: with scheduler.max_attempts 1 the quarantined task fails
+ * instead of running again, and the run still ends. */
+Test(reliability, a_quarantined_task_is_bounded_by_max_attempts, .timeout = 180) {
+  rel_run_t r;
+  int64_t bad = quarantine_run(&r, "quarantine-max", 1);
+  char q[256];
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'failed' AND attempts = 1", (long long)bad);
+  cr_expect_eq(sql1(r.rd, q), 1, "the quarantined task failed after its one attempt");
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 31);
+  snprintf(q, sizeof q, "SELECT count(*) FROM events WHERE kind = 'task_failed' AND detail LIKE 'task %lld %%quarantined%%'",
+           (long long)bad);
+  cr_expect_eq(sql1(r.rd, q), 1, "the failure names the quarantine");
   lt_test_rmdir(r.dir);
 }
 
