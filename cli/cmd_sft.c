@@ -5,7 +5,6 @@
 
 #include "cli/commands.h"
 #include "envs/env.h"
-#include "learner/tokenizer.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
