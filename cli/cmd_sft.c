@@ -5,7 +5,6 @@
 
 #include "cli/commands.h"
 #include "envs/env.h"
-#include "learner/tokenizer.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -42,7 +41,6 @@ int lt_cmd_sft(int argc, char **argv) {
     if (mpath && !(mf = fopen(mpath, "a"))) rc = lt_error_set(LT_EIO, "--metrics: cannot open %s", mpath);
     lt_sft_opts_t o = {.cfg = &cfg, .envs = envs, .in_dir = src, .out_dir = out, .metrics = mf, .progress = 1};
     if (rc == 0) rc = lt_sft_run(&o, &loss);
-    if (rc == 0) rc = lt_tokenizer_copy_files(src, out);
   }
   if (mf) fclose(mf);
   lt_envs_free(envs);

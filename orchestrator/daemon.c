@@ -12,8 +12,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "learner/model.h"
-#include "learner/tokenizer.h"
 #include "rewards/reward.h"
 #include "train/train.h"
 #include "util/error.h"
@@ -146,22 +144,11 @@ static int initial_weights(lt_daemon_t *d) {
     if ((rc = lt_sft_run(&so, &loss)) < 0) return lt_error_wrap(rc, "sft warm start");
     LT_INFO("sft", "warm start done: loss %.4f", loss);
     lt__event(d, "sft", "warm start done: final loss %.4f", loss);
-    if ((rc = lt_tokenizer_copy_files(dir, sft)) < 0) return rc;
     snprintf(dir, sizeof dir, "%s", sft);
   }
+  if ((rc = lt_policy_single_file(dir, init, dir, sizeof dir)) < 0) return rc;
   char st[4200], sha[65];
   snprintf(st, sizeof st, "%s/model.safetensors", dir);
-  if (!lt_fs_exists(st)) {
-    /* Versions travel as one hashed file: a sharded source becomes v0 once. */
-    lt_model_t *m;
-    if ((rc = lt_model_load(dir, &m)) < 0) return lt_error_wrap(rc, "model.path");
-    rc = lt_model_save(m, init);
-    lt_model_free(m);
-    if (rc == 0) rc = lt_tokenizer_copy_files(dir, init);
-    if (rc < 0) return rc;
-    snprintf(dir, sizeof dir, "%s", init);
-    snprintf(st, sizeof st, "%s/model.safetensors", dir);
-  }
   if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
@@ -172,24 +159,6 @@ static int initial_weights(lt_daemon_t *d) {
 /* The model as a worker must respect it, sent in WELCOME (docs/protocol.md):
  * its vocabulary (token ids past it are refused), the ids that end a turn and
  * the chat format; a worker needs no checkpoint to produce valid results. */
-static int model_info(lt_daemon_t *d) {
-  char p[4200];
-  lt_model_config_t mc;
-  snprintf(p, sizeof p, "%s/config.json", d->weights_dir);
-  int rc = lt_model_config_load(p, &mc);
-  lt_tokenizer_t *tok = NULL;
-  if (rc == 0) rc = lt_tokenizer_for_model(d->weights_dir, mc.vocab, &tok);
-  if (rc < 0) return rc;
-  d->vocab = mc.vocab;
-  d->model_info = cJSON_CreateObject();
-  cJSON *eos = cJSON_AddArrayToObject(d->model_info, "eos_ids");
-  cJSON_AddNumberToObject(d->model_info, "vocab_size", mc.vocab);
-  cJSON_AddStringToObject(d->model_info, "chat_format", "chatml");
-  for (int32_t id = 0; eos && id < mc.vocab; id++)
-    if (lt_tokenizer_is_stop(tok, id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber(id));
-  lt_tokenizer_free(tok);
-  return eos ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
-}
 
 /* ---- messages ---- */
 
@@ -574,7 +543,7 @@ static int setup(lt_daemon_t *d) {
   } else if ((rc = initial_weights(d)) < 0) {
     return rc;
   }
-  if ((rc = model_info(d)) < 0) return rc;
+  if ((rc = lt_policy_model_info(d->weights_dir, &d->vocab, &d->model_info)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;

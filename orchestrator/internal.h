@@ -184,7 +184,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
  * its task) and requeues the task at once. */
 void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why);
 
-/* learner link (learnerlink.c): the learner thread */
+/* learner.c: the learner thread, driving train/ */
 int lt__learner_start(lt_daemon_t *d);
 void lt__learner_notify(lt_daemon_t *d);
 /* Holds the learner while an evaluation round runs, so every held-out sample

@@ -116,7 +116,11 @@ scenario_worker_fault_points() {
   config "$dir/cfg.json" "tcp://127.0.0.1:$port" 1 $tasks "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"$PWD/configs/envs/bank.json\"}}}, \"rewards\": {\"type\": \"env\"}, \"rollout\": {\"max_turns\": 3, \"max_new_tokens\": 128, \"max_context\": 4096}, \"workers\": {\"scripted\": {\"answer\": \"<tool_call><name>list_accounts</name><arg name=\\\"customer\\\">C1</arg></tool_call>\"}}}"
   python3 - "$dir/cfg.json" <<'PYEOF'
 import json, sys
-c = json.load(open(sys.argv[1])); c["envs"].pop("arith", None); json.dump(c, open(sys.argv[1], "w"), indent=1)
+c = json.load(open(sys.argv[1])); c["envs"].pop("arith", None)
+# The only worker is killed ~10 times and every requeue costs an attempt (BYE, death, reconnect alike): a task
+# caught by three kills would be failed by policy (scheduler.max_attempts), which is not what this scenario checks.
+c.setdefault("scheduler", {})["max_attempts"] = 50
+json.dump(c, open(sys.argv[1], "w"), indent=1)
 PYEOF
   "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
   local d=$! kills=0 i=0 t_end; t_end=$(python3 -c "print($(now) + $SECS)")

@@ -169,6 +169,52 @@ int lt_policy_source(const lt_config_t *cfg, const char *init_dir, char *out, si
   return 0;
 }
 
+int lt_policy_single_file(const char *dir, const char *out_dir, char *out, size_t cap) {
+  char st[4200];
+  snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  const char *use = dir;
+  if (!lt_fs_exists(st)) {
+    /* Versions travel as one hashed file: a sharded source becomes out_dir once. */
+    lt_model_t *m;
+    int rc = lt_model_load(dir, &m);
+    if (rc < 0) return lt_error_wrap(rc, "model.path");
+    rc = lt_model_save(m, out_dir);
+    lt_model_free(m);
+    if (rc == 0) rc = lt_tokenizer_copy_files(dir, out_dir);
+    if (rc < 0) return rc;
+    use = out_dir;
+  }
+  if (strlen(use) >= cap) return lt_error_set(LT_EINVAL, "%s: path too long", use);
+  memmove(out, use, strlen(use) + 1);
+  return 0;
+}
+
+int lt_policy_model_info(const char *dir, int *vocab, cJSON **info) {
+  char p[4200];
+  lt_model_config_t mc;
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  int rc = lt_model_config_load(p, &mc);
+  lt_tokenizer_t *tok = NULL;
+  if (rc == 0) rc = lt_tokenizer_for_model(dir, mc.vocab, &tok);
+  if (rc < 0) return rc;
+  *vocab = mc.vocab;
+  cJSON *o = cJSON_CreateObject();
+  cJSON *eos = o ? cJSON_AddArrayToObject(o, "eos_ids") : NULL;
+  if (eos) {
+    cJSON_AddNumberToObject(o, "vocab_size", mc.vocab);
+    cJSON_AddStringToObject(o, "chat_format", "chatml");
+    for (int32_t id = 0; id < mc.vocab; id++)
+      if (lt_tokenizer_is_stop(tok, id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber(id));
+  }
+  lt_tokenizer_free(tok);
+  if (!eos) {
+    cJSON_Delete(o);
+    return lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  *info = o;
+  return 0;
+}
+
 int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   const lt_config_t *cfg = o->cfg;
   int64_t steps = lt_config_int(cfg, "sft.steps");
@@ -242,6 +288,8 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   if (o->metrics) fflush(o->metrics);
   *final_loss = ntail ? tail / ntail : 0;
   rc = lt_model_save(lt_trainer_policy(tr), o->out_dir);
+  /* The tuned policy is a model folder like its source: it carries the tokenizer. */
+  if (rc == 0) rc = lt_tokenizer_copy_files(o->in_dir, o->out_dir);
 out:
   pack_free(&all);
   pack_free(&p);

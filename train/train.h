@@ -101,6 +101,12 @@ typedef struct {
 /* The policy a job starts from: model.path, or model.init drawn with run.seed
  * and written to init_dir.  The directory's absolute path goes to out. */
 int lt_policy_source(const lt_config_t *cfg, const char *init_dir, char *out, size_t cap);
+/* The policy dir as one model.safetensors (every version travels as one hashed file): dir itself, or a sharded
+ * source rewritten once into out_dir with its tokenizer files.  The folder used goes to out. */
+int lt_policy_single_file(const char *dir, const char *out_dir, char *out, size_t cap);
+/* What a worker must respect, for WELCOME.model (docs/protocol.md): the vocabulary size, the ids that end a
+ * turn, the chat format; *info is the caller's. */
+int lt_policy_model_info(const char *dir, int *vocab, cJSON **info);
 
 /* Runs sft.steps steps; *final_loss receives the mean loss of the last tenth. */
 int lt_sft_run(const lt_sft_opts_t *o, double *final_loss);
