@@ -12,7 +12,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "rewards/reward.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -525,8 +524,10 @@ static int setup(lt_daemon_t *d) {
   for (int i = 0; i < ndom; i++) {
     const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
     d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
-    if ((rc = lt_reward_range(d->cfg, lt_envs_name(d->envs, i), &d->reward_range[i][0], &d->reward_range[i][1])) < 0)
-      return rc;
+    rc = d->o.reward_range ? d->o.reward_range(d->cfg, lt_envs_name(d->envs, i), &d->reward_range[i][0],
+                                               &d->reward_range[i][1])
+                           : 0;
+    if (rc < 0) return rc;
     d->reward_bounded[i] = rc;
   }
   if (d->o.resume) {

@@ -19,6 +19,9 @@ typedef struct {
   const char *self_exe;      /* this binary, to spawn local workers */
   char *run_dir_out;         /* optional: receives the run directory used */
   size_t run_dir_out_cap;
+  /* The rewards a domain can produce (rewards/ lt_reward_range): 1 with [*lo, *hi], 0 unbounded, < 0 an error.
+   * Given by the caller so that the daemon does not reach into rewards/; NULL: every domain unbounded. */
+  int (*reward_range)(const lt_config_t *cfg, const char *domain, double *lo, double *hi);
 } lt_daemon_opts_t;
 
 /* Runs the job to completion or a signal; returns the exit code. */
