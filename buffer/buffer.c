@@ -72,7 +72,7 @@ static const char *STMTS[S_N] = {
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
     [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
                 "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
-                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed') "
+                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed'), t.domain "
                 "FROM trajectories t WHERE t.status = 'ready' ORDER BY t.id LIMIT ?1",
     [S_METRIC] = "INSERT INTO metrics(step, name, value, time_ms) VALUES(?1, ?2, ?3, ?4)",
     [S_EVENT] = "INSERT INTO events(time_ms, kind, detail) VALUES(?1, ?2, ?3)",
@@ -590,6 +590,8 @@ int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
     out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1),
                           .version_min = sqlite3_column_int64(s, 2), .reward = sqlite3_column_double(s, 3),
                           .truncated = sqlite3_column_int(s, 4), .group_done = sqlite3_column_int(s, 5)};
+    const unsigned char *dom = sqlite3_column_text(s, 6);
+    snprintf(out[k].domain, sizeof out[k].domain, "%s", dom ? (const char *)dom : "");
     k++;
   }
   if (k == max) rc = SQLITE_DONE;

@@ -138,6 +138,7 @@ typedef struct {
   double reward;
   int truncated;
   int group_done;      /* samples of its group that have ended (stored, or failed for good) */
+  char domain[64];
 } lt_ready_t;
 
 /* Ready trajectories in arrival order (up to max). */

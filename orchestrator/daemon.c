@@ -547,11 +547,16 @@ static int setup(lt_daemon_t *d) {
   int ndom = lt_envs_count(d->envs);
   d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
   d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
-  if (!d->domain_index || !d->domain_weight) return lt_error_set(LT_ENOMEM, "out of memory");
+  d->domain_group = calloc((size_t)ndom, sizeof *d->domain_group);
+  if (!d->domain_index || !d->domain_weight || !d->domain_group) return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
     const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
     d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(lt_config_get(d->cfg, "envs"),
+                                                                                       lt_envs_name(d->envs, i)),
+                                                      "group_size");
+    d->domain_group[i] = cJSON_IsNumber(g) ? (int)g->valuedouble : d->group_size;
   }
   if (d->o.resume) {
     lt_ckpt_row_t ck;
@@ -677,6 +682,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->workers);
   free(d->domain_index);
   free(d->domain_weight);
+  free(d->domain_group);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

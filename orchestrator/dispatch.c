@@ -234,8 +234,9 @@ void lt__scheduler_refill(lt_daemon_t *d) {
     d->sync_released = d->step + 1;
     int made = 0;
     while (made < batch) {
-      if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) return;
-      made += d->group_size;
+      int dom = pick_domain(d);
+      if (create_prompt(d, dom, 0, d->domain_group[dom]) < 0) return;
+      made += d->domain_group[dom];
     }
     return;
   }
@@ -244,7 +245,8 @@ void lt__scheduler_refill(lt_daemon_t *d) {
    * depth, so generation never runs further ahead than staleness can use. */
   while (d->open_train + d->ready_pending < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
          !(d->steps && d->step >= d->steps)) {
-    if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) {
+    int dom = pick_domain(d);
+    if (create_prompt(d, dom, 0, d->domain_group[dom]) < 0) {
       LT_ERROR("scheduler", "%s", lt_error_msg());
       return;
     }

@@ -102,6 +102,7 @@ struct lt_daemon {
   int max_attempts;
   int64_t task_timeout_ms, eval_every;
   double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
+  int *domain_group;         /* per domain: envs.<d>.group_size, else scheduler.group_size */
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */
