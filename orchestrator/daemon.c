@@ -595,6 +595,8 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->hb_ms = (int)lt_config_int(d->cfg, "transport.heartbeat_ms");
   d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");
   d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
+  d->oversample_max = (int)lt_config_int(d->cfg, "scheduler.pass_rate_oversample.max_groups");
+  d->oversample_min_history = lt_config_int(d->cfg, "scheduler.pass_rate_oversample.min_history");
   d->max_tasks = lt_config_int(d->cfg, "scheduler.max_tasks");
   d->max_context = lt_config_int(d->cfg, "rollout.max_context");
   d->run_seed = (uint64_t)lt_config_int(d->cfg, "run.seed");
