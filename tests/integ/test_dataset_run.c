@@ -27,13 +27,20 @@ static long long query(const char *db, const char *sql) {
   return v;
 }
 
+/* A test directory with the places of a run in it (each buffer 4200 bytes, db 4300): the dataset, the config,
+ * the run directory and its buffer. */
+static char *run_paths(const char *tag, char *data, char *cfg, char *rd, char *db) {
+  char *dir = lt_test_tmpdir(tag);
+  snprintf(data, 4200, "%s/train.jsonl", dir);
+  snprintf(cfg, 4200, "%s/cfg.json", dir);
+  snprintf(rd, 4200, "%s/run", dir);
+  snprintf(db, 4300, "%s/buffer.db", rd);
+  return dir;
+}
+
 Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, .timeout = 240) {
-  char *dir = lt_test_tmpdir("ds_resume");
   char data[4200], cfg[4200], rd[4200], db[4300];
-  snprintf(data, sizeof data, "%s/train.jsonl", dir);
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  char *dir = run_paths("ds_resume", data, cfg, rd, db);
   FILE *f = fopen(data, "w");
   cr_assert_not_null(f);
   for (int i = 0; i < ROWS; i++) fprintf(f, "{\"id\": \"q%d\", \"prompt\": \"%d+%d=\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
@@ -199,12 +206,8 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
  * the hard row gets max_groups groups (the original and two copies), the easy one a single group; copies do
  * not advance the dataset, so the third epoch still starts at its first row. */
 Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
-  char *dir = lt_test_tmpdir("ds_oversample");
   char data[4200], cfg[4200], rd[4200], db[4300];
-  snprintf(data, sizeof data, "%s/train.jsonl", dir);
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  char *dir = run_paths("ds_oversample", data, cfg, rd, db);
   cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
   char js[2048];
   /* queue_depth 2: one group open at a time, so each prompt is made after the ones before it have ended. */

@@ -90,6 +90,12 @@ static lt_train_t *open_rows(const char *dir, const char *learner, const char *e
   return t;
 }
 
+static void finish(lt_train_t *t, lt_config_t *cfg, char *dir) {
+  lt_train_close(t);
+  lt_config_free(cfg);
+  lt_test_rmdir(dir);
+}
+
 static lt_train_t *open_driver(const char *dir, const char *extra, lt_config_t *cfg, events_t *ev) {
   return open_rows(dir, BATCH2, extra, cfg, ev, standard_rows);
 }
@@ -223,9 +229,7 @@ Test(train, batch_shares_keep_a_fast_domain_from_crowding_out_a_slow_one) {
     cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
     cr_assert_eq(r.st.trajectories, 4, "the slow domain's unused share is filled");
     cr_assert_eq(lt_train_ready(t), 0);
-    lt_train_close(t);
-    lt_config_free(&cfg);
-    lt_test_rmdir(dir);
+    finish(t, &cfg, dir);
   }
 }
 
@@ -250,9 +254,7 @@ Test(train, a_group_is_complete_at_its_domains_group_size) {
   cr_assert_eq(r.ndom, 1);
   cr_assert_str_eq(r.dom[0], "slow");
   cr_assert_eq(lt_train_step(t, 0, &r), 0, "fast's group waits for its third sample");
-  lt_train_close(t);
-  lt_config_free(&cfg);
-  lt_test_rmdir(dir);
+  finish(t, &cfg, dir);
 }
 
 /* Shares over 1 cannot be honoured: a clear config error. */
@@ -302,7 +304,5 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
   cr_assert_gt(r.st.kl_ref, 0, "the updated policy has moved from the reference");
-  lt_train_close(t);
-  lt_config_free(&cfg);
-  lt_test_rmdir(dir);
+  finish(t, &cfg, dir);
 }
