@@ -241,3 +241,37 @@ Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
   cr_expect_geq(query(db, "SELECT count(*) FROM events WHERE kind = 'pass_rate_oversample'"), 1);
   lt_test_rmdir(dir);
 }
+
+/* envs.<d>.group_size: the scheduler gives each of a domain's prompts its own group size, and the learner trains
+ * the groups at that size. */
+Test(dataset_run, each_domain_has_its_group_size) {
+  char data[4200], cfg[4200], rd[4200], db[4300];
+  char *dir = run_paths("ds_groups", data, cfg, rd, db);
+  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
+  char js[2048];
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"three\": {\"type\": \"dataset\", \"group_size\": 3, \"params\": {\"train\": \"%s\"}},"
+           "   \"two\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 24, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 4, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           lt_test_root(), data, data);
+  cr_assert_eq(lt_test_write(cfg, js), 0);
+  lt_run_t r;
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'three'"), 0);
+  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'two'"), 0);
+  cr_expect_eq(query(db, "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
+                         "k.prompt_id = p.id WHERE p.eval = 0 GROUP BY p.id) WHERE n != (CASE domain WHEN 'three' "
+                         "THEN 3 ELSE 2 END)"), 0, "a prompt with another group size");
+  cr_expect_gt(query(db, "SELECT count(*) FROM trajectories WHERE domain = 'three' AND status = 'consumed'"), 0,
+               "the learner trained the groups of three");
+  lt_test_rmdir(dir);
+}
