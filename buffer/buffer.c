@@ -592,7 +592,7 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_sta
 int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
   sqlite3_stmt *s = b->st[S_READY];
   sqlite3_bind_int(s, 1, max);
-  int rc, k = 0;
+  int rc = SQLITE_DONE, k = 0;
   while (k < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1),
                           .version_min = sqlite3_column_int64(s, 2), .reward = sqlite3_column_double(s, 3),

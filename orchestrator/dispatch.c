@@ -139,12 +139,10 @@ int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min
 
 static int create_write(lt_buffer_t *b, void *arg) {
   create_op_t *op = arg;
-  int rc = 0;
-  if (op->history) { /* on the writer's thread: the buffer handle is its own */
-    if ((rc = lt_buffer_task_history(b, op->domain, op->spec, &op->seen, &op->passed)) == 0)
-      op->extra = lt__oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
-  }
-  if (rc == 0) rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
+  /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
+  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, &op->seen, &op->passed) == 0)
+    op->extra = lt__oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
+  int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
   return rc;
 }
