@@ -14,7 +14,9 @@ static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
     "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS prompts(id INTEGER PRIMARY KEY, domain TEXT NOT NULL, spec TEXT NOT NULL, "
-    "eval INTEGER NOT NULL DEFAULT 0)",
+    "eval INTEGER NOT NULL DEFAULT 0, copy_of INTEGER)",
+    /* A task's history (lt_buffer_task_history) looks its earlier prompts up by their spec less the epoch. */
+    "CREATE INDEX IF NOT EXISTS prompts_task ON prompts(domain, json_remove(spec, '$.epoch'))",
     "CREATE TABLE IF NOT EXISTS tasks(id INTEGER PRIMARY KEY, prompt_id INTEGER NOT NULL, domain TEXT NOT NULL, "
     "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, status TEXT NOT NULL, "
     "attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, version INTEGER NOT NULL DEFAULT -1)",
@@ -60,7 +62,7 @@ static const char *STMTS[S_N] = {
     [S_META_GET] = "SELECT value FROM meta WHERE key = ?1",
     [S_COUNTER_ADD] = "INSERT INTO counters(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = value + ?2",
     [S_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
-    [S_PROMPT_INS] = "INSERT OR IGNORE INTO prompts(id, domain, spec, eval) VALUES(?1, ?2, ?3, ?4)",
+    [S_PROMPT_INS] = "INSERT OR IGNORE INTO prompts(id, domain, spec, eval, copy_of) VALUES(?1, ?2, ?3, ?4, ?5)",
     [S_PROMPT_SPEC] = "SELECT spec FROM prompts WHERE id = ?1",
     [S_TASK_INS] = "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -80,7 +82,7 @@ static const char *STMTS[S_N] = {
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
     [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
                 "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
-                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed') "
+                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed'), t.domain "
                 "FROM trajectories t WHERE t.status = 'ready' ORDER BY t.id LIMIT ?1",
     [S_METRIC] = "INSERT INTO metrics(step, name, value, time_ms) VALUES(?1, ?2, ?3, ?4)",
     [S_EVENT] = "INSERT INTO events(time_ms, kind, detail) VALUES(?1, ?2, ?3)",
@@ -132,7 +134,7 @@ static int exec(lt_buffer_t *b, const char *sql) {
 /* Schema 1 → 2: each payload records the temperature and the Keep-Sampling-
  * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
  * settings apply, docs/buffer.md).  2 → 3: the quarantine table, which the
- * schema statements have just created (empty). */
+ * schema statements have just created (empty).  3 → 4: prompts.copy_of (NULL: an original). */
 static int migrate(lt_buffer_t *b) {
   sqlite3_stmt *s;
   int ver = 0;
@@ -140,10 +142,11 @@ static int migrate(lt_buffer_t *b) {
     return db_err(b, SQLITE_ERROR, "read schema_version");
   if (sqlite3_step(s) == SQLITE_ROW) ver = sqlite3_column_int(s, 0);
   sqlite3_finalize(s);
-  if (ver >= LT_BUFFER_SCHEMA) return 0;
+  if (ver < 1 || ver >= LT_BUFFER_SCHEMA) return 0;
   int rc = 0;
   if (ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
-  if (ver == 1 && rc == 0) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
+  if (rc == 0 && ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
+  if (rc == 0 && ver <= 3) rc = exec(b, "ALTER TABLE prompts ADD COLUMN copy_of INTEGER");
   if (rc == 0) rc = exec(b, "UPDATE meta SET value = '" LT_STR(LT_BUFFER_SCHEMA) "' WHERE key = 'schema_version'");
   return rc;
 }
@@ -323,13 +326,16 @@ int64_t lt_buffer_counter(lt_buffer_t *b, const char *name) {
   return v;
 }
 
-int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, const char *spec, int eval) {
+int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, const char *spec, int eval,
+                            int64_t copy_of) {
   sqlite3_stmt *s = b->st[S_PROMPT_INS];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   sqlite3_bind_int64(s, 1, id);
   bind_text(s, 2, domain);
   bind_text(s, 3, spec);
   sqlite3_bind_int(s, 4, eval);
+  if (copy_of > 0) sqlite3_bind_int64(s, 5, copy_of);
+  else sqlite3_bind_null(s, 5);
   return run(b, S_PROMPT_INS);
 }
 
@@ -595,11 +601,13 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_sta
 int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
   sqlite3_stmt *s = b->st[S_READY];
   sqlite3_bind_int(s, 1, max);
-  int rc, k = 0;
+  int rc = SQLITE_DONE, k = 0;
   while (k < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1),
                           .version_min = sqlite3_column_int64(s, 2), .reward = sqlite3_column_double(s, 3),
                           .truncated = sqlite3_column_int(s, 4), .group_done = sqlite3_column_int(s, 5)};
+    const unsigned char *dom = sqlite3_column_text(s, 6);
+    snprintf(out[k].domain, sizeof out[k].domain, "%s", dom ? (const char *)dom : "");
     k++;
   }
   if (k == max) rc = SQLITE_DONE;

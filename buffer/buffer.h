@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define LT_BUFFER_SCHEMA 3 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine (docs/buffer.md) */
+#define LT_BUFFER_SCHEMA 4 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of (docs/buffer.md) */
 
 typedef struct lt_buffer lt_buffer_t;
 
@@ -50,7 +50,9 @@ typedef struct {
   int64_t version;       /* policy version at dispatch */
 } lt_task_row_t;
 
-int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, const char *spec_json, int eval);
+/* copy_of: the prompt whose problem this one repeats as another group (pass-rate oversampling), or 0. */
+int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, const char *spec_json, int eval,
+                            int64_t copy_of);
 /* spec of a prompt (caller frees) or NULL. */
 char *lt_buffer_prompt_spec(lt_buffer_t *b, int64_t id);
 int lt_buffer_task_insert(lt_buffer_t *b, const lt_task_row_t *t);
@@ -156,6 +158,7 @@ typedef struct {
   double reward;
   int truncated;
   int group_done;      /* samples of its group that have ended (stored, or failed for good) */
+  char domain[64];
 } lt_ready_t;
 
 /* Ready trajectories in arrival order (up to max). */
@@ -183,6 +186,9 @@ int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out);
 int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st);
 /* Training (not evaluation) prompts of a domain, and training tasks: what resume continues numbering from. */
 int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
+/* The history of a training task — its spec, less a dataset's "epoch" — in a domain: trajectories that ended
+ * (*n) and that passed, reward > 0 (*passed), over every group it was given (scheduler.pass_rate_oversample). */
+int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec_json, int64_t *n, int64_t *passed);
 int64_t lt_buffer_count_train_tasks(lt_buffer_t *b);
 /* Training trajectories and how many of them were truncated. */
 int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated);

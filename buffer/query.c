@@ -70,7 +70,8 @@ int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st) {
 }
 
 int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain) {
-  return scalar(b, "SELECT count(*) FROM prompts WHERE eval = 0 AND domain = ?1", domain, 0);
+  /* Copies repeat a prompt as another group: they do not advance the domain's sample index. */
+  return scalar(b, "SELECT count(*) FROM prompts WHERE eval = 0 AND domain = ?1 AND copy_of IS NULL", domain, 0);
 }
 
 int64_t lt_buffer_count_train_tasks(lt_buffer_t *b) {
@@ -108,6 +109,23 @@ int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated) {
   *count = v[0];
   *truncated = v[1];
   return rc < 0 ? rc : 0;
+}
+
+int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec, int64_t *n, int64_t *passed) {
+  sqlite3_stmt *s;
+  int rc = prep(b,
+                "SELECT count(t.id), coalesce(sum(t.reward > 0), 0) FROM prompts p JOIN trajectories t ON "
+                "t.group_id = p.id WHERE p.domain = ?1 AND p.eval = 0 AND json_remove(p.spec, '$.epoch') = "
+                "json_remove(?2, '$.epoch')",
+                &s);
+  if (rc < 0) return rc;
+  sqlite3_bind_text(s, 1, domain, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, spec, -1, SQLITE_STATIC);
+  int64_t v[2] = {0, 0};
+  if ((rc = rows(b, s, two_ints, v)) < 0) return rc;
+  *n = v[0];
+  *passed = v[1];
+  return 0;
 }
 
 static int real_row(sqlite3_stmt *s, void *ud) {

@@ -144,13 +144,14 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       }
       clipped_n += clipped;
       st->tokens_kept += kept;
-      if (cfg->kl_coef > 0 && in->logp_ref) {
+      double klc = in->kl_coef ? in->kl_coef[s] : cfg->kl_coef;
+      if (klc > 0 && in->logp_ref) {
         /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_old, z = log π_ref − log πθ;
          * its derivative with respect to log πθ is ρ·(log πθ − log π_ref). */
         double rho = exp((double)in->logp[t] - old[t]), z = (double)in->logp_ref[t] - in->logp[t];
         double kl = rho * (exp(z) - z - 1);
-        loss += cfg->kl_coef * w * kl;
-        g += cfg->kl_coef * w * rho * -z;
+        loss += klc * w * kl;
+        g += klc * w * rho * -z;
         klref += kl;
       }
       dlogp[t] = (float)g;

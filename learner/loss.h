@@ -33,6 +33,7 @@ typedef struct {
   const float *logp_ref;     /* [N] log π_ref for the KL term, or NULL */
   const float *adv;          /* [N] advantage of each token */
   const uint8_t *mask;       /* [N] 1: a generated token that is trained */
+  const float *kl_coef;      /* [nseq] KL coefficient of each sequence (envs.<d>.kl_coef), or NULL: cfg->kl_coef */
 } lt_loss_in_t;
 
 typedef struct {

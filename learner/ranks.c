@@ -16,7 +16,7 @@ enum { CMD_INIT = 1, CMD_STEP, CMD_SAVE, CMD_LOAD, CMD_SCALE_LR, CMD_NOOP, CMD_S
 typedef struct {
   int32_t op;
   int32_t nseq, ntok, route_len; /* CMD_STEP: sequences, tokens, route ids per token */
-  int32_t has_support, has_route;
+  int32_t has_support, has_route, has_kl;
   double factor;                 /* CMD_SCALE_LR */
   char path[4096];               /* CMD_INIT, CMD_SAVE, CMD_LOAD */
 } cmd_t;
@@ -68,6 +68,7 @@ static int bcast_batch(const cmd_t *c, lt_train_batch_t *b, void **own, int recv
       {(const void **)&b->reward, sizeof(double) * s, 1},
       {(const void **)&b->truncated, s, 1},
       {(const void **)&b->group, sizeof(int64_t) * s, 1},
+      {(const void **)&b->kl_coef, sizeof(float) * s, c->has_kl},
   };
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
     if (!a[i].on) {
@@ -88,7 +89,7 @@ int lt_ranks_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *s
   if (lt_dist_size() > 1) {
     const lt_model_t *m = lt_trainer_policy(t);
     cmd_t c = {.op = CMD_STEP, .nseq = b->nseq, .ntok = b->start[b->nseq], .has_support = b->support != NULL,
-               .has_route = b->route_ids != NULL, .route_len = lt_model_moe_layers(&m->cfg) * m->cfg.topk};
+               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(&m->cfg) * m->cfg.topk};
     lt_train_batch_t copy = *b;
     int rc = send_cmd(&c);
     if (rc == 0) rc = bcast_batch(&c, &copy, NULL, 0);
@@ -116,13 +117,14 @@ int lt_ranks_scale_lr(lt_trainer_t *t, double factor) {
 
 /* Runs one received step on this rank's share. */
 static int follow_step(lt_trainer_t *t, const cmd_t *c) {
-  void *own[9] = {0};
+  enum { NARR = 10 }; /* the arrays bcast_batch sends */
+  void *own[NARR] = {0};
   lt_train_batch_t b = {.nseq = c->nseq};
   int rc = c->nseq > 0 && c->ntok >= 0 && c->route_len >= 0 ? 0 : lt_error_set(LT_EPROTO, "learner rank: malformed step command");
   if (rc == 0) rc = bcast_batch(c, &b, own, 1);
   lt_step_stats_t st;
   if (rc == 0) rc = lt_trainer_step(t, &b, &st);
-  for (int i = 0; i < 9; i++) free(own[i]);
+  for (int i = 0; i < NARR; i++) free(own[i]);
   return rc;
 }
 

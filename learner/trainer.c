@@ -440,7 +440,8 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
       if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
       lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
                          .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
-                         .adv = w->adv + c.t0, .mask = w->amask + c.t0};
+                         .adv = w->adv + c.t0, .mask = w->amask + c.t0,
+                         .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL};
       if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
     }
     /* GRPO averages over sequences, the other objectives over loss tokens. */
@@ -569,7 +570,8 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
     /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
-                       .adv = w.adv + c.t0, .mask = w.amask + c.t0};
+                       .adv = w.adv + c.t0, .mask = w.amask + c.t0,
+                       .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL};
     lt_loss_stats_t ls;
     if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
   }

@@ -44,6 +44,7 @@ typedef struct {
   const double *reward;      /* [nseq] */
   const uint8_t *truncated;  /* [nseq] */
   const int64_t *group;      /* [nseq] group ids */
+  const float *kl_coef;      /* [nseq] KL coefficient of each sequence (its domain's), or NULL: the loss's */
 } lt_train_batch_t;
 
 typedef struct {

@@ -518,7 +518,8 @@ static int setup(lt_daemon_t *d) {
   d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
   d->reward_range = calloc((size_t)ndom, sizeof *d->reward_range);
   d->reward_bounded = calloc((size_t)ndom, sizeof *d->reward_bounded);
-  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded)
+  d->domain_group = calloc((size_t)ndom, sizeof *d->domain_group);
+  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded || !d->domain_group)
     return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
@@ -529,6 +530,10 @@ static int setup(lt_daemon_t *d) {
                            : 0;
     if (rc < 0) return rc;
     d->reward_bounded[i] = rc;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(lt_config_get(d->cfg, "envs"),
+                                                                                       lt_envs_name(d->envs, i)),
+                                                      "group_size");
+    d->domain_group[i] = cJSON_IsNumber(g) ? (int)g->valuedouble : d->group_size;
   }
   if (d->o.resume) {
     lt_ckpt_row_t ck;
@@ -567,6 +572,8 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->hb_ms = (int)lt_config_int(d->cfg, "transport.heartbeat_ms");
   d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");
   d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
+  d->oversample_max = (int)lt_config_int(d->cfg, "scheduler.pass_rate_oversample.max_groups");
+  d->oversample_min_history = lt_config_int(d->cfg, "scheduler.pass_rate_oversample.min_history");
   d->max_tasks = lt_config_int(d->cfg, "scheduler.max_tasks");
   d->max_context = lt_config_int(d->cfg, "rollout.max_context");
   d->run_seed = (uint64_t)lt_config_int(d->cfg, "run.seed");
@@ -656,6 +663,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->domain_weight);
   free(d->reward_range);
   free(d->reward_bounded);
+  free(d->domain_group);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

@@ -118,19 +118,36 @@ static lt__task_t *queue_pop(lt_daemon_t *d) {
 typedef struct {
   lt_daemon_t *d;
   int64_t prompt_id;
+  int64_t copy_of;  /* the prompt this one repeats as another group (pass-rate oversampling), or 0 */
+  int dom;
+  int64_t index;    /* the domain's sample index its spec came from */
   char domain[64];
   char *spec;
   int eval;
+  int history;      /* look the task's pass rate up (scheduler.pass_rate_oversample) */
+  int64_t seen, passed; /* the task's history: trajectories, and those with reward > 0 */
+  int extra;        /* what the history says: more groups of the same task */
   int n;
   lt_task_row_t rows[];
 } create_op_t;
 
+int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history) {
+  if (max_groups <= 1 || n < min_history || n <= 0) return 1;
+  double fail = 1 - (double)passed / (double)n;
+  return 1 + (int)(fail * (max_groups - 1) + 0.5);
+}
+
 static int create_write(lt_buffer_t *b, void *arg) {
   create_op_t *op = arg;
-  int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval);
+  /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
+  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, &op->seen, &op->passed) == 0)
+    op->extra = lt__oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
+  int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
   return rc;
 }
+
+static int create_prompt_at(lt_daemon_t *d, int dom, int eval, int n, int64_t index, int64_t copy_of);
 
 static void create_done(void *arg, int rc) {
   create_op_t *op = arg;
@@ -150,16 +167,23 @@ static void create_done(void *arg, int rc) {
     lt__queue_push(d, t, t->eval);
   }
   if (rc < 0) LT_ERROR("scheduler", "prompt %lld not recorded (%s): retrying later", (long long)op->prompt_id, lt_error_msg());
+  /* Pass-rate oversampling (seed 004 §3.3.3): a hard task is repeated as more groups, each its own baseline. */
+  for (int i = 0; rc == 0 && i < op->extra && !d->stopping && !d->finishing && (!d->max_tasks || d->tasks_created < d->max_tasks);
+       i++)
+    if (create_prompt_at(d, op->dom, 0, op->n, op->index, op->prompt_id) < 0) break;
+  if (op->extra > 0 && rc == 0)
+    lt__event(d, "pass_rate_oversample", "prompt %lld (%s): pass rate %.3f over %lld trajectories: %d groups",
+              (long long)op->prompt_id, op->domain, (double)op->passed / (double)op->seen, (long long)op->seen,
+              1 + op->extra);
   free(op->spec);
   free(op);
   lt__scheduler_dispatch(d);
 }
 
-/* A new prompt of `domain` with n samples (its group). */
-static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
+/* A new prompt of `domain` with n samples (its group): the domain's next problem, or, as a copy of prompt
+ * copy_of, the problem at `index` again. */
+static int create_prompt_at(lt_daemon_t *d, int dom, int eval, int n, int64_t index, int64_t copy_of) {
   const char *domain = lt_envs_name(d->envs, dom);
-  /* Every evaluation round uses the same held-out problems, so rounds compare. */
-  int64_t index = eval ? d->eval_total : d->domain_index[dom];
   cJSON *spec;
   int rc = lt_envs_sample(d->envs, domain, (uint64_t)index, eval, &spec);
   if (rc < 0) return rc;
@@ -170,9 +194,13 @@ static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
     cJSON_Delete(spec);
     return lt_error_set(LT_ENOMEM, "scheduler: out of memory");
   }
-  if (!eval) d->domain_index[dom]++;
+  if (!eval && !copy_of) d->domain_index[dom]++;
   op->d = d;
   op->prompt_id = ++d->next_prompt_id;
+  op->copy_of = copy_of;
+  op->dom = dom;
+  op->index = index;
+  op->history = !eval && !copy_of && d->oversample_max > 1;
   snprintf(op->domain, sizeof op->domain, "%s", domain);
   op->spec = text;
   op->eval = eval;
@@ -207,6 +235,11 @@ static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
   return 0;
 }
 
+static int create_prompt(lt_daemon_t *d, int dom, int eval, int n) {
+  /* Every evaluation round uses the same held-out problems, so rounds compare. */
+  return create_prompt_at(d, dom, eval, n, eval ? d->eval_total : d->domain_index[dom], 0);
+}
+
 /* Picks a domain with probability ∝ its weight (scheduler.domain_ratios
  * overrides the environment's), deterministically in the prompt id. */
 static int pick_domain(lt_daemon_t *d) {
@@ -234,8 +267,9 @@ void lt__scheduler_refill(lt_daemon_t *d) {
     d->sync_released = d->step + 1;
     int made = 0;
     while (made < batch) {
-      if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) return;
-      made += d->group_size;
+      int dom = pick_domain(d);
+      if (create_prompt(d, dom, 0, d->domain_group[dom]) < 0) return;
+      made += d->domain_group[dom];
     }
     return;
   }
@@ -244,7 +278,8 @@ void lt__scheduler_refill(lt_daemon_t *d) {
    * depth, so generation never runs further ahead than staleness can use. */
   while (d->open_train + d->ready_pending < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
          !(d->steps && d->step >= d->steps)) {
-    if (create_prompt(d, pick_domain(d), 0, d->group_size) < 0) {
+    int dom = pick_domain(d);
+    if (create_prompt(d, dom, 0, d->domain_group[dom]) < 0) {
       LT_ERROR("scheduler", "%s", lt_error_msg());
       return;
     }

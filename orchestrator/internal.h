@@ -105,6 +105,9 @@ struct lt_daemon {
   double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
   double (*reward_range)[2]; /* per domain: the rewards it can produce (lt_reward_range) */
   int *reward_bounded;       /* per domain: 0 when any finite reward goes (an env reward without a range) */
+  int *domain_group;         /* per domain: envs.<d>.group_size, else scheduler.group_size */
+  int oversample_max;        /* scheduler.pass_rate_oversample.max_groups (1: off) */
+  int64_t oversample_min_history; /* scheduler.pass_rate_oversample.min_history */
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */
@@ -163,6 +166,9 @@ void lt__eval_start(lt_daemon_t *d);
 /* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
 void lt__eval_task_done(lt_daemon_t *d, int correct);
 int lt__scheduler_resume(lt_daemon_t *d);
+/* Pass-rate oversampling (seed 004 §3.3.3): the groups a training task gets from its history (n trajectories,
+ * `passed` with reward > 0): 1 + round((1 − pass rate) · (max_groups − 1)), or 1 below min_history. */
+int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history);
 
 /* workers.c: registry, HELLO/WELCOME, heartbeats, liveness */
 int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len);

@@ -87,7 +87,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 void lt__packed_free(lt__packed_t *p) {
   free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
-  free(p->reward), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
+  free(p->reward), free(p->kl), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
 }
 
@@ -104,7 +104,7 @@ void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask,
                           .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
                           .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
-                          .reward = p->reward, .truncated = p->trunc, .group = p->group};
+                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl};
 }
 
 static int cmp_id(const void *a, const void *b) {
@@ -167,6 +167,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->n = n;
   p->start = calloc((size_t)n + 1, sizeof(int));
   p->reward = calloc((size_t)n, sizeof(double));
+  p->kl = calloc((size_t)n, sizeof(float));
   p->group = calloc((size_t)n, sizeof(int64_t));
   p->trunc = calloc((size_t)n, 1);
   p->no_support = calloc((size_t)n, 1);
@@ -176,7 +177,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->vmin = malloc(sizeof(int64_t) * (size_t)n);
   p->bad = malloc(sizeof(int64_t) * (size_t)n);
   p->bad_why = malloc(sizeof *p->bad_why * (size_t)n);
-  if (!p->start || !p->reward || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
+  if (!p->start || !p->reward || !p->kl || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
       !p->vmin || !p->bad || !p->bad_why)
     return lt_error_set(LT_ENOMEM, "learner: out of memory");
   /* What the learner cannot train on (a buffer written before the daemon
@@ -189,6 +190,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
   int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
+  float dom_kl[LT_TRAIN_MAX_DOMAINS];
   for (int s = 0; s < n && rc == 0; s++) {
     lt_traj_rec_t t;
     lt_traj_meta_t m;
@@ -255,11 +257,15 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
-    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
+    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) {
+      snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
+      dom_kl[di] = lt__domain_kl(c, t.domain);
+    }
     if (di < LT_TRAIN_MAX_DOMAINS) {
       p->dom_reward[di] += t.reward;
       dom_n[di]++;
     }
+    p->kl[packed] = di < LT_TRAIN_MAX_DOMAINS ? dom_kl[di] : lt__domain_kl(c, t.domain);
     lt_buffer_traj_free(&t);
     p->start[packed] = N;
     N += T;

@@ -20,6 +20,7 @@ typedef struct {
   int skip_sampling, skip_routing; /* how many, for each reason */
   uint16_t *route;
   double *reward;
+  float *kl;                 /* per trajectory: its domain's KL coefficient (envs.<d>.kl_coef) */
   int64_t *group, *ids, *vmin; /* per trajectory: group id, task id, first policy version */
   int64_t *bad;              /* [nbad] task ids left out: unusable (quarantined) */
   char (*bad_why)[160];      /* [nbad] why */
@@ -47,5 +48,23 @@ int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, 
  * left out of the actor loss (counted), not the switch for the whole batch. */
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
+
+/* domains.c: per-domain settings (envs.<d>.group_size, kl_coef, batch_share) */
+typedef struct {
+  char name[64];
+  int group;     /* samples per prompt */
+  double share;  /* quota of a batch (fraction), when quotas are on */
+} lt__domain_t;
+typedef struct {
+  int n, quotas; /* quotas: some envs.<d>.batch_share is set */
+  lt__domain_t *d;
+} lt__domains_t;
+int lt__domains_read(const lt_config_t *c, int group_size, lt__domains_t *out);
+int lt__domains_find(const lt__domains_t *ds, const char *name); /* index, or -1 */
+void lt__domains_free(lt__domains_t *ds);
+/* envs.<domain>.kl_coef, else learner.kl_coef. */
+float lt__domain_kl(const lt_config_t *c, const char *domain);
+/* 1 when some domain trains with a KL term (the trainer then keeps a reference policy). */
+int lt__domains_any_kl(const lt_config_t *c);
 
 #endif

@@ -41,6 +41,7 @@ struct lt_train {
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
   int batch, group, dynfilter, max_stale, stale_auto;
+  lt__domains_t doms;       /* envs.<d>.group_size and batch_share */
   int critic_returns;       /* the objective trains on R̂ (V(s_T) when truncated), not the raw reward */
   uint64_t seed;            /* run.seed: each step's mini-batch order */
   int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
@@ -135,7 +136,7 @@ int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trai
   const char *cp = lt_config_str(c, "model.critic_path");
   if (cp[0] && tc.loss.obj != LT_OBJ_GRPO && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
-  if (rc == 0 && tc.loss.kl_coef > 0) rc = lt_model_load(policy_dir, &ref);
+  if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load(policy_dir, &ref);
   if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
   lt_model_free(policy);
   lt_model_free(critic);
@@ -202,6 +203,11 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->batch = (int)lt_config_int(c, "learner.batch.trajectories");
   l->group = o->group_size;
   l->dynfilter = lt__dynamic_filter(c);
+  int drc = lt__domains_read(c, l->group, &l->doms);
+  if (drc < 0) {
+    free(l);
+    return drc;
+  }
   l->critic_returns = strcmp(lt_config_str(c, "learner.objective"), "grpo") != 0;
   l->seed = (uint64_t)lt_config_int(c, "run.seed");
   l->steps_wanted = o->steps;
@@ -257,6 +263,7 @@ void lt_train_close(lt_train_t *t) {
   if (!t) return;
   lt_trainer_free(t->tr);
   lt_buffer_close(t->buf);
+  lt__domains_free(&t->doms);
   free(t);
 }
 
@@ -269,15 +276,73 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Picks the batch: stale trajectories are marked, zero-variance groups
- * filtered, complete groups taken in arrival order.  Returns the number of
- * trajectories chosen into ids (0: not enough yet). */
+/* A group of ready trajectories as select_batch sees it. */
+typedef struct {
+  int first, members, dom; /* its first ready row, ready members, index in l->doms (-1: not configured) */
+  int complete, zero_var, done;
+} group_t;
+
+/* Groups of the live rows in order of their first ready member (*ng of them, malloc'd into *out). */
+static int group_rows(lt_train_t *l, const lt_ready_t *rows, int live, group_t **out, int *ng) {
+  int64_t *gids = malloc(sizeof(int64_t) * (size_t)(live + 1));
+  group_t *grp = calloc((size_t)(live + 1), sizeof *grp);
+  int *at = malloc(sizeof(int) * (size_t)(live + 1)); /* sorted group → its index in grp */
+  if (!gids || !grp || !at) {
+    free(gids), free(grp), free(at);
+    return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  }
+  int n = 0;
+  for (int i = 0; i < live; i++) gids[n++] = rows[i].group_id;
+  qsort(gids, (size_t)n, sizeof *gids, cmp_i64);
+  int u = 0;
+  for (int i = 0; i < n; i++)
+    if (u == 0 || gids[u - 1] != gids[i]) gids[u++] = gids[i];
+  for (int i = 0; i < u; i++) at[i] = -1;
+  int k = 0;
+  for (int i = 0; i < live; i++) {
+    size_t gi = (size_t)((int64_t *)bsearch(&rows[i].group_id, gids, (size_t)u, sizeof *gids, cmp_i64) - gids);
+    if (at[gi] < 0) {
+      at[gi] = k;
+      grp[k] = (group_t){.first = i, .dom = lt__domains_find(&l->doms, rows[i].domain)};
+      k++;
+    }
+    grp[at[gi]].members++;
+  }
+  for (int g = 0; g < k; g++) {
+    group_t *G = &grp[g];
+    const lt_ready_t *f = &rows[G->first];
+    int size = G->dom >= 0 ? l->doms.d[G->dom].group : l->group, truncated = 0;
+    double rmin = INFINITY, rmax = -INFINITY;
+    for (int j = G->first; j < live; j++)
+      if (rows[j].group_id == f->group_id) {
+        truncated |= rows[j].truncated;
+        rmin = fmin(rmin, rows[j].reward);
+        rmax = fmax(rmax, rows[j].reward);
+      }
+    G->complete = f->group_done >= size;
+    /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
+    G->zero_var = l->dynfilter && size > 1 && G->members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
+  }
+  free(gids);
+  free(at);
+  *out = grp;
+  *ng = k;
+  return 0;
+}
+
+/* Picks the batch: stale trajectories are marked, zero-variance groups filtered, complete groups taken in
+ * arrival order.  With domain quotas (envs.<d>.batch_share) a first pass takes each domain's groups up to its
+ * share of the batch, and a second fills what is left from any domain, so a fast domain cannot crowd a slow one
+ * out while the learner still never waits for the slow one.  Returns the number of trajectories chosen into ids
+ * (0: not enough yet). */
 static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_t *r) {
   int cap = l->batch * 8 + 1024, n = 0;
   lt_ready_t *rows = malloc(sizeof *rows * (size_t)cap);
   int64_t *stale = malloc(sizeof(int64_t) * (size_t)cap), *filt = malloc(sizeof(int64_t) * (size_t)cap);
-  int ns = 0, nf = 0, chosen = 0, rc = 0;
-  if (!rows || !stale || !filt) {
+  int *taken = calloc((size_t)l->doms.n + 1, sizeof(int));
+  group_t *grp = NULL;
+  int ns = 0, nf = 0, chosen = 0, rc = 0, ng = 0;
+  if (!rows || !stale || !filt || !taken) {
     rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
     goto out;
   }
@@ -288,50 +353,25 @@ static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_
     if (rows[i].version_min >= 0 && l->version - rows[i].version_min > l->max_stale) stale[ns++] = rows[i].task_id;
     else rows[live++] = rows[i];
   }
-  /* Groups in order of their first ready member. */
-  int64_t *gids = malloc(sizeof(int64_t) * (size_t)(live + 1));
-  if (!gids) {
-    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
-    goto out;
-  }
-  int ng = 0;
-  for (int i = 0; i < live; i++) gids[ng++] = rows[i].group_id;
-  qsort(gids, (size_t)ng, sizeof *gids, cmp_i64);
-  int u = 0;
-  for (int i = 0; i < ng; i++)
-    if (u == 0 || gids[u - 1] != gids[i]) gids[u++] = gids[i];
-  ng = u;
-  uint8_t *seen = calloc((size_t)(ng + 1), 1);
-  if (!seen) {
-    free(gids);
-    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
-    goto out;
-  }
-  for (int i = 0; i < live && chosen < l->batch; i++) {
-    int64_t *g = bsearch(&rows[i].group_id, gids, (size_t)ng, sizeof *gids, cmp_i64);
-    size_t gi = (size_t)(g - gids);
-    if (seen[gi]) continue;
-    seen[gi] = 1;
-    int members = 0, complete = rows[i].group_done >= l->group, truncated = 0;
-    double rmin = INFINITY, rmax = -INFINITY;
-    for (int j = i; j < live; j++)
-      if (rows[j].group_id == rows[i].group_id) {
-        members++;
-        truncated |= rows[j].truncated;
-        rmin = fmin(rmin, rows[j].reward);
-        rmax = fmax(rmax, rows[j].reward);
+  if ((rc = group_rows(l, rows, live, &grp, &ng)) < 0) goto out;
+  for (int pass = l->doms.quotas ? 0 : 1; pass < 2; pass++)
+    for (int g = 0; g < ng && chosen < l->batch; g++) {
+      group_t *G = &grp[g];
+      if (G->done || (!G->complete && !flush)) continue;
+      if (pass == 0 && !G->zero_var && G->dom >= 0) {
+        double quota = l->doms.d[G->dom].share * l->batch;
+        /* Whole groups up to the quota; a domain with a share gets at least one group. */
+        if (taken[G->dom] + G->members > quota + 1e-9 && !(taken[G->dom] == 0 && quota > 0)) continue;
       }
-    if (!complete && !flush) continue;
-    /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
-    int zero_var = l->dynfilter && l->group > 1 && members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
-    for (int j = i; j < live; j++)
-      if (rows[j].group_id == rows[i].group_id) {
-        if (zero_var) filt[nf++] = rows[j].task_id;
-        else ids[chosen++] = rows[j].task_id;
-      }
-  }
-  free(seen);
-  free(gids);
+      G->done = 1;
+      if (G->dom >= 0 && !G->zero_var) taken[G->dom] += G->members;
+      int64_t gid = rows[G->first].group_id;
+      for (int j = G->first; j < live; j++)
+        if (rows[j].group_id == gid) {
+          if (G->zero_var) filt[nf++] = rows[j].task_id;
+          else ids[chosen++] = rows[j].task_id;
+        }
+    }
   int64_t next = l->step + 1;
   if (ns && (rc = lt_buffer_traj_mark(l->buf, stale, ns, LT_SAMPLE_STALE, next)) < 0) goto out;
   if (nf && (rc = lt_buffer_traj_mark(l->buf, filt, nf, LT_SAMPLE_FILTERED, next)) < 0) goto out;
@@ -339,6 +379,8 @@ static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_
   r->filtered += nf;
   if (chosen < l->batch && !(flush && chosen > 0)) chosen = 0;
 out:
+  free(grp);
+  free(taken);
   free(rows);
   free(stale);
   free(filt);

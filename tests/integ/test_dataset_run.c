@@ -27,13 +27,20 @@ static long long query(const char *db, const char *sql) {
   return v;
 }
 
+/* A test directory with the places of a run in it (each buffer 4200 bytes, db 4300): the dataset, the config,
+ * the run directory and its buffer. */
+static char *run_paths(const char *tag, char *data, char *cfg, char *rd, char *db) {
+  char *dir = lt_test_tmpdir(tag);
+  snprintf(data, 4200, "%s/train.jsonl", dir);
+  snprintf(cfg, 4200, "%s/cfg.json", dir);
+  snprintf(rd, 4200, "%s/run", dir);
+  snprintf(db, 4300, "%s/buffer.db", rd);
+  return dir;
+}
+
 Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, .timeout = 240) {
-  char *dir = lt_test_tmpdir("ds_resume");
   char data[4200], cfg[4200], rd[4200], db[4300];
-  snprintf(data, sizeof data, "%s/train.jsonl", dir);
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  char *dir = run_paths("ds_resume", data, cfg, rd, db);
   FILE *f = fopen(data, "w");
   cr_assert_not_null(f);
   for (int i = 0; i < ROWS; i++) fprintf(f, "{\"id\": \"q%d\", \"prompt\": \"%d+%d=\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
@@ -191,5 +198,80 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
     cr_expect(c && strstr(c, "\"model_type\": \"qwen3_moe\"") && strstr(c, "\"vocab_size\": 400"), "%s", c ? c : "missing");
     free(c);
   }
+  lt_test_rmdir(dir);
+}
+
+/* Pass-rate oversampling (scheduler.pass_rate_oversample): the scripted policy always answers 0, so row 1 ("0+0")
+ * always passes and row 2 ("1+1") never does.  In the second epoch, with the first epoch's groups as history,
+ * the hard row gets max_groups groups (the original and two copies), the easy one a single group; copies do
+ * not advance the dataset, so the third epoch still starts at its first row. */
+Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
+  char data[4200], cfg[4200], rd[4200], db[4300];
+  char *dir = run_paths("ds_oversample", data, cfg, rd, db);
+  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
+  char js[2048];
+  /* queue_depth 2: one group open at a time, so each prompt is made after the ones before it have ended. */
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"queue_depth\": 2, \"dynamic_filter\": false,"
+           "   \"task_timeout_s\": 20, \"pass_rate_oversample\": {\"max_groups\": 3, \"min_history\": 2}},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           lt_test_root(), data);
+  cr_assert_eq(lt_test_write(cfg, js), 0);
+  lt_run_t r;
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  const char *epoch1 = "FROM prompts WHERE eval = 0 AND json_extract(spec, '$.epoch') = 1";
+  char sql[512];
+  snprintf(sql, sizeof sql, "SELECT count(*) %s AND json_extract(spec, '$.answer') = '2'", epoch1);
+  cr_expect_eq(query(db, sql), 3, "the hard row: three groups");
+  snprintf(sql, sizeof sql, "SELECT count(*) %s AND json_extract(spec, '$.answer') = '0'", epoch1);
+  cr_expect_eq(query(db, sql), 1, "the easy row: one group");
+  snprintf(sql, sizeof sql, "SELECT count(*) %s AND copy_of IS NOT NULL", epoch1);
+  cr_expect_eq(query(db, sql), 2);
+  cr_expect_eq(query(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.epoch') = 2 AND copy_of IS NULL"), 2,
+               "the third epoch has both rows");
+  cr_expect_geq(query(db, "SELECT count(*) FROM events WHERE kind = 'pass_rate_oversample'"), 1);
+  lt_test_rmdir(dir);
+}
+
+/* envs.<d>.group_size: the scheduler gives each of a domain's prompts its own group size, and the learner trains
+ * the groups at that size. */
+Test(dataset_run, each_domain_has_its_group_size) {
+  char data[4200], cfg[4200], rd[4200], db[4300];
+  char *dir = run_paths("ds_groups", data, cfg, rd, db);
+  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
+  char js[2048];
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"three\": {\"type\": \"dataset\", \"group_size\": 3, \"params\": {\"train\": \"%s\"}},"
+           "   \"two\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 24, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 4, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           lt_test_root(), data, data);
+  cr_assert_eq(lt_test_write(cfg, js), 0);
+  lt_run_t r;
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'three'"), 0);
+  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'two'"), 0);
+  cr_expect_eq(query(db, "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
+                         "k.prompt_id = p.id WHERE p.eval = 0 GROUP BY p.id) WHERE n != (CASE domain WHEN 'three' "
+                         "THEN 3 ELSE 2 END)"), 0, "a prompt with another group size");
+  cr_expect_gt(query(db, "SELECT count(*) FROM trajectories WHERE domain = 'three' AND status = 'consumed'"), 0,
+               "the learner trained the groups of three");
   lt_test_rmdir(dir);
 }

@@ -1,7 +1,8 @@
 /* The run database on its own: what it stores and gives back, its invariants (one trajectory per task,
  * read-only handles), resume (rewind to a step), damage (a broken payload, a file that is not a buffer) and the
  * schema-1 migration (a file from before the sampling columns opens read-only as it is, migrates when writable),
- * quarantine (a trajectory moved aside, its task open for another attempt). */
+ * quarantine (a trajectory moved aside, its task open for another attempt) and the task history of pass-rate
+ * oversampling. */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -131,7 +132,7 @@ Test(buffer, rewind_makes_later_steps_ready_again) {
 Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
   char *dir, path[4200];
   lt_buffer_t *b = fresh(&dir, path, sizeof path);
-  cr_assert_eq(lt_buffer_prompt_insert(b, 7, "arith", "{\"q\":\"1+1\"}", 0), 0);
+  cr_assert_eq(lt_buffer_prompt_insert(b, 7, "arith", "{\"q\":\"1+1\"}", 0, 0), 0);
   lt_task_row_t task = {.id = 3, .prompt_id = 7, .domain = "arith", .eval_round = -1, .status = LT_TASK_DISPATCHED,
                         .attempts = 1, .worker = "w1", .version = 0};
   cr_assert_eq(lt_buffer_task_insert(b, &task), 0, "%s", lt_error_msg());
@@ -332,8 +333,39 @@ Test(buffer, schema_1_is_migrated) {
   lt_buffer_close(b);
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT value FROM meta WHERE key = 'schema_version'; "
                                   "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
-                                  "'temperature'); SELECT count(*) FROM quarantine\"", path), 0);
-  cr_expect_str_eq(r.out, "3\n2\n0\n", "migrated to schema 3 (with the quarantine table): %s%s", r.out, r.err);
+                                  "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
+                                  "pragma_table_info('prompts') WHERE name = 'copy_of'\"", path), 0);
+  cr_expect_str_eq(r.out, "4\n2\n0\n1\n", "migrated to schema 4 (quarantine table, prompts.copy_of): %s%s", r.out, r.err);
   lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+/* A task's history for pass-rate oversampling: every earlier training prompt with its spec (a dataset's epoch
+ * aside) in its domain, copies included; held-out prompts and other domains are not its history.  Copies do not
+ * count as the domain's prompts (resume's sample index). */
+Test(buffer, task_history_and_copies) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  const char *e0 = "{\"row\":3,\"epoch\":0,\"q\":\"x\"}", *e1 = "{\"row\":3,\"epoch\":1,\"q\":\"x\"}";
+  cr_assert_eq(lt_buffer_prompt_insert(b, 1, "data", e0, 0, 0), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_prompt_insert(b, 2, "data", e0, 0, 1), 0, "%s", lt_error_msg()); /* a copy of 1 */
+  cr_assert_eq(lt_buffer_prompt_insert(b, 3, "data", "{\"row\":4,\"epoch\":0,\"q\":\"y\"}", 0, 0), 0);
+  cr_assert_eq(lt_buffer_prompt_insert(b, 4, "data", e0, 1, 0), 0);  /* held out */
+  cr_assert_eq(lt_buffer_prompt_insert(b, 5, "other", e0, 0, 0), 0); /* another domain */
+  int dup;
+  insert(b, 10, 1, "data", 1, &dup);
+  insert(b, 11, 1, "data", 0, &dup);
+  insert(b, 12, 2, "data", 0, &dup);
+  insert(b, 13, 3, "data", 1, &dup);
+  insert(b, 14, 4, "data", 1, &dup);
+  insert(b, 15, 5, "other", 1, &dup);
+  int64_t n, passed;
+  cr_assert_eq(lt_buffer_task_history(b, "data", e1, &n, &passed), 0, "%s", lt_error_msg());
+  cr_expect_eq(n, 3, "two groups of the task, epoch 0, seen from epoch 1");
+  cr_expect_eq(passed, 1);
+  cr_assert_eq(lt_buffer_task_history(b, "data", "{\"row\":9}", &n, &passed), 0);
+  cr_expect_eq(n, 0);
+  cr_expect_eq(lt_buffer_count_prompts(b, "data"), 2, "the copy is not a new sample");
+  lt_buffer_close(b);
   lt_test_rmdir(dir);
 }

@@ -191,6 +191,7 @@ Test(learner_loss, value_loss_gradient) {
 
 /* Finite differences of every objective (smooth points only: inputs are drawn
  * away from clip edges and mask bounds). */
+/* kl: 0 none, 1 the config's coefficient, 2 per-sequence coefficients (envs.<d>.kl_coef). */
 static void loss_fd(lt_objective obj, int kl) {
   enum { N = 12 };
   static const int st3[] = {0, 5, 9, 12};
@@ -210,8 +211,9 @@ static void loss_fd(lt_objective obj, int kl) {
   lt_loss_cfg_default(&c, obj);
   c.clip_lo = c.clip_hi = obj == LT_OBJ_GSPO ? 0.5f : 0.2f;
   c.kl_coef = kl ? 0.3f : 0.0f;
+  static const float per_seq[3] = {0.1f, 0.0f, 0.7f};
   lt_loss_in_t in = {.nseq = 3, .start = st3, .logp = logp, .logp_old = old, .logp_rollout = roll, .logp_ref = ref,
-                     .adv = adv, .mask = mask};
+                     .adv = adv, .mask = mask, .kl_coef = kl == 2 ? per_seq : NULL};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   const float e = 1e-3f;
@@ -226,7 +228,7 @@ static void loss_fd(lt_objective obj, int kl) {
     logp[i] = s;
     double fd = (p - m) / (2 * e);
     cr_expect(fabs(fd - d[i]) < 2e-3 + 1e-2 * fabs(fd), "%s%s: dlogp[%d] %g vs %g", lt_objective_name(obj),
-              kl ? "+kl" : "", i, d[i], fd);
+              kl == 2 ? "+kl per sequence" : kl ? "+kl" : "", i, d[i], fd);
   }
 }
 
@@ -234,5 +236,33 @@ Test(learner_loss, finite_differences) {
   for (int o = 0; o < LT_OBJ_N; o++) {
     loss_fd((lt_objective)o, 0);
     loss_fd((lt_objective)o, 1);
+    loss_fd((lt_objective)o, 2);
   }
+}
+
+/* A domain's KL coefficient reaches its own sequences' tokens and no others: per-sequence coefficients all equal to
+ * the config's give the config's loss, and a sequence whose coefficient is 0 gets the gradient without KL. */
+Test(learner_loss, kl_coefficient_per_sequence) {
+  static const int st2[] = {0, 3, 6};
+  float logp[6] = {-0.5f, -0.7f, -1.1f, -0.3f, -0.9f, -0.6f}, ref[6] = {-0.9f, -0.2f, -1.5f, -0.8f, -0.4f, -1.0f};
+  float adv[6] = {0.5f, 0.5f, 0.5f, -1, -1, -1}, d_all[6], d_per[6], d_none[6];
+  uint8_t mask[6] = {1, 1, 1, 1, 1, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_MISPO);
+  c.kl_coef = 0.4f;
+  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_rollout = logp, .logp_ref = ref, .adv = adv, .mask = mask};
+  lt_loss_stats_t all, per, none;
+  cr_assert_eq(lt_loss_compute(&c, &in, d_all, &all), 0);
+  const float same[2] = {0.4f, 0.4f}, first_only[2] = {0.4f, 0.0f};
+  in.kl_coef = same;
+  cr_assert_eq(lt_loss_compute(&c, &in, d_per, &per), 0);
+  cr_assert_float_eq(per.loss, all.loss, 1e-9);
+  in.kl_coef = first_only;
+  cr_assert_eq(lt_loss_compute(&c, &in, d_per, &per), 0);
+  c.kl_coef = 0;
+  in.kl_coef = NULL;
+  cr_assert_eq(lt_loss_compute(&c, &in, d_none, &none), 0);
+  for (int t = 0; t < 3; t++) cr_assert_float_eq(d_per[t], d_all[t], 1e-7, "token %d keeps its domain's KL", t);
+  for (int t = 3; t < 6; t++) cr_assert_float_eq(d_per[t], d_none[t], 1e-7, "token %d has no KL", t);
+  cr_assert_neq(d_all[4], d_none[4], "the KL term moves the gradient");
 }

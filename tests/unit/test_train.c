@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "tests/support/harness.h"
-#include "train/train.h"
+#include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -17,14 +17,20 @@ static int32_t tokens[T] = {1, 2, 3, 4, 5, 6, 7, 8}, versions[T] = {-1, -1, 5, 5
 static float logp[T] = {0, 0, -5, -5, -5, -5, -5, -5};
 static uint8_t mask[T] = {0, 0, 1, 1, 1, 1, 1, 1};
 
-static void add(lt_buffer_t *b, int64_t task, int64_t group, double reward, int64_t vmin) {
-  lt_traj_rec_t r = {.task_id = task, .group_id = group, .domain = "arith", .outcome = "ok", .finish = "terminated",
-                     .reason = "stop", .has_reward = 1, .reward = reward, .ntokens = T, .tokens = tokens,
-                     .logprobs = logp, .loss_mask = mask, .versions = versions};
+static void add_to(lt_buffer_t *b, int64_t task, int64_t group, double reward, int64_t vmin, const char *domain,
+                   int truncated) {
+  lt_traj_rec_t r = {.task_id = task, .group_id = group, .domain = (char *)domain, .outcome = "ok",
+                     .finish = truncated ? "truncated" : "terminated", .reason = "stop", .has_reward = 1,
+                     .reward = reward, .truncated = truncated, .ntokens = T, .tokens = tokens, .logprobs = logp,
+                     .loss_mask = mask, .versions = versions};
   lt_traj_meta_t m = {.worker = "w", .version_min = vmin, .version_max = vmin, .eval_round = -1, .time_ms = task,
                       .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+}
+
+static void add(lt_buffer_t *b, int64_t task, int64_t group, double reward, int64_t vmin) {
+  add_to(b, task, group, reward, vmin, "arith", 0);
 }
 
 typedef struct {
@@ -42,12 +48,24 @@ static void on_event(void *ud, const char *kind, const char *detail) {
 /* A run directory with a tiny policy and a buffer holding: a complete group of equal rewards (filtered), a
  * complete group with a reward spread (trainable), a trajectory too old for the staleness bound and a lone member of
  * an unfinished group. */
-static void setup(const char *dir, const char *extra, lt_config_t *cfg, char *policy, size_t cap) {
-  char json[1024];
+static void standard_rows(lt_buffer_t *b) {
+  add(b, 1, 1, 1, 5);
+  add(b, 2, 1, 1, 5);
+  add(b, 3, 2, 1, 5);
+  add(b, 4, 2, 0, 5);
+  add(b, 5, 3, 1, 2); /* version 2 at version 5: older than max_staleness 1 */
+  add(b, 6, 4, 0, 5); /* its group has one member of two */
+}
+
+/* learner: learner.* keys beside threads and device (BATCH2 at least), extra: more top-level keys. */
+#define BATCH2 "\"batch\": {\"trajectories\": 2}"
+static void setup(const char *dir, const char *learner, const char *extra, lt_config_t *cfg, char *policy, size_t cap,
+                  void (*fill)(lt_buffer_t *)) {
+  char json[2048];
   snprintf(json, sizeof json,
-           "{\"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"learner\": {\"batch\": {\"trajectories\": "
-           "2}, \"threads\": 1, \"device\": \"cpu\"}, \"scheduler\": {\"dynamic_filter\": true, \"max_staleness\": 1}%s}",
-           lt_test_root(), extra);
+           "{\"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"learner\": {\"threads\": 1, "
+           "\"device\": \"cpu\", %s}, \"scheduler\": {\"dynamic_filter\": true, \"max_staleness\": 1}%s}",
+           lt_test_root(), learner, extra);
   cr_assert_eq(lt_config_from_json(cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
                lt_error_msg());
   char init[4200], db[4200];
@@ -56,24 +74,30 @@ static void setup(const char *dir, const char *extra, lt_config_t *cfg, char *po
   snprintf(db, sizeof db, "%s/buffer.db", dir);
   lt_buffer_t *b;
   cr_assert_eq(lt_buffer_open(db, LT_BUF_CREATE, &b), 0);
-  add(b, 1, 1, 1, 5);
-  add(b, 2, 1, 1, 5);
-  add(b, 3, 2, 1, 5);
-  add(b, 4, 2, 0, 5);
-  add(b, 5, 3, 1, 2); /* version 2 at version 5: older than max_staleness 1 */
-  add(b, 6, 4, 0, 5); /* its group has one member of two */
+  fill(b);
   lt_buffer_close(b);
 }
 
-/* The driver at policy version 5, learner step 7, over setup()'s buffer. */
-static lt_train_t *open_driver(const char *dir, const char *extra, lt_config_t *cfg, events_t *ev) {
+/* The driver at policy version 5, learner step 7, over a buffer fill() wrote. */
+static lt_train_t *open_rows(const char *dir, const char *learner, const char *extra, lt_config_t *cfg, events_t *ev,
+                             void (*fill)(lt_buffer_t *)) {
   char policy[4096];
-  setup(dir, extra, cfg, policy, sizeof policy);
+  setup(dir, learner, extra, cfg, policy, sizeof policy, fill);
   lt_train_opts_t o = {.cfg = cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .step = 7, .group_size = 2,
                        .event = on_event, .ud = ev};
   lt_train_t *t;
   cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
   return t;
+}
+
+static void finish(lt_train_t *t, lt_config_t *cfg, char *dir) {
+  lt_train_close(t);
+  lt_config_free(cfg);
+  lt_test_rmdir(dir);
+}
+
+static lt_train_t *open_driver(const char *dir, const char *extra, lt_config_t *cfg, events_t *ev) {
+  return open_rows(dir, BATCH2, extra, cfg, ev, standard_rows);
 }
 
 Test(train, a_step_selects_marks_and_publishes) {
@@ -123,4 +147,162 @@ Test(train, guardrails_report_through_the_sink) {
   lt_train_close(t);
   lt_config_free(&cfg);
   lt_test_rmdir(dir);
+}
+
+/* Two truncated members with equal rewards: with a critic their returns are V(s_T), not the rewards, so the group
+ * is not zero-variance and stays; GRPO trains on the raw rewards and filters it. */
+static void truncated_rows(lt_buffer_t *b) {
+  add_to(b, 1, 1, 1, 5, "arith", 1);
+  add_to(b, 2, 1, 1, 5, "arith", 1);
+  add(b, 3, 2, 1, 5);
+  add(b, 4, 2, 0, 5);
+}
+
+static void filter_case(const char *objective, int filtered, int64_t first_task) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  char learner[128];
+  snprintf(learner, sizeof learner, BATCH2 ", \"objective\": \"%s\"", objective);
+  lt_train_t *t = open_rows(dir, learner, "", &cfg, &ev, truncated_rows);
+  lt_train_result_t r;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert_eq(r.filtered, filtered, "%s: %d filtered", objective, r.filtered);
+  lt_train_close(t);
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(db, 0, &b), 0);
+  int64_t *ids;
+  int n;
+  cr_assert_eq(lt_buffer_step_batch(b, 8, &ids, &n), 0, "%s", lt_error_msg());
+  cr_assert_eq(n, 2);
+  cr_assert(ids[0] == first_task || ids[1] == first_task, "%s trained task %lld", objective, (long long)first_task);
+  free(ids);
+  lt_buffer_close(b);
+  lt_config_free(&cfg);
+  lt_test_rmdir(dir);
+}
+
+Test(train, a_truncated_member_keeps_an_equal_reward_group_when_there_is_a_critic) {
+  filter_case("mispo", 0, 1);
+  filter_case("grpo", 2, 3);
+}
+
+static int64_t count_domain(const lt_train_result_t *r, const char *domain) {
+  for (int i = 0; i < r->ndom; i++)
+    if (!strcmp(r->dom[i], domain)) return 1;
+  return 0;
+}
+
+/* A fast domain's three complete groups arrived before the slow domain's one. */
+static void fast_then_slow(lt_buffer_t *b) {
+  for (int g = 1; g <= 3; g++) {
+    add_to(b, 2 * g - 1, g, 1, 5, "fast", 0);
+    add_to(b, 2 * g, g, 0, 5, "fast", 0);
+  }
+  add_to(b, 7, 4, 1, 5, "slow", 0);
+  add_to(b, 8, 4, 0, 5, "slow", 0);
+}
+
+#define TWO_DOMAINS(share) \
+  ", \"envs\": {\"fast\": {\"type\": \"arith\"" share "}, \"slow\": {\"type\": \"arith\"" share "}}"
+
+/* envs.<d>.batch_share: a batch of 4 takes 2 from each domain while both have complete groups; without quotas the
+ * fast domain's earlier groups fill it.  The slow domain's unused share goes to the fast one: the next step still
+ * runs. */
+Test(train, batch_shares_keep_a_fast_domain_from_crowding_out_a_slow_one) {
+  for (int quotas = 0; quotas < 2; quotas++) {
+    char *dir = lt_test_tmpdir("train");
+    lt_config_t cfg;
+    events_t ev = {0};
+    lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}", quotas ? TWO_DOMAINS(", \"batch_share\": 0.5")
+                                                                                : TWO_DOMAINS(""),
+                              &cfg, &ev, fast_then_slow);
+    lt_train_result_t r;
+    cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+    cr_assert_eq(r.st.trajectories, 4);
+    cr_assert(count_domain(&r, "fast"));
+    cr_assert_eq(count_domain(&r, "slow"), quotas, "quotas %d: the slow domain %s the batch", quotas,
+                 quotas ? "is missing from" : "is in");
+    /* What is left: two fast groups with quotas (the slow one is spent), one fast and the slow without. */
+    cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+    cr_assert_eq(r.st.trajectories, 4, "the slow domain's unused share is filled");
+    cr_assert_eq(lt_train_ready(t), 0);
+    finish(t, &cfg, dir);
+  }
+}
+
+/* envs.<d>.group_size: a group is complete at its domain's size, not scheduler.group_size. */
+static void groups_of_two_and_three(lt_buffer_t *b) {
+  add_to(b, 1, 1, 1, 5, "fast", 0);
+  add_to(b, 2, 1, 0, 5, "fast", 0); /* 2 of fast's 3 */
+  add_to(b, 3, 2, 1, 5, "slow", 0);
+  add_to(b, 4, 2, 0, 5, "slow", 0); /* slow's 2 of 2 */
+}
+
+Test(train, a_group_is_complete_at_its_domains_group_size) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  lt_train_t *t = open_rows(dir, BATCH2,
+                            ", \"envs\": {\"fast\": {\"type\": \"arith\", \"group_size\": 3}, \"slow\": {\"type\": "
+                            "\"arith\"}}",
+                            &cfg, &ev, groups_of_two_and_three);
+  lt_train_result_t r;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert_eq(r.ndom, 1);
+  cr_assert_str_eq(r.dom[0], "slow");
+  cr_assert_eq(lt_train_step(t, 0, &r), 0, "fast's group waits for its third sample");
+  finish(t, &cfg, dir);
+}
+
+/* Shares over 1 cannot be honoured: a clear config error. */
+Test(train, batch_shares_over_one_are_refused) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  char policy[4096];
+  setup(dir, BATCH2, TWO_DOMAINS(", \"batch_share\": 0.6"), &cfg, policy, sizeof policy, fast_then_slow);
+  lt_train_opts_t o = {.cfg = &cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .step = 7, .group_size = 2};
+  lt_train_t *t;
+  cr_assert_eq(lt_train_open(&o, &t), LT_ECONFIG);
+  cr_assert(strstr(lt_error_msg(), "batch_share"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+  lt_test_rmdir(dir);
+}
+
+/* envs.<d>.kl_coef: each trajectory carries its domain's coefficient into the batch (learner.kl_coef for a domain
+ * without one), and a domain's coefficient alone makes the trainer keep a reference policy: after one update the
+ * KL to it is measured. */
+Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}, \"kl_coef\": 0, \"lr\": 0.01",
+                            ", \"envs\": {\"fast\": {\"type\": \"arith\", \"kl_coef\": 0.5}, \"slow\": {\"type\": \"arith\"}}",
+                            &cfg, &ev, fast_then_slow);
+  cr_assert(lt__domains_any_kl(&cfg));
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(db, 0, &b), 0);
+  lt_model_t *m;
+  char policy[4200];
+  snprintf(policy, sizeof policy, "%s/init", dir);
+  cr_assert_eq(lt_model_load(policy, &m), 0, "%s", lt_error_msg());
+  int64_t ids[] = {1, 7, 2, 8};
+  lt__packed_t p;
+  cr_assert_eq(lt__batch_pack(b, m, &cfg, ids, 4, &p), 0, "%s", lt_error_msg());
+  lt_train_batch_t tb;
+  lt__packed_batch(&p, 0, 0, &tb);
+  const float want[] = {0.5f, 0, 0.5f, 0};
+  for (int i = 0; i < 4; i++) cr_assert_float_eq(tb.kl_coef[i], want[i], 1e-7, "task %lld", (long long)ids[i]);
+  lt__packed_free(&p);
+  lt_model_free(m);
+  lt_buffer_close(b);
+  lt_train_result_t r;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert_gt(r.st.kl_ref, 0, "the updated policy has moved from the reference");
+  finish(t, &cfg, dir);
 }
