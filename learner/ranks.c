@@ -16,7 +16,8 @@ enum { CMD_INIT = 1, CMD_STEP, CMD_SAVE, CMD_LOAD, CMD_SCALE_LR, CMD_NOOP, CMD_S
 typedef struct {
   int32_t op;
   int32_t nseq, ntok, route_len; /* CMD_STEP: sequences, tokens, route ids per token */
-  int32_t has_support, has_route, has_kl;
+  int32_t has_support, has_route, has_kl, has_temp, has_skip;
+  int64_t nsids;                 /* CMD_STEP: Keep-Sampling-Mask ids (Σ support), 0: none */
   double factor;                 /* CMD_SCALE_LR */
   char path[4096];               /* CMD_INIT, CMD_SAVE, CMD_LOAD */
 } cmd_t;
@@ -64,6 +65,9 @@ static int bcast_batch(const cmd_t *c, lt_train_batch_t *b, void **own, int recv
       {(const void **)&b->logp_rollout, sizeof(float) * n, 1},
       {(const void **)&b->mask, n, 1},
       {(const void **)&b->support, sizeof(int32_t) * n, c->has_support},
+      {(const void **)&b->support_ids, sizeof(int32_t) * (size_t)c->nsids, c->nsids > 0},
+      {(const void **)&b->temperature, sizeof(float) * n, c->has_temp},
+      {(const void **)&b->actor_skip, s, c->has_skip},
       {(const void **)&b->route_ids, sizeof(uint16_t) * n * (size_t)c->route_len, c->has_route},
       {(const void **)&b->reward, sizeof(double) * s, 1},
       {(const void **)&b->truncated, s, 1},
@@ -89,7 +93,10 @@ int lt_ranks_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *s
   if (lt_dist_size() > 1) {
     const lt_model_t *m = lt_trainer_policy(t);
     cmd_t c = {.op = CMD_STEP, .nseq = b->nseq, .ntok = b->start[b->nseq], .has_support = b->support != NULL,
-               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(&m->cfg) * m->cfg.topk};
+               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(&m->cfg) * m->cfg.topk,
+               .has_temp = b->temperature != NULL, .has_skip = b->actor_skip != NULL};
+    /* Every rank scores its share under the rollout's own sampling distribution (docs/losses.md). */
+    for (int i = 0; b->support && b->support_ids && i < c.ntok; i++) c.nsids += b->support[i] > 0 ? b->support[i] : 0;
     lt_train_batch_t copy = *b;
     int rc = send_cmd(&c);
     if (rc == 0) rc = bcast_batch(&c, &copy, NULL, 0);
@@ -117,10 +124,10 @@ int lt_ranks_scale_lr(lt_trainer_t *t, double factor) {
 
 /* Runs one received step on this rank's share. */
 static int follow_step(lt_trainer_t *t, const cmd_t *c) {
-  enum { NARR = 10 }; /* the arrays bcast_batch sends */
+  enum { NARR = 13 }; /* the arrays bcast_batch sends */
   void *own[NARR] = {0};
   lt_train_batch_t b = {.nseq = c->nseq};
-  int rc = c->nseq > 0 && c->ntok >= 0 && c->route_len >= 0 ? 0 : lt_error_set(LT_EPROTO, "learner rank: malformed step command");
+  int rc = c->nseq > 0 && c->ntok >= 0 && c->route_len >= 0 && c->nsids >= 0 ? 0 : lt_error_set(LT_EPROTO, "learner rank: malformed step command");
   if (rc == 0) rc = bcast_batch(c, &b, own, 1);
   lt_step_stats_t st;
   if (rc == 0) rc = lt_trainer_step(t, &b, &st);

@@ -193,6 +193,31 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
   lt_run_free(&r);
 }
 
+/* Each rank scores its share under the distribution the rollout sampled from: the temperature and the
+ * kept top-k sets travel with the batch to the other ranks, so a fresh policy's first step accepts every
+ * trajectory (a rank that scored its share at temperature 1 would reject about half of them). */
+Test(dist, ranks_score_the_rollout_temperature_and_kept_sets, .timeout = 300) {
+  lt_run_t r;
+  char rd[4200], p[4300];
+  snprintf(rd, sizeof rd, "%s/run-sampling", dir);
+  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false "
+                          "--set rollout.temperature=0.7 --set rollout.top_k=20 --set learner.keep_sampling_mask=true",
+                          lt_test_root(), lt_test_bin(), rd),
+               0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
+  char *m = lt_test_read(p);
+  cr_assert_not_null(m);
+  const char *key = "\"name\": \"mis/traj_accept\", \"value\": ";
+  const char *at = strstr(m, key);
+  cr_assert_not_null(at, "%s", m);
+  double first = strtod(at + strlen(key), NULL);
+  cr_expect_geq(first, 0.9, "step 1 mis/traj_accept %g under two ranks", first);
+  cr_expect_gt(count(m, "\"name\": \"learner/ranks\", \"value\": 2}"), 0);
+  free(m);
+}
+
 /* A learner rank that hangs (SIGSTOP) fails the step within the liveness
  * window with an error naming it; the daemon stops and every rank exits. */
 Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {
