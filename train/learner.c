@@ -567,6 +567,6 @@ void lt_train_result_free(lt_train_result_t *r) {
 
 int lt_train_ranks(void) { return lt_dist_size(); }
 
-int lt_train_keepalive(void) { return lt_dist_size() > 1 ? lt_ranks_keepalive() : 0; }
+int lt_train_keepalive(void) { return lt_ranks_keepalive(); }
 
 int lt_train_stop_ranks(void) { return lt_ranks_stop(); }

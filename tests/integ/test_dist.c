@@ -165,18 +165,26 @@ static int count(const char *hay, const char *needle) {
 /* The daemon as rank 0 of two: the smoke run completes, every step records
  * learner/ranks 2, and the run resumes from its full checkpoint under a
  * single process. */
-Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 300) {
+/* configs/smoke.json under two ranks into dir/NAME (extra: more --set options); its metrics.jsonl, malloc'ed. */
+static char *smoke_two_ranks(const char *name, const char *extra, char *rd, size_t cap) {
   lt_run_t r;
-  char rd[4200], p[4300];
-  snprintf(rd, sizeof rd, "%s/run", dir);
-  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false",
-                          lt_test_root(), lt_test_bin(), rd),
+  char p[4300];
+  snprintf(rd, cap, "%s/%s", dir, name);
+  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false %s",
+                          lt_test_root(), lt_test_bin(), rd, extra),
                0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
   char *m = lt_test_read(p);
   cr_assert_not_null(m);
+  return m;
+}
+
+Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 300) {
+  lt_run_t r;
+  char rd[4200], p[4300];
+  char *m = smoke_two_ranks("run", "", rd, sizeof rd);
   int steps = count(m, "\"name\": \"actor/loss\"");
   cr_expect_geq(steps, 2);
   cr_expect_eq(count(m, "\"name\": \"learner/ranks\", \"value\": 2}"), steps, "%s", m);
@@ -197,18 +205,10 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
  * kept top-k sets travel with the batch to the other ranks, so a fresh policy's first step accepts every
  * trajectory (a rank that scored its share at temperature 1 would reject about half of them). */
 Test(dist, ranks_score_the_rollout_temperature_and_kept_sets, .timeout = 300) {
-  lt_run_t r;
-  char rd[4200], p[4300];
-  snprintf(rd, sizeof rd, "%s/run-sampling", dir);
-  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false "
-                          "--set rollout.temperature=0.7 --set rollout.top_k=20 --set learner.keep_sampling_mask=true",
-                          lt_test_root(), lt_test_bin(), rd),
-               0);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  lt_run_free(&r);
-  snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
-  char *m = lt_test_read(p);
-  cr_assert_not_null(m);
+  char rd[4200];
+  char *m = smoke_two_ranks("run-sampling",
+                            "--set rollout.temperature=0.7 --set rollout.top_k=20 --set learner.keep_sampling_mask=true", rd,
+                            sizeof rd);
   const char *key = "\"name\": \"mis/traj_accept\", \"value\": ";
   const char *at = strstr(m, key);
   cr_assert_not_null(at, "%s", m);
