@@ -95,6 +95,19 @@ int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **me
 /* The environment type of a domain ("arith", ...), NULL if unknown. */
 const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
 
+/* An `agent` domain's program (docs/agent-gateway.md): the worker's gateway
+ * runs it per episode instead of stepping the environment. */
+typedef struct {
+  char **argv;        /* NULL-terminated */
+  double timeout_s;   /* the program is killed after it (truncated: agent_timeout) */
+  int sandbox;        /* run it in the sandbox */
+  int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
+  int honor_sampling; /* requests' temperature/top_p are used (and recorded) */
+} lt_envs_agent_t;
+
+/* The settings of an `agent` domain; NULL for other types and unknown domains. */
+const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *envs, const char *domain);
+
 /* The code environment's test runner, shared with the code reward: runs
  * `code` (Python defining solve) on each test's args in the sandbox and
  * compares the results with the expected values outside it.  Blocks. */
@@ -203,5 +216,7 @@ extern const lt_env_impl_t lt__env_tools;
 extern const lt_env_impl_t lt__env_external;
 extern const lt_env_impl_t lt__env_http;
 extern const lt_env_impl_t lt__env_dataset;
+extern const lt_env_impl_t lt__env_agent;
+const lt_envs_agent_t *lt__agent_params(void *state); /* envs/agent.c */
 
 #endif

@@ -27,7 +27,7 @@ struct lt_envs {
 };
 
 static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http,
-                                              &lt__env_dataset};
+                                              &lt__env_dataset, &lt__env_agent};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
@@ -148,6 +148,11 @@ static domain_t *find(const lt_envs_t *e, const char *name) {
 const char *lt_envs_type(const lt_envs_t *e, const char *domain) {
   domain_t *d = find(e, domain);
   return d ? d->impl->type : NULL;
+}
+
+const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *e, const char *domain) {
+  domain_t *d = find(e, domain);
+  return d && d->impl == &lt__env_agent ? lt__agent_params(d->state) : NULL;
 }
 
 int lt_envs_sample(lt_envs_t *e, const char *domain, uint64_t index, int eval, cJSON **spec) {

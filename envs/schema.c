@@ -5,7 +5,7 @@
 
 static const lt_cfg_entry_t envs_e[] = {
     {"envs", LT_CFG_MAP, "{\"arith\": {\"type\": \"arith\"}}", LT_CFG_NORANGE, NULL, "domain name → environment; each domain is one kind of task"},
-    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset", "environment implementation"},
+    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset|agent", "environment implementation"},
     {"envs.*.weight", LT_CFG_NUM, NULL, 0, BIG, NULL, "share of dispatched tasks (default 1)"},
     {"envs.*.group_size", LT_CFG_INT, NULL, 1, 4096, NULL, "samples per prompt of this domain (its group); default scheduler.group_size (seed 001 App. D.2: group counts per domain)"},
     {"envs.*.kl_coef", LT_CFG_NUM, NULL, 0, BIG, NULL, "coefficient of the unbiased KL to the reference policy for this domain's trajectories, per token in the loss (seed 002 §3.1); default learner.kl_coef"},
@@ -15,6 +15,12 @@ static const lt_cfg_entry_t envs_e[] = {
     {"envs.*.params.spec", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "tools: the tool specification file (docs/envs.md)"},
     {"envs.*.params.dir", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "external: the program's working directory (docs/envs.md)"},
     {"envs.*.params.train", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the training JSONL (docs/envs.md)"},
+    {"envs.*.params.tasks", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "agent: the task rows (JSONL, dataset rows: prompt or messages, answer, ...) (docs/agent-gateway.md)"},
+    {"envs.*.params.command", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "external, agent: the program's argv; agent: started once per episode with OPENAI_BASE_URL, OPENAI_API_KEY and LONGTAIL_TASK (docs/agent-gateway.md)"},
+    {"envs.*.params.timeout_s", LT_CFG_NUM, NULL, 0, BIG, NULL, "external: seconds per call (default 10); agent: seconds an episode's program may run before its processes are killed (truncated: agent_timeout; default 600, at most 86400)"},
+    {"envs.*.params.sandbox", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: run the program in the sandbox (not supported yet: false, the default, runs it as a plain child process)"},
+    {"envs.*.params.pass_answer", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: the program sees the row's answer (default false: the policy must not see the reference)"},
+    {"envs.*.params.honor_sampling", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: requests' temperature and top_p are used and recorded (default false: the rollout's settings)"},
     {"envs.*.params.eval", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the held-out evaluation JSONL (docs/envs.md)"},
 };
 const lt_cfg_schema_t lt_envs_schema = {"envs", "Environments, one per domain.", envs_e, N(envs_e)};

@@ -1,0 +1,104 @@
+/* The `agent` environment: an unmodified agent program (any language, talking
+ * to an OpenAI-compatible endpoint) plays the episode (docs/agent-gateway.md).
+ * Tasks are dataset rows (envs/dataset.c: the same checks, epochs and resume);
+ * this file holds the program's settings.  The worker's gateway (rollout/)
+ * starts the program and serves its calls: the environment never steps. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/env.h"
+#include "util/error.h"
+
+typedef struct {
+  void *tasks; /* the dataset implementation's state over params.tasks */
+  lt_envs_agent_t a;
+} agent_state_t;
+
+static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static void agent_free(void *st) {
+  agent_state_t *s = st;
+  if (!s) return;
+  if (s->tasks) lt__env_dataset.free(s->tasks);
+  for (char **a = s->a.argv; a && *a; a++) free(*a);
+  free(s->a.argv);
+  free(s);
+}
+
+static int flag(const char *dom, const cJSON *p, const char *key, int dflt, int *out) {
+  const cJSON *v = get(p, key);
+  if (v && !cJSON_IsBool(v)) return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: expected true or false", dom, key);
+  *out = v ? cJSON_IsTrue(v) : dflt;
+  return 0;
+}
+
+static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
+  static const char *const keys[] = {"command", "tasks", "timeout_s", "sandbox", "pass_answer", "honor_sampling"};
+  for (const cJSON *c = p->child; c; c = c->next) {
+    size_t i = 0;
+    while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i], c->string)) i++;
+    if (i == sizeof keys / sizeof keys[0])
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.params.%s: unknown key (agent takes command, tasks, timeout_s, sandbox, pass_answer, honor_sampling)",
+                          dom, c->string);
+  }
+  const cJSON *cmd = get(p, "command"), *tasks = get(p, "tasks"), *to = get(p, "timeout_s");
+  if (!cJSON_IsArray(cmd) || !cmd->child)
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected a non-empty array of strings (argv)", dom);
+  for (const cJSON *c = cmd->child; c; c = c->next)
+    if (!cJSON_IsString(c) || !c->valuestring[0])
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.command: every element must be a non-empty string", dom);
+  if (!cJSON_IsString(tasks)) return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
+  if (to && (!cJSON_IsNumber(to) || !(to->valuedouble > 0) || to->valuedouble > 86400))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.timeout_s: expected a number of seconds in (0, 86400]", dom);
+  agent_state_t *s = calloc(1, sizeof *s);
+  if (!s) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  s->a.timeout_s = to ? to->valuedouble : 600;
+  int rc = flag(dom, p, "pass_answer", 0, &s->a.pass_answer);
+  if (rc == 0) rc = flag(dom, p, "honor_sampling", 0, &s->a.honor_sampling);
+  /* The sandbox has no network namespace path to the gateway yet: plain child process by default. */
+  if (rc == 0) rc = flag(dom, p, "sandbox", 0, &s->a.sandbox);
+  if (rc == 0 && s->a.sandbox)
+    rc = lt_error_set(LT_EUNSUPP, "envs.%s.params.sandbox: true is not supported yet (the sandbox has no network, so the "
+                                  "program could not reach its gateway); set false for a trusted agent program", dom);
+  int n = cJSON_GetArraySize(cmd), i = 0;
+  if (rc == 0 && !(s->a.argv = calloc((size_t)n + 1, sizeof *s->a.argv))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  for (const cJSON *c = cmd->child; rc == 0 && c; c = c->next, i++)
+    if (!(s->a.argv[i] = strdup(c->valuestring))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  cJSON *dp = rc == 0 ? cJSON_CreateObject() : NULL;
+  if (rc == 0 && (!dp || !cJSON_AddStringToObject(dp, "train", tasks->valuestring))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0 && (rc = lt__env_dataset.init(dom, dp, seed, &s->tasks)) < 0) {
+    /* the dataset names its key "train": say which key it is here */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_error_msg());
+    lt_error_set(rc, "%s (params.tasks)", msg);
+  }
+  cJSON_Delete(dp);
+  if (rc < 0) {
+    agent_free(s);
+    return rc;
+  }
+  *state = s;
+  return 0;
+}
+
+static int agent_sample(void *st, uint64_t index, int eval, cJSON **spec) {
+  agent_state_t *s = st;
+  return lt__env_dataset.sample(s->tasks, index, eval, spec);
+}
+
+static int agent_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
+  agent_state_t *s = st;
+  return lt__env_dataset.open(s->tasks, ep, spec, seed, messages);
+}
+
+const lt_envs_agent_t *lt__agent_params(void *state) { return &((agent_state_t *)state)->a; }
+
+const lt_env_impl_t lt__env_agent = {
+    .type = "agent",
+    .init = agent_init,
+    .free = agent_free,
+    .sample = agent_sample,
+    .open = agent_open,
+    .step = lt__step_single_turn,
+};
