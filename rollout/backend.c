@@ -89,7 +89,7 @@ static int same_sampling(const lt_sampling_t *a, const lt_sampling_t *b) {
 static int finished(lt_gen_t *g) {
   if (g->error) return 1;
   if (g->n && lt_tokenizer_is_stop(g->b->tok, g->tokens[g->n - 1])) g->stopped = 1;
-  return g->stopped || g->n >= g->max_new || g->len >= g->b->info.max_context;
+  return g->stopped || g->ended || g->n >= g->max_new || g->len >= g->b->info.max_context;
 }
 
 static void on_timer(uv_timer_t *t);
@@ -145,8 +145,12 @@ static void tick(lt_backend_t *b) {
       err = rc;
       snprintf(msg, sizeof msg, "%s", lt_error_msg());
     }
-    for (int k = 0; k < ng; k++)
-      if (rc < 0 || finished(grp[k])) done[ndone++] = grp[k];
+    for (int k = 0; k < ng; k++) {
+      lt_gen_t *g = grp[k];
+      if (rc == 0 && g->watch && g->n)
+        g->ended = g->watch(g, g->tokens[g->n - 1], g->logprobs[g->n - 1], g->ntop, g->top_ids, g->top_lps, g->watch_ud);
+      if (rc < 0 || finished(g)) done[ndone++] = g;
+    }
   }
   /* Completing may close sessions, so each is looked up again before its callback. */
   for (int k = 0; k < ndone; k++) {
@@ -290,6 +294,7 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->n = 0;
   g->nsids = 0;
   g->stopped = 0;
+  g->ended = 0;
   g->error = 0;
   g->error_msg[0] = 0;
   g->due_ns = 0;
@@ -299,6 +304,13 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
 }
 
 int lt_gen_len(const lt_gen_t *g) { return g->len; }
+
+void lt_gen_watch(lt_gen_t *g, int top, lt_token_cb cb, void *ud) {
+  g->watch = cb;
+  g->watch_ud = ud;
+  g->want_top = !cb ? 0 : top < 0 ? 0 : top > LT_ENGINE_MAX_TOP ? LT_ENGINE_MAX_TOP : top;
+  g->ntop = 0;
+}
 
 void lt_gen_close(lt_gen_t *g) {
   if (!g) return;

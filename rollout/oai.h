@@ -178,4 +178,69 @@ int lt_oai_render(const lt_oai_t *o, const cJSON *messages, const cJSON *tools, 
 void lt_oai_send_error(lt_http_conn_t *c, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* ---- internal: shared by rollout/oai.c (requests) and oai_answer.c ---- */
+
+#define LT_OAI_MAX_STOP 16
+
+typedef struct lt__oai_call lt__oai_call_t;
+
+struct lt_oai_gen {
+  lt__oai_call_t *call;
+  int index;
+  void *handle;          /* the engine's */
+  int live;              /* generating: cancel it if the call fails */
+  int32_t *tokens;       /* every token reported, [0, n) */
+  float *logprobs;
+  int n, cap;
+  int *ntop;             /* alternatives per token (top_logprobs) */
+  int32_t *top_ids;      /* [cap][plan.top_logprobs] */
+  float *top_lps;
+  char *text;            /* the decoded text of the tokens (stop tokens excluded) */
+  size_t tlen, tcap;
+  size_t sent;           /* bytes of text already streamed */
+  int tok_sent;          /* tokens whose logprobs were streamed */
+  int cut;               /* a stop string matched: text ends before it */
+  const char *finish;    /* "stop" | "length" | "tool_calls" once ended */
+  cJSON *tool_calls;     /* parsed from the text at the end (message.tool_calls) */
+  size_t content_len;    /* text before the first tool-call block */
+};
+
+struct lt__oai_call {
+  lt_oai_t *a;
+  lt_http_conn_t *conn;
+  lt__oai_call_t *prev, *next;
+  lt_oai_plan_t plan;    /* plan.body is owned */
+  cJSON *messages;       /* normalised */
+  int32_t *ids;          /* rendered prompt */
+  int nids, cap;
+  int stream, include_usage, logprobs, token_ids, skip_special, parse_tools;
+  const char *stops[LT_OAI_MAX_STOP];
+  int nstops;
+  int streaming;         /* the stream's head went out */
+  int pending;           /* choices not ended */
+  char id[64];
+  double created;
+  lt_oai_gen_t gens[LT_OAI_MAX_N];
+};
+
+struct lt_oai {
+  lt_oai_opts_t o;
+  char model[256];
+  int64_t version;
+  uint64_t ncalls;
+  lt__oai_call_t *calls;
+};
+
+void lt__oai_send_json(lt_http_conn_t *c, int status, cJSON *o);
+/* Cancels the live generations, answers the error (an error event when
+ * streaming) and frees the call. */
+void lt__oai_call_fail(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+/* The context filled: the context_limit hook, then the error. */
+void lt__oai_context_full(lt__oai_call_t *k, int need);
+/* Frees the call once answered. */
+void lt__oai_call_done(lt__oai_call_t *k);
+void lt__oai_gen_release(lt_oai_gen_t *g);
+int lt__oai_stream_begin(lt__oai_call_t *k);
+void lt__oai_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+
 #endif

@@ -162,10 +162,13 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
     const char *path, *body, *param;
     int status;
   } bad[] = {
-      {"/v1/completions", "{\"prompt\": [1, 2], \"n\": 2}", "n", 400},
+      {"/v1/completions", "{\"prompt\": [1, 2], \"n\": 17}", "n", 400},
       {"/v1/completions", "{\"prompt\": [999999]}", "prompt", 400},
-      {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [\"a\"]}", "stop", 400},
-      {"/v1/completions", "{\"prompt\": \"x\", \"model\": \"other\"}", "model", 404},
+      {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [1]}", "stop", 400},
+      {"/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"frobnicate\": 1}", "frobnicate", 400},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+       "messages[0].content[0].type", 400},
       {"/v1/completions", "[1, 2]", NULL, 400},
       {"/v1/chat/completions", "{\"messages\": []}", "messages", 400},
       {"/v1/nothing", "{}", NULL, 404},
