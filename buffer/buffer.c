@@ -33,7 +33,7 @@ static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, "
     "loss_mask BLOB NOT NULL, versions BLOB NOT NULL, support BLOB, routing_ids BLOB, routing_probs BLOB, "
     "routing_layers INTEGER NOT NULL DEFAULT 0, routing_k INTEGER NOT NULL DEFAULT 0, routing_experts INTEGER NOT NULL "
-    "DEFAULT 0, messages TEXT NOT NULL, support_ids BLOB, temperature REAL)",
+    "DEFAULT 0, messages TEXT NOT NULL, support_ids BLOB, temperature REAL, seq_starts BLOB)",
     "CREATE TABLE IF NOT EXISTS metrics(step INTEGER NOT NULL, name TEXT NOT NULL, value REAL, time_ms INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS metrics_name ON metrics(name, step)",
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT)",
@@ -72,13 +72,13 @@ static const char *STMTS[S_N] = {
                    "reward_ms, time_ms, eval, eval_round, error) "
                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
     [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id, tokens, logprobs, loss_mask, versions, support, routing_ids, "
-                      "routing_probs, routing_layers, routing_k, routing_experts, messages, support_ids, temperature) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                      "routing_probs, routing_layers, routing_k, routing_experts, messages, support_ids, temperature, seq_starts) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
                    "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error, "
                    "coalesce(consumed_step, -1), truncated FROM trajectories WHERE task_id = ?1",
     [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
-                      "routing_k, routing_experts, messages, support_ids, temperature FROM payloads WHERE task_id = ?1",
+                      "routing_k, routing_experts, messages, support_ids, temperature, seq_starts FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
     [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
                 "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
@@ -94,7 +94,10 @@ static const char *STMTS[S_N] = {
 
 static const char *PAYLOAD_GET_V1 =
     "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, routing_k, "
-    "routing_experts, messages, NULL, NULL FROM payloads WHERE task_id = ?1";
+    "routing_experts, messages, NULL, NULL, NULL FROM payloads WHERE task_id = ?1";
+static const char *PAYLOAD_GET_V2 =
+    "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, routing_k, "
+    "routing_experts, messages, support_ids, temperature, NULL FROM payloads WHERE task_id = ?1";
 
 struct lt_buffer {
   sqlite3 *db;
@@ -134,7 +137,8 @@ static int exec(lt_buffer_t *b, const char *sql) {
 /* Schema 1 → 2: each payload records the temperature and the Keep-Sampling-
  * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
  * settings apply, docs/buffer.md).  2 → 3: the quarantine table, which the
- * schema statements have just created (empty).  3 → 4: prompts.copy_of (NULL: an original). */
+ * schema statements have just created (empty).  3 → 4: prompts.copy_of (NULL: an original).  4 → 5:
+ * payloads.seq_starts (NULL: one sequence). */
 static int migrate(lt_buffer_t *b) {
   sqlite3_stmt *s;
   int ver = 0;
@@ -147,6 +151,7 @@ static int migrate(lt_buffer_t *b) {
   if (ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
   if (rc == 0 && ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
   if (rc == 0 && ver <= 3) rc = exec(b, "ALTER TABLE prompts ADD COLUMN copy_of INTEGER");
+  if (rc == 0 && ver <= 4) rc = exec(b, "ALTER TABLE payloads ADD COLUMN seq_starts BLOB");
   if (rc == 0) rc = exec(b, "UPDATE meta SET value = '" LT_STR(LT_BUFFER_SCHEMA) "' WHERE key = 'schema_version'");
   return rc;
 }
@@ -250,7 +255,7 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
                         i == S_CKPT || i == S_WORKER))
       continue;
     /* A read-only handle cannot migrate a schema-1 file: its payloads lack the sampling columns. */
-    const char *sql = i == S_PAYLOAD_GET && ver < 2 ? PAYLOAD_GET_V1 : STMTS[i];
+    const char *sql = i == S_PAYLOAD_GET && ver < 2 ? PAYLOAD_GET_V1 : i == S_PAYLOAD_GET && ver < 5 ? PAYLOAD_GET_V2 : STMTS[i];
     if ((rc = sqlite3_prepare_v3(b->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL)) != SQLITE_OK) {
       rc = db_err(b, rc, sql);
       lt_buffer_close(b);
@@ -478,13 +483,14 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_
   bind_blob(s, 13, t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
   if (t->temperature >= 0) sqlite3_bind_double(s, 14, t->temperature);
   else sqlite3_bind_null(s, 14);
+  bind_blob(s, 15, t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
   return run(b, S_PAYLOAD_INS);
 }
 
 void lt_buffer_traj_free(lt_traj_rec_t *t) {
   void *owned[] = {t->domain,   t->outcome,  t->finish,    t->reason,   t->error,    t->components,
                    t->messages, t->tokens,   t->logprobs,  t->loss_mask, t->versions, t->support,
-                   t->routing_ids, t->routing_probs, t->support_ids};
+                   t->routing_ids, t->routing_probs, t->support_ids, t->seq_starts};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
   memset(t, 0, sizeof *t);
 }
@@ -572,6 +578,11 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   bad = bad || (sqlite3_column_type(s, 11) != SQLITE_NULL && col_blob(s, 11, nids * 4, (void **)&t->support_ids));
   t->nsupport_ids = t->support_ids ? (int)nids : 0;
   t->temperature = sqlite3_column_type(s, 12) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, 12);
+  size_t nseq = (size_t)sqlite3_column_bytes(s, 13) / 4;
+  bad = bad || (nseq > 1 && col_blob(s, 13, nseq * 4, (void **)&t->seq_starts));
+  t->nseqs = t->seq_starts ? (int)nseq : 0;
+  for (int i = 1; i < t->nseqs && !bad; i++) /* packing relies on them: checked like a TRAJ's */
+    bad = t->seq_starts[0] != 0 || t->seq_starts[i] <= t->seq_starts[i - 1] || t->seq_starts[i] >= t->ntokens;
   /* The messages are read only when asked for: packing a batch does not need them. */
   if (what == LT_LOAD_ALL && !(t->messages = col_dup(s, 10))) bad = 1;
   sqlite3_reset(s);

@@ -7,7 +7,8 @@
 
 #include <stdint.h>
 
-#define LT_BUFFER_SCHEMA 4 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of (docs/buffer.md) */
+#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+                              5: payloads.seq_starts (docs/buffer.md) */
 
 typedef struct lt_buffer lt_buffer_t;
 
@@ -118,6 +119,8 @@ typedef struct {
   int routing_layers, routing_k, routing_experts;
   uint16_t *routing_ids; /* NULL when not recorded */
   float *routing_probs;
+  int nseqs;            /* contexts the arrays hold one after another (0 or 1: one) */
+  int32_t *seq_starts;  /* [nseqs] or NULL: where each starts (docs/agent-gateway.md) */
 } lt_traj_rec_t;
 
 /* Inserts a trajectory and its payload (the record is only read); *duplicate = 1 (and nothing written) if the

@@ -131,15 +131,15 @@ static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
 }
 
 /* Contiguous runs of the loss mask after the prompt: what the policy wrote and
- * what came back from the environment, as token spans [start, end). */
-static void segments(lt_buf_t *b, const lt_traj_rec_t *t) {
+ * what came back from the environment, as token spans [start, end) of tokens[a, end). */
+static void segments(lt_buf_t *b, const lt_traj_rec_t *t, int a, int T) {
   lt_buf_puts(b, "[");
-  int first = 1, i = 0, T = t->ntokens;
+  int first = 1, i = a;
   while (i < T && !t->loss_mask[i]) i++; /* the prompt */
   while (i < T) {
     int j = i;
     while (j < T && t->loss_mask[j] == t->loss_mask[i]) j++;
-    lt_buf_printf(b, "%s{\"start\":%d,\"end\":%d,\"kind\":\"%s\"}", first ? "" : ",", i, j,
+    lt_buf_printf(b, "%s{\"start\":%d,\"end\":%d,\"kind\":\"%s\"}", first ? "" : ",", i - a, j - a,
                   t->loss_mask[i] ? "generated" : "observation");
     first = 0;
     i = j;
@@ -147,45 +147,69 @@ static void segments(lt_buf_t *b, const lt_traj_rec_t *t) {
   lt_buf_puts(b, "]");
 }
 
-static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
-  lt_buf_puts(b, "{\"format\":\"longtail.tokens/1\",");
-  common(b, t, m);
-  prompt_fields(b, db, pc, t);
-  int prompt = 0;
-  while (prompt < t->ntokens && !t->loss_mask[prompt]) prompt++;
-  lt_buf_printf(b, ",\"ntokens\":%d,\"prompt_tokens\":%d,\"tokens\":", t->ntokens, prompt);
-  lt_json_i32_array(b, t->tokens, t->ntokens);
+/* Schema 1's per-token fields for tokens [a, end) of t. */
+static void token_arrays(lt_buf_t *b, const lt_traj_rec_t *t, int a, int end) {
+  int n = end - a, prompt = a;
+  while (prompt < end && !t->loss_mask[prompt]) prompt++;
+  lt_buf_printf(b, "\"ntokens\":%d,\"prompt_tokens\":%d,\"tokens\":", n, prompt - a);
+  lt_json_i32_array(b, t->tokens + a, n);
   lt_buf_puts(b, ",\"logprobs\":");
-  lt_json_f32_array(b, t->logprobs, t->ntokens);
+  lt_json_f32_array(b, t->logprobs + a, n);
   lt_buf_puts(b, ",\"loss_mask\":");
-  u8_array(b, t->loss_mask, t->ntokens);
+  u8_array(b, t->loss_mask + a, n);
   lt_buf_puts(b, ",\"versions\":");
-  lt_json_i32_array(b, t->versions, t->ntokens);
+  lt_json_i32_array(b, t->versions + a, n);
   lt_buf_puts(b, ",\"support\":");
-  if (t->support) lt_json_i32_array(b, t->support, t->ntokens);
+  if (t->support) lt_json_i32_array(b, t->support + a, n);
   else lt_buf_puts(b, "null");
   lt_buf_puts(b, ",\"support_ids\":");
-  if (t->support_ids) lt_json_i32_array(b, t->support_ids, t->nsupport_ids);
-  else lt_buf_puts(b, "null");
-  if (t->temperature >= 0) lt_buf_printf(b, ",\"temperature\":%.9g", t->temperature);
-  else lt_buf_puts(b, ",\"temperature\":null");
+  if (t->support_ids) {
+    int skip = 0, k = 0;
+    for (int i = 0; i < a; i++) skip += t->support[i];
+    for (int i = a; i < end; i++) k += t->support[i];
+    lt_json_i32_array(b, t->support_ids + skip, k);
+  } else {
+    lt_buf_puts(b, "null");
+  }
   lt_buf_puts(b, ",\"routing\":");
-  size_t R = (size_t)t->ntokens * (size_t)t->routing_layers * (size_t)t->routing_k;
+  size_t L = (size_t)t->routing_layers * (size_t)t->routing_k, R = (size_t)n * L;
   if (R && t->routing_ids && t->routing_probs) {
     lt_buf_printf(b, "{\"layers\":%d,\"k\":%d,\"experts\":%d,\"ids\":[", t->routing_layers, t->routing_k,
                   t->routing_experts);
     for (size_t i = 0; i < R; i++) {
       if (i) lt_buf_putc(b, ',');
-      lt_json_int(b, t->routing_ids[i]);
+      lt_json_int(b, t->routing_ids[(size_t)a * L + i]);
     }
     lt_buf_puts(b, "],\"probs\":");
-    lt_json_f32_array(b, t->routing_probs, (int)R);
+    lt_json_f32_array(b, t->routing_probs + (size_t)a * L, (int)R);
     lt_buf_puts(b, "}");
   } else {
     lt_buf_puts(b, "null");
   }
   lt_buf_puts(b, ",\"segments\":");
-  segments(b, t);
+  segments(b, t, a, end);
+}
+
+/* longtail.tokens/1, or /2 for a trajectory of several contexts: each under
+ * "sequences" with schema 1's per-token fields (docs/trajectory-format.md). */
+static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
+  int multi = t->nseqs > 1;
+  lt_buf_printf(b, "{\"format\":\"longtail.tokens/%d\",", multi ? 2 : 1);
+  common(b, t, m);
+  prompt_fields(b, db, pc, t);
+  if (t->temperature >= 0) lt_buf_printf(b, ",\"temperature\":%.9g,", t->temperature);
+  else lt_buf_puts(b, ",\"temperature\":null,");
+  if (!multi) {
+    token_arrays(b, t, 0, t->ntokens);
+  } else {
+    lt_buf_printf(b, "\"ntokens\":%d,\"sequences\":[", t->ntokens);
+    for (int k = 0; k < t->nseqs; k++) {
+      lt_buf_puts(b, k ? ",{" : "{");
+      token_arrays(b, t, t->seq_starts[k], k + 1 < t->nseqs ? t->seq_starts[k + 1] : t->ntokens);
+      lt_buf_puts(b, "}");
+    }
+    lt_buf_puts(b, "]");
+  }
   lt_buf_puts(b, "}\n");
 }
 

@@ -30,7 +30,8 @@ int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r) {
                        .versions = t->versions, .support = t->support, .nsupport_ids = t->nsupport_ids,
                        .support_ids = t->support_ids, .temperature = t->temperature, .routing_layers = t->routing_layers,
                        .routing_k = t->routing_k, .routing_experts = t->routing_experts,
-                       .routing_ids = t->routing_ids, .routing_probs = t->routing_probs};
+                       .routing_ids = t->routing_ids, .routing_probs = t->routing_probs, .nseqs = t->nseqs,
+                       .seq_starts = t->seq_starts};
   r->components = cJSON_PrintUnformatted(t->components);
   r->messages = cJSON_PrintUnformatted(t->messages);
   if (r->components && r->messages) return 0;

@@ -199,7 +199,7 @@ static int copy_frame(const fspec_t *s, void **out) {
   return 0;
 }
 
-enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_SUPPORT_IDS, F_N };
+enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_SUPPORT_IDS, F_SEQ_STARTS, F_N };
 
 static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) {
   int rc, v;
@@ -241,7 +241,8 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
       [F_TOKENS] = {"tokens", "i32", 4, NULL, 0},     [F_LOGPROBS] = {"logprobs", "f32", 4, NULL, 0},
       [F_MASK] = {"loss_mask", "u8", 1, NULL, 0},     [F_VERSIONS] = {"versions", "i32", 4, NULL, 0},
       [F_SUPPORT] = {"support", "i32", 4, NULL, 0},   [F_RIDS] = {"routing_ids", "u16", 2, NULL, 0},
-      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0},   [F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0}};
+      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0},   [F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0},
+      [F_SEQ_STARTS] = {"seq_starts", "i32", 4, NULL, 0}};
   if ((rc = bind_frames(d, frames, n, sp, F_N))) return rc;
   for (int k = F_TOKENS; k <= F_VERSIONS; k++)
     if (!sp[k].frame) return BAD(d, "TRAJ: frame '%s' missing", sp[k].name);
@@ -269,6 +270,12 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   if (sp[F_SUPPORT_IDS].count > (size_t)INT32_MAX) return BAD(d, "TRAJ.support_ids: too many entries");
   t->nsupport_ids = (int)sp[F_SUPPORT_IDS].count;
   if ((rc = copy_frame(&sp[F_SUPPORT_IDS], (void **)&t->support_ids))) return rc;
+  if (sp[F_SEQ_STARTS].count > T) return BAD(d, "TRAJ.seq_starts: more sequences than tokens");
+  t->nseqs = (int)sp[F_SEQ_STARTS].count;
+  if ((rc = copy_frame(&sp[F_SEQ_STARTS], (void **)&t->seq_starts))) return rc;
+  for (int i = 0; i < t->nseqs; i++)
+    if (i == 0 ? t->seq_starts[0] != 0 : t->seq_starts[i] <= t->seq_starts[i - 1] || (size_t)t->seq_starts[i] >= T)
+      return BAD(d, "TRAJ.seq_starts[%d]: expected 0 first, then increasing token indices below %zu", i, T);
   if ((rc = copy_frame(&sp[F_TOKENS], (void **)&t->tokens)) || (rc = copy_frame(&sp[F_LOGPROBS], (void **)&t->logprobs)) ||
       (rc = copy_frame(&sp[F_MASK], (void **)&t->loss_mask)) || (rc = copy_frame(&sp[F_VERSIONS], (void **)&t->versions)) ||
       (rc = copy_frame(&sp[F_SUPPORT], (void **)&t->support)) || (rc = copy_frame(&sp[F_RIDS], (void **)&t->routing_ids)) ||

@@ -177,6 +177,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
       frame(e, "routing_probs", "f32", 4, x->routing_probs, r);
     }
     if (x->support) frame(e, "support_ids", "i32", 4, x->support_ids, (size_t)x->nsupport_ids);
+    if (x->nseqs > 1) frame(e, "seq_starts", "i32", 4, x->seq_starts, (size_t)x->nseqs);
     break;
   }
   case LT_MSG_ACK: {

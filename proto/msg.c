@@ -43,6 +43,7 @@ void lt_traj_free(lt_traj_t *t) {
   free(t->versions);
   free(t->support);
   free(t->support_ids);
+  free(t->seq_starts);
   free(t->routing_ids);
   free(t->routing_probs);
   memset(t, 0, sizeof *t);

@@ -138,6 +138,9 @@ typedef struct {
   int routing_experts; /* experts per layer (ids are < this) */
   uint16_t *routing_ids; /* [ntokens, routing_layers, routing_k] */
   float *routing_probs;  /* [ntokens, routing_layers, routing_k], before renormalisation */
+  int nseqs;           /* contexts the arrays hold one after another (0 or 1: one) */
+  int32_t *seq_starts; /* [nseqs] or NULL: where each starts; [0] = 0, increasing, < ntokens (an agent program's
+                          calls that diverged from the earlier turns, docs/agent-gateway.md) */
 } lt_traj_t;
 
 typedef struct {

@@ -123,28 +123,52 @@ void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step) {
   }
 }
 
-/* Copies the first T tokens' sampling sets of t into p at token N; 1 when t's
- * sets can be reproduced exactly: recorded with their ids (or all full), or
+/* Copies the sampling sets of t's tokens [a, a + T) into p at token N; 1 when
+ * t's sets can be reproduced exactly: recorded with their ids (or all full), or
  * not recorded while the TASK sampled from the whole vocabulary. */
-static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int N, int T, int vocab, int task_truncates) {
+static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int a, int N, int T, int vocab, int task_truncates) {
   memset(p->support + N, 0, sizeof(int32_t) * (size_t)T);
   if (!t->support) return !task_truncates;
-  size_t k = 0;
-  for (int i = 0; i < T; i++) k += (size_t)t->support[i];
+  size_t k = 0, skip = 0;
+  for (int i = 0; i < a; i++) skip += (size_t)t->support[i];
+  for (int i = a; i < a + T; i++) k += (size_t)t->support[i];
   if (k == 0) return 1;
-  if (!t->support_ids || k > (size_t)t->nsupport_ids) return 0;
-  for (size_t i = 0; i < k; i++)
+  if (!t->support_ids || skip + k > (size_t)t->nsupport_ids) return 0;
+  for (size_t i = skip; i < skip + k; i++)
     if (t->support_ids[i] < 0 || t->support_ids[i] >= vocab) return 0;
   if (p->nsids + k > p->sids_cap) {
     size_t cap = (p->nsids + k) * 2;
-    int32_t *a = realloc(p->sids, sizeof(int32_t) * cap);
-    if (!a) return lt_error_set(LT_ENOMEM, "learner: out of memory");
-    p->sids = a, p->sids_cap = cap;
+    int32_t *x = realloc(p->sids, sizeof(int32_t) * cap);
+    if (!x) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+    p->sids = x, p->sids_cap = cap;
   }
-  memcpy(p->sids + p->nsids, t->support_ids, sizeof(int32_t) * k);
-  memcpy(p->support + N, t->support, sizeof(int32_t) * (size_t)T);
+  memcpy(p->sids + p->nsids, t->support_ids + skip, sizeof(int32_t) * k);
+  memcpy(p->support + N, t->support + a, sizeof(int32_t) * (size_t)T);
   p->nsids += k;
   return 1;
+}
+
+static int regrow(void *pp, size_t elem, int n) {
+  void *x = realloc(*(void **)pp, elem * (size_t)n);
+  if (!x) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  *(void **)pp = x;
+  return 0;
+}
+
+/* Room for `need` packed sequences in the per-sequence arrays (a trajectory
+ * of several contexts packs each as its own sequence). */
+static int grow_seqs(lt__packed_t *p, int need) {
+  if (need <= p->cap) return 0;
+  int cap = need * 2;
+  if (regrow(&p->start, sizeof *p->start, cap + 1) < 0 || regrow(&p->reward, sizeof *p->reward, cap) < 0 ||
+      regrow(&p->kl, sizeof *p->kl, cap) < 0 || regrow(&p->group, sizeof *p->group, cap) < 0 ||
+      regrow(&p->trunc, 1, cap) < 0 || regrow(&p->no_support, 1, cap) < 0 || regrow(&p->no_route, 1, cap) < 0 ||
+      regrow(&p->skip, 1, cap) < 0 || regrow(&p->ids, sizeof *p->ids, cap) < 0 || regrow(&p->vmin, sizeof *p->vmin, cap) < 0)
+    return LT_ENOMEM;
+  memset(p->skip + p->cap, 0, (size_t)(cap - p->cap));
+  memset(p->no_route + p->cap, 0, (size_t)(cap - p->cap));
+  p->cap = cap;
+  return 0;
 }
 
 /* What would make the learner fail or train on garbage (ingestion refuses it since it checks trajectories,
@@ -160,26 +184,62 @@ static int unusable(const lt_traj_rec_t *t, int vocab, char *why, size_t cap) {
   return 0;
 }
 
+/* Packs tokens [a, end) of t as sequence `packed`, at token *N. */
+static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int *N,
+                    int *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
+                    double *conf, int *nconf) {
+  int T = end - a > pol->cfg.max_pos ? pol->cfg.max_pos : end - a, n0 = *N;
+  p->ids[packed] = t->task_id;
+  if (n0 + T > *cap) {
+    *cap = (n0 + T) * 2;
+    if (regrow(&p->tokens, sizeof(int32_t), *cap) < 0 || regrow(&p->support, sizeof(int32_t), *cap) < 0 ||
+        regrow(&p->logp, sizeof(float), *cap) < 0 || regrow(&p->temp, sizeof(float), *cap) < 0 ||
+        regrow(&p->mask, 1, *cap) < 0 || (R && regrow(&p->route, sizeof(uint16_t) * (size_t)R, *cap) < 0))
+      return LT_ENOMEM;
+  }
+  memcpy(p->tokens + n0, t->tokens + a, sizeof(int32_t) * (size_t)T);
+  memcpy(p->logp + n0, t->logprobs + a, sizeof(float) * (size_t)T);
+  memcpy(p->mask + n0, t->loss_mask + a, (size_t)T);
+  /* A TRAJ that did not say stands for the TASK's settings (docs/protocol.md). */
+  float temp = (float)(t->temperature >= 0 ? t->temperature : task_temp);
+  for (int i = 0; i < T; i++) p->temp[n0 + i] = temp;
+  int rc = pack_support(p, t, a, n0, T, pol->cfg.vocab, task_truncates);
+  if (rc < 0) return rc;
+  p->no_support[packed] = rc == 0;
+  p->no_route[packed] = 0;
+  if (R && t->routing_ids && t->routing_layers == nml && t->routing_k == K) {
+    memcpy(p->route + (size_t)n0 * R, t->routing_ids + (size_t)a * R, sizeof(uint16_t) * (size_t)T * (size_t)R);
+    for (int i = 0; i < T; i++)
+      if (t->loss_mask[a + i]) {
+        double cm = 0;
+        for (int k = 0; k < R; k++) cm += t->routing_probs[(size_t)(a + i) * R + k];
+        *conf += cm / nml;
+        (*nconf)++;
+      }
+  } else if (R) { /* valid, distinct ids so the forward runs; the sequence is left out of the actor loss */
+    for (size_t i = 0; i < (size_t)T * (size_t)nml; i++)
+      for (int k = 0; k < K; k++) p->route[(size_t)n0 * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
+    p->no_route[packed] = 1;
+  }
+  /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's reward. */
+  p->trunc[packed] = t->truncated || T < end - a;
+  p->reward[packed] = t->reward;
+  p->group[packed] = (int64_t)t->group_id;
+  p->vmin[packed] = m->version_min;
+  for (int i = 0; i < T; i++) p->gen_tokens += t->loss_mask[a + i];
+  *N = n0 + T;
+  return 0;
+}
+
 int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c, const int64_t *ids, int n,
                    lt__packed_t *p) {
   int nml = lt_model_moe_layers(&pol->cfg), K = pol->cfg.topk, R = nml * K;
   memset(p, 0, sizeof *p);
   p->n = n;
-  p->start = calloc((size_t)n + 1, sizeof(int));
-  p->reward = calloc((size_t)n, sizeof(double));
-  p->kl = calloc((size_t)n, sizeof(float));
-  p->group = calloc((size_t)n, sizeof(int64_t));
-  p->trunc = calloc((size_t)n, 1);
-  p->no_support = calloc((size_t)n, 1);
-  p->no_route = calloc((size_t)n, 1);
-  p->skip = calloc((size_t)n, 1);
-  p->ids = malloc(sizeof(int64_t) * (size_t)n);
-  p->vmin = malloc(sizeof(int64_t) * (size_t)n);
   p->bad = malloc(sizeof(int64_t) * (size_t)n);
   p->bad_why = malloc(sizeof *p->bad_why * (size_t)n);
-  if (!p->start || !p->reward || !p->kl || !p->group || !p->trunc || !p->no_support || !p->no_route || !p->skip || !p->ids ||
-      !p->vmin || !p->bad || !p->bad_why)
-    return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  if (!p->bad || !p->bad_why || grow_seqs(p, n) < 0) return lt_error_set(LT_ENOMEM, "learner: out of memory");
+  p->start[0] = 0;
   /* What the learner cannot train on (a buffer written before the daemon
    * checked trajectories) is left out and reported, not fatal. */
   int packed = 0;
@@ -187,10 +247,9 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   double task_temp = lt_config_num(c, "rollout.temperature");
   int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
   double conf = 0, rsum = 0;
-  int nconf = 0, ntrunc = 0, cap = 0, N = 0, rc = 0;
+  int nconf = 0, ntrunc = 0, ntraj = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
   int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
-  float dom_kl[LT_TRAIN_MAX_DOMAINS];
   for (int s = 0; s < n && rc == 0; s++) {
     lt_traj_rec_t t;
     lt_traj_meta_t m;
@@ -200,81 +259,38 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
       lt_buffer_traj_free(&t);
       continue;
     }
-    p->ids[packed] = ids[s];
-    int T = t.ntokens > pol->cfg.max_pos ? pol->cfg.max_pos : t.ntokens;
-    if (N + T > cap) {
-      cap = (N + T) * 2;
-      int32_t *a = realloc(p->tokens, sizeof(int32_t) * (size_t)cap);
-      if (a) p->tokens = a;
-      int32_t *b = a ? realloc(p->support, sizeof(int32_t) * (size_t)cap) : NULL;
-      if (b) p->support = b;
-      float *lp = b ? realloc(p->logp, sizeof(float) * (size_t)cap) : NULL;
-      if (lp) p->logp = lp;
-      float *tp = lp ? realloc(p->temp, sizeof(float) * (size_t)cap) : NULL;
-      if (tp) p->temp = tp;
-      uint8_t *mm = tp ? realloc(p->mask, (size_t)cap) : NULL;
-      if (mm) p->mask = mm;
-      uint16_t *ro = mm && R ? realloc(p->route, sizeof(uint16_t) * (size_t)cap * (size_t)R) : NULL;
-      if (ro) p->route = ro;
-      if (!mm || (R && !ro)) {
-        lt_buffer_traj_free(&t);
-        return lt_error_set(LT_ENOMEM, "learner: out of memory");
-      }
-    }
-    memcpy(p->tokens + N, t.tokens, sizeof(int32_t) * (size_t)T);
-    memcpy(p->logp + N, t.logprobs, sizeof(float) * (size_t)T);
-    memcpy(p->mask + N, t.loss_mask, (size_t)T);
-    /* A TRAJ that did not say stands for the TASK's settings (docs/protocol.md). */
-    float temp = (float)(t.temperature >= 0 ? t.temperature : task_temp);
-    for (int i = 0; i < T; i++) p->temp[N + i] = temp;
-    if ((rc = pack_support(p, &t, N, T, pol->cfg.vocab, task_truncates)) < 0) {
+    int nseq = t.nseqs > 1 ? t.nseqs : 1;
+    if ((rc = grow_seqs(p, packed + nseq)) < 0) {
       lt_buffer_traj_free(&t);
       break;
     }
-    p->no_support[packed] = rc == 0;
-    rc = 0;
-    if (R && t.routing_ids && t.routing_layers == nml && t.routing_k == K) {
-      memcpy(p->route + (size_t)N * R, t.routing_ids, sizeof(uint16_t) * (size_t)T * (size_t)R);
-      for (int i = 0; i < T; i++)
-        if (t.loss_mask[i]) {
-          double cm = 0;
-          for (int k = 0; k < R; k++) cm += t.routing_probs[(size_t)i * R + k];
-          conf += cm / nml;
-          nconf++;
-        }
-    } else if (R) { /* valid, distinct ids so the forward runs; the sequence is left out of the actor loss */
-      for (size_t i = 0; i < (size_t)T * (size_t)nml; i++)
-        for (int k = 0; k < K; k++) p->route[(size_t)N * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
-      p->no_route[packed] = 1;
+    for (int k = 0; k < nseq && rc == 0; k++) {
+      int a = nseq > 1 ? t.seq_starts[k] : 0, end = k + 1 < nseq ? t.seq_starts[k + 1] : t.ntokens;
+      rc = pack_one(p, &t, &m, a, end, packed, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
+      p->start[++packed] = N;
     }
-    /* A trajectory cut to the learner's context counts as truncated. */
-    p->trunc[packed] = t.truncated || T < t.ntokens;
-    ntrunc += p->trunc[packed];
-    p->reward[packed] = t.reward;
-    p->group[packed] = (int64_t)t.group_id;
+    if (rc < 0) {
+      lt_buffer_traj_free(&t);
+      break;
+    }
+    ntrunc += p->trunc[packed - 1];
     rsum += t.reward;
-    p->vmin[packed] = m.version_min;
-    for (int i = 0; i < T; i++) p->gen_tokens += t.loss_mask[i];
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
-    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) {
-      snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
-      dom_kl[di] = lt__domain_kl(c, t.domain);
-    }
+    if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
     if (di < LT_TRAIN_MAX_DOMAINS) {
       p->dom_reward[di] += t.reward;
       dom_n[di]++;
     }
-    p->kl[packed] = di < LT_TRAIN_MAX_DOMAINS ? dom_kl[di] : lt__domain_kl(c, t.domain);
+    float kl = lt__domain_kl(c, t.domain);
+    for (int k = packed - nseq; k < packed; k++) p->kl[k] = kl;
+    ntraj++;
     lt_buffer_traj_free(&t);
-    p->start[packed] = N;
-    N += T;
-    p->start[++packed] = N;
   }
   p->n = packed;
   for (int i = 0; i < p->ndom; i++) p->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;
-  p->reward_mean = packed ? rsum / packed : 0;
-  p->trunc_rate = packed ? (double)ntrunc / packed : 0;
+  p->reward_mean = ntraj ? rsum / ntraj : 0;
+  p->trunc_rate = ntraj ? (double)ntrunc / ntraj : 0;
   p->route_rollout = nconf ? conf / nconf : -1;
   return rc;
 }

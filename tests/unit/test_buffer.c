@@ -335,8 +335,36 @@ Test(buffer, schema_1_is_migrated) {
                                   "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
                                   "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
                                   "pragma_table_info('prompts') WHERE name = 'copy_of'\"", path), 0);
-  cr_expect_str_eq(r.out, "4\n2\n0\n1\n", "migrated to schema 4 (quarantine table, prompts.copy_of): %s%s", r.out, r.err);
+  cr_expect_str_eq(r.out, "5\n2\n0\n1\n", "migrated to schema 5 (quarantine table, prompts.copy_of): %s%s", r.out, r.err);
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name = "
+                                  "'seq_starts'\"", path), 0);
+  cr_expect_str_eq(r.out, "1\n", "payloads.seq_starts (schema 5): %s%s", r.out, r.err);
   lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+/* A trajectory of several contexts (an agent program's diverging calls) keeps where each starts; one context
+ * stores none. */
+Test(buffer, sequence_starts_round_trip) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int32_t starts[3] = {0, 2, 4};
+  lt_traj_rec_t r = rec(1, 1, "agent", 0.5);
+  r.nseqs = 3, r.seq_starts = starts;
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  insert(b, 2, 2, "agent", 0.5, &dup);
+  lt_traj_rec_t t;
+  cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
+  cr_assert_eq(t.nseqs, 3);
+  cr_assert(t.seq_starts[0] == 0 && t.seq_starts[1] == 2 && t.seq_starts[2] == 4);
+  lt_buffer_traj_free(&t);
+  cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
+  cr_assert_eq(t.nseqs, 0);
+  cr_assert_null(t.seq_starts);
+  lt_buffer_traj_free(&t);
+  lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
 

@@ -176,6 +176,31 @@ Test(proto, traj_support_ids_checked) {
   traj_fixture_free(&f);
 }
 
+/* Several contexts of one trajectory (an agent program's diverging calls): their starts travel and are checked. */
+Test(proto, traj_seq_starts_roundtrip_and_checked) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  int32_t starts[2] = {0, 4};
+  f.m.u.traj.nseqs = 2;
+  f.m.u.traj.seq_starts = starts;
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.traj.nseqs, 2);
+  cr_assert_eq(d.u.traj.seq_starts[1], 4);
+  lt_msg_free(&d);
+  int32_t bad[][2] = {{1, 4}, {0, 0}, {0, 6}, {0, -1}};
+  for (int i = 0; i < 4; i++) {
+    f.m.u.traj.seq_starts = bad[i];
+    cr_assert_eq(roundtrip(&f.m, &d), LT_EPROTO, "starts {%d, %d} accepted", bad[i][0], bad[i][1]);
+    cr_assert(strstr(lt_error_msg(), "seq_starts"), "%s", lt_error_msg());
+  }
+  f.m.u.traj.nseqs = 1; /* one context: no frame, nothing decoded */
+  cr_assert_eq(roundtrip(&f.m, &d), 0);
+  cr_assert_eq(d.u.traj.nseqs, 0);
+  lt_msg_free(&d);
+  traj_fixture_free(&f);
+}
+
 Test(proto, traj_without_reward_for_failed_status) {
   traj_fixture_t f;
   traj_fixture(&f);

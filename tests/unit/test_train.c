@@ -306,3 +306,52 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
   cr_assert_gt(r.st.kl_ref, 0, "the updated policy has moved from the reference");
   finish(t, &cfg, dir);
 }
+
+/* A trajectory of several contexts (an agent program whose calls diverged, docs/agent-gateway.md) packs each
+ * context as its own sequence, each with the episode's reward, group and task; a one-context trajectory beside it
+ * packs as before, and the step trains and marks both trajectories. */
+static int32_t seq_starts[2] = {0, 5};
+static void two_contexts(lt_buffer_t *b) {
+  lt_traj_rec_t r = {.task_id = 1, .group_id = 1, .domain = "arith", .outcome = "ok", .finish = "terminated",
+                     .reason = "agent_done", .has_reward = 1, .reward = 1, .ntokens = T, .tokens = tokens,
+                     .logprobs = logp, .loss_mask = mask, .versions = versions, .nseqs = 2, .seq_starts = seq_starts};
+  lt_traj_meta_t m = {.worker = "w", .version_min = 5, .version_max = 5, .eval_round = -1, .status = LT_SAMPLE_READY};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  add(b, 2, 1, 0, 5);
+}
+
+Test(train, a_trajectory_of_several_contexts_packs_each_as_a_sequence) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  lt_train_t *t = open_rows(dir, BATCH2, "", &cfg, &ev, two_contexts);
+  char db[4200], policy[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  snprintf(policy, sizeof policy, "%s/init", dir);
+  lt_buffer_t *b;
+  lt_model_t *m;
+  cr_assert_eq(lt_buffer_open(db, 0, &b), 0);
+  cr_assert_eq(lt_model_load(policy, &m), 0, "%s", lt_error_msg());
+  int64_t ids[] = {1, 2};
+  lt__packed_t p;
+  cr_assert_eq(lt__batch_pack(b, m, &cfg, ids, 2, &p), 0, "%s", lt_error_msg());
+  cr_assert_eq(p.n, 3, "two contexts and one");
+  const int start[] = {0, 5, 8, 16};
+  for (int i = 0; i <= 3; i++) cr_assert_eq(p.start[i], start[i], "start[%d] = %d", i, p.start[i]);
+  cr_assert(p.ids[0] == 1 && p.ids[1] == 1 && p.ids[2] == 2);
+  cr_assert(p.reward[0] == 1 && p.reward[1] == 1 && p.reward[2] == 0);
+  cr_assert(p.group[0] == 1 && p.group[1] == 1);
+  cr_assert_eq(p.tokens[5], tokens[5], "the second context starts at its own first token");
+  cr_assert_float_eq(p.reward_mean, 0.5, 1e-12, "the mean is over trajectories, not contexts");
+  lt__packed_free(&p);
+  lt_model_free(m);
+  lt_buffer_close(b);
+  lt_train_result_t r;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  lt_train_result_free(&r);
+  cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0);
+  cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_CONSUMED), 2);
+  lt_buffer_close(b);
+  finish(t, &cfg, dir);
+}
