@@ -1,5 +1,6 @@
 #include "rollout/agent.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "rollout/toolcall.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/time.h"
 
 struct lt_agent {
@@ -46,6 +48,21 @@ struct lt_agent {
   int has_reward;
   double reward;
   cJSON *components;
+  /* an `agent` domain: the program plays the episode through the gateway */
+  const lt_envs_agent_t *prog_opts;
+  lt_program_t *prog;
+  lt_oai_gen_t *og;         /* the call being generated */
+  int committed;            /* the record's tokens up to the last answered call */
+  size_t committed_sids;
+  int call_gen;             /* where the call in flight's generated tokens start */
+  int32_t *prompt;          /* the call's whole context: the record, then what it adds */
+  int nprompt, capprompt;
+  const char *limit;        /* "turn_limit" | "context_limit": the gateway ended the episode */
+  int32_t *seqs;            /* where each context of the record starts ([0] = 0): a diverging call starts one */
+  int nseqs, capseqs;
+  int gen_base;             /* where the generation session's context starts in the record */
+  double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
+  double t_call;            /* when the call in flight started generating */
 };
 
 uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
@@ -240,16 +257,18 @@ static void deliver(lt_agent_t *a);
 static void start_reward(lt_agent_t *a);
 
 static void on_timer(uv_timer_t *t) { deliver(t->data); }
+static void program_stop(lt_agent_t *a);
 
 /* Ends the episode with the outcome set; the reward runs when it makes sense. */
 static void finish(lt_agent_t *a) {
   if (a->finishing) return;
   a->finishing = 1;
+  program_stop(a);
   if (a->gen) {
     lt_gen_close(a->gen);
     a->gen = NULL;
   }
-  if (a->status == LT_TRAJ_OK)
+  if (a->status == LT_TRAJ_OK && !a->has_reward) /* an agent program may have reported its own */
     start_reward(a);
   else
     uv_timer_start(&a->timer, on_timer, 0, 0);
@@ -659,6 +678,8 @@ static void on_closed(uv_handle_t *h) {
 }
 
 static void release(lt_agent_t *a) {
+  program_stop(a);
+  free(a->prompt), free(a->seqs);
   if (a->gen) lt_gen_close(a->gen);
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
@@ -717,6 +738,10 @@ static void deliver(lt_agent_t *a) {
     t->routing_ids = a->rids, a->rids = NULL;
     t->routing_probs = a->rprobs, a->rprobs = NULL;
   }
+  if (a->nseqs > 1) { /* an agent program's calls that diverged: several contexts */
+    t->nseqs = a->nseqs;
+    t->seq_starts = a->seqs, a->seqs = NULL;
+  }
   if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
     t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
     t->ntokens = 0;
@@ -727,8 +752,18 @@ static void deliver(lt_agent_t *a) {
   cb(a, &m, ud);
 }
 
+static int program_start(lt_agent_t *a);
+
 static void on_open(lt_episode_t *ep, int rc, cJSON *opening, void *ud) {
   lt_agent_t *a = ud;
+  if (rc == 0 && a->prog_opts) { /* its program plays the episode */
+    cJSON_Delete(opening);
+    if ((rc = program_start(a)) < 0) {
+      set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
+      finish(a);
+    }
+    return;
+  }
   if (rc == 0) rc = queue_messages(a, opening);
   a->opening = opening; /* kept for discard-all restarts */
   if (rc < 0) {
@@ -760,6 +795,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   lt_backend_info_t bi;
   lt_backend_info(ctx->backend, &bi);
   a->R = bi.routing_layers * bi.routing_k;
+  a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
+  a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
   a->timer.data = a;
   *out = a;
@@ -788,3 +825,288 @@ void lt_agent_discard(lt_agent_t *a) {
   uv_timer_stop(&a->timer);
   release(a);
 }
+
+/* ---- episodes played by an agent program through the gateway ----
+ *
+ * The record is one context: every token the episode's calls prefilled (loss
+ * mask 0) and generated (mask 1) in order.  A call whose rendered prompt starts
+ * with the record's text extends it: only the new text is tokenized, the
+ * generated tokens stay the ones sampled (never re-tokenized) and the session
+ * keeps its KV cache.  A call that diverges (the program edited or compacted
+ * its history) starts a new context; the trajectory keeps the latest one. */
+
+static void end_call(lt_agent_t *a, int rc, const char *msg) {
+  lt_oai_gen_t *og = a->og;
+  a->og = NULL;
+  if (og) lt_oai_gen_end(og, rc, 0, msg);
+}
+
+static void program_stop(lt_agent_t *a) {
+  if (!a->prog_opts) return;
+  lt_gateway_revoke(a->ctx->gateway, a);
+  end_call(a, LT_ECANCELED, "the episode ended");
+  if (a->prog) lt_program_kill(a->prog);
+  a->prog = NULL;
+}
+
+/* A reward the program reported: its last stdout line {"reward": number, ...}. */
+static int program_reward(lt_agent_t *a, const char *line) {
+  cJSON *o = line[0] == '{' ? cJSON_Parse(line) : NULL;
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "reward");
+  int ok = cJSON_IsNumber(r) && isfinite(r->valuedouble);
+  if (ok) {
+    a->has_reward = 1;
+    a->reward = r->valuedouble;
+    cJSON_Delete(a->components);
+    a->components = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a->components, "agent", a->reward);
+  }
+  cJSON_Delete(o);
+  return ok;
+}
+
+static void on_program_exit(lt_program_t *p, const lt_program_result_t *r, void *ud) {
+  (void)p;
+  lt_agent_t *a = ud;
+  a->prog = NULL;
+  a->t_env = lt_time_mono_s() - a->t0 - a->t_gen;
+  char why[2300];
+  if (r->signal) snprintf(why, sizeof why, "agent program killed by signal %d%s%s", r->signal, r->err_tail[0] ? ": " : "", r->err_tail);
+  else snprintf(why, sizeof why, "agent program exited with status %d%s%s", r->exit_code, r->err_tail[0] ? ": " : "", r->err_tail);
+  if (a->limit) set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, a->limit, NULL);
+  else if (r->timed_out) set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "agent_timeout", NULL);
+  else if (r->exit_code != 0 || r->signal) set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", why);
+  else set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
+  if (a->status == LT_TRAJ_OK && a->generated == 0) /* nothing to train on, and no reward to invent */
+    set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
+                 a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program timed out before any answered call" : "the agent program exited without an answered call");
+  else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out)
+    program_reward(a, r->last_line);
+  finish(a);
+}
+
+static int program_start(lt_agent_t *a) {
+  if (!a->ctx->gateway) return lt_error_set(LT_EINVAL, "agent domain %s: this worker has no gateway", a->task.domain);
+  cJSON *row = cJSON_Duplicate(a->task.spec, 1);
+  if (row && !a->prog_opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
+  char *line = row ? cJSON_PrintUnformatted(row) : NULL;
+  cJSON_Delete(row);
+  char token[65];
+  int rc = line ? lt_gateway_admit(a->ctx->gateway, a, token) : lt_error_set(LT_ENOMEM, "agent: out of memory");
+  size_t n = line ? strlen(line) + 64 : 0;
+  char *url = malloc(128), *key = malloc(128), *task = malloc(n), *in = malloc(n);
+  if (rc == 0 && (!url || !key || !task || !in)) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0) {
+    snprintf(url, 128, "OPENAI_BASE_URL=%s", lt_gateway_url(a->ctx->gateway));
+    snprintf(key, 128, "OPENAI_API_KEY=%s", token);
+    snprintf(task, n, "LONGTAIL_TASK=%s", line);
+    snprintf(in, n, "%s\n", line);
+    const char *env[] = {url, key, task, NULL};
+    a->t0 = lt_time_mono_s();
+    rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s, on_program_exit, a, &a->prog);
+  }
+  if (rc < 0) lt_gateway_revoke(a->ctx->gateway, a);
+  free(url), free(key), free(task), free(in), free(line);
+  return rc;
+}
+
+static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
+
+/* The record's tokens [from, a->n) and then `add` become the queue to prefill. */
+static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
+  int n = a->n - from;
+  int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
+  if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  memcpy(p, a->tokens + from, sizeof *p * (size_t)n);
+  memcpy(p + n, add, sizeof *p * (size_t)nadd);
+  free(a->append);
+  a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
+  a->n = from; /* pushed again, with the prefill's routing, when the turn ends */
+  return 0;
+}
+
+/* Does the call extend the current context?  Then *add, *nadd (malloc'd) are
+ * what it adds: the new text tokenized, the record's generated tokens kept. */
+static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, int *nadd) {
+  const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
+  int s0 = seq0(a), n = a->n - s0, cap = 0, rc = 0;
+  *add = NULL, *nadd = 0;
+  if (n <= 0) return 0;
+  if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
+    if (plan->nprompt <= n || memcmp(plan->prompt, a->tokens + s0, sizeof *a->tokens * (size_t)n)) return 0;
+    if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
+    *nadd = plan->nprompt - n;
+    return 1;
+  }
+  char *rec = NULL, *full = NULL;
+  size_t rlen = 0, flen = 0;
+  int extends = 0;
+  if ((rc = lt_tokenizer_decode(tok, a->tokens + s0, n, 0, &rec, &rlen)) == 0 &&
+      (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
+    extends = flen > rlen && memcmp(full, rec, rlen) == 0;
+  if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
+  free(rec), free(full);
+  return rc < 0 ? rc : extends;
+}
+
+/* The call's context: the current one extended by the new text, or a new
+ * context of the same trajectory, as the layer rendered it. */
+static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
+  int32_t *add = NULL;
+  int nadd = 0, rc = extension(a, plan, &add, &nadd);
+  if (rc < 0) return rc;
+  if (rc == 0) { /* a new context */
+    free(add);
+    if (a->n > seq0(a) || !a->nseqs) {
+      if (a->nseqs == a->capseqs) {
+        int cap = a->capseqs ? 2 * a->capseqs : 4;
+        int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
+        if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+        a->seqs = p, a->capseqs = cap;
+      }
+      a->seqs[a->nseqs++] = a->n;
+    }
+    if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
+    add = (int32_t *)plan->prompt, nadd = plan->nprompt;
+  }
+  int s0 = seq0(a);
+  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->n - s0)) /* it holds tokens the record dropped */
+    lt_gen_close(a->gen), a->gen = NULL;
+  /* A fresh session prefills the whole context; a kept one only what the call adds. */
+  rc = requeue(a, a->gen ? a->n : s0, add, nadd);
+  if (add != plan->prompt) free(add);
+  if (rc == 0 && !a->gen) {
+    rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + (uint64_t)a->turns * 0x9e3779b97f4a7c15ull, &a->gen);
+    a->gen_base = s0;
+  }
+  if (rc < 0) return rc;
+  int need = a->n - s0 + a->nappend;
+  if (a->capprompt < need) {
+    int32_t *p = realloc(a->prompt, sizeof *p * (size_t)need);
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    a->prompt = p, a->capprompt = need;
+  }
+  memcpy(a->prompt, a->tokens + s0, sizeof *a->prompt * (size_t)(a->n - s0));
+  memcpy(a->prompt + a->n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  plan->prompt = a->prompt;
+  plan->nprompt = need;
+  return 0;
+}
+
+static int gw_prepare(void *session, lt_oai_plan_t *plan) {
+  lt_agent_t *a = session;
+  if (a->finishing || a->limit) return lt_error_set(LT_EINVAL, "the episode has ended");
+  if (a->og) return lt_error_set(LT_EINVAL, "a call of this episode is still being answered: one call at a time");
+  if (plan->n != 1) return lt_error_set(LT_EINVAL, "n: the agent gateway answers one choice per call");
+  if (a->turns >= a->task.max_turns) {
+    a->limit = "turn_limit";
+    lt_gateway_revoke(a->ctx->gateway, a);
+    return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
+                        a->task.max_turns);
+  }
+  a->n = a->committed, a->nsids = a->committed_sids; /* a call that was never answered leaves no trace */
+  while (a->nseqs > 1 && a->seqs[a->nseqs - 1] >= a->committed) a->nseqs--;
+  if (!a->prog_opts->honor_sampling) {
+    plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
+                               .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
+  } else if (a->call_temp >= 0 && a->call_temp != plan->sp.temperature) {
+    return lt_error_set(LT_EINVAL, "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
+                        a->call_temp);
+  }
+  int rc = call_context(a, plan);
+  if (rc < 0) return rc;
+  int room = context_room(a) - plan->nprompt;
+  if (room <= 0) return lt_error_set(LT_ERANGE, "the context (%d tokens) fills rollout.max_context (%d)", plan->nprompt, context_room(a));
+  if (plan->max_new > room) plan->max_new = room;
+  if (plan->max_new > a->task.max_new_tokens) plan->max_new = a->task.max_new_tokens; /* the rollout's budget */
+  return 0;
+}
+
+static void gw_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  (void)g;
+  lt_agent_t *a = ud;
+  a->t_gen += lt_time_mono_s() - a->t_call;
+  int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
+  a->nappend = 0;
+  a->call_gen = a->n;
+  if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
+  if (rc == 0) rc = grow(a, t->n);
+  if (rc == 0) rc = push_support_ids(a, t);
+  if (rc < 0) {
+    lt_gen_close(a->gen), a->gen = NULL;
+    end_call(a, rc, lt_error_msg());
+    return;
+  }
+  for (int i = 0; i < t->n; i++) {
+    a->tokens[a->n] = t->tokens[i];
+    a->logprobs[a->n] = t->logprobs[i];
+    a->support[a->n] = t->support[i];
+    a->versions[a->n] = t->versions[i];
+    a->mask[a->n] = 1;
+    if (a->R && t->routing_ids) {
+      memcpy(a->rids + (size_t)a->n * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->rids * (size_t)a->R);
+      memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
+    }
+    a->n++;
+  }
+  lt_oai_gen_t *og = a->og;
+  a->og = NULL;
+  lt_oai_gen_end(og, 0, t->stopped, NULL);
+}
+
+/* Each token as it is generated (streaming, stop strings, top_logprobs); 1 from
+ * the layer ends the turn after it, so the session holds what the agent got. */
+static int gw_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+  (void)g;
+  lt_agent_t *a = ud;
+  lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
+  return a->og ? lt_oai_gen_token(a->og, &t) : 1;
+}
+
+static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) {
+  lt_agent_t *a = session;
+  a->og = g;
+  a->t_call = lt_time_mono_s();
+  lt_gen_watch(a->gen, job->plan->top_logprobs, gw_on_token, a);
+  int rc = lt_gen_turn(a->gen, a->append, a->nappend, job->plan->max_new, &job->plan->sp, gw_on_turn, a);
+  if (rc < 0) a->og = NULL;
+  return rc;
+}
+
+static void gw_cancel(void *session) {
+  lt_agent_t *a = session;
+  a->og = NULL;
+  if (a->gen) lt_gen_close(a->gen), a->gen = NULL; /* its turn's callback will not run */
+}
+
+static void gw_context_limit(void *session, int need, int max_context) {
+  lt_agent_t *a = session;
+  LT_DEBUG("agent", "task %llu: context %d of %d: the episode ends (context_limit)", (unsigned long long)a->task.task_id, need,
+           max_context);
+  a->limit = "context_limit";
+  lt_gateway_revoke(a->ctx->gateway, a);
+}
+
+static void gw_answered(void *session, const lt_oai_result_t *r) {
+  lt_agent_t *a = session;
+  const lt_oai_choice_t *c = &r->choices[0];
+  a->n = a->call_gen + c->n; /* exactly the tokens the agent was told about */
+  a->committed = a->n;
+  a->committed_sids = a->nsids;
+  a->turns++;
+  a->generated += c->n;
+  if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
+  free(a->last_text);
+  a->last_text = strdup(c->text ? c->text : "");
+  cJSON *msgs = cJSON_Duplicate(r->plan->messages ? r->plan->messages : NULL, 1), *m = cJSON_CreateObject();
+  if (!msgs) msgs = cJSON_CreateArray();
+  cJSON_AddStringToObject(m, "role", "assistant");
+  cJSON_AddStringToObject(m, "content", a->last_text ? a->last_text : "");
+  cJSON_AddItemToArray(msgs, m);
+  cJSON_Delete(a->messages);
+  a->messages = msgs;
+}
+
+const lt_gateway_session_ops_t lt_agent_gateway_ops = {.prepare = gw_prepare, .generate = gw_generate, .cancel = gw_cancel,
+                                                       .context_limit = gw_context_limit, .answered = gw_answered};

@@ -12,6 +12,7 @@
 #include "proto/proto.h"
 #include "rewards/reward.h"
 #include "rollout/backend.h"
+#include "rollout/gateway.h"
 #include "rollout/toolcall.h"
 
 /* Context management (rollout.keep_reasoning, rollout.compression; seed 004
@@ -38,6 +39,7 @@ typedef struct {
   int *fault_in_step;        /* LT_FAULT=kill_in_step=N: the process dies while the Nth tool call runs */
   const lt_chat_template_t *chat; /* the checkpoint's own chat template; NULL: ChatML */
   lt_tool_format tool_format;     /* how the policy writes tool calls */
+  lt_gateway_t *gateway;          /* serves the programs of `agent` domains (NULL: the run has none) */
 } lt_agent_ctx_t;
 
 typedef struct lt_agent lt_agent_t;
@@ -57,5 +59,8 @@ void lt_agent_abort(lt_agent_t *a, const char *reason);
 uint64_t lt_agent_task_id(const lt_agent_t *a);
 /* Drops the agent without a callback (worker shutdown). */
 void lt_agent_discard(lt_agent_t *a);
+
+/* The gateway's view of an `agent` domain's episode (sessions are agents). */
+extern const lt_gateway_session_ops_t lt_agent_gateway_ops;
 
 #endif

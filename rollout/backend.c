@@ -92,6 +92,23 @@ static int finished(lt_gen_t *g) {
   return g->stopped || g->ended || g->n >= g->max_new || g->len >= g->b->info.max_context;
 }
 
+/* Reports each token a decode step added (a backend may add several: scripted,
+ * openai); the alternatives are known for the last one only.  A watcher that
+ * ends the turn ends it at that token: what follows is dropped. */
+static void watch(lt_gen_t *g) {
+  for (int i = g->watched; i < g->n && !g->ended; i++) {
+    int last = i == g->n - 1;
+    g->ended = g->watch(g, g->tokens[i], g->logprobs[i], last ? g->ntop : 0, g->top_ids, g->top_lps, g->watch_ud);
+    if (g->ended && !last) {
+      g->len -= g->n - (i + 1);
+      g->n = i + 1;
+      g->nsids = 0;
+      for (int k = 0; k < g->n; k++) g->nsids += (size_t)g->support[k];
+    }
+  }
+  g->watched = g->n;
+}
+
 static void on_timer(uv_timer_t *t);
 
 static void tick(lt_backend_t *b) {
@@ -147,8 +164,7 @@ static void tick(lt_backend_t *b) {
     }
     for (int k = 0; k < ng; k++) {
       lt_gen_t *g = grp[k];
-      if (rc == 0 && g->watch && g->n)
-        g->ended = g->watch(g, g->tokens[g->n - 1], g->logprobs[g->n - 1], g->ntop, g->top_ids, g->top_lps, g->watch_ud);
+      if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
     }
   }
@@ -292,6 +308,7 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->cb = cb;
   g->ud = ud;
   g->n = 0;
+  g->watched = 0;
   g->nsids = 0;
   g->stopped = 0;
   g->ended = 0;

@@ -224,6 +224,16 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                   .max_resets = (int)lt_config_int(&w->cfg, "rollout.max_resets"),
                   .summary_tokens = (int)lt_config_int(&w->cfg, "rollout.summary_tokens"),
                   .summary_prompt = lt_config_str(&w->cfg, "rollout.summary_prompt")}};
+  for (int i = 0; i < lt_envs_count(w->envs); i++) /* agent programs call the policy through the gateway */
+    if (lt_envs_agent(w->envs, lt_envs_name(w->envs, i))) {
+      lt_backend_info_t bi;
+      lt_backend_info(w->backend, &bi);
+      lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w->backend), .chat = w->chat, .tool_format = tool_format,
+                              .vocab = bi.vocab, .max_context = bi.max_context, .ops = lt_agent_gateway_ops};
+      if ((rc = lt_gateway_create(&w->loop, &go, &w->actx.gateway)) < 0) return rc;
+      lt_gateway_set_version(w->actx.gateway, w->version);
+      break;
+    }
   return 0;
 }
 
@@ -252,6 +262,7 @@ static void on_fetched(int rc, const char *dir, const char *err, void *ud) {
   } else if (w->backend && w->fetch_version > w->version) {
     lt_backend_reload(w->backend, dir, w->fetch_sha[0] ? w->fetch_sha : NULL, w->fetch_version);
     w->version = w->fetch_version;
+    lt_gateway_set_version(w->actx.gateway, w->version);
   }
   /* Keep this version and the one before (a reload may still read it). */
   char cache[4200];
@@ -354,6 +365,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     } else if (w->backend && m.u.weights.version > w->version) {
       lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL, m.u.weights.version);
       w->version = m.u.weights.version;
+      lt_gateway_set_version(w->actx.gateway, w->version);
     }
     break;
   case LT_MSG_ABORT:
@@ -482,6 +494,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   }
   if (lt_spool_count(w->spool)) LT_INFO("worker", "%d unacknowledged trajectories in %s will be resent", lt_spool_count(w->spool), o->spool);
   w->agents = calloc((size_t)o->slots, sizeof *w->agents);
+  signal(SIGPIPE, SIG_IGN); /* an agent program that exits without reading its stdin is its own failure */
   uv_loop_init(&w->loop);
   w->zctx = zmq_ctx_new();
   if (!w->agents || !w->zctx || (rc = open_socket(w)) < 0) {
@@ -516,6 +529,7 @@ out:
   cJSON_Delete(w->pending_settings);
   for (int i = 0; w->agents && i < o->slots; i++)
     if (w->agents[i]) lt_agent_discard(w->agents[i]);
+  lt_gateway_close(w->actx.gateway);
   if (w->z) lt_zsock_close(w->z, NULL, NULL);
   if (w->backend) lt_backend_close(w->backend, NULL, NULL);
   if (w->rewarder) lt_rewarder_close(w->rewarder, NULL, NULL);

@@ -1,0 +1,72 @@
+/* The agent gateway (docs/agent-gateway.md): an `agent` environment's episode
+ * is played by an unmodified agent program that talks to an OpenAI-compatible
+ * endpoint.  Each worker serves one such endpoint on loopback (the shared
+ * OpenAI layer, rollout/oai.h), authenticates every call by its episode's
+ * token and hands it to that episode (rollout/agent.c), which generates with
+ * the worker's backend and records the exact tokens it returned. */
+#ifndef LT_ROLLOUT_GATEWAY_H
+#define LT_ROLLOUT_GATEWAY_H
+
+#include <uv.h>
+
+#include "rollout/oai.h"
+
+/* ---- the program of an episode (rollout/program.c) ---- */
+
+typedef struct lt_program lt_program_t;
+
+typedef struct {
+  int exit_code;         /* -1 when a signal ended it */
+  int signal;
+  int timed_out;         /* the deadline killed it */
+  const char *last_line; /* its stdout's last non-empty line ("" if none) */
+  const char *err_tail;  /* the end of its stderr */
+} lt_program_result_t;
+
+/* Called once, on the loop, when the program ended (never after lt_program_kill). */
+typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r, void *ud);
+
+/* Starts argv (argv[0] looked up in PATH) in its own process group with the
+ * worker's environment plus env_set ("NAME=value", NULL-terminated), writes
+ * stdin_line to its stdin and closes it.  After timeout_s seconds the whole
+ * group is killed (timed_out). */
+int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
+                     double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out);
+int lt_program_pid(const lt_program_t *p);
+/* Kills the group and frees (no callback). */
+void lt_program_kill(lt_program_t *p);
+
+/* ---- the worker's endpoint (rollout/gateway.c) ---- */
+
+typedef struct lt_gateway lt_gateway_t;
+
+/* What the gateway needs of a session's owner: the OpenAI layer's hooks,
+ * called with the session that authorize() returned (rollout/agent.c). */
+typedef struct {
+  int (*prepare)(void *session, lt_oai_plan_t *plan);
+  int (*generate)(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job);
+  void (*cancel)(void *session);
+  void (*context_limit)(void *session, int need, int max_context);
+  void (*answered)(void *session, const lt_oai_result_t *r);
+} lt_gateway_session_ops_t;
+
+typedef struct {
+  const lt_tokenizer_t *tok;
+  const lt_chat_template_t *chat;
+  lt_tool_format tool_format;
+  int vocab, max_context;
+  lt_gateway_session_ops_t ops;
+} lt_gateway_opts_t;
+
+int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out);
+/* "http://127.0.0.1:PORT/v1": what agent programs get as OPENAI_BASE_URL. */
+const char *lt_gateway_url(const lt_gateway_t *gw);
+const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw);
+/* A fresh token (OPENAI_API_KEY) naming `session` until lt_gateway_revoke. */
+int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65]);
+/* The token no longer authenticates: later calls get 401. */
+void lt_gateway_revoke(lt_gateway_t *gw, void *session);
+void lt_gateway_set_version(lt_gateway_t *gw, int64_t version);
+void lt_gateway_close(lt_gateway_t *gw);
+
+#endif

@@ -1,0 +1,238 @@
+/* An agent program's process (docs/agent-gateway.md): started with uv_spawn in
+ * its own process group, fed one line on stdin, watched on the loop (no thread
+ * per episode).  Its stdout's last line is kept (the reward it may report); its
+ * stderr's tail explains a failure.  A deadline or a kill takes the whole
+ * group down, and so does the leader's exit, so nothing it started outlives it. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rollout/gateway.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
+#define ERR_TAIL 2048
+#define DRAIN_MS 2000 /* after the leader's exit, how long its pipes may stay open */
+
+extern char **environ;
+
+struct lt_program {
+  uv_process_t proc;
+  uv_pipe_t in, out, err;
+  uv_timer_t deadline;
+  uv_write_t wr;
+  uv_shutdown_t sd;
+  char *line;          /* what stdin receives */
+  lt_buf_t cur, last;  /* stdout's line in progress and its last complete non-empty one */
+  char err_tail[ERR_TAIL];
+  size_t err_len;
+  lt_program_exit_cb cb;
+  void *ud;
+  int exited, timed_out, out_open, err_open, handles, killed;
+  int64_t status;
+  int term_signal;
+};
+
+static void on_closed(uv_handle_t *h) {
+  lt_program_t *p = h->data;
+  if (--p->handles) return;
+  lt_buf_free(&p->cur);
+  lt_buf_free(&p->last);
+  free(p->line);
+  free(p);
+}
+
+/* The process handle stays open until the exit is reaped (no zombies). */
+static void close_all(lt_program_t *p) {
+  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, on_closed);
+  uv_handle_t *hs[] = {(uv_handle_t *)&p->in, (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
+                       (uv_handle_t *)&p->deadline};
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+    if (!uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
+}
+
+static void kill_group(lt_program_t *p) {
+  if (p->proc.pid > 0) kill(-p->proc.pid, SIGKILL);
+}
+
+/* Reports once the leader has exited and both pipes reached their end (or the drain ran out). */
+static void maybe_done(lt_program_t *p, int force) {
+  if (!p->exited || (!force && (p->out_open || p->err_open)) || !p->cb) return;
+  lt_program_exit_cb cb = p->cb;
+  p->cb = NULL;
+  uv_timer_stop(&p->deadline);
+  if (p->cur.len) { /* a last line without its newline */
+    lt_buf_reset(&p->last);
+    lt_buf_append(&p->last, p->cur.data, p->cur.len);
+  }
+  lt_program_result_t r = {.exit_code = p->term_signal ? -1 : (int)p->status, .signal = p->term_signal,
+                           .timed_out = p->timed_out, .last_line = p->last.data ? p->last.data : "",
+                           .err_tail = p->err_tail};
+  p->err_tail[p->err_len] = 0;
+  cb(p, &r, p->ud);
+  close_all(p);
+}
+
+static void on_drain(uv_timer_t *t) { maybe_done(t->data, 1); }
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
+  lt_program_t *p = h->data;
+  p->exited = 1;
+  p->status = status;
+  p->term_signal = sig;
+  kill_group(p); /* what it left running dies with it */
+  if (p->killed) { /* nobody waits for the result any more */
+    close_all(p);
+    return;
+  }
+  if (p->out_open || p->err_open) uv_timer_start(&p->deadline, on_drain, DRAIN_MS, 0);
+  maybe_done(p, 0);
+}
+
+static void on_deadline(uv_timer_t *t) {
+  lt_program_t *p = t->data;
+  p->timed_out = 1;
+  kill_group(p);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)h;
+  (void)hint;
+  static char buf[65536]; /* the loop thread reads one pipe at a time */
+  b->base = buf;
+  b->len = sizeof buf;
+}
+
+static void on_out(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  lt_program_t *p = s->data;
+  if (n < 0) {
+    uv_read_stop(s);
+    p->out_open = 0;
+    maybe_done(p, 0);
+    return;
+  }
+  for (ssize_t i = 0; i < n; i++) {
+    char c = b->base[i];
+    if (c == '\n') {
+      size_t len = p->cur.len;
+      while (len && (p->cur.data[len - 1] == '\r' || p->cur.data[len - 1] == ' ')) len--;
+      if (len) {
+        lt_buf_reset(&p->last);
+        lt_buf_append(&p->last, p->cur.data, len);
+      }
+      lt_buf_reset(&p->cur);
+    } else if (p->cur.len < LINE_MAX_BYTES) {
+      lt_buf_putc(&p->cur, c);
+    }
+  }
+}
+
+static void on_err(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  lt_program_t *p = s->data;
+  if (n < 0) {
+    uv_read_stop(s);
+    p->err_open = 0;
+    maybe_done(p, 0);
+    return;
+  }
+  /* keep the tail: the last ERR_TAIL-1 bytes */
+  size_t keep = ERR_TAIL - 1;
+  if ((size_t)n >= keep) {
+    memcpy(p->err_tail, b->base + n - keep, keep);
+    p->err_len = keep;
+  } else {
+    size_t drop = p->err_len + (size_t)n > keep ? p->err_len + (size_t)n - keep : 0;
+    memmove(p->err_tail, p->err_tail + drop, p->err_len - drop);
+    memcpy(p->err_tail + p->err_len - drop, b->base, (size_t)n);
+    p->err_len = p->err_len - drop + (size_t)n;
+  }
+}
+
+static void on_shutdown(uv_shutdown_t *r, int status) {
+  (void)status;
+  if (!uv_is_closing((uv_handle_t *)r->handle)) uv_close((uv_handle_t *)r->handle, on_closed);
+}
+
+static void on_written(uv_write_t *w, int status) {
+  lt_program_t *p = w->data;
+  (void)status; /* a program that does not read its stdin is its own business */
+  if (uv_is_closing((uv_handle_t *)&p->in)) return;
+  p->sd.data = p;
+  if (uv_shutdown(&p->sd, (uv_stream_t *)&p->in, on_shutdown) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+}
+
+/* The worker's environment without `set`'s names, then `set` (NAME=value). */
+static char **make_env(const char *const *set) {
+  size_t n = 0, k = 0;
+  while (environ[n]) n++;
+  while (set[k]) k++;
+  char **env = calloc(n + k + 1, sizeof *env);
+  if (!env) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    int skip = 0;
+    for (size_t j = 0; j < k && !skip; j++) {
+      size_t len = (size_t)(strchr(set[j], '=') - set[j]);
+      skip = !strncmp(environ[i], set[j], len) && environ[i][len] == '=';
+    }
+    if (!skip) env[o++] = environ[i];
+  }
+  for (size_t j = 0; j < k; j++) env[o++] = (char *)set[j];
+  return env;
+}
+
+int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
+                     double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out) {
+  *out = NULL;
+  lt_program_t *p = calloc(1, sizeof *p);
+  char **env = make_env(env_set);
+  if (!p || !env || !(p->line = strdup(stdin_line))) {
+    free(p), free(env);
+    return lt_error_set(LT_ENOMEM, "agent program: out of memory");
+  }
+  p->cb = cb;
+  p->ud = ud;
+  uv_pipe_init(loop, &p->in, 0);
+  uv_pipe_init(loop, &p->out, 0);
+  uv_pipe_init(loop, &p->err, 0);
+  uv_timer_init(loop, &p->deadline);
+  p->in.data = p->out.data = p->err.data = p->deadline.data = p->proc.data = p;
+  p->handles = 5;
+  uv_stdio_container_t io[3] = {{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&p->in},
+                                {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},
+                                {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err}};
+  /* Detached: its own session and process group, so the group dies as one. */
+  uv_process_options_t po = {.file = argv[0], .args = (char **)argv, .env = env, .exit_cb = on_exit_cb, .stdio = io,
+                             .stdio_count = 3, .flags = UV_PROCESS_DETACHED};
+  int rc = uv_spawn(loop, &p->proc, &po);
+  free(env);
+  if (rc != 0) {
+    int e = lt_error_set(LT_EINVAL, "agent program %s: cannot start: %s", argv[0], uv_strerror(rc));
+    p->cb = NULL;
+    p->exited = 1; /* nothing to reap */
+    close_all(p);
+    return e;
+  }
+  p->out_open = p->err_open = 1;
+  uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out);
+  uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err);
+  uv_timer_start(&p->deadline, on_deadline, (uint64_t)(timeout_s * 1000), 0);
+  uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
+  p->wr.data = p;
+  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  *out = p;
+  return 0;
+}
+
+int lt_program_pid(const lt_program_t *p) { return p->proc.pid; }
+
+void lt_program_kill(lt_program_t *p) {
+  if (!p) return;
+  p->cb = NULL;
+  p->killed = 1;
+  if (!p->exited) kill_group(p);
+  close_all(p);
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""An agent program that knows only the OpenAI API, through the standard
+library (urllib): the agent gateway's test (tests/integ/test_agent_gateway.c).
+
+    urllib_agent.py LOGFILE [MODE]
+
+It reads its task from stdin (and checks LONGTAIL_TASK says the same), holds a
+three-call conversation with the policy, then compacts its history (a fourth
+call that does not repeat the earlier turns: a new context), appends one JSON line per answered
+call to LOGFILE ({"key", "prompt", "content", "completion_tokens"}) and prints
+{"reward": 0.5}.  MODE makes it misbehave: crash (exit 3 after a call), hang
+(sleep after a call), garbage (malformed and unauthenticated requests first,
+each logged with the status it got), stale (a call with the key of an episode
+that already ended, logged with its status).
+"""
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BASE = os.environ["OPENAI_BASE_URL"]
+KEY = os.environ["OPENAI_API_KEY"]
+LOG = sys.argv[1]
+MODE = sys.argv[2] if len(sys.argv) > 2 else "normal"
+
+
+def log(rec):
+    with open(LOG, "a") as f:  # one write per line: whole lines even with several agents
+        f.write(json.dumps(rec) + "\n")
+
+
+def post(path, body, key=KEY, raw=None):
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(BASE + path, data=data, method="POST")
+    req.add_header("Content-Type", "application/json")
+    if key is not None:
+        req.add_header("Authorization", "Bearer " + key)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+row = json.loads(sys.stdin.readline())
+env_row = json.loads(os.environ["LONGTAIL_TASK"])
+assert row == env_row, "stdin and LONGTAIL_TASK differ"
+assert "answer" not in row, "the answer reached the policy's side"
+prompt = row["messages"][-1]["content"]
+
+if MODE == "garbage":
+    for what, key, raw in [("no_key", None, None), ("bad_key", "lt-not-a-key", None), ("bad_json", KEY, b"{not json"),
+                           ("no_messages", KEY, json.dumps({"model": "x"}).encode())]:
+        status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=key, raw=raw)
+        log({"garbage": what, "status": status, "error": body.get("error", {}).get("message", "")})
+if MODE == "stale":
+    try:
+        with open(LOG + ".keys") as f:
+            old = [k.strip() for k in f if k.strip() and k.strip() != KEY]
+    except FileNotFoundError:
+        old = []
+    for k in old[:1]:
+        status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
+        log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
+with open(LOG + ".keys", "a") as f:
+    f.write(KEY + "\n")
+
+messages = list(row["messages"])
+for turn in range(3):
+    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": messages, "max_tokens": 32000})
+    if status != 200:
+        log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
+        break
+    msg = body["choices"][0]["message"]
+    log({"key": KEY, "prompt": prompt, "content": msg["content"], "completion_tokens": body["usage"]["completion_tokens"]})
+    if MODE == "crash":
+        sys.exit(3)
+    if MODE == "hang":
+        time.sleep(3600)
+    messages.append({"role": "assistant", "content": msg["content"]})
+    messages.append({"role": "user", "content": "Go on (%d)." % turn})
+else:  # the history compacted: the earlier turns are not repeated
+    compact = list(row["messages"]) + [{"role": "user", "content": "You said %d things. Answer now." % turn}]
+    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": compact})
+    if status == 200:
+        log({"key": KEY, "prompt": prompt, "content": body["choices"][0]["message"]["content"],
+             "completion_tokens": body["usage"]["completion_tokens"]})
+    else:
+        log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
+print("thinking out loud on stdout is fine")
+print(json.dumps({"reward": 0.5}))

@@ -1,0 +1,198 @@
+/* The agent gateway end to end (docs/agent-gateway.md): `longtail train` with
+ * the learner on and an `agent` domain whose episodes are played by programs
+ * that only know the OpenAI API — Python with urllib, Node with the official
+ * `openai` SDK.  Each stored trajectory's generated tokens must be exactly the
+ * tokens the gateway returned to its agent: as many as the calls'
+ * usage.completion_tokens, decoding to the same text, one generated span per
+ * call.  Misbehaving agents (crash, hang, garbage requests, ended episodes'
+ * keys) each end with a clear status and the worker keeps serving. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cJSON.h"
+#include "learner/tokenizer.h"
+#include "tests/support/harness.h"
+
+typedef struct {
+  char *dir;
+  char rd[4200], db[4300], log[4200];
+} job_t;
+
+static long long query(const char *db, const char *sql) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"%s\"", db, sql), 0);
+  long long v = r.status == 0 && r.out[0] ? atoll(r.out) : -1;
+  lt_run_free(&r);
+  return v;
+}
+
+/* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file). */
+static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
+                    const char *envs_fmt) {
+  j->dir = lt_test_tmpdir(tag);
+  char tasks[4200], cfg[4200], envs[8192], js[16384];
+  snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", j->dir);
+  snprintf(j->rd, sizeof j->rd, "%s/run", j->dir);
+  snprintf(j->db, sizeof j->db, "%s/buffer.db", j->rd);
+  snprintf(j->log, sizeof j->log, "%s/calls.jsonl", j->dir);
+  FILE *f = fopen(tasks, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < rows; i++) fprintf(f, "{\"id\": \"t%d\", \"prompt\": \"What is %d+%d?\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
+  fclose(f);
+  snprintf(envs, sizeof envs, envs_fmt, j->log, tasks, j->log, tasks, j->log, tasks, j->log, tasks);
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
+           " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
+           " \"rollout\": {\"max_new_tokens\": 48, \"max_turns\": 8},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
+           "   \"scripted\": {\"mean_tokens\": 12%s%s%s}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
+           " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           lt_test_root(), envs, group, max_tasks, scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
+           scripted_answer ? "\"" : "", lt_test_free_port());
+  cr_assert_eq(lt_test_write(cfg, js), 0);
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
+  pid_t d = lt_test_spawn(j->dir, "daemon", argv);
+  cr_assert_gt(d, 0);
+  int st = lt_test_wait(d, 150);
+  cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j->dir);
+}
+
+/* The run's trajectories as `longtail export --format F` lines (a JSON array). */
+static cJSON *export(const job_t *j, const char *format) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 60, "%s export %s --format %s", lt_test_bin(), j->rd, format), 0);
+  cr_assert_eq(r.status, 0, "export: %s", r.err);
+  cJSON *all = cJSON_CreateArray();
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) cJSON_AddItemToArray(all, cJSON_Parse(line));
+  lt_run_free(&r);
+  return all;
+}
+
+/* The agents' log: one object per line. */
+static cJSON *read_log(const char *path) {
+  char *text = lt_test_read(path);
+  cr_assert_not_null(text, "no agent log at %s", path);
+  cJSON *all = cJSON_CreateArray();
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) cJSON_AddItemToArray(all, cJSON_Parse(line));
+  free(text);
+  return all;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double num(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble; }
+
+/* A tokens/2 line's sequences one after another, as a tokens/1 line's arrays (caller deletes). */
+static cJSON *flatten(const cJSON *tr) {
+  cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"), *mask = cJSON_AddArrayToObject(o, "loss_mask");
+  const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(tr, "sequences");
+  for (const cJSON *s = seqs ? seqs->child : NULL; s || !seqs; s = s ? s->next : NULL) {
+    const cJSON *from = seqs ? s : tr;
+    for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(from, "tokens")->child; x; x = x->next)
+      cJSON_AddItemToArray(toks, cJSON_CreateNumber(x->valuedouble));
+    for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(from, "loss_mask")->child; x; x = x->next)
+      cJSON_AddItemToArray(mask, cJSON_CreateNumber(x->valuedouble));
+    if (!seqs) break;
+  }
+  return o;
+}
+
+static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON *calls, const char *key) {
+  const cJSON *toks = cJSON_GetObjectItemCaseSensitive(tr, "tokens"), *mask = cJSON_GetObjectItemCaseSensitive(tr, "loss_mask");
+  int n = cJSON_GetArraySize(toks), at = 0;
+  for (const cJSON *c = calls->child; c; c = c->next) {
+    if (strcmp(str(c, "key"), key) || !cJSON_GetObjectItemCaseSensitive(c, "completion_tokens")) continue;
+    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
+    int start = at;
+    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 1) at++;
+    int used = (int)num(c, "completion_tokens");
+    if (at - start != used) return 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(used ? used : 1));
+    for (int i = 0; i < used; i++) ids[i] = cJSON_GetArrayItem(toks, start + i)->valueint;
+    char *text = NULL;
+    size_t len;
+    int ok = lt_tokenizer_decode(tok, ids, used, 1, &text, &len) == 0;
+    /* the text returned is the generated text without its stop token, less any tool-call block */
+    ok = ok && strstr(text, str(c, "content")) == text;
+    free(ids);
+    free(text);
+    if (!ok) return 0;
+  }
+  while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
+  return at == n; /* no generated token the agent never saw */
+}
+
+/* Does trajectory `tr` (export tokens) hold exactly the answers of the episode
+ * `key` in the log: one generated span per call, as many tokens as it was told,
+ * the same text? */
+static int matches(const lt_tokenizer_t *tok, const cJSON *tr_line, const cJSON *calls, const char *key) {
+  cJSON *flat = flatten(tr_line);
+  int ok = matches_flat(tok, flat, calls, key);
+  cJSON_Delete(flat);
+  return ok;
+}
+
+/* Every trajectory matches one episode of the log, each episode used once. */
+static void check_token_exact(const job_t *j, int expect) {
+  cJSON *tr = export(j, "tokens"), *calls = read_log(j->log);
+  lt_tokenizer_t *tok;
+  cr_assert_eq(lt_tokenizer_byte(LT_TOKENIZER_BYTE_VOCAB, &tok), 0);
+  int n = 0;
+  char used[64][80];
+  int nused = 0;
+  for (const cJSON *t = tr->child; t; t = t->next, n++) {
+    int found = 0;
+    for (const cJSON *c = calls->child; c && !found; c = c->next) {
+      const char *key = str(c, "key");
+      int seen = 0;
+      for (int i = 0; i < nused; i++) seen |= !strcmp(used[i], key);
+      if (!key[0] || seen || !matches(tok, t, calls, key)) continue;
+      snprintf(used[nused++], sizeof used[0], "%s", key);
+      found = 1;
+    }
+    cr_assert(found, "trajectory %d (task %.0f) matches no agent's answers", n, num(t, "task_id"));
+  }
+  cr_assert_eq(n, expect);
+  lt_tokenizer_free(tok);
+  cJSON_Delete(tr);
+  cJSON_Delete(calls);
+}
+
+
+Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent, .timeout = 240) {
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
+           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
+           lt_test_root());
+  job_t j;
+  run_job(&j, "gw_py", 6, 8, 2, NULL, envs);
+  check_token_exact(&j, 8);
+  /* three calls each, the program's own reward, trained on */
+  cJSON *tr = export(&j, "jsonl");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok");
+    cr_assert_eq(num(t, "turns"), 4);
+    cr_assert_float_eq(num(t, "reward"), 0.5, 1e-9);
+    cr_assert_float_eq(num(cJSON_GetObjectItemCaseSensitive(t, "components"), "agent"), 0.5, 1e-9);
+    cr_assert_str_eq(str(t, "reason"), "agent_done");
+  }
+  cJSON_Delete(tr);
+  cr_assert_geq(query(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4);
+  /* the compacted history started a second context: export shows both */
+  tr = export(&j, "tokens");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "format"), "longtail.tokens/2");
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2);
+  }
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
