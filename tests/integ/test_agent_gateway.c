@@ -47,9 +47,9 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
            "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
            " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
            " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
-           " \"rollout\": {\"max_new_tokens\": 48, \"max_turns\": 8},"
+           " \"rollout\": {\"max_new_tokens\": 160, \"max_turns\": 8},"
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 12%s%s%s}},"
+           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
            " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
            lt_test_root(), envs, group, max_tasks, scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
@@ -192,6 +192,47 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
   for (const cJSON *t = tr->child; t; t = t->next) {
     cr_assert_str_eq(str(t, "format"), "longtail.tokens/2");
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2);
+  }
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* The official `openai` npm SDK: a plain call, a streamed call with usage and a tool, the tool's answer and a last
+ * call; the policy (scripted) ends every turn with a call of the tool, which the calls with tools get as tool_calls.  No reward from the program: the domain's
+ * reward judges the final message. */
+Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_exact, .timeout = 300) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 330, "%s/scripts/test-agents.sh", lt_test_root()), 0);
+  int have = r.status == 0;
+  lt_run_free(&r);
+  if (!have) cr_skip_test("the openai npm package cannot be installed here");
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\"],"
+           " \"tasks\": \"%%s\", \"timeout_s\": 60}}}",
+           lt_test_root());
+  job_t j;
+  run_job(&j, "gw_node", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
+  check_token_exact(&j, 4);
+  cJSON *calls = read_log(j.log);
+  int streamed = 0, with_tools = 0;
+  for (const cJSON *c = calls->child; c; c = c->next) {
+    streamed += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "streamed"));
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c, "tool_calls");
+    if (cJSON_GetArraySize(tc) > 0) {
+      with_tools++;
+      cr_assert_str_eq(str(cJSON_GetObjectItemCaseSensitive(tc->child, "function"), "name"), "add");
+    }
+  }
+  cr_assert_eq(cJSON_GetArraySize(calls), 12, "three calls per episode");
+  cr_assert_eq(streamed, 4);
+  cr_assert_eq(with_tools, 8, "every answer to a call with tools carried the policy's tool call");
+  cJSON_Delete(calls);
+  cJSON *tr = export(&j, "jsonl");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok");
+    cr_assert_eq(num(t, "turns"), 3);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "components"), "agent"));
   }
   cJSON_Delete(tr);
   lt_test_rmdir(j.dir);
