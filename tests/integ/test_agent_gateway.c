@@ -237,3 +237,72 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
   cJSON_Delete(tr);
   lt_test_rmdir(j.dir);
 }
+
+/* Misbehaving programs, side by side in one run: a crash is an env_error with its exit status and no reward, a hang
+ * is killed at timeout_s (truncated, agent_timeout) with every process of its group, garbage requests get 400/401
+ * and change nothing, an ended episode's key gets 401; every task still ends and the worker keeps serving. */
+Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout = 300) {
+  char envs[8192], one[1024];
+  const char *modes[] = {"crash", "hang", "garbage", "stale"};
+  strcpy(envs, "{");
+  for (int i = 0; i < 4; i++) {
+    snprintf(one, sizeof one,
+             "%s\"%s\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+             " \"%%s\", \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": %d}}",
+             i ? ", " : "", modes[i], lt_test_root(), modes[i], i == 1 ? 3 : 30);
+    strcat(envs, one);
+  }
+  strcat(envs, "}");
+  job_t j;
+  run_job(&j, "gw_bad", 4, 16, 1, NULL, envs);
+  cJSON *tr = export(&j, "jsonl");
+  int seen[4] = {0};
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    const char *dom = str(t, "domain");
+    if (!strcmp(dom, "crash")) {
+      cr_assert_str_eq(str(t, "traj_status"), "env_error");
+      cr_assert(strstr(str(t, "error"), "exited with status 3"), "%s", str(t, "error"));
+      cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "reward")), "a crash is never a zero reward");
+      seen[0]++;
+    } else if (!strcmp(dom, "hang")) {
+      cr_assert_str_eq(str(t, "traj_status"), "ok");
+      cr_assert_str_eq(str(t, "reason"), "agent_timeout");
+      cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "truncated")));
+      cr_assert_eq(num(t, "turns"), 1);
+      seen[1]++;
+    } else {
+      cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", dom, str(t, "error"));
+      cr_assert_str_eq(str(t, "reason"), "agent_done");
+      cr_assert_eq(num(t, "turns"), 4, "the refused calls are not turns");
+      seen[!strcmp(dom, "garbage") ? 2 : 3]++;
+    }
+  }
+  cr_assert_eq(cJSON_GetArraySize(tr), 16, "every task ended");
+  for (int i = 0; i < 4; i++) cr_assert_gt(seen[i], 0, "no %s episode ran", modes[i]);
+  cJSON_Delete(tr);
+  cJSON *calls = read_log(j.log);
+  int garbage = 0, stale = 0;
+  for (const cJSON *c = calls->child; c; c = c->next) {
+    const char *g = str(c, "garbage");
+    if (g[0]) {
+      int want = !strcmp(g, "no_key") || !strcmp(g, "bad_key") ? 401 : 400;
+      cr_assert_eq(num(c, "status"), want, "%s: %.0f (%s)", g, num(c, "status"), str(c, "error"));
+      cr_assert(str(c, "error")[0], "%s: the error says what is wrong", g);
+      garbage++;
+    }
+    if (str(c, "stale")[0]) {
+      cr_assert_eq(num(c, "status"), 401, "a key of an ended episode: %.0f", num(c, "status"));
+      stale++;
+    }
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(c, "error_status"), "an agent's own call failed: %s",
+                   cJSON_PrintUnformatted(c));
+  }
+  cr_assert_eq(garbage, 4 * seen[2]);
+  cr_assert_gt(stale, 0);
+  cJSON_Delete(calls);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py %s' | wc -l", j.log), 0);
+  cr_assert_eq(atoi(r.out), 0, "agent processes outlived their episodes");
+  lt_run_free(&r);
+  lt_test_rmdir(j.dir);
+}

@@ -11,7 +11,8 @@ call to LOGFILE ({"key", "prompt", "content", "completion_tokens"}) and prints
 {"reward": 0.5}.  MODE makes it misbehave: crash (exit 3 after a call), hang
 (sleep after a call), garbage (malformed and unauthenticated requests first,
 each logged with the status it got), stale (a call with the key of an episode
-that already ended, logged with its status).
+that already ended, logged with its status; agents list their keys in
+LOGFILE.ended as they finish).
 """
 import json
 import os
@@ -57,16 +58,13 @@ if MODE == "garbage":
         log({"garbage": what, "status": status, "error": body.get("error", {}).get("message", "")})
 if MODE == "stale":
     try:
-        with open(LOG + ".keys") as f:
+        with open(LOG + ".ended") as f:
             old = [k.strip() for k in f if k.strip() and k.strip() != KEY]
     except FileNotFoundError:
         old = []
     for k in old[:1]:
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
         log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
-with open(LOG + ".keys", "a") as f:
-    f.write(KEY + "\n")
-
 messages = list(row["messages"])
 for turn in range(3):
     status, body = post("/chat/completions", {"model": "my-agent-model", "messages": messages, "max_tokens": 32000})
@@ -89,5 +87,7 @@ else:  # the history compacted: the earlier turns are not repeated
              "completion_tokens": body["usage"]["completion_tokens"]})
     else:
         log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
+with open(LOG + ".ended", "a") as f:  # the episode ends with this program: its key is dead from now on
+    f.write(KEY + "\n")
 print("thinking out loud on stdout is fine")
 print(json.dumps({"reward": 0.5}))
