@@ -28,9 +28,10 @@ static long long query(const char *db, const char *sql) {
   return v;
 }
 
-/* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file). */
-static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                    const char *envs_fmt) {
+/* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
+ * rollout: the rollout section (NULL: the tests' usual one). */
+static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
+                         const char *rollout, const char *envs_fmt) {
   j->dir = lt_test_tmpdir(tag);
   char tasks[4200], cfg[4200], envs[8192], js[16384];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
@@ -47,12 +48,12 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
            "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
            " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
            " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
-           " \"rollout\": {\"max_new_tokens\": 160, \"max_turns\": 8},"
+           " \"rollout\": %s,"
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
            "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
            " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), envs, group, max_tasks, scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
+           lt_test_root(), envs, group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
            scripted_answer ? "\"" : "", lt_test_free_port());
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
@@ -60,6 +61,11 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
   cr_assert_gt(d, 0);
   int st = lt_test_wait(d, 150);
   cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j->dir);
+}
+
+static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
+                    const char *envs_fmt) {
+  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, envs_fmt);
 }
 
 /* The run's trajectories as `longtail export --format F` lines (a JSON array). */
@@ -305,4 +311,47 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   cr_assert_eq(atoi(r.out), 0, "agent processes outlived their episodes");
   lt_run_free(&r);
   lt_test_rmdir(j.dir);
+}
+
+/* The gateway's limits end an episode whatever the program does next: the call past rollout.max_turns gets a 400
+ * and the episode is truncated (turn_limit); a context that no longer fits rollout.max_context gets OpenAI's
+ * context_length_exceeded and the episode is truncated (context_limit).  Both programs exit 0 and print a reward:
+ * the truncation stands, and the domain's reward (not the program's) judges the last answer. */
+static void limit_run(const char *tag, const char *rollout, const char *reason, int turns) {
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
+           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
+           lt_test_root());
+  job_t j;
+  run_job_with(&j, tag, 4, 4, 2, NULL, rollout, envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok");
+    cr_assert_str_eq(str(t, "reason"), reason);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "truncated")));
+    cr_assert_eq(num(t, "turns"), turns);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "components"), "agent"));
+  }
+  cJSON_Delete(tr);
+  cJSON *calls = read_log(j.log);
+  int refused = 0;
+  for (const cJSON *c = calls->child; c; c = c->next)
+    if (cJSON_GetObjectItemCaseSensitive(c, "error_status")) {
+      cr_assert_eq(num(c, "error_status"), 400);
+      refused++;
+    }
+  cr_assert_eq(refused, 4, "one refused call per episode");
+  cJSON_Delete(calls);
+  check_token_exact(&j, 4);
+  lt_test_rmdir(j.dir);
+}
+
+Test(agent_gateway, the_turn_limit_ends_an_episode_truncated, .timeout = 200) {
+  limit_run("gw_turns", "{\"max_new_tokens\": 40, \"max_turns\": 2}", "turn_limit", 2);
+}
+
+Test(agent_gateway, a_context_that_no_longer_fits_ends_an_episode_truncated, .timeout = 200) {
+  limit_run("gw_ctx", "{\"max_new_tokens\": 40, \"max_turns\": 8, \"max_context\": 100}", "context_limit", 1);
 }

@@ -672,3 +672,55 @@ Test(envs, http_environment_plays_and_fails_cleanly, .timeout = 60) {
   lt_envs_free(e);
   cr_expect_eq(uv_loop_close(&loop), 0);
 }
+
+/* The agent environment's settings: each bad one is refused naming its key; a good one exposes the program's
+ * settings to the worker (lt_envs_agent) and samples the rows by the dataset's rules, answer in the spec. */
+Test(envs, agent_params_are_checked_and_exposed) {
+  char *dir = lt_test_tmpdir("agentenv");
+  char tasks[4200], js[8192];
+  snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", dir);
+  cr_assert_eq(lt_test_write(tasks, "{\"prompt\": \"1+1?\", \"answer\": \"2\"}\n{\"prompt\": \"2+2?\", \"answer\": 4}\n"), 0);
+  const char *bad[][2] = {
+      {"\"command\": [], \"tasks\": \"%s\"", "params.command"},
+      {"\"command\": [\"x\", 3], \"tasks\": \"%s\"", "params.command"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"timeout_s\": 0", "params.timeout_s"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"sandbox\": true", "params.sandbox"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"pass_answer\": 1", "params.pass_answer"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"comand\": 1", "params.comand"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s/nope.jsonl\"", "params.tasks"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char params[1024];
+    snprintf(params, sizeof params, bad[i][0], i == 6 ? dir : tasks);
+    snprintf(js, sizeof js, "{\"envs\": {\"a\": {\"type\": \"agent\", \"params\": {%s}}}}", params);
+    lt_config_t cfg;
+    cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(js), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+    lt_envs_t *e;
+    cr_expect_lt(lt_envs_create(&cfg, NULL, &e), 0, "accepted: %s", params);
+    cr_expect(strstr(lt_error_msg(), bad[i][1]), "%s: %s", params, lt_error_msg());
+    lt_config_free(&cfg);
+  }
+  snprintf(js, sizeof js,
+           "{\"envs\": {\"a\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"agent.py\"], \"tasks\": \"%s\","
+           " \"timeout_s\": 5, \"honor_sampling\": true}}, \"m\": {\"type\": \"arith\"}}}",
+           tasks);
+  lt_envs_t *e = make_envs(js, NULL);
+  const lt_envs_agent_t *a = lt_envs_agent(e, "a");
+  cr_assert_not_null(a);
+  cr_assert_str_eq(a->argv[1], "agent.py");
+  cr_assert_null(a->argv[2]);
+  cr_assert_float_eq(a->timeout_s, 5, 1e-12);
+  cr_assert(a->honor_sampling && !a->pass_answer && !a->sandbox);
+  cr_assert_null(lt_envs_agent(e, "m"));
+  cr_assert_null(lt_envs_agent(e, "nope"));
+  int answers = 0;
+  for (uint64_t i = 0; i < 2; i++) {
+    cJSON *spec;
+    cr_assert_eq(lt_envs_sample(e, "a", i, 0, &spec), 0, "%s", lt_error_msg());
+    answers += atoi(spec_str(spec, "answer"));
+    cJSON_Delete(spec);
+  }
+  cr_assert_eq(answers, 6, "one epoch: each row once");
+  lt_envs_free(e);
+  lt_test_rmdir(dir);
+}
