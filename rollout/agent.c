@@ -521,19 +521,16 @@ static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
   return 0;
 }
 
-static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
-  lt_agent_t *a = ud;
-  a->t_gen += lt_time_mono_s() - a->t0;
+/* The turn's prefilled queue (loss mask 0), then what it generated (mask 1):
+ * call_gen is where the generated tokens start. */
+static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
   int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
   a->nappend = 0;
+  a->call_gen = a->n;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
   if (rc == 0) rc = grow(a, t->n);
   if (rc == 0) rc = push_support_ids(a, t);
-  if (rc < 0) {
-    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
-    finish(a);
-    return;
-  }
+  if (rc < 0) return rc;
   for (int i = 0; i < t->n; i++) {
     a->tokens[a->n] = t->tokens[i];
     a->logprobs[a->n] = t->logprobs[i];
@@ -545,6 +542,18 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
       memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
     }
     a->n++;
+  }
+  return 0;
+}
+
+static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  lt_agent_t *a = ud;
+  a->t_gen += lt_time_mono_s() - a->t0;
+  int rc = push_turn(a, t, pre);
+  if (rc < 0) {
+    set_outcome(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "inference_error", lt_error_msg());
+    finish(a);
+    return;
   }
   a->generated += t->n;
   a->turns++;
@@ -1027,28 +1036,11 @@ static void gw_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing
   (void)g;
   lt_agent_t *a = ud;
   a->t_gen += lt_time_mono_s() - a->t_call;
-  int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
-  a->nappend = 0;
-  a->call_gen = a->n;
-  if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
-  if (rc == 0) rc = grow(a, t->n);
-  if (rc == 0) rc = push_support_ids(a, t);
+  int rc = push_turn(a, t, pre);
   if (rc < 0) {
     lt_gen_close(a->gen), a->gen = NULL;
     end_call(a, rc, lt_error_msg());
     return;
-  }
-  for (int i = 0; i < t->n; i++) {
-    a->tokens[a->n] = t->tokens[i];
-    a->logprobs[a->n] = t->logprobs[i];
-    a->support[a->n] = t->support[i];
-    a->versions[a->n] = t->versions[i];
-    a->mask[a->n] = 1;
-    if (a->R && t->routing_ids) {
-      memcpy(a->rids + (size_t)a->n * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->rids * (size_t)a->R);
-      memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
-    }
-    a->n++;
   }
   lt_oai_gen_t *og = a->og;
   a->og = NULL;

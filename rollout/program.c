@@ -106,14 +106,18 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   b->len = sizeof buf;
 }
 
+/* 1 when the pipe reached its end (or failed): the program may be done. */
+static int pipe_end(lt_program_t *p, uv_stream_t *s, ssize_t n, int *open) {
+  if (n >= 0) return 0;
+  uv_read_stop(s);
+  *open = 0;
+  maybe_done(p, 0);
+  return 1;
+}
+
 static void on_out(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   lt_program_t *p = s->data;
-  if (n < 0) {
-    uv_read_stop(s);
-    p->out_open = 0;
-    maybe_done(p, 0);
-    return;
-  }
+  if (pipe_end(p, s, n, &p->out_open)) return;
   for (ssize_t i = 0; i < n; i++) {
     char c = b->base[i];
     if (c == '\n') {
@@ -132,12 +136,7 @@ static void on_out(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
 
 static void on_err(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   lt_program_t *p = s->data;
-  if (n < 0) {
-    uv_read_stop(s);
-    p->err_open = 0;
-    maybe_done(p, 0);
-    return;
-  }
+  if (pipe_end(p, s, n, &p->err_open)) return;
   /* keep the tail: the last ERR_TAIL-1 bytes */
   size_t keep = ERR_TAIL - 1;
   if ((size_t)n >= keep) {

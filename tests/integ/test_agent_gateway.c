@@ -20,14 +20,6 @@ typedef struct {
   char rd[4200], db[4300], log[4200];
 } job_t;
 
-static long long query(const char *db, const char *sql) {
-  lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"%s\"", db, sql), 0);
-  long long v = r.status == 0 && r.out[0] ? atoll(r.out) : -1;
-  lt_run_free(&r);
-  return v;
-}
-
 /* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
  * rollout: the rollout section (NULL: the tests' usual one). */
 static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
@@ -66,6 +58,14 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
 static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
                     const char *envs_fmt) {
   run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, envs_fmt);
+}
+
+/* One domain "chat" of the urllib agent (the format's %s: its log, its tasks). */
+static void python_envs(char *envs, size_t cap) {
+  snprintf(envs, cap,
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
+           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
+           lt_test_root());
 }
 
 /* The run's trajectories as `longtail export --format F` lines (a JSON array). */
@@ -175,10 +175,7 @@ static void check_token_exact(const job_t *j, int expect) {
 
 Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent, .timeout = 240) {
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
-           lt_test_root());
+  python_envs(envs, sizeof envs);
   job_t j;
   run_job(&j, "gw_py", 6, 8, 2, NULL, envs);
   check_token_exact(&j, 8);
@@ -192,7 +189,10 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
     cr_assert_str_eq(str(t, "reason"), "agent_done");
   }
   cJSON_Delete(tr);
-  cr_assert_geq(query(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM trajectories WHERE status = 'consumed'\"", j.db), 0);
+  cr_assert_geq(atoi(r.out), 4, "trained on: %s%s", r.out, r.err);
+  lt_run_free(&r);
   /* the compacted history started a second context: export shows both */
   tr = export(&j, "tokens");
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -319,10 +319,7 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
  * the truncation stands, and the domain's reward (not the program's) judges the last answer. */
 static void limit_run(const char *tag, const char *rollout, const char *reason, int turns) {
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
-           lt_test_root());
+  python_envs(envs, sizeof envs);
   job_t j;
   run_job_with(&j, tag, 4, 4, 2, NULL, rollout, envs);
   cJSON *tr = export(&j, "jsonl");
