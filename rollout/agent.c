@@ -735,6 +735,7 @@ static void deliver(lt_agent_t *a) {
   /* What it sampled with; a server that truncates out of sight sends no
    * support, so the TASK's settings apply (docs/protocol.md). */
   t->temperature = a->task.eval ? 0.0 : a->task.temperature;
+  if (a->call_temp >= 0) t->temperature = a->call_temp; /* an agent program's own (params.honor_sampling) */
   if (bi.support_known) {
     t->support = a->support, a->support = NULL;
     t->support_ids = a->sids, a->sids = NULL;

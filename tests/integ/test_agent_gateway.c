@@ -60,12 +60,12 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
   run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, envs_fmt);
 }
 
-/* One domain "chat" of the urllib agent (the format's %s: its log, its tasks). */
-static void python_envs(char *envs, size_t cap) {
+/* One domain "chat" of the urllib agent in `mode` (the format's %s: its log, its tasks), with extra params. */
+static void python_envs(char *envs, size_t cap, const char *mode, const char *params) {
   snprintf(envs, cap,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
-           lt_test_root());
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\","
+           " \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": 30%s}}}",
+           lt_test_root(), mode, params);
 }
 
 /* The run's trajectories as `longtail export --format F` lines (a JSON array). */
@@ -175,7 +175,7 @@ static void check_token_exact(const job_t *j, int expect) {
 
 Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent, .timeout = 240) {
   char envs[4096];
-  python_envs(envs, sizeof envs);
+  python_envs(envs, sizeof envs, "normal", "");
   job_t j;
   run_job(&j, "gw_py", 6, 8, 2, NULL, envs);
   check_token_exact(&j, 8);
@@ -198,6 +198,7 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
   for (const cJSON *t = tr->child; t; t = t->next) {
     cr_assert_str_eq(str(t, "format"), "longtail.tokens/2");
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2);
+    cr_assert_float_eq(num(t, "temperature"), 1, 1e-9, "the rollout's, not the request's");
   }
   cJSON_Delete(tr);
   lt_test_rmdir(j.dir);
@@ -319,7 +320,7 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
  * the truncation stands, and the domain's reward (not the program's) judges the last answer. */
 static void limit_run(const char *tag, const char *rollout, const char *reason, int turns) {
   char envs[4096];
-  python_envs(envs, sizeof envs);
+  python_envs(envs, sizeof envs, "normal", "");
   job_t j;
   run_job_with(&j, tag, 4, 4, 2, NULL, rollout, envs);
   cJSON *tr = export(&j, "jsonl");
@@ -351,4 +352,31 @@ Test(agent_gateway, the_turn_limit_ends_an_episode_truncated, .timeout = 200) {
 
 Test(agent_gateway, a_context_that_no_longer_fits_ends_an_episode_truncated, .timeout = 200) {
   limit_run("gw_ctx", "{\"max_new_tokens\": 40, \"max_turns\": 8, \"max_context\": 100}", "context_limit", 1);
+}
+
+/* params.honor_sampling: the program's temperature is used and recorded for the learner; an episode keeps one (a
+ * call that changes it is refused, naming the field).  Without it the rollout's temperature is recorded. */
+Test(agent_gateway, honor_sampling_records_the_programs_temperature, .timeout = 200) {
+  char envs[4096];
+  python_envs(envs, sizeof envs, "temp", ", \"honor_sampling\": true");
+  job_t j;
+  run_job(&j, "gw_temp", 4, 4, 2, NULL, envs);
+  cJSON *tr = export(&j, "tokens");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_float_eq(num(t, "temperature"), 0.5, 1e-9);
+    cr_assert_eq(num(t, "turns"), 4);
+  }
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  cJSON_Delete(tr);
+  cJSON *calls = read_log(j.log);
+  int refused = 0;
+  for (const cJSON *c = calls->child; c; c = c->next)
+    if (cJSON_GetObjectItemCaseSensitive(c, "temp_change")) {
+      cr_assert_eq(num(c, "temp_change"), 400);
+      cr_assert(strstr(str(c, "error"), "temperature"), "%s", str(c, "error"));
+      refused++;
+    }
+  cr_assert_eq(refused, 4);
+  cJSON_Delete(calls);
+  lt_test_rmdir(j.dir);
 }

@@ -12,7 +12,8 @@ call to LOGFILE ({"key", "prompt", "content", "completion_tokens"}) and prints
 (sleep after a call), garbage (malformed and unauthenticated requests first,
 each logged with the status it got), stale (a call with the key of an episode
 that already ended, logged with its status; agents list their keys in
-LOGFILE.ended as they finish).
+LOGFILE.ended as they finish), temp (every call asks for temperature 0.5, then
+one asks for 0.9, logged with its status).
 """
 import json
 import os
@@ -65,9 +66,10 @@ if MODE == "stale":
     for k in old[:1]:
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
         log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
+TEMP = {"temperature": 0.5} if MODE == "temp" else {}
 messages = list(row["messages"])
 for turn in range(3):
-    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": messages, "max_tokens": 32000})
+    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": messages, "max_tokens": 32000, **TEMP})
     if status != 200:
         log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
         break
@@ -81,12 +83,15 @@ for turn in range(3):
     messages.append({"role": "user", "content": "Go on (%d)." % turn})
 else:  # the history compacted: the earlier turns are not repeated
     compact = list(row["messages"]) + [{"role": "user", "content": "You said %d things. Answer now." % turn}]
-    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": compact})
+    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": compact, **TEMP})
     if status == 200:
         log({"key": KEY, "prompt": prompt, "content": body["choices"][0]["message"]["content"],
              "completion_tokens": body["usage"]["completion_tokens"]})
     else:
         log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
+if MODE == "temp":
+    status, body = post("/chat/completions", {"model": "x", "messages": compact, "temperature": 0.9})
+    log({"temp_change": status, "error": body.get("error", {}).get("message", "")})
 with open(LOG + ".ended", "a") as f:  # the episode ends with this program: its key is dead from now on
     f.write(KEY + "\n")
 print("thinking out loud on stdout is fine")
