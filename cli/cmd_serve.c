@@ -244,15 +244,18 @@ int lt_cmd_serve(int argc, char **argv) {
       {.name = "--max-context", .kind = LT_ARG_VALUE, .metavar = "N", .help = "tokens per request, prompt included (default: the model's)"},
       {.name = "--name", .kind = LT_ARG_VALUE, .metavar = "ID", .help = "model id in answers and /v1/models (default: the directory's name)"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "S", .help = "base of per-request seeds when a request gives none (default 0)"},
+      {.name = "--scripted", .kind = LT_ARG_VALUE, .metavar = "TEXT",
+       .help = "serve the scripted fake policy instead of the model, for testing agent programs: each answer is filler "
+               "then TEXT (a tool call, say); --model then only lends its chat template"},
   };
   lt_cmd_args_t c = {.command = "serve",
-                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID]",
+                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] [--scripted TEXT]",
                      .summary = "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
                                 "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
                                 "return_tokens_as_token_ids), GET /v1/models, /v1/models/{id} and /health, "
                                 "POST /update_weights_from_disk {\"model_path\": DIR}.  See docs/serve.md.",
                      .args = args,
-                     .nargs = 7,
+                     .nargs = 8,
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -272,8 +275,10 @@ int lt_cmd_serve(int argc, char **argv) {
   else lt_path_base(dir, s->model, sizeof s->model);
   uv_loop_init(&s->loop);
   lt_log_set_process("serve");
-  lt_backend_opts_t bo = {.kind = "builtin", .model_dir = dir, .device = "cpu", .threads = lt_cli_threads(),
-                          .max_sessions = s->slots, .max_context = (int)maxctx};
+  const char *scripted = lt_args_str(&c, "--scripted", NULL);
+  lt_backend_opts_t bo = {.kind = scripted ? "scripted" : "builtin", .model_dir = dir, .device = "cpu",
+                          .threads = lt_cli_threads(), .max_sessions = s->slots, .max_context = (int)maxctx,
+                          .mean_tokens = 8, .answer = scripted};
   if ((rc = lt_backend_create(&s->loop, &bo, &s->b)) < 0) {
     rc = lt_cli_fail("serve", rc);
     uv_loop_close(&s->loop);

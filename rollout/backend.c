@@ -147,8 +147,17 @@ static void tick(lt_backend_t *b) {
     }
     for (int k = 0; k < ng; k++) {
       lt_gen_t *g = grp[k];
-      if (rc == 0 && g->watch && g->n)
-        g->ended = g->watch(g, g->tokens[g->n - 1], g->logprobs[g->n - 1], g->ntop, g->top_ids, g->top_lps, g->watch_ud);
+      /* A step may push several tokens (scripted); the alternatives are the last one's. */
+      for (int t = g->watched; rc == 0 && g->watch && t < g->n && !g->ended; t++) {
+        int last = t == g->n - 1;
+        if (g->watch(g, g->tokens[t], g->logprobs[t], last ? g->ntop : 0, g->top_ids, g->top_lps, g->watch_ud)) {
+          g->ended = 1;
+          for (int d = t + 1; d < g->n; d++) g->nsids -= (size_t)(g->support[d] > 0 ? g->support[d] : 0);
+          g->len -= g->n - (t + 1); /* tokens past the end the watcher chose are dropped */
+          g->n = t + 1;
+        }
+      }
+      g->watched = g->n;
       if (rc < 0 || finished(g)) done[ndone++] = g;
     }
   }
@@ -295,6 +304,7 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->nsids = 0;
   g->stopped = 0;
   g->ended = 0;
+  g->watched = 0;
   g->error = 0;
   g->error_msg[0] = 0;
   g->due_ns = 0;

@@ -18,8 +18,9 @@ typedef struct {
   int port;
 } served_t;
 
-/* tokenizer_config: written into the model folder when not NULL. */
-static void serve_start_with(served_t *s, const char *tag, const char *tokenizer_config) {
+/* tokenizer_config: written into the model folder when not NULL; scripted:
+ * serve the scripted policy with that answer instead of the model. */
+static void serve_start_ex(served_t *s, const char *tag, const char *tokenizer_config, const char *scripted) {
   s->dir = lt_test_tmpdir(tag);
   snprintf(s->model, sizeof s->model, "%s/m", s->dir);
   char cfg[4200];
@@ -34,7 +35,8 @@ static void serve_start_with(served_t *s, const char *tag, const char *tokenizer
     snprintf(p, sizeof p, "%s/tokenizer_config.json", s->model);
     cr_assert_eq(lt_test_write(p, tokenizer_config), 0);
   }
-  const char *argv[] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4", NULL};
+  const char *argv[] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4",
+                        scripted ? "--scripted" : NULL, scripted, NULL};
   s->pid = lt_test_spawn(s->dir, "serve", argv);
   cr_assert_gt(s->pid, 0);
   char out[4300];
@@ -45,6 +47,10 @@ static void serve_start_with(served_t *s, const char *tag, const char *tokenizer
   s->port = colon ? atoi(colon + 1) : 0;
   free(url);
   cr_assert_gt(s->port, 0);
+}
+
+static void serve_start_with(served_t *s, const char *tag, const char *tokenizer_config) {
+  serve_start_ex(s, tag, tokenizer_config, NULL);
 }
 
 static void serve_start(served_t *s, const char *tag) { serve_start_with(s, tag, NULL); }
@@ -254,5 +260,39 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
   const cJSON *v = get(j, "version");
   cr_expect(cJSON_IsNumber(v) && v->valueint == 1, "the refused updates moved the version");
   cJSON_Delete(j);
+  serve_stop(&s);
+}
+
+/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
+ * /v1/models, a multi-call chat, streaming with include_usage (same text and
+ * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
+ * unsupported field, and a tools round trip against the scripted policy.  The
+ * SDK is installed into build/npm once; without the npm registry the test is
+ * skipped. */
+Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
+  lt_run_t r;
+  lt_test_sh(&r, 330,
+             "cd '%s' && mkdir -p build/npm && cd build/npm && { grep -qs '\"version\": \"5.23.2\"' node_modules/openai/package.json"
+             " || { { [ -f package.json ] || npm init -y >/dev/null 2>&1; } && timeout 300 npm install --no-audit --no-fund"
+             " openai@5.23.2 >/dev/null 2>&1; }; }",
+             lt_test_root());
+  int have = r.status == 0;
+  lt_run_free(&r);
+  if (!have) cr_skip_test("the npm registry is unreachable: openai@5.23.2 is not installed");
+  char tc[4300];
+  snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
+  char *cfg = lt_test_read(tc);
+  cr_assert(cfg, "%s", tc);
+  served_t s, sc;
+  serve_start_with(&s, "serve_sdk", cfg);
+  serve_start_ex(&sc, "serve_sdk_scripted", cfg,
+                 "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>");
+  free(cfg);
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/build/npm/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
+             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
+  cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_log_info("%s", r.out);
+  lt_run_free(&r);
+  serve_stop(&sc);
   serve_stop(&s);
 }
