@@ -1,12 +1,16 @@
 /* `longtail serve` as a real process: the OpenAI-compatible API, its answers
  * checked against `longtail logprobs`, and a training run whose workers use
  * the `openai` backend against it. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cJSON.h"
 #include "tests/support/harness.h"
@@ -338,6 +342,24 @@ Test(serve, stream_is_server_sent_events_with_usage, .timeout = 120) {
   }
   cr_expect(usage > 0 && usage == ntok, "usage %d, streamed tokens %d", usage, ntok);
   free(a);
+  /* A client that leaves mid-stream: its generation stops, the server goes on. */
+  for (int k = 0; k < 3; k++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static const char body[] = "{\"prompt\": [1, 2], \"max_tokens\": 900, \"stream\": true}";
+    char req[256];
+    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[512];
+    cr_expect_gt(recv(fd, buf, sizeof buf, 0), 0);
+    close(fd);
+  }
+  int st;
+  cJSON *j = call(s.port, "POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 3}", &st);
+  cr_expect_eq(st, 200);
+  cJSON_Delete(j);
   serve_stop(&s);
 }
 
