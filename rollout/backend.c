@@ -92,6 +92,23 @@ static int finished(lt_gen_t *g) {
   return g->stopped || g->ended || g->n >= g->max_new || g->len >= g->b->info.max_context;
 }
 
+/* Reports each token a decode step added (a backend may add several: scripted,
+ * openai); the alternatives are known for the last one only.  A watcher that
+ * ends the turn ends it at that token: what follows is dropped. */
+static void watch(lt_gen_t *g) {
+  for (int i = g->watched; i < g->n && !g->ended; i++) {
+    int last = i == g->n - 1;
+    g->ended = g->watch(g, g->tokens[i], g->logprobs[i], last ? g->ntop : 0, g->top_ids, g->top_lps, g->watch_ud);
+    if (g->ended && !last) {
+      g->len -= g->n - (i + 1);
+      g->n = i + 1;
+      g->nsids = 0;
+      for (int k = 0; k < g->n; k++) g->nsids += (size_t)g->support[k];
+    }
+  }
+  g->watched = g->n;
+}
+
 static void on_timer(uv_timer_t *t);
 
 static void tick(lt_backend_t *b) {
@@ -147,17 +164,7 @@ static void tick(lt_backend_t *b) {
     }
     for (int k = 0; k < ng; k++) {
       lt_gen_t *g = grp[k];
-      /* A step may push several tokens (scripted); the alternatives are the last one's. */
-      for (int t = g->watched; rc == 0 && g->watch && t < g->n && !g->ended; t++) {
-        int last = t == g->n - 1;
-        if (g->watch(g, g->tokens[t], g->logprobs[t], last ? g->ntop : 0, g->top_ids, g->top_lps, g->watch_ud)) {
-          g->ended = 1;
-          for (int d = t + 1; d < g->n; d++) g->nsids -= (size_t)(g->support[d] > 0 ? g->support[d] : 0);
-          g->len -= g->n - (t + 1); /* tokens past the end the watcher chose are dropped */
-          g->n = t + 1;
-        }
-      }
-      g->watched = g->n;
+      if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
     }
   }
@@ -301,10 +308,10 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->cb = cb;
   g->ud = ud;
   g->n = 0;
+  g->watched = 0;
   g->nsids = 0;
   g->stopped = 0;
   g->ended = 0;
-  g->watched = 0;
   g->error = 0;
   g->error_msg[0] = 0;
   g->due_ns = 0;

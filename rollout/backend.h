@@ -118,7 +118,7 @@ struct lt_gen {
   float *rprobs, *pre_rprobs;
   int stopped;
   int ended;               /* the watcher ended the turn */
-  int watched;             /* tokens reported to the watcher */
+  int watched;             /* this turn's tokens reported to the watcher */
   lt_token_cb watch;
   void *watch_ud;
   int want_top, ntop;      /* alternatives asked for; those of the last token (filled by the impl) */
