@@ -235,6 +235,19 @@ static void on_signal(uv_signal_t *h, int sig) {
   uv_close((uv_handle_t *)&s->sigterm, NULL);
 }
 
+/* Releases what setup made so far (the loop runs to let handles close). */
+static int setup_failed(server_t *s, int rc) {
+  rc = lt_cli_fail("serve", rc);
+  lt_oai_free(s->oai);
+  uv_close((uv_handle_t *)&s->kick, NULL);
+  if (s->b) lt_backend_close(s->b, NULL, NULL);
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&s->loop);
+  lt_chat_template_free(s->chat);
+  free(s);
+  return rc;
+}
+
 int lt_cmd_serve(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory (HF layout)"},
@@ -244,15 +257,18 @@ int lt_cmd_serve(int argc, char **argv) {
       {.name = "--max-context", .kind = LT_ARG_VALUE, .metavar = "N", .help = "tokens per request, prompt included (default: the model's)"},
       {.name = "--name", .kind = LT_ARG_VALUE, .metavar = "ID", .help = "model id in answers and /v1/models (default: the directory's name)"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "S", .help = "base of per-request seeds when a request gives none (default 0)"},
+      {.name = "--scripted", .kind = LT_ARG_VALUE, .metavar = "TEXT",
+       .help = "serve the scripted fake policy instead of the model, for testing agent programs: each answer is filler "
+               "then TEXT (a tool call, say); --model then only lends its chat template"},
   };
   lt_cmd_args_t c = {.command = "serve",
-                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID]",
+                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] [--scripted TEXT]",
                      .summary = "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
                                 "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
                                 "return_tokens_as_token_ids), GET /v1/models, /v1/models/{id} and /health, "
                                 "POST /update_weights_from_disk {\"model_path\": DIR}.  See docs/serve.md.",
                      .args = args,
-                     .nargs = 7,
+                     .nargs = 8,
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -271,52 +287,24 @@ int lt_cmd_serve(int argc, char **argv) {
   if (name) snprintf(s->model, sizeof s->model, "%s", name);
   else lt_path_base(dir, s->model, sizeof s->model);
   uv_loop_init(&s->loop);
+  uv_timer_init(&s->loop, &s->kick);
+  s->kick.data = s;
   lt_log_set_process("serve");
-  lt_backend_opts_t bo = {.kind = "builtin", .model_dir = dir, .device = "cpu", .threads = lt_cli_threads(),
-                          .max_sessions = s->slots, .max_context = (int)maxctx};
-  if ((rc = lt_backend_create(&s->loop, &bo, &s->b)) < 0) {
-    rc = lt_cli_fail("serve", rc);
-    uv_loop_close(&s->loop);
-    free(s);
-    return rc;
-  }
+  const char *scripted = lt_args_str(&c, "--scripted", NULL);
+  lt_backend_opts_t bo = {.kind = scripted ? "scripted" : "builtin", .model_dir = dir, .device = "cpu",
+                          .threads = lt_cli_threads(), .max_sessions = s->slots, .max_context = (int)maxctx,
+                          .mean_tokens = 8, .answer = scripted};
+  if ((rc = lt_backend_create(&s->loop, &bo, &s->b)) < 0) return setup_failed(s, rc);
   lt_backend_info(s->b, &s->info);
-  if ((rc = lt_chat_template_load(dir, &s->chat)) < 0 && rc != LT_ENOENT) {
-    rc = lt_cli_fail("serve", rc);
-    lt_backend_close(s->b, NULL, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    free(s);
-    return rc;
-  }
+  if ((rc = lt_chat_template_load(dir, &s->chat)) < 0 && rc != LT_ENOENT) return setup_failed(s, rc);
   lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(s->b), .chat = s->chat, .model = s->model, .vocab = s->info.vocab,
                       .max_context = s->info.max_context, .seed_base = (uint64_t)seed,
                       .tool_format = lt_toolcall_format_detect(s->chat ? lt_chat_template_source(s->chat, 1) : NULL),
                       .hooks = {.ud = s, .generate = serve_generate, .cancel = serve_cancel}};
-  if ((rc = lt_oai_create(&oo, &s->oai)) < 0) {
-    rc = lt_cli_fail("serve", rc);
-    lt_backend_close(s->b, NULL, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    lt_chat_template_free(s->chat);
-    free(s);
-    return rc;
-  }
-  uv_timer_init(&s->loop, &s->kick);
-  s->kick.data = s;
+  if ((rc = lt_oai_create(&oo, &s->oai)) < 0) return setup_failed(s, rc);
   const char *host = lt_args_str(&c, "--host", "127.0.0.1");
   lt_http_opts_t ho = {.host = host, .port = (int)port, .max_body = 16u << 20, .max_conns = 1024, .timeout_ms = 30000};
-  if ((rc = lt_http_listen(&s->loop, &ho, on_request, s, &s->http)) < 0) {
-    rc = lt_cli_fail("serve", rc);
-    lt_oai_free(s->oai);
-    uv_close((uv_handle_t *)&s->kick, NULL);
-    lt_backend_close(s->b, NULL, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    lt_chat_template_free(s->chat);
-    free(s);
-    return rc;
-  }
+  if ((rc = lt_http_listen(&s->loop, &ho, on_request, s, &s->http)) < 0) return setup_failed(s, rc);
   uv_signal_init(&s->loop, &s->sigint);
   uv_signal_init(&s->loop, &s->sigterm);
   s->sigint.data = s->sigterm.data = s;

@@ -128,7 +128,8 @@ typedef struct {
    * streaming).  The agent gateway ends the episode as context_limit here. */
   void (*context_limit)(void *ud, void *session, int need, int max_context);
   /* Optional.  The call was answered in full (every choice ended, the JSON
-   * sent or the stream finished); not called for failed calls. */
+   * sent or the stream finished); not called for failed calls, nor when the
+   * client left before the end (it was told nothing complete). */
   void (*answered)(void *ud, const lt_oai_result_t *r);
 } lt_oai_hooks_t;
 
