@@ -927,8 +927,8 @@ static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
   int n = a->n - from;
   int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
   if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-  memcpy(p, a->tokens + from, sizeof *p * (size_t)n);
-  memcpy(p + n, add, sizeof *p * (size_t)nadd);
+  if (n) memcpy(p, a->tokens + from, sizeof *p * (size_t)n);
+  if (nadd) memcpy(p + n, add, sizeof *p * (size_t)nadd);
   free(a->append);
   a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
   a->n = from; /* pushed again, with the prefill's routing, when the turn ends */
@@ -997,8 +997,8 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     a->prompt = p, a->capprompt = need;
   }
-  memcpy(a->prompt, a->tokens + s0, sizeof *a->prompt * (size_t)(a->n - s0));
-  memcpy(a->prompt + a->n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  if (a->n > s0) memcpy(a->prompt, a->tokens + s0, sizeof *a->prompt * (size_t)(a->n - s0));
+  if (a->nappend) memcpy(a->prompt + a->n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
   plan->prompt = a->prompt;
   plan->nprompt = need;
   return 0;
