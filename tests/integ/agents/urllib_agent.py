@@ -63,6 +63,8 @@ if MODE == "stale":
             old = [k.strip() for k in f if k.strip() and k.strip() != KEY]
     except FileNotFoundError:
         old = []
+    if old:
+        time.sleep(2)  # its program wrote the key just before exiting: let the episode end
     for k in old[:1]:
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
         log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
