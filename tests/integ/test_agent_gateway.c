@@ -35,7 +35,7 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
   cr_assert_not_null(f);
   for (int i = 0; i < rows; i++) fprintf(f, "{\"id\": \"t%d\", \"prompt\": \"What is %d+%d?\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
   fclose(f);
-  snprintf(envs, sizeof envs, envs_fmt, j->log, tasks, j->log, tasks, j->log, tasks, j->log, tasks);
+  snprintf(envs, sizeof envs, envs_fmt, j->log, tasks, j->log, tasks, j->log, tasks, j->log, tasks, tasks);
   snprintf(js, sizeof js,
            "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
            " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
@@ -245,9 +245,10 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
   lt_test_rmdir(j.dir);
 }
 
-/* Misbehaving programs, side by side in one run: a crash is an env_error with its exit status and no reward, a hang
- * is killed at timeout_s (truncated, agent_timeout) with every process of its group, garbage requests get 400/401
- * and change nothing, an ended episode's key gets 401; every task still ends and the worker keeps serving. */
+/* Misbehaving programs, side by side in one run: a program that cannot start and a crash are env_errors saying why,
+ * with no reward; a hang is killed at timeout_s (truncated, agent_timeout) with every process of its group; garbage
+ * requests get 400/401 and change nothing; an ended episode's key gets 401.  Every task still ends and the worker
+ * keeps serving. */
 Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout = 300) {
   char envs[8192], one[1024];
   const char *modes[] = {"crash", "hang", "garbage", "stale"};
@@ -259,14 +260,18 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
              i ? ", " : "", modes[i], lt_test_root(), modes[i], i == 1 ? 3 : 30);
     strcat(envs, one);
   }
-  strcat(envs, "}");
+  strcat(envs, ", \"missing\": {\"type\": \"agent\", \"params\": {\"command\": [\"/nonexistent/agent-program\"], \"tasks\": \"%s\"}}}");
   job_t j;
-  run_job(&j, "gw_bad", 4, 16, 1, NULL, envs);
+  run_job(&j, "gw_bad", 4, 20, 1, NULL, envs);
   cJSON *tr = export(&j, "jsonl");
-  int seen[4] = {0};
+  int seen[5] = {0};
   for (const cJSON *t = tr->child; t; t = t->next) {
     const char *dom = str(t, "domain");
-    if (!strcmp(dom, "crash")) {
+    if (!strcmp(dom, "missing")) {
+      cr_assert_str_eq(str(t, "traj_status"), "env_error");
+      cr_assert(strstr(str(t, "error"), "/nonexistent/agent-program: cannot start"), "%s", str(t, "error"));
+      seen[4]++;
+    } else if (!strcmp(dom, "crash")) {
       cr_assert_str_eq(str(t, "traj_status"), "env_error");
       cr_assert(strstr(str(t, "error"), "exited with status 3"), "%s", str(t, "error"));
       cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "reward")), "a crash is never a zero reward");
@@ -284,8 +289,8 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
       seen[!strcmp(dom, "garbage") ? 2 : 3]++;
     }
   }
-  cr_assert_eq(cJSON_GetArraySize(tr), 16, "every task ended");
-  for (int i = 0; i < 4; i++) cr_assert_gt(seen[i], 0, "no %s episode ran", modes[i]);
+  cr_assert_eq(cJSON_GetArraySize(tr), 20, "every task ended");
+  for (int i = 0; i < 5; i++) cr_assert_gt(seen[i], 0, "no %s episode ran", i < 4 ? modes[i] : "missing");
   cJSON_Delete(tr);
   cJSON *calls = read_log(j.log);
   int garbage = 0, stale = 0;
