@@ -32,7 +32,6 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
  * group is killed (timed_out). */
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
                      double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out);
-int lt_program_pid(const lt_program_t *p);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
 

@@ -6,12 +6,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rollout/gateway.h"
 #include "util/buf.h"
 #include "util/error.h"
-#include "util/log.h"
 
 #define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
 #define ERR_TAIL 2048
@@ -225,8 +223,6 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   *out = p;
   return 0;
 }
-
-int lt_program_pid(const lt_program_t *p) { return p->proc.pid; }
 
 void lt_program_kill(lt_program_t *p) {
   if (!p) return;
