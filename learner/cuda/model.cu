@@ -575,7 +575,7 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
 void lt_gpu_model_zero_grad(lt_gpu_model_t *gm) { lt_gpu_zero(gm->g, gm->grads, sizeof(float) * gm->host->nparams); }
 
 int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step, double *gnorm, double *lr) {
-  if (!gm->mom) return lt_error_set(LT_EINVAL, "GPU model: created without optimizer moments");
+  /* An empty shard (more ranks than tensors to share) has no moments and updates nothing. */
   return lt_gpu_adamw_step(gm->g, c, gm->host, gm->params, gm->grads, gm->mom, gm->vel, gm->mlo, gm->mhi, step, gnorm, lr);
 }
 
