@@ -33,6 +33,10 @@ struct lt_session {
   int has_next;
   lt_rng_t rng;
   int32_t *support_ids; /* [V] set of the last sampled token */
+  int want_top;         /* alternatives to keep per sampled token (top_logprobs) */
+  int ntop;
+  int32_t top_ids[LT_ENGINE_MAX_TOP];
+  float top_lps[LT_ENGINE_MAX_TOP];
 };
 
 static int cmp_desc(const void *a, const void *b) {
@@ -248,6 +252,44 @@ const int32_t *lt_session_support_ids(const lt_session_t *s) { return s->support
 
 int lt_session_len(const lt_session_t *s) { return s->len; }
 
+void lt_session_want_top(lt_session_t *s, int k) {
+  s->want_top = k < 0 ? 0 : k > LT_ENGINE_MAX_TOP ? LT_ENGINE_MAX_TOP : k;
+  s->ntop = 0;
+}
+
+int lt_session_top(const lt_session_t *s, const int32_t **ids, const float **logprobs) {
+  *ids = s->top_ids;
+  *logprobs = s->top_lps;
+  return s->ntop;
+}
+
+/* The most likely tokens of the distribution `o` was drawn from, with their
+ * log-probabilities in it: within the distribution every logprob differs
+ * from the sampled token's by (logit_j - logit_tok) / T, so no normaliser is
+ * recomputed.  A truncated set (support > 0) is sorted already in scratch. */
+static void keep_top(lt_session_t *s, const float *logits, const float *scratch, const lt_sampling_t *p,
+                     const lt_sample_t *o, int V) {
+  int k = s->want_top;
+  float T = p->temperature > 0 ? p->temperature : 1.0f;
+  s->ntop = 0;
+  if (o->support > 0) {
+    int m = k < o->support ? k : o->support;
+    lt_sample_support_ids(scratch, m, s->top_ids);
+    s->ntop = m;
+  } else {
+    for (int i = 0; i < V; i++) { /* insertion into the k best so far */
+      int at = s->ntop;
+      while (at > 0 && logits[s->top_ids[at - 1]] < logits[i]) at--;
+      if (at >= k) continue;
+      int last = s->ntop < k ? s->ntop : k - 1;
+      memmove(&s->top_ids[at + 1], &s->top_ids[at], sizeof *s->top_ids * (size_t)(last - at));
+      s->top_ids[at] = i;
+      if (s->ntop < k) s->ntop++;
+    }
+  }
+  for (int i = 0; i < s->ntop; i++) s->top_lps[i] = (logits[s->top_ids[i]] - logits[o->token]) / T + o->logprob;
+}
+
 int lt_session_prefill(lt_session_t *s, const int32_t *tokens, int n, uint16_t *rids, float *rprobs) {
   lt_engine_t *e = s->e;
   if (n <= 0) return 0;
@@ -281,6 +323,7 @@ int lt_engine_decode(lt_engine_t *e, lt_session_t *const *ss, int n, const lt_sa
     lt_session_t *s = ss[i];
     lt_sample_logits(s->next, V, params, &s->rng, e->scratch, &out[i]);
     lt_sample_support_ids(e->scratch, out[i].support, s->support_ids);
+    if (s->want_top) keep_top(s, s->next, e->scratch, params, &out[i], V);
     size_t ro = (size_t)i * nml * K;
     e->segs[i] = (lt_segment_t){.tokens = &out[i].token, .n = 1, .pos0 = s->len, .k = s->k, .v = s->v,
                                 .route_out_ids = rids && nml ? rids + ro : NULL,

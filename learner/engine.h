@@ -76,6 +76,15 @@ void lt_session_seed(lt_session_t *s, uint64_t seed);
 /* The Keep-Sampling-Mask set of the session's last sampled token (its
  * lt_sample_t.support ids; valid until the session's next decode). */
 const int32_t *lt_session_support_ids(const lt_session_t *s);
+#define LT_ENGINE_MAX_TOP 20
+/* Keeps, for each token the session samples from now on, the k (≤
+ * LT_ENGINE_MAX_TOP) most likely tokens of the distribution it was drawn
+ * from (OpenAI's top_logprobs); 0 stops it. */
+void lt_session_want_top(lt_session_t *s, int k);
+/* Those of the last sampled token, most likely first, with their logprobs
+ * in that distribution (as lt_sample_t.logprob); returns how many (fewer
+ * than k when the top-p/top-k set is smaller).  Valid until the next decode. */
+int lt_session_top(const lt_session_t *s, const int32_t **ids, const float **logprobs);
 /* Tokens in the session's KV cache. */
 int lt_session_len(const lt_session_t *s);
 

@@ -10,7 +10,7 @@
 
 #define HEAD_MAX 16384
 
-enum { READING, HANDLING, WRITING, CLOSING };
+enum { READING, HANDLING, STREAMING, WRITING, CLOSING };
 
 struct lt_http_conn {
   uv_tcp_t tcp;
@@ -25,6 +25,7 @@ struct lt_http_conn {
   size_t head_len;     /* bytes up to and including the blank line; 0 until seen */
   size_t body_len;     /* from Content-Length */
   size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
+  size_t auth_off;     /* the Authorization value in buf; 0: none */
   uv_write_t wr;
   char *out;
   /* streaming a file */
@@ -88,6 +89,7 @@ static const char *reason(int status) {
   case 100: return "Continue";
   case 200: return "OK";
   case 400: return "Bad Request";
+  case 401: return "Unauthorized";
   case 404: return "Not Found";
   case 405: return "Method Not Allowed";
   case 408: return "Request Timeout";
@@ -111,8 +113,8 @@ int lt_http_conn_alive(const lt_http_conn_t *c) {
 }
 
 int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char *body, size_t len) {
-  if (c->gone || c->state == CLOSING || c->state == WRITING) {
-    if (c->state == HANDLING) conn_close(c); /* gone: the handles were kept for this call */
+  if (c->gone || c->state == CLOSING || c->state == WRITING || c->state == STREAMING) {
+    if (c->state == HANDLING || c->state == STREAMING) conn_close(c); /* gone: the handles were kept for this call */
     return LT_ECANCELED;
   }
   char head[256];
@@ -136,6 +138,72 @@ int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char
     return LT_EIO;
   }
   return 0;
+}
+
+/* One queued chunk of a streamed response; freed by its write callback. */
+typedef struct {
+  uv_write_t wr;
+  lt_http_conn_t *c;
+  int last;
+  char data[];
+} stream_chunk_t;
+
+static void on_stream_written(uv_write_t *w, int status) {
+  stream_chunk_t *k = w->data;
+  lt_http_conn_t *c = k->c;
+  int last = k->last;
+  free(k);
+  if (status == UV_ECANCELED) return; /* the connection is closing: c may be on its way out */
+  if (status < 0) c->gone = 1;
+  if (last) conn_close(c);
+}
+
+/* Queues raw bytes (a chunk with its framing, or the head) on the stream. */
+static int stream_queue(lt_http_conn_t *c, const char *pre, size_t plen, const char *data, size_t len, int last) {
+  stream_chunk_t *k = malloc(sizeof *k + plen + len + 2);
+  if (!k) return LT_ENOMEM;
+  k->c = c;
+  k->last = last;
+  memcpy(k->data, pre, plen);
+  if (len) memcpy(k->data + plen, data, len);
+  size_t n = plen + len;
+  if (len) {
+    memcpy(k->data + n, "\r\n", 2);
+    n += 2;
+  }
+  k->wr.data = k;
+  uv_buf_t b = uv_buf_init(k->data, (unsigned)n);
+  if (uv_write(&k->wr, (uv_stream_t *)&c->tcp, &b, 1, on_stream_written) < 0) {
+    free(k);
+    c->gone = 1;
+    return LT_EIO;
+  }
+  return 0;
+}
+
+int lt_http_stream_begin(lt_http_conn_t *c, int status, const char *ctype) {
+  if (c->gone || c->state != HANDLING) return LT_ECANCELED;
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+                   "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+                   status, reason(status), ctype ? ctype : "text/event-stream");
+  c->state = STREAMING;
+  return stream_queue(c, head, (size_t)n, NULL, 0, 0);
+}
+
+int lt_http_stream_write(lt_http_conn_t *c, const char *data, size_t len) {
+  if (c->gone || c->state != STREAMING) return LT_ECANCELED;
+  if (!len) return 0; /* an empty chunk would end the body */
+  char pre[24];
+  int n = snprintf(pre, sizeof pre, "%zx\r\n", len);
+  return stream_queue(c, pre, (size_t)n, data, len, 0);
+}
+
+void lt_http_stream_end(lt_http_conn_t *c) {
+  if (c->state == CLOSING) return;
+  if (c->gone || c->state != STREAMING || stream_queue(c, "0\r\n\r\n", 5, NULL, 0, 1) < 0) conn_close(c);
+  else c->state = WRITING;
 }
 
 #define CHUNK (1 << 18)
@@ -269,6 +337,8 @@ static int parse_head(lt_http_conn_t *c) {
       if (q == v || clen < 0) return 400;
     } else if (!strcasecmp(line, "Transfer-Encoding")) {
       return 411; /* chunked bodies: clients send Content-Length instead */
+    } else if (!strcasecmp(line, "Authorization")) {
+      c->auth_off = (size_t)(v - c->buf);
     } else if (!strcasecmp(line, "Expect") && !strcasecmp(v, "100-continue")) {
       expect = 1;
     }
@@ -287,7 +357,7 @@ static int parse_head(lt_http_conn_t *c) {
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   lt_http_conn_t *c = st->data;
   if (n < 0) {
-    if (c->state == HANDLING) {
+    if (c->state == HANDLING || c->state == STREAMING) {
       /* Keep the handles until the handler answers, so its pointer stays valid. */
       c->gone = 1;
       uv_read_stop(st);
@@ -315,7 +385,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (c->len < c->head_len + c->body_len) return;
   c->buf[c->head_len + c->body_len] = 0;
   lt_http_req_t req = {.method = c->buf, .path = c->buf + c->path_off, .body = c->buf + c->head_len,
-                       .body_len = c->body_len};
+                       .body_len = c->body_len, .authorization = c->auth_off ? c->buf + c->auth_off : NULL};
   c->state = HANDLING;
   uv_timer_stop(&c->timer);
   c->srv->h(c, &req, c->srv->ud);

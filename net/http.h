@@ -18,6 +18,7 @@ typedef struct {
   const char *path;    /* "/v1/models" (query string included) */
   const char *body;    /* NUL-terminated, body_len bytes */
   size_t body_len;
+  const char *authorization; /* the Authorization header's value, NULL without one */
 } lt_http_req_t;
 
 /* Called once per complete request; the request is valid during the call
@@ -41,6 +42,14 @@ int lt_http_respond(lt_http_conn_t *c, int status, const char *content_type, con
 /* Streams a file as the body (read in chunks with uv_fs, never blocking the
  * loop); 404 when it cannot be opened.  `c` is invalid afterwards. */
 int lt_http_respond_file(lt_http_conn_t *c, const char *content_type, const char *path);
+/* A streamed response (server-sent events): the head goes out with
+ * chunked transfer encoding, then each lt_http_stream_write is one chunk,
+ * queued in order without blocking; lt_http_stream_end sends the last chunk
+ * and closes.  `c` stays valid until lt_http_stream_end (or until a write
+ * returns LT_ECANCELED: the client left; end it all the same). */
+int lt_http_stream_begin(lt_http_conn_t *c, int status, const char *content_type);
+int lt_http_stream_write(lt_http_conn_t *c, const char *data, size_t len);
+void lt_http_stream_end(lt_http_conn_t *c);
 /* 1 while the client is still connected (a handler that answers late checks
  * it to drop abandoned work). */
 int lt_http_conn_alive(const lt_http_conn_t *c);

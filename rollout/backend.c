@@ -89,7 +89,24 @@ static int same_sampling(const lt_sampling_t *a, const lt_sampling_t *b) {
 static int finished(lt_gen_t *g) {
   if (g->error) return 1;
   if (g->n && lt_tokenizer_is_stop(g->b->tok, g->tokens[g->n - 1])) g->stopped = 1;
-  return g->stopped || g->n >= g->max_new || g->len >= g->b->info.max_context;
+  return g->stopped || g->ended || g->n >= g->max_new || g->len >= g->b->info.max_context;
+}
+
+/* Reports each token a decode step added (a backend may add several: scripted,
+ * openai); the alternatives are known for the last one only.  A watcher that
+ * ends the turn ends it at that token: what follows is dropped. */
+static void watch(lt_gen_t *g) {
+  for (int i = g->watched; i < g->n && !g->ended; i++) {
+    int last = i == g->n - 1;
+    g->ended = g->watch(g, g->tokens[i], g->logprobs[i], last ? g->ntop : 0, g->top_ids, g->top_lps, g->watch_ud);
+    if (g->ended && !last) {
+      g->len -= g->n - (i + 1);
+      g->n = i + 1;
+      g->nsids = 0;
+      for (int k = 0; k < g->n; k++) g->nsids += (size_t)g->support[k];
+    }
+  }
+  g->watched = g->n;
 }
 
 static void on_timer(uv_timer_t *t);
@@ -145,8 +162,11 @@ static void tick(lt_backend_t *b) {
       err = rc;
       snprintf(msg, sizeof msg, "%s", lt_error_msg());
     }
-    for (int k = 0; k < ng; k++)
-      if (rc < 0 || finished(grp[k])) done[ndone++] = grp[k];
+    for (int k = 0; k < ng; k++) {
+      lt_gen_t *g = grp[k];
+      if (rc == 0 && g->watch) watch(g);
+      if (rc < 0 || finished(g)) done[ndone++] = g;
+    }
   }
   /* Completing may close sessions, so each is looked up again before its callback. */
   for (int k = 0; k < ndone; k++) {
@@ -288,8 +308,10 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->cb = cb;
   g->ud = ud;
   g->n = 0;
+  g->watched = 0;
   g->nsids = 0;
   g->stopped = 0;
+  g->ended = 0;
   g->error = 0;
   g->error_msg[0] = 0;
   g->due_ns = 0;
@@ -299,6 +321,13 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
 }
 
 int lt_gen_len(const lt_gen_t *g) { return g->len; }
+
+void lt_gen_watch(lt_gen_t *g, int top, lt_token_cb cb, void *ud) {
+  g->watch = cb;
+  g->watch_ud = ud;
+  g->want_top = !cb ? 0 : top < 0 ? 0 : top > LT_ENGINE_MAX_TOP ? LT_ENGINE_MAX_TOP : top;
+  g->ntop = 0;
+}
 
 void lt_gen_close(lt_gen_t *g) {
   if (!g) return;

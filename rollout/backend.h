@@ -81,6 +81,15 @@ int lt_gen_open(lt_backend_t *b, uint64_t seed, lt_gen_t **out);
 int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, const lt_sampling_t *sp, lt_turn_cb cb,
                 void *ud);
 int lt_gen_len(const lt_gen_t *g);
+/* Watches the session's tokens as they are generated (streaming, stop
+ * strings): cb runs on the loop after each token with the `top` (≤
+ * LT_ENGINE_MAX_TOP) most likely alternatives where the backend sees them
+ * (builtin; others report none).  cb returns 1 to end the turn after this
+ * token (the turn's callback follows, stopped = 0); it must not close
+ * sessions.  cb NULL stops watching. */
+typedef int (*lt_token_cb)(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *top_ids,
+                           const float *top_logprobs, void *ud);
+void lt_gen_watch(lt_gen_t *g, int top, lt_token_cb cb, void *ud);
 /* Cancels a running turn (its callback is not called) and frees the session. */
 void lt_gen_close(lt_gen_t *g);
 
@@ -108,6 +117,13 @@ struct lt_gen {
   uint16_t *rids, *pre_rids;
   float *rprobs, *pre_rprobs;
   int stopped;
+  int ended;               /* the watcher ended the turn */
+  int watched;             /* this turn's tokens reported to the watcher */
+  lt_token_cb watch;
+  void *watch_ud;
+  int want_top, ntop;      /* alternatives asked for; those of the last token (filled by the impl) */
+  int32_t top_ids[LT_ENGINE_MAX_TOP];
+  float top_lps[LT_ENGINE_MAX_TOP];
   int error;               /* LT_E* of a failure that ends this session's turn */
   char error_msg[512];
   int64_t due_ns;          /* when the next token is ready (scripted; openai: asleep while a request runs) */

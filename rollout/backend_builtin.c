@@ -1,5 +1,6 @@
 /* The builtin engine as a worker backend. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "rollout/backend.h"
 #include "util/error.h"
@@ -58,11 +59,20 @@ static int b_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
     free(rids), free(rprobs);
     return lt_error_set(LT_ENOMEM, "backend: out of memory");
   }
-  for (int i = 0; i < n; i++) ss[i] = gens[i]->impl;
+  for (int i = 0; i < n; i++) {
+    ss[i] = gens[i]->impl;
+    lt_session_want_top(ss[i], gens[i]->want_top);
+  }
   int rc = lt_engine_decode(b->state, ss, n, &gens[0]->sp, out, rids, rprobs);
-  for (int i = 0; i < n && rc == 0; i++)
+  for (int i = 0; i < n && rc == 0; i++) {
     rc = lt__gen_push(gens[i], out[i].token, out[i].logprob, out[i].support, lt_session_support_ids(ss[i]),
                       R ? rids + i * R : NULL, R ? rprobs + i * R : NULL);
+    const int32_t *ti;
+    const float *tl;
+    gens[i]->ntop = lt_session_top(ss[i], &ti, &tl);
+    memcpy(gens[i]->top_ids, ti, sizeof *ti * (size_t)gens[i]->ntop);
+    memcpy(gens[i]->top_lps, tl, sizeof *tl * (size_t)gens[i]->ntop);
+  }
   free(rids);
   free(rprobs);
   return rc;

@@ -1,12 +1,16 @@
 /* `longtail serve` as a real process: the OpenAI-compatible API, its answers
  * checked against `longtail logprobs`, and a training run whose workers use
  * the `openai` backend against it. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cJSON.h"
 #include "tests/support/harness.h"
@@ -18,8 +22,9 @@ typedef struct {
   int port;
 } served_t;
 
-/* tokenizer_config: written into the model folder when not NULL. */
-static void serve_start_with(served_t *s, const char *tag, const char *tokenizer_config) {
+/* tokenizer_config: written into the model folder when not NULL; extra:
+ * more serve arguments (up to 6, NULL-terminated), or NULL. */
+static void serve_start_ex(served_t *s, const char *tag, const char *tokenizer_config, const char *const *extra) {
   s->dir = lt_test_tmpdir(tag);
   snprintf(s->model, sizeof s->model, "%s/m", s->dir);
   char cfg[4200];
@@ -34,7 +39,8 @@ static void serve_start_with(served_t *s, const char *tag, const char *tokenizer
     snprintf(p, sizeof p, "%s/tokenizer_config.json", s->model);
     cr_assert_eq(lt_test_write(p, tokenizer_config), 0);
   }
-  const char *argv[] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4", NULL};
+  const char *argv[16] = {"longtail", "serve", "--model", s->model, "--port", "0", "--slots", "4"};
+  for (int i = 0; extra && extra[i] && i < 6; i++) argv[8 + i] = extra[i];
   s->pid = lt_test_spawn(s->dir, "serve", argv);
   cr_assert_gt(s->pid, 0);
   char out[4300];
@@ -45,6 +51,10 @@ static void serve_start_with(served_t *s, const char *tag, const char *tokenizer
   s->port = colon ? atoi(colon + 1) : 0;
   free(url);
   cr_assert_gt(s->port, 0);
+}
+
+static void serve_start_with(served_t *s, const char *tag, const char *tokenizer_config) {
+  serve_start_ex(s, tag, tokenizer_config, NULL);
 }
 
 static void serve_start(served_t *s, const char *tag) { serve_start_with(s, tag, NULL); }
@@ -162,10 +172,13 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
     const char *path, *body, *param;
     int status;
   } bad[] = {
-      {"/v1/completions", "{\"prompt\": [1, 2], \"n\": 2}", "n", 400},
+      {"/v1/completions", "{\"prompt\": [1, 2], \"n\": 17}", "n", 400},
       {"/v1/completions", "{\"prompt\": [999999]}", "prompt", 400},
-      {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [\"a\"]}", "stop", 400},
-      {"/v1/completions", "{\"prompt\": \"x\", \"model\": \"other\"}", "model", 404},
+      {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [1]}", "stop", 400},
+      {"/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"frobnicate\": 1}", "frobnicate", 400},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+       "messages[0].content[0].type", 400},
       {"/v1/completions", "[1, 2]", NULL, 400},
       {"/v1/chat/completions", "{\"messages\": []}", "messages", 400},
       {"/v1/nothing", "{}", NULL, 404},
@@ -251,5 +264,204 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
   const cJSON *v = get(j, "version");
   cr_expect(cJSON_IsNumber(v) && v->valueint == 1, "the refused updates moved the version");
   cJSON_Delete(j);
+  serve_stop(&s);
+}
+
+#define WEATHER_CALL "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"
+
+/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
+ * /v1/models, a multi-call chat, streaming with include_usage (same text and
+ * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
+ * unsupported field, and a tools round trip against the scripted policy.  The
+ * SDK is installed into build/npm once; without the npm registry the test is
+ * skipped. */
+Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
+  lt_run_t r;
+  lt_test_sh(&r, 330,
+             "cd '%s' && mkdir -p build/npm && cd build/npm && { grep -qs '\"version\": \"5.12.0\"' node_modules/openai/package.json"
+             " || { { [ -f package.json ] || npm init -y >/dev/null 2>&1; } && timeout 300 npm install --no-audit --no-fund"
+             " openai@5.12.0 >/dev/null 2>&1; }; }",
+             lt_test_root());
+  int have = r.status == 0;
+  lt_run_free(&r);
+  if (!have) cr_skip_test("the npm registry is unreachable: openai@5.12.0 is not installed");
+  char tc[4300];
+  snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
+  char *cfg = lt_test_read(tc);
+  cr_assert(cfg, "%s", tc);
+  served_t s, sc;
+  serve_start_with(&s, "serve_sdk", cfg);
+  serve_start_ex(&sc, "serve_sdk_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
+  free(cfg);
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/build/npm/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
+             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
+  cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_log_info("%s", r.out);
+  lt_run_free(&r);
+  serve_stop(&sc);
+  serve_stop(&s);
+}
+
+static char *sdk_template(void) {
+  char tc[4300];
+  snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
+  char *cfg = lt_test_read(tc);
+  cr_assert(cfg, "%s", tc);
+  return cfg;
+}
+
+/* Streaming over plain HTTP: chunked server-sent events, the role first, a
+ * usage event with empty choices, then [DONE]; the tokens streamed are those
+ * counted. */
+Test(serve, stream_is_server_sent_events_with_usage, .timeout = 120) {
+  served_t s;
+  serve_start(&s, "serve_sse");
+  char *a = lt_test_http(s.port, "POST", "/v1/chat/completions",
+                         "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 6, \"seed\": 4,"
+                         " \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"logprobs\": true}");
+  cr_assert(a);
+  cr_expect(strstr(a, "HTTP/1.1 200") == a && strstr(a, "Content-Type: text/event-stream") &&
+            strstr(a, "Transfer-Encoding: chunked"), "%s", a);
+  cr_expect(strstr(a, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"), "no role event: %s", a);
+  const char *done = strstr(a, "data: [DONE]\n\n");
+  cr_expect(done && strstr(done, "\r\n0\r\n\r\n"), "no [DONE] and last chunk: %s", a);
+  int ntok = 0, usage = -1;
+  for (const char *p = strstr(a, "data: {"); p; p = strstr(p + 1, "data: {")) {
+    const char *e = strstr(p, "\n\n");
+    cr_assert(e);
+    char *ev = strndup(p + 6, (size_t)(e - p - 6));
+    cJSON *j = cJSON_Parse(ev);
+    cr_assert(j, "event %s", ev);
+    ntok += cJSON_GetArraySize(get(j, "choices.0.logprobs.content"));
+    if (cJSON_IsObject(get(j, "usage"))) {
+      cr_expect_eq(cJSON_GetArraySize(get(j, "choices")), 0);
+      usage = (int)get(j, "usage.completion_tokens")->valuedouble;
+    }
+    cJSON_Delete(j);
+    free(ev);
+  }
+  cr_expect(usage > 0 && usage == ntok, "usage %d, streamed tokens %d", usage, ntok);
+  free(a);
+  /* A client that leaves mid-stream: its generation stops, the server goes on. */
+  for (int k = 0; k < 3; k++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static const char body[] = "{\"prompt\": [1, 2], \"max_tokens\": 900, \"stream\": true}";
+    char req[256];
+    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[512];
+    cr_expect_gt(recv(fd, buf, sizeof buf, 0), 0);
+    close(fd);
+  }
+  int st;
+  cJSON *j = call(s.port, "POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 3}", &st);
+  cr_expect_eq(st, 200);
+  cJSON_Delete(j);
+  serve_stop(&s);
+}
+
+/* n, stop and top_logprobs over plain HTTP, and a prompt that fills the
+ * context: OpenAI's context_length_exceeded, the server keeps serving. */
+Test(serve, choices_stop_alternatives_and_a_full_context, .timeout = 120) {
+  served_t s;
+  serve_start_ex(&s, "serve_n", NULL, (const char *[]){"--max-context", "64", NULL});
+  int st;
+  cJSON *j = call(s.port, "POST", "/v1/completions",
+                  "{\"prompt\": [5, 6, 7], \"max_tokens\": 5, \"n\": 3, \"seed\": 2, \"logprobs\": 4}", &st);
+  cr_assert_eq(st, 200);
+  cr_expect_eq(cJSON_GetArraySize(get(j, "choices")), 3);
+  int total = 0;
+  for (int i = 0; i < 3; i++) {
+    char k[64];
+    snprintf(k, sizeof k, "choices.%d.logprobs.top_logprobs", i);
+    const cJSON *tops = get(j, k);
+    total += cJSON_GetArraySize(tops);
+    for (const cJSON *t = tops ? tops->child : NULL; t; t = t->next) {
+      cr_expect_geq(cJSON_GetArraySize(t), 1); /* distinct texts: byte tokens that decode alike share one */
+      double prev = 0, sum = 0;
+      for (const cJSON *e = t->child; e; e = e->next) sum += exp(e->valuedouble), prev = e->valuedouble;
+      cr_expect(sum <= 1 + 1e-6 && prev <= 0, "alternatives are probabilities");
+    }
+  }
+  cr_expect_eq(get(j, "usage.completion_tokens")->valuedouble, total);
+  cJSON_Delete(j);
+  j = call(s.port, "POST", "/v1/completions", "{\"prompt\": [5, 6, 7], \"max_tokens\": 8, \"seed\": 2}", &st);
+  const char *text = get(j, "choices.0.text")->valuestring;
+  char stop[2] = {0};
+  for (const char *p = text + 1; *p && !stop[0]; p++)
+    if (*p > ' ' && *p < 127 && *p != '"' && *p != '\\') stop[0] = *p;
+  if (stop[0]) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"prompt\": [5, 6, 7], \"max_tokens\": 8, \"seed\": 2, \"stop\": \"%s\"}", stop);
+    cJSON *c = call(s.port, "POST", "/v1/completions", body, &st);
+    cr_expect_eq(st, 200);
+    cr_expect_eq(strncmp(get(c, "choices.0.text")->valuestring, text, strlen(get(c, "choices.0.text")->valuestring)), 0);
+    cr_expect_eq(strlen(get(c, "choices.0.text")->valuestring), (size_t)(strchr(text, stop[0]) - text));
+    cr_expect_str_eq(get(c, "choices.0.finish_reason")->valuestring, "stop");
+    cJSON_Delete(c);
+  }
+  cJSON_Delete(j);
+  char big[2048];
+  snprintf(big, sizeof big, "{\"messages\": [{\"role\": \"user\", \"content\": \"%0100d\"}]}", 0);
+  j = call(s.port, "POST", "/v1/chat/completions", big, &st);
+  cr_expect_eq(st, 400);
+  cr_expect(cJSON_IsString(get(j, "error.code")) && !strcmp(get(j, "error.code")->valuestring, "context_length_exceeded"));
+  cJSON_Delete(j);
+  j = call(s.port, "GET", "/v1/models/anything", NULL, &st);
+  cr_expect(st == 200 && !strcmp(get(j, "id")->valuestring, "anything"));
+  cJSON_Delete(j);
+  serve_stop(&s);
+}
+
+/* What agent programs send: a 48 KB system prompt, several tool schemas,
+ * max_tokens far beyond the context, stream; the policy's tool call comes
+ * back parsed. */
+Test(serve, long_agent_requests_with_tools, .timeout = 120) {
+  served_t s;
+  char *cfg = sdk_template();
+  serve_start_ex(&s, "serve_agentreq", cfg, (const char *[]){"--scripted", WEATHER_CALL, "--max-context", "65536", NULL});
+  free(cfg);
+  cJSON *body = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(body, "messages"), *tools = cJSON_AddArrayToObject(body, "tools");
+  char *sys = malloc(48 * 1024 + 1);
+  for (int i = 0; i < 48 * 1024; i++) sys[i] = "You are a careful agent. "[i % 25];
+  sys[48 * 1024] = 0;
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", "system");
+  cJSON_AddStringToObject(m, "content", sys);
+  cJSON_AddItemToArray(msgs, m);
+  free(sys);
+  m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", "user");
+  cJSON_AddStringToObject(m, "content", "Weather in Paris?");
+  cJSON_AddItemToArray(msgs, m);
+  for (int i = 0; i < 6; i++) {
+    char t[512];
+    snprintf(t, sizeof t, "{\"type\": \"function\", \"function\": {\"name\": \"%s\", \"description\": \"tool %d\","
+             " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}",
+             i ? "other_tool" : "get_weather", i);
+    cJSON_AddItemToArray(tools, cJSON_Parse(t));
+  }
+  cJSON_AddNumberToObject(body, "max_tokens", 32000);
+  char *b = cJSON_PrintUnformatted(body);
+  int st;
+  cJSON *j = call(s.port, "POST", "/v1/chat/completions", b, &st);
+  cr_expect_eq(st, 200);
+  cr_expect_str_eq(get(j, "choices.0.finish_reason")->valuestring, "tool_calls");
+  cr_expect_str_eq(get(j, "choices.0.message.tool_calls.0.function.name")->valuestring, "get_weather");
+  cr_expect_str_eq(get(j, "choices.0.message.tool_calls.0.function.arguments")->valuestring, "{\"city\":\"Paris\"}");
+  cr_expect_gt(get(j, "usage.prompt_tokens")->valuedouble, 48 * 1024);
+  cJSON_Delete(j);
+  cJSON_AddTrueToObject(body, "stream");
+  free(b);
+  b = cJSON_PrintUnformatted(body);
+  char *a = lt_test_http(s.port, "POST", "/v1/chat/completions", b);
+  cr_expect(a && strstr(a, "\"finish_reason\":\"tool_calls\"") && strstr(a, "\"name\":\"get_weather\"") &&
+            strstr(a, "data: [DONE]"), "%s", a);
+  free(a);
+  free(b);
+  cJSON_Delete(body);
   serve_stop(&s);
 }
