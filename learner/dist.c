@@ -288,20 +288,45 @@ int lt_dist_gather_shards(const float *local, float *full, const size_t *offsets
 #ifdef LT_HAVE_CUDA
 static ncclComm_t g_nccl;
 
+/* The communicator of all ranks, made at first use with its unique id broadcast over MPI. */
+static int nccl_comm(void) {
+  if (g_nccl) return 0;
+  ncclUniqueId id;
+  if (g_rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return lt_error_set(LT_EDEVICE, "ncclGetUniqueId failed");
+  int rc = lt_dist_bcast(&id, sizeof id);
+  if (rc < 0) return rc;
+  ncclResult_t nr = ncclCommInitRank(&g_nccl, g_size, id, g_rank);
+  if (nr != ncclSuccess) return lt_error_set(LT_EDEVICE, "rank %d: ncclCommInitRank: %s", g_rank, ncclGetErrorString(nr));
+  return 0;
+}
+
+static int nccl_done(ncclResult_t nr, const char *what) {
+  if (nr != ncclSuccess) return lt_error_set(LT_EDEVICE, "rank %d: %s: %s", g_rank, what, ncclGetErrorString(nr));
+  cudaError_t ce = cudaStreamSynchronize(0);
+  if (ce != cudaSuccess) return lt_error_set(LT_EDEVICE, "rank %d: %s: %s", g_rank, what, cudaGetErrorString(ce));
+  return 0;
+}
+
 int lt_dist_nccl_sum(float *dev, size_t n) {
   if (g_size < 2) return 0;
-  if (!g_nccl) {
-    ncclUniqueId id;
-    if (g_rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return lt_error_set(LT_EDEVICE, "ncclGetUniqueId failed");
-    int rc = lt_dist_bcast(&id, sizeof id);
-    if (rc < 0) return rc;
-    ncclResult_t nr = ncclCommInitRank(&g_nccl, g_size, id, g_rank);
-    if (nr != ncclSuccess) return lt_error_set(LT_EDEVICE, "rank %d: ncclCommInitRank: %s", g_rank, ncclGetErrorString(nr));
+  int rc = nccl_comm();
+  if (rc < 0) return rc;
+  return nccl_done(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, g_nccl, 0), "ncclAllReduce");
+}
+
+int lt_dist_nccl_allgather_shards(float *dev, const size_t *offsets, int ntensors) {
+  if (g_size < 2) return 0;
+  int rc = nccl_comm();
+  if (rc < 0) return rc;
+  /* Shards differ in size (whole tensors), which ncclAllGather's equal counts cannot carry: one in-place
+   * broadcast per owner, grouped into a single launch. */
+  ncclResult_t nr = ncclGroupStart();
+  for (int r = 0; r < g_size && nr == ncclSuccess; r++) {
+    size_t lo, hi;
+    lt_dist_shard(offsets, ntensors, r, g_size, &lo, &hi);
+    if (hi > lo) nr = ncclBroadcast(dev + lo, dev + lo, hi - lo, ncclFloat, r, g_nccl, 0);
   }
-  ncclResult_t nr = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, g_nccl, 0);
-  if (nr != ncclSuccess) return lt_error_set(LT_EDEVICE, "rank %d: ncclAllReduce: %s", g_rank, ncclGetErrorString(nr));
-  cudaError_t ce = cudaStreamSynchronize(0);
-  if (ce != cudaSuccess) return lt_error_set(LT_EDEVICE, "rank %d: ncclAllReduce: %s", g_rank, cudaGetErrorString(ce));
-  return 0;
+  ncclResult_t ne = ncclGroupEnd();
+  return nccl_done(nr != ncclSuccess ? nr : ne, "all-gather of the optimizer shards (ncclBroadcast)");
 }
 #endif

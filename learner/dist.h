@@ -75,6 +75,8 @@ int lt_dist_gather_shards(const float *local, float *full, const size_t *offsets
 /* ncclAllReduce (sum) of a device buffer of n floats on the communicator of
  * all ranks, created at first use with its unique id broadcast over MPI. */
 int lt_dist_nccl_sum(float *dev, size_t n);
+/* lt_dist_allgather_shards on a device buffer, over NCCL. */
+int lt_dist_nccl_allgather_shards(float *dev, const size_t *offsets, int ntensors);
 #endif
 
 #endif

@@ -109,26 +109,34 @@ int lt_gpu_loss_fused(lt_gpu_t *g, const lt_loss_cfg_t *cfg, float *logits, cons
 /* ---- optimizer (learner/cuda/optim.cu) ---- */
 /* Global gradient L2 norm over the model's tensors (frozen router excluded). */
 double lt_gpu_grad_norm(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, const float *grads);
-/* lt_optim_step's AdamW on device buffers (params, grads, m, v of the host
- * model's layout); Muon is refused (LT_EUNSUPP).  step: updates done before. */
+/* lt_optim_step's AdamW on device buffers (params and grads in the host
+ * model's layout) for the whole tensors in [lo, hi) (a rank's ZeRO-1 shard,
+ * lt_dist_shard; 0 and nparams on one rank), whose moments m, v hold hi - lo
+ * floats; the norm is the whole buffer's.  Muon is refused (LT_EUNSUPP).
+ * step: updates done before. */
 int lt_gpu_adamw_step(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, float *params, float *grads,
-                      float *m, float *v, int64_t step, double *gnorm, double *lr_out);
+                      float *m, float *v, size_t lo, size_t hi, int64_t step, double *gnorm, double *lr_out);
 
 /* ---- the whole model (learner/cuda/model.cu) ---- */
 typedef struct lt_gpu_model lt_gpu_model_t;
 /* Copies the host model's parameters to the device and sizes a training
- * workspace for max_tokens packed tokens of sequences up to max_seq. */
-int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int max_seq, lt_gpu_model_t **out);
+ * workspace for max_tokens packed tokens of sequences up to max_seq; with
+ * hi > lo, AdamW moments for the parameter shard [lo, hi) (zeros). */
+int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int max_seq, size_t lo, size_t hi,
+                        lt_gpu_model_t **out);
 void lt_gpu_model_free(lt_gpu_model_t *gm);
 /* lt_model_forward on the GPU; out's arrays are host arrays owned by gm. */
 int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *out);
 /* lt_model_backward: accumulates into the device gradients. dlogprobs is a host [N] array. */
 int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const float *dvalues);
 void lt_gpu_model_zero_grad(lt_gpu_model_t *gm);
-/* AdamW on the device copy (moments live on the device); step: updates done before. */
+/* AdamW of the created shard on the device copy (its moments live on the
+ * device); step: updates done before. */
 int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step, double *gnorm, double *lr);
-/* Optimizer moments [nparams] between host arrays and the device. */
+/* The shard's optimizer moments [hi - lo] between host arrays and the device. */
 void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device);
+/* The device parameter buffer (nparams floats), for the ranks' all-gather. */
+float *lt_gpu_model_params(lt_gpu_model_t *gm);
 /* Copies parameters / gradients back into host buffers of nparams floats. */
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads);
 /* The device gradient buffer (nparams floats), for the ranks' ncclAllReduce. */

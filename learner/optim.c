@@ -45,7 +45,7 @@ int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t *
   for (int i = 0; i < m->ntensors; i++) o->offsets[i] = m->tensors[i].offset;
   o->offsets[m->ntensors] = m->nparams;
   o->hi = m->nparams;
-  if (!cfg->replicate) lt_dist_shard(o->offsets, o->ntensors, lt_dist_rank(), lt_dist_size(), &o->lo, &o->hi);
+  lt_dist_shard(o->offsets, o->ntensors, lt_dist_rank(), lt_dist_size(), &o->lo, &o->hi);
   /* calloc(0) may return NULL: an empty shard still gets a valid pointer. */
   o->m = calloc(o->hi - o->lo + 1, sizeof(float));
   o->v = calloc(o->hi - o->lo + 1, sizeof(float));
@@ -176,10 +176,8 @@ double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
   return lr;
 }
 
-static int sharded(const lt_optim_t *o) { return lt_dist_size() > 1 && !o->cfg.replicate; }
-
 int lt_optim_gather(const lt_optim_t *o, lt_model_t *m) {
-  return sharded(o) ? lt_dist_allgather_shards(m->params, o->offsets, o->ntensors) : 0;
+  return lt_dist_size() > 1 ? lt_dist_allgather_shards(m->params, o->offsets, o->ntensors) : 0;
 }
 
 size_t lt_optim_state_bytes(const lt_optim_t *o) { return 2 * sizeof(float) * (o->hi - o->lo); }
@@ -187,7 +185,7 @@ size_t lt_optim_state_bytes(const lt_optim_t *o) { return 2 * sizeof(float) * (o
 int lt_optim_save(const lt_optim_t *o, const char *path) {
   int rank = lt_dist_rank(), rc = 0;
   float *m = o->m, *v = o->v;
-  if (sharded(o)) {
+  if (lt_dist_size() > 1) {
     m = rank == 0 ? malloc(sizeof(float) * o->n) : NULL;
     v = rank == 0 ? malloc(sizeof(float) * o->n) : NULL;
     /* Every rank takes part in both gathers, whatever rank 0's allocation did. */

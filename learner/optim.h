@@ -30,8 +30,6 @@ typedef struct {
    * updates a step makes (docs/config.md). */
   int use_clock;
   int64_t clock;
-  int replicate;       /* not a config key: 1 keeps the whole state on every rank (the GPU
-                          optimizer keeps its moments on the device), 0 shards it (ZeRO-1) */
 } lt_optim_cfg_t;
 
 /* Under several learner ranks (learner/dist.h) the state is sharded (ZeRO

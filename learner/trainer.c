@@ -47,8 +47,6 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
   t->critic = critic;
   if (critic) critic->threads = cfg->threads;
   if (ref) ref->threads = cfg->threads;
-  /* The GPU optimizer keeps whole moments on the device: ZeRO-1 shards the host optimizer only. */
-  t->cfg.actor_opt.replicate = t->cfg.critic_opt.replicate = cfg->cuda;
   if (rc == 0) rc = lt_optim_create(&t->cfg.actor_opt, policy, &t->actor_opt);
   if (rc == 0 && t->critic) rc = lt_optim_create(&t->cfg.critic_opt, t->critic, &t->critic_opt);
   if (rc == 0 && cfg->cuda) {
@@ -130,8 +128,8 @@ static int ensure(lt_trainer_t *t, int i, lt_model_t *m, int n, int s) {
     lt_gpu_model_free(t->gm[i]);
     t->gm[i] = NULL;
     t->cap_tokens[i] = t->cap_seq[i] = 0;
-    if ((rc = lt_gpu_model_create(t->gpu, m, nn, ss, &t->gm[i])) < 0) return rc;
     lt_optim_t *o = optim_at(t, i);
+    if ((rc = lt_gpu_model_create(t->gpu, m, nn, ss, o ? o->lo : 0, o ? o->hi : 0, &t->gm[i])) < 0) return rc;
     if (o) lt_gpu_model_moments(t->gm[i], o->m, o->v, 1);
   } else
 #endif
@@ -189,9 +187,10 @@ static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
   if (rc < 0) return rc;
 #ifdef LT_HAVE_CUDA
   if (t->gm[i]) {
-    lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, lr); /* AdamW checked at create */
+    /* This rank's shard of the update, then every rank's updated slice to all (ZeRO-1). */
+    if ((rc = lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, lr)) < 0) return rc;
     o->step++;
-    return 0;
+    return lt_dist_nccl_allgather_shards(lt_gpu_model_params(t->gm[i]), o->offsets, o->ntensors);
   }
 #endif
   *lr = lt_optim_step(o, model_at(t, i), gnorm);

@@ -67,7 +67,7 @@ typedef struct {
   char *weights_location; /* where the current weights are ("" if builtin init) */
   char sha256[65];
   cJSON *settings;     /* rollout/envs/rewards config sections, an object */
-  cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format"}: what a worker needs to produce valid
+  cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid
                         * trajectories without a checkpoint; an object (empty if not sent) */
 } lt_welcome_t;
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/chat_template.h"
 #include "learner/tokenizer.h"
 #include "learner/trainer.h"
 #include "train/internal.h"
@@ -197,12 +198,23 @@ int lt_policy_model_info(const char *dir, int *vocab, cJSON **info) {
   lt_tokenizer_t *tok = NULL;
   if (rc == 0) rc = lt_tokenizer_for_model(dir, mc.vocab, &tok);
   if (rc < 0) return rc;
+  /* Workers render prompts through the model's own chat template when it ships one (rollout/agent.c):
+   * WELCOME says which, so a worker written to docs/protocol.md formats turns as the policy was trained. */
+  lt_chat_template_t *tmpl = NULL;
+  rc = lt_chat_template_load(dir, &tmpl);
+  const char *format = rc == 0 ? "chat_template" : "chatml";
+  lt_chat_template_free(tmpl);
+  if (rc == LT_ENOENT) lt_error_clear();
+  else if (rc < 0) {
+    lt_tokenizer_free(tok);
+    return rc;
+  }
   *vocab = mc.vocab;
   cJSON *o = cJSON_CreateObject();
   cJSON *eos = o ? cJSON_AddArrayToObject(o, "eos_ids") : NULL;
   if (eos) {
     cJSON_AddNumberToObject(o, "vocab_size", mc.vocab);
-    cJSON_AddStringToObject(o, "chat_format", "chatml");
+    cJSON_AddStringToObject(o, "chat_format", format);
     for (int32_t id = 0; id < mc.vocab; id++)
       if (lt_tokenizer_is_stop(tok, id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber(id));
   }

@@ -135,7 +135,7 @@ static train_t bench_train(const char *cfg_path, int nseq, int seqlen) {
   lt_model_init_random(m, 1, 0.02f);
   int N = nseq * seqlen;
   lt_gpu_model_t *gm;
-  if (lt_gpu_model_create(G, m, N, seqlen, &gm) < 0) die("GPU model");
+  if (lt_gpu_model_create(G, m, N, seqlen, 0, m->nparams, &gm) < 0) die("GPU model");
   int32_t *tok = malloc(sizeof(int32_t) * N);
   int *start = malloc(sizeof(int) * (nseq + 1));
   float *dl = malloc(sizeof(float) * N);

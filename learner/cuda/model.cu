@@ -16,7 +16,9 @@ struct lt_gpu_model {
   const lt_model_t *host;
   lt_model_config_t c;
   int max_tokens, max_seq, chunk, Id, N;
-  float *params, *grads, *mom, *vel; /* [nparams] */
+  float *params, *grads; /* [nparams] */
+  float *mom, *vel;      /* [mhi - mlo]: the AdamW moments of this rank's shard */
+  size_t mlo, mhi;
   lt_model_weights_t w, gw;           /* device views */
   float *rope_cos, *rope_sin;
   /* activations, per layer (host arrays of device pointers) */
@@ -102,7 +104,8 @@ void lt_gpu_model_free(lt_gpu_model_t *gm) {
   free(gm);
 }
 
-int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int max_seq, lt_gpu_model_t **out) {
+int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int max_seq, size_t lo, size_t hi,
+                        lt_gpu_model_t **out) {
   *out = NULL;
   const lt_model_config_t *c = &host->cfg;
   if (c->head_dim > 256 || c->heads % c->kv_heads)
@@ -129,8 +132,12 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   int fail = 0;
   gm->params = (float *)dev(gm, P * F, &fail);
   gm->grads = (float *)dev(gm, P * F, &fail);
-  gm->mom = (float *)dev(gm, P * F, &fail);
-  gm->vel = (float *)dev(gm, P * F, &fail);
+  gm->mlo = lo;
+  gm->mhi = hi > lo ? hi : lo;
+  if (gm->mhi > gm->mlo) {
+    gm->mom = (float *)dev(gm, (gm->mhi - gm->mlo) * F, &fail);
+    gm->vel = (float *)dev(gm, (gm->mhi - gm->mlo) * F, &fail);
+  }
   size_t half = (size_t)c->max_pos * (c->head_dim / 2);
   gm->rope_cos = (float *)dev(gm, half * F, &fail);
   gm->rope_sin = (float *)dev(gm, half * F, &fail);
@@ -215,6 +222,10 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   lt_gpu_upload(g, gm->params, host->params, P * F);
   lt_gpu_upload(g, gm->rope_cos, host->rope_cos, half * F);
   lt_gpu_upload(g, gm->rope_sin, host->rope_sin, half * F);
+  if (gm->mom) {
+    lt_gpu_zero(g, gm->mom, (gm->mhi - gm->mlo) * F);
+    lt_gpu_zero(g, gm->vel, (gm->mhi - gm->mlo) * F);
+  }
   *out = gm;
   return 0;
 }
@@ -564,11 +575,13 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
 void lt_gpu_model_zero_grad(lt_gpu_model_t *gm) { lt_gpu_zero(gm->g, gm->grads, sizeof(float) * gm->host->nparams); }
 
 int lt_gpu_model_step(lt_gpu_model_t *gm, const lt_optim_cfg_t *c, int64_t step, double *gnorm, double *lr) {
-  return lt_gpu_adamw_step(gm->g, c, gm->host, gm->params, gm->grads, gm->mom, gm->vel, step, gnorm, lr);
+  /* An empty shard (more ranks than tensors to share) has no moments and updates nothing. */
+  return lt_gpu_adamw_step(gm->g, c, gm->host, gm->params, gm->grads, gm->mom, gm->vel, gm->mlo, gm->mhi, step, gnorm, lr);
 }
 
 void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device) {
-  size_t bytes = sizeof(float) * gm->host->nparams;
+  size_t bytes = sizeof(float) * (gm->mhi - gm->mlo);
+  if (!bytes) return;
   if (to_device) {
     lt_gpu_upload(gm->g, gm->mom, m, bytes);
     lt_gpu_upload(gm->g, gm->vel, v, bytes);
@@ -579,6 +592,7 @@ void lt_gpu_model_moments(lt_gpu_model_t *gm, float *m, float *v, int to_device)
 }
 
 float *lt_gpu_model_grads(lt_gpu_model_t *gm) { return gm->grads; }
+float *lt_gpu_model_params(lt_gpu_model_t *gm) { return gm->params; }
 
 void lt_gpu_model_download(lt_gpu_model_t *gm, float *params, float *grads) {
   size_t bytes = sizeof(float) * gm->host->nparams;

@@ -1,5 +1,6 @@
 /* AdamW on the device: lt_optim_step's update (global-norm clip, decoupled
- * weight decay off for 1-D tensors, frozen router) over the parameter buffer. */
+ * weight decay off for 1-D tensors, frozen router) over the tensors of one
+ * ZeRO-1 shard of the parameter buffer (all of it on one rank). */
 #include <math.h>
 
 #include "learner/cuda/internal.cuh"
@@ -48,7 +49,7 @@ __global__ void adamw_kernel(float *w, float *gr, float *m, float *v, size_t n, 
 }
 
 int lt_gpu_adamw_step(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *host, float *params, float *grads,
-                      float *m, float *v, int64_t step, double *gnorm_out, double *lr_out) {
+                      float *m, float *v, size_t lo, size_t hi, int64_t step, double *gnorm_out, double *lr_out) {
   if (c->kind != LT_OPT_ADAMW) return lt_error_set(LT_EUNSUPP, "GPU optimizer: only AdamW runs on the GPU (Muon: CPU)");
   double gnorm = lt_gpu_grad_norm(g, c, host, grads);
   if (gnorm_out) *gnorm_out = gnorm;
@@ -57,10 +58,10 @@ int lt_gpu_adamw_step(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *ho
   double bc1 = 1.0 - pow(c->beta1, (double)(step + 1)), bc2 = 1.0 - pow(c->beta2, (double)(step + 1));
   for (int i = 0; i < host->ntensors; i++) {
     const lt_tensor_t *t = &host->tensors[i];
-    if (frozen(c, t)) continue;
+    if (frozen(c, t) || t->offset < lo || t->offset >= hi) continue; /* another rank's shard */
     size_t n = numel(t), o = t->offset;
     unsigned b = lt__blocks(n, 256);
-    adamw_kernel<<<b < 4096u ? b : 4096u, 256, 0, g->stream>>>(params + o, grads + o, m + o, v + o, n, gscale, c->beta1,
+    adamw_kernel<<<b < 4096u ? b : 4096u, 256, 0, g->stream>>>(params + o, grads + o, m + o - lo, v + o - lo, n, gscale, c->beta1,
                                                               c->beta2, c->eps, lr, bc1, bc2,
                                                               t->ndim == 1 ? 0.0f : c->weight_decay);
     LT_LAUNCHED();

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
 #include "learner/gpu.h"
 #include "learner/loss.h"
 #include "learner/model.h"
@@ -364,22 +365,39 @@ static void test_optimizer(void) {
   lt_optim_t *o;
   if (lt_optim_create(&oc, m, &o) < 0) exit(1);
   size_t P = m->nparams;
+  /* Rank 1 of 2's ZeRO-1 shard, updated beside the whole buffer: its tensors must match the CPU's, the rest stay. */
+  size_t lo, hi;
+  lt_dist_shard(o->offsets, o->ntensors, 1, 2, &lo, &hi);
+  float *p0 = malloc(NF(P));
+  memcpy(p0, m->params, NF(P));
   float *gp = dup_dev(m->params, NF(P)), *gg = dup_dev(NULL, NF(P)), *gm = dup_dev(NULL, NF(P)), *gv = dup_dev(NULL, NF(P));
-  double gn_cpu = 0, gn_gpu = 0, lr_gpu = 0;
+  float *sp = dup_dev(m->params, NF(P)), *sm = dup_dev(NULL, NF(hi - lo)), *sv = dup_dev(NULL, NF(hi - lo));
+  double gn_cpu = 0, gn_gpu = 0, gn_shard = 0, lr_gpu = 0;
   for (int s = 0; s < 3; s++) {
     for (size_t i = 0; i < P; i++) m->grads[i] = (float)(lt_rng_normal(&R) * 0.01);
     lt_gpu_upload(G, gg, m->grads, NF(P));
     lt_optim_step(o, m, &gn_cpu);
-    lt_gpu_adamw_step(G, &oc, m, gp, gg, gm, gv, s, &gn_gpu, &lr_gpu);
+    lt_gpu_adamw_step(G, &oc, m, gp, gg, gm, gv, 0, P, s, &gn_gpu, &lr_gpu);
+    lt_gpu_upload(G, gg, m->grads, NF(P)); /* the step above clipped gg in place */
+    lt_gpu_adamw_step(G, &oc, m, sp, gg, sm, sv, lo, hi, s, &gn_shard, NULL);
   }
   float *hp = fetch(gp, P), *hm = fetch(gm, P), *hv = fetch(gv, P);
   check("AdamW: parameters after 3 clipped steps", rel_err(hp, m->params, P), 1e-5);
   check("AdamW: first moments", rel_err(hm, o->m, P), 1e-5);
   check("AdamW: second moments", rel_err(hv, o->v, P), 1e-5);
   check("AdamW: gradient norm", fabs(gn_gpu - gn_cpu) / gn_cpu, 1e-5);
+  float *shp = fetch(sp, P), *shm = fetch(sm, hi - lo), *shv = fetch(sv, hi - lo);
+  require(lo > 0 && hi == P, "the second of two shards is a proper tail of the buffer");
+  check("AdamW ZeRO-1 shard: its parameters", rel_err(shp + lo, m->params + lo, hi - lo), 1e-5);
+  check("AdamW ZeRO-1 shard: its first moments", rel_err(shm, o->m + lo, hi - lo), 1e-5);
+  check("AdamW ZeRO-1 shard: its second moments", rel_err(shv, o->v + lo, hi - lo), 1e-5);
+  check("AdamW ZeRO-1 shard: the whole buffer's gradient norm", fabs(gn_shard - gn_cpu) / gn_cpu, 1e-5);
+  require(!memcmp(shp, p0, NF(lo)), "AdamW ZeRO-1 shard: the other rank's parameters are left alone");
+  free(shp), free(shm), free(shv), free(p0);
+  lt_gpu_free(sp), lt_gpu_free(sm), lt_gpu_free(sv);
   lt_optim_cfg_t muon = oc;
   muon.kind = LT_OPT_MUON;
-  require(lt_gpu_adamw_step(G, &muon, m, gp, gg, gm, gv, 3, NULL, NULL) == LT_EUNSUPP, "GPU optimizer refuses Muon");
+  require(lt_gpu_adamw_step(G, &muon, m, gp, gg, gm, gv, 0, P, 3, NULL, NULL) == LT_EUNSUPP, "GPU optimizer refuses Muon");
   free(hp), free(hm), free(hv);
   lt_gpu_free(gp), lt_gpu_free(gg), lt_gpu_free(gm), lt_gpu_free(gv);
   lt_optim_free(o);
@@ -395,7 +413,7 @@ static void test_model(const char *name, const char *moe, const char *extra, int
   lt_model_t *m = model(moe, extra, critic, 11);
   if (lt_model_train_alloc(m, NTOK, 128) < 0) exit(1);
   lt_gpu_model_t *gm;
-  if (lt_gpu_model_create(G, m, NTOK, 128, &gm) < 0) {
+  if (lt_gpu_model_create(G, m, NTOK, 128, 0, 0, &gm) < 0) {
     fprintf(stderr, "test-gpu: %s\n", lt_error_msg());
     exit(1);
   }
@@ -454,7 +472,7 @@ static void test_model(const char *name, const char *moe, const char *extra, int
 static void test_training(int bf16) {
   lt_model_t *m = model("qwen3_moe", ", \"mlp_only_layers\": [0]", 0, 5);
   lt_gpu_model_t *gm;
-  if (lt_gpu_model_create(G, m, NTOK, 128, &gm) < 0) exit(1);
+  if (lt_gpu_model_create(G, m, NTOK, 128, 0, m->nparams, &gm) < 0) exit(1);
   lt_optim_cfg_t oc;
   lt_optim_cfg_default(&oc, LT_OPT_ADAMW);
   oc.lr = 3e-3f;

@@ -355,3 +355,28 @@ Test(train, a_trajectory_of_several_contexts_packs_each_as_a_sequence) {
   lt_buffer_close(b);
   finish(t, &cfg, dir);
 }
+
+static void nofill(lt_buffer_t *b) { (void)b; }
+
+/* WELCOME's model.chat_format says how workers format turns: the model's own chat_template when its
+ * tokenizer_config.json ships one, else chatml; a template that does not parse stops the daemon. */
+Test(train, welcome_names_the_models_own_chat_template) {
+  char *dir = lt_test_tmpdir("chatfmt"), policy[4096], p[4400];
+  lt_config_t cfg;
+  setup(dir, BATCH2, "", &cfg, policy, sizeof policy, nofill);
+  int vocab;
+  cJSON *info;
+  cr_assert_eq(lt_policy_model_info(policy, &vocab, &info), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(cJSON_GetObjectItem(info, "chat_format")->valuestring, "chatml");
+  cJSON_Delete(info);
+  snprintf(p, sizeof p, "%s/tokenizer_config.json", policy);
+  cr_assert_eq(lt_test_write(p, "{\"chat_template\": \"{% for m in messages %}[{{ m.role }}] {{ m.content }}\\n{% endfor %}\"}"), 0);
+  cr_assert_eq(lt_policy_model_info(policy, &vocab, &info), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(cJSON_GetObjectItem(info, "chat_format")->valuestring, "chat_template");
+  cr_expect_eq(vocab, 264);
+  cJSON_Delete(info);
+  cr_assert_eq(lt_test_write(p, "{\"chat_template\": \"{% for m in messages %}\"}"), 0);
+  cr_expect_lt(lt_policy_model_info(policy, &vocab, &info), 0, "a template that does not parse was accepted");
+  lt_config_free(&cfg);
+  lt_test_rmdir(dir);
+}
