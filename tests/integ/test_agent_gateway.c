@@ -14,6 +14,7 @@
 #include "cJSON.h"
 #include "learner/tokenizer.h"
 #include "tests/support/harness.h"
+#include "tests/support/live.h"
 
 typedef struct {
   char *dir;
@@ -208,11 +209,7 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
  * call; the policy (scripted) ends every turn with a call of the tool, which the calls with tools get as tool_calls.  No reward from the program: the domain's
  * reward judges the final message. */
 Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_exact, .timeout = 300) {
-  lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 330, "%s/scripts/test-agents.sh", lt_test_root()), 0);
-  int have = r.status == 0;
-  lt_run_free(&r);
-  if (!have) cr_skip_test("the openai npm package cannot be installed here");
+  lt_test_need_openai_sdk();
   char envs[4096];
   snprintf(envs, sizeof envs,
            "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\"],"

@@ -14,6 +14,7 @@
 
 #include "cJSON.h"
 #include "tests/support/harness.h"
+#include "tests/support/live.h"
 
 typedef struct {
   char *dir;
@@ -273,18 +274,10 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
  * /v1/models, a multi-call chat, streaming with include_usage (same text and
  * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
  * unsupported field, and a tools round trip against the scripted policy.  The
- * SDK is installed into build/npm once; without the npm registry the test is
- * skipped. */
+ * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
 Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
   lt_run_t r;
-  lt_test_sh(&r, 330,
-             "cd '%s' && mkdir -p build/npm && cd build/npm && { grep -qs '\"version\": \"5.12.0\"' node_modules/openai/package.json"
-             " || { { [ -f package.json ] || npm init -y >/dev/null 2>&1; } && timeout 300 npm install --no-audit --no-fund"
-             " openai@5.12.0 >/dev/null 2>&1; }; }",
-             lt_test_root());
-  int have = r.status == 0;
-  lt_run_free(&r);
-  if (!have) cr_skip_test("the npm registry is unreachable: openai@5.12.0 is not installed");
+  lt_test_need_openai_sdk();
   char tc[4300];
   snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
   char *cfg = lt_test_read(tc);
@@ -293,7 +286,7 @@ Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
   serve_start_with(&s, "serve_sdk", cfg);
   serve_start_ex(&sc, "serve_sdk_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
   free(cfg);
-  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/build/npm/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
              "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   cr_log_info("%s", r.out);

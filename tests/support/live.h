@@ -12,6 +12,8 @@
  * top-level object (a "monitor" there replaces the default one). */
 void lt_test_fault_config(const char *path, int port, int spawn, int tasks, const char *extra);
 /* `longtail stats DIR --json`, parsed (asserts the command ran). */
+/* Installs the pinned openai npm SDK (scripts/test-agents.sh) or skips the test; under CI a failure fails it. */
+void lt_test_need_openai_sdk(void);
 cJSON *lt_test_stats(const char *run_dir);
 /* A number in stats: j.a or j.a.b (b may be NULL); asserts it is there. */
 double lt_test_at(const cJSON *j, const char *a, const char *b);

@@ -1,4 +1,4 @@
-// The official `openai` npm SDK (pinned by tests/integ/test_serve.c) against
+// The official `openai` npm SDK (pinned by tests/integ/agents/package-lock.json) against
 // `longtail serve`:
 //   node sdk.mjs MODEL_URL SCRIPTED_URL
 // MODEL_URL serves the tiny builtin model, SCRIPTED_URL the scripted policy
