@@ -35,14 +35,14 @@ void lt_oai_send_error(lt_http_conn_t *c, int status, const char *param, const c
 }
 
 void lt__oai_send_json(lt_http_conn_t *c, int status, cJSON *o) {
-  char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+  /* lt_json_write, not cJSON's printer: text an untrained policy generated may
+   * be invalid UTF-8, which strict clients (Python's json) refuse. */
+  lt_buf_t b = {0};
+  if (o) lt_json_write(&b, o);
   cJSON_Delete(o);
-  if (!s) {
-    lt_http_respond(c, 500, NULL, "out of memory\n", 14);
-    return;
-  }
-  lt_http_respond(c, status, "application/json", s, strlen(s));
-  free(s);
+  if (!o || lt_buf_ok(&b) < 0) lt_http_respond(c, 500, NULL, "out of memory\n", 14);
+  else lt_http_respond(c, status, "application/json", b.data, b.len);
+  lt_buf_free(&b);
 }
 
 int lt_oai_create(const lt_oai_opts_t *o, lt_oai_t **out) {

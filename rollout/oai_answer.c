@@ -8,6 +8,7 @@
 #include "rollout/oai.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/json.h"
 
 void lt__oai_gen_release(lt_oai_gen_t *g) {
   free(g->tokens), free(g->logprobs), free(g->ntop), free(g->top_ids), free(g->top_lps), free(g->text);
@@ -166,12 +167,12 @@ static cJSON *envelope(const lt__oai_call_t *k, int chunk) {
 /* ---- streaming ---- */
 
 static int send_event(lt__oai_call_t *k, cJSON *o) {
-  char *s = o ? cJSON_PrintUnformatted(o) : NULL;
-  cJSON_Delete(o);
-  if (!s) return LT_ENOMEM;
+  if (!o) return LT_ENOMEM;
   lt_buf_t b = {0};
-  lt_buf_printf(&b, "data: %s\n\n", s);
-  free(s);
+  lt_buf_puts(&b, "data: ");
+  lt_json_write(&b, o); /* valid UTF-8 whatever the policy generated (lt__oai_send_json) */
+  lt_buf_puts(&b, "\n\n");
+  cJSON_Delete(o);
   int rc = lt_buf_ok(&b) < 0 ? LT_ENOMEM : lt_http_stream_write(k->conn, b.data, b.len);
   lt_buf_free(&b);
   return rc;

@@ -16,6 +16,7 @@
 #include "rollout/backend.h"
 #include "rollout/oai.h"
 #include "util/error.h"
+#include "util/json.h"
 
 #define CALL "<tool_call><name>lookup</name><arg name=\"q\">paris</arg></tool_call>"
 
@@ -117,10 +118,10 @@ static void on_stop(uv_async_t *a) {
   uv_close((uv_handle_t *)&f->stop, NULL);
 }
 
-static void fx_init(fx_t *f) {
+static void fx_init(fx_t *f, const char *answer) {
   memset(f, 0, sizeof *f);
   uv_loop_init(&f->loop);
-  lt_backend_opts_t bo = {.kind = "scripted", .max_sessions = 8, .max_context = 600, .mean_tokens = 6, .answer = CALL};
+  lt_backend_opts_t bo = {.kind = "scripted", .max_sessions = 8, .max_context = 600, .mean_tokens = 6, .answer = answer};
   cr_assert_eq(lt_backend_create(&f->loop, &bo, &f->b), 0, "%s", lt_error_msg());
   lt_backend_info_t bi;
   lt_backend_info(f->b, &bi);
@@ -218,9 +219,43 @@ static void *client(void *arg) {
 
 Test(oai, hooks_authorize_prepare_record_and_limit_calls, .timeout = 60) {
   fx_t f;
-  fx_init(&f);
+  fx_init(&f, CALL);
   pthread_t t;
   pthread_create(&t, NULL, client, &f);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  pthread_join(t, NULL);
+  uv_loop_close(&f.loop);
+}
+
+/* A policy that writes bytes which are not UTF-8 (an untrained one does): plain and streamed answers stay valid
+ * UTF-8 JSON (U+FFFD in their place), which strict clients such as Python's json accept. */
+static void *bad_bytes_client(void *arg) {
+  fx_t *f = arg;
+  const char *reqs[] = {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}",
+                        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": true}"};
+  for (int i = 0; i < 2; i++) {
+    char *a = ask(f->port, "episode-1", reqs[i]);
+    const char *body = strstr(a, "\r\n\r\n");
+    cr_assert(body && strstr(a, "HTTP/1.1 200") == a, "%s", a);
+    cr_expect_eq(lt_json_utf8_check(body, strlen(body)), strlen(body), "answer %d is not UTF-8", i);
+    /* (streamed, the text arrives a token per event) */
+    cr_expect(strstr(body, i == 0 ? "ok \xEF\xBF\xBD\xEF\xBF\xBD done" : "\xEF\xBF\xBD"), "answer %d: %s", i, body);
+    if (i == 0) {
+      cJSON *j = body_of(a);
+      cr_expect(j, "%s", a);
+      cJSON_Delete(j);
+    }
+    free(a);
+  }
+  uv_async_send(&f->stop);
+  return NULL;
+}
+
+Test(oai, bytes_that_are_not_utf8_reach_the_client_as_valid_json, .timeout = 60) {
+  fx_t f;
+  fx_init(&f, "ok \xff\xfe done");
+  pthread_t t;
+  pthread_create(&t, NULL, bad_bytes_client, &f);
   uv_run(&f.loop, UV_RUN_DEFAULT);
   pthread_join(t, NULL);
   uv_loop_close(&f.loop);
