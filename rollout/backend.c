@@ -105,12 +105,16 @@ static void tick(lt_backend_t *b) {
     free(b->reload_dir);
     b->reload_dir = NULL;
   }
-  /* Snapshot the sessions: callbacks below may open or close sessions. */
+  /* Snapshot the sessions that can advance now (callbacks below may open or
+   * close sessions).  Only due ones: a batch filled with sessions still
+   * waiting for their token time would starve the due ones behind them
+   * while the driver spins. */
   lt_gen_t *pre[MAX_BATCH], *dec[MAX_BATCH];
   int np = 0, nd = 0;
-  for (lt_gen_t *g = b->gens; g; g = g->next) {
+  int64_t now = (int64_t)lt_time_mono_ns();
+  for (lt_gen_t *g = b->gens; g && (np < MAX_BATCH || nd < MAX_BATCH); g = g->next) {
     if (g->state == LT_GEN_PREFILL && np < MAX_BATCH) pre[np++] = g;
-    if (g->state == LT_GEN_DECODE && nd < MAX_BATCH) dec[nd++] = g;
+    if (g->state == LT_GEN_DECODE && g->due_ns <= now && nd < MAX_BATCH) dec[nd++] = g;
   }
   for (int i = 0; i < np; i++) {
     lt_gen_t *g = pre[i];
