@@ -13,6 +13,9 @@
 # docs/benchmarks.md.  Exit 1 when a goal is missed (ratio < 0.8, p99 > 100 ms,
 # RSS growth > 15%, anything lost or duplicated).
 #   SCALE_WORKERS=40 SCALE_SLOTS=800 (32k sessions), 80 x 800 (64k), 160 x 800 (128k).
+# SCALE_KILL=1: kill -9 one worker 10 s into the window and check liveness: that
+# worker, and only it, is declared dead within the liveness window (heartbeat_ms x
+# liveness) with its sessions requeued.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${LT_BIN:-$PWD/bin/longtail}
@@ -22,6 +25,7 @@ SECS=${SCALE_SECONDS:-150}
 FROM=${SCALE_WINDOW_FROM:-60}
 TOKEN_US=${SCALE_TOKEN_US:-1000000}
 MEAN=${SCALE_MEAN_TOKENS:-24}
+KILL=${SCALE_KILL:-0}
 OUT=build/scale
 [ "$FROM" -lt "$SECS" ] || { echo "scale: SCALE_WINDOW_FROM ($FROM) must be below SCALE_SECONDS ($SECS)" >&2; exit 2; }
 ulimit -n 65536 2>/dev/null || true
@@ -61,6 +65,11 @@ while [ $(( $(date +%s) - t0 )) -lt "$SECS" ] && kill -0 $d 2>/dev/null; do
     mark=1
     echo -e "window_start\t$(date +%s%3N)\t$(ticks $d/stat)\t$(ticks "${stat_files[@]}")" >> "$OUT/samples.tsv"
   fi
+  if [ "$KILL" = 1 ] && [ $mark = 1 ] && [ $t -ge $((FROM + 10)) ]; then
+    mark=2
+    kill -KILL "${pids[0]}"
+    echo -e "killed\t$(date +%s%3N)\tscale-1" >> "$OUT/samples.tsv"
+  fi
   rss=$(awk '/VmRSS/ {print $2}' /proc/$d/status 2>/dev/null)
   echo -e "rss\t$t\t${rss:-0}" >> "$OUT/samples.tsv"
   sleep 2
@@ -88,6 +97,19 @@ committed = q("SELECT count(*) FROM trajectories WHERE time_ms >= ? AND time_ms 
 turn_tokens = mean - 0.5 + len(" #### 0") + 2
 sessions = n * slots
 produced = sessions / (turn_tokens * token_us / 1e6)
+killed = next((r for r in rows if r[0] == "killed"), None)
+kill = None
+if killed:  # one worker fewer after the kill; its death must be seen within the liveness window
+    t_kill = int(killed[1])
+    produced *= 1 - (t_to - t_kill) / (t_to - t_from) / n
+    deaths = c.execute("SELECT time_ms, detail FROM events WHERE kind='worker_dead'").fetchall()
+    mine = [(t, dt) for t, dt in deaths if dt.startswith(killed[2] + " ")]
+    requeued = int(mine[0][1].split("; ")[1].split()[0]) if mine else 0
+    window_ms = 1000 * 5  # transport.heartbeat_ms x transport.liveness in cfg.json
+    kill = {"worker": killed[2], "detected_after_ms": mine[0][0] - t_kill if mine else None, "requeued": requeued,
+            "other_deaths": len(deaths) - len(mine), "timeouts": q("SELECT count(*) FROM events WHERE kind='task_timeout'")}
+    kill["ok"] = (len(mine) == 1 and kill["detected_after_ms"] <= window_ms + 1000 and 0 < requeued <= slots
+                  and kill["other_deaths"] == 0 and kill["timeouts"] == 0)
 rate = committed / secs
 p99 = [r[0] for r in c.execute("SELECT value FROM metrics WHERE name='dispatch/overhead_p99_ms' AND time_ms >= ? AND time_ms < ?",
                                (t_from, t_to + 5000))]
@@ -114,16 +136,17 @@ res = {"commit": commit, "workers": n, "slots": slots, "sessions": sessions, "to
        "daemon_cpu_frac": round(d_cpu / secs, 3), "workers_cpu_frac": round(w_cpu / secs, 3),
        # What a session costs a worker: resident memory, and CPU per second of its life (mostly waiting).
        "worker_kb_per_session": round(w_rss_kb / sessions, 1), "worker_cpu_us_per_session_s": round(1e6 * w_cpu / secs / sessions, 2),
-       "lost": lost, "duplicated": dups, "in_flight_at_stop": in_flight, "daemon_exit": st}
+       "kill": kill, "lost": lost, "duplicated": dups, "in_flight_at_stop": in_flight, "daemon_exit": st}
 res["ok"] = (st == 0 and res["ratio"] >= 0.8 and (not p99 or max(p99) <= 100) and (growth is None or growth <= 0.15)
-             and lost == 0 and dups == 0)
+             and lost == 0 and dups == 0 and (kill is None or kill["ok"]))
 json.dump(res, open(out, "w"))
 print(json.dumps(res))
+kill_txt = (f"; killed {kill['worker']}: dead after {kill['detected_after_ms']} ms, {kill['requeued']} requeued, "
+            f"{kill['other_deaths']} other deaths" if kill else "")
 print(f"scale {commit}: {sessions} sessions ({n}x{slots}), window {secs:.0f}s: {rate:.0f}/s committed of {produced:.0f}/s "
       f"produced ({rate / produced:.2f}x), p99 overhead {res['overhead_p99_ms_max']} ms, daemon RSS "
       f"{res['rss_mb_start']}->{res['rss_mb_end']} MB ({100 * (growth or 0):+.1f}%), CPU/traj daemon "
       f"{res['daemon_cpu_us_per_traj']} us, workers {res['worker_cpu_us_per_traj']} us; per session {res['worker_kb_per_session']} KB, "
-      f"{res['worker_cpu_us_per_session_s']} us CPU/s; lost {lost}, duplicated {dups}"
-      f" -> {'ok' if res['ok'] else 'MISSED'}")
+      f"{res['worker_cpu_us_per_session_s']} us CPU/s; lost {lost}, duplicated {dups}{kill_txt} -> {'ok' if res['ok'] else 'MISSED'}")
 sys.exit(0 if res["ok"] else 1)
 EOF
