@@ -78,8 +78,10 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     d->workers[w].rid_len = len;
   } else if (d->workers[w].inflight) {
     /* The same worker again (it reconnected): what we thought it was running
-     * either comes back as TRAJ or is gone with its old socket. */
-    lt__worker_requeue_all(d, w, "worker reconnected");
+     * either comes back as TRAJ or is gone with its old socket, unless its
+     * HELLO says a session still runs it (then it keeps it, attempt and all:
+     * a loaded daemon that fell silent for a while must not fail tasks). */
+    lt__worker_requeue_all(d, w, "worker reconnected", h->running, h->nrunning);
   }
   lt__worker_t *wk = &d->workers[w];
   int was_alive = wk->alive;
@@ -100,6 +102,9 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       t->worker = w;
       t->slot_free = 0;
       t->dispatched_ms = lt__now_ms();
+      wk->inflight++;
+      wk->owned++;
+    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free) { /* kept across the reconnect */
       wk->inflight++;
       wk->owned++;
     } else if (!t || t->worker != w) {
@@ -151,7 +156,13 @@ void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported) {
 
 static int runs_on(const lt__task_t *t, int w) { return t && t->status == LT_TASK_DISPATCHED && t->worker == w; }
 
-int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why) {
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *keep, int nkeep) {
+  if (nkeep > 0) qsort(keep, (size_t)nkeep, sizeof *keep, cmp_u64);
   /* Ids first: a requeue can remove a task (out of attempts) and shift the
    * table, and rescanning after each one cost O(table) per task. */
   size_t n = 0;
@@ -171,6 +182,8 @@ int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why) {
       if (runs_on(d->tasks[i], w)) ids[k++] = d->tasks[i]->id;
     for (size_t i = 0; i < k; i++) {
       lt__task_t *t = lt__task_get(d, ids[i]);
+      uint64_t id = (uint64_t)ids[i];
+      if (nkeep > 0 && bsearch(&id, keep, (size_t)nkeep, sizeof *keep, cmp_u64)) continue;
       if (runs_on(t, w)) lt__requeue(d, t, 1, why), done++;
     }
   }
@@ -195,7 +208,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     lt__worker_t *wk = &d->workers[w];
     if (!wk->alive || now - wk->last_seen_ms <= dead_after) continue;
     wk->alive = 0;
-    int requeued = lt__worker_requeue_all(d, w, "worker died");
+    int requeued = lt__worker_requeue_all(d, w, "worker died", NULL, 0);
     lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name, (long long)(now - wk->last_seen_ms), requeued);
     /* The survivors may be idle: nothing else would hand them the requeued tasks. */
     lt__scheduler_dispatch(d);

@@ -457,6 +457,42 @@ Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
   lt_test_rmdir(r.dir);
 }
 
+/* A worker that reconnects (its daemon fell silent past the liveness window,
+ * e.g. starved at start-up by hundreds of workers) and lists its sessions in
+ * HELLO's `running` keeps them without losing attempts: reconnects must not
+ * fail tasks that are still running. */
+Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "keeprunning", 0, 4, "\"learner\": {\"enabled\": false}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  lt_msg_t task;
+  void *s = lt_test_peer_hello(ctx, r.ep, "keeper", &task);
+  uint64_t running[1] = {task.u.task.task_id};
+  for (int i = 0; i < 4; i++) { /* more reconnects than scheduler.max_attempts (3) */
+    lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 10 + (uint64_t)i,
+                      .u.hello = {.name = "keeper", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
+                                  .pid = 1, .policy_version = 0, .running = running, .nrunning = 1}};
+    lt_test_peer_send(s, &hello);
+    lt_msg_t welcome;
+    cr_assert(lt_test_peer_recv(s, LT_MSG_WELCOME, &welcome, 5.0), "no WELCOME for reconnect %d", i + 1);
+    lt_msg_free(&welcome);
+  }
+  usleep(500000); /* the writer's commits */
+  char q[160];
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %llu AND status = 'dispatched' AND attempts = 0",
+           (unsigned long long)running[0]);
+  cr_expect_eq(sql1(r.rd, q), 1, "task %llu lost attempts (or its dispatch) over 4 reconnects", (unsigned long long)running[0]);
+  snprintf(q, sizeof q, "SELECT count(*) FROM events WHERE kind = 'task_failed'");
+  cr_expect_eq(sql1(r.rd, q), 0);
+  lt_msg_free(&task);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}
+
 /* Found 7: paths inside a config are taken from the config file's folder (as
  * "extends" is), so a config runs from any working directory. */
 Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60) {
