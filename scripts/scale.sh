@@ -51,6 +51,7 @@ for i in $(seq "$N"); do
   "$BIN" worker --connect "tcp://127.0.0.1:$port" --name "scale-$i" --slots "$SLOTS" --backend scripted \
     --spool "$OUT/spool/scale-$i" --daemon-gone 120 > /dev/null 2> "$OUT/worker-$i.err" &
   pids+=($!)
+  [ $((i % 20)) = 0 ] && sleep 0.5 # a cluster's workers come up over seconds, not all in one instant
 done
 echo "scale: $N workers x $SLOTS slots = $((N * SLOTS)) sessions, ${SECS}s (window ${FROM}-${SECS}s), daemon pid $d" >&2
 # CPU ticks (utime + stime, all threads) of a list of pids.
