@@ -43,16 +43,8 @@ cat > "$OUT/cfg.json" <<EOF
  "transport": {"endpoint": "tcp://127.0.0.1:$port", "heartbeat_ms": 1000, "liveness": 5},
  "checkpoint": {"every": 0}, "eval": {"every": 0}, "monitor": {"progress": "off", "plot": false}}
 EOF
-"$BIN" train "$OUT/cfg.json" --run-dir "$OUT/run" --log-level warn > "$OUT/daemon.out" 2> "$OUT/daemon.err" &
-d=$!
-sleep 1
-pids=()
-for i in $(seq "$N"); do
-  "$BIN" worker --connect "tcp://127.0.0.1:$port" --name "scale-$i" --slots "$SLOTS" --backend scripted \
-    --spool "$OUT/spool/scale-$i" --daemon-gone 120 > /dev/null 2> "$OUT/worker-$i.err" &
-  pids+=($!)
-  [ $((i % 20)) = 0 ] && sleep 0.5 # a cluster's workers come up over seconds, not all in one instant
-done
+. scripts/load.sh
+start_load "$port" "$N" "$SLOTS" scale 20
 echo "scale: $N workers x $SLOTS slots = $((N * SLOTS)) sessions, ${SECS}s (window ${FROM}-${SECS}s), daemon pid $d" >&2
 # CPU ticks (utime + stime, all threads) of a list of pids.
 ticks() { cat "${@/#//proc/}" 2>/dev/null | awk '{ s += $14 + $15 } END { print s + 0 }'; }
