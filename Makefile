@@ -121,7 +121,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu gpu-need gpu-build chaos soak FORCE
+        test-gpu bench-gpu gpu-need gpu-build chaos soak scale FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -260,6 +260,13 @@ chaos: all
 
 soak: all
 	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) SOAK_WORKERS=$(SOAK_WORKERS) LT_BIN=$(abspath $(BIN)) scripts/soak.sh
+
+# Many sessions on one daemon (docs/benchmarks.md, "Scale"): SCALE_WORKERS x SCALE_SLOTS scripted sessions.
+SCALE_WORKERS ?= 40
+SCALE_SLOTS   ?= 800
+SCALE_SECONDS ?= 150
+scale: all
+	$(Q)SCALE_WORKERS=$(SCALE_WORKERS) SCALE_SLOTS=$(SCALE_SLOTS) SCALE_SECONDS=$(SCALE_SECONDS) LT_BIN=$(abspath $(BIN)) scripts/scale.sh
 
 # ---- the main job, benchmarks, docs --------------------------------------------------
 

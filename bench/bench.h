@@ -14,8 +14,10 @@
 extern char **environ;
 
 /* Runs argv (found on PATH) with stdout to `out`; its wall time in seconds,
- * or -1 when it could not start or exited non-zero. */
-static inline double bench_run(char *const argv[], const char *out) {
+ * or -1 when it could not start or exited non-zero.  *self_cpu (unless NULL):
+ * the CPU seconds the process itself used, all its threads, not its children
+ * (read from /proc after it exits, before it is reaped). */
+static inline double bench_run_cpu(char *const argv[], const char *out, double *self_cpu) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -24,11 +26,25 @@ static inline double bench_run(char *const argv[], const char *out) {
   int bad = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   if (bad) return -1;
+  siginfo_t si;
+  waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT);
+  double dt = lt_time_mono_s() - t0;
+  if (self_cpu) {
+    char path[64];
+    unsigned long long ut = 0, st_ = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    /* Fields 14 and 15 (utime, stime) follow "pid (comm) state" and ten more; comm has no ')' here. */
+    if (!f || fscanf(f, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st_) != 2) ut = st_ = 0;
+    if (f) fclose(f);
+    *self_cpu = (double)(ut + st_) / (double)sysconf(_SC_CLK_TCK);
+  }
   int st;
   waitpid(pid, &st, 0);
-  double dt = lt_time_mono_s() - t0;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : -1;
 }
+
+static inline double bench_run(char *const argv[], const char *out) { return bench_run_cpu(argv, out, NULL); }
 
 /* CPU seconds the whole machine has been busy (user, nice, system, irq,
  * softirq from /proc/stat: idle, iowait and steal left out), or -1.  Whole

@@ -47,8 +47,9 @@
 
 /* ---- 1a. through the daemon ---- */
 
-/* Wall seconds of a run of `tasks` tasks; *cpu: the machine's busy CPU seconds meanwhile. */
-static double run_daemon(const char *bin, const char *dir, int tasks, double *cpu) {
+/* Wall seconds of a run of `tasks` tasks; *cpu: the machine's busy CPU seconds meanwhile; *dcpu: the daemon's
+ * own (all its threads, not its workers). */
+static double run_daemon(const char *bin, const char *dir, int tasks, double *cpu, double *dcpu) {
   char cfg[4200], rd[4200], js[2048];
   snprintf(cfg, sizeof cfg, "%s/cfg-%d.json", dir, tasks);
   snprintf(rd, sizeof rd, "%s/run-%d", dir, tasks);
@@ -67,7 +68,7 @@ static double run_daemon(const char *bin, const char *dir, int tasks, double *cp
            tasks, TOKENS, WORKERS, SLOTS, TOKENS);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
-  double c0 = bench_cpu_busy_s(), wall = bench_run(argv, "/dev/null");
+  double c0 = bench_cpu_busy_s(), wall = bench_run_cpu(argv, "/dev/null", dcpu);
   *cpu = bench_cpu_busy_s() - c0;
   return wall;
 }
@@ -310,15 +311,17 @@ int main(void) {
   const double cores = (double)sysconf(_SC_NPROCESSORS_ONLN);
   double dr[REPS], zr[REPS], dz[REPS], cb[REPS], ir[REPS], rr[REPS], ii[REPS];
   double dc[REPS], zc[REPS], sc[REPS], ce[REPS]; /* CPU µs per round trip or row; the ceiling */
+  double dd[REPS];                               /* the daemon's own CPU µs per trajectory */
   for (int r = 0; r < REPS; r++) {
     int n1 = 2000, n2 = 12000; /* the daemon's rate is the slope between two run lengths */
-    double c1, c2, t1 = run_daemon(bin, dir, n1, &c1), t2 = run_daemon(bin, dir, n2, &c2);
+    double c1, c2, d1, d2, t1 = run_daemon(bin, dir, n1, &c1, &d1), t2 = run_daemon(bin, dir, n2, &c2, &d2);
     if (t1 < 0 || t2 < 0) {
       fprintf(stderr, "bench pipeline: the daemon run failed (is %s built?)\n", bin);
       return 1;
     }
     dr[r] = (n2 - n1) / (t2 - t1);
     dc[r] = 1e6 * (c2 - c1) / (n2 - n1);
+    dd[r] = 1e6 * (d2 - d1) / (n2 - n1);
     zr[r] = raw_zmq(&ft, &fj, &fa, 3.0, &zc[r]);
     zc[r] *= 1e6;
     dz[r] = dr[r] / zr[r];
@@ -331,9 +334,9 @@ int main(void) {
     rr[r] = ingest_raw(dir, traj_bytes(&it), r, INGEST_N, INGEST_TX, NULL);
     ii[r] = ir[r] / rr[r];
     fprintf(stderr,
-            "rep %d: dispatch %.0f/s (%.1f CPU us each), raw zmq %.0f/s (%.1f us; %.3fx); raw commit %.0f/s (%.1f us; "
+            "rep %d: dispatch %.0f/s (%.1f CPU us each, daemon %.1f), raw zmq %.0f/s (%.1f us; %.3fx); raw commit %.0f/s (%.1f us; "
             "ceiling %.2fx); ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
-            r, dr[r], dc[r], zr[r], zc[r], dz[r], cb[r], sc[r], ce[r], ir[r], rr[r], ii[r]);
+            r, dr[r], dc[r], dd[r], zr[r], zc[r], dz[r], cb[r], sc[r], ce[r], ir[r], rr[r], ii[r]);
   }
   lt_fs_remove_tree(dir);
   double dzl, dzh, iil, iih;
@@ -343,10 +346,11 @@ int main(void) {
   double iratio = bench_median(ii, REPS, &iil, &iih);
   double cel, ceh, ceil_ = bench_median(ce, REPS, &cel, &ceh);
   double dcpu = bench_median(dc, REPS, NULL, NULL), zcpu = bench_median(zc, REPS, NULL, NULL);
-  double scpu = bench_median(sc, REPS, NULL, NULL);
+  double scpu = bench_median(sc, REPS, NULL, NULL), dself = bench_median(dd, REPS, NULL, NULL);
   fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.3fx, range %.3f-%.3f)\n", d, z, ratio, dzl, dzh);
   fprintf(stderr, "raw sqlite3 inserts of the dispatched trajectory's bytes (%zu): %.0f/s (%.2fx raw zmq)\n",
           traj_bytes(&tr), commit, commit / z);
+  fprintf(stderr, "daemon CPU per trajectory (its threads only): %.1f us\n", dself);
   fprintf(stderr, "CPU per round trip on %.0f cores: daemon %.1f us, raw zmq %.1f us, raw insert %.1f us; ceiling for "
                   "messaging + one insert: %.2fx raw zmq (range %.2f-%.2f)\n", cores, dcpu, zcpu, scpu, ceil_, cel, ceh);
   fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx, range %.2f-%.2f)\n",
@@ -357,7 +361,7 @@ int main(void) {
          "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g, "
          "\"dispatch_cpu_us_per_roundtrip\": %.4g, \"zmq_raw_cpu_us_per_roundtrip\": %.4g, "
          "\"raw_sqlite_commit_cpu_us_per_row\": %.4g, \"dispatch_ceiling_vs_raw_zmq\": %.4g, "
-         "\"dispatch_ceiling_vs_raw_zmq_min\": %.4g, \"dispatch_ceiling_vs_raw_zmq_max\": %.4g}\n",
-         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit, dcpu, zcpu, scpu, ceil_, cel, ceh);
+         "\"dispatch_ceiling_vs_raw_zmq_min\": %.4g, \"dispatch_ceiling_vs_raw_zmq_max\": %.4g, \"daemon_cpu_us_per_traj\": %.4g}\n",
+         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit, dcpu, zcpu, scpu, ceil_, cel, ceh, dself);
   return 0;
 }

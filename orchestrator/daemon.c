@@ -201,14 +201,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   case LT_MSG_BYE:
     if (w >= 0 && d->workers[w].alive) {
       d->workers[w].alive = 0;
-      for (size_t i = 0; i < d->tcap; i++) {
-        lt__task_t *t = d->tasks[i];
-        if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-          lt__requeue(d, t, 1, "worker left");
-          i = (size_t)-1;
-        }
-      }
-      d->workers[w].inflight = 0;
+      lt__worker_requeue_all(d, w, "worker left", NULL, 0);
       lt__event(d, "worker_bye", "%s: %s", d->workers[w].name, m.u.bye.reason);
       lt__scheduler_dispatch(d);
     }

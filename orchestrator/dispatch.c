@@ -420,6 +420,7 @@ static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
   t->dispatched_ms = lt__now_ms();
   t->version = d->version;
   d->workers[w].inflight++;
+  d->workers[w].owned++;
   persist_task(d, t);
   return 0;
 }
@@ -446,7 +447,11 @@ void lt__scheduler_cron(lt_daemon_t *d, int64_t now) {
   int64_t timeout = d->task_timeout_ms;
   int64_t expired[256];
   int n = 0;
-  for (size_t i = 0; i < d->tcap && n < 256; i++) {
+  /* Timeouts are seconds long: looking for them once a second, not every
+   * tick, keeps a table of tens of thousands of tasks off the CPU. */
+  int scan = now - d->last_timeout_scan_ms >= 1000;
+  if (scan) d->last_timeout_scan_ms = now;
+  for (size_t i = 0; scan && i < d->tcap && n < 256; i++) {
     lt__task_t *t = d->tasks[i];
     if (t && t->status == LT_TASK_DISPATCHED && !t->storing && now - t->dispatched_ms > timeout) expired[n++] = t->id;
   }

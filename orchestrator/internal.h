@@ -47,6 +47,7 @@ typedef struct {
   uint8_t rid[256];          /* ZeroMQ routing id */
   size_t rid_len;
   int slots, inflight, alive;
+  int owned;                 /* our tasks it runs (dispatched, slot not yet free); inflight may be more (its heartbeat) */
   int64_t last_seen_ms;
   int64_t policy_version;
   int refusals;              /* results refused in a row: it gets no task until benched_until_ms */
@@ -81,7 +82,7 @@ struct lt_daemon {
   lt__worker_t *workers;
   int nworkers, capworkers;
   int hb_ms, liveness;
-  int64_t last_beat_ms, last_persist_ms;
+  int64_t last_beat_ms, last_persist_ms, last_timeout_scan_ms;
   /* tasks */
   lt__task_t **tasks;        /* open-addressing table by id */
   size_t tcap, tcount;
@@ -177,6 +178,9 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now);
 /* A heartbeat says how many sessions the worker runs: its load is the larger
  * of that and the tasks we have dispatched to it (some may be in transit). */
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
+/* Requeues every task dispatched to worker w (it died, left or reconnected), each losing an attempt, except those
+ * in keep[0..nkeep) (sorted here: a reconnecting worker's running sessions); returns how many. */
+int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *keep, int nkeep);
 void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
 /* Sends the ACKs of this loop turn, one message per peer; frees them with `release`. */
 void lt__acks_flush(lt_daemon_t *d, int release);

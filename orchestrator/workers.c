@@ -78,14 +78,10 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     d->workers[w].rid_len = len;
   } else if (d->workers[w].inflight) {
     /* The same worker again (it reconnected): what we thought it was running
-     * either comes back as TRAJ or is gone with its old socket. */
-    for (size_t i = 0; i < d->tcap; i++) {
-      lt__task_t *t = d->tasks[i];
-      if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-        lt__requeue(d, t, 1, "worker reconnected");
-        i = (size_t)-1; /* the table may have shifted: rescan */
-      }
-    }
+     * either comes back as TRAJ or is gone with its old socket, unless its
+     * HELLO says a session still runs it (then it keeps it, attempt and all:
+     * a loaded daemon that fell silent for a while must not fail tasks). */
+    lt__worker_requeue_all(d, w, "worker reconnected", h->running, h->nrunning);
   }
   lt__worker_t *wk = &d->workers[w];
   int was_alive = wk->alive;
@@ -93,7 +89,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   snprintf(wk->backend, sizeof wk->backend, "%s", h->backend);
   wk->slots = h->slots;
   wk->alive = 1;
-  wk->inflight = 0;
+  wk->inflight = wk->owned = 0;
   wk->last_seen_ms = lt__now_ms();
   wk->policy_version = h->policy_version;
   /* Sessions it still runs (it outlived a daemon restart): a task of ours that
@@ -107,6 +103,10 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       t->slot_free = 0;
       t->dispatched_ms = lt__now_ms();
       wk->inflight++;
+      wk->owned++;
+    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free) { /* kept across the reconnect */
+      wk->inflight++;
+      wk->owned++;
     } else if (!t || t->worker != w) {
       lt_msg_t ab = {.type = LT_MSG_ABORT, .u.abort = {.task_id = h->running[i], .reason = "not this worker's task"}};
       lt__send(d, w, &ab);
@@ -135,19 +135,61 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
 }
 
 void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t) {
-  if (t->worker >= 0 && !t->slot_free && d->workers[t->worker].inflight > 0) d->workers[t->worker].inflight--;
+  if (t->worker >= 0 && !t->slot_free) {
+    lt__worker_t *wk = &d->workers[t->worker];
+    if (wk->inflight > 0) wk->inflight--;
+    if (wk->owned > 0) wk->owned--;
+  }
   t->slot_free = 1;
 }
 
+/* A heartbeat's count wins when it says more (sessions we do not know of hold
+ * slots); our own count, kept as tasks come and go, when it says less.  No
+ * scan of the task table: with hundreds of workers beating every second that
+ * scan was most of the daemon's CPU. */
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported) {
-  int own = 0;
-  for (size_t i = 0; i < d->tcap; i++) {
-    const lt__task_t *t = d->tasks[i];
-    own += t && t->status == LT_TASK_DISPATCHED && t->worker == w && !t->slot_free;
+  lt__worker_t *wk = &d->workers[w];
+  int was = wk->inflight;
+  wk->inflight = reported > wk->owned ? reported : wk->owned;
+  if (wk->inflight < was) lt__scheduler_dispatch(d);
+}
+
+static int runs_on(const lt__task_t *t, int w) { return t && t->status == LT_TASK_DISPATCHED && t->worker == w; }
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *keep, int nkeep) {
+  if (nkeep > 0) qsort(keep, (size_t)nkeep, sizeof *keep, cmp_u64);
+  /* Ids first: a requeue can remove a task (out of attempts) and shift the
+   * table, and rescanning after each one cost O(table) per task. */
+  size_t n = 0;
+  for (size_t i = 0; i < d->tcap; i++) n += runs_on(d->tasks[i], w);
+  int64_t *ids = n ? malloc(sizeof *ids * n) : NULL;
+  int done = 0;
+  if (n && !ids) { /* out of memory: one at a time, rescanning */
+    for (size_t i = 0; i < d->tcap; i++)
+      if (runs_on(d->tasks[i], w)) {
+        lt__requeue(d, d->tasks[i], 1, why);
+        done++;
+        i = (size_t)-1;
+      }
+  } else {
+    size_t k = 0;
+    for (size_t i = 0; i < d->tcap && k < n; i++)
+      if (runs_on(d->tasks[i], w)) ids[k++] = d->tasks[i]->id;
+    for (size_t i = 0; i < k; i++) {
+      lt__task_t *t = lt__task_get(d, ids[i]);
+      uint64_t id = (uint64_t)ids[i];
+      if (nkeep > 0 && bsearch(&id, keep, (size_t)nkeep, sizeof *keep, cmp_u64)) continue;
+      if (runs_on(t, w)) lt__requeue(d, t, 1, why), done++;
+    }
   }
-  int was = d->workers[w].inflight;
-  d->workers[w].inflight = reported > own ? reported : own;
-  if (d->workers[w].inflight < was) lt__scheduler_dispatch(d);
+  free(ids);
+  d->workers[w].inflight = d->workers[w].owned = 0;
+  return done;
 }
 
 void lt__workers_cron(lt_daemon_t *d, int64_t now) {
@@ -166,16 +208,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     lt__worker_t *wk = &d->workers[w];
     if (!wk->alive || now - wk->last_seen_ms <= dead_after) continue;
     wk->alive = 0;
-    int requeued = 0;
-    for (size_t i = 0; i < d->tcap; i++) {
-      lt__task_t *t = d->tasks[i];
-      if (t && t->status == LT_TASK_DISPATCHED && t->worker == w) {
-        lt__requeue(d, t, 1, "worker died");
-        requeued++;
-        i = (size_t)-1; /* requeue can remove tasks (max attempts): rescan */
-      }
-    }
-    wk->inflight = 0;
+    int requeued = lt__worker_requeue_all(d, w, "worker died", NULL, 0);
     lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name, (long long)(now - wk->last_seen_ms), requeued);
     /* The survivors may be idle: nothing else would hand them the requeued tasks. */
     lt__scheduler_dispatch(d);

@@ -111,7 +111,13 @@ static void watch(lt_gen_t *g) {
 
 static void on_timer(uv_timer_t *t);
 
-static void tick(lt_backend_t *b) {
+/* Runs one step of the sessions that can advance now.  Returns 1 when some
+ * session can advance again at once (or the step ended early and the caller
+ * should look again); else 0, with *next the earliest time a waiting session
+ * is due (-1: none).  Knowing that from the step's own pass spares a second
+ * walk over every session per loop turn. */
+static int tick(lt_backend_t *b, int64_t *next) {
+  *next = -1;
   if (b->reload_dir) {
     int rc = b->impl->reload(b, b->reload_dir, b->reload_sha);
     if (rc < 0)
@@ -122,29 +128,40 @@ static void tick(lt_backend_t *b) {
     free(b->reload_dir);
     b->reload_dir = NULL;
   }
-  /* Snapshot the sessions: callbacks below may open or close sessions. */
+  /* Snapshot the sessions that can advance now (callbacks below may open or
+   * close sessions).  Only due ones: a batch filled with sessions still
+   * waiting for their token time would starve the due ones behind them
+   * while the driver spins. */
   lt_gen_t *pre[MAX_BATCH], *dec[MAX_BATCH];
-  int np = 0, nd = 0;
+  int np = 0, nd = 0, busy = 0;
+  int64_t now = (int64_t)lt_time_mono_ns();
   for (lt_gen_t *g = b->gens; g; g = g->next) {
-    if (g->state == LT_GEN_PREFILL && np < MAX_BATCH) pre[np++] = g;
-    if (g->state == LT_GEN_DECODE && nd < MAX_BATCH) dec[nd++] = g;
+    if (g->state == LT_GEN_PREFILL) {
+      if (np < MAX_BATCH) pre[np++] = g;
+      else busy = 1;
+    } else if (g->state == LT_GEN_DECODE && g->due_ns <= now) {
+      if (nd < MAX_BATCH) dec[nd++] = g;
+      else busy = 1;
+    } else if (g->state == LT_GEN_DECODE && (*next < 0 || g->due_ns < *next)) {
+      *next = g->due_ns;
+    }
   }
   for (int i = 0; i < np; i++) {
     lt_gen_t *g = pre[i];
     int rc = g->nappend ? b->impl->prefill(g) : 0;
     if (rc < 0) {
       complete(g, rc, lt_error_msg());
-      return; /* the callback may have closed sessions of the snapshot */
+      return 1; /* the callback may have closed sessions of the snapshot */
     }
     g->len += g->nappend;
     g->nappend = 0;
     g->state = LT_GEN_DECODE;
     if (g->max_new <= 0 || g->len >= b->info.max_context) {
       complete(g, 0, NULL);
-      return;
+      return 1;
     }
   }
-  if (np) return; /* decode on the next turn: keeps each turn short */
+  if (np) return 1; /* decode on the next turn: keeps each turn short */
   /* One step per group of sessions with the same sampling parameters. */
   lt_gen_t *grp[MAX_BATCH], *done[MAX_BATCH];
   int used[MAX_BATCH] = {0}, ndone = 0, err = 0;
@@ -166,8 +183,11 @@ static void tick(lt_backend_t *b) {
       lt_gen_t *g = grp[k];
       if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
+      else if (g->due_ns <= now) busy = 1;
+      else if (*next < 0 || g->due_ns < *next) *next = g->due_ns;
     }
   }
+  if (err) busy = 1; /* sessions of the groups not stepped */
   /* Completing may close sessions, so each is looked up again before its callback. */
   for (int k = 0; k < ndone; k++) {
     int alive = 0;
@@ -175,22 +195,21 @@ static void tick(lt_backend_t *b) {
     if (alive && done[k]->state == LT_GEN_DECODE)
       complete(done[k], err ? err : done[k]->error, err ? msg : done[k]->error ? done[k]->error_msg : NULL);
   }
+  return busy;
 }
 
 static void on_idle(uv_idle_t *h) {
   lt_backend_t *b = h->data;
-  tick(b);
-  /* Keep ticking while some session can advance now; otherwise sleep until
-   * the earliest due token (scripted backend) or the next turn request. */
-  int64_t now = (int64_t)lt_time_mono_ns(), next = -1;
-  int busy = b->reload_dir != NULL;
-  for (lt_gen_t *g = b->gens; g; g = g->next) {
-    if (g->state == LT_GEN_PREFILL || (g->state == LT_GEN_DECODE && g->due_ns <= now)) busy = 1;
-    if (g->state == LT_GEN_DECODE && g->due_ns > now && (next < 0 || g->due_ns < next)) next = g->due_ns;
-  }
+  unsigned wakes = b->wakes;
+  int64_t next;
+  /* Keep ticking while some session can advance now (or a turn was asked for
+   * during the step: a callback may start one); otherwise sleep until the
+   * earliest due session (scripted backend) or the next turn request. */
+  int busy = tick(b, &next) || b->wakes != wakes || b->reload_dir != NULL;
   if (!busy) {
+    int64_t now = (int64_t)lt_time_mono_ns();
     uv_idle_stop(&b->idle);
-    if (next >= 0) uv_timer_start(&b->timer, on_timer, (uint64_t)((next - now) / 1000000 + 1), 0);
+    if (next >= 0) uv_timer_start(&b->timer, on_timer, (uint64_t)(next > now ? (next - now) / 1000000 + 1 : 0), 0);
   }
 }
 
@@ -200,6 +219,7 @@ static void on_timer(uv_timer_t *t) {
 }
 
 void lt__backend_wake(lt_backend_t *b) {
+  b->wakes++;
   uv_timer_stop(&b->timer);
   uv_idle_start(&b->idle, on_idle);
 }

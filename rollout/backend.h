@@ -151,6 +151,7 @@ struct lt_backend {
   lt_backend_info_t info;
   uv_idle_t idle;               /* drives prefill and decode steps */
   uv_timer_t timer;             /* scripted: wakes when the next token is due */
+  unsigned wakes;               /* lt__backend_wake calls: a step that asked for more must not end the ticking */
   lt_gen_t *gens;
   int ngens;
   char *reload_dir, reload_sha[65];

@@ -1,8 +1,9 @@
 /* The scripted backend: a fake policy for load tests and orchestration
  * benchmarks, clearly not a model.  Each turn writes filler and a fixed
  * ending (" #### 0", or opts.answer: a tool call, say), with synthetic logprobs; turn lengths are long-tailed
- * (tail_fraction of turns are tail_factor times longer) and each token can
- * take token_us of simulated time, so many sessions cost no CPU. */
+ * (tail_fraction of turns are tail_factor times longer) and each token
+ * takes token_us of simulated time (a turn arrives whole once its time has
+ * passed), so many sessions cost no CPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,25 +66,33 @@ static int s_prefill(lt_gen_t *g) {
   return 0;
 }
 
+/* A turn is answered the way a remote inference server answers: nothing for
+ * the turn's generation time (its tokens × token_us), then all its tokens at
+ * once.  One wake-up per turn instead of one per token keeps thousands of
+ * sessions per worker cheap; with token_us 0 the turn is written at once. */
 static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
   scripted_t *c = b->state;
   int64_t now = (int64_t)lt_time_mono_ns();
   int32_t stop = lt_tokenizer_special(b->tok, "<|im_end|>");
+  const char *answer = answer_of(c);
+  int alen = (int)strlen(answer);
   for (int i = 0; i < n; i++) {
     lt_gen_t *g = gens[i];
-    if (g->due_ns > now) continue;
     sgen_t *s = g->impl;
-    const char *answer = answer_of(c);
-    /* With no simulated token time the whole turn is written at once: one loop
-     * turn per token would make the fake policy, not the pipeline, the bottleneck. */
-    for (;;) {
-      int left = s->target - g->n, alen = (int)strlen(answer);
+    int len = s->target - g->n, room = b->info.max_context - g->len;
+    if (len > g->max_new - g->n) len = g->max_new - g->n;
+    if (len > room) len = room;
+    if (c->o.token_us > 0 && g->due_ns == 0) { /* the turn starts: answer after its generation time */
+      g->due_ns = now + (int64_t)c->o.token_us * 1000 * (len > 0 ? len : 1);
+      continue;
+    }
+    if (g->due_ns > now) continue;
+    for (int k = 0; k < len; k++) {
+      int left = s->target - g->n;
       int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
       int rc = lt__gen_push(g, tok, -0.5f, 0, NULL, NULL, NULL);
       if (rc < 0) return rc;
-      if (c->o.token_us > 0 || tok == stop || g->n >= g->max_new) break;
     }
-    g->due_ns = now + (int64_t)c->o.token_us * 1000;
   }
   return 0;
 }

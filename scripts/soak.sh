@@ -25,15 +25,8 @@ cat > "$OUT/cfg.json" <<EOF
  "transport": {"endpoint": "tcp://127.0.0.1:$port", "heartbeat_ms": 1000, "liveness": 5},
  "checkpoint": {"every": 0}, "eval": {"every": 0}, "monitor": {"progress": "off", "plot": false}}
 EOF
-"$BIN" train "$OUT/cfg.json" --run-dir "$OUT/run" --log-level warn > "$OUT/daemon.out" 2> "$OUT/daemon.err" &
-d=$!
-sleep 1
-pids=()
-for i in $(seq "$N"); do
-  "$BIN" worker --connect "tcp://127.0.0.1:$port" --name "soak-$i" --slots 8 --backend scripted \
-    --spool "$OUT/spool/soak-$i" --daemon-gone 120 > /dev/null 2> "$OUT/worker-$i.err" &
-  pids+=($!)
-done
+. scripts/load.sh
+start_load "$port" "$N" 8 soak
 echo "soak: $N workers x 8 slots, ${SECS}s, daemon pid $d" >&2
 : > "$OUT/rss.tsv"
 t0=$(date +%s)

@@ -432,29 +432,70 @@ Test(reliability, third_party_worker_from_the_protocol_docs_completes_a_run, .ti
   lt_test_rmdir(r.dir);
 }
 
+/* A daemon without local workers and one fake worker, `name`, that holds a TASK. */
+typedef struct {
+  rel_run_t r;
+  pid_t d;
+  void *ctx, *s;
+  lt_msg_t task;
+} peer_run_t;
+
+static void peer_run_start(peer_run_t *p, const char *tag, const char *name) {
+  rel_prepare(&p->r, tag, 0, 4, "\"learner\": {\"enabled\": false}");
+  p->d = rel_daemon(&p->r, "daemon", 0);
+  p->ctx = zmq_ctx_new();
+  p->s = lt_test_peer_hello(p->ctx, p->r.ep, name, &p->task);
+}
+
+static void peer_run_end(peer_run_t *p) {
+  lt_msg_free(&p->task);
+  zmq_close(p->s);
+  zmq_ctx_term(p->ctx);
+  kill(p->d, SIGKILL);
+  lt_test_wait(p->d, 10);
+  lt_test_rmdir(p->r.dir);
+}
+
 /* Attempts are counted the same way for every requeue that lost a running
  * session: a worker that leaves (BYE) with a task costs that task an attempt,
  * as its death or a timeout does. */
 Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
-  rel_run_t r;
-  rel_prepare(&r, "byeattempt", 0, 4, "\"learner\": {\"enabled\": false}");
-  pid_t d = rel_daemon(&r, "daemon", 0);
-  void *ctx = zmq_ctx_new();
-  lt_msg_t task;
-  void *s = lt_test_peer_hello(ctx, r.ep, "leaver", &task);
+  peer_run_t p;
+  peer_run_start(&p, "byeattempt", "leaver");
   lt_msg_t bye = {.type = LT_MSG_BYE, .id = 5, .u.bye = {.reason = "shutting down"}};
-  lt_test_peer_send(s, &bye);
+  lt_test_peer_send(p.s, &bye);
   char q[128];
-  snprintf(q, sizeof q, "SELECT attempts FROM tasks WHERE id = %llu", (unsigned long long)task.u.task.task_id);
+  snprintf(q, sizeof q, "SELECT attempts FROM tasks WHERE id = %llu", (unsigned long long)p.task.u.task.task_id);
   long long attempts = 0;
-  for (int i = 0; i < 50 && attempts == 0; i++, usleep(100000)) attempts = sql1(r.rd, q);
-  cr_expect_eq(attempts, 1, "task %llu: %lld attempts after its worker left", (unsigned long long)task.u.task.task_id, attempts);
-  lt_msg_free(&task);
-  zmq_close(s);
-  zmq_ctx_term(ctx);
-  kill(d, SIGKILL);
-  lt_test_wait(d, 10);
-  lt_test_rmdir(r.dir);
+  for (int i = 0; i < 50 && attempts == 0; i++, usleep(100000)) attempts = sql1(p.r.rd, q);
+  cr_expect_eq(attempts, 1, "task %llu: %lld attempts after its worker left", (unsigned long long)p.task.u.task.task_id, attempts);
+  peer_run_end(&p);
+}
+
+/* A worker that reconnects (its daemon fell silent past the liveness window,
+ * e.g. starved at start-up by hundreds of workers) and lists its sessions in
+ * HELLO's `running` keeps them without losing attempts: reconnects must not
+ * fail tasks that are still running. */
+Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .timeout = 60) {
+  peer_run_t p;
+  peer_run_start(&p, "keeprunning", "keeper");
+  uint64_t running[1] = {p.task.u.task.task_id};
+  for (int i = 0; i < 4; i++) { /* more reconnects than scheduler.max_attempts (3) */
+    lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 10 + (uint64_t)i,
+                      .u.hello = {.name = "keeper", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
+                                  .pid = 1, .policy_version = 0, .running = running, .nrunning = 1}};
+    lt_test_peer_send(p.s, &hello);
+    lt_msg_t welcome;
+    cr_assert(lt_test_peer_recv(p.s, LT_MSG_WELCOME, &welcome, 5.0), "no WELCOME for reconnect %d", i + 1);
+    lt_msg_free(&welcome);
+  }
+  usleep(500000); /* the writer's commits */
+  char q[160];
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %llu AND status = 'dispatched' AND attempts = 0",
+           (unsigned long long)running[0]);
+  cr_expect_eq(sql1(p.r.rd, q), 1, "task %llu lost attempts (or its dispatch) over 4 reconnects", (unsigned long long)running[0]);
+  cr_expect_eq(sql1(p.r.rd, "SELECT count(*) FROM events WHERE kind = 'task_failed'"), 0);
+  peer_run_end(&p);
 }
 
 /* Found 7: paths inside a config are taken from the config file's folder (as
