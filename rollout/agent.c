@@ -901,13 +901,13 @@ static int program_start(lt_agent_t *a) {
   if (row && !a->prog_opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
   char *line = row ? cJSON_PrintUnformatted(row) : NULL;
   cJSON_Delete(row);
-  char token[65];
-  int rc = line ? lt_gateway_admit(a->ctx->gateway, a, token) : lt_error_set(LT_ENOMEM, "agent: out of memory");
+  char token[65], base[LT_GATEWAY_URL_MAX];
+  int rc = line ? lt_gateway_admit(a->ctx->gateway, a, token, base) : lt_error_set(LT_ENOMEM, "agent: out of memory");
   size_t n = line ? strlen(line) + 64 : 0;
   char *url = malloc(128), *key = malloc(128), *task = malloc(n), *in = malloc(n);
   if (rc == 0 && (!url || !key || !task || !in)) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   if (rc == 0) {
-    snprintf(url, 128, "OPENAI_BASE_URL=%s", lt_gateway_url(a->ctx->gateway));
+    snprintf(url, 128, "OPENAI_BASE_URL=%s", base);
     snprintf(key, 128, "OPENAI_API_KEY=%s", token);
     snprintf(task, n, "LONGTAIL_TASK=%s", line);
     snprintf(in, n, "%s\n", line);

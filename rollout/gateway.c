@@ -1,7 +1,10 @@
 /* The agent gateway's endpoint: one loopback HTTP server per worker, the
- * shared OpenAI layer behind it, and the table of live episode tokens.  The
- * token decides which episode a call belongs to; an unknown or revoked token
- * (the episode ended, or never existed) gets a 401 and touches nothing. */
+ * shared OpenAI layer behind it, and the table of live episode tokens.  Each
+ * episode has its own base URL (/e/ID/v1) and token: a call is served only
+ * when its token is the live token of the episode its URL names.  Every
+ * program connects from loopback, so the URL is what tells one program's call
+ * from another's: a token of another episode, live or ended, or an unknown
+ * one gets a 401 and touches nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 
 typedef struct {
   char token[65];
+  unsigned id; /* the episode's /e/ID/ in its base URL */
   void *session;
 } entry_t;
 
@@ -20,7 +24,8 @@ struct lt_gateway {
   lt_http_server_t *http;
   lt_oai_t *oai;
   lt_gateway_session_ops_t ops;
-  char url[64];
+  int port;
+  unsigned next_id, cur_id; /* cur_id: the episode the request being handled names */
   entry_t *e;
   int n, cap;
 };
@@ -30,6 +35,8 @@ static int authorize(void *ud, const char *bearer, void **session) {
   if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's OPENAI_API_KEY as a bearer token");
   for (int i = 0; i < gw->n; i++)
     if (!strcmp(gw->e[i].token, bearer)) {
+      if (gw->e[i].id != gw->cur_id)
+        return lt_error_set(LT_EINVAL, "this API key belongs to another episode: call your own OPENAI_BASE_URL with your own OPENAI_API_KEY");
       *session = gw->e[i].session;
       return 0;
     }
@@ -53,7 +60,19 @@ static void answered(void *ud, const lt_oai_result_t *r) { ((lt_gateway_t *)ud)-
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   lt_gateway_t *gw = ud;
-  if (!lt_oai_handle(gw->oai, c, req)) lt_oai_send_error(c, 404, NULL, NULL, "no route %s %s", req->method, req->path);
+  /* /e/ID/v1/... : the layer sees /v1/... and authorize() checks the token against episode ID. */
+  unsigned id = 0;
+  int used = 0;
+  if (sscanf(req->path, "/e/%u%n", &id, &used) == 1 && used > 3 && req->path[used] == '/' && id > 0) {
+    lt_http_req_t r = *req;
+    r.path = req->path + used;
+    gw->cur_id = id;
+    int handled = lt_oai_handle(gw->oai, c, &r);
+    gw->cur_id = 0;
+    if (handled) return;
+  }
+  lt_oai_send_error(c, 404, NULL, NULL, "no route %s %s (agent programs call the OPENAI_BASE_URL they were given, /e/ID/v1)",
+                    req->method, req->path);
 }
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out) {
@@ -75,16 +94,15 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
     lt_gateway_close(gw);
     return lt_error_wrap(rc, "agent gateway");
   }
-  snprintf(gw->url, sizeof gw->url, "http://127.0.0.1:%d/v1", lt_http_port(gw->http));
-  LT_INFO("gateway", "agent programs call %s", gw->url);
+  gw->port = lt_http_port(gw->http);
+  LT_INFO("gateway", "agent programs call http://127.0.0.1:%d/e/ID/v1", gw->port);
   *out = gw;
   return 0;
 }
 
-const char *lt_gateway_url(const lt_gateway_t *gw) { return gw->url; }
 const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw) { return gw->oai; }
 
-int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65]) {
+int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[LT_GATEWAY_URL_MAX]) {
   unsigned char raw[24];
   if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return lt_error_set(LT_EIO, "gateway: no random bytes for a token");
   memcpy(token, "lt-", 3);
@@ -96,6 +114,8 @@ int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65]) {
     gw->e = e, gw->cap = cap;
   }
   memcpy(gw->e[gw->n].token, token, 65);
+  gw->e[gw->n].id = ++gw->next_id ? gw->next_id : ++gw->next_id; /* 0 names no episode */
+  snprintf(url, LT_GATEWAY_URL_MAX, "http://127.0.0.1:%d/e/%u/v1", gw->port, gw->e[gw->n].id);
   gw->e[gw->n++].session = session;
   return 0;
 }

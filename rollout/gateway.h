@@ -58,11 +58,12 @@ typedef struct {
 } lt_gateway_opts_t;
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out);
-/* "http://127.0.0.1:PORT/v1": what agent programs get as OPENAI_BASE_URL. */
-const char *lt_gateway_url(const lt_gateway_t *gw);
 const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw);
-/* A fresh token (OPENAI_API_KEY) naming `session` until lt_gateway_revoke. */
-int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65]);
+enum { LT_GATEWAY_URL_MAX = 64 };
+/* A fresh token (OPENAI_API_KEY) and base URL (OPENAI_BASE_URL,
+ * "http://127.0.0.1:PORT/e/ID/v1") naming `session` until lt_gateway_revoke;
+ * a call is served only with both. */
+int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[LT_GATEWAY_URL_MAX]);
 /* The token no longer authenticates: later calls get 401. */
 void lt_gateway_revoke(lt_gateway_t *gw, void *session);
 void lt_gateway_set_version(lt_gateway_t *gw, int64_t version);

@@ -244,7 +244,7 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
 
 /* Misbehaving programs, side by side in one run: a program that cannot start and a crash are env_errors saying why,
  * with no reward; a hang is killed at timeout_s (truncated, agent_timeout) with every process of its group; garbage
- * requests get 400/401 and change nothing; an ended episode's key gets 401.  Every task still ends and the worker
+ * requests get 400/401 and change nothing; an ended episode's key, and a running one's on another episode's URL, get 401.  Every task still ends and the worker
  * keeps serving. */
 Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout = 300) {
   char envs[8192], one[1024];
@@ -290,7 +290,7 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   for (int i = 0; i < 5; i++) cr_assert_gt(seen[i], 0, "no %s episode ran", i < 4 ? modes[i] : "missing");
   cJSON_Delete(tr);
   cJSON *calls = read_log(j.log);
-  int garbage = 0, stale = 0;
+  int garbage = 0, stale = 0, foreign = 0;
   for (const cJSON *c = calls->child; c; c = c->next) {
     const char *g = str(c, "garbage");
     if (g[0]) {
@@ -303,11 +303,17 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
       cr_assert_eq(num(c, "status"), 401, "a key of an ended episode: %.0f", num(c, "status"));
       stale++;
     }
+    if (str(c, "foreign")[0]) {
+      cr_assert_eq(num(c, "status"), 401, "a running episode's key on another episode's URL: %.0f", num(c, "status"));
+      cr_assert(strstr(str(c, "error"), "another episode"), "%s", str(c, "error"));
+      foreign++;
+    }
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(c, "error_status"), "an agent's own call failed: %s",
                    cJSON_PrintUnformatted(c));
   }
   cr_assert_eq(garbage, 4 * seen[2]);
   cr_assert_gt(stale, 0);
+  cr_assert_gt(foreign, 0);
   cJSON_Delete(calls);
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py %s' | wc -l", j.log), 0);

@@ -11,8 +11,9 @@ call to LOGFILE ({"key", "prompt", "content", "completion_tokens"}) and prints
 {"reward": 0.5}.  MODE makes it misbehave: crash (exit 3 after a call), hang
 (sleep after a call), garbage (malformed and unauthenticated requests first,
 each logged with the status it got), stale (a call with the key of an episode
-that already ended, logged with its status; agents list their keys in
-LOGFILE.ended as they finish), temp (every call asks for temperature 0.5, then
+that already ended, and one with the key of an episode still running, each
+logged with its status; hanging agents list their keys in LOGFILE.live as
+they start, finishing ones in LOGFILE.ended), temp (every call asks for temperature 0.5, then
 one asks for 0.9, logged with its status).
 """
 import json
@@ -51,6 +52,18 @@ env_row = json.loads(os.environ["LONGTAIL_TASK"])
 assert row == env_row, "stdin and LONGTAIL_TASK differ"
 assert "answer" not in row, "the answer reached the policy's side"
 prompt = row["messages"][-1]["content"]
+if MODE == "hang":  # its episode runs until timeout_s (3 s) kills it: the key another's call borrows
+    with open(LOG + ".live", "a") as f:
+        f.write("%s %.3f\n" % (KEY, time.time()))
+
+
+def keys(suffix):
+    try:
+        with open(LOG + suffix) as f:
+            return [k.strip() for k in f if k.strip() and k.strip() != KEY]
+    except FileNotFoundError:
+        return []
+
 
 if MODE == "garbage":
     for what, key, raw in [("no_key", None, None), ("bad_key", "lt-not-a-key", None), ("bad_json", KEY, b"{not json"),
@@ -58,16 +71,19 @@ if MODE == "garbage":
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=key, raw=raw)
         log({"garbage": what, "status": status, "error": body.get("error", {}).get("message", "")})
 if MODE == "stale":
-    try:
-        with open(LOG + ".ended") as f:
-            old = [k.strip() for k in f if k.strip() and k.strip() != KEY]
-    except FileNotFoundError:
-        old = []
+    old = keys(".ended")
     if old:
         time.sleep(2)  # its program wrote the key just before exiting: let the episode end
     for k in old[:1]:
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
         log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
+    for _ in range(100):  # a hanging episode started under 2 s ago is still running: its key on this URL
+        live = [k.split()[0] for k in keys(".live") if time.time() - float(k.split()[1]) < 2]
+        if live:
+            status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=live[-1])
+            log({"foreign": live[-1], "status": status, "error": body.get("error", {}).get("message", "")})
+            break
+        time.sleep(0.1)
 TEMP = {"temperature": 0.5} if MODE == "temp" else {}
 messages = list(row["messages"])
 for turn in range(3):
