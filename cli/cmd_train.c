@@ -122,18 +122,21 @@ int lt_cmd_train(int argc, char **argv) {
   /* The other learner ranks stop even when the learner never started. */
   if (lt_ranks_stop() < 0) fprintf(stderr, "longtail train: stopping the other learner ranks: %s\n", lt_error_msg());
   int plot = lt_config_bool(&cfg, "monitor.plot");
+  /* A multi-turn run's plot adds what shapes its rollouts: turns, truncation and staleness. */
+  int npanels = lt_config_int(&cfg, "rollout.max_turns") > 1 ? 5 : 2;
   lt_config_free(&cfg);
   char db[4200];
   snprintf(db, sizeof db, "%s/buffer.db", used);
   if (!used[0] || !lt_fs_exists(db)) return code;
   int plotted = 0;
   if (plot) {
-    static const char *const panels[] = {"reward/mean", "eval/accuracy"};
+    static const char *const panels[] = {"reward/mean", "eval/accuracy", "rollout/turns_mean", "rollout/truncation_rate",
+                                         "staleness/hist_*"};
     char png[4200];
     snprintf(png, sizeof png, "%s/plot.png", used);
     const char *runs[] = {used};
     /* A missing gnuplot or an empty run costs the picture, not the exit code. */
-    plotted = lt_cli_plot("train", runs, 1, panels, 2, used, png, 0) == 0;
+    plotted = lt_cli_plot("train", runs, 1, panels, npanels, used, png, 0) == 0;
   }
   summarize(used, lt_time_mono_s() - t0, plotted);
   return code;

@@ -86,8 +86,9 @@ const cJSON *lt_episode_reference(const lt_episode_t *ep);
 /* Closes; an in-flight step is cancelled and its callback is not called. */
 void lt_episode_close(lt_episode_t *ep);
 
-/* A demonstration for supervised warm-up: the opening chat and a response for
- * problem `index` (training split).  Environments may inject the configured
+/* A demonstration for supervised warm-up: the chat and a response for problem
+ * `index` (training split).  Assistant turns inside the chat (a multi-turn
+ * episode's earlier calls) are trained on like the response.  Environments may inject the configured
  * demonstration errors (params.demo_error_rate).  LT_EUNSUPP where an
  * environment has no demonstrations.  Caller frees both. */
 int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **messages, char **response);

@@ -26,6 +26,7 @@ typedef struct {
   cJSON *spec;
   const cJSON *tools, *tasks;
   uint64_t seed;
+  double demo_error_rate, eval_fraction;
 } tools_state_t;
 
 typedef struct {
@@ -251,7 +252,20 @@ static void tools_free(void *state) {
   free(s);
 }
 
+/* params.<key>: a fraction in [0, 1] (def when absent). */
+static int fraction(const char *dom, const cJSON *p, const char *key, double def, double *out) {
+  const cJSON *v = get(p, key);
+  *out = v ? v->valuedouble : def;
+  if (v && (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: expected a number in [0, 1]", dom, key);
+  return 0;
+}
+
 static int tools_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
+  for (const cJSON *c = p ? p->child : NULL; c; c = c->next)
+    if (strcmp(c->string, "spec") && strcmp(c->string, "demo_error_rate") && strcmp(c->string, "eval_fraction"))
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (tools takes spec, demo_error_rate, eval_fraction)",
+                          dom, c->string);
   const cJSON *path = get(p, "spec");
   if (!cJSON_IsString(path))
     return lt_error_set(LT_ECONFIG, "envs.%s.params.spec: the domain spec's path is required (e.g. configs/envs/bank.json)", dom);
@@ -260,7 +274,9 @@ static int tools_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
   snprintf(s->domain, sizeof s->domain, "%s", dom);
   snprintf(s->path, sizeof s->path, "%s", path->valuestring);
   s->seed = seed;
-  int rc = lt_json_parse_file(s->path, &s->spec);
+  int rc = fraction(dom, p, "demo_error_rate", 0, &s->demo_error_rate);
+  if (rc == 0) rc = fraction(dom, p, "eval_fraction", 0.2, &s->eval_fraction);
+  if (rc == 0) rc = lt_json_parse_file(s->path, &s->spec);
   if (rc < 0) rc = lt_error_wrap(LT_ECONFIG, "envs.%s.params.spec", dom);
   if (rc == 0) rc = check_spec(s);
   if (rc < 0) {
@@ -273,11 +289,9 @@ static int tools_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
   return 0;
 }
 
-static int tools_sample(void *state, uint64_t index, int eval, cJSON **spec) {
-  tools_state_t *s = state;
-  lt_rng_t r;
-  lt_rng_seed(&r, lt_rng_mix(s->seed, index * 2 + (eval ? 1 : 0)));
-  int ti = (int)lt_rng_below(&r, (uint64_t)cJSON_GetArraySize(s->tasks));
+/* One task instance drawn with r: a task template and its parameters. */
+static int draw(const tools_state_t *s, lt_rng_t *r, cJSON **spec) {
+  int ti = (int)lt_rng_below(r, (uint64_t)cJSON_GetArraySize(s->tasks));
   const cJSON *t = cJSON_GetArrayItem(s->tasks, ti);
   sqlite3 *db;
   int rc = make_db(s, &db);
@@ -289,7 +303,7 @@ static int tools_sample(void *state, uint64_t index, int eval, cJSON **spec) {
     cJSON_Delete(rows);
     return spec_error(s, *err ? err : "a task's pick query returned no rows");
   }
-  const cJSON *row = cJSON_GetArrayItem(rows, (int)lt_rng_below(&r, (uint64_t)cJSON_GetArraySize(rows)));
+  const cJSON *row = cJSON_GetArrayItem(rows, (int)lt_rng_below(r, (uint64_t)cJSON_GetArraySize(rows)));
   cJSON *params = cJSON_CreateObject();
   for (const cJSON *c = row->child; c; c = c->next) { /* every value as text: it fills templates and tool args */
     char num[64];
@@ -299,7 +313,7 @@ static int tools_sample(void *state, uint64_t index, int eval, cJSON **spec) {
   for (const cJSON *i = get(t, "ints") ? get(t, "ints")->child : NULL; i; i = i->next) {
     long lo = (long)cJSON_GetArrayItem(i, 0)->valuedouble, hi = (long)cJSON_GetArrayItem(i, 1)->valuedouble;
     char num[32];
-    snprintf(num, sizeof num, "%ld", lo + (long)lt_rng_below(&r, (uint64_t)(hi >= lo ? hi - lo + 1 : 1)));
+    snprintf(num, sizeof num, "%ld", lo + (long)lt_rng_below(r, (uint64_t)(hi >= lo ? hi - lo + 1 : 1)));
     cJSON_AddStringToObject(params, i->string, num);
   }
   cJSON_Delete(rows);
@@ -308,6 +322,32 @@ static int tools_sample(void *state, uint64_t index, int eval, cJSON **spec) {
   cJSON_AddItemToObject(o, "params", params);
   *spec = o;
   return 0;
+}
+
+/* Whether an instance is held out: a hash of its text (task and parameters),
+ * so the split is a property of the instance, the same for every run. */
+static int held_out(const tools_state_t *s, const cJSON *spec) {
+  char *txt = cJSON_PrintUnformatted(spec);
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char *c = txt ? txt : ""; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  free(txt);
+  return (double)(lt_rng_mix(h, 0x5e1d) >> 11) / 9007199254740992.0 < s->eval_fraction;
+}
+
+/* Draws until the instance falls on the asked side of the split, so that
+ * evaluation never sees a training instance. */
+static int tools_sample(void *state, uint64_t index, int eval, cJSON **spec) {
+  tools_state_t *s = state;
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix(s->seed, index * 2 + (eval ? 1 : 0)));
+  for (int tries = 0; tries < 1000; tries++) {
+    int rc = draw(s, &r, spec);
+    if (rc < 0 || s->eval_fraction == 0 || held_out(s, *spec) == !!eval) return rc; /* 0: no split */
+    cJSON_Delete(*spec);
+  }
+  *spec = NULL;
+  return spec_error(s, eval ? "no held-out task instance in 1000 draws: raise params.eval_fraction or add rows"
+                            : "no training task instance in 1000 draws: lower params.eval_fraction or add rows");
 }
 
 static char *state_of(sqlite3 *db, const tools_state_t *s) {
@@ -368,6 +408,23 @@ static char *tool_list(const tools_state_t *s) {
   return lt_buf_take(&b);
 }
 
+static void add_message(cJSON *messages, const char *role, const char *content) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", role);
+  cJSON_AddStringToObject(m, "content", content ? content : "");
+  cJSON_AddItemToArray(messages, m);
+}
+
+/* The opening chat of task t: the system message with the tools, the instruction. */
+static cJSON *opening(const tools_state_t *s, const cJSON *t, const cJSON *params) {
+  char *sys = tool_list(s), *user = fill(get(t, "instruction")->valuestring, params);
+  cJSON *messages = cJSON_CreateArray();
+  add_message(messages, "system", sys);
+  add_message(messages, "user", user);
+  free(sys), free(user);
+  return messages;
+}
+
 static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages) {
   tools_state_t *s = state;
   const cJSON *ti = get(spec, "task"), *params = get(spec, "params");
@@ -402,16 +459,7 @@ static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t
     cJSON_AddStringToObject(ep->reference, "answer", a ? a : "");
     free(a);
   }
-  char *sys = tool_list(s), *user = fill(get(t, "instruction")->valuestring, params);
-  *messages = cJSON_CreateArray();
-  cJSON *m1 = cJSON_CreateObject(), *m2 = cJSON_CreateObject();
-  cJSON_AddStringToObject(m1, "role", "system");
-  cJSON_AddStringToObject(m1, "content", sys ? sys : "");
-  cJSON_AddStringToObject(m2, "role", "user");
-  cJSON_AddStringToObject(m2, "content", user ? user : "");
-  cJSON_AddItemToArray(*messages, m1);
-  cJSON_AddItemToArray(*messages, m2);
-  free(sys), free(user);
+  *messages = opening(s, t, params);
   return 0;
 }
 
@@ -452,6 +500,59 @@ static int tools_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *
   return 0;
 }
 
+/* A call in the format the system message teaches. */
+static char *call_text(const lt_tool_call_t *c) {
+  lt_buf_t b = {0};
+  lt_buf_printf(&b, "<tool_call><name>%s</name>", c->name);
+  for (int i = 0; i < c->nargs; i++) lt_buf_printf(&b, "<arg name=\"%s\">%s</arg>", c->args[i].name, c->args[i].value);
+  lt_buf_puts(&b, "</tool_call>");
+  return lt_buf_take(&b);
+}
+
+/* A demonstration is the reference solution of training instance `index` as a
+ * whole episode: the opening chat, each call with its real result, and the
+ * final reply (the answer for a question, else "Done."); the warm start
+ * trains on every assistant turn of it.  With probability demo_error_rate
+ * the episode is imperfect: it replies one call early (the systematic
+ * mistake RL has to unlearn). */
+static int tools_demo(void *state, uint64_t index, cJSON **messages, char **response) {
+  tools_state_t *s = state;
+  cJSON *spec;
+  int rc = tools_sample(s, index, 0, &spec);
+  if (rc < 0) return rc;
+  const cJSON *t = cJSON_GetArrayItem(s->tasks, get(spec, "task")->valueint), *params = get(spec, "params");
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix(s->seed ^ 0xde30, index));
+  int n = cJSON_GetArraySize(get(t, "solution"));
+  int early = lt_rng_uniform(&r) < s->demo_error_rate;
+  tools_ep_t *e;
+  if ((rc = new_ep(s, &e)) < 0) {
+    cJSON_Delete(spec);
+    return rc;
+  }
+  *messages = opening(s, t, params);
+  const cJSON *st = get(t, "solution")->child;
+  for (int k = 0; k < n - early && rc == 0; k++, st = st->next) {
+    lt_tool_call_t *c = solution_call(st, params);
+    int ok;
+    char *call = call_text(c), *obs = run_tool(s, e, c, &ok);
+    if (!ok) rc = lt_error_set(LT_EINVAL, "tools (%s): the reference solution fails: %s", s->path, obs);
+    add_message(*messages, "assistant", call);
+    add_message(*messages, "tool", obs);
+    free(call), free(obs);
+    call_free(c);
+  }
+  *response = rc < 0 ? NULL : cJSON_IsString(get(t, "answer")) ? fill(get(t, "answer")->valuestring, params) : strdup("Done.");
+  ep_free(e);
+  cJSON_Delete(spec);
+  if (rc == 0 && !*response) rc = lt_error_set(LT_ENOMEM, "tools: out of memory");
+  if (rc < 0) {
+    cJSON_Delete(*messages);
+    *messages = NULL;
+  }
+  return rc;
+}
+
 static void tools_close(lt_episode_t *ep) {
   ep_free(ep->data);
   ep->data = NULL;
@@ -462,6 +563,7 @@ const lt_env_impl_t lt__env_tools = {
     .init = tools_init,
     .free = tools_free,
     .sample = tools_sample,
+    .demo = tools_demo,
     .open = tools_open,
     .step = tools_step,
     .close = tools_close,

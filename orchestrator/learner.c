@@ -149,6 +149,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
     double v;
   } m[] = {
       {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
+      {"rollout/turns_mean", r->turns_mean},
       {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
       {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},
       {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},

@@ -82,7 +82,7 @@ const lt_cfg_schema_t lt_eval_schema = {"eval", "Held-out evaluation.", eval_e, 
 static const lt_cfg_entry_t monitor_e[] = {
     {"monitor.prometheus_port", LT_CFG_INT, "0", 0, 65535, NULL, "Prometheus text endpoint http://HOST:PORT/metrics (0: off; docs/metrics.md)"},
     {"monitor.prometheus_host", LT_CFG_STR, "\"127.0.0.1\"", LT_CFG_NORANGE, NULL, "address the Prometheus endpoint listens on (an IP address)"},
-    {"monitor.plot", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "when train ends, draw RUN_DIR/plot.png (reward and held-out accuracy) with gnuplot, if installed"},
+    {"monitor.plot", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "when train ends, draw RUN_DIR/plot.png (reward and held-out accuracy; multi-turn runs add turns per episode, truncation rate and the staleness histogram) with gnuplot, if installed"},
     {"monitor.progress", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|on|off", "progress on stderr: a live line on a terminal, plain lines (every 30 s in auto, 10 s with on) otherwise"},
     {"monitor.routing_confidence_floor", LT_CFG_NUM, "0", 0, 1, NULL, "alarm when routing confidence falls below this (0: off)"},
     {"monitor.routing_mitigation", LT_CFG_ENUM, "\"keep_routing\"", LT_CFG_NORANGE, "none|keep_routing|staleness", "action on a routing-confidence alarm: none, turn keep_routing on, or set max_staleness to 0"},

@@ -246,7 +246,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->has_route = nml > 0;
   double task_temp = lt_config_num(c, "rollout.temperature");
   int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
-  double conf = 0, rsum = 0;
+  double conf = 0, rsum = 0, turns = 0;
   int nconf = 0, ntrunc = 0, ntraj = 0, cap = 0, N = 0, rc = 0;
   p->ndom = 0;
   int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
@@ -275,6 +275,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     }
     ntrunc += p->trunc[packed - 1];
     rsum += t.reward;
+    turns += t.turns;
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;
     if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
@@ -291,6 +292,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   for (int i = 0; i < p->ndom; i++) p->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;
   p->reward_mean = ntraj ? rsum / ntraj : 0;
   p->trunc_rate = ntraj ? (double)ntrunc / ntraj : 0;
+  p->turns_mean = ntraj ? turns / ntraj : 0;
   p->route_rollout = nconf ? conf / nconf : -1;
   return rc;
 }

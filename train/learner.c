@@ -408,6 +408,7 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   if (n == 0) return 0;
   r->reward_mean = p->reward_mean;
   r->trunc_rate = p->trunc_rate;
+  r->turns_mean = p->turns_mean;
   r->route_rollout = p->route_rollout;
   r->gen_tokens = p->gen_tokens;
   r->ndom = p->ndom;

@@ -45,21 +45,32 @@ static int pack_reserve(pack_t *p, int n) {
   return 0;
 }
 
-/* Appends one demonstration to the pack; 1 if it does not fit in max_len. */
-static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *response, int max_len, pack_t *p) {
+/* Appends one demonstration to the pack; 1 if it does not fit in max_len.
+ * The response carries the loss, and so do the chat's assistant turns when
+ * assistant_turns is set (an environment's multi-turn episode). */
+static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *response, int assistant_turns, int max_len,
+                  pack_t *p) {
   int32_t *ids = NULL;
-  int n = 0, cap = 0, rc = 0;
+  int n = 0, cap = 0, rc = 0, nspan = 0, span[64][2];
+  int32_t end = lt_tokenizer_special(tok, "<|im_end|>");
   for (const cJSON *m = messages->child; m && rc == 0; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!cJSON_IsString(role) || !cJSON_IsString(content))
+    if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
       rc = lt_error_set(LT_EFORMAT, "demonstration message without string role/content");
-    else
+    } else if (assistant_turns && lt_role_parse(role->valuestring) == LT_ROLE_ASSISTANT && nspan < 64) {
+      /* The turn's text and its <|im_end|>: what the policy generated. */
+      rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap);
+      span[nspan][0] = n;
+      if (rc == 0) rc = lt_ids_text(tok, content->valuestring, &ids, &n, &cap);
+      span[nspan++][1] = n + 1;
+      if (rc == 0) rc = lt_chat_close(tok, &ids, &n, &cap);
+    } else {
       rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, &ids, &n, &cap);
+    }
   }
   if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap);
   int prompt = n;
   if (rc == 0) rc = lt_ids_text(tok, response, &ids, &n, &cap);
-  int32_t end = lt_tokenizer_special(tok, "<|im_end|>");
   if (rc == 0) rc = lt_ids_push(&ids, &n, &cap, end);
   if (rc < 0 || n > max_len) {
     free(ids);
@@ -71,6 +82,8 @@ static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *
   }
   memcpy(p->ids + p->n, ids, sizeof(int32_t) * (size_t)n);
   for (int i = 0; i < n; i++) p->mask[p->n + i] = i >= prompt;
+  for (int k = 0; k < nspan; k++)
+    for (int i = span[k][0]; i < span[k][1]; i++) p->mask[p->n + i] = 1;
   free(ids);
   p->start[p->nseq] = p->n;
   p->n += n;
@@ -105,7 +118,7 @@ static int load_jsonl(const char *path, const lt_tokenizer_t *tok, int max_len, 
     if (!cJSON_IsString(re) || !(cJSON_IsArray(pr) || msgs)) {
       rc = lt_error_set(LT_EFORMAT, "%s:%ld: expected {\"prompt\": string or messages, \"response\": string}", path, r.lineno);
     } else {
-      rc = render(tok, msgs ? msgs : pr, re->valuestring, max_len, all);
+      rc = render(tok, msgs ? msgs : pr, re->valuestring, 0, max_len, all);
       if (rc < 0) lt_error_wrap(rc, "%s:%ld", path, r.lineno);
       skipped += rc == 1;
       rc = rc == 1 ? 0 : rc;
@@ -137,7 +150,7 @@ static int env_batch(lt_envs_t *envs, const lt_tokenizer_t *tok, int max_len, in
     int rc = lt_envs_demo(envs, lt_envs_name(envs, d), (*index)++, &msgs, &resp);
     if (rc == LT_EUNSUPP) continue;
     if (rc < 0) return rc;
-    rc = render(tok, msgs, resp, max_len, p);
+    rc = render(tok, msgs, resp, 1, max_len, p);
     cJSON_Delete(msgs);
     free(resp);
     if (rc < 0) return rc;

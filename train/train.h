@@ -40,7 +40,7 @@ typedef struct {
   int64_t step, version;
   char dir[4096], sha[65];   /* the published policy version */
   lt_step_stats_t st;
-  double reward_mean, trunc_rate, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
+  double reward_mean, trunc_rate, turns_mean, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   int stale_max, stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, quarantined, max_staleness;
   int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
   int ranks;                 /* learner ranks that trained it (learner/ranks) */

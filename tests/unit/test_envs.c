@@ -259,8 +259,8 @@ static lt_env_step_t step_now(uv_loop_t *loop, lt_episode_t *ep, const char *tex
 /* For every domain shipped: the reference solution, called as the policy would,
  * reaches the expected end state (success); a reply without acting does not. */
 Test(envs, tools_domains_reference_solutions_succeed) {
-  const char *domains[] = {"bank", "library"};
-  for (int d = 0; d < 2; d++) {
+  const char *domains[] = {"bank", "library", "pantry"};
+  for (int d = 0; d < 3; d++) {
     char json[1024], path[4200];
     snprintf(path, sizeof path, "%s/configs/envs/%s.json", lt_test_root(), domains[d]);
     snprintf(json, sizeof json, "{\"envs\": {\"t\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
@@ -319,6 +319,72 @@ Test(envs, tools_domains_reference_solutions_succeed) {
     lt_envs_free(e);
     cr_expect_eq(uv_loop_close(&loop), 0);
   }
+}
+
+/* Demonstrations are whole reference episodes of training instances (every
+ * call with its real result, then the reply); at demo_error_rate 1 each one
+ * replies one call early.  Held-out instances never appear in training. */
+Test(envs, tools_demos_and_held_out_split) {
+  char json[1024], path[4200];
+  snprintf(path, sizeof path, "%s/configs/envs/pantry.json", lt_test_root());
+  cJSON *dspec = NULL;
+  cr_assert_eq(lt_json_parse_file(path, &dspec), 0);
+  const cJSON *tasks = cJSON_GetObjectItem(dspec, "tasks");
+  for (int wrong = 0; wrong < 2; wrong++) {
+    snprintf(json, sizeof json, "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"demo_error_rate\": %d}}}}",
+             path, wrong);
+    lt_envs_t *e = make_envs(json, NULL);
+    for (uint64_t i = 0; i < 40; i++) {
+      cJSON *msgs, *spec;
+      char *resp;
+      cr_assert_eq(lt_envs_demo(e, "p", i, &msgs, &resp), 0, "%s", lt_error_msg());
+      cr_assert_eq(lt_envs_sample(e, "p", i, 0, &spec), 0);
+      const cJSON *task = cJSON_GetArrayItem(tasks, cJSON_GetObjectItem(spec, "task")->valueint);
+      int calls = 0, n = cJSON_GetArraySize(cJSON_GetObjectItem(task, "solution"));
+      for (const cJSON *m = msgs->child; m; m = m->next) {
+        const char *role = spec_str(m, "role"), *content = spec_str(m, "content");
+        if (!strcmp(role, "assistant")) {
+          cr_expect(strncmp(content, "<tool_call><name>", 17) == 0, "%s", content);
+          calls++;
+        }
+        if (!strcmp(role, "tool")) cr_expect(strstr(content, "\"ok\":true"), "%s", content);
+      }
+      cr_expect_eq(calls, n - wrong, "instance %llu: %d calls of %d", (unsigned long long)i, calls, n);
+      cr_expect(strcmp(resp, "Done.") == 0 || cJSON_GetObjectItem(task, "answer"), "%s", resp);
+      free(resp);
+      cJSON_Delete(msgs), cJSON_Delete(spec);
+    }
+    lt_envs_free(e);
+  }
+  /* The split: no evaluation instance is a training instance. */
+  snprintf(json, sizeof json, "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+  lt_envs_t *e = make_envs(json, NULL);
+  char **train = calloc(2000, sizeof *train);
+  for (uint64_t i = 0; i < 2000; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "p", i, 0, &s), 0);
+    train[i] = cJSON_PrintUnformatted(s);
+    cJSON_Delete(s);
+  }
+  for (uint64_t i = 0; i < 200; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "p", i, 1, &s), 0);
+    char *txt = cJSON_PrintUnformatted(s);
+    for (int k = 0; k < 2000; k++) cr_assert(strcmp(txt, train[k]), "held-out instance %s was trained on", txt);
+    free(txt);
+    cJSON_Delete(s);
+  }
+  for (int k = 0; k < 2000; k++) free(train[k]);
+  free(train);
+  lt_envs_free(e);
+  /* A bad parameter names itself. */
+  lt_config_t cfg;
+  snprintf(json, sizeof json, "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"eval_fraction\": 2}}}}", path);
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_expect_eq(lt_envs_create(&cfg, NULL, &e), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "envs.p.params.eval_fraction"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+  cJSON_Delete(dspec);
 }
 
 /* Dependencies, preconditions and typed arguments are enforced, with errors the policy can read. */
