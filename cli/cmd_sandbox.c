@@ -41,9 +41,13 @@ int lt_cmd_sandbox(int argc, char **argv) {
       {.name = "--stdin", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "the program's stdin ('-': ours); default empty"},
       {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "CFG", .help = "take the other limits from CFG's sandbox section"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
+      {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P",
+       .help = "the program's 127.0.0.1:P reaches this host's 127.0.0.1:P (its only network)"},
+      {.name = "--env", .kind = LT_ARG_MULTI, .metavar = "NAME", .help = "pass our environment variable NAME to the program"},
+      {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH", .help = "copy the file PATH into /work under its base name"},
   };
   lt_cmd_args_t c = {.command = "sandbox",
-                     .usage = "run [--timeout S] [--memory MB] [--json] -- CMD ...",
+                     .usage = "run [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] -- CMD ...",
                      .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
                                 "read-only system, a private /tmp and /work, no network, a deadline that kills the "
                                 "whole process tree.",
@@ -51,7 +55,7 @@ int lt_cmd_sandbox(int argc, char **argv) {
                                 "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
                                 "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
                      .args = args,
-                     .nargs = 6,
+                     .nargs = 9,
                      .min_pos = 2,
                      .max_pos = -1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -62,10 +66,12 @@ int lt_cmd_sandbox(int argc, char **argv) {
   lt_sandbox_limits_t lim;
   lt_sandbox_limits_from_config(&cfg, &lim);
   lt_config_free(&cfg);
-  long long mem;
+  long long mem, port;
   if ((rc = lt_args_double(&c, "--timeout", lim.timeout_s, &lim.timeout_s)) ||
-      (rc = lt_args_long(&c, "--memory", lim.memory_mb, 1, 1 << 20, &mem)))
+      (rc = lt_args_long(&c, "--memory", lim.memory_mb, 1, 1 << 20, &mem)) ||
+      (rc = lt_args_long(&c, "--port", 0, 1, 65535, &port)))
     return rc;
+  lim.port = (int)port;
   if (!(lim.timeout_s > 0)) return lt_args_usage_error(&c, "--timeout must be positive");
   lim.memory_mb = (int)mem;
   lt_sandbox_caps_t caps;
@@ -80,8 +86,35 @@ int lt_cmd_sandbox(int argc, char **argv) {
   for (int i = 1; i < c.npos; i++) cmd[i - 1] = c.pos[i];
   lt_sandbox_job_t job = {.argv = cmd, .stdin_data = in, .stdin_len = in_len};
   lt_sandbox_result_t r;
-  rc = lt_sandbox_run(&lim, &job, &r);
+  lt_arg_t *envs = lt_args_get(&c, "--env"), *files = lt_args_get(&c, "--file");
+  char *env[LT_ARGS_MAX_MULTI + 1] = {0};
+  lt_sandbox_file_t fs[LT_ARGS_MAX_MULTI];
+  for (int i = 0; rc == 0 && i < envs->nvalues; i++) {
+    const char *v = getenv(envs->values[i]);
+    if (!v) rc = lt_args_usage_error(&c, "--env %s: no such variable in our environment", envs->values[i]);
+    else if (!(env[i] = malloc(strlen(envs->values[i]) + strlen(v) + 2))) rc = lt_cli_fail("sandbox", LT_ENOMEM);
+    else sprintf(env[i], "%s=%s", envs->values[i], v);
+  }
+  int nf = 0;
+  for (; rc == 0 && nf < files->nvalues; nf++) {
+    const char *path = files->values[nf], *slash = strrchr(path, '/');
+    char *data = NULL;
+    size_t len = 0;
+    int e = lt_fs_read_file(path, 256u << 20, &data, &len);
+    if (e < 0) {
+      rc = lt_cli_fail("sandbox", e);
+      break;
+    }
+    fs[nf] = (lt_sandbox_file_t){.path = slash ? slash + 1 : path, .data = data, .len = len, .mode = 0755};
+  }
+  job.env = (const char *const *)env;
+  job.files = fs;
+  job.nfiles = nf;
+  if (rc == 0) rc = lt_sandbox_run(&lim, &job, &r);
   free(in);
+  for (int i = 0; i < envs->nvalues; i++) free(env[i]);
+  for (int i = 0; i < nf; i++) free((char *)fs[i].data);
+  if (rc > 0) return rc; /* a usage error, said already */
   if (rc < 0) return lt_cli_fail("sandbox", rc);
   if (lt_args_flag(&c, "--json")) {
     print_json(&r);

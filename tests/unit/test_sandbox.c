@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,55 @@ Test(sandbox, no_network_not_even_host_loopback) {
   cr_expect_lt(accept(s, NULL, NULL), 0, "the host listener got a connection from the sandbox");
   close(s);
   lt_sandbox_result_free(&r);
+}
+
+static int listener(int *port) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(listen(s, 4), 0);
+  getsockname(s, (struct sockaddr *)&a, &al);
+  *port = ntohs(a.sin_port);
+  return s;
+}
+
+static void *answer_once(void *arg) {
+  int c = accept(*(int *)arg, NULL, NULL);
+  char buf[16] = {0};
+  if (c >= 0 && read(c, buf, 4) == 4 && !strcmp(buf, "ping")) cr_assert_eq(write(c, "pong", 4), 4);
+  if (c >= 0) close(c);
+  return NULL;
+}
+
+/* limits.port: that one host port is reachable at the same address, nothing else is. */
+Test(sandbox, port_reaches_only_its_host_port) {
+  need_sandbox();
+  int pa, pb, a = listener(&pa), b = listener(&pb);
+  fcntl(b, F_SETFL, O_NONBLOCK);
+  pthread_t th;
+  pthread_create(&th, NULL, answer_once, &a);
+  const char *code =
+      "import os, socket\n"
+      "s = socket.create_connection(('127.0.0.1', int(os.environ['PA'])), 5); s.sendall(b'ping'); print(s.recv(4).decode())\n"
+      "for host, port in (('127.0.0.1', int(os.environ['PB'])), ('1.1.1.1', 80)):\n"
+      "    try: socket.create_connection((host, port), 2); print('reached', host)\n"
+      "    except OSError as e: print('refused')\n";
+  char pa_env[32], pb_env[32];
+  snprintf(pa_env, sizeof pa_env, "PA=%d", pa);
+  snprintf(pb_env, sizeof pb_env, "PB=%d", pb);
+  const char *env[] = {pa_env, pb_env, NULL}, *argv[] = {"python3", "net.py", NULL};
+  lt_sandbox_file_t f = {"net.py", code, strlen(code), 0};
+  lt_sandbox_job_t job = {.argv = argv, .files = &f, .nfiles = 1, .env = env};
+  lt_sandbox_limits_t l = limits(20);
+  l.port = pa;
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), 0, "%s", lt_error_msg());
+  pthread_join(th, NULL);
+  cr_expect_str_eq(r.out, "pong\nrefused\nrefused\n", "stdout %s stderr %s", r.out, r.err);
+  cr_expect_lt(accept(b, NULL, NULL), 0, "the other host listener got a connection from the sandbox");
+  lt_sandbox_result_free(&r);
+  close(a), close(b);
 }
 
 Test(sandbox, host_home_run_dir_and_tmp_are_invisible) {
