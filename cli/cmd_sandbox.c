@@ -1,10 +1,12 @@
 /* `longtail sandbox run [--timeout S] [--memory MB] [--json] -- CMD ...`: one
  * command in the sandbox the environments and rewards use. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "sandbox/sandbox.h"
@@ -31,6 +33,30 @@ static void print_json(const lt_sandbox_result_t *r) {
   lt_buf_puts(&b, "}\n");
   if (lt_buf_ok(&b) == 0) fwrite(b.data, 1, b.len, stdout);
   lt_buf_free(&b);
+}
+
+/* Our stdin to its end: read, not opened as /dev/stdin, which a socket (an agent's, from libuv) refuses. */
+static int read_stdin(char **out, size_t *len) {
+  lt_buf_t b = {0};
+  char tmp[65536];
+  for (;;) {
+    ssize_t n = read(0, tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      lt_buf_free(&b);
+      return lt_error_set(LT_EIO, "cannot read stdin: %s", strerror(errno));
+    }
+    if (n == 0) break;
+    lt_buf_append(&b, tmp, (size_t)n);
+    if (b.len > (256u << 20)) {
+      lt_buf_free(&b);
+      return lt_error_set(LT_ERANGE, "stdin: over 256 MiB");
+    }
+  }
+  if (lt_buf_ok(&b) < 0) return lt_error_set(LT_ENOMEM, "stdin: out of memory");
+  *len = b.len;
+  *out = lt_buf_take(&b);
+  return *out ? 0 : lt_error_set(LT_ENOMEM, "stdin: out of memory");
 }
 
 int lt_cmd_sandbox(int argc, char **argv) {
@@ -80,7 +106,8 @@ int lt_cmd_sandbox(int argc, char **argv) {
   char *in = NULL;
   size_t in_len = 0;
   const char *stdin_path = lt_args_str(&c, "--stdin", NULL);
-  if (stdin_path && (rc = lt_fs_read_file(strcmp(stdin_path, "-") ? stdin_path : "/dev/stdin", 256u << 20, &in, &in_len)) < 0)
+  if (stdin_path && (rc = strcmp(stdin_path, "-") ? lt_fs_read_file(stdin_path, 256u << 20, &in, &in_len)
+                                                  : read_stdin(&in, &in_len)) < 0)
     return lt_cli_fail("sandbox", rc);
   const char *cmd[LT_ARGS_MAX_POS + 1] = {0}; /* the positionals after "run", NULL-terminated */
   for (int i = 1; i < c.npos; i++) cmd[i - 1] = c.pos[i];
