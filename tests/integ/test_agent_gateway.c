@@ -329,18 +329,6 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   lt_test_rmdir(j.dir);
 }
 
-/* A listener on the host's loopback, any port. */
-static int listen_any(int *port) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-  cr_assert_eq(listen(s, 4), 0);
-  getsockname(s, (struct sockaddr *)&a, &al);
-  *port = ntohs(a.sin_port);
-  return s;
-}
-
 static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
 /* The `sequences` of the exported trajectories of domain `dom`, each as JSON, sorted, one per line. */
@@ -368,7 +356,8 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
   lt_sandbox_probe(&caps);
   if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
   int port;
-  int l = listen_any(&port);
+  int l = lt_test_listen_loopback(&port);
+  cr_assert_geq(l, 0);
   char envs[4096], plain[4096];
   snprintf(envs, sizeof envs,
            "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","

@@ -116,17 +116,6 @@ Test(sandbox, no_network_not_even_host_loopback) {
   lt_sandbox_result_free(&r);
 }
 
-static int listener(int *port) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-  cr_assert_eq(listen(s, 4), 0);
-  getsockname(s, (struct sockaddr *)&a, &al);
-  *port = ntohs(a.sin_port);
-  return s;
-}
-
 static void *answer_once(void *arg) {
   int c = accept(*(int *)arg, NULL, NULL);
   char buf[16] = {0};
@@ -138,7 +127,8 @@ static void *answer_once(void *arg) {
 /* limits.port: that one host port is reachable at the same address, nothing else is. */
 Test(sandbox, port_reaches_only_its_host_port) {
   need_sandbox();
-  int pa, pb, a = listener(&pa), b = listener(&pb);
+  int pa, pb, a = lt_test_listen_loopback(&pa), b = lt_test_listen_loopback(&pb);
+  cr_assert(a >= 0 && b >= 0);
   fcntl(b, F_SETFL, O_NONBLOCK);
   pthread_t th;
   pthread_create(&th, NULL, answer_once, &a);
