@@ -272,6 +272,28 @@ Test(sandbox, pool_gives_fresh_sandboxes) {
   lt_sandbox_pool_free(p);
 }
 
+/* --env passes one of our variables by name, --file copies a host file into /work; a variable we lack is a usage error. */
+Test(sandbox, cli_env_and_file) {
+  need_sandbox();
+  char *dir = lt_test_tmpdir("sbfile"), script[4200];
+  snprintf(script, sizeof script, "%s/show.sh", dir);
+  cr_assert_eq(lt_test_write(script, "echo \"$LT_SB_VAR $LT_SB_OTHER\"\n"), 0);
+  setenv("LT_SB_VAR", "from-host", 1);
+  setenv("LT_SB_OTHER", "not-passed", 1);
+  lt_run_t r;
+  const char *a1[] = {"longtail", "sandbox", "run", "--env", "LT_SB_VAR", "--file", script, "--", "sh", "show.sh", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a1), 0);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect_str_eq(r.out, "from-host \n");
+  lt_run_free(&r);
+  const char *a2[] = {"longtail", "sandbox", "run", "--env", "LT_SB_NO_SUCH_VAR", "--", "true", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a2), 0);
+  cr_expect_eq(r.status, 2);
+  cr_expect(strstr(r.err, "LT_SB_NO_SUCH_VAR"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
 Test(sandbox, cli_json_and_exit_status) {
   need_sandbox();
   lt_run_t r;
