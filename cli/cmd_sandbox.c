@@ -1,10 +1,12 @@
 /* `longtail sandbox run [--timeout S] [--memory MB] [--json] -- CMD ...`: one
  * command in the sandbox the environments and rewards use. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "sandbox/sandbox.h"
@@ -33,6 +35,30 @@ static void print_json(const lt_sandbox_result_t *r) {
   lt_buf_free(&b);
 }
 
+/* Our stdin to its end: read, not opened as /dev/stdin, which a socket (an agent's, from libuv) refuses. */
+static int read_stdin(char **out, size_t *len) {
+  lt_buf_t b = {0};
+  char tmp[65536];
+  for (;;) {
+    ssize_t n = read(0, tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      lt_buf_free(&b);
+      return lt_error_set(LT_EIO, "cannot read stdin: %s", strerror(errno));
+    }
+    if (n == 0) break;
+    lt_buf_append(&b, tmp, (size_t)n);
+    if (b.len > (256u << 20)) {
+      lt_buf_free(&b);
+      return lt_error_set(LT_ERANGE, "stdin: over 256 MiB");
+    }
+  }
+  if (lt_buf_ok(&b) < 0) return lt_error_set(LT_ENOMEM, "stdin: out of memory");
+  *len = b.len;
+  *out = lt_buf_take(&b);
+  return *out ? 0 : lt_error_set(LT_ENOMEM, "stdin: out of memory");
+}
+
 int lt_cmd_sandbox(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--timeout", .kind = LT_ARG_VALUE, .metavar = "S", .help = "wall-clock deadline in seconds (default sandbox.timeout_s)"},
@@ -41,9 +67,13 @@ int lt_cmd_sandbox(int argc, char **argv) {
       {.name = "--stdin", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "the program's stdin ('-': ours); default empty"},
       {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "CFG", .help = "take the other limits from CFG's sandbox section"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
+      {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P",
+       .help = "the program's 127.0.0.1:P reaches this host's 127.0.0.1:P (its only network)"},
+      {.name = "--env", .kind = LT_ARG_MULTI, .metavar = "NAME", .help = "pass our environment variable NAME to the program"},
+      {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH", .help = "copy the file PATH into /work under its base name"},
   };
   lt_cmd_args_t c = {.command = "sandbox",
-                     .usage = "run [--timeout S] [--memory MB] [--json] -- CMD ...",
+                     .usage = "run [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] -- CMD ...",
                      .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
                                 "read-only system, a private /tmp and /work, no network, a deadline that kills the "
                                 "whole process tree.",
@@ -51,7 +81,7 @@ int lt_cmd_sandbox(int argc, char **argv) {
                                 "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
                                 "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
                      .args = args,
-                     .nargs = 6,
+                     .nargs = 9,
                      .min_pos = 2,
                      .max_pos = -1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -62,10 +92,12 @@ int lt_cmd_sandbox(int argc, char **argv) {
   lt_sandbox_limits_t lim;
   lt_sandbox_limits_from_config(&cfg, &lim);
   lt_config_free(&cfg);
-  long long mem;
+  long long mem, port;
   if ((rc = lt_args_double(&c, "--timeout", lim.timeout_s, &lim.timeout_s)) ||
-      (rc = lt_args_long(&c, "--memory", lim.memory_mb, 1, 1 << 20, &mem)))
+      (rc = lt_args_long(&c, "--memory", lim.memory_mb, 1, 1 << 20, &mem)) ||
+      (rc = lt_args_long(&c, "--port", 0, 1, 65535, &port)))
     return rc;
+  lim.port = (int)port;
   if (!(lim.timeout_s > 0)) return lt_args_usage_error(&c, "--timeout must be positive");
   lim.memory_mb = (int)mem;
   lt_sandbox_caps_t caps;
@@ -74,14 +106,42 @@ int lt_cmd_sandbox(int argc, char **argv) {
   char *in = NULL;
   size_t in_len = 0;
   const char *stdin_path = lt_args_str(&c, "--stdin", NULL);
-  if (stdin_path && (rc = lt_fs_read_file(strcmp(stdin_path, "-") ? stdin_path : "/dev/stdin", 256u << 20, &in, &in_len)) < 0)
+  if (stdin_path && (rc = strcmp(stdin_path, "-") ? lt_fs_read_file(stdin_path, 256u << 20, &in, &in_len)
+                                                  : read_stdin(&in, &in_len)) < 0)
     return lt_cli_fail("sandbox", rc);
   const char *cmd[LT_ARGS_MAX_POS + 1] = {0}; /* the positionals after "run", NULL-terminated */
   for (int i = 1; i < c.npos; i++) cmd[i - 1] = c.pos[i];
   lt_sandbox_job_t job = {.argv = cmd, .stdin_data = in, .stdin_len = in_len};
   lt_sandbox_result_t r;
-  rc = lt_sandbox_run(&lim, &job, &r);
+  lt_arg_t *envs = lt_args_get(&c, "--env"), *files = lt_args_get(&c, "--file");
+  char *env[LT_ARGS_MAX_MULTI + 1] = {0};
+  lt_sandbox_file_t fs[LT_ARGS_MAX_MULTI];
+  for (int i = 0; rc == 0 && i < envs->nvalues; i++) {
+    const char *v = getenv(envs->values[i]);
+    if (!v) rc = lt_args_usage_error(&c, "--env %s: no such variable in our environment", envs->values[i]);
+    else if (!(env[i] = malloc(strlen(envs->values[i]) + strlen(v) + 2))) rc = lt_cli_fail("sandbox", LT_ENOMEM);
+    else sprintf(env[i], "%s=%s", envs->values[i], v);
+  }
+  int nf = 0;
+  for (; rc == 0 && nf < files->nvalues; nf++) {
+    const char *path = files->values[nf], *slash = strrchr(path, '/');
+    char *data = NULL;
+    size_t len = 0;
+    int e = lt_fs_read_file(path, 256u << 20, &data, &len);
+    if (e < 0) {
+      rc = lt_cli_fail("sandbox", e);
+      break;
+    }
+    fs[nf] = (lt_sandbox_file_t){.path = slash ? slash + 1 : path, .data = data, .len = len, .mode = 0755};
+  }
+  job.env = (const char *const *)env;
+  job.files = fs;
+  job.nfiles = nf;
+  if (rc == 0) rc = lt_sandbox_run(&lim, &job, &r);
   free(in);
+  for (int i = 0; i < envs->nvalues; i++) free(env[i]);
+  for (int i = 0; i < nf; i++) free((char *)fs[i].data);
+  if (rc > 0) return rc; /* a usage error, said already */
   if (rc < 0) return lt_cli_fail("sandbox", rc);
   if (lt_args_flag(&c, "--json")) {
     print_json(&r);

@@ -8,6 +8,7 @@
 
 #include "envs/env.h"
 #include "util/error.h"
+#include "util/log.h"
 
 typedef struct {
   void *tasks; /* the dataset implementation's state over params.tasks */
@@ -56,11 +57,15 @@ static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
   s->a.timeout_s = to ? to->valuedouble : 600;
   int rc = flag(dom, p, "pass_answer", 0, &s->a.pass_answer);
   if (rc == 0) rc = flag(dom, p, "honor_sampling", 0, &s->a.honor_sampling);
-  /* The sandbox has no network namespace path to the gateway yet: plain child process by default. */
-  if (rc == 0) rc = flag(dom, p, "sandbox", 0, &s->a.sandbox);
-  if (rc == 0 && s->a.sandbox)
-    rc = lt_error_set(LT_EUNSUPP, "envs.%s.params.sandbox: true is not supported yet (the sandbox has no network, so the "
-                                  "program could not reach its gateway); set false for a trusted agent program", dom);
+  /* Sandboxed wherever this host can make a sandbox (user namespaces); said once when it cannot. */
+  lt_sandbox_caps_t caps;
+  lt_sandbox_probe(&caps);
+  if (rc == 0) rc = flag(dom, p, "sandbox", caps.userns, &s->a.sandbox);
+  if (rc == 0 && s->a.sandbox && !caps.userns)
+    rc = lt_error_set(LT_EUNSUPP, "envs.%s.params.sandbox: true, but this host gives no user namespaces, so there is no "
+                                  "sandbox (longtail --version); set false to run a trusted agent program as a plain child", dom);
+  if (rc == 0 && !s->a.sandbox && !get(p, "sandbox"))
+    LT_WARN("envs", "%s: agent programs run as plain child processes (no sandbox: this host gives no user namespaces)", dom);
   int n = cJSON_GetArraySize(cmd), i = 0;
   if (rc == 0 && !(s->a.argv = calloc((size_t)n + 1, sizeof *s->a.argv))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   for (const cJSON *c = cmd->child; rc == 0 && c; c = c->next, i++)

@@ -102,6 +102,8 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
 
 const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw) { return gw->oai; }
 
+int lt_gateway_port(const lt_gateway_t *gw) { return gw->port; }
+
 int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[LT_GATEWAY_URL_MAX]) {
   unsigned char raw[24];
   if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return lt_error_set(LT_EIO, "gateway: no random bytes for a token");

@@ -29,9 +29,12 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
 /* Starts argv (argv[0] looked up in PATH) in its own process group with the
  * worker's environment plus env_set ("NAME=value", NULL-terminated), writes
  * stdin_line to its stdin and closes it.  After timeout_s seconds the whole
- * group is killed (timed_out). */
+ * group is killed (timed_out).  sandbox_port > 0: argv runs in longtail's
+ * sandbox instead (`longtail sandbox run`, a child of the group), with only
+ * env_set's variables, its 127.0.0.1:sandbox_port its one network path, and
+ * the files argv names copied into its /work (docs/agent-gateway.md). */
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out);
+                     double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
 
@@ -59,6 +62,8 @@ typedef struct {
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out);
 const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw);
+/* The loopback port it listens on. */
+int lt_gateway_port(const lt_gateway_t *gw);
 enum { LT_GATEWAY_URL_MAX = 64 };
 /* A fresh token (OPENAI_API_KEY) and base URL (OPENAI_BASE_URL,
  * "http://127.0.0.1:PORT/e/ID/v1") naming `session` until lt_gateway_revoke;

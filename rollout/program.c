@@ -4,8 +4,10 @@
  * stderr's tail explains a failure.  A deadline or a kill takes the whole
  * group down, and so does the leader's exit, so nothing it started outlives it. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rollout/gateway.h"
 #include "util/buf.h"
@@ -181,13 +183,74 @@ static char **make_env(const char *const *set) {
   return env;
 }
 
+/* `longtail sandbox run ... -- argv`: the program in the sandbox, reaching only the gateway's port.  The
+ * files argv names (the agent's script) are copied into /work and named by their base name there.
+ * A deadline past ours is a guard only: our timer kills the group first.  Strings in `keep` are freed
+ * by the caller. */
+static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, char **keep) {
+  size_t n = 0, k = 0, nk = 0;
+  while (argv[n]) n++;
+  while (env_set[k]) k++;
+  char **w = calloc(16 + 2 * k + 3 * n, sizeof *w);
+  char exe[4096];
+  size_t len = sizeof exe;
+  if (!w || uv_exepath(exe, &len) != 0 || !(keep[nk++] = strdup(exe)) || !(keep[nk] = malloc(64))) {
+    free(w);
+    return NULL;
+  }
+  snprintf(keep[nk], 64, "%.0f", timeout_s + 60);
+  size_t o = 0;
+  const char *head[] = {keep[0], "sandbox", "run", "--stdin", "-", "--timeout", keep[nk]};
+  nk++;
+  if (!(keep[nk] = malloc(16))) {
+    free(w);
+    return NULL;
+  }
+  snprintf(keep[nk], 16, "%d", port);
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) w[o++] = (char *)head[i];
+  w[o++] = "--port";
+  w[o++] = keep[nk++];
+  for (size_t j = 0; j < k; j++) { /* by name: their values (the token) stay out of argv */
+    size_t nl = (size_t)(strchr(env_set[j], '=') - env_set[j]);
+    if (!(keep[nk] = strndup(env_set[j], nl))) {
+      free(w);
+      return NULL;
+    }
+    w[o++] = "--env";
+    w[o++] = keep[nk++];
+  }
+  for (size_t i = 1; i < n; i++) {
+    struct stat st;
+    if (stat(argv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    w[o++] = "--file";
+    w[o++] = argv[i];
+  }
+  w[o++] = "--";
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    const char *slash = strrchr(argv[i], '/');
+    w[o++] = i > 0 && slash && stat(argv[i], &st) == 0 && S_ISREG(st.st_mode) ? (char *)slash + 1 : argv[i];
+  }
+  return w;
+}
+
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out) {
+                     double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out) {
   *out = NULL;
   lt_program_t *p = calloc(1, sizeof *p);
   char **env = make_env(env_set);
-  if (!p || !env || !(p->line = strdup(stdin_line))) {
-    free(p), free(env);
+  char *keep[80] = {0};
+  char **wrapped = NULL;
+  if (sandbox_port > 0) {
+    size_t k = 0;
+    while (env_set[k]) k++;
+    wrapped = k + 3 <= sizeof keep / sizeof keep[0] ? sandboxed(argv, env_set, timeout_s, sandbox_port, keep) : NULL;
+    if (wrapped) argv = wrapped;
+  }
+  if (!p || !env || !(p->line = strdup(stdin_line)) || (sandbox_port > 0 && !wrapped)) {
+    if (p) free(p->line);
+    free(p), free(env), free(wrapped);
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) free(keep[i]);
     return lt_error_set(LT_ENOMEM, "agent program: out of memory");
   }
   p->cb = cb;
@@ -206,6 +269,8 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
                              .stdio_count = 3, .flags = UV_PROCESS_DETACHED};
   int rc = uv_spawn(loop, &p->proc, &po);
   free(env);
+  free(wrapped);
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) free(keep[i]);
   if (rc != 0) {
     int e = lt_error_set(LT_EINVAL, "agent program %s: cannot start: %s", argv[0], uv_strerror(rc));
     p->cb = NULL;

@@ -25,6 +25,7 @@ struct lt_sandbox {
   int ctl, status, in, out, err;
   lt__cgroup_t cg;
   lt_sandbox_limits_t lim;
+  lt__relay_t *relay; /* limits.port > 0 */
 };
 
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l) {
@@ -71,6 +72,7 @@ static void reap(lt_sandbox_t *sb) {
   close_fd(&sb->out);
   close_fd(&sb->err);
   lt__cgroup_remove(&sb->cg);
+  lt__relay_stop(sb->relay);
   free(sb);
 }
 
@@ -118,7 +120,15 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   sb->lim = *l;
   sb->ctl = sb->status = sb->in = sb->out = sb->err = -1;
-  const void *filter = lt__sandbox_seccomp_prog();
+  const void *filter = lt__sandbox_seccomp_prog(l->port > 0);
+  if (l->port > 0) {
+    int rc = l->port > 65535 ? lt_error_set(LT_EINVAL, "sandbox: port %d out of range", l->port)
+                             : lt__relay_start(l->port, &sb->relay);
+    if (rc < 0) {
+      free(sb);
+      return rc;
+    }
+  }
   lt__cgroup_create(&sb->cg, l);
   /* Sockets where the parent writes (MSG_NOSIGNAL: a dead jail is an error, not SIGPIPE), pipes where it reads. */
   int ctl[2], sync[2], st[2], in[2], o[2], e[2];
@@ -142,7 +152,7 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
     arrange_fds(fds, 6);
-    lt__jail_main(l, is_root, sb->cg.version == 0, filter);
+    lt__jail_main(l, is_root, sb->cg.version == 0, filter, sb->relay ? lt__relay_path(sb->relay) : NULL);
   }
   int err = errno;
   sb->pid = pid;
@@ -198,6 +208,16 @@ static int encode_job(const lt_sandbox_job_t *job, lt_buf_t *b) {
     lt_buf_append(b, &mode, 4);
     lt_buf_append(b, &len, 8);
     lt_buf_append(b, f->data, f->len);
+  }
+  uint32_t nenv = 0;
+  while (job->env && job->env[nenv]) nenv++;
+  if (nenv > LT__JAIL_MAX_ENV) return lt_error_set(LT_EINVAL, "sandbox: %u environment variables (at most %d)", nenv, LT__JAIL_MAX_ENV);
+  lt_buf_append(b, &nenv, 4);
+  for (uint32_t i = 0; i < nenv; i++) {
+    uint32_t n = (uint32_t)strlen(job->env[i]);
+    if (!strchr(job->env[i], '=')) return lt_error_set(LT_EINVAL, "sandbox: environment entry '%s' is not NAME=VALUE", job->env[i]);
+    lt_buf_append(b, &n, 4);
+    lt_buf_append(b, job->env[i], n + 1);
   }
   if (lt_buf_ok(b) < 0) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   if (b->len - sizeof hdr > LT__JAIL_MAX_JOB) return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);

@@ -126,12 +126,28 @@ static void bind_devices(void) {
   tmpfs(ROOT "/dev/shm", opts);
 }
 
-static void build_root(const lt_sandbox_limits_t *l) {
+/* The relay's host socket (opened as `sock_fd` before the new root covered its directory), at
+ * LT__RELAY_SOCK inside: a bind mount of the socket file itself. */
+static void bind_relay(int sock_fd) {
+  char src[64];
+  check(mkdir(ROOT "/run", 0755), "/run");
+  int fd = open(ROOT LT__RELAY_SOCK, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd < 0) fail(LT__RELAY_SOCK);
+  close(fd);
+  snprintf(src, sizeof src, "/proc/self/fd/%d", sock_fd);
+  check(mount(src, ROOT LT__RELAY_SOCK, NULL, MS_BIND, NULL), "bind the relay's socket");
+  close(sock_fd);
+}
+
+static void build_root(const lt_sandbox_limits_t *l, const char *relay_sock) {
   char opts[96];
   check(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+  int sock_fd = relay_sock ? open(relay_sock, O_PATH | O_CLOEXEC) : -1;
+  if (relay_sock && sock_fd < 0) fail(relay_sock);
   check(mount("tmpfs", ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"), "new root");
   bind_system();
   bind_devices();
+  if (sock_fd >= 0) bind_relay(sock_fd);
   snprintf(opts, sizeof opts, "size=%dm,mode=1777", l->file_mb);
   tmpfs(ROOT "/tmp", opts);
   snprintf(opts, sizeof opts, "size=%dm,mode=0755,uid=%d,gid=%d", l->file_mb, LT__JAIL_UID, LT__JAIL_UID);
@@ -236,7 +252,7 @@ static void limit(int res, rlim_t v) {
   setrlimit(res, &r);
 }
 
-static _Noreturn void program(const char *path, char **argv, const lt_sandbox_limits_t *l, int rlimit_memory,
+static _Noreturn void program(const char *path, char **argv, char **env, const lt_sandbox_limits_t *l, int rlimit_memory,
                               const void *filter) {
   dup2(LT__JAIL_IN, 0);
   dup2(LT__JAIL_OUT, 1);
@@ -259,17 +275,24 @@ static _Noreturn void program(const char *path, char **argv, const lt_sandbox_li
     dprintf(2, "sandbox: cannot drop privileges: %s\n", strerrordesc_np(errno));
     _exit(126);
   }
-  char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8",
-                  "PYTHONDONTWRITEBYTECODE=1", "USER=sandbox", NULL};
+  static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8",
+                                     "PYTHONDONTWRITEBYTECODE=1", "USER=sandbox"};
+  char *envp[sizeof base / sizeof base[0] + LT__JAIL_MAX_ENV + 1];
+  size_t ne = 0;
+  for (; ne < sizeof base / sizeof base[0]; ne++) envp[ne] = (char *)base[ne];
+  for (char **e = env; e && *e; e++) envp[ne++] = *e;
+  envp[ne] = NULL;
   if (chdir("/work") == 0) execve(path ? path : argv[0], argv, envp);
   dprintf(2, "sandbox: cannot run %s: %s\n", argv[0], strerrordesc_np(errno));
   _exit(errno == ENOENT ? 127 : 126);
 }
 
-static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory, const void *filter) {
+static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory, const void *filter,
+                                const char *relay_sock) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  build_root(l); /* here, not in the jail process: /proc must be mounted from inside the pid namespace */
+  build_root(l, relay_sock); /* here, not in the jail process: /proc must be mounted from inside the pid namespace */
   check(sethostname("sandbox", 7), "sethostname");
+  if (relay_sock) check(lt__relay_inside(l->port), "the port's forwarder (loopback up, listen on 127.0.0.1)");
   say('R');
   close(LT__JAIL_SYNC);
   uint32_t hdr[2];
@@ -296,10 +319,16 @@ static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory,
     write_file(p, c.p, dlen, mode);
     c.p += dlen;
   }
+  uint32_t nenv = 0;
+  if (take(&c, &nenv, 4) != 0 || nenv > LT__JAIL_MAX_ENV) setup_failed("job env");
+  char **env = calloc(nenv + 1, sizeof *env);
+  if (!env) setup_failed("job env");
+  for (uint32_t i = 0; i < nenv; i++)
+    if (!(env[i] = (char *)take_str(&c, &len))) setup_failed("job env");
   char buf[512];
   const char *path = resolve(argv[0], buf, sizeof buf);
   pid_t prog = _Fork(); /* a command not found fails in the program, as exit 127 with a message */
-  if (prog == 0) program(path, argv, l, rlimit_memory, filter);
+  if (prog == 0) program(path, argv, env, l, rlimit_memory, filter);
   close(LT__JAIL_IN);
   close(LT__JAIL_OUT);
   close(LT__JAIL_ERR);
@@ -319,7 +348,8 @@ static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory,
   }
 }
 
-_Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter) {
+_Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter,
+                             const char *relay_sock) {
   check(unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID),
         "unshare (user, mount, net, ipc, uts, pid namespaces)");
   say('U');
@@ -331,7 +361,7 @@ _Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, i
   check(setresuid(LT__JAIL_UID, LT__JAIL_UID, LT__JAIL_UID), "setresuid");
   pid_t init = _Fork();
   if (init < 0) fail("fork init");
-  if (init == 0) init_main(l, rlimit_memory, filter);
+  if (init == 0) init_main(l, rlimit_memory, filter, relay_sock);
   close(LT__JAIL_SYNC);
   close(LT__JAIL_CTL);
   close(LT__JAIL_STATUS);

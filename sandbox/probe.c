@@ -20,7 +20,7 @@ static void probe(void) {
   }
   cached.cgroup = lt__cgroup_probe();
   /* PR_GET_SECCOMP fails with EINVAL on kernels without seccomp. */
-  cached.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1 && lt__sandbox_seccomp_prog();
+  cached.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1 && lt__sandbox_seccomp_prog(0);
 }
 
 void lt_sandbox_probe(lt_sandbox_caps_t *caps) {

@@ -34,6 +34,8 @@ typedef struct {
   int file_mb;         /* largest file written; also the size of /tmp and /work */
   int nofile;          /* open files per process */
   size_t output_bytes; /* kept of stdout and of stderr each; the rest is read and dropped */
+  int port;            /* > 0: the program's 127.0.0.1:port reaches the host's 127.0.0.1:port, and nothing
+                          else does (the loopback is up, AF_INET/AF_INET6 sockets allowed); 0: no network */
 } lt_sandbox_limits_t;
 
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l);
@@ -51,6 +53,7 @@ typedef struct {
   const char *const *argv;         /* argv[0] is looked up in PATH=/usr/local/bin:/usr/bin:/bin */
   const lt_sandbox_file_t *files;  /* written to /work (the working directory) first */
   int nfiles;
+  const char *const *env;          /* NAME=VALUE added to the program's environment; NULL: none */
   const char *stdin_data;          /* NULL: empty stdin */
   size_t stdin_len;
   double timeout_s;                /* > 0: overrides the limits' deadline for this job */
@@ -93,8 +96,18 @@ void lt_sandbox_pool_free(lt_sandbox_pool_t *p);
 
 /* ---- internal: shared by the sandbox/ files ---- */
 
-/* The seccomp program, compiled once in the parent (children must not allocate). */
-const void *lt__sandbox_seccomp_prog(void); /* struct sock_fprog *, NULL when unavailable */
+/* The seccomp program, compiled once in the parent (children must not allocate); `inet`:
+ * AF_INET and AF_INET6 sockets allowed too (a sandbox with a port). */
+const void *lt__sandbox_seccomp_prog(int inet); /* struct sock_fprog *, NULL when unavailable */
+
+/* The port relay (sandbox/relay.c).  Inside, the socket is bind-mounted at LT__RELAY_SOCK. */
+#define LT__RELAY_SOCK "/run/longtail-relay.sock"
+typedef struct lt__relay lt__relay_t;
+int lt__relay_start(int port, lt__relay_t **out);
+const char *lt__relay_path(const lt__relay_t *r);
+void lt__relay_stop(lt__relay_t *r);
+/* In init, inside the namespaces: raises lo and forks the forwarder on 127.0.0.1:port.  -1 with errno. */
+int lt__relay_inside(int port);
 
 typedef struct {
   int version;          /* 0: none, 1, 2 */
@@ -114,7 +127,9 @@ int lt__cgroup_probe(void);
 enum { LT__JAIL_CTL = 3, LT__JAIL_SYNC, LT__JAIL_STATUS, LT__JAIL_IN, LT__JAIL_OUT, LT__JAIL_ERR };
 #define LT__JAIL_UID 1000              /* the program's uid and gid inside */
 #define LT__JAIL_MAGIC 0x4c54534au     /* job header: magic, length; then argc, argv (u32 len, bytes, NUL) ...,
-                                          nfiles, files (u32 len, path, NUL, u32 mode, u64 len, bytes) ... */
+                                          nfiles, files (u32 len, path, NUL, u32 mode, u64 len, bytes) ...,
+                                          nenv, env (u32 len, NAME=VALUE, NUL) ... */
+#define LT__JAIL_MAX_ENV 64
 #define LT__JAIL_MAX_JOB (256u << 20)
 
 enum { LT__JAIL_EXITED = 1, LT__JAIL_SETUP_ERROR = 2 };
@@ -127,6 +142,8 @@ typedef struct {
 /* The forked child's whole life, with the channels at LT__JAIL_*.  Talks to the
  * parent on LT__JAIL_SYNC: 'U' once unshared (the parent then writes the id maps
  * and answers 'G'), 'R' when ready, or 'E' + text on failure. */
-_Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter);
+/* relay_sock: the host path of the relay's socket (limits.port > 0), else NULL. */
+_Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter,
+                             const char *relay_sock);
 
 #endif

@@ -7,12 +7,18 @@
  * call.  Misbehaving agents (crash, hang, garbage requests, ended episodes'
  * keys) each end with a clear status and the worker keeps serving. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cJSON.h"
 #include "learner/tokenizer.h"
+#include "sandbox/sandbox.h"
 #include "tests/support/harness.h"
 #include "tests/support/live.h"
 
@@ -65,7 +71,7 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
 static void python_envs(char *envs, size_t cap, const char *mode, const char *params) {
   snprintf(envs, cap,
            "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\","
-           " \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": 30%s}}}",
+           " \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false%s}}}",
            lt_test_root(), mode, params);
 }
 
@@ -213,7 +219,7 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
   char envs[4096];
   snprintf(envs, sizeof envs,
            "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 60}}}",
+           " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
            lt_test_root());
   job_t j;
   run_job(&j, "gw_node", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
@@ -253,11 +259,12 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   for (int i = 0; i < 4; i++) {
     snprintf(one, sizeof one,
              "%s\"%s\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-             " \"%%s\", \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": %d}}",
+             " \"%%s\", \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": %d, \"sandbox\": false}}",
              i ? ", " : "", modes[i], lt_test_root(), modes[i], i == 1 ? 3 : 30);
     strcat(envs, one);
   }
-  strcat(envs, ", \"missing\": {\"type\": \"agent\", \"params\": {\"command\": [\"/nonexistent/agent-program\"], \"tasks\": \"%s\"}}}");
+  strcat(envs, ", \"missing\": {\"type\": \"agent\", \"params\": {\"command\": [\"/nonexistent/agent-program\"], \"tasks\": \"%s\","
+               " \"sandbox\": false}}}");
   job_t j;
   run_job(&j, "gw_bad", 4, 20, 1, NULL, envs);
   cJSON *tr = export(&j, "jsonl");
@@ -320,6 +327,86 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   cr_assert_eq(atoi(r.out), 0, "agent processes outlived their episodes");
   lt_run_free(&r);
   lt_test_rmdir(j.dir);
+}
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* The `sequences` of the exported trajectories of domain `dom`, each as JSON, sorted, one per line. */
+static char *sequences_of(const job_t *j, const char *dom) {
+  cJSON *tr = export(j, "tokens");
+  char *seq[64];
+  int n = 0;
+  for (const cJSON *t = tr->child; t && n < 64; t = t->next)
+    if (!strcmp(str(t, "domain"), dom)) seq[n++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(t, "sequences"));
+  cJSON_Delete(tr);
+  qsort(seq, (size_t)n, sizeof *seq, cmp_str);
+  size_t len = 1;
+  for (int i = 0; i < n; i++) len += strlen(seq[i]) + 1;
+  char *all = calloc(1, len);
+  for (int i = 0; i < n; i++) strcat(strcat(all, seq[i]), "\n"), free(seq[i]);
+  return all;
+}
+
+/* params.sandbox (the default where the host has user namespaces): the program runs in longtail's sandbox and its
+ * only network is its gateway.  The sandboxed urllib agent first tries a listener of this test on the host's
+ * loopback and the internet (exit 7 if either answers), then trains exactly the tokens the same run unsandboxed
+ * trains; a hanging agent that left a setsid sleeper behind dies at timeout_s with all of it. */
+Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same_tokens, .timeout = 300) {
+  lt_sandbox_caps_t caps;
+  lt_sandbox_probe(&caps);
+  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  int port;
+  int l = lt_test_listen_loopback(&port);
+  cr_assert_geq(l, 0);
+  char envs[4096], plain[4096];
+  snprintf(envs, sizeof envs,
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"probe:%d\"], \"tasks\": \"%%s\", \"timeout_s\": 30}},"
+           " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"hang_setsid\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": true}}}",
+           lt_test_root(), port, lt_test_root());
+  job_t j;
+  run_job(&j, "gw_sandbox", 4, 8, 2, NULL, envs);
+  cJSON *tr = export(&j, "jsonl");
+  int chat = 0, hang = 0;
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    if (!strcmp(str(t, "domain"), "hang")) {
+      cr_assert_str_eq(str(t, "reason"), "agent_timeout", "%s", str(t, "error"));
+      hang++;
+      continue;
+    }
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s", str(t, "error"));
+    cr_assert_str_eq(str(t, "reason"), "agent_done");
+    cr_assert_eq(num(t, "turns"), 4);
+    cr_assert_float_eq(num(t, "reward"), 0.5, 1e-9);
+    chat++;
+  }
+  cr_assert_eq(chat + hang, 8, "every task ended");
+  cr_assert_gt(chat, 0);
+  cr_assert_gt(hang, 0);
+  cJSON_Delete(tr);
+  fcntl(l, F_SETFL, O_NONBLOCK);
+  cr_assert_lt(accept(l, NULL, NULL), 0, "the test's listener got a connection from a sandboxed agent");
+  close(l);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py -%s' | wc -l", j.log), 0);
+  cr_assert_eq(atoi(r.out), 0, "sandboxed agent processes outlived their episodes");
+  lt_run_free(&r);
+  /* the same run without the sandbox: the same tokens, task by task */
+  snprintf(plain, sizeof plain,
+           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}},"
+           " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
+           lt_test_root(), lt_test_root());
+  job_t u;
+  run_job(&u, "gw_plain", 4, 8, 2, NULL, plain);
+  char *a = sequences_of(&j, "chat"), *b = sequences_of(&u, "chat");
+  cr_assert(a[0], "no chat trajectory");
+  cr_assert_str_eq(a, b, "the sandboxed run recorded other tokens than the plain one");
+  free(a), free(b);
+  lt_test_rmdir(j.dir);
+  lt_test_rmdir(u.dir);
 }
 
 /* The gateway's limits end an episode whatever the program does next: the call past rollout.max_turns gets a 400

@@ -38,6 +38,8 @@ pid_t lt_test_spawn(const char *logdir, const char *name, const char *const *arg
 int lt_test_wait(pid_t pid, double timeout_s);
 /* A free TCP port on 127.0.0.1 (best effort: bound then released). */
 int lt_test_free_port(void);
+/* A listening TCP socket on 127.0.0.1, any port (*port); -1 on failure. */
+int lt_test_listen_loopback(int *port);
 
 /* One HTTP/1.1 request to 127.0.0.1:port (body: NULL for none); the whole
  * answer, head included (malloc'd), or NULL when nothing listens. */

@@ -750,7 +750,7 @@ Test(envs, agent_params_are_checked_and_exposed) {
       {"\"command\": [], \"tasks\": \"%s\"", "params.command"},
       {"\"command\": [\"x\", 3], \"tasks\": \"%s\"", "params.command"},
       {"\"command\": [\"x\"], \"tasks\": \"%s\", \"timeout_s\": 0", "params.timeout_s"},
-      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"sandbox\": true", "params.sandbox"},
+      {"\"command\": [\"x\"], \"tasks\": \"%s\", \"sandbox\": 1", "params.sandbox"},
       {"\"command\": [\"x\"], \"tasks\": \"%s\", \"pass_answer\": 1", "params.pass_answer"},
       {"\"command\": [\"x\"], \"tasks\": \"%s\", \"comand\": 1", "params.comand"},
       {"\"command\": [\"x\"], \"tasks\": \"%s/nope.jsonl\"", "params.tasks"},
@@ -776,7 +776,8 @@ Test(envs, agent_params_are_checked_and_exposed) {
   cr_assert_str_eq(a->argv[1], "agent.py");
   cr_assert_null(a->argv[2]);
   cr_assert_float_eq(a->timeout_s, 5, 1e-12);
-  cr_assert(a->honor_sampling && !a->pass_answer && !a->sandbox);
+  cr_assert(a->honor_sampling && !a->pass_answer);
+  cr_assert_eq(a->sandbox, have_sandbox(), "sandboxed by default exactly where the host can make a sandbox");
   cr_assert_null(lt_envs_agent(e, "m"));
   cr_assert_null(lt_envs_agent(e, "nope"));
   int answers = 0;

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,45 @@ Test(sandbox, no_network_not_even_host_loopback) {
   cr_expect_lt(accept(s, NULL, NULL), 0, "the host listener got a connection from the sandbox");
   close(s);
   lt_sandbox_result_free(&r);
+}
+
+static void *answer_once(void *arg) {
+  int c = accept(*(int *)arg, NULL, NULL);
+  char buf[16] = {0};
+  if (c >= 0 && read(c, buf, 4) == 4 && !strcmp(buf, "ping")) cr_assert_eq(write(c, "pong", 4), 4);
+  if (c >= 0) close(c);
+  return NULL;
+}
+
+/* limits.port: that one host port is reachable at the same address, nothing else is. */
+Test(sandbox, port_reaches_only_its_host_port) {
+  need_sandbox();
+  int pa, pb, a = lt_test_listen_loopback(&pa), b = lt_test_listen_loopback(&pb);
+  cr_assert(a >= 0 && b >= 0);
+  fcntl(b, F_SETFL, O_NONBLOCK);
+  pthread_t th;
+  pthread_create(&th, NULL, answer_once, &a);
+  const char *code =
+      "import os, socket\n"
+      "s = socket.create_connection(('127.0.0.1', int(os.environ['PA'])), 5); s.sendall(b'ping'); print(s.recv(4).decode())\n"
+      "for host, port in (('127.0.0.1', int(os.environ['PB'])), ('1.1.1.1', 80)):\n"
+      "    try: socket.create_connection((host, port), 2); print('reached', host)\n"
+      "    except OSError as e: print('refused')\n";
+  char pa_env[32], pb_env[32];
+  snprintf(pa_env, sizeof pa_env, "PA=%d", pa);
+  snprintf(pb_env, sizeof pb_env, "PB=%d", pb);
+  const char *env[] = {pa_env, pb_env, NULL}, *argv[] = {"python3", "net.py", NULL};
+  lt_sandbox_file_t f = {"net.py", code, strlen(code), 0};
+  lt_sandbox_job_t job = {.argv = argv, .files = &f, .nfiles = 1, .env = env};
+  lt_sandbox_limits_t l = limits(20);
+  l.port = pa;
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), 0, "%s", lt_error_msg());
+  pthread_join(th, NULL);
+  cr_expect_str_eq(r.out, "pong\nrefused\nrefused\n", "stdout %s stderr %s", r.out, r.err);
+  cr_expect_lt(accept(b, NULL, NULL), 0, "the other host listener got a connection from the sandbox");
+  lt_sandbox_result_free(&r);
+  close(a), close(b);
 }
 
 Test(sandbox, host_home_run_dir_and_tmp_are_invisible) {
@@ -230,6 +270,28 @@ Test(sandbox, pool_gives_fresh_sandboxes) {
     lt_sandbox_result_free(&r);
   }
   lt_sandbox_pool_free(p);
+}
+
+/* --env passes one of our variables by name, --file copies a host file into /work; a variable we lack is a usage error. */
+Test(sandbox, cli_env_and_file) {
+  need_sandbox();
+  char *dir = lt_test_tmpdir("sbfile"), script[4200];
+  snprintf(script, sizeof script, "%s/show.sh", dir);
+  cr_assert_eq(lt_test_write(script, "echo \"$LT_SB_VAR $LT_SB_OTHER\"\n"), 0);
+  setenv("LT_SB_VAR", "from-host", 1);
+  setenv("LT_SB_OTHER", "not-passed", 1);
+  lt_run_t r;
+  const char *a1[] = {"longtail", "sandbox", "run", "--env", "LT_SB_VAR", "--file", script, "--", "sh", "show.sh", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a1), 0);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect_str_eq(r.out, "from-host \n");
+  lt_run_free(&r);
+  const char *a2[] = {"longtail", "sandbox", "run", "--env", "LT_SB_NO_SUCH_VAR", "--", "true", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 30, a2), 0);
+  cr_expect_eq(r.status, 2);
+  cr_expect(strstr(r.err, "LT_SB_NO_SUCH_VAR"), "%s", r.err);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
 }
 
 Test(sandbox, cli_json_and_exit_status) {

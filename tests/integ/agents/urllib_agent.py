@@ -14,7 +14,10 @@ each logged with the status it got), stale (a call with the key of an episode
 that already ended, and one with the key of an episode still running, each
 logged with its status; hanging agents list their keys in LOGFILE.live as
 they start, finishing ones in LOGFILE.ended), temp (every call asks for temperature 0.5, then
-one asks for 0.9, logged with its status).
+one asks for 0.9, logged with its status).  For a sandboxed run (no host files): a LOGFILE
+starting with "-" means stderr (the rest of it is only a tag for pgrep); MODE probe:PORT first
+tries the host's 127.0.0.1:PORT and the internet and exits 7 if either answers; MODE hang_setsid
+starts a sleeper in a session of its own, then hangs.
 """
 import json
 import os
@@ -30,8 +33,17 @@ MODE = sys.argv[2] if len(sys.argv) > 2 else "normal"
 
 
 def log(rec):
+    if LOG.startswith("-"):
+        print(json.dumps(rec), file=sys.stderr)
+        return
     with open(LOG, "a") as f:  # one write per line: whole lines even with several agents
         f.write(json.dumps(rec) + "\n")
+
+
+def note_key(suffix, line):
+    if not LOG.startswith("-"):
+        with open(LOG + suffix, "a") as f:
+            f.write(line)
 
 
 def post(path, body, key=KEY, raw=None):
@@ -53,8 +65,20 @@ assert row == env_row, "stdin and LONGTAIL_TASK differ"
 assert "answer" not in row, "the answer reached the policy's side"
 prompt = row["messages"][-1]["content"]
 if MODE == "hang":  # its episode runs until timeout_s (3 s) kills it: the key another's call borrows
-    with open(LOG + ".live", "a") as f:
-        f.write("%s %.3f\n" % (KEY, time.time()))
+    note_key(".live", "%s %.3f\n" % (KEY, time.time()))
+if MODE.startswith("probe:"):
+    import socket
+    for host, port in (("127.0.0.1", int(MODE[6:])), ("1.1.1.1", 80)):
+        try:
+            socket.create_connection((host, port), 2)
+            print("reached %s:%d from the sandbox" % (host, port), file=sys.stderr)
+            sys.exit(7)
+        except OSError:
+            pass
+if MODE == "hang_setsid":
+    import subprocess
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "urllib_agent.py", LOG], start_new_session=True)
+    MODE = "hang"
 
 
 def keys(suffix):
@@ -110,7 +134,6 @@ else:  # the history compacted: the earlier turns are not repeated
 if MODE == "temp":
     status, body = post("/chat/completions", {"model": "x", "messages": compact, "temperature": 0.9})
     log({"temp_change": status, "error": body.get("error", {}).get("message", "")})
-with open(LOG + ".ended", "a") as f:  # the episode ends with this program: its key is dead from now on
-    f.write(KEY + "\n")
+note_key(".ended", KEY + "\n")  # the episode ends with this program: its key is dead from now on
 print("thinking out loud on stdout is fine")
 print(json.dumps({"reward": 0.5}))
