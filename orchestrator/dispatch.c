@@ -396,24 +396,23 @@ void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q) {
   lt__requeue(d, t, 1, why);
 }
 
-static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
-  lt_msg_t m = {.type = LT_MSG_TASK, .u.task = d->task_base};
-  lt_task_t *k = &m.u.task;
+/* The TASK for t; it borrows t's strings and spec. */
+static void task_msg(lt_daemon_t *d, const lt__task_t *t, lt_task_t *k) {
   const char *type = lt_envs_type(d->envs, t->domain);
+  *k = d->task_base;
   k->task_id = (uint64_t)t->id;
   k->group_id = (uint64_t)t->prompt_id;
   k->prompt_id = t->prompt_id;
-  k->domain = t->domain;
+  k->domain = (char *)t->domain;
   k->env = (char *)(type ? type : "unknown");
   k->policy_version = d->version;
   k->attempt = t->attempts;
   k->seed = (int64_t)(lt_rng_mix(d->run_seed, (uint64_t)t->id) % LT_PROTO_MAX_ID);
   k->eval = t->eval;
   k->spec = t->spec;
-  if (lt__send(d, w, &m) < 0) { /* the worker's queue is full or it is gone: try again later */
-    lt__queue_push(d, t, 1);
-    return -1;
-  }
+}
+
+static void dispatched(lt_daemon_t *d, int w, lt__task_t *t) {
   t->status = LT_TASK_DISPATCHED;
   t->worker = w;
   t->slot_free = 0;
@@ -422,24 +421,87 @@ static int send_task(lt_daemon_t *d, int w, lt__task_t *t) {
   d->workers[w].inflight++;
   d->workers[w].owned++;
   persist_task(d, t);
-  return 0;
+}
+
+/* Sends worker w the tasks ts[0..n): one TASKS when it announced batch in its
+ * HELLO and several are ready, else a TASK each.  What a failed send (its
+ * queue is full, it is gone) leaves unsent goes back to the queue's front, in
+ * order, and -1 says so. */
+static int send_tasks(lt_daemon_t *d, int w, lt__task_t **ts, int n) {
+  int sent = 0;
+  if (d->workers[w].batch && n > 1) {
+    lt_task_t ks[LT_PROTO_MAX_BATCH];
+    for (int i = 0; i < n; i++) task_msg(d, ts[i], &ks[i]);
+    lt_msg_t m = {.type = LT_MSG_TASKS, .u.tasks = {.tasks = ks, .n = n}};
+    int rc = lt__send(d, w, &m);
+    if (rc == 0)
+      for (; sent < n; sent++) dispatched(d, w, ts[sent]);
+    else if (rc == LT_EBUSY || rc == LT_EUNREACH)
+      goto unsent;
+    /* else a batch too large to encode goes a TASK each */
+  }
+  for (; sent < n; sent++) {
+    lt_msg_t m = {.type = LT_MSG_TASK};
+    task_msg(d, ts[sent], &m.u.task);
+    if (lt__send(d, w, &m) < 0) break;
+    dispatched(d, w, ts[sent]);
+  }
+unsent:
+  for (int i = n - 1; i >= sent; i--) lt__queue_push(d, ts[i], 1);
+  return sent == n ? 0 : -1;
+}
+
+typedef struct {
+  int w, seq;
+  lt__task_t *t;
+} pick_t;
+
+static int pick_cmp(const void *a, const void *b) {
+  const pick_t *x = a, *y = b;
+  return x->w != y->w ? (x->w > y->w) - (x->w < y->w) : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+#define PICKS 1024
+
+/* Sends each worker its picks[0..n) (sorted by worker), LT_PROTO_MAX_BATCH at
+ * most per message.  -1: a send failed (its tasks are queued again). */
+static int send_picks(lt_daemon_t *d, pick_t *picks, int n) {
+  int rc = 0;
+  for (int i = 0; i < n;) {
+    int w = picks[i].w, m = 0;
+    lt__task_t *ts[LT_PROTO_MAX_BATCH];
+    while (i < n && picks[i].w == w && m < LT_PROTO_MAX_BATCH) ts[m++] = picks[i++].t;
+    d->workers[w].picked -= m;
+    if (send_tasks(d, w, ts, m) < 0) rc = -1;
+  }
+  return rc;
 }
 
 void lt__scheduler_dispatch(lt_daemon_t *d) {
   if (d->stopping || !d->accepting) return;
   lt__scheduler_refill(d);
-  /* Round-robin over workers with free slots, one task each per pass. */
-  for (int progress = 1; progress && d->qhead;) {
-    progress = 0;
-    int64_t now = lt__now_ms();
-    for (int w = 0; w < d->nworkers && d->qhead; w++) {
-      lt__worker_t *wk = &d->workers[w];
-      if (!wk->alive || wk->inflight >= wk->slots || now < wk->benched_until_ms) continue;
-      lt__task_t *t = queue_pop(d);
-      if (!t) break;
-      if (send_task(d, w, t) < 0) return;
-      progress = 1;
+  /* Round-robin over workers with free slots, one task each per pass; what
+   * one worker gets in a turn goes out together (send_tasks). */
+  pick_t picks[PICKS];
+  for (int full = 1; full && d->qhead;) {
+    int n = 0;
+    for (int progress = 1; progress && d->qhead && n < PICKS;) {
+      progress = 0;
+      int64_t now = lt__now_ms();
+      for (int w = 0; w < d->nworkers && d->qhead && n < PICKS; w++) {
+        lt__worker_t *wk = &d->workers[w];
+        if (!wk->alive || wk->inflight + wk->picked >= wk->slots || now < wk->benched_until_ms) continue;
+        lt__task_t *t = queue_pop(d);
+        if (!t) break;
+        picks[n] = (pick_t){.w = w, .seq = n, .t = t};
+        n++;
+        wk->picked++;
+        progress = 1;
+      }
     }
+    qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
+    full = n == PICKS;
+    if (send_picks(d, picks, n) < 0) return;
   }
 }
 

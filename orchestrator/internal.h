@@ -47,6 +47,8 @@ typedef struct {
   uint8_t rid[256];          /* ZeroMQ routing id */
   size_t rid_len;
   int slots, inflight, alive;
+  int batch;                 /* its HELLO said batch: it takes several tasks in one TASKS */
+  int picked;                /* tasks picked for it in this dispatch, not sent yet */
   int owned;                 /* our tasks it runs (dispatched, slot not yet free); inflight may be more (its heartbeat) */
   int64_t last_seen_ms;
   int64_t policy_version;

@@ -88,6 +88,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   snprintf(wk->name, sizeof wk->name, "%s", h->name);
   snprintf(wk->backend, sizeof wk->backend, "%s", h->backend);
   wk->slots = h->slots;
+  wk->batch = h->batch;
   wk->alive = 1;
   wk->inflight = wk->owned = 0;
   wk->last_seen_ms = lt__now_ms();

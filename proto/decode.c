@@ -307,6 +307,48 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   return 0;
 }
 
+static int decode_task(dec_t *d, lt_task_t *x) {
+  int rc;
+  if ((rc = idf(d, "task_id", 1, &x->task_id)) || (rc = idf(d, "group_id", 1, &x->group_id)) ||
+      (rc = integer(d, "prompt_id", -1, (int64_t)LT_PROTO_MAX_ID, 0, -1, &x->prompt_id)) ||
+      (rc = string(d, "domain", 0, &x->domain)) || (rc = string(d, "env", 1, &x->env)) ||
+      (rc = string(d, "session", 0, &x->session)) ||
+      (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
+      (rc = int32f(d, "attempt", 0, 1000000, 0, 0, &x->attempt)) ||
+      (rc = integer(d, "seed", -(int64_t)LT_PROTO_MAX_ID, (int64_t)LT_PROTO_MAX_ID, 0, 0, &x->seed)) ||
+      (rc = number(d, "temperature", 0, 100, 0, 1.0, &x->temperature)) ||
+      (rc = number(d, "top_p", 0, 1, 0, 1.0, &x->top_p)) || (rc = int32f(d, "top_k", 0, 1 << 24, 0, 0, &x->top_k)) ||
+      (rc = int32f(d, "max_new_tokens", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_new_tokens)) ||
+      (rc = int32f(d, "max_turns", 1, 1 << 20, 0, 1, &x->max_turns)) ||
+      (rc = int32f(d, "max_context", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_context)) ||
+      (rc = boolean(d, "eval", &x->eval)) || (rc = subtree(d, "spec", 0, &x->spec)))
+    return rc;
+  if (!x->env[0]) return BAD(d, "%s.env: empty", d->type);
+  return 0;
+}
+
+/* Each element is checked as a TASK would be; an error names its index. */
+static int decode_tasks(dec_t *d, lt_tasks_t *x) {
+  const cJSON *a = get(d, "tasks");
+  if (!a || !cJSON_IsArray(a)) return BAD(d, "TASKS.tasks: expected array");
+  int len = cJSON_GetArraySize(a);
+  if (len < 1 || len > LT_PROTO_MAX_BATCH)
+    return BAD(d, "TASKS.tasks: %d tasks, expected 1..%d", len, LT_PROTO_MAX_BATCH);
+  x->tasks = calloc((size_t)len, sizeof *x->tasks);
+  if (!x->tasks) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  int i = 0;
+  for (const cJSON *c = a->child; c; c = c->next, i++) {
+    char where[32];
+    snprintf(where, sizeof where, "TASKS.tasks[%d]", i);
+    if (!cJSON_IsObject(c)) return BAD(d, "%s: expected object", where);
+    dec_t one = {.h = c, .type = where};
+    x->n = i + 1; /* what was read so far is freed with the message */
+    int rc = decode_task(&one, &x->tasks[i]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
   int rc = 0;
   int64_t v;
@@ -319,7 +361,7 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = string(d, "host", 0, &x->host)) || (rc = integer(d, "pid", 0, INT32_MAX, 0, 0, &x->pid)) ||
         (rc = integer(d, "policy_version", -1, INT32_MAX, 0, -1, &x->policy_version)) ||
         (rc = id_list(d, "pending", &x->pending, &x->npending)) ||
-        (rc = id_list(d, "running", &x->running, &x->nrunning)))
+        (rc = id_list(d, "running", &x->running, &x->nrunning)) || (rc = boolean(d, "batch", &x->batch)))
       return rc;
     if (!x->name[0]) return BAD(d, "HELLO.name: empty");
     return 0;
@@ -335,25 +377,8 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
       return rc;
     return 0;
   }
-  case LT_MSG_TASK: {
-    lt_task_t *x = &m->u.task;
-    if ((rc = idf(d, "task_id", 1, &x->task_id)) || (rc = idf(d, "group_id", 1, &x->group_id)) ||
-        (rc = integer(d, "prompt_id", -1, (int64_t)LT_PROTO_MAX_ID, 0, -1, &x->prompt_id)) ||
-        (rc = string(d, "domain", 0, &x->domain)) || (rc = string(d, "env", 1, &x->env)) ||
-        (rc = string(d, "session", 0, &x->session)) ||
-        (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
-        (rc = int32f(d, "attempt", 0, 1000000, 0, 0, &x->attempt)) ||
-        (rc = integer(d, "seed", -(int64_t)LT_PROTO_MAX_ID, (int64_t)LT_PROTO_MAX_ID, 0, 0, &x->seed)) ||
-        (rc = number(d, "temperature", 0, 100, 0, 1.0, &x->temperature)) ||
-        (rc = number(d, "top_p", 0, 1, 0, 1.0, &x->top_p)) || (rc = int32f(d, "top_k", 0, 1 << 24, 0, 0, &x->top_k)) ||
-        (rc = int32f(d, "max_new_tokens", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_new_tokens)) ||
-        (rc = int32f(d, "max_turns", 1, 1 << 20, 0, 1, &x->max_turns)) ||
-        (rc = int32f(d, "max_context", 1, LT_PROTO_MAX_TOKENS, 1, 0, &x->max_context)) ||
-        (rc = boolean(d, "eval", &x->eval)) || (rc = subtree(d, "spec", 0, &x->spec)))
-      return rc;
-    if (!x->env[0]) return BAD(d, "TASK.env: empty");
-    return 0;
-  }
+  case LT_MSG_TASK: return decode_task(d, &m->u.task);
+  case LT_MSG_TASKS: return decode_tasks(d, &m->u.tasks);
   case LT_MSG_TRAJ: return decode_traj(d, frames, n, &m->u.traj);
   case LT_MSG_ACK: {
     lt_ack_t *x = &m->u.ack;

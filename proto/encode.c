@@ -93,6 +93,28 @@ static void frame(enc_t *e, const char *name, const char *dtype, size_t elem, co
   f->owned = 0;
 }
 
+static void encode_task(enc_t *e, const lt_task_t *x) {
+  id(e, "task_id", x->task_id);
+  id(e, "group_id", x->group_id);
+  num(e, "prompt_id", (double)x->prompt_id);
+  str(e, "domain", x->domain);
+  str(e, "env", x->env);
+  str(e, "session", x->session);
+  num(e, "policy_version", (double)x->policy_version);
+  num(e, "attempt", x->attempt);
+  if (x->seed > (int64_t)LT_PROTO_MAX_ID || x->seed < -(int64_t)LT_PROTO_MAX_ID)
+    e->bad = lt_error_set(LT_EINVAL, "seed %lld exceeds ±%llu", (long long)x->seed, LT_PROTO_MAX_ID);
+  num(e, "seed", (double)x->seed);
+  num(e, "temperature", x->temperature);
+  num(e, "top_p", x->top_p);
+  num(e, "top_k", x->top_k);
+  num(e, "max_new_tokens", x->max_new_tokens);
+  num(e, "max_turns", x->max_turns);
+  num(e, "max_context", x->max_context);
+  boolean(e, "eval", x->eval);
+  json(e, "spec", x->spec, 0);
+}
+
 static void encode_body(enc_t *e, const lt_msg_t *m) {
   switch (m->type) {
   case LT_MSG_HELLO: {
@@ -106,6 +128,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "policy_version", (double)x->policy_version);
     ids(e, "pending", x->pending, x->npending);
     ids(e, "running", x->running, x->nrunning);
+    if (x->batch) boolean(e, "batch", 1);
     break;
   }
   case LT_MSG_WELCOME: {
@@ -121,27 +144,27 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     if (x->model) json(e, "model", x->model, 0);
     break;
   }
-  case LT_MSG_TASK: {
-    const lt_task_t *x = &m->u.task;
-    id(e, "task_id", x->task_id);
-    id(e, "group_id", x->group_id);
-    num(e, "prompt_id", (double)x->prompt_id);
-    str(e, "domain", x->domain);
-    str(e, "env", x->env);
-    str(e, "session", x->session);
-    num(e, "policy_version", (double)x->policy_version);
-    num(e, "attempt", x->attempt);
-    if (x->seed > (int64_t)LT_PROTO_MAX_ID || x->seed < -(int64_t)LT_PROTO_MAX_ID)
-      e->bad = lt_error_set(LT_EINVAL, "seed %lld exceeds ±%llu", (long long)x->seed, LT_PROTO_MAX_ID);
-    num(e, "seed", (double)x->seed);
-    num(e, "temperature", x->temperature);
-    num(e, "top_p", x->top_p);
-    num(e, "top_k", x->top_k);
-    num(e, "max_new_tokens", x->max_new_tokens);
-    num(e, "max_turns", x->max_turns);
-    num(e, "max_context", x->max_context);
-    boolean(e, "eval", x->eval);
-    json(e, "spec", x->spec, 0);
+  case LT_MSG_TASK: encode_task(e, &m->u.task); break;
+  case LT_MSG_TASKS: {
+    if (m->u.tasks.n < 1 || m->u.tasks.n > LT_PROTO_MAX_BATCH) {
+      e->bad = lt_error_set(LT_EINVAL, "TASKS: %d tasks, expected 1..%d", m->u.tasks.n, LT_PROTO_MAX_BATCH);
+      break;
+    }
+    cJSON *a = cJSON_AddArrayToObject(e->h, "tasks");
+    if (!a) {
+      e->bad = LT_ENOMEM;
+      break;
+    }
+    for (int i = 0; i < m->u.tasks.n && !e->bad; i++) {
+      enc_t one = {.h = cJSON_CreateObject(), .out = e->out};
+      if (!one.h || !cJSON_AddItemToArray(a, one.h)) {
+        cJSON_Delete(one.h);
+        e->bad = LT_ENOMEM;
+        break;
+      }
+      encode_task(&one, &m->u.tasks.tasks[i]);
+      e->bad = one.bad;
+    }
     break;
   }
   case LT_MSG_TRAJ: {

@@ -5,7 +5,7 @@
 #include "proto/proto.h"
 
 static const char *type_names[LT_MSG_NTYPES] = {
-    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE"};
+    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE", "TASKS"};
 
 static const char *status_names[LT_TRAJ_NSTATUS] = {"ok", "reward_failed", "env_error", "aborted", "error"};
 
@@ -49,6 +49,13 @@ void lt_traj_free(lt_traj_t *t) {
   memset(t, 0, sizeof *t);
 }
 
+static void task_free(lt_task_t *t) {
+  free(t->domain);
+  free(t->env);
+  free(t->session);
+  cJSON_Delete(t->spec);
+}
+
 void lt_msg_free(lt_msg_t *m) {
   switch (m->type) {
   case LT_MSG_HELLO:
@@ -66,11 +73,10 @@ void lt_msg_free(lt_msg_t *m) {
     cJSON_Delete(m->u.welcome.settings);
     cJSON_Delete(m->u.welcome.model);
     break;
-  case LT_MSG_TASK:
-    free(m->u.task.domain);
-    free(m->u.task.env);
-    free(m->u.task.session);
-    cJSON_Delete(m->u.task.spec);
+  case LT_MSG_TASK: task_free(&m->u.task); break;
+  case LT_MSG_TASKS:
+    for (int i = 0; i < m->u.tasks.n; i++) task_free(&m->u.tasks.tasks[i]);
+    free(m->u.tasks.tasks);
     break;
   case LT_MSG_TRAJ: lt_traj_free(&m->u.traj); break;
   case LT_MSG_ACK:

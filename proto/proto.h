@@ -24,6 +24,7 @@
 #define LT_PROTO_MAX_ROUTING (1u << 28)   /* routing entries (tokens × layers × k) */
 #define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
 #define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
+#define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
 /* Ids and seeds travel as JSON numbers, which cJSON prints with 15 significant
  * digits: larger integers would not survive the trip. */
 #define LT_PROTO_MAX_ID 999999999999999ull
@@ -39,6 +40,7 @@ typedef enum {
   LT_MSG_ABORT,
   LT_MSG_ERROR,
   LT_MSG_BYE,
+  LT_MSG_TASKS,
   LT_MSG_NTYPES
 } lt_msg_type;
 
@@ -55,6 +57,7 @@ typedef struct {
   int npending;
   uint64_t *running;   /* task ids of the sessions it is still running (after a daemon restart) */
   int nrunning;
+  int batch;           /* 1: it accepts TASKS (several tasks in one message) */
 } lt_hello_t;
 
 /* daemon → worker: answer to HELLO. */
@@ -90,6 +93,12 @@ typedef struct {
   int eval;            /* 1: held-out evaluation sample (greedy, not trained on) */
   cJSON *spec;         /* environment-specific problem description, an object */
 } lt_task_t;
+
+/* daemon → worker, only to a worker whose HELLO said batch: several TASKs at once. */
+typedef struct {
+  lt_task_t *tasks;
+  int n;               /* 1..LT_PROTO_MAX_BATCH */
+} lt_tasks_t;
 
 typedef enum {
   LT_TRAJ_OK = 0,        /* finished (terminated or truncated) with a reward */
@@ -187,6 +196,7 @@ typedef struct {
     lt_hello_t hello;
     lt_welcome_t welcome;
     lt_task_t task;
+    lt_tasks_t tasks;
     lt_traj_t traj;
     lt_ack_t ack;
     lt_heartbeat_t heartbeat;

@@ -78,7 +78,7 @@ static void send_hello(worker_t *w) {
   m.u.hello = (lt_hello_t){.name = (char *)w->o.name, .slots = w->o.slots, .backend = (char *)w->o.backend,
                            .device = (char *)w->o.device, .host = w->host, .pid = getpid(),
                            .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0,
-                           .running = running, .nrunning = nr};
+                           .running = running, .nrunning = nr, .batch = 1};
   send_msg(w, &m);
   free(pending);
   free(running);
@@ -355,6 +355,9 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     resend_spool(w);
     break;
   case LT_MSG_TASK: on_task(w, m.id, &m.u.task); break;
+  case LT_MSG_TASKS:
+    for (int i = 0; i < m.u.tasks.n; i++) on_task(w, m.id, &m.u.tasks.tasks[i]);
+    break;
   case LT_MSG_ACK:
     for (int i = 0; i < m.u.ack.n; i++) lt_spool_drop(w->spool, m.u.ack.task_ids[i]);
     break;

@@ -519,3 +519,40 @@ Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60)
   lt_run_free(&out);
   lt_test_rmdir(dir);
 }
+
+/* Issue 22: a worker that announces batch in HELLO gets the tasks ready for it
+ * in one dispatch turn as one TASKS message (an older worker gets a TASK each:
+ * third_party_worker_from_the_protocol_docs_completes_a_run, 4 slots). */
+Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "batchpeer", 0, 8, "\"learner\": {\"enabled\": false}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  void *s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, to = 500;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(s, r.ep), 0);
+  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = "batcher", .slots = 4, .backend = "scripted", .device = "cpu", .host = "test",
+                                .pid = 1, .policy_version = -1, .batch = 1}};
+  lt_msg_t m;
+  int got = 0;
+  for (int i = 0; i < 60 && !got; i++) {
+    lt_test_peer_send(s, &hello);
+    got = lt_test_peer_recv(s, LT_MSG_TASKS, &m, 1.0);
+  }
+  cr_assert(got, "no TASKS for a worker that announced batch");
+  cr_expect_eq(m.u.tasks.n, 4, "%d tasks in the TASKS for 4 free slots", m.u.tasks.n);
+  for (int i = 1; i < m.u.tasks.n; i++) cr_expect_neq(m.u.tasks.tasks[i].task_id, m.u.tasks.tasks[0].task_id);
+  lt_msg_free(&m);
+  long long held = 0;
+  for (int i = 0; i < 50 && held != 4; i++, usleep(100000))
+    held = sql1(r.rd, "SELECT count(*) FROM tasks WHERE status = 'dispatched' AND worker = 'batcher'");
+  cr_expect_eq(held, 4, "the daemon's table says %lld tasks went to the batching worker", held);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}

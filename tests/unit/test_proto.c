@@ -6,6 +6,7 @@
 
 #include "proto/proto.h"
 #include "util/error.h"
+#include "util/buf.h"
 
 /* Encodes, then decodes from copies of the frames (as a socket would deliver). */
 static int roundtrip(const lt_msg_t *in, lt_msg_t *out) {
@@ -495,4 +496,72 @@ Test(proto, traj_check_against_the_run) {
   t->reward = NAN;
   cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
   traj_fixture_free(&f);
+}
+
+/* Issue 22: several TASKs in one message, only for a worker whose HELLO said batch. */
+Test(proto, tasks_roundtrip_and_hello_batch) {
+  lt_msg_t h = {.type = LT_MSG_HELLO, .id = 1}, d;
+  h.u.hello = (lt_hello_t){.name = "w", .slots = 2, .batch = 1};
+  cr_assert_eq(roundtrip(&h, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.hello.batch, 1);
+  lt_msg_free(&d);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\",\"slots\":2}", &d), 0);
+  cr_assert_eq(d.u.hello.batch, 0, "a worker written to the old page does not get TASKS");
+  lt_msg_free(&d);
+
+  cJSON *spec = cJSON_Parse("{\"problem\": \"1+2\"}");
+  lt_task_t ts[3];
+  for (int i = 0; i < 3; i++)
+    ts[i] = (lt_task_t){.task_id = 40 + (uint64_t)i, .group_id = 7, .domain = "arith", .env = "arith", .policy_version = 2,
+                        .seed = i, .temperature = 1, .top_p = 1, .max_new_tokens = 16, .max_turns = 1, .max_context = 64,
+                        .spec = i == 1 ? spec : NULL};
+  lt_msg_t m = {.type = LT_MSG_TASKS, .id = 5, .u.tasks = {.tasks = ts, .n = 3}};
+  cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.type, LT_MSG_TASKS);
+  cr_assert_eq(d.u.tasks.n, 3);
+  for (int i = 0; i < 3; i++) cr_assert_eq(d.u.tasks.tasks[i].task_id, 40 + (uint64_t)i);
+  cr_assert(cJSON_Compare(d.u.tasks.tasks[1].spec, spec, 1));
+  cr_assert_eq(cJSON_GetArraySize(d.u.tasks.tasks[0].spec), 0);
+  cJSON_Delete(spec);
+  lt_msg_free(&d);
+
+  m.u.tasks.n = 0;
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(&m, &fr), LT_EINVAL, "an empty batch is not sent");
+}
+
+Test(proto, tasks_element_checked_like_a_task) {
+  static const char *bad[][2] = {
+      {"{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[]}", "TASKS.tasks: 0 tasks"},
+      {"{\"v\":1,\"type\":\"TASKS\",\"id\":1}", "TASKS.tasks: expected array"},
+      {"{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"a\",\"policy_version\":0,"
+       "\"max_new_tokens\":4,\"max_context\":8},7]}",
+       "TASKS.tasks[1]: expected object"},
+      {"{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"a\",\"policy_version\":0,"
+       "\"max_new_tokens\":4,\"max_context\":8,\"spec\":{\"x\":1}},{\"task_id\":-2,\"group_id\":1,\"env\":\"a\","
+       "\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8}]}",
+       "TASKS.tasks[1].task_id"},
+      {"{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"\",\"policy_version\":0,"
+       "\"max_new_tokens\":4,\"max_context\":8}]}",
+       "TASKS.tasks[0].env: empty"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lt_msg_t d;
+    cr_assert_eq(decode_json(bad[i][0], &d), LT_EPROTO, "case %zu", i);
+    cr_assert(strstr(lt_error_msg(), bad[i][1]), "case %zu: %s", i, lt_error_msg());
+    lt_msg_free(&d);
+  }
+  /* More than the limit. */
+  lt_buf_t b = {0};
+  lt_buf_puts(&b, "{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[");
+  for (int i = 0; i <= LT_PROTO_MAX_BATCH; i++)
+    lt_buf_printf(&b, "%s{\"task_id\":%d,\"group_id\":1,\"env\":\"a\",\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8}",
+                  i ? "," : "", i + 1);
+  lt_buf_puts(&b, "]}");
+  char *s = lt_buf_take(&b);
+  lt_msg_t d;
+  cr_assert_eq(decode_json(s, &d), LT_EPROTO);
+  cr_assert(strstr(lt_error_msg(), "expected 1..256"), "%s", lt_error_msg());
+  lt_msg_free(&d);
+  free(s);
 }
