@@ -190,6 +190,7 @@ static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
     /* This rank's shard of the update, then every rank's updated slice to all (ZeRO-1). */
     if ((rc = lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, lr)) < 0) return rc;
     o->step++;
+    lt_gpu_sync(t->gpu); /* the update runs on the model's stream; NCCL broadcasts on stream 0 */
     return lt_dist_nccl_allgather_shards(lt_gpu_model_params(t->gm[i]), o->offsets, o->ntensors);
   }
 #endif
