@@ -268,11 +268,12 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   uv_process_options_t po = {.file = argv[0], .args = (char **)argv, .env = env, .exit_cb = on_exit_cb, .stdio = io,
                              .stdio_count = 3, .flags = UV_PROCESS_DETACHED};
   int rc = uv_spawn(loop, &p->proc, &po);
+  /* The message first: argv may point into `wrapped`. */
+  int e = rc != 0 ? lt_error_set(LT_EINVAL, "agent program %s: cannot start: %s", argv[0], uv_strerror(rc)) : 0;
   free(env);
   free(wrapped);
   for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) free(keep[i]);
   if (rc != 0) {
-    int e = lt_error_set(LT_EINVAL, "agent program %s: cannot start: %s", argv[0], uv_strerror(rc));
     p->cb = NULL;
     p->exited = 1; /* nothing to reap */
     close_all(p);
