@@ -105,7 +105,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       t->dispatched_ms = lt__now_ms();
       wk->inflight++;
       wk->owned++;
-    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free) { /* kept across the reconnect */
+    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free && t->worker == w) { /* kept across the reconnect */
       wk->inflight++;
       wk->owned++;
     } else if (!t || t->worker != w) {

@@ -498,6 +498,34 @@ Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .tim
   peer_run_end(&p);
 }
 
+/* A HELLO that lists another worker's running task does not take it over: the
+ * task stays with its worker and the newcomer is told to ABORT it (a HELLO is
+ * only trusted for the sessions the daemon gave that worker). */
+Test(reliability, a_hello_cannot_take_over_another_workers_task, .timeout = 60) {
+  peer_run_t p;
+  peer_run_start(&p, "takeover", "owner");
+  uint64_t running[1] = {p.task.u.task.task_id};
+  void *thief = zmq_socket(p.ctx, ZMQ_DEALER);
+  int linger = 0;
+  zmq_setsockopt(thief, ZMQ_LINGER, &linger, sizeof linger);
+  cr_assert_eq(zmq_connect(thief, p.r.ep), 0);
+  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = "thief", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
+                                .pid = 2, .policy_version = 0, .running = running, .nrunning = 1}};
+  lt_test_peer_send(thief, &hello);
+  lt_msg_t ab;
+  cr_assert(lt_test_peer_recv(thief, LT_MSG_ABORT, &ab, 5.0), "no ABORT for a task the newcomer was never given");
+  cr_expect_eq(ab.u.abort.task_id, running[0]);
+  lt_msg_free(&ab);
+  usleep(500000); /* the writer's commits */
+  char q[160];
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %llu AND status = 'dispatched' AND worker = 'owner'",
+           (unsigned long long)running[0]);
+  cr_expect_eq(sql1(p.r.rd, q), 1, "task %llu left its worker", (unsigned long long)running[0]);
+  zmq_close(thief);
+  peer_run_end(&p);
+}
+
 /* Found 7: paths inside a config are taken from the config file's folder (as
  * "extends" is), so a config runs from any working directory. */
 Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60) {
