@@ -122,8 +122,9 @@ static int normalize(const cJSON *msgs, cJSON **out, char *param, size_t plen) {
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (cJSON_IsArray(content)) {
       lt_buf_t b = {0};
-      if ((rc = content_text(content, mi, &b, param, plen)) == 0 && (rc = lt_buf_ok(&b)) == 0)
-        cJSON_ReplaceItemInObjectCaseSensitive(c, "content", cJSON_CreateString(b.data ? b.data : ""));
+      if ((rc = content_text(content, mi, &b, param, plen)) == 0 && (rc = lt_buf_ok(&b)) == 0 &&
+          !cJSON_ReplaceItemInObjectCaseSensitive(c, "content", cJSON_CreateString(b.data ? b.data : "")))
+        rc = lt_error_set(LT_ENOMEM, "out of memory");
       lt_buf_free(&b);
     } else if (content && !cJSON_IsString(content) && !cJSON_IsNull(content)) {
       snprintf(param, plen, "messages[%d].content", mi);
@@ -168,15 +169,17 @@ static int render_chatml(const lt_oai_t *a, const cJSON *msgs, const cJSON *tool
       if (a->o.tool_format == LT_TOOLFMT_XML) {
         lt_buf_printf(out, "<tool_call><name>%s</name>", name->valuestring);
         for (const cJSON *v = cJSON_IsObject(parsed) ? parsed->child : NULL; v; v = v->next) {
-          char *s = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
-          lt_buf_printf(out, "<arg name=\"%s\">%s</arg>", v->string, s ? s : v->valuestring);
-          free(s);
+          lt_buf_printf(out, "<arg name=\"%s\">", v->string);
+          if (cJSON_IsString(v)) lt_buf_puts(out, v->valuestring);
+          else lt_json_write(out, v); /* into the buffer: no allocation to fail unchecked */
+          lt_buf_puts(out, "</arg>");
         }
         lt_buf_puts(out, "</tool_call>");
       } else {
-        char *s = parsed ? cJSON_PrintUnformatted(parsed) : NULL;
-        lt_buf_printf(out, "<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>", name->valuestring, s ? s : "{}");
-        free(s);
+        lt_buf_printf(out, "<tool_call>{\"name\": \"%s\", \"arguments\": ", name->valuestring);
+        if (parsed) lt_json_write(out, parsed);
+        else lt_buf_puts(out, "{}");
+        lt_buf_puts(out, "}</tool_call>");
       }
       cJSON_Delete(parsed);
     }

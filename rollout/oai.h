@@ -200,6 +200,8 @@ struct lt_oai_gen {
   size_t tlen, tcap;
   size_t sent;           /* bytes of text already streamed */
   int tok_sent;          /* tokens whose logprobs were streamed */
+  int off_tok;           /* /v1/completions text_offset: tokens [0, off_tok) span off_at bytes */
+  size_t off_at;
   int cut;               /* a stop string matched: text ends before it */
   const char *finish;    /* "stop" | "length" | "tool_calls" once ended */
   cJSON *tool_calls;     /* parsed from the text at the end (message.tool_calls) */

@@ -100,7 +100,7 @@ static cJSON *token_entry(const lt__oai_call_t *k, int32_t id, float lp) {
 }
 
 /* The logprobs object of tokens [from, to) of a choice, in the endpoint's shape. */
-static cJSON *logprobs_json(const lt__oai_call_t *k, const lt_oai_gen_t *g, int from, int to) {
+static cJSON *logprobs_json(const lt__oai_call_t *k, lt_oai_gen_t *g, int from, int to) {
   int K = k->plan.top_logprobs;
   cJSON *lp = cJSON_CreateObject();
   if (k->plan.chat) {
@@ -117,8 +117,9 @@ static cJSON *logprobs_json(const lt__oai_call_t *k, const lt_oai_gen_t *g, int 
   cJSON *off = cJSON_AddArrayToObject(lp, "text_offset");
   cJSON *tops = K ? cJSON_AddArrayToObject(lp, "top_logprobs") : NULL;
   if (!K) cJSON_AddNullToObject(lp, "top_logprobs");
-  size_t at = 0;
-  for (int i = 0; i < from; i++) {
+  /* Offsets continue from the last chunk's: recounting every earlier token per chunk is quadratic. */
+  size_t at = g->off_tok <= from ? g->off_at : 0;
+  for (int i = g->off_tok <= from ? g->off_tok : 0; i < from; i++) {
     char *raw = token_text(k, g->tokens[i], 0);
     at += raw ? strlen(raw) : 0;
     free(raw);
@@ -141,6 +142,8 @@ static cJSON *logprobs_json(const lt__oai_call_t *k, const lt_oai_gen_t *g, int 
     free(tt);
     free(raw);
   }
+  g->off_tok = to;
+  g->off_at = at;
   return lp;
 }
 
@@ -179,7 +182,7 @@ static int send_event(lt__oai_call_t *k, cJSON *o) {
 }
 
 /* One chunk of choice g: delta text (or NULL), tool calls, tokens [from, to) for logprobs, finish reason. */
-static int send_chunk(lt__oai_call_t *k, const lt_oai_gen_t *g, const char *text, size_t len, int role, cJSON *calls,
+static int send_chunk(lt__oai_call_t *k, lt_oai_gen_t *g, const char *text, size_t len, int role, cJSON *calls,
                       int from, int to, const char *finish) {
   cJSON *o = envelope(k, 1), *ch = cJSON_CreateObject();
   cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
