@@ -88,7 +88,10 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
                                 .context_limit = context_limit, .answered = answered}};
   int rc = lt_oai_create(&oo, &gw->oai);
   /* Agent programs send long system prompts and tool schemas: bodies up to 16 MiB. */
-  lt_http_opts_t ho = {.host = "127.0.0.1", .port = 0, .max_body = 16u << 20, .max_conns = 256, .timeout_ms = 60000};
+  /* Several connections per episode (SDKs keep a pool), so one program's idle ones never crowd out the others'. */
+  int conns = o->slots > 0 ? 4 * o->slots : 256;
+  lt_http_opts_t ho = {.host = "127.0.0.1", .port = 0, .max_body = 16u << 20, .max_conns = conns < 256 ? 256 : conns,
+                       .timeout_ms = 60000};
   if (rc == 0) rc = lt_http_listen(loop, &ho, on_request, gw, &gw->http);
   if (rc < 0) {
     lt_gateway_close(gw);

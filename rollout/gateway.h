@@ -57,6 +57,7 @@ typedef struct {
   const lt_chat_template_t *chat;
   lt_tool_format tool_format;
   int vocab, max_context;
+  int slots; /* episodes at once: connections are sized from it */
   lt_gateway_session_ops_t ops;
 } lt_gateway_opts_t;
 

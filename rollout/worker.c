@@ -229,7 +229,8 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
       lt_backend_info_t bi;
       lt_backend_info(w->backend, &bi);
       lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w->backend), .chat = w->chat, .tool_format = tool_format,
-                              .vocab = bi.vocab, .max_context = bi.max_context, .ops = lt_agent_gateway_ops};
+                              .vocab = bi.vocab, .max_context = bi.max_context, .slots = w->o.slots,
+                              .ops = lt_agent_gateway_ops};
       if ((rc = lt_gateway_create(&w->loop, &go, &w->actx.gateway)) < 0) return rc;
       lt_gateway_set_version(w->actx.gateway, w->version);
       break;
