@@ -13,18 +13,21 @@
 #include "cJSON.h"
 #include "learner/model.h"
 #include "tests/support/harness.h"
+#include "tests/support/live.h"
 #include "util/error.h"
 
 #define ROWS 20
 #define GROUP 2
 #define EPOCHS 3
 
-static long long query(const char *db, const char *sql) {
+/* Writes the config and trains it to the end (exit 0). */
+static void train_ok(const char *cfg, const char *js, const char *rd, double timeout_s) {
+  cr_assert_eq(lt_test_write(cfg, js), 0);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"%s\"", db, sql), 0);
-  long long v = r.status == 0 && r.out[0] ? atoll(r.out) : -1;
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, timeout_s, train), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
-  return v;
 }
 
 /* A test directory with the places of a run in it (each buffer 4200 bytes, db 4300): the dataset, the config,
@@ -64,34 +67,34 @@ Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, 
   long long done = 0;
   for (int i = 0; i < 600 && done < ROWS * GROUP / 2 + 3; i++) {
     usleep(100000);
-    if (access(db, F_OK) == 0) done = query(db, "SELECT count(*) FROM trajectories");
+    if (access(db, F_OK) == 0) done = lt_test_sql1(db, "SELECT count(*) FROM trajectories");
   }
   cr_assert_geq(done, ROWS * GROUP / 2 + 3, "too few trajectories before the kill: %lld", done);
   kill(d, SIGKILL);
   lt_test_wait(d, 10);
-  long long before = query(db, "SELECT count(*) FROM trajectories");
+  long long before = lt_test_sql1(db, "SELECT count(*) FROM trajectories");
   cr_assert_lt(before, ROWS * GROUP * EPOCHS, "the run ended before the kill");
   const char *argv2[] = {"longtail", "train", cfg, "--run-dir", rd, "--resume", NULL};
   pid_t d2 = lt_test_spawn(dir, "daemon2", argv2);
   int st = lt_test_wait(d2, 180);
   cr_assert_eq(st, 0, "resumed daemon exit %d", st);
   /* Each (epoch, row) is one prompt; each epoch has every row; each prompt has GROUP trajectories. */
-  cr_assert_eq(query(db, "SELECT count(*) FROM prompts WHERE eval = 0"), ROWS * EPOCHS);
-  cr_assert_eq(query(db, "SELECT count(DISTINCT json_extract(spec, '$.epoch') || ':' || json_extract(spec, '$.row')) "
+  cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0"), ROWS * EPOCHS);
+  cr_assert_eq(lt_test_sql1(db, "SELECT count(DISTINCT json_extract(spec, '$.epoch') || ':' || json_extract(spec, '$.row')) "
                          "FROM prompts WHERE eval = 0"), ROWS * EPOCHS);
   for (int e = 0; e < EPOCHS; e++) {
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT count(DISTINCT json_extract(spec, '$.row')) FROM prompts WHERE eval = 0 AND "
                               "json_extract(spec, '$.epoch') = %d AND json_extract(spec, '$.row') BETWEEN 1 AND %d", e, ROWS);
-    cr_assert_eq(query(db, sql), ROWS, "epoch %d does not use every row once", e);
+    cr_assert_eq(lt_test_sql1(db, sql), ROWS, "epoch %d does not use every row once", e);
   }
-  cr_assert_eq(query(db, "SELECT count(*) FROM trajectories"), ROWS * GROUP * EPOCHS);
+  cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM trajectories"), ROWS * GROUP * EPOCHS);
   char per[256];
   snprintf(per, sizeof per, "SELECT count(*) FROM (SELECT p.id FROM prompts p JOIN trajectories t ON t.group_id = p.id "
                             "GROUP BY p.id HAVING count(*) = %d)", GROUP);
-  cr_assert_eq(query(db, per), ROWS * EPOCHS);
+  cr_assert_eq(lt_test_sql1(db, per), ROWS * EPOCHS);
   /* The row's answer reached the trajectory's prompt (the spec carried the row). */
-  cr_assert_eq(query(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.answer') = "
+  cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.answer') = "
                          "CAST(2 * (json_extract(spec, '$.row') - 1) AS TEXT)"), ROWS * EPOCHS);
   /* export shows each row's prompt and answer. */
   lt_run_t r;
@@ -222,23 +225,18 @@ Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
            " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
            lt_test_root(), data);
-  cr_assert_eq(lt_test_write(cfg, js), 0);
-  lt_run_t r;
-  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
-  cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  lt_run_free(&r);
+  train_ok(cfg, js, rd, 120);
   const char *epoch1 = "FROM prompts WHERE eval = 0 AND json_extract(spec, '$.epoch') = 1";
   char sql[512];
   snprintf(sql, sizeof sql, "SELECT count(*) %s AND json_extract(spec, '$.answer') = '2'", epoch1);
-  cr_expect_eq(query(db, sql), 3, "the hard row: three groups");
+  cr_expect_eq(lt_test_sql1(db, sql), 3, "the hard row: three groups");
   snprintf(sql, sizeof sql, "SELECT count(*) %s AND json_extract(spec, '$.answer') = '0'", epoch1);
-  cr_expect_eq(query(db, sql), 1, "the easy row: one group");
+  cr_expect_eq(lt_test_sql1(db, sql), 1, "the easy row: one group");
   snprintf(sql, sizeof sql, "SELECT count(*) %s AND copy_of IS NOT NULL", epoch1);
-  cr_expect_eq(query(db, sql), 2);
-  cr_expect_eq(query(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.epoch') = 2 AND copy_of IS NULL"), 2,
+  cr_expect_eq(lt_test_sql1(db, sql), 2);
+  cr_expect_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.epoch') = 2 AND copy_of IS NULL"), 2,
                "the third epoch has both rows");
-  cr_expect_geq(query(db, "SELECT count(*) FROM events WHERE kind = 'pass_rate_oversample'"), 1);
+  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM events WHERE kind = 'pass_rate_oversample'"), 1);
   lt_test_rmdir(dir);
 }
 
@@ -260,18 +258,13 @@ Test(dataset_run, each_domain_has_its_group_size) {
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
            " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
            lt_test_root(), data, data);
-  cr_assert_eq(lt_test_write(cfg, js), 0);
-  lt_run_t r;
-  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
-  cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  lt_run_free(&r);
-  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'three'"), 0);
-  cr_assert_gt(query(db, "SELECT count(*) FROM prompts WHERE domain = 'two'"), 0);
-  cr_expect_eq(query(db, "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
+  train_ok(cfg, js, rd, 120);
+  cr_assert_gt(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE domain = 'three'"), 0);
+  cr_assert_gt(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE domain = 'two'"), 0);
+  cr_expect_eq(lt_test_sql1(db, "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
                          "k.prompt_id = p.id WHERE p.eval = 0 GROUP BY p.id) WHERE n != (CASE domain WHEN 'three' "
                          "THEN 3 ELSE 2 END)"), 0, "a prompt with another group size");
-  cr_expect_gt(query(db, "SELECT count(*) FROM trajectories WHERE domain = 'three' AND status = 'consumed'"), 0,
+  cr_expect_gt(lt_test_sql1(db, "SELECT count(*) FROM trajectories WHERE domain = 'three' AND status = 'consumed'"), 0,
                "the learner trained the groups of three");
   lt_test_rmdir(dir);
 }

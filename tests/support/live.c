@@ -117,3 +117,11 @@ int lt_test_peer_recv(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s
   }
   return 0;
 }
+
+long long lt_test_sql1(const char *db, const char *sql) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 -cmd '.timeout 5000' %s \"%s\"", db, sql), 0);
+  long long v = r.status == 0 && r.out[0] ? atoll(r.out) : -1;
+  lt_run_free(&r);
+  return v;
+}

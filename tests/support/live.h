@@ -14,6 +14,8 @@ void lt_test_fault_config(const char *path, int port, int spawn, int tasks, cons
 /* `longtail stats DIR --json`, parsed (asserts the command ran). */
 /* Installs the pinned openai npm SDK (scripts/test-agents.sh) or skips the test; under CI a failure fails it. */
 void lt_test_need_openai_sdk(void);
+/* The first value of `sql` over the database file `db` (sqlite3, waiting out a live run's locks); -1 when empty. */
+long long lt_test_sql1(const char *db, const char *sql);
 cJSON *lt_test_stats(const char *run_dir);
 /* A number in stats: j.a or j.a.b (b may be NULL); asserts it is there. */
 double lt_test_at(const cJSON *j, const char *a, const char *b);
