@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -307,6 +308,86 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   return 0;
 }
 
+/* Bytes per element of a frame's dtype, 0 if unknown. */
+static size_t dtype_size(const char *dt) {
+  return !strcmp(dt, "u8") ? 1 : !strcmp(dt, "u16") ? 2 : !strcmp(dt, "i32") || !strcmp(dt, "f32") ? 4 : 0;
+}
+
+/* One element of a TRAJS: its `frames` cut its slices out of the blob at *off
+ * (into sl[1..], sl[0] standing for the header); returns how many frames, or
+ * LT_EPROTO when the slices cannot be told (then no later element can be). */
+static int trajs_slices(dec_t *d, const lt_frame_t *blob, size_t *off, lt_frame_t *sl) {
+  const cJSON *list = get(d, "frames");
+  if (!list || !cJSON_IsArray(list)) return BAD(d, "%s.frames: expected array", d->type);
+  int n = 1;
+  for (const cJSON *c = list->child; c; c = c->next, n++) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(c, "dtype"), *ct = cJSON_GetObjectItemCaseSensitive(c, "count");
+    if (n >= LT_PROTO_MAX_FRAMES) return BAD(d, "%s.frames: more than %d frames", d->type, LT_PROTO_MAX_FRAMES - 1);
+    size_t elem = cJSON_IsString(dt) ? dtype_size(dt->valuestring) : 0;
+    if (!elem || !cJSON_IsNumber(ct) || ct->valuedouble != floor(ct->valuedouble) || ct->valuedouble < 0 ||
+        ct->valuedouble > (double)LT_PROTO_MAX_ROUTING)
+      return BAD(d, "%s.frames[%d]: expected a known dtype and a count in range", d->type, n - 1);
+    size_t len = elem * (size_t)ct->valuedouble;
+    if (len > blob->len - *off)
+      return BAD(d, "%s.frames[%d]: the arrays run past the binary frame's %zu bytes", d->type, n - 1, blob->len);
+    sl[n] = (lt_frame_t){.data = (char *)blob->data + *off, .len = len};
+    *off += len;
+  }
+  return n;
+}
+
+/* Elements are decoded one by one, each as strictly as a TRAJ; one that fails
+ * is recorded (rc, why) and the others stand.  The layout itself (the list,
+ * the slices adding up to the blob) must hold for the message to be read. */
+static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
+  const cJSON *a = get(d, "trajs");
+  if (!a || !cJSON_IsArray(a)) return BAD(d, "TRAJS.trajs: expected array");
+  int len = cJSON_GetArraySize(a);
+  if (len < 1 || len > LT_PROTO_MAX_TRAJS)
+    return BAD(d, "TRAJS.trajs: %d trajectories, expected 1..%d", len, LT_PROTO_MAX_TRAJS);
+  x->trajs = calloc((size_t)len, sizeof *x->trajs);
+  x->rc = calloc((size_t)len, sizeof *x->rc);
+  x->why = calloc((size_t)len, sizeof *x->why);
+  x->n = len; /* freed with the message whatever happens */
+  if (!x->trajs || !x->rc || !x->why) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  size_t off = 0;
+  int i = 0;
+  for (const cJSON *c = a->child; c; c = c->next, i++) {
+    char where[32];
+    snprintf(where, sizeof where, "TRAJS.trajs[%d]", i);
+    if (!cJSON_IsObject(c)) return BAD(d, "%s: expected object", where);
+    dec_t one = {.h = c, .type = where};
+    lt_frame_t sl[LT_PROTO_MAX_FRAMES];
+    int nf = trajs_slices(&one, blob, &off, sl);
+    if (nf < 0) return nf;
+    /* An element is a TRAJ's header: its own v, type and id may stay. */
+    const cJSON *ty = get(&one, "type");
+    int64_t v = LT_PROTO_VERSION;
+    uint64_t tid;
+    int rc = integer(&one, "v", LT_PROTO_VERSION, LT_PROTO_VERSION, 0, LT_PROTO_VERSION, &v);
+    if (!rc && ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "TRAJ")))
+      rc = BAD(&one, "%s.type: expected \"TRAJ\"", where);
+    if (!rc) rc = idf(&one, "id", 0, &tid);
+    if (!rc) rc = decode_traj(&one, sl, nf, &x->trajs[i]);
+    if (rc == LT_ENOMEM) return rc;
+    if (rc < 0) {
+      const char *msg = lt_error_msg();
+      size_t wl = strlen(where);
+      lt_buf_t b = {0};
+      lt_buf_printf(&b, "%s%s", strncmp(msg, where, wl) ? where : "", strncmp(msg, where, wl) ? ": " : "");
+      lt_buf_puts(&b, msg);
+      lt_traj_free(&x->trajs[i]);
+      if (idf(&one, "task_id", 1, &x->trajs[i].task_id) < 0) x->trajs[i].task_id = 0;
+      x->rc[i] = rc;
+      x->why[i] = lt_buf_take(&b);
+      if (!x->why[i]) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+    }
+  }
+  if (off != blob->len)
+    return BAD(d, "TRAJS: the elements describe %zu bytes of arrays, the binary frame has %zu", off, blob->len);
+  return 0;
+}
+
 static int decode_task(dec_t *d, lt_task_t *x) {
   int rc;
   if ((rc = idf(d, "task_id", 1, &x->task_id)) || (rc = idf(d, "group_id", 1, &x->group_id)) ||
@@ -352,7 +433,9 @@ static int decode_tasks(dec_t *d, lt_tasks_t *x) {
 static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
   int rc = 0;
   int64_t v;
-  if (m->type != LT_MSG_TRAJ && n != 1) return BAD(d, "%s: carries no binary frames, got %d", d->type, n - 1);
+  if (m->type == LT_MSG_TRAJS && n != 2) return BAD(d, "TRAJS: expected one binary frame, got %d", n - 1);
+  if (m->type != LT_MSG_TRAJ && m->type != LT_MSG_TRAJS && n != 1)
+    return BAD(d, "%s: carries no binary frames, got %d", d->type, n - 1);
   switch (m->type) {
   case LT_MSG_HELLO: {
     lt_hello_t *x = &m->u.hello;
@@ -373,13 +456,15 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = int32f(d, "liveness", 1, 1000, 1, 0, &x->liveness)) ||
         (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
         (rc = string(d, "weights_location", 0, &x->weights_location)) || (rc = sha(d, "sha256", x->sha256)) ||
-        (rc = subtree(d, "settings", 0, &x->settings)) || (rc = subtree(d, "model", 0, &x->model)))
+        (rc = subtree(d, "settings", 0, &x->settings)) || (rc = subtree(d, "model", 0, &x->model)) ||
+        (rc = boolean(d, "batch", &x->batch)))
       return rc;
     return 0;
   }
   case LT_MSG_TASK: return decode_task(d, &m->u.task);
   case LT_MSG_TASKS: return decode_tasks(d, &m->u.tasks);
   case LT_MSG_TRAJ: return decode_traj(d, frames, n, &m->u.traj);
+  case LT_MSG_TRAJS: return decode_trajs(d, &frames[1], &m->u.trajs);
   case LT_MSG_ACK: {
     lt_ack_t *x = &m->u.ack;
     if ((rc = id_list(d, "task_ids", &x->task_ids, &x->n))) return rc;

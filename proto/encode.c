@@ -142,6 +142,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
     if (x->model) json(e, "model", x->model, 0);
+    if (x->batch) boolean(e, "batch", 1);
     break;
   }
   case LT_MSG_TASK: encode_task(e, &m->u.task); break;
@@ -285,5 +286,40 @@ int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out) {
   out->f[0].data = text;
   out->f[0].len = len;
   out->f[0].owned = 1;
+  return 0;
+}
+
+int lt_proto_trajs_join(uint64_t id, const lt_frame_t *const *msgs, const int *nframes, int n, lt_frames_t *out) {
+  memset(out, 0, sizeof *out);
+  if (n < 1 || n > LT_PROTO_MAX_TRAJS) return lt_error_set(LT_EINVAL, "TRAJS: %d trajectories, expected 1..%d", n, LT_PROTO_MAX_TRAJS);
+  if (id > LT_PROTO_MAX_ID) return lt_error_set(LT_EINVAL, "TRAJS: id %llu exceeds %llu", (unsigned long long)id, LT_PROTO_MAX_ID);
+  lt_buf_t h = {0};
+  size_t blob = 0;
+  lt_buf_printf(&h, "{\"v\":%d,\"type\":\"TRAJS\",\"id\":%llu,\"trajs\":[", LT_PROTO_VERSION, (unsigned long long)id);
+  for (int i = 0; i < n; i++) {
+    if (i) lt_buf_putc(&h, ',');
+    lt_buf_append(&h, msgs[i][0].data, msgs[i][0].len);
+    for (int k = 1; k < nframes[i]; k++) blob += msgs[i][k].len;
+  }
+  lt_buf_append(&h, "]}", 2);
+  char *data = malloc(blob ? blob : 1);
+  char *text = lt_buf_take(&h); /* NULL when any append ran out of memory */
+  if (!text || !data) {
+    free(text), free(data);
+    return lt_error_set(LT_ENOMEM, "encode TRAJS: out of memory");
+  }
+  size_t len = strlen(text), off = 0;
+  if (len > LT_PROTO_MAX_HEADER) {
+    free(text), free(data);
+    return lt_error_set(LT_EINVAL, "encode TRAJS: header of %zu bytes exceeds the limit", len);
+  }
+  for (int i = 0; i < n; i++)
+    for (int k = 1; k < nframes[i]; k++) {
+      if (msgs[i][k].len) memcpy(data + off, msgs[i][k].data, msgs[i][k].len);
+      off += msgs[i][k].len;
+    }
+  out->f[0] = (lt_frame_t){.data = text, .len = len, .owned = 1};
+  out->f[1] = (lt_frame_t){.data = data, .len = blob, .owned = 1};
+  out->n = 2;
   return 0;
 }

@@ -5,7 +5,7 @@
 #include "proto/proto.h"
 
 static const char *type_names[LT_MSG_NTYPES] = {
-    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE", "TASKS"};
+    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE", "TASKS", "TRAJS"};
 
 static const char *status_names[LT_TRAJ_NSTATUS] = {"ok", "reward_failed", "env_error", "aborted", "error"};
 
@@ -79,6 +79,15 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.tasks.tasks);
     break;
   case LT_MSG_TRAJ: lt_traj_free(&m->u.traj); break;
+  case LT_MSG_TRAJS:
+    for (int i = 0; i < m->u.trajs.n; i++) {
+      lt_traj_free(&m->u.trajs.trajs[i]);
+      if (m->u.trajs.why) free(m->u.trajs.why[i]);
+    }
+    free(m->u.trajs.trajs);
+    free(m->u.trajs.rc);
+    free(m->u.trajs.why);
+    break;
   case LT_MSG_ACK:
     free(m->u.ack.task_ids);
     free(m->u.ack.duplicate);

@@ -25,6 +25,7 @@
 #define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
 #define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
 #define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
+#define LT_PROTO_MAX_TRAJS 64             /* trajectories in one TRAJS */
 /* Ids and seeds travel as JSON numbers, which cJSON prints with 15 significant
  * digits: larger integers would not survive the trip. */
 #define LT_PROTO_MAX_ID 999999999999999ull
@@ -41,6 +42,7 @@ typedef enum {
   LT_MSG_ERROR,
   LT_MSG_BYE,
   LT_MSG_TASKS,
+  LT_MSG_TRAJS,
   LT_MSG_NTYPES
 } lt_msg_type;
 
@@ -72,6 +74,7 @@ typedef struct {
   cJSON *settings;     /* rollout/envs/rewards config sections, an object */
   cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid
                         * trajectories without a checkpoint; an object (empty if not sent) */
+  int batch;           /* 1: the daemon accepts TRAJS from this worker (its HELLO said batch) */
 } lt_welcome_t;
 
 /* daemon → worker: one rollout to run. */
@@ -152,6 +155,17 @@ typedef struct {
                           calls that diverged from the earlier turns, docs/agent-gateway.md) */
 } lt_traj_t;
 
+/* worker → daemon, only after a WELCOME that said batch: several TRAJs in one
+ * message.  Each element is decoded and checked on its own, as the TRAJ it
+ * stands for: a malformed one (rc[i] < 0, why[i] naming it, trajs[i] holding
+ * only its task_id when that could be read) does not refuse the others. */
+typedef struct {
+  lt_traj_t *trajs;    /* [n] */
+  int *rc;             /* [n]: 0, or the element's LT_EPROTO */
+  char **why;          /* [n]: the element's error, NULL when rc[i] is 0 */
+  int n;               /* 1..LT_PROTO_MAX_TRAJS */
+} lt_trajs_t;
+
 typedef struct {
   uint64_t *task_ids;
   uint8_t *duplicate;  /* per id: 1 if it was already committed */
@@ -198,6 +212,7 @@ typedef struct {
     lt_task_t task;
     lt_tasks_t tasks;
     lt_traj_t traj;
+    lt_trajs_t trajs;
     lt_ack_t ack;
     lt_heartbeat_t heartbeat;
     lt_weights_t weights;
@@ -222,6 +237,11 @@ typedef struct {
  * outlive the frames.  Returns 0 or LT_EINVAL/LT_ENOMEM. */
 int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out);
 void lt_frames_free(lt_frames_t *fr);
+/* Joins n encoded TRAJ messages (msgs[i]: frames[0..nframes[i]), as
+ * lt_proto_encode wrote them) into one TRAJS with the given id: their headers,
+ * unchanged, become the elements; their arrays, back to back, its one binary
+ * frame (owned, like the header).  1 ≤ n ≤ LT_PROTO_MAX_TRAJS. */
+int lt_proto_trajs_join(uint64_t id, const lt_frame_t *const *msgs, const int *nframes, int n, lt_frames_t *out);
 
 /* Decodes and validates; on success *out owns copies of everything.  Errors:
  * LT_EPROTO (malformed, detail names the field) or LT_EVERSION. */

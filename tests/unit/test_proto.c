@@ -565,3 +565,120 @@ Test(proto, tasks_element_checked_like_a_task) {
   lt_msg_free(&d);
   free(s);
 }
+
+/* Issue 22: several TRAJs in one TRAJS, joined from their encoded messages (as the worker's spool keeps them). */
+static void trajs_of(traj_fixture_t *f, int n, lt_frames_t *out) {
+  lt_frames_t one[3];
+  const lt_frame_t *msgs[3];
+  int nf[3];
+  for (int i = 0; i < n; i++) {
+    f->m.u.traj.task_id = 42 + (uint64_t)i;
+    f->m.id = 10 + (uint64_t)i;
+    cr_assert_eq(lt_proto_encode(&f->m, &one[i]), 0, "%s", lt_error_msg());
+    msgs[i] = one[i].f;
+    nf[i] = one[i].n;
+  }
+  cr_assert_eq(lt_proto_trajs_join(99, msgs, nf, n, out), 0, "%s", lt_error_msg());
+  for (int i = 0; i < n; i++) lt_frames_free(&one[i]);
+}
+
+Test(proto, trajs_roundtrip_and_welcome_batch) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_frames_t fr;
+  trajs_of(&f, 3, &fr);
+  cr_assert_eq(fr.n, 2, "a header and one binary frame, whatever the count");
+  lt_msg_t d;
+  cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.type, LT_MSG_TRAJS);
+  cr_assert_eq(d.id, 99);
+  cr_assert_eq(d.u.trajs.n, 3);
+  for (int i = 0; i < 3; i++) {
+    lt_traj_t *t = &d.u.trajs.trajs[i];
+    cr_assert_eq(d.u.trajs.rc[i], 0);
+    cr_assert_eq(t->task_id, 42 + (uint64_t)i);
+    cr_assert_eq(t->ntokens, 6);
+    cr_assert_eq(memcmp(t->tokens, f.tokens, sizeof f.tokens), 0);
+    cr_assert_eq(memcmp(t->logprobs, f.logprobs, sizeof f.logprobs), 0);
+    cr_assert_eq(memcmp(t->loss_mask, f.mask, sizeof f.mask), 0);
+    cr_assert_eq(memcmp(t->support_ids, f.support_ids, sizeof f.support_ids), 0);
+    cr_assert_eq(memcmp(t->routing_probs, f.rprobs, sizeof f.rprobs), 0);
+    cr_assert(cJSON_Compare(t->messages, f.messages, 1));
+  }
+  lt_msg_free(&d);
+  lt_frames_free(&fr);
+  cr_assert_eq(lt_proto_trajs_join(1, NULL, NULL, 0, &fr), LT_EINVAL, "an empty batch is not sent");
+
+  lt_msg_t w = {.type = LT_MSG_WELCOME, .id = 1, .u.welcome = {.worker_id = "w", .heartbeat_ms = 100, .liveness = 3, .batch = 1}};
+  cr_assert_eq(roundtrip(&w, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.welcome.batch, 1);
+  lt_msg_free(&d);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"WELCOME\",\"id\":1,\"worker_id\":\"w\",\"heartbeat_ms\":100,\"liveness\":3,"
+                           "\"policy_version\":0}", &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.welcome.batch, 0, "an older daemon's WELCOME: the worker sends a TRAJ each");
+  lt_msg_free(&d);
+  traj_fixture_free(&f);
+}
+
+/* A malformed element is refused alone, named, with its task; the others stand. */
+Test(proto, trajs_element_refused_alone) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  f.logprobs[4] = 0.5f; /* every element gets it: mend the copies but the second's */
+  lt_frames_t fr;
+  trajs_of(&f, 3, &fr);
+  /* The blob holds each element's arrays in its frames order: tokens (24 bytes), then logprobs. */
+  size_t per = fr.f[1].len / 3;
+  for (int i = 0; i < 3; i += 2) ((float *)((char *)fr.f[1].data + per * (size_t)i + 24))[4] = -1.0f;
+  lt_msg_t d;
+  cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.trajs.rc[0], 0, "%s", d.u.trajs.why[0]);
+  cr_assert_eq(d.u.trajs.rc[2], 0, "%s", d.u.trajs.why[2]);
+  cr_assert_eq(d.u.trajs.rc[1], LT_EPROTO);
+  cr_assert_eq(d.u.trajs.trajs[1].task_id, 43, "the refusal can name its task");
+  cr_assert(strstr(d.u.trajs.why[1], "TRAJS.trajs[1]") && strstr(d.u.trajs.why[1], "logprobs[4]"), "%s", d.u.trajs.why[1]);
+  cr_assert_eq(d.u.trajs.trajs[2].task_id, 44);
+  lt_msg_free(&d);
+  lt_frames_free(&fr);
+  traj_fixture_free(&f);
+}
+
+/* What makes the elements' arrays unreadable refuses the whole message. */
+Test(proto, trajs_layout_checked) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_frames_t fr;
+  trajs_of(&f, 2, &fr);
+  lt_msg_t d;
+  fr.f[1].len -= 1;
+  cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), LT_EPROTO);
+  cr_assert(strstr(lt_error_msg(), "TRAJS.trajs[1].frames") && strstr(lt_error_msg(), "run past"), "%s", lt_error_msg());
+  fr.f[1].len += 2; /* one byte too many (never read: the sizes disagree first) */
+  cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), LT_EPROTO);
+  cr_assert(strstr(lt_error_msg(), "binary frame has"), "%s", lt_error_msg());
+  fr.f[1].len -= 1;
+  cr_assert_eq(lt_proto_decode(fr.f, 1, &d), LT_EPROTO, "the binary frame is required");
+  static const char *bad[][2] = {
+      {"{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[]}", "TRAJS.trajs: 0 trajectories"},
+      {"{\"v\":1,\"type\":\"TRAJS\",\"id\":1}", "TRAJS.trajs: expected array"},
+      {"{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[7]}", "TRAJS.trajs[0]: expected object"},
+      {"{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"task_id\":1}]}", "TRAJS.trajs[0].frames: expected array"},
+      {"{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"frames\":[{\"name\":\"tokens\",\"dtype\":\"i64\",\"count\":1}]}]}",
+       "TRAJS.trajs[0].frames[0]: expected a known dtype"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lt_frame_t two[2] = {{(void *)bad[i][0], strlen(bad[i][0]), 0}, {fr.f[1].data, 0, 0}};
+    cr_assert_eq(lt_proto_decode(two, 2, &d), LT_EPROTO, "case %zu", i);
+    cr_assert(strstr(lt_error_msg(), bad[i][1]), "case %zu: %s", i, lt_error_msg());
+  }
+  /* An element that is not a TRAJ's header is refused alone. */
+  const char *h = "{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"type\":\"TASK\",\"task_id\":5,\"frames\":[]}]}";
+  lt_frame_t two[2] = {{(void *)h, strlen(h), 0}, {fr.f[1].data, 0, 0}};
+  cr_assert_eq(lt_proto_decode(two, 2, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.trajs.rc[0], LT_EPROTO);
+  cr_assert_eq(d.u.trajs.trajs[0].task_id, 5);
+  cr_assert(strstr(d.u.trajs.why[0], "TRAJS.trajs[0].type"), "%s", d.u.trajs.why[0]);
+  lt_msg_free(&d);
+  lt_frames_free(&fr);
+  traj_fixture_free(&f);
+}
