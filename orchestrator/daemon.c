@@ -161,6 +161,35 @@ static int initial_weights(lt_daemon_t *d) {
 
 /* ---- messages ---- */
 
+/* Each element as the TRAJ it stands for: refused alone when malformed,
+ * ingested (and ACKed after its commit) otherwise. */
+static void on_trajs(lt_daemon_t *d, int w, const void *rid, size_t rlen, uint64_t id, lt_trajs_t *x) {
+  if (w < 0 || !d->workers[w].batch) { /* only after a WELCOME that said batch */
+    d->malformed++;
+    lt_msg_t e = {.type = LT_MSG_ERROR,
+                  .u.error = {.code = LT_EPROTO, .message = "TRAJS from a worker whose HELLO did not say batch", .ref = id}};
+    lt__send_to(d, rid, rlen, &e);
+    return;
+  }
+  d->dispatch_held = 1;
+  for (int i = 0; i < x->n; i++) {
+    if (!x->rc[i]) {
+      lt__on_traj(d, rid, rlen, id, &x->trajs[i]);
+    } else if (x->trajs[i].task_id) {
+      lt__traj_refuse(d, rid, rlen, id, x->trajs[i].task_id, x->rc[i], x->why[i]);
+    } else {
+      d->malformed++;
+      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = x->rc[i], .message = x->why[i], .ref = id}};
+      lt__send_to(d, rid, rlen, &e);
+    }
+  }
+  d->dispatch_held = 0;
+  if (d->dispatch_wanted) {
+    d->dispatch_wanted = 0;
+    lt__scheduler_dispatch(d);
+  }
+}
+
 static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_daemon_t *d = ud;
   if (n < 2) {
@@ -189,6 +218,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   switch (m.type) {
   case LT_MSG_HELLO: lt__on_hello(d, rid, rlen, &m.u.hello); break;
   case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, m.id, &m.u.traj); break;
+  case LT_MSG_TRAJS: on_trajs(d, w, rid, rlen, m.id, &m.u.trajs); break;
   case LT_MSG_HEARTBEAT:
     if (w < 0 || !d->workers[w].alive) { /* we do not know it (any more): it must say HELLO */
       lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO", .ref = m.id}};

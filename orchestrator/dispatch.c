@@ -479,6 +479,10 @@ static int send_picks(lt_daemon_t *d, pick_t *picks, int n) {
 
 void lt__scheduler_dispatch(lt_daemon_t *d) {
   if (d->stopping || !d->accepting) return;
+  if (d->dispatch_held) {
+    d->dispatch_wanted = 1;
+    return;
+  }
   lt__scheduler_refill(d);
   /* Round-robin over workers with free slots, one task each per pass; what
    * one worker gets in a turn goes out together (send_tasks). */

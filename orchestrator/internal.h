@@ -134,6 +134,9 @@ struct lt_daemon {
   float overhead_ms[4096];
   int noverhead;
   int64_t last_report_ms;
+  /* While a TRAJS is ingested: dispatch once after its last element, so the
+   * slots it frees are filled by one TASKS instead of a TASK per element. */
+  int dispatch_held, dispatch_wanted;
   int64_t ready_pending;     /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
   double reward_sum;
   int64_t reward_n;

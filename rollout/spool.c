@@ -290,6 +290,7 @@ int lt_spool_batch_done(lt_spool_t *s, lt_spool_batch_t *b, int rc, lt_spool_dur
       durable(fr, n, ud);
     }
   }
+  if (fi >= 0 && durable && live) durable(NULL, 0, ud); /* the batch is complete */
   free(b->buf);
   free(b);
   return fi < 0 ? fi : live;

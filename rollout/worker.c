@@ -55,6 +55,12 @@ typedef struct {
   int64_t last_heard, gone_since, last_hello, last_beat;
   uint64_t seq;
   int welcomed, stopping, exit_code;
+  /* After a WELCOME that said batch: the TRAJs made durable together wait
+   * here (their frames are the spool's) and leave as one TRAJS. */
+  int batch;
+  int nout;
+  lt_frame_t out[LT_PROTO_MAX_TRAJS][LT_PROTO_MAX_FRAMES];
+  int nout_frames[LT_PROTO_MAX_TRAJS];
   char host[256];
 } worker_t;
 
@@ -85,14 +91,43 @@ static void send_hello(worker_t *w) {
   w->last_hello = now_ms();
 }
 
-static int send_traj(worker_t *w, const lt_frame_t *fr, int n) {
+static int send_out(worker_t *w, const lt_frame_t *fr, int n, int trajs) {
   int rc = lt_zsock_send(w->z, fr, n);
-  /* Fault injection (scripts/chaos.sh): die right after a TRAJ left, before its ACK can arrive. */
-  if (w->fault_after_traj > 0 && --w->fault_after_traj == 0) {
+  /* Fault injection (scripts/chaos.sh): die right after a trajectory left, before its ACK can arrive. */
+  if (w->fault_after_traj > 0 && (w->fault_after_traj -= trajs) <= 0) {
     LT_WARN("worker", "LT_FAULT: killing myself after sending a trajectory");
     raise(SIGKILL);
   }
   return rc;
+}
+
+/* Sends what waits in the outbox: one TRAJ as it is, more as one TRAJS. */
+static int flush_out(worker_t *w) {
+  int n = w->nout, rc;
+  w->nout = 0;
+  if (n <= 1) return n ? send_out(w, w->out[0], w->nout_frames[0], 1) : 0;
+  const lt_frame_t *msgs[LT_PROTO_MAX_TRAJS];
+  for (int i = 0; i < n; i++) msgs[i] = w->out[i];
+  lt_frames_t fr;
+  if ((rc = lt_proto_trajs_join(++w->seq, msgs, w->nout_frames, n, &fr)) < 0) {
+    LT_WARN("worker", "TRAJS: %s (sending a TRAJ each)", lt_error_msg());
+    for (int i = 0; i < n; i++)
+      if ((rc = send_out(w, w->out[i], w->nout_frames[i], 1)) < 0) break;
+    return rc;
+  }
+  rc = send_out(w, fr.f, fr.n, n);
+  lt_frames_free(&fr);
+  return rc;
+}
+
+/* A TRAJ's frames (the spool's, valid until its ACK), or NULL: the end of a
+ * batch, which sends what waits. */
+static int send_traj(worker_t *w, const lt_frame_t *fr, int n) {
+  if (!fr) return flush_out(w);
+  if (!w->batch) return send_out(w, fr, n, 1);
+  memcpy(w->out[w->nout], fr, sizeof *fr * (size_t)n);
+  w->nout_frames[w->nout++] = n;
+  return w->nout == LT_PROTO_MAX_TRAJS ? flush_out(w) : 0;
 }
 
 static void send_frames(const lt_frame_t *fr, int n, void *ud) { send_traj(ud, fr, n); }
@@ -117,6 +152,7 @@ static void send_spooled(worker_t *w, int all) {
     lt_spool_frames(w->spool, i, fr, &n);
     if (send_traj(w, fr, n) < 0) break;
   }
+  send_traj(w, NULL, 0);
 }
 
 static void on_spool_failed(int rc, void *ud) {
@@ -329,6 +365,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   }
   switch (m.type) {
   case LT_MSG_WELCOME:
+    w->batch = m.u.welcome.batch;
     w->hb_ms = m.u.welcome.heartbeat_ms;
     w->liveness = m.u.welcome.liveness;
     if (!w->backend && !(w->o.model && w->o.model[0]) && is_url(m.u.welcome.weights_location)) {

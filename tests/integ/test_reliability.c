@@ -582,3 +582,106 @@ Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .time
   lt_test_wait(d, 10);
   lt_test_rmdir(r.dir);
 }
+
+/* Issue 22: a worker whose HELLO said batch is told so in WELCOME and may send
+ * its results as one TRAJS: each element is ingested and ACKed after its commit
+ * as its TRAJ would be, a malformed one is refused alone (ERROR naming its
+ * task); a worker that did not announce batch has its TRAJS refused. */
+Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "trajspeer", 0, 8, "\"learner\": {\"enabled\": false}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new();
+  void *s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, to = 500;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(s, r.ep), 0);
+  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = "batcher", .slots = 3, .backend = "scripted", .device = "cpu", .host = "test",
+                                .pid = 1, .policy_version = -1, .batch = 1}};
+  lt_msg_t wm, m;
+  int got = 0;
+  for (int i = 0; i < 60 && !got; i++) {
+    lt_test_peer_send(s, &hello);
+    got = lt_test_peer_recv(s, LT_MSG_WELCOME, &wm, 1.0);
+  }
+  cr_assert(got, "no WELCOME");
+  cr_expect_eq(wm.u.welcome.batch, 1, "WELCOME does not say the daemon takes TRAJS");
+  lt_msg_free(&wm);
+  cr_assert(lt_test_peer_recv(s, LT_MSG_TASKS, &m, 10), "no TASKS for 3 free slots");
+  cr_assert_eq(m.u.tasks.n, 3);
+  /* Three results in one TRAJS; the last one's logprob is positive (malformed). */
+  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  float lp[4] = {0, 0, -0.5f, -0.5f}, bad[4] = {0, 0, -0.5f, 0.5f};
+  uint8_t mask[4] = {0, 0, 1, 1};
+  lt_frames_t one[3];
+  const lt_frame_t *msgs[3];
+  int nf[3];
+  for (int i = 0; i < 3; i++) {
+    lt_task_t *t = &m.u.tasks.tasks[i];
+    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
+                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
+                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
+                              .turns = 1, .eval = t->eval, .ntokens = 4, .tokens = tok, .logprobs = i == 2 ? bad : lp,
+                              .loss_mask = mask, .versions = ver, .temperature = -1}};
+    cr_assert_eq(lt_proto_encode(&tr, &one[i]), 0, "%s", lt_error_msg());
+    msgs[i] = one[i].f;
+    nf[i] = one[i].n;
+  }
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_trajs_join(20, msgs, nf, 3, &fr), 0, "%s", lt_error_msg());
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  lt_msg_t err, ack;
+  cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for the malformed element");
+  cr_expect_eq(err.u.error.ref, 20);
+  cr_expect_eq(err.u.error.task_id, m.u.tasks.tasks[2].task_id);
+  cr_expect(strstr(err.u.error.message, "TRAJS.trajs[2]") && strstr(err.u.error.message, "logprobs[3]"), "%s",
+            err.u.error.message);
+  lt_msg_free(&err);
+  int acked = 0;
+  for (int k = 0; k < 10 && acked < 2 && lt_test_peer_recv(s, LT_MSG_ACK, &ack, 10); k++) {
+    for (int i = 0; i < ack.u.ack.n; i++) {
+      cr_expect(ack.u.ack.task_ids[i] == m.u.tasks.tasks[0].task_id || ack.u.ack.task_ids[i] == m.u.tasks.tasks[1].task_id,
+                "ACK for task %llu", (unsigned long long)ack.u.ack.task_ids[i]);
+      cr_expect_eq(ack.u.ack.duplicate[i], 0);
+      acked++;
+    }
+    lt_msg_free(&ack);
+  }
+  cr_expect_eq(acked, 2, "the two good elements are ACKed after their commit");
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'batcher'"), 2);
+  /* The same TRAJS again (a resend): both ACKed as duplicates, nothing stored twice. */
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  int dups = 0;
+  for (int k = 0; k < 10 && dups < 2 && lt_test_peer_recv(s, LT_MSG_ACK, &ack, 10); k++) {
+    for (int i = 0; i < ack.u.ack.n; i++) dups += ack.u.ack.duplicate[i];
+    lt_msg_free(&ack);
+  }
+  cr_expect_eq(dups, 2);
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'batcher'"), 2);
+  /* A worker that did not announce batch: its TRAJS is refused. */
+  void *plain = zmq_socket(ctx, ZMQ_DEALER);
+  zmq_setsockopt(plain, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(plain, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(plain, r.ep), 0);
+  hello.u.hello.name = "plain", hello.u.hello.batch = 0;
+  lt_test_peer_send(plain, &hello);
+  cr_assert(lt_test_peer_recv(plain, LT_MSG_WELCOME, &wm, 10));
+  cr_expect_eq(wm.u.welcome.batch, 0);
+  lt_msg_free(&wm);
+  for (int i = 0; i < fr.n; i++) zmq_send(plain, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  cr_assert(lt_test_peer_recv(plain, LT_MSG_ERROR, &err, 10), "no ERROR for TRAJS from a worker without batch");
+  cr_expect_eq(err.u.error.code, LT_EPROTO);
+  cr_expect(strstr(err.u.error.message, "batch"), "%s", err.u.error.message);
+  lt_msg_free(&err);
+  lt_frames_free(&fr);
+  for (int i = 0; i < 3; i++) lt_frames_free(&one[i]);
+  lt_msg_free(&m);
+  zmq_close(plain);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}

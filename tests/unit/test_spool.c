@@ -28,8 +28,13 @@ static void put(lt_spool_t *s, uint64_t id, const char *payload) {
   cr_assert_eq(lt_spool_put(s, id, &fr), 0);
 }
 
-static int sent;
+static int sent, batches;
+/* Each durable record, then NULL once per batch (the worker sends them together). */
 static void count_sent(const lt_frame_t *fr, int n, void *ud) {
+  if (!fr) {
+    batches++;
+    return;
+  }
   cr_assert_eq(n, 2);
   cr_assert(fr[1].len > 0);
   sent++;
@@ -47,6 +52,7 @@ Test(spool, group_commit_ack_and_restart) {
   sent = 0;
   cr_assert_eq(lt_spool_flush(s, count_sent, NULL), 3);
   cr_expect_eq(sent, 3);
+  cr_expect_eq(batches, 1, "the three are one batch");
   cr_expect_eq(files(dir, ".spool"), 1, "one batch file for the three");
   cr_expect_eq(lt_spool_flush(s, count_sent, NULL), 0);
   put(s, 4, "four");
@@ -153,11 +159,15 @@ Test(spool, batch_written_off_thread_tracks_drops_and_failures) {
 }
 
 typedef struct {
-  int durable, failed;
+  int durable, failed, batches;
 } writer_seen_t;
 
 static void on_durable(const lt_frame_t *fr, int n, void *ud) {
   writer_seen_t *w = ud;
+  if (!fr) {
+    w->batches++;
+    return;
+  }
   cr_assert_eq(n, 2);
   w->durable++;
 }
@@ -193,6 +203,7 @@ Test(spool, writer_thread_group_commits_and_stops_cleanly) {
   /* The loop did not run during the puts, so the first batch stays in flight
    * through every later kick: record 1, then the 39 that came meanwhile. */
   cr_expect_eq(files(dir, ".spool"), 2, "one batch for the first kick, one for everything after");
+  cr_expect_eq(seen.batches, 2, "each batch's end is told once");
   for (int i = 0; i < 10; i++) cr_expect(lt_spool_drop(s, (uint64_t)i + 1));
   put(s, 99, "late");
   lt_spool_writer_kick(sw);
