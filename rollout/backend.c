@@ -109,13 +109,66 @@ static void watch(lt_gen_t *g) {
   g->watched = g->n;
 }
 
+/* ---- the heap of due times ---- */
+
+static int earlier(const lt_gen_t *a, const lt_gen_t *b) {
+  return a->due_ns < b->due_ns || (a->due_ns == b->due_ns && a->heap_seq < b->heap_seq);
+}
+
+static void heap_set(lt_backend_t *b, int i, lt_gen_t *g) {
+  b->heap[i] = g;
+  g->heap_at = i;
+}
+
+static void sift(lt_backend_t *b, int i) {
+  lt_gen_t *g = b->heap[i];
+  while (i > 0 && earlier(g, b->heap[(i - 1) / 2])) {
+    heap_set(b, i, b->heap[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= b->nheap) break;
+    if (c + 1 < b->nheap && earlier(b->heap[c + 1], b->heap[c])) c++;
+    if (!earlier(b->heap[c], g)) break;
+    heap_set(b, i, b->heap[c]);
+    i = c;
+  }
+  heap_set(b, i, g);
+}
+
+/* Puts g in the heap at its due_ns, or moves it there.  Never grows the array:
+ * lt_gen_open made room for every session. */
+static void heap_put(lt_backend_t *b, lt_gen_t *g) {
+  g->heap_seq = ++b->heap_seq;
+  if (g->heap_at < 0) heap_set(b, b->nheap++, g);
+  sift(b, g->heap_at);
+}
+
+static void heap_remove(lt_backend_t *b, lt_gen_t *g) {
+  int i = g->heap_at;
+  if (i < 0) return;
+  g->heap_at = -1;
+  lt_gen_t *last = b->heap[--b->nheap];
+  if (i == b->nheap) return;
+  heap_set(b, i, last);
+  sift(b, i);
+}
+
+void lt__gen_due(lt_gen_t *g, int64_t due_ns) {
+  lt_backend_t *b = g->b;
+  g->due_ns = due_ns;
+  /* One being stepped goes back in with its new time when the step ends. */
+  if (g->state != LT_GEN_IDLE && !g->closed && (g->heap_at >= 0 || !b->stepping)) heap_put(b, g);
+  lt__backend_wake(b);
+}
+
 static void on_timer(uv_timer_t *t);
 
-/* Runs one step of the sessions that can advance now.  Returns 1 when some
- * session can advance again at once (or the step ended early and the caller
- * should look again); else 0, with *next the earliest time a waiting session
- * is due (-1: none).  Knowing that from the step's own pass spares a second
- * walk over every session per loop turn. */
+/* Runs one step of the sessions that can advance now: the due ones, popped
+ * from the heap (O(due · log sessions), not a walk over every session).
+ * Returns 1 when some session can advance again at once; else 0, with *next
+ * the earliest time a waiting session is due (-1: none). */
 static int tick(lt_backend_t *b, int64_t *next) {
   *next = -1;
   if (b->reload_dir) {
@@ -128,43 +181,42 @@ static int tick(lt_backend_t *b, int64_t *next) {
     free(b->reload_dir);
     b->reload_dir = NULL;
   }
-  /* Snapshot the sessions that can advance now (callbacks below may open or
-   * close sessions).  Only due ones: a batch filled with sessions still
-   * waiting for their token time would starve the due ones behind them
-   * while the driver spins. */
   lt_gen_t *pre[MAX_BATCH], *dec[MAX_BATCH];
-  int np = 0, nd = 0, busy = 0;
+  int np = 0, nd = 0;
   int64_t now = (int64_t)lt_time_mono_ns();
-  for (lt_gen_t *g = b->gens; g; g = g->next) {
-    if (g->state == LT_GEN_PREFILL) {
-      if (np < MAX_BATCH) pre[np++] = g;
-      else busy = 1;
-    } else if (g->state == LT_GEN_DECODE && g->due_ns <= now) {
-      if (nd < MAX_BATCH) dec[nd++] = g;
-      else busy = 1;
-    } else if (g->state == LT_GEN_DECODE && (*next < 0 || g->due_ns < *next)) {
-      *next = g->due_ns;
-    }
+  while (b->nheap && b->heap[0]->due_ns <= now && np + nd < MAX_BATCH) {
+    lt_gen_t *g = b->heap[0];
+    heap_remove(b, g);
+    if (g->state == LT_GEN_PREFILL) pre[np++] = g;
+    else dec[nd++] = g;
   }
+  /* Callbacks below may open, start or close sessions: a closed one is only
+   * marked until the step ends, so the pointers above stay valid. */
+  b->stepping = 1;
   for (int i = 0; i < np; i++) {
     lt_gen_t *g = pre[i];
+    if (g->closed || g->state != LT_GEN_PREFILL) continue;
     int rc = g->nappend ? b->impl->prefill(g) : 0;
     if (rc < 0) {
       complete(g, rc, lt_error_msg());
-      return 1; /* the callback may have closed sessions of the snapshot */
+      continue;
     }
     g->len += g->nappend;
     g->nappend = 0;
     g->state = LT_GEN_DECODE;
-    if (g->max_new <= 0 || g->len >= b->info.max_context) {
-      complete(g, 0, NULL);
-      return 1;
-    }
+    if (g->max_new <= 0 || g->len >= b->info.max_context) complete(g, 0, NULL);
+    else heap_put(b, g); /* decode on the next turn: keeps each turn short */
   }
-  if (np) return 1; /* decode on the next turn: keeps each turn short */
+  int ndone = 0;
+  lt_gen_t *done[MAX_BATCH];
+  if (np) { /* the decoders wait for the next turn */
+    for (int i = 0; i < nd; i++)
+      if (!dec[i]->closed && dec[i]->state == LT_GEN_DECODE && dec[i]->heap_at < 0) heap_put(b, dec[i]);
+    nd = 0;
+  }
   /* One step per group of sessions with the same sampling parameters. */
-  lt_gen_t *grp[MAX_BATCH], *done[MAX_BATCH];
-  int used[MAX_BATCH] = {0}, ndone = 0, err = 0;
+  lt_gen_t *grp[MAX_BATCH];
+  int used[MAX_BATCH] = {0}, err = 0;
   char msg[512] = "";
   for (int i = 0; i < nd && !err; i++) {
     if (used[i]) continue;
@@ -183,19 +235,25 @@ static int tick(lt_backend_t *b, int64_t *next) {
       lt_gen_t *g = grp[k];
       if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
-      else if (g->due_ns <= now) busy = 1;
-      else if (*next < 0 || g->due_ns < *next) *next = g->due_ns;
+      else heap_put(b, g);
     }
   }
-  if (err) busy = 1; /* sessions of the groups not stepped */
-  /* Completing may close sessions, so each is looked up again before its callback. */
+  for (int i = 0; i < nd; i++) /* the groups a failure left unstepped */
+    if (!used[i]) heap_put(b, dec[i]);
   for (int k = 0; k < ndone; k++) {
-    int alive = 0;
-    for (lt_gen_t *g = b->gens; g && !alive; g = g->next) alive = g == done[k];
-    if (alive && done[k]->state == LT_GEN_DECODE)
-      complete(done[k], err ? err : done[k]->error, err ? msg : done[k]->error ? done[k]->error_msg : NULL);
+    lt_gen_t *g = done[k];
+    if (!g->closed && g->state == LT_GEN_DECODE) complete(g, err ? err : g->error, err ? msg : g->error ? g->error_msg : NULL);
   }
-  return busy;
+  b->stepping = 0;
+  while (b->dead) {
+    lt_gen_t *g = b->dead;
+    b->dead = g->next;
+    gen_free(g);
+  }
+  if (!b->nheap) return 0;
+  if (b->heap[0]->due_ns <= now) return 1;
+  *next = b->heap[0]->due_ns;
+  return 0;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -285,6 +343,9 @@ void lt_backend_close(lt_backend_t *b, void (*done)(void *), void *ud) {
     unlink_gen(g);
     gen_free(g);
   }
+  free(b->heap);
+  b->heap = NULL;
+  b->nheap = b->capheap = 0;
   b->done = done;
   b->done_ud = ud;
   uv_idle_stop(&b->idle);
@@ -298,6 +359,17 @@ int lt_gen_open(lt_backend_t *b, uint64_t seed, lt_gen_t **out) {
   lt_gen_t *g = calloc(1, sizeof *g);
   if (!g) return lt_error_set(LT_ENOMEM, "backend: out of memory");
   g->b = b;
+  g->heap_at = -1;
+  if (b->ngens + 1 > b->capheap) { /* room in the heap for every session, so putting one there cannot fail */
+    int cap = b->capheap ? 2 * b->capheap : 64;
+    lt_gen_t **h = realloc(b->heap, sizeof *h * (size_t)cap);
+    if (!h) {
+      free(g);
+      return lt_error_set(LT_ENOMEM, "backend: out of memory");
+    }
+    b->heap = h;
+    b->capheap = cap;
+  }
   int rc = b->impl->open(b, g, seed);
   if (rc < 0) {
     free(g);
@@ -336,6 +408,7 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
   g->error_msg[0] = 0;
   g->due_ns = 0;
   g->state = LT_GEN_PREFILL;
+  heap_put(g->b, g);
   lt__backend_wake(g->b);
   return 0;
 }
@@ -351,6 +424,14 @@ void lt_gen_watch(lt_gen_t *g, int top, lt_token_cb cb, void *ud) {
 
 void lt_gen_close(lt_gen_t *g) {
   if (!g) return;
+  lt_backend_t *b = g->b;
+  heap_remove(b, g);
   unlink_gen(g);
+  if (b->stepping) { /* a step still holds it (its callbacks close sessions) */
+    g->closed = 1;
+    g->next = b->dead;
+    b->dead = g;
+    return;
+  }
   gen_free(g);
 }

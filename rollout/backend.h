@@ -127,6 +127,9 @@ struct lt_gen {
   int error;               /* LT_E* of a failure that ends this session's turn */
   char error_msg[512];
   int64_t due_ns;          /* when the next token is ready (scripted; openai: asleep while a request runs) */
+  int heap_at;             /* its place in the driver's heap of due times, -1: not waiting (idle, or being stepped) */
+  uint64_t heap_seq;       /* ties on due_ns go first in, first out */
+  int closed;              /* closed during a step: freed when the step ends */
   struct lt_gen *prev, *next;
 };
 
@@ -154,6 +157,14 @@ struct lt_backend {
   unsigned wakes;               /* lt__backend_wake calls: a step that asked for more must not end the ticking */
   lt_gen_t *gens;
   int ngens;
+  /* Sessions with a turn running, by due_ns (a min-heap): a step pops the due
+   * ones instead of walking every session (thousands per worker, mostly
+   * waiting). */
+  lt_gen_t **heap;
+  int nheap, capheap;
+  uint64_t heap_seq;
+  int stepping;                 /* in a step: closed sessions wait in `dead` */
+  lt_gen_t *dead;
   char *reload_dir, reload_sha[65];
   int64_t reload_version;
   void (*done)(void *);
@@ -163,6 +174,8 @@ struct lt_backend {
 
 /* Makes the driver run a step soon (an asynchronous answer arrived). */
 void lt__backend_wake(lt_backend_t *b);
+/* Sets when g can advance next, outside a decode step (an answer arrived). */
+void lt__gen_due(lt_gen_t *g, int64_t due_ns);
 
 /* Appends one generated token to g's turn output (grows the arrays). */
 int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const int32_t *support_ids,

@@ -144,8 +144,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
   }
   cJSON_Delete(o);
   ss->ready = 1;
-  g->due_ns = 0;
-  lt__backend_wake(g->b);
+  lt__gen_due(g, 0);
 }
 
 static int request(lt_gen_t *g) {
