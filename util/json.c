@@ -197,6 +197,15 @@ void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
   lt_buf_putc(b, '"');
   size_t i = 0;
   while (i < n) {
+    /* A run of characters that need no escape goes in one append (a char at a
+     * time was most of encoding a message). */
+    size_t run = i;
+    while (run < n && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\') run++;
+    if (run > i) {
+      lt_buf_append(b, p + i, run - i);
+      i = run;
+      continue;
+    }
     unsigned c = p[i];
     if (c < 0x80) {
       switch (c) {
@@ -207,11 +216,7 @@ void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
       case '\t': lt_buf_puts(b, "\\t"); break;
       case '\b': lt_buf_puts(b, "\\b"); break;
       case '\f': lt_buf_puts(b, "\\f"); break;
-      default:
-        if (c < 0x20 || c == 0x7f)
-          lt_buf_printf(b, "\\u%04x", c);
-        else
-          lt_buf_putc(b, (char)c);
+      default: lt_buf_printf(b, "\\u%04x", c); /* below 0x20, or 0x7f: the run above took the rest */
       }
       i++;
       continue;
