@@ -321,6 +321,15 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   return 0;
 }
 
+/* A batch's list (TASKS.tasks, TRAJS.trajs): an array of 1..max; returns its length. */
+static int elements(dec_t *d, const char *k, const char *noun, int max, const cJSON **out) {
+  *out = get(d, k);
+  if (!*out || !cJSON_IsArray(*out)) return BAD(d, "%s.%s: expected array", d->type, k);
+  int len = cJSON_GetArraySize(*out);
+  if (len < 1 || len > max) return BAD(d, "%s.%s: %d %s, expected 1..%d", d->type, k, len, noun, max);
+  return len;
+}
+
 /* Bytes per element of a frame's dtype, 0 if unknown. */
 static size_t dtype_size(const char *dt) {
   return !strcmp(dt, "u8") ? 1 : !strcmp(dt, "u16") ? 2 : !strcmp(dt, "i32") || !strcmp(dt, "f32") ? 4 : 0;
@@ -353,11 +362,9 @@ static int trajs_slices(dec_t *d, const lt_frame_t *blob, size_t *off, lt_frame_
  * is recorded (rc, why) and the others stand.  The layout itself (the list,
  * the slices adding up to the blob) must hold for the message to be read. */
 static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
-  const cJSON *a = get(d, "trajs");
-  if (!a || !cJSON_IsArray(a)) return BAD(d, "TRAJS.trajs: expected array");
-  int len = cJSON_GetArraySize(a);
-  if (len < 1 || len > LT_PROTO_MAX_TRAJS)
-    return BAD(d, "TRAJS.trajs: %d trajectories, expected 1..%d", len, LT_PROTO_MAX_TRAJS);
+  const cJSON *a;
+  int len = elements(d, "trajs", "trajectories", LT_PROTO_MAX_TRAJS, &a);
+  if (len < 0) return len;
   x->trajs = calloc((size_t)len, sizeof *x->trajs);
   x->rc = calloc((size_t)len, sizeof *x->rc);
   x->why = calloc((size_t)len, sizeof *x->why);
@@ -423,11 +430,9 @@ static int decode_task(dec_t *d, lt_task_t *x) {
 
 /* Each element is checked as a TASK would be; an error names its index. */
 static int decode_tasks(dec_t *d, lt_tasks_t *x) {
-  const cJSON *a = get(d, "tasks");
-  if (!a || !cJSON_IsArray(a)) return BAD(d, "TASKS.tasks: expected array");
-  int len = cJSON_GetArraySize(a);
-  if (len < 1 || len > LT_PROTO_MAX_BATCH)
-    return BAD(d, "TASKS.tasks: %d tasks, expected 1..%d", len, LT_PROTO_MAX_BATCH);
+  const cJSON *a;
+  int len = elements(d, "tasks", "tasks", LT_PROTO_MAX_BATCH, &a);
+  if (len < 0) return len;
   x->tasks = calloc((size_t)len, sizeof *x->tasks);
   if (!x->tasks) return lt_error_set(LT_ENOMEM, "decode: out of memory");
   int i = 0;

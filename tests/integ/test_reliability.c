@@ -546,22 +546,38 @@ Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60)
   lt_test_rmdir(dir);
 }
 
+/* A DEALER on ep that gives up a receive after 0.5 s. */
+static void *dealer(void *ctx, const char *ep) {
+  void *s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, to = 500;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_connect(s, ep), 0);
+  return s;
+}
+
+/* A daemon with 8 tasks and no learner, and a fake worker's socket to it. */
+static void *batch_run(rel_run_t *r, const char *tag, pid_t *d, void **ctx) {
+  rel_prepare(r, tag, 0, 8, "\"learner\": {\"enabled\": false}");
+  *d = rel_daemon(r, "daemon", 0);
+  *ctx = zmq_ctx_new();
+  return dealer(*ctx, r->ep);
+}
+
+static lt_msg_t batch_hello(const char *name, int slots, int batch) {
+  return (lt_msg_t){.type = LT_MSG_HELLO, .id = 1,
+                    .u.hello = {.name = (char *)name, .slots = slots, .backend = "scripted", .device = "cpu",
+                                .host = "test", .pid = 1, .policy_version = -1, .batch = batch}};
+}
+
 /* Issue 22: a worker that announces batch in HELLO gets the tasks ready for it
  * in one dispatch turn as one TASKS message (an older worker gets a TASK each:
  * third_party_worker_from_the_protocol_docs_completes_a_run, 4 slots). */
 Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .timeout = 60) {
   rel_run_t r;
-  rel_prepare(&r, "batchpeer", 0, 8, "\"learner\": {\"enabled\": false}");
-  pid_t d = rel_daemon(&r, "daemon", 0);
-  void *ctx = zmq_ctx_new();
-  void *s = zmq_socket(ctx, ZMQ_DEALER);
-  int linger = 0, to = 500;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(s, r.ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = "batcher", .slots = 4, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1, .batch = 1}};
+  pid_t d;
+  void *ctx, *s = batch_run(&r, "batchpeer", &d, &ctx);
+  lt_msg_t hello = batch_hello("batcher", 4, 1);
   lt_msg_t m;
   int got = 0;
   for (int i = 0; i < 60 && !got; i++) {
@@ -589,17 +605,9 @@ Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .time
  * task); a worker that did not announce batch has its TRAJS refused. */
 Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 60) {
   rel_run_t r;
-  rel_prepare(&r, "trajspeer", 0, 8, "\"learner\": {\"enabled\": false}");
-  pid_t d = rel_daemon(&r, "daemon", 0);
-  void *ctx = zmq_ctx_new();
-  void *s = zmq_socket(ctx, ZMQ_DEALER);
-  int linger = 0, to = 500;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(s, r.ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = "batcher", .slots = 3, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1, .batch = 1}};
+  pid_t d;
+  void *ctx, *s = batch_run(&r, "trajspeer", &d, &ctx);
+  lt_msg_t hello = batch_hello("batcher", 3, 1);
   lt_msg_t wm, m;
   int got = 0;
   for (int i = 0; i < 60 && !got; i++) {
@@ -661,11 +669,8 @@ Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 6
   cr_expect_eq(dups, 2);
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE worker = 'batcher'"), 2);
   /* A worker that did not announce batch: its TRAJS is refused. */
-  void *plain = zmq_socket(ctx, ZMQ_DEALER);
-  zmq_setsockopt(plain, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(plain, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_connect(plain, r.ep), 0);
-  hello.u.hello.name = "plain", hello.u.hello.batch = 0;
+  void *plain = dealer(ctx, r.ep);
+  hello = batch_hello("plain", 3, 0);
   lt_test_peer_send(plain, &hello);
   cr_assert(lt_test_peer_recv(plain, LT_MSG_WELCOME, &wm, 10));
   cr_expect_eq(wm.u.welcome.batch, 0);

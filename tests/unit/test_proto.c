@@ -132,30 +132,34 @@ static void traj_fixture_free(traj_fixture_t *f) {
   cJSON_Delete(f->messages);
 }
 
-Test(proto, traj_roundtrip) {
-  traj_fixture_t f;
-  traj_fixture(&f);
-  lt_msg_t d;
-  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
-  lt_traj_t *t = &d.u.traj;
+/* Everything the fixture's TRAJ carries came back. */
+static void expect_fixture(const lt_traj_t *t, const traj_fixture_t *f) {
   cr_assert_eq(t->status, LT_TRAJ_OK);
   cr_assert_eq(t->finish, LT_FINISH_TRUNCATED);
   cr_assert_str_eq(t->reason, "context_limit");
   cr_assert_float_eq(t->reward, 0.9, 1e-12);
   cr_assert_eq(t->ntokens, 6);
-  cr_assert_eq(memcmp(t->tokens, f.tokens, sizeof f.tokens), 0);
-  cr_assert_eq(memcmp(t->logprobs, f.logprobs, sizeof f.logprobs), 0);
-  cr_assert_eq(memcmp(t->loss_mask, f.mask, sizeof f.mask), 0);
-  cr_assert_eq(memcmp(t->versions, f.versions, sizeof f.versions), 0);
-  cr_assert_eq(memcmp(t->support, f.support, sizeof f.support), 0);
+  cr_assert_eq(memcmp(t->tokens, f->tokens, sizeof f->tokens), 0);
+  cr_assert_eq(memcmp(t->logprobs, f->logprobs, sizeof f->logprobs), 0);
+  cr_assert_eq(memcmp(t->loss_mask, f->mask, sizeof f->mask), 0);
+  cr_assert_eq(memcmp(t->versions, f->versions, sizeof f->versions), 0);
+  cr_assert_eq(memcmp(t->support, f->support, sizeof f->support), 0);
   cr_assert_eq(t->nsupport_ids, 30);
-  cr_assert_eq(memcmp(t->support_ids, f.support_ids, sizeof f.support_ids), 0);
+  cr_assert_eq(memcmp(t->support_ids, f->support_ids, sizeof f->support_ids), 0);
   cr_assert_float_eq(t->temperature, 0.7, 1e-12);
   cr_assert_eq(t->routing_layers, 2);
-  cr_assert_eq(memcmp(t->routing_ids, f.rids, sizeof f.rids), 0);
-  cr_assert_eq(memcmp(t->routing_probs, f.rprobs, sizeof f.rprobs), 0);
-  cr_assert(cJSON_Compare(t->components, f.components, 1));
-  cr_assert(cJSON_Compare(t->messages, f.messages, 1));
+  cr_assert_eq(memcmp(t->routing_ids, f->rids, sizeof f->rids), 0);
+  cr_assert_eq(memcmp(t->routing_probs, f->rprobs, sizeof f->rprobs), 0);
+  cr_assert(cJSON_Compare(t->components, f->components, 1));
+  cr_assert(cJSON_Compare(t->messages, f->messages, 1));
+}
+
+Test(proto, traj_roundtrip) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
+  expect_fixture(&d.u.traj, &f);
   lt_msg_free(&d);
   traj_fixture_free(&f);
 }
@@ -597,13 +601,7 @@ Test(proto, trajs_roundtrip_and_welcome_batch) {
     lt_traj_t *t = &d.u.trajs.trajs[i];
     cr_assert_eq(d.u.trajs.rc[i], 0);
     cr_assert_eq(t->task_id, 42 + (uint64_t)i);
-    cr_assert_eq(t->ntokens, 6);
-    cr_assert_eq(memcmp(t->tokens, f.tokens, sizeof f.tokens), 0);
-    cr_assert_eq(memcmp(t->logprobs, f.logprobs, sizeof f.logprobs), 0);
-    cr_assert_eq(memcmp(t->loss_mask, f.mask, sizeof f.mask), 0);
-    cr_assert_eq(memcmp(t->support_ids, f.support_ids, sizeof f.support_ids), 0);
-    cr_assert_eq(memcmp(t->routing_probs, f.rprobs, sizeof f.rprobs), 0);
-    cr_assert(cJSON_Compare(t->messages, f.messages, 1));
+    expect_fixture(t, &f);
   }
   lt_msg_free(&d);
   lt_frames_free(&fr);
