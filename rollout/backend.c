@@ -338,11 +338,7 @@ static void on_closed(uv_handle_t *h) {
 }
 
 void lt_backend_close(lt_backend_t *b, void (*done)(void *), void *ud) {
-  while (b->gens) {
-    lt_gen_t *g = b->gens;
-    unlink_gen(g);
-    gen_free(g);
-  }
+  while (b->gens) lt_gen_close(b->gens); /* from a step's callback too: its sessions are freed when it ends */
   free(b->heap);
   b->heap = NULL;
   b->nheap = b->capheap = 0;

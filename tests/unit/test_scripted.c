@@ -122,3 +122,34 @@ Test(scripted, a_step_does_not_walk_the_waiting_sessions) {
   cr_expect_lt(cpu, 0.05, "%.3f s of CPU for %d steps with %d sessions waiting", cpu, STEPS, N);
   stop(&loop, b);
 }
+
+/* A turn's callback may close sessions of the same step, or the whole backend
+ * (a worker stopping): the step touches none of them afterwards (ASan checks). */
+static lt_backend_t *closing;
+static int closed_turns;
+static void close_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  closed_turns++;
+  if (closing) lt_backend_close(closing, NULL, NULL);
+  closing = NULL;
+}
+
+Test(scripted, a_callback_may_close_the_backend_mid_step) {
+  enum { N = 300 };
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 8, .tail_fraction = 0, .tail_factor = 1,
+                          .max_sessions = N, .max_context = 4096, .token_us = 0};
+  lt_backend_t *b;
+  cr_assert_eq(lt_backend_create(&loop, &bo, &b), 0, "%s", lt_error_msg());
+  lt_sampling_t sp = {.temperature = 1, .top_p = 1};
+  int32_t prompt[2] = {'h', 'i'};
+  for (int i = 0; i < N; i++) {
+    lt_gen_t *g;
+    cr_assert_eq(lt_gen_open(b, (uint64_t)i + 1, &g), 0);
+    cr_assert_eq(lt_gen_turn(g, prompt, 2, 64, &sp, close_on_turn, NULL), 0, "%s", lt_error_msg());
+  }
+  closing = b;
+  uv_run(&loop, UV_RUN_DEFAULT); /* ends once the backend's handles are closed */
+  cr_expect_eq(closed_turns, 1, "no turn completes after the backend was closed");
+  cr_expect_eq(uv_loop_close(&loop), 0, "handles left open");
+}
