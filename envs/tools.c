@@ -236,9 +236,14 @@ static int check_spec(tools_state_t *s) {
         return spec_error(s, "tool argument types are string, integer or number");
   }
   if (!get(sp, "tasks")->child) return spec_error(s, "no tasks");
-  for (const cJSON *t = get(sp, "tasks")->child; t; t = t->next)
+  for (const cJSON *t = get(sp, "tasks")->child; t; t = t->next) {
     if (!cJSON_IsString(get(t, "pick")) || !cJSON_IsString(get(t, "instruction")) || !cJSON_IsArray(get(t, "solution")))
       return spec_error(s, "each task needs \"pick\" (query), \"instruction\" and \"solution\" (tool calls)");
+    const cJSON *setup = get(t, "setup");
+    if (setup && !cJSON_IsArray(setup)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
+    for (const cJSON *q = setup ? setup->child : NULL; q; q = q->next)
+      if (!cJSON_IsString(q)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
+  }
   sqlite3 *db;
   int rc = make_db(s, &db);
   if (rc == 0) sqlite3_close(db);
@@ -384,11 +389,20 @@ static void ep_free(tools_ep_t *e) {
   free(e);
 }
 
-static int new_ep(const tools_state_t *s, tools_ep_t **out) {
+/* An episode's database: the spec's rows, then task t's setup statements with
+ * its parameters bound (state the instruction does not reveal, e.g. a secret). */
+static int new_ep(const tools_state_t *s, const cJSON *t, const cJSON *params, tools_ep_t **out) {
   tools_ep_t *e = calloc(1, sizeof *e);
   if (!e) return lt_error_set(LT_ENOMEM, "tools: out of memory");
   e->done_tools = cJSON_CreateArray();
   int rc = make_db(s, &e->db);
+  const cJSON *setup = get(t, "setup");
+  for (const cJSON *q = setup ? setup->child : NULL; q && rc == 0; q = q->next) {
+    char err[512] = "";
+    cJSON *rows = query(e->db, q->valuestring, params, err, sizeof err);
+    if (!rows) rc = lt_error_set(LT_EINVAL, "tools (%s): a task's setup fails: %s", s->path, *err ? err : "out of memory");
+    cJSON_Delete(rows);
+  }
   if (rc < 0) ep_free(e), e = NULL;
   *out = e;
   return rc;
@@ -432,7 +446,7 @@ static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t
   if (!t || !cJSON_IsObject(params)) return lt_error_set(LT_EINVAL, "tools: the task spec names no task of %s", s->path);
   /* The expected end state: the reference solution applied to a fresh database. */
   tools_ep_t *ref;
-  int rc = new_ep(s, &ref);
+  int rc = new_ep(s, t, params, &ref);
   if (rc < 0) return rc;
   for (const cJSON *st = get(t, "solution")->child; st && rc == 0; st = st->next) {
     lt_tool_call_t *c = solution_call(st, params);
@@ -446,7 +460,7 @@ static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t
   ep_free(ref);
   if (rc < 0) return rc;
   tools_ep_t *e;
-  if ((rc = new_ep(s, &e)) < 0) {
+  if ((rc = new_ep(s, t, params, &e)) < 0) {
     free(want);
     return rc;
   }
@@ -526,7 +540,7 @@ static int tools_demo(void *state, uint64_t index, cJSON **messages, char **resp
   int n = cJSON_GetArraySize(get(t, "solution"));
   int early = lt_rng_uniform(&r) < s->demo_error_rate;
   tools_ep_t *e;
-  if ((rc = new_ep(s, &e)) < 0) {
+  if ((rc = new_ep(s, t, params, &e)) < 0) {
     cJSON_Delete(spec);
     return rc;
   }

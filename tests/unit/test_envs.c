@@ -259,8 +259,8 @@ static lt_env_step_t step_now(uv_loop_t *loop, lt_episode_t *ep, const char *tex
 /* For every domain shipped: the reference solution, called as the policy would,
  * reaches the expected end state (success); a reply without acting does not. */
 Test(envs, tools_domains_reference_solutions_succeed) {
-  const char *domains[] = {"bank", "library", "pantry"};
-  for (int d = 0; d < 3; d++) {
+  const char *domains[] = {"bank", "library", "pantry", "safe"};
+  for (int d = 0; d < 4; d++) {
     char json[1024], path[4200];
     snprintf(path, sizeof path, "%s/configs/envs/%s.json", lt_test_root(), domains[d]);
     snprintf(json, sizeof json, "{\"envs\": {\"t\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
@@ -434,6 +434,65 @@ Test(envs, tools_enforce_dependencies_and_types) {
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_envs_free(e);
   cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+/* A task's setup statements put per-instance state the instruction does not
+ * reveal into the episode's database (the safe's code): tries are answered
+ * from it, and a setup that fails is an error naming the spec. */
+Test(envs, tools_task_setup_hides_the_instance_state) {
+  char json[1024], path[4200];
+  snprintf(path, sizeof path, "%s/configs/envs/safe.json", lt_test_root());
+  snprintf(json, sizeof json, "{\"envs\": {\"s\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs(json, &loop);
+  int codes_seen[16] = {0};
+  for (uint64_t i = 0; i < 60; i++) {
+    cJSON *spec, *msgs;
+    cr_assert_eq(lt_envs_sample(e, "s", i, 0, &spec), 0, "%s", lt_error_msg());
+    int code = atoi(cJSON_GetObjectItem(cJSON_GetObjectItem(spec, "params"), "code")->valuestring);
+    cr_assert(code >= 1 && code <= 15);
+    codes_seen[code] = 1;
+    lt_episode_t *ep;
+    cr_assert_eq(lt_episode_open(e, "s", spec, 1, &ep, &msgs), 0, "%s", lt_error_msg());
+    lt_tool_arg_t a[] = {{"code", "8"}};
+    lt_tool_call_t call = {"try", a, 1};
+    lt_env_step_t r = step_now(&loop, ep, "x", &call, 1);
+    const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
+    const char *want = code > 8 ? "higher" : code < 8 ? "lower" : "open";
+    cr_expect(strstr(obs, want), "code %d, try 8: %s", code, obs);
+    cJSON_Delete(r.observations);
+    lt_env_step_t fin = step_now(&loop, ep, "Done.", NULL, 0);
+    cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), code == 8, "code %d", code);
+    cJSON_Delete(fin.observations);
+    lt_episode_close(ep);
+    cJSON_Delete(spec), cJSON_Delete(msgs);
+  }
+  int distinct = 0;
+  for (int c = 1; c <= 15; c++) distinct += codes_seen[c];
+  cr_expect_geq(distinct, 10, "only %d codes drawn", distinct);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  /* A setup statement that fails: an error naming the spec when the task is opened. */
+  char *dir = lt_test_tmpdir("setup"), bad[4300];
+  snprintf(bad, sizeof bad, "%s/bad.json", dir);
+  lt_test_write(bad, "{\"name\": \"b\", \"system\": \"s\", \"schema\": [\"CREATE TABLE t(x INTEGER)\"], "
+                     "\"tools\": [{\"name\": \"look\", \"args\": {}, \"query\": \"SELECT x FROM t\"}], "
+                     "\"tasks\": [{\"pick\": \"SELECT 1 AS one\", \"instruction\": \"Look.\", \"setup\": [\"INSERT INTO missing VALUES (:one)\"], "
+                     "\"solution\": [{\"tool\": \"look\", \"args\": {}}]}], \"state\": \"SELECT x FROM t\"}");
+  snprintf(json, sizeof json, "{\"envs\": {\"b\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", bad);
+  uv_loop_init(&loop);
+  e = make_envs(json, &loop);
+  cJSON *spec, *msgs = NULL;
+  cr_assert_eq(lt_envs_sample(e, "b", 0, 0, &spec), 0, "%s", lt_error_msg());
+  lt_episode_t *ep = NULL;
+  cr_expect_lt(lt_episode_open(e, "b", spec, 1, &ep, &msgs), 0);
+  cr_expect(strstr(lt_error_msg(), "setup fails") && strstr(lt_error_msg(), "bad.json"), "%s", lt_error_msg());
+  cJSON_Delete(spec);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+  lt_test_rmdir(dir);
 }
 
 /* The noise wrapper: instructions get typos and filler but keep every id and
