@@ -239,6 +239,9 @@ static int check_spec(tools_state_t *s) {
   for (const cJSON *t = get(sp, "tasks")->child; t; t = t->next) {
     if (!cJSON_IsString(get(t, "pick")) || !cJSON_IsString(get(t, "instruction")) || !cJSON_IsArray(get(t, "solution")))
       return spec_error(s, "each task needs \"pick\" (query), \"instruction\" and \"solution\" (tool calls)");
+    const cJSON *w = get(t, "weight");
+    if (w && (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 1e6))
+      return spec_error(s, "a task's \"weight\": expected a number in (0, 1e6]");
     const cJSON *setup = get(t, "setup");
     if (setup && !cJSON_IsArray(setup)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
     for (const cJSON *q = setup ? setup->child : NULL; q; q = q->next)
@@ -294,10 +297,20 @@ static int tools_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
   return 0;
 }
 
+static double task_weight(const cJSON *t) {
+  const cJSON *w = get(t, "weight");
+  return cJSON_IsNumber(w) ? w->valuedouble : 1;
+}
+
 /* One task instance drawn with r: a task template and its parameters. */
 static int draw(const tools_state_t *s, lt_rng_t *r, cJSON **spec) {
-  int ti = (int)lt_rng_below(r, (uint64_t)cJSON_GetArraySize(s->tasks));
-  const cJSON *t = cJSON_GetArrayItem(s->tasks, ti);
+  /* A task template is drawn in proportion to its weight (default 1). */
+  double total = 0, at;
+  for (const cJSON *t = s->tasks->child; t; t = t->next) total += task_weight(t);
+  at = lt_rng_uniform(r) * total;
+  int ti = 0;
+  const cJSON *t = s->tasks->child;
+  for (; t->next && at >= task_weight(t); t = t->next, ti++) at -= task_weight(t);
   sqlite3 *db;
   int rc = make_db(s, &db);
   if (rc < 0) return rc;

@@ -438,7 +438,8 @@ Test(envs, tools_enforce_dependencies_and_types) {
 
 /* A task's setup statements put per-instance state the instruction does not
  * reveal into the episode's database (the safe's code): tries are answered
- * from it, and a setup that fails is an error naming the spec. */
+ * from it, and a setup that fails is an error naming the spec.  Task
+ * templates are drawn by weight. */
 Test(envs, tools_task_setup_hides_the_instance_state) {
   char json[1024], path[4200];
   snprintf(path, sizeof path, "%s/configs/envs/safe.json", lt_test_root());
@@ -446,10 +447,11 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_envs_t *e = make_envs(json, &loop);
-  int codes_seen[16] = {0};
+  int codes_seen[16] = {0}, deepest = 0;
   for (uint64_t i = 0; i < 60; i++) {
     cJSON *spec, *msgs;
     cr_assert_eq(lt_envs_sample(e, "s", i, 0, &spec), 0, "%s", lt_error_msg());
+    deepest += cJSON_GetObjectItem(spec, "task")->valueint == 3;
     int code = atoi(cJSON_GetObjectItem(cJSON_GetObjectItem(spec, "params"), "code")->valuestring);
     cr_assert(code >= 1 && code <= 15);
     codes_seen[code] = 1;
@@ -471,6 +473,8 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
   int distinct = 0;
   for (int c = 1; c <= 15; c++) distinct += codes_seen[c];
   cr_expect_geq(distinct, 10, "only %d codes drawn", distinct);
+  /* The four-try task has weight 3 of 6: about half the draws. */
+  cr_expect(deepest >= 20 && deepest <= 40, "the weight-3 task drawn %d times of 60", deepest);
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_envs_free(e);
   /* A setup statement that fails: an error naming the spec when the task is opened. */
