@@ -249,7 +249,22 @@ static int check_spec(tools_state_t *s) {
   }
   sqlite3 *db;
   int rc = make_db(s, &db);
-  if (rc == 0) sqlite3_close(db);
+  /* Setup statements are checked here, so a broken one stops the run at start, not every episode. */
+  for (const cJSON *t = get(sp, "tasks")->child; t && rc == 0; t = t->next)
+    for (const cJSON *q = get(t, "setup") ? get(t, "setup")->child : NULL; q && rc == 0; q = q->next) {
+      sqlite3_stmt *st = NULL;
+      const char *tail = NULL;
+      char msg[512];
+      if (sqlite3_prepare_v2(db, q->valuestring, -1, &st, &tail) != SQLITE_OK) {
+        snprintf(msg, sizeof msg, "a task's setup \"%.200s\": %s", q->valuestring, sqlite3_errmsg(db));
+        rc = spec_error(s, msg);
+      } else if (tail && strspn(tail, " \t\r\n;") != strlen(tail)) {
+        snprintf(msg, sizeof msg, "a task's setup \"%.200s\": one statement per string", q->valuestring);
+        rc = spec_error(s, msg);
+      }
+      sqlite3_finalize(st);
+    }
+  if (db) sqlite3_close(db);
   return rc;
 }
 

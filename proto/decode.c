@@ -368,8 +368,8 @@ static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
   x->trajs = calloc((size_t)len, sizeof *x->trajs);
   x->rc = calloc((size_t)len, sizeof *x->rc);
   x->why = calloc((size_t)len, sizeof *x->why);
-  x->n = len; /* freed with the message whatever happens */
   if (!x->trajs || !x->rc || !x->why) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  x->n = len; /* freed with the message whatever happens */
   size_t off = 0;
   int i = 0;
   for (const cJSON *c = a->child; c; c = c->next, i++) {

@@ -26,6 +26,7 @@
 #define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
 #define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
 #define LT_PROTO_MAX_TRAJS 64             /* trajectories in one TRAJS */
+#define LT_PROTO_TRAJS_MAX_BYTES (1 << 20) /* a TRAJS's frames: the smallest transport.max_message_mb */
 /* Ids and seeds travel as JSON numbers, which cJSON prints with 15 significant
  * digits: larger integers would not survive the trip. */
 #define LT_PROTO_MAX_ID 999999999999999ull

@@ -140,6 +140,7 @@ static void sift(lt_backend_t *b, int i) {
 /* Puts g in the heap at its due_ns, or moves it there.  Never grows the array:
  * lt_gen_open made room for every session. */
 static void heap_put(lt_backend_t *b, lt_gen_t *g) {
+  if (g->closed || !b->heap) return; /* closed (or the backend with it) by a callback */
   g->heap_seq = ++b->heap_seq;
   if (g->heap_at < 0) heap_set(b, b->nheap++, g);
   sift(b, g->heap_at);
@@ -235,11 +236,11 @@ static int tick(lt_backend_t *b, int64_t *next) {
       lt_gen_t *g = grp[k];
       if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
-      else heap_put(b, g);
+      else if (!g->closed) heap_put(b, g); /* a watch callback may have closed it */
     }
   }
   for (int i = 0; i < nd; i++) /* the groups a failure left unstepped */
-    if (!used[i]) heap_put(b, dec[i]);
+    if (!used[i] && !dec[i]->closed) heap_put(b, dec[i]);
   for (int k = 0; k < ndone; k++) {
     lt_gen_t *g = done[k];
     if (!g->closed && g->state == LT_GEN_DECODE) complete(g, err ? err : g->error, err ? msg : g->error ? g->error_msg : NULL);

@@ -59,6 +59,7 @@ typedef struct {
    * here (their frames are the spool's) and leave as one TRAJS. */
   int batch;
   int nout;
+  size_t nout_bytes;
   lt_frame_t out[LT_PROTO_MAX_TRAJS][LT_PROTO_MAX_FRAMES];
   int nout_frames[LT_PROTO_MAX_TRAJS];
   char host[256];
@@ -105,6 +106,7 @@ static int send_out(worker_t *w, const lt_frame_t *fr, int n, int trajs) {
 static int flush_out(worker_t *w) {
   int n = w->nout, rc;
   w->nout = 0;
+  w->nout_bytes = 0;
   if (n <= 1) return n ? send_out(w, w->out[0], w->nout_frames[0], 1) : 0;
   const lt_frame_t *msgs[LT_PROTO_MAX_TRAJS];
   for (int i = 0; i < n; i++) msgs[i] = w->out[i];
@@ -125,8 +127,16 @@ static int flush_out(worker_t *w) {
 static int send_traj(worker_t *w, const lt_frame_t *fr, int n) {
   if (!fr) return flush_out(w);
   if (!w->batch) return send_out(w, fr, n, 1);
+  /* A batch stays within the smallest message limit a daemon may set, so
+   * batching never builds a message the daemon's socket would drop; a larger
+   * TRAJ leaves alone, as without batching. */
+  size_t bytes = 0;
+  int rc;
+  for (int i = 0; i < n; i++) bytes += fr[i].len;
+  if (w->nout && w->nout_bytes + bytes > LT_PROTO_TRAJS_MAX_BYTES && (rc = flush_out(w)) < 0) return rc;
   memcpy(w->out[w->nout], fr, sizeof *fr * (size_t)n);
   w->nout_frames[w->nout++] = n;
+  w->nout_bytes += bytes;
   return w->nout == LT_PROTO_MAX_TRAJS ? flush_out(w) : 0;
 }
 

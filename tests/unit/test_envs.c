@@ -477,14 +477,25 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
   cr_expect(deepest >= 20 && deepest <= 40, "the weight-3 task drawn %d times of 60", deepest);
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_envs_free(e);
-  /* A setup statement that fails: an error naming the spec when the task is opened. */
+  /* A setup statement that cannot run (a missing table) is a config error naming the spec at start; one that
+   * fails on an instance (here NULL into NOT NULL) is an error naming the spec when the task is opened. */
   char *dir = lt_test_tmpdir("setup"), bad[4300];
   snprintf(bad, sizeof bad, "%s/bad.json", dir);
-  lt_test_write(bad, "{\"name\": \"b\", \"system\": \"s\", \"schema\": [\"CREATE TABLE t(x INTEGER)\"], "
-                     "\"tools\": [{\"name\": \"look\", \"args\": {}, \"query\": \"SELECT x FROM t\"}], "
-                     "\"tasks\": [{\"pick\": \"SELECT 1 AS one\", \"instruction\": \"Look.\", \"setup\": [\"INSERT INTO missing VALUES (:one)\"], "
-                     "\"solution\": [{\"tool\": \"look\", \"args\": {}}]}], \"state\": \"SELECT x FROM t\"}");
+  const char *fmt = "{\"name\": \"b\", \"system\": \"s\", \"schema\": [\"CREATE TABLE t(x INTEGER NOT NULL)\"], "
+                    "\"tools\": [{\"name\": \"look\", \"args\": {}, \"query\": \"SELECT x FROM t\"}], "
+                    "\"tasks\": [{\"pick\": \"SELECT 1 AS one\", \"instruction\": \"Look.\", \"setup\": [\"%s\"], "
+                    "\"solution\": [{\"tool\": \"look\", \"args\": {}}]}], \"state\": \"SELECT x FROM t\"}";
+  char text[1024];
+  snprintf(text, sizeof text, fmt, "INSERT INTO missing VALUES (:one)");
+  lt_test_write(bad, text);
   snprintf(json, sizeof json, "{\"envs\": {\"b\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", bad);
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_expect_eq(lt_envs_create(&cfg, NULL, &e), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "setup") && strstr(lt_error_msg(), "bad.json"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+  snprintf(text, sizeof text, fmt, "INSERT INTO t VALUES (:none)");
+  lt_test_write(bad, text);
   uv_loop_init(&loop);
   e = make_envs(json, &loop);
   cJSON *spec, *msgs = NULL;
