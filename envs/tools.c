@@ -221,6 +221,28 @@ static char *fill(const char *tmpl, const cJSON *params) {
   return lt_buf_take(&b);
 }
 
+/* A task's setup: SQL strings, each one statement that prepares against the
+ * spec's database, so a broken one stops the run at start, not every episode. */
+static int check_setup(const tools_state_t *s, sqlite3 *db, const cJSON *setup) {
+  if (setup && !cJSON_IsArray(setup)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
+  int rc = 0;
+  for (const cJSON *q = setup ? setup->child : NULL; q && rc == 0; q = q->next) {
+    if (!cJSON_IsString(q)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
+    sqlite3_stmt *st = NULL;
+    const char *tail = NULL;
+    char msg[512];
+    if (sqlite3_prepare_v2(db, q->valuestring, -1, &st, &tail) != SQLITE_OK) {
+      snprintf(msg, sizeof msg, "a task's setup \"%.200s\": %s", q->valuestring, sqlite3_errmsg(db));
+      rc = spec_error(s, msg);
+    } else if (tail && strspn(tail, " \t\r\n;") != strlen(tail)) {
+      snprintf(msg, sizeof msg, "a task's setup \"%.200s\": one statement per string", q->valuestring);
+      rc = spec_error(s, msg);
+    }
+    sqlite3_finalize(st);
+  }
+  return rc;
+}
+
 static int check_spec(tools_state_t *s) {
   const cJSON *sp = s->spec;
   if (!cJSON_IsArray(get(sp, "schema")) || !cJSON_IsArray(get(sp, "tools")) || !cJSON_IsArray(get(sp, "tasks")) ||
@@ -236,34 +258,16 @@ static int check_spec(tools_state_t *s) {
         return spec_error(s, "tool argument types are string, integer or number");
   }
   if (!get(sp, "tasks")->child) return spec_error(s, "no tasks");
-  for (const cJSON *t = get(sp, "tasks")->child; t; t = t->next) {
-    if (!cJSON_IsString(get(t, "pick")) || !cJSON_IsString(get(t, "instruction")) || !cJSON_IsArray(get(t, "solution")))
-      return spec_error(s, "each task needs \"pick\" (query), \"instruction\" and \"solution\" (tool calls)");
-    const cJSON *w = get(t, "weight");
-    if (w && (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 1e6))
-      return spec_error(s, "a task's \"weight\": expected a number in (0, 1e6]");
-    const cJSON *setup = get(t, "setup");
-    if (setup && !cJSON_IsArray(setup)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
-    for (const cJSON *q = setup ? setup->child : NULL; q; q = q->next)
-      if (!cJSON_IsString(q)) return spec_error(s, "a task's \"setup\": expected an array of SQL strings");
-  }
   sqlite3 *db;
   int rc = make_db(s, &db);
-  /* Setup statements are checked here, so a broken one stops the run at start, not every episode. */
-  for (const cJSON *t = get(sp, "tasks")->child; t && rc == 0; t = t->next)
-    for (const cJSON *q = get(t, "setup") ? get(t, "setup")->child : NULL; q && rc == 0; q = q->next) {
-      sqlite3_stmt *st = NULL;
-      const char *tail = NULL;
-      char msg[512];
-      if (sqlite3_prepare_v2(db, q->valuestring, -1, &st, &tail) != SQLITE_OK) {
-        snprintf(msg, sizeof msg, "a task's setup \"%.200s\": %s", q->valuestring, sqlite3_errmsg(db));
-        rc = spec_error(s, msg);
-      } else if (tail && strspn(tail, " \t\r\n;") != strlen(tail)) {
-        snprintf(msg, sizeof msg, "a task's setup \"%.200s\": one statement per string", q->valuestring);
-        rc = spec_error(s, msg);
-      }
-      sqlite3_finalize(st);
-    }
+  for (const cJSON *t = get(sp, "tasks")->child; t && rc == 0; t = t->next) {
+    const cJSON *w = get(t, "weight");
+    if (!cJSON_IsString(get(t, "pick")) || !cJSON_IsString(get(t, "instruction")) || !cJSON_IsArray(get(t, "solution")))
+      rc = spec_error(s, "each task needs \"pick\" (query), \"instruction\" and \"solution\" (tool calls)");
+    else if (w && (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 1e6))
+      rc = spec_error(s, "a task's \"weight\": expected a number in (0, 1e6]");
+    else rc = check_setup(s, db, get(t, "setup"));
+  }
   if (db) sqlite3_close(db);
   return rc;
 }

@@ -161,14 +161,18 @@ static int initial_weights(lt_daemon_t *d) {
 
 /* ---- messages ---- */
 
+/* An ERROR answering message `ref` of the peer rid. */
+static void answer_error(lt_daemon_t *d, const void *rid, size_t rlen, uint64_t ref, int code, const char *why) {
+  lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)why, .ref = ref}};
+  lt__send_to(d, rid, rlen, &e);
+}
+
 /* Each element as the TRAJ it stands for: refused alone when malformed,
  * ingested (and ACKed after its commit) otherwise. */
 static void on_trajs(lt_daemon_t *d, int w, const void *rid, size_t rlen, uint64_t id, lt_trajs_t *x) {
   if (w < 0 || !d->workers[w].batch) { /* only after a WELCOME that said batch */
     d->malformed++;
-    lt_msg_t e = {.type = LT_MSG_ERROR,
-                  .u.error = {.code = LT_EPROTO, .message = "TRAJS from a worker whose HELLO did not say batch", .ref = id}};
-    lt__send_to(d, rid, rlen, &e);
+    answer_error(d, rid, rlen, id, LT_EPROTO, "TRAJS from a worker whose HELLO did not say batch");
     return;
   }
   d->dispatch_held = 1;
@@ -179,8 +183,7 @@ static void on_trajs(lt_daemon_t *d, int w, const void *rid, size_t rlen, uint64
       lt__traj_refuse(d, rid, rlen, id, x->trajs[i].task_id, x->rc[i], x->why[i]);
     } else {
       d->malformed++;
-      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = x->rc[i], .message = x->why[i], .ref = id}};
-      lt__send_to(d, rid, rlen, &e);
+      answer_error(d, rid, rlen, id, x->rc[i], x->why[i]);
     }
   }
   d->dispatch_held = 0;
@@ -209,8 +212,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       return;
     }
     d->malformed++;
-    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = rc, .message = (char *)lt_error_msg(), .ref = m.id}};
-    lt__send_to(d, rid, rlen, &e);
+    answer_error(d, rid, rlen, m.id, rc, lt_error_msg());
     return;
   }
   int w = lt__worker_find(d, rid, rlen);
@@ -221,8 +223,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   case LT_MSG_TRAJS: on_trajs(d, w, rid, rlen, m.id, &m.u.trajs); break;
   case LT_MSG_HEARTBEAT:
     if (w < 0 || !d->workers[w].alive) { /* we do not know it (any more): it must say HELLO */
-      lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO", .ref = m.id}};
-      lt__send_to(d, rid, rlen, &e);
+      answer_error(d, rid, rlen, m.id, LT_EPROTO, "unknown worker: send HELLO");
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
       lt__worker_sync_inflight(d, w, m.u.heartbeat.inflight);
@@ -249,11 +250,9 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     }
     break;
   }
-  default: {
+  default:
     d->malformed++;
-    lt_msg_t e = {.type = LT_MSG_ERROR, .u.error = {.code = LT_EPROTO, .message = "unexpected message type", .ref = m.id}};
-    lt__send_to(d, rid, rlen, &e);
-  }
+    answer_error(d, rid, rlen, m.id, LT_EPROTO, "unexpected message type");
   }
   lt_msg_free(&m);
 }

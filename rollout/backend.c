@@ -140,7 +140,7 @@ static void sift(lt_backend_t *b, int i) {
 /* Puts g in the heap at its due_ns, or moves it there.  Never grows the array:
  * lt_gen_open made room for every session. */
 static void heap_put(lt_backend_t *b, lt_gen_t *g) {
-  if (g->closed || !b->heap) return; /* closed (or the backend with it) by a callback */
+  if (g->closed || !b->heap) return; /* closed (or the backend with it), maybe by a step's callback */
   g->heap_seq = ++b->heap_seq;
   if (g->heap_at < 0) heap_set(b, b->nheap++, g);
   sift(b, g->heap_at);
@@ -160,7 +160,7 @@ void lt__gen_due(lt_gen_t *g, int64_t due_ns) {
   lt_backend_t *b = g->b;
   g->due_ns = due_ns;
   /* One being stepped goes back in with its new time when the step ends. */
-  if (g->state != LT_GEN_IDLE && !g->closed && (g->heap_at >= 0 || !b->stepping)) heap_put(b, g);
+  if (g->state != LT_GEN_IDLE && (g->heap_at >= 0 || !b->stepping)) heap_put(b, g);
   lt__backend_wake(b);
 }
 
@@ -212,7 +212,7 @@ static int tick(lt_backend_t *b, int64_t *next) {
   lt_gen_t *done[MAX_BATCH];
   if (np) { /* the decoders wait for the next turn */
     for (int i = 0; i < nd; i++)
-      if (!dec[i]->closed && dec[i]->state == LT_GEN_DECODE && dec[i]->heap_at < 0) heap_put(b, dec[i]);
+      if (dec[i]->state == LT_GEN_DECODE && dec[i]->heap_at < 0) heap_put(b, dec[i]);
     nd = 0;
   }
   /* One step per group of sessions with the same sampling parameters. */
@@ -236,11 +236,11 @@ static int tick(lt_backend_t *b, int64_t *next) {
       lt_gen_t *g = grp[k];
       if (rc == 0 && g->watch) watch(g);
       if (rc < 0 || finished(g)) done[ndone++] = g;
-      else if (!g->closed) heap_put(b, g); /* a watch callback may have closed it */
+      else heap_put(b, g);
     }
   }
   for (int i = 0; i < nd; i++) /* the groups a failure left unstepped */
-    if (!used[i] && !dec[i]->closed) heap_put(b, dec[i]);
+    if (!used[i]) heap_put(b, dec[i]);
   for (int k = 0; k < ndone; k++) {
     lt_gen_t *g = done[k];
     if (!g->closed && g->state == LT_GEN_DECODE) complete(g, err ? err : g->error, err ? msg : g->error ? g->error_msg : NULL);
