@@ -1,5 +1,7 @@
 /* Frames → message, validating everything before use. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +27,63 @@ static const cJSON *find(dec_t *d, const char *k) {
     for (const cJSON *c = pass ? d->h->child : from; c && c != (pass ? from : NULL); c = c->next)
       if (c->string && !strcmp(c->string, k)) return d->cur = c;
   return NULL;
+}
+
+static const char NOMEM[] = "";
+
+/* A key object o holds twice, NULL if none, NOMEM when out of memory: `prefer`
+ * when that one is, else the first found.  A key sent twice means two things
+ * at once (which "task_id" was refused?), so a protocol object with one is
+ * malformed.  One pass: the keys go into an open-addressing table, on the
+ * stack for a header's usual few. */
+static const char *dup_key(const cJSON *o, const char *prefer) {
+  enum { STACK = 64 };
+  const char *stack[STACK], **tab = stack;
+  size_t n = 0, cap = STACK;
+  for (const cJSON *c = o->child; c; c = c->next) n++;
+  while (cap < 2 * n) cap *= 2;
+  if (cap > STACK && !(tab = malloc(sizeof *tab * cap))) return NOMEM;
+  memset(tab, 0, sizeof *tab * cap);
+  const char *dup = NULL;
+  for (const cJSON *c = o->child; c; c = c->next) {
+    if (!c->string) continue;
+    size_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)c->string; *p; p++) h = (h ^ *p) * 16777619u;
+    size_t i = h & (cap - 1);
+    while (tab[i] && strcmp(tab[i], c->string)) i = (i + 1) & (cap - 1);
+    if (!tab[i]) tab[i] = c->string;
+    else if (!dup || (prefer && !strcmp(c->string, prefer))) dup = c->string;
+  }
+  if (tab != stack) free((void *)tab);
+  return dup;
+}
+
+/* 0, or LT_EPROTO naming the key o holds twice and where (a printf format). */
+static int unique_keys(const cJSON *o, const char *fmt, ...) {
+  const char *k = dup_key(o, NULL);
+  if (!k) return 0;
+  if (k == NOMEM) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+  char where[96];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(where, sizeof where, fmt, ap);
+  va_end(ap);
+  return lt_error_set(LT_EPROTO, "%s: key \"%.64s\" appears twice", where, k);
+}
+
+/* For the ERROR refusing a message: the id under k when it can be told
+ * (there once, and valid), else 0. */
+static uint64_t told_id(const cJSON *o, const char *k) {
+  const cJSON *one = NULL;
+  for (const cJSON *c = o->child; c; c = c->next)
+    if (c->string && !strcmp(c->string, k)) {
+      if (one) return 0;
+      one = c;
+    }
+  if (!cJSON_IsNumber(one) || one->valuedouble != floor(one->valuedouble) || one->valuedouble < 0 ||
+      one->valuedouble > (double)LT_PROTO_MAX_ID)
+    return 0;
+  return (uint64_t)one->valuedouble;
 }
 
 static const cJSON *get(dec_t *d, const char *k) {
@@ -182,6 +241,8 @@ static int bind_frames(dec_t *d, const lt_frame_t *frames, int n, fspec_t *spec,
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(c, "count");
     if (!cJSON_IsObject(c) || !cJSON_IsString(nm) || !cJSON_IsString(dt) || !cJSON_IsNumber(ct))
       return BAD(d, "%s.frames[%d]: expected {name, dtype, count}", d->type, i);
+    int rc = unique_keys(c, "%s.frames[%d]", d->type, i);
+    if (rc) return rc;
     fspec_t *s = NULL;
     for (int k = 0; k < nspec; k++)
       if (strcmp(spec[k].name, nm->valuestring) == 0) s = &spec[k];
@@ -241,7 +302,8 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
       (rc = number(d, "gen_ms", 0, 1e12, 0, 0, &t->gen_ms)) || (rc = number(d, "env_ms", 0, 1e12, 0, 0, &t->env_ms)) ||
       (rc = number(d, "reward_ms", 0, 1e12, 0, 0, &t->reward_ms)))
     return rc;
-  if ((rc = subtree(d, "components", 0, &t->components))) return rc;
+  if ((rc = subtree(d, "components", 0, &t->components)) || (rc = unique_keys(t->components, "%s.components", d->type)))
+    return rc;
   for (const cJSON *c = t->components->child; c; c = c->next)
     if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
       return BAD(d, "TRAJ.components.%.64s: expected finite number", c->string ? c->string : "?");
@@ -345,6 +407,8 @@ static int trajs_slices(dec_t *d, const lt_frame_t *blob, size_t *off, lt_frame_
   for (const cJSON *c = list->child; c; c = c->next, n++) {
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(c, "dtype"), *ct = cJSON_GetObjectItemCaseSensitive(c, "count");
     if (n >= LT_PROTO_MAX_FRAMES) return BAD(d, "%s.frames: more than %d frames", d->type, LT_PROTO_MAX_FRAMES - 1);
+    int rc = cJSON_IsObject(c) ? unique_keys(c, "%s.frames[%d]", d->type, n - 1) : 0;
+    if (rc) return rc;
     size_t elem = cJSON_IsString(dt) ? dtype_size(dt->valuestring) : 0;
     if (!elem || !cJSON_IsNumber(ct) || ct->valuedouble != floor(ct->valuedouble) || ct->valuedouble < 0 ||
         ct->valuedouble > (double)LT_PROTO_MAX_ROUTING)
@@ -377,6 +441,11 @@ static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
     snprintf(where, sizeof where, "TRAJS.trajs[%d]", i);
     if (!cJSON_IsObject(c)) return BAD(d, "%s: expected object", where);
     dec_t one = {.h = c, .type = where};
+    /* A key twice refuses the element; "frames" twice, the message (which
+     * arrays are whose could not be told). */
+    const char *dup = dup_key(c, "frames");
+    if (dup == NOMEM) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+    if (dup && !strcmp(dup, "frames")) return BAD(d, "%s: key \"frames\" appears twice", where);
     lt_frame_t sl[LT_PROTO_MAX_FRAMES];
     int nf = trajs_slices(&one, blob, &off, sl);
     if (nf < 0) return nf;
@@ -384,7 +453,8 @@ static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
     const cJSON *ty = get(&one, "type");
     int64_t v = LT_PROTO_VERSION;
     uint64_t tid;
-    int rc = integer(&one, "v", LT_PROTO_VERSION, LT_PROTO_VERSION, 0, LT_PROTO_VERSION, &v);
+    int rc = dup ? BAD(&one, "%s: key \"%.64s\" appears twice", where, dup)
+                 : integer(&one, "v", LT_PROTO_VERSION, LT_PROTO_VERSION, 0, LT_PROTO_VERSION, &v);
     if (!rc && ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "TRAJ")))
       rc = BAD(&one, "%s.type: expected \"TRAJ\"", where);
     if (!rc) rc = idf(&one, "id", 0, &tid);
@@ -397,7 +467,7 @@ static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
       lt_buf_printf(&b, "%s%s", strncmp(msg, where, wl) ? where : "", strncmp(msg, where, wl) ? ": " : "");
       lt_buf_puts(&b, msg);
       lt_traj_free(&x->trajs[i]);
-      if (idf(&one, "task_id", 1, &x->trajs[i].task_id) < 0) x->trajs[i].task_id = 0;
+      x->trajs[i].task_id = told_id(c, "task_id");
       x->rc[i] = rc;
       x->why[i] = lt_buf_take(&b);
       if (!x->why[i]) return lt_error_set(LT_ENOMEM, "decode: out of memory");
@@ -442,7 +512,8 @@ static int decode_tasks(dec_t *d, lt_tasks_t *x) {
     if (!cJSON_IsObject(c)) return BAD(d, "%s: expected object", where);
     dec_t one = {.h = c, .type = where};
     x->n = i + 1; /* what was read so far is freed with the message */
-    int rc = decode_task(&one, &x->tasks[i]);
+    int rc = unique_keys(c, "%s", where);
+    if (!rc) rc = decode_task(&one, &x->tasks[i]);
     if (rc) return rc;
   }
   return 0;
@@ -568,23 +639,18 @@ int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out) {
   }
   out->type = (lt_msg_type)t;
   d.type = lt_msg_type_name(out->type);
-  if ((rc = idf(&d, "id", 1, &out->id))) goto out;
+  if ((rc = unique_keys(h, "%s", d.type)) || (rc = idf(&d, "id", 1, &out->id))) goto out;
   rc = decode_body(&d, frames, n, out);
 out:
   if (rc < 0) {
     /* What could be read of a refused message stays, so that the answer can
      * name it: its type, its id, and a TRAJ's task. */
     lt_msg_type type = out->type;
-    uint64_t id = out->id, task = 0;
-    char why[512];
-    snprintf(why, sizeof why, "%s", lt_error_msg());
-    if (type == LT_MSG_TRAJ && idf(&d, "task_id", 1, &task) < 0) task = 0;
     if (out->type) lt_msg_free(out);
     memset(out, 0, sizeof *out);
     out->type = type;
-    out->id = id;
-    out->u.traj.task_id = task;
-    lt_error_set(rc, "%s", why); /* (idf above may have replaced it) */
+    out->id = told_id(h, "id");
+    if (type == LT_MSG_TRAJ) out->u.traj.task_id = told_id(h, "task_id");
   }
   cJSON_Delete(h);
   return rc;

@@ -12,6 +12,7 @@
 #include "proto/proto.h"
 #include "tests/support/harness.h"
 #include "tests/support/live.h"
+#include "util/buf.h"
 #include "util/error.h"
 
 typedef struct {
@@ -599,16 +600,35 @@ Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .time
   lt_test_rmdir(r.dir);
 }
 
-/* Issue 22: a worker whose HELLO said batch is told so in WELCOME and may send
- * its results as one TRAJS: each element is ingested and ACKed after its commit
- * as its TRAJ would be, a malformed one is refused alone (ERROR naming its
- * task); a worker that did not announce batch has its TRAJS refused. */
-Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 60) {
-  rel_run_t r;
-  pid_t d;
-  void *ctx, *s = batch_run(&r, "trajspeer", &d, &ctx);
-  lt_msg_t hello = batch_hello("batcher", 3, 1);
-  lt_msg_t wm, m;
+/* Encoded TRAJs for the tasks of a TASKS (ids 10, 11, ...), all valid but
+ * `bad`'s, whose last logprob is positive (malformed). */
+static void batch_results(const lt_tasks_t *tasks, int bad, lt_frames_t *one) {
+  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  float lp[4] = {0, 0, -0.5f, -0.5f}, badlp[4] = {0, 0, -0.5f, 0.5f};
+  uint8_t mask[4] = {0, 0, 1, 1};
+  for (int i = 0; i < tasks->n; i++) {
+    lt_task_t *t = &tasks->tasks[i];
+    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
+                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
+                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
+                              .turns = 1, .eval = t->eval, .ntokens = 4, .tokens = tok, .logprobs = i == bad ? badlp : lp,
+                              .loss_mask = mask, .versions = ver, .temperature = -1}};
+    cr_assert_eq(lt_proto_encode(&tr, &one[i]), 0, "%s", lt_error_msg());
+  }
+}
+
+/* The encoded TRAJs one[0..n) as one TRAJS with the given id. */
+static void batch_join(uint64_t id, const lt_frames_t *one, int n, lt_frames_t *fr) {
+  const lt_frame_t *msgs[LT_PROTO_MAX_TRAJS];
+  int nf[LT_PROTO_MAX_TRAJS];
+  for (int i = 0; i < n; i++) msgs[i] = one[i].f, nf[i] = one[i].n;
+  cr_assert_eq(lt_proto_trajs_join(id, msgs, nf, n, fr), 0, "%s", lt_error_msg());
+}
+
+/* A batching worker "batcher" with 3 slots says HELLO on s (until the daemon
+ * listens) and gets a WELCOME that says batch and a TASKS of 3, in *tasks. */
+static void batch_welcome(void *s, lt_msg_t *tasks) {
+  lt_msg_t hello = batch_hello("batcher", 3, 1), wm;
   int got = 0;
   for (int i = 0; i < 60 && !got; i++) {
     lt_test_peer_send(s, &hello);
@@ -617,28 +637,24 @@ Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 6
   cr_assert(got, "no WELCOME");
   cr_expect_eq(wm.u.welcome.batch, 1, "WELCOME does not say the daemon takes TRAJS");
   lt_msg_free(&wm);
-  cr_assert(lt_test_peer_recv(s, LT_MSG_TASKS, &m, 10), "no TASKS for 3 free slots");
-  cr_assert_eq(m.u.tasks.n, 3);
+  cr_assert(lt_test_peer_recv(s, LT_MSG_TASKS, tasks, 10), "no TASKS for 3 free slots");
+  cr_assert_eq(tasks->u.tasks.n, 3);
+}
+
+/* Issue 22: a worker whose HELLO said batch is told so in WELCOME and may send
+ * its results as one TRAJS: each element is ingested and ACKed after its commit
+ * as its TRAJ would be, a malformed one is refused alone (ERROR naming its
+ * task); a worker that did not announce batch has its TRAJS refused. */
+Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 60) {
+  rel_run_t r;
+  pid_t d;
+  void *ctx, *s = batch_run(&r, "trajspeer", &d, &ctx);
+  lt_msg_t hello, wm, m;
+  batch_welcome(s, &m);
   /* Three results in one TRAJS; the last one's logprob is positive (malformed). */
-  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
-  float lp[4] = {0, 0, -0.5f, -0.5f}, bad[4] = {0, 0, -0.5f, 0.5f};
-  uint8_t mask[4] = {0, 0, 1, 1};
-  lt_frames_t one[3];
-  const lt_frame_t *msgs[3];
-  int nf[3];
-  for (int i = 0; i < 3; i++) {
-    lt_task_t *t = &m.u.tasks.tasks[i];
-    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
-                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
-                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
-                              .turns = 1, .eval = t->eval, .ntokens = 4, .tokens = tok, .logprobs = i == 2 ? bad : lp,
-                              .loss_mask = mask, .versions = ver, .temperature = -1}};
-    cr_assert_eq(lt_proto_encode(&tr, &one[i]), 0, "%s", lt_error_msg());
-    msgs[i] = one[i].f;
-    nf[i] = one[i].n;
-  }
-  lt_frames_t fr;
-  cr_assert_eq(lt_proto_trajs_join(20, msgs, nf, 3, &fr), 0, "%s", lt_error_msg());
+  lt_frames_t one[3], fr;
+  batch_results(&m.u.tasks, 2, one);
+  batch_join(20, one, 3, &fr);
   for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
   lt_msg_t err, ack;
   cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for the malformed element");
@@ -682,6 +698,60 @@ Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 6
   for (int i = 0; i < 3; i++) lt_frames_free(&one[i]);
   lt_msg_free(&m);
   zmq_close(plain);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}
+
+/* Review of issue 22: an element that names a second task id after its own
+ * (and is malformed besides) is refused for the key twice; the ERROR names no
+ * task, so the worker keeps the other task's result, which the daemon stores
+ * and ACKs; the run goes on. */
+Test(reliability, a_trajs_element_with_a_key_twice_is_refused_naming_no_other_task, .timeout = 60) {
+  rel_run_t r;
+  pid_t d;
+  void *ctx, *s = batch_run(&r, "dupkey", &d, &ctx);
+  lt_msg_t m;
+  batch_welcome(s, &m);
+  lt_task_t *t = m.u.tasks.tasks;
+  lt_frames_t one[3], fr;
+  batch_results(&m.u.tasks, 1, one);
+  /* Element 1 ends with element 0's task id. */
+  lt_buf_t b = {0};
+  lt_buf_append(&b, one[1].f[0].data, one[1].f[0].len - 1);
+  lt_buf_printf(&b, ",\"task_id\":%llu}", (unsigned long long)t[0].task_id);
+  free(one[1].f[0].data);
+  one[1].f[0].data = lt_buf_take(&b);
+  one[1].f[0].len = strlen(one[1].f[0].data);
+  batch_join(20, one, 3, &fr);
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  lt_msg_t err, ack;
+  cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for the element with a key twice");
+  cr_expect_eq(err.u.error.ref, 20);
+  cr_expect_eq(err.u.error.task_id, 0, "the ERROR names task %llu (element 0's is %llu)",
+               (unsigned long long)err.u.error.task_id, (unsigned long long)t[0].task_id);
+  cr_expect(strstr(err.u.error.message, "TRAJS.trajs[1]: key \"task_id\" appears twice"), "%s", err.u.error.message);
+  lt_msg_free(&err);
+  int acked = 0;
+  for (int k = 0; k < 10 && acked < 2 && lt_test_peer_recv(s, LT_MSG_ACK, &ack, 10); k++) {
+    for (int i = 0; i < ack.u.ack.n; i++)
+      acked += ack.u.ack.task_ids[i] == t[0].task_id || ack.u.ack.task_ids[i] == t[2].task_id;
+    lt_msg_free(&ack);
+  }
+  cr_expect_eq(acked, 2, "elements 0 and 2 were not both ACKed");
+  char q[160];
+  snprintf(q, sizeof q, "SELECT count(*) FROM trajectories WHERE task_id IN (%llu, %llu)", (unsigned long long)t[0].task_id,
+           (unsigned long long)t[2].task_id);
+  cr_expect_eq(sql1(r.rd, q), 2);
+  cr_expect_eq(kill(d, 0), 0, "the daemon is gone");
+  lt_msg_t hb = {.type = LT_MSG_HEARTBEAT, .id = 30, .u.heartbeat = {.slots = 3, .policy_version = -1}};
+  lt_test_peer_send(s, &hb);
+  cr_expect(!lt_test_peer_recv(s, LT_MSG_ERROR, &err, 1.0), "the worker is no longer known after the refusal");
+  lt_frames_free(&fr);
+  for (int i = 0; i < 3; i++) lt_frames_free(&one[i]);
+  lt_msg_free(&m);
   zmq_close(s);
   zmq_ctx_term(ctx);
   kill(d, SIGKILL);

@@ -680,3 +680,114 @@ Test(proto, trajs_layout_checked) {
   lt_frames_free(&fr);
   traj_fixture_free(&f);
 }
+
+/* h with `extra` spliced in after the n-th (0-based) occurrence of `after` (malloc'd). */
+static char *splice(const char *h, const char *after, int n, const char *extra) {
+  const char *at = h;
+  for (int i = 0; at && i <= n; i++) at = strstr(i ? at + 1 : at, after);
+  cr_assert(at, "'%s' #%d not in %s", after, n, h);
+  at += strlen(after);
+  lt_buf_t b = {0};
+  lt_buf_append(&b, h, (size_t)(at - h));
+  lt_buf_puts(&b, extra);
+  lt_buf_puts(&b, at);
+  return lt_buf_take(&b);
+}
+
+/* Decodes the TRAJS fr with its header's element `elem` given `extra` after its task id. */
+static int trajs_with(const lt_frames_t *fr, int elem, const char *extra, lt_msg_t *d) {
+  char key[32];
+  snprintf(key, sizeof key, "\"task_id\":%d,", 42 + elem);
+  char *h = splice(fr->f[0].data, key, 0, extra);
+  lt_frame_t two[2] = {{h, strlen(h), 0}, fr->f[1]};
+  int rc = lt_proto_decode(two, 2, d);
+  free(h);
+  return rc;
+}
+
+/* Review of issue 22: a key twice in a protocol object is malformed.  In a
+ * TRAJS element it refuses that element alone, naming the key and the index,
+ * and the ERROR names its task only when the task can be told (a "task_id"
+ * twice names none, never the other one); "frames" twice refuses the message,
+ * whose arrays could no longer be told apart. */
+Test(proto, duplicate_keys_are_malformed) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  lt_frames_t fr;
+  trajs_of(&f, 3, &fr);
+  lt_msg_t d;
+  cr_assert_eq(trajs_with(&fr, 1, "\"task_id\":7,", &d), 0, "%s", lt_error_msg());
+  cr_expect_eq(d.u.trajs.rc[0], 0);
+  cr_expect_eq(d.u.trajs.rc[2], 0);
+  cr_assert_eq(d.u.trajs.rc[1], LT_EPROTO);
+  cr_expect_eq(d.u.trajs.trajs[1].task_id, 0, "the refusal names task %llu", (unsigned long long)d.u.trajs.trajs[1].task_id);
+  cr_expect(strstr(d.u.trajs.why[1], "TRAJS.trajs[1]: key \"task_id\" appears twice"), "%s", d.u.trajs.why[1]);
+  cr_expect_eq(d.u.trajs.trajs[2].task_id, 44);
+  lt_msg_free(&d);
+  /* Another key twice: refused, its (one) task named. */
+  cr_assert_eq(trajs_with(&fr, 2, "\"reward\":0,", &d), 0, "%s", lt_error_msg());
+  cr_expect_eq(d.u.trajs.rc[1], 0);
+  cr_assert_eq(d.u.trajs.rc[2], LT_EPROTO);
+  cr_expect_eq(d.u.trajs.trajs[2].task_id, 44);
+  cr_expect(strstr(d.u.trajs.why[2], "TRAJS.trajs[2]: key \"reward\" appears twice"), "%s", d.u.trajs.why[2]);
+  lt_msg_free(&d);
+  /* A reward component twice, a frame's field twice. */
+  char *h = splice(fr.f[0].data, "\"components\":{", 0, "\"correct\":0,");
+  lt_frame_t two[2] = {{h, strlen(h), 0}, fr.f[1]};
+  cr_assert_eq(lt_proto_decode(two, 2, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.trajs.rc[0], LT_EPROTO);
+  cr_expect_eq(d.u.trajs.trajs[0].task_id, 42);
+  cr_expect(strstr(d.u.trajs.why[0], "TRAJS.trajs[0].components: key \"correct\" appears twice"), "%s", d.u.trajs.why[0]);
+  lt_msg_free(&d);
+  free(h);
+  h = splice(fr.f[0].data, "\"count\":6", 0, ",\"count\":6");
+  two[0] = (lt_frame_t){h, strlen(h), 0};
+  cr_assert_eq(lt_proto_decode(two, 2, &d), LT_EPROTO, "a frame's count twice: its size cannot be told");
+  cr_expect(strstr(lt_error_msg(), "TRAJS.trajs[0].frames[0]: key \"count\" appears twice"), "%s", lt_error_msg());
+  free(h);
+  /* "frames" twice: the whole message. */
+  cr_assert_eq(trajs_with(&fr, 1, "\"frames\":[],", &d), LT_EPROTO);
+  cr_expect(strstr(lt_error_msg(), "TRAJS.trajs[1]: key \"frames\" appears twice"), "%s", lt_error_msg());
+  cr_expect_eq(d.id, 99);
+  lt_msg_free(&d);
+  lt_frames_free(&fr);
+
+  /* A TRAJ: refused, its task named only when there is one. */
+  lt_frames_t one;
+  f.m.id = 4;
+  f.m.u.traj.task_id = 42;
+  cr_assert_eq(lt_proto_encode(&f.m, &one), 0);
+  static const char *extra[] = {"\"task_id\":7,", "\"status\":\"ok\","};
+  for (int i = 0; i < 2; i++) {
+    h = splice(one.f[0].data, "\"task_id\":42,", 0, extra[i]);
+    lt_frame_t fs[LT_PROTO_MAX_FRAMES];
+    memcpy(fs, one.f, sizeof *fs * (size_t)one.n);
+    fs[0] = (lt_frame_t){h, strlen(h), 0};
+    cr_assert_eq(lt_proto_decode(fs, one.n, &d), LT_EPROTO, "case %d", i);
+    cr_expect(strstr(lt_error_msg(), "TRAJ: key \"") && strstr(lt_error_msg(), "appears twice"), "%s", lt_error_msg());
+    cr_expect_eq(d.id, 4);
+    cr_expect_eq(d.u.traj.task_id, i ? 42 : 0, "case %d: task %llu", i, (unsigned long long)d.u.traj.task_id);
+    lt_msg_free(&d);
+    free(h);
+  }
+  lt_frames_free(&one);
+  /* A TASKS element, a header. */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"a\","
+                           "\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8,\"env\":\"b\"}]}", &d), LT_EPROTO);
+  cr_expect(strstr(lt_error_msg(), "TASKS.tasks[0]: key \"env\" appears twice"), "%s", lt_error_msg());
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":3,\"reason\":\"a\",\"reason\":\"b\"}", &d), LT_EPROTO);
+  cr_expect(strstr(lt_error_msg(), "BYE: key \"reason\" appears twice"), "%s", lt_error_msg());
+  cr_expect_eq(d.id, 3);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":3,\"id\":4}", &d), LT_EPROTO);
+  cr_expect_eq(d.id, 0, "an id twice is no id");
+  /* Many keys (past the table on the stack): the one twice is still found. */
+  lt_buf_t b = {0};
+  lt_buf_puts(&b, "{\"v\":1,\"type\":\"BYE\",\"id\":3");
+  for (int i = 0; i < 300; i++) lt_buf_printf(&b, ",\"k%d\":%d", i, i);
+  lt_buf_puts(&b, ",\"k150\":0}");
+  char *s = lt_buf_take(&b);
+  cr_assert_eq(decode_json(s, &d), LT_EPROTO);
+  cr_expect(strstr(lt_error_msg(), "key \"k150\" appears twice"), "%s", lt_error_msg());
+  free(s);
+  traj_fixture_free(&f);
+}
