@@ -655,3 +655,13 @@ out:
   cJSON_Delete(h);
   return rc;
 }
+
+uint64_t lt_proto_header_id(const lt_frame_t *header) {
+  /* What lt_proto_decode reads before the id, or it could not name the message either. */
+  int ok = header->len && header->len <= LT_PROTO_MAX_HEADER && !memchr(header->data, 0, header->len) &&
+           lt_json_utf8_check(header->data, header->len) == header->len;
+  cJSON *h = ok ? cJSON_ParseWithLength(header->data, header->len) : NULL;
+  uint64_t id = h ? told_id(h, "id") : 0;
+  cJSON_Delete(h);
+  return id;
+}

@@ -248,6 +248,9 @@ int lt_proto_trajs_join(uint64_t id, const lt_frame_t *const *msgs, const int *n
  * LT_EPROTO (malformed, detail names the field) or LT_EVERSION. */
 int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out);
 void lt_msg_free(lt_msg_t *m);
+/* The id in an encoded message's header frame (what an ERROR's ref names), 0
+ * when it cannot be told (nor could a receiver name the message). */
+uint64_t lt_proto_header_id(const lt_frame_t *header);
 /* Frees a trajectory taken out of a TRAJ message (its owner is then the caller, not the message). */
 void lt_traj_free(lt_traj_t *t);
 

@@ -287,10 +287,10 @@ int lt_spool_batch_done(lt_spool_t *s, lt_spool_batch_t *b, int rc, lt_spool_dur
       lt_frame_t fr[LT_PROTO_MAX_FRAMES];
       int n;
       lt_spool_frames(s, i, fr, &n);
-      durable(fr, n, ud);
+      durable(e->id, fr, n, ud);
     }
   }
-  if (fi >= 0 && durable && live) durable(NULL, 0, ud); /* the batch is complete */
+  if (fi >= 0 && durable && live) durable(0, NULL, 0, ud); /* the batch is complete */
   free(b->buf);
   free(b);
   return fi < 0 ? fi : live;

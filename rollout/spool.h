@@ -22,10 +22,10 @@ void lt_spool_close(lt_spool_t *s);
 /* Takes the encoded message under its task id (not durable until flushed). */
 int lt_spool_put(lt_spool_t *s, uint64_t task_id, const lt_frames_t *fr);
 /* Makes every put() since the last flush durable, then calls durable() for
- * each of them (to send it), then durable(NULL, 0) once (to send them
+ * each of them (to send it), then durable(0, NULL, 0) once (to send them
  * together).  Returns how many, or an error (nothing written: they stay
  * pending for the next flush). */
-typedef void (*lt_spool_durable_fn)(const lt_frame_t *fr, int n, void *ud);
+typedef void (*lt_spool_durable_fn)(uint64_t task_id, const lt_frame_t *fr, int n, void *ud);
 int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud);
 /* The same in three steps, so that the write can run off the loop thread:
  * take() collects every put() since the last take into a batch (nothing to do:

@@ -15,6 +15,7 @@
 #include "rollout/agent.h"
 #include "rollout/backend.h"
 #include "rollout/fetch.h"
+#include "rollout/outbox.h"
 #include "rollout/spool.h"
 #include "sandbox/sandbox.h"
 #include "util/error.h"
@@ -55,13 +56,9 @@ typedef struct {
   int64_t last_heard, gone_since, last_hello, last_beat;
   uint64_t seq;
   int welcomed, stopping, exit_code;
-  /* After a WELCOME that said batch: the TRAJs made durable together wait
-   * here (their frames are the spool's) and leave as one TRAJS. */
-  int batch;
-  int nout;
-  size_t nout_bytes;
-  lt_frame_t out[LT_PROTO_MAX_TRAJS][LT_PROTO_MAX_FRAMES];
-  int nout_frames[LT_PROTO_MAX_TRAJS];
+  /* After a WELCOME that said batch, the TRAJs made durable together leave
+   * through it as TRAJS. */
+  lt_outbox_t *outbox;
   char host[256];
 } worker_t;
 
@@ -92,7 +89,8 @@ static void send_hello(worker_t *w) {
   w->last_hello = now_ms();
 }
 
-static int send_out(worker_t *w, const lt_frame_t *fr, int n, int trajs) {
+static int send_out(const lt_frame_t *fr, int n, int trajs, void *ud) {
+  worker_t *w = ud;
   int rc = lt_zsock_send(w->z, fr, n);
   /* Fault injection (scripts/chaos.sh): die right after a trajectory left, before its ACK can arrive. */
   if (w->fault_after_traj > 0 && (w->fault_after_traj -= trajs) <= 0) {
@@ -102,45 +100,13 @@ static int send_out(worker_t *w, const lt_frame_t *fr, int n, int trajs) {
   return rc;
 }
 
-/* Sends what waits in the outbox: one TRAJ as it is, more as one TRAJS. */
-static int flush_out(worker_t *w) {
-  int n = w->nout, rc;
-  w->nout = 0;
-  w->nout_bytes = 0;
-  if (n <= 1) return n ? send_out(w, w->out[0], w->nout_frames[0], 1) : 0;
-  const lt_frame_t *msgs[LT_PROTO_MAX_TRAJS];
-  for (int i = 0; i < n; i++) msgs[i] = w->out[i];
-  lt_frames_t fr;
-  if ((rc = lt_proto_trajs_join(++w->seq, msgs, w->nout_frames, n, &fr)) < 0) {
-    LT_WARN("worker", "TRAJS: %s (sending a TRAJ each)", lt_error_msg());
-    for (int i = 0; i < n; i++)
-      if ((rc = send_out(w, w->out[i], w->nout_frames[i], 1)) < 0) break;
-    return rc;
-  }
-  rc = send_out(w, fr.f, fr.n, n);
-  lt_frames_free(&fr);
-  return rc;
-}
-
 /* A TRAJ's frames (the spool's, valid until its ACK), or NULL: the end of a
  * batch, which sends what waits. */
-static int send_traj(worker_t *w, const lt_frame_t *fr, int n) {
-  if (!fr) return flush_out(w);
-  if (!w->batch) return send_out(w, fr, n, 1);
-  /* A batch stays within the smallest message limit a daemon may set, so
-   * batching never builds a message the daemon's socket would drop; a larger
-   * TRAJ leaves alone, as without batching. */
-  size_t bytes = 0;
-  int rc;
-  for (int i = 0; i < n; i++) bytes += fr[i].len;
-  if (w->nout && w->nout_bytes + bytes > LT_PROTO_TRAJS_MAX_BYTES && (rc = flush_out(w)) < 0) return rc;
-  memcpy(w->out[w->nout], fr, sizeof *fr * (size_t)n);
-  w->nout_frames[w->nout++] = n;
-  w->nout_bytes += bytes;
-  return w->nout == LT_PROTO_MAX_TRAJS ? flush_out(w) : 0;
+static int send_traj(worker_t *w, uint64_t task_id, const lt_frame_t *fr, int n) {
+  return fr ? lt_outbox_add(w->outbox, task_id, fr, n) : lt_outbox_flush(w->outbox);
 }
 
-static void send_frames(const lt_frame_t *fr, int n, void *ud) { send_traj(ud, fr, n); }
+static void send_frames(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) { send_traj(ud, task_id, fr, n); }
 
 /* Group commit: everything that finished in this loop iteration goes to disk
  * in one batch (one fsync, on the spool writer's thread), and only then to the
@@ -160,9 +126,9 @@ static void send_spooled(worker_t *w, int all) {
     lt_frame_t fr[LT_PROTO_MAX_FRAMES];
     int n;
     lt_spool_frames(w->spool, i, fr, &n);
-    if (send_traj(w, fr, n) < 0) break;
+    if (send_traj(w, lt_spool_id(w->spool, i), fr, n) < 0) break;
   }
-  send_traj(w, NULL, 0);
+  send_traj(w, 0, NULL, 0);
 }
 
 static void on_spool_failed(int rc, void *ud) {
@@ -363,6 +329,58 @@ static void on_task(worker_t *w, uint64_t msg_id, lt_task_t *t) {
   w->inflight++;
 }
 
+/* The spool's entry whose TRAJ has message id `id`, -1 if none. */
+static int spooled_msg(worker_t *w, uint64_t id) {
+  for (int i = 0; id && i < lt_spool_count(w->spool); i++) {
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int n;
+    lt_spool_frames(w->spool, i, fr, &n);
+    if (lt_proto_header_id(&fr[0]) == id) return i;
+  }
+  return -1;
+}
+
+/* The spooled trajectories of tasks[0..n), a TRAJ each. */
+static void send_singly(worker_t *w, const uint64_t *tasks, int n) {
+  for (int i = 0; i < lt_spool_count(w->spool); i++)
+    for (int k = 0; k < n; k++)
+      if (lt_spool_id(w->spool, i) == tasks[k]) {
+        lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+        int nf;
+        lt_spool_frames(w->spool, i, fr, &nf);
+        if (send_out(fr, nf, 1, w) < 0) return; /* the rest go with the next reconnect */
+        break;
+      }
+}
+
+/* A refusal must end in a drop or in other messages, never in the same one
+ * again: resending what the daemon refuses as a whole would loop forever. */
+static void on_error(worker_t *w, const lt_errmsg_t *e) {
+  uint64_t tasks[LT_PROTO_MAX_TRAJS];
+  int n, i;
+  /* Naming a task: that task's result is refused for good (unknown task,
+   * invalid trajectory), as a TRAJ or as an element of a TRAJS. */
+  if (e->task_id && lt_spool_drop(w->spool, e->task_id)) {
+    LT_WARN("worker", "the daemon refused the result of task %llu (%s): dropped", (unsigned long long)e->task_id, e->message);
+  } else if (!e->task_id && (n = lt_outbox_refused(w->outbox, e->ref, tasks)) >= 0) {
+    /* A TRAJS refused as a whole (or an element whose task could not be
+     * read): its trajectories go again a TRAJ each, each then ACKed or
+     * refused by its task. */
+    if (n) LT_WARN("worker", "the daemon refused TRAJS %llu (%s): its %d trajectories go again a TRAJ each",
+                   (unsigned long long)e->ref, e->message, n);
+    send_singly(w, tasks, n);
+  } else if (!e->task_id && (i = spooled_msg(w, e->ref)) >= 0) {
+    /* A TRAJ refused without its task (the daemon could not read it): no resend can do better. */
+    LT_ERROR("worker", "the daemon refused the trajectory of task %llu without reading it (%s): dropped",
+             (unsigned long long)lt_spool_id(w->spool, i), e->message);
+    lt_spool_drop(w->spool, lt_spool_id(w->spool, i));
+  } else if (e->code == LT_EPROTO && !e->task_id) {
+    send_hello(w); /* the daemon does not know us (it restarted) */
+  } else {
+    LT_WARN("worker", "daemon error: %s", e->message);
+  }
+}
+
 static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   worker_t *w = ud;
   lt_msg_t m;
@@ -375,7 +393,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   }
   switch (m.type) {
   case LT_MSG_WELCOME:
-    w->batch = m.u.welcome.batch;
+    lt_outbox_set_batch(w->outbox, m.u.welcome.batch);
     w->hb_ms = m.u.welcome.heartbeat_ms;
     w->liveness = m.u.welcome.liveness;
     if (!w->backend && !(w->o.model && w->o.model[0]) && is_url(m.u.welcome.weights_location)) {
@@ -424,17 +442,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       if (w->agents[i] && (m.u.abort.task_id == 0 || lt_agent_task_id(w->agents[i]) == m.u.abort.task_id))
         lt_agent_abort(w->agents[i], m.u.abort.reason);
     break;
-  case LT_MSG_ERROR:
-    /* An ERROR naming a task refuses that task's result for good (unknown
-     * task, invalid trajectory): resending it could never succeed. */
-    if (m.u.error.task_id && lt_spool_drop(w->spool, m.u.error.task_id))
-      LT_WARN("worker", "the daemon refused the result of task %llu (%s): dropped", (unsigned long long)m.u.error.task_id,
-              m.u.error.message);
-    else if (m.u.error.code == LT_EPROTO && !m.u.error.task_id)
-      send_hello(w); /* the daemon does not know us (it restarted) */
-    else
-      LT_WARN("worker", "daemon error: %s", m.u.error.message);
-    break;
+  case LT_MSG_ERROR: on_error(w, &m.u.error); break;
   case LT_MSG_BYE:
     LT_INFO("worker", "daemon said BYE (%s)", m.u.bye.reason);
     stop(w, 0);
@@ -543,8 +551,26 @@ int lt_worker_run(const lt_worker_opts_t *o) {
     free(w);
     return lt_error_exit_code(rc);
   }
+  /* Message ids stay unique across restarts (an ERROR's ref names one); a
+   * spooled message without a readable id could not be named by its refusal. */
+  for (int i = lt_spool_count(w->spool) - 1; i >= 0; i--) {
+    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+    int nf;
+    lt_spool_frames(w->spool, i, fr, &nf);
+    uint64_t id = lt_proto_header_id(&fr[0]);
+    if (id > w->seq) w->seq = id;
+    if (!id) {
+      LT_ERROR("worker", "spool %s: the trajectory of task %llu has no readable header: dropped", o->spool,
+               (unsigned long long)lt_spool_id(w->spool, i));
+      lt_spool_drop(w->spool, lt_spool_id(w->spool, i));
+    }
+  }
   if (lt_spool_count(w->spool)) LT_INFO("worker", "%d unacknowledged trajectories in %s will be resent", lt_spool_count(w->spool), o->spool);
   w->agents = calloc((size_t)o->slots, sizeof *w->agents);
+  if (w->agents && (rc = lt_outbox_create(send_out, w, &w->seq, &w->outbox)) < 0) {
+    free(w->agents);
+    w->agents = NULL;
+  }
   signal(SIGPIPE, SIG_IGN); /* an agent program that exits without reading its stdin is its own failure */
   uv_loop_init(&w->loop);
   w->zctx = zmq_ctx_new();
@@ -594,6 +620,7 @@ out:
   lt_spool_close(w->spool);
   lt_chat_template_free(w->chat);
   free(w->agents);
+  lt_outbox_free(w->outbox);
   int code = w->exit_code;
   free(w);
   return code;

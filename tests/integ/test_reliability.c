@@ -10,10 +10,12 @@
 
 #include "cJSON.h"
 #include "proto/proto.h"
+#include "rollout/spool.h"
 #include "tests/support/harness.h"
 #include "tests/support/live.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/time.h"
 
 typedef struct {
   char *dir;
@@ -757,4 +759,137 @@ Test(reliability, a_trajs_element_with_a_key_twice_is_refused_naming_no_other_ta
   kill(d, SIGKILL);
   lt_test_wait(d, 10);
   lt_test_rmdir(r.dir);
+}
+
+/* The next message on the ROUTER s (which has a receive timeout) and its
+ * peer's routing id; 0 on timeout. */
+static int router_recv(void *s, char *rid, size_t *rlen, lt_msg_t *m) {
+  zmq_msg_t part[LT_PROTO_MAX_FRAMES + 1];
+  lt_frame_t fr[LT_PROTO_MAX_FRAMES + 1];
+  int n = 0, more = 1;
+  while (more && n <= LT_PROTO_MAX_FRAMES) {
+    zmq_msg_init(&part[n]);
+    if (zmq_msg_recv(&part[n], s, 0) < 0) {
+      zmq_msg_close(&part[n]);
+      break;
+    }
+    fr[n] = (lt_frame_t){zmq_msg_data(&part[n]), zmq_msg_size(&part[n]), 0};
+    more = zmq_msg_more(&part[n]);
+    n++;
+  }
+  int got = n >= 2 && !more;
+  if (got) {
+    *rlen = fr[0].len < 255 ? fr[0].len : 255;
+    memcpy(rid, fr[0].data, *rlen);
+    cr_assert_eq(lt_proto_decode(fr + 1, n - 1, m), 0, "the worker sent a malformed message: %s", lt_error_msg());
+  }
+  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+  return got;
+}
+
+static void router_send(void *s, const char *rid, size_t rlen, lt_msg_t *m) {
+  lt_frames_t fr;
+  cr_assert_eq(lt_proto_encode(m, &fr), 0, "%s", lt_error_msg());
+  zmq_send(s, rid, rlen, ZMQ_SNDMORE);
+  for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
+  lt_frames_free(&fr);
+}
+
+/* Review of issue 22: a TRAJS refused as a whole (ERROR naming it in ref, no
+ * task) used to make the worker say HELLO and send the same TRAJS again, for
+ * ever.  Against a daemon played here, a real `longtail worker` with five
+ * trajectories left in its spool by an earlier run: the TRAJS they leave in is
+ * refused, so each goes again once as a TRAJ; four are ACKed, the fifth is
+ * refused without its task (the daemon could not read it) and dropped.  One
+ * HELLO, one TRAJS, one TRAJ each, then nothing but heartbeats with an empty
+ * spool. */
+Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_loop, .timeout = 60) {
+  char *dir = lt_test_tmpdir("refusedtrajs");
+  char spool[4200], ep[64];
+  snprintf(spool, sizeof spool, "%s/spool", dir);
+  lt_spool_t *sp;
+  cr_assert_eq(lt_spool_open(spool, &sp), 0, "%s", lt_error_msg());
+  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  float lp[4] = {0, 0, -0.5f, -0.5f};
+  uint8_t mask[4] = {0, 0, 1, 1};
+  for (int i = 0; i < 5; i++) { /* message ids 10..14, from the earlier run */
+    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
+                   .u.traj = {.task_id = 101 + (uint64_t)i, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK,
+                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
+                              .ntokens = 4, .tokens = tok, .logprobs = lp, .loss_mask = mask, .versions = ver, .temperature = -1}};
+    lt_frames_t fr;
+    cr_assert_eq(lt_proto_encode(&tr, &fr), 0);
+    cr_assert_eq(lt_spool_put(sp, tr.u.traj.task_id, &fr), 0);
+    lt_frames_free(&fr);
+  }
+  cr_assert_eq(lt_spool_flush(sp, NULL, NULL), 5, "%s", lt_error_msg());
+  lt_spool_close(sp);
+
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", lt_test_free_port());
+  void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
+  int linger = 0, to = 100;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_bind(s, ep), 0);
+  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
+                        "--name", "refused", "--spool", spool, NULL};
+  pid_t wp = lt_test_spawn(dir, "worker", argv);
+  cr_assert_gt(wp, 0);
+  int hellos = 0, trajs = 0, singles[5] = {0}, unacked = -1;
+  double quiet_from = 0; /* when the last trajectory was answered */
+  char rid[256];
+  size_t rlen = 0;
+  for (double t0 = lt_time_mono_ns() / 1e9, now = t0; now - t0 < 30 && (!quiet_from || now - quiet_from < 2);
+       now = lt_time_mono_ns() / 1e9) {
+    lt_msg_t m, r;
+    if (rlen) { /* the daemon's heartbeat: the worker stays connected */
+      r = (lt_msg_t){.type = LT_MSG_HEARTBEAT, .id = 1};
+      router_send(s, rid, rlen, &r);
+    }
+    if (!router_recv(s, rid, &rlen, &m)) continue;
+    switch (m.type) {
+    case LT_MSG_HELLO:
+      hellos++;
+      r = (lt_msg_t){.type = LT_MSG_WELCOME, .id = 1,
+                     .u.welcome = {.worker_id = "refused", .heartbeat_ms = 200, .liveness = 50, .batch = 1,
+                                   .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
+                                   .model = cJSON_CreateObject()}};
+      router_send(s, rid, rlen, &r);
+      cJSON_Delete(r.u.welcome.settings);
+      cJSON_Delete(r.u.welcome.model);
+      break;
+    case LT_MSG_TRAJS:
+      trajs++;
+      cr_expect_gt(m.id, 14, "TRAJS id %llu reuses an id of the earlier run's messages", (unsigned long long)m.id);
+      r = (lt_msg_t){.type = LT_MSG_ERROR, .id = 2, .u.error = {.code = LT_EPROTO, .message = "refused as a whole", .ref = m.id}};
+      router_send(s, rid, rlen, &r);
+      break;
+    case LT_MSG_TRAJ: {
+      uint64_t task = m.u.traj.task_id;
+      cr_assert(task >= 101 && task <= 105, "TRAJ for task %llu", (unsigned long long)task);
+      singles[task - 101]++;
+      if (task == 105) r = (lt_msg_t){.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EPROTO, .message = "unreadable", .ref = m.id}};
+      else r = (lt_msg_t){.type = LT_MSG_ACK, .id = 3, .u.ack = {.task_ids = &task, .n = 1}};
+      router_send(s, rid, rlen, &r);
+      int all = 1;
+      for (int i = 0; i < 5; i++) all &= singles[i] > 0;
+      if (all && !quiet_from) quiet_from = lt_time_mono_ns() / 1e9;
+      break;
+    }
+    case LT_MSG_HEARTBEAT:
+      if (quiet_from) unacked = m.u.heartbeat.unacked;
+      break;
+    default: break;
+    }
+    lt_msg_free(&m);
+  }
+  kill(wp, SIGTERM);
+  lt_test_wait(wp, 10);
+  cr_expect_eq(hellos, 1, "%d HELLOs: the refusal made the worker reconnect", hellos);
+  cr_expect_eq(trajs, 1, "%d TRAJS: the refused one went again as a TRAJS", trajs);
+  for (int i = 0; i < 5; i++) cr_expect_eq(singles[i], 1, "task %d's trajectory came %d times as a TRAJ", 101 + i, singles[i]);
+  cr_expect_eq(unacked, 0, "the worker's spool still holds %d trajectories (the refused one is dropped)", unacked);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  lt_test_rmdir(dir);
 }

@@ -29,12 +29,13 @@ static void put(lt_spool_t *s, uint64_t id, const char *payload) {
 }
 
 static int sent, batches;
-/* Each durable record, then NULL once per batch (the worker sends them together). */
-static void count_sent(const lt_frame_t *fr, int n, void *ud) {
+/* Each durable record under its task, then NULL once per batch (the worker sends them together). */
+static void count_sent(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) {
   if (!fr) {
     batches++;
     return;
   }
+  cr_assert_neq(task_id, 0);
   cr_assert_eq(n, 2);
   cr_assert(fr[1].len > 0);
   sent++;
@@ -162,7 +163,7 @@ typedef struct {
   int durable, failed, batches;
 } writer_seen_t;
 
-static void on_durable(const lt_frame_t *fr, int n, void *ud) {
+static void on_durable(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) {
   writer_seen_t *w = ud;
   if (!fr) {
     w->batches++;
