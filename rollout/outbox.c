@@ -6,6 +6,9 @@
 #include "util/error.h"
 #include "util/log.h"
 
+/* What lt_proto_trajs_join adds to its elements' frames: the header's
+ * {"v":1,"type":"TRAJS","id":<15 digits>,"trajs":[ and ]}, a comma apart. */
+#define ENVELOPE 64
 /* TRAJS remembered for their refusal: more than can be in flight unanswered
  * while the daemon keeps up; an older one refused goes again after a HELLO. */
 #define SENT 64
@@ -75,7 +78,7 @@ int lt_outbox_add(lt_outbox_t *o, uint64_t task_id, const lt_frame_t *fr, int n)
   size_t bytes = 0;
   int rc;
   for (int i = 0; i < n; i++) bytes += fr[i].len;
-  if (o->n && o->bytes + bytes > LT_PROTO_TRAJS_MAX_BYTES && (rc = lt_outbox_flush(o)) < 0)
+  if (o->n && o->bytes + bytes + ENVELOPE + (size_t)o->n > LT_PROTO_TRAJS_MAX_BYTES && (rc = lt_outbox_flush(o)) < 0)
     return rc;
   memcpy(o->out[o->n], fr, sizeof *fr * (size_t)n);
   o->nframes[o->n] = n;

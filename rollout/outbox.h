@@ -1,7 +1,8 @@
 /* The worker's outbox (docs/protocol.md, "Batching"): the trajectories its
  * spool made durable together leave as TRAJS messages of at most
- * LT_PROTO_MAX_TRAJS trajectories and LT_PROTO_TRAJS_MAX_BYTES bytes; a
- * trajectory that alone would pass the byte cap leaves alone, as a TRAJ.  The TRAJS sent lately are remembered with their
+ * LT_PROTO_MAX_TRAJS trajectories and LT_PROTO_TRAJS_MAX_BYTES bytes, the
+ * whole message counted; a trajectory that alone would pass the byte cap
+ * leaves alone, as a TRAJ.  The TRAJS sent lately are remembered with their
  * tasks, so that one the daemon refuses as a whole goes again as single TRAJs
  * instead of as the same TRAJS, which it could refuse forever. */
 #ifndef LT_ROLLOUT_OUTBOX_H
