@@ -605,9 +605,10 @@ Test(reliability, a_worker_announcing_batch_gets_its_tasks_in_one_message, .time
 /* Encoded TRAJs for the tasks of a TASKS (ids 10, 11, ...), all valid but
  * `bad`'s, whose last logprob is positive (malformed). */
 static void batch_results(const lt_tasks_t *tasks, int bad, lt_frames_t *one) {
-  int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
-  float lp[4] = {0, 0, -0.5f, -0.5f}, badlp[4] = {0, 0, -0.5f, 0.5f};
-  uint8_t mask[4] = {0, 0, 1, 1};
+  /* Static: the frames borrow the arrays past this call. */
+  static int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  static float lp[4] = {0, 0, -0.5f, -0.5f}, badlp[4] = {0, 0, -0.5f, 0.5f};
+  static uint8_t mask[4] = {0, 0, 1, 1};
   for (int i = 0; i < tasks->n; i++) {
     lt_task_t *t = &tasks->tasks[i];
     lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
