@@ -762,32 +762,6 @@ Test(reliability, a_trajs_element_with_a_key_twice_is_refused_naming_no_other_ta
   lt_test_rmdir(r.dir);
 }
 
-/* The next message on the ROUTER s (which has a receive timeout) and its
- * peer's routing id; 0 on timeout. */
-static int router_recv(void *s, char *rid, size_t *rlen, lt_msg_t *m) {
-  zmq_msg_t part[LT_PROTO_MAX_FRAMES + 1];
-  lt_frame_t fr[LT_PROTO_MAX_FRAMES + 1];
-  int n = 0, more = 1;
-  while (more && n <= LT_PROTO_MAX_FRAMES) {
-    zmq_msg_init(&part[n]);
-    if (zmq_msg_recv(&part[n], s, 0) < 0) {
-      zmq_msg_close(&part[n]);
-      break;
-    }
-    fr[n] = (lt_frame_t){zmq_msg_data(&part[n]), zmq_msg_size(&part[n]), 0};
-    more = zmq_msg_more(&part[n]);
-    n++;
-  }
-  int got = n >= 2 && !more;
-  if (got) {
-    *rlen = fr[0].len < 255 ? fr[0].len : 255;
-    memcpy(rid, fr[0].data, *rlen);
-    cr_assert_eq(lt_proto_decode(fr + 1, n - 1, m), 0, "the worker sent a malformed message: %s", lt_error_msg());
-  }
-  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
-  return got;
-}
-
 static void router_send(void *s, const char *rid, size_t rlen, lt_msg_t *m) {
   lt_frames_t fr;
   cr_assert_eq(lt_proto_encode(m, &fr), 0, "%s", lt_error_msg());
@@ -847,7 +821,9 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
       r = (lt_msg_t){.type = LT_MSG_HEARTBEAT, .id = 1};
       router_send(s, rid, rlen, &r);
     }
-    if (!router_recv(s, rid, &rlen, &m)) continue;
+    int got = lt_test_recv(s, rid, &rlen, &m);
+    cr_assert_geq(got, 0, "the worker sent a malformed message: %s", lt_error_msg());
+    if (!got) continue;
     switch (m.type) {
     case LT_MSG_HELLO:
       hellos++;

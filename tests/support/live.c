@@ -94,24 +94,35 @@ void lt_test_peer_send(void *s, lt_msg_t *m) {
   lt_frames_free(&fr);
 }
 
+int lt_test_recv(void *s, char *rid, size_t *rlen, lt_msg_t *out) {
+  zmq_msg_t parts[LT_PROTO_MAX_FRAMES + 1];
+  lt_frame_t fr[LT_PROTO_MAX_FRAMES + 1];
+  int n = 0, more = 1, first = rid != NULL, got = 0;
+  while (more && n < LT_PROTO_MAX_FRAMES + first) {
+    zmq_msg_init(&parts[n]);
+    if (zmq_msg_recv(&parts[n], s, 0) < 0) {
+      zmq_msg_close(&parts[n]);
+      break;
+    }
+    fr[n] = (lt_frame_t){zmq_msg_data(&parts[n]), zmq_msg_size(&parts[n]), 0};
+    more = zmq_msg_more(&parts[n]);
+    n++;
+  }
+  if (n > first && !more) {
+    if (rid) {
+      *rlen = fr[0].len < 256 ? fr[0].len : 256;
+      memcpy(rid, fr[0].data, *rlen);
+    }
+    got = lt_proto_decode(fr + first, n - first, out) == 0 ? 1 : -1;
+  }
+  for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+  return got;
+}
+
 int lt_test_peer_recv(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s) {
   double t0 = lt_time_mono_s();
   while (lt_time_mono_s() - t0 < timeout_s) {
-    zmq_msg_t parts[LT_PROTO_MAX_FRAMES];
-    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
-    int n = 0, more = 1;
-    while (more && n < LT_PROTO_MAX_FRAMES) {
-      zmq_msg_init(&parts[n]);
-      if (zmq_msg_recv(&parts[n], s, 0) < 0) {
-        zmq_msg_close(&parts[n]);
-        break;
-      }
-      fr[n] = (lt_frame_t){zmq_msg_data(&parts[n]), zmq_msg_size(&parts[n]), 0};
-      more = zmq_msg_more(&parts[n]);
-      n++;
-    }
-    int got = n > 0 && !more && lt_proto_decode(fr, n, out) == 0;
-    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    int got = lt_test_recv(s, NULL, NULL, out) > 0;
     if (got && out->type == type) return 1;
     if (got) lt_msg_free(out);
   }

@@ -27,6 +27,10 @@ double lt_test_poll_stat(const char *run_dir, const char *a, const char *b, doub
 void *lt_test_peer_hello(void *ctx, const char *ep, const char *name, lt_msg_t *task);
 /* Encodes m and sends its frames on the DEALER socket s (asserts on failure). */
 void lt_test_peer_send(void *s, lt_msg_t *m);
+/* One message from s (with a receive timeout) decoded into *out; on a ROUTER
+ * (rid not NULL) its first frame, the peer's routing id, into rid[256] and
+ * *rlen.  1: a message, 0: none (timeout, incomplete), -1: malformed. */
+int lt_test_recv(void *s, char *rid, size_t *rlen, lt_msg_t *out);
 /* The next message of the given type (others are read and dropped); 0 on timeout.
  * s needs a receive timeout (ZMQ_RCVTIMEO) for the deadline to hold. */
 int lt_test_peer_recv(void *s, lt_msg_type type, lt_msg_t *out, double timeout_s);

@@ -89,6 +89,15 @@ static void traj_of_bytes(uint64_t task, size_t want, lt_frames_t *out) {
   cr_assert_eq(bytes_of(out), want);
 }
 
+/* A batching outbox whose messages go into *s. */
+static lt_outbox_t *capturing(sent_t *s, uint64_t *seq) {
+  memset(s, 0, sizeof *s);
+  lt_outbox_t *o;
+  cr_assert_eq(lt_outbox_create(capture, s, seq, &o), 0);
+  lt_outbox_set_batch(o, 1);
+  return o;
+}
+
 static void add(lt_outbox_t *o, uint64_t task, const lt_frames_t *fr) {
   cr_assert_eq(lt_outbox_add(o, task, fr->f, fr->n), 0, "%s", lt_error_msg());
 }
@@ -99,11 +108,8 @@ static void add(lt_outbox_t *o, uint64_t task, const lt_frames_t *fr) {
  * leaves alone as a TRAJ; every trajectory once, in order. */
 Test(outbox, batches_stay_within_the_byte_cap) {
   static sent_t s;
-  memset(&s, 0, sizeof s);
   uint64_t seq = 100;
-  lt_outbox_t *o;
-  cr_assert_eq(lt_outbox_create(capture, &s, &seq, &o), 0);
-  lt_outbox_set_batch(o, 1);
+  lt_outbox_t *o = capturing(&s, &seq);
   enum { N = 40 };
   lt_frames_t fr[N + 3];
   uint64_t want[N + 3];
@@ -141,11 +147,8 @@ Test(outbox, batches_stay_within_the_byte_cap) {
  * refused TRAJS tells its tasks once, a TRAJ or an unknown id is not one. */
 Test(outbox, count_cap_no_batching_and_refusals) {
   static sent_t s;
-  memset(&s, 0, sizeof s);
   uint64_t seq = 100;
-  lt_outbox_t *o;
-  cr_assert_eq(lt_outbox_create(capture, &s, &seq, &o), 0);
-  lt_outbox_set_batch(o, 1);
+  lt_outbox_t *o = capturing(&s, &seq);
   lt_frames_t fr[150];
   for (int i = 0; i < 150; i++) {
     traj(1 + (uint64_t)i, 4, 0, &fr[i]);
