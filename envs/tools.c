@@ -499,6 +499,10 @@ static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t
   ep->data = e;
   ep->reference = cJSON_CreateObject();
   cJSON_AddStringToObject(ep->reference, "expected_state", want ? want : "");
+  /* Not yet succeeded: an episode cut before its final reply (token or turn
+   * limit) still has a verdict, so its trajectory trains with a bootstrapped
+   * return instead of failing its reward. */
+  cJSON_AddBoolToObject(ep->reference, "success", 0);
   free(want);
   if (cJSON_IsString(get(t, "answer"))) {
     char *a = fill(get(t, "answer")->valuestring, params);

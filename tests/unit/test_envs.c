@@ -293,6 +293,8 @@ Test(envs, tools_domains_reference_solutions_succeed) {
         lt_tool_call_t call = {cJSON_GetObjectItem(st, "tool")->valuestring, a, na};
         lt_env_step_t r = step_now(&loop, ep, "calling", &call, 1);
         cr_expect_eq(r.done, 0);
+        /* Cut here (token or turn limit), the episode has a verdict: not succeeded. */
+        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), "no verdict before the final reply");
         const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
         cr_expect(strstr(obs, "\"ok\":true"), "%s: %s", call.name, obs);
         cJSON_Delete(r.observations);
