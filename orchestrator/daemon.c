@@ -207,6 +207,11 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     /* Counted, answered (naming the message, and a TRAJ's task, when they
      * could be read), never fatal: a bad peer cannot stop the daemon. */
     LT_DEBUG("daemon", "malformed message: %s", lt_error_msg());
+    if (rc == LT_ENOMEM) {
+      /* Our failure, not the peer's: unanswered, the worker's spool keeps the message for its next resend. */
+      LT_WARN("daemon", "%s", lt_error_msg());
+      return;
+    }
     if (m.type == LT_MSG_TRAJ && m.u.traj.task_id) {
       lt__traj_refuse(d, rid, rlen, m.id, m.u.traj.task_id, rc, lt_error_msg());
       return;

@@ -29,10 +29,12 @@ static const cJSON *find(dec_t *d, const char *k) {
   return NULL;
 }
 
-static const char NOMEM[] = "";
+static const char NOMEM[] = "", TOOMANY[] = "";
 
-/* A key object o holds twice, NULL if none, NOMEM when out of memory: `prefer`
- * when that one is, else the first found.  A key sent twice means two things
+/* A key object o holds twice, NULL if none, NOMEM when out of memory, TOOMANY
+ * past LT_PROTO_MAX_KEYS (keys a peer chose to collide would make the table
+ * quadratic; no protocol object comes near): `prefer` when that one is, else
+ * the first found.  A key sent twice means two things
  * at once (which "task_id" was refused?), so a protocol object with one is
  * malformed.  One pass: the keys go into an open-addressing table, on the
  * stack for a header's usual few. */
@@ -41,6 +43,7 @@ static const char *dup_key(const cJSON *o, const char *prefer) {
   const char *stack[STACK], **tab = stack;
   size_t n = 0, cap = STACK;
   for (const cJSON *c = o->child; c; c = c->next) n++;
+  if (n > LT_PROTO_MAX_KEYS) return TOOMANY;
   while (cap < 2 * n) cap *= 2;
   if (cap > STACK && !(tab = malloc(sizeof *tab * cap))) return NOMEM;
   memset(tab, 0, sizeof *tab * cap);
@@ -68,6 +71,7 @@ static int unique_keys(const cJSON *o, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(where, sizeof where, fmt, ap);
   va_end(ap);
+  if (k == TOOMANY) return lt_error_set(LT_EPROTO, "%s: more than %d keys", where, LT_PROTO_MAX_KEYS);
   return lt_error_set(LT_EPROTO, "%s: key \"%.64s\" appears twice", where, k);
 }
 
@@ -445,6 +449,7 @@ static int decode_trajs(dec_t *d, const lt_frame_t *blob, lt_trajs_t *x) {
      * arrays are whose could not be told). */
     const char *dup = dup_key(c, "frames");
     if (dup == NOMEM) return lt_error_set(LT_ENOMEM, "decode: out of memory");
+    if (dup == TOOMANY) return BAD(d, "%s: more than %d keys", where, LT_PROTO_MAX_KEYS);
     if (dup && !strcmp(dup, "frames")) return BAD(d, "%s: key \"frames\" appears twice", where);
     lt_frame_t sl[LT_PROTO_MAX_FRAMES];
     int nf = trajs_slices(&one, blob, &off, sl);

@@ -24,6 +24,7 @@
 #define LT_PROTO_MAX_ROUTING (1u << 28)   /* routing entries (tokens × layers × k) */
 #define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
 #define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
+#define LT_PROTO_MAX_KEYS 256             /* keys in one protocol object (a header, an element, components) */
 #define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
 #define LT_PROTO_MAX_TRAJS 64             /* trajectories in one TRAJS */
 #define LT_PROTO_TRAJS_MAX_BYTES (1 << 20) /* a TRAJS's frames: the smallest transport.max_message_mb */

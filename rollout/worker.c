@@ -54,6 +54,7 @@ typedef struct {
   int64_t version;
   int hb_ms, liveness;
   int64_t last_heard, gone_since, last_hello, last_beat;
+  uint64_t hello_id; /* the message id of the last HELLO, to tell a refusal of it */
   uint64_t seq;
   int welcomed, stopping, exit_code;
   /* After a WELCOME that said batch, the TRAJs made durable together leave
@@ -71,7 +72,10 @@ static void send_msg(worker_t *w, lt_msg_t *m) {
 }
 
 static void send_hello(worker_t *w) {
+  /* A HELLO holds at most LT_PROTO_MAX_IDS pending ids (more is refused);
+   * the rest are resent after the WELCOME all the same. */
   int n = lt_spool_count(w->spool);
+  if (n > LT_PROTO_MAX_IDS) n = LT_PROTO_MAX_IDS;
   uint64_t *pending = n ? malloc(sizeof *pending * (size_t)n) : NULL;
   for (int i = 0; pending && i < n; i++) pending[i] = lt_spool_id(w->spool, i);
   uint64_t *running = w->agents ? malloc(sizeof *running * (size_t)w->o.slots) : NULL;
@@ -84,6 +88,7 @@ static void send_hello(worker_t *w) {
                            .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0,
                            .running = running, .nrunning = nr, .batch = 1};
   send_msg(w, &m);
+  w->hello_id = m.id;
   free(pending);
   free(running);
   w->last_hello = now_ms();
@@ -369,7 +374,11 @@ static void on_error(worker_t *w, const lt_errmsg_t *e) {
     if (n) LT_WARN("worker", "the daemon refused TRAJS %llu (%s): its %d trajectories go again a TRAJ each",
                    (unsigned long long)e->ref, e->message, n);
     send_singly(w, tasks, n);
-  } else if (!e->task_id && (i = spooled_msg(w, e->ref)) >= 0) {
+  } else if (!e->task_id && e->ref && e->ref == w->hello_id) {
+    /* Saying HELLO again would be refused again (a bad name, another protocol version). */
+    LT_ERROR("worker", "the daemon at %s refused this worker's HELLO: %s", w->o.connect, e->message);
+    stop(w, LT_EXIT_FAIL);
+  } else if (!e->task_id && e->code == LT_EPROTO && (i = spooled_msg(w, e->ref)) >= 0) {
     /* A TRAJ refused without its task (the daemon could not read it): no resend can do better. */
     LT_ERROR("worker", "the daemon refused the trajectory of task %llu without reading it (%s): dropped",
              (unsigned long long)lt_spool_id(w->spool, i), e->message);

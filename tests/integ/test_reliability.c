@@ -751,7 +751,7 @@ Test(reliability, a_trajs_element_with_a_key_twice_is_refused_naming_no_other_ta
   cr_expect_eq(kill(d, 0), 0, "the daemon is gone");
   lt_msg_t hb = {.type = LT_MSG_HEARTBEAT, .id = 30, .u.heartbeat = {.slots = 3, .policy_version = -1}};
   lt_test_peer_send(s, &hb);
-  cr_expect(!lt_test_peer_recv(s, LT_MSG_ERROR, &err, 1.0), "the worker is no longer known after the refusal");
+  cr_expect(!lt_test_peer_recv(s, LT_MSG_ERROR, &err, 1.0), "the daemon forgot the worker after the refusal (its heartbeat got an ERROR)");
   lt_frames_free(&fr);
   for (int i = 0; i < 3; i++) lt_frames_free(&one[i]);
   lt_msg_free(&m);
@@ -866,6 +866,50 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
   cr_expect_eq(trajs, 1, "%d TRAJS: the refused one went again as a TRAJS", trajs);
   for (int i = 0; i < 5; i++) cr_expect_eq(singles[i], 1, "task %d's trajectory came %d times as a TRAJ", 101 + i, singles[i]);
   cr_expect_eq(unacked, 0, "the worker's spool still holds %d trajectories (the refused one is dropped)", unacked);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  lt_test_rmdir(dir);
+}
+
+/* Review of issue 22: a daemon that refuses a worker's HELLO (here, as one
+ * refusing its name would) must not get it again and again: the worker says
+ * HELLO once and exits with the daemon's message, code 1. */
+Test(reliability, a_refused_hello_ends_the_worker_instead_of_a_loop, .timeout = 60) {
+  char *dir = lt_test_tmpdir("refusedhello");
+  char spool[4200], ep[64], log[4300];
+  snprintf(spool, sizeof spool, "%s/spool", dir);
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", lt_test_free_port());
+  void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
+  int linger = 0, to = 100;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_bind(s, ep), 0);
+  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
+                        "--name", "refused", "--spool", spool, NULL};
+  pid_t wp = lt_test_spawn(dir, "worker", argv);
+  cr_assert_gt(wp, 0);
+  int hellos = 0, code = -1;
+  char rid[256];
+  size_t rlen = 0;
+  for (double t0 = lt_time_mono_ns() / 1e9; lt_time_mono_ns() / 1e9 - t0 < 5;) {
+    lt_msg_t m;
+    int got = lt_test_recv(s, rid, &rlen, &m);
+    cr_assert_geq(got, 0, "the worker sent a malformed message: %s", lt_error_msg());
+    if (!got) continue;
+    if (m.type == LT_MSG_HELLO) {
+      hellos++;
+      lt_msg_t r = {.type = LT_MSG_ERROR, .id = 1, .u.error = {.code = LT_EPROTO, .message = "HELLO.name: refused", .ref = m.id}};
+      router_send(s, rid, rlen, &r);
+    }
+    lt_msg_free(&m);
+  }
+  code = lt_test_wait(wp, 10);
+  cr_expect_eq(hellos, 1, "%d HELLOs in 5 s for one refusal", hellos);
+  cr_expect_eq(code, 1, "the worker's exit code: %d", code);
+  snprintf(log, sizeof log, "%s/worker.err", dir);
+  char *text = lt_test_read(log);
+  cr_expect(text && strstr(text, "refused this worker's HELLO: HELLO.name: refused"), "worker log: %s", text ? text : "(none)");
+  free(text);
   zmq_close(s);
   zmq_ctx_term(ctx);
   lt_test_rmdir(dir);

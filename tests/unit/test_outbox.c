@@ -137,7 +137,7 @@ Test(outbox, batches_stay_within_the_byte_cap) {
   }
   cr_expect_eq(big, 1, "%d messages past the cap (only the large trajectory, alone)", big);
   cr_expect_geq(trajs, 3, "%d TRAJS for %d trajectories of ~3 MiB", trajs, N);
-  cr_expect_eq(s.type[s.n - 1], LT_MSG_TRAJ, "the half-cap pair went together");
+  cr_expect_eq(s.type[s.n - 1], LT_MSG_TRAJ, "the half-cap pair did not go alone, a TRAJ each");
   cr_expect_eq(s.type[s.n - 2], LT_MSG_TRAJ);
   for (int i = 0; i < k; i++) lt_frames_free(&fr[i]);
   lt_outbox_free(o);
