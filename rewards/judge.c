@@ -367,7 +367,6 @@ static int score_reply(lt__judge_req_t *r, const char *content) {
     if (!verdict(&j->pat[P_RUBRIC], content, v, sizeof v)) return 0;
     /* "partially" tends to disagree with experts: it maps to a configurable low value (seed 001 §5.2.2). */
     r->value = strcmp(v, "satisfied") == 0 ? 1 : strcmp(v, "partially") == 0 ? j->rubric_partial : 0;
-    cJSON_AddStringToObject(r->res.components, "rubric_verdict", v);
     cJSON_AddNumberToObject(r->res.components, "rubric", r->value);
   }
   r->res.reward = r->value;

@@ -245,6 +245,11 @@ Test(genrm, verifier_rubric_and_metarm) {
   cr_expect_float_eq(g.res[1].reward, 0, 0, "partially maps to the asymmetric low value");
   cr_expect_float_eq(g.res[2].reward, 1, 0);
   cr_expect_float_eq(g.res[3].reward, 0, 0);
+  /* Components travel in TRAJ.components, which holds finite numbers only (a string made the daemon refuse every
+   * rubric-scored trajectory). */
+  for (int i = 0; i < 4; i++)
+    for (const cJSON *c = g.res[i].components ? g.res[i].components->child : NULL; c; c = c->next)
+      cr_expect(cJSON_IsNumber(c), "result %d: component %s is not a number", i, c->string);
   rig_stop(&g);
 
   const char *meta[] = {"<confidence>10</confidence>", "<flawed>True</flawed>", "<confidence>10</confidence>",
