@@ -770,6 +770,23 @@ static void router_send(void *s, const char *rid, size_t rlen, lt_msg_t *m) {
   lt_frames_free(&fr);
 }
 
+/* A real `longtail worker` (scripted, spool `spool`) against a daemon the test
+ * plays on a ROUTER socket (*s, receiving with a 100 ms timeout). */
+static pid_t played_worker(const char *dir, const char *spool, void **ctx, void **s) {
+  char ep[64];
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", lt_test_free_port());
+  *ctx = zmq_ctx_new(), *s = zmq_socket(*ctx, ZMQ_ROUTER);
+  int linger = 0, to = 100;
+  zmq_setsockopt(*s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(*s, ZMQ_RCVTIMEO, &to, sizeof to);
+  cr_assert_eq(zmq_bind(*s, ep), 0);
+  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
+                        "--name", "refused", "--spool", spool, NULL};
+  pid_t wp = lt_test_spawn(dir, "worker", argv);
+  cr_assert_gt(wp, 0);
+  return wp;
+}
+
 /* Review of issue 22: a TRAJS refused as a whole (ERROR naming it in ref, no
  * task) used to make the worker say HELLO and send the same TRAJS again, for
  * ever.  Against a daemon played here, a real `longtail worker` with five
@@ -780,7 +797,7 @@ static void router_send(void *s, const char *rid, size_t rlen, lt_msg_t *m) {
  * spool. */
 Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_loop, .timeout = 60) {
   char *dir = lt_test_tmpdir("refusedtrajs");
-  char spool[4200], ep[64];
+  char spool[4200];
   snprintf(spool, sizeof spool, "%s/spool", dir);
   lt_spool_t *sp;
   cr_assert_eq(lt_spool_open(spool, &sp), 0, "%s", lt_error_msg());
@@ -800,16 +817,8 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
   cr_assert_eq(lt_spool_flush(sp, NULL, NULL), 5, "%s", lt_error_msg());
   lt_spool_close(sp);
 
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", lt_test_free_port());
-  void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
-  int linger = 0, to = 100;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_bind(s, ep), 0);
-  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
-                        "--name", "refused", "--spool", spool, NULL};
-  pid_t wp = lt_test_spawn(dir, "worker", argv);
-  cr_assert_gt(wp, 0);
+  void *ctx, *s;
+  pid_t wp = played_worker(dir, spool, &ctx, &s);
   int hellos = 0, trajs = 0, singles[5] = {0}, unacked = -1;
   double quiet_from = 0; /* when the last trajectory was answered */
   char rid[256];
@@ -876,18 +885,10 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
  * HELLO once and exits with the daemon's message, code 1. */
 Test(reliability, a_refused_hello_ends_the_worker_instead_of_a_loop, .timeout = 60) {
   char *dir = lt_test_tmpdir("refusedhello");
-  char spool[4200], ep[64], log[4300];
+  char spool[4200], log[4300];
   snprintf(spool, sizeof spool, "%s/spool", dir);
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", lt_test_free_port());
-  void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
-  int linger = 0, to = 100;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
-  cr_assert_eq(zmq_bind(s, ep), 0);
-  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
-                        "--name", "refused", "--spool", spool, NULL};
-  pid_t wp = lt_test_spawn(dir, "worker", argv);
-  cr_assert_gt(wp, 0);
+  void *ctx, *s;
+  pid_t wp = played_worker(dir, spool, &ctx, &s);
   int hellos = 0, code = -1;
   char rid[256];
   size_t rlen = 0;
