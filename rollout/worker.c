@@ -334,14 +334,18 @@ static void on_task(worker_t *w, uint64_t msg_id, lt_task_t *t) {
   w->inflight++;
 }
 
+/* The message id in spool entry i's header, 0 when it cannot be read. */
+static uint64_t spooled_id(lt_spool_t *sp, int i) {
+  lt_frame_t fr[LT_PROTO_MAX_FRAMES];
+  int n;
+  lt_spool_frames(sp, i, fr, &n);
+  return lt_proto_header_id(&fr[0]);
+}
+
 /* The spool's entry whose TRAJ has message id `id`, -1 if none. */
 static int spooled_msg(worker_t *w, uint64_t id) {
-  for (int i = 0; id && i < lt_spool_count(w->spool); i++) {
-    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
-    int n;
-    lt_spool_frames(w->spool, i, fr, &n);
-    if (lt_proto_header_id(&fr[0]) == id) return i;
-  }
+  for (int i = 0; id && i < lt_spool_count(w->spool); i++)
+    if (spooled_id(w->spool, i) == id) return i;
   return -1;
 }
 
@@ -563,10 +567,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   /* Message ids stay unique across restarts (an ERROR's ref names one); a
    * spooled message without a readable id could not be named by its refusal. */
   for (int i = lt_spool_count(w->spool) - 1; i >= 0; i--) {
-    lt_frame_t fr[LT_PROTO_MAX_FRAMES];
-    int nf;
-    lt_spool_frames(w->spool, i, fr, &nf);
-    uint64_t id = lt_proto_header_id(&fr[0]);
+    uint64_t id = spooled_id(w->spool, i);
     if (id > w->seq) w->seq = id;
     if (!id) {
       LT_ERROR("worker", "spool %s: the trajectory of task %llu has no readable header: dropped", o->spool,
