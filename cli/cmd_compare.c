@@ -33,7 +33,7 @@ int lt_cmd_compare(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : rc;
   lt_buffer_t *b[2] = {0};
   char names[2][128];
-  for (int r = 0; r < 2 && !rc; r++) rc = lt_cli_open_run("compare", c.pos[r], &b[r], names[r], sizeof names[r]);
+  for (int r = 0; r < 2 && !rc; r++) rc = lt_cli_open_run("compare", c.pos[r], 1, &b[r], names[r], sizeof names[r]);
   if (rc) {
     if (b[0]) lt_buffer_close(b[0]);
     return rc;
@@ -81,5 +81,5 @@ int lt_cmd_compare(int argc, char **argv) {
   if (!out) return 0;
   char title[300];
   snprintf(title, sizeof title, "%s vs %s", names[0], names[1]);
-  return lt_cli_plot("compare", c.pos, 2, lt_cli_dashboard, lt_cli_ndashboard, title, out, 0);
+  return lt_cli_plot("compare", c.pos, 2, lt_cli_dashboard, lt_cli_ndashboard, title, out, 0, 1);
 }

@@ -299,7 +299,7 @@ int lt_cmd_export(int argc, char **argv) {
     where.domain = dom;
   }
   lt_buffer_t *b;
-  if ((rc = lt_cli_open_run("export", c.pos[0], &b, NULL, 0))) {
+  if ((rc = lt_cli_open_run("export", c.pos[0], 1, &b, NULL, 0))) {
     return rc;
   }
   const char *outp = lt_args_str(&c, "-o", NULL);

@@ -72,7 +72,7 @@ int lt_cmd_inspect(int argc, char **argv) {
     return lt_args_usage_error(&c, "--color: '%s' is not auto, always or never", when);
   int color = !strcmp(when, "always") || (!strcmp(when, "auto") && isatty(1));
   lt_buffer_t *b;
-  if ((rc = lt_cli_open_run("inspect", c.pos[0], &b, NULL, 0))) return rc;
+  if ((rc = lt_cli_open_run("inspect", c.pos[0], 1, &b, NULL, 0))) return rc;
   lt_traj_rec_t t;
   lt_traj_meta_t m;
   if ((rc = lt_buffer_traj_load(b, id, LT_LOAD_ALL, &t, &m)) < 0) {

@@ -32,5 +32,5 @@ int lt_cmd_plot(int argc, char **argv) {
   for (int i = 0; i < c.npos && len < sizeof title; i++)
     len += (size_t)snprintf(title + len, sizeof title - len, "%s%s", i ? " vs " : "", c.pos[i]);
   return lt_cli_plot("plot", c.pos, c.npos, dash ? lt_cli_dashboard : m->values,
-                     dash ? lt_cli_ndashboard : m->nvalues, lt_args_str(&c, "--title", title), out, !dash);
+                     dash ? lt_cli_ndashboard : m->nvalues, lt_args_str(&c, "--title", title), out, !dash, 1);
 }

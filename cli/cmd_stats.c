@@ -55,7 +55,7 @@ int lt_cmd_stats(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : rc;
   lt_buffer_t *b;
   char run[128], run_dir[4096];
-  if ((rc = lt_cli_open_run("stats", c.pos[0], &b, run, sizeof run))) return rc;
+  if ((rc = lt_cli_open_run("stats", c.pos[0], 1, &b, run, sizeof run))) return rc;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "run", run);
   int64_t dups = lt_buffer_counter(b, "duplicates_rejected");

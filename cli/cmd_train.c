@@ -26,7 +26,7 @@ static double mean_or_none(lt_buffer_t *b, const char *name, lt_span_t span, int
 static void summarize(const char *run_dir, double wall_s, int plotted) {
   lt_buffer_t *b;
   char name[128];
-  if (lt_cli_open_run("train", run_dir, &b, name, sizeof name)) return;
+  if (lt_cli_open_run("train", run_dir, 0, &b, name, sizeof name)) return;
   double steps[1] = {-1}, trajs[2], e0[2] = {-1, -1}, e1[2] = {-1, -1}, r0[1], r1[1], tok[1];
   lt_ckpt_row_t ck;
   if (lt_buffer_weights(b, 0, &ck) > 0) steps[0] = (double)ck.step;
@@ -136,7 +136,7 @@ int lt_cmd_train(int argc, char **argv) {
     snprintf(png, sizeof png, "%s/plot.png", used);
     const char *runs[] = {used};
     /* A missing gnuplot or an empty run costs the picture, not the exit code. */
-    plotted = lt_cli_plot("train", runs, 1, panels, npanels, used, png, 0) == 0;
+    plotted = lt_cli_plot("train", runs, 1, panels, npanels, used, png, 0, 0) == 0;
   }
   summarize(used, lt_time_mono_s() - t0, plotted);
   return code;

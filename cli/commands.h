@@ -62,18 +62,20 @@ int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_le
 typedef int (*lt_cli_line_fn)(const cJSON *line, lt_buf_t *out, void *ud);
 int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
 /* Opens a run read-only: ARG is a run directory or its buffer.db.  Fills NAME
- * (when given) with the run's recorded name or the directory's.  On failure
- * prints "longtail COMMAND: error: ..." and returns the exit code. */
-int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char *name, size_t cap);
+ * (when given) with the run's recorded name or the directory's.  CHECK: run
+ * SQLite's integrity check first (0 only where this process has just closed
+ * the file itself).  On failure prints "longtail COMMAND: error: ..." and
+ * returns the exit code. */
+int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap);
 
 /* Plots metrics of runs through gnuplot: one panel per entry of PANELS (a
  * comma-separated list of metric names or GLOB patterns drawn together), every
  * run's curve overlaid in each panel.  OUT ends in .png or .svg.  STRICT: a
  * panel no run has data for is an error (naming the recorded metrics) rather
- * than an empty panel.  Returns 0 or an exit code after printing
- * "longtail COMMAND: error: ...". */
+ * than an empty panel.  CHECK as for lt_cli_open_run.  Returns 0 or an exit
+ * code after printing "longtail COMMAND: error: ...". */
 int lt_cli_plot(const char *command, const char *const *runs, int nruns, const char *const *panels, int npanels,
-                const char *title, const char *out, int strict);
+                const char *title, const char *out, int strict, int check);
 /* The dashboard's panels (reward, accuracy, acceptance, mismatch, routing
  * confidence, staleness, throughput, gradient norm, entropy). */
 extern const char *const lt_cli_dashboard[];

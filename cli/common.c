@@ -66,12 +66,12 @@ int lt_cli_threads(void) {
   return n > 0 ? (int)n : 1;
 }
 
-int lt_cli_open_run(const char *command, const char *arg, lt_buffer_t **b, char *name, size_t cap) {
+int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap) {
   char path[4200];
   if (lt_fs_is_dir(arg)) snprintf(path, sizeof path, "%s/buffer.db", arg);
   else snprintf(path, sizeof path, "%s", arg);
   /* (a damaged file fails here with exit 6, not later as empty or odd numbers) */
-  int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, b);
+  int rc = lt_buffer_open(path, LT_BUF_READONLY | (check ? LT_BUF_CHECK : 0), b);
   if (rc < 0) return lt_cli_fail(command, rc);
   if (!name) return 0;
   char *run = lt_buffer_meta_get(*b, "run");

@@ -131,7 +131,7 @@ static int run_gnuplot(const char *command, const char *script, const char *errl
 }
 
 int lt_cli_plot(const char *command, const char *const *runs, int nruns, const char *const *panels, int npanels,
-                const char *title, const char *out, int strict) {
+                const char *title, const char *out, int strict, int check) {
   const char *ext = strrchr(out, '.');
   int svg = ext && !strcmp(ext, ".svg");
   if (!ext || (!svg && strcmp(ext, ".png"))) {
@@ -152,7 +152,7 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
   char names[LT_ARGS_MAX_POS][128];
   int rc = 0;
   if (nruns > LT_ARGS_MAX_POS) nruns = LT_ARGS_MAX_POS;
-  for (int r = 0; r < nruns && !rc; r++) rc = lt_cli_open_run(command, runs[r], &bufs[r], names[r], sizeof names[r]);
+  for (int r = 0; r < nruns && !rc; r++) rc = lt_cli_open_run(command, runs[r], check, &bufs[r], names[r], sizeof names[r]);
   const char *tmpdir = getenv("TMPDIR");
   for (int r = 0; r < nruns && !rc; r++)
     for (int q = 0; q < r; q++)
