@@ -266,9 +266,12 @@ int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out) {
   /* util's writer: integers (ids, seeds, counts) without printf, which
    * cJSON's printer spent a third of the encode on. */
   char *text = NULL;
+  size_t len = 0;
   if (!e.bad) {
     lt_buf_t b = {0};
+    lt_buf_reserve(&b, 2048); /* a TASK's or TRAJ's header in one allocation */
     lt_json_write(&b, e.h);
+    len = b.len;
     text = lt_buf_take(&b); /* NULL when out of memory */
   }
   cJSON_Delete(e.h);
@@ -277,7 +280,6 @@ int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out) {
     if (e.bad == LT_ENOMEM || !e.bad) return lt_error_set(LT_ENOMEM, "encode %s: out of memory", lt_msg_type_name(m->type));
     return e.bad;
   }
-  size_t len = strlen(text);
   if (len > LT_PROTO_MAX_HEADER) {
     free(text);
     out->n = 0;

@@ -9,7 +9,7 @@
 int lt_buf_reserve(lt_buf_t *b, size_t extra) {
   if (b->oom) return LT_ENOMEM;
   if (b->len + extra + 1 <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 64;
+  size_t cap = b->cap ? b->cap : 256; /* most messages and rows fit without a second realloc */
   while (cap < b->len + extra + 1) {
     if (cap > ((size_t)-1) / 2) {
       b->oom = 1;
@@ -37,7 +37,14 @@ void lt_buf_append(lt_buf_t *b, const void *p, size_t n) {
 
 void lt_buf_puts(lt_buf_t *b, const char *s) { lt_buf_append(b, s, strlen(s)); }
 
-void lt_buf_putc(lt_buf_t *b, char c) { lt_buf_append(b, &c, 1); }
+void lt_buf_putc(lt_buf_t *b, char c) {
+  if (b->len + 2 > b->cap) { /* the JSON writers put a character at a time: no call chain when it fits */
+    lt_buf_append(b, &c, 1);
+    return;
+  }
+  b->data[b->len++] = c;
+  b->data[b->len] = 0;
+}
 
 void lt_buf_vprintf(lt_buf_t *b, const char *fmt, va_list ap) {
   va_list ap2;
