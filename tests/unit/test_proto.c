@@ -732,6 +732,29 @@ Test(proto, trajs_layout_checked) {
   traj_fixture_free(&f);
 }
 
+/* LT_PROTO_TRAJS_MAX_BYTES bounds what a worker batches, so that no daemon's
+ * socket drops it; a receiver takes what its transport.max_message_mb lets
+ * through, so a larger TRAJS from another peer decodes. */
+Test(proto, trajs_past_the_senders_cap_decodes) {
+  enum { T = LT_PROTO_TRAJS_MAX_BYTES / 13 + 1 }; /* 13 bytes a token: tokens, logprobs, loss_mask, versions */
+  char h[512];
+  snprintf(h, sizeof h,
+           "{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"task_id\":5,\"group_id\":1,\"status\":\"aborted\","
+           "\"finish\":\"none\",\"frames\":[{\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":%d},"
+           "{\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":%d},{\"name\":\"loss_mask\",\"dtype\":\"u8\",\"count\":%d},"
+           "{\"name\":\"versions\",\"dtype\":\"i32\",\"count\":%d}]}]}",
+           T, T, T, T);
+  lt_frame_t two[2] = {{h, strlen(h), 0}, {calloc(T, 13), (size_t)T * 13, 0}};
+  cr_assert_not_null(two[1].data);
+  cr_assert_gt(two[0].len + two[1].len, LT_PROTO_TRAJS_MAX_BYTES);
+  lt_msg_t d;
+  cr_assert_eq(lt_proto_decode(two, 2, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.trajs.rc[0], 0, "%s", d.u.trajs.why[0]);
+  cr_assert_eq(d.u.trajs.trajs[0].ntokens, T);
+  lt_msg_free(&d);
+  free(two[1].data);
+}
+
 /* h with `extra` spliced in after the n-th (0-based) occurrence of `after` (malloc'd). */
 static char *splice(const char *h, const char *after, int n, const char *extra) {
   const char *at = h;
