@@ -415,13 +415,44 @@ Test(proto, encode_refuses_ids_beyond_json_precision) {
 #include "tests/support/harness.h"
 #include "util/fs.h"
 
-/* The fuzzer's seeds must stay valid messages, or fuzzing starts from noise. */
-Test(proto, fuzz_seed_corpus_decodes) {
+/* Seeds the decoder must refuse (tests/fuzz/proto/refuse_*, and badversion),
+ * each with its code and what its message names; elem >= 0: the message is
+ * read and that TRAJS element alone is refused (docs/protocol.md, Batching). */
+static const struct {
+  const char *seed;
+  int rc, elem;
+  const char *says;
+} refused_seeds[] = {
+    {"badversion", LT_EVERSION, -1, "protocol version 2 is not supported"},
+    {"refuse_dup_key_header", LT_EPROTO, -1, "BYE: key \"reason\" appears twice"},
+    {"refuse_dup_key_tasks_element", LT_EPROTO, -1, "TASKS.tasks[0]: key \"env\" appears twice"},
+    {"refuse_dup_key_frames_entry", LT_EPROTO, -1, "TRAJ.frames[1]: key \"dtype\" appears twice"},
+    {"refuse_dup_key_components", LT_EPROTO, -1, "TRAJ.components: key \"correct\" appears twice"},
+    {"refuse_dup_key_trajs_frames", LT_EPROTO, -1, "TRAJS.trajs[1]: key \"frames\" appears twice"},
+    {"refuse_dup_key_trajs_frames_entry", LT_EPROTO, -1, "TRAJS.trajs[1].frames[0]: key \"count\" appears twice"},
+    {"refuse_too_many_keys_header", LT_EPROTO, -1, "HEARTBEAT: more than 256 keys"},
+    {"refuse_too_many_keys_trajs_element", LT_EPROTO, -1, "TRAJS.trajs[1]: more than 256 keys"},
+    {"refuse_too_many_keys_components", LT_EPROTO, -1, "TRAJ.components: more than 256 keys"},
+    {"refuse_trajs_empty", LT_EPROTO, -1, "TRAJS.trajs: 0 trajectories, expected 1..64"},
+    {"refuse_trajs_65", LT_EPROTO, -1, "TRAJS.trajs: 65 trajectories, expected 1..64"},
+    {"refuse_trajs_not_object", LT_EPROTO, -1, "TRAJS.trajs[0]: expected object"},
+    {"refuse_trajs_past_blob", LT_EPROTO, -1, "TRAJS.trajs[1].frames[0]: the arrays run past the binary frame's 65 bytes"},
+    {"refuse_trajs_blob_left_over", LT_EPROTO, -1, "TRAJS: the elements describe 65 bytes of arrays, the binary frame has 69"},
+    {"refuse_trajs_no_blob", LT_EPROTO, -1, "TRAJS: expected one binary frame, got 0"},
+    {"refuse_trajs_two_blobs", LT_EPROTO, -1, "TRAJS: expected one binary frame, got 2"},
+    {"refuse_trajs_elem_dup_key", LT_EPROTO, 1, "TRAJS.trajs[1]: key \"task_id\" appears twice"},
+    {"refuse_trajs_elem_type", LT_EPROTO, 0, "TRAJS.trajs[0].type: expected \"TRAJ\""},
+    {"refuse_trajs_elem_malformed", LT_EPROTO, 1, "TRAJS.trajs[1]: TRAJ.logprobs[0]: expected a finite log-probability"},
+};
+
+/* The fuzzer's seeds must stay what they are named for, or fuzzing starts
+ * from noise: valid messages decode, refusal seeds are refused as listed. */
+Test(proto, fuzz_seed_corpus_decodes_or_is_refused_as_named) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/tests/fuzz/proto", lt_test_root());
   DIR *dp = opendir(dir);
   cr_assert_not_null(dp, "%s", dir);
-  int seen = 0;
+  int seen = 0, refusals = 0;
   for (struct dirent *e; (e = readdir(dp));) {
     if (e->d_name[0] == '.') continue;
     char path[4400];
@@ -432,19 +463,39 @@ Test(proto, fuzz_seed_corpus_decodes) {
     lt_frame_t fr[LT_PROTO_MAX_FRAMES];
     int n = lt_fuzz_split((const uint8_t *)data, len, fr);
     cr_assert_gt(n, 0, "%s", e->d_name);
+    int r = -1;
+    for (size_t k = 0; k < sizeof refused_seeds / sizeof *refused_seeds; k++)
+      if (!strcmp(refused_seeds[k].seed, e->d_name)) r = (int)k;
+    cr_assert(r >= 0 || strncmp(e->d_name, "refuse_", 7), "%s: a refusal seed missing from refused_seeds", e->d_name);
     lt_msg_t m;
     int rc = lt_proto_decode(fr, n, &m);
-    if (strcmp(e->d_name, "badversion") == 0)
-      cr_assert_eq(rc, LT_EVERSION);
-    else
+    if (r < 0 || refused_seeds[r].elem >= 0) {
       cr_assert_eq(rc, 0, "%s: %s", e->d_name, lt_error_msg());
-    if (rc == 0) lt_msg_free(&m);
+      for (int i = 0; m.type == LT_MSG_TRAJS && i < m.u.trajs.n; i++) {
+        int want = r >= 0 && i == refused_seeds[r].elem;
+        cr_expect_eq(m.u.trajs.rc[i], want ? refused_seeds[r].rc : 0, "%s: element %d: %s", e->d_name, i,
+                     m.u.trajs.why[i] ? m.u.trajs.why[i] : "accepted");
+        if (want)
+          cr_expect(m.u.trajs.why[i] && strstr(m.u.trajs.why[i], refused_seeds[r].says), "%s: \"%s\" does not say \"%s\"",
+                    e->d_name, m.u.trajs.why[i] ? m.u.trajs.why[i] : "", refused_seeds[r].says);
+      }
+      cr_expect(r < 0 || (m.type == LT_MSG_TRAJS && refused_seeds[r].elem < m.u.trajs.n), "%s: no element %d", e->d_name,
+                refused_seeds[r].elem);
+      lt_msg_free(&m);
+    } else {
+      cr_expect_eq(rc, refused_seeds[r].rc, "%s: decoded with %d, expected %d", e->d_name, rc, refused_seeds[r].rc);
+      cr_expect(strstr(lt_error_msg(), refused_seeds[r].says), "%s: \"%s\" does not say \"%s\"", e->d_name,
+                lt_error_msg(), refused_seeds[r].says);
+      if (rc == 0) lt_msg_free(&m);
+    }
+    refusals += r >= 0;
     lt_fuzz_free(fr, n);
     free(data);
     seen++;
   }
   closedir(dp);
-  cr_assert_geq(seen, 10);
+  cr_assert_eq(refusals, (int)(sizeof refused_seeds / sizeof *refused_seeds), "a listed refusal seed is missing");
+  cr_assert_geq(seen, 10 + refusals);
 }
 
 /* Issue 19: what a third-party worker needs, and answers it can match. */
@@ -679,6 +730,29 @@ Test(proto, trajs_layout_checked) {
   lt_msg_free(&d);
   lt_frames_free(&fr);
   traj_fixture_free(&f);
+}
+
+/* LT_PROTO_TRAJS_MAX_BYTES bounds what a worker batches, so that no daemon's
+ * socket drops it; a receiver takes what its transport.max_message_mb lets
+ * through, so a larger TRAJS from another peer decodes. */
+Test(proto, trajs_past_the_senders_cap_decodes) {
+  enum { T = LT_PROTO_TRAJS_MAX_BYTES / 13 + 1 }; /* 13 bytes a token: tokens, logprobs, loss_mask, versions */
+  char h[512];
+  snprintf(h, sizeof h,
+           "{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"task_id\":5,\"group_id\":1,\"status\":\"aborted\","
+           "\"finish\":\"none\",\"frames\":[{\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":%d},"
+           "{\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":%d},{\"name\":\"loss_mask\",\"dtype\":\"u8\",\"count\":%d},"
+           "{\"name\":\"versions\",\"dtype\":\"i32\",\"count\":%d}]}]}",
+           T, T, T, T);
+  lt_frame_t two[2] = {{h, strlen(h), 0}, {calloc(T, 13), (size_t)T * 13, 0}};
+  cr_assert_not_null(two[1].data);
+  cr_assert_gt(two[0].len + two[1].len, LT_PROTO_TRAJS_MAX_BYTES);
+  lt_msg_t d;
+  cr_assert_eq(lt_proto_decode(two, 2, &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(d.u.trajs.rc[0], 0, "%s", d.u.trajs.why[0]);
+  cr_assert_eq(d.u.trajs.trajs[0].ntokens, T);
+  lt_msg_free(&d);
+  free(two[1].data);
 }
 
 /* h with `extra` spliced in after the n-th (0-based) occurrence of `after` (malloc'd). */
