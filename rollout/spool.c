@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,26 @@
 #include "util/log.h"
 
 #define LT_SPOOL_LOCK_WAIT_S 900
+/* A segment takes batches until it passes this size.  Creating a file is what
+ * a batch per file cost most (ext4's inode allocation, about half the CPU of a
+ * worker with 800 sessions); a segment is created once per ~300 trajectories.
+ * A crashed worker resends what its segments still hold, acknowledged or not:
+ * at most about this much beyond the unacknowledged records (the daemon
+ * rejects them as duplicates). */
+#define LT_SPOOL_SEGMENT_BYTES (1u << 20)
 
 /* A record (one trajectory): "LTSP1\n", u32 frame count, then per frame u64
- * length + bytes.  Files: NNN.traj holds one record (older workers); bNNN.spool
- * holds a batch: "LTSB1\n", u32 count, then per record u64 task id, u64
- * length, the record.  A batch file is written once, fsync'ed with its
- * directory, and removed when its last record is acknowledged. */
+ * length + bytes.  A batch: "LTSB1\n", u32 count, then per record u64 task id,
+ * u64 length, the record; in a segment ("LTSB2\n") followed by the u64 FNV-1a
+ * hash of everything before it, so a batch torn by a crash is told from a
+ * whole one.  Files: sNNN.spool, a segment: batches appended one after the
+ * other, each written with one fdatasync (a new segment's first also syncs the
+ * directory), the file removed when it is no longer appended to and its last
+ * record is acknowledged; bNNN.spool (one batch) and NNN.traj (one record)
+ * are what older workers left, read at start and removed the same way. */
 static const char MAGIC[6] = "LTSP1\n";
 static const char BATCH_MAGIC[6] = "LTSB1\n";
+static const char SEGMENT_MAGIC[6] = "LTSB2\n";
 
 typedef struct {
   uint64_t id;
@@ -34,7 +47,9 @@ typedef struct {
 enum { IN_MEMORY = -1, WRITING = -2 };
 
 struct lt_spool_batch {
-  char name[64], path[4096];
+  char path[4096];     /* its segment */
+  int fi, fd, fresh;   /* the segment (index, descriptor); fresh: no batch of it is on disk yet (sync its directory too) */
+  uint64_t off;        /* where in the segment */
   char *buf;
   size_t len;
 };
@@ -42,6 +57,8 @@ struct lt_spool_batch {
 typedef struct {
   char name[64];
   int live;            /* records of it not yet acknowledged */
+  int fd, writing;     /* a segment: its descriptor while open, batches being written to it */
+  int fresh;           /* a segment none of whose batches is on disk yet */
 } file_t;
 
 struct lt_spool {
@@ -51,8 +68,16 @@ struct lt_spool {
   int n, cap;
   file_t *f;
   int nf, capf;
-  uint64_t seq;        /* next batch file number */
+  uint64_t seq;        /* next file number */
+  int seg;             /* the segment batches are appended to (index in f[], -1: none) */
+  uint64_t seg_len;    /* bytes appended to it so far */
 };
+
+static uint64_t fnv1a(const char *p, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+  return h;
+}
 
 static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
   if (s->n == s->cap) {
@@ -67,6 +92,12 @@ static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
 }
 
 static int add_file(lt_spool_t *s, const char *name, int live) {
+  for (int i = 0; i < s->nf; i++)
+    if (s->f[i].live == 0 && s->f[i].fd < 0) { /* a file removed since: its slot serves again */
+      s->f[i] = (file_t){.live = live, .fd = -1};
+      snprintf(s->f[i].name, sizeof s->f[0].name, "%s", name);
+      return i;
+    }
   if (s->nf == s->capf) {
     int cap = s->capf ? 2 * s->capf : 16;
     file_t *f = realloc(s->f, sizeof *f * (size_t)cap);
@@ -74,8 +105,8 @@ static int add_file(lt_spool_t *s, const char *name, int live) {
     s->f = f;
     s->capf = cap;
   }
+  s->f[s->nf] = (file_t){.live = live, .fd = -1};
   snprintf(s->f[s->nf].name, sizeof s->f[0].name, "%s", name);
-  s->f[s->nf].live = live;
   return s->nf++;
 }
 
@@ -96,6 +127,84 @@ static int valid(const char *b, size_t len) {
   return off == len;
 }
 
+/* The batch at b[off..len) starting with magic: where its records end (a
+ * segment's hash follows there), or 0 when it does not parse. */
+static size_t batch_end(const char *b, size_t len, size_t off, const char *magic, uint32_t *count) {
+  if (len - off < 10 || memcmp(b + off, magic, 6)) return 0;
+  memcpy(count, b + off + 6, 4);
+  size_t p = off + 10;
+  for (uint32_t k = 0; k < *count; k++) {
+    uint64_t l;
+    if (len - p < 16) return 0;
+    memcpy(&l, b + p + 8, 8);
+    p += 16;
+    if (l > len - p || !valid(b + p, (size_t)l)) return 0;
+    p += (size_t)l;
+  }
+  return *count ? p : 0;
+}
+
+/* Keeps a parsed batch's records, as entries of file fi. */
+static int load_batch(lt_spool_t *s, const char *b, size_t off, uint32_t count, int fi) {
+  size_t p = off + 10;
+  for (uint32_t k = 0; k < count; k++) {
+    uint64_t tid, l;
+    memcpy(&tid, b + p, 8);
+    memcpy(&l, b + p + 8, 8);
+    p += 16;
+    char *rec = malloc((size_t)l);
+    if (!rec) return lt_error_set(LT_ENOMEM, "spool: out of memory");
+    memcpy(rec, b + p, (size_t)l);
+    p += (size_t)l;
+    int rc = add(s, tid, rec, (size_t)l, fi);
+    if (rc < 0) {
+      free(rec);
+      return rc;
+    }
+    s->f[fi].live++;
+  }
+  return 0;
+}
+
+/* Reads one file an earlier run left: kind 's' a segment, 'b' a batch file,
+ * 't' a single record (id its task).  Returns 0 or an error; a file that holds
+ * nothing to deliver is removed. */
+static int load_file(lt_spool_t *s, const char *path, const char *name, int kind, uint64_t id) {
+  char *blob;
+  size_t len;
+  if (lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) return 0;
+  int fi = add_file(s, name, 0), rc = 0;
+  if (fi < 0) {
+    free(blob);
+    return fi;
+  }
+  size_t off = 0; /* how far the file is whole */
+  if (kind == 't') {
+    if (valid(blob, len) && (rc = add(s, id, blob, len, fi)) == 0) {
+      s->f[fi].live = 1;
+      blob = NULL;
+      off = len;
+    }
+  } else {
+    /* A segment is read batch by batch up to the first that is torn (a crash
+     * while it was written: it was never sent); a batch file is one batch. */
+    for (uint32_t cnt; off < len && rc == 0;) {
+      size_t end = batch_end(blob, len, off, kind == 's' ? SEGMENT_MAGIC : BATCH_MAGIC, &cnt);
+      uint64_t h = 0;
+      if (end && kind == 's' && (len - end < 8 || (memcpy(&h, blob + end, 8), h != fnv1a(blob + off, end - off)))) end = 0;
+      if (!end) break;
+      rc = load_batch(s, blob, off, cnt, fi);
+      off = kind == 's' ? end + 8 : len;
+    }
+  }
+  free(blob);
+  if (rc == 0 && off < len)
+    LT_WARN("spool", "%s: %s at byte %zu (%zu bytes ignored)", path,
+            kind == 's' ? "a torn or damaged batch (a crash while it was written, or the disk)" : "not a valid spool file", off, len - off);
+  if (s->f[fi].live == 0) unlink(path);
+  return rc;
+}
+
 int lt_spool_open(const char *dir, lt_spool_t **out) {
   *out = NULL;
   int rc = lt_fs_mkdirs(dir, 0700);
@@ -105,6 +214,7 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
     free(s);
     return lt_error_set(LT_ENOMEM, "spool: out of memory");
   }
+  s->seg = -1;
   /* A worker of the same name still running (e.g. one that outlived a killed
    * daemon) owns the spool: wait for it rather than share its files. */
   char lp[4096];
@@ -127,59 +237,12 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
     return lt_error_set(LT_EIO, "spool %s: cannot list", dir);
   }
   for (struct dirent *de; (de = readdir(d)) && rc == 0;) {
-    char *end;
-    unsigned long long id = strtoull(de->d_name[0] == 'b' ? de->d_name + 1 : de->d_name, &end, 10);
-    int batch = de->d_name[0] == 'b' && !strcmp(end, ".spool");
-    if (!batch && strcmp(end, ".traj") != 0) continue;
-    if (batch && id >= s->seq) s->seq = id + 1;
-    char path[4096], *blob;
-    size_t len;
-    if (lt_path_join(path, sizeof path, dir, de->d_name) < 0 || lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) continue;
-    int fi = add_file(s, de->d_name, 0);
-    if (fi < 0) {
-      free(blob);
-      rc = fi;
-      break;
-    }
-    /* A torn or foreign file cannot hold a trajectory we promised to deliver. */
-    int ok = 1;
-    if (!batch) {
-      ok = valid(blob, len);
-      if (ok && (rc = add(s, id, blob, len, fi)) == 0) s->f[fi].live = 1;
-      if (!ok || rc < 0) free(blob);
-    } else if (len < 10 || memcmp(blob, BATCH_MAGIC, 6)) {
-      ok = 0;
-      free(blob);
-    } else {
-      uint32_t cnt;
-      memcpy(&cnt, blob + 6, 4);
-      size_t off = 10;
-      for (uint32_t k = 0; k < cnt && ok && rc == 0; k++) {
-        uint64_t tid, l;
-        if (off + 16 > len) {
-          ok = 0;
-          break;
-        }
-        memcpy(&tid, blob + off, 8);
-        memcpy(&l, blob + off + 8, 8);
-        off += 16;
-        char *rec = l <= len - off && valid(blob + off, (size_t)l) ? malloc((size_t)l) : NULL;
-        if (!rec) {
-          ok = 0;
-          break;
-        }
-        memcpy(rec, blob + off, (size_t)l);
-        off += (size_t)l;
-        if ((rc = add(s, tid, rec, (size_t)l, fi)) < 0) free(rec);
-        else s->f[fi].live++;
-      }
-      free(blob);
-    }
-    if (!ok) {
-      LT_WARN("spool", "%s: not a valid spool file, removed", path);
-      /* Records read before the damage are still delivered; the file goes when they are acknowledged. */
-      if (s->f[fi].live == 0) unlink(path);
-    }
+    char *end, c = de->d_name[0], path[4096];
+    unsigned long long id = strtoull(c == 'b' || c == 's' ? de->d_name + 1 : de->d_name, &end, 10);
+    int kind = (c == 'b' || c == 's') && !strcmp(end, ".spool") ? c : !strcmp(end, ".traj") ? 't' : 0;
+    if (!kind || lt_path_join(path, sizeof path, dir, de->d_name) < 0) continue;
+    if (kind != 't' && id >= s->seq) s->seq = id + 1;
+    rc = load_file(s, path, de->d_name, kind, id);
   }
   closedir(d);
   if (rc < 0) {
@@ -190,8 +253,50 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
   return 0;
 }
 
+static void unlink_file(lt_spool_t *s, int fi) {
+  char path[4096];
+  if (lt_path_join(path, sizeof path, s->dir, s->f[fi].name) == 0) unlink(path);
+}
+
+/* A segment no batch goes to any more is closed once none is being written
+ * to it, and removed once nothing in it waits for an ACK either. */
+static void retire(lt_spool_t *s, int fi) {
+  file_t *f = &s->f[fi];
+  if (fi == s->seg || f->writing) return;
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+  if (f->live == 0) unlink_file(s, fi);
+}
+
+static void seal(lt_spool_t *s) {
+  int fi = s->seg;
+  s->seg = -1;
+  if (fi >= 0) retire(s, fi);
+}
+
+static int segment_new(lt_spool_t *s) {
+  char name[64], path[4096];
+  snprintf(name, sizeof name, "s%llu.spool", (unsigned long long)s->seq);
+  if (lt_path_join(path, sizeof path, s->dir, name) < 0) return lt_error_set(LT_ERANGE, "spool %s: path too long", s->dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return lt_error_set(lt_error_from_errno(errno), "spool: cannot create %s: %s", path, strerror(errno));
+  int fi = add_file(s, name, 0);
+  if (fi < 0) {
+    close(fd);
+    unlink(path);
+    return fi;
+  }
+  s->seq++;
+  s->f[fi].fd = fd, s->f[fi].fresh = 1;
+  s->seg = fi, s->seg_len = 0;
+  return 0;
+}
+
 void lt_spool_close(lt_spool_t *s) {
   if (!s) return;
+  seal(s); /* a clean stop leaves no acknowledged records behind to resend */
+  for (int i = 0; i < s->nf; i++)
+    if (s->f[i].fd >= 0) close(s->f[i].fd);
   for (int i = 0; i < s->n; i++) free(s->e[i].blob);
   if (s->lock >= 0) close(s->lock);
   free(s->e);
@@ -230,24 +335,23 @@ int lt_spool_pending(const lt_spool_t *s) {
 
 int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
   *out = NULL;
-  int k = lt_spool_pending(s);
+  int k = lt_spool_pending(s), rc;
   if (k == 0) return 0;
+  if (s->seg >= 0 && s->seg_len >= LT_SPOOL_SEGMENT_BYTES) seal(s);
+  if (s->seg < 0 && (rc = segment_new(s)) < 0) return rc;
   lt_spool_batch_t *b = calloc(1, sizeof *b);
-  size_t len = 10;
+  size_t len = 10 + 8;
   for (int i = 0; i < s->n; i++)
     if (s->e[i].file == IN_MEMORY) len += 16 + s->e[i].len;
   if (!b || !(b->buf = malloc(len))) {
     free(b);
     return lt_error_set(LT_ENOMEM, "spool: out of memory");
   }
-  snprintf(b->name, sizeof b->name, "b%llu.spool", (unsigned long long)s->seq);
-  if (lt_path_join(b->path, sizeof b->path, s->dir, b->name) < 0) {
-    free(b->buf);
-    free(b);
-    return lt_error_set(LT_ERANGE, "spool %s: path too long", s->dir);
-  }
-  s->seq++;
-  memcpy(b->buf, BATCH_MAGIC, 6);
+  file_t *f = &s->f[s->seg];
+  lt_path_join(b->path, sizeof b->path, s->dir, f->name); /* fits: segment_new joined it */
+  b->fi = s->seg, b->fd = f->fd, b->fresh = f->fresh, b->off = s->seg_len;
+  f->writing++;
+  memcpy(b->buf, SEGMENT_MAGIC, 6);
   uint32_t cnt = (uint32_t)k;
   memcpy(b->buf + 6, &cnt, 4);
   size_t off = 10;
@@ -262,38 +366,55 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
     e->file = WRITING;
     e->batch = b;
   }
+  uint64_t h = fnv1a(b->buf, off);
+  memcpy(b->buf + off, &h, 8);
   b->len = len;
+  s->seg_len += len; /* reserved: the next batch goes after it, whether or not this one is written */
   *out = b;
   return k;
 }
 
 int lt_spool_batch_write(lt_spool_batch_t *b) {
-  return lt_fs_write_atomic(b->path, b->buf, b->len); /* one fsync of the file, one of the directory */
+  int rc = lt_fs_pwrite_sync(b->fd, b->path, b->buf, b->len, b->off);
+  struct stat st;
+  /* A segment removed from under the worker (its spool directory deleted) takes writes nobody can read back. */
+  if (rc == 0 && (fstat(b->fd, &st) < 0 || st.st_nlink == 0))
+    rc = lt_error_set(LT_EIO, "spool: %s was removed while the worker wrote to it", b->path);
+  if (rc == 0 && b->fresh) { /* the segment's directory entry, once */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", b->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    rc = lt_fs_sync_dir(slash ? dir : ".");
+  }
+  return rc;
 }
 
 int lt_spool_batch_done(lt_spool_t *s, lt_spool_batch_t *b, int rc, lt_spool_durable_fn durable, void *ud) {
   /* Records dropped or replaced while it was written no longer count. */
   int live = 0;
   for (int i = 0; i < s->n; i++) live += s->e[i].file == WRITING && s->e[i].batch == b;
-  int fi = rc;
-  if (rc == 0 && live) fi = add_file(s, b->name, live);
-  if (rc == 0 && (fi < 0 || !live)) unlink(b->path);
+  int fi = b->fi;
+  s->f[fi].writing--;
+  if (rc < 0 && fi == s->seg) seal(s); /* what a failed write left in it is garbage: the next batch starts anew */
+  if (rc == 0) s->f[fi].live += live, s->f[fi].fresh = 0;
+  retire(s, fi);
   for (int i = 0; i < s->n; i++) {
     entry_t *e = &s->e[i];
     if (e->file != WRITING || e->batch != b) continue;
     e->batch = NULL;
-    e->file = fi < 0 ? IN_MEMORY : fi; /* not on disk: it goes with the next batch */
-    if (fi >= 0 && durable) {
+    e->file = rc < 0 ? IN_MEMORY : fi; /* not on disk: it goes with the next batch */
+    if (rc == 0 && durable) {
       lt_frame_t fr[LT_PROTO_MAX_FRAMES];
       int n;
       lt_spool_frames(s, i, fr, &n);
       durable(e->id, fr, n, ud);
     }
   }
-  if (fi >= 0 && durable && live) durable(0, NULL, 0, ud); /* the batch is complete */
+  if (rc == 0 && durable && live) durable(0, NULL, 0, ud); /* the batch is complete */
   free(b->buf);
   free(b);
-  return fi < 0 ? fi : live;
+  return rc < 0 ? rc : live;
 }
 
 int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud) {
@@ -309,10 +430,7 @@ int lt_spool_drop(lt_spool_t *s, uint64_t id) {
   for (int i = 0; i < s->n; i++) {
     if (s->e[i].id != id) continue;
     int fi = s->e[i].file;
-    if (fi >= 0 && --s->f[fi].live == 0) {
-      char path[4096];
-      if (lt_path_join(path, sizeof path, s->dir, s->f[fi].name) == 0) unlink(path);
-    }
+    if (fi >= 0 && --s->f[fi].live == 0) retire(s, fi); /* the current segment stays until sealed */
     free(s->e[i].blob);
     s->e[i] = s->e[--s->n];
     return 1;

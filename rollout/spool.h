@@ -1,11 +1,11 @@
 /* The worker's spool: finished trajectories kept on disk until the daemon
  * acknowledges them.  Group commit: put() keeps a trajectory in memory, and
- * flush() (or the writer thread, below) writes everything put since the last
- * flush as one batch file with one fsync (plus the directory's), before any
- * of it is sent.  A batch file
- * stays until its last record is acknowledged, so after a worker restart an
- * acknowledged record of a half-acknowledged batch is sent again (the daemon
- * rejects it as a duplicate). */
+ * flush() (or the writer thread, below) appends everything put since the last
+ * flush as one batch to the current segment file with one fdatasync, before
+ * any of it is sent.  A segment (up to ~1 MiB of batches) stays until its last
+ * record is acknowledged, so after a worker restart an acknowledged record of
+ * a segment with others still open is sent again (the daemon rejects it as a
+ * duplicate). */
 #ifndef LT_ROLLOUT_SPOOL_H
 #define LT_ROLLOUT_SPOOL_H
 
@@ -30,7 +30,8 @@ int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud);
 /* The same in three steps, so that the write can run off the loop thread:
  * take() collects every put() since the last take into a batch (nothing to do:
  * 0 and no batch), write() writes it (any thread; touches no spool state),
- * done() records the outcome on the spool's thread and frees the batch.  On a
+ * done() records the outcome on the spool's thread and frees the batch; one
+ * batch at a time (take the next after the last one's done()).  On a
  * failed write its records are pending again.  Records dropped or replaced
  * meanwhile are left out.  Returns how many records became durable. */
 typedef struct lt_spool_batch lt_spool_batch_t;

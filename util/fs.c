@@ -87,6 +87,17 @@ int lt_fs_sync_dir(const char *dir) {
   return rc;
 }
 
+int lt_fs_pwrite_sync(int fd, const char *path, const void *data, size_t len, uint64_t off) {
+  const char *p = data;
+  while (len) {
+    ssize_t w = pwrite(fd, p, len, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return sys_err("cannot write", path);
+    p += w, off += (uint64_t)w, len -= (size_t)w;
+  }
+  return fdatasync(fd) < 0 ? sys_err("cannot fdatasync", path) : 0;
+}
+
 int lt_fs_write_atomic(const char *path, const void *data, size_t len) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)

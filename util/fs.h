@@ -3,12 +3,16 @@
 #define LT_UTIL_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Reads a whole file (NUL-terminated) of at most max_bytes. Caller frees. */
 int lt_fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 /* Writes via a temporary file, fsync and rename, then fsyncs the directory, so
  * readers see the old or the new file, never a torn one. */
 int lt_fs_write_atomic(const char *path, const void *data, size_t len);
+/* Writes all of data at offset off of the open file fd (named path, for
+ * messages), then fdatasync()s it: durable on return. */
+int lt_fs_pwrite_sync(int fd, const char *path, const void *data, size_t len, uint64_t off);
 /* mkdir -p; existing directories are fine. */
 int lt_fs_mkdirs(const char *path, int mode);
 int lt_fs_exists(const char *path);

@@ -54,16 +54,16 @@ Test(spool, group_commit_ack_and_restart) {
   cr_assert_eq(lt_spool_flush(s, count_sent, NULL), 3);
   cr_expect_eq(sent, 3);
   cr_expect_eq(batches, 1, "the three are one batch");
-  cr_expect_eq(files(dir, ".spool"), 1, "one batch file for the three");
+  cr_expect_eq(files(dir, ".spool"), 1, "one segment");
   cr_expect_eq(lt_spool_flush(s, count_sent, NULL), 0);
   put(s, 4, "four");
   cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
-  cr_expect_eq(files(dir, ".spool"), 2);
+  cr_expect_eq(files(dir, ".spool"), 1, "the next batch is appended to the same segment, no new file");
   cr_expect(lt_spool_drop(s, 2));
   cr_expect(!lt_spool_drop(s, 2));
   lt_spool_close(s);
   /* A restart finds everything not acknowledged.  An acknowledged record of a
-   * batch with others still open comes back too (the file holds it until the
+   * segment with others still open comes back too (the file holds it until the
    * last one is acknowledged): resent, the daemon rejects it as a duplicate. */
   cr_assert_eq(lt_spool_open(dir, &s), 0);
   cr_assert_eq(lt_spool_count(s), 4);
@@ -77,14 +77,14 @@ Test(spool, group_commit_ack_and_restart) {
     cr_expect(fr[0].len == 3 && !memcmp(fr[0].data, "hdr", 3));
   }
   cr_expect_eq(seen, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4));
-  /* A batch file goes when its last record is acknowledged. */
+  /* A segment an earlier run wrote goes when its last record is acknowledged. */
   lt_spool_drop(s, 1);
   lt_spool_drop(s, 2);
   lt_spool_drop(s, 3);
   cr_expect_eq(files(dir, ".spool"), 1);
   lt_spool_drop(s, 4);
   cr_expect_eq(files(dir, ".spool"), 0);
-  /* Numbering continues after a restart: a new batch never overwrites an old one. */
+  /* After a restart batches go to a new segment: an old one is never appended to. */
   put(s, 5, "five");
   cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
   lt_spool_close(s);
@@ -92,11 +92,115 @@ Test(spool, group_commit_ack_and_restart) {
   put(s, 6, "six");
   cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
   cr_expect_eq(files(dir, ".spool"), 2);
+  /* The segment being appended to stays while empty; a clean stop removes it. */
+  cr_expect(lt_spool_drop(s, 5) && lt_spool_drop(s, 6));
+  cr_expect_eq(files(dir, ".spool"), 1, "the old segment went with its last record, the current one stays");
   lt_spool_close(s);
+  cr_expect_eq(files(dir, ".spool"), 0, "nothing acknowledged is left to resend after a clean stop");
   lt_test_rmdir(dir);
 }
 
-Test(spool, damaged_files_are_dropped_and_old_single_files_load) {
+/* Segments are replaced past 1 MiB; a full one goes when its last record is acknowledged. */
+Test(spool, segments_rotate_by_size) {
+  char *dir = lt_test_tmpdir("spool-rotate");
+  lt_spool_t *s;
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  char *big = malloc(400 * 1024 + 1);
+  memset(big, 'x', 400 * 1024);
+  big[400 * 1024] = 0;
+  for (uint64_t id = 1; id <= 4; id++) { /* 3 × 400 KiB pass 1 MiB: the fourth starts a new segment */
+    put(s, id, big);
+    cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  }
+  cr_expect_eq(files(dir, ".spool"), 2);
+  for (uint64_t id = 1; id <= 3; id++) lt_spool_drop(s, id);
+  cr_expect_eq(files(dir, ".spool"), 1, "the full segment is removed once all its records are acknowledged");
+  lt_spool_close(s);
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  cr_expect_eq(lt_spool_count(s), 1);
+  cr_expect_eq(lt_spool_id(s, 0), 4);
+  lt_spool_close(s);
+  free(big);
+  lt_test_rmdir(dir);
+}
+
+/* The worker flushes on a reconnect while its writer thread has a batch in
+ * flight: the second batch may start a new segment; the first still lands in
+ * its own, which is closed and removed only after that. */
+Test(spool, a_flush_beside_a_batch_in_flight_keeps_both_segments_right) {
+  char *dir = lt_test_tmpdir("spool-two");
+  lt_spool_t *s;
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  char *big = malloc(1100 * 1024 + 1);
+  memset(big, 'y', 1100 * 1024);
+  big[1100 * 1024] = 0;
+  put(s, 1, big);
+  lt_spool_batch_t *b;
+  cr_assert_eq(lt_spool_batch_take(s, &b), 1); /* fills the first segment past 1 MiB */
+  put(s, 2, "two");
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1, "goes to a second segment while the first is written");
+  cr_expect_eq(files(dir, ".spool"), 2);
+  cr_assert_eq(lt_spool_batch_done(s, b, lt_spool_batch_write(b), NULL, NULL), 1);
+  cr_expect(lt_spool_drop(s, 1));
+  cr_expect_eq(files(dir, ".spool"), 1, "the first segment goes with its record");
+  lt_spool_close(s);
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  cr_expect_eq(lt_spool_count(s), 1);
+  cr_expect_eq(lt_spool_id(s, 0), 2);
+  lt_spool_close(s);
+  free(big);
+  lt_test_rmdir(dir);
+}
+
+static char *only_file(const char *dir, const char *suffix, char *path, size_t cap) {
+  DIR *d = opendir(dir);
+  path[0] = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t l = strlen(e->d_name), k = strlen(suffix);
+    if (l > k && !strcmp(e->d_name + l - k, suffix)) snprintf(path, cap, "%s/%s", dir, e->d_name);
+  }
+  if (d) closedir(d);
+  return path;
+}
+
+/* A crash while a batch is appended leaves it torn at the segment's end; a
+ * damaged byte fails its batch's hash.  Either way the batches before it are
+ * delivered and nothing from the torn one (it was never sent). */
+Test(spool, torn_or_damaged_segment_batches_are_cut_off) {
+  char *dir = lt_test_tmpdir("spool-torn");
+  lt_spool_t *s;
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  put(s, 1, "first batch");
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  put(s, 2, "second batch");
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  lt_spool_close(s);
+  char seg[4300];
+  only_file(dir, ".spool", seg, sizeof seg);
+  char *blob;
+  size_t len;
+  cr_assert_eq(lt_fs_read_file(seg, 1 << 20, &blob, &len), 0);
+  /* Torn: a third batch whose end never reached the disk. */
+  FILE *f = fopen(seg, "ab");
+  fwrite(blob, 1, len / 2 - 5, f);
+  fclose(f);
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  cr_expect_eq(lt_spool_count(s), 2, "both whole batches, nothing of the torn one");
+  lt_spool_close(s);
+  /* Damaged: one byte of the second batch's record flipped. */
+  blob[len - 12] ^= 0x20;
+  f = fopen(seg, "wb");
+  cr_assert(f && fwrite(blob, 1, len, f) == len);
+  fclose(f);
+  cr_assert_eq(lt_spool_open(dir, &s), 0);
+  cr_expect_eq(lt_spool_count(s), 1);
+  cr_expect_eq(lt_spool_id(s, 0), 1);
+  lt_spool_close(s);
+  free(blob);
+  lt_test_rmdir(dir);
+}
+
+Test(spool, damaged_files_are_dropped_and_old_files_load) {
   char *dir = lt_test_tmpdir("spool-damage");
   lt_spool_t *s;
   cr_assert_eq(lt_spool_open(dir, &s), 0);
@@ -104,26 +208,44 @@ Test(spool, damaged_files_are_dropped_and_old_single_files_load) {
   cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
   lt_spool_close(s);
   char p[4300];
-  /* A batch torn in the middle (a crash while writing cannot leave one: rename is atomic, but a disk can). */
+  /* A batch file of older workers, torn in the middle (rename made them atomic, but a disk can tear one). */
   snprintf(p, sizeof p, "%s/b99.spool", dir);
   cr_assert_eq(lt_test_write(p, "LTSB1\n\x02\x00\x00\x00garbage"), 0);
-  /* One record in the layout of older workers. */
-  snprintf(p, sizeof p, "%s/42.traj", dir);
+  /* A whole batch file of older workers, and one record in the layout before batches. */
+  uint32_t one = 1, nfr = 1;
+  uint64_t tid = 43, rlen = 6 + 4 + 8 + 2, len = 2;
+  snprintf(p, sizeof p, "%s/b98.spool", dir);
   FILE *f = fopen(p, "wb");
-  uint32_t nfr = 1;
-  uint64_t len = 2;
+  fwrite("LTSB1\n", 1, 6, f);
+  fwrite(&one, 4, 1, f);
+  fwrite(&tid, 8, 1, f);
+  fwrite(&rlen, 8, 1, f);
+  fwrite("LTSP1\n", 1, 6, f);
+  fwrite(&nfr, 4, 1, f);
+  fwrite(&len, 8, 1, f);
+  fwrite("ok", 1, 2, f);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/42.traj", dir);
+  f = fopen(p, "wb");
   fwrite("LTSP1\n", 1, 6, f);
   fwrite(&nfr, 4, 1, f);
   fwrite(&len, 8, 1, f);
   fwrite("ok", 1, 2, f);
   fclose(f);
   cr_assert_eq(lt_spool_open(dir, &s), 0);
-  cr_expect_eq(lt_spool_count(s), 2, "seven and the old 42");
+  cr_expect_eq(lt_spool_count(s), 3, "seven, the old batch's 43 and the old 42");
   snprintf(p, sizeof p, "%s/b99.spool", dir);
   cr_expect(!lt_fs_exists(p), "the damaged batch is removed");
-  cr_expect(lt_spool_drop(s, 42));
+  cr_expect(lt_spool_drop(s, 42) && lt_spool_drop(s, 43));
   snprintf(p, sizeof p, "%s/42.traj", dir);
   cr_expect(!lt_fs_exists(p));
+  snprintf(p, sizeof p, "%s/b98.spool", dir);
+  cr_expect(!lt_fs_exists(p));
+  /* New batches after a restart numbered past the old files: never b98's or b99's name. */
+  put(s, 8, "eight");
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  snprintf(p, sizeof p, "%s/s100.spool", dir);
+  cr_expect(lt_fs_exists(p));
   lt_spool_close(s);
   lt_test_rmdir(dir);
 }
@@ -203,8 +325,8 @@ Test(spool, writer_thread_group_commits_and_stops_cleanly) {
   cr_expect_eq(lt_spool_pending(s), 0);
   /* The loop did not run during the puts, so the first batch stays in flight
    * through every later kick: record 1, then the 39 that came meanwhile. */
-  cr_expect_eq(files(dir, ".spool"), 2, "one batch for the first kick, one for everything after");
-  cr_expect_eq(seen.batches, 2, "each batch's end is told once");
+  cr_expect_eq(seen.batches, 2, "one batch for the first kick, one for everything after, each end told once");
+  cr_expect_eq(files(dir, ".spool"), 1, "both appended to one segment");
   for (int i = 0; i < 10; i++) cr_expect(lt_spool_drop(s, (uint64_t)i + 1));
   put(s, 99, "late");
   lt_spool_writer_kick(sw);
@@ -214,7 +336,7 @@ Test(spool, writer_thread_group_commits_and_stops_cleanly) {
   lt_spool_close(s);
   cr_assert_eq(lt_spool_open(dir, &s), 0);
   /* 11..40 and the late one survive; an acknowledged record comes back only
-   * while its batch holds others (the daemon rejects it as a duplicate). */
+   * while its segment holds others (the daemon rejects it as a duplicate). */
   int found = 0;
   for (int i = 0; i < lt_spool_count(s); i++) {
     uint64_t id = lt_spool_id(s, i);
