@@ -15,13 +15,15 @@
 #include "util/log.h"
 
 #define LT_SPOOL_LOCK_WAIT_S 900
-/* A segment takes batches until it passes this size.  Creating a file is what
- * a batch per file cost most (ext4's inode allocation, about half the CPU of a
- * worker with 800 sessions); a segment is created once per ~300 trajectories.
- * A crashed worker resends what its segments still hold, acknowledged or not:
- * at most about this much beyond the unacknowledged records (the daemon
- * rejects them as duplicates). */
+/* A segment takes batches until it passes SEGMENT_BYTES, or IDLE_BYTES at a
+ * moment when everything in it is acknowledged.  A file per batch cost a worker
+ * with 800 sessions about half its CPU (ext4's inode allocation under
+ * open(O_CREAT)); a segment is created once per tens of trajectories at least.
+ * A crashed worker resends what its segments still hold, acknowledged or not,
+ * so IDLE_BYTES bounds that while the daemon keeps up (it rejects them as
+ * duplicates). */
 #define LT_SPOOL_SEGMENT_BYTES (1u << 20)
+#define LT_SPOOL_SEGMENT_IDLE_BYTES (64u << 10)
 
 /* A record (one trajectory): "LTSP1\n", u32 frame count, then per frame u64
  * length + bytes.  A batch: "LTSB1\n", u32 count, then per record u64 task id,
@@ -430,7 +432,10 @@ int lt_spool_drop(lt_spool_t *s, uint64_t id) {
   for (int i = 0; i < s->n; i++) {
     if (s->e[i].id != id) continue;
     int fi = s->e[i].file;
-    if (fi >= 0 && --s->f[fi].live == 0) retire(s, fi); /* the current segment stays until sealed */
+    if (fi >= 0 && --s->f[fi].live == 0) {
+      if (fi == s->seg && !s->f[fi].writing && s->seg_len >= LT_SPOOL_SEGMENT_IDLE_BYTES) seal(s);
+      retire(s, fi); /* the current segment stays until sealed */
+    }
     free(s->e[i].blob);
     s->e[i] = s->e[--s->n];
     return 1;

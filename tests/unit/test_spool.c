@@ -119,6 +119,16 @@ Test(spool, segments_rotate_by_size) {
   cr_assert_eq(lt_spool_open(dir, &s), 0);
   cr_expect_eq(lt_spool_count(s), 1);
   cr_expect_eq(lt_spool_id(s, 0), 4);
+  /* Past 64 KiB, a segment whose records are all acknowledged is replaced at once: a crash then resends nothing. */
+  big[70 * 1024] = 0;
+  put(s, 5, big);
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  cr_expect_eq(files(dir, ".spool"), 2);
+  cr_expect(lt_spool_drop(s, 5));
+  cr_expect_eq(files(dir, ".spool"), 1, "only the segment an earlier run left, holding 4");
+  put(s, 6, "six");
+  cr_assert_eq(lt_spool_flush(s, NULL, NULL), 1);
+  cr_expect_eq(files(dir, ".spool"), 2, "a new segment for the next batch");
   lt_spool_close(s);
   free(big);
   lt_test_rmdir(dir);
