@@ -29,7 +29,11 @@
  * length + bytes.  A batch: "LTSB1\n", u32 count, then per record u64 task id,
  * u64 length, the record; in a segment ("LTSB2\n") followed by the u64 FNV-1a
  * hash of everything before it, so a batch torn by a crash is told from a
- * whole one.  Files: sNNN.spool, a segment: batches appended one after the
+ * whole one.  A segment also holds acknowledgement notes: "LTSA2\n", u32
+ * count, the u64 task ids acknowledged (or replaced) since the last batch, the
+ * hash; each written ahead of the next batch and at a clean stop, so a restart
+ * resends only what was not acknowledged (a crash loses the notes since the
+ * last batch: those are resent, and rejected as duplicates).  Files: sNNN.spool, a segment: batches appended one after the
  * other, each written with one fdatasync (a new segment's first also syncs the
  * directory), the file removed when it is no longer appended to and its last
  * record is acknowledged; bNNN.spool (one batch) and NNN.traj (one record)
@@ -37,6 +41,7 @@
 static const char MAGIC[6] = "LTSP1\n";
 static const char BATCH_MAGIC[6] = "LTSB1\n";
 static const char SEGMENT_MAGIC[6] = "LTSB2\n";
+static const char ACK_MAGIC[6] = "LTSA2\n";
 
 typedef struct {
   uint64_t id;
@@ -73,6 +78,8 @@ struct lt_spool {
   uint64_t seq;        /* next file number */
   int seg;             /* the segment batches are appended to (index in f[], -1: none) */
   uint64_t seg_len;    /* bytes appended to it so far */
+  uint64_t *acked;     /* task ids whose records in the current segment were acknowledged since its last batch */
+  int nacked, capacked;
 };
 
 static uint64_t fnv1a(const char *p, size_t n) {
@@ -168,6 +175,21 @@ static int load_batch(lt_spool_t *s, const char *b, size_t off, uint32_t count, 
   return 0;
 }
 
+/* A note read back: the records of file fi under these ids were acknowledged. */
+static void forget(lt_spool_t *s, const char *ids, uint32_t count, int fi) {
+  for (uint32_t k = 0; k < count; k++) {
+    uint64_t id;
+    memcpy(&id, ids + 8 * (size_t)k, 8);
+    for (int i = s->n - 1; i >= 0; i--)
+      if (s->e[i].id == id && s->e[i].file == fi) {
+        free(s->e[i].blob);
+        s->e[i] = s->e[--s->n];
+        s->f[fi].live--;
+        break;
+      }
+  }
+}
+
 /* Reads one file an earlier run left: kind 's' a segment, 'b' a batch file,
  * 't' a single record (id its task).  Returns 0 or an error; a file that holds
  * nothing to deliver is removed. */
@@ -190,12 +212,16 @@ static int load_file(lt_spool_t *s, const char *path, const char *name, int kind
   } else {
     /* A segment is read batch by batch up to the first that is torn (a crash
      * while it was written: it was never sent); a batch file is one batch. */
-    for (uint32_t cnt; off < len && rc == 0;) {
-      size_t end = batch_end(blob, len, off, kind == 's' ? SEGMENT_MAGIC : BATCH_MAGIC, &cnt);
+    for (uint32_t cnt = 0; off < len && rc == 0;) {
+      int note = kind == 's' && len - off >= 10 && !memcmp(blob + off, ACK_MAGIC, 6);
+      if (note) memcpy(&cnt, blob + off + 6, 4);
+      size_t end = !note ? batch_end(blob, len, off, kind == 's' ? SEGMENT_MAGIC : BATCH_MAGIC, &cnt)
+                   : cnt <= (len - off - 10) / 8 ? off + 10 + 8 * (size_t)cnt : 0;
       uint64_t h = 0;
       if (end && kind == 's' && (len - end < 8 || (memcpy(&h, blob + end, 8), h != fnv1a(blob + off, end - off)))) end = 0;
       if (!end) break;
-      rc = load_batch(s, blob, off, cnt, fi);
+      if (note) forget(s, blob + off + 10, cnt, fi);
+      else rc = load_batch(s, blob, off, cnt, fi);
       off = kind == 's' ? end + 8 : len;
     }
   }
@@ -273,6 +299,7 @@ static void retire(lt_spool_t *s, int fi) {
 static void seal(lt_spool_t *s) {
   int fi = s->seg;
   s->seg = -1;
+  s->nacked = 0; /* notes concern the segment they would be written to */
   if (fi >= 0) retire(s, fi);
 }
 
@@ -294,14 +321,37 @@ static int segment_new(lt_spool_t *s) {
   return 0;
 }
 
+/* Writes the pending acknowledgement note into b (10 + 8 × nacked + 8 bytes) and empties the list. */
+static void note_write(lt_spool_t *s, char *b) {
+  uint32_t cnt = (uint32_t)s->nacked;
+  memcpy(b, ACK_MAGIC, 6);
+  memcpy(b + 6, &cnt, 4);
+  memcpy(b + 10, s->acked, 8 * (size_t)cnt);
+  uint64_t h = fnv1a(b, 10 + 8 * (size_t)cnt);
+  memcpy(b + 10 + 8 * (size_t)cnt, &h, 8);
+  s->nacked = 0;
+}
+
 void lt_spool_close(lt_spool_t *s) {
   if (!s) return;
-  seal(s); /* a clean stop leaves no acknowledged records behind to resend */
+  /* A clean stop leaves no acknowledged record behind to resend: a segment
+   * holding only such records goes, another gets its last notes. */
+  if (s->seg >= 0 && s->nacked && s->f[s->seg].live && !s->f[s->seg].writing) {
+    size_t len = 10 + 8 * (size_t)s->nacked + 8;
+    char *b = malloc(len), path[4096];
+    if (b && lt_path_join(path, sizeof path, s->dir, s->f[s->seg].name) == 0) {
+      note_write(s, b);
+      if (lt_fs_pwrite_sync(s->f[s->seg].fd, path, b, len, s->seg_len) < 0) LT_WARN("spool", "%s", lt_error_msg());
+    }
+    free(b);
+  }
+  seal(s);
   for (int i = 0; i < s->nf; i++)
     if (s->f[i].fd >= 0) close(s->f[i].fd);
   for (int i = 0; i < s->n; i++) free(s->e[i].blob);
   if (s->lock >= 0) close(s->lock);
   free(s->e);
+  free(s->acked);
   free(s->f);
   free(s->dir);
   free(s);
@@ -342,7 +392,7 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
   if (s->seg >= 0 && s->seg_len >= LT_SPOOL_SEGMENT_BYTES) seal(s);
   if (s->seg < 0 && (rc = segment_new(s)) < 0) return rc;
   lt_spool_batch_t *b = calloc(1, sizeof *b);
-  size_t len = 10 + 8;
+  size_t note = s->nacked ? 10 + 8 * (size_t)s->nacked + 8 : 0, len = note + 10 + 8;
   for (int i = 0; i < s->n; i++)
     if (s->e[i].file == IN_MEMORY) len += 16 + s->e[i].len;
   if (!b || !(b->buf = malloc(len))) {
@@ -353,23 +403,25 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
   lt_path_join(b->path, sizeof b->path, s->dir, f->name); /* fits: segment_new joined it */
   b->fi = s->seg, b->fd = f->fd, b->fresh = f->fresh, b->off = s->seg_len;
   f->writing++;
-  memcpy(b->buf, SEGMENT_MAGIC, 6);
+  if (note) note_write(s, b->buf); /* the notes first, in the same write */
+  char *rec = b->buf + note;
+  memcpy(rec, SEGMENT_MAGIC, 6);
   uint32_t cnt = (uint32_t)k;
-  memcpy(b->buf + 6, &cnt, 4);
+  memcpy(rec + 6, &cnt, 4);
   size_t off = 10;
   for (int i = 0; i < s->n; i++) {
     entry_t *e = &s->e[i];
     if (e->file != IN_MEMORY) continue;
     uint64_t l = e->len;
-    memcpy(b->buf + off, &e->id, 8);
-    memcpy(b->buf + off + 8, &l, 8);
-    memcpy(b->buf + off + 16, e->blob, e->len);
+    memcpy(rec + off, &e->id, 8);
+    memcpy(rec + off + 8, &l, 8);
+    memcpy(rec + off + 16, e->blob, e->len);
     off += 16 + e->len;
     e->file = WRITING;
     e->batch = b;
   }
-  uint64_t h = fnv1a(b->buf, off);
-  memcpy(b->buf + off, &h, 8);
+  uint64_t h = fnv1a(rec, off);
+  memcpy(rec + off, &h, 8);
   b->len = len;
   s->seg_len += len; /* reserved: the next batch goes after it, whether or not this one is written */
   *out = b;
@@ -428,10 +480,23 @@ int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud) {
 
 int lt_spool_durable(const lt_spool_t *s, int i) { return s->e[i].file >= 0; }
 
+/* Remembers that the record of task id in the current segment is acknowledged, for its next note. */
+static void note(lt_spool_t *s, uint64_t id) {
+  if (s->nacked == s->capacked) {
+    int cap = s->capacked ? 2 * s->capacked : 64;
+    uint64_t *a = realloc(s->acked, sizeof *a * (size_t)cap);
+    if (!a) return; /* without the note a restart resends it: a duplicate, not a loss */
+    s->acked = a;
+    s->capacked = cap;
+  }
+  s->acked[s->nacked++] = id;
+}
+
 int lt_spool_drop(lt_spool_t *s, uint64_t id) {
   for (int i = 0; i < s->n; i++) {
     if (s->e[i].id != id) continue;
     int fi = s->e[i].file;
+    if (s->seg >= 0 && (fi == s->seg || (fi == WRITING && s->e[i].batch->fi == s->seg))) note(s, id);
     if (fi >= 0 && --s->f[fi].live == 0) {
       if (fi == s->seg && !s->f[fi].writing && s->seg_len >= LT_SPOOL_SEGMENT_IDLE_BYTES) seal(s);
       retire(s, fi); /* the current segment stays until sealed */
