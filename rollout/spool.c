@@ -1,5 +1,6 @@
 #include "rollout/spool.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -175,6 +176,12 @@ static int load_batch(lt_spool_t *s, const char *b, size_t off, uint32_t count, 
   return 0;
 }
 
+static void unlink_file(lt_spool_t *s, int fi) {
+  char path[4096];
+  if (lt_path_join(path, sizeof path, s->dir, s->f[fi].name) == 0 && unlink(path) < 0 && errno != ENOENT)
+    LT_WARN("spool", "cannot remove %s: %s (a restart resends what it holds, as duplicates)", path, strerror(errno));
+}
+
 /* A note read back: the records of file fi under these ids were acknowledged. */
 static void forget(lt_spool_t *s, const char *ids, uint32_t count, int fi) {
   for (uint32_t k = 0; k < count; k++) {
@@ -196,7 +203,10 @@ static void forget(lt_spool_t *s, const char *ids, uint32_t count, int fi) {
 static int load_file(lt_spool_t *s, const char *path, const char *name, int kind, uint64_t id) {
   char *blob;
   size_t len;
-  if (lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) return 0;
+  if (lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) {
+    LT_WARN("spool", "%s: cannot read it, its trajectories are not resent: %s", path, lt_error_msg());
+    return 0;
+  }
   int fi = add_file(s, name, 0), rc = 0;
   if (fi < 0) {
     free(blob);
@@ -229,7 +239,7 @@ static int load_file(lt_spool_t *s, const char *path, const char *name, int kind
   if (rc == 0 && off < len)
     LT_WARN("spool", "%s: %s at byte %zu (%zu bytes ignored)", path,
             kind == 's' ? "a torn or damaged batch (a crash while it was written, or the disk)" : "not a valid spool file", off, len - off);
-  if (s->f[fi].live == 0) unlink(path);
+  if (s->f[fi].live == 0) unlink_file(s, fi);
   return rc;
 }
 
@@ -267,7 +277,9 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
   for (struct dirent *de; (de = readdir(d)) && rc == 0;) {
     char *end, c = de->d_name[0], path[4096];
     unsigned long long id = strtoull(c == 'b' || c == 's' ? de->d_name + 1 : de->d_name, &end, 10);
-    int kind = (c == 'b' || c == 's') && !strcmp(end, ".spool") ? c : !strcmp(end, ".traj") ? 't' : 0;
+    int num = c == 'b' || c == 's';
+    int kind = !isdigit((unsigned char)de->d_name[num]) ? 0 /* not ours: "s-1.spool" would wrap the numbering */
+               : num && !strcmp(end, ".spool") ? c : !num && !strcmp(end, ".traj") ? 't' : 0;
     if (!kind || lt_path_join(path, sizeof path, dir, de->d_name) < 0) continue;
     if (kind != 't' && id >= s->seq) s->seq = id + 1;
     rc = load_file(s, path, de->d_name, kind, id);
@@ -279,11 +291,6 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
   }
   *out = s;
   return 0;
-}
-
-static void unlink_file(lt_spool_t *s, int fi) {
-  char path[4096];
-  if (lt_path_join(path, sizeof path, s->dir, s->f[fi].name) == 0) unlink(path);
 }
 
 /* A segment no batch goes to any more is closed once none is being written
@@ -334,8 +341,10 @@ static void note_write(lt_spool_t *s, char *b) {
 
 void lt_spool_close(lt_spool_t *s) {
   if (!s) return;
-  /* A clean stop leaves no acknowledged record behind to resend: a segment
-   * holding only such records goes, another gets its last notes. */
+  /* A clean stop leaves no acknowledged record of the current segment behind
+   * to resend: it goes if it holds only such records, else gets its last
+   * notes.  (Acknowledged records in earlier segments that still hold others
+   * are resent after a restart, as duplicates.) */
   if (s->seg >= 0 && s->nacked && s->f[s->seg].live && !s->f[s->seg].writing) {
     size_t len = 10 + 8 * (size_t)s->nacked + 8;
     char *b = malloc(len), path[4096];
@@ -389,7 +398,9 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
   *out = NULL;
   int k = lt_spool_pending(s), rc;
   if (k == 0) return 0;
-  if (s->seg >= 0 && s->seg_len >= LT_SPOOL_SEGMENT_BYTES) seal(s);
+  /* Also while a batch is still being written to it (a reconnect's flush beside the writer thread's): one
+   * appended behind it would be lost on a restart should that one fail or never reach the disk. */
+  if (s->seg >= 0 && (s->seg_len >= LT_SPOOL_SEGMENT_BYTES || s->f[s->seg].writing)) seal(s);
   if (s->seg < 0 && (rc = segment_new(s)) < 0) return rc;
   lt_spool_batch_t *b = calloc(1, sizeof *b);
   size_t note = s->nacked ? 10 + 8 * (size_t)s->nacked + 8 : 0, len = note + 10 + 8;
@@ -432,7 +443,9 @@ int lt_spool_batch_write(lt_spool_batch_t *b) {
   int rc = lt_fs_pwrite_sync(b->fd, b->path, b->buf, b->len, b->off);
   struct stat st;
   /* A segment removed from under the worker (its spool directory deleted) takes writes nobody can read back. */
-  if (rc == 0 && (fstat(b->fd, &st) < 0 || st.st_nlink == 0))
+  if (rc == 0 && fstat(b->fd, &st) < 0)
+    rc = lt_error_set(LT_EIO, "spool: cannot stat %s: %s", b->path, strerror(errno));
+  else if (rc == 0 && st.st_nlink == 0)
     rc = lt_error_set(LT_EIO, "spool: %s was removed while the worker wrote to it", b->path);
   if (rc == 0 && b->fresh) { /* the segment's directory entry, once */
     char dir[4096];

@@ -3,9 +3,9 @@
  * flush() (or the writer thread, below) appends everything put since the last
  * flush as one batch to the current segment file with one fdatasync, before
  * any of it is sent.  A segment (up to ~1 MiB of batches) stays until its last
- * record is acknowledged, so after a worker restart an acknowledged record of
- * a segment with others still open is sent again (the daemon rejects it as a
- * duplicate). */
+ * record is acknowledged; acknowledgements are noted in it, so a restart
+ * resends what was not acknowledged, plus (as duplicates the daemon rejects)
+ * what was acknowledged after the last note reached it. */
 #ifndef LT_ROLLOUT_SPOOL_H
 #define LT_ROLLOUT_SPOOL_H
 
@@ -30,8 +30,9 @@ int lt_spool_flush(lt_spool_t *s, lt_spool_durable_fn durable, void *ud);
 /* The same in three steps, so that the write can run off the loop thread:
  * take() collects every put() since the last take into a batch (nothing to do:
  * 0 and no batch), write() writes it (any thread; touches no spool state),
- * done() records the outcome on the spool's thread and frees the batch; one
- * batch at a time (take the next after the last one's done()).  On a
+ * done() records the outcome on the spool's thread and frees the batch (a
+ * take while another batch is still being written starts a new segment, so
+ * neither depends on the other reaching the disk).  On a
  * failed write its records are pending again.  Records dropped or replaced
  * meanwhile are left out.  Returns how many records became durable. */
 typedef struct lt_spool_batch lt_spool_batch_t;
