@@ -17,12 +17,10 @@
 
 #define LT_SPOOL_LOCK_WAIT_S 900
 /* A segment takes batches until it passes SEGMENT_BYTES, or IDLE_BYTES at a
- * moment when everything in it is acknowledged.  A file per batch cost a worker
- * with 800 sessions about half its CPU (ext4's inode allocation under
- * open(O_CREAT)); a segment is created once per tens of trajectories at least.
- * A crashed worker resends what its segments still hold, acknowledged or not,
- * so IDLE_BYTES bounds that while the daemon keeps up (it rejects them as
- * duplicates). */
+ * moment when everything in it is acknowledged (then it is removed at once).
+ * A file per batch cost a worker with 800 sessions about half its CPU (ext4's
+ * inode allocation under open(O_CREAT)); a segment is created once per tens of
+ * trajectories at least. */
 #define LT_SPOOL_SEGMENT_BYTES (1u << 20)
 #define LT_SPOOL_SEGMENT_IDLE_BYTES (64u << 10)
 
@@ -34,11 +32,12 @@
  * count, the u64 task ids acknowledged (or replaced) since the last batch, the
  * hash; each written ahead of the next batch and at a clean stop, so a restart
  * resends only what was not acknowledged (a crash loses the notes since the
- * last batch: those are resent, and rejected as duplicates).  Files: sNNN.spool, a segment: batches appended one after the
- * other, each written with one fdatasync (a new segment's first also syncs the
- * directory), the file removed when it is no longer appended to and its last
- * record is acknowledged; bNNN.spool (one batch) and NNN.traj (one record)
- * are what older workers left, read at start and removed the same way. */
+ * last batch: those are resent, and rejected as duplicates).  Files:
+ * sNNN.spool, a segment: batches appended one after the other, each written
+ * with one fdatasync (a new segment's first also syncs the directory), the
+ * file removed when it is no longer appended to and its last record is
+ * acknowledged; bNNN.spool (one batch) and NNN.traj (one record) are what
+ * older workers left, read at start and removed the same way. */
 static const char MAGIC[6] = "LTSP1\n";
 static const char BATCH_MAGIC[6] = "LTSB1\n";
 static const char SEGMENT_MAGIC[6] = "LTSB2\n";
