@@ -153,6 +153,14 @@ static size_t batch_end(const char *b, size_t len, size_t off, const char *magic
   return *count ? p : 0;
 }
 
+/* Whether the u64 after b[off..end) is the FNV-1a hash of that span (a segment's batch or note is whole). */
+static int hashed(const char *b, size_t len, size_t off, size_t end) {
+  uint64_t h;
+  if (len - end < 8) return 0;
+  memcpy(&h, b + end, 8);
+  return h == fnv1a(b + off, end - off);
+}
+
 /* Keeps a parsed batch's records, as entries of file fi. */
 static int load_batch(lt_spool_t *s, const char *b, size_t off, uint32_t count, int fi) {
   size_t p = off + 10;
@@ -226,9 +234,7 @@ static int load_file(lt_spool_t *s, const char *path, const char *name, int kind
       if (note) memcpy(&cnt, blob + off + 6, 4);
       size_t end = !note ? batch_end(blob, len, off, kind == 's' ? SEGMENT_MAGIC : BATCH_MAGIC, &cnt)
                    : cnt <= (len - off - 10) / 8 ? off + 10 + 8 * (size_t)cnt : 0;
-      uint64_t h = 0;
-      if (end && kind == 's' && (len - end < 8 || (memcpy(&h, blob + end, 8), h != fnv1a(blob + off, end - off)))) end = 0;
-      if (!end) break;
+      if (!end || (kind == 's' && !hashed(blob, len, off, end))) break;
       if (note) forget(s, blob + off + 10, cnt, fi);
       else rc = load_batch(s, blob, off, cnt, fi);
       off = kind == 's' ? end + 8 : len;
@@ -327,7 +333,10 @@ static int segment_new(lt_spool_t *s) {
   return 0;
 }
 
-/* Writes the pending acknowledgement note into b (10 + 8 × nacked + 8 bytes) and empties the list. */
+/* The size of the pending acknowledgement note, 0 when there is none. */
+static size_t note_len(const lt_spool_t *s) { return s->nacked ? 10 + 8 * (size_t)s->nacked + 8 : 0; }
+
+/* Writes the pending acknowledgement note into b (note_len bytes) and empties the list. */
 static void note_write(lt_spool_t *s, char *b) {
   uint32_t cnt = (uint32_t)s->nacked;
   memcpy(b, ACK_MAGIC, 6);
@@ -345,7 +354,7 @@ void lt_spool_close(lt_spool_t *s) {
    * notes.  (Acknowledged records in earlier segments that still hold others
    * are resent after a restart, as duplicates.) */
   if (s->seg >= 0 && s->nacked && s->f[s->seg].live && !s->f[s->seg].writing) {
-    size_t len = 10 + 8 * (size_t)s->nacked + 8;
+    size_t len = note_len(s);
     char *b = malloc(len), path[4096];
     if (b && lt_path_join(path, sizeof path, s->dir, s->f[s->seg].name) == 0) {
       note_write(s, b);
@@ -402,7 +411,7 @@ int lt_spool_batch_take(lt_spool_t *s, lt_spool_batch_t **out) {
   if (s->seg >= 0 && (s->seg_len >= LT_SPOOL_SEGMENT_BYTES || s->f[s->seg].writing)) seal(s);
   if (s->seg < 0 && (rc = segment_new(s)) < 0) return rc;
   lt_spool_batch_t *b = calloc(1, sizeof *b);
-  size_t note = s->nacked ? 10 + 8 * (size_t)s->nacked + 8 : 0, len = note + 10 + 8;
+  size_t note = note_len(s), len = note + 10 + 8;
   for (int i = 0; i < s->n; i++)
     if (s->e[i].file == IN_MEMORY) len += 16 + s->e[i].len;
   if (!b || !(b->buf = malloc(len))) {
@@ -446,13 +455,7 @@ int lt_spool_batch_write(lt_spool_batch_t *b) {
     rc = lt_error_set(LT_EIO, "spool: cannot stat %s: %s", b->path, strerror(errno));
   else if (rc == 0 && st.st_nlink == 0)
     rc = lt_error_set(LT_EIO, "spool: %s was removed while the worker wrote to it", b->path);
-  if (rc == 0 && b->fresh) { /* the segment's directory entry, once */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", b->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    rc = lt_fs_sync_dir(slash ? dir : ".");
-  }
+  if (rc == 0 && b->fresh) rc = lt_fs_sync_parent(b->path); /* the segment's directory entry, once */
   return rc;
 }
 

@@ -134,6 +134,10 @@ int lt_fs_write_atomic(const char *path, const void *data, size_t len) {
     unlink(tmp);
     return rc;
   }
+  return lt_fs_sync_parent(path);
+}
+
+int lt_fs_sync_parent(const char *path) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   return lt_fs_sync_dir(dirname(dir));

@@ -25,6 +25,8 @@ int lt_path_join(char *out, size_t cap, const char *a, const char *b);
 void lt_path_base(const char *path, char *out, size_t cap);
 /* fsyncs a directory so that a rename or create in it is durable. */
 int lt_fs_sync_dir(const char *dir);
+/* The same for the directory holding path (a file just created or renamed into it). */
+int lt_fs_sync_parent(const char *path);
 /* Absolute path of the running executable (for spawning helpers). */
 int lt_fs_self_exe(char *out, size_t cap);
 /* An exclusive lock on path (created if missing), held while *fd stays open
