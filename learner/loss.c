@@ -146,9 +146,10 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       st->tokens_kept += kept;
       double klc = in->kl_coef ? in->kl_coef[s] : cfg->kl_coef;
       if (klc > 0 && in->logp_ref) {
-        /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_old, z = log π_ref − log πθ;
-         * its derivative with respect to log πθ is ρ·(log πθ − log π_ref). */
-        double rho = exp((double)in->logp[t] - old[t]), z = (double)in->logp_ref[t] - in->logp[t];
+        /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_rollout, z = log π_ref − log πθ.
+         * The tokens were drawn from π_rollout (eq. 7's "old policy" is the sampler), so that is the
+         * importance ratio's denominator, not the learner's π_old; d/dlog πθ = ρ·(log πθ − log π_ref). */
+        double rho = exp((double)in->logp[t] - in->logp_rollout[t]), z = (double)in->logp_ref[t] - in->logp[t];
         double kl = rho * (exp(z) - z - 1);
         loss += klc * w * kl;
         g += klc * w * rho * -z;

@@ -266,3 +266,26 @@ Test(learner_loss, kl_coefficient_per_sequence) {
   for (int t = 3; t < 6; t++) cr_assert_float_eq(d_per[t], d_none[t], 1e-7, "token %d has no KL", t);
   cr_assert_neq(d_all[4], d_none[4], "the KL term moves the gradient");
 }
+
+/* Seed 002 eq. 7's importance ratio is πθ over the probability the token was sampled with: π_rollout, which
+ * an asynchronous run records per token, not the learner's π_old. Here π_old = πθ, so a π_old ratio would be 1. */
+Test(learner_loss, kl_unbiased_ratio_is_over_the_rollout_probability) {
+  static const int st1[] = {0, 2};
+  float logp[2] = {-1.0f, -0.4f}, roll[2] = {-1.2f, -0.3f}, ref[2] = {-0.5f, -0.6f}, adv[2] = {0, 0}, d[2];
+  uint8_t mask[2] = {1, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_PPO);
+  c.kl_coef = 0.5f;
+  lt_loss_in_t in = {.nseq = 1, .start = st1, .logp = logp, .logp_old = logp, .logp_rollout = roll, .logp_ref = ref,
+                     .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  /* ρ = e^(log πθ − log π_rollout): e^0.2 and e^−0.1; z = log π_ref − log πθ: 0.5 and −0.2. */
+  double rho0 = 1.2214027581601699, rho1 = 0.9048374180359595;
+  double kl0 = rho0 * (1.6487212707001282 - 0.5 - 1), kl1 = rho1 * (0.8187307530779818 + 0.2 - 1);
+  cr_expect_float_eq(st.kl_ref, (kl0 + kl1) / 2, 1e-6);
+  cr_expect_float_eq(st.loss, 0.5 * (kl0 + kl1) / 2, 1e-6);
+  /* dL/dlog πθ = β · w · ρ · (log πθ − log π_ref), w = 1/2 */
+  cr_expect_float_eq(d[0], 0.5 * 0.5 * rho0 * -0.5, 1e-6);
+  cr_expect_float_eq(d[1], 0.5 * 0.5 * rho1 * 0.2, 1e-6);
+}
