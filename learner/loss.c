@@ -29,6 +29,7 @@ void lt_loss_cfg_default(lt_loss_cfg_t *c, lt_objective obj) {
   c->clip_lo = c->clip_hi = obj == LT_OBJ_GSPO ? 1e-4f : 0.2f;
   c->delta = obj == LT_OBJ_GRPO ? 0.1f : 0.0f;
   c->tis_cap = 2.0f;
+  c->group_adv = obj == LT_OBJ_GRPO;
 }
 
 static int in_bounds(double logx, float lo, float hi) {
@@ -60,9 +61,9 @@ static void count_loss_tokens(const lt_loss_in_t *in, int *ntok, int *nseq_tok) 
   }
 }
 
-/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for GRPO. */
+/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for the group forms. */
 static double token_weight(const lt_loss_cfg_t *cfg, int ntok, int nseq_tok, int T) {
-  return cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+  return cfg->group_adv ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
 }
 
 int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref) {
