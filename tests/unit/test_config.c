@@ -228,3 +228,19 @@ Test(config, dynamic_filter_defaults_per_objective) {
     lt_config_free(&cfg);
   }
 }
+
+/* The judge's reasoning check was called MetaRM, which it is not (seed 001 §5.2.2's MetaRM corrects the GenRM's own
+ * training signal): the old key is refused, in a file or with --set, with a message naming the new one. */
+Test(config, the_metarm_key_is_refused_naming_reasoning_check) {
+  lt_config_t cfg;
+  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"metarm\": {\"enabled\": true}}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.genrm.metarm: renamed rewards.genrm.reasoning_check"), "%s",
+            lt_error_msg());
+  const char *set[] = {"rewards.genrm.metarm.penalty=0.3"};
+  cr_assert_eq(load("{}", set, 1, &cfg), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.genrm.reasoning_check"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"reasoning_check\": {\"enabled\": true}}}}", NULL, 0, &cfg), 0,
+               "%s", lt_error_msg());
+  cr_expect(lt_config_bool(&cfg, "rewards.genrm.reasoning_check.enabled"));
+  lt_config_free(&cfg);
+}
