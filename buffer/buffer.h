@@ -196,6 +196,8 @@ int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
 int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec_json, double pass_threshold, int64_t *n,
                            int64_t *passed);
 int64_t lt_buffer_count_train_tasks(lt_buffer_t *b);
+/* The highest noise curriculum level (spec noise_level) among a domain's training prompts; -1: none. */
+double lt_buffer_noise_level(lt_buffer_t *b, const char *domain);
 /* Training trajectories and how many of them were truncated. */
 int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated);
 /* Mean reward of the training trajectories whose reward was obtained (0 when none). */

@@ -139,6 +139,17 @@ static int real_row(sqlite3_stmt *s, void *ud) {
   return 1;
 }
 
+double lt_buffer_noise_level(lt_buffer_t *b, const char *domain) {
+  sqlite3_stmt *s;
+  double v = -1;
+  if (prep(b, "SELECT coalesce(max(json_extract(spec, '$.noise_level')), -1) FROM prompts WHERE eval = 0 AND domain = ?1",
+           &s) == 0) {
+    sqlite3_bind_text(s, 1, domain, -1, SQLITE_STATIC);
+    rows(b, s, real_row, &v);
+  }
+  return v;
+}
+
 double lt_buffer_reward_mean(lt_buffer_t *b) {
   sqlite3_stmt *s;
   double v = 0;

@@ -581,8 +581,10 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
 int lt__scheduler_resume(lt_daemon_t *d) {
   d->next_task_id = lt_buffer_max_id(d->buf, "tasks");
   d->next_prompt_id = lt_buffer_max_id(d->buf, "prompts");
-  for (int i = 0; i < lt_envs_count(d->envs); i++)
+  for (int i = 0; i < lt_envs_count(d->envs); i++) {
     d->domain_index[i] = lt_buffer_count_prompts(d->buf, lt_envs_name(d->envs, i));
+    lt_envs_noise_resume(d->envs, i, lt_buffer_noise_level(d->buf, lt_envs_name(d->envs, i)));
+  }
   d->tasks_created = lt_buffer_count_train_tasks(d->buf);
   d->tasks_done_before = lt_buffer_count_tasks(d->buf, LT_TASK_DONE);
   resume_ctx_t c = {d, 0};
