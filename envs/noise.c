@@ -82,7 +82,7 @@ int lt__noise_record(lt__noise_t *n, double level, int success) {
   if (n->clean_n < n->window || n->noisy_n < n->window) return 0;
   double gap = (double)n->clean_ok / n->clean_n - (double)n->noisy_ok / n->noisy_n;
   n->last_gap = gap;
-  if (gap > n->max_gap) { /* not robust yet: measure again at this level */
+  if (gap > n->max_gap || !n->clean_ok) { /* not robust yet (or nothing solved to be robust in): measure again */
     n->clean_n = n->clean_ok = n->noisy_n = n->noisy_ok = 0;
     return 0;
   }
