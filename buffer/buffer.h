@@ -190,9 +190,14 @@ int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st);
 /* Training (not evaluation) prompts of a domain, and training tasks: what resume continues numbering from. */
 int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
 /* The history of a training task — its spec, less a dataset's "epoch" — in a domain: trajectories that ended
- * (*n) and that passed, reward > 0 (*passed), over every group it was given (scheduler.pass_rate_oversample). */
-int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec_json, int64_t *n, int64_t *passed);
+ * (*n) and that passed (*passed), over every group it was given (scheduler.pass_rate_oversample). Passed: the
+ * verifier's verdict (components `correct` or `verifier` ≥ 0.5) where there is one, else reward ≥ pass_threshold
+ * (envs.<d>.pass_threshold). */
+int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec_json, double pass_threshold, int64_t *n,
+                           int64_t *passed);
 int64_t lt_buffer_count_train_tasks(lt_buffer_t *b);
+/* The highest noise curriculum level (spec noise_level) among a domain's training prompts; -1: none. */
+double lt_buffer_noise_level(lt_buffer_t *b, const char *domain);
 /* Training trajectories and how many of them were truncated. */
 int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated);
 /* Mean reward of the training trajectories whose reward was obtained (0 when none). */

@@ -111,16 +111,22 @@ int lt_buffer_traj_totals(lt_buffer_t *b, int64_t *count, int64_t *truncated) {
   return rc < 0 ? rc : 0;
 }
 
-int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec, int64_t *n, int64_t *passed) {
+int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec, double pass_threshold, int64_t *n,
+                           int64_t *passed) {
   sqlite3_stmt *s;
+  /* A pass is the domain's success: a verifier's verdict where the reward recorded one (rule and math
+   * `correct`, the judge's `verifier`), else the reward reaching the domain's threshold; reward > 0 would
+   * count every partial score and every GenRM win rate as a pass. */
   int rc = prep(b,
-                "SELECT count(t.id), coalesce(sum(t.reward > 0), 0) FROM prompts p JOIN trajectories t ON "
-                "t.group_id = p.id WHERE p.domain = ?1 AND p.eval = 0 AND json_remove(p.spec, '$.epoch') = "
-                "json_remove(?2, '$.epoch')",
+                "SELECT count(t.id), coalesce(sum(coalesce(coalesce(json_extract(t.components, '$.correct'), "
+                "json_extract(t.components, '$.verifier')) >= 0.5, t.reward >= ?3)), 0) FROM prompts p JOIN "
+                "trajectories t ON t.group_id = p.id WHERE p.domain = ?1 AND p.eval = 0 AND "
+                "json_remove(p.spec, '$.epoch') = json_remove(?2, '$.epoch')",
                 &s);
   if (rc < 0) return rc;
   sqlite3_bind_text(s, 1, domain, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, spec, -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 3, pass_threshold);
   int64_t v[2] = {0, 0};
   if ((rc = rows(b, s, two_ints, v)) < 0) return rc;
   *n = v[0];
@@ -131,6 +137,17 @@ int lt_buffer_task_history(lt_buffer_t *b, const char *domain, const char *spec,
 static int real_row(sqlite3_stmt *s, void *ud) {
   *(double *)ud = sqlite3_column_double(s, 0);
   return 1;
+}
+
+double lt_buffer_noise_level(lt_buffer_t *b, const char *domain) {
+  sqlite3_stmt *s;
+  double v = -1;
+  if (prep(b, "SELECT coalesce(max(json_extract(spec, '$.noise_level')), -1) FROM prompts WHERE eval = 0 AND domain = ?1",
+           &s) == 0) {
+    sqlite3_bind_text(s, 1, domain, -1, SQLITE_STATIC);
+    rows(b, s, real_row, &v);
+  }
+  return v;
 }
 
 double lt_buffer_reward_mean(lt_buffer_t *b) {

@@ -152,9 +152,9 @@ static int share_grad(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p,
       conf = fo.routing_confidence * n;
     }
   }
-  /* GRPO averages over sequences, the other objectives over loss tokens. */
+  /* The group forms average over sequences, the other objectives over loss tokens. */
   double global, w = 1;
-  if (rc == 0) rc = lt_dist_weight(lc->obj == LT_OBJ_GRPO ? st->trajs : st->tokens, &global, &w);
+  if (rc == 0) rc = lt_dist_weight(lc->group_adv ? st->trajs : st->tokens, &global, &w);
   if (rc == 0 && b > a) {
     for (int i = 0; i < n; i++) dlogp[i] *= (float)w;
     rc = lt_model_backward(m, dlogp, NULL);

@@ -48,6 +48,12 @@ int lt_envs_index(const lt_envs_t *envs, const char *domain);
  * eval).  eval = 1 draws from a held-out set disjoint from the training
  * problems.  *spec (caller deletes) travels in TASK.spec. */
 int lt_envs_sample(lt_envs_t *envs, const char *domain, uint64_t index, int eval, cJSON **spec);
+/* The noise curriculum (envs.<d>.noise, docs/envs.md), on the side that samples: a training episode of domain i with
+ * this spec ended, a success or not.  Returns 1 when that raised the domain's level (*level, and *gap the clean −
+ * noisy success rate that allowed it), else 0 (also for a domain or spec without noise). */
+int lt_envs_noise_record(lt_envs_t *envs, int i, const cJSON *spec, int success, double *level, double *gap);
+/* A resumed run goes on from the highest level it dispatched. */
+void lt_envs_noise_resume(lt_envs_t *envs, int i, double level);
 
 /* Starts an episode.  *messages (caller deletes) receives the opening chat:
  * an array of {"role": "system"|"user", "content": "..."}. */
@@ -129,12 +135,20 @@ char *lt_envs_code_extract(const char *text);
 typedef struct {
   int on;
   double instruction, tool_failure, tool_partial, tool_inconsistent; /* probabilities at level 1 */
-  double level_start, ramp_tasks;
+  double level_start, level_step, max_gap, clean_share, window;     /* the curriculum (docs/envs.md) */
+  double level;                       /* the curriculum's level now (the daemon's) */
+  int clean_n, clean_ok, noisy_n, noisy_ok; /* outcomes at this level: clean tasks and tasks at `level` */
+  double last_gap;                    /* clean − noisy success rate at the last decision */
 } lt__noise_t;
 
 int lt__noise_parse(const char *domain, const cJSON *noise, lt__noise_t *out);
+/* The level of training task `index`: 0 (clean, a clean_share of the indices) or the curriculum's level. */
 double lt__noise_level(const lt__noise_t *n, uint64_t index);
-char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text);
+/* A training episode dispatched at `level` ended (success: the domain's success); 1 when the level rose. */
+int lt__noise_record(lt__noise_t *n, double level, int success);
+/* Typos and filler; a word found in spec or reference (what the verifier needs) is never changed. */
+char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text, const cJSON *spec,
+                            const cJSON *reference);
 int lt__noise_tool_fails(const lt__noise_t *n, double level, lt_rng_t *r);
 char *lt__noise_observation(const lt__noise_t *n, double level, lt_rng_t *r, const char *content);
 

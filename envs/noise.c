@@ -6,45 +6,89 @@
  *   tool noise         a call that fails transiently and has no effect (a retry
  *                      works), a partial result (rows cut, marked "partial"), an
  *                      inconsistent rendering (numbers as strings, keys reordered).
- * Probabilities scale with a curriculum level that rises with the task index
- * from `level_start` to 1 over `ramp_tasks` tasks; the level travels in the
- * task spec, so the daemon decides it and every worker applies the same. */
+ * Typos never touch a word the task's verifier needs: any word of the task's
+ * spec or of the episode's reference (names, ids, values) stays as it is.
+ * Probabilities scale with a curriculum level (seed 004 §3.3.3, closed loop):
+ * a share of training tasks stays clean, and the level rises by `level_step`
+ * only once the success rate of the noisy tasks at the current level is
+ * within `max_gap` of the clean ones' (`window` episodes of each).  The daemon
+ * decides the level and it travels in the task spec, so every worker applies
+ * the same. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "envs/env.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/rng.h"
 
-static const char *const keys[] = {"instruction", "tool_failure", "tool_partial", "tool_inconsistent", "level_start", "ramp_tasks"};
+#define NKEYS 9
+static const char *const keys[NKEYS] = {"instruction", "tool_failure", "tool_partial", "tool_inconsistent", "level_start",
+                                        "level_step", "max_gap", "clean_share", "window"};
 
 int lt__noise_parse(const char *dom, const cJSON *n, lt__noise_t *out) {
   memset(out, 0, sizeof *out);
   if (!n) return 0;
   if (!cJSON_IsObject(n)) return lt_error_set(LT_ECONFIG, "envs.%s.noise: expected an object", dom);
-  double *dst[] = {&out->instruction, &out->tool_failure, &out->tool_partial, &out->tool_inconsistent, &out->level_start, &out->ramp_tasks};
+  out->level_start = 1; /* no curriculum unless asked for */
+  out->level_step = 0.1;
+  out->max_gap = 0.1;
+  out->clean_share = 0.2;
+  out->window = 32;
+  double *dst[NKEYS] = {&out->instruction, &out->tool_failure, &out->tool_partial, &out->tool_inconsistent,
+                        &out->level_start, &out->level_step, &out->max_gap, &out->clean_share, &out->window};
   for (const cJSON *c = n->child; c; c = c->next) {
+    if (!strcmp(c->string, "ramp_tasks"))
+      return lt_error_set(LT_ECONFIG, "envs.%s.noise.ramp_tasks: removed, the curriculum is closed-loop (level_start, "
+                                      "level_step, max_gap, clean_share, window; docs/envs.md)", dom);
     size_t i = 0;
-    while (i < 6 && strcmp(keys[i], c->string)) i++;
-    if (i == 6)
+    while (i < NKEYS && strcmp(keys[i], c->string)) i++;
+    if (i == NKEYS)
       return lt_error_set(LT_ECONFIG, "envs.%s.noise.%s: unknown key (instruction, tool_failure, tool_partial, "
-                                      "tool_inconsistent, level_start, ramp_tasks)", dom, c->string);
-    double hi = i == 5 ? 1e12 : 1;
-    if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > hi)
-      return lt_error_set(LT_ECONFIG, "envs.%s.noise.%s: expected a number in [0, %g]", dom, c->string, hi);
+                                      "tool_inconsistent, level_start, level_step, max_gap, clean_share, window)",
+                          dom, c->string);
+    double lo = i == 8 ? 1 : 0, hi = i == 8 ? 1e9 : 1;
+    if (!cJSON_IsNumber(c) || c->valuedouble < lo || c->valuedouble > hi || (i == 8 && c->valuedouble != (int)c->valuedouble))
+      return lt_error_set(LT_ECONFIG, "envs.%s.noise.%s: expected a%s in [%g, %g]", dom, c->string,
+                          i == 8 ? "n integer" : " number", lo, hi);
     *dst[i] = c->valuedouble;
   }
   out->on = 1;
+  out->level = out->level_start;
   return 0;
 }
 
 double lt__noise_level(const lt__noise_t *n, uint64_t index) {
-  if (n->ramp_tasks <= 0) return 1;
-  double l = n->level_start + (1 - n->level_start) * (double)index / n->ramp_tasks;
-  return l < 1 ? l : 1;
+  if (n->level >= 1) return 1;
+  /* A fixed share of the task indices stays clean (level 0) to measure the gap. */
+  lt_rng_t r;
+  lt_rng_seed(&r, lt_rng_mix(index, 0x636c65616eull));
+  return lt_rng_uniform(&r) < n->clean_share ? 0 : n->level;
+}
+
+int lt__noise_record(lt__noise_t *n, double level, int success) {
+  if (!n->on || n->level >= 1) return 0;
+  if (level == 0) {
+    n->clean_n++, n->clean_ok += success != 0;
+  } else if (fabs(level - n->level) < 1e-9) {
+    n->noisy_n++, n->noisy_ok += success != 0;
+  } else {
+    return 0; /* a task dispatched before the last raise says nothing about this level */
+  }
+  if (n->clean_n < n->window || n->noisy_n < n->window) return 0;
+  double gap = (double)n->clean_ok / n->clean_n - (double)n->noisy_ok / n->noisy_n;
+  n->last_gap = gap;
+  if (gap > n->max_gap || !n->clean_ok) { /* not robust yet (or nothing solved to be robust in): measure again */
+    n->clean_n = n->clean_ok = n->noisy_n = n->noisy_ok = 0;
+    return 0;
+  }
+  n->level = n->level + n->level_step < 1 ? n->level + n->level_step : 1;
+  n->clean_n = n->clean_ok = n->noisy_n = n->noisy_ok = 0;
+  return 1;
 }
 
 static int plain_word(const char *w, size_t n) {
@@ -54,7 +98,27 @@ static int plain_word(const char *w, size_t n) {
   return 1;
 }
 
-char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text) {
+/* w[0..n) occurs as a whole word (case aside) in s. */
+static int has_word(const char *s, const char *w, size_t n) {
+  for (const char *p = s; *p; p++) {
+    if (p != s && isalnum((unsigned char)p[-1])) continue;
+    if (strncasecmp(p, w, n) == 0 && !isalnum((unsigned char)p[n])) return 1;
+  }
+  return 0;
+}
+
+/* The word is in a string of v, the task's messages aside (the text being perturbed): a name, an id or a value
+ * the task (and its verifier) uses. */
+static int needed_word(const cJSON *v, const char *w, size_t n) {
+  for (; v; v = v->next) {
+    if (v->string && !strcmp(v->string, "messages")) continue;
+    if ((cJSON_IsString(v) && has_word(v->valuestring, w, n)) || needed_word(v->child, w, n)) return 1;
+  }
+  return 0;
+}
+
+char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text, const cJSON *spec,
+                            const cJSON *reference) {
   double p = n->instruction * level;
   static const char *const pre[] = {"hey, quick one: ", "Hi! ", "so um, ", "Hello there. "};
   static const char *const post[] = {" thx", " Thanks in advance!", " (sorry if this is unclear)", " asap pls"};
@@ -63,7 +127,8 @@ char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, con
   if (fill) lt_buf_puts(&b, pre[lt_rng_below(r, 4)]);
   for (const char *s = text; *s;) {
     size_t w = strcspn(s, " \n\t\"'");
-    if (plain_word(s, w) && lt_rng_uniform(r) < p * 0.3) { /* swap two inner letters: readable, still a typo */
+    if (plain_word(s, w) && lt_rng_uniform(r) < p * 0.3 && !(spec && needed_word(spec->child, s, w)) &&
+        !(reference && needed_word(reference->child, s, w))) { /* swap two inner letters: readable, still a typo */
       char tmp[256];
       size_t k = w < sizeof tmp - 1 ? w : sizeof tmp - 1;
       memcpy(tmp, s, k);

@@ -164,6 +164,19 @@ int lt_envs_sample(lt_envs_t *e, const char *domain, uint64_t index, int eval, c
   return rc;
 }
 
+int lt_envs_noise_record(lt_envs_t *e, int i, const cJSON *spec, int success, double *level, double *gap) {
+  const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(spec, "noise_level");
+  if (i < 0 || i >= e->n || !cJSON_IsNumber(lvl) || !lt__noise_record(&e->d[i].noise, lvl->valuedouble, success)) return 0;
+  *level = e->d[i].noise.level;
+  *gap = e->d[i].noise.last_gap;
+  return 1;
+}
+
+void lt_envs_noise_resume(lt_envs_t *e, int i, double level) {
+  lt__noise_t *n = &e->d[i].noise;
+  if (n->on && level > n->level) n->level = level < 1 ? level : 1;
+}
+
 int lt_envs_demo(lt_envs_t *e, const char *domain, uint64_t index, cJSON **messages, char **response) {
   domain_t *d = find(e, domain);
   if (!d) return LT_ENOENT;
@@ -184,7 +197,7 @@ static void open_noise(lt_episode_t *ep, int rc, const cJSON *spec, uint64_t see
   for (cJSON *m = rc == 0 && ep->noise_level > 0 && *messages ? (*messages)->child : NULL; m; m = m->next) {
     cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *c = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || strcmp(role->valuestring, "user") || !cJSON_IsString(c)) continue;
-    char *noisy = lt__noise_instruction(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring);
+    char *noisy = lt__noise_instruction(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring, spec, ep->reference);
     if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
     free(noisy);
   }

@@ -76,8 +76,8 @@ void lt_gpu_attention_backward(lt_gpu_t *g, float *dq, float *dk, float *dv, con
                                const float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                                int KV, int hd, int window);
 /* Router of N tokens: lt_router_forward row by row.  forced_ids [N, k] or NULL;
- * mass[N] receives each token's routing confidence (its own top-k mass, also
- * with forced ids). */
+ * mass[N] receives each token's routing confidence (the mass on the experts it
+ * uses: its own top-k, or the forced ids). */
 void lt_gpu_router_forward(lt_gpu_t *g, float *probs, uint16_t *ids, float *weights, float *mass, const float *logits,
                            int N, int E, int k, int norm_topk, const uint16_t *forced_ids);
 void lt_gpu_router_backward(lt_gpu_t *g, float *dlogits, const float *probs, const uint16_t *ids, const float *dweights,

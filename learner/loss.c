@@ -29,6 +29,7 @@ void lt_loss_cfg_default(lt_loss_cfg_t *c, lt_objective obj) {
   c->clip_lo = c->clip_hi = obj == LT_OBJ_GSPO ? 1e-4f : 0.2f;
   c->delta = obj == LT_OBJ_GRPO ? 0.1f : 0.0f;
   c->tis_cap = 2.0f;
+  c->group_adv = obj == LT_OBJ_GRPO;
 }
 
 static int in_bounds(double logx, float lo, float hi) {
@@ -60,9 +61,9 @@ static void count_loss_tokens(const lt_loss_in_t *in, int *ntok, int *nseq_tok) 
   }
 }
 
-/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for GRPO. */
+/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for the group forms. */
 static double token_weight(const lt_loss_cfg_t *cfg, int ntok, int nseq_tok, int T) {
-  return cfg->obj == LT_OBJ_GRPO ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+  return cfg->group_adv ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
 }
 
 int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref) {
@@ -146,9 +147,10 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       st->tokens_kept += kept;
       double klc = in->kl_coef ? in->kl_coef[s] : cfg->kl_coef;
       if (klc > 0 && in->logp_ref) {
-        /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_old, z = log π_ref − log πθ;
-         * its derivative with respect to log πθ is ρ·(log πθ − log π_ref). */
-        double rho = exp((double)in->logp[t] - old[t]), z = (double)in->logp_ref[t] - in->logp[t];
+        /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_rollout, z = log π_ref − log πθ.
+         * The tokens were drawn from π_rollout (eq. 7's "old policy" is the sampler), so that is the
+         * importance ratio's denominator, not the learner's π_old; d/dlog πθ = ρ·(log πθ − log π_ref). */
+        double rho = exp((double)in->logp[t] - in->logp_rollout[t]), z = (double)in->logp_ref[t] - in->logp[t];
         double kl = rho * (exp(z) - z - 1);
         loss += klc * w * kl;
         g += klc * w * rho * -z;

@@ -17,6 +17,8 @@ typedef struct {
   float delta;            /* GRPO off-policy sequence masking threshold (seed 002 eq. 9); ≤ 0: off */
   float kl_coef;          /* unbiased KL to the reference policy (seed 002 eq. 7); 0: off */
   float tis_cap;          /* TIS: the train–rollout weight min(x_t, C) (seed 001 App. D.2.4); default 2 */
+  int group_adv;          /* group-relative advantages, no critic, each sequence weighs 1/sequences:
+                           * GRPO, and GSPO with learner.gspo.advantage "group" (seed 004 §3.3.1 eq. 1) */
 } lt_loss_cfg_t;
 
 /* Defaults of the objective: the seeds' hyper-parameters. */
@@ -50,8 +52,9 @@ typedef struct {
 } lt_loss_stats_t;
 
 /* Computes the loss and dlogp[N] = dLoss/dlogπθ (zero outside the mask).
- * MIS-PO, PPO and GSPO are normalised by the loss tokens of this call; GRPO
- * averages per sequence, then over sequences (seed 002 eq. 5). */
+ * MIS-PO, PPO, TIS and GSPO are normalised by the loss tokens of this call; with
+ * group_adv (GRPO, GSPO's group form) each sequence's tokens are averaged, then
+ * the sequences (seed 002 eq. 5, seed 004 eq. 1). */
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st);
 
 /* Per-token weights of the token-local objectives, so that a fused kernel can

@@ -196,12 +196,7 @@ float lt_router_forward(float *probs, uint16_t *ids, float *weights, const float
   float mass = 0;
   for (int s = 0; s < k; s++) mass += probs[ids[s]];
   for (int s = 0; s < k; s++) weights[s] = norm_topk ? probs[ids[s]] / mass : probs[ids[s]];
-  if (!forced_ids) return mass;
-  uint16_t own[256]; /* num_experts_per_tok ≤ 256 (model_config.c) */
-  router_topk(probs, E, k, own);
-  float conf = 0;
-  for (int s = 0; s < k; s++) conf += probs[own[s]];
-  return conf;
+  return mass;
 }
 
 void lt_router_backward(float *dlogits, const float *probs, const uint16_t *ids, const float *dweights, int E, int k,

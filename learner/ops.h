@@ -48,9 +48,10 @@ void lt_softmax_row(float *x, int n);
 /* Router for one token: softmax over E logits, then the top-k experts (or
  * the given ids for keep-routing).  probs[E] receive the softmax; ids[k] and
  * weights[k] the choice (weights renormalised over the k when norm_topk).
- * Returns the routing confidence: the mass of the router's own top-k before
- * renormalisation — with forced ids too, so that under Keep Routing it still
- * measures confidence, not the overlap with the rollout's choice. */
+ * Returns the routing confidence: the router's mass on the experts the token
+ * actually uses, before renormalisation — its own top-k, or under Keep Routing
+ * the replayed ids, so that a learner router that disagrees with the rollout's
+ * choice shows as low confidence. */
 float lt_router_forward(float *probs, uint16_t *ids, float *weights, const float *logits, int E, int k, int norm_topk,
                         const uint16_t *forced_ids);
 /* dlogits[E] (overwritten) from dweights[k]. */

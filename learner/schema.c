@@ -31,6 +31,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.mispo.traj_bounds", LT_CFG_NUM_LIST, "[0.996, 1.001]", 0, BIG, NULL, "MIS-PO trajectory geometric-mean bounds"},
     {"learner.grpo.std_normalize", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "GRPO: divide advantages by the group's reward std (off as in DeepSeek-V3.2 §3.1; docs/losses.md)"},
     {"learner.grpo.delta", LT_CFG_NUM, "0.1", 0, BIG, NULL, "GRPO off-policy sequence masking δ (DeepSeek-V3.2 eq. 9): a negative-advantage sequence whose mean log(π_rollout/πθ) exceeds δ is masked; 0: off"},
+    {"learner.gspo.advantage", LT_CFG_ENUM, "\"critic\"", LT_CFG_NORANGE, "group|critic", "GSPO's advantages: critic (R̂ − V(s_t), token-mean like MIS-PO) or group (seed 004 §3.3.1 eq. 1: R − the group's mean reward, no critic, each sequence weighs 1/|B|; learner.grpo.std_normalize applies) (docs/losses.md)"},
     {"learner.grpo.epsilon", LT_CFG_NUM, "0.2", 0, 1, NULL, "GRPO ratio clip ε: [1−ε, 1+ε]"},
     {"learner.tis.cap", LT_CFG_NUM, "2", 1, BIG, NULL, "TIS: cap C of the train–rollout weight min(π_old/π_rollout, C)"},
     {"learner.kl_coef", LT_CFG_NUM, "0", 0, BIG, NULL, "unbiased KL to the reference policy (DeepSeek-V3.2 eq. 7); 0: off"},

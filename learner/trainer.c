@@ -29,7 +29,7 @@ struct lt_trainer {
 #endif
 };
 
-static int needs_critic(const lt_trainer_cfg_t *c) { return c->loss.obj != LT_OBJ_GRPO; }
+static int needs_critic(const lt_trainer_cfg_t *c) { return !c->loss.group_adv; }
 
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out) {
@@ -444,9 +444,9 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
                          .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL};
       if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
     }
-    /* GRPO averages over sequences, the other objectives over loss tokens. */
+    /* The group forms average over sequences, the other objectives over loss tokens. */
     double global;
-    if ((rc = globalise(t->cfg.loss.obj == LT_OBJ_GRPO ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
+    if ((rc = globalise(t->cfg.loss.group_adv ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
       return rc;
     if (global > 0) {
       if (a < b && (rc = backward(t, 0, w->dbuf + c.t0, NULL)) < 0) return rc;

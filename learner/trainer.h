@@ -1,7 +1,7 @@
 /* One RL learner step on a batch of trajectories (docs/losses.md):
  *   π_old logprobs with the pre-update weights, critic values V_φ(s_t),
  *   truncation-aware returns (R̂ = V_φ(s_T) for truncated trajectories),
- *   Â_t = R̂ − V_φ(s_t) (γ = λ = 1; GRPO: group baselines, no critic),
+ *   Â_t = R̂ − V_φ(s_t) (γ = λ = 1; loss.group_adv — GRPO, GSPO's group form: group baselines, no critic),
  *   one epoch of the actor objective over actor_minibatches, and the critic
  *   over critic_minibatches with its own optimizer.
  * Also the supervised step for warm starts, and the full checkpoint (policy,
@@ -20,7 +20,7 @@ typedef struct {
   lt_loss_cfg_t loss;
   int actor_minibatches, critic_minibatches;
   lt_optim_cfg_t actor_opt, critic_opt;
-  int group_std;             /* GRPO: divide advantages by the group's std */
+  int group_std;             /* group advantages (loss.group_adv): divide by the group's std */
   int threads;
   int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h); the host
                                 models stay the reference copy, refreshed after every step */

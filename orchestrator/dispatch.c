@@ -125,7 +125,7 @@ typedef struct {
   char *spec;
   int eval;
   int history;      /* look the task's pass rate up (scheduler.pass_rate_oversample) */
-  int64_t seen, passed; /* the task's history: trajectories, and those with reward > 0 */
+  int64_t seen, passed; /* the task's history: trajectories, and those that passed (lt_buffer_task_history) */
   int extra;        /* what the history says: more groups of the same task */
   int n;
   lt_task_row_t rows[];
@@ -140,7 +140,8 @@ int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min
 static int create_write(lt_buffer_t *b, void *arg) {
   create_op_t *op = arg;
   /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
-  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, &op->seen, &op->passed) == 0)
+  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, op->d->domain_pass[op->dom], &op->seen,
+                                                  &op->passed) == 0)
     op->extra = lt__oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
   int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
@@ -580,8 +581,10 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
 int lt__scheduler_resume(lt_daemon_t *d) {
   d->next_task_id = lt_buffer_max_id(d->buf, "tasks");
   d->next_prompt_id = lt_buffer_max_id(d->buf, "prompts");
-  for (int i = 0; i < lt_envs_count(d->envs); i++)
+  for (int i = 0; i < lt_envs_count(d->envs); i++) {
     d->domain_index[i] = lt_buffer_count_prompts(d->buf, lt_envs_name(d->envs, i));
+    lt_envs_noise_resume(d->envs, i, lt_buffer_noise_level(d->buf, lt_envs_name(d->envs, i)));
+  }
   d->tasks_created = lt_buffer_count_train_tasks(d->buf);
   d->tasks_done_before = lt_buffer_count_tasks(d->buf, LT_TASK_DONE);
   resume_ctx_t c = {d, 0};

@@ -120,16 +120,20 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
   }
 }
 
-/* Correct for pass@1: the verifier's "correct" component when there is one. */
-static int is_correct(const lt_traj_t *t) {
+/* The domain's success (pass@1, the noise curriculum; lt_buffer_task_history counts the same): the verifier's
+ * verdict (components correct or verifier) when there is one, else reward ≥ envs.<d>.pass_threshold. */
+static int passed(const lt_daemon_t *d, int dom, const lt_traj_t *t) {
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
+  if (!cJSON_IsNumber(c)) c = cJSON_GetObjectItemCaseSensitive(t->components, "verifier");
   if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
-  return t->has_reward && t->reward >= 0.5;
+  return t->has_reward && t->reward >= (dom >= 0 ? d->domain_pass[dom] : 0.5);
 }
 
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
   lt__task_free_slot(d, task);
-  int eval = task->eval;
+  int eval = task->eval, dom = lt_envs_index(d->envs, task->domain);
+  int ok = t->status == LT_TRAJ_OK && passed(d, dom, t);
+  double level, gap;
   if (!eval) {
     d->open_train--;
     d->tasks_done++;
@@ -137,10 +141,12 @@ static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) 
       d->ready_count++;
       d->reward_sum += t->reward;
       d->reward_n++;
+      if (lt_envs_noise_record(d->envs, dom, task->spec, ok, &level, &gap))
+        lt__event(d, "noise_level", "%s: level %.3f (clean − noisy success %.3f ≤ max_gap)", task->domain, level, gap);
     }
   }
   lt__task_remove(d, task->id);
-  if (eval) lt__eval_task_done(d, t->status == LT_TRAJ_OK && is_correct(t));
+  if (eval) lt__eval_task_done(d, ok);
 }
 
 static void ingest_done(void *arg, int rc) {

@@ -57,7 +57,7 @@ static const lt_cfg_entry_t scheduler_e[] = {
     {"scheduler.max_tasks", LT_CFG_INT, "0", 0, BIG, NULL, "stop dispatching after this many training tasks (0: unbounded)"},
     {"scheduler.queue_depth", LT_CFG_INT, "0", 0, BIG, NULL, "tasks kept ahead of the learner (0: 2 × batch)"},
     {"scheduler.dynamic_filter", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "drop groups whose rewards have zero variance (counted); unset: on for grpo (group baselines), off for the actor-critic objectives, whose critic needs the all-correct and all-wrong groups (docs/losses.md)"},
-    {"scheduler.pass_rate_oversample.max_groups", LT_CFG_INT, "1", 1, 64, NULL, "pass-rate oversampling (seed 004 §3.3.3): the most groups one training task gets; a task whose history (its earlier prompts' trajectories, same spec less a dataset's epoch) shows pass rate p (reward > 0) gets 1 + round((1 − p) · (max_groups − 1)) groups, each its own group baseline; 1: off"},
+    {"scheduler.pass_rate_oversample.max_groups", LT_CFG_INT, "1", 1, 64, NULL, "pass-rate oversampling (seed 004 §3.3.3): the most groups one training task gets; a task whose history (its earlier prompts' trajectories, same spec less a dataset's epoch) shows pass rate p (passed: the verifier's verdict, else reward >= envs.<d>.pass_threshold) gets 1 + round((1 − p) · (max_groups − 1)) groups, each its own group baseline; 1: off"},
     {"scheduler.pass_rate_oversample.min_history", LT_CFG_INT, "4", 1, BIG, NULL, "trajectories a task's history needs before its pass rate sets its groups (fewer: one group)"},
     {"scheduler.domain_ratios", LT_CFG_MAP, NULL, LT_CFG_NORANGE, NULL, "domain name → sampling weight"},
     {"scheduler.domain_ratios.*", LT_CFG_NUM, NULL, 0, BIG, NULL, "sampling weight of a domain"},

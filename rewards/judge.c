@@ -5,8 +5,9 @@
  *             rule-flagged responses get 0 without asking (seed 001 §5.2.2);
  *   verifier  <correct>True|False</correct> (model-based STEM checking, seed 001 D.2.2);
  *   rubric    satisfied / partially / unsatisfied mapped to asymmetric binary rewards;
- *   MetaRM    (optional) a second call judging the first verdict's reasoning; a
- *             flawed one scales the reward down.
+ *   reasoning check (optional; longtail's heuristic, not seed 001's MetaRM) a second
+ *             call judging the first verdict's reasoning; a flawed one scales the
+ *             policy's reward down.
  * Transient failures (no connection, timeout, 429/5xx, a reply without a verdict)
  * are retried with exponential back-off; one that persists ends as a failure
  * with no value.  At most max_inflight requests run at once; the rest queue. */
@@ -20,7 +21,7 @@
 #include "util/buf.h"
 #include "util/error.h"
 
-enum { P_GENRM, P_VERIFIER, P_RUBRIC, P_METARM, NPAT };
+enum { P_GENRM, P_VERIFIER, P_RUBRIC, P_CHECK, NPAT };
 
 struct lt__judge {
   uv_loop_t *loop;
@@ -32,8 +33,8 @@ struct lt__judge {
   regex_t pat[NPAT];
   regex_t *zero;            /* rewards.genrm.zero_patterns */
   int nzero;
-  double scale, center, len_coef, min_language, rubric_partial, metarm_penalty;
-  int len_target, metarm;
+  double scale, center, len_coef, min_language, rubric_partial, check_penalty;
+  int len_target, check;
   lt__judge_req_t *live, *queue_head, *queue_tail;
   int handles, closing, http_open;
   void (*done)(void *);
@@ -43,7 +44,7 @@ struct lt__judge {
 struct lt__judge_req {
   lt__judge_t *j;
   lt__reward_type type;
-  int stage; /* 0: the verdict; 1: MetaRM on it */
+  int stage; /* 0: the verdict; 1: the reasoning check on it */
   char *question, *response, *reference, *judgment;
   int response_tokens;
   double value;
@@ -77,7 +78,7 @@ static const char *const default_pattern[NPAT] = {
     "<verdict>[[:space:]]*(satisfied|partially|unsatisfied)[[:space:]]*</verdict>",
     "<flawed>[[:space:]]*(True|False|true|false)[[:space:]]*</flawed>",
 };
-static const char *const key_prefix[NPAT] = {"rewards.genrm", "rewards.verifier", "rewards.rubric", "rewards.genrm.metarm"};
+static const char *const key_prefix[NPAT] = {"rewards.genrm", "rewards.verifier", "rewards.rubric", "rewards.genrm.reasoning_check"};
 
 static const char *cfg_str_or(const lt_config_t *cfg, const char *path, const char *dflt) {
   const char *s = lt_config_str(cfg, path);
@@ -142,8 +143,8 @@ int lt__judge_create(uv_loop_t *loop, const lt_config_t *cfg, lt__judge_t **out)
   j->len_coef = lt_config_num(cfg, "rewards.genrm.length_penalty.coef");
   j->min_language = lt_config_num(cfg, "rewards.genrm.min_language_fraction");
   j->rubric_partial = lt_config_num(cfg, "rewards.rubric.partial");
-  j->metarm = lt_config_bool(cfg, "rewards.genrm.metarm.enabled");
-  j->metarm_penalty = lt_config_num(cfg, "rewards.genrm.metarm.penalty");
+  j->check = lt_config_bool(cfg, "rewards.genrm.reasoning_check.enabled");
+  j->check_penalty = lt_config_num(cfg, "rewards.genrm.reasoning_check.penalty");
   const cJSON *extra = lt_config_get(cfg, "rewards.genrm.extra_body");
   int rc = 0;
   if (extra && !cJSON_IsObject(extra)) rc = lt_error_set(LT_ECONFIG, "rewards.genrm.extra_body: expected an object");
@@ -289,7 +290,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
 
 static void send_call(lt__judge_req_t *r) {
   lt__judge_t *j = r->j;
-  int which = r->stage ? P_METARM : r->type == LT_RW_GENRM ? P_GENRM : r->type == LT_RW_VERIFIER ? P_VERIFIER : P_RUBRIC;
+  int which = r->stage ? P_CHECK : r->type == LT_RW_GENRM ? P_GENRM : r->type == LT_RW_VERIFIER ? P_VERIFIER : P_RUBRIC;
   lt_buf_t prompt = {0};
   fill(&prompt, j->prompt[which], r);
   cJSON *req = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(req, "messages"), *m = cJSON_CreateObject();
@@ -340,10 +341,10 @@ static int score_reply(lt__judge_req_t *r, const char *content) {
   lt__judge_t *j = r->j;
   char v[64];
   if (r->stage == 1) {
-    if (!verdict(&j->pat[P_METARM], content, v, sizeof v)) return 0;
+    if (!verdict(&j->pat[P_CHECK], content, v, sizeof v)) return 0;
     int flawed = is_true(v);
-    cJSON_AddNumberToObject(r->res.components, "metarm_flawed", flawed);
-    r->res.reward = flawed ? r->value * (1 - j->metarm_penalty) : r->value;
+    cJSON_AddNumberToObject(r->res.components, "reasoning_flawed", flawed);
+    r->res.reward = flawed ? r->value * (1 - j->check_penalty) : r->value;
     return 1;
   }
   if (r->type == LT_RW_GENRM) {
@@ -384,7 +385,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(a, "choices"), 0);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "message"), "content");
     if (cJSON_IsString(c) && score_reply(r, c->valuestring)) {
-      if (r->stage == 0 && j->metarm) {
+      if (r->stage == 0 && j->check) {
         free(r->judgment);
         r->judgment = strdup(c->valuestring);
         cJSON_Delete(a);
@@ -411,7 +412,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
     return;
   }
   char msg[700];
-  snprintf(msg, sizeof msg, "%s reward: %s (after %d attempt%s)", r->stage ? "MetaRM" : "judge", why, r->res.attempts,
+  snprintf(msg, sizeof msg, "%s reward: %s (after %d attempt%s)", r->stage ? "reasoning check" : "judge", why, r->res.attempts,
            r->res.attempts == 1 ? "" : "s");
   finish(r, rc == LT_ETIMEDOUT ? LT_ETIMEDOUT : rc == LT_EUNREACH ? LT_EUNREACH : LT_EREMOTE, msg);
 }

@@ -133,7 +133,7 @@ int lt__math_parse(lt__math_t *m, const char *text);
 /* The value of scalar node k at variable values vals[m->nv]; NaN where undefined. */
 long double lt__math_eval(const lt__math_t *m, int k, const long double *vals);
 
-/* Judges over HTTP (genrm, verifier, rubric, with MetaRM): rewards/judge.c. */
+/* Judges over HTTP (genrm, verifier, rubric, with the reasoning check): rewards/judge.c. */
 typedef struct lt__judge lt__judge_t;
 typedef struct lt__judge_req lt__judge_req_t;
 typedef void (*lt__judge_cb)(lt_reward_result_t *res, void *ud);

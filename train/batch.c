@@ -44,7 +44,12 @@ int lt__learner_cuda(const lt_config_t *c, int muon) {
 
 int lt__dynamic_filter(const lt_config_t *c) {
   const cJSON *set = lt_config_get(c, "scheduler.dynamic_filter");
-  return set ? cJSON_IsTrue(set) : !strcmp(lt_config_str(c, "learner.objective"), "grpo");
+  return set ? cJSON_IsTrue(set) : lt__group_advantages(c);
+}
+
+int lt__group_advantages(const lt_config_t *c) {
+  const char *obj = lt_config_str(c, "learner.objective");
+  return !strcmp(obj, "grpo") || (!strcmp(obj, "gspo") && !strcmp(lt_config_str(c, "learner.gspo.advantage"), "group"));
 }
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
@@ -59,6 +64,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   }
   tc->loss.kl_coef = (float)lt_config_num(c, "learner.kl_coef");
   tc->loss.tis_cap = (float)lt_config_num(c, "learner.tis.cap");
+  tc->loss.group_adv = lt__group_advantages(c);
   tc->actor_minibatches = (int)lt_config_int(c, "learner.actor_minibatches");
   tc->critic_minibatches = (int)lt_config_int(c, "learner.critic_minibatches");
   tc->group_std = lt_config_bool(c, "learner.grpo.std_normalize");

@@ -36,6 +36,8 @@ typedef struct {
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
 /* scheduler.dynamic_filter, or its default for learner.objective. */
 int lt__dynamic_filter(const lt_config_t *c);
+/* Group-relative advantages without a critic: grpo, or gspo with learner.gspo.advantage "group". */
+int lt__group_advantages(const lt_config_t *c);
 int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
 /* The order a step trains its trajectories in, so that its contiguous actor
  * and critic mini-batches are random draws, not arrival order: the set

@@ -134,7 +134,7 @@ int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trai
   lt_model_t *policy = NULL, *critic = NULL, *ref = NULL;
   if ((rc = lt_model_load(policy_dir, &policy)) < 0) return rc;
   const char *cp = lt_config_str(c, "model.critic_path");
-  if (cp[0] && tc.loss.obj != LT_OBJ_GRPO && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
+  if (cp[0] && !tc.loss.group_adv && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
   if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load(policy_dir, &ref);
   if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
@@ -208,7 +208,7 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
     free(l);
     return drc;
   }
-  l->critic_returns = strcmp(lt_config_str(c, "learner.objective"), "grpo") != 0;
+  l->critic_returns = !lt__group_advantages(c);
   l->seed = (uint64_t)lt_config_int(c, "run.seed");
   l->steps_wanted = o->steps;
   l->keep_routing = lt_config_bool(c, "learner.keep_routing");

@@ -210,6 +210,7 @@ static int check_value(const lt_cfg_entry_t *e, const char *path, const cJSON *n
     if (!cJSON_IsObject(n)) return lt_error_set(LT_ECONFIG, "%s: expected object, got %s", path, jtype(n));
     return 0;
   case LT_CFG_JSON: return 0;
+  case LT_CFG_REMOVED: return lt_error_set(LT_ECONFIG, "%s: %s", path, e->doc);
   }
   return 0;
 }
@@ -503,6 +504,7 @@ static const char *type_doc(const lt_cfg_entry_t *e, char *buf, size_t cap) {
   case LT_CFG_STR_LIST: base = "list of strings"; break;
   case LT_CFG_MAP: base = "map"; break;
   case LT_CFG_JSON: base = "JSON"; break;
+  case LT_CFG_REMOVED: base = "removed"; break;
   }
   int n = snprintf(buf, cap, "%s", base);
   if (e->choices && n >= 0 && (size_t)n + 4 < cap) {

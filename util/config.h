@@ -24,7 +24,8 @@ typedef enum {
   LT_CFG_NUM_LIST,    /* array of numbers */
   LT_CFG_STR_LIST,    /* array of strings */
   LT_CFG_MAP,         /* object with free keys; children described by "<path>.*" entries */
-  LT_CFG_JSON         /* any JSON value, validated by its consumer */
+  LT_CFG_JSON,        /* any JSON value, validated by its consumer */
+  LT_CFG_REMOVED      /* a key no longer accepted: any value is refused with `doc`, which names what replaces it */
 } lt_cfg_type;
 
 typedef struct {

@@ -140,25 +140,24 @@ __global__ void router_fwd(float *probs, uint16_t *ids, float *weights, float *m
   }
   float inv = (float)(1.0 / s);
   for (int e = 0; e < E; e++) p[e] *= inv;
-  uint16_t own[256]; /* the router's own top-k: routing confidence also under forced ids (num_experts_per_tok ≤ 256) */
-  uint16_t *sel = forced ? own : id;
-  for (int j = 0; j < k; j++) { /* ties to the lower index, as the CPU */
-    int best = -1;
-    for (int e = 0; e < E; e++) {
-      int taken = 0;
-      for (int q = 0; q < j; q++) taken |= sel[q] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;
-    }
-    sel[j] = (uint16_t)best;
-  }
-  float conf = 0;
-  for (int j = 0; j < k; j++) conf += p[sel[j]];
-  if (forced)
+  if (forced) {
     for (int j = 0; j < k; j++) id[j] = forced[(size_t)t * k + j];
+  } else {
+    for (int j = 0; j < k; j++) { /* ties to the lower index, as the CPU */
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int taken = 0;
+        for (int q = 0; q < j; q++) taken |= id[q] == e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = e;
+      }
+      id[j] = (uint16_t)best;
+    }
+  }
+  /* The mass on the experts used (own top-k or replayed) is also the routing confidence. */
   float ms = 0;
   for (int j = 0; j < k; j++) ms += p[id[j]];
   for (int j = 0; j < k; j++) w[j] = norm_topk ? p[id[j]] / ms : p[id[j]];
-  if (mass) mass[t] = conf;
+  if (mass) mass[t] = ms;
 }
 
 void lt_gpu_router_forward(lt_gpu_t *g, float *probs, uint16_t *ids, float *weights, float *mass, const float *logits,

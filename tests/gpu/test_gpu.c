@@ -237,6 +237,18 @@ static void test_router(int norm_topk) {
   check("router combine weights", rel_err(b, w, N * K), 1e-5);
   check("router top-k mass", rel_err(c, mass, N), 1e-5);
   check(norm_topk ? "router backward (normalised top-k)" : "router backward", rel_err(d, dz, N * E), 1e-5);
+  /* Keep Routing: replayed ids (the experts after the own top-k); the confidence is the mass on those. */
+  uint16_t *forced = malloc(sizeof(uint16_t) * N * K);
+  for (int t = 0; t < N; t++)
+    for (int j = 0; j < K; j++) forced[t * K + j] = (uint16_t)((ids[t * K + j] + 1) % E);
+  for (int t = 0; t < N; t++) mass[t] = lt_router_forward(p + t * E, ids + t * K, w + t * K, z + t * E, E, K, norm_topk, forced + t * K);
+  uint16_t *gforced = dup_dev(forced, sizeof(uint16_t) * N * K);
+  lt_gpu_router_forward(G, gp, gids, gw, gm, gz, N, E, K, norm_topk, gforced);
+  float *fm = fetch(gm, N), *fw = fetch(gw, N * K);
+  check("router mass on replayed experts (Keep Routing)", rel_err(fm, mass, N), 1e-5);
+  check("router combine weights (Keep Routing)", rel_err(fw, w, N * K), 1e-5);
+  free(forced), free(fm), free(fw);
+  lt_gpu_free(gforced);
   void *hv[] = {z, dw, p, w, mass, dz, ids, hids, a, b, c, d};
   for (size_t i = 0; i < sizeof hv / sizeof hv[0]; i++) free(hv[i]);
   void *dd[] = {gz, gdw, gp, gw, gm, gdz, gids};

@@ -240,6 +240,36 @@ Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
   lt_test_rmdir(dir);
 }
 
+/* The noise curriculum closes its loop through the daemon (seed 004 §3.3.3): the scripted policy always answers 0
+ * and every row's answer is 0, so clean and noisy episodes succeed alike (gap 0) and the level rises by level_step
+ * once each side has `window` episodes, recorded as events; a share of the prompts stays clean (level 0). */
+Test(dataset_run, the_noise_level_rises_when_noisy_episodes_succeed_like_clean_ones) {
+  char data[4200], cfg[4200], rd[4200], db[4300];
+  char *dir = run_paths("ds_noise", data, cfg, rd, db);
+  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"zero plus zero\", \"answer\": \"0\"}\n"
+                                   "{\"prompt\": \"zero times seven\", \"answer\": \"0\"}\n"), 0);
+  char js[2048];
+  snprintf(js, sizeof js,
+           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"},"
+           "   \"noise\": {\"instruction\": 1, \"level_start\": 0.2, \"level_step\": 0.4, \"clean_share\": 0.5, \"window\": 2}}},"
+           " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 48, \"queue_depth\": 2, \"dynamic_filter\": false,"
+           "   \"task_timeout_s\": 20},"
+           " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
+           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           lt_test_root(), data);
+  train_ok(cfg, js, rd, 120);
+  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM events WHERE kind = 'noise_level'"), 1, "the level rose");
+  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') = 0"),
+                2, "clean prompts measure the gap");
+  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') > 0.5"),
+                1, "prompts were dispatched at a raised level");
+  lt_test_rmdir(dir);
+}
+
 /* envs.<d>.group_size: the scheduler gives each of a domain's prompts its own group size, and the learner trains
  * the groups at that size. */
 Test(dataset_run, each_domain_has_its_group_size) {

@@ -388,12 +388,48 @@ Test(buffer, task_history_and_copies) {
   insert(b, 14, 4, "data", 1, &dup);
   insert(b, 15, 5, "other", 1, &dup);
   int64_t n, passed;
-  cr_assert_eq(lt_buffer_task_history(b, "data", e1, &n, &passed), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_task_history(b, "data", e1, 0.5, &n, &passed), 0, "%s", lt_error_msg());
   cr_expect_eq(n, 3, "two groups of the task, epoch 0, seen from epoch 1");
-  cr_expect_eq(passed, 1);
-  cr_assert_eq(lt_buffer_task_history(b, "data", "{\"row\":9}", &n, &passed), 0);
+  cr_expect_eq(passed, 3, "each carries the verdict correct: 1");
+  cr_assert_eq(lt_buffer_task_history(b, "data", "{\"row\":9}", 0.5, &n, &passed), 0);
   cr_expect_eq(n, 0);
   cr_expect_eq(lt_buffer_count_prompts(b, "data"), 2, "the copy is not a new sample");
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+/* Pass-rate oversampling counts the domain's success, not reward > 0: a verdict where the reward has one
+ * (`correct`, the judge's `verifier`), else a reward at or above the domain's pass threshold — so a GenRM win
+ * rate of 0.3 or a partial score of 0.2 is a failure, and a correct answer with a length penalty still passes. */
+Test(buffer, task_history_counts_the_domains_success) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  const char *spec = "{\"row\":1}";
+  cr_assert_eq(lt_buffer_prompt_insert(b, 1, "d", spec, 0, 0), 0, "%s", lt_error_msg());
+  struct {
+    double reward;
+    const char *components;
+  } rows[] = {
+      {0.3, "{\"genrm_win_rate\":0.3}"},       /* below the threshold: a failure */
+      {0.2, "{\"code\":0.2}"},                 /* a partial score: a failure */
+      {0.7, "{\"genrm_win_rate\":0.7}"},       /* at or above: a pass */
+      {0.6, "{\"correct\":1,\"length_penalty\":-0.4}"}, /* the verdict decides */
+      {0.1, "{\"correct\":0,\"format\":1}"},  /* a format bonus is not a pass */
+      {0.5, "{\"verifier\":0}"},              /* the judge's verdict, whatever the reward */
+  };
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
+  for (int i = 0; i < 6; i++) {
+    lt_traj_rec_t r = rec(10 + i, 1, "d", rows[i].reward);
+    r.components = (char *)rows[i].components;
+    int dup;
+    cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  }
+  int64_t n, passed;
+  cr_assert_eq(lt_buffer_task_history(b, "d", spec, 0.5, &n, &passed), 0, "%s", lt_error_msg());
+  cr_expect_eq(n, 6);
+  cr_expect_eq(passed, 2, "the 0.7 win rate and the correct answer");
+  cr_assert_eq(lt_buffer_task_history(b, "d", spec, 0.25, &n, &passed), 0, "%s", lt_error_msg());
+  cr_expect_eq(passed, 3, "envs.<d>.pass_threshold 0.25 adds the 0.3 win rate");
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }

@@ -184,6 +184,29 @@ Test(config, grpo_settings_reach_the_trainer) {
   lt_config_free(&cfg);
 }
 
+/* learner.gspo.advantage picks GSPO's advantages: the critic's (default) or the group's (seed 004 §3.3.1), which
+ * also drops the critic as GRPO does. */
+Test(config, gspo_advantage_reaches_the_trainer) {
+  lt_config_t cfg;
+  lt_trainer_cfg_t tc;
+  const char *critic[] = {"learner.objective=gspo", "learner.device=cpu"};
+  cr_assert_eq(load("{}", critic, 2, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.loss.group_adv, 0);
+  lt_config_free(&cfg);
+  const char *group[] = {"learner.objective=gspo", "learner.device=cpu", "learner.gspo.advantage=group"};
+  cr_assert_eq(load("{}", group, 3, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.loss.group_adv, 1);
+  cr_expect_eq(tc.loss.obj, LT_OBJ_GSPO);
+  lt_config_free(&cfg);
+  const char *grpo[] = {"learner.objective=grpo", "learner.device=cpu"};
+  cr_assert_eq(load("{}", grpo, 2, &cfg), 0);
+  cr_assert_eq(lt__trainer_cfg(&cfg, &tc), 0, "%s", lt_error_msg());
+  cr_expect_eq(tc.loss.group_adv, 1);
+  lt_config_free(&cfg);
+}
+
 /* Zero-variance filtering is on by default only where it helps: GRPO's group
  * baselines learn nothing from such groups, the critic of MIS-PO/PPO/GSPO
  * needs them; an explicit setting wins. */
@@ -195,6 +218,7 @@ Test(config, dynamic_filter_defaults_per_objective) {
                {{"learner.objective=mispo"}, 1, 0},
                {{"learner.objective=ppo"}, 1, 0},
                {{"learner.objective=gspo"}, 1, 0},
+               {{"learner.objective=gspo", "learner.gspo.advantage=group"}, 2, 1},
                {{"learner.objective=mispo", "scheduler.dynamic_filter=true"}, 2, 1},
                {{"learner.objective=grpo", "scheduler.dynamic_filter=false"}, 2, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -203,4 +227,20 @@ Test(config, dynamic_filter_defaults_per_objective) {
     cr_expect_eq(lt__dynamic_filter(&cfg), cases[i].on, "case %zu", i);
     lt_config_free(&cfg);
   }
+}
+
+/* The judge's reasoning check was called MetaRM, which it is not (seed 001 §5.2.2's MetaRM corrects the GenRM's own
+ * training signal): the old key is refused, in a file or with --set, with a message naming the new one. */
+Test(config, the_metarm_key_is_refused_naming_reasoning_check) {
+  lt_config_t cfg;
+  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"metarm\": {\"enabled\": true}}}}", NULL, 0, &cfg), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.genrm.metarm: renamed rewards.genrm.reasoning_check"), "%s",
+            lt_error_msg());
+  const char *set[] = {"rewards.genrm.metarm.penalty=0.3"};
+  cr_assert_eq(load("{}", set, 1, &cfg), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "rewards.genrm.reasoning_check"), "%s", lt_error_msg());
+  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"reasoning_check\": {\"enabled\": true}}}}", NULL, 0, &cfg), 0,
+               "%s", lt_error_msg());
+  cr_expect(lt_config_bool(&cfg, "rewards.genrm.reasoning_check.enabled"));
+  lt_config_free(&cfg);
 }

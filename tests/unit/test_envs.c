@@ -512,29 +512,92 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
   lt_test_rmdir(dir);
 }
 
-/* The noise wrapper: instructions get typos and filler but keep every id and
- * number; tool calls fail transiently without effect, results come partial or
- * re-rendered; retrying still solves every task; evaluation stays clean. */
+/* The noise curriculum is closed-loop (seed 004 §3.3.3): a share of training tasks stays clean, and the level
+ * rises only when the noisy tasks' success at the current level is within max_gap of the clean ones'; outcomes
+ * of tasks dispatched at an earlier level do not count; the open-loop ramp's key is refused. */
+Test(envs, noise_curriculum_is_closed_loop) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_envs_t *e = make_envs("{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"instruction\": 1, \"level_start\": 0.2, "
+                           "\"level_step\": 0.3, \"max_gap\": 0.1, \"clean_share\": 0.25, \"window\": 4}}}}",
+                           &loop);
+  cJSON *clean = NULL, *noisy = NULL;
+  int nclean = 0;
+  for (uint64_t i = 0; i < 400; i++) {
+    cJSON *s;
+    cr_assert_eq(lt_envs_sample(e, "a", i, 0, &s), 0, "%s", lt_error_msg());
+    double l = cJSON_GetObjectItem(s, "noise_level")->valuedouble;
+    cr_assert(l == 0 || l == 0.2, "task %llu: level %g is neither clean nor the start level", (unsigned long long)i, l);
+    nclean += l == 0;
+    if (l == 0 && !clean) clean = s;
+    else if (l > 0 && !noisy) noisy = s;
+    else cJSON_Delete(s);
+  }
+  cr_expect(nclean > 70 && nclean < 130, "about a quarter of the tasks stay clean: %d of 400", nclean);
+  double level, gap;
+  /* Clean 4/4, noisy 2/4: the gap 0.5 is too wide, the level stays; the window starts again. */
+  for (int k = 0; k < 4; k++) {
+    cr_expect_eq(lt_envs_noise_record(e, 0, clean, 1, &level, &gap), 0);
+    cr_expect_eq(lt_envs_noise_record(e, 0, noisy, k < 2, &level, &gap), 0);
+  }
+  /* Clean 3/4, noisy 3/4: gap 0, the level rises by level_step on the 8th outcome. */
+  for (int k = 0; k < 4; k++) cr_expect_eq(lt_envs_noise_record(e, 0, clean, k > 0, &level, &gap), 0);
+  for (int k = 0; k < 3; k++) cr_expect_eq(lt_envs_noise_record(e, 0, noisy, k > 0, &level, &gap), 0);
+  cr_assert_eq(lt_envs_noise_record(e, 0, noisy, 1, &level, &gap), 1);
+  cr_expect_float_eq(level, 0.5, 1e-12);
+  cr_expect_float_eq(gap, 0.0, 1e-12);
+  /* Outcomes of tasks sampled at 0.2 no longer count; new noisy tasks carry 0.5. */
+  for (int k = 0; k < 20; k++) cr_expect_eq(lt_envs_noise_record(e, 0, noisy, 0, &level, &gap), 0);
+  cJSON *s;
+  uint64_t i = 0;
+  do {
+    cr_assert_eq(lt_envs_sample(e, "a", i++, 0, &s), 0);
+    if (cJSON_GetObjectItem(s, "noise_level")->valuedouble > 0) break;
+    cJSON_Delete(s);
+  } while (1);
+  cr_expect_float_eq(cJSON_GetObjectItem(s, "noise_level")->valuedouble, 0.5, 1e-12);
+  for (int k = 0; k < 4; k++) lt_envs_noise_record(e, 0, clean, 1, &level, &gap);
+  for (int k = 0; k < 3; k++) lt_envs_noise_record(e, 0, s, 1, &level, &gap);
+  cr_assert_eq(lt_envs_noise_record(e, 0, s, 1, &level, &gap), 1, "the 20 stale failures did not count");
+  cr_expect_float_eq(level, 0.8, 1e-12);
+  cJSON_Delete(s);
+  cJSON_Delete(clean), cJSON_Delete(noisy);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(e);
+  /* The open-loop ramp is gone: its key is refused naming the closed loop's. */
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"ramp_tasks\": 10}}}}"),
+                                   NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_expect_lt(lt_envs_create(&cfg, &loop, &e), 0);
+  cr_expect(strstr(lt_error_msg(), "ramp_tasks: removed") && strstr(lt_error_msg(), "max_gap"), "%s", lt_error_msg());
+  lt_config_free(&cfg);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+}
+
+/* The noise wrapper: instructions get typos and filler but keep every id, number
+ * and every word the task names (customer names: the verifier needs them); tool
+ * calls fail transiently without effect, results come partial or re-rendered;
+ * retrying still solves every task; evaluation stays clean. */
 Test(envs, noise_keeps_tasks_solvable) {
   char path[4200], noisy_json[2048], clean_json[2048];
   snprintf(path, sizeof path, "%s/configs/envs/bank.json", lt_test_root());
   snprintf(clean_json, sizeof clean_json, "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
   snprintf(noisy_json, sizeof noisy_json,
            "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}, \"noise\": {\"instruction\": 1, "
-           "\"tool_failure\": 0.5, \"tool_partial\": 1, \"tool_inconsistent\": 1, \"level_start\": 0.5, \"ramp_tasks\": 10}}}}",
+           "\"tool_failure\": 0.5, \"tool_partial\": 1, \"tool_inconsistent\": 1}}}}",
            path);
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_envs_t *clean = make_envs(clean_json, &loop), *noisy = make_envs(noisy_json, &loop);
   cJSON *dspec;
   cr_assert_eq(lt_json_parse_file(path, &dspec), 0);
-  int failures = 0, changed = 0;
-  for (uint64_t i = 0; i < 20; i++) {
+  int failures = 0, changed = 0, names = 0;
+  for (uint64_t i = 0; i < 40; i++) {
     cJSON *s1, *s2, *m1, *m2;
     cr_assert_eq(lt_envs_sample(clean, "bank", i, 0, &s1), 0);
     cr_assert_eq(lt_envs_sample(noisy, "bank", i, 0, &s2), 0);
     double lvl = cJSON_GetObjectItem(s2, "noise_level")->valuedouble;
-    cr_expect_float_eq(lvl, i >= 10 ? 1.0 : 0.5 + 0.05 * (double)i, 1e-12, "curriculum level at task %llu", (unsigned long long)i);
+    cr_expect_float_eq(lvl, 1.0, 0, "no curriculum keys: full noise at task %llu", (unsigned long long)i);
     lt_episode_t *e1, *e2;
     cr_assert_eq(lt_episode_open(clean, "bank", s1, 7, &e1, &m1), 0);
     cr_assert_eq(lt_episode_open(noisy, "bank", s2, 100 + i, &e2, &m2), 0);
@@ -545,6 +608,11 @@ Test(envs, noise_keeps_tasks_solvable) {
     snprintf(buf, sizeof buf, "%s", c1);
     for (char *save, *w = strtok_r(buf, " ,.:()?", &save); w; w = strtok_r(NULL, " ,.:()?", &save))
       if (strpbrk(w, "0123456789")) cr_expect(strstr(c2, w), "noise changed '%s': %s", w, c2);
+    const cJSON *name = cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "params"), "name");
+    if (cJSON_IsString(name) && strstr(c1, name->valuestring)) {
+      names++;
+      cr_expect(strstr(c2, name->valuestring), "noise changed the customer's name '%s': %s", name->valuestring, c2);
+    }
     const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), cJSON_GetObjectItem(s2, "task")->valueint);
     const cJSON *params = cJSON_GetObjectItem(s2, "params");
     for (const cJSON *st = cJSON_GetObjectItem(task, "solution")->child; st; st = st->next) {
@@ -577,7 +645,8 @@ Test(envs, noise_keeps_tasks_solvable) {
     cJSON_Delete(s1), cJSON_Delete(s2), cJSON_Delete(m1), cJSON_Delete(m2);
   }
   cr_expect_gt(failures, 3, "tool failures were injected");
-  cr_expect_gt(changed, 10, "instructions were perturbed");
+  cr_expect_gt(changed, 20, "instructions were perturbed");
+  cr_expect_gt(names, 20, "the instructions name their customers");
   cJSON *ev;
   cr_assert_eq(lt_envs_sample(noisy, "bank", 3, 1, &ev), 0);
   cr_expect_null(cJSON_GetObjectItem(ev, "noise_level"), "evaluation tasks are clean");

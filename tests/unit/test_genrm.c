@@ -1,4 +1,4 @@
-/* Judge rewards (GenRM, verifier, rubric, MetaRM) over real HTTP: against a
+/* Judge rewards (GenRM, verifier, rubric, the reasoning check) over real HTTP: against a
  * fault-injecting OpenAI-compatible endpoint written here (timeouts, 5xx, 4xx,
  * garbage, replies without a verdict) and against `longtail serve`. */
 #include <criterion/criterion.h>
@@ -227,7 +227,7 @@ Test(genrm, length_penalty_and_rule_flags) {
   rig_stop(&g);
 }
 
-Test(genrm, verifier_rubric_and_metarm) {
+Test(genrm, verifier_rubric_and_reasoning_check) {
   const char *script[] = {"Yes. <correct>True</correct>", "<verdict>partially</verdict>", "<verdict>satisfied</verdict>",
                           "<correct>False</correct>"};
   rig_t g;
@@ -254,17 +254,17 @@ Test(genrm, verifier_rubric_and_metarm) {
 
   const char *meta[] = {"<confidence>10</confidence>", "<flawed>True</flawed>", "<confidence>10</confidence>",
                         "<flawed>False</flawed>"};
-  rig_start(&g, meta, 4, ", \"metarm\": {\"enabled\": true, \"penalty\": 0.5}}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0", NULL);
+  rig_start(&g, meta, 4, ", \"reasoning_check\": {\"enabled\": true, \"penalty\": 0.5}}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0", NULL);
   rig_score(&g, NULL, "a", 5);
   rig_wait(&g, 1);
   rig_score(&g, NULL, "b", 5);
   rig_wait(&g, 2);
   double win = 1 / (1 + exp(-5.0));
   cr_expect_float_eq(g.res[0].reward, win * 0.5, 1e-9);
-  cr_expect_float_eq(comp(&g.res[0], "metarm_flawed"), 1, 0);
+  cr_expect_float_eq(comp(&g.res[0], "reasoning_flawed"), 1, 0);
   cr_expect_eq(g.res[0].attempts, 2);
   cr_expect_float_eq(g.res[1].reward, win, 1e-9);
-  cr_expect(strstr(g.f.last_body, "10</confidence>"), "MetaRM sees the first judgment: %s", g.f.last_body);
+  cr_expect(strstr(g.f.last_body, "10</confidence>"), "the reasoning check sees the first judgment: %s", g.f.last_body);
   rig_stop(&g);
 }
 

@@ -193,7 +193,8 @@ Test(learner_grad, router_topk_and_backward) {
   float conf = lt_router_forward(probs, ids, w, logits, E, K, 0, forced);
   cr_expect_eq(ids[0], 4);
   cr_expect_float_eq(w[0], probs[4], 1e-7);
-  cr_expect_float_eq(conf, mass, 1e-7, "under Keep Routing the confidence is the router's own top-k mass, not the overlap");
+  cr_expect_float_eq(conf, probs[4] + probs[0], 1e-7,
+                     "under Keep Routing the confidence is the router's mass on the replayed experts, not its own top-k");
   for (int norm = 0; norm < 2; norm++) {
     float dw[K] = {0.7f, -1.3f}, dl[E];
     lt_router_forward(probs, ids, w, logits, E, K, norm, NULL);

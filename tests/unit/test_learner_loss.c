@@ -266,3 +266,55 @@ Test(learner_loss, kl_coefficient_per_sequence) {
   for (int t = 3; t < 6; t++) cr_assert_float_eq(d_per[t], d_none[t], 1e-7, "token %d has no KL", t);
   cr_assert_neq(d_all[4], d_none[4], "the KL term moves the gradient");
 }
+
+/* Seed 002 eq. 7's importance ratio is πθ over the probability the token was sampled with: π_rollout, which
+ * an asynchronous run records per token, not the learner's π_old. Here π_old = πθ, so a π_old ratio would be 1. */
+Test(learner_loss, kl_unbiased_ratio_is_over_the_rollout_probability) {
+  static const int st1[] = {0, 2};
+  float logp[2] = {-1.0f, -0.4f}, roll[2] = {-1.2f, -0.3f}, ref[2] = {-0.5f, -0.6f}, adv[2] = {0, 0}, d[2];
+  uint8_t mask[2] = {1, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_PPO);
+  c.kl_coef = 0.5f;
+  lt_loss_in_t in = {.nseq = 1, .start = st1, .logp = logp, .logp_old = logp, .logp_rollout = roll, .logp_ref = ref,
+                     .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  /* ρ = e^(log πθ − log π_rollout): e^0.2 and e^−0.1; z = log π_ref − log πθ: 0.5 and −0.2. */
+  double rho0 = 1.2214027581601699, rho1 = 0.9048374180359595;
+  double kl0 = rho0 * (1.6487212707001282 - 0.5 - 1), kl1 = rho1 * (0.8187307530779818 + 0.2 - 1);
+  cr_expect_float_eq(st.kl_ref, (kl0 + kl1) / 2, 1e-6);
+  cr_expect_float_eq(st.loss, 0.5 * (kl0 + kl1) / 2, 1e-6);
+  /* dL/dlog πθ = β · w · ρ · (log πθ − log π_ref), w = 1/2 */
+  cr_expect_float_eq(d[0], 0.5 * 0.5 * rho0 * -0.5, 1e-6);
+  cr_expect_float_eq(d[1], 0.5 * 0.5 * rho1 * 0.2, 1e-6);
+}
+
+/* GSPO as seed 004 §3.3.1 eq. 1 writes it (learner.gspo.advantage "group"): each sequence's clipped
+ * sequence-ratio term weighs 1/G, whatever its length, instead of its share of the batch's tokens. */
+Test(learner_loss, gspo_group_form_weighs_each_sequence_once) {
+  static const int st2[] = {0, 2, 5};
+  /* log πθ − log π_old: 0.02, 0.04 (s₁ = e^0.03) and −0.3 × 3 (s₂ = e^−0.3); π_rollout = π_old, every mask passes. */
+  float old[5] = {-1.0f, -0.5f, -0.7f, -0.9f, -1.1f}, logp[5], adv[5] = {1, 1, -0.5f, -0.5f, -0.5f}, d[5];
+  const float dl[5] = {0.02f, 0.04f, -0.3f, -0.3f, -0.3f};
+  for (int i = 0; i < 5; i++) logp[i] = old[i] + dl[i];
+  uint8_t mask[5] = {1, 1, 1, 1, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_GSPO);
+  c.clip_lo = c.clip_hi = 0.2f;
+  c.group_adv = 1;
+  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  /* s₁ = 1.0304545 is inside [0.8, 1.2]: term s₁·1; s₂ = 0.7408182 is clipped to 0.8: term 0.8·(−0.5) = −0.4. */
+  double s1 = 1.0304545339535169;
+  cr_expect_float_eq(st.loss, -(s1 * 1 + -0.4) / 2, 1e-6);
+  /* The unclipped sequence's gradient spreads over its 2 tokens: −(1/2)·s₁·A/2; the clipped one is flat. */
+  cr_expect_float_eq(d[0], -0.5 * s1 / 2, 1e-6);
+  cr_expect_float_eq(d[1], -0.5 * s1 / 2, 1e-6);
+  for (int i = 2; i < 5; i++) cr_expect_float_eq(d[i], 0.0f, 1e-9);
+  /* The critic form (the default) weighs sequences by their tokens: −(2·s₁ − 3·0.4)/5. */
+  c.group_adv = 0;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_float_eq(st.loss, -(2 * s1 - 3 * 0.4) / 5, 1e-6);
+}

@@ -123,6 +123,30 @@ Test(learner_trainer, grpo_moves_toward_reward) { improves(LT_OBJ_GRPO); }
 Test(learner_trainer, gspo_moves_toward_reward) { improves(LT_OBJ_GSPO); }
 Test(learner_trainer, tis_moves_toward_reward) { improves(LT_OBJ_TIS); }
 
+/* GSPO's group form (learner.gspo.advantage "group", seed 004 §3.3.1) trains without a critic on group-relative
+ * advantages: prompt 2's group has rewards 0 and 1 (Â = ±0.5), prompt 3's all 0.25 (Â = 0), so over the loss
+ * tokens Â has mean 0 and std √(0.5 · 0.25). */
+Test(learner_trainer, gspo_group_form_uses_group_advantages_and_no_critic) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_GSPO);
+  c.loss.group_adv = 1;
+  c.loss.clip_lo = c.loss.clip_hi = 0.2f;
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0, "%s", lt_error_msg());
+  double before = preference(tr, &t);
+  lt_step_stats_t st;
+  for (int i = 0; i < 30; i++) {
+    toy_rollout(&t, lt_trainer_policy(tr));
+    cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+    cr_assert_float_eq(st.adv_mean, 0.0, 1e-9);
+    cr_assert_float_eq(st.adv_std, sqrt(0.125), 1e-6);
+    cr_assert_float_eq(st.critic_loss, 0.0, 0, "no critic trains");
+  }
+  cr_assert_gt(preference(tr, &t), before + 1.0);
+  lt_trainer_free(tr);
+}
+
 /* Off-policy data outside the token bounds is masked: nothing is accepted and
  * the policy does not move. */
 Test(learner_trainer, mispo_masks_far_off_policy_data) {
