@@ -128,8 +128,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   if (!was_alive) lt__event(d, "worker_up", "%s (%s, %d slots, %d pending)", wk->name, h->host, h->slots, h->npending);
   /* Workers that already run the current weights need no WEIGHTS; others get it after WELCOME. */
   if (h->policy_version >= 0 && h->policy_version < d->version) {
-    lt_msg_t wm = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = d->version, .location = (char *)loc}};
-    memcpy(wm.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+    lt_msg_t wm;
+    lt__weights_msg(d, w, &wm, url, sizeof url);
     lt__send(d, w, &wm);
   }
   lt__scheduler_dispatch(d);

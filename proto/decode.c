@@ -590,9 +590,18 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
     lt_weights_t *x = &m->u.weights;
     if ((rc = integer(d, "version", 0, INT32_MAX, 1, 0, &x->version)) ||
         (rc = string(d, "location", 1, &x->location)) || (rc = sha(d, "sha256", x->sha256)) ||
-        (rc = integer(d, "bytes", 0, INT64_MAX / 2, 0, 0, &x->bytes)))
+        (rc = integer(d, "bytes", 0, INT64_MAX / 2, 0, 0, &x->bytes)) || (rc = sha(d, "delta_base", x->delta_base)) ||
+        (rc = integer(d, "delta_bytes", 0, INT64_MAX / 2, 0, 0, &x->delta_bytes)))
       return rc;
     if (!x->location[0]) return BAD(d, "WEIGHTS.location: empty");
+    if (find(d, "mirrors")) {
+      if ((rc = subtree(d, "mirrors", 1, &x->mirrors))) return rc;
+      int k = 0;
+      for (const cJSON *u = x->mirrors->child; u; u = u->next, k++)
+        if (!cJSON_IsString(u) || strncmp(u->valuestring, "http", 4) || strlen(u->valuestring) > 2000)
+          return BAD(d, "WEIGHTS.mirrors[%d]: expected an http(s) URL", k);
+      if (k > 16) return BAD(d, "WEIGHTS.mirrors: more than 16");
+    }
     return 0;
   }
   case LT_MSG_ABORT:

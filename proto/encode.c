@@ -237,6 +237,11 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     str(e, "location", x->location);
     str(e, "sha256", x->sha256);
     num(e, "bytes", (double)x->bytes);
+    if (x->delta_base[0]) {
+      str(e, "delta_base", x->delta_base);
+      num(e, "delta_bytes", (double)x->delta_bytes);
+    }
+    if (x->mirrors && cJSON_GetArraySize(x->mirrors) > 0) json(e, "mirrors", x->mirrors, 1);
     break;
   }
   case LT_MSG_ABORT:

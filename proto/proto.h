@@ -187,6 +187,11 @@ typedef struct {
   char *location;      /* local directory, or http URL */
   char sha256[65];     /* of model.safetensors */
   int64_t bytes;
+  /* Optional (docs/protocol.md): <location>/delta.zst turns the version whose model.safetensors has SHA-256
+   * delta_base into this one; mirrors are other locations of the same files, tried first. */
+  char delta_base[65]; /* "" when there is no delta */
+  int64_t delta_bytes;
+  cJSON *mirrors;      /* array of URL strings, or NULL */
 } lt_weights_t;
 
 typedef struct {
