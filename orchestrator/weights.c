@@ -83,7 +83,7 @@ int lt__weights_start(lt_daemon_t *d) {
   const char *host = lt_config_str(d->cfg, "transport.weights_host");
   if (!host[0]) host = d->hostname;
   snprintf(d->weights_base, sizeof d->weights_base, "http://%s:%d/weights", host, lt_http_port(d->weights_http));
-  LT_INFO("daemon", "weights served at %s/<version>/", d->weights_base);
+  LT_INFO("daemon", "weights served at %s/sha256/<sha256 of model.safetensors>/", d->weights_base);
   return 0;
 }
 

@@ -120,7 +120,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
                                .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
                                .weights_location = (char *)loc, .settings = settings(d),
-                               .model = d->model_info, .batch = wk->batch};
+                               .model = d->model_info, .batch = wk->batch,
+                               .weights_mirrors = loc != d->weights_dir ? d->mirrors : NULL};
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
   cJSON_Delete(m.u.welcome.settings);

@@ -139,6 +139,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "liveness", x->liveness);
     num(e, "policy_version", (double)x->policy_version);
     str(e, "weights_location", x->weights_location);
+    if (x->weights_mirrors && cJSON_GetArraySize(x->weights_mirrors) > 0) json(e, "weights_mirrors", x->weights_mirrors, 1);
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
     if (x->model) json(e, "model", x->model, 0);

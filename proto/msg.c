@@ -70,6 +70,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.welcome.worker_id);
     free(m->u.welcome.run);
     free(m->u.welcome.weights_location);
+    cJSON_Delete(m->u.welcome.weights_mirrors);
     cJSON_Delete(m->u.welcome.settings);
     cJSON_Delete(m->u.welcome.model);
     break;

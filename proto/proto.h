@@ -72,6 +72,7 @@ typedef struct {
   int liveness;        /* missed heartbeats before the peer counts as dead */
   int64_t policy_version;
   char *weights_location; /* where the current weights are ("" if builtin init) */
+  cJSON *weights_mirrors; /* optional: other locations of the same files, tried first (as WEIGHTS.mirrors), or NULL */
   char sha256[65];
   cJSON *settings;     /* rollout/envs/rewards config sections, an object */
   cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid

@@ -35,6 +35,7 @@ struct lt_fetch {
   char dir[4096], sha[65], delta_base[65], base_dir[4096], shared[4096];
   int delta;           /* this source's delta is still worth trying */
   lt_httpc_opts_t o;
+  int retries;         /* the daemon's; a mirror gets at most one */
   int next;
   lt_fetch_stats_t st;
   lt_fetch_cb cb;
@@ -75,6 +76,7 @@ static void next_file(lt_fetch_t *f) {
   int rc;
   if (f->next == NFILES) {
     f->st.source = f->ui;
+    snprintf(f->st.from, sizeof f->st.from, "%s", f->urls[f->ui]);
     finish(f, 0, NULL, NULL);
   } else if ((rc = step(f)) < 0) {
     char e[2400];
@@ -123,6 +125,7 @@ static void work_done(uv_work_t *w, int status) {
   case WORK_SHARED:
     if (f->work_rc == 0 && !strcmp(f->got, f->sha)) {
       f->st.source = -1;
+      snprintf(f->st.from, sizeof f->st.from, "%s", f->shared);
       finish(f, 0, f->shared, NULL);
       return;
     }
@@ -194,9 +197,11 @@ static void on_file(int rc, long status, const char *body, size_t len, const cha
   next_file(f);
 }
 
-/* Requests the next file of the current source. */
+/* Requests the next file of the current source.  A mirror gets one quick retry: the daemon behind it is the
+ * fallback, and a rack cache that is down must not hold a version back for the daemon's full back-off. */
 static int step(lt_fetch_t *f) {
   int i = f->next++;
+  f->o.retries = f->ui + 1 < f->nurls ? (f->retries < 1 ? f->retries : 1) : f->retries;
   const char *name = i == MODEL && f->delta ? "delta.zst" : files[i];
   char url[2200], path[4200];
   snprintf(url, sizeof url, "%s/%s", f->urls[f->ui], name);
@@ -241,6 +246,7 @@ int lt_fetch_start(lt_httpc_t *c, const lt_fetch_opts_t *o, lt_fetch_cb cb, void
   snprintf(f->delta_base, sizeof f->delta_base, "%s", o->delta_base ? o->delta_base : "");
   snprintf(f->base_dir, sizeof f->base_dir, "%s", o->base_dir ? o->base_dir : "");
   f->o = (lt_httpc_opts_t){.timeout_ms = o->timeout_ms, .retries = o->retries, .backoff_ms = 500};
+  f->retries = o->retries;
   f->cb = cb;
   f->ud = ud;
   if (o->shared && o->shared[0] && f->sha[0]) {

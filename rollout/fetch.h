@@ -34,6 +34,7 @@ typedef struct {
   int64_t bytes;           /* downloaded */
   int delta;               /* 1: model.safetensors was rebuilt from a delta */
   int source;              /* index in urls of the source used; -1: the shared folder */
+  char from[2048];         /* that source's URL or folder */
 } lt_fetch_stats_t;
 
 /* rc 0: dir holds a verified checkpoint (st: how it came); else err says which file and why. */

@@ -266,8 +266,8 @@ static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, cons
     if (w->pending_settings) stop(w, lt_error_exit_code(rc)); /* nothing to run rollouts with */
     return;
   }
-  LT_INFO("worker", "weights version %lld: %lld bytes downloaded%s%s", (long long)w->fetch_version, (long long)st->bytes,
-          st->delta ? " (a delta against the version before)" : "", st->source < 0 ? " (read from the shared folder)" : "");
+  LT_INFO("worker", "weights version %lld from %s: %lld bytes downloaded%s", (long long)w->fetch_version, st->from,
+          (long long)st->bytes, st->delta ? " (a delta against the version before)" : "");
   snprintf(w->have_sha, sizeof w->have_sha, "%s", w->fetch_sha);
   snprintf(w->have_dir, sizeof w->have_dir, "%s", dir);
   if (w->pending_settings) { /* the first weights: now the worker can start */
@@ -429,7 +429,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       if (!w->pending_settings) {
         w->pending_settings = cJSON_Duplicate(m.u.welcome.settings, 1);
         if ((rc = fetch_weights(w, m.u.welcome.weights_location, m.u.welcome.sha256, m.u.welcome.policy_version, NULL,
-                                NULL)) < 0) {
+                                m.u.welcome.weights_mirrors)) < 0) {
           LT_ERROR("worker", "cannot fetch the weights: %s", lt_error_msg());
           stop(w, lt_error_exit_code(rc));
           break;
