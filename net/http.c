@@ -330,6 +330,7 @@ int lt_http_respond_file_opts(lt_http_conn_t *c, const char *ctype, const char *
   }
   c->off = from;
   c->size = to;
+  if (o && o->sent) *o->sent = to - from;
   char head[1024], cr[128] = "";
   if (ranged) snprintf(cr, sizeof cr, "Content-Range: bytes %lld-%lld/%lld\r\n", (long long)from, (long long)to - 1, (long long)total);
   int n = snprintf(head, sizeof head,

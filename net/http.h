@@ -8,6 +8,7 @@
 #define LT_NET_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct lt_http_server lt_http_server_t;
@@ -48,6 +49,7 @@ typedef struct {
   const char *etag;          /* quoted, e.g. "\"<sha256>\"", or NULL */
   const char *cache_control; /* e.g. "public, max-age=31536000, immutable", or NULL */
   int ranges;
+  int64_t *sent;             /* set: receives the body's length (the range's), 0 for a 304 */
 } lt_http_file_opts_t;
 int lt_http_respond_file_opts(lt_http_conn_t *c, const char *content_type, const char *path, const lt_http_file_opts_t *o);
 /* A streamed response (server-sent events): the head goes out with

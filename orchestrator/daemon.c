@@ -236,6 +236,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
       lt__worker_sync_inflight(d, w, m.u.heartbeat.inflight);
+      lt__weights_heartbeat(d);
     }
     break;
   case LT_MSG_BYE:
@@ -375,6 +376,7 @@ static void report_health(lt_daemon_t *d, int64_t now) {
   FILE *f = fopen("/proc/self/statm", "re");
   if (f && fscanf(f, "%ld %ld", &pages, &resident) == 2) lt__metric(d, "daemon/rss_mb", resident * (sysconf(_SC_PAGESIZE) / 1024.0) / 1024.0);
   if (f) fclose(f);
+  lt__weights_report(d);
 }
 
 static void on_before_sleep(uv_prepare_t *p) { lt__acks_flush(p->data, 0); }

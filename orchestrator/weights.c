@@ -7,6 +7,7 @@
  * /weights/<version>/<file> still answers.  The files stream from disk.  Which
  * workers get a URL instead of a path: those on another host
  * (transport.weights_serve: remote), or all. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,10 @@ static void by_hash(lt_daemon_t *d, lt_http_conn_t *c, const char *p) {
   char path[4400], etag[160];
   snprintf(path, sizeof path, "%s/%s", d->pubs[i].dir, file);
   snprintf(etag, sizeof etag, "\"%.64s-%s\"", p, file);
-  lt_http_file_opts_t o = {.etag = etag, .cache_control = "public, max-age=31536000, immutable", .ranges = 1};
+  int64_t sent = 0;
+  lt_http_file_opts_t o = {.etag = etag, .cache_control = "public, max-age=31536000, immutable", .ranges = 1, .sent = &sent};
   lt_http_respond_file_opts(c, strstr(file, ".json") ? "application/json" : "application/octet-stream", path, &o);
+  d->pubs[i].bytes_sent += sent;
 }
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
@@ -102,8 +105,13 @@ const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap) {
 
 void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha) {
   int n = (int)(sizeof d->pubs / sizeof *d->pubs);
+  /* What the version before cost the daemon's link, now that the workers have had it. */
+  if (d->npubs > 0 && d->weights_http) lt__metric(d, "weights/bytes_sent_per_version", (double)d->pubs[d->npubs - 1].bytes_sent);
   if (d->npubs == n) memmove(&d->pubs[0], &d->pubs[1], sizeof d->pubs[0] * (size_t)(n - 1)), d->npubs--;
   d->pubs[d->npubs].version = version;
+  d->pubs[d->npubs].published_ms = lt__now_ms();
+  d->pubs[d->npubs].bytes_sent = 0;
+  d->pubs[d->npubs].reached = 0;
   snprintf(d->pubs[d->npubs].sha, sizeof d->pubs[0].sha, "%s", sha);
   snprintf(d->pubs[d->npubs].dir, sizeof d->pubs[0].dir, "%s", dir);
   d->npubs++;
@@ -139,5 +147,49 @@ void lt__weights_msg(lt_daemon_t *d, int w, lt_msg_t *m, char *url, size_t cap) 
     memcpy(x->delta_base, d->delta_base, sizeof x->delta_base);
     x->delta_bytes = d->delta_bytes;
     x->mirrors = d->mirrors;
+  }
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+void lt__weights_heartbeat(lt_daemon_t *d) {
+  int64_t oldest = INT64_MAX; /* the oldest version a live worker runs */
+  int alive = 0;
+  for (int w = 0; w < d->nworkers; w++)
+    if (d->workers[w].alive) {
+      alive++;
+      if (d->workers[w].policy_version < oldest) oldest = d->workers[w].policy_version;
+    }
+  int n = 0;
+  for (int i = 0; alive && i < d->npubs; i++) {
+    if (d->pubs[i].reached || d->pubs[i].version > oldest || d->pubs[i].version == 0) continue; /* v0: at start */
+    d->pubs[i].reached = 1;
+    float s = (float)(lt__now_ms() - d->pubs[i].published_ms) / 1000.0f;
+    lt__metric(d, "weights/propagation_s", s);
+    d->propagation_s[d->npropagation++ % 1024] = s;
+    n++;
+  }
+  if (!n) return;
+  int k = d->npropagation < 1024 ? d->npropagation : 1024;
+  float tmp[1024];
+  memcpy(tmp, d->propagation_s, sizeof *tmp * (size_t)k);
+  qsort(tmp, (size_t)k, sizeof *tmp, cmp_float);
+  lt__metric(d, "weights/propagation_p50_s", tmp[k / 2]);
+  lt__metric(d, "weights/propagation_max_s", tmp[k - 1]);
+}
+
+void lt__weights_report(lt_daemon_t *d) {
+  for (int w = 0; w < d->nworkers; w++) {
+    lt__worker_t *wk = &d->workers[w];
+    if (!wk->alive || wk->policy_version < 0) continue;
+    int64_t lag = d->version - wk->policy_version;
+    if (lag == wk->lag_reported) continue;
+    char name[200];
+    snprintf(name, sizeof name, "weights/lag/%s", wk->name);
+    lt__metric(d, name, (double)lag);
+    wk->lag_reported = lag;
   }
 }

@@ -93,6 +93,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   wk->inflight = wk->owned = 0;
   wk->last_seen_ms = lt__now_ms();
   wk->policy_version = h->policy_version;
+  wk->lag_reported = -1;
   /* Sessions it still runs (it outlived a daemon restart): a task of ours that
    * waits in the queue is simply dispatched to it; any other session would
    * hold a slot we cannot account for, so it is aborted. */
