@@ -4,9 +4,9 @@
  * a weight did not change, which is most of a bf16 checkpoint after a small step.
  *
  * File layout: "LTDELTA1" | base SHA-256 (32 raw bytes) | target SHA-256 (32) | target size (u64 LE) |
- * one zstd frame of target[i] ^ base[i], the base read as zeros past its end.  Applying checks both hashes
- * while it streams: a delta for another base, a torn or altered delta, or a wrong result is refused
- * (LT_ECORRUPT) and leaves no output file. */
+ * one zstd frame of target[i] ^ base[i], the base read as zeros past its end.  Applying hashes the result while
+ * it streams: a delta for another base, a torn or altered delta, or a wrong result cannot give the announced
+ * hash, and is refused (LT_ECORRUPT) leaving no output file. */
 #ifndef LT_UTIL_DELTA_H
 #define LT_UTIL_DELTA_H
 
@@ -22,8 +22,8 @@ typedef struct {
 int lt_delta_create(const char *base, const char *target, const char *out, lt_delta_info_t *info);
 /* Reads a delta's header. */
 int lt_delta_info(const char *delta, lt_delta_info_t *info);
-/* Reconstructs the target from `base` and `delta` into `out` (atomically).  LT_ECORRUPT when the base is not
- * the delta's, the delta is damaged, or the result's SHA-256 is not the announced one. */
+/* Reconstructs the target from `base` and `delta` into `out` (atomically).  LT_ECORRUPT when the delta is
+ * damaged or the result's SHA-256 is not the announced one (which a base other than the delta's gives). */
 int lt_delta_apply(const char *base, const char *delta, const char *out);
 
 #endif
