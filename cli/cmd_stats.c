@@ -19,6 +19,40 @@ static int eval_row(const char *name, int64_t step, double value, void *ud) {
   return 0;
 }
 
+/* weights/lag/<worker>: the last value of each (the series comes by name, then step and time). */
+static int lag_row(const char *name, int64_t step, double value, void *ud) {
+  cJSON *o = ud, *old = cJSON_GetObjectItemCaseSensitive(o, name + 12);
+  if (old) cJSON_SetNumberValue(old, value);
+  else cJSON_AddNumberToObject(o, name + 12, value);
+  return 0;
+}
+
+/* Weight distribution (docs/operations.md): the daemon's bytes per version, publish → last worker, and each
+ * worker's lag in versions; NULL when the run recorded none of it. */
+static cJSON *weights_stats(lt_buffer_t *b) {
+  double sent = 0, p50 = 0, pmax = 0;
+  int64_t nsent = 0, nprop = 0, st;
+  lt_buffer_metric_mean(b, "weights/bytes_sent_per_version", LT_SPAN_ALL, 0, &sent, &nsent);
+  double unused;
+  lt_buffer_metric_mean(b, "weights/propagation_s", LT_SPAN_ALL, 0, &unused, &nprop);
+  lt_buffer_metric_edge(b, "weights/propagation_p50_s", LT_SPAN_LAST, &p50, &st);
+  lt_buffer_metric_edge(b, "weights/propagation_max_s", LT_SPAN_LAST, &pmax, &st);
+  cJSON *lag = cJSON_CreateObject();
+  lt_buffer_metric_series(b, "weights/lag/*", lag_row, lag);
+  if (!nsent && !nprop && !lag->child) {
+    cJSON_Delete(lag);
+    return NULL;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "bytes_sent_per_version", nsent ? sent : 0);
+  cJSON *p = cJSON_AddObjectToObject(o, "propagation_s");
+  cJSON_AddNumberToObject(p, "p50", p50);
+  cJSON_AddNumberToObject(p, "max", pmax);
+  cJSON_AddNumberToObject(p, "versions", (double)nprop);
+  cJSON_AddItemToObject(o, "lag", lag);
+  return o;
+}
+
 static double num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
@@ -99,6 +133,8 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON_AddNumberToObject(w, "alive", (double)alive);
   cJSON *ev = cJSON_AddArrayToObject(o, "eval");
   lt_buffer_metric_series(b, "eval/accuracy", eval_row, ev);
+  cJSON *wt = weights_stats(b);
+  if (wt) cJSON_AddItemToObject(o, "weights", wt);
   lt_buffer_close(b);
   if (lt_args_flag(&c, "--json")) {
     char *s = cJSON_PrintUnformatted(o);
@@ -119,6 +155,19 @@ int lt_cmd_stats(int argc, char **argv) {
     for (const cJSON *e = ev->child; e; e = e->next)
       printf(" step %.0f: %.1f%%%s", num(e, "step"), 100 * num(e, "accuracy"), e->next ? "," : "");
     printf("%s\n", ev->child ? "" : " none yet");
+    if (wt) {
+      const cJSON *p = cJSON_GetObjectItemCaseSensitive(wt, "propagation_s");
+      printf("weights         %.0f versions reached every live worker (publish → last worker: p50 %.2f s, max %.2f s); "
+             "%.1f MB sent per version by the daemon; lag:", num(p, "versions"), num(p, "p50"), num(p, "max"),
+             num(wt, "bytes_sent_per_version") / 1e6);
+      int lagging = 0;
+      for (const cJSON *l = cJSON_GetObjectItemCaseSensitive(wt, "lag")->child; l; l = l->next)
+        if (l->valuedouble > 0) {
+          printf(" %s %.0f", l->string, l->valuedouble);
+          lagging++;
+        }
+      printf("%s\n", lagging ? "" : " none");
+    }
   }
   cJSON_Delete(o);
   return 0;

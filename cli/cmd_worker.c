@@ -22,6 +22,7 @@ int lt_cmd_worker(int argc, char **argv) {
       {.name = "--daemon-gone", .kind = LT_ARG_VALUE, .metavar = "SECONDS", .help = "exit after the daemon is gone this long (default 600)"},
       {.name = "--server-key", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "CURVE: the daemon's public key (its keygen .pub)"},
       {.name = "--key", .kind = LT_ARG_VALUE, .metavar = "PREFIX", .help = "CURVE: this worker's key pair, PREFIX.key and PREFIX.pub"},
+      {.name = "--weights-dir", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "the daemon's checkpoint.publish_dir as mounted here (NFS, Lustre): versions are read from it (hash-checked) instead of downloaded"},
   };
   lt_cmd_args_t c = {.command = "worker",
                      .usage = "--connect ENDPOINT [--slots N] [--backend builtin|openai|scripted] [--device cpu|cuda] [--server-key FILE --key PREFIX]",
@@ -29,7 +30,7 @@ int lt_cmd_worker(int argc, char **argv) {
                                 "inference backend, environments and rewards, and returns trajectories, keeping each "
                                 "in its spool until the daemon acknowledges it.",
                      .args = args,
-                     .nargs = 11,
+                     .nargs = (int)(sizeof args / sizeof args[0]),
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -57,6 +58,7 @@ int lt_cmd_worker(int argc, char **argv) {
   lt_log_set_process(name);
   lt_worker_opts_t o = {.connect = connect, .name = name, .slots = (int)slots, .backend = backend, .device = device,
                         .threads = (int)threads, .model = lt_args_str(&c, "--model", NULL), .spool = spool,
-                        .daemon_gone_s = gone, .server_key = server_key, .key = key, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
+                        .daemon_gone_s = gone, .server_key = server_key, .key = key,
+                        .weights_dir = lt_args_str(&c, "--weights-dir", NULL), .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
   return lt_worker_run(&o);
 }

@@ -27,10 +27,12 @@ static void shards_close(shards_t *s) {
   cJSON_Delete(s->index);
 }
 
-static int shards_open(const char *dir, shards_t *s) {
+/* `file`: the single-file name to look for first (model.safetensors, or a published version's fp32
+ * master.safetensors). */
+static int shards_open(const char *dir, const char *file, shards_t *s) {
   memset(s, 0, sizeof *s);
   char path[4096];
-  int rc = lt_path_join(path, sizeof path, dir, "model.safetensors");
+  int rc = lt_path_join(path, sizeof path, dir, file);
   if (rc < 0) return rc;
   if (lt_fs_exists(path)) {
     s->n = 1;
@@ -82,9 +84,9 @@ static int ignorable(const lt_model_t *m, const char *name) {
   return strstr(name, "rotary_emb.inv_freq") != NULL || (m->cfg.tied && strcmp(name, "lm_head.weight") == 0);
 }
 
-int lt_model_load_weights(lt_model_t *m, const char *dir) {
+static int load_weights(lt_model_t *m, const char *dir, const char *file) {
   shards_t s;
-  int rc = shards_open(dir, &s);
+  int rc = shards_open(dir, file, &s);
   if (rc < 0) {
     shards_close(&s);
     return rc;
@@ -130,7 +132,9 @@ int lt_model_load_weights(lt_model_t *m, const char *dir) {
   return rc;
 }
 
-int lt_model_load(const char *dir, lt_model_t **out) {
+int lt_model_load_weights(lt_model_t *m, const char *dir) { return load_weights(m, dir, "model.safetensors"); }
+
+static int load(const char *dir, const char *file, lt_model_t **out) {
   *out = NULL;
   char path[4096];
   int rc = lt_path_join(path, sizeof path, dir, "config.json");
@@ -140,12 +144,21 @@ int lt_model_load(const char *dir, lt_model_t **out) {
   if ((rc = lt_model_config_load(path, &cfg)) < 0) return rc;
   lt_model_t *m;
   if ((rc = lt_model_create(&cfg, &m)) < 0) return rc;
-  if ((rc = lt_model_load_weights(m, dir)) < 0) {
+  if ((rc = load_weights(m, dir, file)) < 0) {
     lt_model_free(m);
     return rc;
   }
   *out = m;
   return 0;
+}
+
+int lt_model_load(const char *dir, lt_model_t **out) { return load(dir, "model.safetensors", out); }
+
+int lt_model_load_master(const char *dir, lt_model_t **out) {
+  char path[4096];
+  int rc = lt_path_join(path, sizeof path, dir, "master.safetensors");
+  if (rc < 0) return rc;
+  return load(dir, lt_fs_exists(path) ? "master.safetensors" : "model.safetensors", out);
 }
 
 /* What Hugging Face's generate() reads beside config.json; a source
@@ -164,7 +177,7 @@ static int write_generation_config(const lt_model_t *m, const char *dir) {
 }
 
 /* Tensors [from, to) into `file` of dir. */
-static int write_shard(const lt_model_t *m, const char *dir, const char *file, int from, int to) {
+static int write_shard(const lt_model_t *m, const char *dir, const char *file, int from, int to, lt_st_dtype dtype) {
   lt_st_tensor_t *t = calloc((size_t)(to - from), sizeof *t);
   if (!t) return lt_error_set(LT_ENOMEM, "out of memory");
   for (int i = from; i < to; i++) {
@@ -175,7 +188,7 @@ static int write_shard(const lt_model_t *m, const char *dir, const char *file, i
   }
   char path[4096];
   int rc = lt_path_join(path, sizeof path, dir, file);
-  if (rc == 0) rc = lt_st_write(path, t, to - from, "{\"format\":\"pt\"}");
+  if (rc == 0) rc = lt_st_write_as(path, t, to - from, "{\"format\":\"pt\"}", dtype);
   free(t);
   return rc;
 }
@@ -202,7 +215,7 @@ static int save_shards(const lt_model_t *m, const char *dir, int64_t max_bytes) 
   for (int k = 0; k < n && rc == 0; k++) {
     char file[64];
     snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", k + 1, n);
-    rc = write_shard(m, dir, file, start[k], start[k + 1]);
+    rc = write_shard(m, dir, file, start[k], start[k + 1], LT_ST_F32);
     for (int i = start[k]; i < start[k + 1]; i++) {
       lt_buf_puts(&idx, i ? ",\n    " : "\n    ");
       lt_json_quote(&idx, m->tensors[i].name);
@@ -222,20 +235,52 @@ static int save_shards(const lt_model_t *m, const char *dir, int64_t max_bytes) 
   return rc;
 }
 
-int lt_model_save_sharded(const lt_model_t *m, const char *dir, int64_t max_shard_bytes) {
+/* config.json (saying the dtype of model.safetensors) and generation_config.json. */
+static int write_configs(const lt_model_t *m, const char *dir, lt_st_dtype dtype) {
   int rc = lt_fs_mkdirs(dir, 0755);
   if (rc < 0) return rc;
   char *cfg = lt_model_config_json(&m->cfg);
   if (!cfg) return lt_error_set(LT_ENOMEM, "out of memory");
+  char *dt = strstr(cfg, "\"torch_dtype\": \"float32\"");
+  if (dt && dtype == LT_ST_BF16) { /* transformers reads torch_dtype as the checkpoint's own dtype */
+    char *b = malloc(strlen(cfg) + 2);
+    if (!b) {
+      free(cfg);
+      return lt_error_set(LT_ENOMEM, "out of memory");
+    }
+    size_t pre = (size_t)(dt - cfg) + strlen("\"torch_dtype\": \"");
+    memcpy(b, cfg, pre);
+    strcpy(b + pre, "bfloat16");
+    strcpy(b + pre + 8, dt + strlen("\"torch_dtype\": \"float32"));
+    free(cfg);
+    cfg = b;
+  }
   char path[4096];
   if ((rc = lt_path_join(path, sizeof path, dir, "config.json")) == 0) rc = lt_fs_write_atomic(path, cfg, strlen(cfg));
   free(cfg);
   if (rc == 0) rc = write_generation_config(m, dir);
+  return rc;
+}
+
+int lt_model_save_sharded(const lt_model_t *m, const char *dir, int64_t max_shard_bytes) {
+  int rc = write_configs(m, dir, LT_ST_F32);
   if (rc < 0) return rc;
   int64_t total = 0;
   for (int i = 0; i < m->ntensors; i++) total += tensor_bytes(&m->tensors[i]);
   if (max_shard_bytes > 0 && total > max_shard_bytes) return save_shards(m, dir, max_shard_bytes);
-  return write_shard(m, dir, "model.safetensors", 0, m->ntensors);
+  return write_shard(m, dir, "model.safetensors", 0, m->ntensors, LT_ST_F32);
 }
 
 int lt_model_save(const lt_model_t *m, const char *dir) { return lt_model_save_sharded(m, dir, 0); }
+
+int lt_model_save_as(const lt_model_t *m, const char *dir, lt_st_dtype dtype) {
+  int rc = write_configs(m, dir, dtype);
+  if (rc == 0) rc = write_shard(m, dir, "model.safetensors", 0, m->ntensors, dtype);
+  char path[4096];
+  if (rc == 0) rc = lt_path_join(path, sizeof path, dir, "master.safetensors");
+  if (rc < 0) return rc;
+  if (dtype != LT_ST_F32) return write_shard(m, dir, "master.safetensors", 0, m->ntensors, LT_ST_F32);
+  /* An fp32 version is its own master: a stale one from before would be read instead of it. */
+  if (lt_fs_exists(path) && unlink(path) < 0) return lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
+  return 0;
+}

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "learner/safetensors.h"
+
 #define LT_MAX_LAYERS 256
 
 typedef struct {
@@ -207,6 +209,12 @@ int lt_model_save_sharded(const lt_model_t *m, const char *dir, int64_t max_shar
 /* Hugging Face's default max_shard_size, used for saved checkpoints. */
 #define LT_MODEL_SHARD_BYTES ((int64_t)5000000000)
 int lt_model_load_weights(lt_model_t *m, const char *dir);
+/* A published version as the learner holds it: its fp32 master.safetensors when it has one (a version
+ * published in bf16), else model.safetensors. */
+int lt_model_load_master(const char *dir, lt_model_t **out);
+/* A published version: model.safetensors in `dtype` (what workers load) and, unless that is F32, the
+ * fp32 weights beside it as master.safetensors. */
+int lt_model_save_as(const lt_model_t *m, const char *dir, lt_st_dtype dtype);
 
 /* ---- forward/backward (learner/forward.c, learner/backward.c) ---- */
 int lt_acts_create(const lt_model_config_t *cfg, int max_tokens, int max_seq, int train, lt_acts_t **out);

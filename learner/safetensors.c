@@ -210,7 +210,29 @@ int lt_st_read_f32(const lt_st_file_t *f, const lt_st_entry_t *e, float *dst) {
   return 0;
 }
 
+/* Tensor i's data in `dtype`, written through a small buffer (BF16: rounded to nearest even). */
+static int write_data(FILE *fp, const float *x, int64_t numel, lt_st_dtype dtype) {
+  if (dtype == LT_ST_F32) return fwrite(x, 4, (size_t)numel, fp) == (size_t)numel;
+  uint8_t buf[8192];
+  for (int64_t i = 0; i < numel;) {
+    size_t k = 0;
+    for (; k < sizeof buf / 2 && i < numel; k++, i++) {
+      uint16_t h = lt_f32_to_bf16(x[i]);
+      buf[2 * k] = (uint8_t)h;
+      buf[2 * k + 1] = (uint8_t)(h >> 8);
+    }
+    if (fwrite(buf, 2, k, fp) != k) return 0;
+  }
+  return 1;
+}
+
 int lt_st_write(const char *path, const lt_st_tensor_t *t, int n, const char *metadata_json) {
+  return lt_st_write_as(path, t, n, metadata_json, LT_ST_F32);
+}
+
+int lt_st_write_as(const char *path, const lt_st_tensor_t *t, int n, const char *metadata_json, lt_st_dtype dtype) {
+  if (dtype != LT_ST_F32 && dtype != LT_ST_BF16) return lt_error_set(LT_EUNSUPP, "%s: only F32 and BF16 are written", path);
+  size_t esz = dtype_size(dtype);
   lt_buf_t h = {0};
   lt_buf_putc(&h, '{');
   if (metadata_json) lt_buf_printf(&h, "\"__metadata__\":%s", metadata_json);
@@ -219,13 +241,13 @@ int lt_st_write(const char *path, const lt_st_tensor_t *t, int n, const char *me
     int64_t numel = 1;
     if (i || metadata_json) lt_buf_putc(&h, ',');
     lt_json_quote(&h, t[i].name);
-    lt_buf_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+    lt_buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dtype == LT_ST_F32 ? "F32" : "BF16");
     for (int d = 0; d < t[i].ndim; d++) {
       lt_buf_printf(&h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
       numel *= t[i].shape[d];
     }
-    lt_buf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + (size_t)numel * 4);
-    off += (size_t)numel * 4;
+    lt_buf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + (size_t)numel * esz);
+    off += (size_t)numel * esz;
   }
   lt_buf_putc(&h, '}');
   while (h.len % 8) lt_buf_putc(&h, ' '); /* keeps the data section 8-byte aligned */
@@ -246,7 +268,7 @@ int lt_st_write(const char *path, const lt_st_tensor_t *t, int n, const char *me
   for (int i = 0; i < n && ok; i++) {
     int64_t numel = 1;
     for (int d = 0; d < t[i].ndim; d++) numel *= t[i].shape[d];
-    ok = fwrite(t[i].data, 4, (size_t)numel, fp) == (size_t)numel;
+    ok = write_data(fp, t[i].data, numel, dtype);
   }
   int err = errno;
   lt_buf_free(&h);

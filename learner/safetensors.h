@@ -1,4 +1,4 @@
-/* safetensors files: reading (F32, BF16, F16 → fp32) and writing (F32).
+/* safetensors files: reading (F32, BF16, F16 → fp32) and writing (F32 or BF16).
  * Format: 8-byte little-endian header length, a JSON header
  * {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
  * then the data.  Every offset, shape and dtype is validated before use. */
@@ -47,6 +47,8 @@ typedef struct {
 
 /* Writes F32 tensors atomically (temporary file, fsync, rename). */
 int lt_st_write(const char *path, const lt_st_tensor_t *t, int n, const char *metadata_json);
+/* The same, every tensor stored as `dtype` (F32, or BF16 rounded to nearest even). */
+int lt_st_write_as(const char *path, const lt_st_tensor_t *t, int n, const char *metadata_json, lt_st_dtype dtype);
 
 /* bf16/f16 → f32 conversions (also used by tests). */
 float lt_bf16_to_f32(uint16_t h);

@@ -26,6 +26,8 @@ struct lt_http_conn {
   size_t body_len;     /* from Content-Length */
   size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
   size_t auth_off;     /* the Authorization value in buf; 0: none */
+  size_t range_off;    /* the Range value in buf; 0: none */
+  size_t inm_off;      /* the If-None-Match value in buf; 0: none */
   uv_write_t wr;
   char *out;
   /* streaming a file */
@@ -112,23 +114,20 @@ int lt_http_conn_alive(const lt_http_conn_t *c) {
   return !c->gone;
 }
 
-int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char *body, size_t len) {
+/* Sends head and body, then closes. */
+static int respond_raw(lt_http_conn_t *c, const char *head, size_t n, const char *body, size_t len) {
   if (c->gone || c->state == CLOSING || c->state == WRITING || c->state == STREAMING) {
     if (c->state == HANDLING || c->state == STREAMING) conn_close(c); /* gone: the handles were kept for this call */
     return LT_ECANCELED;
   }
-  char head[256];
-  int n = snprintf(head, sizeof head,
-                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-                   reason(status), ctype ? ctype : "text/plain; charset=utf-8", len);
-  c->out = malloc((size_t)n + len);
+  c->out = malloc(n + len);
   if (!c->out) {
     conn_close(c);
     return LT_ENOMEM;
   }
-  memcpy(c->out, head, (size_t)n);
+  memcpy(c->out, head, n);
   if (len) memcpy(c->out + n, body, len);
-  uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
+  uv_buf_t b = uv_buf_init(c->out, (unsigned)(n + len));
   c->state = WRITING;
   c->wr.data = c;
   uv_read_stop((uv_stream_t *)&c->tcp);
@@ -138,6 +137,14 @@ int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char
     return LT_EIO;
   }
   return 0;
+}
+
+int lt_http_respond(lt_http_conn_t *c, int status, const char *ctype, const char *body, size_t len) {
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
+                   reason(status), ctype ? ctype : "text/plain; charset=utf-8", len);
+  return respond_raw(c, head, (size_t)n, body, len);
 }
 
 /* One queued chunk of a streamed response; freed by its write callback. */
@@ -223,7 +230,8 @@ static void on_chunk_written(uv_write_t *w, int status) {
     file_done(c);
     return;
   }
-  uv_buf_t b = uv_buf_init(c->chunk, CHUNK);
+  int64_t want = c->size - c->off < CHUNK ? c->size - c->off : CHUNK; /* a range ends before the file */
+  uv_buf_t b = uv_buf_init(c->chunk, (unsigned)want);
   c->fs.data = c;
   if (uv_fs_read(c->srv->loop, &c->fs, c->fd, &b, 1, c->off, on_chunk_read) < 0) file_done(c);
   else c->fs_busy = 1;
@@ -248,7 +256,39 @@ static void on_chunk_read(uv_fs_t *r) {
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_chunk_written) < 0) file_done(c);
 }
 
+/* "bytes=a-b", "bytes=a-" or "bytes=-n" against a file of `size` bytes: 1 and [*from, *to) when satisfiable,
+ * 0 when absent or not a single byte range (answered whole, as RFC 9110 allows), -1 when unsatisfiable. */
+static int parse_range(const char *v, int64_t size, int64_t *from, int64_t *to) {
+  if (!v || strncmp(v, "bytes=", 6) || strchr(v, ',')) return 0;
+  const char *p = v + 6;
+  char *e;
+  if (*p == '-') {
+    long long n = strtoll(p + 1, &e, 10);
+    if (e == p + 1 || *e || n < 0) return 0;
+    if (n == 0) return -1;
+    *from = n > size ? 0 : size - n;
+    *to = size;
+    return size > 0 ? 1 : -1;
+  }
+  long long a = strtoll(p, &e, 10);
+  if (e == p || *e != '-' || a < 0) return 0;
+  p = e + 1;
+  long long b = size - 1;
+  if (*p) {
+    b = strtoll(p, &e, 10);
+    if (e == p || *e || b < a) return 0;
+  }
+  if (a >= size) return -1;
+  *from = a;
+  *to = (b >= size ? size - 1 : b) + 1;
+  return 1;
+}
+
 int lt_http_respond_file(lt_http_conn_t *c, const char *ctype, const char *path) {
+  return lt_http_respond_file_opts(c, ctype, path, NULL);
+}
+
+int lt_http_respond_file_opts(lt_http_conn_t *c, const char *ctype, const char *path, const lt_http_file_opts_t *o) {
   if (c->gone || c->state != HANDLING) return lt_http_respond(c, 500, NULL, "", 0);
   uv_fs_t req;
   c->fd = uv_fs_open(NULL, &req, path, O_RDONLY | O_CLOEXEC, 0, NULL);
@@ -259,13 +299,44 @@ int lt_http_respond_file(lt_http_conn_t *c, const char *ctype, const char *path)
     static const char nf[] = "not found\n";
     return lt_http_respond(c, 404, NULL, nf, sizeof nf - 1);
   }
-  c->size = (int64_t)req.statbuf.st_size;
+  int64_t total = (int64_t)req.statbuf.st_size;
   uv_fs_req_cleanup(&req);
-  c->off = 0;
-  char head[256];
+  char extra[512] = "";
+  if (o && o->etag) {
+    /* An immutable file's validator: a cache revalidating it gets 304 and keeps its copy. */
+    const char *inm = c->inm_off ? c->buf + c->inm_off : NULL;
+    if (inm && (strstr(inm, o->etag) || !strcmp(inm, "*"))) {
+      uv_fs_close(NULL, &req, c->fd, NULL);
+      c->fd = -1;
+      char h[400];
+      int n = snprintf(h, sizeof h, "HTTP/1.1 304 Not Modified\r\nETag: %s\r\n%s%s%sConnection: close\r\n\r\n", o->etag,
+                       o->cache_control ? "Cache-Control: " : "", o->cache_control ? o->cache_control : "",
+                       o->cache_control ? "\r\n" : "");
+      return respond_raw(c, h, (size_t)n, NULL, 0);
+    }
+    snprintf(extra, sizeof extra, "ETag: %s\r\n", o->etag);
+  }
+  if (o && o->cache_control)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "Cache-Control: %s\r\n", o->cache_control);
+  int64_t from = 0, to = total;
+  int ranged = o && o->ranges ? parse_range(c->range_off ? c->buf + c->range_off : NULL, total, &from, &to) : 0;
+  if (ranged < 0) {
+    uv_fs_close(NULL, &req, c->fd, NULL);
+    c->fd = -1;
+    char h[256];
+    int n = snprintf(h, sizeof h, "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
+                     "Content-Length: 0\r\nConnection: close\r\n\r\n", (long long)total);
+    return respond_raw(c, h, (size_t)n, NULL, 0);
+  }
+  c->off = from;
+  c->size = to;
+  if (o && o->sent) *o->sent = to - from;
+  char head[1024], cr[128] = "";
+  if (ranged) snprintf(cr, sizeof cr, "Content-Range: bytes %lld-%lld/%lld\r\n", (long long)from, (long long)to - 1, (long long)total);
   int n = snprintf(head, sizeof head,
-                   "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n",
-                   ctype ? ctype : "application/octet-stream", (long long)c->size);
+                   "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n%s%s%sConnection: close\r\n\r\n",
+                   ranged ? "206 Partial Content" : "200 OK", ctype ? ctype : "application/octet-stream",
+                   (long long)(to - from), cr, o && o->ranges ? "Accept-Ranges: bytes\r\n" : "", extra);
   if (!(c->out = malloc((size_t)n))) {
     file_done(c);
     return LT_ENOMEM;
@@ -339,6 +410,10 @@ static int parse_head(lt_http_conn_t *c) {
       return 411; /* chunked bodies: clients send Content-Length instead */
     } else if (!strcasecmp(line, "Authorization")) {
       c->auth_off = (size_t)(v - c->buf);
+    } else if (!strcasecmp(line, "Range")) {
+      c->range_off = (size_t)(v - c->buf);
+    } else if (!strcasecmp(line, "If-None-Match")) {
+      c->inm_off = (size_t)(v - c->buf);
     } else if (!strcasecmp(line, "Expect") && !strcasecmp(v, "100-continue")) {
       expect = 1;
     }

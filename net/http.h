@@ -8,6 +8,7 @@
 #define LT_NET_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct lt_http_server lt_http_server_t;
@@ -42,6 +43,15 @@ int lt_http_respond(lt_http_conn_t *c, int status, const char *content_type, con
 /* Streams a file as the body (read in chunks with uv_fs, never blocking the
  * loop); 404 when it cannot be opened.  `c` is invalid afterwards. */
 int lt_http_respond_file(lt_http_conn_t *c, const char *content_type, const char *path);
+/* What an immutable, cacheable file is served with: an ETag (answering If-None-Match with 304), a
+ * Cache-Control value, and single byte ranges (Range → 206 with Content-Range, 416 past the end). */
+typedef struct {
+  const char *etag;          /* quoted, e.g. "\"<sha256>\"", or NULL */
+  const char *cache_control; /* e.g. "public, max-age=31536000, immutable", or NULL */
+  int ranges;
+  int64_t *sent;             /* set: receives the body's length (the range's), 0 for a 304 */
+} lt_http_file_opts_t;
+int lt_http_respond_file_opts(lt_http_conn_t *c, const char *content_type, const char *path, const lt_http_file_opts_t *o);
 /* A streamed response (server-sent events): the head goes out with
  * chunked transfer encoding, then each lt_http_stream_write is one chunk,
  * queued in order without blocking; lt_http_stream_end sends the last chunk

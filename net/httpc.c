@@ -1,10 +1,14 @@
 /* The HTTP client: libcurl's multi-socket API driven by uv_poll and one
  * uv_timer, so requests never block the loop.  Each request owns a retry
- * timer; memory is released in close callbacks. */
+ * timer; memory is released in close callbacks.  A download that breaks off
+ * resumes where it stopped (a Range request on the next attempt; a server
+ * that answers 200 instead of 206 sends the whole file again). */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "net/http.h"
 #include "util/buf.h"
@@ -31,7 +35,8 @@ struct lt_httpc_req {
   struct curl_slist *headers;
   char *url, *body, *out_path;
   FILE *out;           /* out_path's temporary file during an attempt */
-  size_t out_len;
+  size_t out_len;      /* bytes in it */
+  int64_t resume_from; /* this attempt asked for the bytes from here on */
   lt_httpc_opts_t o;
   int attempt;
   lt_buf_t resp;
@@ -89,22 +94,30 @@ static void tmp_path(const lt_httpc_req_t *r, char *out, size_t cap) {
   snprintf(out, cap, "%s.part", r->out_path);
 }
 
-/* Ends an attempt's file: renamed into place when kept, else removed. */
-static int out_finish(lt_httpc_req_t *r, int keep) {
+enum { OUT_DROP, OUT_KEEP, OUT_PAUSE };
+
+/* Ends an attempt's file: renamed into place (KEEP), left for the next attempt to resume (PAUSE), or removed. */
+static int out_finish(lt_httpc_req_t *r, int how) {
   if (!r->out) return 0;
   char tmp[4200];
   tmp_path(r, tmp, sizeof tmp);
   int bad = fclose(r->out) != 0;
   r->out = NULL;
-  if (keep && !bad && rename(tmp, r->out_path) == 0) return 0;
+  if (how == OUT_PAUSE && !bad) return 0;
+  if (how == OUT_KEEP && !bad && rename(tmp, r->out_path) == 0) return 0;
   unlink(tmp);
-  return keep ? lt_error_set(LT_EIO, "%s: cannot write the download", r->out_path) : 0;
+  return how == OUT_KEEP ? lt_error_set(LT_EIO, "%s: cannot write the download", r->out_path) : 0;
 }
 
 static void req_free(lt_httpc_req_t *r) {
   lt_httpc_t *c = r->c;
   easy_done(r);
-  out_finish(r, 0);
+  out_finish(r, OUT_DROP);
+  if (r->out_path) { /* a paused partial download nobody will resume */
+    char tmp[4200];
+    tmp_path(r, tmp, sizeof tmp);
+    unlink(tmp);
+  }
   free(r->out_path);
   if (r->prev) r->prev->next = r->next;
   else c->reqs = r->next;
@@ -122,6 +135,11 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
     long status = 0;
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 200 && status < 300) {
+      if (r->resume_from > 0 && status != 206) { /* the range was ignored: the whole body comes again */
+        if (fflush(r->out) != 0 || ftruncate(fileno(r->out), 0) != 0) return 0;
+        r->resume_from = 0;
+        r->out_len = 0;
+      }
       if (fwrite(p, size, n, r->out) != n) return 0;
       r->out_len += size * n;
       return size * n;
@@ -138,12 +156,15 @@ static int start_attempt(lt_httpc_req_t *r) {
   r->easy = e;
   lt_buf_free(&r->resp);
   memset(&r->resp, 0, sizeof r->resp);
+  r->resume_from = 0;
   if (r->out_path) {
     char tmp[4200];
     tmp_path(r, tmp, sizeof tmp);
-    out_finish(r, 0);
-    r->out_len = 0;
-    if (!(r->out = fopen(tmp, "wb"))) {
+    out_finish(r, OUT_PAUSE);
+    /* What an earlier attempt of this request received stays: ask for the rest. */
+    struct stat st;
+    r->out_len = r->attempt > 0 && stat(tmp, &st) == 0 ? (size_t)st.st_size : 0;
+    if (!(r->out = fopen(tmp, r->out_len ? "ab" : "wb"))) {
       curl_easy_cleanup(e);
       r->easy = NULL;
       return lt_error_set(LT_EIO, "%s: cannot create", tmp);
@@ -159,6 +180,10 @@ static int start_attempt(lt_httpc_req_t *r) {
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(r->o.timeout_ms < 10000 ? r->o.timeout_ms : 10000));
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (r->out && r->out_len > 0) {
+    r->resume_from = (int64_t)r->out_len;
+    curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)r->resume_from);
+  }
   if (r->body) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
@@ -194,6 +219,10 @@ static void finished(lt_httpc_req_t *r, CURLcode res) {
                   (res == CURLE_OK && (status == 429 || status >= 500));
   int rc = 0;
   char err[1024] = "";
+  if (status == 416 && r->resume_from > 0) { /* the partial file is not a prefix of this one: start over */
+    out_finish(r, OUT_DROP);
+    transient = 1;
+  }
   if (res == CURLE_OPERATION_TIMEDOUT) {
     rc = LT_ETIMEDOUT;
     snprintf(err, sizeof err, "%s: no answer within %d ms", r->url, r->o.timeout_ms);
@@ -205,11 +234,12 @@ static void finished(lt_httpc_req_t *r, CURLcode res) {
     snprintf(err, sizeof err, "%s: HTTP %ld: %.300s", r->url, status, r->resp.data ? (char *)r->resp.data : "");
   }
   easy_done(r);
-  if (rc == 0 && out_finish(r, 1) < 0) {
+  if (rc == 0 && out_finish(r, OUT_KEEP) < 0) {
     rc = LT_EIO;
     snprintf(err, sizeof err, "%s", lt_error_msg());
   }
   if (rc && transient && r->attempt < r->o.retries && !r->c->closing) {
+    out_finish(r, OUT_PAUSE); /* only a 2xx body's bytes were written: what is there is a prefix of the file */
     int delay = r->o.backoff_ms > 0 ? r->o.backoff_ms : 200;
     for (int i = 0; i < r->attempt && delay < 10000; i++) delay *= 2;
     r->attempt++;

@@ -108,12 +108,12 @@ void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const
     snprintf(c->sha, sizeof c->sha, "%s", sha);
     if (lt_writer_submit(d->writer, ckpt_write, ckpt_done, c) < 0) free(c);
   }
+  lt__weights_published(d, version, dir, sha);
   for (int w = 0; w < d->nworkers; w++) {
     if (!d->workers[w].alive) continue;
     char url[1024];
-    lt_msg_t m = {.type = LT_MSG_WEIGHTS,
-                  .u.weights = {.version = version, .location = (char *)lt__weights_location(d, w, url, sizeof url)}};
-    memcpy(m.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+    lt_msg_t m;
+    lt__weights_msg(d, w, &m, url, sizeof url);
     lt__send(d, w, &m);
   }
   if (!strcmp(lt_config_str(d->cfg, "scheduler.on_update"), "abort")) {
@@ -145,13 +145,17 @@ static int initial_weights(lt_daemon_t *d) {
     lt__event(d, "sft", "warm start done: final loss %.4f", loss);
     snprintf(dir, sizeof dir, "%s", sft);
   }
-  if ((rc = lt_policy_single_file(dir, init, dir, sizeof dir)) < 0) return rc;
+  int bf16 = !strcmp(lt_config_str(d->cfg, "checkpoint.publish_dtype"), "bf16");
+  if ((rc = lt_policy_single_file(dir, init, bf16, dir, sizeof dir)) < 0) return rc;
   char st[4200], sha[65];
   snprintf(st, sizeof st, "%s/model.safetensors", dir);
   if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
+  const char *pd = lt_config_str(d->cfg, "checkpoint.publish_dir");
+  if (pd[0] && (rc = lt_train_publish_copy(dir, pd, sha)) < 0) return rc;
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
   snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
+  lt__weights_published(d, 0, dir, sha);
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
 
@@ -232,6 +236,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     } else {
       d->workers[w].policy_version = m.u.heartbeat.policy_version;
       lt__worker_sync_inflight(d, w, m.u.heartbeat.inflight);
+      lt__weights_heartbeat(d);
     }
     break;
   case LT_MSG_BYE:
@@ -371,6 +376,7 @@ static void report_health(lt_daemon_t *d, int64_t now) {
   FILE *f = fopen("/proc/self/statm", "re");
   if (f && fscanf(f, "%ld %ld", &pages, &resident) == 2) lt__metric(d, "daemon/rss_mb", resident * (sysconf(_SC_PAGESIZE) / 1024.0) / 1024.0);
   if (f) fclose(f);
+  lt__weights_report(d);
 }
 
 static void on_before_sleep(uv_prepare_t *p) { lt__acks_flush(p->data, 0); }
@@ -573,6 +579,7 @@ static int setup(lt_daemon_t *d) {
     d->step = ck.step;
     snprintf(d->weights_dir, sizeof d->weights_dir, "%s", ck.path);
     snprintf(d->weights_sha, sizeof d->weights_sha, "%s", ck.sha256);
+    lt__weights_published(d, d->version, d->weights_dir, d->weights_sha);
     if ((rc = lt__scheduler_resume(d)) < 0) return rc;
     LT_INFO("daemon", "resuming %s at learner step %lld (policy v%lld), %d open tasks", d->run_dir, (long long)d->step,
             (long long)d->version, d->open_train);
@@ -700,6 +707,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   lt_envs_free(d->envs);
   lt_buffer_close(d->buf);
   cJSON_Delete(d->model_info);
+  cJSON_Delete(d->mirrors);
   lt__runlock_release(d);
   int code = d->exit_code;
   free(d);

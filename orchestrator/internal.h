@@ -52,6 +52,7 @@ typedef struct {
   int owned;                 /* our tasks it runs (dispatched, slot not yet free); inflight may be more (its heartbeat) */
   int64_t last_seen_ms;
   int64_t policy_version;
+  int64_t lag_reported;      /* weights/lag/<name> last written, -1 before */
   int refusals;              /* results refused in a row: it gets no task until benched_until_ms */
   int64_t benched_until_ms;
   char backend[32];
@@ -153,6 +154,18 @@ struct lt_daemon {
   struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
   struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
+  /* The versions still on disk, by the SHA-256 in their content-addressed URLs (weights.c). */
+  struct {
+    int64_t version, published_ms, bytes_sent;
+    int reached;             /* every live worker has reported it */
+    char sha[65], dir[4096];
+  } pubs[8];
+  int npubs;
+  float propagation_s[1024]; /* publish → the last live worker on it, per version (the newest 1024) */
+  int npropagation;
+  char delta_base[65];       /* the current version's delta.zst applies to this model file; "" none */
+  int64_t delta_bytes;
+  struct cJSON *mirrors;     /* transport.weights_mirrors as the current version's URLs */
   char hostname[256];        /* this machine's, to tell remote workers from local ones */
   int64_t started_ms;
 };
@@ -223,6 +236,14 @@ int lt__weights_start(lt_daemon_t *d);
 void lt__weights_stop(lt_daemon_t *d);
 /* Where worker w finds the current weights: the directory, or a URL. */
 const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap);
+/* A version was published: its files become servable under /weights/sha256/<sha>/. */
+void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
+/* The WEIGHTS message for worker w (url: storage for its location). */
+void lt__weights_msg(lt_daemon_t *d, int w, lt_msg_t *m, char *url, size_t cap);
+/* A worker's heartbeat said which version it runs: weights/propagation_s when a version has reached them all. */
+void lt__weights_heartbeat(lt_daemon_t *d);
+/* Every few seconds: weights/lag/<worker> for the workers whose lag changed. */
+void lt__weights_report(lt_daemon_t *d);
 
 /* prometheus.c: the text endpoint on monitor.prometheus_port */
 int lt__prom_start(lt_daemon_t *d);

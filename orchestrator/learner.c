@@ -277,6 +277,7 @@ int lt__learner_start(lt_daemon_t *d) {
       d->version = version;
       snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
       snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
+      lt__weights_published(d, version, dir, sha);
     }
   }
   if (rc == 0 && uv_mutex_init(&l->compute) != 0) rc = lt_error_set(LT_ESYS, "learner: cannot make a mutex");

@@ -42,6 +42,15 @@ static double map_name(const char *name, char *family, size_t fcap, char *label,
     snprintf(label, lcap, "domain=\"%s\"", name + 7);
     return 1;
   }
+  if (!strncmp(name, "weights/lag/", 12)) {
+    snprintf(family, fcap, "longtail_worker_policy_lag");
+    int n = snprintf(label, lcap, "worker=\"%s", name + 12);
+    for (char *q = label + 8; *q; q++) /* a worker names itself: nothing in it may end the label */
+      if (*q == '"' || *q == '\\' || *q == '\n') *q = '_';
+    if (n > 0 && (size_t)n + 2 <= lcap) strcat(label, "\"");
+    else snprintf(label + lcap - 2, 2, "\"");
+    return 1;
+  }
   if (!strncmp(name, "staleness/hist_", 15)) {
     snprintf(family, fcap, "longtail_staleness_trajectories");
     snprintf(label, lcap, "staleness=\"%s\"", name + 15);

@@ -20,6 +20,7 @@ static const lt_cfg_entry_t transport_e[] = {
     {"transport.weights_bind", LT_CFG_STR, "\"127.0.0.1\"", LT_CFG_NORANGE, NULL, "address the weights server listens on (non-loopback needs allow_insecure_remote)"},
     {"transport.weights_host", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "host name workers use to reach the weights server (default: this machine's name)"},
     {"transport.weights_serve", LT_CFG_ENUM, "\"remote\"", LT_CFG_NORANGE, "remote|all", "which workers get an HTTP location: those on another host, or all"},
+    {"transport.weights_mirrors", LT_CFG_STR_LIST, "[]", LT_CFG_NORANGE, NULL, "base URLs of HTTP caches in front of the weights server (e.g. http://rack-cache:8080/weights), tried by workers before the daemon; every file is checked against its SHA-256"},
     {"transport.max_message_mb", LT_CFG_INT, "256", 1, 65536, NULL, "largest accepted message, MiB"},
     {"transport.heartbeat_ms", LT_CFG_INT, "1000", 10, 3600000, NULL, "heartbeat interval both ways"},
     {"transport.liveness", LT_CFG_INT, "5", 1, 1000, NULL, "missed heartbeats after which a peer is dead"},
@@ -70,6 +71,8 @@ const lt_cfg_schema_t lt_scheduler_schema = {"scheduler", "Dispatch, asynchrony 
 static const lt_cfg_entry_t checkpoint_e[] = {
     {"checkpoint.every", LT_CFG_INT, "10", 0, BIG, NULL, "full checkpoint (policy, critic, optimizer, RNG, scheduler) every N learner steps (0: only at exit)"},
     {"checkpoint.keep", LT_CFG_INT, "3", 1, 1000, NULL, "full checkpoints kept"},
+    {"checkpoint.publish_dtype", LT_CFG_ENUM, "\"fp32\"", LT_CFG_NORANGE, "fp32|bf16", "dtype of each published version's model.safetensors, what workers load: fp32 (the learner's own weights) or bf16 (for inference servers and remote workers; the fp32 weights stay beside it as master.safetensors)"},
+    {"checkpoint.publish_dir", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "a shared filesystem folder (NFS, Lustre) every published version is also copied to, as <dir>/<sha256>/, for workers that read versions from it (\"\": off)"},
 };
 const lt_cfg_schema_t lt_checkpoint_schema = {"checkpoint", "Checkpoints for --resume.", checkpoint_e, N(checkpoint_e)};
 

@@ -58,11 +58,18 @@ static void start_child(child_t *c) {
   char skey[4200], wkey[4200];
   snprintf(skey, sizeof skey, "%s/curve/server.pub", d->run_dir);
   snprintf(wkey, sizeof wkey, "%s/curve/local-worker", d->run_dir);
-  int curve = lt_config_bool(d->cfg, "transport.curve");
-  char *args[] = {(char *)d->o.self_exe, "worker", "--connect", d->endpoint, "--name", name, "--slots", slots,
-                  "--threads", threads, "--backend", (char *)lt_config_str(d->cfg, "workers.backend"), "--device",
-                  (char *)device, "--spool", spool, "--daemon-gone", "30",
-                  curve ? "--server-key" : NULL /* ends the list without CURVE */, skey, "--key", wkey, NULL};
+  char *args[32] = {(char *)d->o.self_exe, "worker", "--connect", d->endpoint, "--name", name, "--slots", slots,
+                     "--threads", threads, "--backend", (char *)lt_config_str(d->cfg, "workers.backend"), "--device",
+                     (char *)device, "--spool", spool, "--daemon-gone", "30"};
+  int na = 18;
+  if (lt_config_bool(d->cfg, "transport.curve")) {
+    args[na++] = "--server-key", args[na++] = skey;
+    args[na++] = "--key", args[na++] = wkey;
+  }
+  /* A worker on this machine sees checkpoint.publish_dir: it reads versions there when it downloads them. */
+  const char *pd = lt_config_str(d->cfg, "checkpoint.publish_dir");
+  if (pd[0]) args[na++] = "--weights-dir", args[na++] = (char *)pd;
+  args[na] = NULL;
   int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   uv_stdio_container_t io[3] = {{.flags = UV_IGNORE}, {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd},
                                 {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd}};

@@ -93,6 +93,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   wk->inflight = wk->owned = 0;
   wk->last_seen_ms = lt__now_ms();
   wk->policy_version = h->policy_version;
+  wk->lag_reported = -1;
   /* Sessions it still runs (it outlived a daemon restart): a task of ours that
    * waits in the queue is simply dispatched to it; any other session would
    * hold a slot we cannot account for, so it is aborted. */
@@ -120,7 +121,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
                                .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
                                .weights_location = (char *)loc, .settings = settings(d),
-                               .model = d->model_info, .batch = wk->batch};
+                               .model = d->model_info, .batch = wk->batch,
+                               .weights_mirrors = loc != d->weights_dir ? d->mirrors : NULL};
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
   cJSON_Delete(m.u.welcome.settings);
@@ -128,8 +130,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   if (!was_alive) lt__event(d, "worker_up", "%s (%s, %d slots, %d pending)", wk->name, h->host, h->slots, h->npending);
   /* Workers that already run the current weights need no WEIGHTS; others get it after WELCOME. */
   if (h->policy_version >= 0 && h->policy_version < d->version) {
-    lt_msg_t wm = {.type = LT_MSG_WEIGHTS, .u.weights = {.version = d->version, .location = (char *)loc}};
-    memcpy(wm.u.weights.sha256, d->weights_sha, sizeof d->weights_sha);
+    lt_msg_t wm;
+    lt__weights_msg(d, w, &wm, url, sizeof url);
     lt__send(d, w, &wm);
   }
   lt__scheduler_dispatch(d);

@@ -179,6 +179,20 @@ static int sha(dec_t *d, const char *k, char out[65]) {
   return 0;
 }
 
+static int subtree(dec_t *d, const char *k, int array, cJSON **out);
+
+/* An optional array of at most 16 http(s) URLs (weights mirrors); *out stays NULL without one. */
+static int mirrors(dec_t *d, const char *k, cJSON **out) {
+  if (!find(d, k)) return 0;
+  int rc = subtree(d, k, 1, out), i = 0;
+  if (rc) return rc;
+  for (const cJSON *u = (*out)->child; u; u = u->next, i++)
+    if (!cJSON_IsString(u) || (strncmp(u->valuestring, "http://", 7) && strncmp(u->valuestring, "https://", 8)) ||
+        strlen(u->valuestring) > 2000)
+      return BAD(d, "%s.%s[%d]: expected an http(s) URL", d->type, k, i);
+  return i > 16 ? BAD(d, "%s.%s: more than 16", d->type, k) : 0;
+}
+
 /* Detaches a JSON object/array from the header (takes it over). */
 static int subtree(dec_t *d, const char *k, int array, cJSON **out) {
   cJSON *n = (cJSON *)find(d, k);
@@ -551,7 +565,7 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
         (rc = integer(d, "policy_version", -1, INT32_MAX, 1, 0, &x->policy_version)) ||
         (rc = string(d, "weights_location", 0, &x->weights_location)) || (rc = sha(d, "sha256", x->sha256)) ||
         (rc = subtree(d, "settings", 0, &x->settings)) || (rc = subtree(d, "model", 0, &x->model)) ||
-        (rc = boolean(d, "batch", &x->batch)))
+        (rc = boolean(d, "batch", &x->batch)) || (rc = mirrors(d, "weights_mirrors", &x->weights_mirrors)))
       return rc;
     return 0;
   }
@@ -590,10 +604,11 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
     lt_weights_t *x = &m->u.weights;
     if ((rc = integer(d, "version", 0, INT32_MAX, 1, 0, &x->version)) ||
         (rc = string(d, "location", 1, &x->location)) || (rc = sha(d, "sha256", x->sha256)) ||
-        (rc = integer(d, "bytes", 0, INT64_MAX / 2, 0, 0, &x->bytes)))
+        (rc = integer(d, "bytes", 0, INT64_MAX / 2, 0, 0, &x->bytes)) || (rc = sha(d, "delta_base", x->delta_base)) ||
+        (rc = integer(d, "delta_bytes", 0, INT64_MAX / 2, 0, 0, &x->delta_bytes)))
       return rc;
     if (!x->location[0]) return BAD(d, "WEIGHTS.location: empty");
-    return 0;
+    return mirrors(d, "mirrors", &x->mirrors);
   }
   case LT_MSG_ABORT:
     if ((rc = idf(d, "task_id", 0, &m->u.abort.task_id)) || (rc = string(d, "reason", 0, &m->u.abort.reason))) return rc;

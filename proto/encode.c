@@ -139,6 +139,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "liveness", x->liveness);
     num(e, "policy_version", (double)x->policy_version);
     str(e, "weights_location", x->weights_location);
+    if (x->weights_mirrors && cJSON_GetArraySize(x->weights_mirrors) > 0) json(e, "weights_mirrors", x->weights_mirrors, 1);
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
     if (x->model) json(e, "model", x->model, 0);
@@ -237,6 +238,11 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     str(e, "location", x->location);
     str(e, "sha256", x->sha256);
     num(e, "bytes", (double)x->bytes);
+    if (x->delta_base[0]) {
+      str(e, "delta_base", x->delta_base);
+      num(e, "delta_bytes", (double)x->delta_bytes);
+    }
+    if (x->mirrors && cJSON_GetArraySize(x->mirrors) > 0) json(e, "mirrors", x->mirrors, 1);
     break;
   }
   case LT_MSG_ABORT:

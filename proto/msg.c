@@ -70,6 +70,7 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.welcome.worker_id);
     free(m->u.welcome.run);
     free(m->u.welcome.weights_location);
+    cJSON_Delete(m->u.welcome.weights_mirrors);
     cJSON_Delete(m->u.welcome.settings);
     cJSON_Delete(m->u.welcome.model);
     break;
@@ -92,7 +93,10 @@ void lt_msg_free(lt_msg_t *m) {
     free(m->u.ack.task_ids);
     free(m->u.ack.duplicate);
     break;
-  case LT_MSG_WEIGHTS: free(m->u.weights.location); break;
+  case LT_MSG_WEIGHTS:
+    free(m->u.weights.location);
+    cJSON_Delete(m->u.weights.mirrors);
+    break;
   case LT_MSG_ABORT: free(m->u.abort.reason); break;
   case LT_MSG_ERROR: free(m->u.error.message); break;
   case LT_MSG_BYE: free(m->u.bye.reason); break;

@@ -72,6 +72,7 @@ typedef struct {
   int liveness;        /* missed heartbeats before the peer counts as dead */
   int64_t policy_version;
   char *weights_location; /* where the current weights are ("" if builtin init) */
+  cJSON *weights_mirrors; /* optional: other locations of the same files, tried first (as WEIGHTS.mirrors), or NULL */
   char sha256[65];
   cJSON *settings;     /* rollout/envs/rewards config sections, an object */
   cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid
@@ -187,6 +188,11 @@ typedef struct {
   char *location;      /* local directory, or http URL */
   char sha256[65];     /* of model.safetensors */
   int64_t bytes;
+  /* Optional (docs/protocol.md): <location>/delta.zst turns the version whose model.safetensors has SHA-256
+   * delta_base into this one; mirrors are other locations of the same files, tried first. */
+  char delta_base[65]; /* "" when there is no delta */
+  int64_t delta_bytes;
+  cJSON *mirrors;      /* array of URL strings, or NULL */
 } lt_weights_t;
 
 typedef struct {

@@ -38,6 +38,7 @@ typedef struct {
   lt_fetch_t *fetch;
   int64_t fetch_version;
   char fetch_sha[65];
+  char have_sha[65], have_dir[4096]; /* the fetched version being used: a delta's base */
   cJSON *pending_settings; /* WELCOME's settings, while its weights download */
   uv_signal_t sigint, sigterm;
   lt_spool_t *spool;
@@ -257,7 +258,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
 
 static int is_url(const char *s) { return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)); }
 
-static void on_fetched(int rc, const char *dir, const char *err, void *ud) {
+static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, const char *err, void *ud) {
   worker_t *w = ud;
   w->fetch = NULL;
   if (rc < 0) {
@@ -265,6 +266,10 @@ static void on_fetched(int rc, const char *dir, const char *err, void *ud) {
     if (w->pending_settings) stop(w, lt_error_exit_code(rc)); /* nothing to run rollouts with */
     return;
   }
+  LT_INFO("worker", "weights version %lld from %s: %lld bytes downloaded%s", (long long)w->fetch_version, st->from,
+          (long long)st->bytes, st->delta ? " (a delta against the version before)" : "");
+  snprintf(w->have_sha, sizeof w->have_sha, "%s", w->fetch_sha);
+  snprintf(w->have_dir, sizeof w->have_dir, "%s", dir);
   if (w->pending_settings) { /* the first weights: now the worker can start */
     lt_welcome_t wl = {.settings = w->pending_settings, .weights_location = (char *)dir,
                        .policy_version = w->fetch_version};
@@ -298,8 +303,11 @@ static void on_fetched(int rc, const char *dir, const char *err, void *ud) {
 }
 
 /* Downloads a version announced by URL into <spool>.weights/vN (a newer
- * announcement replaces a download in flight). */
-static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version) {
+ * announcement replaces a download in flight): from the shared folder
+ * (--weights-dir) or a mirror first when there are some, as a delta when it
+ * applies to the version this worker holds. */
+static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version, const char *delta_base,
+                         const cJSON *mirrors) {
   if (!w->http) {
     int rc = lt_httpc_create(&w->loop, &w->http);
     if (rc < 0) return rc;
@@ -310,7 +318,14 @@ static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t 
   snprintf(dir, sizeof dir, "%s.weights/v%lld", w->o.spool, (long long)version);
   w->fetch_version = version;
   snprintf(w->fetch_sha, sizeof w->fetch_sha, "%s", sha ? sha : "");
-  return lt_fetch_start(w->http, url, dir, w->fetch_sha, 600000, 5, on_fetched, w, &w->fetch);
+  const char *urls[17];
+  int n = 0;
+  for (const cJSON *m = mirrors ? mirrors->child : NULL; m && n < 16; m = m->next) urls[n++] = m->valuestring;
+  urls[n++] = url;
+  int delta = delta_base && delta_base[0] && !strcmp(delta_base, w->have_sha);
+  lt_fetch_opts_t fo = {.urls = urls, .nurls = n, .dir = dir, .sha256 = w->fetch_sha, .delta_base = delta ? delta_base : NULL,
+                        .base_dir = w->have_dir, .shared = w->o.weights_dir, .timeout_ms = 600000, .retries = 5};
+  return lt_fetch_start(w->http, &fo, on_fetched, w, &w->fetch);
 }
 
 static void on_task(worker_t *w, uint64_t msg_id, lt_task_t *t) {
@@ -413,7 +428,8 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
       /* The daemon is elsewhere: fetch its weights first, then configure. */
       if (!w->pending_settings) {
         w->pending_settings = cJSON_Duplicate(m.u.welcome.settings, 1);
-        if ((rc = fetch_weights(w, m.u.welcome.weights_location, m.u.welcome.sha256, m.u.welcome.policy_version)) < 0) {
+        if ((rc = fetch_weights(w, m.u.welcome.weights_location, m.u.welcome.sha256, m.u.welcome.policy_version, NULL,
+                                m.u.welcome.weights_mirrors)) < 0) {
           LT_ERROR("worker", "cannot fetch the weights: %s", lt_error_msg());
           stop(w, lt_error_exit_code(rc));
           break;
@@ -442,7 +458,8 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     break;
   case LT_MSG_WEIGHTS:
     if (w->backend && m.u.weights.version > w->version && is_url(m.u.weights.location)) {
-      if (fetch_weights(w, m.u.weights.location, m.u.weights.sha256, m.u.weights.version) < 0)
+      if (fetch_weights(w, m.u.weights.location, m.u.weights.sha256, m.u.weights.version, m.u.weights.delta_base,
+                        m.u.weights.mirrors) < 0)
         LT_ERROR("worker", "weights version %lld: %s", (long long)m.u.weights.version, lt_error_msg());
     } else if (w->backend && m.u.weights.version > w->version) {
       lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL, m.u.weights.version);

@@ -19,6 +19,7 @@ typedef struct {
   double daemon_gone_s;    /* exit after the daemon has been unreachable this long */
   const char *server_key;  /* CURVE: the daemon's public key file (NULL: plain TCP) */
   const char *key;         /* CURVE: this worker's key pair, PREFIX.key and PREFIX.pub */
+  const char *weights_dir; /* checkpoint.publish_dir as this machine mounts it: versions read from there, or NULL */
   /* the config schema, to validate the settings the daemon sends */
   const lt_cfg_schema_t *const *schemas;
   int nschemas;

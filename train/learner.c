@@ -15,6 +15,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/delta.h"
 #include "util/sha256.h"
 #include "util/time.h"
 
@@ -37,6 +38,8 @@ struct lt_train {
   lt_buffer_t *buf;
   lt_trainer_t *tr;
   char tok_src[4096];
+  lt_st_dtype publish_dtype; /* checkpoint.publish_dtype */
+  char publish_dir[4096];    /* checkpoint.publish_dir, "" when off */
   char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
@@ -132,11 +135,11 @@ int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trai
   int rc = lt__trainer_cfg(c, &tc);
   if (rc < 0) return rc;
   lt_model_t *policy = NULL, *critic = NULL, *ref = NULL;
-  if ((rc = lt_model_load(policy_dir, &policy)) < 0) return rc;
+  if ((rc = lt_model_load_master(policy_dir, &policy)) < 0) return rc;
   const char *cp = lt_config_str(c, "model.critic_path");
   if (cp[0] && !tc.loss.group_adv && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
-  if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load(policy_dir, &ref);
+  if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load_master(policy_dir, &ref);
   if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
   lt_model_free(policy);
   lt_model_free(critic);
@@ -215,6 +218,8 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->keep_sampling_mask = lt_config_bool(c, "learner.keep_sampling_mask");
   l->ckpt_every = lt_config_int(c, "checkpoint.every");
   l->ckpt_keep = (int)lt_config_int(c, "checkpoint.keep");
+  l->publish_dtype = strcmp(lt_config_str(c, "checkpoint.publish_dtype"), "bf16") ? LT_ST_F32 : LT_ST_BF16;
+  snprintf(l->publish_dir, sizeof l->publish_dir, "%s", lt_config_str(c, "checkpoint.publish_dir"));
   read_guards(c, &l->g);
   const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
   l->stale_auto = cJSON_IsString(ms);
@@ -424,14 +429,23 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   return 0;
 }
 
-/* Writes the policy as version v for the workers; older versions go. */
+/* Writes the policy as version v for the workers (in checkpoint.publish_dtype, with delta.zst against v-1 for
+ * workers that hold it, and a copy in checkpoint.publish_dir); older versions go. */
 static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   if (policy_dir_of(l, v, r->dir, sizeof r->dir) < 0) return LT_EINVAL;
-  int rc = lt_model_save(lt_trainer_policy(l->tr), r->dir);
+  int rc = lt_model_save_as(lt_trainer_policy(l->tr), r->dir, l->publish_dtype);
   if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, r->dir);
-  char st[4200];
+  char st[4200], prev[4200];
   snprintf(st, sizeof st, "%s/model.safetensors", r->dir);
   if (rc == 0) rc = lt_sha256_file(st, r->sha);
+  if (rc == 0 && v > 0 && policy_dir_of(l, v - 1, prev, sizeof prev - 20) == 0) {
+    /* A delta only where the previous version is still on disk (a resumed run may have pruned it). */
+    char base[4300], delta[4300];
+    snprintf(base, sizeof base, "%s/model.safetensors", prev);
+    snprintf(delta, sizeof delta, "%s/delta.zst", r->dir);
+    if (lt_fs_exists(base)) rc = lt_delta_create(base, st, delta, NULL);
+  }
+  if (rc == 0 && l->publish_dir[0]) rc = lt_train_publish_copy(r->dir, l->publish_dir, r->sha);
   if (rc < 0) return rc;
   if (v - KEEP_VERSIONS > 0) {
     char old[4200];

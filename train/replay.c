@@ -33,7 +33,7 @@ static int make_trainer(const lt_config_t *cfg, const char *dir, lt_trainer_t **
   if (!full) snprintf(pol, sizeof pol, "%s", dir);
   snprintf(cri, sizeof cri, "%s/critic", dir);
   lt_model_t *p = NULL, *c = NULL;
-  if ((rc = lt_model_load(pol, &p)) < 0) return rc;
+  if ((rc = lt_model_load_master(pol, &p)) < 0) return rc;
   *have_critic = tc.loss.group_adv || (full && lt_fs_is_dir(cri));
   if (full && lt_fs_is_dir(cri) && !tc.loss.group_adv && (rc = lt_model_load(cri, &c)) < 0) {
     lt_model_free(p);

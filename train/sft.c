@@ -183,18 +183,19 @@ int lt_policy_source(const lt_config_t *cfg, const char *init_dir, char *out, si
   return 0;
 }
 
-int lt_policy_single_file(const char *dir, const char *out_dir, char *out, size_t cap) {
+int lt_policy_single_file(const char *dir, const char *out_dir, int bf16, char *out, size_t cap) {
   char st[4200];
   snprintf(st, sizeof st, "%s/model.safetensors", dir);
   const char *use = dir;
-  if (!lt_fs_exists(st)) {
-    /* Versions travel as one hashed file: a sharded source becomes out_dir once. */
+  if (!lt_fs_exists(st) || bf16) {
+    /* Versions travel as one hashed file: a sharded source, or any source published in bf16 (v0 included, with
+     * its fp32 master beside it), becomes out_dir once. */
     lt_model_t *m;
-    int rc = lt_model_load(dir, &m);
+    int rc = lt_model_load_master(dir, &m);
     if (rc < 0) return lt_error_wrap(rc, "model.path");
-    rc = lt_model_save(m, out_dir);
+    rc = lt_model_save_as(m, out_dir, bf16 ? LT_ST_BF16 : LT_ST_F32);
     lt_model_free(m);
-    if (rc == 0) rc = lt_tokenizer_copy_files(dir, out_dir);
+    if (rc == 0 && strcmp(dir, out_dir)) rc = lt_tokenizer_copy_files(dir, out_dir);
     if (rc < 0) return rc;
     use = out_dir;
   }

@@ -102,8 +102,11 @@ typedef struct {
  * and written to init_dir.  The directory's absolute path goes to out. */
 int lt_policy_source(const lt_config_t *cfg, const char *init_dir, char *out, size_t cap);
 /* The policy dir as one model.safetensors (every version travels as one hashed file): dir itself, or a sharded
- * source rewritten once into out_dir with its tokenizer files.  The folder used goes to out. */
-int lt_policy_single_file(const char *dir, const char *out_dir, char *out, size_t cap);
+ * source (or, with bf16, any source: checkpoint.publish_dtype) rewritten once into out_dir with its tokenizer
+ * files.  The folder used goes to out. */
+int lt_policy_single_file(const char *dir, const char *out_dir, int bf16, char *out, size_t cap);
+/* checkpoint.publish_dir: the version in dir copied whole to publish_dir/<sha>/ (train/publish.c). */
+int lt_train_publish_copy(const char *dir, const char *publish_dir, const char *sha);
 /* What a worker must respect, for WELCOME.model (docs/protocol.md): the vocabulary size, the ids that end a
  * turn, the chat format; *info is the caller's. */
 int lt_policy_model_info(const char *dir, int *vocab, cJSON **info);

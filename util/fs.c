@@ -232,3 +232,39 @@ int lt_fs_lock_held(const char *path) {
   if (rc < 0) return lt_error_set(lt_error_from_errno(e), "%s: lock query: %s", path, strerror(e));
   return l.l_type != F_UNLCK;
 }
+
+int lt_fs_copy_file(const char *src, const char *dst) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return sys_err("cannot open", src);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", dst, (int)getpid());
+  int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    int rc = sys_err("cannot create", tmp);
+    close(in);
+    return rc;
+  }
+  static __thread char buf[1 << 16];
+  int rc = 0;
+  for (ssize_t n; rc == 0;) {
+    n = read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) rc = sys_err("cannot read", src);
+    if (n <= 0) break;
+    for (ssize_t off = 0; rc == 0 && off < n;) {
+      ssize_t w = write(out, buf + off, (size_t)(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) rc = sys_err("cannot write", tmp);
+      else off += w;
+    }
+  }
+  if (rc == 0 && fsync(out) < 0) rc = sys_err("cannot sync", tmp);
+  if (close(out) < 0 && rc == 0) rc = sys_err("cannot write", tmp);
+  close(in);
+  if (rc == 0 && rename(tmp, dst) < 0) rc = sys_err("cannot rename into", dst);
+  if (rc < 0) {
+    unlink(tmp);
+    return rc;
+  }
+  return lt_fs_sync_parent(dst);
+}

@@ -10,6 +10,8 @@ int lt_fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
 /* Writes via a temporary file, fsync and rename, then fsyncs the directory, so
  * readers see the old or the new file, never a torn one. */
 int lt_fs_write_atomic(const char *path, const void *data, size_t len);
+/* Copies a file (any size, streamed) to dst through a temporary file, fsync and rename. */
+int lt_fs_copy_file(const char *src, const char *dst);
 /* Writes all of data at offset off of the open file fd (named path, for
  * messages), then fdatasync()s it: durable on return. */
 int lt_fs_pwrite_sync(int fd, const char *path, const void *data, size_t len, uint64_t off);

@@ -382,10 +382,11 @@ Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
     free(body);
     body = lt_test_http(port, "GET", "/metrics", NULL);
     if (body && strstr(body, "longtail_learner_step_seconds ") && strstr(body, "longtail_daemon_rss_bytes ") &&
-        strstr(body, "longtail_dispatch_overhead_p99_seconds "))
+        strstr(body, "longtail_dispatch_overhead_p99_seconds ") && strstr(body, "longtail_worker_policy_lag{worker=\""))
       break;
   }
   cr_assert(body && strstr(body, "longtail_daemon_rss_bytes "), "%s", body ? body : "unreachable");
+  cr_expect(strstr(body, "longtail_worker_policy_lag{worker=\""), "a labelled lag per worker: %s", body);
   char p[4300];
   snprintf(p, sizeof p, "%s/metrics.txt", r.dir);
   const char *text = strstr(body, "\r\n\r\n");

@@ -293,3 +293,161 @@ Test(http, client_retries_transient_failures_and_reports_the_rest, .timeout = 30
   unlink(f.file);
   unlink(dst);
 }
+
+/* ---- immutable files: ETag, Cache-Control, byte ranges; a client download that resumes ---- */
+
+static char cached_path[256];
+
+static void cache_handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
+  fixture_t *f = ud;
+  f->handled++;
+  lt_http_file_opts_t o = {.etag = "\"abc-model\"", .cache_control = "public, max-age=31536000, immutable", .ranges = 1};
+  lt_http_respond_file_opts(c, NULL, cached_path, &o);
+}
+
+static void *cache_client(void *arg) {
+  fixture_t *f = arg;
+  char *r = ask(f->port, "GET /m HTTP/1.1\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Content-Length: 100\r\n") && strstr(r, "ETag: \"abc-model\"\r\n") &&
+                strstr(r, "Cache-Control: public, max-age=31536000, immutable\r\n") && strstr(r, "Accept-Ranges: bytes\r\n"),
+            "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=10-19\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 206 Partial Content\r\n") && strstr(r, "Content-Range: bytes 10-19/100\r\n") &&
+                strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\nKLMNOPQRST") && strlen(strstr(r, "\r\n\r\n")) == 14,
+            "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=95-\r\n\r\n");
+  cr_expect(strstr(r, "Content-Range: bytes 95-99/100\r\n") && strstr(r, "\r\n\r\n") && strlen(strstr(r, "\r\n\r\n")) == 9, "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=-3\r\n\r\n");
+  cr_expect(strstr(r, "Content-Range: bytes 97-99/100\r\n"), "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=100-\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 416 ") && strstr(r, "Content-Range: bytes */100\r\n"), "%s", r);
+  free(r);
+  /* Not a single byte range: the whole file, as RFC 9110 allows. */
+  r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=1-2,5-6\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Content-Length: 100\r\n"), "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nIf-None-Match: \"abc-model\"\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 304 Not Modified\r\n") && strstr(r, "ETag: \"abc-model\"\r\n") && !strstr(r, "ABC"), "%s", r);
+  free(r);
+  r = ask(f->port, "GET /m HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n");
+  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n"), "%s", r);
+  free(r);
+  uv_async_send(&f->stop);
+  return NULL;
+}
+
+Test(http, immutable_files_answer_ranges_and_revalidation, .timeout = 30) {
+  snprintf(cached_path, sizeof cached_path, "/tmp/lt-http-cached-%d", (int)getpid());
+  FILE *fp = fopen(cached_path, "wb");
+  for (int i = 0; i < 100; i++) fputc('A' + i % 26, fp);
+  fclose(fp);
+  fixture_t f = {.late_rc = 1};
+  uv_loop_init(&f.loop);
+  uv_async_init(&f.loop, &f.stop, on_stop);
+  uv_timer_init(&f.loop, &f.late);
+  f.stop.data = f.late.data = &f;
+  lt_http_opts_t o = {.host = "127.0.0.1", .port = 0, .max_body = 1024, .max_conns = 8, .timeout_ms = 3000};
+  cr_assert_eq(lt_http_listen(&f.loop, &o, cache_handler, &f, &f.srv), 0, "%s", lt_error_msg());
+  f.port = lt_http_port(f.srv);
+  pthread_t th;
+  pthread_create(&th, NULL, cache_client, &f);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  pthread_join(th, NULL);
+  cr_assert_eq(uv_loop_close(&f.loop), 0, "handles left open");
+  unlink(cached_path);
+}
+
+/* A server that drops the first download halfway and answers the next with what its Range asks for. */
+typedef struct {
+  int ls, port;
+  char range[128];
+  int conns;
+} dropper_t;
+
+static void *dropper(void *arg) {
+  dropper_t *d = arg;
+  char body[4000];
+  for (int i = 0; i < (int)sizeof body; i++) body[i] = (char)('a' + i % 23);
+  for (int k = 0; k < 2; k++) {
+    int s = accept(d->ls, NULL, NULL);
+    if (s < 0) return NULL;
+    d->conns++;
+    char req[2048] = {0};
+    size_t got = 0;
+    for (ssize_t n; !strstr(req, "\r\n\r\n") && (n = recv(s, req + got, sizeof req - 1 - got, 0)) > 0;) got += (size_t)n;
+    char head[256];
+    const char *rg = strcasestr(req, "\r\nRange: bytes=");
+    if (k == 0) { /* half the body, then the connection breaks */
+      int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", sizeof body);
+      send(s, head, (size_t)n, MSG_NOSIGNAL);
+      send(s, body, sizeof body / 2, MSG_NOSIGNAL);
+    } else if (rg) {
+      sscanf(rg + 2, "%127[^\r]", d->range);
+      long from = strtol(rg + 15, NULL, 10);
+      int n = snprintf(head, sizeof head, "HTTP/1.1 206 Partial Content\r\nContent-Length: %ld\r\nContent-Range: bytes %ld-%zu/%zu\r\n\r\n",
+                       (long)sizeof body - from, from, sizeof body - 1, sizeof body);
+      send(s, head, (size_t)n, MSG_NOSIGNAL);
+      send(s, body + from, sizeof body - (size_t)from, MSG_NOSIGNAL);
+    } else {
+      int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", sizeof body);
+      send(s, head, (size_t)n, MSG_NOSIGNAL);
+      send(s, body, sizeof body, MSG_NOSIGNAL);
+    }
+    close(s);
+  }
+  return NULL;
+}
+
+static void resume_cb(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
+  slot_t *s = ud;
+  s->called++;
+  s->rc = rc;
+  s->status = status;
+  snprintf(s->err, sizeof s->err, "%s (%zu bytes)", err ? err : "", len);
+}
+
+Test(http, client_download_resumes_where_it_broke_off, .timeout = 30) {
+  dropper_t d = {0};
+  d.ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  cr_assert_eq(bind(d.ls, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  getsockname(d.ls, (struct sockaddr *)&a, &al);
+  listen(d.ls, 4);
+  pthread_t th;
+  pthread_create(&th, NULL, dropper, &d);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lt_httpc_t *cli;
+  cr_assert_eq(lt_httpc_create(&loop, &cli), 0);
+  char url[128], dst[256];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/model.safetensors", ntohs(a.sin_port));
+  snprintf(dst, sizeof dst, "/tmp/lt-http-resume-%d", (int)getpid());
+  slot_t s = {0};
+  lt_httpc_opts_t o = {.timeout_ms = 5000, .retries = 2, .backoff_ms = 10, .out_path = dst};
+  cr_assert_eq(lt_httpc_request(cli, url, NULL, &o, resume_cb, &s, NULL), 0);
+  while (!s.called) uv_run(&loop, UV_RUN_ONCE);
+  lt_httpc_close(cli, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0);
+  pthread_join(th, NULL);
+  close(d.ls);
+  cr_expect_eq(s.rc, 0, "%s", s.err);
+  cr_expect_eq(d.conns, 2);
+  cr_expect_str_eq(d.range, "Range: bytes=2000-", "the second attempt asks for the rest only");
+  FILE *fp = fopen(dst, "rb");
+  cr_assert(fp);
+  char got[5000];
+  size_t n = fread(got, 1, sizeof got, fp);
+  fclose(fp);
+  cr_expect_eq(n, 4000);
+  int same = 1;
+  for (size_t i = 0; i < n; i++) same &= got[i] == (char)('a' + i % 23);
+  cr_expect(same, "the resumed file is the server's");
+  unlink(dst);
+}
