@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "learner/engine.h"
-#include "learner/tokenizer.h"
+#include "infer/engine.h"
+#include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

@@ -1,15 +1,15 @@
-/* Inference backends of a worker: builtin (learner/engine.h), an
+/* Inference backends of a worker: builtin (infer/engine.h), an
  * OpenAI-compatible server (libcurl multi on the loop) and a scripted fake
  * policy for load tests.  A backend runs generation "turns" for many
  * sessions at once on the worker's loop. */
-#ifndef LT_ROLLOUT_BACKEND_H
-#define LT_ROLLOUT_BACKEND_H
+#ifndef LT_INFER_BACKEND_H
+#define LT_INFER_BACKEND_H
 
 #include <stdint.h>
 #include <uv.h>
 
-#include "learner/engine.h"
-#include "learner/tokenizer.h"
+#include "infer/engine.h"
+#include "text/tokenizer.h"
 
 typedef struct lt_backend lt_backend_t;
 typedef struct lt_gen lt_gen_t;
@@ -93,7 +93,7 @@ void lt_gen_watch(lt_gen_t *g, int top, lt_token_cb cb, void *ud);
 /* Cancels a running turn (its callback is not called) and frees the session. */
 void lt_gen_close(lt_gen_t *g);
 
-/* ---- internal: shared by rollout/backend*.c ---- */
+/* ---- internal: shared by infer/backend*.c ---- */
 
 typedef enum { LT_GEN_IDLE, LT_GEN_PREFILL, LT_GEN_DECODE } lt_gen_state;
 

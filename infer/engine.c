@@ -1,5 +1,5 @@
 /* The builtin inference engine on CPU: per-session KV caches, batched decode. */
-#include "learner/engine.h"
+#include "infer/engine.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "learner/model.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/sha256.h"

@@ -6,8 +6,8 @@
  *
  * Threading: one engine is used by one thread at a time (the caller
  * serialises); an engine may use internal threads for its math. */
-#ifndef LT_LEARNER_ENGINE_H
-#define LT_LEARNER_ENGINE_H
+#ifndef LT_INFER_ENGINE_H
+#define LT_INFER_ENGINE_H
 
 #include <stdint.h>
 

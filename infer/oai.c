@@ -2,7 +2,7 @@
  * not supported is refused by name), chat rendering through the model's
  * template, the hooks, and starting one generation per choice.  Answers are
  * built in oai_answer.c. */
-#include "rollout/oai.h"
+#include "infer/oai.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -26,17 +26,17 @@
  *   6. answered(result)             the exact prompt ids and, per choice,
  *                                   the exact tokens/logprobs returned
  */
-#ifndef LT_ROLLOUT_OAI_H
-#define LT_ROLLOUT_OAI_H
+#ifndef LT_INFER_OAI_H
+#define LT_INFER_OAI_H
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "learner/chat_template.h"
-#include "learner/engine.h"
-#include "learner/tokenizer.h"
+#include "text/chat_template.h"
+#include "infer/engine.h"
+#include "text/tokenizer.h"
 #include "net/http.h"
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 
 #define LT_OAI_MAX_N 16           /* choices per request */
 #define LT_OAI_MAX_TOP_LOGPROBS 20 /* OpenAI's limit */
@@ -179,7 +179,7 @@ int lt_oai_render(const lt_oai_t *o, const cJSON *messages, const cJSON *tools, 
 void lt_oai_send_error(lt_http_conn_t *c, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* ---- internal: shared by rollout/oai.c (requests) and oai_answer.c ---- */
+/* ---- internal: shared by infer/oai.c (requests) and oai_answer.c ---- */
 
 #define LT_OAI_MAX_STOP 16
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/oai.h"
+#include "infer/oai.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

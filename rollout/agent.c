@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/tokenizer.h"
-#include "learner/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"

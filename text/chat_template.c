@@ -1,9 +1,9 @@
-#include "learner/chat_template.h"
+#include "text/chat_template.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/jinja.h"
+#include "text/jinja.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"

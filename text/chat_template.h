@@ -1,8 +1,8 @@
 /* A model's own chat template: the `chat_template` of its
  * tokenizer_config.json (a string, or a list of named templates), rendered by
- * learner/jinja with the config's bos_token and eos_token. */
-#ifndef LT_LEARNER_CHAT_TEMPLATE_H
-#define LT_LEARNER_CHAT_TEMPLATE_H
+ * text/jinja with the config's bos_token and eos_token. */
+#ifndef LT_TEXT_CHAT_TEMPLATE_H
+#define LT_TEXT_CHAT_TEMPLATE_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

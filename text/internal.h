@@ -1,12 +1,12 @@
 /* Internals shared by the Jinja parser (jinja_parse.c), its values
  * (jinja_value.c) and the evaluator (jinja_eval.c).  Not a public header. */
-#ifndef LT_LEARNER_JINJA_INTERNAL_H
-#define LT_LEARNER_JINJA_INTERNAL_H
+#ifndef LT_TEXT_INTERNAL_H
+#define LT_TEXT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "learner/jinja.h"
+#include "text/jinja.h"
 #include "util/buf.h"
 
 /* ---- arena: every node and value lives in one, freed at once ---- */

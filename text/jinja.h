@@ -9,8 +9,8 @@
  *
  * Rendering is bounded (memory, output, steps, nesting), so a hostile
  * template or input ends with an error, never a crash or a stall. */
-#ifndef LT_LEARNER_JINJA_H
-#define LT_LEARNER_JINJA_H
+#ifndef LT_TEXT_JINJA_H
+#define LT_TEXT_JINJA_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "learner/jinja_internal.h"
+#include "text/internal.h"
 #include "util/error.h"
 
 #define MAX_DEPTH 1000 /* evaluator recursion (nested expressions, macro calls) */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/jinja_internal.h"
+#include "text/internal.h"
 #include "util/error.h"
 
 #define MAX_DEPTH 200 /* nesting of expressions and blocks */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/jinja_internal.h"
+#include "text/internal.h"
 
 struct lt__jarena_chunk {
   lt__jarena_chunk_t *next;

@@ -1,9 +1,9 @@
 /* Tokenizer common parts: special tokens, the byte tokenizer, chat rendering.
- * The Hugging Face BPE model lives in learner/bpe.c. */
+ * The Hugging Face BPE model lives in text/bpe.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -3,8 +3,8 @@
  * format the agent loop renders conversations with.
  *
  * CONTRACT (shared by learner/, rollout/ and the CLI; extend, do not break). */
-#ifndef LT_LEARNER_TOKENIZER_H
-#define LT_LEARNER_TOKENIZER_H
+#ifndef LT_TEXT_TOKENIZER_H
+#define LT_TEXT_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,7 +73,7 @@ int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, i
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
 int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap);
 
-/* ---- internal: shared by learner/tokenizer.c and learner/bpe.c ---- */
+/* ---- internal: shared by text/tokenizer.c and text/bpe.c ---- */
 
 typedef struct {
   char *text;

@@ -1,4 +1,4 @@
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 
 #include <stdlib.h>
 #include <string.h>

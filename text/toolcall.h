@@ -6,17 +6,28 @@
  *             (DeepSeek-V3; V3.1's NAME<｜tool▁sep｜>{…} too)
  * Parsing is strict and bounded: it is fed model output and, through the
  * fuzzer, arbitrary bytes. */
-#ifndef LT_ROLLOUT_TOOLCALL_H
-#define LT_ROLLOUT_TOOLCALL_H
+#ifndef LT_TEXT_TOOLCALL_H
+#define LT_TEXT_TOOLCALL_H
 
 #include <stddef.h>
-
-#include "envs/env.h"
 
 #define LT_TOOLCALL_MAX_CALLS 16
 #define LT_TOOLCALL_MAX_ARGS 32
 #define LT_TOOLCALL_MAX_NAME 128
 #define LT_TOOLCALL_MAX_VALUE 65536
+
+/* A tool call parsed from the policy's text: its name and its arguments
+ * (envs/ steps episodes with these). */
+typedef struct {
+  char *name;
+  char *value;
+} lt_tool_arg_t;
+
+typedef struct {
+  char *name;
+  lt_tool_arg_t *args;
+  int nargs;
+} lt_tool_call_t;
 
 typedef enum { LT_TOOLFMT_XML, LT_TOOLFMT_QWEN, LT_TOOLFMT_DEEPSEEK } lt_tool_format;
 

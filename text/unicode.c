@@ -1,11 +1,11 @@
-#include "learner/unicode.h"
+#include "text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
 
-#include "learner/unicode_data.inc"
+#include "text/unicode_data.inc"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,7 +1,7 @@
 /* The Unicode the tokenizers need: UTF-8 decoding, letter/number/whitespace
  * classes (for the pre-tokenizer regexes) and NFC normalisation. */
-#ifndef LT_LEARNER_UNICODE_H
-#define LT_LEARNER_UNICODE_H
+#ifndef LT_TEXT_UNICODE_H
+#define LT_TEXT_UNICODE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int f = LT_TOOLFMT_XML; f <= LT_TOOLFMT_DEEPSEEK; f++) {

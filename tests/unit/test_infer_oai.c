@@ -1,4 +1,4 @@
-/* rollout/oai: the hooks the agent gateway builds on, with the layer on a
+/* infer/oai: the hooks the agent gateway builds on, with the layer on a
  * real HTTP server and the scripted backend as the engine; the loop runs in
  * this thread while a client thread calls over real sockets. */
 #include <arpa/inet.h>
@@ -13,8 +13,8 @@
 #include <uv.h>
 
 #include "cJSON.h"
-#include "rollout/backend.h"
-#include "rollout/oai.h"
+#include "infer/backend.h"
+#include "infer/oai.h"
 #include "util/error.h"
 #include "util/json.h"
 

@@ -5,7 +5,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "rollout/backend.h"
+#include "infer/backend.h"
 #include "util/error.h"
 #include "util/time.h"
 

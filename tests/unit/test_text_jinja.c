@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/chat_template.h"
-#include "learner/jinja.h"
+#include "text/chat_template.h"
+#include "text/jinja.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
 #include "util/json.h"

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/tokenizer.h"
-#include "learner/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
 #include "util/json.h"

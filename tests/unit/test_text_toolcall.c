@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 #include "util/error.h"
 
 static void parse(lt_tool_format f, const char *text, lt_toolcalls_t *tc) {
