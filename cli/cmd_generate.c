@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "infer/engine.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/error.h"

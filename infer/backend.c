@@ -1,7 +1,7 @@
 /* The backend driver: turns queued per session, one batched decode step per
  * loop turn (so the loop stays responsive), weight reloads at token
  * boundaries. */
-#include "infer/backend.h"
+#include "infer/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/backend.h"
+#include "infer/internal.h"
 #include "util/error.h"
 
 static int b_init(lt_backend_t *b, const lt_backend_opts_t *o) {

@@ -14,7 +14,7 @@
 
 #include "learner/model.h"
 #include "net/http.h"
-#include "infer/backend.h"
+#include "infer/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

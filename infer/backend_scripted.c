@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/backend.h"
+#include "infer/internal.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/time.h"

@@ -2,7 +2,7 @@
  * not supported is refused by name), chat rendering through the model's
  * template, the hooks, and starting one generation per choice.  Answers are
  * built in oai_answer.c. */
-#include "infer/oai.h"
+#include "infer/internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -149,68 +149,9 @@ static int normalize(const cJSON *msgs, cJSON **out, char *param, size_t plen) {
   return rc;
 }
 
-/* Without a template of the model's own: ChatML, tools listed in a system
- * message and earlier calls written in the policy's tool format. */
-static int render_chatml(const lt_oai_t *a, const cJSON *msgs, const cJSON *tools, int gen, lt_buf_t *out) {
-  if (cJSON_IsArray(tools) && tools->child) {
-    char *t = cJSON_PrintUnformatted(tools);
-    if (!t) return lt_error_set(LT_ENOMEM, "out of memory");
-    lt_buf_printf(out, "<|im_start|>system\n# Tools\n%s<|im_end|>\n", t);
-    free(t);
-  }
-  for (const cJSON *m = msgs->child; m; m = m->next) {
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    lt_buf_printf(out, "<|im_start|>%s\n%s", role->valuestring, cJSON_IsString(content) ? content->valuestring : "");
-    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-    for (const cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next) {
-      const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-      const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-      cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : cJSON_Duplicate(args, 1);
-      if (a->o.tool_format == LT_TOOLFMT_XML) {
-        lt_buf_printf(out, "<tool_call><name>%s</name>", name->valuestring);
-        for (const cJSON *v = cJSON_IsObject(parsed) ? parsed->child : NULL; v; v = v->next) {
-          lt_buf_printf(out, "<arg name=\"%s\">", v->string);
-          if (cJSON_IsString(v)) lt_buf_puts(out, v->valuestring);
-          else lt_json_write(out, v); /* into the buffer: no allocation to fail unchecked */
-          lt_buf_puts(out, "</arg>");
-        }
-        lt_buf_puts(out, "</tool_call>");
-      } else {
-        lt_buf_printf(out, "<tool_call>{\"name\": \"%s\", \"arguments\": ", name->valuestring);
-        if (parsed) lt_json_write(out, parsed);
-        else lt_buf_puts(out, "{}");
-        lt_buf_puts(out, "}</tool_call>");
-      }
-      cJSON_Delete(parsed);
-    }
-    lt_buf_puts(out, "<|im_end|>\n");
-  }
-  if (gen) lt_buf_puts(out, "<|im_start|>assistant\n");
-  return lt_buf_ok(out);
-}
-
 int lt_oai_render(const lt_oai_t *a, const cJSON *messages, const cJSON *tools, int gen, char **text, size_t *len) {
-  *text = NULL;
-  *len = 0;
-  if (!a->o.chat) {
-    lt_buf_t b = {0};
-    int rc = render_chatml(a, messages, tools, gen, &b);
-    if (rc < 0) {
-      lt_buf_free(&b);
-      return rc;
-    }
-    *len = b.len;
-    *text = lt_buf_take(&b);
-    return 0;
-  }
-  cJSON *vars = cJSON_CreateObject();
-  int rc = vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)messages) &&
-                   (!cJSON_IsArray(tools) || !tools->child || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
-                   cJSON_AddBoolToObject(vars, "add_generation_prompt", gen)
-               ? lt_chat_template_render(a->o.chat, vars, text, len)
-               : lt_error_set(LT_ENOMEM, "out of memory");
-  if (rc == LT_EINVAL) lt_error_wrap(rc, "chat template");
-  cJSON_Delete(vars);
+  int rc = lt_chat_render(a->o.chat, a->o.tool_format, messages, tools, gen, text, len);
+  if (rc == LT_EINVAL && a->o.chat) lt_error_wrap(rc, "chat template");
   return rc;
 }
 

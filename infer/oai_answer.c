@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/oai.h"
+#include "infer/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

@@ -140,15 +140,9 @@ static int queue_one(lt_agent_t *a, const char *role, const char *content) {
 static int is_marker(const cJSON *m);
 
 static int render_chat(const lt_agent_t *a, const cJSON *msgs, int gen_prompt, char **text, size_t *len) {
-  cJSON *vars = cJSON_CreateObject();
-  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools");
-  int rc = vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)msgs) &&
-                   (!cJSON_IsArray(tools) || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
-                   cJSON_AddBoolToObject(vars, "add_generation_prompt", gen_prompt)
-               ? 0
-               : lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (rc == 0 && (rc = lt_chat_template_render(a->ctx->chat, vars, text, len)) < 0) lt_error_wrap(rc, "chat template");
-  cJSON_Delete(vars);
+  int rc = lt_chat_render(a->ctx->chat, a->ctx->tool_format, msgs, cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools"),
+                          gen_prompt, text, len);
+  if (rc < 0) lt_error_wrap(rc, "chat template");
   return rc;
 }
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/tokenizer.h"
+#include "text/chat_template.h"
+#include "text/internal.h"
 #include "text/unicode.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -674,8 +675,7 @@ int lt_tokenizer_byte_write(int vocab_size, const char *dir) {
   lt_buf_puts(&b, "}, \"merges\": []}}\n");
   lt_buf_puts(&c, "{\"bos_token\": null, \"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\", \"unk_token\": null, "
                   "\"clean_up_tokenization_spaces\": false, \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n \"chat_template\": ");
-  lt_json_quote(&c, "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-                    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  lt_json_quote(&c, LT_CHATML_TEMPLATE);
   lt_buf_puts(&c, "}\n");
   char path[4096];
   int rc = lt_buf_ok(&b) < 0 || lt_buf_ok(&c) < 0 ? lt_error_set(LT_ENOMEM, "out of memory") : 0;

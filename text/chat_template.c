@@ -1,9 +1,13 @@
+/* Chat rendering: a model's own template (loading, the choice among named
+ * templates, bos/eos), the one builder of template variables, and ChatML as
+ * text and as token ids. */
 #include "text/chat_template.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "text/jinja.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -145,3 +149,96 @@ int lt_chat_template_render(const lt_chat_template_t *t, const cJSON *vars, char
   cJSON_Delete(all);
   return rc;
 }
+
+/* ---- one conversation, rendered ---- */
+
+cJSON *lt_chat_vars(const cJSON *messages, const cJSON *tools, int gen) {
+  cJSON *vars = cJSON_CreateObject();
+  if (vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)messages) &&
+      (!cJSON_IsArray(tools) || !tools->child || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
+      cJSON_AddBoolToObject(vars, "add_generation_prompt", gen))
+    return vars;
+  cJSON_Delete(vars);
+  return NULL;
+}
+
+/* ChatML as text: tools listed in a system message, earlier calls written in
+ * the policy's tool format. */
+static int render_chatml(lt_tool_format fmt, const cJSON *msgs, const cJSON *tools, int gen, lt_buf_t *out) {
+  if (cJSON_IsArray(tools) && tools->child) {
+    char *s = cJSON_PrintUnformatted(tools);
+    if (!s) return lt_error_set(LT_ENOMEM, "out of memory");
+    lt_buf_printf(out, LT_CHATML_START "system\n# Tools\n%s" LT_CHATML_END "\n", s);
+    free(s);
+  }
+  for (const cJSON *m = msgs ? msgs->child : NULL; m; m = m->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    lt_buf_printf(out, LT_CHATML_START "%s\n%s", cJSON_IsString(role) ? role->valuestring : "",
+                  cJSON_IsString(content) ? content->valuestring : "");
+    lt_toolcall_write(fmt, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), out);
+    lt_buf_puts(out, LT_CHATML_END "\n");
+  }
+  if (gen) lt_buf_puts(out, LT_CHATML_START "assistant\n");
+  return lt_buf_ok(out);
+}
+
+int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, const cJSON *tools, int gen,
+                   char **text, size_t *len) {
+  *text = NULL;
+  *len = 0;
+  if (!t) {
+    lt_buf_t b = {0};
+    int rc = render_chatml(fmt, messages, tools, gen, &b);
+    if (rc < 0) {
+      lt_buf_free(&b);
+      return rc;
+    }
+    *len = b.len;
+    *text = lt_buf_take(&b);
+    return 0;
+  }
+  cJSON *vars = lt_chat_vars(messages, tools, gen);
+  int rc = vars ? lt_chat_template_render(t, vars, text, len) : lt_error_set(LT_ENOMEM, "out of memory");
+  cJSON_Delete(vars);
+  return rc;
+}
+
+/* ---- ChatML as token ids ---- */
+
+static const char *role_name(lt_role r) {
+  switch (r) {
+  case LT_ROLE_SYSTEM: return "system";
+  case LT_ROLE_USER: return "user";
+  case LT_ROLE_ASSISTANT: return "assistant";
+  default: return "tool";
+  }
+}
+
+int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap) {
+  int32_t st = lt_tokenizer_special(t, LT_CHATML_START);
+  if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_START " token for the chat format");
+  int rc = lt_ids_push(ids, n, cap, st);
+  if (rc == 0) rc = lt_ids_text(t, role_name(role), ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
+  return rc;
+}
+
+int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
+  int32_t en = lt_tokenizer_special(t, LT_CHATML_END);
+  if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_END " token for the chat format");
+  int rc = lt_ids_push(ids, n, cap, en);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
+  return rc;
+}
+
+int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap) {
+  int rc = lt_chat_open(t, role, ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, content, ids, n, cap);
+  if (rc == 0) rc = lt_chat_close(t, ids, n, cap);
+  return rc;
+}
+
+lt_role lt_role_parse(const char *r) {
+  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
+}
+

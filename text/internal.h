@@ -1,5 +1,6 @@
-/* Internals shared by the Jinja parser (jinja_parse.c), its values
- * (jinja_value.c) and the evaluator (jinja_eval.c).  Not a public header. */
+/* Internals of text/ shared between its files, not a public header: the
+ * tokenizers (tokenizer.c, bpe.c) and the Jinja parser (jinja_parse.c), its
+ * values (jinja_value.c) and the evaluator (jinja_eval.c). */
 #ifndef LT_TEXT_INTERNAL_H
 #define LT_TEXT_INTERNAL_H
 
@@ -7,7 +8,33 @@
 #include <stdint.h>
 
 #include "text/jinja.h"
+#include "text/tokenizer.h"
 #include "util/buf.h"
+
+/* ---- tokenizers: shared by tokenizer.c and bpe.c ---- */
+
+typedef struct {
+  char *text;
+  size_t len;
+  int32_t id;
+} lt_special_t;
+
+typedef enum { LT_TOK_BYTE, LT_TOK_BPE } lt_tok_kind;
+
+struct lt_tokenizer {
+  lt_tok_kind kind;
+  int vocab;
+  lt_special_t *special; /* special and added tokens */
+  int nspecial, capspecial;
+  uint8_t special_first[256]; /* 1 if some special token starts with this byte */
+  struct lt_bpe *bpe;    /* LT_TOK_BPE */
+};
+
+int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id);
+const char *lt__tok_special_text(const lt_tokenizer_t *t, int32_t id);
+int lt__bpe_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
+int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len);
+void lt__bpe_free(lt_tokenizer_t *t);
 
 /* ---- arena: every node and value lives in one, freed at once ---- */
 

@@ -1,9 +1,9 @@
-/* Tokenizer common parts: special tokens, the byte tokenizer, chat rendering.
+/* Tokenizer common parts: special tokens, the byte tokenizer, id arrays.
  * The Hugging Face BPE model lives in text/bpe.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/tokenizer.h"
+#include "text/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -129,15 +129,6 @@ int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int 
   return 0;
 }
 
-static const char *role_name(lt_role r) {
-  switch (r) {
-  case LT_ROLE_SYSTEM: return "system";
-  case LT_ROLE_USER: return "user";
-  case LT_ROLE_ASSISTANT: return "assistant";
-  default: return "tool";
-  }
-}
-
 int lt_ids_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, int *n, int *cap) {
   int32_t *tmp;
   int m;
@@ -146,34 +137,6 @@ int lt_ids_text(const lt_tokenizer_t *t, const char *s, int32_t **ids, int *n, i
   for (int i = 0; i < m && rc == 0; i++) rc = lt_ids_push(ids, n, cap, tmp[i]);
   free(tmp);
   return rc;
-}
-
-int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap) {
-  int32_t st = lt_tokenizer_special(t, "<|im_start|>");
-  if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_start|> token for the chat format");
-  int rc = lt_ids_push(ids, n, cap, st);
-  if (rc == 0) rc = lt_ids_text(t, role_name(role), ids, n, cap);
-  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
-  return rc;
-}
-
-int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
-  int32_t en = lt_tokenizer_special(t, "<|im_end|>");
-  if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no <|im_end|> token for the chat format");
-  int rc = lt_ids_push(ids, n, cap, en);
-  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
-  return rc;
-}
-
-int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap) {
-  int rc = lt_chat_open(t, role, ids, n, cap);
-  if (rc == 0) rc = lt_ids_text(t, content, ids, n, cap);
-  if (rc == 0) rc = lt_chat_close(t, ids, n, cap);
-  return rc;
-}
-
-lt_role lt_role_parse(const char *r) {
-  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
 }
 
 int lt_tokenizer_for_model(const char *dir, int vocab, lt_tokenizer_t **out) {

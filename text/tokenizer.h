@@ -1,6 +1,6 @@
 /* Tokenizers: the byte-level tokenizer of the builtin models and Hugging Face
- * tokenizer.json byte-level BPE (GPT-2, Qwen, Llama-3 families), plus the chat
- * format the agent loop renders conversations with.
+ * tokenizer.json byte-level BPE (GPT-2, Qwen, Llama-3 families).  Chat
+ * rendering (ChatML included) is text/chat_template.h.
  *
  * CONTRACT (shared by learner/, rollout/ and the CLI; extend, do not break). */
 #ifndef LT_TEXT_TOKENIZER_H
@@ -10,12 +10,6 @@
 #include <stdint.h>
 
 typedef struct lt_tokenizer lt_tokenizer_t;
-
-/* Chat roles of the ChatML-style format longtail renders:
- *   <|im_start|>ROLE\nCONTENT<|im_end|>\n
- * for both the byte tokenizer (whose special ids follow the 256 bytes) and
- * Qwen-family tokenizer.json files (which define these tokens). */
-typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } lt_role;
 
 /* The byte tokenizer: ids 0..255 are bytes, then the special tokens
  * <|endoftext|>, <|im_start|>, <|im_end|> (vocab ≥ 259; ids up to the model's
@@ -64,38 +58,5 @@ int lt_tokenizer_copy_files(const char *src_dir, const char *dst_dir);
 int lt_ids_push(int32_t **ids, int *n, int *cap, int32_t id);
 /* Appends the encoding of text. */
 int lt_ids_text(const lt_tokenizer_t *t, const char *text, int32_t **ids, int *n, int *cap);
-
-/* "system" | "user" | "assistant" | anything else: tool. */
-lt_role lt_role_parse(const char *s);
-/* Appends a message header "<|im_start|>ROLE\n", a trailer "<|im_end|>\n", or
- * a whole message (header, content, trailer) to a growable array. */
-int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
-int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
-int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap);
-
-/* ---- internal: shared by text/tokenizer.c and text/bpe.c ---- */
-
-typedef struct {
-  char *text;
-  size_t len;
-  int32_t id;
-} lt_special_t;
-
-typedef enum { LT_TOK_BYTE, LT_TOK_BPE } lt_tok_kind;
-
-struct lt_tokenizer {
-  lt_tok_kind kind;
-  int vocab;
-  lt_special_t *special; /* special and added tokens */
-  int nspecial, capspecial;
-  uint8_t special_first[256]; /* 1 if some special token starts with this byte */
-  struct lt_bpe *bpe;    /* LT_TOK_BPE */
-};
-
-int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id);
-const char *lt__tok_special_text(const lt_tokenizer_t *t, int32_t id);
-int lt__bpe_encode(const lt_tokenizer_t *t, const char *text, size_t len, int32_t **ids, int *n);
-int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len);
-void lt__bpe_free(lt_tokenizer_t *t);
 
 #endif

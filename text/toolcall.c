@@ -1,3 +1,5 @@
+/* Tool calls in the policy's text: parsing every format (bounded, it reads
+ * model output) and writing them back for a prompt. */
 #include "text/toolcall.h"
 
 #include <stdlib.h>
@@ -213,6 +215,8 @@ static int qwen_call(const char *s, size_t n, lt_tool_call_t *k, char **argjson)
   return r;
 }
 
+#define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END "<｜tool▁calls▁end｜>"
 #define DS_BEGIN "<｜tool▁call▁begin｜>"
 #define DS_SEP "<｜tool▁sep｜>"
 #define DS_END "<｜tool▁call▁end｜>"
@@ -285,6 +289,44 @@ int lt_toolcall_parse_as(lt_tool_format f, const char *text, size_t len, lt_tool
   if (f == LT_TOOLFMT_XML) return lt_toolcall_parse(text, len, out);
   memset(out, 0, sizeof *out);
   return parse_blocks(f, text, len, out);
+}
+
+/* ---- writing ---- */
+
+void lt_toolcall_write(lt_tool_format f, const cJSON *tool_calls, lt_buf_t *out) {
+  int first = 1;
+  for (const cJSON *tc = cJSON_IsArray(tool_calls) ? tool_calls->child : NULL; tc; tc = tc->next) {
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+    if (!cJSON_IsString(name)) continue;
+    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : cJSON_Duplicate(args, 1);
+    if (f == LT_TOOLFMT_XML) {
+      lt_buf_printf(out, "<tool_call><name>%s</name>", name->valuestring);
+      for (const cJSON *v = cJSON_IsObject(parsed) ? parsed->child : NULL; v; v = v->next) {
+        lt_buf_printf(out, "<arg name=\"%s\">", v->string);
+        if (cJSON_IsString(v)) lt_buf_puts(out, v->valuestring);
+        else lt_json_write(out, v); /* into the buffer: no allocation to fail unchecked */
+        lt_buf_puts(out, "</arg>");
+      }
+      lt_buf_puts(out, "</tool_call>");
+    } else if (f == LT_TOOLFMT_QWEN) {
+      lt_buf_puts(out, "<tool_call>{\"name\": ");
+      lt_json_quote(out, name->valuestring);
+      lt_buf_puts(out, ", \"arguments\": ");
+      if (parsed) lt_json_write(out, parsed);
+      else lt_buf_puts(out, "{}");
+      lt_buf_puts(out, "}</tool_call>");
+    } else { /* DeepSeek-V3's chat template: the calls in one block, one per line */
+      lt_buf_puts(out, first ? DS_CALLS_BEGIN : "\n");
+      lt_buf_printf(out, DS_BEGIN "function" DS_SEP "%s\n```json\n", name->valuestring);
+      if (parsed) lt_json_write(out, parsed);
+      else lt_buf_puts(out, "{}");
+      lt_buf_puts(out, "\n```" DS_END);
+    }
+    first = 0;
+    cJSON_Delete(parsed);
+  }
+  if (f == LT_TOOLFMT_DEEPSEEK && !first) lt_buf_puts(out, DS_CALLS_END);
 }
 
 static const char *const FORMAT_NAMES[] = {"xml", "qwen", "deepseek"};

@@ -1,4 +1,5 @@
-/* The tool-call formats policies write, parsed into calls:
+/* The tool-call formats policies write, parsed into calls and written from
+ * them (the one place that knows them):
  *   xml       <tool_call><name>NAME</name><arg name="KEY">VALUE</arg>…</tool_call>
  *             (Step 3.5 Flash §5.4; the builtin models' format)
  *   qwen      <tool_call>{"name": NAME, "arguments": {…}}</tool_call> (Qwen2.5/3, Hermes)
@@ -9,7 +10,10 @@
 #ifndef LT_TEXT_TOOLCALL_H
 #define LT_TEXT_TOOLCALL_H
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
+
+#include "util/buf.h"
 
 #define LT_TOOLCALL_MAX_CALLS 16
 #define LT_TOOLCALL_MAX_ARGS 32
@@ -48,6 +52,14 @@ int lt_toolcall_parse(const char *text, size_t len, lt_toolcalls_t *out);
 /* The same for any format. */
 int lt_toolcall_parse_as(lt_tool_format f, const char *text, size_t len, lt_toolcalls_t *out);
 void lt_toolcalls_free(lt_toolcalls_t *tc);
+
+/* Writes the calls of an assistant message (OpenAI's tool_calls list: each
+ * {"function": {"name", "arguments"}}, arguments as JSON text or an object)
+ * as the policy writes them in format f, so that lt_toolcall_parse_as reads
+ * them back: xml values as they are (strings) or compact JSON; qwen and
+ * deepseek arguments as compact JSON.  Calls without a string name are
+ * skipped; failures show in out's error state. */
+void lt_toolcall_write(lt_tool_format f, const cJSON *tool_calls, lt_buf_t *out);
 
 /* "xml" | "qwen" | "deepseek" (LT_EINVAL otherwise; "auto" is the caller's). */
 int lt_toolcall_format_parse(const char *name, lt_tool_format *out);

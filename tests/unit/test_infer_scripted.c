@@ -5,7 +5,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "infer/backend.h"
+#include "infer/internal.h"
 #include "util/error.h"
 #include "util/time.h"
 

@@ -9,6 +9,7 @@
 
 #include "text/chat_template.h"
 #include "text/jinja.h"
+#include "text/tokenizer.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -187,6 +188,72 @@ Test(chat_template, string_and_named_forms_with_added_token_bos) {
   free(write_config(dir, "{\"chat_template\": 5}"));
   cr_expect_eq(lt_chat_template_load(dir, &t), LT_EFORMAT);
   lt_test_rmdir(dir);
+}
+
+static char *chat(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *msgs, const cJSON *tools, int gen) {
+  char *text;
+  size_t len;
+  cr_assert_eq(lt_chat_render(t, fmt, msgs, tools, gen, &text, &len), 0, "%s", lt_error_msg());
+  cr_expect_eq(strlen(text), len);
+  return text;
+}
+
+/* One builder of template variables: an empty tools list renders as no
+ * tools (the agent loop passed it, the OpenAI layer did not). */
+Test(chat_template, empty_tools_render_as_none) {
+  char *dir = lt_test_tmpdir("chat_vars");
+  free(write_config(dir, "{\"chat_template\": \"{% if tools is defined %}T{{ tools | length }}|{% endif %}"
+                         "{% for m in messages %}{{ m.content }}{% endfor %}{{ add_generation_prompt }}\"}"));
+  lt_chat_template_t *t;
+  cr_assert_eq(lt_chat_template_load(dir, &t), 0, "%s", lt_error_msg());
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"hi\"}]"), *none = cJSON_Parse("[]"),
+        *one = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");
+  char *a = chat(t, LT_TOOLFMT_XML, msgs, none, 1), *b = chat(t, LT_TOOLFMT_XML, msgs, NULL, 1), *c = chat(t, LT_TOOLFMT_XML, msgs, one, 0);
+  cr_expect_str_eq(a, "hitrue");
+  cr_expect_str_eq(b, "hitrue");
+  cr_expect_str_eq(c, "T1|hifalse");
+  free(a), free(b), free(c);
+  cJSON_Delete(msgs), cJSON_Delete(none), cJSON_Delete(one);
+  lt_chat_template_free(t);
+  lt_test_rmdir(dir);
+}
+
+/* ChatML has one definition: the text renderer, the token-level encoder and
+ * the Jinja source written into checkpoints agree. */
+Test(chat_template, chatml_text_tokens_and_template_agree) {
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"hi\"},"
+                            " {\"role\": \"assistant\", \"content\": \"yo\"}]");
+  char *text = chat(NULL, LT_TOOLFMT_XML, msgs, NULL, 1);
+  cr_expect_str_eq(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                         "<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>assistant\n");
+  char *jin;
+  cr_assert_eq(render(LT_CHATML_TEMPLATE, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": "
+                      "\"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}], \"add_generation_prompt\": true}",
+                      NULL, &jin), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(jin, text);
+  lt_tokenizer_t *tok;
+  cr_assert_eq(lt_tokenizer_byte(264, &tok), 0);
+  int32_t *ids = NULL;
+  int n = 0, cap = 0;
+  for (const cJSON *m = msgs->child; m; m = m->next)
+    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
+                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, &n, &cap), 0);
+  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap), 0);
+  char *dec;
+  size_t dl;
+  cr_assert_eq(lt_tokenizer_decode(tok, ids, n, 0, &dec, &dl), 0);
+  cr_expect_str_eq(dec, text);
+  free(dec), free(ids), free(jin), free(text);
+  lt_tokenizer_free(tok);
+  /* tools in a system message, earlier calls in the policy's format */
+  cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");
+  cJSON_AddItemToObject(cJSON_GetArrayItem(msgs, 2), "tool_calls",
+                        cJSON_Parse("[{\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}}]"));
+  text = chat(NULL, LT_TOOLFMT_QWEN, msgs, tools, 0);
+  cr_expect(strstr(text, "<|im_start|>system\n# Tools\n[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]<|im_end|>\n"), "%s", text);
+  cr_expect(strstr(text, "<|im_start|>assistant\nyo<tool_call>{\"name\": \"f\", \"arguments\": {\"x\":1}}</tool_call><|im_end|>\n"), "%s", text);
+  free(text);
+  cJSON_Delete(tools), cJSON_Delete(msgs);
 }
 
 Test(chat_template, cli_renders_lines_and_reports_raises) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 #include "tests/support/harness.h"
@@ -54,10 +55,10 @@ static void check_fixture(const char *name, int nfc) {
   lt_tokenizer_free(t);
 }
 
-Test(learner_tokenizer, qwen2_pipeline_matches_reference) { check_fixture("qwen2-small", 1); }
-Test(learner_tokenizer, gpt2_pipeline_matches_reference) { check_fixture("gpt2-small", 0); }
+Test(tokenizer, qwen2_pipeline_matches_reference) { check_fixture("qwen2-small", 1); }
+Test(tokenizer, gpt2_pipeline_matches_reference) { check_fixture("gpt2-small", 0); }
 
-Test(learner_tokenizer, byte_tokenizer_and_chat_format) {
+Test(tokenizer, byte_tokenizer_and_chat_format) {
   lt_tokenizer_t *t;
   cr_assert_eq(lt_tokenizer_byte(264, &t), 0);
   const char *s = "héllo <|im_end|>";
@@ -86,7 +87,7 @@ Test(learner_tokenizer, byte_tokenizer_and_chat_format) {
   lt_tokenizer_free(t);
 }
 
-Test(learner_tokenizer, nfc) {
+Test(tokenizer, nfc) {
   struct { const char *in, *out; } cases[] = {
       {"e\xcc\x81", "\xc3\xa9"},                         /* e + acute → é */
       {"\xe2\x84\xab", "\xc3\x85"},                      /* Angstrom sign → Å (singleton) */
@@ -106,7 +107,7 @@ Test(learner_tokenizer, nfc) {
   cr_expect_eq(lt_uni_nfc("\xff\xfe", 2, &o, &l), LT_EINVAL);
 }
 
-Test(learner_tokenizer, refuses_what_it_cannot_honour) {
+Test(tokenizer, refuses_what_it_cannot_honour) {
   char *dir = lt_test_tmpdir("tok");
   char p[4096];
   snprintf(p, sizeof p, "%s/tokenizer.json", dir);
@@ -125,7 +126,7 @@ Test(learner_tokenizer, refuses_what_it_cannot_honour) {
 /* The byte tokenizer written as Hugging Face files encodes and decodes as the
  * byte tokenizer does (text without special-token strings) and carries a
  * ChatML chat template. */
-Test(learner_tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer) {
+Test(tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer) {
   char *dir = lt_test_tmpdir("bytetok");
   cr_assert_eq(lt_tokenizer_byte_write(264, dir), 0, "%s", lt_error_msg());
   lt_tokenizer_t *hf, *byte;

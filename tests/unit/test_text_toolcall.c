@@ -1,6 +1,6 @@
 /* Tool-call formats: xml (seed 001), qwen (<tool_call>{json}</tool_call>) and
- * DeepSeek's V3 and V3.1 markers, malformed blocks counted, and the format a
- * chat template teaches. */
+ * DeepSeek's V3 and V3.1 markers, malformed blocks counted, the format a
+ * chat template teaches, and writing calls back in each format. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,4 +92,35 @@ Test(toolcall, formats_by_name_and_from_templates) {
   cr_expect_eq(lt_toolcall_format_detect("{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type']}}"),
                LT_TOOLFMT_DEEPSEEK);
   cr_expect_eq(lt_toolcall_format_detect("{% for m in messages %}{{ m.content }}{% endfor %}"), LT_TOOLFMT_XML);
+}
+
+/* What lt_toolcall_write writes, lt_toolcall_parse_as reads back, in every format. */
+Test(toolcall, written_calls_parse_back_in_every_format) {
+  cJSON *calls = cJSON_Parse("[{\"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 3}\"}},"
+                             " {\"function\": {\"name\": \"search\", \"arguments\": {\"q\": \"x y\"}}}]");
+  cr_assert_not_null(calls);
+  for (int f = LT_TOOLFMT_XML; f <= LT_TOOLFMT_DEEPSEEK; f++) {
+    lt_buf_t b = {0};
+    lt_toolcall_write((lt_tool_format)f, calls, &b);
+    cr_assert_eq(lt_buf_ok(&b), 0);
+    lt_toolcalls_t tc;
+    parse((lt_tool_format)f, b.data, &tc);
+    cr_assert_eq(tc.ncalls, 2, "%s: %s", lt_toolcall_format_name((lt_tool_format)f), b.data);
+    cr_expect_eq(tc.malformed, 0);
+    cr_expect_str_eq(tc.calls[0].name, "get_weather");
+    cr_assert_eq(tc.calls[0].nargs, 2);
+    cr_expect_str_eq(tc.calls[0].args[0].name, "city");
+    cr_expect_str_eq(tc.calls[0].args[0].value, "Paris");
+    cr_expect_str_eq(tc.calls[0].args[1].value, "3");
+    cr_expect_str_eq(tc.calls[1].name, "search");
+    cr_expect_str_eq(tc.calls[1].args[0].value, "x y");
+    if (f != LT_TOOLFMT_XML) cr_expect_str_eq(tc.arguments[0], "{\"city\":\"Paris\",\"days\":3}");
+    if (f == LT_TOOLFMT_DEEPSEEK)
+      cr_expect_str_eq(b.data, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                               "{\"city\":\"Paris\",\"days\":3}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
+                               "<｜tool▁sep｜>search\n```json\n{\"q\":\"x y\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+    lt_toolcalls_free(&tc);
+    lt_buf_free(&b);
+  }
+  cJSON_Delete(calls);
 }
