@@ -1,6 +1,7 @@
 /* libFuzzer target: the tool-call parsers read model output, so any bytes
  * must parse or be counted malformed, in every format, within their bounds,
  * without a sanitizer report. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
