@@ -18,7 +18,7 @@
 
 VERSION := 0.1.0
 LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc
 
 VARIANT ?= release
 CUDA    ?= auto

@@ -2,6 +2,8 @@
  * added tokens first, then NFC (when configured), the pre-tokenizer split,
  * the byte-level alphabet and BPE merges by rank.  docs/tokenizer.md lists
  * what is supported. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +16,22 @@
 #include "util/fs.h"
 #include "util/json.h"
 
-typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2 } pre_kind;
-
-/* The pre-tokenizer patterns longtail implements, verbatim as they appear in
- * tokenizer.json files. */
+/* ByteLevel's own split (use_regex), the GPT-2 pattern. */
 static const char *PAT_GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char *PAT_LLAMA3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-                                "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *PAT_QWEN2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-                               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* What a Split does with its matches (Hugging Face's SplitDelimiterBehavior). */
+typedef enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS } split_behavior;
+
+#define MAX_STAGES 8
+
+/* One splitting stage of the pre-tokenizer: each piece of the previous stage
+ * is cut at the matches of `re` (PCRE2, UTF + Unicode properties, JIT). */
+typedef struct {
+  pcre2_code *re;
+  split_behavior behavior;
+  int invert;
+  int jit;           /* compiled: pcre2_jit_match, which skips pcre2_match's checks */
+} stage_t;
 
 typedef struct lt_bpe {
   char **tok;          /* id → raw bytes */
@@ -34,7 +43,8 @@ typedef struct lt_bpe {
   int32_t *mrank, *mres;
   size_t mcap;
   int32_t byte_id[256];
-  pre_kind pre;
+  stage_t stage[MAX_STAGES];
+  int nstages;
   int nfc, ignore_merges, add_prefix_space;
 } lt_bpe_t;
 
@@ -128,6 +138,7 @@ void lt__bpe_free(lt_tokenizer_t *t) {
   free(b->mkey);
   free(b->mrank);
   free(b->mres);
+  for (int i = 0; i < b->nstages; i++) pcre2_code_free(b->stage[i].re);
   free(b);
   t->bpe = NULL;
 }
@@ -136,55 +147,114 @@ static int unsupported(const char *path, const char *what) {
   return lt_error_set(LT_EUNSUPP, "%s: %s is not supported (docs/tokenizer.md)", path, what);
 }
 
+/* The White_Space property, what \s means to Hugging Face's regex engines;
+ * PCRE2's own \s also takes U+180E. */
+#define WHITE_SPACE "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+/* pat with \s and \S spelled as White_Space classes (inside a class, \s
+ * as its members); NULL when out of memory. */
+static char *spell_spaces(const char *pat) {
+  lt_buf_t o = {0};
+  int in_class = 0;
+  for (const char *p = pat; *p; p++) {
+    if (p[0] == '\\' && p[1]) {
+      if (p[1] == 's') lt_buf_puts(&o, in_class ? WHITE_SPACE : "[" WHITE_SPACE "]");
+      else if (p[1] == 'S' && !in_class) lt_buf_puts(&o, "[^" WHITE_SPACE "]");
+      else lt_buf_append(&o, p, 2);
+      p++;
+      continue;
+    }
+    if (!in_class && p[0] == '[') {
+      in_class = 1;
+      lt_buf_append(&o, p, 1);
+      if (p[1] == '^') lt_buf_append(&o, ++p, 1);
+      if (p[1] == ']') lt_buf_append(&o, ++p, 1); /* a leading ] is a member */
+      continue;
+    }
+    if (in_class && p[0] == ']') in_class = 0;
+    lt_buf_append(&o, p, 1);
+  }
+  lt_buf_append(&o, "", 1);
+  if (lt_buf_ok(&o) < 0) {
+    lt_buf_free(&o);
+    return NULL;
+  }
+  return lt_buf_take(&o);
+}
+
+/* A stage matching `pat` (a regex, or a literal string). */
+static int add_stage(lt_bpe_t *b, const char *path, const char *pat, int literal, split_behavior behavior, int invert) {
+  if (b->nstages == MAX_STAGES) return unsupported(path, "a pre_tokenizer of more than 8 splits");
+  char *spelled = literal ? strdup(pat) : spell_spaces(pat);
+  if (!spelled) return lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
+  int err;
+  PCRE2_SIZE at;
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)spelled, PCRE2_ZERO_TERMINATED,
+                                 PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &err, &at, NULL);
+  free(spelled);
+  if (!re) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    return lt_error_set(LT_EUNSUPP, "%s: pre-tokenizer pattern %.80s: %s at offset %zu", path, pat, (const char *)msg, (size_t)at);
+  }
+  /* Without JIT (no executable memory) pcre2_match interprets: slower, same pieces. */
+  int jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+  b->stage[b->nstages++] = (stage_t){re, behavior, invert, jit};
+  return 0;
+}
+
+static int add_split(lt_bpe_t *b, const cJSON *split, const char *path) {
+  static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
+  const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex"), *str = cJSON_GetObjectItemCaseSensitive(pat, "String");
+  const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+  int k = 0;
+  while (cJSON_IsString(beh) && k < 5 && strcmp(beh->valuestring, names[k])) k++;
+  if ((!cJSON_IsString(rx) && !cJSON_IsString(str)) || !cJSON_IsString(beh) || k == 5)
+    return unsupported(path, "this Split pre-tokenizer");
+  return add_stage(b, path, cJSON_IsString(rx) ? rx->valuestring : str->valuestring, !cJSON_IsString(rx), (split_behavior)k,
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(split, "invert")));
+}
+
+/* ByteLevel: its regex split (use_regex, the default) and its byte alphabet; last. */
+static int add_byte_level(lt_bpe_t *b, const cJSON *bl, const char *path) {
+  b->add_prefix_space = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(bl, "add_prefix_space"));
+  return cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(bl, "use_regex")) ? 0 : add_stage(b, path, PAT_GPT2, 0, SPLIT_ISOLATED, 0);
+}
+
+/* The normalizer (none or NFC) and the pre-tokenizer: Split stages, then ByteLevel. */
 static int parse_pipeline(lt_bpe_t *b, const cJSON *root, const char *path) {
   const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-  if (norm && !cJSON_IsNull(norm)) {
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(norm, "type");
+  const cJSON *nty = cJSON_GetObjectItemCaseSensitive(norm, "type");
+  const cJSON *nlist = cJSON_IsString(nty) && strcmp(nty->valuestring, "Sequence") == 0
+                           ? cJSON_GetObjectItemCaseSensitive(norm, "normalizers")
+                           : NULL; /* a Sequence of NFCs (or of nothing: DeepSeek-V3's) */
+  if (nlist && !cJSON_IsArray(nlist)) return unsupported(path, "this normalizer sequence");
+  for (const cJSON *n = nlist ? nlist->child : norm && !cJSON_IsNull(norm) ? norm : NULL; n; n = nlist ? n->next : NULL) {
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(n, "type");
     if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "NFC") != 0) return unsupported(path, "normalizer other than NFC");
     b->nfc = 1;
   }
   const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(pre, "type");
   if (!cJSON_IsString(ty)) return unsupported(path, "a tokenizer without pre_tokenizer");
-  const cJSON *bl = NULL, *split = NULL;
-  if (strcmp(ty->valuestring, "ByteLevel") == 0) {
-    bl = pre;
-  } else if (strcmp(ty->valuestring, "Sequence") == 0) {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
-    if (cJSON_GetArraySize(list) != 2) return unsupported(path, "this pre_tokenizer sequence");
-    split = list->child;
-    bl = list->child->next;
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(split, "type");
-    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(bl, "type");
-    if (!cJSON_IsString(st) || strcmp(st->valuestring, "Split") || !cJSON_IsString(bt) || strcmp(bt->valuestring, "ByteLevel"))
-      return unsupported(path, "a pre_tokenizer sequence other than Split + ByteLevel");
-  } else {
-    return unsupported(path, "this pre_tokenizer type");
+  if (strcmp(ty->valuestring, "ByteLevel") == 0) return add_byte_level(b, pre, path);
+  if (strcmp(ty->valuestring, "Sequence") != 0) return unsupported(path, "this pre_tokenizer type");
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+  int rc = 0, byte_level = 0;
+  for (const cJSON *p = cJSON_IsArray(list) ? list->child : NULL; p && rc == 0; p = p->next) {
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "type");
+    if (byte_level || !cJSON_IsString(st)) return unsupported(path, "a pre_tokenizer sequence other than Splits then ByteLevel");
+    if (strcmp(st->valuestring, "Split") == 0) {
+      rc = add_split(b, p, path);
+    } else if (strcmp(st->valuestring, "ByteLevel") == 0) {
+      byte_level = 1;
+      rc = add_byte_level(b, p, path);
+    } else {
+      return unsupported(path, "a pre_tokenizer sequence other than Splits then ByteLevel");
+    }
   }
-  const cJSON *ur = cJSON_GetObjectItemCaseSensitive(bl, "use_regex");
-  const cJSON *aps = cJSON_GetObjectItemCaseSensitive(bl, "add_prefix_space");
-  b->add_prefix_space = cJSON_IsTrue(aps);
-  if (!split) {
-    if (cJSON_IsFalse(ur)) return unsupported(path, "ByteLevel without its regex and without a Split");
-    b->pre = PRE_GPT2;
-    return 0;
-  }
-  if (cJSON_IsTrue(ur)) return unsupported(path, "a Split followed by ByteLevel with use_regex");
-  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
-  const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
-  const cJSON *inv = cJSON_GetObjectItemCaseSensitive(split, "invert");
-  if (!cJSON_IsString(pat) || !cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") || cJSON_IsTrue(inv))
-    return unsupported(path, "this Split pre-tokenizer");
-  if (strcmp(pat->valuestring, PAT_QWEN2) == 0)
-    b->pre = PRE_QWEN2;
-  else if (strcmp(pat->valuestring, PAT_LLAMA3) == 0)
-    b->pre = PRE_LLAMA3;
-  else if (strcmp(pat->valuestring, PAT_GPT2) == 0)
-    b->pre = PRE_GPT2;
-  else
-    return lt_error_set(LT_EUNSUPP, "%s: pre-tokenizer pattern %.80s… is not one of GPT-2, Llama-3, Qwen2 (docs/tokenizer.md)",
-                        path, pat->valuestring);
-  return 0;
+  return rc == 0 && !byte_level ? unsupported(path, "a pre_tokenizer sequence without ByteLevel") : rc;
 }
 
 static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const char *path) {
@@ -360,71 +430,82 @@ int lt_tokenizer_load(const char *path, lt_tokenizer_t **out) {
 
 /* ---- pre-tokenizer ---- */
 
-static int is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
-static int is_other(uint32_t c) { return !lt_uni_is_space(c) && !lt_uni_is_letter(c) && !lt_uni_is_number(c); }
-static uint32_t fold(uint32_t c) { return c == 0x17F ? 's' : (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+/* Pieces of one stage, streamed: the text is cut into segments (matches and
+ * the gaps between them), which the behaviour keeps, drops or joins as
+ * Hugging Face's Split does; each piece goes to the next stage, and after the
+ * last one to the BPE. */
+typedef struct {
+  const lt_bpe_t *b;
+  const char *s;
+  pcre2_match_data *md[MAX_STAGES];
+  int32_t **ids;
+  int *nids, *cap;
+} pre_t;
 
-/* Length of the contraction at c[i] ('s 't 're 've 'm 'll 'd), 0 if none. */
-static size_t contraction(const uint32_t *c, size_t n, size_t i, int ci) {
-  if (c[i] != '\'' || i + 1 >= n) return 0;
-  uint32_t x = ci ? fold(c[i + 1]) : c[i + 1];
-  if (x == 's' || x == 't' || x == 'm' || x == 'd') return 2;
-  if (i + 2 >= n) return 0;
-  uint32_t y = ci ? fold(c[i + 2]) : c[i + 2];
-  if ((x == 'r' && y == 'e') || (x == 'v' && y == 'e') || (x == 'l' && y == 'l')) return 3;
-  return 0;
+static int bpe_word(const lt_bpe_t *b, const char *w, size_t n, int32_t **ids, int *nids, int *cap);
+static int split(pre_t *p, int k, size_t start, size_t end);
+
+typedef struct {
+  size_t start, end; /* the pending piece; start == end: none */
+  int last_match;    /* its last segment was a match */
+} pending_t;
+
+static int flush(pre_t *p, int k, pending_t *q) {
+  int rc = q->end > q->start ? split(p, k + 1, q->start, q->end) : 0;
+  q->start = q->end;
+  return rc;
 }
 
-/* End of the whitespace alternatives at i (c[i] is whitespace). */
-static size_t whitespace(const uint32_t *c, size_t n, size_t i, int newline_rule) {
-  size_t m = i;
-  while (m < n && lt_uni_is_space(c[m])) m++;
-  if (newline_rule) { /* \s*[\r\n]+ : up to the run's last line break */
-    for (size_t k = m; k > i; k--)
-      if (is_crlf(c[k - 1])) return k;
+static int segment(pre_t *p, int k, pending_t *q, size_t start, size_t end, int match) {
+  const stage_t *st = &p->b->stage[k];
+  if (st->invert) match = !match;
+  int join;
+  switch (st->behavior) {
+  case SPLIT_REMOVED:
+    if (match) return 0;
+    join = 0;
+    break;
+  case SPLIT_MERGED_PREV: join = match && !q->last_match; break;                /* a match ends the piece before it */
+  case SPLIT_MERGED_NEXT: join = !match && q->last_match && q->end > q->start; break; /* a match starts the piece after it */
+  case SPLIT_CONTIGUOUS: join = match == q->last_match; break;
+  default: join = 0;
   }
-  if (m == n) return m;       /* \s+(?!\S) at the end of the text */
-  if (m - 1 > i) return m - 1; /* leave the last space to the next piece */
-  return m;                   /* \s+ */
+  int rc = 0;
+  if (!join || q->end == q->start) {
+    rc = flush(p, k, q);
+    q->start = start;
+  }
+  q->end = end;
+  q->last_match = st->behavior == SPLIT_MERGED_NEXT && join ? 0 : match;
+  return rc;
 }
 
-static size_t next_piece(pre_kind kind, const uint32_t *c, size_t n, size_t i) {
-  size_t k;
-  if (kind == PRE_GPT2) {
-    if ((k = contraction(c, n, i, 0))) return i + k;
-    size_t j = i + (c[i] == ' ' && i + 1 < n);
-    if (lt_uni_is_letter(c[j])) {
-      while (j < n && lt_uni_is_letter(c[j])) j++;
-      return j;
+/* Cuts s[start, end) at stage k's matches (past the last stage: one word). */
+static int split(pre_t *p, int k, size_t start, size_t end) {
+  if (k == p->b->nstages) return bpe_word(p->b, p->s + start, end - start, p->ids, p->nids, p->cap);
+  pending_t q = {start, start, 0};
+  size_t at = start, gap = start;
+  int rc = 0;
+  while (at < end && rc == 0) {
+    /* the piece alone is the subject: lookarounds and anchors see its ends, as in Hugging Face's */
+    const stage_t *st = &p->b->stage[k];
+    int m = (st->jit ? pcre2_jit_match : pcre2_match)(st->re, (PCRE2_SPTR)(p->s + start), end - start, at - start,
+                                                      PCRE2_NO_UTF_CHECK, p->md[k], NULL);
+    if (m == PCRE2_ERROR_NOMATCH) break;
+    if (m < 0) return lt_error_set(LT_EINVAL, "tokenizer: pre-tokenizer regex failed (PCRE2 error %d)", m);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->md[k]);
+    size_t ms = start + ov[0], me = start + ov[1];
+    if (me == ms) { /* an empty match cuts nothing: look again one character on */
+      at = ms + 1;
+      while (at < end && ((unsigned char)p->s[at] & 0xC0) == 0x80) at++;
+      continue;
     }
-    if (lt_uni_is_number(c[j])) {
-      while (j < n && lt_uni_is_number(c[j])) j++;
-      return j;
-    }
-    if (is_other(c[j])) {
-      while (j < n && is_other(c[j])) j++;
-      return j;
-    }
-    return whitespace(c, n, i, 0);
+    if (ms > gap) rc = segment(p, k, &q, gap, ms, 0);
+    if (rc == 0) rc = segment(p, k, &q, ms, me, 1);
+    at = gap = me;
   }
-  if ((k = contraction(c, n, i, 1))) return i + k;
-  if (lt_uni_is_letter(c[i]) || (!is_crlf(c[i]) && !lt_uni_is_number(c[i]) && i + 1 < n && lt_uni_is_letter(c[i + 1]))) {
-    size_t j = i + !lt_uni_is_letter(c[i]);
-    while (j < n && lt_uni_is_letter(c[j])) j++;
-    return j;
-  }
-  if (lt_uni_is_number(c[i])) {
-    size_t j = i + 1, lim = kind == PRE_LLAMA3 ? 3 : 1;
-    while (j < n && j - i < lim && lt_uni_is_number(c[j])) j++;
-    return j;
-  }
-  size_t j = i + (c[i] == ' ' && i + 1 < n && is_other(c[i + 1]));
-  if (is_other(c[j])) {
-    while (j < n && is_other(c[j])) j++;
-    while (j < n && is_crlf(c[j])) j++;
-    return j;
-  }
-  return whitespace(c, n, i, 1);
+  if (rc == 0 && gap < end) rc = segment(p, k, &q, gap, end, 0);
+  return rc == 0 ? flush(p, k, &q) : rc;
 }
 
 /* ---- BPE ---- */
@@ -476,13 +557,21 @@ static cand_t heap_pop(heap_t *q) {
   return top;
 }
 
+/* Words up to this many bytes (nearly all) merge in stack arrays: a word
+ * queues at most 3 candidates per byte, so its heap never grows. */
+#define SMALL_WORD 32
+
 static int bpe_word(const lt_bpe_t *b, const char *w, size_t n, int32_t **ids, int *nids, int *cap) {
   if (b->ignore_merges) {
     int32_t whole = vocab_find(b, w, n);
     if (whole >= 0) return lt_ids_push(ids, nids, cap, whole);
   }
-  int32_t *sym = malloc(sizeof *sym * n), *prev = malloc(sizeof *prev * n), *next = malloc(sizeof *next * n);
-  heap_t q = {0};
+  int32_t small[3][SMALL_WORD];
+  cand_t small_heap[3 * SMALL_WORD];
+  int big = n > SMALL_WORD;
+  int32_t *sym = big ? malloc(sizeof *sym * n) : small[0], *prev = big ? malloc(sizeof *prev * n) : small[1],
+          *next = big ? malloc(sizeof *next * n) : small[2];
+  heap_t q = {big ? NULL : small_heap, 0, big ? 0 : 3 * SMALL_WORD};
   int rc = 0;
   if (!sym || !prev || !next) {
     rc = lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
@@ -530,10 +619,12 @@ static int bpe_word(const lt_bpe_t *b, const char *w, size_t n, int32_t **ids, i
   }
   for (int32_t i = 0; i >= 0 && rc == 0; i = next[i]) rc = lt_ids_push(ids, nids, cap, sym[i]);
 out:
-  free(sym);
-  free(prev);
-  free(next);
-  free(q.h);
+  if (big) {
+    free(sym);
+    free(prev);
+    free(next);
+    free(q.h);
+  }
   return rc;
 }
 
@@ -558,29 +649,17 @@ static int encode_plain(const lt_tokenizer_t *t, const char *s, size_t n, int32_
     s = pre;
     len++;
   }
-  /* Code points with their byte offsets. */
-  uint32_t *cp = malloc(sizeof *cp * (len + 1));
-  size_t *off = malloc(sizeof *off * (len + 1));
-  size_t nc = 0;
-  if (!cp || !off) rc = lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
-  for (size_t i = 0; i < len && rc == 0;) {
-    int l = lt_utf8_decode(s + i, len - i, &cp[nc]);
-    if (!l) {
-      rc = lt_error_set(LT_EINVAL, "tokenizer: invalid UTF-8 at byte %zu", i);
-      break;
-    }
-    off[nc++] = i;
+  for (size_t i = 0; i < len && rc == 0;) { /* the regexes then skip PCRE2's own check */
+    uint32_t cp;
+    int l = lt_utf8_decode(s + i, len - i, &cp);
+    if (!l) rc = lt_error_set(LT_EINVAL, "tokenizer: invalid UTF-8 at byte %zu", i);
     i += (size_t)l;
   }
-  if (rc == 0) off[nc] = len;
-  for (size_t i = 0; i < nc && rc == 0;) {
-    size_t j = next_piece(b->pre, cp, nc, i);
-    if (j <= i) j = i + 1;
-    rc = bpe_word(b, s + off[i], off[j] - off[i], ids, nids, cap);
-    i = j;
-  }
-  free(cp);
-  free(off);
+  pre_t p = {.b = b, .s = s, .ids = ids, .nids = nids, .cap = cap};
+  for (int k = 0; k < b->nstages && rc == 0; k++)
+    if (!(p.md[k] = pcre2_match_data_create_from_pattern(b->stage[k].re, NULL))) rc = lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
+  if (rc == 0 && len) rc = split(&p, 0, 0, len);
+  for (int k = 0; k < b->nstages; k++) pcre2_match_data_free(p.md[k]);
   free(pre);
   free(norm);
   return rc;

@@ -1,5 +1,5 @@
-/* The Unicode the tokenizers need: UTF-8 decoding, letter/number/whitespace
- * classes (for the pre-tokenizer regexes) and NFC normalisation. */
+/* The Unicode the tokenizers need beside the pre-tokenizer's regexes (PCRE2):
+ * UTF-8 decoding and encoding, and NFC normalisation (utf8proc). */
 #ifndef LT_TEXT_UNICODE_H
 #define LT_TEXT_UNICODE_H
 
@@ -11,10 +11,6 @@
 int lt_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* Encodes cp; returns the byte count (1..4). */
 int lt_utf8_encode(uint32_t cp, char *out);
-
-int lt_uni_is_letter(uint32_t cp);     /* \p{L} */
-int lt_uni_is_number(uint32_t cp);     /* \p{N} */
-int lt_uni_is_space(uint32_t cp);      /* \s: the White_Space property */
 
 /* NFC of valid UTF-8 text (malloc'd, NUL-terminated); LT_EINVAL on invalid UTF-8. */
 int lt_uni_nfc(const char *s, size_t n, char **out, size_t *outlen);

@@ -9,6 +9,7 @@
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 #include "tests/support/harness.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -172,4 +173,76 @@ Test(tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer)
   lt_tokenizer_free(hf);
   lt_tokenizer_free(byte);
   lt_test_rmdir(dir);
+}
+
+/* Encodes text with a tokenizer whose pre-tokenizer is `split` (a Split
+ * object's JSON) then ByteLevel, and whose vocabulary is the letters, '-', '1'
+ * to '4' and ' ' plus the words of `pieces` (ignore_merges: a piece in the
+ * vocabulary is one id), and returns the pieces the ids spell, '|'-joined. */
+static char *pieces_of(const char *split, const char *words, const char *text) {
+  char *dir = lt_test_tmpdir("split");
+  char p[4096], *json = NULL;
+  snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+  lt_buf_t v = {0};
+  int id = 0;
+  for (const char *c = "abcdefghijklmnopqrstuvwxyz-1234"; *c; c++) lt_buf_printf(&v, "%s\"%c\": %d", id ? ", " : "", *c, id), id++;
+  lt_buf_printf(&v, ", \"\\u0120\": %d", id++); /* ' ' in the byte-level alphabet */
+  char w[64];
+  for (const char *s = words; sscanf(s, "%63s", w) == 1; s = strstr(s, w) + strlen(w)) lt_buf_printf(&v, ", \"%s\": %d", w, id++);
+  cr_assert_eq(lt_buf_ok(&v), 0);
+  cr_assert(asprintf(&json, "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
+                            "\"pretokenizers\": [%s, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
+                            "\"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"vocab\": {%s}, \"merges\": []}}",
+                   split, v.data) > 0);
+  lt_test_write(p, json);
+  lt_tokenizer_t *t;
+  cr_assert_eq(lt_tokenizer_load(p, &t), 0, "%s", lt_error_msg());
+  int32_t *ids;
+  int n;
+  cr_assert_eq(lt_tokenizer_encode(t, text, strlen(text), &ids, &n), 0, "%s", lt_error_msg());
+  lt_buf_t out = {0};
+  for (int i = 0; i < n; i++) {
+    char *d;
+    size_t dl;
+    cr_assert_eq(lt_tokenizer_decode(t, &ids[i], 1, 0, &d, &dl), 0);
+    lt_buf_printf(&out, "%s%s", i ? "|" : "", d);
+    free(d);
+  }
+  lt_buf_append(&out, "", 1);
+  free(ids), free(json);
+  lt_buf_free(&v);
+  lt_tokenizer_free(t);
+  lt_test_rmdir(dir);
+  return lt_buf_take(&out);
+}
+
+/* Any Split loads (PCRE2): its behaviours as Hugging Face documents them for
+ * "-" on "the-final--countdown", invert, and a regex of none of the known
+ * families.  A piece missing from the vocabulary would come out as letters. */
+Test(tokenizer, split_pre_tokenizers_of_every_behaviour) {
+  static const struct { const char *behavior, *words, *want; } cases[] = {
+      {"Removed", "the final countdown", "the|final|countdown"},
+      {"Isolated", "the final countdown", "the|-|final|-|-|countdown"},
+      {"MergedWithPrevious", "the- final- countdown", "the-|final-|-|countdown"},
+      {"MergedWithNext", "the -final -countdown", "the|-final|-|-countdown"},
+      {"Contiguous", "the final -- countdown", "the|-|final|--|countdown"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char split[256];
+    snprintf(split, sizeof split, "{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"%s\", \"invert\": false}",
+             cases[i].behavior);
+    char *got = pieces_of(split, cases[i].words, "the-final--countdown");
+    cr_expect_str_eq(got, cases[i].want, "%s", cases[i].behavior);
+    free(got);
+  }
+  /* invert: the matches are the pieces kept */
+  char *got = pieces_of("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[a-z]+\"}, \"behavior\": \"Removed\", \"invert\": true}",
+                        "the final countdown", "the-final--countdown");
+  cr_expect_str_eq(got, "the|final|countdown");
+  free(got);
+  /* a pattern of no known family: digits in pairs, lookahead, \s */
+  got = pieces_of("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\d{1,2}|[a-z]+(?=\\\\s)|\\\\s\"}, \"behavior\": \"Isolated\"}",
+                  "12 34 ab", "1234ab cd");
+  cr_expect_str_eq(got, "12|34|ab| |c|d");
+  free(got);
 }
