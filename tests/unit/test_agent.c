@@ -157,14 +157,15 @@ Test(agent, prompts_follow_the_models_chat_template) {
 }
 
 /* The agent loop builds template variables as the OpenAI layer does: a task
- * whose tools list is empty renders as one without tools. */
+ * whose tools list is empty renders as one without tools; and the first
+ * prompt is the template's whole render. */
 Test(agent, an_empty_tools_list_renders_as_no_tools) {
   char dir[] = "/tmp/lt-agent-tools-XXXXXX", path[64];
   cr_assert(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   FILE *f = fopen(path, "w");
   cr_assert(f);
-  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<<{{ m.role }}>>"
+  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"[BOS]{% for m in messages %}<<{{ m.role }}>>"
         "{% if tools is defined %}TOOLS{% endif %}{{ m.content }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}\"}",
         f);
   fclose(f);
@@ -178,7 +179,8 @@ Test(agent, an_empty_tools_list_renders_as_no_tools) {
   run_with(&co, 1, chat, fmt, "done", &g, &text);
   spec_tools = NULL;
   cr_expect_eq(count(text, "TOOLS"), 0, "%s", text);
-  cr_expect(!strncmp(text, "<<user>>ORIGINAL-QUESTION", 25), "%s", text);
+  /* a fresh context is the whole render: what comes before the first message included */
+  cr_expect(!strncmp(text, "[BOS]<<user>>ORIGINAL-QUESTION", 30), "%s", text);
   free(text);
   lt_msg_free(&g.traj);
   lt_chat_template_free(chat);
