@@ -17,8 +17,8 @@
 # WERROR=1 (warnings are errors), V=1 (show commands).
 
 VERSION := 0.1.0
-LAYERS  := util proto net buffer learner train sandbox envs rewards rollout orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libzstd
+LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout orchestrator cli
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd
 
 VARIANT ?= release
 CUDA    ?= auto

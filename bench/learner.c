@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "learner/engine.h"
+#include "infer/engine.h"
 #include "learner/model.h"
 #include "util/error.h"
 #include "util/fs.h"

@@ -4,8 +4,9 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "learner/engine.h"
-#include "learner/tokenizer.h"
+#include "infer/engine.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

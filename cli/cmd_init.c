@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "learner/model.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"

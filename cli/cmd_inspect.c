@@ -10,7 +10,7 @@
 #include "buffer/buffer.h"
 #include "cli/commands.h"
 #include "learner/model.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

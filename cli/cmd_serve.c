@@ -1,5 +1,5 @@
 /* `longtail serve --model DIR [--port P]`: the builtin engine behind the
- * OpenAI-compatible layer (rollout/oai.h: /v1/completions,
+ * OpenAI-compatible layer (infer/oai.h: /v1/completions,
  * /v1/chat/completions, /v1/models), plus /health and SGLang's
  * /update_weights_from_disk, on one libuv loop.  Each choice is a fresh
  * engine session; concurrent ones share batched decode steps through the
@@ -12,12 +12,12 @@
 #include <time.h>
 
 #include "cli/commands.h"
-#include "learner/chat_template.h"
+#include "text/chat_template.h"
 #include "learner/model.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "net/http.h"
-#include "rollout/backend.h"
-#include "rollout/oai.h"
+#include "infer/backend.h"
+#include "infer/oai.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"

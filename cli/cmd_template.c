@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "cli/commands.h"
-#include "learner/chat_template.h"
+#include "text/chat_template.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

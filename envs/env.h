@@ -11,21 +11,9 @@
 #include <uv.h>
 
 #include "sandbox/sandbox.h"
+#include "text/toolcall.h"
 #include "util/config.h"
 #include "util/rng.h"
-
-/* A tool call parsed from the policy's text (rollout/ parses the XML format
- * <tool_call><name>N</name><arg name="K">V</arg>…</tool_call>). */
-typedef struct {
-  char *name;
-  char *value;
-} lt_tool_arg_t;
-
-typedef struct {
-  char *name;
-  lt_tool_arg_t *args;
-  int nargs;
-} lt_tool_call_t;
 
 typedef struct lt_envs lt_envs_t;
 typedef struct lt_episode lt_episode_t;

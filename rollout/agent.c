@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -140,15 +140,9 @@ static int queue_one(lt_agent_t *a, const char *role, const char *content) {
 static int is_marker(const cJSON *m);
 
 static int render_chat(const lt_agent_t *a, const cJSON *msgs, int gen_prompt, char **text, size_t *len) {
-  cJSON *vars = cJSON_CreateObject();
-  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools");
-  int rc = vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)msgs) &&
-                   (!cJSON_IsArray(tools) || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
-                   cJSON_AddBoolToObject(vars, "add_generation_prompt", gen_prompt)
-               ? 0
-               : lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (rc == 0 && (rc = lt_chat_template_render(a->ctx->chat, vars, text, len)) < 0) lt_error_wrap(rc, "chat template");
-  cJSON_Delete(vars);
+  int rc = lt_chat_render(a->ctx->chat, a->ctx->tool_format, msgs, cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools"),
+                          gen_prompt, text, len);
+  if (rc < 0) lt_error_wrap(rc, "chat template");
   return rc;
 }
 
@@ -168,31 +162,34 @@ static cJSON *refs(const cJSON *hist, const cJSON *msgs) {
 /* render(hist + msgs, with the generation prompt) past render(hist), or NULL
  * when the first does not extend the second. */
 static int extend(const lt_agent_t *a, const cJSON *hist, const cJSON *msgs, char **base, size_t *blen, const char **delta,
-                  size_t *dlen, char **full) {
+                  size_t *dlen, char **full, size_t *flen) {
   cJSON *h = refs(hist, NULL), *all = refs(hist, msgs);
-  size_t flen = 0;
+  *flen = 0;
   int rc = h && all ? 0 : lt_error_set(LT_ENOMEM, "agent: out of memory");
   if (rc == 0) rc = render_chat(a, h, 0, base, blen);
-  if (rc == 0) rc = render_chat(a, all, 1, full, &flen);
+  if (rc == 0) rc = render_chat(a, all, 1, full, flen);
   cJSON_Delete(h);
   cJSON_Delete(all);
   *delta = NULL;
-  if (rc == 0 && flen >= *blen && memcmp(*full, *base, *blen) == 0) *delta = *full + *blen, *dlen = flen - *blen;
+  if (rc == 0 && *flen >= *blen && memcmp(*full, *base, *blen) == 0) *delta = *full + *blen, *dlen = *flen - *blen;
   return rc;
 }
 
-/* The text the template adds for `msgs` after `hist` (NULL: a fresh context).
- * Earlier turns stay in the context as they are (generated tokens are never
- * re-tokenized): after the stop token that ended the last turn comes what the
- * template writes after it, then render(hist + msgs) past render(hist).  A
- * template that renders earlier turns differently once more follow (Qwen3
- * drops old reasoning at a new user turn) gets msgs rendered on their own. */
+/* The text the template adds for `msgs` after `hist` (NULL: a fresh context,
+ * the whole render, with what the template writes before any message: a BOS,
+ * Qwen3's tools block).  Earlier turns stay in the context as they are
+ * (generated tokens are never re-tokenized): after the stop token that ended
+ * the last turn comes what the template writes after it, then
+ * render(hist + msgs) past render(hist).  A template that renders earlier
+ * turns differently once more follow (Qwen3 drops old reasoning at a new user
+ * turn) gets msgs rendered on their own. */
 static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, lt_buf_t *out) {
   static const cJSON empty = {.type = cJSON_Array};
   char *base = NULL, *full = NULL;
-  size_t blen = 0, dlen = 0;
+  size_t blen = 0, dlen = 0, flen = 0;
   const char *delta;
-  int rc = extend(a, hist ? hist : &empty, msgs, &base, &blen, &delta, &dlen, &full);
+  int rc = extend(a, hist ? hist : &empty, msgs, &base, &blen, &delta, &dlen, &full, &flen);
+  if (rc == 0 && !hist) delta = full, dlen = flen;
   if (rc == 0 && hist && a->stop_text && a->stop_text[0]) {
     const char *q = NULL;
     for (const char *s = base; (s = strstr(s, a->stop_text)); s++) q = s;
@@ -201,7 +198,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
   if (rc == 0 && !delta && hist) {
     free(base), free(full);
     base = full = NULL;
-    rc = extend(a, &empty, msgs, &base, &blen, &delta, &dlen, &full);
+    rc = extend(a, &empty, msgs, &base, &blen, &delta, &dlen, &full, &flen);
   }
   if (rc == 0 && !delta) rc = lt_error_set(LT_EINVAL, "chat template: rendering more messages changes the earlier text");
   if (rc == 0) lt_buf_append(out, delta, dlen);

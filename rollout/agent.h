@@ -8,12 +8,12 @@
 #define LT_ROLLOUT_AGENT_H
 
 #include "envs/env.h"
-#include "learner/chat_template.h"
+#include "text/chat_template.h"
 #include "proto/proto.h"
 #include "rewards/reward.h"
-#include "rollout/backend.h"
+#include "infer/backend.h"
 #include "rollout/gateway.h"
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 
 /* Context management (rollout.keep_reasoning, rollout.compression; seed 004
  * §3.3.2, seed 002's thinking retention).  A rewrite starts a new context: the

@@ -1,7 +1,7 @@
 /* The agent gateway (docs/agent-gateway.md): an `agent` environment's episode
  * is played by an unmodified agent program that talks to an OpenAI-compatible
  * endpoint.  Each worker serves one such endpoint on loopback (the shared
- * OpenAI layer, rollout/oai.h), authenticates every call by its episode's
+ * OpenAI layer, infer/oai.h), authenticates every call by its episode's
  * token and hands it to that episode (rollout/agent.c), which generates with
  * the worker's backend and records the exact tokens it returned. */
 #ifndef LT_ROLLOUT_GATEWAY_H
@@ -9,7 +9,7 @@
 
 #include <uv.h>
 
-#include "rollout/oai.h"
+#include "infer/oai.h"
 
 /* ---- the program of an episode (rollout/program.c) ---- */
 

@@ -13,7 +13,7 @@
 #include "net/zsock.h"
 #include "rewards/reward.h"
 #include "rollout/agent.h"
-#include "rollout/backend.h"
+#include "infer/backend.h"
 #include "rollout/fetch.h"
 #include "rollout/outbox.h"
 #include "rollout/spool.h"

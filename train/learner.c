@@ -9,7 +9,7 @@
 
 #include "learner/dist.h"
 #include "learner/ranks.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"

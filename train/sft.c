@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/chat_template.h"
-#include "learner/tokenizer.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "learner/trainer.h"
 #include "train/internal.h"
 #include "util/error.h"

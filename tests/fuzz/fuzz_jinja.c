@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/jinja.h"
+#include "text/jinja.h"
 
 static const char CONVERSATION[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"hi\"},"

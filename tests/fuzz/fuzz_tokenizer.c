@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/fuzz/memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,10 +1,11 @@
 /* libFuzzer target: the tool-call parsers read model output, so any bytes
  * must parse or be counted malformed, in every format, within their bounds,
  * without a sanitizer report. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rollout/toolcall.h"
+#include "text/toolcall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int f = LT_TOOLFMT_XML; f <= LT_TOOLFMT_DEEPSEEK; f++) {

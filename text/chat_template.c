@@ -1,0 +1,244 @@
+/* Chat rendering: a model's own template (loading, the choice among named
+ * templates, bos/eos), the one builder of template variables, and ChatML as
+ * text and as token ids. */
+#include "text/chat_template.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/jinja.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+
+#define MAX_TEMPLATES 16
+
+struct lt_chat_template {
+  int n;
+  char *name[MAX_TEMPLATES];
+  char *src[MAX_TEMPLATES];
+  lt_jinja_t *tpl[MAX_TEMPLATES];
+  cJSON *bos, *eos; /* NULL: absent from the config */
+};
+
+/* A special token: a string, null, or an AddedToken object's "content". */
+static cJSON *token_value(const cJSON *cfg, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+  if (!v) return NULL;
+  if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+  if (cJSON_IsString(v)) return cJSON_CreateString(v->valuestring);
+  return cJSON_CreateNull();
+}
+
+static int add(lt_chat_template_t *t, const char *path, const char *name, const char *src) {
+  if (t->n == MAX_TEMPLATES) return lt_error_set(LT_EFORMAT, "%s: chat_template: more than %d named templates", path, MAX_TEMPLATES);
+  int i = t->n;
+  if (!(t->name[i] = strdup(name)) || !(t->src[i] = strdup(src))) {
+    free(t->name[i]);
+    return lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  t->n++;
+  int rc = lt_jinja_compile(src, strlen(src), &t->tpl[i]);
+  if (rc < 0) return lt_error_wrap(rc, "%s: chat_template %s", path, name);
+  return 0;
+}
+
+int lt_chat_template_load(const char *path, lt_chat_template_t **out) {
+  *out = NULL;
+  char file[4096];
+  if (lt_fs_is_dir(path)) {
+    if (lt_path_join(file, sizeof file, path, "tokenizer_config.json") < 0) return lt_error_set(LT_ERANGE, "%s: path too long", path);
+  } else if (strlen(path) >= sizeof file) {
+    return lt_error_set(LT_ERANGE, "%s: path too long", path);
+  } else {
+    strcpy(file, path);
+  }
+  if (!lt_fs_exists(file)) return lt_error_set(LT_ENOENT, "%s: no such file", file);
+  cJSON *cfg;
+  int rc = lt_json_parse_file(file, &cfg);
+  if (rc < 0) return rc;
+  lt_chat_template_t *t = calloc(1, sizeof *t);
+  if (!t) {
+    cJSON_Delete(cfg);
+    return lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+  if (!ct || cJSON_IsNull(ct)) {
+    rc = lt_error_set(LT_ENOENT, "%s: no chat_template", file);
+  } else if (cJSON_IsString(ct)) {
+    rc = add(t, file, "default", ct->valuestring);
+  } else if (cJSON_IsArray(ct)) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, ct) {
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name"), *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
+      if (!cJSON_IsString(nm) || !cJSON_IsString(tp)) {
+        rc = lt_error_set(LT_EFORMAT, "%s: chat_template: expected a list of {\"name\", \"template\"} strings", file);
+        break;
+      }
+      if ((rc = add(t, file, nm->valuestring, tp->valuestring)) < 0) break;
+    }
+    if (rc == 0 && t->n == 0) rc = lt_error_set(LT_ENOENT, "%s: chat_template is an empty list", file);
+  } else {
+    rc = lt_error_set(LT_EFORMAT, "%s: chat_template: expected a string or a list of named templates", file);
+  }
+  if (rc == 0) {
+    t->bos = token_value(cfg, "bos_token");
+    t->eos = token_value(cfg, "eos_token");
+  }
+  cJSON_Delete(cfg);
+  if (rc < 0) {
+    lt_chat_template_free(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+void lt_chat_template_free(lt_chat_template_t *t) {
+  if (!t) return;
+  for (int i = 0; i < t->n; i++) {
+    free(t->name[i]);
+    free(t->src[i]);
+    lt_jinja_free(t->tpl[i]);
+  }
+  cJSON_Delete(t->bos);
+  cJSON_Delete(t->eos);
+  free(t);
+}
+
+/* transformers' choice among named templates; -1 when none fits */
+static int pick(const lt_chat_template_t *t, int with_tools) {
+  if (t->n == 1 && strcmp(t->name[0], "default") == 0) return 0;
+  int def = -1;
+  for (int i = 0; i < t->n; i++) {
+    if (with_tools && strcmp(t->name[i], "tool_use") == 0) return i;
+    if (strcmp(t->name[i], "default") == 0) def = i;
+  }
+  return def;
+}
+
+const char *lt_chat_template_source(const lt_chat_template_t *t, int with_tools) {
+  int i = pick(t, with_tools);
+  return i < 0 ? NULL : t->src[i];
+}
+
+int lt_chat_template_render(const lt_chat_template_t *t, const cJSON *vars, char **text, size_t *len) {
+  *text = NULL;
+  if (vars && !cJSON_IsObject(vars)) return lt_error_set(LT_EINVAL, "template variables: expected a JSON object");
+  const cJSON *tools = vars ? cJSON_GetObjectItemCaseSensitive(vars, "tools") : NULL;
+  int i = pick(t, tools && !cJSON_IsNull(tools));
+  if (i < 0) return lt_error_set(LT_EINVAL, "no chat template named \"default\" (or \"tool_use\" with tools)");
+  /* bos/eos first, so the line's own keys come after them and override them */
+  cJSON *all = cJSON_CreateObject();
+  int rc = all ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
+  const cJSON *toks[2] = {t->bos, t->eos};
+  const char *names[2] = {"bos_token", "eos_token"};
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    if (!toks[k] || (vars && cJSON_GetObjectItemCaseSensitive(vars, names[k]))) continue;
+    cJSON *d = cJSON_Duplicate(toks[k], 1);
+    if (!d || !cJSON_AddItemToObject(all, names[k], d)) {
+      cJSON_Delete(d);
+      rc = lt_error_set(LT_ENOMEM, "out of memory");
+    }
+  }
+  /* the line's values by reference: a conversation is not copied per render */
+  for (cJSON *c = vars ? vars->child : NULL; c && rc == 0; c = c->next)
+    if (!cJSON_AddItemReferenceToObject(all, c->string, c)) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  if (rc == 0) rc = lt_jinja_render(t->tpl[i], all, NULL, text, len);
+  cJSON_Delete(all);
+  return rc;
+}
+
+/* ---- one conversation, rendered ---- */
+
+cJSON *lt_chat_vars(const cJSON *messages, const cJSON *tools, int gen) {
+  cJSON *vars = cJSON_CreateObject();
+  if (vars && cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)messages) &&
+      (!cJSON_IsArray(tools) || !tools->child || cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools)) &&
+      cJSON_AddBoolToObject(vars, "add_generation_prompt", gen))
+    return vars;
+  cJSON_Delete(vars);
+  return NULL;
+}
+
+/* ChatML as text: tools listed in a system message, earlier calls written in
+ * the policy's tool format. */
+static int render_chatml(lt_tool_format fmt, const cJSON *msgs, const cJSON *tools, int gen, lt_buf_t *out) {
+  if (cJSON_IsArray(tools) && tools->child) {
+    char *s = cJSON_PrintUnformatted(tools);
+    if (!s) return lt_error_set(LT_ENOMEM, "out of memory");
+    lt_buf_printf(out, LT_CHATML_START "system\n# Tools\n%s" LT_CHATML_END "\n", s);
+    free(s);
+  }
+  for (const cJSON *m = msgs ? msgs->child : NULL; m; m = m->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    lt_buf_printf(out, LT_CHATML_START "%s\n%s", cJSON_IsString(role) ? role->valuestring : "",
+                  cJSON_IsString(content) ? content->valuestring : "");
+    lt_toolcall_write(fmt, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), out);
+    lt_buf_puts(out, LT_CHATML_END "\n");
+  }
+  if (gen) lt_buf_puts(out, LT_CHATML_START "assistant\n");
+  return lt_buf_ok(out);
+}
+
+int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, const cJSON *tools, int gen,
+                   char **text, size_t *len) {
+  *text = NULL;
+  *len = 0;
+  if (!t) {
+    lt_buf_t b = {0};
+    int rc = render_chatml(fmt, messages, tools, gen, &b);
+    if (rc < 0) {
+      lt_buf_free(&b);
+      return rc;
+    }
+    *len = b.len;
+    *text = lt_buf_take(&b);
+    return 0;
+  }
+  cJSON *vars = lt_chat_vars(messages, tools, gen);
+  int rc = vars ? lt_chat_template_render(t, vars, text, len) : lt_error_set(LT_ENOMEM, "out of memory");
+  cJSON_Delete(vars);
+  return rc;
+}
+
+/* ---- ChatML as token ids ---- */
+
+static const char *role_name(lt_role r) {
+  switch (r) {
+  case LT_ROLE_SYSTEM: return "system";
+  case LT_ROLE_USER: return "user";
+  case LT_ROLE_ASSISTANT: return "assistant";
+  default: return "tool";
+  }
+}
+
+int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap) {
+  int32_t st = lt_tokenizer_special(t, LT_CHATML_START);
+  if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_START " token for the chat format");
+  int rc = lt_ids_push(ids, n, cap, st);
+  if (rc == 0) rc = lt_ids_text(t, role_name(role), ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
+  return rc;
+}
+
+int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
+  int32_t en = lt_tokenizer_special(t, LT_CHATML_END);
+  if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_END " token for the chat format");
+  int rc = lt_ids_push(ids, n, cap, en);
+  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
+  return rc;
+}
+
+int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap) {
+  int rc = lt_chat_open(t, role, ids, n, cap);
+  if (rc == 0) rc = lt_ids_text(t, content, ids, n, cap);
+  if (rc == 0) rc = lt_chat_close(t, ids, n, cap);
+  return rc;
+}
+
+lt_role lt_role_parse(const char *r) {
+  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
+}
+
