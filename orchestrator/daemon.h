@@ -27,8 +27,4 @@ typedef struct {
 /* Runs the job to completion or a signal; returns the exit code. */
 int lt_daemon_run(const lt_daemon_opts_t *o);
 
-/* The buffer's record of a wire trajectory, as ingestion stores it: its arrays borrowed, its JSON printed (the
- * caller frees r->components and r->messages). */
-int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r);
-
 #endif

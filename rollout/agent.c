@@ -8,6 +8,7 @@
 #include "rollout/toolcall.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -21,7 +22,8 @@ struct lt_agent {
   uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
   int finishing, reward_pending, discarded, closed;
   /* the trajectory so far */
-  int n, cap, R;
+  int n, R;
+  size_t cap;
   int32_t *tokens, *versions, *support;
   int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
   size_t nsids, sids_cap;
@@ -84,26 +86,9 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
 }
 
 static int grow(lt_agent_t *a, int need) {
-  if (a->n + need <= a->cap) return 0;
-  int cap = a->cap ? a->cap : 256;
-  while (cap < a->n + need) cap *= 2;
-  void *p;
-#define RE(field, n)                                   \
-  if (!(p = realloc(a->field, sizeof *a->field * (n)))) \
-    return lt_error_set(LT_ENOMEM, "agent: out of memory"); \
-  a->field = p;
-  RE(tokens, (size_t)cap);
-  RE(versions, (size_t)cap);
-  RE(support, (size_t)cap);
-  RE(logprobs, (size_t)cap);
-  RE(mask, (size_t)cap);
-  if (a->R) {
-    RE(rids, (size_t)cap * a->R);
-    RE(rprobs, (size_t)cap * a->R);
-  }
-#undef RE
-  a->cap = cap;
-  return 0;
+  lt_grow_t arr[] = {LT_GROW(a->tokens), LT_GROW(a->versions), LT_GROW(a->support), LT_GROW(a->logprobs),
+                     LT_GROW(a->mask), LT_GROW_K(a->rids, a->R), LT_GROW_K(a->rprobs, a->R)};
+  return lt_grow(&a->cap, (size_t)(a->n + need), 256, arr, sizeof arr / sizeof *arr);
 }
 
 /* Context tokens (prompt, chat markup, observations): loss mask 0. */
@@ -509,13 +494,9 @@ static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
   size_t n = 0;
   for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
   if (!n) return 0;
-  if (a->nsids + n > a->sids_cap) {
-    size_t cap = a->sids_cap ? 2 * a->sids_cap : 1024;
-    while (cap < a->nsids + n) cap *= 2;
-    int32_t *p = realloc(a->sids, sizeof *p * cap);
-    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    a->sids = p, a->sids_cap = cap;
-  }
+  lt_grow_t arr[] = {LT_GROW(a->sids)};
+  int rc = lt_grow(&a->sids_cap, a->nsids + n, 1024, arr, 1);
+  if (rc < 0) return rc;
   memcpy(a->sids + a->nsids, t->support_ids, sizeof *a->sids * n);
   a->nsids += n;
   return 0;

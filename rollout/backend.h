@@ -109,7 +109,8 @@ struct lt_gen {
   void *ud;
   int len;                 /* tokens in the context */
   /* this turn's output */
-  int n, cap;
+  int n;
+  size_t cap;
   int32_t *tokens, *support, *versions;
   int32_t *sids;           /* support ids of this turn's tokens */
   size_t nsids, sids_cap;

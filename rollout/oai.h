@@ -192,7 +192,8 @@ struct lt_oai_gen {
   int live;              /* generating: cancel it if the call fails */
   int32_t *tokens;       /* every token reported, [0, n) */
   float *logprobs;
-  int n, cap;
+  int n;
+  size_t cap;
   int *ntop;             /* alternatives per token (top_logprobs) */
   int32_t *top_ids;      /* [cap][plan.top_logprobs] */
   float *top_lps;

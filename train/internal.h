@@ -6,7 +6,8 @@
 
 /* batch.c: trainer settings from the config, trajectories packed for a step */
 typedef struct {
-  int n, cap;                /* sequences packed (a trajectory of several contexts packs each), room for */
+  int n;                     /* sequences packed (a trajectory of several contexts packs each) */
+  size_t cap;                /* room for, in the per-sequence arrays */
   int *start;                /* [n + 1] */
   int32_t *tokens, *support;
   int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */

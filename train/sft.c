@@ -13,6 +13,7 @@
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/grow.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -21,28 +22,15 @@
 typedef struct {
   int32_t *ids;
   uint8_t *mask;
-  int n, cap, start_cap, nseq, *start;
+  int n, nseq, *start;
+  size_t cap, start_cap;
 } pack_t;
 
 /* Room for one more sequence of n tokens. */
 static int pack_reserve(pack_t *p, int n) {
-  if (p->n + n > p->cap) {
-    int nc = (p->n + n) * 2;
-    int32_t *ni = realloc(p->ids, sizeof(int32_t) * (size_t)nc);
-    if (ni) p->ids = ni;
-    uint8_t *nm = ni ? realloc(p->mask, (size_t)nc) : NULL;
-    if (nm) p->mask = nm;
-    if (!ni || !nm) return lt_error_set(LT_ENOMEM, "sft: out of memory");
-    p->cap = nc;
-  }
-  if (p->nseq + 2 > p->start_cap) {
-    int nc = (p->nseq + 2) * 2;
-    int *ns = realloc(p->start, sizeof(int) * (size_t)nc);
-    if (!ns) return lt_error_set(LT_ENOMEM, "sft: out of memory");
-    p->start = ns;
-    p->start_cap = nc;
-  }
-  return 0;
+  lt_grow_t tok[] = {LT_GROW(p->ids), LT_GROW(p->mask)}, seq[] = {LT_GROW(p->start)};
+  int rc = lt_grow(&p->cap, (size_t)(p->n + n), 1024, tok, 2);
+  return rc < 0 ? rc : lt_grow(&p->start_cap, (size_t)p->nseq + 2, 16, seq, 1);
 }
 
 /* Appends one demonstration to the pack; 1 if it does not fit in max_len.

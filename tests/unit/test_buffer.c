@@ -19,14 +19,25 @@ static int32_t tokens[T] = {5, 6, 7, 8, 9, 10}, versions[T] = {-1, -1, 3, 3, 4, 
 static float logp[T] = {0, 0, -0.5f, -0.25f, -1, -2};
 static uint8_t mask[T] = {0, 0, 1, 1, 1, 1};
 
-static lt_traj_rec_t rec(int64_t task, int64_t group, const char *domain, double reward) {
-  return (lt_traj_rec_t){.task_id = task, .group_id = group, .domain = (char *)domain, .outcome = "ok",
-                         .finish = "truncated", .reason = "context_limit", .error = "", .truncated = 1,
-                         .has_reward = 1, .reward = reward, .components = "{\"correct\":1}",
-                         .messages = "[{\"role\":\"user\",\"content\":\"1+1=\"}]", .turns = 2, .ntokens = T,
-                         .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
-                         .support = support};
+/* The wire record a worker sends: its strings and arrays borrowed, its JSON made here (free with rec_free). */
+static lt_traj_t rec(int64_t task, int64_t group, const char *domain, double reward) {
+  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)group, .domain = (char *)domain,
+                 .status = LT_TRAJ_OK, .finish = LT_FINISH_TRUNCATED, .reason = "context_limit", .error = "",
+                 .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
+                 .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"1+1=\"}]"), .turns = 2,
+                 .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
+                 .support = support};
+  cr_assert(r.components && r.messages);
+  return r;
 }
+
+static void rec_free(lt_traj_t *r) {
+  cJSON_Delete(r->components);
+  cJSON_Delete(r->messages);
+}
+
+/* A JSON value as the buffer stores it (caller frees). */
+static char *json(const cJSON *v) { return cJSON_PrintUnformatted(v); }
 
 static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
   *dir = lt_test_tmpdir("buffer");
@@ -37,10 +48,11 @@ static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
 }
 
 static void insert(lt_buffer_t *b, int64_t task, int64_t group, const char *domain, double reward, int *dup) {
-  lt_traj_rec_t r = rec(task, group, domain, reward);
-  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .time_ms = task,
-                      .status = LT_SAMPLE_READY};
+  lt_traj_t r = rec(task, group, domain, reward);
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = -1,
+                      .time_ms = task, .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, dup), 0, "%s", lt_error_msg());
+  rec_free(&r);
 }
 
 Test(buffer, round_trip_and_one_trajectory_per_task) {
@@ -51,17 +63,19 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   cr_assert_eq(dup, 0);
   insert(b, 1, 1, "code", 1.0, &dup); /* a resent trajectory: refused, the first one kept */
   cr_assert_eq(dup, 1);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   lt_traj_meta_t m;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_ALL, &t, &m), 0, "%s", lt_error_msg());
   cr_assert_str_eq(t.domain, "arith");
   cr_assert_float_eq(t.reward, 0.5, 1e-12);
-  cr_assert_str_eq(t.outcome, "ok");
-  cr_assert_str_eq(t.finish, "truncated");
+  cr_assert_eq(t.status, LT_TRAJ_OK);
+  cr_assert_eq(t.finish, LT_FINISH_TRUNCATED);
   cr_assert_str_eq(t.reason, "context_limit");
-  cr_assert_str_eq(t.components, "{\"correct\":1}");
-  cr_assert_str_eq(t.messages, "[{\"role\":\"user\",\"content\":\"1+1=\"}]");
-  cr_assert_eq(t.truncated, 1);
+  char *c = json(t.components), *msgs = json(t.messages);
+  cr_assert_str_eq(c, "{\"correct\":1}");
+  cr_assert_str_eq(msgs, "[{\"role\":\"user\",\"content\":\"1+1=\"}]");
+  free(c), free(msgs);
+  cr_assert_eq(m.truncated, 1);
   cr_assert_eq(t.turns, 2);
   cr_assert_eq(t.ntokens, T);
   cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
@@ -75,21 +89,22 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   cr_assert_eq(m.version_max, 4);
   cr_assert_eq(m.status, LT_SAMPLE_READY);
   cr_assert_eq(m.consumed_step, -1);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   /* Packing asks for the arrays only: the texts are not read. */
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, &m), 0);
   cr_assert_null(t.messages);
   cr_assert_null(t.components);
-  cr_assert_eq(t.truncated, 1);
+  cr_assert_eq(m.truncated, 1);
   cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, &m), LT_ENOENT);
   lt_buffer_close(b);
   /* A read-only handle never writes. */
   cr_assert_eq(lt_buffer_open(path, LT_BUF_READONLY, &b), 0);
-  lt_traj_rec_t r = rec(2, 2, "arith", 0);
+  lt_traj_t r = rec(2, 2, "arith", 0);
   lt_traj_meta_t meta = {.worker = "w1", .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &meta, &dup), LT_EINVAL);
+  rec_free(&r);
   cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 1);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
@@ -149,7 +164,7 @@ Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
   cr_expect_eq(q.attempts, 1);
   cr_expect_str_eq(q.spec, "{\"q\":\"1+1\"}");
   lt_buffer_quarantined_free(&q);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   lt_traj_meta_t m;
   cr_expect_eq(lt_buffer_traj_load(b, 3, LT_LOAD_TOKENS, &t, &m), LT_ENOENT, "moved out of trajectories");
   cr_expect_eq(lt_buffer_count_tasks(b, LT_TASK_QUEUED), 1, "queued again, in the same transaction");
@@ -260,7 +275,7 @@ Test(buffer, damage_is_reported_not_trusted) {
                SQLITE_OK);
   sqlite3_close(db);
   cr_assert_eq(lt_buffer_open(path, LT_BUF_CHECK, &b), 0, "%s", lt_error_msg());
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), LT_ECORRUPT);
   cr_assert(strstr(lt_error_msg(), "task 1"), "%s", lt_error_msg());
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, NULL), LT_ECORRUPT); /* no payload */
@@ -307,13 +322,13 @@ static const char *V1 =
     "x'0100000002000000', x'0000000000000000', x'0001', x'ffffffff00000000', x'0000000004000000', '[]');";
 
 static void expect_unknown_sampling(lt_buffer_t *b) {
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 5, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_expect_eq(t.ntokens, 2);
   cr_expect_eq(t.support[1], 4, "schema 1 recorded only the set's size");
   cr_expect_null(t.support_ids);
   cr_expect_lt(t.temperature, 0, "an unrecorded temperature reads as unknown");
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
 }
 
 Test(buffer, schema_1_is_migrated) {
@@ -349,21 +364,22 @@ Test(buffer, sequence_starts_round_trip) {
   char *dir, path[4200];
   lt_buffer_t *b = fresh(&dir, path, sizeof path);
   int32_t starts[3] = {0, 2, 4};
-  lt_traj_rec_t r = rec(1, 1, "agent", 0.5);
+  lt_traj_t r = rec(1, 1, "agent", 0.5);
   r.nseqs = 3, r.seq_starts = starts;
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  rec_free(&r);
   insert(b, 2, 2, "agent", 0.5, &dup);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_assert_eq(t.nseqs, 3);
   cr_assert(t.seq_starts[0] == 0 && t.seq_starts[1] == 2 && t.seq_starts[2] == 4);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_assert_eq(t.nseqs, 0);
   cr_assert_null(t.seq_starts);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
