@@ -298,10 +298,7 @@ void lt__check_done(lt_daemon_t *d) {
   int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0 &&
                   (d->ready_pending <= 0 || !d->learner);
   if ((learned || exhausted) && d->eval_round < 0 && !d->stopping) {
-    /* A last evaluation at the end, unless this step was just evaluated. */
-    if (lt_config_int(d->cfg, "eval.every") > 0 && d->eval_next <= d->step) {
-      d->eval_next = d->step + 1;
-      lt__eval_start(d);
+    if (lt__eval_last(d)) { /* a last evaluation at the end */
       lt__scheduler_dispatch(d);
       return;
     }
@@ -654,12 +651,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     d->sigint.data = d->sigterm.data = d;
     uv_signal_start(&d->sigint, on_signal, SIGINT);
     uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-    if (lt_config_int(d->cfg, "eval.every") > 0 && !o->resume) {
-      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
-      lt__eval_start(d);
-    } else {
-      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
-    }
+    lt__eval_first(d);
     lt__scheduler_dispatch(d);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);

@@ -156,25 +156,42 @@ struct lt_daemon {
   int64_t started_ms;
 };
 
-/* dispatch.c: task table, queue, generation, dispatch, timeouts, evaluation */
+/* tasks.c: the task table, the queue, task status, retries, resume */
 lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id);
 int lt__task_put(lt_daemon_t *d, lt__task_t *t);
 void lt__task_remove(lt_daemon_t *d, int64_t id);
 void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front);
-void lt__scheduler_refill(lt_daemon_t *d);
-void lt__scheduler_dispatch(lt_daemon_t *d);
-void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
+/* The next queued task that may be dispatched, taken out of the queue; NULL when none. */
+lt__task_t *lt__queue_pop(lt_daemon_t *d);
+/* Writes t's status, attempts, worker and version through the writer (not waited for). */
+void lt__task_persist(lt_daemon_t *d, const lt__task_t *t);
 void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *why);
 /* A finished training task whose trajectory the learner quarantined runs again: back in the table and the
  * queue, its attempt counted (scheduler.max_attempts fails it). */
 void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q);
-void lt__eval_start(lt_daemon_t *d);
-/* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
-void lt__eval_task_done(lt_daemon_t *d, int correct);
 int lt__scheduler_resume(lt_daemon_t *d);
+
+/* dispatch.c: prompt generation, dispatch, timeouts */
+/* A new prompt of domain dom with n samples (its group), persisted through the writer. */
+int lt__prompt_create(lt_daemon_t *d, int dom, int eval, int n);
+void lt__scheduler_refill(lt_daemon_t *d);
+void lt__scheduler_dispatch(lt_daemon_t *d);
+void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
 /* Pass-rate oversampling (seed 004 §3.3.3): the groups a training task gets from its history (n trajectories,
  * `passed` with reward > 0): 1 + round((1 − pass rate) · (max_groups − 1)), or 1 below min_history. */
 int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history);
+
+/* eval.c: evaluation rounds */
+void lt__eval_start(lt_daemon_t *d);
+/* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
+void lt__eval_task_done(lt_daemon_t *d, int correct);
+/* pass@1 credit of a held-out result. */
+int lt__eval_correct(const lt_traj_t *t);
+/* When rounds run: at the start of a fresh run, after a learner step every eval.every steps, and a last one
+ * at the end (1: started, unless the last step was just evaluated). */
+void lt__eval_first(lt_daemon_t *d);
+void lt__eval_after_step(lt_daemon_t *d);
+int lt__eval_last(lt_daemon_t *d);
 
 /* workers.c: registry, HELLO/WELCOME, heartbeats, liveness */
 int lt__worker_find(lt_daemon_t *d, const void *rid, size_t len);

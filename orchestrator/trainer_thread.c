@@ -186,11 +186,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);
   d->last_reward = r->reward_mean;
   d->last_tokens_per_s = span > 0 ? gen / span : 0;
-  int64_t every = d->eval_every;
-  if (every > 0 && d->step >= d->eval_next && !(d->steps && d->step >= d->steps)) {
-    d->eval_next = d->step + every;
-    lt__eval_start(d);
-  }
+  lt__eval_after_step(d);
 }
 
 /* A quarantined trajectory's task runs again (the learner has queued it in the buffer already). */
