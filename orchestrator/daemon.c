@@ -16,7 +16,6 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
-#include "util/sha256.h"
 #include "util/time.h"
 
 #define CRON_MS 100
@@ -123,41 +122,19 @@ void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const
   }
 }
 
-/* The policy every worker starts from: the configured checkpoint, or a random
- * initialisation written into the run directory. */
+/* The policy every worker starts from (train/: the configured checkpoint or a random initialisation, after the
+ * warm start when sft.enabled), recorded as version 0. */
 static int initial_weights(lt_daemon_t *d) {
-  char dir[4096], init[4200];
-  snprintf(init, sizeof init, "%s/checkpoints/v0", d->run_dir);
-  int rc = lt_policy_source(d->cfg, init, dir, sizeof dir);
+  char dir[4096], sha[65];
+  double sft_loss;
+  int rc = lt_train_initial_policy(d->cfg, d->envs, d->run_dir, d->metrics, d->buf, dir, sizeof dir, sha, &sft_loss);
   if (rc < 0) return rc;
-  if (lt_config_bool(d->cfg, "sft.enabled")) {
-    /* The warm start runs before any worker connects: v0 is the tuned policy. */
-    char sft[4200];
-    snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", d->run_dir);
-    double loss;
-    int progress = strcmp(lt_config_str(d->cfg, "monitor.progress"), "off") != 0;
-    lt_sft_opts_t so = {.cfg = d->cfg, .envs = d->envs, .in_dir = dir, .out_dir = sft, .metrics = d->metrics, .buf = d->buf,
-                        .progress = progress};
-    LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(d->cfg, "sft.steps"),
-            (long long)lt_config_int(d->cfg, "sft.batch"));
-    if ((rc = lt_sft_run(&so, &loss)) < 0) return lt_error_wrap(rc, "sft warm start");
-    LT_INFO("sft", "warm start done: loss %.4f", loss);
-    lt__event(d, "sft", "warm start done: final loss %.4f", loss);
-    snprintf(dir, sizeof dir, "%s", sft);
-  }
-  if ((rc = lt_policy_single_file(dir, init, dir, sizeof dir)) < 0) return rc;
-  char st[4200], sha[65];
-  snprintf(st, sizeof st, "%s/model.safetensors", dir);
-  if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
+  if (sft_loss >= 0) lt__event(d, "sft", "warm start done: final loss %.4f", sft_loss);
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
   snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
-
-/* The model as a worker must respect it, sent in WELCOME (docs/protocol.md):
- * its vocabulary (token ids past it are refused), the ids that end a turn and
- * the chat format; a worker needs no checkpoint to produce valid results. */
 
 /* ---- messages ---- */
 

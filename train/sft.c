@@ -17,6 +17,7 @@
 #include "util/json.h"
 #include "util/log.h"
 #include "util/rng.h"
+#include "util/sha256.h"
 #include "util/time.h"
 
 typedef struct {
@@ -189,6 +190,32 @@ int lt_policy_single_file(const char *dir, const char *out_dir, char *out, size_
   if (strlen(use) >= cap) return lt_error_set(LT_EINVAL, "%s: path too long", use);
   memmove(out, use, strlen(use) + 1);
   return 0;
+}
+
+int lt_train_initial_policy(const lt_config_t *cfg, lt_envs_t *envs, const char *run_dir, FILE *metrics,
+                            lt_buffer_t *buf, char *out, size_t cap, char sha[65], double *sft_loss) {
+  char dir[4096], init[4200];
+  *sft_loss = -1;
+  snprintf(init, sizeof init, "%s/checkpoints/v0", run_dir);
+  int rc = lt_policy_source(cfg, init, dir, sizeof dir);
+  if (rc < 0) return rc;
+  if (lt_config_bool(cfg, "sft.enabled")) {
+    /* The warm start runs before any worker connects: v0 is the tuned policy. */
+    char sft[4200];
+    snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", run_dir);
+    int progress = strcmp(lt_config_str(cfg, "monitor.progress"), "off") != 0;
+    lt_sft_opts_t so = {.cfg = cfg, .envs = envs, .in_dir = dir, .out_dir = sft, .metrics = metrics, .buf = buf,
+                        .progress = progress};
+    LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(cfg, "sft.steps"),
+            (long long)lt_config_int(cfg, "sft.batch"));
+    if ((rc = lt_sft_run(&so, sft_loss)) < 0) return lt_error_wrap(rc, "sft warm start");
+    LT_INFO("sft", "warm start done: loss %.4f", *sft_loss);
+    snprintf(dir, sizeof dir, "%s", sft);
+  }
+  if ((rc = lt_policy_single_file(dir, init, out, cap)) < 0) return rc;
+  char st[4200];
+  snprintf(st, sizeof st, "%s/model.safetensors", out);
+  return lt_sha256_file(st, sha);
 }
 
 int lt_policy_model_info(const char *dir, int *vocab, cJSON **info) {
