@@ -1,3 +1,5 @@
+/* The buffer's writers' side (buffer/buffer.h): opening, schema and migrations, prepared statements, and the
+ * queries the daemon's writer and the learner run (tasks, trajectories, marks, metrics, events, checkpoints). */
 #include "buffer/buffer.h"
 
 #include "buffer/internal.h"

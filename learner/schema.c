@@ -1,3 +1,4 @@
+/* The config sections of the model and the learner: model.*, learner.*, sft.*. */
 #include "learner/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -1,3 +1,4 @@
+/* The agent loop (rollout/agent.h): one task from its environment's opening to a trajectory, turn by turn. */
 #include "rollout/agent.h"
 
 #include <math.h>

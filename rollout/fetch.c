@@ -1,3 +1,4 @@
+/* Weights over HTTP (rollout/fetch.h): a version's files downloaded and model.safetensors checked. */
 #include "rollout/fetch.h"
 
 #include <stdio.h>
