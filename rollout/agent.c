@@ -81,9 +81,11 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
   return rc;
 }
 
+/* Room for `need` more tokens in every per-token array of the record (LT_TRAJ_TOKEN_ARRAYS). */
 static int grow(lt_agent_t *a, int need) {
-  lt_grow_t arr[] = {LT_GROW(a->traj.tokens), LT_GROW(a->traj.versions), LT_GROW(a->traj.support), LT_GROW(a->traj.logprobs),
-                     LT_GROW(a->traj.loss_mask), LT_GROW_K(a->traj.routing_ids, a->R), LT_GROW_K(a->traj.routing_probs, a->R)};
+#define ARRAY(m, dtype, elem, routed, required) LT_GROW_K(a->traj.m, (routed) ? a->R : 1),
+  lt_grow_t arr[] = {LT_TRAJ_TOKEN_ARRAYS(ARRAY)};
+#undef ARRAY
   return lt_grow(&a->cap, (size_t)(a->traj.ntokens + need), 256, arr, sizeof arr / sizeof *arr);
 }
 
