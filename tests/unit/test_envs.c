@@ -46,11 +46,9 @@ Test(envs, arith_problems_are_deterministic_and_correct) {
 
 /* The worker asks the environment, not its type name, whether a domain needs the sandbox. */
 Test(envs, an_environment_declares_whether_it_needs_the_sandbox) {
-  lt_envs_t *e = make_envs("{\"envs\": {\"py\": {\"type\": \"code\"}, \"math\": {\"type\": \"arith\"}, "
-                           "\"shop\": {\"type\": \"tools\"}}}", NULL);
+  lt_envs_t *e = make_envs("{\"envs\": {\"py\": {\"type\": \"code\"}, \"math\": {\"type\": \"arith\"}}}", NULL);
   cr_expect_eq(lt_envs_needs_sandbox(e, "py"), 1);
   cr_expect_eq(lt_envs_needs_sandbox(e, "math"), 0);
-  cr_expect_eq(lt_envs_needs_sandbox(e, "shop"), 0);
   cr_expect_eq(lt_envs_needs_sandbox(e, "nope"), 0);
   lt_envs_free(e);
 }
