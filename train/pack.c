@@ -1,6 +1,6 @@
-/* Batches for the trainer: the job config as trainer settings, and
- * trajectories from the buffer packed as one train batch.  The learner thread
- * and `longtail replay` share them, so a replay sees what a step saw. */
+/* Packing: the job config as trainer settings, and trajectories loaded from the buffer (the wire record,
+ * lt_traj_t) packed as one train batch.  The step driver and `longtail replay` share them, so a replay sees
+ * what a step saw. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +81,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   int rc = lt__learner_cuda(c, tc->actor_opt.kind == LT_OPT_MUON);
   if (rc < 0) return rc;
   tc->cuda = rc;
+  tc->gpu_bf16 = lt_config_bool(c, "learner.gpu.bf16");
   return 0;
 }
 
