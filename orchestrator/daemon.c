@@ -254,7 +254,7 @@ static void on_writer_stopped(void *ud) {
   uv_stop(&d->loop);
 }
 
-static void on_learner_stopped(void *ud) {
+static void on_trainer_stopped(void *ud) {
   lt_daemon_t *d = ud;
   if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
 }
@@ -265,7 +265,7 @@ void lt__finish(lt_daemon_t *d, int code) {
   d->exit_code = code;
   LT_INFO("daemon", "finishing: %lld learner steps, %lld trajectories, %lld duplicates rejected", (long long)d->step,
           (long long)d->trajs_in, (long long)d->dups);
-  lt__learner_stop(d, on_learner_stopped, d);
+  lt__trainer_stop(d, on_trainer_stopped, d);
 }
 
 void lt__check_done(lt_daemon_t *d) {
@@ -273,7 +273,7 @@ void lt__check_done(lt_daemon_t *d) {
   int learned = d->steps > 0 && d->step >= d->steps;
   /* Out of tasks: done once the learner has taken (or dropped) what is left. */
   int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0 &&
-                  (d->ready_pending <= 0 || !d->learner);
+                  (d->ready_pending <= 0 || !d->trainer);
   if ((learned || exhausted) && d->eval_round < 0 && !d->stopping) {
     if (lt__eval_last(d)) { /* a last evaluation at the end */
       lt__scheduler_dispatch(d);
@@ -555,8 +555,8 @@ static int setup(lt_daemon_t *d) {
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
-  /* Collect-only runs (data generation, load tests) have no learner thread. */
-  if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__learner_start(d)) < 0) return rc;
+  /* Collect-only runs (data generation, load tests) have no trainer thread. */
+  if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__trainer_start(d)) < 0) return rc;
   return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
 }
 

@@ -1,6 +1,6 @@
 /* The training daemon (`longtail train`): one libuv loop that dispatches
  * tasks to workers over ZeroMQ, ingests trajectories into the SQLite buffer
- * through the writer thread, drives the learner thread and publishes new
+ * through the writer thread, drives the trainer thread and publishes new
  * weights (docs/operations.md, docs/buffer.md). */
 #ifndef LT_ORCHESTRATOR_DAEMON_H
 #define LT_ORCHESTRATOR_DAEMON_H

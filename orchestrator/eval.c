@@ -17,7 +17,7 @@ void lt__eval_start(lt_daemon_t *d) {
       break;
     }
   lt__event(d, "eval_start", "step %lld, %d held-out prompts", (long long)d->step, d->eval_total);
-  if (d->eval_pending > 0) lt__learner_pause(d, 1);
+  if (d->eval_pending > 0) lt__trainer_pause(d, 1);
   else d->eval_round = -1;
 }
 
@@ -35,7 +35,7 @@ void lt__eval_task_done(lt_daemon_t *d, int correct) {
   LT_INFO("eval", "step %lld: held-out accuracy %.1f%% (%d/%d)", (long long)d->eval_round, 100 * acc, d->eval_correct,
           d->eval_total);
   d->eval_round = -1;
-  lt__learner_pause(d, 0);
+  lt__trainer_pause(d, 0);
   lt__check_done(d);
 }
 

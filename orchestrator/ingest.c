@@ -152,10 +152,10 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_SAMPLE_READY && d->learner) d->ready_pending++;
+      if (op->meta.status == LT_SAMPLE_READY && d->trainer) d->ready_pending++;
       /* Also after a failed one: the last task to end may leave nothing new to
        * train on yet make the learner flush what remains. */
-      if (d->learner) lt__learner_notify(d);
+      if (d->trainer) lt__trainer_notify(d);
     }
   }
   lt_traj_free(&op->t);

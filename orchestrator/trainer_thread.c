@@ -1,9 +1,9 @@
-/* The learner thread and its link to the loop.
+/* The trainer thread and its link to the loop.
  *
- * The thread owns the training driver (train/) and steps it whenever the loop says there may be enough
+ * The thread owns the step driver (train/step.c) and steps it whenever the loop says there may be enough
  * eligible trajectories; each step's result and each event is posted to the loop through the thread bridge.
  * The loop publishes the weights, writes the metrics and schedules evaluations.  The loop never waits on the
- * learner; the learner never touches the loop's state. */
+ * thread; the thread never touches the loop's state. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +24,10 @@ typedef struct res {
   struct res *next;
 } res_t;
 
-struct lt__learner {
+struct lt__trainer {
   lt_daemon_t *d;
   lt_bridge_t *br;
-  uv_mutex_t compute;       /* held by the thread while it computes (see lt__learner_fork_lock) */
+  uv_mutex_t compute;       /* held by the thread while it computes (see lt__trainer_fork_lock) */
   /* under the bridge's lock */
   int quit, wake, paused, flush;
   res_t *head, *tail;
@@ -41,7 +41,7 @@ struct lt__learner {
 
 /* ---- posting to the loop ---- */
 
-static void post(lt__learner_t *l, res_t *r) {
+static void post(lt__trainer_t *l, res_t *r) {
   lt_bridge_lock(l->br);
   if (l->tail) l->tail->next = r;
   else l->head = r;
@@ -50,9 +50,9 @@ static void post(lt__learner_t *l, res_t *r) {
   lt_bridge_notify(l->br);
 }
 
-/* The driver's events, from the learner thread. */
+/* The driver's events, from the trainer thread. */
 static void post_event(void *ud, const char *kind, const char *detail) {
-  lt__learner_t *l = ud;
+  lt__trainer_t *l = ud;
   res_t *r = calloc(1, sizeof *r);
   if (!r || !(r->detail = strdup(detail))) {
     free(r);
@@ -65,7 +65,7 @@ static void post_event(void *ud, const char *kind, const char *detail) {
 }
 
 /* 1: trained a step, 0: nothing to do yet, <0: error. */
-static int try_step(lt__learner_t *l, int flush) {
+static int try_step(lt__trainer_t *l, int flush) {
   res_t *r = calloc(1, sizeof *r);
   if (!r) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   int rc = lt_train_step(l->train, flush, &r->r);
@@ -80,7 +80,7 @@ static int try_step(lt__learner_t *l, int flush) {
 }
 
 static void run(lt_bridge_t *br, void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   for (;;) {
     lt_bridge_lock(br);
     while (!l->quit && (!l->wake || l->paused)) {
@@ -160,7 +160,7 @@ static void reopen(lt_daemon_t *d, const lt_train_result_t *r) {
 }
 
 static void on_closed(void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   void (*done)(void *) = l->done;
   void *ud = l->done_ud;
   uv_mutex_destroy(&l->compute);
@@ -170,7 +170,7 @@ static void on_closed(void *arg) {
 }
 
 static void on_notify(void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   lt_daemon_t *d = l->d;
   lt_bridge_lock(l->br);
   res_t *r = l->head;
@@ -213,16 +213,16 @@ static void on_notify(void *arg) {
   /* A flush step takes one batch: when nothing more will come, what it left
    * needs another (the flag it consumed would otherwise be lost with no result
    * left to raise it again, and the run would never end). */
-  if (stepped && d->ready_pending > 0) lt__learner_notify(d);
+  if (stepped && d->ready_pending > 0) lt__trainer_notify(d);
   lt__check_done(d);
   if (stopped) {
-    d->learner = NULL;
+    d->trainer = NULL;
     lt_bridge_close(l->br, on_closed, l);
   }
 }
 
-int lt__learner_start(lt_daemon_t *d) {
-  lt__learner_t *l = calloc(1, sizeof *l);
+int lt__trainer_start(lt_daemon_t *d) {
+  lt__trainer_t *l = calloc(1, sizeof *l);
   if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   l->d = d;
   l->steps_wanted = d->steps;
@@ -254,13 +254,13 @@ int lt__learner_start(lt_daemon_t *d) {
     free(l);
     return rc;
   }
-  d->learner = l;
-  lt__learner_notify(d);
+  d->trainer = l;
+  lt__trainer_notify(d);
   return 0;
 }
 
-void lt__learner_notify(lt_daemon_t *d) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_notify(lt_daemon_t *d) {
+  lt__trainer_t *l = d->trainer;
   if (!l) return;
   /* Nothing more will come for this step (sync barrier met, or tasks exhausted):
    * train on what there is. */
@@ -272,8 +272,8 @@ void lt__learner_notify(lt_daemon_t *d) {
   lt_bridge_unlock(l->br);
 }
 
-void lt__learner_pause(lt_daemon_t *d, int on) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_pause(lt_daemon_t *d, int on) {
+  lt__trainer_t *l = d->trainer;
   if (!l) return;
   lt_bridge_lock(l->br);
   l->paused = on;
@@ -282,8 +282,8 @@ void lt__learner_pause(lt_daemon_t *d, int on) {
   lt_bridge_unlock(l->br);
 }
 
-void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
+  lt__trainer_t *l = d->trainer;
   if (!l) {
     done(ud);
     return;
@@ -296,8 +296,8 @@ void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
   lt_bridge_unlock(l->br);
 }
 
-int lt__learner_fork_lock(lt_daemon_t *d) { return !d->learner || uv_mutex_trylock(&d->learner->compute) == 0; }
+int lt__trainer_fork_lock(lt_daemon_t *d) { return !d->trainer || uv_mutex_trylock(&d->trainer->compute) == 0; }
 
-void lt__learner_fork_unlock(lt_daemon_t *d) {
-  if (d->learner) uv_mutex_unlock(&d->learner->compute);
+void lt__trainer_fork_unlock(lt_daemon_t *d) {
+  if (d->trainer) uv_mutex_unlock(&d->trainer->compute);
 }
