@@ -1,6 +1,7 @@
-/* The learner driver: picks each step's batch from the buffer, trains it, applies the guardrails, publishes
- * the new policy version to RUN_DIR/checkpoints/vN and keeps full checkpoints for resume.  It runs on one
- * thread (the daemon's learner thread); what the run should know comes back as results and events. */
+/* The step driver: each step takes its batch from the buffer (train/select.c), packs it (train/pack.c), trains
+ * it on the learner, applies the guardrails, publishes the new policy version to RUN_DIR/checkpoints/vN and
+ * keeps full checkpoints for resume.  It runs on one thread (the daemon's trainer thread); what the run should
+ * know comes back as results and events. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Training decisions between the buffer and the learner: which trajectories a step trains on (eligibility and
- * staleness, complete groups, the dynamic filter), packing, guardrails, the learner driver (steps, publishing,
+ * staleness, complete groups, the dynamic filter), packing, guardrails, the step driver (steps, publishing,
  * checkpoints, resume), the supervised warm start and the offline replay of a step.  It talks to its caller
  * through options in and results and events out; it never sees the daemon. */
 #ifndef LT_TRAIN_TRAIN_H
@@ -19,7 +19,7 @@
 /* Staleness histogram of a step: ages 0..6 and 7+. */
 #define LT_TRAIN_STALE_BINS 8
 
-/* ---- the learner driver (train/learner.c) ---- */
+/* ---- the step driver (train/step.c) ---- */
 
 typedef struct {
   const lt_config_t *cfg;    /* learner.*, scheduler.*, guardrails.*, checkpoint.*, monitor.routing_* */
