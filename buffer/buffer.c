@@ -12,6 +12,9 @@
 #include "util/error.h"
 #include "util/fs.h"
 
+#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+                              5: payloads.seq_starts (docs/buffer.md) */
+
 static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
     "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",

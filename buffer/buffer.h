@@ -9,9 +9,6 @@
 
 #include "proto/proto.h"
 
-#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
-                              5: payloads.seq_starts (docs/buffer.md) */
-
 typedef struct lt_buffer lt_buffer_t;
 
 enum {
