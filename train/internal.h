@@ -4,7 +4,7 @@
 
 #include "train/train.h"
 
-/* batch.c: trainer settings from the config, trajectories packed for a step */
+/* pack.c: trainer settings from the config, trajectories packed for a step */
 typedef struct {
   int n;                     /* sequences packed (a trajectory of several contexts packs each) */
   size_t cap;                /* room for, in the per-sequence arrays */
