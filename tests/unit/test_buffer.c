@@ -413,3 +413,45 @@ Test(buffer, task_history_and_copies) {
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
+
+/* One record from the worker to packing: what the buffer gives back is the wire record that went in, field for
+ * field — encoded again, it is the very TRAJ the worker sent (header and every array frame). */
+Test(buffer, gives_back_the_wire_record_it_stored) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int32_t starts[2] = {0, 3}, ids[4 * 2] = {11, 12, 13, 14, 15, 16, 17, 18};
+  int32_t sup[T] = {0, 0, 2, 2, 2, 2};
+  uint16_t rids[T * 2 * 2];
+  float rprobs[T * 2 * 2];
+  for (int i = 0; i < T * 4; i++) rids[i] = (uint16_t)(i % 8), rprobs[i] = 0.125f * (float)(i % 5);
+  lt_traj_t in = rec(9, 3, "agent", 0.75);
+  in.support = sup, in.support_ids = ids, in.nsupport_ids = 8, in.temperature = 0.7, in.eval = 1;
+  in.gen_ms = 12.5, in.env_ms = 3.25, in.reward_ms = 0.5, in.nseqs = 2, in.seq_starts = starts;
+  in.routing_layers = 2, in.routing_k = 2, in.routing_experts = 8, in.routing_ids = rids, in.routing_probs = rprobs;
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = 2,
+                      .status = LT_SAMPLE_EVAL};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &in, &m, &dup), 0, "%s", lt_error_msg());
+  lt_traj_t out;
+  cr_assert_eq(lt_buffer_traj_load(b, 9, LT_LOAD_ALL, &out, NULL), 0, "%s", lt_error_msg());
+  lt_msg_t a = {.type = LT_MSG_TRAJ, .id = 1, .u.traj = in}, c = {.type = LT_MSG_TRAJ, .id = 1, .u.traj = out};
+  lt_frames_t fa, fc;
+  cr_assert_eq(lt_proto_encode(&a, &fa), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_proto_encode(&c, &fc), 0, "%s", lt_error_msg());
+  cr_assert_eq(fc.n, fa.n);
+  cJSON *ha = cJSON_ParseWithLength(fa.f[0].data, fa.f[0].len), *hc = cJSON_ParseWithLength(fc.f[0].data, fc.f[0].len);
+  char *sa = cJSON_PrintUnformatted(ha), *sc = cJSON_PrintUnformatted(hc);
+  cr_expect(cJSON_Compare(ha, hc, 1), "stored %s\nloaded %s", sa, sc);
+  free(sa), free(sc);
+  cJSON_Delete(ha), cJSON_Delete(hc);
+  for (int i = 1; i < fa.n; i++) {
+    cr_expect_eq(fc.f[i].len, fa.f[i].len, "frame %d", i);
+    if (fc.f[i].len == fa.f[i].len) cr_expect_eq(memcmp(fc.f[i].data, fa.f[i].data, fa.f[i].len), 0, "frame %d", i);
+  }
+  lt_frames_free(&fa);
+  lt_frames_free(&fc);
+  lt_traj_free(&out);
+  rec_free(&in);
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
