@@ -33,12 +33,13 @@ static int build(const char *path, long n) {
     versions[i] = i >= 20 ? 3 : -1;
     support[i] = 0;
   }
-  lt_traj_rec_t t = {.domain = "arith", .outcome = "ok", .finish = "terminated", .reason = "stop", .error = "",
-                     .has_reward = 1, .components = "{\"correct\":1,\"format\":1}",
-                     .messages = "[{\"role\":\"user\",\"content\":\"12+34=\"},"
-                                 "{\"role\":\"assistant\",\"content\":\"2+4=6 1+3=4 #### 46\"}]",
-                     .turns = 1, .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask,
-                     .versions = versions, .support = support};
+  lt_traj_t t = {.domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop",
+                 .error = "", .has_reward = 1, .components = cJSON_Parse("{\"correct\":1,\"format\":1}"),
+                 .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"12+34=\"},"
+                                         "{\"role\":\"assistant\",\"content\":\"2+4=6 1+3=4 #### 46\"}]"),
+                 .turns = 1, .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask,
+                 .versions = versions, .support = support, .temperature = -1};
+  if (!t.components || !t.messages) return -1;
   lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1};
   for (long i = 0; i < n;) {
     if (lt_buffer_begin(b) < 0) return -1;
@@ -63,6 +64,8 @@ static int build(const char *path, long n) {
   if (lt_buffer_commit(b) < 0) return -1;
   for (long s = 1; s <= 1000; s++) lt_buffer_metric(b, s, "reward/mean", 0.5, s);
   lt_buffer_close(b);
+  cJSON_Delete(t.components);
+  cJSON_Delete(t.messages);
   return 0;
 }
 

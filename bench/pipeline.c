@@ -229,7 +229,6 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto, int rep) 
   lt_buffer_t *b;
   if (lt_buffer_open(path, LT_BUF_CREATE, &b) < 0) return -1;
   lt_traj_t t = *proto;
-  lt_traj_rec_t rec;
   lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1, .status = LT_SAMPLE_READY};
   double t0 = lt_time_mono_s();
   for (int i = 0; i < INGEST_N;) {
@@ -239,12 +238,8 @@ static double ingest_longtail(const char *dir, const lt_traj_t *proto, int rep) 
       t.task_id = (uint64_t)i + 1;
       t.group_id = (uint64_t)i / 8 + 1;
       m.time_ms = i;
-      /* What the daemon's writer does per trajectory: print its JSON, insert. */
-      if (lt_ingest_record(&t, &rec) < 0) return -1;
-      int rc = lt_buffer_traj_insert(b, &rec, &m, &dup);
-      free(rec.components);
-      free(rec.messages);
-      if (rc < 0) return -1;
+      /* What the daemon's writer does per trajectory: insert the wire record (its JSON printed there). */
+      if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) return -1;
     }
     if (lt_buffer_commit(b) < 0) return -1;
   }

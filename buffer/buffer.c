@@ -1,3 +1,5 @@
+/* The buffer's writers' side (buffer/buffer.h): opening, schema and migrations, prepared statements, and the
+ * queries the daemon's writer and the learner run (tasks, trajectories, marks, metrics, events, checkpoints). */
 #include "buffer/buffer.h"
 
 #include "buffer/internal.h"
@@ -9,6 +11,9 @@
 
 #include "util/error.h"
 #include "util/fs.h"
+
+#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+                              5: payloads.seq_starts (docs/buffer.md) */
 
 static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
@@ -431,23 +436,30 @@ static void bind_blob(sqlite3_stmt *s, int i, const void *p, size_t n) {
     sqlite3_bind_null(s, i);
 }
 
-int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int *duplicate) {
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate) {
   sqlite3_stmt *s = b->st[S_TRAJ_INS];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   *duplicate = 0;
-  sqlite3_bind_int64(s, 1, t->task_id);
-  sqlite3_bind_int64(s, 2, t->group_id);
+  /* Printed before anything is written: the row and its payload go in together or not at all. */
+  char *components = t->components ? cJSON_PrintUnformatted(t->components) : NULL,
+       *messages = t->messages ? cJSON_PrintUnformatted(t->messages) : NULL;
+  if ((t->components && !components) || (t->messages && !messages)) {
+    free(components), free(messages);
+    return lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
+  sqlite3_bind_int64(s, 2, (int64_t)t->group_id);
   bind_text(s, 3, t->domain ? t->domain : "");
   bind_text(s, 4, tr_names[m->status]);
-  bind_text(s, 5, t->outcome ? t->outcome : "");
+  bind_text(s, 5, lt_traj_status_name(t->status));
   if (t->has_reward)
     sqlite3_bind_double(s, 6, t->reward);
   else
     sqlite3_bind_null(s, 6);
-  bind_text(s, 7, t->components ? t->components : "{}");
-  bind_text(s, 8, t->finish ? t->finish : "");
+  bind_text(s, 7, components ? components : "{}");
+  bind_text(s, 8, lt_finish_name(t->finish));
   bind_text(s, 9, t->reason ? t->reason : "");
-  sqlite3_bind_int(s, 10, t->truncated);
+  sqlite3_bind_int(s, 10, m->truncated);
   sqlite3_bind_int(s, 11, t->ntokens);
   sqlite3_bind_int(s, 12, t->turns);
   sqlite3_bind_int64(s, 13, m->version_min);
@@ -460,15 +472,16 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_
   sqlite3_bind_int(s, 20, t->eval);
   sqlite3_bind_int64(s, 21, m->eval_round);
   bind_text(s, 22, t->error && t->error[0] ? t->error : NULL);
+  free(components); /* bound as copies (SQLITE_TRANSIENT) */
   int rc = run(b, S_TRAJ_INS);
-  if (rc < 0) return rc;
-  if (sqlite3_changes(b->db) == 0) { /* the task already has a trajectory */
-    *duplicate = 1;
-    return 0;
+  if (rc < 0 || sqlite3_changes(b->db) == 0) { /* none changed: the task already has a trajectory */
+    free(messages);
+    *duplicate = rc == 0;
+    return rc;
   }
   s = b->st[S_PAYLOAD_INS];
   size_t T = (size_t)t->ntokens, R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
-  sqlite3_bind_int64(s, 1, t->task_id);
+  sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
   bind_blob(s, 2, t->tokens, T * 4);
   bind_blob(s, 3, t->logprobs, T * 4);
   bind_blob(s, 4, t->loss_mask, T);
@@ -479,20 +492,13 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_
   sqlite3_bind_int(s, 9, t->routing_layers);
   sqlite3_bind_int(s, 10, t->routing_k);
   sqlite3_bind_int(s, 11, t->routing_experts);
-  bind_text(s, 12, t->messages ? t->messages : "[]");
+  bind_text(s, 12, messages ? messages : "[]");
+  free(messages);
   bind_blob(s, 13, t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
   if (t->temperature >= 0) sqlite3_bind_double(s, 14, t->temperature);
   else sqlite3_bind_null(s, 14);
   bind_blob(s, 15, t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
   return run(b, S_PAYLOAD_INS);
-}
-
-void lt_buffer_traj_free(lt_traj_rec_t *t) {
-  void *owned[] = {t->domain,   t->outcome,  t->finish,    t->reason,   t->error,    t->components,
-                   t->messages, t->tokens,   t->logprobs,  t->loss_mask, t->versions, t->support,
-                   t->routing_ids, t->routing_probs, t->support_ids, t->seq_starts};
-  for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
-  memset(t, 0, sizeof *t);
 }
 
 static char *col_dup(sqlite3_stmt *s, int i) {
@@ -511,7 +517,15 @@ static int col_blob(sqlite3_stmt *s, int i, size_t n, void **out) {
   return 0;
 }
 
-int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m) {
+/* A JSON text column parsed; NULL, empty or damaged text reads as dflt ("{}" or "[]"), so that a report still
+ * shows the rest of the row.  NULL only when out of memory. */
+static cJSON *col_json(sqlite3_stmt *s, int i, const char *dflt) {
+  const char *v = (const char *)sqlite3_column_text(s, i);
+  cJSON *j = v && v[0] ? cJSON_Parse(v) : NULL;
+  return j ? j : cJSON_Parse(dflt);
+}
+
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t, lt_traj_meta_t *m) {
   memset(t, 0, sizeof *t);
   sqlite3_stmt *s = b->st[S_TRAJ_GET];
   sqlite3_bind_int64(s, 1, task_id);
@@ -521,9 +535,14 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
     return rc == SQLITE_DONE ? lt_error_set(LT_ENOENT, "%s: no trajectory for task %lld", b->path, (long long)task_id)
                              : db_err(b, rc, "load trajectory");
   }
-  t->task_id = task_id;
-  t->group_id = sqlite3_column_int64(s, 0);
+  t->task_id = (uint64_t)task_id;
+  t->group_id = (uint64_t)sqlite3_column_int64(s, 0);
   const char *st = (const char *)sqlite3_column_text(s, 2);
+  /* The wire's names as the worker sent them (a name this build does not know reads as an error / none). */
+  int outcome = lt_traj_status_parse((const char *)sqlite3_column_text(s, 3)),
+      finish = lt_finish_parse((const char *)sqlite3_column_text(s, 6));
+  t->status = outcome >= 0 ? (lt_traj_status)outcome : LT_TRAJ_ERROR;
+  t->finish = finish >= 0 ? (lt_finish)finish : LT_FINISH_NONE;
   t->has_reward = sqlite3_column_type(s, 4) != SQLITE_NULL;
   t->reward = sqlite3_column_double(s, 4);
   t->turns = sqlite3_column_int(s, 8);
@@ -531,13 +550,12 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   t->env_ms = sqlite3_column_double(s, 13);
   t->reward_ms = sqlite3_column_double(s, 14);
   t->eval = sqlite3_column_int(s, 16);
-  t->truncated = sqlite3_column_int(s, 20);
   int oom = !(t->domain = col_dup(s, 1));
   if (what == LT_LOAD_ALL)
-    oom |= !(t->outcome = col_dup(s, 3)) || !(t->components = col_dup(s, 5)) || !(t->finish = col_dup(s, 6)) ||
-           !(t->reason = col_dup(s, 7)) || !(t->error = col_dup(s, 18));
+    oom |= !(t->components = col_json(s, 5, "{}")) || !(t->reason = col_dup(s, 7)) || !(t->error = col_dup(s, 18));
   if (m) {
     memset(m, 0, sizeof *m);
+    m->truncated = sqlite3_column_int(s, 20);
     m->version_min = sqlite3_column_int64(s, 9);
     m->version_max = sqlite3_column_int64(s, 10);
     m->time_ms = sqlite3_column_int64(s, 15);
@@ -551,7 +569,7 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   }
   sqlite3_reset(s);
   if (oom) {
-    lt_buffer_traj_free(t);
+    lt_traj_free(t);
     return lt_error_set(LT_ENOMEM, "out of memory");
   }
   s = b->st[S_PAYLOAD_GET];
@@ -559,7 +577,7 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   rc = sqlite3_step(s);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(s);
-    lt_buffer_traj_free(t);
+    lt_traj_free(t);
     return lt_error_set(LT_ECORRUPT, "%s: trajectory of task %lld has no payload", b->path, (long long)task_id);
   }
   size_t T = (size_t)sqlite3_column_bytes(s, 0) / 4;
@@ -584,10 +602,10 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t
   for (int i = 1; i < t->nseqs && !bad; i++) /* packing relies on them: checked like a TRAJ's */
     bad = t->seq_starts[0] != 0 || t->seq_starts[i] <= t->seq_starts[i - 1] || t->seq_starts[i] >= t->ntokens;
   /* The messages are read only when asked for: packing a batch does not need them. */
-  if (what == LT_LOAD_ALL && !(t->messages = col_dup(s, 10))) bad = 1;
+  if (what == LT_LOAD_ALL && !(t->messages = col_json(s, 10, "[]"))) bad = 1;
   sqlite3_reset(s);
   if (bad) {
-    lt_buffer_traj_free(t);
+    lt_traj_free(t);
     return lt_error_set(LT_ECORRUPT, "%s: payload of task %lld has inconsistent array sizes", b->path, (long long)task_id);
   }
   return 0;

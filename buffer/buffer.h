@@ -7,8 +7,7 @@
 
 #include <stdint.h>
 
-#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
-                              5: payloads.seq_starts (docs/buffer.md) */
+#include "proto/proto.h"
 
 typedef struct lt_buffer lt_buffer_t;
 
@@ -80,9 +79,12 @@ typedef enum {
 
 const char *lt_sample_state_name(lt_sample_state s);
 
+/* What the daemon knows of a stored trajectory beyond the wire record (lt_traj_t, proto/proto.h): where and when
+ * it came from, what training did with it. */
 typedef struct {
   const char *worker;
   int64_t version_min, version_max; /* over generated tokens (-1 if none) */
+  int truncated;                    /* counts as truncated (the `truncated` column: selection, packing, reports) */
   int64_t eval_round;
   int64_t time_ms;
   lt_sample_state status;
@@ -91,48 +93,16 @@ typedef struct {
   char loaded_worker[128];   /* the worker it came from */
 } lt_traj_meta_t;
 
-/* A trajectory as the buffer stores it: its row of `trajectories` and its payload (docs/buffer.md).  The
- * texts are stored as given: outcome, finish and reason are the wire's names, components and messages JSON.
- * Arrays have ntokens entries (routing: ntokens x routing_layers x routing_k). */
-typedef struct {
-  int64_t task_id, group_id;
-  char *domain;
-  char *outcome;       /* the worker's status: ok, reward_failed, env_error, aborted, error */
-  char *finish;        /* terminated, truncated or none */
-  char *reason, *error;
-  int truncated;
-  int has_reward;
-  double reward;
-  char *components;    /* JSON object: reward component name -> number */
-  char *messages;      /* JSON array of chat messages */
-  int turns, eval;
-  double gen_ms, env_ms, reward_ms;
-  int ntokens;
-  int32_t *tokens;
-  float *logprobs;
-  uint8_t *loss_mask;
-  int32_t *versions;
-  int32_t *support;    /* NULL when not recorded */
-  int nsupport_ids;     /* Σ support */
-  int32_t *support_ids; /* [nsupport_ids] or NULL: each token's kept set, in token order (Keep Sampling Mask) */
-  double temperature;   /* the temperature the tokens were sampled at; < 0: not recorded */
-  int routing_layers, routing_k, routing_experts;
-  uint16_t *routing_ids; /* NULL when not recorded */
-  float *routing_probs;
-  int nseqs;            /* contexts the arrays hold one after another (0 or 1: one) */
-  int32_t *seq_starts;  /* [nseqs] or NULL: where each starts (docs/agent-gateway.md) */
-} lt_traj_rec_t;
-
-/* Inserts a trajectory and its payload (the record is only read); *duplicate = 1 (and nothing written) if the
- * task already has one. */
-int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int *duplicate);
+/* Inserts a trajectory (the wire record, only read) as its row of `trajectories` and its payload
+ * (docs/buffer.md): status and finish by their wire names, components and messages as JSON text; *duplicate = 1
+ * (and nothing written) if the task already has one. */
+int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate);
 /* What lt_buffer_traj_load reads: the arrays packing needs, or also the texts (components, messages, reason,
- * error, and so on) a report shows. */
+ * error, status and finish) a report shows. */
 enum { LT_LOAD_TOKENS = 0, LT_LOAD_ALL = 1 };
-/* Loads a trajectory by task id into *t, which then owns its memory (free with lt_buffer_traj_free).
- * LT_ENOENT if absent, LT_ECORRUPT if its payload is missing or inconsistent. */
-int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_rec_t *t, lt_traj_meta_t *m);
-void lt_buffer_traj_free(lt_traj_rec_t *t);
+/* Loads a trajectory by task id into *t, which then owns its memory (free with lt_traj_free).  LT_ENOENT if
+ * absent, LT_ECORRUPT if its payload is missing or inconsistent. */
+int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t, lt_traj_meta_t *m);
 int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *task_ids, int n, lt_sample_state st, int64_t step);
 /* Resume from the checkpoint of learner step `step`: trajectories consumed,
  * filtered or made stale after it are ready again.  Returns how many. */

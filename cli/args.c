@@ -1,3 +1,4 @@
+/* Command-line flags of the subcommands (cli/args.h): parsing a command's flag table, --help and usage errors. */
 #include "cli/args.h"
 
 #include <errno.h>

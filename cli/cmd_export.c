@@ -64,27 +64,24 @@ static cJSON *openai_messages(const cJSON *stored) {
 }
 
 /* Fields both formats carry. */
-static void common(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m) {
+static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
   lt_buf_printf(b, "\"task_id\":%llu,\"group_id\":%llu,\"domain\":", (unsigned long long)t->task_id,
                 (unsigned long long)t->group_id);
   lt_json_quote(b, t->domain ? t->domain : "");
   lt_buf_printf(b, ",\"status\":\"%s\",\"traj_status\":", lt_sample_state_name(m->status));
-  lt_json_quote(b, t->outcome);
+  lt_json_quote(b, lt_traj_status_name(t->status));
   lt_buf_puts(b, ",\"reward\":");
   if (t->has_reward) lt_json_num(b, t->reward);
   else lt_buf_puts(b, "null");
   lt_buf_puts(b, ",\"components\":");
-  /* Re-printed rather than copied, so that a damaged row cannot break the line's JSON. */
-  cJSON *comp = cJSON_Parse(t->components);
-  if (comp) lt_json_write(b, comp);
-  else lt_buf_puts(b, "{}");
-  cJSON_Delete(comp);
+  /* Re-printed from the parsed value (a damaged row's loads as {}), so the line's JSON holds. */
+  lt_json_write(b, t->components);
   lt_buf_puts(b, ",\"finish\":");
-  lt_json_quote(b, t->finish);
+  lt_json_quote(b, lt_finish_name(t->finish));
   lt_buf_puts(b, ",\"reason\":");
   lt_json_quote(b, t->reason ? t->reason : "");
   lt_buf_printf(b, ",\"truncated\":%s,\"turns\":%d,\"version_min\":%lld,\"version_max\":%lld,\"consumed_step\":",
-                t->truncated ? "true" : "false", t->turns, (long long)m->version_min,
+                m->truncated ? "true" : "false", t->turns, (long long)m->version_min,
                 (long long)m->version_max);
   if (m->consumed_step >= 0) lt_buf_printf(b, "%lld", (long long)m->consumed_step);
   else lt_buf_puts(b, "null");
@@ -104,7 +101,7 @@ typedef struct {
   cJSON *spec;
 } prompt_cache_t;
 
-static void prompt_fields(lt_buf_t *b, lt_buffer_t *db, prompt_cache_t *pc, const lt_traj_rec_t *t) {
+static void prompt_fields(lt_buf_t *b, lt_buffer_t *db, prompt_cache_t *pc, const lt_traj_t *t) {
   if (pc->group != (int64_t)t->group_id) {
     cJSON_Delete(pc->spec);
     char *text = lt_buffer_prompt_spec(db, (int64_t)t->group_id);
@@ -132,7 +129,7 @@ static void u8_array(lt_buf_t *b, const uint8_t *v, int n) {
 
 /* Contiguous runs of the loss mask after the prompt: what the policy wrote and
  * what came back from the environment, as token spans [start, end) of tokens[a, end). */
-static void segments(lt_buf_t *b, const lt_traj_rec_t *t, int a, int T) {
+static void segments(lt_buf_t *b, const lt_traj_t *t, int a, int T) {
   lt_buf_puts(b, "[");
   int first = 1, i = a;
   while (i < T && !t->loss_mask[i]) i++; /* the prompt */
@@ -148,7 +145,7 @@ static void segments(lt_buf_t *b, const lt_traj_rec_t *t, int a, int T) {
 }
 
 /* Schema 1's per-token fields for tokens [a, end) of t. */
-static void token_arrays(lt_buf_t *b, const lt_traj_rec_t *t, int a, int end) {
+static void token_arrays(lt_buf_t *b, const lt_traj_t *t, int a, int end) {
   int n = end - a, prompt = a;
   while (prompt < end && !t->loss_mask[prompt]) prompt++;
   lt_buf_printf(b, "\"ntokens\":%d,\"prompt_tokens\":%d,\"tokens\":", n, prompt - a);
@@ -192,7 +189,7 @@ static void token_arrays(lt_buf_t *b, const lt_traj_rec_t *t, int a, int end) {
 
 /* longtail.tokens/1, or /2 for a trajectory of several contexts: each under
  * "sequences" with schema 1's per-token fields (docs/trajectory-format.md). */
-static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
+static void line_tokens(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   int multi = t->nseqs > 1;
   lt_buf_printf(b, "{\"format\":\"longtail.tokens/%d\",", multi ? 2 : 1);
   common(b, t, m);
@@ -213,11 +210,9 @@ static void line_tokens(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_
   lt_buf_puts(b, "}\n");
 }
 
-static void line_chat(lt_buf_t *b, const lt_traj_rec_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
+static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, lt_buffer_t *db, prompt_cache_t *pc) {
   lt_buf_puts(b, "{\"messages\":");
-  cJSON *stored = cJSON_Parse(t->messages);
-  cJSON *msgs = openai_messages(stored);
-  cJSON_Delete(stored);
+  cJSON *msgs = openai_messages(t->messages);
   lt_json_write(b, msgs);
   cJSON_Delete(msgs);
   lt_buf_putc(b, ',');
@@ -321,7 +316,7 @@ int lt_cmd_export(int argc, char **argv) {
     }
     if (pg->n == 0) break;
     for (int i = 0; i < pg->n && code == 0; i++) {
-      lt_traj_rec_t t;
+      lt_traj_t t;
       lt_traj_meta_t m;
       if ((rc = lt_buffer_traj_load(b, pg->task[i], LT_LOAD_ALL, &t, &m)) < 0) {
         code = lt_cli_fail("export", rc);
@@ -330,7 +325,7 @@ int lt_cmd_export(int argc, char **argv) {
       line.len = 0;
       if (tokens) line_tokens(&line, &t, &m, b, &pc);
       else line_chat(&line, &t, &m, b, &pc);
-      lt_buffer_traj_free(&t);
+      lt_traj_free(&t);
       if (line.oom || fwrite(line.data, 1, line.len, out) != line.len) {
         fprintf(stderr, "longtail export: error: %s: %s\n", outp ? outp : "stdout",
                 line.oom ? "out of memory" : strerror(errno));

@@ -73,7 +73,7 @@ int lt_cmd_inspect(int argc, char **argv) {
   int color = !strcmp(when, "always") || (!strcmp(when, "auto") && isatty(1));
   lt_buffer_t *b;
   if ((rc = lt_cli_open_run("inspect", c.pos[0], 1, &b, NULL, 0))) return rc;
-  lt_traj_rec_t t;
+  lt_traj_t t;
   lt_traj_meta_t m;
   if ((rc = lt_buffer_traj_load(b, id, LT_LOAD_ALL, &t, &m)) < 0) {
     lt_buffer_close(b);
@@ -86,16 +86,17 @@ int lt_cmd_inspect(int argc, char **argv) {
   if (m.consumed_step >= 0) printf(" at learner step %lld", (long long)m.consumed_step);
   printf(" · worker %s · policy versions %lld..%lld\n", m.loaded_worker[0] ? m.loaded_worker : "?",
          (long long)m.version_min, (long long)m.version_max);
-  printf("%s · %s (%s) · %d turn%s · reward ", t.outcome, t.finish,
+  printf("%s · %s (%s) · %d turn%s · reward ", lt_traj_status_name(t.status), lt_finish_name(t.finish),
          t.reason && t.reason[0] ? t.reason : "-", t.turns, t.turns == 1 ? "" : "s");
   if (t.has_reward) printf("%g", t.reward);
   else printf("none");
-  printf(" %s\n", t.components);
+  char *comp = cJSON_PrintUnformatted(t.components); /* as stored */
+  printf(" %s\n", comp ? comp : "{}");
+  free(comp);
   if (t.error && t.error[0]) printf("error: %s\n", t.error);
   printf("time: generation %.0f ms, environment %.0f ms, reward %.0f ms\n", t.gen_ms, t.env_ms, t.reward_ms);
   /* The conversation as stored. */
-  cJSON *msgs = cJSON_Parse(t.messages);
-  for (const cJSON *msg = msgs ? msgs->child : NULL; msg; msg = msg->next) {
+  for (const cJSON *msg = t.messages ? t.messages->child : NULL; msg; msg = msg->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "content"));
     printf("\n%s── %s ──%s\n", color ? BOLD : "", role ? role : "?", color ? RESET : "");
@@ -110,7 +111,6 @@ int lt_cmd_inspect(int argc, char **argv) {
       lt_buf_free(&a);
     }
   }
-  cJSON_Delete(msgs);
   /* Tokens: what the learner sees. */
   int gen = 0;
   double lpsum = 0, lpmin = 0;
@@ -148,6 +148,6 @@ int lt_cmd_inspect(int argc, char **argv) {
   }
   putchar('\n');
   lt_tokenizer_free(tok);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   return 0;
 }

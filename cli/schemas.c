@@ -9,6 +9,7 @@
 #include "rewards/schema.h"
 #include "rollout/schema.h"
 #include "sandbox/schema.h"
+#include "train/schema.h"
 #include "util/error.h"
 
 const lt_cfg_schema_t *const lt_all_schemas[] = {

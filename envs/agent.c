@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/error.h"
 #include "util/log.h"
 

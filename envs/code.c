@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -374,4 +374,5 @@ const lt_env_impl_t lt__env_code = {
     .open = code_open,
     .step = code_step,
     .blocking = 1,
+    .sandbox = 1,
 };

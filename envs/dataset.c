@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/rng.h"

@@ -89,6 +89,8 @@ int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **me
 
 /* The environment type of a domain ("arith", ...), NULL if unknown. */
 const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
+/* 1 when a domain's episodes run code in the sandbox (its environment says so), 0 otherwise. */
+int lt_envs_needs_sandbox(const lt_envs_t *envs, const char *domain);
 
 /* An `agent` domain's program (docs/agent-gateway.md): the worker's gateway
  * runs it per episode instead of stepping the environment. */
@@ -116,110 +118,5 @@ int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *te
                       lt_envs_code_result_t *res);
 /* The last fenced code block of a response (caller frees); NULL if none. */
 char *lt_envs_code_extract(const char *text);
-
-/* ---- internal: shared by the environment implementations ---- */
-
-/* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
-typedef struct {
-  int on;
-  double instruction, tool_failure, tool_partial, tool_inconsistent; /* probabilities at level 1 */
-  double level_start, level_step, max_gap, clean_share, window;     /* the curriculum (docs/envs.md) */
-  double level;                       /* the curriculum's level now (the daemon's) */
-  int clean_n, clean_ok, noisy_n, noisy_ok; /* outcomes at this level: clean tasks and tasks at `level` */
-  double last_gap;                    /* clean − noisy success rate at the last decision */
-} lt__noise_t;
-
-int lt__noise_parse(const char *domain, const cJSON *noise, lt__noise_t *out);
-/* The level of training task `index`: 0 (clean, a clean_share of the indices) or the curriculum's level. */
-double lt__noise_level(const lt__noise_t *n, uint64_t index);
-/* A training episode dispatched at `level` ended (success: the domain's success); 1 when the level rose. */
-int lt__noise_record(lt__noise_t *n, double level, int success);
-/* Typos and filler; a word found in spec or reference (what the verifier needs) is never changed. */
-char *lt__noise_instruction(const lt__noise_t *n, double level, lt_rng_t *r, const char *text, const cJSON *spec,
-                            const cJSON *reference);
-int lt__noise_tool_fails(const lt__noise_t *n, double level, lt_rng_t *r);
-char *lt__noise_observation(const lt__noise_t *n, double level, lt_rng_t *r, const char *content);
-
-typedef struct lt_env_impl {
-  const char *type;
-  /* Parses params (a JSON object, may be empty); errors name "envs.<domain>.params.<key>". */
-  int (*init)(const char *domain, const cJSON *params, uint64_t seed, void **state);
-  void (*free)(void *state);
-  int (*sample)(void *state, uint64_t index, int eval, cJSON **spec);
-  int (*demo)(void *state, uint64_t index, cJSON **messages, char **response);
-  /* Fills *messages and the episode's reference; may set ep->data. */
-  int (*open)(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed, cJSON **messages);
-  /* Synchronous step; the registry delivers the result on the loop. */
-  int (*step)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
-  void (*close)(lt_episode_t *ep);
-  int blocking; /* step blocks (sandbox, subprocess): the registry runs it on the thread pool */
-  /* Asynchronous open and step on the loop (an HTTP environment): they end by
-   * calling lt__episode_opened / lt__episode_stepped, never inside the call;
-   * cancel drops what is in flight (no completion follows); shutdown releases
-   * the domain's loop resources before the loop's last run. */
-  int (*open_async)(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t seed);
-  int (*step_async)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
-  void (*cancel)(lt_episode_t *ep);
-  void (*shutdown)(void *state);
-} lt_env_impl_t;
-
-struct lt_episode {
-  lt_envs_t *envs;
-  void *domain;          /* registry's domain record */
-  void *state;           /* the implementation's per-domain state */
-  void *data;            /* the implementation's per-episode data */
-  cJSON *reference;      /* set by open */
-  uv_timer_t timer;      /* delivers step results on the next loop turn */
-  lt_env_step_t result;
-  lt_env_step_cb cb;
-  void *ud;
-  int pending;
-  uv_work_t work;        /* a blocking step on the thread pool */
-  char *work_text;
-  const lt_tool_call_t *work_calls;
-  int work_ncalls;          /* the calls of the step in flight (blocking or asynchronous) */
-  int closed;
-  double noise_level;       /* < 0: no noise in this episode */
-  lt_rng_t noise_rng;
-  unsigned char *noise_failed; /* per call of the step in flight: failed by the wrapper, not run */
-  char **noise_names;
-  int noise_ncalls;
-  lt_episode_open_cb open_cb; /* an asynchronous open in flight */
-  cJSON *open_spec, *open_messages;
-  uint64_t open_seed;
-  int open_rc, opening;
-  char *open_err;
-  int async_op;          /* an open_async/step_async is in flight */
-  void *io;              /* the implementation's in-flight request */
-};
-
-void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages); /* rc < 0: lt_error_msg() has the detail */
-void lt__episode_stepped(lt_episode_t *ep, int rc);                  /* ep->result filled */
-uv_loop_t *lt__envs_loop(lt_envs_t *envs);
-
-/* The JSON protocol of external and http environments (envs/protocol.c). */
-int lt__envproto_sample(void *state, uint64_t index, int eval, cJSON **spec);
-cJSON *lt__envproto_reset(const cJSON *spec, uint64_t seed);
-cJSON *lt__envproto_step(const lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
-/* An answer's JSON object; {"error"} and non-objects are errors naming the domain. */
-int lt__envproto_parse(const char *domain, const char *text, size_t len, cJSON **answer);
-int lt__envproto_opened(lt_episode_t *ep, const char *domain, cJSON *answer, cJSON **messages);
-void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_step_t *res);
-void lt__envproto_close(lt_episode_t *ep);
-
-/* The step of single-turn environments: the first response ends the episode. */
-int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
-
-/* The worker's sandbox pool (the config's sandbox section), made on first use. */
-int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
-
-extern const lt_env_impl_t lt__env_arith;
-extern const lt_env_impl_t lt__env_code;
-extern const lt_env_impl_t lt__env_tools;
-extern const lt_env_impl_t lt__env_external;
-extern const lt_env_impl_t lt__env_http;
-extern const lt_env_impl_t lt__env_dataset;
-extern const lt_env_impl_t lt__env_agent;
-const lt_envs_agent_t *lt__agent_params(void *state); /* envs/agent.c */
 
 #endif

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -158,4 +158,5 @@ const lt_env_impl_t lt__env_external = {
     .step = ext_step,
     .close = lt__envproto_close,
     .blocking = 1,
+    .sandbox = 1,
 };

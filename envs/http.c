@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "net/http.h"
 #include "util/error.h"
 

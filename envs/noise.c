@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/rng.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/error.h"
 
 /* Problems are the environment's: the spec only says which one. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/sha256.h"
@@ -148,6 +148,11 @@ static domain_t *find(const lt_envs_t *e, const char *name) {
 const char *lt_envs_type(const lt_envs_t *e, const char *domain) {
   domain_t *d = find(e, domain);
   return d ? d->impl->type : NULL;
+}
+
+int lt_envs_needs_sandbox(const lt_envs_t *e, const char *domain) {
+  domain_t *d = find(e, domain);
+  return d && d->impl->sandbox;
 }
 
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *e, const char *domain) {

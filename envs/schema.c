@@ -1,3 +1,4 @@
+/* The config section of the environments: envs.<domain>.* (type, weight, group size, batch share, params). */
 #include "envs/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/env.h"
+#include "envs/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"

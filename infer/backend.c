@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -16,33 +17,14 @@ int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, con
                  const uint16_t *rids, const float *rprobs) {
   int R = g->b->info.routing_layers * g->b->info.routing_k;
   if (support > 0) {
-    if (g->nsids + (size_t)support > g->sids_cap) {
-      size_t cap = g->sids_cap ? 2 * g->sids_cap : 1024;
-      while (cap < g->nsids + (size_t)support) cap *= 2;
-      int32_t *n = realloc(g->sids, sizeof *n * cap);
-      if (!n) return lt_error_set(LT_ENOMEM, "backend: out of memory");
-      g->sids = n, g->sids_cap = cap;
-    }
+    lt_grow_t ids[] = {LT_GROW(g->sids)};
+    if (lt_grow(&g->sids_cap, g->nsids + (size_t)support, 1024, ids, 1) < 0) return LT_ENOMEM;
     memcpy(g->sids + g->nsids, support_ids, sizeof *g->sids * (size_t)support);
     g->nsids += (size_t)support;
   }
-  if (g->n == g->cap) {
-    int cap = g->cap ? 2 * g->cap : 64;
-    int32_t *t = realloc(g->tokens, sizeof *t * (size_t)cap);
-    if (t) g->tokens = t;
-    float *l = realloc(g->logprobs, sizeof *l * (size_t)cap);
-    if (l) g->logprobs = l;
-    int32_t *s = realloc(g->support, sizeof *s * (size_t)cap);
-    if (s) g->support = s;
-    int32_t *v = realloc(g->versions, sizeof *v * (size_t)cap);
-    if (v) g->versions = v;
-    uint16_t *ri = R ? realloc(g->rids, sizeof *ri * (size_t)cap * (size_t)R) : NULL;
-    if (ri) g->rids = ri;
-    float *rp = R ? realloc(g->rprobs, sizeof *rp * (size_t)cap * (size_t)R) : NULL;
-    if (rp) g->rprobs = rp;
-    if (!t || !l || !s || !v || (R && (!ri || !rp))) return lt_error_set(LT_ENOMEM, "backend: out of memory");
-    g->cap = cap;
-  }
+  lt_grow_t arr[] = {LT_GROW(g->tokens), LT_GROW(g->logprobs), LT_GROW(g->support), LT_GROW(g->versions),
+                     LT_GROW_K(g->rids, R), LT_GROW_K(g->rprobs, R)};
+  if (lt_grow(&g->cap, (size_t)g->n + 1, 64, arr, sizeof arr / sizeof *arr) < 0) return LT_ENOMEM;
   g->tokens[g->n] = token;
   g->logprobs[g->n] = logprob;
   g->support[g->n] = support;

@@ -23,7 +23,8 @@ struct lt_gen {
   void *ud;
   int len;                 /* tokens in the context */
   /* this turn's output */
-  int n, cap;
+  int n;
+  size_t cap;
   int32_t *tokens, *support, *versions;
   int32_t *sids;           /* support ids of this turn's tokens */
   size_t nsids, sids_cap;
@@ -110,7 +111,8 @@ struct lt_oai_gen {
   int live;              /* generating: cancel it if the call fails */
   int32_t *tokens;       /* every token reported, [0, n) */
   float *logprobs;
-  int n, cap;
+  int n;
+  size_t cap;
   int *ntop;             /* alternatives per token (top_logprobs) */
   int32_t *top_ids;      /* [cap][plan.top_logprobs] */
   float *top_lps;

@@ -8,6 +8,7 @@
 #include "infer/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/grow.h"
 #include "util/json.h"
 
 void lt__oai_gen_release(lt_oai_gen_t *g) {
@@ -18,21 +19,9 @@ void lt__oai_gen_release(lt_oai_gen_t *g) {
 }
 
 static int push(lt_oai_gen_t *g, const lt_oai_token_t *t, int K) {
-  if (g->n == g->cap) {
-    int cap = g->cap ? 2 * g->cap : 64;
-    int32_t *tk = realloc(g->tokens, sizeof *tk * (size_t)cap);
-    if (tk) g->tokens = tk;
-    float *lp = realloc(g->logprobs, sizeof *lp * (size_t)cap);
-    if (lp) g->logprobs = lp;
-    int *nt = K ? realloc(g->ntop, sizeof *nt * (size_t)cap) : NULL;
-    if (nt) g->ntop = nt;
-    int32_t *ti = K ? realloc(g->top_ids, sizeof *ti * (size_t)cap * (size_t)K) : NULL;
-    if (ti) g->top_ids = ti;
-    float *tl = K ? realloc(g->top_lps, sizeof *tl * (size_t)cap * (size_t)K) : NULL;
-    if (tl) g->top_lps = tl;
-    if (!tk || !lp || (K && (!nt || !ti || !tl))) return LT_ENOMEM;
-    g->cap = cap;
-  }
+  lt_grow_t arr[] = {LT_GROW(g->tokens), LT_GROW(g->logprobs), LT_GROW_K(g->ntop, K ? 1 : 0), LT_GROW_K(g->top_ids, K),
+                     LT_GROW_K(g->top_lps, K)};
+  if (lt_grow(&g->cap, (size_t)g->n + 1, 64, arr, sizeof arr / sizeof *arr) < 0) return LT_ENOMEM;
   g->tokens[g->n] = t->token;
   g->logprobs[g->n] = t->logprob;
   if (K) {

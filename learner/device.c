@@ -1,3 +1,4 @@
+/* Accelerator discovery (learner/device.h): what this build supports and which devices this machine has. */
 #include "learner/device.h"
 
 #include <stdio.h>

@@ -135,13 +135,8 @@ void lt_dist_finalize(int exit_code) {
   g_init = 0;
 }
 
-void lt_dist_abort(int exit_code) {
-  if (g_init) MPI_Abort(MPI_COMM_WORLD, exit_code);
-}
-
 int lt_dist_rank(void) { return g_rank; }
 int lt_dist_size(void) { return g_size; }
-void lt_dist_set_timeout(double seconds) { g_timeout = seconds; }
 
 /* Waits for a non-blocking collective, sleeping between polls so that ranks
  * sharing cores do not starve each other, up to the timeout. */

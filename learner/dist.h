@@ -11,7 +11,7 @@
  * initialised and the process is rank 0 of 1: every call below is then a
  * no-op or a copy, so single-process behaviour is unchanged.
  *
- * Every collective waits at most lt_dist_set_timeout() seconds (polling,
+ * Every collective waits at most $LT_DIST_TIMEOUT seconds (default 600; polling,
  * not spinning, so oversubscribed ranks leave each other the cores), and
  * with lt_dist_heartbeats() no longer than a peer stays silent; one that
  * does not complete fails with LT_ETIMEDOUT, and lt_dist_finalize() then
@@ -27,14 +27,9 @@ int lt_dist_init(void);
 /* Finalises MPI.  exit_code != 0 on a rank of several aborts the job
  * instead, so the other ranks do not wait for this one in a collective. */
 void lt_dist_finalize(int exit_code);
-/* Stops every rank with exit_code (MPI_Abort); returns only without MPI. */
-void lt_dist_abort(int exit_code);
 
 int lt_dist_rank(void);
 int lt_dist_size(void);
-/* Seconds a collective may take before it fails (default 600, or
- * $LT_DIST_TIMEOUT). */
-void lt_dist_set_timeout(double seconds);
 /* Rank 0 and every other rank exchange heartbeats every interval_s from a
  * thread of their own; a collective fails naming the rank that has been
  * silent for window_s, however long the collective itself may take. */

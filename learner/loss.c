@@ -1,3 +1,5 @@
+/* Policy objectives, advantages and the value loss (learner/loss.h, docs/losses.md), per token on packed
+ * sequences. */
 #include "learner/loss.h"
 
 #include <math.h>

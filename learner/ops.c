@@ -1,3 +1,4 @@
+/* The CPU reference of every op (learner/ops.h): forward/backward pairs on fp32 arrays, over BLAS. */
 #include "learner/ops.h"
 
 #include <cblas.h>

@@ -1,3 +1,5 @@
+/* Optimizers over the contiguous parameter buffer (learner/optim.h): AdamW and Muon, the learning-rate
+ * schedule, gradient clipping. */
 #include "learner/optim.h"
 
 #include <cblas.h>

@@ -1,3 +1,4 @@
+/* safetensors files (learner/safetensors.h): reading F32/BF16/F16 as fp32, writing F32, every offset checked. */
 #include "learner/safetensors.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* A thread beside a libuv loop (net/bridge.h): the thread, the lock it shares with the loop, and the
+ * uv_async that wakes the loop. */
 #include "net/bridge.h"
 
 #include <stdlib.h>

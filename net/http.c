@@ -1,3 +1,5 @@
+/* A small HTTP/1.1 server on a libuv loop (net/http.h): the daemon's Prometheus and weights endpoints and
+ * `longtail serve`. */
 #include "net/http.h"
 
 #include <fcntl.h>

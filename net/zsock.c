@@ -1,3 +1,4 @@
+/* A ZeroMQ socket on a libuv loop (net/zsock.h): multipart messages in and out, ZMQ_FD drained on every wake. */
 #include "net/zsock.h"
 
 #include <stdlib.h>

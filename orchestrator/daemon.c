@@ -16,7 +16,6 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
-#include "util/sha256.h"
 #include "util/time.h"
 
 #define CRON_MS 100
@@ -123,45 +122,20 @@ void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const
   }
 }
 
-/* The policy every worker starts from: the configured checkpoint, or a random
- * initialisation written into the run directory. */
+/* The policy every worker starts from (train/: the configured checkpoint or a random initialisation, after the
+ * warm start when sft.enabled), recorded as version 0. */
 static int initial_weights(lt_daemon_t *d) {
-  char dir[4096], init[4200];
-  snprintf(init, sizeof init, "%s/checkpoints/v0", d->run_dir);
-  int rc = lt_policy_source(d->cfg, init, dir, sizeof dir);
+  char dir[4096], sha[65];
+  double sft_loss;
+  int rc = lt_train_initial_policy(d->cfg, d->envs, d->run_dir, d->metrics, d->buf, dir, sizeof dir, sha, &sft_loss);
   if (rc < 0) return rc;
-  if (lt_config_bool(d->cfg, "sft.enabled")) {
-    /* The warm start runs before any worker connects: v0 is the tuned policy. */
-    char sft[4200];
-    snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", d->run_dir);
-    double loss;
-    int progress = strcmp(lt_config_str(d->cfg, "monitor.progress"), "off") != 0;
-    lt_sft_opts_t so = {.cfg = d->cfg, .envs = d->envs, .in_dir = dir, .out_dir = sft, .metrics = d->metrics, .buf = d->buf,
-                        .progress = progress};
-    LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(d->cfg, "sft.steps"),
-            (long long)lt_config_int(d->cfg, "sft.batch"));
-    if ((rc = lt_sft_run(&so, &loss)) < 0) return lt_error_wrap(rc, "sft warm start");
-    LT_INFO("sft", "warm start done: loss %.4f", loss);
-    lt__event(d, "sft", "warm start done: final loss %.4f", loss);
-    snprintf(dir, sizeof dir, "%s", sft);
-  }
-  int bf16 = !strcmp(lt_config_str(d->cfg, "checkpoint.publish_dtype"), "bf16");
-  if ((rc = lt_policy_single_file(dir, init, bf16, dir, sizeof dir)) < 0) return rc;
-  char st[4200], sha[65];
-  snprintf(st, sizeof st, "%s/model.safetensors", dir);
-  if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
-  const char *pd = lt_config_str(d->cfg, "checkpoint.publish_dir");
-  if (pd[0] && (rc = lt_train_publish_copy(dir, pd, sha)) < 0) return rc;
+  if (sft_loss >= 0) lt__event(d, "sft", "warm start done: final loss %.4f", sft_loss);
   d->version = 0;
   snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
   snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   lt__weights_published(d, 0, dir, sha);
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
-
-/* The model as a worker must respect it, sent in WELCOME (docs/protocol.md):
- * its vocabulary (token ids past it are refused), the ids that end a turn and
- * the chat format; a worker needs no checkpoint to produce valid results. */
 
 /* ---- messages ---- */
 
@@ -282,7 +256,7 @@ static void on_writer_stopped(void *ud) {
   uv_stop(&d->loop);
 }
 
-static void on_learner_stopped(void *ud) {
+static void on_trainer_stopped(void *ud) {
   lt_daemon_t *d = ud;
   if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
 }
@@ -293,7 +267,7 @@ void lt__finish(lt_daemon_t *d, int code) {
   d->exit_code = code;
   LT_INFO("daemon", "finishing: %lld learner steps, %lld trajectories, %lld duplicates rejected", (long long)d->step,
           (long long)d->trajs_in, (long long)d->dups);
-  lt__learner_stop(d, on_learner_stopped, d);
+  lt__trainer_stop(d, on_trainer_stopped, d);
 }
 
 void lt__check_done(lt_daemon_t *d) {
@@ -301,12 +275,9 @@ void lt__check_done(lt_daemon_t *d) {
   int learned = d->steps > 0 && d->step >= d->steps;
   /* Out of tasks: done once the learner has taken (or dropped) what is left. */
   int exhausted = d->steps == 0 && d->max_tasks > 0 && d->tasks_created >= d->max_tasks && d->open_train == 0 &&
-                  (d->ready_pending <= 0 || !d->learner);
+                  (d->ready_pending <= 0 || !d->trainer);
   if ((learned || exhausted) && d->eval_round < 0 && !d->stopping) {
-    /* A last evaluation at the end, unless this step was just evaluated. */
-    if (lt_config_int(d->cfg, "eval.every") > 0 && d->eval_next <= d->step) {
-      d->eval_next = d->step + 1;
-      lt__eval_start(d);
+    if (lt__eval_last(d)) { /* a last evaluation at the end */
       lt__scheduler_dispatch(d);
       return;
     }
@@ -591,8 +562,8 @@ static int setup(lt_daemon_t *d) {
   if ((rc = lt__prom_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
-  /* Collect-only runs (data generation, load tests) have no learner thread. */
-  if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__learner_start(d)) < 0) return rc;
+  /* Collect-only runs (data generation, load tests) have no trainer thread. */
+  if (lt_config_bool(d->cfg, "learner.enabled") && (rc = lt__trainer_start(d)) < 0) return rc;
   return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
 }
 
@@ -664,12 +635,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     d->sigint.data = d->sigterm.data = d;
     uv_signal_start(&d->sigint, on_signal, SIGINT);
     uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-    if (lt_config_int(d->cfg, "eval.every") > 0 && !o->resume) {
-      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
-      lt__eval_start(d);
-    } else {
-      d->eval_next = d->step + lt_config_int(d->cfg, "eval.every");
-    }
+    lt__eval_first(d);
     lt__scheduler_dispatch(d);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);

@@ -1,6 +1,6 @@
 /* The training daemon (`longtail train`): one libuv loop that dispatches
  * tasks to workers over ZeroMQ, ingests trajectories into the SQLite buffer
- * through the writer thread, drives the learner thread and publishes new
+ * through the writer thread, drives the trainer thread and publishes new
  * weights (docs/operations.md, docs/buffer.md). */
 #ifndef LT_ORCHESTRATOR_DAEMON_H
 #define LT_ORCHESTRATOR_DAEMON_H
@@ -26,9 +26,5 @@ typedef struct {
 
 /* Runs the job to completion or a signal; returns the exit code. */
 int lt_daemon_run(const lt_daemon_opts_t *o);
-
-/* The buffer's record of a wire trajectory, as ingestion stores it: its arrays borrowed, its JSON printed (the
- * caller frees r->components and r->messages). */
-int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r);
 
 #endif

@@ -20,37 +20,13 @@ typedef struct {
   int missing;     /* unknown task (not in this run) */
 } ingest_op_t;
 
-int lt_ingest_record(const lt_traj_t *t, lt_traj_rec_t *r) {
-  *r = (lt_traj_rec_t){.task_id = (int64_t)t->task_id, .group_id = (int64_t)t->group_id, .domain = t->domain,
-                       .outcome = (char *)lt_traj_status_name(t->status), .finish = (char *)lt_finish_name(t->finish),
-                       .reason = t->reason, .error = t->error, .truncated = t->finish == LT_FINISH_TRUNCATED,
-                       .has_reward = t->has_reward, .reward = t->reward, .turns = t->turns, .eval = t->eval,
-                       .gen_ms = t->gen_ms, .env_ms = t->env_ms, .reward_ms = t->reward_ms, .ntokens = t->ntokens,
-                       .tokens = t->tokens, .logprobs = t->logprobs, .loss_mask = t->loss_mask,
-                       .versions = t->versions, .support = t->support, .nsupport_ids = t->nsupport_ids,
-                       .support_ids = t->support_ids, .temperature = t->temperature, .routing_layers = t->routing_layers,
-                       .routing_k = t->routing_k, .routing_experts = t->routing_experts,
-                       .routing_ids = t->routing_ids, .routing_probs = t->routing_probs, .nseqs = t->nseqs,
-                       .seq_starts = t->seq_starts};
-  r->components = cJSON_PrintUnformatted(t->components);
-  r->messages = cJSON_PrintUnformatted(t->messages);
-  if (r->components && r->messages) return 0;
-  free(r->components), free(r->messages);
-  r->components = r->messages = NULL;
-  return lt_error_set(LT_ENOMEM, "ingest: out of memory");
-}
-
 static int ingest_write(lt_buffer_t *b, void *arg) {
   ingest_op_t *op = arg;
   if (!op->known && !lt_buffer_task_exists(b, (int64_t)op->t.task_id)) {
     op->missing = 1;
     return 0;
   }
-  lt_traj_rec_t rec;
-  int rc = lt_ingest_record(&op->t, &rec);
-  if (rc == 0) rc = lt_buffer_traj_insert(b, &rec, &op->meta, &op->duplicate);
-  free(rec.components);
-  free(rec.messages);
+  int rc = lt_buffer_traj_insert(b, &op->t, &op->meta, &op->duplicate);
   /* Also on a duplicate: the task may have been dispatched again since its
    * result was stored, and that row must not stay open. */
   if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, -1, op->worker, op->meta.version_min);
@@ -120,19 +96,10 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
   }
 }
 
-/* The domain's success (pass@1, the noise curriculum; lt_buffer_task_history counts the same): the verifier's
- * verdict (components correct or verifier) when there is one, else reward ≥ envs.<d>.pass_threshold. */
-static int passed(const lt_daemon_t *d, int dom, const lt_traj_t *t) {
-  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
-  if (!cJSON_IsNumber(c)) c = cJSON_GetObjectItemCaseSensitive(t->components, "verifier");
-  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
-  return t->has_reward && t->reward >= (dom >= 0 ? d->domain_pass[dom] : 0.5);
-}
-
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
   lt__task_free_slot(d, task);
   int eval = task->eval, dom = lt_envs_index(d->envs, task->domain);
-  int ok = t->status == LT_TRAJ_OK && passed(d, dom, t);
+  int ok = t->status == LT_TRAJ_OK && lt__eval_passed(d, dom, t);
   double level, gap;
   if (!eval) {
     d->open_train--;
@@ -189,10 +156,10 @@ static void ingest_done(void *arg, int rc) {
         }
         task_finished(d, task, &op->t);
       }
-      if (op->meta.status == LT_SAMPLE_READY && d->learner) d->ready_pending++;
+      if (op->meta.status == LT_SAMPLE_READY && d->trainer) d->ready_pending++;
       /* Also after a failed one: the last task to end may leave nothing new to
        * train on yet make the learner flush what remains. */
-      if (d->learner) lt__learner_notify(d);
+      if (d->trainer) lt__trainer_notify(d);
     }
   }
   lt_traj_free(&op->t);
@@ -274,6 +241,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
       if (op->t.versions[i] > vmax) vmax = op->t.versions[i];
     }
   op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
+                              .truncated = op->t.finish == LT_FINISH_TRUNCATED,
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
                               .status = op->t.eval ? LT_SAMPLE_EVAL : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {

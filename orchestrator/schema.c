@@ -1,3 +1,4 @@
+/* Config sections owned by the daemon: the run, transport, workers, scheduling, evaluation and monitoring. */
 #include "orchestrator/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
@@ -68,14 +69,6 @@ static const lt_cfg_entry_t scheduler_e[] = {
 };
 const lt_cfg_schema_t lt_scheduler_schema = {"scheduler", "Dispatch, asynchrony and staleness control.", scheduler_e, N(scheduler_e)};
 
-static const lt_cfg_entry_t checkpoint_e[] = {
-    {"checkpoint.every", LT_CFG_INT, "10", 0, BIG, NULL, "full checkpoint (policy, critic, optimizer, RNG, scheduler) every N learner steps (0: only at exit)"},
-    {"checkpoint.keep", LT_CFG_INT, "3", 1, 1000, NULL, "full checkpoints kept"},
-    {"checkpoint.publish_dtype", LT_CFG_ENUM, "\"fp32\"", LT_CFG_NORANGE, "fp32|bf16", "dtype of each published version's model.safetensors, what workers load: fp32 (the learner's own weights) or bf16 (for inference servers and remote workers; the fp32 weights stay beside it as master.safetensors)"},
-    {"checkpoint.publish_dir", LT_CFG_PATH, "\"\"", LT_CFG_NORANGE, NULL, "a shared filesystem folder (NFS, Lustre) every published version is also copied to, as <dir>/<sha256>/, for workers that read versions from it (\"\": off)"},
-};
-const lt_cfg_schema_t lt_checkpoint_schema = {"checkpoint", "Checkpoints for --resume.", checkpoint_e, N(checkpoint_e)};
-
 static const lt_cfg_entry_t eval_e[] = {
     {"eval.every", LT_CFG_INT, "0", 0, BIG, NULL, "evaluate every N learner steps (0: never); also before the first step"},
     {"eval.prompts", LT_CFG_INT, "100", 1, BIG, NULL, "held-out prompts per evaluation (pass@1, greedy)"},
@@ -91,13 +84,3 @@ static const lt_cfg_entry_t monitor_e[] = {
     {"monitor.routing_mitigation", LT_CFG_ENUM, "\"keep_routing\"", LT_CFG_NORANGE, "none|keep_routing|staleness", "action on a routing-confidence alarm: none, turn keep_routing on, or set max_staleness to 0"},
 };
 const lt_cfg_schema_t lt_monitor_schema = {"monitor", "Metrics, progress and alarms.", monitor_e, N(monitor_e)};
-
-static const lt_cfg_entry_t guardrails_e[] = {
-    {"guardrails.max_mismatch", LT_CFG_NUM, "0", 0, BIG, NULL, "train–rollout mismatch (mean |log π_old − log π_rollout|) above which staleness is tightened (0: off)"},
-    {"guardrails.min_token_accept", LT_CFG_NUM, "0", 0, 1, NULL, "MIS token acceptance below which staleness is tightened and keep_routing turned on (0: off)"},
-    {"guardrails.min_traj_accept", LT_CFG_NUM, "0", 0, 1, NULL, "MIS trajectory acceptance below which staleness is tightened (0: off)"},
-    {"guardrails.min_entropy", LT_CFG_NUM, "0", 0, BIG, NULL, "policy entropy (nats) below which the actor learning rate is halved (0: off)"},
-    {"guardrails.grad_spike", LT_CFG_NUM, "0", 0, BIG, NULL, "actor gradient norm above this multiple of its running mean: roll back to the last good checkpoint and skip the batch (0: off)"},
-    {"guardrails.lr_floor", LT_CFG_NUM, "0.05", 0, 1, NULL, "the learning rate is never lowered below this fraction of learner.lr"},
-};
-const lt_cfg_schema_t lt_guardrails_schema = {"guardrails", "Limits that act: staleness, keep routing, learning rate, rollback.", guardrails_e, N(guardrails_e)};

@@ -1,4 +1,4 @@
-/* Config sections owned by the daemon. */
+/* Config sections owned by the daemon (orchestrator/schema.c). */
 #ifndef LT_ORCHESTRATOR_SCHEMA_H
 #define LT_ORCHESTRATOR_SCHEMA_H
 
@@ -8,9 +8,7 @@ extern const lt_cfg_schema_t lt_run_schema;
 extern const lt_cfg_schema_t lt_transport_schema;
 extern const lt_cfg_schema_t lt_workers_schema;
 extern const lt_cfg_schema_t lt_scheduler_schema;
-extern const lt_cfg_schema_t lt_checkpoint_schema;
 extern const lt_cfg_schema_t lt_eval_schema;
 extern const lt_cfg_schema_t lt_monitor_schema;
-extern const lt_cfg_schema_t lt_guardrails_schema;
 
 #endif

@@ -80,13 +80,13 @@ static void start_child(child_t *c) {
   c->proc.data = c;
   /* fork() runs OpenBLAS's pre-fork handler, which joins its thread pool: it
    * must not happen while the learner is inside a BLAS call. */
-  if (!lt__learner_fork_lock(d)) {
+  if (!lt__trainer_fork_lock(d)) {
     if (fd >= 0) close(fd);
     uv_timer_start(&c->restart, on_restart, 50, 0);
     return;
   }
   int rc = uv_spawn(&d->loop, &c->proc, &po);
-  lt__learner_fork_unlock(d);
+  lt__trainer_fork_unlock(d);
   if (fd >= 0) close(fd);
   if (rc != 0) {
     LT_ERROR("spawn", "cannot start %s: %s", name, uv_strerror(rc));

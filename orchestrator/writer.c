@@ -1,3 +1,5 @@
+/* The buffer writer (orchestrator/writer.h): the thread that owns the daemon's read-write handle of
+ * buffer.db and commits queued operations in batches. */
 #include "orchestrator/writer.h"
 
 #include <stdlib.h>

@@ -292,7 +292,17 @@ static int copy_frame(const fspec_t *s, void **out) {
   return 0;
 }
 
-enum { F_TOKENS, F_LOGPROBS, F_MASK, F_VERSIONS, F_SUPPORT, F_RIDS, F_RPROBS, F_SUPPORT_IDS, F_SEQ_STARTS, F_N };
+/* The TRAJ's frames: its per-token arrays (LT_TRAJ_TOKEN_ARRAYS, proto.h), then the two of other lengths. */
+#define FRAME_ID(m, dtype, elem, routed, required) F_##m,
+enum { LT_TRAJ_TOKEN_ARRAYS(FRAME_ID) F_SUPPORT_IDS, F_SEQ_STARTS, F_N };
+#undef FRAME_ID
+#define FRAME_SPEC(m, dtype, elem, routed, required) [F_##m] = {#m, dtype, elem, NULL, 0},
+#define FRAME_ROUTED(m, dtype, elem, routed, required) [F_##m] = routed,
+#define FRAME_REQUIRED(m, dtype, elem, routed, required) [F_##m] = required,
+static const int routed_frame[F_N] = {LT_TRAJ_TOKEN_ARRAYS(FRAME_ROUTED)};
+static const int required_frame[F_N] = {LT_TRAJ_TOKEN_ARRAYS(FRAME_REQUIRED)};
+#undef FRAME_ROUTED
+#undef FRAME_REQUIRED
 
 static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) {
   int rc, v;
@@ -331,19 +341,16 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
     if (!cJSON_IsObject(c) || !cJSON_IsString(role)) return BAD(d, "TRAJ.messages: each message needs a role");
   }
 
-  fspec_t sp[F_N] = {
-      [F_TOKENS] = {"tokens", "i32", 4, NULL, 0},     [F_LOGPROBS] = {"logprobs", "f32", 4, NULL, 0},
-      [F_MASK] = {"loss_mask", "u8", 1, NULL, 0},     [F_VERSIONS] = {"versions", "i32", 4, NULL, 0},
-      [F_SUPPORT] = {"support", "i32", 4, NULL, 0},   [F_RIDS] = {"routing_ids", "u16", 2, NULL, 0},
-      [F_RPROBS] = {"routing_probs", "f32", 4, NULL, 0},   [F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0},
-      [F_SEQ_STARTS] = {"seq_starts", "i32", 4, NULL, 0}};
+  fspec_t sp[F_N] = {LT_TRAJ_TOKEN_ARRAYS(FRAME_SPEC)[F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0},
+                     [F_SEQ_STARTS] = {"seq_starts", "i32", 4, NULL, 0}};
+#undef FRAME_SPEC
   if ((rc = bind_frames(d, frames, n, sp, F_N))) return rc;
-  for (int k = F_TOKENS; k <= F_VERSIONS; k++)
-    if (!sp[k].frame) return BAD(d, "TRAJ: frame '%s' missing", sp[k].name);
-  size_t T = sp[F_TOKENS].count;
+  for (int k = 0; k < F_N; k++)
+    if (required_frame[k] && !sp[k].frame) return BAD(d, "TRAJ: frame '%s' missing", sp[k].name);
+  size_t T = sp[F_tokens].count;
   if (T > LT_PROTO_MAX_TOKENS) return BAD(d, "TRAJ.tokens: %zu tokens exceeds %d", T, LT_PROTO_MAX_TOKENS);
-  for (int k = F_LOGPROBS; k <= F_SUPPORT; k++)
-    if (sp[k].frame && sp[k].count != T)
+  for (int k = 0; k < F_SUPPORT_IDS; k++)
+    if (!routed_frame[k] && sp[k].frame && sp[k].count != T)
       return BAD(d, "TRAJ: frame '%s' has %zu entries, tokens has %zu", sp[k].name, sp[k].count, T);
   t->ntokens = (int)T;
   if ((rc = int32f(d, "routing_layers", 0, 4096, 0, 0, &t->routing_layers))) return rc;
@@ -353,14 +360,17 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
       return rc;
     if (t->routing_k > t->routing_experts) return BAD(d, "TRAJ.routing_k: exceeds routing_experts");
     size_t r = T * (size_t)t->routing_layers * (size_t)t->routing_k;
-    if (!sp[F_RIDS].frame || !sp[F_RPROBS].frame) return BAD(d, "TRAJ: routing_layers set but routing frames missing");
-    if (sp[F_RIDS].count != r || sp[F_RPROBS].count != r)
-      return BAD(d, "TRAJ: routing frames must have tokens × routing_layers × routing_k = %zu entries", r);
-  } else if (sp[F_RIDS].frame || sp[F_RPROBS].frame) {
-    return BAD(d, "TRAJ: routing frames without routing_layers");
+    for (int k = 0; k < F_SUPPORT_IDS; k++)
+      if (routed_frame[k] && !sp[k].frame) return BAD(d, "TRAJ: routing_layers set but routing frames missing");
+    for (int k = 0; k < F_SUPPORT_IDS; k++)
+      if (routed_frame[k] && sp[k].count != r)
+        return BAD(d, "TRAJ: routing frames must have tokens × routing_layers × routing_k = %zu entries", r);
+  } else {
+    for (int k = 0; k < F_SUPPORT_IDS; k++)
+      if (routed_frame[k] && sp[k].frame) return BAD(d, "TRAJ: routing frames without routing_layers");
   }
   if ((rc = number(d, "temperature", 0, 100, 0, -1, &t->temperature))) return rc;
-  if (sp[F_SUPPORT_IDS].frame && !sp[F_SUPPORT].frame) return BAD(d, "TRAJ: frame 'support_ids' without 'support'");
+  if (sp[F_SUPPORT_IDS].frame && !sp[F_support].frame) return BAD(d, "TRAJ: frame 'support_ids' without 'support'");
   if (sp[F_SUPPORT_IDS].count > (size_t)INT32_MAX) return BAD(d, "TRAJ.support_ids: too many entries");
   t->nsupport_ids = (int)sp[F_SUPPORT_IDS].count;
   if ((rc = copy_frame(&sp[F_SUPPORT_IDS], (void **)&t->support_ids))) return rc;
@@ -370,11 +380,10 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   for (int i = 0; i < t->nseqs; i++)
     if (i == 0 ? t->seq_starts[0] != 0 : t->seq_starts[i] <= t->seq_starts[i - 1] || (size_t)t->seq_starts[i] >= T)
       return BAD(d, "TRAJ.seq_starts[%d]: expected 0 first, then increasing token indices below %zu", i, T);
-  if ((rc = copy_frame(&sp[F_TOKENS], (void **)&t->tokens)) || (rc = copy_frame(&sp[F_LOGPROBS], (void **)&t->logprobs)) ||
-      (rc = copy_frame(&sp[F_MASK], (void **)&t->loss_mask)) || (rc = copy_frame(&sp[F_VERSIONS], (void **)&t->versions)) ||
-      (rc = copy_frame(&sp[F_SUPPORT], (void **)&t->support)) || (rc = copy_frame(&sp[F_RIDS], (void **)&t->routing_ids)) ||
-      (rc = copy_frame(&sp[F_RPROBS], (void **)&t->routing_probs)))
-    return rc;
+#define COPY_FRAME(m, dtype, elem, routed, required) \
+  if ((rc = copy_frame(&sp[F_##m], (void **)&t->m))) return rc;
+  LT_TRAJ_TOKEN_ARRAYS(COPY_FRAME)
+#undef COPY_FRAME
   for (size_t i = 0; i < T; i++) {
     if (t->tokens[i] < 0) return BAD(d, "TRAJ.tokens[%zu]: negative token id", i);
     if (t->loss_mask[i] > 1) return BAD(d, "TRAJ.loss_mask[%zu]: expected 0 or 1", i);

@@ -187,19 +187,20 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "reward_ms", x->reward_ms);
     json(e, "messages", x->messages, 1);
     size_t t = (size_t)x->ntokens;
-    frame(e, "tokens", "i32", 4, x->tokens, t);
-    frame(e, "logprobs", "f32", 4, x->logprobs, t);
-    frame(e, "loss_mask", "u8", 1, x->loss_mask, t);
-    frame(e, "versions", "i32", 4, x->versions, t);
-    frame(e, "support", "i32", 4, x->support, t);
+#define TOKEN_FRAME(m, dtype, elem, routed, required) \
+  if (!(routed)) frame(e, #m, dtype, elem, x->m, t);
+    LT_TRAJ_TOKEN_ARRAYS(TOKEN_FRAME)
+#undef TOKEN_FRAME
     if (x->temperature >= 0) num(e, "temperature", x->temperature);
     if (x->routing_layers > 0) {
       num(e, "routing_layers", x->routing_layers);
       num(e, "routing_k", x->routing_k);
       num(e, "routing_experts", x->routing_experts);
       size_t r = t * (size_t)x->routing_layers * (size_t)x->routing_k;
-      frame(e, "routing_ids", "u16", 2, x->routing_ids, r);
-      frame(e, "routing_probs", "f32", 4, x->routing_probs, r);
+#define ROUTED_FRAME(m, dtype, elem, routed, required) \
+  if (routed) frame(e, #m, dtype, elem, x->m, r);
+      LT_TRAJ_TOKEN_ARRAYS(ROUTED_FRAME)
+#undef ROUTED_FRAME
     }
     if (x->support) frame(e, "support_ids", "i32", 4, x->support_ids, (size_t)x->nsupport_ids);
     if (x->nseqs > 1) frame(e, "seq_starts", "i32", 4, x->seq_starts, (size_t)x->nseqs);

@@ -37,15 +37,11 @@ void lt_traj_free(lt_traj_t *t) {
   free(t->error);
   cJSON_Delete(t->components);
   cJSON_Delete(t->messages);
-  free(t->tokens);
-  free(t->logprobs);
-  free(t->loss_mask);
-  free(t->versions);
-  free(t->support);
+#define FREE_ARRAY(m, dtype, elem, routed, required) free(t->m);
+  LT_TRAJ_TOKEN_ARRAYS(FREE_ARRAY)
+#undef FREE_ARRAY
   free(t->support_ids);
   free(t->seq_starts);
-  free(t->routing_ids);
-  free(t->routing_probs);
   memset(t, 0, sizeof *t);
 }
 

@@ -122,8 +122,22 @@ typedef enum {
   LT_FINISH_N
 } lt_finish;
 
-/* worker → daemon: a finished rollout.  Arrays of length ntokens cover the
- * whole context (prompt, generated tokens, observations). */
+/* The per-token arrays of a TRAJ, one row each: X(member, wire dtype, bytes per entry, routed, required).
+ * routed: routing_layers x routing_k entries per token (present only with routing_layers > 0), else one.  The
+ * codec's frames (named as the member), lt_traj_free and the agent loop's growth walk this list, so that a new
+ * per-token field is its member below and a row here (docs/architecture.md, "A per-token field"). */
+#define LT_TRAJ_TOKEN_ARRAYS(X)      \
+  X(tokens, "i32", 4, 0, 1)          \
+  X(logprobs, "f32", 4, 0, 1)        \
+  X(loss_mask, "u8", 1, 0, 1)        \
+  X(versions, "i32", 4, 0, 1)        \
+  X(support, "i32", 4, 0, 0)         \
+  X(routing_ids, "u16", 2, 1, 0)     \
+  X(routing_probs, "f32", 4, 1, 0)
+
+/* worker → daemon: a finished rollout: the one record of a trajectory from the agent loop to packing (the agent
+ * loop fills it, the worker spools it, the daemon checks it, the buffer stores and loads it).  Arrays of length
+ * ntokens cover the whole context (prompt, generated tokens, observations). */
 typedef struct {
   uint64_t task_id;
   uint64_t group_id;

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "net/http.h"
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 

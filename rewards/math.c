@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 #include "util/error.h"
 
 #define MAX_ANSWER 4096  /* longer "answers" are not answers (and bound the work) */

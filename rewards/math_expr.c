@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 
 #define MAX_DEPTH 48
 

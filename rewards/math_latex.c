@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 #include "util/buf.h"
 
 #define MAX_BRACES 64

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "envs/env.h"
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 #include "util/error.h"
 
 typedef struct job {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rewards/reward.h"
+#include "rewards/internal.h"
 #include "util/error.h"
 
 char *lt__reward_trim_dup(const char *s, size_t n) {

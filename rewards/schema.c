@@ -1,3 +1,4 @@
+/* The config section of the rewards: rewards.* and its per-domain overrides. */
 #include "rewards/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))

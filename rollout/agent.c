@@ -1,3 +1,4 @@
+/* The agent loop (rollout/agent.h): one task from its environment's opening to a trajectory, turn by turn. */
 #include "rollout/agent.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include "text/toolcall.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -20,15 +22,11 @@ struct lt_agent {
   lt_gen_t *gen;
   uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
   int finishing, reward_pending, discarded, closed;
-  /* the trajectory so far */
-  int n, cap, R;
-  int32_t *tokens, *versions, *support;
-  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
-  size_t nsids, sids_cap;
-  float *logprobs;
-  uint8_t *mask;
-  uint16_t *rids;
-  float *rprobs;
+  /* the trajectory so far: the wire record's per-token arrays, filled here and moved into the TRAJ (its
+   * routing arrays have R = layers x k entries per token; support_ids, support[i] of them for token i) */
+  lt_traj_t traj;
+  int R;
+  size_t cap, sids_cap;
   cJSON *messages;
   int32_t *append;          /* context tokens waiting for the next turn */
   int nappend, capappend;
@@ -53,7 +51,7 @@ struct lt_agent {
   lt_program_t *prog;
   lt_oai_gen_t *og;         /* the call being generated */
   int committed;            /* the record's tokens up to the last answered call */
-  size_t committed_sids;
+  int committed_sids;
   int call_gen;             /* where the call in flight's generated tokens start */
   int32_t *prompt;          /* the call's whole context: the record, then what it adds */
   int nprompt, capprompt;
@@ -83,27 +81,12 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
   return rc;
 }
 
+/* Room for `need` more tokens in every per-token array of the record (LT_TRAJ_TOKEN_ARRAYS). */
 static int grow(lt_agent_t *a, int need) {
-  if (a->n + need <= a->cap) return 0;
-  int cap = a->cap ? a->cap : 256;
-  while (cap < a->n + need) cap *= 2;
-  void *p;
-#define RE(field, n)                                   \
-  if (!(p = realloc(a->field, sizeof *a->field * (n)))) \
-    return lt_error_set(LT_ENOMEM, "agent: out of memory"); \
-  a->field = p;
-  RE(tokens, (size_t)cap);
-  RE(versions, (size_t)cap);
-  RE(support, (size_t)cap);
-  RE(logprobs, (size_t)cap);
-  RE(mask, (size_t)cap);
-  if (a->R) {
-    RE(rids, (size_t)cap * a->R);
-    RE(rprobs, (size_t)cap * a->R);
-  }
-#undef RE
-  a->cap = cap;
-  return 0;
+#define ARRAY(m, dtype, elem, routed, required) LT_GROW_K(a->traj.m, (routed) ? a->R : 1),
+  lt_grow_t arr[] = {LT_TRAJ_TOKEN_ARRAYS(ARRAY)};
+#undef ARRAY
+  return lt_grow(&a->cap, (size_t)(a->traj.ntokens + need), 256, arr, sizeof arr / sizeof *arr);
 }
 
 /* Context tokens (prompt, chat markup, observations): loss mask 0. */
@@ -111,21 +94,21 @@ static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *
   int rc = grow(a, n);
   if (rc < 0) return rc;
   for (int i = 0; i < n; i++) {
-    a->tokens[a->n] = t[i];
-    a->versions[a->n] = -1;
-    a->support[a->n] = 0;
-    a->logprobs[a->n] = 0;
-    a->mask[a->n] = 0;
+    a->traj.tokens[a->traj.ntokens] = t[i];
+    a->traj.versions[a->traj.ntokens] = -1;
+    a->traj.support[a->traj.ntokens] = 0;
+    a->traj.logprobs[a->traj.ntokens] = 0;
+    a->traj.loss_mask[a->traj.ntokens] = 0;
     if (a->R) {
       if (rids) {
-        memcpy(a->rids + (size_t)a->n * a->R, rids + (size_t)i * a->R, sizeof *rids * (size_t)a->R);
-        memcpy(a->rprobs + (size_t)a->n * a->R, rprobs + (size_t)i * a->R, sizeof *rprobs * (size_t)a->R);
+        memcpy(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, rids + (size_t)i * a->R, sizeof *rids * (size_t)a->R);
+        memcpy(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, rprobs + (size_t)i * a->R, sizeof *rprobs * (size_t)a->R);
       } else {
-        memset(a->rids + (size_t)a->n * a->R, 0, sizeof *rids * (size_t)a->R);
-        memset(a->rprobs + (size_t)a->n * a->R, 0, sizeof *rprobs * (size_t)a->R);
+        memset(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, 0, sizeof *rids * (size_t)a->R);
+        memset(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, 0, sizeof *rprobs * (size_t)a->R);
       }
     }
-    a->n++;
+    a->traj.ntokens++;
   }
   return 0;
 }
@@ -211,7 +194,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   if (a->ctx->chat) {
-    int fresh = a->n == 0 && a->nappend == 0; /* a new context renders from the start */
+    int fresh = a->traj.ntokens == 0 && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
     if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
@@ -359,8 +342,8 @@ static void mark(lt_agent_t *a, const char *kind) {
  * mask 0) in a fresh generation session.  A compression (not a reasoning drop)
  * counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
-  a->n = 0;
-  a->nsids = 0;
+  a->traj.ntokens = 0;
+  a->traj.nsupport_ids = 0;
   a->nappend = 0;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
@@ -446,7 +429,7 @@ static int manage_context(lt_agent_t *a, int user_turn) {
     if (rc < 0) return rc;
   }
   if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
-  if (a->n + a->nappend < o->threshold) return 0;
+  if (a->traj.ntokens + a->nappend < o->threshold) return 0;
   if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
   return summarize(a);
 }
@@ -506,15 +489,11 @@ static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
   size_t n = 0;
   for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
   if (!n) return 0;
-  if (a->nsids + n > a->sids_cap) {
-    size_t cap = a->sids_cap ? 2 * a->sids_cap : 1024;
-    while (cap < a->nsids + n) cap *= 2;
-    int32_t *p = realloc(a->sids, sizeof *p * cap);
-    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    a->sids = p, a->sids_cap = cap;
-  }
-  memcpy(a->sids + a->nsids, t->support_ids, sizeof *a->sids * n);
-  a->nsids += n;
+  lt_grow_t arr[] = {LT_GROW(a->traj.support_ids)};
+  int rc = lt_grow(&a->sids_cap, (size_t)a->traj.nsupport_ids + n, 1024, arr, 1);
+  if (rc < 0) return rc;
+  memcpy(a->traj.support_ids + a->traj.nsupport_ids, t->support_ids, sizeof *a->traj.support_ids * n);
+  a->traj.nsupport_ids += (int)n;
   return 0;
 }
 
@@ -523,22 +502,22 @@ static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
 static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
   int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
   a->nappend = 0;
-  a->call_gen = a->n;
+  a->call_gen = a->traj.ntokens;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
   if (rc == 0) rc = grow(a, t->n);
   if (rc == 0) rc = push_support_ids(a, t);
   if (rc < 0) return rc;
   for (int i = 0; i < t->n; i++) {
-    a->tokens[a->n] = t->tokens[i];
-    a->logprobs[a->n] = t->logprobs[i];
-    a->support[a->n] = t->support[i];
-    a->versions[a->n] = t->versions[i];
-    a->mask[a->n] = 1;
+    a->traj.tokens[a->traj.ntokens] = t->tokens[i];
+    a->traj.logprobs[a->traj.ntokens] = t->logprobs[i];
+    a->traj.support[a->traj.ntokens] = t->support[i];
+    a->traj.versions[a->traj.ntokens] = t->versions[i];
+    a->traj.loss_mask[a->traj.ntokens] = 1;
     if (a->R && t->routing_ids) {
-      memcpy(a->rids + (size_t)a->n * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->rids * (size_t)a->R);
-      memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
+      memcpy(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->traj.routing_ids * (size_t)a->R);
+      memcpy(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->traj.routing_probs * (size_t)a->R);
     }
-    a->n++;
+    a->traj.ntokens++;
   }
   return 0;
 }
@@ -659,7 +638,7 @@ static void next_turn(lt_agent_t *a) {
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   if (bi.max_context < ctx) ctx = bi.max_context;
-  int room = ctx - a->n - a->nappend;
+  int room = ctx - a->traj.ntokens - a->nappend;
   if (room <= 0) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
     finish(a);
@@ -690,7 +669,7 @@ static void release(lt_agent_t *a) {
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
-  free(a->tokens), free(a->versions), free(a->support), free(a->sids), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
+  lt_traj_free(&a->traj);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -702,6 +681,8 @@ static void release(lt_agent_t *a) {
 static void deliver(lt_agent_t *a) {
   lt_msg_t m = {.type = LT_MSG_TRAJ};
   lt_traj_t *t = &m.u.traj;
+  *t = a->traj; /* the per-token arrays the loop filled */
+  memset(&a->traj, 0, sizeof a->traj);
   t->task_id = a->task.task_id;
   t->group_id = a->task.group_id;
   t->domain = strdup(a->task.domain ? a->task.domain : "");
@@ -722,28 +703,24 @@ static void deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
-  t->ntokens = a->n;
-  t->tokens = a->tokens, a->tokens = NULL;
-  t->logprobs = a->logprobs, a->logprobs = NULL;
-  t->loss_mask = a->mask, a->mask = NULL;
-  t->versions = a->versions, a->versions = NULL;
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   /* What it sampled with; a server that truncates out of sight sends no
    * support, so the TASK's settings apply (docs/protocol.md). */
   t->temperature = a->task.eval ? 0.0 : a->task.temperature;
   if (a->call_temp >= 0) t->temperature = a->call_temp; /* an agent program's own (params.honor_sampling) */
-  if (bi.support_known) {
-    t->support = a->support, a->support = NULL;
-    t->support_ids = a->sids, a->sids = NULL;
-    t->nsupport_ids = (int)a->nsids;
+  if (!bi.support_known) {
+    free(t->support), free(t->support_ids);
+    t->support = t->support_ids = NULL;
+    t->nsupport_ids = 0;
   }
-  if (a->R && a->n) {
+  if (a->R && t->ntokens) {
     t->routing_layers = bi.routing_layers;
     t->routing_k = bi.routing_k;
     t->routing_experts = bi.routing_experts;
-    t->routing_ids = a->rids, a->rids = NULL;
-    t->routing_probs = a->rprobs, a->rprobs = NULL;
+  } else {
+    free(t->routing_ids), free(t->routing_probs);
+    t->routing_ids = NULL, t->routing_probs = NULL;
   }
   if (a->nseqs > 1) { /* an agent program's calls that diverged: several contexts */
     t->nseqs = a->nseqs;
@@ -920,16 +897,16 @@ static int program_start(lt_agent_t *a) {
 
 static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
 
-/* The record's tokens [from, a->n) and then `add` become the queue to prefill. */
+/* The record's tokens [from, a->traj.ntokens) and then `add` become the queue to prefill. */
 static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
-  int n = a->n - from;
+  int n = a->traj.ntokens - from;
   int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
   if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (n) memcpy(p, a->tokens + from, sizeof *p * (size_t)n);
+  if (n) memcpy(p, a->traj.tokens + from, sizeof *p * (size_t)n);
   if (nadd) memcpy(p + n, add, sizeof *p * (size_t)nadd);
   free(a->append);
   a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
-  a->n = from; /* pushed again, with the prefill's routing, when the turn ends */
+  a->traj.ntokens = from; /* pushed again, with the prefill's routing, when the turn ends */
   return 0;
 }
 
@@ -937,11 +914,11 @@ static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
  * what it adds: the new text tokenized, the record's generated tokens kept. */
 static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, int *nadd) {
   const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
-  int s0 = seq0(a), n = a->n - s0, cap = 0, rc = 0;
+  int s0 = seq0(a), n = a->traj.ntokens - s0, cap = 0, rc = 0;
   *add = NULL, *nadd = 0;
   if (n <= 0) return 0;
   if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
-    if (plan->nprompt <= n || memcmp(plan->prompt, a->tokens + s0, sizeof *a->tokens * (size_t)n)) return 0;
+    if (plan->nprompt <= n || memcmp(plan->prompt, a->traj.tokens + s0, sizeof *a->traj.tokens * (size_t)n)) return 0;
     if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
     *nadd = plan->nprompt - n;
@@ -950,7 +927,7 @@ static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, in
   char *rec = NULL, *full = NULL;
   size_t rlen = 0, flen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->tokens + s0, n, 0, &rec, &rlen)) == 0 &&
+  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
       (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
     extends = flen > rlen && memcmp(full, rec, rlen) == 0;
   if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
@@ -966,37 +943,37 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
   if (rc < 0) return rc;
   if (rc == 0) { /* a new context */
     free(add);
-    if (a->n > seq0(a) || !a->nseqs) {
+    if (a->traj.ntokens > seq0(a) || !a->nseqs) {
       if (a->nseqs == a->capseqs) {
         int cap = a->capseqs ? 2 * a->capseqs : 4;
         int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
         if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
         a->seqs = p, a->capseqs = cap;
       }
-      a->seqs[a->nseqs++] = a->n;
+      a->seqs[a->nseqs++] = a->traj.ntokens;
     }
     if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
   int s0 = seq0(a);
-  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->n - s0)) /* it holds tokens the record dropped */
+  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->traj.ntokens - s0)) /* it holds tokens the record dropped */
     lt_gen_close(a->gen), a->gen = NULL;
   /* A fresh session prefills the whole context; a kept one only what the call adds. */
-  rc = requeue(a, a->gen ? a->n : s0, add, nadd);
+  rc = requeue(a, a->gen ? a->traj.ntokens : s0, add, nadd);
   if (add != plan->prompt) free(add);
   if (rc == 0 && !a->gen) {
     rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + (uint64_t)a->turns * 0x9e3779b97f4a7c15ull, &a->gen);
     a->gen_base = s0;
   }
   if (rc < 0) return rc;
-  int need = a->n - s0 + a->nappend;
+  int need = a->traj.ntokens - s0 + a->nappend;
   if (a->capprompt < need) {
     int32_t *p = realloc(a->prompt, sizeof *p * (size_t)need);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     a->prompt = p, a->capprompt = need;
   }
-  if (a->n > s0) memcpy(a->prompt, a->tokens + s0, sizeof *a->prompt * (size_t)(a->n - s0));
-  if (a->nappend) memcpy(a->prompt + a->n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  if (a->traj.ntokens > s0) memcpy(a->prompt, a->traj.tokens + s0, sizeof *a->prompt * (size_t)(a->traj.ntokens - s0));
+  if (a->nappend) memcpy(a->prompt + a->traj.ntokens - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
   plan->prompt = a->prompt;
   plan->nprompt = need;
   return 0;
@@ -1013,7 +990,7 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
                         a->task.max_turns);
   }
-  a->n = a->committed, a->nsids = a->committed_sids; /* a call that was never answered leaves no trace */
+  a->traj.ntokens = a->committed, a->traj.nsupport_ids = a->committed_sids; /* a call that was never answered leaves no trace */
   while (a->nseqs > 1 && a->seqs[a->nseqs - 1] >= a->committed) a->nseqs--;
   if (!a->prog_opts->honor_sampling) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
@@ -1082,9 +1059,9 @@ static void gw_context_limit(void *session, int need, int max_context) {
 static void gw_answered(void *session, const lt_oai_result_t *r) {
   lt_agent_t *a = session;
   const lt_oai_choice_t *c = &r->choices[0];
-  a->n = a->call_gen + c->n; /* exactly the tokens the agent was told about */
-  a->committed = a->n;
-  a->committed_sids = a->nsids;
+  a->traj.ntokens = a->call_gen + c->n; /* exactly the tokens the agent was told about */
+  a->committed = a->traj.ntokens;
+  a->committed_sids = a->traj.nsupport_ids;
   a->turns++;
   a->generated += c->n;
   if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;

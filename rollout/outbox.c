@@ -1,3 +1,5 @@
+/* The worker's outbox (rollout/outbox.h): spooled trajectories sent as TRAJS within the caps, resent until
+ * acknowledged. */
 #include "rollout/outbox.h"
 
 #include <stdlib.h>

@@ -1,3 +1,5 @@
+/* The config section of the rollout worker: rollout.* (sampling, turn and context limits,
+ * context compression, tool-call format). */
 #include "rollout/schema.h"
 
 #include "proto/proto.h" /* the ranges a TASK may carry (its decoder refuses the rest) */

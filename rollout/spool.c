@@ -1,3 +1,5 @@
+/* The worker's spool (rollout/spool.h): finished trajectories kept on disk in segments until the daemon
+ * acknowledges them. */
 #include "rollout/spool.h"
 
 #include <ctype.h>

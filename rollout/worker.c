@@ -1,3 +1,5 @@
+/* The rollout worker process (rollout/worker.h): HELLO, tasks to agents, trajectories to the spool and the
+ * daemon, weights, shutdown. */
 #include "rollout/worker.h"
 
 #include <dirent.h>
@@ -198,8 +200,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   if ((rc = lt_envs_create(&w->cfg, &w->loop, &w->envs)) < 0) return rc;
   if ((rc = lt_rewarder_create(&w->loop, &w->cfg, &w->rewarder)) < 0) return rc;
   for (int i = 0; i < lt_envs_count(w->envs); i++) { /* say at start what the sandbox can do here, not per episode */
-    const char *ty = lt_envs_type(w->envs, lt_envs_name(w->envs, i));
-    if (strcmp(ty, "code") && strcmp(ty, "external")) continue;
+    if (!lt_envs_needs_sandbox(w->envs, lt_envs_name(w->envs, i))) continue;
     lt_sandbox_caps_t caps;
     char desc[160];
     lt_sandbox_probe(&caps);

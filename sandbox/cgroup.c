@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 
 /* The path of this process's cgroup in hierarchy `ctl` ("memory", "pids"; "" for v2). */
 static int own_path(const char *ctl, char *out, size_t n) {

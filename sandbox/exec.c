@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/time.h"

@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 
 #define ROOT "/tmp" /* any directory will do: it is covered in our mount namespace only */
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <sys/prctl.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 
 static lt_sandbox_caps_t cached;
 static pthread_once_t once = PTHREAD_ONCE_INIT;

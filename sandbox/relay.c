@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 #include "util/error.h"
 
 /* Copies both ways until both directions reached their end, or either failed. */

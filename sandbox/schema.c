@@ -1,3 +1,4 @@
+/* The config section of the sandbox: sandbox.* (pool size, resource limits, timeout). */
 #include "sandbox/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -4,9 +4,10 @@
 
 #include "train/train.h"
 
-/* batch.c: trainer settings from the config, trajectories packed for a step */
+/* pack.c: trainer settings from the config, trajectories packed for a step */
 typedef struct {
-  int n, cap;                /* sequences packed (a trajectory of several contexts packs each), room for */
+  int n;                     /* sequences packed (a trajectory of several contexts packs each) */
+  size_t cap;                /* room for, in the per-sequence arrays */
   int *start;                /* [n + 1] */
   int32_t *tokens, *support;
   int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */
@@ -51,13 +52,25 @@ int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, 
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
 
+/* select.c: the step's batch, from the buffer's ready trajectories (settings read by the step driver) */
+typedef struct {
+  int batch, group, dynfilter, max_stale;
+  int critic_returns;          /* a truncated member's return is V(s_T): equal rewards do not make a group zero-variance */
+  const struct lt__domains *doms;
+  int64_t version, step;       /* the policy version now, the last step done */
+} lt__select_t;
+/* Marks the stale trajectories (*marked_stale) and the zero-variance groups (*filtered) with step + 1 and
+ * chooses complete groups into ids (room for batch + the largest group); returns how many, 0 while a full
+ * batch is not there yet (flush: no more data will come, take what there is). */
+int lt__select_batch(lt_buffer_t *b, const lt__select_t *s, int flush, int64_t *ids, int *marked_stale, int *filtered);
+
 /* domains.c: per-domain settings (envs.<d>.group_size, kl_coef, batch_share) */
 typedef struct {
   char name[64];
   int group;     /* samples per prompt */
   double share;  /* quota of a batch (fraction), when quotas are on */
 } lt__domain_t;
-typedef struct {
+typedef struct lt__domains {
   int n, quotas; /* quotas: some envs.<d>.batch_share is set */
   lt__domain_t *d;
 } lt__domains_t;

@@ -1,3 +1,5 @@
+/* `longtail replay` (train/train.h): a learner step's batch recomputed from the buffer and its weights, with
+ * what-if MIS bounds, beside the metrics the step logged. */
 #include "train/train.h"
 
 #include <stdio.h>

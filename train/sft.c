@@ -13,36 +13,25 @@
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/grow.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/rng.h"
+#include "util/sha256.h"
 #include "util/time.h"
 
 typedef struct {
   int32_t *ids;
   uint8_t *mask;
-  int n, cap, start_cap, nseq, *start;
+  int n, nseq, *start;
+  size_t cap, start_cap;
 } pack_t;
 
 /* Room for one more sequence of n tokens. */
 static int pack_reserve(pack_t *p, int n) {
-  if (p->n + n > p->cap) {
-    int nc = (p->n + n) * 2;
-    int32_t *ni = realloc(p->ids, sizeof(int32_t) * (size_t)nc);
-    if (ni) p->ids = ni;
-    uint8_t *nm = ni ? realloc(p->mask, (size_t)nc) : NULL;
-    if (nm) p->mask = nm;
-    if (!ni || !nm) return lt_error_set(LT_ENOMEM, "sft: out of memory");
-    p->cap = nc;
-  }
-  if (p->nseq + 2 > p->start_cap) {
-    int nc = (p->nseq + 2) * 2;
-    int *ns = realloc(p->start, sizeof(int) * (size_t)nc);
-    if (!ns) return lt_error_set(LT_ENOMEM, "sft: out of memory");
-    p->start = ns;
-    p->start_cap = nc;
-  }
-  return 0;
+  lt_grow_t tok[] = {LT_GROW(p->ids), LT_GROW(p->mask)}, seq[] = {LT_GROW(p->start)};
+  int rc = lt_grow(&p->cap, (size_t)(p->n + n), 1024, tok, 2);
+  return rc < 0 ? rc : lt_grow(&p->start_cap, (size_t)p->nseq + 2, 16, seq, 1);
 }
 
 /* Appends one demonstration to the pack; 1 if it does not fit in max_len.
@@ -202,6 +191,35 @@ int lt_policy_single_file(const char *dir, const char *out_dir, int bf16, char *
   if (strlen(use) >= cap) return lt_error_set(LT_EINVAL, "%s: path too long", use);
   memmove(out, use, strlen(use) + 1);
   return 0;
+}
+
+int lt_train_initial_policy(const lt_config_t *cfg, lt_envs_t *envs, const char *run_dir, FILE *metrics,
+                            lt_buffer_t *buf, char *out, size_t cap, char sha[65], double *sft_loss) {
+  char dir[4096], init[4200];
+  *sft_loss = -1;
+  snprintf(init, sizeof init, "%s/checkpoints/v0", run_dir);
+  int rc = lt_policy_source(cfg, init, dir, sizeof dir);
+  if (rc < 0) return rc;
+  if (lt_config_bool(cfg, "sft.enabled")) {
+    /* The warm start runs before any worker connects: v0 is the tuned policy. */
+    char sft[4200];
+    snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", run_dir);
+    int progress = strcmp(lt_config_str(cfg, "monitor.progress"), "off") != 0;
+    lt_sft_opts_t so = {.cfg = cfg, .envs = envs, .in_dir = dir, .out_dir = sft, .metrics = metrics, .buf = buf,
+                        .progress = progress};
+    LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(cfg, "sft.steps"),
+            (long long)lt_config_int(cfg, "sft.batch"));
+    if ((rc = lt_sft_run(&so, sft_loss)) < 0) return lt_error_wrap(rc, "sft warm start");
+    LT_INFO("sft", "warm start done: loss %.4f", *sft_loss);
+    snprintf(dir, sizeof dir, "%s", sft);
+  }
+  int bf16 = !strcmp(lt_config_str(cfg, "checkpoint.publish_dtype"), "bf16");
+  if ((rc = lt_policy_single_file(dir, init, bf16, out, cap)) < 0) return rc;
+  char st[4200];
+  snprintf(st, sizeof st, "%s/model.safetensors", out);
+  if ((rc = lt_sha256_file(st, sha)) < 0) return rc;
+  const char *pd = lt_config_str(cfg, "checkpoint.publish_dir");
+  return pd[0] ? lt_train_publish_copy(out, pd, sha) : 0;
 }
 
 int lt_policy_model_info(const char *dir, int *vocab, cJSON **info) {

@@ -1,5 +1,5 @@
 /* Training decisions between the buffer and the learner: which trajectories a step trains on (eligibility and
- * staleness, complete groups, the dynamic filter), packing, guardrails, the learner driver (steps, publishing,
+ * staleness, complete groups, the dynamic filter), packing, guardrails, the step driver (steps, publishing,
  * checkpoints, resume), the supervised warm start and the offline replay of a step.  It talks to its caller
  * through options in and results and events out; it never sees the daemon. */
 #ifndef LT_TRAIN_TRAIN_H
@@ -19,7 +19,7 @@
 /* Staleness histogram of a step: ages 0..6 and 7+. */
 #define LT_TRAIN_STALE_BINS 8
 
-/* ---- the learner driver (train/learner.c) ---- */
+/* ---- the step driver (train/step.c) ---- */
 
 typedef struct {
   const lt_config_t *cfg;    /* learner.*, scheduler.*, guardrails.*, checkpoint.*, monitor.routing_* */
@@ -65,6 +65,9 @@ int64_t lt_train_ready(lt_train_t *t);
 /* One step.  flush: no more data will come, so train on a partial batch.  1: trained (r filled); 0: nothing
  * trainable yet (r->marked_stale, r->filtered and r->quarantined count what was dropped); < 0: an error. */
 int lt_train_step(lt_train_t *t, int flush, lt_train_result_t *r);
+/* A step's metrics by their names (docs/metrics.md), each given to fn: what the step measured, its batch and
+ * its data (the run's own counters, such as throughput/trajectories_per_s, are the caller's). */
+void lt_train_result_metrics(const lt_train_result_t *r, void (*fn)(void *ud, const char *name, double v), void *ud);
 /* What a step's result holds (its requeue list); nothing after an error. */
 void lt_train_result_free(lt_train_result_t *r);
 int64_t lt_train_steps_done(const lt_train_t *t);
@@ -111,6 +114,12 @@ int lt_train_publish_copy(const char *dir, const char *publish_dir, const char *
  * turn, the chat format; *info is the caller's. */
 int lt_policy_model_info(const char *dir, int *vocab, cJSON **info);
 
+/* The policy a run starts from, version 0: lt_policy_source (into RUN_DIR/checkpoints/v0), tuned by the
+ * supervised warm start when sft.enabled (RUN_DIR/checkpoints/v0-sft; its metrics to metrics and buf), as one
+ * model.safetensors.  Its folder goes to out, the file's SHA-256 to sha; *sft_loss: the warm start's final
+ * loss, -1 when it did not run. */
+int lt_train_initial_policy(const lt_config_t *cfg, lt_envs_t *envs, const char *run_dir, FILE *metrics,
+                            lt_buffer_t *buf, char *out, size_t cap, char sha[65], double *sft_loss);
 /* Runs sft.steps steps; *final_loss receives the mean loss of the last tenth. */
 int lt_sft_run(const lt_sft_opts_t *o, double *final_loss);
 

@@ -1,3 +1,4 @@
+/* Growable byte buffer and string builder (util/buf.h). */
 #include "util/buf.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* Job configuration (util/config.h): JSON files validated against the layers' schemas, overrides, `extends`. */
 #include "util/config.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* Error codes and the per-thread error detail (util/error.h). */
 #include "util/error.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* File-system helpers (util/fs.h): whole-file reads, crash-safe writes, directories. */
 #include "util/fs.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* JSON helpers over cJSON (util/json.h): parsing with positions, typed fields, JSON lines, writing. */
 #include "util/json.h"
 
 #include <errno.h>

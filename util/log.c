@@ -1,3 +1,4 @@
+/* Logging (util/log.h): levels, timestamps, component tags; text or JSON lines on stderr. */
 #include "util/log.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* Deterministic random numbers (util/rng.h): xoshiro256** seeded through splitmix64. */
 #include "util/rng.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SHA-256 of a buffer or a file as hex (util/sha256.h), through libsodium. */
 #include "util/sha256.h"
 
 #include <errno.h>

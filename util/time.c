@@ -1,3 +1,4 @@
+/* Clocks (util/time.h). */
 #include "util/time.h"
 
 #include <errno.h>

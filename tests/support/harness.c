@@ -1,3 +1,4 @@
+/* Test helpers (tests/support/harness.h): bin/longtail as a real process, temporary directories, files. */
 #include "tests/support/harness.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* Live-run helpers (tests/support/live.h): a run's stats while it runs, and hand-made peers on a ZeroMQ socket. */
 #include "tests/support/live.h"
 
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* The order a learner step trains its trajectories in (train/batch.c). */
+/* The order a learner step trains its trajectories in (train/pack.c). */
 #include <criterion/criterion.h>
 #include <string.h>
 

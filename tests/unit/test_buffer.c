@@ -19,14 +19,25 @@ static int32_t tokens[T] = {5, 6, 7, 8, 9, 10}, versions[T] = {-1, -1, 3, 3, 4, 
 static float logp[T] = {0, 0, -0.5f, -0.25f, -1, -2};
 static uint8_t mask[T] = {0, 0, 1, 1, 1, 1};
 
-static lt_traj_rec_t rec(int64_t task, int64_t group, const char *domain, double reward) {
-  return (lt_traj_rec_t){.task_id = task, .group_id = group, .domain = (char *)domain, .outcome = "ok",
-                         .finish = "truncated", .reason = "context_limit", .error = "", .truncated = 1,
-                         .has_reward = 1, .reward = reward, .components = "{\"correct\":1}",
-                         .messages = "[{\"role\":\"user\",\"content\":\"1+1=\"}]", .turns = 2, .ntokens = T,
-                         .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
-                         .support = support};
+/* The wire record a worker sends: its strings and arrays borrowed, its JSON made here (free with rec_free). */
+static lt_traj_t rec(int64_t task, int64_t group, const char *domain, double reward) {
+  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)group, .domain = (char *)domain,
+                 .status = LT_TRAJ_OK, .finish = LT_FINISH_TRUNCATED, .reason = "context_limit", .error = "",
+                 .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
+                 .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"1+1=\"}]"), .turns = 2,
+                 .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
+                 .support = support};
+  cr_assert(r.components && r.messages);
+  return r;
 }
+
+static void rec_free(lt_traj_t *r) {
+  cJSON_Delete(r->components);
+  cJSON_Delete(r->messages);
+}
+
+/* A JSON value as the buffer stores it (caller frees). */
+static char *json(const cJSON *v) { return cJSON_PrintUnformatted(v); }
 
 static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
   *dir = lt_test_tmpdir("buffer");
@@ -37,10 +48,11 @@ static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
 }
 
 static void insert(lt_buffer_t *b, int64_t task, int64_t group, const char *domain, double reward, int *dup) {
-  lt_traj_rec_t r = rec(task, group, domain, reward);
-  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .time_ms = task,
-                      .status = LT_SAMPLE_READY};
+  lt_traj_t r = rec(task, group, domain, reward);
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = -1,
+                      .time_ms = task, .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, dup), 0, "%s", lt_error_msg());
+  rec_free(&r);
 }
 
 Test(buffer, round_trip_and_one_trajectory_per_task) {
@@ -51,17 +63,19 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   cr_assert_eq(dup, 0);
   insert(b, 1, 1, "code", 1.0, &dup); /* a resent trajectory: refused, the first one kept */
   cr_assert_eq(dup, 1);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   lt_traj_meta_t m;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_ALL, &t, &m), 0, "%s", lt_error_msg());
   cr_assert_str_eq(t.domain, "arith");
   cr_assert_float_eq(t.reward, 0.5, 1e-12);
-  cr_assert_str_eq(t.outcome, "ok");
-  cr_assert_str_eq(t.finish, "truncated");
+  cr_assert_eq(t.status, LT_TRAJ_OK);
+  cr_assert_eq(t.finish, LT_FINISH_TRUNCATED);
   cr_assert_str_eq(t.reason, "context_limit");
-  cr_assert_str_eq(t.components, "{\"correct\":1}");
-  cr_assert_str_eq(t.messages, "[{\"role\":\"user\",\"content\":\"1+1=\"}]");
-  cr_assert_eq(t.truncated, 1);
+  char *c = json(t.components), *msgs = json(t.messages);
+  cr_assert_str_eq(c, "{\"correct\":1}");
+  cr_assert_str_eq(msgs, "[{\"role\":\"user\",\"content\":\"1+1=\"}]");
+  free(c), free(msgs);
+  cr_assert_eq(m.truncated, 1);
   cr_assert_eq(t.turns, 2);
   cr_assert_eq(t.ntokens, T);
   cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
@@ -75,21 +89,22 @@ Test(buffer, round_trip_and_one_trajectory_per_task) {
   cr_assert_eq(m.version_max, 4);
   cr_assert_eq(m.status, LT_SAMPLE_READY);
   cr_assert_eq(m.consumed_step, -1);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   /* Packing asks for the arrays only: the texts are not read. */
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, &m), 0);
   cr_assert_null(t.messages);
   cr_assert_null(t.components);
-  cr_assert_eq(t.truncated, 1);
+  cr_assert_eq(m.truncated, 1);
   cr_assert_arr_eq(t.tokens, tokens, sizeof tokens);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, &m), LT_ENOENT);
   lt_buffer_close(b);
   /* A read-only handle never writes. */
   cr_assert_eq(lt_buffer_open(path, LT_BUF_READONLY, &b), 0);
-  lt_traj_rec_t r = rec(2, 2, "arith", 0);
+  lt_traj_t r = rec(2, 2, "arith", 0);
   lt_traj_meta_t meta = {.worker = "w1", .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &meta, &dup), LT_EINVAL);
+  rec_free(&r);
   cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_READY), 1);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
@@ -149,7 +164,7 @@ Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
   cr_expect_eq(q.attempts, 1);
   cr_expect_str_eq(q.spec, "{\"q\":\"1+1\"}");
   lt_buffer_quarantined_free(&q);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   lt_traj_meta_t m;
   cr_expect_eq(lt_buffer_traj_load(b, 3, LT_LOAD_TOKENS, &t, &m), LT_ENOENT, "moved out of trajectories");
   cr_expect_eq(lt_buffer_count_tasks(b, LT_TASK_QUEUED), 1, "queued again, in the same transaction");
@@ -260,7 +275,7 @@ Test(buffer, damage_is_reported_not_trusted) {
                SQLITE_OK);
   sqlite3_close(db);
   cr_assert_eq(lt_buffer_open(path, LT_BUF_CHECK, &b), 0, "%s", lt_error_msg());
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), LT_ECORRUPT);
   cr_assert(strstr(lt_error_msg(), "task 1"), "%s", lt_error_msg());
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_ALL, &t, NULL), LT_ECORRUPT); /* no payload */
@@ -307,13 +322,13 @@ static const char *V1 =
     "x'0100000002000000', x'0000000000000000', x'0001', x'ffffffff00000000', x'0000000004000000', '[]');";
 
 static void expect_unknown_sampling(lt_buffer_t *b) {
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 5, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_expect_eq(t.ntokens, 2);
   cr_expect_eq(t.support[1], 4, "schema 1 recorded only the set's size");
   cr_expect_null(t.support_ids);
   cr_expect_lt(t.temperature, 0, "an unrecorded temperature reads as unknown");
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
 }
 
 Test(buffer, schema_1_is_migrated) {
@@ -349,21 +364,22 @@ Test(buffer, sequence_starts_round_trip) {
   char *dir, path[4200];
   lt_buffer_t *b = fresh(&dir, path, sizeof path);
   int32_t starts[3] = {0, 2, 4};
-  lt_traj_rec_t r = rec(1, 1, "agent", 0.5);
+  lt_traj_t r = rec(1, 1, "agent", 0.5);
   r.nseqs = 3, r.seq_starts = starts;
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  rec_free(&r);
   insert(b, 2, 2, "agent", 0.5, &dup);
-  lt_traj_rec_t t;
+  lt_traj_t t;
   cr_assert_eq(lt_buffer_traj_load(b, 1, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_assert_eq(t.nseqs, 3);
   cr_assert(t.seq_starts[0] == 0 && t.seq_starts[1] == 2 && t.seq_starts[2] == 4);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   cr_assert_eq(lt_buffer_traj_load(b, 2, LT_LOAD_TOKENS, &t, NULL), 0, "%s", lt_error_msg());
   cr_assert_eq(t.nseqs, 0);
   cr_assert_null(t.seq_starts);
-  lt_buffer_traj_free(&t);
+  lt_traj_free(&t);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
@@ -419,10 +435,12 @@ Test(buffer, task_history_counts_the_domains_success) {
   };
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
   for (int i = 0; i < 6; i++) {
-    lt_traj_rec_t r = rec(10 + i, 1, "d", rows[i].reward);
-    r.components = (char *)rows[i].components;
+    lt_traj_t r = rec(10 + i, 1, "d", rows[i].reward);
+    cJSON_Delete(r.components);
+    r.components = cJSON_Parse(rows[i].components);
     int dup;
     cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+    rec_free(&r);
   }
   int64_t n, passed;
   cr_assert_eq(lt_buffer_task_history(b, "d", spec, 0.5, &n, &passed), 0, "%s", lt_error_msg());
@@ -430,6 +448,48 @@ Test(buffer, task_history_counts_the_domains_success) {
   cr_expect_eq(passed, 2, "the 0.7 win rate and the correct answer");
   cr_assert_eq(lt_buffer_task_history(b, "d", spec, 0.25, &n, &passed), 0, "%s", lt_error_msg());
   cr_expect_eq(passed, 3, "envs.<d>.pass_threshold 0.25 adds the 0.3 win rate");
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+/* One record from the worker to packing: what the buffer gives back is the wire record that went in, field for
+ * field — encoded again, it is the very TRAJ the worker sent (header and every array frame). */
+Test(buffer, gives_back_the_wire_record_it_stored) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  int32_t starts[2] = {0, 3}, ids[4 * 2] = {11, 12, 13, 14, 15, 16, 17, 18};
+  int32_t sup[T] = {0, 0, 2, 2, 2, 2};
+  uint16_t rids[T * 2 * 2];
+  float rprobs[T * 2 * 2];
+  for (int i = 0; i < T * 4; i++) rids[i] = (uint16_t)(i % 8), rprobs[i] = 0.125f * (float)(i % 5);
+  lt_traj_t in = rec(9, 3, "agent", 0.75);
+  in.support = sup, in.support_ids = ids, in.nsupport_ids = 8, in.temperature = 0.7, in.eval = 1;
+  in.gen_ms = 12.5, in.env_ms = 3.25, in.reward_ms = 0.5, in.nseqs = 2, in.seq_starts = starts;
+  in.routing_layers = 2, in.routing_k = 2, in.routing_experts = 8, in.routing_ids = rids, in.routing_probs = rprobs;
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = 2,
+                      .status = LT_SAMPLE_EVAL};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &in, &m, &dup), 0, "%s", lt_error_msg());
+  lt_traj_t out;
+  cr_assert_eq(lt_buffer_traj_load(b, 9, LT_LOAD_ALL, &out, NULL), 0, "%s", lt_error_msg());
+  lt_msg_t a = {.type = LT_MSG_TRAJ, .id = 1, .u.traj = in}, c = {.type = LT_MSG_TRAJ, .id = 1, .u.traj = out};
+  lt_frames_t fa, fc;
+  cr_assert_eq(lt_proto_encode(&a, &fa), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_proto_encode(&c, &fc), 0, "%s", lt_error_msg());
+  cr_assert_eq(fc.n, fa.n);
+  cJSON *ha = cJSON_ParseWithLength(fa.f[0].data, fa.f[0].len), *hc = cJSON_ParseWithLength(fc.f[0].data, fc.f[0].len);
+  char *sa = cJSON_PrintUnformatted(ha), *sc = cJSON_PrintUnformatted(hc);
+  cr_expect(cJSON_Compare(ha, hc, 1), "stored %s\nloaded %s", sa, sc);
+  free(sa), free(sc);
+  cJSON_Delete(ha), cJSON_Delete(hc);
+  for (int i = 1; i < fa.n; i++) {
+    cr_expect_eq(fc.f[i].len, fa.f[i].len, "frame %d", i);
+    if (fc.f[i].len == fa.f[i].len) cr_expect_eq(memcmp(fc.f[i].data, fa.f[i].data, fa.f[i].len), 0, "frame %d", i);
+  }
+  lt_frames_free(&fa);
+  lt_frames_free(&fc);
+  lt_traj_free(&out);
+  rec_free(&in);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }

@@ -1,3 +1,5 @@
+/* The config loader: defaults, types, ranges and enums, unknown keys, overrides, `extends`, and the
+ * settings that reach the trainer. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -44,6 +44,15 @@ Test(envs, arith_problems_are_deterministic_and_correct) {
   lt_envs_free(e);
 }
 
+/* The worker asks the environment, not its type name, whether a domain needs the sandbox. */
+Test(envs, an_environment_declares_whether_it_needs_the_sandbox) {
+  lt_envs_t *e = make_envs("{\"envs\": {\"py\": {\"type\": \"code\"}, \"math\": {\"type\": \"arith\"}}}", NULL);
+  cr_expect_eq(lt_envs_needs_sandbox(e, "py"), 1);
+  cr_expect_eq(lt_envs_needs_sandbox(e, "math"), 0);
+  cr_expect_eq(lt_envs_needs_sandbox(e, "nope"), 0);
+  lt_envs_free(e);
+}
+
 Test(envs, held_out_problems_never_appear_in_training) {
   lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 2, \"digits_max\": 2}}}}", NULL);
   /* 2-digit addition has 8100 problems: sample heavily from both splits. */

@@ -1,3 +1,5 @@
+/* The wire codec: every message round-trips, malformed frames and headers are refused by name, TRAJ and
+ * TRAJS checks, and the fuzz seed corpus. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

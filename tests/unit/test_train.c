@@ -19,12 +19,12 @@ static uint8_t mask[T] = {0, 0, 1, 1, 1, 1, 1, 1};
 
 static void add_to(lt_buffer_t *b, int64_t task, int64_t group, double reward, int64_t vmin, const char *domain,
                    int truncated) {
-  lt_traj_rec_t r = {.task_id = task, .group_id = group, .domain = (char *)domain, .outcome = "ok",
-                     .finish = truncated ? "truncated" : "terminated", .reason = "stop", .has_reward = 1,
-                     .reward = reward, .truncated = truncated, .ntokens = T, .tokens = tokens, .logprobs = logp,
-                     .loss_mask = mask, .versions = versions};
-  lt_traj_meta_t m = {.worker = "w", .version_min = vmin, .version_max = vmin, .eval_round = -1, .time_ms = task,
-                      .status = LT_SAMPLE_READY};
+  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)group, .domain = (char *)domain,
+                 .status = LT_TRAJ_OK, .finish = truncated ? LT_FINISH_TRUNCATED : LT_FINISH_TERMINATED,
+                 .reason = "stop", .has_reward = 1, .reward = reward, .ntokens = T, .tokens = tokens,
+                 .logprobs = logp, .loss_mask = mask, .versions = versions};
+  lt_traj_meta_t m = {.worker = "w", .version_min = vmin, .version_max = vmin, .truncated = truncated,
+                      .eval_round = -1, .time_ms = task, .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
 }
@@ -312,7 +312,7 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
  * packs as before, and the step trains and marks both trajectories. */
 static int32_t seq_starts[2] = {0, 5};
 static void two_contexts(lt_buffer_t *b) {
-  lt_traj_rec_t r = {.task_id = 1, .group_id = 1, .domain = "arith", .outcome = "ok", .finish = "terminated",
+  lt_traj_t r = {.task_id = 1, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED,
                      .reason = "agent_done", .has_reward = 1, .reward = 1, .ntokens = T, .tokens = tokens,
                      .logprobs = logp, .loss_mask = mask, .versions = versions, .nseqs = 2, .seq_starts = seq_starts};
   lt_traj_meta_t m = {.worker = "w", .version_min = 5, .version_max = 5, .eval_round = -1, .status = LT_SAMPLE_READY};

@@ -1,3 +1,5 @@
+/* The util/ helpers: SHA-256, RNG, buffers, JSON (parsing, quoting, numbers, JSON lines), atomic writes and
+ * exit codes. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

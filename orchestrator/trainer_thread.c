@@ -1,9 +1,9 @@
-/* The learner thread and its link to the loop.
+/* The trainer thread and its link to the loop.
  *
- * The thread owns the training driver (train/) and steps it whenever the loop says there may be enough
+ * The thread owns the step driver (train/step.c) and steps it whenever the loop says there may be enough
  * eligible trajectories; each step's result and each event is posted to the loop through the thread bridge.
  * The loop publishes the weights, writes the metrics and schedules evaluations.  The loop never waits on the
- * learner; the learner never touches the loop's state. */
+ * thread; the thread never touches the loop's state. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +24,10 @@ typedef struct res {
   struct res *next;
 } res_t;
 
-struct lt__learner {
+struct lt__trainer {
   lt_daemon_t *d;
   lt_bridge_t *br;
-  uv_mutex_t compute;       /* held by the thread while it computes (see lt__learner_fork_lock) */
+  uv_mutex_t compute;       /* held by the thread while it computes (see lt__trainer_fork_lock) */
   /* under the bridge's lock */
   int quit, wake, paused, flush;
   res_t *head, *tail;
@@ -41,7 +41,7 @@ struct lt__learner {
 
 /* ---- posting to the loop ---- */
 
-static void post(lt__learner_t *l, res_t *r) {
+static void post(lt__trainer_t *l, res_t *r) {
   lt_bridge_lock(l->br);
   if (l->tail) l->tail->next = r;
   else l->head = r;
@@ -50,9 +50,9 @@ static void post(lt__learner_t *l, res_t *r) {
   lt_bridge_notify(l->br);
 }
 
-/* The driver's events, from the learner thread. */
+/* The driver's events, from the trainer thread. */
 static void post_event(void *ud, const char *kind, const char *detail) {
-  lt__learner_t *l = ud;
+  lt__trainer_t *l = ud;
   res_t *r = calloc(1, sizeof *r);
   if (!r || !(r->detail = strdup(detail))) {
     free(r);
@@ -65,7 +65,7 @@ static void post_event(void *ud, const char *kind, const char *detail) {
 }
 
 /* 1: trained a step, 0: nothing to do yet, <0: error. */
-static int try_step(lt__learner_t *l, int flush) {
+static int try_step(lt__trainer_t *l, int flush) {
   res_t *r = calloc(1, sizeof *r);
   if (!r) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   int rc = lt_train_step(l->train, flush, &r->r);
@@ -80,7 +80,7 @@ static int try_step(lt__learner_t *l, int flush) {
 }
 
 static void run(lt_bridge_t *br, void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   for (;;) {
     lt_bridge_lock(br);
     while (!l->quit && (!l->wake || l->paused)) {
@@ -140,57 +140,18 @@ static void run(lt_bridge_t *br, void *arg) {
 
 /* ---- loop side ---- */
 
+static void put_metric(void *ud, const char *name, double v) { lt__metric(ud, name, v); }
+
 static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
-  const lt_step_stats_t *s = &r->st;
   d->step = r->step;
   lt__publish_weights(d, r->version, r->dir, r->sha);
-  struct {
-    const char *name;
-    double v;
-  } m[] = {
-      {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
-      {"rollout/turns_mean", r->turns_mean},
-      {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
-      {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},
-      {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
-      {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
-      {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
-      {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
-      {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
-      {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
-      {"kl/ref", s->kl_ref},                    {"staleness/mean", r->stale_mean},
-      {"staleness/max", r->stale_max},          {"scheduler/max_staleness", r->max_staleness},
-      {"buffer/stale", r->marked_stale},        {"buffer/filtered", r->filtered},
-      {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
-      {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
-      {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
-      {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
-      {"learner/ranks", r->ranks},
-  };
-  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
-  if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);
-  if (r->route_rollout >= 0) lt__metric(d, "routing/confidence_rollout", r->route_rollout);
-  for (int i = 0; i < LT_TRAIN_STALE_BINS; i++) {
-    char nm[96];
-    snprintf(nm, sizeof nm, i == LT_TRAIN_STALE_BINS - 1 ? "staleness/hist_%d+" : "staleness/hist_%d", i);
-    lt__metric(d, nm, r->stale_hist[i]);
-  }
-  for (int i = 0; i < r->ndom; i++) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "reward/%s", r->dom[i]);
-    lt__metric(d, nm, r->dom_reward[i]);
-  }
+  lt_train_result_metrics(r, put_metric, d);
   double el = (lt__now_ms() - d->started_ms) / 1000.0;
   double gen = r->gen_tokens, span = r->step_s + r->wait_s;
-  if (span > 0) lt__metric(d, "throughput/gen_tokens_per_s", gen / span);
   if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);
   d->last_reward = r->reward_mean;
   d->last_tokens_per_s = span > 0 ? gen / span : 0;
-  int64_t every = d->eval_every;
-  if (every > 0 && d->step >= d->eval_next && !(d->steps && d->step >= d->steps)) {
-    d->eval_next = d->step + every;
-    lt__eval_start(d);
-  }
+  lt__eval_after_step(d);
 }
 
 /* A quarantined trajectory's task runs again (the learner has queued it in the buffer already). */
@@ -199,7 +160,7 @@ static void reopen(lt_daemon_t *d, const lt_train_result_t *r) {
 }
 
 static void on_closed(void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   void (*done)(void *) = l->done;
   void *ud = l->done_ud;
   uv_mutex_destroy(&l->compute);
@@ -209,7 +170,7 @@ static void on_closed(void *arg) {
 }
 
 static void on_notify(void *arg) {
-  lt__learner_t *l = arg;
+  lt__trainer_t *l = arg;
   lt_daemon_t *d = l->d;
   lt_bridge_lock(l->br);
   res_t *r = l->head;
@@ -252,16 +213,16 @@ static void on_notify(void *arg) {
   /* A flush step takes one batch: when nothing more will come, what it left
    * needs another (the flag it consumed would otherwise be lost with no result
    * left to raise it again, and the run would never end). */
-  if (stepped && d->ready_pending > 0) lt__learner_notify(d);
+  if (stepped && d->ready_pending > 0) lt__trainer_notify(d);
   lt__check_done(d);
   if (stopped) {
-    d->learner = NULL;
+    d->trainer = NULL;
     lt_bridge_close(l->br, on_closed, l);
   }
 }
 
-int lt__learner_start(lt_daemon_t *d) {
-  lt__learner_t *l = calloc(1, sizeof *l);
+int lt__trainer_start(lt_daemon_t *d) {
+  lt__trainer_t *l = calloc(1, sizeof *l);
   if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   l->d = d;
   l->steps_wanted = d->steps;
@@ -294,13 +255,13 @@ int lt__learner_start(lt_daemon_t *d) {
     free(l);
     return rc;
   }
-  d->learner = l;
-  lt__learner_notify(d);
+  d->trainer = l;
+  lt__trainer_notify(d);
   return 0;
 }
 
-void lt__learner_notify(lt_daemon_t *d) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_notify(lt_daemon_t *d) {
+  lt__trainer_t *l = d->trainer;
   if (!l) return;
   /* Nothing more will come for this step (sync barrier met, or tasks exhausted):
    * train on what there is. */
@@ -312,8 +273,8 @@ void lt__learner_notify(lt_daemon_t *d) {
   lt_bridge_unlock(l->br);
 }
 
-void lt__learner_pause(lt_daemon_t *d, int on) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_pause(lt_daemon_t *d, int on) {
+  lt__trainer_t *l = d->trainer;
   if (!l) return;
   lt_bridge_lock(l->br);
   l->paused = on;
@@ -322,8 +283,8 @@ void lt__learner_pause(lt_daemon_t *d, int on) {
   lt_bridge_unlock(l->br);
 }
 
-void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
-  lt__learner_t *l = d->learner;
+void lt__trainer_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
+  lt__trainer_t *l = d->trainer;
   if (!l) {
     done(ud);
     return;
@@ -336,8 +297,8 @@ void lt__learner_stop(lt_daemon_t *d, void (*done)(void *), void *ud) {
   lt_bridge_unlock(l->br);
 }
 
-int lt__learner_fork_lock(lt_daemon_t *d) { return !d->learner || uv_mutex_trylock(&d->learner->compute) == 0; }
+int lt__trainer_fork_lock(lt_daemon_t *d) { return !d->trainer || uv_mutex_trylock(&d->trainer->compute) == 0; }
 
-void lt__learner_fork_unlock(lt_daemon_t *d) {
-  if (d->learner) uv_mutex_unlock(&d->learner->compute);
+void lt__trainer_fork_unlock(lt_daemon_t *d) {
+  if (d->trainer) uv_mutex_unlock(&d->trainer->compute);
 }

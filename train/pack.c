@@ -1,6 +1,6 @@
-/* Batches for the trainer: the job config as trainer settings, and
- * trajectories from the buffer packed as one train batch.  The learner thread
- * and `longtail replay` share them, so a replay sees what a step saw. */
+/* Packing: the job config as trainer settings, and trajectories loaded from the buffer (the wire record,
+ * lt_traj_t) packed as one train batch.  The step driver and `longtail replay` share them, so a replay sees
+ * what a step saw. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "learner/device.h"
 #include "train/internal.h"
 #include "util/error.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -86,6 +87,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   int rc = lt__learner_cuda(c, tc->actor_opt.kind == LT_OPT_MUON);
   if (rc < 0) return rc;
   tc->cuda = rc;
+  tc->gpu_bf16 = lt_config_bool(c, "learner.gpu.bf16");
   return 0;
 }
 
@@ -132,7 +134,7 @@ void lt__batch_shuffle(int64_t *ids, int n, uint64_t seed, int64_t step) {
 /* Copies the sampling sets of t's tokens [a, a + T) into p at token N; 1 when
  * t's sets can be reproduced exactly: recorded with their ids (or all full), or
  * not recorded while the TASK sampled from the whole vocabulary. */
-static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int a, int N, int T, int vocab, int task_truncates) {
+static int pack_support(lt__packed_t *p, const lt_traj_t *t, int a, int N, int T, int vocab, int task_truncates) {
   memset(p->support + N, 0, sizeof(int32_t) * (size_t)T);
   if (!t->support) return !task_truncates;
   size_t k = 0, skip = 0;
@@ -142,44 +144,32 @@ static int pack_support(lt__packed_t *p, const lt_traj_rec_t *t, int a, int N, i
   if (!t->support_ids || skip + k > (size_t)t->nsupport_ids) return 0;
   for (size_t i = skip; i < skip + k; i++)
     if (t->support_ids[i] < 0 || t->support_ids[i] >= vocab) return 0;
-  if (p->nsids + k > p->sids_cap) {
-    size_t cap = (p->nsids + k) * 2;
-    int32_t *x = realloc(p->sids, sizeof(int32_t) * cap);
-    if (!x) return lt_error_set(LT_ENOMEM, "learner: out of memory");
-    p->sids = x, p->sids_cap = cap;
-  }
+  lt_grow_t ids[] = {LT_GROW(p->sids)};
+  int rc = lt_grow(&p->sids_cap, p->nsids + k, 1024, ids, 1);
+  if (rc < 0) return rc;
   memcpy(p->sids + p->nsids, t->support_ids + skip, sizeof(int32_t) * k);
   memcpy(p->support + N, t->support + a, sizeof(int32_t) * (size_t)T);
   p->nsids += k;
   return 1;
 }
 
-static int regrow(void *pp, size_t elem, int n) {
-  void *x = realloc(*(void **)pp, elem * (size_t)n);
-  if (!x) return lt_error_set(LT_ENOMEM, "learner: out of memory");
-  *(void **)pp = x;
-  return 0;
-}
-
 /* Room for `need` packed sequences in the per-sequence arrays (a trajectory
  * of several contexts packs each as its own sequence). */
 static int grow_seqs(lt__packed_t *p, int need) {
-  if (need <= p->cap) return 0;
-  int cap = need * 2;
-  if (regrow(&p->start, sizeof *p->start, cap + 1) < 0 || regrow(&p->reward, sizeof *p->reward, cap) < 0 ||
-      regrow(&p->kl, sizeof *p->kl, cap) < 0 || regrow(&p->group, sizeof *p->group, cap) < 0 ||
-      regrow(&p->trunc, 1, cap) < 0 || regrow(&p->no_support, 1, cap) < 0 || regrow(&p->no_route, 1, cap) < 0 ||
-      regrow(&p->skip, 1, cap) < 0 || regrow(&p->ids, sizeof *p->ids, cap) < 0 || regrow(&p->vmin, sizeof *p->vmin, cap) < 0)
-    return LT_ENOMEM;
-  memset(p->skip + p->cap, 0, (size_t)(cap - p->cap));
-  memset(p->no_route + p->cap, 0, (size_t)(cap - p->cap));
-  p->cap = cap;
+  size_t old = p->cap;
+  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->reward),     LT_GROW(p->kl),       LT_GROW(p->group),
+                     LT_GROW(p->trunc), LT_GROW(p->no_support), LT_GROW(p->no_route), LT_GROW(p->skip),
+                     LT_GROW(p->ids),   LT_GROW(p->vmin)};
+  int rc = lt_grow(&p->cap, (size_t)need + 1, 16, arr, sizeof arr / sizeof *arr); /* + 1: start has n + 1 */
+  if (rc < 0 || p->cap == old) return rc;
+  memset(p->skip + old, 0, p->cap - old);
+  memset(p->no_route + old, 0, p->cap - old);
   return 0;
 }
 
 /* What would make the learner fail or train on garbage (ingestion refuses it since it checks trajectories,
  * proto/trajcheck.c; a buffer written before that may still hold it): why in `why`, 1, or 0. */
-static int unusable(const lt_traj_rec_t *t, int vocab, char *why, size_t cap) {
+static int unusable(const lt_traj_t *t, int vocab, char *why, size_t cap) {
   if (t->has_reward && !isfinite(t->reward)) return snprintf(why, cap, "reward is not finite") > 0;
   for (int i = 0; i < t->ntokens; i++) {
     if (t->tokens[i] < 0 || t->tokens[i] >= vocab)
@@ -191,18 +181,14 @@ static int unusable(const lt_traj_rec_t *t, int vocab, char *why, size_t cap) {
 }
 
 /* Packs tokens [a, end) of t as sequence `packed`, at token *N. */
-static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int *N,
-                    int *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
+static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int *N,
+                    size_t *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
                     double *conf, int *nconf) {
   int T = end - a > pol->cfg.max_pos ? pol->cfg.max_pos : end - a, n0 = *N;
   p->ids[packed] = t->task_id;
-  if (n0 + T > *cap) {
-    *cap = (n0 + T) * 2;
-    if (regrow(&p->tokens, sizeof(int32_t), *cap) < 0 || regrow(&p->support, sizeof(int32_t), *cap) < 0 ||
-        regrow(&p->logp, sizeof(float), *cap) < 0 || regrow(&p->temp, sizeof(float), *cap) < 0 ||
-        regrow(&p->mask, 1, *cap) < 0 || (R && regrow(&p->route, sizeof(uint16_t) * (size_t)R, *cap) < 0))
-      return LT_ENOMEM;
-  }
+  lt_grow_t arr[] = {LT_GROW(p->tokens), LT_GROW(p->support), LT_GROW(p->logp), LT_GROW(p->temp), LT_GROW(p->mask),
+                     LT_GROW_K(p->route, R)};
+  if (lt_grow(cap, (size_t)(n0 + T), 4096, arr, sizeof arr / sizeof *arr) < 0) return LT_ENOMEM;
   memcpy(p->tokens + n0, t->tokens + a, sizeof(int32_t) * (size_t)T);
   memcpy(p->logp + n0, t->logprobs + a, sizeof(float) * (size_t)T);
   memcpy(p->mask + n0, t->loss_mask + a, (size_t)T);
@@ -228,7 +214,7 @@ static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_
     p->no_route[packed] = 1;
   }
   /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's reward. */
-  p->trunc[packed] = t->truncated || T < end - a;
+  p->trunc[packed] = m->truncated || T < end - a;
   p->reward[packed] = t->reward;
   p->group[packed] = (int64_t)t->group_id;
   p->vmin[packed] = m->version_min;
@@ -253,21 +239,22 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   double task_temp = lt_config_num(c, "rollout.temperature");
   int task_truncates = lt_config_num(c, "rollout.top_p") < 1 || lt_config_int(c, "rollout.top_k") > 0;
   double conf = 0, rsum = 0, turns = 0;
-  int nconf = 0, ntrunc = 0, ntraj = 0, cap = 0, N = 0, rc = 0;
+  int nconf = 0, ntrunc = 0, ntraj = 0, N = 0, rc = 0;
+  size_t cap = 0;
   p->ndom = 0;
   int dom_n[LT_TRAIN_MAX_DOMAINS] = {0};
   for (int s = 0; s < n && rc == 0; s++) {
-    lt_traj_rec_t t;
+    lt_traj_t t;
     lt_traj_meta_t m;
     if ((rc = lt_buffer_traj_load(buf, ids[s], LT_LOAD_TOKENS, &t, &m)) < 0) break;
     if (unusable(&t, pol->cfg.vocab, p->bad_why[p->nbad], sizeof p->bad_why[0])) {
       p->bad[p->nbad++] = ids[s];
-      lt_buffer_traj_free(&t);
+      lt_traj_free(&t);
       continue;
     }
     int nseq = t.nseqs > 1 ? t.nseqs : 1;
     if ((rc = grow_seqs(p, packed + nseq)) < 0) {
-      lt_buffer_traj_free(&t);
+      lt_traj_free(&t);
       break;
     }
     for (int k = 0; k < nseq && rc == 0; k++) {
@@ -276,7 +263,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
       p->start[++packed] = N;
     }
     if (rc < 0) {
-      lt_buffer_traj_free(&t);
+      lt_traj_free(&t);
       break;
     }
     ntrunc += p->trunc[packed - 1];
@@ -292,7 +279,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     float kl = lt__domain_kl(c, t.domain);
     for (int k = packed - nseq; k < packed; k++) p->kl[k] = kl;
     ntraj++;
-    lt_buffer_traj_free(&t);
+    lt_traj_free(&t);
   }
   p->n = packed;
   for (int i = 0; i < p->ndom; i++) p->dom_reward[i] /= dom_n[i] ? dom_n[i] : 1;

@@ -1,6 +1,7 @@
-/* The learner driver: picks each step's batch from the buffer, trains it, applies the guardrails, publishes
- * the new policy version to RUN_DIR/checkpoints/vN and keeps full checkpoints for resume.  It runs on one
- * thread (the daemon's learner thread); what the run should know comes back as results and events. */
+/* The step driver: each step takes its batch from the buffer (train/select.c), packs it (train/pack.c), trains
+ * it on the learner, applies the guardrails, publishes the new policy version to RUN_DIR/checkpoints/vN and
+ * keeps full checkpoints for resume.  It runs on one thread (the daemon's trainer thread); what the run should
+ * know comes back as results and events. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -276,122 +277,6 @@ int lt_train_checkpoint(lt_train_t *t) { return t->tr && t->step > t->last_full 
 
 /* ---- one step ---- */
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* A group of ready trajectories as select_batch sees it. */
-typedef struct {
-  int first, members, dom; /* its first ready row, ready members, index in l->doms (-1: not configured) */
-  int complete, zero_var, done;
-} group_t;
-
-/* Groups of the live rows in order of their first ready member (*ng of them, malloc'd into *out). */
-static int group_rows(lt_train_t *l, const lt_ready_t *rows, int live, group_t **out, int *ng) {
-  int64_t *gids = malloc(sizeof(int64_t) * (size_t)(live + 1));
-  group_t *grp = calloc((size_t)(live + 1), sizeof *grp);
-  int *at = malloc(sizeof(int) * (size_t)(live + 1)); /* sorted group → its index in grp */
-  if (!gids || !grp || !at) {
-    free(gids), free(grp), free(at);
-    return lt_error_set(LT_ENOMEM, "learner: out of memory");
-  }
-  int n = 0;
-  for (int i = 0; i < live; i++) gids[n++] = rows[i].group_id;
-  qsort(gids, (size_t)n, sizeof *gids, cmp_i64);
-  int u = 0;
-  for (int i = 0; i < n; i++)
-    if (u == 0 || gids[u - 1] != gids[i]) gids[u++] = gids[i];
-  for (int i = 0; i < u; i++) at[i] = -1;
-  int k = 0;
-  for (int i = 0; i < live; i++) {
-    size_t gi = (size_t)((int64_t *)bsearch(&rows[i].group_id, gids, (size_t)u, sizeof *gids, cmp_i64) - gids);
-    if (at[gi] < 0) {
-      at[gi] = k;
-      grp[k] = (group_t){.first = i, .dom = lt__domains_find(&l->doms, rows[i].domain)};
-      k++;
-    }
-    grp[at[gi]].members++;
-  }
-  for (int g = 0; g < k; g++) {
-    group_t *G = &grp[g];
-    const lt_ready_t *f = &rows[G->first];
-    int size = G->dom >= 0 ? l->doms.d[G->dom].group : l->group, truncated = 0;
-    double rmin = INFINITY, rmax = -INFINITY;
-    for (int j = G->first; j < live; j++)
-      if (rows[j].group_id == f->group_id) {
-        truncated |= rows[j].truncated;
-        rmin = fmin(rmin, rows[j].reward);
-        rmax = fmax(rmax, rows[j].reward);
-      }
-    G->complete = f->group_done >= size;
-    /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
-    G->zero_var = l->dynfilter && size > 1 && G->members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
-  }
-  free(gids);
-  free(at);
-  *out = grp;
-  *ng = k;
-  return 0;
-}
-
-/* Picks the batch: stale trajectories are marked, zero-variance groups filtered, complete groups taken in
- * arrival order.  With domain quotas (envs.<d>.batch_share) a first pass takes each domain's groups up to its
- * share of the batch, and a second fills what is left from any domain, so a fast domain cannot crowd a slow one
- * out while the learner still never waits for the slow one.  Returns the number of trajectories chosen into ids
- * (0: not enough yet). */
-static int select_batch(lt_train_t *l, int flush, int64_t *ids, lt_train_result_t *r) {
-  int cap = l->batch * 8 + 1024, n = 0;
-  lt_ready_t *rows = malloc(sizeof *rows * (size_t)cap);
-  int64_t *stale = malloc(sizeof(int64_t) * (size_t)cap), *filt = malloc(sizeof(int64_t) * (size_t)cap);
-  int *taken = calloc((size_t)l->doms.n + 1, sizeof(int));
-  group_t *grp = NULL;
-  int ns = 0, nf = 0, chosen = 0, rc = 0, ng = 0;
-  if (!rows || !stale || !filt || !taken) {
-    rc = lt_error_set(LT_ENOMEM, "learner: out of memory");
-    goto out;
-  }
-  if ((rc = lt_buffer_ready(l->buf, rows, cap, &n)) < 0) goto out;
-  /* Stale first: they leave the candidate set whatever their group does. */
-  int live = 0;
-  for (int i = 0; i < n; i++) {
-    if (rows[i].version_min >= 0 && l->version - rows[i].version_min > l->max_stale) stale[ns++] = rows[i].task_id;
-    else rows[live++] = rows[i];
-  }
-  if ((rc = group_rows(l, rows, live, &grp, &ng)) < 0) goto out;
-  for (int pass = l->doms.quotas ? 0 : 1; pass < 2; pass++)
-    for (int g = 0; g < ng && chosen < l->batch; g++) {
-      group_t *G = &grp[g];
-      if (G->done || (!G->complete && !flush)) continue;
-      if (pass == 0 && !G->zero_var && G->dom >= 0) {
-        double quota = l->doms.d[G->dom].share * l->batch;
-        /* Whole groups up to the quota; a domain with a share gets at least one group. */
-        if (taken[G->dom] + G->members > quota + 1e-9 && !(taken[G->dom] == 0 && quota > 0)) continue;
-      }
-      G->done = 1;
-      if (G->dom >= 0 && !G->zero_var) taken[G->dom] += G->members;
-      int64_t gid = rows[G->first].group_id;
-      for (int j = G->first; j < live; j++)
-        if (rows[j].group_id == gid) {
-          if (G->zero_var) filt[nf++] = rows[j].task_id;
-          else ids[chosen++] = rows[j].task_id;
-        }
-    }
-  int64_t next = l->step + 1;
-  if (ns && (rc = lt_buffer_traj_mark(l->buf, stale, ns, LT_SAMPLE_STALE, next)) < 0) goto out;
-  if (nf && (rc = lt_buffer_traj_mark(l->buf, filt, nf, LT_SAMPLE_FILTERED, next)) < 0) goto out;
-  r->marked_stale += ns;
-  r->filtered += nf;
-  if (chosen < l->batch && !(flush && chosen > 0)) chosen = 0;
-out:
-  free(grp);
-  free(taken);
-  free(rows);
-  free(stale);
-  free(filt);
-  return rc < 0 ? rc : chosen;
-}
-
 /* Packs the chosen trajectories and fills the step's data statistics. */
 static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
   lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
@@ -531,7 +416,9 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024));
   lt__packed_t p = {0};
   int rc = ids ? 0 : lt_error_set(LT_ENOMEM, "learner: out of memory");
-  int n = rc == 0 ? select_batch(l, flush, ids, r) : rc;
+  lt__select_t sel = {.batch = l->batch, .group = l->group, .dynfilter = l->dynfilter, .critic_returns = l->critic_returns,
+                      .max_stale = l->max_stale, .doms = &l->doms, .version = l->version, .step = l->step};
+  int n = rc == 0 ? lt__select_batch(l->buf, &sel, flush, ids, &r->marked_stale, &r->filtered) : rc;
   if (n <= 0) {
     rc = n;
     goto out;
@@ -572,6 +459,50 @@ out:
   lt__packed_free(&p);
   free(ids);
   return rc;
+}
+
+/* ---- what a step reports ---- */
+
+void lt_train_result_metrics(const lt_train_result_t *r, void (*fn)(void *ud, const char *name, double v), void *ud) {
+  const lt_step_stats_t *s = &r->st;
+  struct {
+    const char *name;
+    double v;
+  } m[] = {
+      {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
+      {"rollout/turns_mean", r->turns_mean},
+      {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
+      {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},
+      {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
+      {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
+      {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
+      {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
+      {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
+      {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
+      {"kl/ref", s->kl_ref},                    {"staleness/mean", r->stale_mean},
+      {"staleness/max", r->stale_max},          {"scheduler/max_staleness", r->max_staleness},
+      {"buffer/stale", r->marked_stale},        {"buffer/filtered", r->filtered},
+      {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
+      {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
+      {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
+      {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
+      {"learner/ranks", r->ranks},
+  };
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) fn(ud, m[i].name, m[i].v);
+  if (s->routing_confidence >= 0) fn(ud, "routing/confidence_learner", s->routing_confidence);
+  if (r->route_rollout >= 0) fn(ud, "routing/confidence_rollout", r->route_rollout);
+  for (int i = 0; i < LT_TRAIN_STALE_BINS; i++) {
+    char nm[96];
+    snprintf(nm, sizeof nm, i == LT_TRAIN_STALE_BINS - 1 ? "staleness/hist_%d+" : "staleness/hist_%d", i);
+    fn(ud, nm, r->stale_hist[i]);
+  }
+  for (int i = 0; i < r->ndom; i++) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "reward/%s", r->dom[i]);
+    fn(ud, nm, r->dom_reward[i]);
+  }
+  double span = r->step_s + r->wait_s;
+  if (span > 0) fn(ud, "throughput/gen_tokens_per_s", r->gen_tokens / span);
 }
 
 void lt_train_result_free(lt_train_result_t *r) {

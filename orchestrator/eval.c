@@ -1,0 +1,69 @@
+/* Evaluation rounds: when one runs (at the start, every eval.every learner steps, and once at the end), its
+ * held-out prompts (eval.prompts, the same problems every round so that rounds compare), the learner held
+ * while it runs so that every held-out sample comes from the policy being evaluated, pass@1 from each result,
+ * and eval/accuracy recorded for that policy's step. */
+#include "orchestrator/internal.h"
+#include "util/error.h"
+#include "util/log.h"
+
+void lt__eval_start(lt_daemon_t *d) {
+  if (d->eval_round >= 0 || d->stopping) return;
+  d->eval_round = d->step;
+  d->eval_total = d->eval_correct = d->eval_pending = 0;
+  int n = (int)lt_config_int(d->cfg, "eval.prompts"), ndom = lt_envs_count(d->envs);
+  for (int i = 0; i < n; i++)
+    if (lt__prompt_create(d, i % ndom, 1, 1) < 0) {
+      LT_ERROR("eval", "%s", lt_error_msg());
+      break;
+    }
+  lt__event(d, "eval_start", "step %lld, %d held-out prompts", (long long)d->step, d->eval_total);
+  if (d->eval_pending > 0) lt__trainer_pause(d, 1);
+  else d->eval_round = -1;
+}
+
+void lt__eval_task_done(lt_daemon_t *d, int correct) {
+  d->eval_pending--;
+  d->eval_correct += correct;
+  if (d->eval_pending > 0 || d->eval_round < 0) return;
+  double acc = d->eval_total ? (double)d->eval_correct / d->eval_total : 0;
+  int64_t saved = d->step;
+  d->step = d->eval_round; /* the metric belongs to the policy that was evaluated */
+  lt__metric(d, "eval/accuracy", acc);
+  d->step = saved;
+  d->last_accuracy = acc;
+  lt__event(d, "eval", "step %lld: pass@1 %.3f on %d held-out prompts", (long long)d->eval_round, acc, d->eval_total);
+  LT_INFO("eval", "step %lld: held-out accuracy %.1f%% (%d/%d)", (long long)d->eval_round, 100 * acc, d->eval_correct,
+          d->eval_total);
+  d->eval_round = -1;
+  lt__trainer_pause(d, 0);
+  lt__check_done(d);
+}
+
+/* The first round, at the start of a fresh run (a resumed one waits for its next step). */
+void lt__eval_first(lt_daemon_t *d) {
+  d->eval_next = d->step + d->eval_every;
+  if (d->eval_every > 0 && !d->o.resume) lt__eval_start(d);
+}
+
+void lt__eval_after_step(lt_daemon_t *d) {
+  if (d->eval_every > 0 && d->step >= d->eval_next && !(d->steps && d->step >= d->steps)) {
+    d->eval_next = d->step + d->eval_every;
+    lt__eval_start(d);
+  }
+}
+
+int lt__eval_last(lt_daemon_t *d) {
+  if (d->eval_every <= 0 || d->eval_next > d->step) return 0; /* this step was just evaluated */
+  d->eval_next = d->step + 1;
+  lt__eval_start(d);
+  return 1;
+}
+
+/* The domain's success (pass@1, the noise curriculum; lt_buffer_task_history counts the same): the verifier's
+ * verdict (components correct or verifier) when there is one, else reward ≥ envs.<d>.pass_threshold. */
+int lt__eval_passed(const lt_daemon_t *d, int dom, const lt_traj_t *t) {
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
+  if (!cJSON_IsNumber(c)) c = cJSON_GetObjectItemCaseSensitive(t->components, "verifier");
+  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
+  return t->has_reward && t->reward >= (dom >= 0 ? d->domain_pass[dom] : 0.5);
+}
