@@ -85,7 +85,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->start), free(p->traj), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->kl), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
@@ -93,18 +93,26 @@ void lt__packed_free(lt__packed_t *p) {
 
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
   p->skip_sampling = p->skip_routing = 0;
-  for (int s = 0; s < p->n; s++) {
-    int ns = keep_sampling_mask && p->no_support[s], nr = keep_routing && p->has_route && p->no_route[s];
+  /* A context that cannot be reproduced leaves its whole trajectory out: the trajectory-level
+   * tests and weights need all of its tokens. */
+  for (int s0 = 0, s1; s0 < p->n; s0 = s1) {
+    s1 = lt_traj_end(p->traj, p->n, s0);
+    int ns = 0, nr = 0;
+    for (int s = s0; s < s1; s++) {
+      ns |= keep_sampling_mask && p->no_support[s];
+      nr |= keep_routing && p->has_route && p->no_route[s];
+    }
     p->skip_sampling += ns;
     p->skip_routing += nr;
-    p->skip[s] = ns || nr;
+    memset(p->skip + s0, ns || nr, (size_t)(s1 - s0));
   }
   *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
                           .support = keep_sampling_mask ? p->support : NULL,
                           .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
                           .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
-                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl};
+                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl,
+                          .traj = p->traj};
 }
 
 static int cmp_id(const void *a, const void *b) {
@@ -160,7 +168,8 @@ static int regrow(void *pp, size_t elem, int n) {
 static int grow_seqs(lt__packed_t *p, int need) {
   if (need <= p->cap) return 0;
   int cap = need * 2;
-  if (regrow(&p->start, sizeof *p->start, cap + 1) < 0 || regrow(&p->reward, sizeof *p->reward, cap) < 0 ||
+  if (regrow(&p->start, sizeof *p->start, cap + 1) < 0 || regrow(&p->traj, sizeof *p->traj, cap) < 0 ||
+      regrow(&p->reward, sizeof *p->reward, cap) < 0 ||
       regrow(&p->kl, sizeof *p->kl, cap) < 0 || regrow(&p->group, sizeof *p->group, cap) < 0 ||
       regrow(&p->trunc, 1, cap) < 0 || regrow(&p->no_support, 1, cap) < 0 || regrow(&p->no_route, 1, cap) < 0 ||
       regrow(&p->skip, 1, cap) < 0 || regrow(&p->ids, sizeof *p->ids, cap) < 0 || regrow(&p->vmin, sizeof *p->vmin, cap) < 0)
@@ -184,8 +193,8 @@ static int unusable(const lt_traj_rec_t *t, int vocab, char *why, size_t cap) {
   return 0;
 }
 
-/* Packs tokens [a, end) of t as sequence `packed`, at token *N. */
-static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int *N,
+/* Packs tokens [a, end) of t as sequence `packed`, a context of the batch's trajectory `traj`, at token *N. */
+static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int traj, int *N,
                     int *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
                     double *conf, int *nconf) {
   int T = end - a > pol->cfg.max_pos ? pol->cfg.max_pos : end - a, n0 = *N;
@@ -221,8 +230,10 @@ static int pack_one(lt__packed_t *p, const lt_traj_rec_t *t, const lt_traj_meta_
       for (int k = 0; k < K; k++) p->route[(size_t)n0 * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
     p->no_route[packed] = 1;
   }
-  /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's reward. */
+  /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's
+   * reward, and the last context's flag is the trajectory's (it bootstraps from its end, lt_adv_critic). */
   p->trunc[packed] = t->truncated || T < end - a;
+  p->traj[packed] = traj;
   p->reward[packed] = t->reward;
   p->group[packed] = (int64_t)t->group_id;
   p->vmin[packed] = m->version_min;
@@ -266,7 +277,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     }
     for (int k = 0; k < nseq && rc == 0; k++) {
       int a = nseq > 1 ? t.seq_starts[k] : 0, end = k + 1 < nseq ? t.seq_starts[k + 1] : t.ntokens;
-      rc = pack_one(p, &t, &m, a, end, packed, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
+      rc = pack_one(p, &t, &m, a, end, packed, ntraj, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
       p->start[++packed] = N;
     }
     if (rc < 0) {
