@@ -58,7 +58,8 @@ struct lt_agent {
   int32_t *prompt;          /* the call's whole context: the record, then what it adds */
   int nprompt, capprompt;
   const char *limit;        /* "turn_limit" | "context_limit": the gateway ended the episode */
-  int32_t *seqs;            /* where each context of the record starts ([0] = 0): a diverging call starts one */
+  int32_t *seqs;            /* where each context of the record starts ([0] = 0): a diverging call or a
+                               context rewrite of the agent loop starts one */
   int nseqs, capseqs;
   int gen_base;             /* where the generation session's context starts in the record */
   double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
@@ -130,6 +131,27 @@ static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *
   return 0;
 }
 
+/* Where the current context starts in the record. */
+static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
+
+static int push_seq(lt_agent_t *a, int at) {
+  if (a->nseqs == a->capseqs) {
+    int cap = a->capseqs ? 2 * a->capseqs : 4;
+    int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    a->seqs = p, a->capseqs = cap;
+  }
+  a->seqs[a->nseqs++] = at;
+  return 0;
+}
+
+/* The record's next tokens start a new context of the trajectory; an empty
+ * current context is reused. */
+static int new_context(lt_agent_t *a) {
+  int rc = a->nseqs ? 0 : push_seq(a, 0);
+  if (rc == 0 && a->n > seq0(a)) rc = push_seq(a, a->n);
+  return rc;
+}
 
 /* Appends one rendered message to the queue. */
 static int queue_one(lt_agent_t *a, const char *role, const char *content) {
@@ -214,7 +236,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   if (a->ctx->chat) {
-    int fresh = a->n == 0 && a->nappend == 0; /* a new context renders from the start */
+    int fresh = a->n == seq0(a) && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
     if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
@@ -358,18 +380,19 @@ static void mark(lt_agent_t *a, const char *kind) {
   cJSON_AddItemToArray(a->messages, m);
 }
 
-/* Starts a new context: the trajectory restarts from `chat` (rendered, loss
- * mask 0) in a fresh generation session.  A compression (not a reasoning drop)
- * counts against max_resets and starts a new count of turns. */
+/* Starts a new context of the trajectory: it goes on from `chat` (rendered,
+ * loss mask 0) in a fresh generation session, and the earlier contexts stay in
+ * the record, trained with the rest (docs/agent.md).  A compression (not a
+ * reasoning drop) counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
-  a->n = 0;
-  a->nsids = 0;
   a->nappend = 0;
+  int rc = new_context(a);
+  if (rc < 0) return rc;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
   a->gen = NULL;
   uint64_t salt = (uint64_t)(a->resets * 64 + a->turns) * 0x9e3779b97f4a7c15ull;
-  int rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + salt, &a->gen);
+  rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + salt, &a->gen);
   if (rc == 0) rc = queue_chat(a, chat, 0);
   if (rc == 0) mark(a, kind);
   return rc;
@@ -449,7 +472,7 @@ static int manage_context(lt_agent_t *a, int user_turn) {
     if (rc < 0) return rc;
   }
   if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
-  if (a->n + a->nappend < o->threshold) return 0;
+  if (a->n - seq0(a) + a->nappend < o->threshold) return 0;
   if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
   return summarize(a);
 }
@@ -662,7 +685,7 @@ static void next_turn(lt_agent_t *a) {
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   if (bi.max_context < ctx) ctx = bi.max_context;
-  int room = ctx - a->n - a->nappend;
+  int room = ctx - (a->n - seq0(a)) - a->nappend;
   if (room <= 0) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
     finish(a);
@@ -748,7 +771,7 @@ static void deliver(lt_agent_t *a) {
     t->routing_ids = a->rids, a->rids = NULL;
     t->routing_probs = a->rprobs, a->rprobs = NULL;
   }
-  if (a->nseqs > 1) { /* an agent program's calls that diverged: several contexts */
+  if (a->nseqs > 1) { /* an agent program's calls that diverged, or the loop's rewrites: several contexts */
     t->nseqs = a->nseqs;
     t->seq_starts = a->seqs, a->seqs = NULL;
   }
@@ -921,8 +944,6 @@ static int program_start(lt_agent_t *a) {
   return rc;
 }
 
-static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
-
 /* The record's tokens [from, a->n) and then `add` become the queue to prefill. */
 static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
   int n = a->n - from;
@@ -969,15 +990,7 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
   if (rc < 0) return rc;
   if (rc == 0) { /* a new context */
     free(add);
-    if (a->n > seq0(a) || !a->nseqs) {
-      if (a->nseqs == a->capseqs) {
-        int cap = a->capseqs ? 2 * a->capseqs : 4;
-        int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
-        if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-        a->seqs = p, a->capseqs = cap;
-      }
-      a->seqs[a->nseqs++] = a->n;
-    }
+    if ((rc = new_context(a)) < 0) return rc;
     if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
