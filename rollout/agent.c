@@ -11,6 +11,21 @@
 #include "util/log.h"
 #include "util/time.h"
 
+/* A record of tokens: one or more contexts one after another. */
+typedef struct {
+  int n, cap, R;            /* R: routing entries per token (layers · k), 0 without */
+  int32_t *tokens, *versions, *support;
+  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
+  size_t nsids, sids_cap;
+  float *logprobs;
+  uint8_t *mask;
+  uint16_t *rids;
+  float *rprobs;
+  int32_t *seqs;            /* where each context starts ([0] = 0): a diverging call or a context rewrite
+                               of the agent loop starts one */
+  int nseqs, capseqs;
+} rec_t;
+
 struct lt_agent {
   lt_agent_ctx_t *ctx;
   lt_task_t task;           /* copy; spec owned */
@@ -20,15 +35,7 @@ struct lt_agent {
   lt_gen_t *gen;
   uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
   int finishing, reward_pending, discarded, closed;
-  /* the trajectory so far */
-  int n, cap, R;
-  int32_t *tokens, *versions, *support;
-  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
-  size_t nsids, sids_cap;
-  float *logprobs;
-  uint8_t *mask;
-  uint16_t *rids;
-  float *rprobs;
+  rec_t r;                  /* the trajectory so far */
   cJSON *messages;
   int32_t *append;          /* context tokens waiting for the next turn */
   int nappend, capappend;
@@ -58,9 +65,6 @@ struct lt_agent {
   int32_t *prompt;          /* the call's whole context: the record, then what it adds */
   int nprompt, capprompt;
   const char *limit;        /* "turn_limit" | "context_limit": the gateway ended the episode */
-  int32_t *seqs;            /* where each context of the record starts ([0] = 0): a diverging call or a
-                               context rewrite of the agent loop starts one */
-  int nseqs, capseqs;
   int gen_base;             /* where the generation session's context starts in the record */
   double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
   double t_call;            /* when the call in flight started generating */
@@ -84,72 +88,78 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
   return rc;
 }
 
-static int grow(lt_agent_t *a, int need) {
-  if (a->n + need <= a->cap) return 0;
-  int cap = a->cap ? a->cap : 256;
-  while (cap < a->n + need) cap *= 2;
+static int grow(rec_t *r, int need) {
+  if (r->n + need <= r->cap) return 0;
+  int cap = r->cap ? r->cap : 256;
+  while (cap < r->n + need) cap *= 2;
   void *p;
 #define RE(field, n)                                   \
-  if (!(p = realloc(a->field, sizeof *a->field * (n)))) \
+  if (!(p = realloc(r->field, sizeof *r->field * (n)))) \
     return lt_error_set(LT_ENOMEM, "agent: out of memory"); \
-  a->field = p;
+  r->field = p;
   RE(tokens, (size_t)cap);
   RE(versions, (size_t)cap);
   RE(support, (size_t)cap);
   RE(logprobs, (size_t)cap);
   RE(mask, (size_t)cap);
-  if (a->R) {
-    RE(rids, (size_t)cap * a->R);
-    RE(rprobs, (size_t)cap * a->R);
+  if (r->R) {
+    RE(rids, (size_t)cap * r->R);
+    RE(rprobs, (size_t)cap * r->R);
   }
 #undef RE
-  a->cap = cap;
+  r->cap = cap;
   return 0;
 }
 
+static void rec_free(rec_t *r) {
+  free(r->tokens), free(r->versions), free(r->support), free(r->sids), free(r->logprobs), free(r->mask), free(r->rids);
+  free(r->rprobs), free(r->seqs);
+  memset(r, 0, sizeof *r);
+}
+
 /* Context tokens (prompt, chat markup, observations): loss mask 0. */
-static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
-  int rc = grow(a, n);
+static int push_context(rec_t *r, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
+  int rc = grow(r, n);
   if (rc < 0) return rc;
   for (int i = 0; i < n; i++) {
-    a->tokens[a->n] = t[i];
-    a->versions[a->n] = -1;
-    a->support[a->n] = 0;
-    a->logprobs[a->n] = 0;
-    a->mask[a->n] = 0;
-    if (a->R) {
+    r->tokens[r->n] = t[i];
+    r->versions[r->n] = -1;
+    r->support[r->n] = 0;
+    r->logprobs[r->n] = 0;
+    r->mask[r->n] = 0;
+    if (r->R) {
       if (rids) {
-        memcpy(a->rids + (size_t)a->n * a->R, rids + (size_t)i * a->R, sizeof *rids * (size_t)a->R);
-        memcpy(a->rprobs + (size_t)a->n * a->R, rprobs + (size_t)i * a->R, sizeof *rprobs * (size_t)a->R);
+        memcpy(r->rids + (size_t)r->n * r->R, rids + (size_t)i * r->R, sizeof *rids * (size_t)r->R);
+        memcpy(r->rprobs + (size_t)r->n * r->R, rprobs + (size_t)i * r->R, sizeof *rprobs * (size_t)r->R);
       } else {
-        memset(a->rids + (size_t)a->n * a->R, 0, sizeof *rids * (size_t)a->R);
-        memset(a->rprobs + (size_t)a->n * a->R, 0, sizeof *rprobs * (size_t)a->R);
+        memset(r->rids + (size_t)r->n * r->R, 0, sizeof *rids * (size_t)r->R);
+        memset(r->rprobs + (size_t)r->n * r->R, 0, sizeof *rprobs * (size_t)r->R);
       }
     }
-    a->n++;
+    r->n++;
   }
   return 0;
 }
 
 /* Where the current context starts in the record. */
-static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
+static int seq0(const rec_t *r) { return r->nseqs ? r->seqs[r->nseqs - 1] : 0; }
 
-static int push_seq(lt_agent_t *a, int at) {
-  if (a->nseqs == a->capseqs) {
-    int cap = a->capseqs ? 2 * a->capseqs : 4;
-    int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
+static int push_seq(rec_t *r, int at) {
+  if (r->nseqs == r->capseqs) {
+    int cap = r->capseqs ? 2 * r->capseqs : 4;
+    int32_t *p = realloc(r->seqs, sizeof *p * (size_t)cap);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    a->seqs = p, a->capseqs = cap;
+    r->seqs = p, r->capseqs = cap;
   }
-  a->seqs[a->nseqs++] = at;
+  r->seqs[r->nseqs++] = at;
   return 0;
 }
 
 /* The record's next tokens start a new context of the trajectory; an empty
  * current context is reused. */
-static int new_context(lt_agent_t *a) {
-  int rc = a->nseqs ? 0 : push_seq(a, 0);
-  if (rc == 0 && a->n > seq0(a)) rc = push_seq(a, a->n);
+static int new_context(rec_t *r) {
+  int rc = r->nseqs ? 0 : push_seq(r, 0);
+  if (rc == 0 && r->n > seq0(r)) rc = push_seq(r, r->n);
   return rc;
 }
 
@@ -236,7 +246,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   if (a->ctx->chat) {
-    int fresh = a->n == seq0(a) && a->nappend == 0; /* a new context renders from the start */
+    int fresh = a->r.n == seq0(&a->r) && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
     if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
@@ -386,7 +396,7 @@ static void mark(lt_agent_t *a, const char *kind) {
  * reasoning drop) counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
   a->nappend = 0;
-  int rc = new_context(a);
+  int rc = new_context(&a->r);
   if (rc < 0) return rc;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
@@ -472,7 +482,7 @@ static int manage_context(lt_agent_t *a, int user_turn) {
     if (rc < 0) return rc;
   }
   if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
-  if (a->n - seq0(a) + a->nappend < o->threshold) return 0;
+  if (a->r.n - seq0(&a->r) + a->nappend < o->threshold) return 0;
   if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
   return summarize(a);
 }
@@ -528,45 +538,53 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
 }
 
 /* Appends the turn's sampling sets to the trajectory's. */
-static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
+static int push_support_ids(rec_t *r, const lt_turn_t *t) {
   size_t n = 0;
   for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
   if (!n) return 0;
-  if (a->nsids + n > a->sids_cap) {
-    size_t cap = a->sids_cap ? 2 * a->sids_cap : 1024;
-    while (cap < a->nsids + n) cap *= 2;
-    int32_t *p = realloc(a->sids, sizeof *p * cap);
+  if (r->nsids + n > r->sids_cap) {
+    size_t cap = r->sids_cap ? 2 * r->sids_cap : 1024;
+    while (cap < r->nsids + n) cap *= 2;
+    int32_t *p = realloc(r->sids, sizeof *p * cap);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    a->sids = p, a->sids_cap = cap;
+    r->sids = p, r->sids_cap = cap;
   }
-  memcpy(a->sids + a->nsids, t->support_ids, sizeof *a->sids * n);
-  a->nsids += n;
+  memcpy(r->sids + r->nsids, t->support_ids, sizeof *r->sids * n);
+  r->nsids += n;
   return 0;
 }
 
-/* The turn's prefilled queue (loss mask 0), then what it generated (mask 1):
- * call_gen is where the generated tokens start. */
-static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
-  int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
-  a->nappend = 0;
-  a->call_gen = a->n;
+/* A turn's prefilled tokens (loss mask 0), then what it generated (mask 1);
+ * *gen_at: where the generated tokens start. */
+static int push_turn_to(rec_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
+                        int *gen_at) {
+  int rc = push_context(r, pre_ids, npre, pre->ids, pre->probs);
+  *gen_at = r->n;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
-  if (rc == 0) rc = grow(a, t->n);
-  if (rc == 0) rc = push_support_ids(a, t);
+  if (rc == 0) rc = grow(r, t->n);
+  if (rc == 0) rc = push_support_ids(r, t);
   if (rc < 0) return rc;
   for (int i = 0; i < t->n; i++) {
-    a->tokens[a->n] = t->tokens[i];
-    a->logprobs[a->n] = t->logprobs[i];
-    a->support[a->n] = t->support[i];
-    a->versions[a->n] = t->versions[i];
-    a->mask[a->n] = 1;
-    if (a->R && t->routing_ids) {
-      memcpy(a->rids + (size_t)a->n * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->rids * (size_t)a->R);
-      memcpy(a->rprobs + (size_t)a->n * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->rprobs * (size_t)a->R);
+    r->tokens[r->n] = t->tokens[i];
+    r->logprobs[r->n] = t->logprobs[i];
+    r->support[r->n] = t->support[i];
+    r->versions[r->n] = t->versions[i];
+    r->mask[r->n] = 1;
+    if (r->R && t->routing_ids) {
+      memcpy(r->rids + (size_t)r->n * r->R, t->routing_ids + (size_t)i * r->R, sizeof *r->rids * (size_t)r->R);
+      memcpy(r->rprobs + (size_t)r->n * r->R, t->routing_probs + (size_t)i * r->R, sizeof *r->rprobs * (size_t)r->R);
     }
-    a->n++;
+    r->n++;
   }
   return 0;
+}
+
+/* The turn's prefilled queue, then what it generated: call_gen is where the
+ * generated tokens start. */
+static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
+  int rc = push_turn_to(&a->r, a->append, a->nappend, t, pre, &a->call_gen);
+  a->nappend = 0;
+  return rc;
 }
 
 static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
@@ -685,7 +703,7 @@ static void next_turn(lt_agent_t *a) {
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   if (bi.max_context < ctx) ctx = bi.max_context;
-  int room = ctx - (a->n - seq0(a)) - a->nappend;
+  int room = ctx - (a->r.n - seq0(&a->r)) - a->nappend;
   if (room <= 0) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
     finish(a);
@@ -711,12 +729,12 @@ static void on_closed(uv_handle_t *h) {
 
 static void release(lt_agent_t *a) {
   program_stop(a);
-  free(a->prompt), free(a->seqs);
+  free(a->prompt);
   if (a->gen) lt_gen_close(a->gen);
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
-  free(a->tokens), free(a->versions), free(a->support), free(a->sids), free(a->logprobs), free(a->mask), free(a->rids), free(a->rprobs);
+  rec_free(&a->r);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -748,11 +766,11 @@ static void deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
-  t->ntokens = a->n;
-  t->tokens = a->tokens, a->tokens = NULL;
-  t->logprobs = a->logprobs, a->logprobs = NULL;
-  t->loss_mask = a->mask, a->mask = NULL;
-  t->versions = a->versions, a->versions = NULL;
+  t->ntokens = a->r.n;
+  t->tokens = a->r.tokens, a->r.tokens = NULL;
+  t->logprobs = a->r.logprobs, a->r.logprobs = NULL;
+  t->loss_mask = a->r.mask, a->r.mask = NULL;
+  t->versions = a->r.versions, a->r.versions = NULL;
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   /* What it sampled with; a server that truncates out of sight sends no
@@ -760,20 +778,20 @@ static void deliver(lt_agent_t *a) {
   t->temperature = a->task.eval ? 0.0 : a->task.temperature;
   if (a->call_temp >= 0) t->temperature = a->call_temp; /* an agent program's own (params.honor_sampling) */
   if (bi.support_known) {
-    t->support = a->support, a->support = NULL;
-    t->support_ids = a->sids, a->sids = NULL;
-    t->nsupport_ids = (int)a->nsids;
+    t->support = a->r.support, a->r.support = NULL;
+    t->support_ids = a->r.sids, a->r.sids = NULL;
+    t->nsupport_ids = (int)a->r.nsids;
   }
-  if (a->R && a->n) {
+  if (a->r.R && a->r.n) {
     t->routing_layers = bi.routing_layers;
     t->routing_k = bi.routing_k;
     t->routing_experts = bi.routing_experts;
-    t->routing_ids = a->rids, a->rids = NULL;
-    t->routing_probs = a->rprobs, a->rprobs = NULL;
+    t->routing_ids = a->r.rids, a->r.rids = NULL;
+    t->routing_probs = a->r.rprobs, a->r.rprobs = NULL;
   }
-  if (a->nseqs > 1) { /* an agent program's calls that diverged, or the loop's rewrites: several contexts */
-    t->nseqs = a->nseqs;
-    t->seq_starts = a->seqs, a->seqs = NULL;
+  if (a->r.nseqs > 1) { /* an agent program's calls that diverged, or the loop's rewrites: several contexts */
+    t->nseqs = a->r.nseqs;
+    t->seq_starts = a->r.seqs, a->r.seqs = NULL;
   }
   if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
     t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
@@ -827,7 +845,7 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   a->ud = ud;
   lt_backend_info_t bi;
   lt_backend_info(ctx->backend, &bi);
-  a->R = bi.routing_layers * bi.routing_k;
+  a->r.R = bi.routing_layers * bi.routing_k;
   a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
   a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
@@ -944,16 +962,16 @@ static int program_start(lt_agent_t *a) {
   return rc;
 }
 
-/* The record's tokens [from, a->n) and then `add` become the queue to prefill. */
+/* The record's tokens [from, a->r.n) and then `add` become the queue to prefill. */
 static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
-  int n = a->n - from;
+  int n = a->r.n - from;
   int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
   if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (n) memcpy(p, a->tokens + from, sizeof *p * (size_t)n);
+  if (n) memcpy(p, a->r.tokens + from, sizeof *p * (size_t)n);
   if (nadd) memcpy(p + n, add, sizeof *p * (size_t)nadd);
   free(a->append);
   a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
-  a->n = from; /* pushed again, with the prefill's routing, when the turn ends */
+  a->r.n = from; /* pushed again, with the prefill's routing, when the turn ends */
   return 0;
 }
 
@@ -961,11 +979,11 @@ static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
  * what it adds: the new text tokenized, the record's generated tokens kept. */
 static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, int *nadd) {
   const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
-  int s0 = seq0(a), n = a->n - s0, cap = 0, rc = 0;
+  int s0 = seq0(&a->r), n = a->r.n - s0, cap = 0, rc = 0;
   *add = NULL, *nadd = 0;
   if (n <= 0) return 0;
   if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
-    if (plan->nprompt <= n || memcmp(plan->prompt, a->tokens + s0, sizeof *a->tokens * (size_t)n)) return 0;
+    if (plan->nprompt <= n || memcmp(plan->prompt, a->r.tokens + s0, sizeof *a->r.tokens * (size_t)n)) return 0;
     if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
     *nadd = plan->nprompt - n;
@@ -974,7 +992,7 @@ static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, in
   char *rec = NULL, *full = NULL;
   size_t rlen = 0, flen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->tokens + s0, n, 0, &rec, &rlen)) == 0 &&
+  if ((rc = lt_tokenizer_decode(tok, a->r.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
       (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
     extends = flen > rlen && memcmp(full, rec, rlen) == 0;
   if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
@@ -990,29 +1008,29 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
   if (rc < 0) return rc;
   if (rc == 0) { /* a new context */
     free(add);
-    if ((rc = new_context(a)) < 0) return rc;
+    if ((rc = new_context(&a->r)) < 0) return rc;
     if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
-  int s0 = seq0(a);
-  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->n - s0)) /* it holds tokens the record dropped */
+  int s0 = seq0(&a->r);
+  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->r.n - s0)) /* it holds tokens the record dropped */
     lt_gen_close(a->gen), a->gen = NULL;
   /* A fresh session prefills the whole context; a kept one only what the call adds. */
-  rc = requeue(a, a->gen ? a->n : s0, add, nadd);
+  rc = requeue(a, a->gen ? a->r.n : s0, add, nadd);
   if (add != plan->prompt) free(add);
   if (rc == 0 && !a->gen) {
     rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + (uint64_t)a->turns * 0x9e3779b97f4a7c15ull, &a->gen);
     a->gen_base = s0;
   }
   if (rc < 0) return rc;
-  int need = a->n - s0 + a->nappend;
+  int need = a->r.n - s0 + a->nappend;
   if (a->capprompt < need) {
     int32_t *p = realloc(a->prompt, sizeof *p * (size_t)need);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     a->prompt = p, a->capprompt = need;
   }
-  if (a->n > s0) memcpy(a->prompt, a->tokens + s0, sizeof *a->prompt * (size_t)(a->n - s0));
-  if (a->nappend) memcpy(a->prompt + a->n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  if (a->r.n > s0) memcpy(a->prompt, a->r.tokens + s0, sizeof *a->prompt * (size_t)(a->r.n - s0));
+  if (a->nappend) memcpy(a->prompt + a->r.n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
   plan->prompt = a->prompt;
   plan->nprompt = need;
   return 0;
@@ -1029,8 +1047,8 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
                         a->task.max_turns);
   }
-  a->n = a->committed, a->nsids = a->committed_sids; /* a call that was never answered leaves no trace */
-  while (a->nseqs > 1 && a->seqs[a->nseqs - 1] >= a->committed) a->nseqs--;
+  a->r.n = a->committed, a->r.nsids = a->committed_sids; /* a call that was never answered leaves no trace */
+  while (a->r.nseqs > 1 && a->r.seqs[a->r.nseqs - 1] >= a->committed) a->r.nseqs--;
   if (!a->prog_opts->honor_sampling) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
                                .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
@@ -1098,9 +1116,9 @@ static void gw_context_limit(void *session, int need, int max_context) {
 static void gw_answered(void *session, const lt_oai_result_t *r) {
   lt_agent_t *a = session;
   const lt_oai_choice_t *c = &r->choices[0];
-  a->n = a->call_gen + c->n; /* exactly the tokens the agent was told about */
-  a->committed = a->n;
-  a->committed_sids = a->nsids;
+  a->r.n = a->call_gen + c->n; /* exactly the tokens the agent was told about */
+  a->committed = a->r.n;
+  a->committed_sids = a->r.nsids;
   a->turns++;
   a->generated += c->n;
   if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
