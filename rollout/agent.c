@@ -26,7 +26,10 @@ typedef struct {
   int nseqs, capseqs;
 } rec_t;
 
+typedef struct side side_t;
+
 struct lt_agent {
+  lt_agent_t *self;         /* first, as a side call's agent: a gateway session is either (call_agent) */
   lt_agent_ctx_t *ctx;
   lt_task_t task;           /* copy; spec owned */
   lt_agent_done_cb cb;
@@ -68,6 +71,24 @@ struct lt_agent {
   int gen_base;             /* where the generation session's context starts in the record */
   double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
   double t_call;            /* when the call in flight started generating */
+  side_t *sides;            /* calls made while another was being answered, not yet ended */
+  rec_t side;               /* the answered ones' contexts, before the record's in the TRAJ */
+  uint64_t nsides;          /* side calls so far (their sessions' seeds) */
+};
+
+/* A call of the episode that arrived while another was being answered (an
+ * agent asking for a session title beside its main request, parallel
+ * sub-agents): it gets a generation session and a context of its own, exactly
+ * as rendered, and once answered that context joins the trajectory. */
+struct side {
+  lt_agent_t *a;            /* first, as in lt_agent_t */
+  side_t *next;
+  lt_gen_t *gen;
+  lt_oai_gen_t *og;         /* being generated */
+  const int32_t *prompt;    /* the layer's rendered ids (valid until the call ends) */
+  int nprompt;
+  rec_t rec;                /* its prompt (loss mask 0) and what it generated */
+  int gen_at;               /* where rec's generated tokens start */
 };
 
 uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
@@ -161,6 +182,42 @@ static int new_context(rec_t *r) {
   int rc = r->nseqs ? 0 : push_seq(r, 0);
   if (rc == 0 && r->n > seq0(r)) rc = push_seq(r, r->n);
   return rc;
+}
+
+/* Keeps the record's first n tokens (and their sampling sets). */
+static void rec_cut(rec_t *r, int n) {
+  size_t k = 0;
+  for (int i = 0; i < n; i++) k += (size_t)r->support[i];
+  r->n = n;
+  r->nsids = k;
+}
+
+/* Appends src's contexts after dst's, each still a context of its own. */
+static int rec_append(rec_t *dst, const rec_t *src) {
+  int base = dst->n, rc = dst->nseqs || !base ? 0 : push_seq(dst, 0);
+  for (int k = 0; rc == 0 && src->n && k < (src->nseqs ? src->nseqs : 1); k++)
+    rc = push_seq(dst, base + (src->nseqs ? src->seqs[k] : 0));
+  if (rc == 0) rc = grow(dst, src->n);
+  if (rc == 0 && dst->nsids + src->nsids > dst->sids_cap) {
+    int32_t *p = realloc(dst->sids, sizeof *p * (dst->nsids + src->nsids));
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    dst->sids = p, dst->sids_cap = dst->nsids + src->nsids;
+  }
+  if (rc < 0 || !src->n) return rc;
+  size_t n = (size_t)src->n, R = (size_t)dst->R;
+  memcpy(dst->tokens + base, src->tokens, sizeof *src->tokens * n);
+  memcpy(dst->versions + base, src->versions, sizeof *src->versions * n);
+  memcpy(dst->support + base, src->support, sizeof *src->support * n);
+  memcpy(dst->logprobs + base, src->logprobs, sizeof *src->logprobs * n);
+  memcpy(dst->mask + base, src->mask, sizeof *src->mask * n);
+  if (R) {
+    memcpy(dst->rids + (size_t)base * R, src->rids, sizeof *src->rids * n * R);
+    memcpy(dst->rprobs + (size_t)base * R, src->rprobs, sizeof *src->rprobs * n * R);
+  }
+  if (src->nsids) memcpy(dst->sids + dst->nsids, src->sids, sizeof *src->sids * src->nsids);
+  dst->nsids += src->nsids;
+  dst->n += src->n;
+  return 0;
 }
 
 /* Appends one rendered message to the queue. */
@@ -735,6 +792,7 @@ static void release(lt_agent_t *a) {
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
   rec_free(&a->r);
+  rec_free(&a->side);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -746,6 +804,16 @@ static void release(lt_agent_t *a) {
 static void deliver(lt_agent_t *a) {
   lt_msg_t m = {.type = LT_MSG_TRAJ};
   lt_traj_t *t = &m.u.traj;
+  /* Concurrent calls' contexts first, so that the last context is the record's (a truncated trajectory
+   * bootstraps from its end). */
+  if (a->side.n && rec_append(&a->side, &a->r) == 0) {
+    rec_t r = a->r;
+    a->r = a->side, a->side = r;
+  } else if (a->side.n) { /* past set_outcome: the episode is finishing */
+    a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
+    free(a->error);
+    a->error = strdup("out of memory");
+  }
   t->task_id = a->task.task_id;
   t->group_id = a->task.group_id;
   t->domain = strdup(a->task.domain ? a->task.domain : "");
@@ -845,7 +913,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   a->ud = ud;
   lt_backend_info_t bi;
   lt_backend_info(ctx->backend, &bi);
-  a->r.R = bi.routing_layers * bi.routing_k;
+  a->self = a;
+  a->r.R = a->side.R = bi.routing_layers * bi.routing_k;
   a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
   a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
@@ -884,7 +953,35 @@ void lt_agent_discard(lt_agent_t *a) {
  * with the record's text extends it: only the new text is tokenized, the
  * generated tokens stay the ones sampled (never re-tokenized) and the session
  * keeps its KV cache.  A call that diverges (the program edited or compacted
- * its history) starts a new context; the trajectory keeps the latest one. */
+ * its history) starts a new context; the trajectory keeps them all.  A call
+ * that arrives while another is being answered is a side call (side_t): its
+ * own session and context, joined to the trajectory once answered. */
+
+/* The agent of a gateway session: the agent itself, or one of its side calls. */
+static lt_agent_t *call_agent(void *session) { return *(lt_agent_t **)session; }
+
+static void side_free(side_t *c) {
+  lt_agent_t *a = c->a;
+  for (side_t **p = &a->sides; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  if (c->gen) lt_gen_close(c->gen);
+  rec_free(&c->rec);
+  free(c);
+}
+
+/* Ends every side call (the episode ended): the calls in flight fail. */
+static void sides_stop(lt_agent_t *a) {
+  while (a->sides) {
+    side_t *c = a->sides;
+    lt_oai_gen_t *og = c->og;
+    c->og = NULL;
+    if (og) lt_oai_gen_end(og, LT_ECANCELED, 0, "the episode ended");
+    side_free(c);
+  }
+}
 
 static void end_call(lt_agent_t *a, int rc, const char *msg) {
   lt_oai_gen_t *og = a->og;
@@ -896,6 +993,7 @@ static void program_stop(lt_agent_t *a) {
   if (!a->prog_opts) return;
   lt_gateway_revoke(a->ctx->gateway, a);
   end_call(a, LT_ECANCELED, "the episode ended");
+  sides_stop(a);
   if (a->prog) lt_program_kill(a->prog);
   a->prog = NULL;
 }
@@ -1039,7 +1137,6 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
 static int gw_prepare(void *session, lt_oai_plan_t *plan) {
   lt_agent_t *a = session;
   if (a->finishing || a->limit) return lt_error_set(LT_EINVAL, "the episode has ended");
-  if (a->og) return lt_error_set(LT_EINVAL, "a call of this episode is still being answered: one call at a time");
   if (plan->n != 1) return lt_error_set(LT_EINVAL, "n: the agent gateway answers one choice per call");
   if (a->turns >= a->task.max_turns) {
     a->limit = "turn_limit";
@@ -1047,8 +1144,6 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
                         a->task.max_turns);
   }
-  a->r.n = a->committed, a->r.nsids = a->committed_sids; /* a call that was never answered leaves no trace */
-  while (a->r.nseqs > 1 && a->r.seqs[a->r.nseqs - 1] >= a->committed) a->r.nseqs--;
   if (!a->prog_opts->honor_sampling) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
                                .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
@@ -1056,13 +1151,75 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
     return lt_error_set(LT_EINVAL, "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
                         a->call_temp);
   }
-  int rc = call_context(a, plan);
-  if (rc < 0) return rc;
+  side_t *side = NULL;
+  if (a->og) { /* another call is being answered: this one is a context of its own, as rendered */
+    if (!(side = calloc(1, sizeof *side))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    *side = (side_t){.a = a, .next = a->sides, .prompt = plan->prompt, .nprompt = plan->nprompt, .rec = {.R = a->r.R}};
+    a->sides = side;
+  } else {
+    a->r.n = a->committed, a->r.nsids = a->committed_sids; /* a call that was never answered leaves no trace */
+    while (a->r.nseqs > 1 && a->r.seqs[a->r.nseqs - 1] >= a->committed) a->r.nseqs--;
+    int rc = call_context(a, plan);
+    if (rc < 0) return rc;
+  }
   int room = context_room(a) - plan->nprompt;
-  if (room <= 0) return lt_error_set(LT_ERANGE, "the context (%d tokens) fills rollout.max_context (%d)", plan->nprompt, context_room(a));
+  if (room <= 0) {
+    if (side) side_free(side);
+    return lt_error_set(LT_ERANGE, "the context (%d tokens) fills rollout.max_context (%d)", plan->nprompt, context_room(a));
+  }
   if (plan->max_new > room) plan->max_new = room;
   if (plan->max_new > a->task.max_new_tokens) plan->max_new = a->task.max_new_tokens; /* the rollout's budget */
+  if (side) plan->session = side; /* the later hooks of this call get it */
   return 0;
+}
+
+/* What every answered call adds to the episode. */
+static void count_answer(lt_agent_t *a, const lt_oai_result_t *r) {
+  a->turns++;
+  a->generated += r->choices[0].n;
+  if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
+}
+
+static void side_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  (void)g;
+  side_t *c = ud;
+  lt_oai_gen_t *og = c->og;
+  c->og = NULL;
+  int rc = og ? push_turn_to(&c->rec, c->prompt, c->nprompt, t, pre, &c->gen_at) : 0;
+  /* answered (gw_answered) runs inside lt_oai_gen_end, or never: the call is over after it. */
+  if (og) lt_oai_gen_end(og, rc, t->stopped, rc < 0 ? lt_error_msg() : NULL);
+  side_free(c);
+}
+
+static int side_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+  (void)g;
+  side_t *c = ud;
+  lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
+  return c->og ? lt_oai_gen_token(c->og, &t) : 1;
+}
+
+static int side_generate(side_t *c, lt_oai_gen_t *g, const lt_oai_job_t *job) {
+  lt_agent_t *a = c->a;
+  uint64_t seed = (uint64_t)a->task.seed + ++a->nsides * 0xbf58476d1ce4e5b9ull;
+  int rc = lt_gen_open(a->ctx->backend, seed, &c->gen);
+  if (rc == 0) {
+    c->og = g;
+    lt_gen_watch(c->gen, job->plan->top_logprobs, side_on_token, c);
+    rc = lt_gen_turn(c->gen, c->prompt, c->nprompt, job->plan->max_new, &job->plan->sp, side_on_turn, c);
+  }
+  if (rc < 0) side_free(c); /* the call fails: no hook of it follows */
+  return rc;
+}
+
+/* A side call answered: its context as the agent was told it. */
+static void side_answered(side_t *c, const lt_oai_result_t *r) {
+  lt_agent_t *a = c->a;
+  rec_cut(&c->rec, c->gen_at + r->choices[0].n); /* exactly the tokens the agent was told about */
+  if (rec_append(&a->side, &c->rec) < 0) {
+    LT_WARN("agent", "task %llu: a concurrent call's context is lost: %s", (unsigned long long)a->task.task_id, lt_error_msg());
+    return;
+  }
+  count_answer(a, r);
 }
 
 static void gw_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
@@ -1090,7 +1247,8 @@ static int gw_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, cons
 }
 
 static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) return side_generate(session, g, job);
   a->og = g;
   a->t_call = lt_time_mono_s();
   lt_gen_watch(a->gen, job->plan->top_logprobs, gw_on_token, a);
@@ -1100,13 +1258,17 @@ static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) 
 }
 
 static void gw_cancel(void *session) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) {
+    side_free(session); /* its turn's callback will not run */
+    return;
+  }
   a->og = NULL;
   if (a->gen) lt_gen_close(a->gen), a->gen = NULL; /* its turn's callback will not run */
 }
 
 static void gw_context_limit(void *session, int need, int max_context) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
   LT_DEBUG("agent", "task %llu: context %d of %d: the episode ends (context_limit)", (unsigned long long)a->task.task_id, need,
            max_context);
   a->limit = "context_limit";
@@ -1114,14 +1276,16 @@ static void gw_context_limit(void *session, int need, int max_context) {
 }
 
 static void gw_answered(void *session, const lt_oai_result_t *r) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) {
+    side_answered(session, r);
+    return;
+  }
   const lt_oai_choice_t *c = &r->choices[0];
-  a->r.n = a->call_gen + c->n; /* exactly the tokens the agent was told about */
+  rec_cut(&a->r, a->call_gen + c->n); /* exactly the tokens the agent was told about */
   a->committed = a->r.n;
   a->committed_sids = a->r.nsids;
-  a->turns++;
-  a->generated += c->n;
-  if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
+  count_answer(a, r);
   free(a->last_text);
   a->last_text = strdup(c->text ? c->text : "");
   cJSON *msgs = cJSON_Duplicate(r->plan->messages ? r->plan->messages : NULL, 1), *m = cJSON_CreateObject();
