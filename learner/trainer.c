@@ -198,9 +198,9 @@ static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
   return lt_optim_gather(o, model_at(t, i));
 }
 
-/* This rank's token-balanced share of the sequences [s0, s1). */
+/* This rank's token-balanced share of the sequences [s0, s1) (whole trajectories). */
 static void my_share(const lt_train_batch_t *B, int s0, int s1, int *a, int *b) {
-  lt_dist_share(B->start, s0, s1, lt_dist_rank(), lt_dist_size(), a, b);
+  lt_dist_share(B->start, B->traj, s0, s1, lt_dist_rank(), lt_dist_size(), a, b);
 }
 
 /* Rescales dLoss[n], normalised by this rank's count `local`, to the count
@@ -269,8 +269,8 @@ static int max_seq_len(const lt_train_batch_t *B, int a, int e) {
 
 typedef struct {
   int N, *bounds, *starts;
-  int ntraj, *tseq, *tstart; /* [ntraj + 1] each trajectory's first sequence and first token: chunks and
-                                ranks' shares split between trajectories, never inside one */
+  int ntraj, *tseq;          /* [ntraj + 1] each trajectory's first sequence: chunks split between
+                                trajectories, never inside one */
   float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
   double *rhat, *gadv;
   uint8_t *amask; /* [N] the actor's loss mask: B->mask without the actor_skip sequences */
@@ -278,7 +278,6 @@ typedef struct {
 
 static void work_free(work_t *w) {
   free(w->tseq);
-  free(w->tstart);
   free(w->bounds);
   free(w->starts);
   free(w->logp_old);
@@ -310,23 +309,19 @@ static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
   w->gadv = calloc((size_t)B->nseq, sizeof(double));
   w->amask = malloc(N ? N : 1);
   w->tseq = malloc(sizeof(int) * (size_t)(B->nseq + 1));
-  w->tstart = malloc(sizeof(int) * (size_t)(B->nseq + 1));
-  if (!w->tseq || !w->tstart || !w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
+  if (!w->tseq || !w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
       !w->entropy || !w->rhat || !w->gadv) {
     work_free(w);
     return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
   }
   for (int s = 0; s < B->nseq; s = lt_traj_end(B->traj, B->nseq, s)) w->tseq[w->ntraj++] = s;
   w->tseq[w->ntraj] = B->nseq;
-  for (int i = 0; i <= w->ntraj; i++) w->tstart[i] = B->start[w->tseq[i]];
   return 0;
 }
 
 /* The sequences [*a, *b) of this rank's token-balanced share of chunk j (whole trajectories). */
-static void chunk_share(const work_t *w, int j, int *a, int *b) {
-  int ta, tb;
-  lt_dist_share(w->tstart, w->bounds[j], w->bounds[j + 1], lt_dist_rank(), lt_dist_size(), &ta, &tb);
-  *a = w->tseq[ta], *b = w->tseq[tb];
+static void chunk_share(const lt_train_batch_t *B, const work_t *w, int j, int *a, int *b) {
+  my_share(B, w->tseq[w->bounds[j]], w->tseq[w->bounds[j + 1]], a, b);
 }
 
 static int check_batch(const lt_train_batch_t *B) {
@@ -363,7 +358,7 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
     int a, b;
-    chunk_share(w, j, &a, &b);
+    chunk_share(B, w, j, &a, &b);
     if (a == b) continue;
     chunk_make(B, nml, K, a, b, w->starts, &c);
     lt_fwd_out_t o;
@@ -447,7 +442,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
   for (int j = 0; j < k; j++) {
     chunk_t c;
     int a, b;
-    chunk_share(w, j, &a, &b);
+    chunk_share(B, w, j, &a, &b);
     lt_loss_stats_t ls = {0};
     zero_grad(t, 0);
     if (a < b) {
@@ -460,7 +455,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
                          .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
       if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
     }
-    /* GRPO averages over sequences, the other objectives over loss tokens. */
+    /* GRPO averages over trajectories, the other objectives over loss tokens. */
     double global;
     if ((rc = globalise(t->cfg.loss.obj == LT_OBJ_GRPO ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
       return rc;
@@ -486,7 +481,7 @@ static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, l
   for (int j = 0; j < k; j++) {
     chunk_t c;
     int a, b, n = 0;
-    chunk_share(w, j, &a, &b);
+    chunk_share(B, w, j, &a, &b);
     zero_grad(t, 1);
     float *dv = NULL;
     if (a < b) {
