@@ -1138,7 +1138,9 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
   lt_agent_t *a = session;
   if (a->finishing || a->limit) return lt_error_set(LT_EINVAL, "the episode has ended");
   if (plan->n != 1) return lt_error_set(LT_EINVAL, "n: the agent gateway answers one choice per call");
-  if (a->turns >= a->task.max_turns) {
+  int inflight = a->og != NULL; /* calls being answered count against the limit too */
+  for (const side_t *c = a->sides; c; c = c->next) inflight++;
+  if (a->turns + inflight >= a->task.max_turns) {
     a->limit = "turn_limit";
     lt_gateway_revoke(a->ctx->gateway, a);
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
