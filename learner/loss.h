@@ -64,7 +64,7 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
  * finish the loss row by row: MIS-PO 1/tokens where both MIS masks pass (else
  * 0), TIS min(x_t, C)/tokens, PPO 1/tokens, GRPO 1/(trajectories · T) with T the
  * trajectory's loss tokens over all its contexts; 0 off the loss mask.  weight[N].
- * GSPO, δ-masked GRPO and the reference KL need the whole sequence's log πθ
+ * GSPO, δ-masked GRPO and the reference KL need the whole trajectory's log πθ
  * first: LT_EUNSUPP. */
 int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight);
 /* 1 when cfg's objective is token-local (the test above); with_ref: a reference policy is given. */
