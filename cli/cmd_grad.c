@@ -25,12 +25,13 @@ typedef struct {
   double *reward;     /* per sequence, for --step-out */
   int64_t *group;
   uint8_t *truncated;
+  int *traj;          /* per sequence: its trajectory (consecutive lines with one "trajectory" are its contexts) */
   int n, nseq, cap, scap;
 } packed_t;
 
 static void packed_free(packed_t *p) {
   free(p->tokens), free(p->logp_rollout), free(p->adv), free(p->mask), free(p->start);
-  free(p->reward), free(p->group), free(p->truncated);
+  free(p->reward), free(p->group), free(p->truncated), free(p->traj);
 }
 
 /* Reallocates n arrays of elements of size[i] to cap elements each; the ones
@@ -57,16 +58,21 @@ static int grow(packed_t *p, int need) {
 }
 
 /* The optional per-sequence fields a learner step needs: reward (default 0),
- * group (default: the line's index) and truncated (default false). */
+ * group (default: the line's index) and truncated (default false); and
+ * trajectory (≥ 0; default: a trajectory of its own). */
 static int read_seq_fields(packed_t *p, const cJSON *line, const char *path, long ln) {
   double r = 0;
-  int64_t g = p->nseq;
+  int64_t g = p->nseq, traj = -1 - (int64_t)p->nseq;
   int tr = 0, rc = 0;
   if (cJSON_GetObjectItemCaseSensitive(line, "reward") && (rc = lt_json_get_f64(line, "reward", &r)) == 0 && !isfinite(r))
     rc = lt_error_set(LT_EINVAL, "reward: not finite");
   if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "group")) rc = lt_json_get_i64(line, "group", &g);
   if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "truncated")) rc = lt_json_get_bool(line, "truncated", &tr);
+  if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "trajectory") && (rc = lt_json_get_i64(line, "trajectory", &traj)) == 0 &&
+      (traj < 0 || traj > INT32_MAX))
+    rc = lt_error_set(LT_EINVAL, "trajectory: expected an integer in [0, 2^31)");
   if (rc < 0) return lt_error_wrap(rc, "%s:%ld", path, ln);
+  p->traj[p->nseq] = (int)traj;
   p->reward[p->nseq] = r;
   p->group[p->nseq] = g;
   p->truncated[p->nseq] = (uint8_t)tr;
@@ -93,9 +99,9 @@ static int read_line(packed_t *p, const cJSON *line, const lt_model_t *m, const 
   }
   if (rc == 0 && p->nseq + 2 > p->scap) {
     int sc = p->scap ? 2 * p->scap : 64;
-    void **arr[] = {(void **)&p->start, (void **)&p->reward, (void **)&p->group, (void **)&p->truncated};
-    const size_t size[] = {sizeof *p->start, sizeof *p->reward, sizeof *p->group, sizeof *p->truncated};
-    if ((rc = realloc_all(arr, size, 4, sc)) == 0) p->scap = sc;
+    void **arr[] = {(void **)&p->start, (void **)&p->reward, (void **)&p->group, (void **)&p->truncated, (void **)&p->traj};
+    const size_t size[] = {sizeof *p->start, sizeof *p->reward, sizeof *p->group, sizeof *p->truncated, sizeof *p->traj};
+    if ((rc = realloc_all(arr, size, 5, sc)) == 0) p->scap = sc;
   }
   if (rc == 0) rc = read_seq_fields(p, line, path, ln);
   if (rc == 0 && (rc = grow(p, p->n + n)) == 0) {
@@ -128,7 +134,7 @@ static int bounds(lt_cmd_args_t *c, const char *flag, float *lo, float *hi) {
  * all of it.  *rconf: learner routing confidence (-1 for dense). */
 static int share_grad(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p, lt_loss_stats_t *st, double *rconf) {
   int a, b;
-  lt_dist_share(p->start, 0, p->nseq, lt_dist_rank(), lt_dist_size(), &a, &b);
+  lt_dist_share(p->start, p->traj, 0, p->nseq, lt_dist_rank(), lt_dist_size(), &a, &b);
   int t0 = p->start[a], n = p->start[b] - t0, maxlen = 1, rc = 0;
   int *starts = malloc(sizeof(int) * (size_t)(b - a + 1));
   float *dlogp = malloc(sizeof(float) * (size_t)(n + 1));
@@ -147,12 +153,12 @@ static int share_grad(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p,
     lt_batch_t bt = {.nseq = b - a, .start = starts, .tokens = p->tokens + t0};
     if ((rc = lt_model_forward(m, &bt, &fo)) == 0) {
       lt_loss_in_t in = {.nseq = b - a, .start = starts, .logp = fo.logprobs, .logp_rollout = p->logp_rollout + t0,
-                         .adv = p->adv + t0, .mask = p->mask + t0};
+                         .adv = p->adv + t0, .mask = p->mask + t0, .traj = p->traj + a};
       rc = lt_loss_compute(lc, &in, dlogp, st);
       conf = fo.routing_confidence * n;
     }
   }
-  /* The group forms average over sequences, the other objectives over loss tokens. */
+  /* The group forms average over trajectories, the other objectives over loss tokens. */
   double global, w = 1;
   if (rc == 0) rc = lt_dist_weight(lc->group_adv ? st->trajs : st->tokens, &global, &w);
   if (rc == 0 && b > a) {
@@ -202,7 +208,8 @@ static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *
   int rc = lt_trainer_create(&tc, m, NULL, NULL, &tr);
   if (rc < 0) return rc;
   lt_train_batch_t b = {.nseq = p->nseq, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp_rollout,
-                        .mask = p->mask, .reward = p->reward, .truncated = p->truncated, .group = p->group};
+                        .mask = p->mask, .reward = p->reward, .truncated = p->truncated, .group = p->group,
+                        .traj = p->traj};
   lt_step_stats_t st;
   rc = lt_trainer_step(tr, &b, &st);
   if (rc == 0) rc = lt_trainer_save(tr, dir);
@@ -214,7 +221,7 @@ static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *
 int lt_cmd_grad(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory"},
-      {.name = "--batch", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "lines {tokens, loss_mask, rollout_logprobs, advantages}"},
+      {.name = "--batch", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "lines {tokens, loss_mask, rollout_logprobs, advantages}, optional trajectory: consecutive lines with one trajectory (≥ 0) are its contexts, one unit of the objective"},
       {.name = "--loss", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "mispo | ppo | grpo | gspo"},
       {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "GRADS.safetensors", .help = "where to write the gradients (F32)"},
       {.name = "--token-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "MIS token ratio bounds (default 0.5,2)"},

@@ -204,18 +204,18 @@ int lt_dist_weight(double local, double *global, double *weight) {
   return 0;
 }
 
-/* The first sequence of [s0, s1] that starts at or past r/ranks of the tokens. */
-static int share_bound(const int *start, int s0, int s1, int r, int ranks) {
+/* The first sequence of [s0, s1] that starts a trajectory at or past r/ranks of the tokens. */
+static int share_bound(const int *start, const int *traj, int s0, int s1, int r, int ranks) {
   if (r >= ranks) return s1;
   int64_t base = start[s0], target = ((int64_t)start[s1] - base) * r / ranks;
   int s = s0;
-  while (s < s1 && start[s] - base < target) s++;
+  while (s < s1 && (start[s] - base < target || (traj && s > s0 && traj[s] == traj[s - 1]))) s++;
   return s;
 }
 
-void lt_dist_share(const int *start, int s0, int s1, int rank, int ranks, int *a, int *b) {
-  *a = share_bound(start, s0, s1, rank, ranks);
-  *b = share_bound(start, s0, s1, rank + 1, ranks);
+void lt_dist_share(const int *start, const int *traj, int s0, int s1, int rank, int ranks, int *a, int *b) {
+  *a = share_bound(start, traj, s0, s1, rank, ranks);
+  *b = share_bound(start, traj, s0, s1, rank + 1, ranks);
 }
 
 void lt_dist_shard(const size_t *offsets, int ntensors, int rank, int ranks, size_t *lo, size_t *hi) {

@@ -51,8 +51,9 @@ int lt_dist_weight(double local, double *global, double *weight);
 /* Token-balanced split of the sequences [s0, s1) of a packed batch (start:
  * offsets) into `ranks` contiguous shares: share r is [*a, *b), the
  * sequences that start in r/ranks .. (r+1)/ranks of the tokens (possibly
- * none). */
-void lt_dist_share(const int *start, int s0, int s1, int rank, int ranks, int *a, int *b);
+ * none).  traj (or NULL): the sequences' trajectories (lt_loss_in_t.traj); a
+ * share never splits a trajectory's contexts (s0 and s1 must not either). */
+void lt_dist_share(const int *start, const int *traj, int s0, int s1, int rank, int ranks, int *a, int *b);
 
 /* ZeRO-1 shard of a buffer of tensors: `offsets[ntensors + 1]` are the
  * tensors' boundaries; rank r owns whole tensors [lo, hi) of elements,

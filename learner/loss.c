@@ -52,20 +52,27 @@ static double clipped_term(double r, double A, double lo, double hi, double *dte
   return c;
 }
 
-/* Loss-mask tokens, and sequences that have at least one. */
-static void count_loss_tokens(const lt_loss_in_t *in, int *ntok, int *nseq_tok) {
-  *ntok = *nseq_tok = 0;
-  for (int s = 0; s < in->nseq; s++) {
+int lt_traj_end(const int *traj, int nseq, int s) {
+  int e = s + 1;
+  while (traj && e < nseq && traj[e] == traj[s]) e++;
+  return e;
+}
+
+/* Loss-mask tokens, and trajectories that have at least one. */
+static void count_loss_tokens(const lt_loss_in_t *in, int *ntok, int *ntraj_tok) {
+  *ntok = *ntraj_tok = 0;
+  for (int s = 0, e; s < in->nseq; s = e) {
+    e = lt_traj_end(in->traj, in->nseq, s);
     int k = 0;
-    for (int t = in->start[s]; t < in->start[s + 1]; t++) k += in->mask[t] != 0;
+    for (int t = in->start[s]; t < in->start[e]; t++) k += in->mask[t] != 0;
     *ntok += k;
-    *nseq_tok += k > 0;
+    *ntraj_tok += k > 0;
   }
 }
 
-/* Per-token weight: 1/ntok for token-mean objectives, 1/(sequences · T) for the group forms. */
-static double token_weight(const lt_loss_cfg_t *cfg, int ntok, int nseq_tok, int T) {
-  return cfg->group_adv ? 1.0 / ((double)nseq_tok * T) : 1.0 / ntok;
+/* Per-token weight: 1/ntok for token-mean objectives, 1/(trajectories · T) for the group forms. */
+static double token_weight(const lt_loss_cfg_t *cfg, int ntok, int ntraj_tok, int T) {
+  return cfg->group_adv ? 1.0 / ((double)ntraj_tok * T) : 1.0 / ntok;
 }
 
 int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref) {
@@ -76,16 +83,18 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
   memset(st, 0, sizeof *st);
   int N = in->start[in->nseq] - in->start[0];
   memset(dlogp + in->start[0], 0, sizeof(float) * (size_t)N);
-  int ntok, nseq_tok;
-  count_loss_tokens(in, &ntok, &nseq_tok);
+  int ntok, ntraj_tok;
+  count_loss_tokens(in, &ntok, &ntraj_tok);
   st->tokens = ntok;
-  st->trajs = nseq_tok;
+  st->trajs = ntraj_tok;
   if (ntok == 0) return 0;
   const float *old = in->logp_old ? in->logp_old : in->logp;
   double loss = 0, mism = 0, klr = 0, klref = 0;
   int clipped_n = 0;
-  for (int s = 0; s < in->nseq; s++) {
-    int a = in->start[s], b = in->start[s + 1], T = 0;
+  /* A trajectory's contexts are consecutive, so its tokens are the range [a, b). */
+  for (int s0 = 0, s1; s0 < in->nseq; s0 = s1) {
+    s1 = lt_traj_end(in->traj, in->nseq, s0);
+    int a = in->start[s0], b = in->start[s1], T = 0;
     double sum_logx = 0, sum_logr = 0, sum_div = 0;
     for (int t = a; t < b; t++) {
       if (!in->mask[t]) continue;
@@ -99,12 +108,13 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       klr += exp(logx) - 1 - logx;
     }
     if (!T) continue;
-    double w = token_weight(cfg, ntok, nseq_tok, T);
+    double w = token_weight(cfg, ntok, ntraj_tok, T);
     int traj_ok = in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
     int masked_objective = cfg->obj == LT_OBJ_MISPO || cfg->obj == LT_OBJ_GSPO;
     st->trajs_kept += masked_objective ? traj_ok : 1;
     double r_seq = exp(sum_logr / T), gspo_grad = 0;
-    for (int t = a; t < b; t++) {
+    for (int t = a, s = s0; t < b; t++) {
+      while (t >= in->start[s + 1]) s++; /* the context of token t, for its KL coefficient */
       if (!in->mask[t]) continue;
       double logx = (double)old[t] - in->logp_rollout[t];
       int tok_ok = in_bounds(logx, cfg->tok_lo, cfg->tok_hi);
@@ -131,7 +141,7 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       case LT_OBJ_GSPO:
         if (tok_ok && traj_ok) {
           loss -= w * clipped_term(r_seq, A, cfg->clip_lo, cfg->clip_hi, &d, &clipped);
-          gspo_grad += -w * d / T; /* r_seq depends on every token of the sequence */
+          gspo_grad += -w * d / T; /* r_seq depends on every token of the trajectory */
           kept = !clipped;
         }
         break;
@@ -176,12 +186,13 @@ int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, floa
   if (!lt_loss_token_local(cfg, in->logp_ref != NULL))
     return lt_error_set(LT_EUNSUPP, "%s with these options is not token-local; use the unfused loss",
                         lt_objective_name(cfg->obj));
-  int N = in->start[in->nseq] - in->start[0], ntok, nseq_tok;
+  int N = in->start[in->nseq] - in->start[0], ntok, ntraj_tok;
   memset(weight + in->start[0], 0, sizeof(float) * (size_t)N);
-  count_loss_tokens(in, &ntok, &nseq_tok);
+  count_loss_tokens(in, &ntok, &ntraj_tok);
   const float *old = in->logp_old ? in->logp_old : in->logp;
-  for (int s = 0; s < in->nseq; s++) {
-    int a = in->start[s], b = in->start[s + 1], T = 0;
+  for (int s0 = 0, s1; s0 < in->nseq; s0 = s1) {
+    s1 = lt_traj_end(in->traj, in->nseq, s0);
+    int a = in->start[s0], b = in->start[s1], T = 0;
     double sum_logx = 0;
     for (int t = a; t < b; t++)
       if (in->mask[t]) {
@@ -189,7 +200,7 @@ int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, floa
         sum_logx += (double)old[t] - in->logp_rollout[t];
       }
     if (!T) continue;
-    double w = token_weight(cfg, ntok, nseq_tok, T);
+    double w = token_weight(cfg, ntok, ntraj_tok, T);
     int traj_ok = cfg->obj != LT_OBJ_MISPO || in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
     for (int t = a; t < b; t++) {
       if (!in->mask[t]) continue;
@@ -202,11 +213,11 @@ int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, floa
   return 0;
 }
 
-void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv) {
+void lt_adv_group(const double *reward, const int64_t *group, const int *traj, int n, int std_norm, double *adv) {
   for (int i = 0; i < n; i++) {
     double sum = 0, sq = 0;
     int k = 0;
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j = lt_traj_end(traj, n, j)) /* each trajectory once, whatever its contexts */
       if (group[j] == group[i]) {
         sum += reward[j];
         sq += reward[j] * reward[j];
@@ -219,15 +230,19 @@ void lt_adv_group(const double *reward, const int64_t *group, int n, int std_nor
 }
 
 void lt_adv_critic(int nseq, const int *start, const uint8_t *mask, const float *values, const double *reward,
-                   const uint8_t *truncated, float *adv, float *target, double *rhat) {
-  for (int s = 0; s < nseq; s++) {
-    int a = start[s], b = start[s + 1];
-    double R = truncated && truncated[s] ? values[b - 1] : reward[s];
-    if (rhat) rhat[s] = R;
-    for (int t = a; t < b; t++) {
-      int ok = mask[t] && t > a;
-      adv[t] = ok ? (float)(R - values[t - 1]) : 0.0f;
-      if (target) target[t] = ok ? (float)R : 0.0f;
+                   const uint8_t *truncated, const int *traj, float *adv, float *target, double *rhat) {
+  for (int s0 = 0, s1; s0 < nseq; s0 = s1) {
+    s1 = lt_traj_end(traj, nseq, s0);
+    /* A truncated trajectory bootstraps from V(s_T) at the end of its last context, not each context from its own. */
+    double R = truncated && truncated[s1 - 1] ? values[start[s1] - 1] : reward[s0];
+    for (int s = s0; s < s1; s++) {
+      int a = start[s], b = start[s + 1];
+      if (rhat) rhat[s] = R;
+      for (int t = a; t < b; t++) {
+        int ok = mask[t] && t > a;
+        adv[t] = ok ? (float)(R - values[t - 1]) : 0.0f;
+        if (target) target[t] = ok ? (float)R : 0.0f;
+      }
     }
   }
 }

@@ -36,6 +36,10 @@ typedef struct {
   const float *adv;          /* [N] advantage of each token */
   const uint8_t *mask;       /* [N] 1: a generated token that is trained */
   const float *kl_coef;      /* [nseq] KL coefficient of each sequence (envs.<d>.kl_coef), or NULL: cfg->kl_coef */
+  const int *traj;           /* [nseq] the trajectory of each sequence, or NULL: each sequence is one.  The contexts
+                                of one trajectory are consecutive sequences with the same value; the trajectory is
+                                the unit of the MIS-PO trajectory mask, GRPO's 1/(G·|o|), GSPO's sequence ratio and
+                                δ-mask */
 } lt_loss_in_t;
 
 typedef struct {
@@ -43,7 +47,7 @@ typedef struct {
   int tokens;          /* loss-mask tokens */
   int tokens_kept;     /* loss tokens that pass every mask (and, for clipped objectives, are not clipped) */
   int tokens_in_bounds;/* loss tokens whose x_t passes the token mask */
-  int trajs;           /* sequences with at least one loss token */
+  int trajs;           /* trajectories with at least one loss token */
   int trajs_kept;      /* ... whose trajectory mask passes */
   double mismatch;     /* mean |log x_t| = mean |log π_old − log π_rollout| over loss tokens */
   double kl_rollout;   /* mean (x_t − 1 − log x_t): KL(π_rollout ‖ π_old) estimate (k3) */
@@ -53,29 +57,39 @@ typedef struct {
 
 /* Computes the loss and dlogp[N] = dLoss/dlogπθ (zero outside the mask).
  * MIS-PO, PPO, TIS and GSPO are normalised by the loss tokens of this call; with
- * group_adv (GRPO, GSPO's group form) each sequence's tokens are averaged, then
- * the sequences (seed 002 eq. 5, seed 004 eq. 1). */
+ * group_adv (GRPO, GSPO's group form) each trajectory's tokens are averaged, then
+ * the trajectories (seed 002 eq. 5, seed 004 eq. 1).  A trajectory's contexts
+ * must all be in the call (the trainer's mini-batches and ranks split between
+ * trajectories). */
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st);
 
 /* Per-token weights of the token-local objectives, so that a fused kernel can
  * finish the loss row by row: MIS-PO 1/tokens where both MIS masks pass (else
- * 0), TIS min(x_t, C)/tokens, PPO 1/tokens, GRPO 1/(sequences · T); 0 off the loss mask.  weight[N].
- * GSPO, δ-masked GRPO and the reference KL need the whole sequence's log πθ
+ * 0), TIS min(x_t, C)/tokens, PPO 1/tokens, GRPO 1/(trajectories · T) with T the
+ * trajectory's loss tokens over all its contexts; 0 off the loss mask.  weight[N].
+ * GSPO, δ-masked GRPO and the reference KL need the whole trajectory's log πθ
  * first: LT_EUNSUPP. */
 int lt_loss_token_weights(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *weight);
 /* 1 when cfg's objective is token-local (the test above); with_ref: a reference policy is given. */
 int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref);
 
-/* Group baselines: adv_i = R_i − mean of R over samples with the same group
- * id (divided by the group's standard deviation when std_norm). */
-void lt_adv_group(const double *reward, const int64_t *group, int n, int std_norm, double *adv);
+/* Group baselines: adv_i = R_i − mean of R over the trajectories with the same
+ * group id (divided by the group's standard deviation when std_norm); traj[n]
+ * as in lt_loss_in_t (NULL: each sample is a trajectory), so a trajectory of
+ * several contexts counts once in its group. */
+void lt_adv_group(const double *reward, const int64_t *group, const int *traj, int n, int std_norm, double *adv);
 
 /* Actor-critic advantages with γ = λ = 1 and truncation-aware bootstrapping:
- * for sequence s, R̂ = values[last position] when truncated[s], else reward[s];
- * for each loss token t, adv[t] = R̂ − V(s_t) where V(s_t) = values[t − 1]
- * (the critic's value of the prefix before token t), and target[t] = R̂. */
+ * per trajectory (traj as in lt_loss_in_t, NULL: each sequence), R̂ = V(s_T) =
+ * values[last position of its last context] when its last context's
+ * truncated[] is set, else its reward; for each loss token t, adv[t] = R̂ − V(s_t)
+ * where V(s_t) = values[t − 1] (the critic's value of the prefix before token
+ * t, within its context), and target[t] = R̂.  rhat[nseq]: R̂ of each sequence. */
 void lt_adv_critic(int nseq, const int *start, const uint8_t *mask, const float *values, const double *reward,
-                   const uint8_t *truncated, float *adv, float *target, double *rhat);
+                   const uint8_t *truncated, const int *traj, float *adv, float *target, double *rhat);
+
+/* The first sequence after s's trajectory (traj as in lt_loss_in_t). */
+int lt_traj_end(const int *traj, int nseq, int s);
 
 /* ½ mean (V(s_t) − target_t)² over loss tokens; dvalues[N] receives the
  * gradient at the positions the values were read from (t − 1). */

@@ -199,9 +199,9 @@ static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
   return lt_optim_gather(o, model_at(t, i));
 }
 
-/* This rank's token-balanced share of the sequences [s0, s1). */
+/* This rank's token-balanced share of the sequences [s0, s1) (whole trajectories). */
 static void my_share(const lt_train_batch_t *B, int s0, int s1, int *a, int *b) {
-  lt_dist_share(B->start, s0, s1, lt_dist_rank(), lt_dist_size(), a, b);
+  lt_dist_share(B->start, B->traj, s0, s1, lt_dist_rank(), lt_dist_size(), a, b);
 }
 
 /* Rescales dLoss[n], normalised by this rank's count `local`, to the count
@@ -251,12 +251,12 @@ static void chunk_make(const lt_train_batch_t *B, int nml, int K, int s0, int s1
                       .temperature = B->temperature ? B->temperature + c->t0 : NULL};
 }
 
-/* Splits nseq sequences into k near-equal contiguous chunks: chunk j is
- * [bounds[j], bounds[j+1]). */
-static int split(int nseq, int k, int *bounds) {
-  if (k > nseq) k = nseq;
+/* Splits ntraj trajectories into k near-equal contiguous chunks: chunk j is
+ * the trajectories [bounds[j], bounds[j+1]). */
+static int split(int ntraj, int k, int *bounds) {
+  if (k > ntraj) k = ntraj;
   if (k < 1) k = 1;
-  for (int j = 0; j <= k; j++) bounds[j] = (int)((int64_t)nseq * j / k);
+  for (int j = 0; j <= k; j++) bounds[j] = (int)((int64_t)ntraj * j / k);
   return k;
 }
 
@@ -270,12 +270,15 @@ static int max_seq_len(const lt_train_batch_t *B, int a, int e) {
 
 typedef struct {
   int N, *bounds, *starts;
+  int ntraj, *tseq;          /* [ntraj + 1] each trajectory's first sequence: chunks split between
+                                trajectories, never inside one */
   float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
   double *rhat, *gadv;
   uint8_t *amask; /* [N] the actor's loss mask: B->mask without the actor_skip sequences */
 } work_t;
 
 static void work_free(work_t *w) {
+  free(w->tseq);
   free(w->bounds);
   free(w->starts);
   free(w->logp_old);
@@ -306,12 +309,20 @@ static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
   w->rhat = calloc((size_t)B->nseq, sizeof(double));
   w->gadv = calloc((size_t)B->nseq, sizeof(double));
   w->amask = malloc(N ? N : 1);
-  if (!w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
+  w->tseq = malloc(sizeof(int) * (size_t)(B->nseq + 1));
+  if (!w->tseq || !w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
       !w->entropy || !w->rhat || !w->gadv) {
     work_free(w);
     return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
   }
+  for (int s = 0; s < B->nseq; s = lt_traj_end(B->traj, B->nseq, s)) w->tseq[w->ntraj++] = s;
+  w->tseq[w->ntraj] = B->nseq;
   return 0;
+}
+
+/* The sequences [*a, *b) of this rank's token-balanced share of chunk j (whole trajectories). */
+static void chunk_share(const lt_train_batch_t *B, const work_t *w, int j, int *a, int *b) {
+  my_share(B, w->tseq[w->bounds[j]], w->tseq[w->bounds[j + 1]], a, b);
 }
 
 static int check_batch(const lt_train_batch_t *B) {
@@ -348,7 +359,7 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
     int a, b;
-    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
+    chunk_share(B, w, j, &a, &b);
     if (a == b) continue;
     chunk_make(B, nml, K, a, b, w->starts, &c);
     lt_fwd_out_t o;
@@ -432,7 +443,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
   for (int j = 0; j < k; j++) {
     chunk_t c;
     int a, b;
-    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
+    chunk_share(B, w, j, &a, &b);
     lt_loss_stats_t ls = {0};
     zero_grad(t, 0);
     if (a < b) {
@@ -442,10 +453,10 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
       lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
                          .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
                          .adv = w->adv + c.t0, .mask = w->amask + c.t0,
-                         .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL};
+                         .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
       if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
     }
-    /* The group forms average over sequences, the other objectives over loss tokens. */
+    /* The group forms average over trajectories, the other objectives over loss tokens. */
     double global;
     if ((rc = globalise(t->cfg.loss.group_adv ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
       return rc;
@@ -464,14 +475,14 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
 }
 
 static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
-  int k = split(B->nseq, t->cfg.critic_minibatches, w->bounds);
+  int k = split(w->ntraj, t->cfg.critic_minibatches, w->bounds);
   int nml = lt_model_moe_layers(&t->critic->cfg), K = t->critic->cfg.topk;
   double loss = 0, gn = 0, toks = 0;
   int rc = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
     int a, b, n = 0;
-    my_share(B, w->bounds[j], w->bounds[j + 1], &a, &b);
+    chunk_share(B, w, j, &a, &b);
     zero_grad(t, 1);
     float *dv = NULL;
     if (a < b) {
@@ -511,7 +522,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   if (rc < 0) return rc;
   int chunks = t->cfg.actor_minibatches > t->cfg.critic_minibatches ? t->cfg.actor_minibatches : t->cfg.critic_minibatches;
   if ((rc = work_alloc(w, B, chunks < 1 ? 1 : chunks)) < 0) return rc;
-  int k = *k_ = split(B->nseq, t->cfg.actor_minibatches, w->bounds);
+  int k = *k_ = split(w->ntraj, t->cfg.actor_minibatches, w->bounds);
   if ((rc = pre_pass(t, B, w, k, &st->routing_confidence)) < 0) return rc;
   int N = w->N, ntok = 0;
   double ent = 0, vsum = 0;
@@ -524,21 +535,21 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   st->entropy = ntok ? ent / ntok : 0;
   st->value_mean = ntok ? vsum / ntok : 0;
   st->tokens = N;
-  st->trajectories = B->nseq;
+  st->trajectories = w->ntraj;
   st->actor_skipped = actor_mask(B, w->amask);
   /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
   if (t->critic) {
-    lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, w->adv, w->target, w->rhat);
+    lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, B->traj, w->adv, w->target, w->rhat);
   } else {
-    lt_adv_group(B->reward, B->group, B->nseq, t->cfg.group_std, w->gadv);
+    lt_adv_group(B->reward, B->group, B->traj, B->nseq, t->cfg.group_std, w->gadv);
     for (int s = 0; s < B->nseq; s++) {
       w->rhat[s] = B->reward[s];
       for (int i = B->start[s]; i < B->start[s + 1]; i++) w->adv[i] = B->mask[i] ? (float)w->gadv[s] : 0;
     }
   }
   double rs = 0, am = 0, a2 = 0;
-  for (int s = 0; s < B->nseq; s++) rs += w->rhat[s];
-  st->return_mean = rs / B->nseq;
+  for (int i = 0; i < w->ntraj; i++) rs += w->rhat[w->tseq[i]];
+  st->return_mean = rs / w->ntraj;
   for (int i = 0; i < N; i++)
     if (B->mask[i]) {
       am += w->adv[i];
@@ -567,12 +578,12 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
   acc_t acc = {0};
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
-    chunk_make(B, nml, K, w.bounds[j], w.bounds[j + 1], w.starts, &c);
+    chunk_make(B, nml, K, w.tseq[w.bounds[j]], w.tseq[w.bounds[j + 1]], w.starts, &c);
     /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
     lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
                        .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
                        .adv = w.adv + c.t0, .mask = w.amask + c.t0,
-                       .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL};
+                       .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
     lt_loss_stats_t ls;
     if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
   }

@@ -46,6 +46,10 @@ typedef struct {
   const uint8_t *truncated;  /* [nseq] */
   const int64_t *group;      /* [nseq] group ids */
   const float *kl_coef;      /* [nseq] KL coefficient of each sequence (its domain's), or NULL: the loss's */
+  const int *traj;           /* [nseq] the trajectory of each sequence, or NULL: each sequence is one.  A trajectory's
+                                contexts are consecutive sequences with the same value and the same reward, group and
+                                truncation; the trajectory is the unit of the objectives, group baselines and
+                                bootstrapping (lt_loss_in_t), and mini-batches never split one */
 } lt_train_batch_t;
 
 typedef struct {
@@ -58,7 +62,7 @@ typedef struct {
   double routing_confidence;        /* learner-side Σk, -1 for dense */
   double value_mean, return_mean, adv_mean, adv_std;
   double lr, critic_lr;
-  int tokens, trajectories;
+  int tokens, trajectories;        /* trajectories: whole ones, whatever their contexts */
   int actor_skipped;                /* sequences actor_skip left out of the actor loss */
 } lt_step_stats_t;
 

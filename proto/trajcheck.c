@@ -9,8 +9,13 @@
 #include "util/error.h"
 
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
-  if (lim->max_tokens > 0 && t->ntokens > lim->max_tokens)
-    return lt_error_set(LT_ERANGE, "%d tokens: longer than rollout.max_context (%lld)", t->ntokens, (long long)lim->max_tokens);
+  /* The limit is per context: a trajectory of several (an edited or compacted history) may hold more. */
+  for (int k = 0; lim->max_tokens > 0 && k < (t->nseqs > 1 ? t->nseqs : 1); k++) {
+    int a = t->nseqs > 1 ? t->seq_starts[k] : 0, b = t->nseqs > 1 && k + 1 < t->nseqs ? t->seq_starts[k + 1] : t->ntokens;
+    if (b - a > lim->max_tokens)
+      return lt_error_set(LT_ERANGE, "%d tokens%s: longer than rollout.max_context (%lld)", b - a,
+                          t->nseqs > 1 ? " in one context" : "", (long long)lim->max_tokens);
+  }
   if (t->has_reward && !isfinite(t->reward)) return lt_error_set(LT_ERANGE, "reward is not finite");
   /* Rounding in the shaping sums may land a hair outside the exact bound. */
   double slack = 1e-9 * (1 + fabs(lim->reward_lo) + fabs(lim->reward_hi));

@@ -13,7 +13,26 @@
 #include "util/log.h"
 #include "util/time.h"
 
+/* A record of tokens: one or more contexts one after another. */
+typedef struct {
+  int n, R;                 /* R: routing entries per token (layers · k), 0 without */
+  size_t cap;
+  int32_t *tokens, *versions, *support;
+  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
+  size_t nsids, sids_cap;
+  float *logprobs;
+  uint8_t *mask;
+  uint16_t *rids;
+  float *rprobs;
+  int32_t *seqs;            /* where each context starts ([0] = 0): a diverging call or a context rewrite
+                               of the agent loop starts one */
+  int nseqs, capseqs;
+} rec_t;
+
+typedef struct side side_t;
+
 struct lt_agent {
+  lt_agent_t *self;         /* first, as a side call's agent: a gateway session is either (call_agent) */
   lt_agent_ctx_t *ctx;
   lt_task_t task;           /* copy; spec owned */
   lt_agent_done_cb cb;
@@ -22,11 +41,7 @@ struct lt_agent {
   lt_gen_t *gen;
   uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
   int finishing, reward_pending, discarded, closed;
-  /* the trajectory so far: the wire record's per-token arrays, filled here and moved into the TRAJ (its
-   * routing arrays have R = layers x k entries per token; support_ids, support[i] of them for token i) */
-  lt_traj_t traj;
-  int R;
-  size_t cap, sids_cap;
+  rec_t r;                  /* the trajectory so far */
   cJSON *messages;
   int32_t *append;          /* context tokens waiting for the next turn */
   int nappend, capappend;
@@ -51,16 +66,32 @@ struct lt_agent {
   lt_program_t *prog;
   lt_oai_gen_t *og;         /* the call being generated */
   int committed;            /* the record's tokens up to the last answered call */
-  int committed_sids;
+  size_t committed_sids;
   int call_gen;             /* where the call in flight's generated tokens start */
   int32_t *prompt;          /* the call's whole context: the record, then what it adds */
   int nprompt, capprompt;
   const char *limit;        /* "turn_limit" | "context_limit": the gateway ended the episode */
-  int32_t *seqs;            /* where each context of the record starts ([0] = 0): a diverging call starts one */
-  int nseqs, capseqs;
   int gen_base;             /* where the generation session's context starts in the record */
   double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
   double t_call;            /* when the call in flight started generating */
+  side_t *sides;            /* calls made while another was being answered, not yet ended */
+  rec_t side;               /* the answered ones' contexts, before the record's in the TRAJ */
+  uint64_t nsides;          /* side calls so far (their sessions' seeds) */
+};
+
+/* A call of the episode that arrived while another was being answered (an
+ * agent asking for a session title beside its main request, parallel
+ * sub-agents): it gets a generation session and a context of its own, exactly
+ * as rendered, and once answered that context joins the trajectory. */
+struct side {
+  lt_agent_t *a;            /* first, as in lt_agent_t */
+  side_t *next;
+  lt_gen_t *gen;
+  lt_oai_gen_t *og;         /* being generated */
+  const int32_t *prompt;    /* the layer's rendered ids (valid until the call ends) */
+  int nprompt;
+  rec_t rec;                /* its prompt (loss mask 0) and what it generated */
+  int gen_at;               /* where rec's generated tokens start */
 };
 
 uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
@@ -81,38 +112,101 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
   return rc;
 }
 
-/* Room for `need` more tokens in every per-token array of the record (LT_TRAJ_TOKEN_ARRAYS). */
-static int grow(lt_agent_t *a, int need) {
-#define ARRAY(m, dtype, elem, routed, required) LT_GROW_K(a->traj.m, (routed) ? a->R : 1),
-  lt_grow_t arr[] = {LT_TRAJ_TOKEN_ARRAYS(ARRAY)};
-#undef ARRAY
-  return lt_grow(&a->cap, (size_t)(a->traj.ntokens + need), 256, arr, sizeof arr / sizeof *arr);
+/* Room for `need` more tokens in every per-token array of the record (routing only with R). */
+static int grow(rec_t *r, int need) {
+  lt_grow_t arr[] = {LT_GROW(r->tokens), LT_GROW(r->versions), LT_GROW(r->support), LT_GROW(r->logprobs),
+                     LT_GROW(r->mask), LT_GROW_K(r->rids, r->R), LT_GROW_K(r->rprobs, r->R)};
+  int rc = lt_grow(&r->cap, (size_t)(r->n + need), 256, arr, sizeof arr / sizeof *arr);
+  return rc < 0 ? lt_error_set(LT_ENOMEM, "agent: out of memory") : 0;
+}
+
+static void rec_free(rec_t *r) {
+  free(r->tokens), free(r->versions), free(r->support), free(r->sids), free(r->logprobs), free(r->mask), free(r->rids);
+  free(r->rprobs), free(r->seqs);
+  memset(r, 0, sizeof *r);
 }
 
 /* Context tokens (prompt, chat markup, observations): loss mask 0. */
-static int push_context(lt_agent_t *a, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
-  int rc = grow(a, n);
+static int push_context(rec_t *r, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
+  int rc = grow(r, n);
   if (rc < 0) return rc;
   for (int i = 0; i < n; i++) {
-    a->traj.tokens[a->traj.ntokens] = t[i];
-    a->traj.versions[a->traj.ntokens] = -1;
-    a->traj.support[a->traj.ntokens] = 0;
-    a->traj.logprobs[a->traj.ntokens] = 0;
-    a->traj.loss_mask[a->traj.ntokens] = 0;
-    if (a->R) {
+    r->tokens[r->n] = t[i];
+    r->versions[r->n] = -1;
+    r->support[r->n] = 0;
+    r->logprobs[r->n] = 0;
+    r->mask[r->n] = 0;
+    if (r->R) {
       if (rids) {
-        memcpy(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, rids + (size_t)i * a->R, sizeof *rids * (size_t)a->R);
-        memcpy(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, rprobs + (size_t)i * a->R, sizeof *rprobs * (size_t)a->R);
+        memcpy(r->rids + (size_t)r->n * r->R, rids + (size_t)i * r->R, sizeof *rids * (size_t)r->R);
+        memcpy(r->rprobs + (size_t)r->n * r->R, rprobs + (size_t)i * r->R, sizeof *rprobs * (size_t)r->R);
       } else {
-        memset(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, 0, sizeof *rids * (size_t)a->R);
-        memset(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, 0, sizeof *rprobs * (size_t)a->R);
+        memset(r->rids + (size_t)r->n * r->R, 0, sizeof *rids * (size_t)r->R);
+        memset(r->rprobs + (size_t)r->n * r->R, 0, sizeof *rprobs * (size_t)r->R);
       }
     }
-    a->traj.ntokens++;
+    r->n++;
   }
   return 0;
 }
 
+/* Where the current context starts in the record. */
+static int seq0(const rec_t *r) { return r->nseqs ? r->seqs[r->nseqs - 1] : 0; }
+
+static int push_seq(rec_t *r, int at) {
+  if (r->nseqs == r->capseqs) {
+    int cap = r->capseqs ? 2 * r->capseqs : 4;
+    int32_t *p = realloc(r->seqs, sizeof *p * (size_t)cap);
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    r->seqs = p, r->capseqs = cap;
+  }
+  r->seqs[r->nseqs++] = at;
+  return 0;
+}
+
+/* The record's next tokens start a new context of the trajectory; an empty
+ * current context is reused. */
+static int new_context(rec_t *r) {
+  int rc = r->nseqs ? 0 : push_seq(r, 0);
+  if (rc == 0 && r->n > seq0(r)) rc = push_seq(r, r->n);
+  return rc;
+}
+
+/* Keeps the record's first n tokens (and their sampling sets). */
+static void rec_cut(rec_t *r, int n) {
+  size_t k = 0;
+  for (int i = 0; i < n; i++) k += (size_t)r->support[i];
+  r->n = n;
+  r->nsids = k;
+}
+
+/* Appends src's contexts after dst's, each still a context of its own. */
+static int rec_append(rec_t *dst, const rec_t *src) {
+  int base = dst->n, rc = dst->nseqs || !base ? 0 : push_seq(dst, 0);
+  for (int k = 0; rc == 0 && src->n && k < (src->nseqs ? src->nseqs : 1); k++)
+    rc = push_seq(dst, base + (src->nseqs ? src->seqs[k] : 0));
+  if (rc == 0) rc = grow(dst, src->n);
+  if (rc == 0 && dst->nsids + src->nsids > dst->sids_cap) {
+    int32_t *p = realloc(dst->sids, sizeof *p * (dst->nsids + src->nsids));
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    dst->sids = p, dst->sids_cap = dst->nsids + src->nsids;
+  }
+  if (rc < 0 || !src->n) return rc;
+  size_t n = (size_t)src->n, R = (size_t)dst->R;
+  memcpy(dst->tokens + base, src->tokens, sizeof *src->tokens * n);
+  memcpy(dst->versions + base, src->versions, sizeof *src->versions * n);
+  memcpy(dst->support + base, src->support, sizeof *src->support * n);
+  memcpy(dst->logprobs + base, src->logprobs, sizeof *src->logprobs * n);
+  memcpy(dst->mask + base, src->mask, sizeof *src->mask * n);
+  if (R) {
+    memcpy(dst->rids + (size_t)base * R, src->rids, sizeof *src->rids * n * R);
+    memcpy(dst->rprobs + (size_t)base * R, src->rprobs, sizeof *src->rprobs * n * R);
+  }
+  if (src->nsids) memcpy(dst->sids + dst->nsids, src->sids, sizeof *src->sids * src->nsids);
+  dst->nsids += src->nsids;
+  dst->n += src->n;
+  return 0;
+}
 
 /* Appends one rendered message to the queue. */
 static int queue_one(lt_agent_t *a, const char *role, const char *content) {
@@ -194,7 +288,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   if (a->ctx->chat) {
-    int fresh = a->traj.ntokens == 0 && a->nappend == 0; /* a new context renders from the start */
+    int fresh = a->r.n == seq0(&a->r) && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
     if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
@@ -338,18 +432,19 @@ static void mark(lt_agent_t *a, const char *kind) {
   cJSON_AddItemToArray(a->messages, m);
 }
 
-/* Starts a new context: the trajectory restarts from `chat` (rendered, loss
- * mask 0) in a fresh generation session.  A compression (not a reasoning drop)
- * counts against max_resets and starts a new count of turns. */
+/* Starts a new context of the trajectory: it goes on from `chat` (rendered,
+ * loss mask 0) in a fresh generation session, and the earlier contexts stay in
+ * the record, trained with the rest (docs/agent.md).  A compression (not a
+ * reasoning drop) counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
-  a->traj.ntokens = 0;
-  a->traj.nsupport_ids = 0;
   a->nappend = 0;
+  int rc = new_context(&a->r);
+  if (rc < 0) return rc;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
   a->gen = NULL;
   uint64_t salt = (uint64_t)(a->resets * 64 + a->turns) * 0x9e3779b97f4a7c15ull;
-  int rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + salt, &a->gen);
+  rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + salt, &a->gen);
   if (rc == 0) rc = queue_chat(a, chat, 0);
   if (rc == 0) mark(a, kind);
   return rc;
@@ -429,7 +524,7 @@ static int manage_context(lt_agent_t *a, int user_turn) {
     if (rc < 0) return rc;
   }
   if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
-  if (a->traj.ntokens + a->nappend < o->threshold) return 0;
+  if (a->r.n - seq0(&a->r) + a->nappend < o->threshold) return 0;
   if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
   return summarize(a);
 }
@@ -485,41 +580,53 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
 }
 
 /* Appends the turn's sampling sets to the trajectory's. */
-static int push_support_ids(lt_agent_t *a, const lt_turn_t *t) {
+static int push_support_ids(rec_t *r, const lt_turn_t *t) {
   size_t n = 0;
   for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
   if (!n) return 0;
-  lt_grow_t arr[] = {LT_GROW(a->traj.support_ids)};
-  int rc = lt_grow(&a->sids_cap, (size_t)a->traj.nsupport_ids + n, 1024, arr, 1);
-  if (rc < 0) return rc;
-  memcpy(a->traj.support_ids + a->traj.nsupport_ids, t->support_ids, sizeof *a->traj.support_ids * n);
-  a->traj.nsupport_ids += (int)n;
+  if (r->nsids + n > r->sids_cap) {
+    size_t cap = r->sids_cap ? 2 * r->sids_cap : 1024;
+    while (cap < r->nsids + n) cap *= 2;
+    int32_t *p = realloc(r->sids, sizeof *p * cap);
+    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    r->sids = p, r->sids_cap = cap;
+  }
+  memcpy(r->sids + r->nsids, t->support_ids, sizeof *r->sids * n);
+  r->nsids += n;
   return 0;
 }
 
-/* The turn's prefilled queue (loss mask 0), then what it generated (mask 1):
- * call_gen is where the generated tokens start. */
-static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
-  int rc = push_context(a, a->append, a->nappend, pre->ids, pre->probs);
-  a->nappend = 0;
-  a->call_gen = a->traj.ntokens;
+/* A turn's prefilled tokens (loss mask 0), then what it generated (mask 1);
+ * *gen_at: where the generated tokens start. */
+static int push_turn_to(rec_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
+                        int *gen_at) {
+  int rc = push_context(r, pre_ids, npre, pre->ids, pre->probs);
+  *gen_at = r->n;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
-  if (rc == 0) rc = grow(a, t->n);
-  if (rc == 0) rc = push_support_ids(a, t);
+  if (rc == 0) rc = grow(r, t->n);
+  if (rc == 0) rc = push_support_ids(r, t);
   if (rc < 0) return rc;
   for (int i = 0; i < t->n; i++) {
-    a->traj.tokens[a->traj.ntokens] = t->tokens[i];
-    a->traj.logprobs[a->traj.ntokens] = t->logprobs[i];
-    a->traj.support[a->traj.ntokens] = t->support[i];
-    a->traj.versions[a->traj.ntokens] = t->versions[i];
-    a->traj.loss_mask[a->traj.ntokens] = 1;
-    if (a->R && t->routing_ids) {
-      memcpy(a->traj.routing_ids + (size_t)a->traj.ntokens * a->R, t->routing_ids + (size_t)i * a->R, sizeof *a->traj.routing_ids * (size_t)a->R);
-      memcpy(a->traj.routing_probs + (size_t)a->traj.ntokens * a->R, t->routing_probs + (size_t)i * a->R, sizeof *a->traj.routing_probs * (size_t)a->R);
+    r->tokens[r->n] = t->tokens[i];
+    r->logprobs[r->n] = t->logprobs[i];
+    r->support[r->n] = t->support[i];
+    r->versions[r->n] = t->versions[i];
+    r->mask[r->n] = 1;
+    if (r->R && t->routing_ids) {
+      memcpy(r->rids + (size_t)r->n * r->R, t->routing_ids + (size_t)i * r->R, sizeof *r->rids * (size_t)r->R);
+      memcpy(r->rprobs + (size_t)r->n * r->R, t->routing_probs + (size_t)i * r->R, sizeof *r->rprobs * (size_t)r->R);
     }
-    a->traj.ntokens++;
+    r->n++;
   }
   return 0;
+}
+
+/* The turn's prefilled queue, then what it generated: call_gen is where the
+ * generated tokens start. */
+static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
+  int rc = push_turn_to(&a->r, a->append, a->nappend, t, pre, &a->call_gen);
+  a->nappend = 0;
+  return rc;
 }
 
 static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
@@ -638,7 +745,7 @@ static void next_turn(lt_agent_t *a) {
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   if (bi.max_context < ctx) ctx = bi.max_context;
-  int room = ctx - a->traj.ntokens - a->nappend;
+  int room = ctx - (a->r.n - seq0(&a->r)) - a->nappend;
   if (room <= 0) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
     finish(a);
@@ -664,12 +771,13 @@ static void on_closed(uv_handle_t *h) {
 
 static void release(lt_agent_t *a) {
   program_stop(a);
-  free(a->prompt), free(a->seqs);
+  free(a->prompt);
   if (a->gen) lt_gen_close(a->gen);
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
-  lt_traj_free(&a->traj);
+  rec_free(&a->r);
+  rec_free(&a->side);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -681,8 +789,16 @@ static void release(lt_agent_t *a) {
 static void deliver(lt_agent_t *a) {
   lt_msg_t m = {.type = LT_MSG_TRAJ};
   lt_traj_t *t = &m.u.traj;
-  *t = a->traj; /* the per-token arrays the loop filled */
-  memset(&a->traj, 0, sizeof a->traj);
+  /* Concurrent calls' contexts first, so that the last context is the record's (a truncated trajectory
+   * bootstraps from its end). */
+  if (a->side.n && rec_append(&a->side, &a->r) == 0) {
+    rec_t r = a->r;
+    a->r = a->side, a->side = r;
+  } else if (a->side.n) { /* past set_outcome: the episode is finishing */
+    a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
+    free(a->error);
+    a->error = strdup("out of memory");
+  }
   t->task_id = a->task.task_id;
   t->group_id = a->task.group_id;
   t->domain = strdup(a->task.domain ? a->task.domain : "");
@@ -703,28 +819,32 @@ static void deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
+  t->ntokens = a->r.n;
+  t->tokens = a->r.tokens, a->r.tokens = NULL;
+  t->logprobs = a->r.logprobs, a->r.logprobs = NULL;
+  t->loss_mask = a->r.mask, a->r.mask = NULL;
+  t->versions = a->r.versions, a->r.versions = NULL;
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   /* What it sampled with; a server that truncates out of sight sends no
    * support, so the TASK's settings apply (docs/protocol.md). */
   t->temperature = a->task.eval ? 0.0 : a->task.temperature;
   if (a->call_temp >= 0) t->temperature = a->call_temp; /* an agent program's own (params.honor_sampling) */
-  if (!bi.support_known) {
-    free(t->support), free(t->support_ids);
-    t->support = t->support_ids = NULL;
-    t->nsupport_ids = 0;
+  if (bi.support_known) {
+    t->support = a->r.support, a->r.support = NULL;
+    t->support_ids = a->r.sids, a->r.sids = NULL;
+    t->nsupport_ids = (int)a->r.nsids;
   }
-  if (a->R && t->ntokens) {
+  if (a->r.R && a->r.n) {
     t->routing_layers = bi.routing_layers;
     t->routing_k = bi.routing_k;
     t->routing_experts = bi.routing_experts;
-  } else {
-    free(t->routing_ids), free(t->routing_probs);
-    t->routing_ids = NULL, t->routing_probs = NULL;
+    t->routing_ids = a->r.rids, a->r.rids = NULL;
+    t->routing_probs = a->r.rprobs, a->r.rprobs = NULL;
   }
-  if (a->nseqs > 1) { /* an agent program's calls that diverged: several contexts */
-    t->nseqs = a->nseqs;
-    t->seq_starts = a->seqs, a->seqs = NULL;
+  if (a->r.nseqs > 1) { /* an agent program's calls that diverged, or the loop's rewrites: several contexts */
+    t->nseqs = a->r.nseqs;
+    t->seq_starts = a->r.seqs, a->r.seqs = NULL;
   }
   if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
     t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
@@ -778,7 +898,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   a->ud = ud;
   lt_backend_info_t bi;
   lt_backend_info(ctx->backend, &bi);
-  a->R = bi.routing_layers * bi.routing_k;
+  a->self = a;
+  a->r.R = a->side.R = bi.routing_layers * bi.routing_k;
   a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
   a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
@@ -817,7 +938,35 @@ void lt_agent_discard(lt_agent_t *a) {
  * with the record's text extends it: only the new text is tokenized, the
  * generated tokens stay the ones sampled (never re-tokenized) and the session
  * keeps its KV cache.  A call that diverges (the program edited or compacted
- * its history) starts a new context; the trajectory keeps the latest one. */
+ * its history) starts a new context; the trajectory keeps them all.  A call
+ * that arrives while another is being answered is a side call (side_t): its
+ * own session and context, joined to the trajectory once answered. */
+
+/* The agent of a gateway session: the agent itself, or one of its side calls. */
+static lt_agent_t *call_agent(void *session) { return *(lt_agent_t **)session; }
+
+static void side_free(side_t *c) {
+  lt_agent_t *a = c->a;
+  for (side_t **p = &a->sides; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  if (c->gen) lt_gen_close(c->gen);
+  rec_free(&c->rec);
+  free(c);
+}
+
+/* Ends every side call (the episode ended): the calls in flight fail. */
+static void sides_stop(lt_agent_t *a) {
+  while (a->sides) {
+    side_t *c = a->sides;
+    lt_oai_gen_t *og = c->og;
+    c->og = NULL;
+    if (og) lt_oai_gen_end(og, LT_ECANCELED, 0, "the episode ended");
+    side_free(c);
+  }
+}
 
 static void end_call(lt_agent_t *a, int rc, const char *msg) {
   lt_oai_gen_t *og = a->og;
@@ -829,6 +978,7 @@ static void program_stop(lt_agent_t *a) {
   if (!a->prog_opts) return;
   lt_gateway_revoke(a->ctx->gateway, a);
   end_call(a, LT_ECANCELED, "the episode ended");
+  sides_stop(a);
   if (a->prog) lt_program_kill(a->prog);
   a->prog = NULL;
 }
@@ -895,18 +1045,16 @@ static int program_start(lt_agent_t *a) {
   return rc;
 }
 
-static int seq0(const lt_agent_t *a) { return a->nseqs ? a->seqs[a->nseqs - 1] : 0; }
-
-/* The record's tokens [from, a->traj.ntokens) and then `add` become the queue to prefill. */
+/* The record's tokens [from, a->r.n) and then `add` become the queue to prefill. */
 static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
-  int n = a->traj.ntokens - from;
+  int n = a->r.n - from;
   int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
   if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (n) memcpy(p, a->traj.tokens + from, sizeof *p * (size_t)n);
+  if (n) memcpy(p, a->r.tokens + from, sizeof *p * (size_t)n);
   if (nadd) memcpy(p + n, add, sizeof *p * (size_t)nadd);
   free(a->append);
   a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
-  a->traj.ntokens = from; /* pushed again, with the prefill's routing, when the turn ends */
+  a->r.n = from; /* pushed again, with the prefill's routing, when the turn ends */
   return 0;
 }
 
@@ -914,11 +1062,11 @@ static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
  * what it adds: the new text tokenized, the record's generated tokens kept. */
 static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, int *nadd) {
   const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
-  int s0 = seq0(a), n = a->traj.ntokens - s0, cap = 0, rc = 0;
+  int s0 = seq0(&a->r), n = a->r.n - s0, cap = 0, rc = 0;
   *add = NULL, *nadd = 0;
   if (n <= 0) return 0;
   if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
-    if (plan->nprompt <= n || memcmp(plan->prompt, a->traj.tokens + s0, sizeof *a->traj.tokens * (size_t)n)) return 0;
+    if (plan->nprompt <= n || memcmp(plan->prompt, a->r.tokens + s0, sizeof *a->r.tokens * (size_t)n)) return 0;
     if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
     *nadd = plan->nprompt - n;
@@ -927,7 +1075,7 @@ static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, in
   char *rec = NULL, *full = NULL;
   size_t rlen = 0, flen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
+  if ((rc = lt_tokenizer_decode(tok, a->r.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
       (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
     extends = flen > rlen && memcmp(full, rec, rlen) == 0;
   if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
@@ -943,37 +1091,29 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
   if (rc < 0) return rc;
   if (rc == 0) { /* a new context */
     free(add);
-    if (a->traj.ntokens > seq0(a) || !a->nseqs) {
-      if (a->nseqs == a->capseqs) {
-        int cap = a->capseqs ? 2 * a->capseqs : 4;
-        int32_t *p = realloc(a->seqs, sizeof *p * (size_t)cap);
-        if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-        a->seqs = p, a->capseqs = cap;
-      }
-      a->seqs[a->nseqs++] = a->traj.ntokens;
-    }
+    if ((rc = new_context(&a->r)) < 0) return rc;
     if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
-  int s0 = seq0(a);
-  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->traj.ntokens - s0)) /* it holds tokens the record dropped */
+  int s0 = seq0(&a->r);
+  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->r.n - s0)) /* it holds tokens the record dropped */
     lt_gen_close(a->gen), a->gen = NULL;
   /* A fresh session prefills the whole context; a kept one only what the call adds. */
-  rc = requeue(a, a->gen ? a->traj.ntokens : s0, add, nadd);
+  rc = requeue(a, a->gen ? a->r.n : s0, add, nadd);
   if (add != plan->prompt) free(add);
   if (rc == 0 && !a->gen) {
     rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + (uint64_t)a->turns * 0x9e3779b97f4a7c15ull, &a->gen);
     a->gen_base = s0;
   }
   if (rc < 0) return rc;
-  int need = a->traj.ntokens - s0 + a->nappend;
+  int need = a->r.n - s0 + a->nappend;
   if (a->capprompt < need) {
     int32_t *p = realloc(a->prompt, sizeof *p * (size_t)need);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     a->prompt = p, a->capprompt = need;
   }
-  if (a->traj.ntokens > s0) memcpy(a->prompt, a->traj.tokens + s0, sizeof *a->prompt * (size_t)(a->traj.ntokens - s0));
-  if (a->nappend) memcpy(a->prompt + a->traj.ntokens - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  if (a->r.n > s0) memcpy(a->prompt, a->r.tokens + s0, sizeof *a->prompt * (size_t)(a->r.n - s0));
+  if (a->nappend) memcpy(a->prompt + a->r.n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
   plan->prompt = a->prompt;
   plan->nprompt = need;
   return 0;
@@ -982,16 +1122,15 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
 static int gw_prepare(void *session, lt_oai_plan_t *plan) {
   lt_agent_t *a = session;
   if (a->finishing || a->limit) return lt_error_set(LT_EINVAL, "the episode has ended");
-  if (a->og) return lt_error_set(LT_EINVAL, "a call of this episode is still being answered: one call at a time");
   if (plan->n != 1) return lt_error_set(LT_EINVAL, "n: the agent gateway answers one choice per call");
-  if (a->turns >= a->task.max_turns) {
+  int inflight = a->og != NULL; /* calls being answered count against the limit too */
+  for (const side_t *c = a->sides; c; c = c->next) inflight++;
+  if (a->turns + inflight >= a->task.max_turns) {
     a->limit = "turn_limit";
     lt_gateway_revoke(a->ctx->gateway, a);
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
                         a->task.max_turns);
   }
-  a->traj.ntokens = a->committed, a->traj.nsupport_ids = a->committed_sids; /* a call that was never answered leaves no trace */
-  while (a->nseqs > 1 && a->seqs[a->nseqs - 1] >= a->committed) a->nseqs--;
   if (!a->prog_opts->honor_sampling) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
                                .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
@@ -999,13 +1138,75 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
     return lt_error_set(LT_EINVAL, "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
                         a->call_temp);
   }
-  int rc = call_context(a, plan);
-  if (rc < 0) return rc;
+  side_t *side = NULL;
+  if (a->og) { /* another call is being answered: this one is a context of its own, as rendered */
+    if (!(side = calloc(1, sizeof *side))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    *side = (side_t){.a = a, .next = a->sides, .prompt = plan->prompt, .nprompt = plan->nprompt, .rec = {.R = a->r.R}};
+    a->sides = side;
+  } else {
+    a->r.n = a->committed, a->r.nsids = a->committed_sids; /* a call that was never answered leaves no trace */
+    while (a->r.nseqs > 1 && a->r.seqs[a->r.nseqs - 1] >= a->committed) a->r.nseqs--;
+    int rc = call_context(a, plan);
+    if (rc < 0) return rc;
+  }
   int room = context_room(a) - plan->nprompt;
-  if (room <= 0) return lt_error_set(LT_ERANGE, "the context (%d tokens) fills rollout.max_context (%d)", plan->nprompt, context_room(a));
+  if (room <= 0) {
+    if (side) side_free(side);
+    return lt_error_set(LT_ERANGE, "the context (%d tokens) fills rollout.max_context (%d)", plan->nprompt, context_room(a));
+  }
   if (plan->max_new > room) plan->max_new = room;
   if (plan->max_new > a->task.max_new_tokens) plan->max_new = a->task.max_new_tokens; /* the rollout's budget */
+  if (side) plan->session = side; /* the later hooks of this call get it */
   return 0;
+}
+
+/* What every answered call adds to the episode. */
+static void count_answer(lt_agent_t *a, const lt_oai_result_t *r) {
+  a->turns++;
+  a->generated += r->choices[0].n;
+  if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
+}
+
+static void side_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
+  (void)g;
+  side_t *c = ud;
+  lt_oai_gen_t *og = c->og;
+  c->og = NULL;
+  int rc = og ? push_turn_to(&c->rec, c->prompt, c->nprompt, t, pre, &c->gen_at) : 0;
+  /* answered (gw_answered) runs inside lt_oai_gen_end, or never: the call is over after it. */
+  if (og) lt_oai_gen_end(og, rc, t->stopped, rc < 0 ? lt_error_msg() : NULL);
+  side_free(c);
+}
+
+static int side_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+  (void)g;
+  side_t *c = ud;
+  lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
+  return c->og ? lt_oai_gen_token(c->og, &t) : 1;
+}
+
+static int side_generate(side_t *c, lt_oai_gen_t *g, const lt_oai_job_t *job) {
+  lt_agent_t *a = c->a;
+  uint64_t seed = (uint64_t)a->task.seed + ++a->nsides * 0xbf58476d1ce4e5b9ull;
+  int rc = lt_gen_open(a->ctx->backend, seed, &c->gen);
+  if (rc == 0) {
+    c->og = g;
+    lt_gen_watch(c->gen, job->plan->top_logprobs, side_on_token, c);
+    rc = lt_gen_turn(c->gen, c->prompt, c->nprompt, job->plan->max_new, &job->plan->sp, side_on_turn, c);
+  }
+  if (rc < 0) side_free(c); /* the call fails: no hook of it follows */
+  return rc;
+}
+
+/* A side call answered: its context as the agent was told it. */
+static void side_answered(side_t *c, const lt_oai_result_t *r) {
+  lt_agent_t *a = c->a;
+  rec_cut(&c->rec, c->gen_at + r->choices[0].n); /* exactly the tokens the agent was told about */
+  if (rec_append(&a->side, &c->rec) < 0) {
+    LT_WARN("agent", "task %llu: a concurrent call's context is lost: %s", (unsigned long long)a->task.task_id, lt_error_msg());
+    return;
+  }
+  count_answer(a, r);
 }
 
 static void gw_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t *pre, void *ud) {
@@ -1033,7 +1234,8 @@ static int gw_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, cons
 }
 
 static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) return side_generate(session, g, job);
   a->og = g;
   a->t_call = lt_time_mono_s();
   lt_gen_watch(a->gen, job->plan->top_logprobs, gw_on_token, a);
@@ -1043,13 +1245,17 @@ static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) 
 }
 
 static void gw_cancel(void *session) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) {
+    side_free(session); /* its turn's callback will not run */
+    return;
+  }
   a->og = NULL;
   if (a->gen) lt_gen_close(a->gen), a->gen = NULL; /* its turn's callback will not run */
 }
 
 static void gw_context_limit(void *session, int need, int max_context) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
   LT_DEBUG("agent", "task %llu: context %d of %d: the episode ends (context_limit)", (unsigned long long)a->task.task_id, need,
            max_context);
   a->limit = "context_limit";
@@ -1057,14 +1263,16 @@ static void gw_context_limit(void *session, int need, int max_context) {
 }
 
 static void gw_answered(void *session, const lt_oai_result_t *r) {
-  lt_agent_t *a = session;
+  lt_agent_t *a = call_agent(session);
+  if (session != a) {
+    side_answered(session, r);
+    return;
+  }
   const lt_oai_choice_t *c = &r->choices[0];
-  a->traj.ntokens = a->call_gen + c->n; /* exactly the tokens the agent was told about */
-  a->committed = a->traj.ntokens;
-  a->committed_sids = a->traj.nsupport_ids;
-  a->turns++;
-  a->generated += c->n;
-  if (a->prog_opts->honor_sampling) a->call_temp = r->plan->sp.temperature;
+  rec_cut(&a->r, a->call_gen + c->n); /* exactly the tokens the agent was told about */
+  a->committed = a->r.n;
+  a->committed_sids = a->r.nsids;
+  count_answer(a, r);
   free(a->last_text);
   a->last_text = strdup(c->text ? c->text : "");
   cJSON *msgs = cJSON_Duplicate(r->plan->messages ? r->plan->messages : NULL, 1), *m = cJSON_CreateObject();

@@ -214,7 +214,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   if (strcmp(w->o.backend, "scripted") && (!model || !model[0]))
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
   lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .version = wl->policy_version, .device = w->o.device, .threads = w->o.threads,
-                          .max_sessions = w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
+                          .max_sessions = 2 * w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
                           .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
                           .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),

@@ -9,6 +9,7 @@ typedef struct {
   int n;                     /* sequences packed (a trajectory of several contexts packs each) */
   size_t cap;                /* room for, in the per-sequence arrays */
   int *start;                /* [n + 1] */
+  int *traj;                 /* [n] the trajectory (its index in the batch) each sequence is a context of */
   int32_t *tokens, *support;
   int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */
   size_t nsids, sids_cap;

@@ -93,7 +93,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->start), free(p->traj), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->kl), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
@@ -101,18 +101,26 @@ void lt__packed_free(lt__packed_t *p) {
 
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b) {
   p->skip_sampling = p->skip_routing = 0;
-  for (int s = 0; s < p->n; s++) {
-    int ns = keep_sampling_mask && p->no_support[s], nr = keep_routing && p->has_route && p->no_route[s];
+  /* A context that cannot be reproduced leaves its whole trajectory out: the trajectory-level
+   * tests and weights need all of its tokens. */
+  for (int s0 = 0, s1; s0 < p->n; s0 = s1) {
+    s1 = lt_traj_end(p->traj, p->n, s0);
+    int ns = 0, nr = 0;
+    for (int s = s0; s < s1; s++) {
+      ns |= keep_sampling_mask && p->no_support[s];
+      nr |= keep_routing && p->has_route && p->no_route[s];
+    }
     p->skip_sampling += ns;
     p->skip_routing += nr;
-    p->skip[s] = ns || nr;
+    memset(p->skip + s0, ns || nr, (size_t)(s1 - s0));
   }
   *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
                           .support = keep_sampling_mask ? p->support : NULL,
                           .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
                           .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
-                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl};
+                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl,
+                          .traj = p->traj};
 }
 
 static int cmp_id(const void *a, const void *b) {
@@ -157,9 +165,9 @@ static int pack_support(lt__packed_t *p, const lt_traj_t *t, int a, int N, int T
  * of several contexts packs each as its own sequence). */
 static int grow_seqs(lt__packed_t *p, int need) {
   size_t old = p->cap;
-  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->reward),     LT_GROW(p->kl),       LT_GROW(p->group),
-                     LT_GROW(p->trunc), LT_GROW(p->no_support), LT_GROW(p->no_route), LT_GROW(p->skip),
-                     LT_GROW(p->ids),   LT_GROW(p->vmin)};
+  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->traj),       LT_GROW(p->reward),   LT_GROW(p->kl),
+                     LT_GROW(p->group), LT_GROW(p->trunc),      LT_GROW(p->no_support), LT_GROW(p->no_route),
+                     LT_GROW(p->skip),  LT_GROW(p->ids),        LT_GROW(p->vmin)};
   int rc = lt_grow(&p->cap, (size_t)need + 1, 16, arr, sizeof arr / sizeof *arr); /* + 1: start has n + 1 */
   if (rc < 0 || p->cap == old) return rc;
   memset(p->skip + old, 0, p->cap - old);
@@ -180,9 +188,9 @@ static int unusable(const lt_traj_t *t, int vocab, char *why, size_t cap) {
   return 0;
 }
 
-/* Packs tokens [a, end) of t as sequence `packed`, at token *N. */
-static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int *N,
-                    size_t *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
+/* Packs tokens [a, end) of t as sequence `packed`, a context of the batch's trajectory `traj`, at token *N. */
+static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int traj,
+                    int *N, size_t *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
                     double *conf, int *nconf) {
   int T = end - a > pol->cfg.max_pos ? pol->cfg.max_pos : end - a, n0 = *N;
   p->ids[packed] = t->task_id;
@@ -213,8 +221,10 @@ static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m
       for (int k = 0; k < K; k++) p->route[(size_t)n0 * R + i * (size_t)K + (size_t)k] = (uint16_t)k;
     p->no_route[packed] = 1;
   }
-  /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's reward. */
+  /* A trajectory cut to the learner's context counts as truncated; each context is trained with the episode's
+   * reward, and the last context's flag is the trajectory's (it bootstraps from its end, lt_adv_critic). */
   p->trunc[packed] = m->truncated || T < end - a;
+  p->traj[packed] = traj;
   p->reward[packed] = t->reward;
   p->group[packed] = (int64_t)t->group_id;
   p->vmin[packed] = m->version_min;
@@ -259,7 +269,7 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     }
     for (int k = 0; k < nseq && rc == 0; k++) {
       int a = nseq > 1 ? t.seq_starts[k] : 0, end = k + 1 < nseq ? t.seq_starts[k + 1] : t.ntokens;
-      rc = pack_one(p, &t, &m, a, end, packed, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
+      rc = pack_one(p, &t, &m, a, end, packed, ntraj, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
       p->start[++packed] = N;
     }
     if (rc < 0) {

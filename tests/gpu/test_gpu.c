@@ -291,7 +291,9 @@ static void test_head_and_loss(lt_objective obj) {
   }
   lt_loss_cfg_t cfg;
   lt_loss_cfg_default(&cfg, obj);
-  lt_loss_in_t in = {.nseq = nseq, .start = start, .logp = lp, .logp_old = old, .logp_rollout = roll, .adv = adv, .mask = mask};
+  static const int traj[] = {0, 0, 1}; /* sequences 1 and 2 are contexts of one trajectory */
+  lt_loss_in_t in = {.nseq = nseq, .start = start, .logp = lp, .logp_old = old, .logp_rollout = roll, .adv = adv, .mask = mask,
+                     .traj = traj};
   lt_loss_stats_t st;
   lt_loss_compute(&cfg, &in, dlp, &st);
   require(lt_loss_token_weights(&cfg, &in, wt) == 0, "token weights of a token-local objective");
@@ -518,7 +520,8 @@ static void test_training(int bf16) {
 
 /* The learner step itself (pre-pass, MIS-PO with the critic's truncation-aware
  * advantages, two actor mini-batches, the critic, AdamW) on the CPU and with
- * learner.device cuda: the same statistics and the same weights after two steps. */
+ * learner.device cuda: the same statistics and the same weights after two steps.
+ * Sequences 2 and 3 are two contexts of one truncated trajectory. */
 static void test_trainer(void) {
   const char *moe = ", \"mlp_only_layers\": [1]";
   lt_model_t *pc = model("qwen3_moe", moe, 0, 21), *pg = model("qwen3_moe", moe, 0, 21), *probe = model("qwen3_moe", moe, 0, 21);
@@ -531,11 +534,12 @@ static void test_trainer(void) {
   for (int i = 0; i < NTOK; i++) lr_[i] = o.logprobs[i] + (float)(lt_rng_normal(&R) * 0.01);
   for (int s = 0; s < 4; s++)
     for (int i = start[s]; i < start[s + 1]; i++) mask[i] = i - start[s] >= 5;
-  double reward[] = {1, 0, 1, 0};
-  uint8_t trunc[] = {0, 0, 1, 0};
-  int64_t group[] = {1, 1, 2, 2};
+  double reward[] = {1, 0, 0, 0};
+  uint8_t trunc[] = {0, 1, 1, 0};
+  int64_t group[] = {1, 1, 1, 2};
+  int traj[] = {0, 1, 1, 2};
   lt_train_batch_t B = {.nseq = 4, .start = start, .tokens = tokens, .logp_rollout = lr_, .mask = mask, .reward = reward,
-                        .truncated = trunc, .group = group};
+                        .truncated = trunc, .group = group, .traj = traj};
   lt_trainer_cfg_t tc = {.actor_minibatches = 2, .critic_minibatches = 1, .threads = 1};
   lt_loss_cfg_default(&tc.loss, LT_OBJ_MISPO);
   lt_optim_cfg_default(&tc.actor_opt, LT_OPT_ADAMW);

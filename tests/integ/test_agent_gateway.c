@@ -28,9 +28,9 @@ typedef struct {
 } job_t;
 
 /* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
- * rollout: the rollout section (NULL: the tests' usual one). */
+ * rollout: the rollout section (NULL: the tests' usual one); scripted_more: more members of workers.scripted. */
 static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                         const char *rollout, const char *envs_fmt) {
+                         const char *scripted_more, const char *rollout, const char *envs_fmt) {
   j->dir = lt_test_tmpdir(tag);
   char tasks[4200], cfg[4200], envs[8192], js[16384];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
@@ -49,11 +49,11 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
            " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
            " \"rollout\": %s,"
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s}},"
+           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
            " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
            lt_test_root(), envs, group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
-           scripted_answer ? "\"" : "", lt_test_free_port());
+           scripted_answer ? "\"" : "", scripted_more, lt_test_free_port());
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
   pid_t d = lt_test_spawn(j->dir, "daemon", argv);
@@ -64,7 +64,7 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
 
 static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
                     const char *envs_fmt) {
-  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, envs_fmt);
+  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, "", NULL, envs_fmt);
 }
 
 /* One domain "chat" of the urllib agent in `mode` (the format's %s: its log, its tasks), with extra params. */
@@ -118,43 +118,57 @@ static cJSON *flatten(const cJSON *tr) {
   return o;
 }
 
-static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON *calls, const char *key) {
+/* Do the generated tokens [start, start + n) decode to the text a call returned (the generated text without its
+ * stop token, less any tool-call block)? */
+static int span_is(const lt_tokenizer_t *tok, const cJSON *toks, int start, int n, const cJSON *call) {
+  int32_t *ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) ids[i] = cJSON_GetArrayItem(toks, start + i)->valueint;
+  char *text = NULL;
+  size_t len;
+  int ok = lt_tokenizer_decode(tok, ids, n, 1, &text, &len) == 0 && strstr(text, str(call, "content")) == text;
+  free(ids);
+  free(text);
+  return ok;
+}
+
+/* any_order: a call's context may come anywhere in the trajectory (calls made at once), else in the log's order. */
+static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON *calls, const char *key, int any_order) {
   const cJSON *toks = cJSON_GetObjectItemCaseSensitive(tr, "tokens"), *mask = cJSON_GetObjectItemCaseSensitive(tr, "loss_mask");
-  int n = cJSON_GetArraySize(toks), at = 0;
+  int n = cJSON_GetArraySize(toks), at = 0, nspan = 0, start[64], len[64], used[64] = {0};
+  while (nspan < 64) { /* the generated spans, in order */
+    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
+    if (at == n) break;
+    start[nspan] = at;
+    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 1) at++;
+    len[nspan] = at - start[nspan];
+    nspan++;
+  }
+  int next = 0, ncalls = 0;
   for (const cJSON *c = calls->child; c; c = c->next) {
     if (strcmp(str(c, "key"), key) || !cJSON_GetObjectItemCaseSensitive(c, "completion_tokens")) continue;
-    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
-    int start = at;
-    while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 1) at++;
-    int used = (int)num(c, "completion_tokens");
-    if (at - start != used) return 0;
-    int32_t *ids = malloc(sizeof *ids * (size_t)(used ? used : 1));
-    for (int i = 0; i < used; i++) ids[i] = cJSON_GetArrayItem(toks, start + i)->valueint;
-    char *text = NULL;
-    size_t len;
-    int ok = lt_tokenizer_decode(tok, ids, used, 1, &text, &len) == 0;
-    /* the text returned is the generated text without its stop token, less any tool-call block */
-    ok = ok && strstr(text, str(c, "content")) == text;
-    free(ids);
-    free(text);
-    if (!ok) return 0;
+    int want = (int)num(c, "completion_tokens"), found = -1;
+    for (int k = any_order ? 0 : next; k < (any_order ? nspan : next + 1) && k < nspan && found < 0; k++)
+      if (!used[k] && len[k] == want && span_is(tok, toks, start[k], want, c)) found = k;
+    if (found < 0) return 0;
+    used[found] = 1;
+    next = found + 1;
+    ncalls++;
   }
-  while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
-  return at == n; /* no generated token the agent never saw */
+  return ncalls == nspan; /* no generated token the agent never saw */
 }
 
 /* Does trajectory `tr` (export tokens) hold exactly the answers of the episode
  * `key` in the log: one generated span per call, as many tokens as it was told,
  * the same text? */
-static int matches(const lt_tokenizer_t *tok, const cJSON *tr_line, const cJSON *calls, const char *key) {
+static int matches(const lt_tokenizer_t *tok, const cJSON *tr_line, const cJSON *calls, const char *key, int any_order) {
   cJSON *flat = flatten(tr_line);
-  int ok = matches_flat(tok, flat, calls, key);
+  int ok = matches_flat(tok, flat, calls, key, any_order);
   cJSON_Delete(flat);
   return ok;
 }
 
 /* Every trajectory matches one episode of the log, each episode used once. */
-static void check_token_exact(const job_t *j, int expect) {
+static void check_token_exact_as(const job_t *j, int expect, int any_order) {
   cJSON *tr = export(j, "tokens"), *calls = read_log(j->log);
   lt_tokenizer_t *tok;
   cr_assert_eq(lt_tokenizer_byte(LT_TOKENIZER_BYTE_VOCAB, &tok), 0);
@@ -167,7 +181,7 @@ static void check_token_exact(const job_t *j, int expect) {
       const char *key = str(c, "key");
       int seen = 0;
       for (int i = 0; i < nused; i++) seen |= !strcmp(used[i], key);
-      if (!key[0] || seen || !matches(tok, t, calls, key)) continue;
+      if (!key[0] || seen || !matches(tok, t, calls, key, any_order)) continue;
       snprintf(used[nused++], sizeof used[0], "%s", key);
       found = 1;
     }
@@ -178,6 +192,8 @@ static void check_token_exact(const job_t *j, int expect) {
   cJSON_Delete(tr);
   cJSON_Delete(calls);
 }
+
+static void check_token_exact(const job_t *j, int expect) { check_token_exact_as(j, expect, 0); }
 
 
 Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent, .timeout = 240) {
@@ -242,6 +258,50 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "components"), "agent"));
   }
   cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* Calls of one episode at once (issue 32): the official SDK's agent sends its first call and, before that is
+ * answered, a call for a session title (as opencode does; agents with parallel sub-agents alike).  Each is served
+ * (the policy is slow: 12 tokens at 20 ms), recorded token-exact as a context of its own of the one trajectory,
+ * and trained: no episode fails on a 400 "still being answered". */
+Test(agent_gateway, concurrent_calls_of_one_episode_are_contexts_of_its_trajectory, .timeout = 300) {
+  lt_test_need_openai_sdk();
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\","
+           " \"concurrent\"], \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
+           lt_test_root());
+  job_t j;
+  run_job_with(&j, "gw_conc", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>",
+               ", \"token_us\": 20000", NULL, envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", str(t, "reason"), str(t, "error"));
+    cr_assert_eq(num(t, "turns"), 4, "the title call counts as a call of the episode");
+  }
+  cJSON_Delete(tr);
+  /* The two calls were in flight together, and each episode's four answers are in its trajectory. */
+  cJSON *calls = read_log(j.log);
+  int titles = 0;
+  for (const cJSON *c = calls->child; c; c = c->next) {
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "title"))) continue;
+    titles++;
+    const cJSON *m = NULL;
+    for (const cJSON *d = calls->child; d && !m; d = d->next)
+      if (d != c && !strcmp(str(d, "key"), str(c, "key")) && cJSON_GetObjectItemCaseSensitive(d, "start")) m = d;
+    cr_assert_not_null(m, "the main call of the title's episode was not answered");
+    cr_assert(num(c, "start") < num(m, "end") && num(m, "start") < num(c, "end"), "the calls did not overlap");
+  }
+  cr_assert_eq(titles, 4);
+  cJSON_Delete(calls);
+  check_token_exact_as(&j, 4, 1);
+  tr = export(&j, "tokens");
+  for (const cJSON *t = tr->child; t; t = t->next)
+    cr_assert_geq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2, "the title is a context of its own");
+  cJSON_Delete(tr);
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4, "too few trained");
   lt_test_rmdir(j.dir);
 }
 
@@ -414,7 +474,7 @@ static void limit_run(const char *tag, const char *rollout, const char *reason, 
   char envs[4096];
   python_envs(envs, sizeof envs, "normal", "");
   job_t j;
-  run_job_with(&j, tag, 4, 4, 2, NULL, rollout, envs);
+  run_job_with(&j, tag, 4, 4, 2, NULL, "", rollout, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
   for (const cJSON *t = tr->child; t; t = t->next) {

@@ -17,7 +17,10 @@
 static char *dir;
 static char model[4096];
 
-/* Six sequences of different lengths, two per group, with rewards. */
+/* Six sequences of different lengths with rewards, in groups of two trajectories but the fourth's; the second
+ * and third are two contexts of one trajectory, which a token-balanced split of --step-out's first mini-batch
+ * into sequences would cut between the ranks: they must keep it whole to match one process (GRPO and GSPO
+ * differ otherwise).  The second mini-batch is split between the ranks. */
 static void write_batch(const char *path) {
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
@@ -32,7 +35,8 @@ static void write_batch(const char *path) {
     for (int i = 0; i < n; i++) fprintf(f, "%s%.4f", i ? ", " : "", i >= 2 ? -3.0 - (x = x * 1103515245u + 12345u) % 400 / 100.0 : 0.0);
     fprintf(f, "], \"advantages\": [");
     for (int i = 0; i < n; i++) fprintf(f, "%s%.2f", i ? ", " : "", i >= 2 ? (s % 3 - 1) * 0.7 : 0.0);
-    fprintf(f, "], \"reward\": %.2f, \"group\": %d}\n", (s * 37 % 10) / 10.0, s / 2);
+    int t = s == 2 ? 1 : s;
+    fprintf(f, "], \"reward\": %.2f, \"group\": %d, \"trajectory\": %d}\n", (t * 37 % 10) / 10.0, t / 2, t);
   }
   fclose(f);
 }

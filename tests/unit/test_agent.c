@@ -35,6 +35,7 @@ static void user_env(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
 typedef struct {
   lt_msg_t traj;
   int done;
+  char *all; /* every context of the trajectory, decoded */
 } got_t;
 
 static void on_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
@@ -61,8 +62,9 @@ static int markers(const cJSON *msgs, const char *kind) {
 /* A "tools" list the next run_with puts in the task spec (JSON text; NULL: none). */
 static const char *spec_tools;
 
-/* Runs one episode; the trajectory's tokens decoded into *text.  chat: the
- * model's chat template (NULL: ChatML); answer: the policy's turn ending. */
+/* Runs one episode; the trajectory's last context decoded into *text, all of
+ * it into g->all.  chat: the model's chat template (NULL: ChatML); answer: the
+ * policy's turn ending. */
 static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_template_t *chat, lt_tool_format fmt,
                      const char *answer, got_t *g, char **text) {
   uv_loop_t loop;
@@ -96,7 +98,10 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
   for (int i = 0; i < 20000 && !g->done; i++) uv_run(&loop, UV_RUN_ONCE);
   cr_assert(g->done, "the episode did not end");
   size_t len;
-  cr_assert_eq(lt_tokenizer_decode(lt_backend_tokenizer(be), g->traj.u.traj.tokens, g->traj.u.traj.ntokens, 0, text, &len), 0);
+  const lt_traj_t *t = &g->traj.u.traj;
+  int last = t->nseqs > 1 ? t->seq_starts[t->nseqs - 1] : 0;
+  cr_assert_eq(lt_tokenizer_decode(lt_backend_tokenizer(be), t->tokens + last, t->ntokens - last, 0, text, &len), 0);
+  cr_assert_eq(lt_tokenizer_decode(lt_backend_tokenizer(be), t->tokens, t->ntokens, 0, &g->all, &len), 0);
   cJSON_Delete(spec);
   lt_envs_shutdown(envs);
   lt_rewarder_close(rw, NULL, NULL);
@@ -145,7 +150,7 @@ Test(agent, prompts_follow_the_models_chat_template) {
   /* the calls were parsed from the JSON format, arguments keep their types */
   char *all = cJSON_PrintUnformatted(t->messages);
   cr_expect_eq(count(all, "\"tool_calls\":[{\"name\":\"ask\",\"arguments\":{\"n\":2}}]"), 3, "%s", all);
-  free(all), free(text);
+  free(all), free(text), free(g.all);
   lt_msg_free(&g.traj);
   lt_chat_template_free(chat);
   unlink(path);
@@ -205,14 +210,19 @@ Test(agent, reasoning_is_kept_for_the_latest_user_turn_only) {
   cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1);
   cr_expect_eq(count(text, "USER-AGAIN"), 3);
   cr_expect_eq(count(text, "<tool_call>"), 4, "earlier answers stay, without their reasoning: %s", text);
-  free(all), free(text);
+  /* Each rewrite started a context of the trajectory, and the earlier ones stay: every turn's generated
+   * reasoning is in the record (loss mask 1), so it trains. */
+  cr_expect_eq(t->nseqs, 4, "a context per user turn");
+  cr_expect_eq(count(g.all, "PLAN-SECRET"), 4, "%s", g.all);
+  free(all), free(text), free(g.all);
   lt_msg_free(&g.traj);
   /* keep_reasoning = all: nothing is rewritten. */
   co.keep_reasoning_latest = 0;
   run(&co, 4, &g, &text);
   cr_expect_eq(count(text, "PLAN-SECRET"), 4);
   cr_expect_eq(markers(g.traj.u.traj.messages, "reasoning_dropped"), 0);
-  free(text);
+  cr_expect_eq(g.traj.u.traj.nseqs, 0, "one context");
+  free(text), free(g.all);
   lt_msg_free(&g.traj);
 }
 
@@ -224,9 +234,16 @@ Test(agent, discard_all_and_summary_compress_past_the_threshold) {
   lt_traj_t *t = &g.traj.u.traj;
   cr_expect_eq(markers(t->messages, "discard_all"), 2, "two resets, then the limits apply as usual");
   cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1, "a reset restarts from the original question");
-  cr_expect_lt(count(text, "PLAN-SECRET"), t->turns, "the trajectory holds the last context only (%d turns in all)", t->turns);
+  cr_expect_lt(count(text, "PLAN-SECRET"), t->turns, "the last context holds its own turns (%d turns in all)", t->turns);
   cr_expect_gt(t->turns, 8, "resets gave the episode more turns than one context allows");
-  free(text);
+  /* The contexts before each reset stay in the trajectory: every turn it generated trains. */
+  cr_expect_eq(t->nseqs, 3, "two resets: three contexts");
+  cr_expect_eq(count(g.all, "PLAN-SECRET"), t->turns, "%s", g.all);
+  cr_expect_eq(count(g.all, "ORIGINAL-QUESTION"), 3, "each context starts from the question");
+  int gen = 0;
+  for (int i = 0; i < t->ntokens; i++) gen += t->loss_mask[i];
+  cr_expect_gt(gen, count(text, "PLAN-SECRET") * 4, "generated tokens of the earlier contexts are trained (%d)", gen);
+  free(text), free(g.all);
   lt_msg_free(&g.traj);
 
   co = (lt_context_opts_t){.compression = LT_COMPRESS_SUMMARY, .threshold = 120, .max_resets = 1, .summary_tokens = 32,
@@ -237,7 +254,10 @@ Test(agent, discard_all_and_summary_compress_past_the_threshold) {
   cr_expect_eq(count(text, "Summary of the progress so far"), 1, "%s", text);
   cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1);
   cr_expect_eq(count(text, "SUMMARIZE-NOW"), 0, "the request for the summary is not part of the new context");
-  free(text);
+  cr_expect_eq(t->nseqs, 2, "the context before the summary stays");
+  cr_expect_eq(count(g.all, "PLAN-SECRET"), t->turns, "%s", g.all);
+  cr_expect_eq(count(g.all, "SUMMARIZE-NOW"), 0, "the summary's own call is not recorded");
+  free(text), free(g.all);
   lt_msg_free(&g.traj);
 }
 
@@ -250,6 +270,8 @@ Test(agent, hybrid_restarts_at_the_turn_limit) {
   cr_expect_eq(t->turns, 6, "3 turns, a discard-all restart, 3 more");
   cr_expect_str_eq(t->reason, "turn_limit");
   cr_expect_eq(markers(t->messages, "discard_all"), 1);
-  free(text);
+  cr_expect_eq(t->nseqs, 2);
+  cr_expect_eq(count(g.all, "PLAN-SECRET"), 6, "all six turns are recorded");
+  free(text), free(g.all);
   lt_msg_free(&g.traj);
 }

@@ -49,3 +49,20 @@ Test(batch, missing_records_mask_one_trajectory_not_the_batch) {
   cr_assert_null(b.support);
   cr_assert(skip[0] == 0 && skip[1] == 0 && skip[2] == 0, "without the switches nothing is missing");
 }
+
+/* A context whose sampling sets (or routing) cannot be reproduced leaves its whole trajectory out of the actor
+ * loss: the trajectory's masks and weights are over all its contexts. */
+Test(batch, a_context_that_cannot_be_reproduced_leaves_its_trajectory_out) {
+  int start[4] = {0, 2, 4, 6}, traj[3] = {0, 0, 1};
+  int32_t support[6] = {0};
+  float temp[6] = {1, 1, 1, 1, 1, 1};
+  uint8_t no_support[3] = {0, 1, 0}, no_route[3] = {0, 0, 0}, skip[3];
+  lt__packed_t p = {.n = 3, .start = start, .traj = traj, .support = support, .temp = temp,
+                    .no_support = no_support, .no_route = no_route, .skip = skip};
+  lt_train_batch_t b;
+  lt__packed_batch(&p, 0, 1, &b);
+  cr_assert(skip[0] == 1 && skip[1] == 1, "both contexts of trajectory 0");
+  cr_assert_eq(skip[2], 0);
+  cr_assert_eq(p.skip_sampling, 1, "one trajectory");
+  cr_assert_eq(b.traj, traj);
+}

@@ -152,11 +152,11 @@ Test(learner_loss, tis_weights_hand_computed) {
 Test(learner_loss, group_advantages) {
   double r[6] = {1, 0, 0, 1, 1, 1}, a[6];
   int64_t g[6] = {7, 7, 7, 9, 9, 9};
-  lt_adv_group(r, g, 6, 0, a);
+  lt_adv_group(r, g, NULL, 6, 0, a);
   cr_expect_float_eq(a[0], 2.0 / 3.0, 1e-12);
   cr_expect_float_eq(a[1], -1.0 / 3.0, 1e-12);
   cr_expect_float_eq(a[4], 0.0, 1e-12);
-  lt_adv_group(r, g, 6, 1, a);
+  lt_adv_group(r, g, NULL, 6, 1, a);
   cr_expect_float_eq(a[0], (2.0 / 3.0) / (sqrt(2.0 / 9.0) + 1e-6), 1e-9);
 }
 
@@ -166,7 +166,7 @@ Test(learner_loss, critic_advantages_bootstrap_truncated_trajectories) {
   float values[7] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f}, adv[7], tgt[7];
   double reward[2] = {1.0, 1.0}, rhat[2];
   uint8_t trunc[2] = {0, 1};
-  lt_adv_critic(2, st2, mask, values, reward, trunc, adv, tgt, rhat);
+  lt_adv_critic(2, st2, mask, values, reward, trunc, NULL, adv, tgt, rhat);
   cr_expect_float_eq(rhat[0], 1.0, 1e-12);  /* complete: the reward */
   cr_expect_float_eq(rhat[1], 0.7, 1e-6);   /* truncated: V(s_T), the value after the last token */
   cr_expect_float_eq(adv[2], 1.0f - 0.2f, 1e-6); /* Â_t = R̂ − V(s_t), V(s_t) read before token t */
@@ -192,7 +192,8 @@ Test(learner_loss, value_loss_gradient) {
 /* Finite differences of every objective (smooth points only: inputs are drawn
  * away from clip edges and mask bounds). */
 /* kl: 0 none, 1 the config's coefficient, 2 per-sequence coefficients (envs.<d>.kl_coef). */
-static void loss_fd(lt_objective obj, int kl) {
+/* traj: the sequences' trajectories (NULL: one each). */
+static void loss_fd(lt_objective obj, int kl, const int *traj) {
   enum { N = 12 };
   static const int st3[] = {0, 5, 9, 12};
   lt_rng_t r;
@@ -213,7 +214,7 @@ static void loss_fd(lt_objective obj, int kl) {
   c.kl_coef = kl ? 0.3f : 0.0f;
   static const float per_seq[3] = {0.1f, 0.0f, 0.7f};
   lt_loss_in_t in = {.nseq = 3, .start = st3, .logp = logp, .logp_old = old, .logp_rollout = roll, .logp_ref = ref,
-                     .adv = adv, .mask = mask, .kl_coef = kl == 2 ? per_seq : NULL};
+                     .adv = adv, .mask = mask, .kl_coef = kl == 2 ? per_seq : NULL, .traj = traj};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   const float e = 1e-3f;
@@ -227,16 +228,18 @@ static void loss_fd(lt_objective obj, int kl) {
     double m = st.loss;
     logp[i] = s;
     double fd = (p - m) / (2 * e);
-    cr_expect(fabs(fd - d[i]) < 2e-3 + 1e-2 * fabs(fd), "%s%s: dlogp[%d] %g vs %g", lt_objective_name(obj),
-              kl == 2 ? "+kl per sequence" : kl ? "+kl" : "", i, d[i], fd);
+    cr_expect(fabs(fd - d[i]) < 2e-3 + 1e-2 * fabs(fd), "%s%s%s: dlogp[%d] %g vs %g", lt_objective_name(obj),
+              kl == 2 ? "+kl per sequence" : kl ? "+kl" : "", traj ? " (2 contexts + 1)" : "", i, d[i], fd);
   }
 }
 
 Test(learner_loss, finite_differences) {
+  static const int two_contexts[3] = {0, 0, 1};
   for (int o = 0; o < LT_OBJ_N; o++) {
-    loss_fd((lt_objective)o, 0);
-    loss_fd((lt_objective)o, 1);
-    loss_fd((lt_objective)o, 2);
+    loss_fd((lt_objective)o, 0, NULL);
+    loss_fd((lt_objective)o, 1, NULL);
+    loss_fd((lt_objective)o, 2, NULL);
+    loss_fd((lt_objective)o, 2, two_contexts);
   }
 }
 
@@ -317,4 +320,130 @@ Test(learner_loss, gspo_group_form_weighs_each_sequence_once) {
   c.group_adv = 0;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_float_eq(st.loss, -(2 * s1 - 3 * 0.4) / 5, 1e-6);
+}
+
+/* A trajectory of three contexts (an agent that compacted its history twice: the gateway's sequences, or the
+ * agent loop's compressed segments) is one trajectory for every objective, hand-computed below.  Each context
+ * is [prompt, generated, generated]; trajectory 0 is the three contexts, trajectory 1 (in some cases) one more. */
+static const int ctx3[] = {0, 3, 6, 9}, ctx3_traj[] = {0, 0, 0};
+static const uint8_t ctx3_mask[9] = {0, 1, 1, 0, 1, 1, 0, 1, 1};
+
+/* MIS-PO's trajectory test is the geometric mean of x_t over all six generated tokens (seed 001 Eq. 2), not a
+ * test per context. */
+Test(learner_loss, mispo_trajectory_mask_spans_every_context) {
+  float logp[9] = {0, -1, -2, 0, -0.5f, -1.5f, 0, -0.25f, -3}, roll[9], d[9];
+  float adv[9] = {0, 1, 2, 0, -1, 1, 0, 0.5f, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_MISPO); /* trajectory bounds [0.996, 1.001] */
+  lt_loss_in_t in = {.nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = ctx3_mask,
+                     .traj = ctx3_traj};
+  lt_loss_stats_t st;
+  /* Context 1 alone has mean 1.002 (outside), the trajectory 1.002^(2/6) = 1.000667 (inside): all six train. */
+  double x[9] = {1, 1.002, 1.002, 1, 1, 1, 1, 1, 1};
+  rollout_for(logp, x, roll, 9);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs, 1);
+  cr_expect_eq(st.trajs_kept, 1);
+  cr_expect_eq(st.tokens_kept, 6);
+  /* −(1/6) Σ log π · A = −(−1 − 4 + 0.5 − 1.5 − 0.125 − 3)/6 */
+  cr_expect_float_eq(st.loss, 9.125 / 6, 1e-6);
+  cr_expect_float_eq(d[1], -1.0f / 6, 1e-6, "context 1 trains");
+  cr_expect_float_eq(d[2], -2.0f / 6, 1e-6);
+  cr_expect_float_eq(d[4], 1.0f / 6, 1e-6);
+  float w[9];
+  cr_assert_eq(lt_loss_token_weights(&c, &in, w), 0); /* the fused (CUDA) path's weights agree */
+  for (int t = 0; t < 9; t++) cr_expect_float_eq(w[t], ctx3_mask[t] / 6.0f, 1e-7, "weight %d", t);
+  /* Context 1 at 0.985: contexts 2 and 3 pass alone, but the trajectory's mean 0.985^(1/3) = 0.99499 is out: none. */
+  double y[9] = {1, 0.985, 0.985, 1, 1, 1, 1, 1, 1};
+  rollout_for(logp, y, roll, 9);
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs_kept, 0);
+  cr_expect_eq(st.tokens_kept, 0);
+  cr_expect_float_eq(st.loss, 0.0, 1e-12);
+  for (int t = 0; t < 9; t++) cr_expect_float_eq(d[t], 0.0f, 1e-12, "token %d is masked with its trajectory", t);
+  cr_assert_eq(lt_loss_token_weights(&c, &in, w), 0);
+  for (int t = 0; t < 9; t++) cr_expect_float_eq(w[t], 0.0f, 1e-12, "weight %d", t);
+}
+
+/* GRPO: the group's mean counts the three-context trajectory once, and its 1/(G·|o|) weight has G = 2 trajectories
+ * and |o| = its 6 generated tokens (seed 002 eq. 5); the δ-mask tests the trajectory's mean divergence. */
+Test(learner_loss, grpo_weighs_a_trajectory_once_whatever_its_contexts) {
+  static const int st4[] = {0, 3, 6, 9, 12}, traj[4] = {0, 0, 0, 1};
+  /* Rewards per sequence: trajectory 0's three contexts carry its reward 1, trajectory 1 has 0; one group. */
+  double r[4] = {1, 1, 1, 0}, a[4];
+  int64_t g[4] = {5, 5, 5, 5};
+  lt_adv_group(r, g, traj, 4, 0, a);
+  for (int s = 0; s < 3; s++) cr_expect_float_eq(a[s], 0.5, 1e-12, "mean (1 + 0)/2, not (1 + 1 + 1 + 0)/4");
+  cr_expect_float_eq(a[3], -0.5, 1e-12);
+  lt_adv_group(r, g, traj, 4, 1, a);
+  cr_expect_float_eq(a[0], 0.5 / (0.5 + 1e-6), 1e-9, "std 0.5 over the two trajectories");
+  uint8_t mask[12] = {0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1};
+  float logp[12] = {0, -1, -1, 0, -1, -1, 0, -1, -1, 0, -1, -1}, roll[12], d[12];
+  float adv[12] = {0, 0.5f, 0.5f, 0, 0.5f, 0.5f, 0, 0.5f, 0.5f, 0, -0.5f, -0.5f};
+  memcpy(roll, logp, sizeof roll);
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_GRPO);
+  c.delta = 0; /* the unmasked weights first; r = 1, nothing clipped */
+  lt_loss_in_t in = {.nseq = 4, .start = st4, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask, .traj = traj};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_eq(st.trajs, 2);
+  for (int t = 1; t < 9; t++)
+    if (mask[t]) cr_expect_float_eq(d[t], -0.5f / 12, 1e-7, "token %d: weight 1/(2 · 6)", t);
+  cr_expect_float_eq(d[10], 0.5f / 4, 1e-7, "weight 1/(2 · 2)");
+  cr_expect_float_eq(st.loss, -(6 * 0.5 / 12 - 2 * 0.5 / 4), 1e-6);
+  float w[12];
+  cr_assert_eq(lt_loss_token_weights(&c, &in, w), 0);
+  cr_expect_float_eq(w[1], 1.0f / 12, 1e-7);
+  cr_expect_float_eq(w[7], 1.0f / 12, 1e-7);
+  cr_expect_float_eq(w[11], 1.0f / 4, 1e-7);
+  /* δ-mask: trajectory 0 negative, its first context diverging by 0.45 nats per token, the others by 0: the
+   * trajectory's mean divergence 0.15 > δ = 0.1 masks all its contexts (per context only the first was). */
+  for (int t = 1; t < 9; t++) adv[t] = mask[t] ? -0.5f : 0;
+  roll[1] = roll[2] = -1 + 0.45f;
+  c.delta = 0.1f;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  for (int t = 0; t < 9; t++) cr_expect_float_eq(d[t], 0.0f, 1e-12, "token %d is masked with its trajectory", t);
+}
+
+/* GSPO's sequence ratio s(θ) = (πθ/π_old)^(1/|y|) is over the trajectory's six tokens, so every token of it gets
+ * −(1/6)·(Σ_t A_t)/6 (seed 004 §3.3.1), not its own context's share. */
+Test(learner_loss, gspo_ratio_spans_every_context) {
+  float logp[9] = {0, -1, -2, 0, -0.5f, -1.5f, 0, -0.25f, -3}, d[9];
+  float adv[9] = {0, 1, 2, 0, -1, 1, 0, 0.5f, 1};
+  lt_loss_cfg_t c;
+  lt_loss_cfg_default(&c, LT_OBJ_GSPO);
+  lt_loss_in_t in = {.nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = logp, .adv = adv, .mask = ctx3_mask,
+                     .traj = ctx3_traj};
+  lt_loss_stats_t st;
+  cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
+  cr_expect_float_eq(st.loss, -4.5 / 6, 1e-6); /* r = 1: −(1/6) Σ A */
+  cr_expect_eq(st.trajs, 1);
+  for (int t = 0; t < 9; t++)
+    cr_expect_float_eq(d[t], ctx3_mask[t] ? -4.5f / 36 : 0.0f, 1e-7, "token %d: the trajectory's ratio", t);
+}
+
+/* PPO (and MIS-PO, TIS, GSPO with the critic): a truncated trajectory bootstraps from V(s_T) after the last token
+ * of its LAST context, for all three contexts; a complete one takes its reward in every context. */
+Test(learner_loss, critic_bootstraps_a_trajectory_from_its_last_context) {
+  float values[9] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f}, adv[9], tgt[9];
+  double reward[3] = {1, 1, 1}, rhat[3];
+  uint8_t trunc[3] = {1, 1, 1};
+  lt_adv_critic(3, ctx3, ctx3_mask, values, reward, trunc, ctx3_traj, adv, tgt, rhat);
+  for (int s = 0; s < 3; s++) cr_expect_float_eq(rhat[s], 0.9, 1e-6, "context %d: V(s_T) of the last context", s);
+  /* Â_t = 0.9 − V(s_t), V(s_t) read before token t within its context; the context's first token has none. */
+  cr_expect_float_eq(adv[1], 0.9f - 0.1f, 1e-6);
+  cr_expect_float_eq(adv[2], 0.9f - 0.2f, 1e-6);
+  cr_expect_float_eq(adv[4], 0.9f - 0.4f, 1e-6);
+  cr_expect_float_eq(adv[5], 0.9f - 0.5f, 1e-6);
+  cr_expect_float_eq(adv[8], 0.9f - 0.8f, 1e-6);
+  cr_expect_float_eq(tgt[2], 0.9f, 1e-6);
+  cr_expect_float_eq(adv[3], 0.0f, 1e-12);
+  /* Only the last context's flag speaks for the trajectory: an earlier context cut to the learner's context
+   * does not make a finished trajectory bootstrap. */
+  uint8_t first_cut[3] = {1, 0, 0};
+  lt_adv_critic(3, ctx3, ctx3_mask, values, reward, first_cut, ctx3_traj, adv, tgt, rhat);
+  for (int s = 0; s < 3; s++) cr_expect_float_eq(rhat[s], 1.0, 1e-12, "context %d: the reward", s);
+  cr_expect_float_eq(adv[1], 1.0f - 0.1f, 1e-6);
+  cr_expect_float_eq(adv[5], 1.0f - 0.5f, 1e-6);
 }

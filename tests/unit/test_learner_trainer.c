@@ -229,7 +229,7 @@ static double value_loss_of(lt_model_t *m, toy_t *t, const uint16_t *route) {
   lt_fwd_out_t o;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   float adv[NS * L], target[NS * L], dv[NS * L];
-  lt_adv_critic(NS, t->start, t->mask, o.values, t->reward, t->trunc, adv, target, NULL);
+  lt_adv_critic(NS, t->start, t->mask, o.values, t->reward, t->trunc, NULL, adv, target, NULL);
   return lt_value_loss(NS, t->start, t->mask, o.values, target, dv);
 }
 
@@ -278,6 +278,27 @@ Test(learner_trainer, actor_skip_leaves_sequences_out_of_the_actor_loss) {
   cr_assert_eq(st.actor_skipped, NS - 1);
   cr_assert_neq(memcmp(before, p->params, sizeof(float) * p->nparams), 0);
   free(before);
+  lt_trainer_free(tr);
+}
+
+/* Mini-batches split between trajectories, never inside one: trajectory 1 is the contexts 1-5, and the sequence
+ * split into 2 mini-batches (0-3 | 4-7) would cut it.  Its contexts 1-3 are off-policy by x = 1.0015 per token
+ * (outside the trajectory bounds [0.996, 1.001] alone), 4-5 on-policy: over all ten tokens the geometric mean
+ * is 1.0015^0.6 = 1.0009, inside, so every token trains, and the step counts 4 trajectories. */
+Test(learner_trainer, minibatches_keep_a_trajectorys_contexts_together) {
+  toy_t t;
+  lt_trainer_t *tr = toy_mispo(&t);
+  static const int traj[NS] = {0, 1, 1, 1, 1, 1, 2, 3};
+  for (int s = 2; s <= 5; s++) t.reward[s] = t.reward[1], t.group[s] = t.group[1]; /* one trajectory's */
+  for (int s = 1; s <= 3; s++)
+    for (int i = s * L; i < (s + 1) * L; i++)
+      if (t.mask[i]) t.lp[i] -= (float)log(1.0015);
+  t.b.traj = traj;
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+  cr_expect_float_eq(st.traj_accept, 1.0, 1e-9, "trajectory 1 is tested whole");
+  cr_expect_float_eq(st.kept_fraction, 1.0, 1e-9);
+  cr_expect_eq(st.trajectories, 4);
   lt_trainer_free(tr);
 }
 

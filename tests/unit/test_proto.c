@@ -543,6 +543,15 @@ Test(proto, traj_check_against_the_run) {
   lim.max_version = 5;
   lim.max_tokens = 5;
   cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
+  /* The context limit is per context: two of 3 tokens fit 4 (a compacted history), one of 5 does not. */
+  lim.max_tokens = 4;
+  int32_t starts[2] = {0, 3};
+  t->nseqs = 2, t->seq_starts = starts;
+  cr_expect_eq(lt_traj_check(t, &lim), 0, "%s", lt_error_msg());
+  starts[1] = 1;
+  cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);
+  cr_expect(strstr(lt_error_msg(), "5 tokens in one context"), "%s", lt_error_msg());
+  t->nseqs = 0, t->seq_starts = NULL;
   lim.max_tokens = 100;
   lim.reward_bounded = 1, lim.reward_lo = 0, lim.reward_hi = 0.5; /* the fixture's 0.9 is outside */
   cr_expect_eq(lt_traj_check(t, &lim), LT_ERANGE);

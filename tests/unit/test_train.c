@@ -308,8 +308,9 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
 }
 
 /* A trajectory of several contexts (an agent program whose calls diverged, docs/agent-gateway.md) packs each
- * context as its own sequence, each with the episode's reward, group and task; a one-context trajectory beside it
- * packs as before, and the step trains and marks both trajectories. */
+ * context as its own sequence, each with the episode's reward, group and task, marked as contexts of one
+ * trajectory; a one-context trajectory beside it packs as before, and the step trains and marks both
+ * trajectories and counts two, not three. */
 static int32_t seq_starts[2] = {0, 5};
 static void two_contexts(lt_buffer_t *b) {
   lt_traj_t r = {.task_id = 1, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED,
@@ -344,11 +345,16 @@ Test(train, a_trajectory_of_several_contexts_packs_each_as_a_sequence) {
   cr_assert(p.group[0] == 1 && p.group[1] == 1);
   cr_assert_eq(p.tokens[5], tokens[5], "the second context starts at its own first token");
   cr_assert_float_eq(p.reward_mean, 0.5, 1e-12, "the mean is over trajectories, not contexts");
+  cr_assert(p.traj[0] == 0 && p.traj[1] == 0 && p.traj[2] == 1, "contexts of one trajectory");
+  lt_train_batch_t tb;
+  lt__packed_batch(&p, 0, 0, &tb);
+  cr_assert_eq(tb.traj, p.traj, "the trainer sees the trajectories");
   lt__packed_free(&p);
   lt_model_free(m);
   lt_buffer_close(b);
   lt_train_result_t r;
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert_eq(r.st.trajectories, 2, "batch/trajectories counts trajectories (the daemon's ready count too)");
   lt_train_result_free(&r);
   cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0);
   cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_CONSUMED), 2);
