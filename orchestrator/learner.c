@@ -155,6 +155,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
       {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
       {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
       {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
+      {"actor/skipped_updates", s->actor_skipped_updates},
       {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
       {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
       {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
