@@ -169,6 +169,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
       {"learner/ranks", r->ranks},
   };
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) lt__metric(d, m[i].name, m[i].v);
+  lt__timeouts_report(d, 1);
   if (s->routing_confidence >= 0) lt__metric(d, "routing/confidence_learner", s->routing_confidence);
   if (r->route_rollout >= 0) lt__metric(d, "routing/confidence_rollout", r->route_rollout);
   for (int i = 0; i < LT_TRAIN_STALE_BINS; i++) {

@@ -28,9 +28,9 @@ typedef struct {
 } job_t;
 
 /* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
- * rollout: the rollout section (NULL: the tests' usual one). */
+ * rollout: the rollout section (NULL: the tests' usual one); scripted: more members of workers.scripted (NULL: none). */
 static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                         const char *rollout, const char *envs_fmt) {
+                         const char *rollout, const char *scripted, const char *envs_fmt) {
   j->dir = lt_test_tmpdir(tag);
   char tasks[4200], cfg[4200], envs[8192], js[16384];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
@@ -49,11 +49,11 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
            " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
            " \"rollout\": %s,"
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s}},"
+           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
            " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
            lt_test_root(), envs, group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
-           scripted_answer ? "\"" : "", lt_test_free_port());
+           scripted_answer ? "\"" : "", scripted ? scripted : "", lt_test_free_port());
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
   pid_t d = lt_test_spawn(j->dir, "daemon", argv);
@@ -64,7 +64,7 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
 
 static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
                     const char *envs_fmt) {
-  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, envs_fmt);
+  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, NULL, NULL, envs_fmt);
 }
 
 /* One domain "chat" of the urllib agent in `mode` (the format's %s: its log, its tasks), with extra params. */
@@ -245,8 +245,22 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
   lt_test_rmdir(j.dir);
 }
 
+/* A hang's trajectory as a timeout is stored (issue 32): status ok, reason agent_timeout, not truncated (never
+ * bootstrapped), its one answered call kept, and the reward of a failed episode: the lower bound of the domain's
+ * reward range (0 here), a number, not null. */
+static void check_timeout_failure(const cJSON *t, const char *dom) {
+  cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", dom, str(t, "error"));
+  cr_assert_str_eq(str(t, "reason"), "agent_timeout");
+  cr_assert_str_eq(str(t, "finish"), "timeout");
+  cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(t, "truncated")), "%s: a timeout is not a truncation", dom);
+  cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(t, "reward")), "%s: a timeout's reward is a number", dom);
+  cr_assert_float_eq(num(t, "reward"), 0, 1e-12);
+  cr_assert_eq(num(t, "turns"), 1);
+}
+
 /* Misbehaving programs, side by side in one run: a program that cannot start and a crash are env_errors saying why,
- * with no reward; a hang is killed at timeout_s (truncated, agent_timeout) with every process of its group; garbage
+ * with no reward; a hang is killed at timeout_s with every process of its group and is the policy's failure (issue 32:
+ * not truncated, never bootstrapped; status ok, reason agent_timeout, the lower bound of the reward range); garbage
  * requests get 400/401 and change nothing; an ended episode's key, and a running one's on another episode's URL, get 401.  Every task still ends and the worker
  * keeps serving. */
 Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout = 300) {
@@ -278,10 +292,7 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
       cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "reward")), "a crash is never a zero reward");
       seen[0]++;
     } else if (!strcmp(dom, "hang")) {
-      cr_assert_str_eq(str(t, "traj_status"), "ok");
-      cr_assert_str_eq(str(t, "reason"), "agent_timeout");
-      cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "truncated")));
-      cr_assert_eq(num(t, "turns"), 1);
+      check_timeout_failure(t, "hang");
       seen[1]++;
     } else {
       cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", dom, str(t, "error"));
@@ -323,6 +334,61 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py %s' | wc -l", j.log), 0);
   cr_assert_eq(atoi(r.out), 0, "agent processes outlived their episodes");
   lt_run_free(&r);
+  lt_test_rmdir(j.dir);
+}
+
+/* Issue 32, item 5: the engine's slowness is not the program's.  Every answer takes the scripted engine over 4.5 s
+ * (9+ tokens at 0.5 s each), past the hanging program's whole timeout_s of 3 s: only the program's own time counts
+ * against it, so its first call is answered and the hang after it is the timeout (ok, agent_timeout), never an
+ * env_error for a call the program was still waiting on. */
+Test(agent_gateway, time_spent_waiting_on_the_engine_is_not_the_programs, .timeout = 240) {
+  char envs[4096];
+  python_envs(envs, sizeof envs, "hang", "");
+  cr_assert(strstr(envs, "\"timeout_s\": 30"));
+  memcpy(strstr(envs, "\"timeout_s\": 30"), "\"timeout_s\":  3", 15);
+  job_t j;
+  run_job_with(&j, "gw_slow", 4, 4, 1, NULL, NULL, ", \"token_us\": 500000", envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) check_timeout_failure(t, "slow engine");
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* rollout.on_timeout "mask": a hang's trajectory is kept in the buffer (export shows it, sample status masked) but
+ * trains neither the actor nor the critic (never consumed), and each is counted in rollout/timeouts_masked; the
+ * domain that ends well still trains. */
+Test(agent_gateway, on_timeout_mask_keeps_timeouts_out_of_the_losses_and_counts_them, .timeout = 300) {
+  char envs[8192];
+  snprintf(envs, sizeof envs,
+           "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
+           " \"ok\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}}}",
+           lt_test_root(), lt_test_root());
+  job_t j;
+  run_job_with(&j, "gw_mask", 4, 16, 1, NULL, "{\"max_new_tokens\": 160, \"max_turns\": 8, \"on_timeout\": \"mask\"}",
+               NULL, envs);
+  cJSON *tr = export(&j, "jsonl");
+  int hangs = 0, oks = 0;
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    if (!strcmp(str(t, "domain"), "hang")) {
+      check_timeout_failure(t, "masked");
+      cr_assert_str_eq(str(t, "status"), "masked");
+      cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "consumed_step")), "a masked timeout was trained on");
+      hangs++;
+    } else {
+      cr_assert_str_eq(str(t, "reason"), "agent_done");
+      oks++;
+    }
+  }
+  cJSON_Delete(tr);
+  cr_assert_eq(hangs + oks, 16);
+  cr_assert_gt(hangs, 0);
+  cr_assert_gt(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 0, "nothing trained");
+  cr_assert_eq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'masked'"), hangs);
+  cr_assert_eq(lt_test_sql1(j.db, "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name = 'rollout/timeouts_masked'"),
+               hangs, "rollout/timeouts_masked counts every masked timeout");
   lt_test_rmdir(j.dir);
 }
 
@@ -414,7 +480,7 @@ static void limit_run(const char *tag, const char *rollout, const char *reason, 
   char envs[4096];
   python_envs(envs, sizeof envs, "normal", "");
   job_t j;
-  run_job_with(&j, tag, 4, 4, 2, NULL, rollout, envs);
+  run_job_with(&j, tag, 4, 4, 2, NULL, rollout, NULL, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
   for (const cJSON *t = tr->child; t; t = t->next) {
