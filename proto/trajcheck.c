@@ -2,7 +2,9 @@
  * knows only the wire format; this knows the model's vocabulary, the context
  * limit, the policy versions published so far and the domain's reward range. The daemon refuses what
  * fails before the commit; the learner quarantines what fails in a buffer
- * written before these checks existed. */
+ * written before these checks existed.  Also how an episode may end: only a
+ * budget truncates, and a timeout trains as a failure whatever a worker
+ * claimed (docs/losses.md, "How an episode ends"). */
 #include <math.h>
 #include <string.h>
 
