@@ -100,7 +100,7 @@ const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
  * runs it per episode instead of stepping the environment. */
 typedef struct {
   char **argv;        /* NULL-terminated */
-  double timeout_s;   /* seconds of its own (not waiting on the gateway's answers), then it is killed (agent_timeout) */
+  double timeout_s;   /* seconds of its own after its first call (not waiting on the gateway), then killed (agent_timeout) */
   int sandbox;        /* run it in the sandbox */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
   int honor_sampling; /* requests' temperature/top_p are used (and recorded) */

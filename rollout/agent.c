@@ -867,7 +867,8 @@ void lt_agent_discard(lt_agent_t *a) {
  * its history) starts a new context; the trajectory keeps the latest one. */
 
 /* A call is being answered from here to call_over: the program waits on the engine, so its timeout_s clock
- * stands still meanwhile (docs/agent-gateway.md: the engine's slowness is not the program's). */
+ * stands still meanwhile, and its first call ends its start-up deadline (docs/agent-gateway.md: neither the
+ * engine's slowness nor the program's start-up is the policy's). */
 static void call_begin(lt_agent_t *a, lt_oai_gen_t *g) {
   a->og = g;
   if (a->prog) lt_program_hold(a->prog);
@@ -923,7 +924,7 @@ static void on_program_exit(lt_program_t *p, const lt_program_result_t *r, void 
   else set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
   if (a->status == LT_TRAJ_OK && a->generated == 0) /* nothing to train on, and no reward to invent */
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
-                 a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program spent its timeout_s of its own time before any call was answered" : "the agent program exited without an answered call");
+                 a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered (it has timeout_s + 60 s to make its first)" : "the agent program exited without an answered call");
   else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out)
     program_reward(a, r->last_line);
   finish(a);

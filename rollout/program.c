@@ -3,8 +3,9 @@
  * per episode).  Its stdout's last line is kept (the reward it may report); its
  * stderr's tail explains a failure.  A deadline or a kill takes the whole
  * group down, and so does the leader's exit, so nothing it started outlives it.
- * The deadline counts the program's own time only: while it waits on the
- * gateway's answer (held) its clock stops. */
+ * The deadline is the policy's budget: it counts the program's own time after
+ * its first call, never its start-up nor its waits on the gateway's answers
+ * (held); before its first call a start-up deadline bounds it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,8 @@
 #define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
 #define ERR_TAIL 2048
 #define DRAIN_MS 2000 /* after the leader's exit, how long its pipes may stay open */
-#define GUARD_FACTOR 4 /* the sandbox's own wall-clock guard, in timeout_s (see sandboxed()) */
+#define START_GRACE_MS 60000 /* before its first call: timeout_s plus this to make it (start-up is not the policy's) */
+#define GUARD_FACTOR 4       /* the sandbox's own wall-clock guard, in timeout_s (see sandboxed()) */
 
 extern char **environ;
 
@@ -36,6 +38,7 @@ struct lt_program {
   void *ud;
   int exited, timed_out, out_open, err_open, handles, killed;
   int holds;          /* calls being answered: the deadline's clock stands still while > 0 */
+  int called;         /* a call was taken up: the start-up deadline gave way to timeout_s */
   uint64_t left_ms;   /* of the program's own time, as of run_since */
   uint64_t run_since; /* loop time its clock last started */
   int64_t status;
@@ -110,7 +113,8 @@ static int clock_runs(const lt_program_t *p) { return !p->exited && !p->timed_ou
 void lt_program_hold(lt_program_t *p) {
   if (p->holds++ || !clock_runs(p)) return;
   uint64_t ran = uv_now(p->deadline.loop) - p->run_since;
-  p->left_ms = ran < p->left_ms ? p->left_ms - ran : 0;
+  if (p->called) p->left_ms = ran < p->left_ms ? p->left_ms - ran : 0; /* (start-up time is not counted) */
+  p->called = 1;
   uv_timer_stop(&p->deadline);
 }
 
@@ -208,9 +212,9 @@ static char **make_env(const char *const *set) {
 /* `longtail sandbox run ... -- argv`: the program in the sandbox, reaching only the gateway's port.  The
  * files argv names (the agent's script) are copied into /work and named by their base name there.
  * Its wall-clock deadline is a guard for a worker that died without killing the group: our timer kills
- * first.  Ours counts only the program's own time, so the guard leaves room for waiting on the gateway
- * (GUARD_FACTOR × timeout_s + 60 s; past it the sandbox's exit is an env_error).  Strings in `keep`
- * are freed by the caller. */
+ * first.  Ours counts neither start-up nor waiting on the gateway, so the guard leaves room for both
+ * (GUARD_FACTOR × timeout_s + 2 × START_GRACE_MS; past it the sandbox's exit is an env_error).  Strings
+ * in `keep` are freed by the caller. */
 static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, char **keep) {
   size_t n = 0, k = 0, nk = 0;
   while (argv[n]) n++;
@@ -222,7 +226,7 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
     free(w);
     return NULL;
   }
-  snprintf(keep[nk], 64, "%.0f", GUARD_FACTOR * timeout_s + 60);
+  snprintf(keep[nk], 64, "%.0f", GUARD_FACTOR * timeout_s + 2 * START_GRACE_MS / 1000);
   size_t o = 0;
   const char *head[] = {keep[0], "sandbox", "run", "--stdin", "-", "--timeout", keep[nk]};
   nk++;
@@ -308,7 +312,7 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err);
   p->left_ms = (uint64_t)(timeout_s * 1000);
   p->run_since = uv_now(loop);
-  uv_timer_start(&p->deadline, on_deadline, p->left_ms, 0);
+  uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
   uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
   p->wr.data = p;
   if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
