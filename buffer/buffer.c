@@ -111,7 +111,7 @@ struct lt_buffer {
   int readonly;
 };
 
-static const char *tr_names[LT_SAMPLE_NSTATES] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+static const char *tr_names[LT_SAMPLE_NSTATES] = {"ready", "consumed", "stale", "filtered", "failed", "eval", "masked"};
 static const char *task_names[] = {"queued", "dispatched", "done", "failed"};
 
 const char *lt_sample_state_name(lt_sample_state s) { return (unsigned)s < LT_SAMPLE_NSTATES ? tr_names[s] : "?"; }

@@ -74,6 +74,7 @@ typedef enum {
   LT_SAMPLE_FILTERED,  /* dropped by dynamic filtering (zero-variance group, ...) */
   LT_SAMPLE_FAILED,    /* no reward / environment error / aborted: never trained on */
   LT_SAMPLE_EVAL,      /* held-out evaluation sample */
+  LT_SAMPLE_MASKED,    /* a timeout under rollout.on_timeout mask: kept, never trained on */
   LT_SAMPLE_NSTATES
 } lt_sample_state;
 

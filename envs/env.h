@@ -59,7 +59,7 @@ int lt_episode_open_async(lt_envs_t *envs, const char *domain, const cJSON *spec
 typedef struct {
   cJSON *observations; /* array of {"role":"tool","name":N,"content":C} to append; owned by the result */
   int done;            /* the environment ended the episode (terminated) */
-  const char *truncated; /* "tool_timeout" | "sandbox_timeout" | NULL */
+  const char *timeout;   /* "tool_timeout" | "sandbox_timeout" | NULL: a timeout ended the episode (the policy's failure) */
   int error;           /* 0, or an LT_E* code: the environment failed (status env_error) */
   char *error_msg;     /* detail when error != 0 */
 } lt_env_step_t;
@@ -96,7 +96,7 @@ int lt_envs_needs_sandbox(const lt_envs_t *envs, const char *domain);
  * runs it per episode instead of stepping the environment. */
 typedef struct {
   char **argv;        /* NULL-terminated */
-  double timeout_s;   /* the program is killed after it (truncated: agent_timeout) */
+  double timeout_s;   /* seconds of its own after its first call (not waiting on the gateway), then killed (agent_timeout) */
   int sandbox;        /* run it in the sandbox */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
   int honor_sampling; /* requests' temperature/top_p are used (and recorded) */

@@ -4,7 +4,7 @@
  *       → {"messages": [...], "state": any, "reference"?: {...}}
  *   {"op": "step", "state", "text", "tool_calls": [{"name", "args": {...}}]}
  *       → {"observations": [{"name"?, "content"}], "done": bool, "state": any,
- *          "reference"?: {...}, "truncated"?: "tool_timeout"}
+ *          "reference"?: {...}, "truncated"?: "tool_timeout" (a timeout: the policy's failure)}
  *   any call may answer {"error": "..."} (an environment error).
  * The program keeps no memory between calls: its state travels through
  * longtail, so every call is a fresh sandbox (warm from the pool) and a crashed
@@ -138,9 +138,9 @@ static int ext_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
   int timed_out, rc = call(ep, req, &a, &timed_out);
   cJSON_Delete(req);
   if (rc < 0) return rc;
-  if (timed_out) { /* the environment ran out of time: truncated, bootstrapped, not a failure of the policy */
+  if (timed_out) { /* the environment ran out of time on the policy's step: a failure, never bootstrapped */
     res->observations = cJSON_CreateArray();
-    res->truncated = "sandbox_timeout";
+    res->timeout = "sandbox_timeout";
     res->done = 1;
     return 0;
   }

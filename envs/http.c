@@ -2,8 +2,8 @@
  * each reset and step is one POST of the request to params.endpoint, answered
  * with the JSON object.  Requests run on the worker's loop through libcurl
  * multi (net/http.h), with the client's timeout and retries on 5xx, 429 and
- * lost connections; an endpoint that stays silent truncates the episode
- * (tool_timeout), one that answers an error fails it (env_error). */
+ * lost connections; an endpoint that stays silent on a step ends the episode as
+ * the policy's failure (tool_timeout), one that answers an error fails it (env_error). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,9 +84,9 @@ static void on_step(int rc, long status, const char *body, size_t len, const cha
   http_state_t *s = ep->state;
   ep->io = NULL;
   cJSON *a = NULL;
-  if (rc == LT_ETIMEDOUT) { /* the environment did not answer in time: truncated, not failed */
+  if (rc == LT_ETIMEDOUT) { /* the environment did not answer the policy's tool calls in time: the policy's failure */
     ep->result.observations = cJSON_CreateArray();
-    ep->result.truncated = "tool_timeout";
+    ep->result.timeout = "tool_timeout";
     ep->result.done = 1;
     rc = 0;
   } else if (rc < 0) {

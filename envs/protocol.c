@@ -99,7 +99,7 @@ void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_st
   }
   /* A reply without tool calls is final, whatever the environment says. */
   res->done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(answer, "done")) || ncalls == 0;
-  if (cJSON_IsString(tr) && strcmp(tr->valuestring, "tool_timeout") == 0) res->truncated = "tool_timeout", res->done = 1;
+  if (cJSON_IsString(tr) && strcmp(tr->valuestring, "tool_timeout") == 0) res->timeout = "tool_timeout", res->done = 1;
   merge_reference(ep, cJSON_GetObjectItemCaseSensitive(answer, "reference"));
   keep_state(ep, answer);
 }

@@ -19,7 +19,7 @@ static const lt_cfg_entry_t envs_e[] = {
     {"envs.*.params.train", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the training JSONL (docs/envs.md)"},
     {"envs.*.params.tasks", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "agent: the task rows (JSONL, dataset rows: prompt or messages, answer, ...) (docs/agent-gateway.md)"},
     {"envs.*.params.command", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "external, agent: the program's argv; agent: started once per episode with OPENAI_BASE_URL, OPENAI_API_KEY and LONGTAIL_TASK (docs/agent-gateway.md)"},
-    {"envs.*.params.timeout_s", LT_CFG_NUM, NULL, 0, BIG, NULL, "external: seconds per call (default 10); agent: seconds an episode's program may run before its processes are killed (truncated: agent_timeout; default 600, at most 86400)"},
+    {"envs.*.params.timeout_s", LT_CFG_NUM, NULL, 0, BIG, NULL, "external: seconds per call (default 10); agent: seconds of its own time after its first call (start-up and waiting on the gateway excluded) an episode's program may run before its processes are killed (agent_timeout, a failure; default 600, at most 86400)"},
     {"envs.*.params.sandbox", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: run the program in the sandbox, its only network its gateway (default: true where the host has user namespaces; false: a plain child process)"},
     {"envs.*.params.pass_answer", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: the program sees the row's answer (default false: the policy must not see the reference)"},
     {"envs.*.params.honor_sampling", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: requests' temperature and top_p are used and recorded (default false: the rollout's settings)"},

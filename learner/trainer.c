@@ -460,11 +460,17 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     double global;
     if ((rc = globalise(t->cfg.loss.group_adv ? ls.trajs : ls.tokens, w->dbuf + c.t0, a < b ? c.n : 0, &global)) < 0)
       return rc;
-    if (global > 0) {
+    /* No kept token in the whole mini-batch (all ranks): no update at all.  A zero gradient would still move
+     * the weights through AdamW's moments and weight decay, and advance its step count. */
+    double kept = ls.tokens_kept;
+    if ((rc = lt_dist_sum_f64(&kept, 1)) < 0) return rc;
+    if (global > 0 && kept > 0) {
       if (a < b && (rc = backward(t, 0, w->dbuf + c.t0, NULL)) < 0) return rc;
       double g;
       if ((rc = optim_step(t, 0, &g, &st->lr)) < 0) return rc;
       gn += g;
+    } else {
+      st->actor_skipped_updates++;
     }
     acc_add(&acc, &ls);
   }

@@ -64,6 +64,7 @@ typedef struct {
   double lr, critic_lr;
   int tokens, trajectories;        /* trajectories: whole ones, whatever their contexts */
   int actor_skipped;                /* sequences actor_skip left out of the actor loss */
+  int actor_skipped_updates;        /* actor mini-batches with no kept token: no optimizer update at all */
 } lt_step_stats_t;
 
 /* policy: the trainer takes ownership; critic may be NULL (initialised from

@@ -261,9 +261,16 @@ static void on_trainer_stopped(void *ud) {
   if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
 }
 
+void lt__timeouts_report(lt_daemon_t *d, int step) {
+  if (!d->mask_timeouts || (!step && d->timeouts_masked == d->timeouts_masked_told)) return;
+  lt__metric(d, "rollout/timeouts_masked", (double)(d->timeouts_masked - d->timeouts_masked_told));
+  d->timeouts_masked_told = d->timeouts_masked;
+}
+
 void lt__finish(lt_daemon_t *d, int code) {
   if (d->finishing) return;
   d->finishing = 1;
+  lt__timeouts_report(d, 0); /* those stored since the last step */
   d->exit_code = code;
   LT_INFO("daemon", "finishing: %lld learner steps, %lld trajectories, %lld duplicates rejected", (long long)d->step,
           (long long)d->trajs_in, (long long)d->dups);
@@ -600,6 +607,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
                              .max_context = (int)d->max_context};
   d->steps = lt_config_int(d->cfg, "learner.steps");
   d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
+  d->mask_timeouts = !strcmp(lt_config_str(d->cfg, "rollout.on_timeout"), "mask");
   lt_log_set_process("daemon");
   uv_loop_init(&d->loop);
   d->zctx = zmq_ctx_new();

@@ -16,6 +16,7 @@ typedef struct {
   lt_traj_meta_t meta;
   char worker[128];
   int known;       /* the task is open in memory */
+  int masked;      /* a timeout kept out of the losses (rollout.on_timeout mask) */
   int duplicate;
   int missing;     /* unknown task (not in this run) */
 } ingest_op_t;
@@ -143,6 +144,7 @@ static void ingest_done(void *arg, int rc) {
       if (open_task) task_finished(d, open_task, &op->t);
     } else {
       d->trajs_in++;
+      d->timeouts_masked += op->masked;
       int w = lt__worker_find(d, op->rid, op->rid_len);
       if (w >= 0) d->workers[w].refusals = 0; /* a good result ends a run of refusals */
       lt__task_t *task = open_task;
@@ -206,6 +208,10 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
     lt__traj_refuse(d, rid, len, msg_id, t->task_id, rc, lt_error_msg());
     return;
   }
+  /* A timeout is the policy's failure whatever the worker claimed: the lowest reward its domain gives, never
+   * bootstrapped (docs/losses.md, "How an episode ends"). */
+  int timeout = lt_traj_timeout_fail(t, lim.reward_bounded ? lim.reward_lo : 0);
+  if (timeout < 0) return; /* out of memory: no ACK, the worker sends it again */
   lt__task_t *task = lt__task_get(d, (int64_t)t->task_id);
   if (task && ((int64_t)t->group_id != task->prompt_id || t->eval != task->eval || strcmp(t->domain, task->domain))) {
     lt__traj_refuse(d, rid, len, msg_id, t->task_id, LT_ENOENT, "trajectory does not match its task");
@@ -228,6 +234,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   op->t = *t;
   memset(t, 0, sizeof *t); /* the op owns the arrays now */
   op->known = task != NULL;
+  op->masked = timeout && d->mask_timeouts && !op->t.eval;
   if (task) task->storing++;
   if (task && task->status == LT_TASK_DISPATCHED && w == task->worker) {
     double o = (double)(lt__now_ms() - task->dispatched_ms) - (op->t.gen_ms + op->t.env_ms + op->t.reward_ms);
@@ -243,7 +250,8 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
                               .truncated = op->t.finish == LT_FINISH_TRUNCATED,
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
-                              .status = op->t.eval ? LT_SAMPLE_EVAL : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
+                              .status = op->t.eval ? LT_SAMPLE_EVAL : op->masked ? LT_SAMPLE_MASKED
+                                        : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
     if (task) task->storing--;
     lt_traj_free(&op->t);

@@ -116,6 +116,8 @@ struct lt_daemon {
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
   int sync;                  /* scheduler.mode sync */
+  int mask_timeouts;         /* rollout.on_timeout mask: a timeout is stored masked, out of every loss */
+  int64_t timeouts_masked, timeouts_masked_told; /* masked timeouts stored / already in rollout/timeouts_masked */
   int64_t sync_released;     /* sync mode: training tasks released for the current step */
   /* policy */
   int64_t version;
@@ -275,6 +277,9 @@ void lt__runlock_release(lt_daemon_t *d);
 /* daemon.c */
 int64_t lt__now_ms(void);
 void lt__metric(lt_daemon_t *d, const char *name, double value);
+/* rollout/timeouts_masked: the masked timeouts stored since it was last written; at each learner step (step 1)
+ * and, when some are left, as the run finishes (step 0).  Only with rollout.on_timeout mask. */
+void lt__timeouts_report(lt_daemon_t *d, int step);
 void lt__event(lt_daemon_t *d, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
 void lt__check_done(lt_daemon_t *d);

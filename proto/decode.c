@@ -319,7 +319,7 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
   if ((rc = string(d, "finish", 1, &s))) return rc;
   v = lt_finish_parse(s);
   free(s);
-  if (v < 0) return BAD(d, "TRAJ.finish: expected terminated|truncated|none");
+  if (v < 0) return BAD(d, "TRAJ.finish: expected terminated|truncated|timeout|none");
   t->finish = (lt_finish)v;
   t->has_reward = get(d, "reward") != NULL;
   if (t->has_reward && (rc = number(d, "reward", -1e9, 1e9, 1, 0, &t->reward))) return rc;

@@ -9,7 +9,7 @@ static const char *type_names[LT_MSG_NTYPES] = {
 
 static const char *status_names[LT_TRAJ_NSTATUS] = {"ok", "reward_failed", "env_error", "aborted", "error"};
 
-static const char *finish_names[LT_FINISH_N] = {"terminated", "truncated", "none"};
+static const char *finish_names[LT_FINISH_N] = {"terminated", "truncated", "none", "timeout"};
 
 static int parse_in(const char *const *names, int n, int first, const char *s) {
   if (!s) return -1;

@@ -117,8 +117,9 @@ typedef enum {
 
 typedef enum {
   LT_FINISH_TERMINATED = 0, /* the policy or the environment ended the episode */
-  LT_FINISH_TRUNCATED,      /* cut by a limit: see reason */
+  LT_FINISH_TRUNCATED,      /* cut by a budget (max_new_tokens, context_limit, turn_limit): bootstrapped */
   LT_FINISH_NONE,           /* did not finish (error, abort) */
+  LT_FINISH_TIMEOUT,        /* a timeout (reason *_timeout) ended it: the policy's failure, never bootstrapped */
   LT_FINISH_N
 } lt_finish;
 
@@ -144,7 +145,7 @@ typedef struct {
   char *domain;
   lt_traj_status status;
   lt_finish finish;
-  char *reason;        /* "stop","eos","env_done","context_limit","turn_limit","tool_timeout","sandbox_timeout",... */
+  char *reason;        /* "stop","env_done","context_limit","turn_limit","agent_timeout","tool_timeout",... */
   char *error;         /* detail for non-OK statuses, "" otherwise */
   int has_reward;
   double reward;
@@ -283,8 +284,19 @@ typedef struct {
   int reward_bounded;   /* a reward is in [reward_lo, reward_hi] (the domain's range); 0: finite is enough */
   double reward_lo, reward_hi;
 } lt_traj_limits_t;
-/* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message. */
+/* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message.  Refuses a finish
+ * truncated whose reason is neither a budget nor a timeout, and a finish timeout whose reason names no timeout. */
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
+
+/* How an episode ended (docs/protocol.md, "reason values"): 1 when `reason` is a budget that truncates
+ * (max_new_tokens, context_limit, turn_limit: bootstrapped with V(s_T)); 1 when it names a timeout (it ends in
+ * "_timeout": agent_timeout, tool_timeout, sandbox_timeout, env_timeout, ...). */
+int lt_reason_truncates(const char *reason);
+int lt_reason_is_timeout(const char *reason);
+/* A timeout is the policy's failure whatever finish and reward a worker claimed: a trajectory with status ok and
+ * a timeout's reason becomes finish timeout with `reward` (its domain's failure reward) and the components
+ * {"timeout": reward}.  1 when it was a timeout, 0 when not, LT_ENOMEM. */
+int lt_traj_timeout_fail(lt_traj_t *t, double reward);
 
 const char *lt_msg_type_name(lt_msg_type t);
 int lt_msg_type_parse(const char *s); /* -1 if unknown */

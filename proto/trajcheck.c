@@ -2,13 +2,50 @@
  * knows only the wire format; this knows the model's vocabulary, the context
  * limit, the policy versions published so far and the domain's reward range. The daemon refuses what
  * fails before the commit; the learner quarantines what fails in a buffer
- * written before these checks existed. */
+ * written before these checks existed.  Also how an episode may end: only a
+ * budget truncates, and a timeout trains as a failure whatever a worker
+ * claimed (docs/losses.md, "How an episode ends"). */
 #include <math.h>
+#include <string.h>
 
 #include "proto/proto.h"
 #include "util/error.h"
 
+int lt_reason_truncates(const char *reason) {
+  static const char *const budgets[] = {"max_new_tokens", "context_limit", "turn_limit"};
+  for (size_t i = 0; reason && i < sizeof budgets / sizeof budgets[0]; i++)
+    if (!strcmp(reason, budgets[i])) return 1;
+  return 0;
+}
+
+int lt_reason_is_timeout(const char *reason) {
+  size_t n = reason ? strlen(reason) : 0, k = strlen("_timeout");
+  return n > k && !strcmp(reason + n - k, "_timeout");
+}
+
+int lt_traj_timeout_fail(lt_traj_t *t, double reward) {
+  if (t->status != LT_TRAJ_OK || !lt_reason_is_timeout(t->reason)) return 0;
+  cJSON *c = cJSON_CreateObject();
+  if (!c || !cJSON_AddNumberToObject(c, "timeout", reward)) {
+    cJSON_Delete(c);
+    return lt_error_set(LT_ENOMEM, "trajectory: out of memory");
+  }
+  cJSON_Delete(t->components);
+  t->components = c;
+  t->finish = LT_FINISH_TIMEOUT;
+  t->has_reward = 1;
+  t->reward = reward;
+  return 1;
+}
+
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
+  /* Only a budget is bootstrapped: a cut for any other reason would be paid the critic's optimism. */
+  if (t->finish == LT_FINISH_TRUNCATED && !lt_reason_truncates(t->reason) && !lt_reason_is_timeout(t->reason))
+    return lt_error_set(LT_EINVAL, "finish truncated with reason '%s': only max_new_tokens, context_limit and turn_limit "
+                        "truncate; a timeout's reason ends in _timeout", t->reason ? t->reason : "");
+  if (t->finish == LT_FINISH_TIMEOUT && !lt_reason_is_timeout(t->reason))
+    return lt_error_set(LT_EINVAL, "finish timeout with reason '%s': a timeout's reason ends in _timeout",
+                        t->reason ? t->reason : "");
   /* The limit is per context: a trajectory of several (an edited or compacted history) may hold more. */
   for (int k = 0; lim->max_tokens > 0 && k < (t->nseqs > 1 ? t->nseqs : 1); k++) {
     int a = t->nseqs > 1 ? t->seq_starts[k] : 0, b = t->nseqs > 1 && k + 1 < t->nseqs ? t->seq_starts[k + 1] : t->ntokens;

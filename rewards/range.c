@@ -46,6 +46,11 @@ int lt_reward_range(const lt_config_t *cfg, const char *domain, double *lo, doub
   return 1;
 }
 
+double lt_reward_failure(const lt_config_t *cfg, const char *domain) {
+  double lo = 0, hi = 0;
+  return cfg && lt_reward_range(cfg, domain, &lo, &hi) == 1 ? lo : 0;
+}
+
 int lt_reward_ranges_check(const lt_config_t *cfg) {
   double lo, hi;
   int rc = lt_reward_range(cfg, NULL, &lo, &hi);

@@ -67,6 +67,9 @@ int lt_reward_math_equal(const char *answer, const char *reference, double rel_t
  * declared, else [0, 1] for every type but env, widened by the shaping terms' bounds.  1 with [*lo, *hi]; 0 when
  * unbounded (an env reward without a declared range); LT_ECONFIG naming the key of a malformed range. */
 int lt_reward_range(const lt_config_t *cfg, const char *domain, double *lo, double *hi);
+/* The reward of a failed episode (a timeout, docs/losses.md): the lower bound of the domain's range, 0 when it is
+ * unbounded or cfg is NULL. */
+double lt_reward_failure(const lt_config_t *cfg, const char *domain);
 /* 0, or LT_ECONFIG naming the first malformed declared range (rewards.range, rewards.domains.*.range); every
  * command that loads a job config runs it, so a bad range is refused before anything starts. */
 int lt_reward_ranges_check(const lt_config_t *cfg);

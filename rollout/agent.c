@@ -92,6 +92,7 @@ struct side {
   int nprompt;
   rec_t rec;                /* its prompt (loss mask 0) and what it generated */
   int gen_at;               /* where rec's generated tokens start */
+  int held;                 /* it holds the program's clock (lt_program_hold) until freed */
 };
 
 uint64_t lt_agent_task_id(const lt_agent_t *a) { return a->task.task_id; }
@@ -333,6 +334,22 @@ static void start_reward(lt_agent_t *a);
 static void on_timer(uv_timer_t *t) { deliver(t->data); }
 static void program_stop(lt_agent_t *a);
 
+/* A timeout is the policy's failure (docs/losses.md, "How an episode ends"): the lowest reward its domain gives,
+ * not a score of the unfinished answer and not a bootstrapped value. */
+static int timeout_reward(lt_agent_t *a) {
+  cJSON *c = cJSON_CreateObject();
+  double r = lt_reward_failure(a->ctx->cfg, a->task.domain);
+  if (!c || !cJSON_AddNumberToObject(c, "timeout", r)) {
+    cJSON_Delete(c);
+    return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  }
+  cJSON_Delete(a->components);
+  a->components = c;
+  a->has_reward = 1;
+  a->reward = r;
+  return 0;
+}
+
 /* Ends the episode with the outcome set; the reward runs when it makes sense. */
 static void finish(lt_agent_t *a) {
   if (a->finishing) return;
@@ -341,6 +358,11 @@ static void finish(lt_agent_t *a) {
   if (a->gen) {
     lt_gen_close(a->gen);
     a->gen = NULL;
+  }
+  if (a->status == LT_TRAJ_OK && a->finish == LT_FINISH_TIMEOUT && timeout_reward(a) < 0) {
+    a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
+    free(a->error);
+    a->error = strdup(lt_error_msg());
   }
   if (a->status == LT_TRAJ_OK && !a->has_reward) /* an agent program may have reported its own */
     start_reward(a);
@@ -536,8 +558,8 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
   a->t_env += lt_time_mono_s() - a->t0;
   if (res->error) {
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", res->error_msg ? res->error_msg : lt_strerror(res->error));
-  } else if (res->truncated) {
-    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, res->truncated, NULL);
+  } else if (res->timeout) {
+    set_outcome(a, LT_TRAJ_OK, LT_FINISH_TIMEOUT, res->timeout, NULL);
   } else if (res->done) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, a->reason ? a->reason : "env_done", NULL);
   } else if (a->seg_turns >= a->task.max_turns &&
@@ -953,6 +975,7 @@ static void side_free(side_t *c) {
       break;
     }
   if (c->gen) lt_gen_close(c->gen);
+  if (c->held && a->prog) lt_program_release(a->prog);
   rec_free(&c->rec);
   free(c);
 }
@@ -968,9 +991,23 @@ static void sides_stop(lt_agent_t *a) {
   }
 }
 
-static void end_call(lt_agent_t *a, int rc, const char *msg) {
+/* A call is being answered from here to call_over: the program waits on the engine, so its timeout_s clock
+ * stands still meanwhile, and its first call ends its start-up deadline (docs/agent-gateway.md: neither the
+ * engine's slowness nor the program's start-up is the policy's). */
+static void call_begin(lt_agent_t *a, lt_oai_gen_t *g) {
+  a->og = g;
+  if (a->prog) lt_program_hold(a->prog);
+}
+
+static lt_oai_gen_t *call_over(lt_agent_t *a) {
   lt_oai_gen_t *og = a->og;
   a->og = NULL;
+  if (og && a->prog) lt_program_release(a->prog);
+  return og;
+}
+
+static void end_call(lt_agent_t *a, int rc, const char *msg) {
+  lt_oai_gen_t *og = call_over(a);
   if (og) lt_oai_gen_end(og, rc, 0, msg);
 }
 
@@ -1008,12 +1045,12 @@ static void on_program_exit(lt_program_t *p, const lt_program_result_t *r, void 
   if (r->signal) snprintf(why, sizeof why, "agent program killed by signal %d%s%s", r->signal, r->err_tail[0] ? ": " : "", r->err_tail);
   else snprintf(why, sizeof why, "agent program exited with status %d%s%s", r->exit_code, r->err_tail[0] ? ": " : "", r->err_tail);
   if (a->limit) set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, a->limit, NULL);
-  else if (r->timed_out) set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "agent_timeout", NULL);
+  else if (r->timed_out) set_outcome(a, LT_TRAJ_OK, LT_FINISH_TIMEOUT, "agent_timeout", NULL);
   else if (r->exit_code != 0 || r->signal) set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", why);
   else set_outcome(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
   if (a->status == LT_TRAJ_OK && a->generated == 0) /* nothing to train on, and no reward to invent */
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
-                 a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program timed out before any answered call" : "the agent program exited without an answered call");
+                 a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered (it has timeout_s + 60 s to make its first)" : "the agent program exited without an answered call");
   else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out)
     program_reward(a, r->last_line);
   finish(a);
@@ -1191,6 +1228,8 @@ static int side_generate(side_t *c, lt_oai_gen_t *g, const lt_oai_job_t *job) {
   int rc = lt_gen_open(a->ctx->backend, seed, &c->gen);
   if (rc == 0) {
     c->og = g;
+    /* The program waits on this answer too: its clock stands still until the side call ends (the holds nest). */
+    if (a->prog) lt_program_hold(a->prog), c->held = 1;
     lt_gen_watch(c->gen, job->plan->top_logprobs, side_on_token, c);
     rc = lt_gen_turn(c->gen, c->prompt, c->nprompt, job->plan->max_new, &job->plan->sp, side_on_turn, c);
   }
@@ -1219,9 +1258,7 @@ static void gw_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing
     end_call(a, rc, lt_error_msg());
     return;
   }
-  lt_oai_gen_t *og = a->og;
-  a->og = NULL;
-  lt_oai_gen_end(og, 0, t->stopped, NULL);
+  lt_oai_gen_end(call_over(a), 0, t->stopped, NULL);
 }
 
 /* Each token as it is generated (streaming, stop strings, top_logprobs); 1 from
@@ -1236,11 +1273,11 @@ static int gw_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, cons
 static int gw_generate(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job) {
   lt_agent_t *a = call_agent(session);
   if (session != a) return side_generate(session, g, job);
-  a->og = g;
+  call_begin(a, g);
   a->t_call = lt_time_mono_s();
   lt_gen_watch(a->gen, job->plan->top_logprobs, gw_on_token, a);
   int rc = lt_gen_turn(a->gen, a->append, a->nappend, job->plan->max_new, &job->plan->sp, gw_on_turn, a);
-  if (rc < 0) a->og = NULL;
+  if (rc < 0) call_over(a);
   return rc;
 }
 
@@ -1250,7 +1287,7 @@ static void gw_cancel(void *session) {
     side_free(session); /* its turn's callback will not run */
     return;
   }
-  a->og = NULL;
+  call_over(a);
   if (a->gen) lt_gen_close(a->gen), a->gen = NULL; /* its turn's callback will not run */
 }
 

@@ -2,8 +2,9 @@
  * Multi-turn: generate until a stop or a tool call, run the calls through the
  * environment, append the observations (loss mask 0), repeat until the
  * environment ends the episode or a limit truncates it; then the reward.  How
- * it ended is recorded precisely (terminated / truncated with its reason,
- * environment and reward failures as their own statuses). */
+ * it ended is recorded precisely (terminated / truncated by a budget / a
+ * timeout, with its reason; environment and reward failures as their own
+ * statuses). */
 #ifndef LT_ROLLOUT_AGENT_H
 #define LT_ROLLOUT_AGENT_H
 
@@ -40,6 +41,7 @@ typedef struct {
   const lt_chat_template_t *chat; /* the checkpoint's own chat template; NULL: ChatML */
   lt_tool_format tool_format;     /* how the policy writes tool calls */
   lt_gateway_t *gateway;          /* serves the programs of `agent` domains (NULL: the run has none) */
+  const lt_config_t *cfg;         /* the job's: a timeout's reward, lt_reward_failure (NULL: 0) */
 } lt_agent_ctx_t;
 
 typedef struct lt_agent lt_agent_t;

@@ -29,7 +29,8 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
 /* Starts argv (argv[0] looked up in PATH) in its own process group with the
  * worker's environment plus env_set ("NAME=value", NULL-terminated), writes
  * stdin_line to its stdin and closes it.  After timeout_s seconds the whole
- * group is killed (timed_out).  sandbox_port > 0: argv runs in longtail's
+ * group is killed (timed_out): timeout_s of the program's own time after its first call (lt_program_hold),
+ * held time not counted; until its first call, timeout_s + 60 s of start-up.  sandbox_port > 0: argv runs in longtail's
  * sandbox instead (`longtail sandbox run`, a child of the group), with only
  * env_set's variables, its 127.0.0.1:sandbox_port its one network path, and
  * the files argv names copied into its /work (docs/agent-gateway.md). */
@@ -37,6 +38,11 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
                      double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
+/* The program waits on the gateway's answer to one of its calls: until the matching release its deadline's
+ * clock stands still (holds nest), so an engine slow to answer never eats the program's timeout_s.  The first
+ * hold ends the start-up deadline: timeout_s starts counting at the first release. */
+void lt_program_hold(lt_program_t *p);
+void lt_program_release(lt_program_t *p);
 
 /* ---- the worker's endpoint (rollout/gateway.c) ---- */
 

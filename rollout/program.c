@@ -2,7 +2,10 @@
  * its own process group, fed one line on stdin, watched on the loop (no thread
  * per episode).  Its stdout's last line is kept (the reward it may report); its
  * stderr's tail explains a failure.  A deadline or a kill takes the whole
- * group down, and so does the leader's exit, so nothing it started outlives it. */
+ * group down, and so does the leader's exit, so nothing it started outlives it.
+ * The deadline is the policy's budget: it counts the program's own time after
+ * its first call, never its start-up nor its waits on the gateway's answers
+ * (held); before its first call a start-up deadline bounds it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,8 @@
 #define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
 #define ERR_TAIL 2048
 #define DRAIN_MS 2000 /* after the leader's exit, how long its pipes may stay open */
+#define START_GRACE_MS 60000 /* before its first call: timeout_s plus this to make it (start-up is not the policy's) */
+#define GUARD_FACTOR 4       /* the sandbox's own wall-clock guard, in timeout_s (see sandboxed()) */
 
 extern char **environ;
 
@@ -32,6 +37,10 @@ struct lt_program {
   lt_program_exit_cb cb;
   void *ud;
   int exited, timed_out, out_open, err_open, handles, killed;
+  int holds;          /* calls being answered: the deadline's clock stands still while > 0 */
+  int called;         /* a call was taken up: the start-up deadline gave way to timeout_s */
+  uint64_t left_ms;   /* of the program's own time, as of run_since */
+  uint64_t run_since; /* loop time its clock last started */
   int64_t status;
   int term_signal;
 };
@@ -96,6 +105,23 @@ static void on_deadline(uv_timer_t *t) {
   lt_program_t *p = t->data;
   p->timed_out = 1;
   kill_group(p);
+}
+
+/* The deadline timer is the drain's once the leader exited, and a timed-out program is dying: neither is touched. */
+static int clock_runs(const lt_program_t *p) { return !p->exited && !p->timed_out; }
+
+void lt_program_hold(lt_program_t *p) {
+  if (p->holds++ || !clock_runs(p)) return;
+  uint64_t ran = uv_now(p->deadline.loop) - p->run_since;
+  if (p->called) p->left_ms = ran < p->left_ms ? p->left_ms - ran : 0; /* (start-up time is not counted) */
+  p->called = 1;
+  uv_timer_stop(&p->deadline);
+}
+
+void lt_program_release(lt_program_t *p) {
+  if (p->holds <= 0 || --p->holds || !clock_runs(p)) return;
+  p->run_since = uv_now(p->deadline.loop);
+  uv_timer_start(&p->deadline, on_deadline, p->left_ms, 0);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b) {
@@ -185,8 +211,10 @@ static char **make_env(const char *const *set) {
 
 /* `longtail sandbox run ... -- argv`: the program in the sandbox, reaching only the gateway's port.  The
  * files argv names (the agent's script) are copied into /work and named by their base name there.
- * A deadline past ours is a guard only: our timer kills the group first.  Strings in `keep` are freed
- * by the caller. */
+ * Its wall-clock deadline is a guard for a worker that died without killing the group: our timer kills
+ * first.  Ours counts neither start-up nor waiting on the gateway, so the guard leaves room for both
+ * (GUARD_FACTOR × timeout_s + 2 × START_GRACE_MS; past it the sandbox's exit is an env_error).  Strings
+ * in `keep` are freed by the caller. */
 static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, char **keep) {
   size_t n = 0, k = 0, nk = 0;
   while (argv[n]) n++;
@@ -198,7 +226,7 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
     free(w);
     return NULL;
   }
-  snprintf(keep[nk], 64, "%.0f", timeout_s + 60);
+  snprintf(keep[nk], 64, "%.0f", GUARD_FACTOR * timeout_s + 2 * START_GRACE_MS / 1000);
   size_t o = 0;
   const char *head[] = {keep[0], "sandbox", "run", "--stdin", "-", "--timeout", keep[nk]};
   nk++;
@@ -282,7 +310,9 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   p->out_open = p->err_open = 1;
   uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out);
   uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err);
-  uv_timer_start(&p->deadline, on_deadline, (uint64_t)(timeout_s * 1000), 0);
+  p->left_ms = (uint64_t)(timeout_s * 1000);
+  p->run_since = uv_now(loop);
+  uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
   uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
   p->wr.data = p;
   if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);

@@ -14,6 +14,7 @@ static const lt_cfg_entry_t rollout_e[] = {
     {"rollout.max_new_tokens", LT_CFG_INT, "256", 1, LT_PROTO_MAX_TOKENS, NULL, "tokens generated per turn"},
     {"rollout.max_turns", LT_CFG_INT, "8", 1, 1 << 20, NULL, "turns per episode (truncated: turn_limit)"},
     {"rollout.max_context", LT_CFG_INT, "2048", 1, LT_PROTO_MAX_TOKENS, NULL, "context length per episode (truncated: context_limit)"},
+    {"rollout.on_timeout", LT_CFG_ENUM, "\"fail\"", LT_CFG_NORANGE, "fail|mask", "a timeout (agent_timeout, tool_timeout, sandbox_timeout, ...): fail trains it as a failure (the lower bound of its domain's reward range); mask keeps it in the buffer out of every loss (rollout/timeouts_masked). Never bootstrapped"},
     {"rollout.keep_reasoning", LT_CFG_ENUM, "\"latest\"", LT_CFG_NORANGE, "latest|all", "keep reasoning of the latest user turn only, or of all turns"},
     {"rollout.compression", LT_CFG_ENUM, "\"none\"", LT_CFG_NORANGE, "none|summary|discard_all|hybrid", "context management past compression_threshold (hybrid: summary there, discard_all at the turn limit)"},
     {"rollout.compression_threshold", LT_CFG_INT, "0", 0, BIG, NULL, "tokens of context that trigger compression (0: off)"},

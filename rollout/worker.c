@@ -232,7 +232,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   w->version = wl->policy_version;
   const char *comp = lt_config_str(&w->cfg, "rollout.compression");
   w->actx = (lt_agent_ctx_t){
-      .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend,
+      .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend, .cfg = &w->cfg,
       .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL, .chat = w->chat, .tool_format = tool_format,
       .context = {.keep_reasoning_latest = !strcmp(lt_config_str(&w->cfg, "rollout.keep_reasoning"), "latest"),
                   .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY

@@ -476,6 +476,7 @@ void lt_train_result_metrics(const lt_train_result_t *r, void (*fn)(void *ud, co
       {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
       {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
       {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
+      {"actor/skipped_updates", s->actor_skipped_updates},
       {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
       {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
       {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},

@@ -305,8 +305,22 @@ Test(agent_gateway, concurrent_calls_of_one_episode_are_contexts_of_its_trajecto
   lt_test_rmdir(j.dir);
 }
 
+/* A hang's trajectory as a timeout is stored (issue 32): status ok, reason agent_timeout, not truncated (never
+ * bootstrapped), its one answered call kept, and the reward of a failed episode: the lower bound of the domain's
+ * reward range (0 here), a number, not null. */
+static void check_timeout_failure(const cJSON *t, const char *dom) {
+  cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", dom, str(t, "error"));
+  cr_assert_str_eq(str(t, "reason"), "agent_timeout");
+  cr_assert_str_eq(str(t, "finish"), "timeout");
+  cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(t, "truncated")), "%s: a timeout is not a truncation", dom);
+  cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(t, "reward")), "%s: a timeout's reward is a number", dom);
+  cr_assert_float_eq(num(t, "reward"), 0, 1e-12);
+  cr_assert_eq(num(t, "turns"), 1);
+}
+
 /* Misbehaving programs, side by side in one run: a program that cannot start and a crash are env_errors saying why,
- * with no reward; a hang is killed at timeout_s (truncated, agent_timeout) with every process of its group; garbage
+ * with no reward; a hang is killed at timeout_s with every process of its group and is the policy's failure (issue 32:
+ * not truncated, never bootstrapped; status ok, reason agent_timeout, the lower bound of the reward range); garbage
  * requests get 400/401 and change nothing; an ended episode's key, and a running one's on another episode's URL, get 401.  Every task still ends and the worker
  * keeps serving. */
 Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout = 300) {
@@ -338,10 +352,7 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
       cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "reward")), "a crash is never a zero reward");
       seen[0]++;
     } else if (!strcmp(dom, "hang")) {
-      cr_assert_str_eq(str(t, "traj_status"), "ok");
-      cr_assert_str_eq(str(t, "reason"), "agent_timeout");
-      cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "truncated")));
-      cr_assert_eq(num(t, "turns"), 1);
+      check_timeout_failure(t, "hang");
       seen[1]++;
     } else {
       cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", dom, str(t, "error"));
@@ -383,6 +394,70 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py %s' | wc -l", j.log), 0);
   cr_assert_eq(atoi(r.out), 0, "agent processes outlived their episodes");
   lt_run_free(&r);
+  lt_test_rmdir(j.dir);
+}
+
+/* Issue 32, item 5: neither the engine's slowness nor the program's start-up is the policy's time.  Every answer
+ * takes the scripted engine over 4.5 s (9+ tokens at 0.5 s each), past the hanging programs' whole timeout_s of 3 s,
+ * and the late_hang program sleeps 4 s before its first call: timeout_s counts only the program's own time after
+ * its first call, so each first call is answered and the hang after it is the timeout (ok, agent_timeout), never an
+ * env_error "before any answered call". */
+Test(agent_gateway, time_spent_waiting_on_the_engine_is_not_the_programs, .timeout = 240) {
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
+           " \"late\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"late_hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
+           lt_test_root(), lt_test_root());
+  job_t j;
+  run_job_with(&j, "gw_slow", 4, 6, 1, NULL, ", \"token_us\": 500000", NULL, envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 6);
+  int late = 0;
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    check_timeout_failure(t, str(t, "domain"));
+    late += !strcmp(str(t, "domain"), "late");
+  }
+  cr_assert_gt(late, 0, "no late_hang episode ran");
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* rollout.on_timeout "mask": a hang's trajectory is kept in the buffer (export shows it, sample status masked) but
+ * trains neither the actor nor the critic (never consumed), and each is counted in rollout/timeouts_masked; the
+ * domain that ends well still trains. */
+Test(agent_gateway, on_timeout_mask_keeps_timeouts_out_of_the_losses_and_counts_them, .timeout = 300) {
+  char envs[8192];
+  snprintf(envs, sizeof envs,
+           "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
+           " \"ok\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+           " \"%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}}}",
+           lt_test_root(), lt_test_root());
+  job_t j;
+  run_job_with(&j, "gw_mask", 4, 16, 1, NULL, "", "{\"max_new_tokens\": 160, \"max_turns\": 8, \"on_timeout\": \"mask\"}",
+               envs);
+  cJSON *tr = export(&j, "jsonl");
+  int hangs = 0, oks = 0;
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    if (!strcmp(str(t, "domain"), "hang")) {
+      check_timeout_failure(t, "masked");
+      cr_assert_str_eq(str(t, "status"), "masked");
+      cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "consumed_step")), "a masked timeout was trained on");
+      hangs++;
+    } else {
+      cr_assert_str_eq(str(t, "reason"), "agent_done");
+      oks++;
+    }
+  }
+  cJSON_Delete(tr);
+  cr_assert_eq(hangs + oks, 16);
+  cr_assert_gt(hangs, 0);
+  cr_assert_gt(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 0, "nothing trained");
+  cr_assert_eq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'masked'"), hangs);
+  cr_assert_eq(lt_test_sql1(j.db, "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name = 'rollout/timeouts_masked'"),
+               hangs, "rollout/timeouts_masked counts every masked timeout");
   lt_test_rmdir(j.dir);
 }
 

@@ -52,6 +52,33 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+/* Issue 32, item 3: token bounds that reject every token of a fresh policy's own samples ([1.5, 2]: on-policy ratios
+ * are 1) leave no kept token in any mini-batch: each actor update is skipped (actor/skipped_updates), so no weight
+ * decay or momentum moves the actor, and every version the learner publishes holds v0's weights bit for bit. */
+Test(pipeline, all_rejected_tokens_publish_the_v0_actor_unchanged, .timeout = 120) {
+  char *dir = lt_test_tmpdir("allrejected");
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd,
+                        "--set", "learner.mispo.token_bounds=[1.5,2.0]", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  char db[4300];
+  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  cr_assert_eq(lt_test_sql1(db, "SELECT CAST(max(value) * 1000 AS INTEGER) FROM metrics WHERE name = 'mis/kept_fraction'"), 0);
+  cr_assert_gt(lt_test_sql1(db, "SELECT sum(value) FROM metrics WHERE name = 'actor/skipped_updates'"), 0);
+  long long versions = lt_test_sql1(db, "SELECT max(version) FROM checkpoints");
+  cr_assert_geq(versions, 2);
+  for (long long v = 1; v <= versions; v++) {
+    cr_assert_eq(lt_test_sh(&r, 30, "cmp %s/checkpoints/v0/model.safetensors %s/checkpoints/v%lld/model.safetensors", rd, rd, v), 0);
+    cr_assert_eq(r.status, 0, "v%lld's actor differs from v0's: %s", v, r.out);
+    lt_run_free(&r);
+  }
+  lt_test_rmdir(dir);
+}
+
 /* Results far ahead of the learner (fast scripted workers, a deep queue) and a
  * task count that is not a multiple of the batch: when the last result lands
  * the learner is several batches behind, and the remainder (4 of 100) must

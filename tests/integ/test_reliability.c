@@ -916,3 +916,69 @@ Test(reliability, a_refused_hello_ends_the_worker_instead_of_a_loop, .timeout = 
   zmq_ctx_term(ctx);
   lt_test_rmdir(dir);
 }
+
+/* Issue 32: a worker in another language says how its episode ended in TRAJ's finish and reason; the daemon decides
+ * what trains.  A timeout (a reason *_timeout) is the policy's failure whatever finish and reward the worker claimed:
+ * stored with finish timeout, never truncated (never bootstrapped), and the lower bound of the domain's reward range
+ * (-1 here, rewards.range).  A truncation whose reason is not a budget (max_new_tokens, context_limit, turn_limit)
+ * is refused, naming the reason. */
+Test(reliability, a_played_workers_timeout_is_stored_as_a_failure_never_a_truncation, .timeout = 60) {
+  rel_run_t r;
+  rel_prepare(&r, "timeoutpeer", 0, 8, "\"learner\": {\"enabled\": false}, \"rewards\": {\"range\": [-1, 1]}");
+  pid_t d = rel_daemon(&r, "daemon", 0);
+  void *ctx = zmq_ctx_new(), *s = dealer(ctx, r.ep);
+  lt_msg_t hello = batch_hello("player", 3, 0), task[3];
+  int got = 0;
+  for (int i = 0; i < 60 && !got; i++) {
+    lt_test_peer_send(s, &hello);
+    got = lt_test_peer_recv(s, LT_MSG_TASK, &task[0], 1.0);
+  }
+  cr_assert(got, "no TASK");
+  for (int i = 1; i < 3; i++) cr_assert(lt_test_peer_recv(s, LT_MSG_TASK, &task[i], 10), "no TASK %d for 3 slots", i);
+  static int32_t tok[4] = {1, 2, 3, 4}, ver[4] = {-1, -1, 0, 0};
+  static float lp[4] = {0, 0, -0.5f, -0.5f};
+  static uint8_t mask[4] = {0, 0, 1, 1};
+  const struct {
+    lt_finish finish;
+    const char *reason;
+    double reward;
+  } claim[3] = {{LT_FINISH_TRUNCATED, "agent_timeout", 0.9}, {LT_FINISH_TERMINATED, "tool_timeout", 1}, {LT_FINISH_TRUNCATED, "gave_up", 0.5}};
+  for (int i = 0; i < 3; i++) {
+    lt_task_t *t = &task[i].u.task;
+    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 40 + (uint64_t)i,
+                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
+                              .finish = claim[i].finish, .reason = (char *)claim[i].reason, .error = "", .has_reward = 1,
+                              .reward = claim[i].reward, .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
+                              .loss_mask = mask, .versions = ver, .temperature = -1}};
+    lt_test_peer_send(s, &tr);
+  }
+  int acked = 0, refused = 0;
+  lt_msg_t m;
+  for (double t0 = lt_time_mono_s(); lt_time_mono_s() - t0 < 10 && (acked < 2 || !refused);) {
+    if (lt_test_recv(s, NULL, NULL, &m) <= 0) continue;
+    if (m.type == LT_MSG_ACK) acked += m.u.ack.n;
+    if (m.type == LT_MSG_ERROR) {
+      cr_expect_eq(m.u.error.ref, 42);
+      cr_expect_eq(m.u.error.task_id, task[2].u.task.task_id);
+      cr_expect(strstr(m.u.error.message, "gave_up"), "%s", m.u.error.message);
+      refused++;
+    }
+    lt_msg_free(&m);
+  }
+  cr_expect_eq(acked, 2, "the two timeouts were not both stored");
+  cr_expect_eq(refused, 1, "a truncation for no budget was not refused");
+  for (int i = 0; i < 2; i++) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT count(*) FROM trajectories WHERE task_id = %llu AND truncated = 0 AND finish = 'timeout' "
+                          "AND reason = '%s' AND traj_status = 'ok' AND status = 'ready' AND reward = -1",
+             (unsigned long long)task[i].u.task.task_id, claim[i].reason);
+    cr_expect_eq(sql1(r.rd, q), 1, "task %d (%s) is not stored as a failure", i, claim[i].reason);
+  }
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE truncated = 1"), 0);
+  for (int i = 0; i < 3; i++) lt_msg_free(&task[i]);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  kill(d, SIGKILL);
+  lt_test_wait(d, 10);
+  lt_test_rmdir(r.dir);
+}

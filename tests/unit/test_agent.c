@@ -12,7 +12,9 @@
 #include "rollout/agent.h"
 #include "util/error.h"
 
+/* ud: the step (1, 2, ...) whose tool the environment reports timed out, counted down; 0: none. */
 static void user_env(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
+  int *timeout_in = ud;
   cJSON *q = cJSON_Parse(req->body), *a = cJSON_CreateObject();
   if (!strcmp(cJSON_GetObjectItem(q, "op")->valuestring, "reset")) {
     cJSON *m = cJSON_AddArrayToObject(a, "messages"), *u = cJSON_CreateObject();
@@ -24,6 +26,7 @@ static void user_env(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     cJSON_AddStringToObject(o, "role", "user");
     cJSON_AddStringToObject(o, "content", "USER-AGAIN: and one more.");
     cJSON_AddItemToArray(obs, o);
+    if (*timeout_in > 0 && --*timeout_in == 0) cJSON_AddStringToObject(a, "truncated", "tool_timeout");
   }
   cJSON_AddNumberToObject(a, "state", 0);
   char *b = cJSON_PrintUnformatted(a);
@@ -64,17 +67,18 @@ static const char *spec_tools;
 
 /* Runs one episode; the trajectory's last context decoded into *text, all of
  * it into g->all.  chat: the model's chat template (NULL: ChatML); answer: the
- * policy's turn ending. */
+ * policy's turn ending; timeout_step > 0: that step's tool times out, and the rewards range is [-2, 1]. */
 static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_template_t *chat, lt_tool_format fmt,
-                     const char *answer, got_t *g, char **text) {
+                     const char *answer, int timeout_step, got_t *g, char **text) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_http_server_t *hs;
   lt_http_opts_t ho = {.host = "127.0.0.1", .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
-  cr_assert_eq(lt_http_listen(&loop, &ho, user_env, NULL, &hs), 0);
+  int timeout_in = timeout_step;
+  cr_assert_eq(lt_http_listen(&loop, &ho, user_env, &timeout_in, &hs), 0);
   char json[512];
-  snprintf(json, sizeof json, "{\"envs\": {\"u\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/\"}}}}",
-           lt_http_port(hs));
+  snprintf(json, sizeof json, "{\"envs\": {\"u\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/\"}}}%s}",
+           lt_http_port(hs), timeout_step ? ", \"rewards\": {\"range\": [-2, 1]}" : "");
   lt_config_t cfg;
   cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
   lt_envs_t *envs;
@@ -86,7 +90,8 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
                           .answer = answer};
   lt_backend_t *be;
   cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
-  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co, .chat = chat, .tool_format = fmt};
+  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co, .chat = chat,
+                        .tool_format = fmt, .cfg = &cfg};
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(envs, "u", 0, 0, &spec), 0);
   if (spec_tools) cJSON_AddItemToObject(spec, "tools", cJSON_Parse(spec_tools));
@@ -114,7 +119,7 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
 }
 
 static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **text) {
-  run_with(co, max_turns, NULL, LT_TOOLFMT_XML, "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>", g, text);
+  run_with(co, max_turns, NULL, LT_TOOLFMT_XML, "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>", 0, g, text);
 }
 
 /* A checkpoint with its own chat template: prompts are the template's text,
@@ -139,7 +144,7 @@ Test(agent, prompts_follow_the_models_chat_template) {
   lt_context_opts_t co = {.max_resets = 2};
   got_t g;
   char *text;
-  run_with(&co, 3, chat, fmt, "<tool_call>{\"name\": \"ask\", \"arguments\": {\"n\": 2}}</tool_call>", &g, &text);
+  run_with(&co, 3, chat, fmt, "<tool_call>{\"name\": \"ask\", \"arguments\": {\"n\": 2}}</tool_call>", 0, &g, &text);
   lt_traj_t *t = &g.traj.u.traj;
   cr_expect_eq(t->turns, 3);
   cr_expect_eq(count(text, "<|im_start|>"), 0, "no ChatML: %s", text);
@@ -181,7 +186,7 @@ Test(agent, an_empty_tools_list_renders_as_no_tools) {
   got_t g;
   char *text;
   spec_tools = "[]";
-  run_with(&co, 1, chat, fmt, "done", &g, &text);
+  run_with(&co, 1, chat, fmt, "done", 0, &g, &text);
   spec_tools = NULL;
   cr_expect_eq(count(text, "TOOLS"), 0, "%s", text);
   /* a fresh context is the whole render: what comes before the first message included */
@@ -273,5 +278,25 @@ Test(agent, hybrid_restarts_at_the_turn_limit) {
   cr_expect_eq(t->nseqs, 2);
   cr_expect_eq(count(g.all, "PLAN-SECRET"), 6, "all six turns are recorded");
   free(text), free(g.all);
+  lt_msg_free(&g.traj);
+}
+
+/* Issue 32: a tool that times out ends the episode as the policy's failure, on the worker already: finish timeout,
+ * reason tool_timeout, never truncated, and the lower bound of the domain's reward range (-2 here) without asking
+ * the reward (which would score the unfinished answer). */
+Test(agent, a_tool_timeout_ends_the_episode_as_a_failure_not_a_truncation) {
+  lt_context_opts_t co = {0};
+  got_t g;
+  char *text;
+  run_with(&co, 8, NULL, LT_TOOLFMT_XML, "<tool_call><name>ask</name></tool_call>", 2, &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_assert_eq(t->status, LT_TRAJ_OK, "%s", t->error);
+  cr_assert_eq(t->finish, LT_FINISH_TIMEOUT);
+  cr_assert_str_eq(t->reason, "tool_timeout");
+  cr_assert_eq(t->turns, 2);
+  cr_assert(t->has_reward);
+  cr_assert_float_eq(t->reward, -2, 1e-12);
+  cr_assert_float_eq(cJSON_GetObjectItem(t->components, "timeout")->valuedouble, -2, 1e-12);
+  free(text);
   lt_msg_free(&g.traj);
 }

@@ -733,8 +733,8 @@ Test(envs, external_program_plays_an_episode, .timeout = 120) {
   cr_expect_eq(uv_loop_close(&loop), 0);
 }
 
-/* A crashing program is an environment error; a hung one truncates the episode
- * (sandbox_timeout) or fails its open; garbage is a protocol error. */
+/* A crashing program is an environment error; a hung one ends the episode as a
+ * timeout (sandbox_timeout, the policy's failure) or fails its open; garbage is a protocol error. */
 Test(envs, external_program_faults, .timeout = 120) {
   if (!have_sandbox()) cr_skip_test("no user namespaces: external environments cannot run here");
   char *dir = lt_test_tmpdir("ext-faults");
@@ -769,7 +769,7 @@ Test(envs, external_program_faults, .timeout = 120) {
       cr_expect(r.error_msg && strstr(r.error_msg, "envs.ext"), "%s: %s", modes[i], r.error_msg ? r.error_msg : "");
     } else {
       cr_expect_eq(r.error, 0);
-      cr_expect(r.done && r.truncated && !strcmp(r.truncated, "sandbox_timeout"), "a hung step truncates the episode");
+      cr_expect(r.done && r.timeout && !strcmp(r.timeout, "sandbox_timeout"), "a hung step ends the episode as a timeout");
     }
     cJSON_Delete(r.observations);
     free(r.error_msg);
@@ -871,7 +871,7 @@ Test(envs, http_environment_plays_and_fails_cleanly, .timeout = 60) {
       cr_expect(r.error_msg && strstr(r.error_msg, "envs.c"), "%s", r.error_msg ? r.error_msg : "");
     } else {
       cr_expect_eq(r.error, 0);
-      cr_expect(r.done && r.truncated && !strcmp(r.truncated, "tool_timeout"), "a silent endpoint truncates");
+      cr_expect(r.done && r.timeout && !strcmp(r.timeout, "tool_timeout"), "a silent endpoint is a timeout");
     }
     cJSON_Delete(r.observations);
     free(r.error_msg);

@@ -302,6 +302,40 @@ Test(learner_trainer, minibatches_keep_a_trajectorys_contexts_together) {
   lt_trainer_free(tr);
 }
 
+/* Issue 32, item 3: a mini-batch none of whose tokens passes the masks takes no optimizer step.  Weight decay on and
+ * AdamW's moments filled by an ordinary step first, so that a zero-gradient step would still move the weights:
+ * data that the token bounds reject entirely leaves the policy bit-identical, counts every actor update as skipped,
+ * and the critic and the learner's step count still advance. */
+Test(learner_trainer, a_minibatch_with_no_kept_token_takes_no_actor_step) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.actor_opt.weight_decay = 0.1f;
+  lt_model_t *policy = toy_model(3);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, policy, toy_critic(policy), NULL, &tr), 0, "%s", lt_error_msg());
+  lt_model_t *p = lt_trainer_policy(tr);
+  lt_step_stats_t st;
+  toy_rollout(&t, p);
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_eq(st.actor_skipped_updates, 0, "an ordinary step skipped an update");
+  float *before = malloc(sizeof(float) * p->nparams);
+  memcpy(before, p->params, sizeof(float) * p->nparams);
+  for (int i = 0; i < 3; i++) {
+    toy_rollout(&t, p);
+    for (int k = 0; k < NS * L; k++) t.lp[k] -= 1.0f; /* π_old/π_rollout = e, past the token bound 2: all rejected */
+    cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+    cr_assert_float_eq(st.kept_fraction, 0.0, 1e-12);
+    cr_assert_eq(st.actor_skipped_updates, c.actor_minibatches, "step %d: %d of %d updates skipped", i,
+                 st.actor_skipped_updates, c.actor_minibatches);
+    cr_assert_eq(memcmp(before, p->params, sizeof(float) * p->nparams), 0, "step %d moved the actor", i);
+    cr_assert_gt(st.critic_loss, 0, "the critic still trains");
+  }
+  cr_assert_eq(lt_trainer_steps(tr), 4, "the learner's steps still count");
+  free(before);
+  lt_trainer_free(tr);
+}
+
 /* The critic learns V(prompt 2) ≈ 0.5 (half its answers pay 1) and
  * V(prompt 3) = 0.25, with the actor frozen (lr 0). */
 Test(learner_trainer, critic_regresses_returns) {

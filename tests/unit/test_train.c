@@ -273,12 +273,14 @@ Test(train, batch_shares_over_one_are_refused) {
 
 /* envs.<d>.kl_coef: each trajectory carries its domain's coefficient into the batch (learner.kl_coef for a domain
  * without one), and a domain's coefficient alone makes the trainer keep a reference policy: after one update the
- * KL to it is measured. */
+ * KL to it is measured.  The rows' rollout logprobs are far from the policy's: wide MIS bounds keep their tokens,
+ * or no update would happen at all (a mini-batch with no kept token takes no step). */
 Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
   char *dir = lt_test_tmpdir("train");
   lt_config_t cfg;
   events_t ev = {0};
-  lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}, \"kl_coef\": 0, \"lr\": 0.01",
+  lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}, \"kl_coef\": 0, \"lr\": 0.01,"
+                            " \"mispo\": {\"token_bounds\": [0.01, 100], \"traj_bounds\": [0.01, 100]}",
                             ", \"envs\": {\"fast\": {\"type\": \"arith\", \"kl_coef\": 0.5}, \"slow\": {\"type\": \"arith\"}}",
                             &cfg, &ev, fast_then_slow);
   cr_assert(lt__domains_any_kl(&cfg));

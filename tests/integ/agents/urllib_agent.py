@@ -14,7 +14,7 @@ each logged with the status it got), stale (a call with the key of an episode
 that already ended, and one with the key of an episode still running, each
 logged with its status; hanging agents list their keys in LOGFILE.live as
 they start, finishing ones in LOGFILE.ended), temp (every call asks for temperature 0.5, then
-one asks for 0.9, logged with its status).  For a sandboxed run (no host files): a LOGFILE
+one asks for 0.9, logged with its status), late_hang (4 s before its first call, then hang).  For a sandboxed run (no host files): a LOGFILE
 starting with "-" means stderr (the rest of it is only a tag for pgrep); MODE probe:PORT first
 tries the host's 127.0.0.1:PORT and the internet and exits 7 if either answers; MODE hang_setsid
 starts a sleeper in a session of its own, then hangs.
@@ -64,6 +64,9 @@ env_row = json.loads(os.environ["LONGTAIL_TASK"])
 assert row == env_row, "stdin and LONGTAIL_TASK differ"
 assert "answer" not in row, "the answer reached the policy's side"
 prompt = row["messages"][-1]["content"]
+if MODE == "late_hang":  # a start-up longer than its timeout_s (3 s), then a hang: start-up is not the policy's time
+    time.sleep(4)
+    MODE = "hang"
 if MODE == "hang":  # its episode runs until timeout_s (3 s) kills it: the key another's call borrows
     note_key(".live", "%s %.3f\n" % (KEY, time.time()))
 if MODE.startswith("probe:"):
@@ -101,11 +104,16 @@ if MODE == "stale":
     for k in old[:1]:
         status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=k)
         log({"stale": k, "status": status, "error": body.get("error", {}).get("message", "")})
+    dead = set()
     for _ in range(100):  # a hanging episode started under 2 s ago is still running: its key on this URL
-        live = [k.split()[0] for k in keys(".live") if time.time() - float(k.split()[1]) < 2]
+        live = [k.split()[0] for k in keys(".live") if time.time() - float(k.split()[1]) < 2 and k.split()[0] not in dead]
         if live:
             status, body = post("/chat/completions", {"model": "x", "messages": row["messages"]}, key=live[-1])
-            log({"foreign": live[-1], "status": status, "error": body.get("error", {}).get("message", "")})
+            error = body.get("error", {}).get("message", "")
+            if status == 401 and "no live episode" in error:  # it ended between the look and the call (a loaded
+                dead.add(live[-1])                             # machine): another one, not a verdict
+                continue
+            log({"foreign": live[-1], "status": status, "error": error})
             break
         time.sleep(0.1)
 TEMP = {"temperature": 0.5} if MODE == "temp" else {}
