@@ -35,6 +35,7 @@ struct lt_train {
   void *event_ud;
   char run_dir[4096];
   lt_buffer_t *buf;
+  lt_buffer_t *src;         /* retrain: the run whose steps are trained again (lt_train_opts_t.source) */
   lt_trainer_t *tr;
   char tok_src[4096];
   char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
@@ -76,8 +77,12 @@ static int save_full(lt_train_t *l) {
   if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, p);
   if (rc < 0) return rc;
   char js[256];
-  snprintf(js, sizeof js, "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d}\n",
-           (long long)l->step, (long long)l->version, l->max_stale, l->keep_routing);
+  /* The gradient spike guard's running mean travels too (%.17g: bit-exact), so that a resumed run takes the
+   * guardrail decisions the uninterrupted one would have (and retrain reproduces it). */
+  snprintf(js, sizeof js,
+           "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d, \"grad_mean\": %.17g, "
+           "\"grad_seen\": %d}\n",
+           (long long)l->step, (long long)l->version, l->max_stale, l->keep_routing, l->grad_mean, l->grad_seen);
   snprintf(p, sizeof p, "%s/scheduler.json", dir);
   if ((rc = lt_fs_write_atomic(p, js, strlen(js))) < 0) return rc;
   if ((rc = lt_buffer_meta_set(l->buf, "full_checkpoint", dir)) < 0) return rc;
@@ -107,6 +112,10 @@ static int load_scheduler(lt_train_t *l, const char *dir) {
     cJSON_Delete(j);
     return lt_error_set(LT_EFORMAT, "%s: expected step, version, max_staleness, keep_routing", p);
   }
+  /* Absent from checkpoints written before it was kept: the guard starts over. */
+  const cJSON *gm = cJSON_GetObjectItemCaseSensitive(j, "grad_mean"), *gn = cJSON_GetObjectItemCaseSensitive(j, "grad_seen");
+  l->grad_mean = cJSON_IsNumber(gm) ? gm->valuedouble : 0;
+  l->grad_seen = cJSON_IsNumber(gn) ? (int)gn->valuedouble : 0;
   cJSON_Delete(j);
   l->step = step;
   l->version = version;
@@ -199,6 +208,7 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->cfg = c;
   l->event_fn = o->event;
   l->event_ud = o->ud;
+  l->src = o->source;
   snprintf(l->run_dir, sizeof l->run_dir, "%s", o->run_dir);
   l->batch = (int)lt_config_int(c, "learner.batch.trajectories");
   l->group = o->group_size;
@@ -389,9 +399,12 @@ out:
 
 /* Packs the chosen trajectories and fills the step's data statistics. */
 static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
-  lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
-  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
+  if (!l->src) lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run; retrain's comes shuffled */
+  int rc = lt__batch_pack(l->src ? l->src : l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
   if (rc < 0) return rc;
+  if (p->nbad && l->src) /* the run trained on it: the buffer has changed since */
+    return lt_error_set(LT_ECORRUPT, "the trajectory of task %lld it trained on cannot be trained on now: %s",
+                        (long long)p->bad[0], p->bad_why[0]);
   if (p->nbad) { /* quarantined: moved aside, counted, its task reopened for the caller; the run goes on */
     if (!(r->requeue = calloc((size_t)p->nbad, sizeof *r->requeue)))
       return lt_error_set(LT_ENOMEM, "learner: out of memory");
@@ -433,7 +446,7 @@ static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   snprintf(st, sizeof st, "%s/model.safetensors", r->dir);
   if (rc == 0) rc = lt_sha256_file(st, r->sha);
   if (rc < 0) return rc;
-  if (v - KEEP_VERSIONS > 0) {
+  if (!l->src && v - KEEP_VERSIONS > 0) { /* retrain keeps every version: they are what it is for */
     char old[4200];
     if (policy_dir_of(l, v - KEEP_VERSIONS, old, sizeof old) == 0 && lt_fs_is_dir(old)) lt_fs_remove_tree(old);
   }
@@ -514,10 +527,12 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
 
 int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   memset(r, 0, sizeof *r);
-  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024));
+  int64_t *ids = NULL;
   lt__packed_t p = {0};
-  int rc = ids ? 0 : lt_error_set(LT_ENOMEM, "learner: out of memory");
-  int n = rc == 0 ? select_batch(l, flush, ids, r) : rc;
+  int rc = 0, n;
+  if (l->src) n = lt__retrain_batch(l->src, l->step + 1, l->seed, &ids);
+  else if ((ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024)))) n = select_batch(l, flush, ids, r);
+  else n = lt_error_set(LT_ENOMEM, "learner: out of memory");
   if (n <= 0) {
     rc = n;
     goto out;
@@ -538,8 +553,8 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
     int64_t keep_step = l->step;
     if ((rc = lt_ranks_load(l->tr, l->last_full_dir)) < 0) goto out;
     l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
-    if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
-  } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
+    if (!l->src && (rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
+  } else if (!l->src && (rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
     goto out;
   }
   l->version++;
