@@ -18,6 +18,7 @@ const lt_command_t lt_commands[] = {
     {"export", lt_cmd_export, "export trajectories as chat JSONL or token records"},
     {"plot", lt_cmd_plot, "plot metrics of one or more runs (PNG/SVG)"},
     {"replay", lt_cmd_replay, "recompute logprobs and MIS masks of recorded trajectories under a checkpoint"},
+    {"retrain", lt_cmd_retrain, "train a run's learner steps again on the trajectories each consumed (bit-identical, or what-if)"},
     {"inspect", lt_cmd_inspect, "render one trajectory for a terminal"},
     {"compare", lt_cmd_compare, "compare the metrics of two runs"},
     {"logprobs", lt_cmd_logprobs, "per-token logprobs, entropy and routing confidence of token sequences"},

@@ -49,6 +49,11 @@ int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, 
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
 
+/* retrain.c: the trajectories the retrained run's step `step` consumed, in the order it trained them (its
+ * quarantined ones shuffled with them, then left out, as the learner did), malloc'd into *ids; their number, or
+ * an error naming a missing trajectory. */
+int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **ids);
+
 /* domains.c: per-domain settings (envs.<d>.group_size, kl_coef, batch_share) */
 typedef struct {
   char name[64];

@@ -1,6 +1,6 @@
 /* Training decisions between the buffer and the learner: which trajectories a step trains on (eligibility and
  * staleness, complete groups, the dynamic filter), packing, guardrails, the learner driver (steps, publishing,
- * checkpoints, resume), the supervised warm start and the offline replay of a step.  It talks to its caller
+ * checkpoints, resume), the supervised warm start, the offline replay of a step and the retraining of a run.  It talks to its caller
  * through options in and results and events out; it never sees the daemon. */
 #ifndef LT_TRAIN_TRAIN_H
 #define LT_TRAIN_TRAIN_H
@@ -30,6 +30,10 @@ typedef struct {
   int group_size;            /* samples per prompt */
   int sync;                  /* scheduler.mode sync: strict on-policy */
   int resume;                /* continue from the run's last full checkpoint */
+  /* Retrain (train/retrain.c): the buffer of the run being trained again, read-only.  Each step then trains on
+   * the trajectories it says that step consumed, instead of choosing from RUN_DIR/buffer.db's; nothing is
+   * marked, no version is pruned. */
+  lt_buffer_t *source;
   /* Guardrail actions, staleness changes and routing alarms as they happen (on lt_train_step's thread). */
   void (*event)(void *ud, const char *kind, const char *detail);
   void *ud;
@@ -68,6 +72,9 @@ int lt_train_step(lt_train_t *t, int flush, lt_train_result_t *r);
 /* What a step's result holds (its requeue list); nothing after an error. */
 void lt_train_result_free(lt_train_result_t *r);
 int64_t lt_train_steps_done(const lt_train_t *t);
+/* The metrics a step's result reports (docs/metrics.md), each through fn (train/metrics.c). */
+typedef void (*lt_train_metric_fn)(void *ud, const char *name, double value);
+void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, void *ud);
 /* The final full checkpoint, so that --resume continues from here (nothing when the last step has one). */
 int lt_train_checkpoint(lt_train_t *t);
 void lt_train_close(lt_train_t *t);
@@ -129,5 +136,35 @@ typedef struct {
 /* *out: {"step", "model", "trajectories", "tokens", "objective", "recomputed": {...}, "logged": {...},
  * "what_if": {...} (with bounds)}.  Errors name the run, step or checkpoint. */
 int lt_replay(const lt_replay_opts_t *o, cJSON **out);
+
+/* ---- `longtail retrain` (train/retrain.c): a run's learner steps trained again, offline, each on the
+ * trajectories it consumed, from the run's starting policy (docs/replay.md) ---- */
+
+typedef struct {
+  const char *run;              /* the run directory retrained */
+  const char *out;              /* DIR: a run folder of its own (buffer.db with metrics and checkpoints, every
+                                   version in checkpoints/vN) */
+  const char *const *sets;      /* --set overrides of the run's config: a what-if (none: checked bit for bit) */
+  int nsets;
+  int64_t first, last;          /* steps A..B written (0: from the first, to the last); those before A are trained
+                                   too, to reach A's weights */
+  const lt_cfg_schema_t *const *schemas; /* to read the run's recorded config */
+  int nschemas;
+  /* Each step written: same = 1 bit-identical to the run's version, 0 differs, -1 not compared (a what-if). */
+  void (*step)(void *ud, const lt_train_result_t *r, int same);
+  void *ud;
+} lt_retrain_opts_t;
+
+typedef struct {
+  int64_t steps;                /* steps written */
+  int64_t differs;              /* the first step whose weights differ from the run's (0: none) */
+  char tensor[256];             /* its first differing tensor ("": the run no longer keeps that version) */
+  char sha[65], run_sha[65];    /* that step's weights here and in the run */
+  double learner_s, run_learner_s; /* the written steps' learner time here and in the run (learner/step_s) */
+} lt_retrain_result_t;
+
+/* 0 when every written step is done (and, without --set, identical: else *res says where it differs, still 0);
+ * an error names the step and what is missing (a trajectory, a checkpoint). */
+int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res);
 
 #endif
