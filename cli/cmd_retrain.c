@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "learner/dist.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/time.h"
@@ -56,6 +57,7 @@ int lt_cmd_retrain(int argc, char **argv) {
   const lt_arg_t *sets = lt_args_get(&c, "--set");
   lt_retrain_opts_t o = {.run = c.pos[0], .out = out, .sets = sets->values, .nsets = sets->nvalues, .first = a,
                          .last = b, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas, .step = on_step};
+  if (lt_dist_rank() > 0) return (rc = lt_retrain_follow(&o)) < 0 ? lt_cli_fail("retrain", rc) : 0;
   lt_retrain_result_t res;
   double t0 = lt_time_mono_s();
   if ((rc = lt_retrain(&o, &res)) < 0) return lt_cli_fail("retrain", rc);

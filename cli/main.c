@@ -35,7 +35,9 @@ const int lt_ncommands = (int)(sizeof lt_commands / sizeof lt_commands[0]);
 
 /* The commands whose processes are learner ranks under mpirun/srun
  * (docs/distributed.md); the others run alone wherever they are started. */
-static int learner_ranks(const char *cmd) { return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0; }
+static int learner_ranks(const char *cmd) {
+  return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0 || strcmp(cmd, "retrain") == 0;
+}
 
 static void usage(FILE *f) {
   fprintf(f,

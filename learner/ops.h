@@ -7,6 +7,10 @@
 
 #include <stdint.h>
 
+/* The BLAS build and the CPU kernel it picked ("OpenBLAS 0.3.21 ...; core Cooperlake"): bit-identical learner
+ * steps need the same one (docs/replay.md). */
+const char *lt_ops_blas(void);
+
 /* y[N, out] = x[N, in] · W[out, in]ᵀ  (Hugging Face Linear layout). */
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out);
 /* dx[N, in] += dy · W;  dW[out, in] += dyᵀ · x.  Either may be NULL. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "learner/dist.h"
+#include "learner/ops.h"
 #include "learner/ranks.h"
 #include "learner/tokenizer.h"
 #include "train/internal.h"
@@ -239,6 +240,9 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   snprintf(p, sizeof p, "%s/buffer.db", o->run_dir);
   snprintf(v0, sizeof v0, "%s", o->weights_dir);
   int rc = lt_buffer_open(p, 0, &l->buf);
+  /* What retrain needs to reproduce the steps bit for bit besides the data (a resume on another machine records
+   * its own). */
+  if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", lt_ops_blas());
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);
     if (rc == 0 && l->version != o->version) {

@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/dist.h"
+#include "learner/ops.h"
 #include "learner/safetensors.h"
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/time.h"
 
 int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **out) {
@@ -139,6 +142,26 @@ static int run_config(lt_buffer_t *src, const char *path, const lt_retrain_opts_
   return lt_config_from_json(cfg, root, o->sets, o->nsets, o->schemas, o->nschemas);
 }
 
+/* Under mpirun the learner ranks watch each other as the run's did (nothing on one rank). */
+static int heartbeats(const lt_config_t *cfg) {
+  double hb = (double)lt_config_int(cfg, "transport.heartbeat_ms") / 1000.0;
+  return lt_dist_heartbeats(hb, hb * (double)lt_config_int(cfg, "transport.liveness"));
+}
+
+int lt_retrain_follow(const lt_retrain_opts_t *o) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/buffer.db", o->run);
+  lt_buffer_t *src;
+  lt_config_t cfg = {0};
+  int rc = lt_buffer_open(path, LT_BUF_READONLY, &src);
+  if (rc < 0) return rc;
+  if ((rc = run_config(src, path, o, &cfg)) == 0) rc = heartbeats(&cfg);
+  lt_buffer_close(src);
+  if (rc == 0) rc = lt_train_follow(&cfg);
+  lt_config_free(&cfg);
+  return rc;
+}
+
 int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   memset(res, 0, sizeof *res);
   char path[4200];
@@ -149,6 +172,12 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   lt_ckpt_row_t v0 = {0}, vn = {0};
   int rc = lt_buffer_open(path, LT_BUF_READONLY, &src);
   if (rc == 0) rc = run_config(src, path, o, &cfg);
+  if (rc == 0) rc = heartbeats(&cfg);
+  char *blas = rc == 0 ? lt_buffer_meta_get(src, "learner_blas") : NULL;
+  if (blas && strcmp(blas, lt_ops_blas()))
+    LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
+                       "(OPENBLAS_CORETYPE picks a kernel)", blas, lt_ops_blas());
+  free(blas);
   /* The starting policy (the SFT warm start's, when the run had one) is all the weights retrain needs. */
   if (rc == 0 && (rc = lt_buffer_weights(src, 1, &v0)) == 0) rc = lt_error_set(LT_ENOENT, "%s: no weights recorded", o->run);
   if (rc > 0 && (v0.version != 0 || !lt_fs_is_dir(v0.path)))
@@ -185,6 +214,9 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
     if (same == 0) break; /* the first step that differs is the one to look at */
   }
   lt_train_close(t);
+  /* The other learner ranks stop even when no step ran. */
+  int stop = lt_train_stop_ranks();
+  if (rc == 0 && stop < 0) rc = stop;
   lt_buffer_close(ob);
   lt_buffer_close(src);
   lt_config_free(&cfg);

@@ -166,5 +166,8 @@ typedef struct {
 /* 0 when every written step is done (and, without --set, identical: else *res says where it differs, still 0);
  * an error names the step and what is missing (a trajectory, a checkpoint). */
 int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res);
+/* Learner ranks >= 1 of `mpirun -np R longtail retrain`: their share of each step rank 0 retrains, under the
+ * run's config (with o's --set), until rank 0 stops them. */
+int lt_retrain_follow(const lt_retrain_opts_t *o);
 
 #endif
