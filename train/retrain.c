@@ -26,7 +26,7 @@ int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **o
                       (long long)miss[0], nm);
   if (rc == 0) rc = lt_buffer_step_batch(src, step, &ids, &n);
   if (rc == 0 && n == 0)
-    rc = lt_error_set(LT_ENOENT, "the buffer records no trajectory it trained on (they are gone, or the "
+    rc = lt_error_set(LT_ECORRUPT, "the buffer records no trajectory it trained on (they are gone, or the "
                                  "guardrails.grad_spike guardrail rolled the step back: retrain does not replay rollbacks)");
   if (rc == 0) rc = lt_buffer_step_quarantined(src, step, &q, &nq);
   int64_t *all = rc == 0 ? realloc(ids, sizeof *ids * (size_t)(n + nq + 1)) : NULL;
@@ -170,7 +170,8 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   lt_train_t *t = NULL;
   lt_config_t cfg = {0};
   lt_ckpt_row_t v0 = {0}, vn = {0};
-  int rc = lt_buffer_open(path, LT_BUF_READONLY, &src);
+  /* Checked first, as every offline reader does: a damaged file is told apart from a changed run. */
+  int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, &src);
   if (rc == 0) rc = run_config(src, path, o, &cfg);
   if (rc == 0) rc = heartbeats(&cfg);
   char *blas = rc == 0 ? lt_buffer_meta_get(src, "learner_blas") : NULL;
