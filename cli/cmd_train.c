@@ -36,9 +36,10 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
   lt_buffer_traj_totals(b, &ntraj, &ntrunc);
   /* A retrained run stores no trajectories of its own: what its steps trained on. */
   double trained;
-  int64_t nsteps;
-  if (ntraj == 0 && lt_buffer_metric_mean(b, "batch/trajectories", LT_SPAN_ALL, 0, &trained, &nsteps) == 0)
-    ntraj = (int64_t)(trained * (double)nsteps + 0.5);
+  int64_t nsteps = 0;
+  int retrained = ntraj == 0 && lt_buffer_metric_mean(b, "batch/trajectories", LT_SPAN_ALL, 0, &trained, &nsteps) == 0 &&
+                  nsteps > 0;
+  if (retrained) ntraj = (int64_t)(trained * (double)nsteps + 0.5);
   trajs[0] = (double)ntraj, trajs[1] = (double)ntrunc;
   if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_FIRST, &e0[0], &at) > 0) e0[1] = (double)at;
   if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_LAST, &e1[0], &at) > 0) e1[1] = (double)at;
@@ -51,11 +52,15 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
   cJSON_AddNumberToObject(o, "wall_s", wall_s);
   cJSON_AddNumberToObject(o, "learner_steps", steps[0] < 0 ? 0 : steps[0]);
   cJSON_AddNumberToObject(o, "trajectories", trajs[0]);
-  cJSON_AddNumberToObject(o, "truncated", trajs[1] < 0 ? 0 : trajs[1]);
+  if (!retrained) cJSON_AddNumberToObject(o, "truncated", trajs[1] < 0 ? 0 : trajs[1]);
   for (cJSON *e = extra ? extra->child : NULL; e; e = e->next) cJSON_AddItemReferenceToObject(o, e->string, e);
-  printf("\n== %s: %.0f learner steps, %.0f trajectories (%.1f%% truncated) in %dm%02ds\n", run_dir,
-         steps[0] < 0 ? 0 : steps[0], trajs[0], trajs[0] > 0 ? 100 * trajs[1] / trajs[0] : 0, (int)wall_s / 60,
-         (int)wall_s % 60);
+  if (retrained)
+    printf("\n== %s: %.0f learner steps on %.0f trajectories in %dm%02ds\n", run_dir, steps[0] < 0 ? 0 : steps[0],
+           trajs[0], (int)wall_s / 60, (int)wall_s % 60);
+  else
+    printf("\n== %s: %.0f learner steps, %.0f trajectories (%.1f%% truncated) in %dm%02ds\n", run_dir,
+           steps[0] < 0 ? 0 : steps[0], trajs[0], trajs[0] > 0 ? 100 * trajs[1] / trajs[0] : 0, (int)wall_s / 60,
+           (int)wall_s % 60);
   if (e0[1] >= 0) {
     cJSON *e = cJSON_AddObjectToObject(o, "eval");
     cJSON_AddNumberToObject(e, "first_step", e0[1]);

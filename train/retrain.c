@@ -162,6 +162,30 @@ int lt_retrain_follow(const lt_retrain_opts_t *o) {
   return rc;
 }
 
+static void warn_blas(lt_buffer_t *src) {
+  char *blas = lt_buffer_meta_get(src, "learner_blas");
+  if (blas && strcmp(blas, lt_ops_blas()))
+    LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
+                       "(OPENBLAS_CORETYPE picks a kernel)", blas, lt_ops_blas());
+  free(blas);
+}
+
+/* The run's starting policy (the SFT warm start's, when it had one: all the weights retrain needs) and the steps
+ * to write, --steps within the run's. */
+static int span(lt_buffer_t *src, const lt_retrain_opts_t *o, lt_ckpt_row_t *v0, int64_t *first, int64_t *last) {
+  lt_ckpt_row_t vn;
+  int rc = lt_buffer_weights(src, 1, v0);
+  if (rc <= 0) return rc < 0 ? rc : lt_error_set(LT_ENOENT, "%s: no weights recorded", o->run);
+  if (v0->version != 0 || !lt_fs_is_dir(v0->path))
+    return lt_error_set(LT_ENOENT, "%s: the run's starting policy (version 0, %s) is gone", o->run, v0->path);
+  if ((rc = lt_buffer_weights(src, 0, &vn)) < 0) return rc;
+  if (vn.step == 0) return lt_error_set(LT_ENOENT, "%s: the run has no learner step to retrain", o->run);
+  *first = o->first > 0 ? o->first : 1;
+  *last = o->last > 0 && o->last < vn.step ? o->last : vn.step;
+  if (*first > *last) return lt_error_set(LT_EINVAL, "--steps: the run has learner steps 1..%lld", (long long)vn.step);
+  return 0;
+}
+
 int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   memset(res, 0, sizeof *res);
   char path[4200];
@@ -169,26 +193,15 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   lt_buffer_t *src = NULL, *ob = NULL;
   lt_train_t *t = NULL;
   lt_config_t cfg = {0};
-  lt_ckpt_row_t v0 = {0}, vn = {0};
+  lt_ckpt_row_t v0 = {0};
   /* Checked first, as every offline reader does: a damaged file is told apart from a changed run. */
   int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, &src);
   if (rc == 0) rc = run_config(src, path, o, &cfg);
   if (rc == 0) rc = heartbeats(&cfg);
-  char *blas = rc == 0 ? lt_buffer_meta_get(src, "learner_blas") : NULL;
-  if (blas && strcmp(blas, lt_ops_blas()))
-    LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
-                       "(OPENBLAS_CORETYPE picks a kernel)", blas, lt_ops_blas());
-  free(blas);
-  /* The starting policy (the SFT warm start's, when the run had one) is all the weights retrain needs. */
-  if (rc == 0 && (rc = lt_buffer_weights(src, 1, &v0)) == 0) rc = lt_error_set(LT_ENOENT, "%s: no weights recorded", o->run);
-  if (rc > 0 && (v0.version != 0 || !lt_fs_is_dir(v0.path)))
-    rc = lt_error_set(LT_ENOENT, "%s: the run's starting policy (version 0, %s) is gone", o->run, v0.path);
-  if (rc > 0 && (rc = lt_buffer_weights(src, 0, &vn)) > 0 && vn.step == 0)
-    rc = lt_error_set(LT_ENOENT, "%s: the run has no learner step to retrain", o->run);
-  int64_t first = o->first > 0 ? o->first : 1, last = o->last > 0 && o->last < vn.step ? o->last : vn.step;
-  if (rc > 0 && first > last)
-    rc = lt_error_set(LT_EINVAL, "--steps: the run has learner steps 1..%lld", (long long)vn.step);
-  if (rc > 0) rc = open_out(o->out, &cfg, o->run, &ob);
+  if (rc == 0) warn_blas(src);
+  int64_t first = 0, last = 0;
+  if (rc == 0) rc = span(src, o, &v0, &first, &last);
+  if (rc == 0) rc = open_out(o->out, &cfg, o->run, &ob);
   if (rc == 0) rc = lt_buffer_checkpoint(ob, 0, 0, "weights", v0.path, v0.sha256);
   lt_train_opts_t to = {.cfg = &cfg, .run_dir = o->out, .weights_dir = v0.path, .group_size = 1, .source = src};
   if (rc == 0) to.group_size = (int)lt_config_int(&cfg, "scheduler.group_size");

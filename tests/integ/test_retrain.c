@@ -71,6 +71,11 @@ Test(retrain, smoke_run_bit_identical_and_a_grpo_what_if_differs, .timeout = 240
   cr_assert(strstr(r.out, "3 steps bit-identical"), "%s", r.out);
   lt_run_free(&r);
   same_versions(rd, out, 3);
+  /* Steps 2 and 3 only: step 1 is trained to reach step 2's weights, not written. */
+  snprintf(p, sizeof p, "%s-23", out);
+  cr_assert_eq(retrain(&r, rd, p, "--steps 2..3"), 0, "%s%s", r.out, r.err);
+  cr_assert(!strstr(r.out, "step 1 ") && strstr(r.out, "2 steps bit-identical"), "%s", r.out);
+  lt_run_free(&r);
   /* A folder that already holds a run is refused. */
   cr_assert_eq(retrain(&r, rd, out, ""), 2, "%s", r.err);
   cr_assert(strstr(r.err, "already holds a run"), "%s", r.err);
