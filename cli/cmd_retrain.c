@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "learner/dist.h"
+#include "rollout/evaluate.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/time.h"
@@ -16,6 +17,21 @@ static void on_step(void *ud, const lt_train_result_t *r, int same) {
   printf("step %-5lld v%-5lld %s  %6.2f s  %s\n", (long long)r->step, (long long)r->version, r->sha, r->step_s,
          same > 0 ? "identical" : same == 0 ? "DIFFERS" : "what-if");
   fflush(stdout);
+}
+
+/* A what-if's held-out accuracy: the run's evaluation round on the builtin engine, as many episodes at once as a
+ * local worker of the run ran. */
+static int evaluate(void *ud, const lt_config_t *cfg, const char *model_dir, int64_t version, double *accuracy) {
+  (void)ud;
+  lt_eval_opts_t eo = {.cfg = cfg, .model_dir = model_dir, .version = version,
+                       .slots = (int)lt_config_int(cfg, "workers.slots")};
+  int correct, n;
+  int rc = lt_rollout_evaluate(&eo, &correct, &n);
+  if (rc < 0) return rc;
+  *accuracy = n ? (double)correct / n : 0;
+  printf("eval v%-5lld held-out pass@1 %.1f%% (%d/%d)\n", (long long)version, 100 * *accuracy, correct, n);
+  fflush(stdout);
+  return 0;
 }
 
 /* "A..B", "A.." or "..B" into *a, *b (0: open). */
@@ -42,7 +58,8 @@ int lt_cmd_retrain(int argc, char **argv) {
                                 "reference and seeds. Without --set every step's weights are compared with the run's "
                                 "published version (SHA-256): it stops at the first step that differs, naming it and "
                                 "its first differing tensor (exit 1). With --set the same batches train under other "
-                                "choices, into a run folder stats, plot and compare read (docs/replay.md).",
+                                "choices, into a run folder stats, plot and compare read, its versions evaluated on the run's held-out "
+                                "prompts with the builtin engine where the run evaluated its own (docs/replay.md).",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 1,
@@ -56,7 +73,8 @@ int lt_cmd_retrain(int argc, char **argv) {
     return lt_args_usage_error(&c, "--steps: expected A..B with 1 <= A <= B, got '%s'", steps);
   const lt_arg_t *sets = lt_args_get(&c, "--set");
   lt_retrain_opts_t o = {.run = c.pos[0], .out = out, .sets = sets->values, .nsets = sets->nvalues, .first = a,
-                         .last = b, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas, .step = on_step};
+                         .last = b, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas, .step = on_step,
+                         .eval = sets->nvalues > 0 ? evaluate : NULL}; /* identical weights score as the run's did */
   if (lt_dist_rank() > 0) return (rc = lt_retrain_follow(&o)) < 0 ? lt_cli_fail("retrain", rc) : 0;
   lt_retrain_result_t res;
   double t0 = lt_time_mono_s();

@@ -120,13 +120,6 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
   }
 }
 
-/* Correct for pass@1: the verifier's "correct" component when there is one. */
-static int is_correct(const lt_traj_t *t) {
-  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
-  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
-  return t->has_reward && t->reward >= 0.5;
-}
-
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
   lt__task_free_slot(d, task);
   int eval = task->eval;
@@ -140,7 +133,7 @@ static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) 
     }
   }
   lt__task_remove(d, task->id);
-  if (eval) lt__eval_task_done(d, t->status == LT_TRAJ_OK && is_correct(t));
+  if (eval) lt__eval_task_done(d, lt_traj_correct(t));
 }
 
 static void ingest_done(void *arg, int rc) {

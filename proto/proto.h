@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/config.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "longtail's wire format is little-endian; big-endian hosts are not supported"
 #endif
@@ -265,6 +267,12 @@ typedef struct {
 } lt_traj_limits_t;
 /* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message. */
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
+/* An evaluation result counts as solved: status ok and its `correct` component (else its reward) at least 0.5. */
+int lt_traj_correct(const lt_traj_t *t);
+
+/* What every TASK of a run carries from its config (rollout.temperature, top_p, top_k, max_new_tokens, max_turns,
+ * max_context); the per-task fields are the caller's. */
+void lt_task_settings(const lt_config_t *cfg, lt_task_t *k);
 
 const char *lt_msg_type_name(lt_msg_type t);
 int lt_msg_type_parse(const char *s); /* -1 if unknown */

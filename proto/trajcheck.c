@@ -8,6 +8,14 @@
 #include "proto/proto.h"
 #include "util/error.h"
 
+/* Correct for pass@1: the verifier's "correct" component when there is one. */
+int lt_traj_correct(const lt_traj_t *t) {
+  if (t->status != LT_TRAJ_OK) return 0;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
+  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
+  return t->has_reward && t->reward >= 0.5;
+}
+
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
   if (lim->max_tokens > 0 && t->ntokens > lim->max_tokens)
     return lt_error_set(LT_ERANGE, "%d tokens: longer than rollout.max_context (%lld)", t->ntokens, (long long)lim->max_tokens);

@@ -116,6 +116,16 @@ static int record(lt_buffer_t *b, const lt_train_result_t *r) {
   return lt_buffer_commit(b);
 }
 
+/* Step `step`'s version evaluated as the run evaluated it (when it did), into DIR's eval/accuracy. */
+static int evaluate(const lt_retrain_opts_t *o, const lt_config_t *cfg, lt_buffer_t *src, lt_buffer_t *ob, int64_t step,
+                    const char *dir) {
+  double acc;
+  int rc = o->eval ? lt_buffer_metric_at(src, step, "eval/accuracy", &acc) : 0;
+  if (rc <= 0) return rc;
+  if ((rc = o->eval(o->ud, cfg, dir, step, &acc)) < 0) return lt_error_wrap(rc, "evaluating version %lld", (long long)step);
+  return lt_buffer_metric(ob, step, "eval/accuracy", acc, lt_time_wall_ms());
+}
+
 /* Compares step r's weights with the run's version of it: 1 identical, 0 differs (res says where), or an error. */
 static int compare(lt_buffer_t *src, const lt_train_result_t *r, lt_retrain_result_t *res) {
   lt_ckpt_row_t ck;
@@ -203,6 +213,7 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   if (rc == 0) rc = span(src, o, &v0, &first, &last);
   if (rc == 0) rc = open_out(o->out, &cfg, o->run, &ob);
   if (rc == 0) rc = lt_buffer_checkpoint(ob, 0, 0, "weights", v0.path, v0.sha256);
+  if (rc == 0 && first == 1) rc = evaluate(o, &cfg, src, ob, 0, v0.path);
   lt_train_opts_t to = {.cfg = &cfg, .run_dir = o->out, .weights_dir = v0.path, .group_size = 1, .source = src};
   if (rc == 0) to.group_size = (int)lt_config_int(&cfg, "scheduler.group_size");
   if (rc == 0) rc = lt_train_open(&to, &t);
@@ -223,6 +234,7 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
       if ((rc = record(ob, &r)) == 0 && o->nsets == 0 && (same = compare(src, &r, res)) < 0) rc = same;
       if (rc < 0) lt_error_wrap(rc, "step %lld", (long long)s);
       else if (o->step) o->step(o->ud, &r, same);
+      if (rc == 0) rc = evaluate(o, &cfg, src, ob, s, r.dir);
     }
     lt_train_result_free(&r);
     if (same == 0) break; /* the first step that differs is the one to look at */

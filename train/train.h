@@ -152,6 +152,9 @@ typedef struct {
   int nschemas;
   /* Each step written: same = 1 bit-identical to the run's version, 0 differs, -1 not compared (a what-if). */
   void (*step)(void *ud, const lt_train_result_t *r, int same);
+  /* The held-out accuracy of a version (an evaluation round on the run's prompts), called for the versions the
+   * run evaluated (step 0 among them) and recorded as eval/accuracy; NULL: none (train/ runs no episodes). */
+  int (*eval)(void *ud, const lt_config_t *cfg, const char *model_dir, int64_t version, double *accuracy);
   void *ud;
 } lt_retrain_opts_t;
 

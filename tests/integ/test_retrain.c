@@ -16,11 +16,13 @@
  * is equal, every advantage 0, and the steps would only decay the weights. */
 #define PENALTY "rewards.length_penalty.target=4"
 
-static void smoke_run(const char *rd) {
+/* eval: held-out rounds at steps 0 and 2 (16 prompts). */
+static void smoke_run(const char *rd, int eval) {
   char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "monitor.plot=false", "--set", PENALTY, NULL};
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "monitor.plot=false", "--set", PENALTY,
+                        eval ? "--set" : NULL, "eval.every=2", "--set", "eval.prompts=16", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
@@ -64,7 +66,7 @@ Test(retrain, smoke_run_bit_identical_and_a_grpo_what_if_differs, .timeout = 240
   snprintf(rd, sizeof rd, "%s/run", dir);
   snprintf(out, sizeof out, "%s/again", dir);
   snprintf(wi, sizeof wi, "%s/grpo", dir);
-  smoke_run(rd);
+  smoke_run(rd, 1);
   lt_run_t r;
   cr_assert_eq(retrain(&r, rd, out, ""), 0, "%s%s", r.out, r.err);
   cr_assert_eq(count(r.out, " identical"), 3, "%s", r.out);
@@ -83,6 +85,8 @@ Test(retrain, smoke_run_bit_identical_and_a_grpo_what_if_differs, .timeout = 240
   /* The same batches under GRPO: every step runs, nothing is compared, the weights and the update differ. */
   cr_assert_eq(retrain(&r, rd, wi, "--set learner.objective=grpo"), 0, "%s%s", r.out, r.err);
   cr_assert_eq(count(r.out, " what-if"), 3, "%s", r.out);
+  /* Its versions evaluated where the run evaluated its own, on the run's held-out prompts. */
+  cr_assert(strstr(r.out, "eval v0 ") && strstr(r.out, "eval v2 ") && !strstr(r.out, "eval v1 "), "%s", r.out);
   lt_run_free(&r);
   char a[65], b[65];
   snprintf(p, sizeof p, "%s/checkpoints/v3/model.safetensors", wi);
@@ -93,6 +97,7 @@ Test(retrain, smoke_run_bit_identical_and_a_grpo_what_if_differs, .timeout = 240
   /* A run folder like any: stats, compare and its summary read it. */
   cJSON *s = lt_test_stats(wi);
   cr_assert_eq(lt_test_at(s, "learner_step", NULL), 3);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(s, "eval")), 2);
   cJSON_Delete(s);
   cr_assert_eq(lt_test_sh(&r, 60, "'%s' compare %s %s --json", lt_test_bin(), rd, wi), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
@@ -152,7 +157,7 @@ Test(retrain, a_deleted_trajectory_stops_it_naming_step_and_task, .timeout = 240
   snprintf(rd, sizeof rd, "%s/run", dir);
   snprintf(out, sizeof out, "%s/again", dir);
   snprintf(db, sizeof db, "%s/buffer.db", rd);
-  smoke_run(rd);
+  smoke_run(rd, 0);
   long long task = lt_test_sql1(db, "SELECT min(task_id) FROM trajectories WHERE consumed_step = 2");
   cr_assert_gt(task, 0);
   lt_run_t r;
