@@ -12,6 +12,12 @@ const char *lt_ops_blas(void) {
   return id;
 }
 
+int lt_ops_blas_threads(int n) {
+  int k = n > 0 ? n : openblas_get_num_procs();
+  if (openblas_get_num_threads() != k) openblas_set_num_threads(k);
+  return k;
+}
+
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
   if (N == 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);

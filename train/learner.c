@@ -242,7 +242,9 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   int rc = lt_buffer_open(p, 0, &l->buf);
   /* What retrain needs to reproduce the steps bit for bit besides the data (a resume on another machine records
    * its own). */
-  if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", lt_ops_blas());
+  char blas[640];
+  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(c, "learner.threads")));
+  if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", blas);
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);
     if (rc == 0 && l->version != o->version) {

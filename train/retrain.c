@@ -172,11 +172,14 @@ int lt_retrain_follow(const lt_retrain_opts_t *o) {
   return rc;
 }
 
-static void warn_blas(lt_buffer_t *src) {
-  char *blas = lt_buffer_meta_get(src, "learner_blas");
-  if (blas && strcmp(blas, lt_ops_blas()))
+/* The run's BLAS kernel and thread count against this process's (learner.threads 0: every core, which another
+ * machine may not have). */
+static void warn_blas(lt_buffer_t *src, const lt_config_t *cfg) {
+  char *blas = lt_buffer_meta_get(src, "learner_blas"), mine[640];
+  snprintf(mine, sizeof mine, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(cfg, "learner.threads")));
+  if (blas && strcmp(blas, mine))
     LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
-                       "(OPENBLAS_CORETYPE picks a kernel)", blas, lt_ops_blas());
+                       "(OPENBLAS_CORETYPE picks a kernel, learner.threads the threads)", blas, mine);
   free(blas);
 }
 
@@ -208,7 +211,7 @@ int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res) {
   int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, &src);
   if (rc == 0) rc = run_config(src, path, o, &cfg);
   if (rc == 0) rc = heartbeats(&cfg);
-  if (rc == 0) warn_blas(src);
+  if (rc == 0) warn_blas(src, &cfg);
   int64_t first = 0, last = 0;
   if (rc == 0) rc = span(src, o, &v0, &first, &last);
   if (rc == 0) rc = open_out(o->out, &cfg, o->run, &ob);
