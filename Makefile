@@ -8,6 +8,7 @@
 #   make bench      benchmarks against their baselines (bench/results.json)
 #   make chaos      fault injection against real processes, CHAOS_SECONDS per scenario (docs/reliability.md)
 #   make soak       SOAK_WORKERS scripted workers x 8 slots for SOAK_SECONDS against one daemon
+#   make retrain-check  the default job, then `longtail retrain` of it: every step bit-identical (docs/replay.md)
 #   make deps       install the Debian packages the build needs
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
@@ -121,7 +122,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu gpu-need gpu-build chaos soak scale FORCE
+        test-gpu bench-gpu gpu-need gpu-build chaos soak scale retrain-check FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -260,6 +261,10 @@ chaos: all
 
 soak: all
 	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) SOAK_WORKERS=$(SOAK_WORKERS) LT_BIN=$(abspath $(BIN)) scripts/soak.sh
+
+# The default job retrained bit for bit (docs/replay.md); RETRAIN_RUN=DIR retrains an existing run instead.
+retrain-check: all
+	$(Q)LT_BIN=$(abspath $(BIN)) RETRAIN_RUN=$(RETRAIN_RUN) scripts/retrain-check.sh
 
 # Many sessions on one daemon (docs/benchmarks.md, "Scale"): SCALE_WORKERS x SCALE_SLOTS scripted sessions.
 SCALE_WORKERS ?= 40

@@ -157,6 +157,8 @@ typedef struct {
 
 /* The newest weights checkpoint (the first one with oldest = 1): 1, 0 when none is recorded, or an error. */
 int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out);
+/* The weights checkpoint of one version: 1, 0 when none is recorded, or an error. */
+int lt_buffer_weights_at(lt_buffer_t *b, int64_t version, lt_ckpt_row_t *out);
 int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st);
 /* Training (not evaluation) prompts of a domain, and training tasks: what resume continues numbering from. */
 int64_t lt_buffer_count_prompts(lt_buffer_t *b, const char *domain);
@@ -180,6 +182,11 @@ int64_t lt_buffer_last_consumed_step(lt_buffer_t *b);
 /* The task ids a learner step trained on, in the learner's order (groups by their first member, members by
  * arrival); *ids is malloc'ed (caller frees). */
 int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n);
+/* The task ids whose trajectory a learner step moved to quarantine instead of training on it. */
+int lt_buffer_step_quarantined(lt_buffer_t *b, int64_t step, int64_t **ids, int *n);
+/* Training tasks of the groups a learner step trained on that ended with a stored trajectory which is no longer
+ * in the buffer (deleted by hand or lost): what retrain cannot train on. */
+int lt_buffer_step_missing(lt_buffer_t *b, int64_t step, int64_t **ids, int *n);
 
 typedef enum { LT_SPAN_ALL, LT_SPAN_FIRST, LT_SPAN_LAST } lt_span_t;
 /* Mean and count of a metric's values: all of them, or the first or last n in step order (count 0: none). */

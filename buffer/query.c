@@ -65,6 +65,14 @@ int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out) {
   return rc < 0 ? rc : rows(b, s, ckpt_row, out);
 }
 
+int lt_buffer_weights_at(lt_buffer_t *b, int64_t version, lt_ckpt_row_t *out) {
+  sqlite3_stmt *s;
+  int rc = prep(b, "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' AND version = ?1", &s);
+  if (rc < 0) return rc;
+  sqlite3_bind_int64(s, 1, version);
+  return rows(b, s, ckpt_row, out);
+}
+
 int64_t lt_buffer_count_tasks(lt_buffer_t *b, lt_task_status st) {
   return scalar(b, "SELECT count(*) FROM tasks WHERE status = ?1", lt__task_status_name(st), 0);
 }
@@ -176,14 +184,11 @@ static int id_row(sqlite3_stmt *s, void *ud) {
   return 0;
 }
 
-int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n) {
+/* The task ids a query bound with one step returns, in its order. */
+static int step_ids(lt_buffer_t *b, const char *sql, int64_t step, int64_t **ids, int *n) {
   sqlite3_stmt *s;
   idlist_t l = {0};
-  int rc = prep(b,
-                "SELECT t.task_id FROM trajectories t JOIN (SELECT group_id, min(id) AS first FROM trajectories "
-                "WHERE consumed_step = ?1 AND status = 'consumed' GROUP BY group_id) g USING (group_id) "
-                "WHERE t.consumed_step = ?1 AND t.status = 'consumed' ORDER BY g.first, t.id",
-                &s);
+  int rc = prep(b, sql, &s);
   if (rc == 0) {
     sqlite3_bind_int64(s, 1, step);
     rc = rows(b, s, id_row, &l);
@@ -196,6 +201,26 @@ int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n) {
   *ids = l.ids;
   *n = l.n;
   return 0;
+}
+
+int lt_buffer_step_batch(lt_buffer_t *b, int64_t step, int64_t **ids, int *n) {
+  return step_ids(b,
+                  "SELECT t.task_id FROM trajectories t JOIN (SELECT group_id, min(id) AS first FROM trajectories "
+                  "WHERE consumed_step = ?1 AND status = 'consumed' GROUP BY group_id) g USING (group_id) "
+                  "WHERE t.consumed_step = ?1 AND t.status = 'consumed' ORDER BY g.first, t.id",
+                  step, ids, n);
+}
+
+int lt_buffer_step_quarantined(lt_buffer_t *b, int64_t step, int64_t **ids, int *n) {
+  return step_ids(b, "SELECT task_id FROM quarantine WHERE step = ?1 ORDER BY id", step, ids, n);
+}
+
+int lt_buffer_step_missing(lt_buffer_t *b, int64_t step, int64_t **ids, int *n) {
+  return step_ids(b,
+                  "SELECT k.id FROM tasks k WHERE k.eval = 0 AND k.status = 'done' AND k.prompt_id IN (SELECT group_id "
+                  "FROM trajectories WHERE consumed_step = ?1 AND status = 'consumed') AND NOT EXISTS (SELECT 1 FROM "
+                  "trajectories t WHERE t.task_id = k.id) ORDER BY k.id",
+                  step, ids, n);
 }
 
 static int mean_row(sqlite3_stmt *s, void *ud) {

@@ -22,16 +22,24 @@ static double mean_or_none(lt_buffer_t *b, const char *name, lt_span_t span, int
   return lt_buffer_metric_mean(b, name, span, n, &m, &count) == 0 && count > 0 ? m : -1;
 }
 
-/* What the run achieved, on stdout and in RUN_DIR/summary.json. */
-static void summarize(const char *run_dir, double wall_s, int plotted) {
+void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, int plotted, cJSON *extra) {
   lt_buffer_t *b;
   char name[128];
-  if (lt_cli_open_run("train", run_dir, 0, &b, name, sizeof name)) return;
+  if (lt_cli_open_run(command, run_dir, 0, &b, name, sizeof name)) {
+    cJSON_Delete(extra);
+    return;
+  }
   double steps[1] = {-1}, trajs[2], e0[2] = {-1, -1}, e1[2] = {-1, -1}, r0[1], r1[1], tok[1];
   lt_ckpt_row_t ck;
   if (lt_buffer_weights(b, 0, &ck) > 0) steps[0] = (double)ck.step;
   int64_t ntraj = 0, ntrunc = 0, at;
   lt_buffer_traj_totals(b, &ntraj, &ntrunc);
+  /* A retrained run stores no trajectories of its own: what its steps trained on. */
+  double trained;
+  int64_t nsteps = 0;
+  int retrained = ntraj == 0 && lt_buffer_metric_mean(b, "batch/trajectories", LT_SPAN_ALL, 0, &trained, &nsteps) == 0 &&
+                  nsteps > 0;
+  if (retrained) ntraj = (int64_t)(trained * (double)nsteps + 0.5);
   trajs[0] = (double)ntraj, trajs[1] = (double)ntrunc;
   if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_FIRST, &e0[0], &at) > 0) e0[1] = (double)at;
   if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_LAST, &e1[0], &at) > 0) e1[1] = (double)at;
@@ -44,10 +52,15 @@ static void summarize(const char *run_dir, double wall_s, int plotted) {
   cJSON_AddNumberToObject(o, "wall_s", wall_s);
   cJSON_AddNumberToObject(o, "learner_steps", steps[0] < 0 ? 0 : steps[0]);
   cJSON_AddNumberToObject(o, "trajectories", trajs[0]);
-  cJSON_AddNumberToObject(o, "truncated", trajs[1] < 0 ? 0 : trajs[1]);
-  printf("\n== %s: %.0f learner steps, %.0f trajectories (%.1f%% truncated) in %dm%02ds\n", run_dir,
-         steps[0] < 0 ? 0 : steps[0], trajs[0], trajs[0] > 0 ? 100 * trajs[1] / trajs[0] : 0, (int)wall_s / 60,
-         (int)wall_s % 60);
+  if (!retrained) cJSON_AddNumberToObject(o, "truncated", trajs[1] < 0 ? 0 : trajs[1]);
+  for (cJSON *e = extra ? extra->child : NULL; e; e = e->next) cJSON_AddItemReferenceToObject(o, e->string, e);
+  if (retrained)
+    printf("\n== %s: %.0f learner steps on %.0f trajectories in %dm%02ds\n", run_dir, steps[0] < 0 ? 0 : steps[0],
+           trajs[0], (int)wall_s / 60, (int)wall_s % 60);
+  else
+    printf("\n== %s: %.0f learner steps, %.0f trajectories (%.1f%% truncated) in %dm%02ds\n", run_dir,
+           steps[0] < 0 ? 0 : steps[0], trajs[0], trajs[0] > 0 ? 100 * trajs[1] / trajs[0] : 0, (int)wall_s / 60,
+           (int)wall_s % 60);
   if (e0[1] >= 0) {
     cJSON *e = cJSON_AddObjectToObject(o, "eval");
     cJSON_AddNumberToObject(e, "first_step", e0[1]);
@@ -70,9 +83,10 @@ static void summarize(const char *run_dir, double wall_s, int plotted) {
   printf("   more              longtail stats %s; longtail plot %s --dashboard -o dash.png\n", run_dir, run_dir);
   char path[4200], *s = cJSON_Print(o);
   snprintf(path, sizeof path, "%s/summary.json", run_dir);
-  if (!s || lt_fs_write_atomic(path, s, strlen(s)) < 0) fprintf(stderr, "longtail train: warning: %s not written\n", path);
+  if (!s || lt_fs_write_atomic(path, s, strlen(s)) < 0) fprintf(stderr, "longtail %s: warning: %s not written\n", command, path);
   free(s);
   cJSON_Delete(o);
+  cJSON_Delete(extra);
 }
 
 int lt_cmd_train(int argc, char **argv) {
@@ -138,6 +152,6 @@ int lt_cmd_train(int argc, char **argv) {
     /* A missing gnuplot or an empty run costs the picture, not the exit code. */
     plotted = lt_cli_plot("train", runs, 1, panels, npanels, used, png, 0, 0) == 0;
   }
-  summarize(used, lt_time_mono_s() - t0, plotted);
+  lt_cli_summarize("train", used, lt_time_mono_s() - t0, plotted, NULL);
   return code;
 }

@@ -39,6 +39,7 @@ int lt_cmd_reward(int argc, char **argv);
 int lt_cmd_sandbox(int argc, char **argv);
 int lt_cmd_keygen(int argc, char **argv);
 int lt_cmd_config(int argc, char **argv);
+int lt_cmd_retrain(int argc, char **argv);
 
 extern const lt_command_t lt_commands[];
 extern const int lt_ncommands;
@@ -67,6 +68,10 @@ int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
  * the file itself).  On failure prints "longtail COMMAND: error: ..." and
  * returns the exit code. */
 int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap);
+
+/* What a run achieved, on stdout and in RUN_DIR/summary.json (`train`, `retrain`); EXTRA's members (taken
+ * over, may be NULL) join the JSON. */
+void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, int plotted, cJSON *extra);
 
 /* Plots metrics of runs through gnuplot: one panel per entry of PANELS (a
  * comma-separated list of metric names or GLOB patterns drawn together), every

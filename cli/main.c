@@ -18,6 +18,7 @@ const lt_command_t lt_commands[] = {
     {"export", lt_cmd_export, "export trajectories as chat JSONL or token records"},
     {"plot", lt_cmd_plot, "plot metrics of one or more runs (PNG/SVG)"},
     {"replay", lt_cmd_replay, "recompute logprobs and MIS masks of recorded trajectories under a checkpoint"},
+    {"retrain", lt_cmd_retrain, "train a run's learner steps again on the trajectories each consumed (bit-identical, or what-if)"},
     {"inspect", lt_cmd_inspect, "render one trajectory for a terminal"},
     {"compare", lt_cmd_compare, "compare the metrics of two runs"},
     {"logprobs", lt_cmd_logprobs, "per-token logprobs, entropy and routing confidence of token sequences"},
@@ -34,7 +35,9 @@ const int lt_ncommands = (int)(sizeof lt_commands / sizeof lt_commands[0]);
 
 /* The commands whose processes are learner ranks under mpirun/srun
  * (docs/distributed.md); the others run alone wherever they are started. */
-static int learner_ranks(const char *cmd) { return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0; }
+static int learner_ranks(const char *cmd) {
+  return strcmp(cmd, "train") == 0 || strcmp(cmd, "grad") == 0 || strcmp(cmd, "retrain") == 0;
+}
 
 static void usage(FILE *f) {
   fprintf(f,

@@ -4,7 +4,20 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+const char *lt_ops_blas(void) {
+  static char id[512];
+  if (!id[0]) snprintf(id, sizeof id, "%s; core %s", openblas_get_config(), openblas_get_corename());
+  return id;
+}
+
+int lt_ops_blas_threads(int n) {
+  int k = n > 0 ? n : openblas_get_num_procs();
+  if (openblas_get_num_threads() != k) openblas_set_num_threads(k);
+  return k;
+}
 
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
   if (N == 0) return;

@@ -7,6 +7,14 @@
 
 #include <stdint.h>
 
+/* The BLAS build and the CPU kernel it picked ("OpenBLAS 0.3.21 ...; core Cooperlake"): bit-identical learner
+ * steps need the same one (docs/replay.md). */
+const char *lt_ops_blas(void);
+/* The BLAS threads of this process's learner maths: n (0: every core), set before each step since the builtin
+ * engine in the same process sets its own.  A product split among another number of threads sums in another
+ * order: learner.threads is part of what a step's result depends on.  Returns the number in use. */
+int lt_ops_blas_threads(int n);
+
 /* y[N, out] = x[N, in] · W[out, in]ᵀ  (Hugging Face Linear layout). */
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out);
 /* dx[N, in] += dy · W;  dW[out, in] += dyᵀ · x.  Either may be NULL. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "learner/dist.h"
+#include "learner/ops.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -567,6 +568,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
 }
 
 int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t *st) {
+  lt_ops_blas_threads(t->cfg.threads);
   work_t w;
   int k, rc = prepare(t, B, &w, &k, st);
   if (rc == 0) rc = actor_epoch(t, B, &w, k, st);
@@ -578,6 +580,7 @@ int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t 
 }
 
 int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_cfg_t *loss, lt_step_stats_t *st) {
+  lt_ops_blas_threads(t->cfg.threads);
   work_t w;
   int k, rc = prepare(t, B, &w, &k, st);
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
@@ -599,6 +602,7 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
 }
 
 int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss) {
+  lt_ops_blas_threads(t->cfg.threads);
   int rc = check_batch(B);
   if (rc < 0) return rc;
   int N = B->start[B->nseq], n = 0, a, e;

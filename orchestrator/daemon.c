@@ -598,13 +598,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->eval_every = lt_config_int(d->cfg, "eval.every");
   int64_t depth = lt_config_int(d->cfg, "scheduler.queue_depth");
   d->open_target = (int)((depth ? depth : 2 * d->batch) * lt_config_num(d->cfg, "scheduler.oversample"));
-  d->task_base = (lt_task_t){.session = "",
-                             .temperature = lt_config_num(d->cfg, "rollout.temperature"),
-                             .top_p = lt_config_num(d->cfg, "rollout.top_p"),
-                             .top_k = (int)lt_config_int(d->cfg, "rollout.top_k"),
-                             .max_new_tokens = (int)lt_config_int(d->cfg, "rollout.max_new_tokens"),
-                             .max_turns = (int)lt_config_int(d->cfg, "rollout.max_turns"),
-                             .max_context = (int)d->max_context};
+  lt_task_settings(d->cfg, &d->task_base);
   d->steps = lt_config_int(d->cfg, "learner.steps");
   d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
   d->mask_timeouts = !strcmp(lt_config_str(d->cfg, "rollout.on_timeout"), "mask");

@@ -59,11 +59,7 @@ int lt__eval_last(lt_daemon_t *d) {
   return 1;
 }
 
-/* The domain's success (pass@1, the noise curriculum; lt_buffer_task_history counts the same): the verifier's
- * verdict (components correct or verifier) when there is one, else reward ≥ envs.<d>.pass_threshold. */
+/* pass@1 credit: the domain's success at its envs.<d>.pass_threshold (lt_traj_correct). */
 int lt__eval_passed(const lt_daemon_t *d, int dom, const lt_traj_t *t) {
-  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
-  if (!cJSON_IsNumber(c)) c = cJSON_GetObjectItemCaseSensitive(t->components, "verifier");
-  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
-  return t->has_reward && t->reward >= (dom >= 0 ? d->domain_pass[dom] : 0.5);
+  return lt_traj_correct(t, dom >= 0 ? d->domain_pass[dom] : 0.5);
 }

@@ -106,3 +106,13 @@ void lt_frames_free(lt_frames_t *fr) {
     if (fr->f[i].owned) free(fr->f[i].data);
   fr->n = 0;
 }
+
+void lt_task_settings(const lt_config_t *cfg, lt_task_t *k) {
+  *k = (lt_task_t){.session = "",
+                   .temperature = lt_config_num(cfg, "rollout.temperature"),
+                   .top_p = lt_config_num(cfg, "rollout.top_p"),
+                   .top_k = (int)lt_config_int(cfg, "rollout.top_k"),
+                   .max_new_tokens = (int)lt_config_int(cfg, "rollout.max_new_tokens"),
+                   .max_turns = (int)lt_config_int(cfg, "rollout.max_turns"),
+                   .max_context = (int)lt_config_int(cfg, "rollout.max_context")};
+}

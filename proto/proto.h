@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/config.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "longtail's wire format is little-endian; big-endian hosts are not supported"
 #endif
@@ -287,6 +289,14 @@ typedef struct {
 /* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message.  Refuses a finish
  * truncated whose reason is neither a budget nor a timeout, and a finish timeout whose reason names no timeout. */
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
+/* The domain's success (held-out pass@1, the noise curriculum, pass-rate oversampling): status ok and the
+ * verifier's verdict (the `correct` or `verifier` component) when there is one, else reward >= pass_threshold
+ * (envs.<d>.pass_threshold). */
+int lt_traj_correct(const lt_traj_t *t, double pass_threshold);
+
+/* What every TASK of a run carries from its config (rollout.temperature, top_p, top_k, max_new_tokens, max_turns,
+ * max_context); the per-task fields are the caller's. */
+void lt_task_settings(const lt_config_t *cfg, lt_task_t *k);
 
 /* How an episode ended (docs/protocol.md, "reason values"): 1 when `reason` is a budget that truncates
  * (max_new_tokens, context_limit, turn_limit: bootstrapped with V(s_T)); 1 when it names a timeout (it ends in

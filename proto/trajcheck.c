@@ -38,6 +38,16 @@ int lt_traj_timeout_fail(lt_traj_t *t, double reward) {
   return 1;
 }
 
+/* The domain's success (pass@1, the noise curriculum; lt_buffer_task_history counts the same): the verifier's
+ * verdict (components correct or verifier) when there is one, else reward >= pass_threshold. */
+int lt_traj_correct(const lt_traj_t *t, double pass_threshold) {
+  if (t->status != LT_TRAJ_OK) return 0;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(t->components, "correct");
+  if (!cJSON_IsNumber(c)) c = cJSON_GetObjectItemCaseSensitive(t->components, "verifier");
+  if (cJSON_IsNumber(c)) return c->valuedouble >= 0.5;
+  return t->has_reward && t->reward >= pass_threshold;
+}
+
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
   /* Only a budget is bootstrapped: a cut for any other reason would be paid the critic's optimism. */
   if (t->finish == LT_FINISH_TRUNCATED && !lt_reason_truncates(t->reason) && !lt_reason_is_timeout(t->reason))

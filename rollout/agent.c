@@ -1323,3 +1323,16 @@ static void gw_answered(void *session, const lt_oai_result_t *r) {
 
 const lt_gateway_session_ops_t lt_agent_gateway_ops = {.prepare = gw_prepare, .generate = gw_generate, .cancel = gw_cancel,
                                                        .context_limit = gw_context_limit, .answered = gw_answered};
+
+void lt_agent_context_config(const lt_config_t *c, lt_context_opts_t *out) {
+  const char *comp = lt_config_str(c, "rollout.compression");
+  *out = (lt_context_opts_t){.keep_reasoning_latest = !strcmp(lt_config_str(c, "rollout.keep_reasoning"), "latest"),
+                             .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY
+                                            : !strcmp(comp, "discard_all") ? LT_COMPRESS_DISCARD_ALL
+                                            : !strcmp(comp, "hybrid")      ? LT_COMPRESS_HYBRID
+                                                                           : LT_COMPRESS_NONE,
+                             .threshold = (int)lt_config_int(c, "rollout.compression_threshold"),
+                             .max_resets = (int)lt_config_int(c, "rollout.max_resets"),
+                             .summary_tokens = (int)lt_config_int(c, "rollout.summary_tokens"),
+                             .summary_prompt = lt_config_str(c, "rollout.summary_prompt")};
+}

@@ -31,6 +31,9 @@ typedef struct {
   const char *summary_prompt;
 } lt_context_opts_t;
 
+/* The context settings of a run's config (rollout.keep_reasoning, compression, ...). */
+void lt_agent_context_config(const lt_config_t *cfg, lt_context_opts_t *out);
+
 typedef struct {
   uv_loop_t *loop;
   lt_envs_t *envs;

@@ -230,19 +230,10 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
   if ((rc = lt_agent_chat_load(model, lt_config_str(&w->cfg, "rollout.tool_format"), &w->chat, &tool_format)) < 0) return rc;
   if (w->chat) LT_INFO("worker", "prompts through %s's chat template; tool calls in the %s format", model, lt_toolcall_format_name(tool_format));
   w->version = wl->policy_version;
-  const char *comp = lt_config_str(&w->cfg, "rollout.compression");
   w->actx = (lt_agent_ctx_t){
       .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend, .cfg = &w->cfg,
-      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL, .chat = w->chat, .tool_format = tool_format,
-      .context = {.keep_reasoning_latest = !strcmp(lt_config_str(&w->cfg, "rollout.keep_reasoning"), "latest"),
-                  .compression = !strcmp(comp, "summary")       ? LT_COMPRESS_SUMMARY
-                                 : !strcmp(comp, "discard_all") ? LT_COMPRESS_DISCARD_ALL
-                                 : !strcmp(comp, "hybrid")      ? LT_COMPRESS_HYBRID
-                                                                : LT_COMPRESS_NONE,
-                  .threshold = (int)lt_config_int(&w->cfg, "rollout.compression_threshold"),
-                  .max_resets = (int)lt_config_int(&w->cfg, "rollout.max_resets"),
-                  .summary_tokens = (int)lt_config_int(&w->cfg, "rollout.summary_tokens"),
-                  .summary_prompt = lt_config_str(&w->cfg, "rollout.summary_prompt")}};
+      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL, .chat = w->chat, .tool_format = tool_format};
+  lt_agent_context_config(&w->cfg, &w->actx.context);
   for (int i = 0; i < lt_envs_count(w->envs); i++) /* agent programs call the policy through the gateway */
     if (lt_envs_agent(w->envs, lt_envs_name(w->envs, i))) {
       lt_backend_info_t bi;

@@ -64,6 +64,10 @@ typedef struct {
  * chooses complete groups into ids (room for batch + the largest group); returns how many, 0 while a full
  * batch is not there yet (flush: no more data will come, take what there is). */
 int lt__select_batch(lt_buffer_t *b, const lt__select_t *s, int flush, int64_t *ids, int *marked_stale, int *filtered);
+/* retrain.c: the trajectories the retrained run's step `step` consumed, in the order it trained them (its
+ * quarantined ones shuffled with them, then left out, as the learner did), malloc'd into *ids; their number, or
+ * an error naming a missing trajectory. */
+int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **ids);
 
 /* domains.c: per-domain settings (envs.<d>.group_size, kl_coef, batch_share) */
 typedef struct {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "learner/dist.h"
+#include "learner/ops.h"
 #include "learner/ranks.h"
 #include "text/tokenizer.h"
 #include "train/internal.h"
@@ -37,6 +38,7 @@ struct lt_train {
   void *event_ud;
   char run_dir[4096];
   lt_buffer_t *buf;
+  lt_buffer_t *src;         /* retrain: the run whose steps are trained again (lt_train_opts_t.source) */
   lt_trainer_t *tr;
   char tok_src[4096];
   lt_st_dtype publish_dtype; /* checkpoint.publish_dtype */
@@ -80,8 +82,12 @@ static int save_full(lt_train_t *l) {
   if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, p);
   if (rc < 0) return rc;
   char js[256];
-  snprintf(js, sizeof js, "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d}\n",
-           (long long)l->step, (long long)l->version, l->max_stale, l->keep_routing);
+  /* The gradient spike guard's running mean travels too (%.17g: bit-exact), so that a resumed run takes the
+   * guardrail decisions the uninterrupted one would have (and retrain reproduces it). */
+  snprintf(js, sizeof js,
+           "{\"step\": %lld, \"version\": %lld, \"max_staleness\": %d, \"keep_routing\": %d, \"grad_mean\": %.17g, "
+           "\"grad_seen\": %d}\n",
+           (long long)l->step, (long long)l->version, l->max_stale, l->keep_routing, l->grad_mean, l->grad_seen);
   snprintf(p, sizeof p, "%s/scheduler.json", dir);
   if ((rc = lt_fs_write_atomic(p, js, strlen(js))) < 0) return rc;
   if ((rc = lt_buffer_meta_set(l->buf, "full_checkpoint", dir)) < 0) return rc;
@@ -111,6 +117,10 @@ static int load_scheduler(lt_train_t *l, const char *dir) {
     cJSON_Delete(j);
     return lt_error_set(LT_EFORMAT, "%s: expected step, version, max_staleness, keep_routing", p);
   }
+  /* Absent from checkpoints written before it was kept: the guard starts over. */
+  const cJSON *gm = cJSON_GetObjectItemCaseSensitive(j, "grad_mean"), *gn = cJSON_GetObjectItemCaseSensitive(j, "grad_seen");
+  l->grad_mean = cJSON_IsNumber(gm) ? gm->valuedouble : 0;
+  l->grad_seen = cJSON_IsNumber(gn) ? (int)gn->valuedouble : 0;
   cJSON_Delete(j);
   l->step = step;
   l->version = version;
@@ -203,6 +213,7 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->cfg = c;
   l->event_fn = o->event;
   l->event_ud = o->ud;
+  l->src = o->source;
   snprintf(l->run_dir, sizeof l->run_dir, "%s", o->run_dir);
   l->batch = (int)lt_config_int(c, "learner.batch.trajectories");
   l->group = o->group_size;
@@ -235,6 +246,11 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   snprintf(p, sizeof p, "%s/buffer.db", o->run_dir);
   snprintf(v0, sizeof v0, "%s", o->weights_dir);
   int rc = lt_buffer_open(p, 0, &l->buf);
+  /* What retrain needs to reproduce the steps bit for bit besides the data (a resume on another machine records
+   * its own). */
+  char blas[640];
+  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(c, "learner.threads")));
+  if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", blas);
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);
     if (rc == 0 && l->version != o->version) {
@@ -279,9 +295,12 @@ int lt_train_checkpoint(lt_train_t *t) { return t->tr && t->step > t->last_full 
 
 /* Packs the chosen trajectories and fills the step's data statistics. */
 static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_result_t *r) {
-  lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run */
-  int rc = lt__batch_pack(l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
+  if (!l->src) lt__batch_shuffle(ids, n, l->seed, l->step + 1); /* the step about to run; retrain's comes shuffled */
+  int rc = lt__batch_pack(l->src ? l->src : l->buf, lt_trainer_policy(l->tr), l->cfg, ids, n, p);
   if (rc < 0) return rc;
+  if (p->nbad && l->src) /* the run trained on it: the buffer has changed since */
+    return lt_error_set(LT_ECORRUPT, "the trajectory of task %lld it trained on cannot be trained on now: %s",
+                        (long long)p->bad[0], p->bad_why[0]);
   if (p->nbad) { /* quarantined: moved aside, counted, its task reopened for the caller; the run goes on */
     if (!(r->requeue = calloc((size_t)p->nbad, sizeof *r->requeue)))
       return lt_error_set(LT_ENOMEM, "learner: out of memory");
@@ -332,7 +351,7 @@ static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   }
   if (rc == 0 && l->publish_dir[0]) rc = lt_train_publish_copy(r->dir, l->publish_dir, r->sha);
   if (rc < 0) return rc;
-  if (v - KEEP_VERSIONS > 0) {
+  if (!l->src && v - KEEP_VERSIONS > 0) { /* retrain keeps every version: they are what it is for */
     char old[4200];
     if (policy_dir_of(l, v - KEEP_VERSIONS, old, sizeof old) == 0 && lt_fs_is_dir(old)) lt_fs_remove_tree(old);
   }
@@ -413,12 +432,15 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
 
 int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   memset(r, 0, sizeof *r);
-  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024));
+  int64_t *ids = NULL;
   lt__packed_t p = {0};
-  int rc = ids ? 0 : lt_error_set(LT_ENOMEM, "learner: out of memory");
+  int rc = 0, n;
   lt__select_t sel = {.batch = l->batch, .group = l->group, .dynfilter = l->dynfilter, .critic_returns = l->critic_returns,
                       .max_stale = l->max_stale, .doms = &l->doms, .version = l->version, .step = l->step};
-  int n = rc == 0 ? lt__select_batch(l->buf, &sel, flush, ids, &r->marked_stale, &r->filtered) : rc;
+  if (l->src) n = lt__retrain_batch(l->src, l->step + 1, l->seed, &ids);
+  else if ((ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024))))
+    n = lt__select_batch(l->buf, &sel, flush, ids, &r->marked_stale, &r->filtered);
+  else n = lt_error_set(LT_ENOMEM, "learner: out of memory");
   if (n <= 0) {
     rc = n;
     goto out;
@@ -439,8 +461,8 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
     int64_t keep_step = l->step;
     if ((rc = lt_ranks_load(l->tr, l->last_full_dir)) < 0) goto out;
     l->step = keep_step; /* step numbers stay monotonic; the weights are the good ones */
-    if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
-  } else if ((rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
+    if (!l->src && (rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_FILTERED, l->step)) < 0) goto out;
+  } else if (!l->src && (rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
     goto out;
   }
   l->version++;
@@ -461,50 +483,6 @@ out:
   return rc;
 }
 
-/* ---- what a step reports ---- */
-
-void lt_train_result_metrics(const lt_train_result_t *r, void (*fn)(void *ud, const char *name, double v), void *ud) {
-  const lt_step_stats_t *s = &r->st;
-  struct {
-    const char *name;
-    double v;
-  } m[] = {
-      {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
-      {"rollout/turns_mean", r->turns_mean},
-      {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
-      {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},
-      {"mismatch/kl", s->kl_rollout},           {"policy/entropy", s->entropy},
-      {"actor/loss", s->actor_loss},            {"actor/grad_norm", s->actor_grad_norm},
-      {"actor/lr", s->lr},                      {"actor/clip_frac", s->clip_frac},
-      {"actor/skipped_updates", s->actor_skipped_updates},
-      {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
-      {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
-      {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
-      {"kl/ref", s->kl_ref},                    {"staleness/mean", r->stale_mean},
-      {"staleness/max", r->stale_max},          {"scheduler/max_staleness", r->max_staleness},
-      {"buffer/stale", r->marked_stale},        {"buffer/filtered", r->filtered},
-      {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
-      {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
-      {"batch/trajectories", s->trajectories},  {"batch/tokens", s->tokens},
-      {"mis/sampling_unknown", r->skip_sampling}, {"mis/routing_unknown", r->skip_routing},
-      {"learner/ranks", r->ranks},
-  };
-  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) fn(ud, m[i].name, m[i].v);
-  if (s->routing_confidence >= 0) fn(ud, "routing/confidence_learner", s->routing_confidence);
-  if (r->route_rollout >= 0) fn(ud, "routing/confidence_rollout", r->route_rollout);
-  for (int i = 0; i < LT_TRAIN_STALE_BINS; i++) {
-    char nm[96];
-    snprintf(nm, sizeof nm, i == LT_TRAIN_STALE_BINS - 1 ? "staleness/hist_%d+" : "staleness/hist_%d", i);
-    fn(ud, nm, r->stale_hist[i]);
-  }
-  for (int i = 0; i < r->ndom; i++) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "reward/%s", r->dom[i]);
-    fn(ud, nm, r->dom_reward[i]);
-  }
-  double span = r->step_s + r->wait_s;
-  if (span > 0) fn(ud, "throughput/gen_tokens_per_s", r->gen_tokens / span);
-}
 
 void lt_train_result_free(lt_train_result_t *r) {
   for (int i = 0; r->requeue && i < r->quarantined; i++) lt_buffer_quarantined_free(&r->requeue[i]);

@@ -1,6 +1,6 @@
 /* Training decisions between the buffer and the learner: which trajectories a step trains on (eligibility and
  * staleness, complete groups, the dynamic filter), packing, guardrails, the step driver (steps, publishing,
- * checkpoints, resume), the supervised warm start and the offline replay of a step.  It talks to its caller
+ * checkpoints, resume), the supervised warm start, the offline replay of a step and the retraining of a run.  It talks to its caller
  * through options in and results and events out; it never sees the daemon. */
 #ifndef LT_TRAIN_TRAIN_H
 #define LT_TRAIN_TRAIN_H
@@ -30,6 +30,10 @@ typedef struct {
   int group_size;            /* samples per prompt */
   int sync;                  /* scheduler.mode sync: strict on-policy */
   int resume;                /* continue from the run's last full checkpoint */
+  /* Retrain (train/retrain.c): the buffer of the run being trained again, read-only.  Each step then trains on
+   * the trajectories it says that step consumed, instead of choosing from RUN_DIR/buffer.db's; nothing is
+   * marked, no version is pruned. */
+  lt_buffer_t *source;
   /* Guardrail actions, staleness changes and routing alarms as they happen (on lt_train_step's thread). */
   void (*event)(void *ud, const char *kind, const char *detail);
   void *ud;
@@ -65,12 +69,13 @@ int64_t lt_train_ready(lt_train_t *t);
 /* One step.  flush: no more data will come, so train on a partial batch.  1: trained (r filled); 0: nothing
  * trainable yet (r->marked_stale, r->filtered and r->quarantined count what was dropped); < 0: an error. */
 int lt_train_step(lt_train_t *t, int flush, lt_train_result_t *r);
-/* A step's metrics by their names (docs/metrics.md), each given to fn: what the step measured, its batch and
- * its data (the run's own counters, such as throughput/trajectories_per_s, are the caller's). */
-void lt_train_result_metrics(const lt_train_result_t *r, void (*fn)(void *ud, const char *name, double v), void *ud);
 /* What a step's result holds (its requeue list); nothing after an error. */
 void lt_train_result_free(lt_train_result_t *r);
 int64_t lt_train_steps_done(const lt_train_t *t);
+/* A step's metrics by their names (docs/metrics.md), each given to fn (train/metrics.c): what the step measured,
+ * its batch and its data (the run's own counters, such as throughput/trajectories_per_s, are the caller's). */
+typedef void (*lt_train_metric_fn)(void *ud, const char *name, double value);
+void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, void *ud);
 /* The final full checkpoint, so that --resume continues from here (nothing when the last step has one). */
 int lt_train_checkpoint(lt_train_t *t);
 void lt_train_close(lt_train_t *t);
@@ -141,5 +146,41 @@ typedef struct {
 /* *out: {"step", "model", "trajectories", "tokens", "objective", "recomputed": {...}, "logged": {...},
  * "what_if": {...} (with bounds)}.  Errors name the run, step or checkpoint. */
 int lt_replay(const lt_replay_opts_t *o, cJSON **out);
+
+/* ---- `longtail retrain` (train/retrain.c): a run's learner steps trained again, offline, each on the
+ * trajectories it consumed, from the run's starting policy (docs/replay.md) ---- */
+
+typedef struct {
+  const char *run;              /* the run directory retrained */
+  const char *out;              /* DIR: a run folder of its own (buffer.db with metrics and checkpoints, every
+                                   version in checkpoints/vN) */
+  const char *const *sets;      /* --set overrides of the run's config: a what-if (none: checked bit for bit) */
+  int nsets;
+  int64_t first, last;          /* steps A..B written (0: from the first, to the last); those before A are trained
+                                   too, to reach A's weights */
+  const lt_cfg_schema_t *const *schemas; /* to read the run's recorded config */
+  int nschemas;
+  /* Each step written: same = 1 bit-identical to the run's version, 0 differs, -1 not compared (a what-if). */
+  void (*step)(void *ud, const lt_train_result_t *r, int same);
+  /* The held-out accuracy of a version (an evaluation round on the run's prompts), called for the versions the
+   * run evaluated (step 0 among them) and recorded as eval/accuracy; NULL: none (train/ runs no episodes). */
+  int (*eval)(void *ud, const lt_config_t *cfg, const char *model_dir, int64_t version, double *accuracy);
+  void *ud;
+} lt_retrain_opts_t;
+
+typedef struct {
+  int64_t steps;                /* steps written */
+  int64_t differs;              /* the first step whose weights differ from the run's (0: none) */
+  char tensor[256];             /* its first differing tensor ("": the run no longer keeps that version) */
+  char sha[65], run_sha[65];    /* that step's weights here and in the run */
+  double learner_s, run_learner_s; /* the written steps' learner time here and in the run (learner/step_s) */
+} lt_retrain_result_t;
+
+/* 0 when every written step is done (and, without --set, identical: else *res says where it differs, still 0);
+ * an error names the step and what is missing (a trajectory, a checkpoint). */
+int lt_retrain(const lt_retrain_opts_t *o, lt_retrain_result_t *res);
+/* Learner ranks >= 1 of `mpirun -np R longtail retrain`: their share of each step rank 0 retrains, under the
+ * run's config (with o's --set), until rank 0 stops them. */
+int lt_retrain_follow(const lt_retrain_opts_t *o);
 
 #endif

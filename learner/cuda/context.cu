@@ -45,7 +45,7 @@ int lt_gpu_open(int dev, lt_gpu_t **out) {
   LT_CUBLAS(cublasSetStream(g->blas, g->stream));
   /* fp32 products stay fp32 (no TF32): the parity tests compare with OpenBLAS. */
   LT_CUBLAS(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
-  int rc = lt_gpu_alloc(g, (void **)&g->sum, sizeof *g->sum);
+  int rc = lt_gpu_alloc(g, (void **)&g->sum, sizeof *g->sum * (1 + LT_GPU_SUM_PARTS));
   if (rc < 0) {
     lt_gpu_close(g);
     return rc;

@@ -9,6 +9,9 @@
 
 #include "learner/gpu.h"
 
+/* Blocks of a reduction whose partials are summed in a fixed order (no atomics: the same bits every run). */
+#define LT_GPU_SUM_PARTS 1024u
+
 struct lt_gpu {
   int dev;
   cudaStream_t stream;
@@ -19,7 +22,7 @@ struct lt_gpu {
   size_t bfa_n, bfb_n;
   float *f32;                /* float scratch of the kernels, grown on demand */
   size_t f32_n;
-  double *sum;               /* one accumulator for reductions (gradient norm) */
+  double *sum;               /* an accumulator for reductions (gradient norm), then LT_GPU_SUM_PARTS block partials */
   cudaDeviceProp prop;
 };
 

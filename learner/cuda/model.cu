@@ -238,10 +238,12 @@ __global__ void embed_fwd(float *x, const float *E, const int *tok, int N, int D
     x[i] = E[(size_t)tok[i / D] * D + i % D];
 }
 
+/* dE[tok[n]] += d[n], each column by one thread over the tokens in order: a token repeated in the batch adds up in
+ * the same order every run (atomics did not: retrain, docs/replay.md). */
 __global__ void embed_bwd(float *dE, const float *d, const int *tok, int N, int D) {
-  size_t n = (size_t)N * D;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    atomicAdd(&dE[(size_t)tok[i / D] * D + i % D], d[i]);
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  for (int n = 0; n < N; n++) dE[(size_t)tok[n] * D + i] += d[(size_t)n * D + i];
 }
 
 __global__ void add_kernel(float *y, const float *x, size_t n) {
@@ -567,7 +569,7 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
     lt_gpu_linear_backward(g, dh1, G->wv, gm->dv, gm->h1[l], W->wv, N, D, Hk);
     lt_gpu_rmsnorm_backward(g, gm->dres, G->ln1, dh1, gm->x[l], W->ln1, gm->r1[l], N, D);
   }
-  embed_bwd<<<grid_n((size_t)N * D), 256, 0, g->stream>>>(gm->gw.embed, gm->dres, gm->tok, N, D);
+  embed_bwd<<<lt__blocks(D, 128), 128, 0, g->stream>>>(gm->gw.embed, gm->dres, gm->tok, N, D);
   LT_LAUNCHED();
   return 0;
 }

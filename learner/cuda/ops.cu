@@ -39,15 +39,14 @@ __global__ void rmsnorm_bwd_dx(float *dx, const float *dout, const float *x, con
   for (int i = threadIdx.x; i < D; i += blockDim.x) dx[o + i] += r * dout[o + i] * w[i] - c * x[o + i];
 }
 
-/* dw[i] += Σ_n dout·x·rstd over a chunk of rows per block, then one atomic per column. */
-#define DW_ROWS 64
+/* dw[i] += Σ_n dout·x·rstd, each column by one thread over the rows in order: no atomics, the same bits every run
+ * (retrain, docs/replay.md); the threads of a warp read consecutive columns of a row. */
 __global__ void rmsnorm_bwd_dw(float *dw, const float *dout, const float *x, const float *rstd, int N, int D) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= D) return;
-  int n0 = blockIdx.y * DW_ROWS, n1 = min(N, n0 + DW_ROWS);
   float s = 0;
-  for (int n = n0; n < n1; n++) s += dout[(size_t)n * D + i] * x[(size_t)n * D + i] * rstd[n];
-  atomicAdd(&dw[i], s);
+  for (int n = 0; n < N; n++) s += dout[(size_t)n * D + i] * x[(size_t)n * D + i] * rstd[n];
+  dw[i] += s;
 }
 
 void lt_gpu_rmsnorm_backward(lt_gpu_t *g, float *dx, float *dw, const float *dout, const float *x, const float *w,
@@ -58,8 +57,7 @@ void lt_gpu_rmsnorm_backward(lt_gpu_t *g, float *dx, float *dw, const float *dou
     LT_LAUNCHED();
   }
   if (dw) {
-    dim3 grid(lt__blocks(D, 128), lt__blocks(N, DW_ROWS));
-    rmsnorm_bwd_dw<<<grid, 128, 0, g->stream>>>(dw, dout, x, rstd, N, D);
+    rmsnorm_bwd_dw<<<lt__blocks(D, 128), 128, 0, g->stream>>>(dw, dout, x, rstd, N, D);
     LT_LAUNCHED();
   }
 }

@@ -8,13 +8,21 @@ extern "C" {
 #include "util/error.h"
 }
 
-__global__ void sumsq_kernel(double *out, const float *x, size_t n) {
+/* Each block's partial sum into part[blockIdx.x]; sum_parts adds them to *out in block order.  No atomics: the
+ * gradient norm (and so the clipping scale) is the same bits every run, which retrain needs (docs/replay.md). */
+__global__ void sumsq_kernel(double *part, const float *x, size_t n) {
   __shared__ double sh[32];
   double s = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     s += (double)x[i] * x[i];
   s = lt__block_sum(s, sh);
-  if (threadIdx.x == 0) atomicAdd(out, s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+__global__ void sum_parts(double *out, const double *part, unsigned n) {
+  double s = 0;
+  for (unsigned i = 0; i < n; i++) s += part[i];
+  *out += s;
 }
 
 static int frozen(const lt_optim_cfg_t *c, const lt_tensor_t *t) { return c->freeze_router && lt_tensor_is_router(t); }
@@ -28,7 +36,10 @@ double lt_gpu_grad_norm(lt_gpu_t *g, const lt_optim_cfg_t *c, const lt_model_t *
     const lt_tensor_t *t = &host->tensors[i];
     if (frozen(c, t)) continue;
     unsigned b = lt__blocks(numel(t), 256);
-    sumsq_kernel<<<b < 1024u ? b : 1024u, 256, 0, g->stream>>>(acc, grads + t->offset, numel(t));
+    if (b > LT_GPU_SUM_PARTS) b = LT_GPU_SUM_PARTS;
+    sumsq_kernel<<<b, 256, 0, g->stream>>>(acc + 1, grads + t->offset, numel(t));
+    LT_LAUNCHED();
+    sum_parts<<<1, 1, 0, g->stream>>>(acc, acc + 1, b);
     LT_LAUNCHED();
   }
   double ss = 0;

@@ -522,29 +522,38 @@ static void test_training(int bf16) {
  * advantages, two actor mini-batches, the critic, AdamW) on the CPU and with
  * learner.device cuda: the same statistics and the same weights after two steps.
  * Sequences 2 and 3 are two contexts of one truncated trajectory. */
-static void test_trainer(void) {
-  const char *moe = ", \"mlp_only_layers\": [1]";
-  lt_model_t *pc = model("qwen3_moe", moe, 0, 21), *pg = model("qwen3_moe", moe, 0, 21), *probe = model("qwen3_moe", moe, 0, 21);
-  int start[] = {0, 37, 70, 107, 128};
-  float lr_[NTOK];
-  uint8_t mask[NTOK];
+#define TRAINER_MOE ", \"mlp_only_layers\": [1]"
+static int tb_start[] = {0, 37, 70, 107, 128};
+static float tb_logp[NTOK];
+static uint8_t tb_mask[NTOK];
+static double tb_reward[] = {1, 0, 0, 0};
+static uint8_t tb_trunc[] = {0, 1, 1, 0};
+static int64_t tb_group[] = {1, 1, 1, 2};
+static int tb_traj[] = {0, 1, 1, 2};
+
+/* The trainers' batch (rollout logprobs near the policy's, seed 21) and settings. */
+static lt_train_batch_t trainer_batch(lt_trainer_cfg_t *tc) {
+  lt_model_t *probe = model("qwen3_moe", TRAINER_MOE, 0, 21);
   lt_fwd_out_t o;
-  lt_batch_t pb = {.nseq = 4, .start = start, .tokens = tokens};
+  lt_batch_t pb = {.nseq = 4, .start = tb_start, .tokens = tokens};
   if (lt_model_eval_alloc(probe, NTOK, 64) < 0 || lt_model_forward(probe, &pb, &o) < 0) exit(1);
-  for (int i = 0; i < NTOK; i++) lr_[i] = o.logprobs[i] + (float)(lt_rng_normal(&R) * 0.01);
+  for (int i = 0; i < NTOK; i++) tb_logp[i] = o.logprobs[i] + (float)(lt_rng_normal(&R) * 0.01);
   for (int s = 0; s < 4; s++)
-    for (int i = start[s]; i < start[s + 1]; i++) mask[i] = i - start[s] >= 5;
-  double reward[] = {1, 0, 0, 0};
-  uint8_t trunc[] = {0, 1, 1, 0};
-  int64_t group[] = {1, 1, 1, 2};
-  int traj[] = {0, 1, 1, 2};
-  lt_train_batch_t B = {.nseq = 4, .start = start, .tokens = tokens, .logp_rollout = lr_, .mask = mask, .reward = reward,
-                        .truncated = trunc, .group = group, .traj = traj};
-  lt_trainer_cfg_t tc = {.actor_minibatches = 2, .critic_minibatches = 1, .threads = 1};
-  lt_loss_cfg_default(&tc.loss, LT_OBJ_MISPO);
-  lt_optim_cfg_default(&tc.actor_opt, LT_OPT_ADAMW);
-  lt_optim_cfg_default(&tc.critic_opt, LT_OPT_ADAMW);
-  tc.actor_opt.lr = tc.critic_opt.lr = 1e-3f;
+    for (int i = tb_start[s]; i < tb_start[s + 1]; i++) tb_mask[i] = i - tb_start[s] >= 5;
+  lt_model_free(probe);
+  *tc = (lt_trainer_cfg_t){.actor_minibatches = 2, .critic_minibatches = 1, .threads = 1};
+  lt_loss_cfg_default(&tc->loss, LT_OBJ_MISPO);
+  lt_optim_cfg_default(&tc->actor_opt, LT_OPT_ADAMW);
+  lt_optim_cfg_default(&tc->critic_opt, LT_OPT_ADAMW);
+  tc->actor_opt.lr = tc->critic_opt.lr = 1e-3f;
+  return (lt_train_batch_t){.nseq = 4, .start = tb_start, .tokens = tokens, .logp_rollout = tb_logp, .mask = tb_mask,
+                            .reward = tb_reward, .truncated = tb_trunc, .group = tb_group, .traj = tb_traj};
+}
+
+static void test_trainer(void) {
+  lt_model_t *pc = model("qwen3_moe", TRAINER_MOE, 0, 21), *pg = model("qwen3_moe", TRAINER_MOE, 0, 21);
+  lt_trainer_cfg_t tc;
+  lt_train_batch_t B = trainer_batch(&tc);
   float *w0 = malloc(NF(pc->nparams));
   memcpy(w0, pc->params, NF(pc->nparams));
   lt_trainer_t *tcpu, *tgpu;
@@ -581,7 +590,40 @@ static void test_trainer(void) {
   free(w0);
   lt_trainer_free(tcpu);
   lt_trainer_free(tgpu);
-  lt_model_free(probe);
+}
+
+/* What `longtail retrain` on CUDA needs (docs/replay.md): two CUDA learners from the same weights, on the same
+ * batches, publish the same bits: every reduction (cuBLAS, the attention backward, the embedding and RMSNorm weight
+ * gradients, the gradient norm) sums in a fixed order. */
+static void test_trainer_repeatable(void) {
+  lt_trainer_cfg_t tc;
+  lt_train_batch_t B = trainer_batch(&tc);
+  tc.cuda = 1;
+  lt_trainer_t *t[2];
+  lt_step_stats_t st[2];
+  for (int k = 0; k < 2; k++)
+    if (lt_trainer_create(&tc, model("qwen3_moe", TRAINER_MOE, 0, 21), NULL, NULL, &t[k]) < 0) {
+      fprintf(stderr, "test-gpu: %s\n", lt_error_msg());
+      exit(1);
+    }
+  for (int s = 0; s < 3; s++)
+    for (int k = 0; k < 2; k++)
+      if (lt_trainer_step(t[k], &B, &st[k]) < 0) {
+        fprintf(stderr, "test-gpu: %s\n", lt_error_msg());
+        exit(1);
+      }
+  lt_model_t *a = lt_trainer_policy(t[0]), *b = lt_trainer_policy(t[1]);
+  size_t differ = 0;
+  for (size_t i = 0; i < a->nparams; i++) differ += memcmp(&a->params[i], &b->params[i], sizeof(float)) != 0;
+  char what[160];
+  snprintf(what, sizeof what, "trainer: two CUDA learners, 3 steps on the same batch: bit-identical weights (%zu of %zu "
+           "differ)", differ, a->nparams);
+  require(differ == 0, what);
+  require(!memcmp(&st[0].actor_grad_norm, &st[1].actor_grad_norm, sizeof(double)) &&
+              !memcmp(&st[0].actor_loss, &st[1].actor_loss, sizeof(double)),
+          "trainer: two CUDA learners: bit-identical gradient norm and loss");
+  lt_trainer_free(t[0]);
+  lt_trainer_free(t[1]);
 }
 
 int main(void) {
@@ -617,6 +659,7 @@ int main(void) {
   test_model("MoE, keep-routing", "qwen3_moe", "", 0, 1);
   test_model("critic", "qwen3", "", 1, 0);
   test_trainer();
+  test_trainer_repeatable();
   test_training(0);
   test_training(1);
   lt_gpu_close(G);

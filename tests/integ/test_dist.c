@@ -222,6 +222,23 @@ Test(dist, ranks_score_the_rollout_temperature_and_kept_sets, .timeout = 300) {
   free(m);
 }
 
+/* Retrain under mpirun (docs/replay.md): a run trained by two learner ranks retrains bit for bit on two ranks; on
+ * one the gradient all-reduce sums in another order, and the first step already differs (and says so). */
+Test(dist, a_two_rank_run_retrains_bit_identical_on_two_ranks_not_on_one, .timeout = 300) {
+  char rd[4200];
+  /* A length penalty: the advantages are not all 0, so the steps carry real gradients. */
+  free(smoke_two_ranks("run-retrain", "--set rewards.length_penalty.target=4", rd, sizeof rd));
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 200, MPIRUN " 2 %s retrain %s --out %s-two", lt_test_bin(), rd, rd), 0);
+  cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "3 steps bit-identical"), "%s", r.out);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 200, "%s retrain %s --out %s-one", lt_test_bin(), rd, rd), 0);
+  cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "step 1 differs from the run's version"), "%s", r.out);
+  lt_run_free(&r);
+}
+
 /* A learner rank that hangs (SIGSTOP) fails the step within the liveness
  * window with an error naming it; the daemon stops and every rank exits. */
 Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {

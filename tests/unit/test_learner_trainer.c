@@ -2,10 +2,12 @@
  * toward the rewarded answer, the critic regresses returns, SFT lowers its
  * loss, and a saved trainer resumes to the bit-identical next step. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/ops.h"
 #include "learner/trainer.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
@@ -468,4 +470,56 @@ Test(learner_trainer, load_names_missing_state) {
   cr_assert_lt(lt_trainer_load(tr, "/nonexistent/ckpt"), 0);
   cr_assert(strstr(lt_error_msg(), "/nonexistent/ckpt"), "%s", lt_error_msg());
   lt_trainer_free(tr);
+}
+
+/* A step's bits do not depend on the BLAS threads the process happens to run: the learner sets learner.threads
+ * (retrain reproduces a run on another machine, or after the builtin engine set its own; docs/replay.md).  The
+ * products are large enough for OpenBLAS to split them, which sums in another order on another thread count. */
+Test(learner_trainer, a_step_does_not_depend_on_the_process_blas_threads) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/configs/models/tiny-moe.json", lt_test_root());
+  enum { S = 16, T = 200 };
+  static int start[S + 1];
+  static int32_t tok[S * T];
+  static float lp[S * T];
+  static uint8_t mask[S * T];
+  double reward[S];
+  uint8_t trunc[S] = {0};
+  int64_t group[S];
+  for (int s = 0; s <= S; s++) start[s] = s * T;
+  for (int i = 0; i < S * T; i++) tok[i] = (int32_t)((i * 7919u + 13u) % 258u), mask[i] = i % T >= 8;
+  for (int s = 0; s < S; s++) reward[s] = s % 3 == 0, group[s] = s / 2;
+  lt_train_batch_t b = {.nseq = S, .start = start, .tokens = tok, .logp_rollout = lp, .mask = mask, .reward = reward,
+                        .truncated = trunc, .group = group};
+  float *w[2] = {NULL, NULL};
+  size_t n = 0;
+  for (int k = 0; k < 2; k++) {
+    lt_model_config_t mc;
+    cr_assert_eq(lt_model_config_load(path, &mc), 0, "%s", lt_error_msg());
+    lt_model_t *m;
+    cr_assert_eq(lt_model_create(&mc, &m), 0);
+    lt_model_init_random(m, 5, 0.1f);
+    if (k == 0) { /* on-policy rollout logprobs, computed once */
+      cr_assert_eq(lt_model_eval_alloc(m, S * T, T), 0);
+      lt_batch_t fb = {.nseq = S, .start = start, .tokens = tok};
+      lt_fwd_out_t o;
+      cr_assert_eq(lt_model_forward(m, &fb, &o), 0);
+      memcpy(lp, o.logprobs, sizeof lp);
+    }
+    lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+    lt_trainer_t *tr;
+    cr_assert_eq(lt_trainer_create(&c, m, NULL, NULL, &tr), 0);
+    lt_ops_blas_threads(k ? 1 : 4); /* what the process had before the step */
+    lt_step_stats_t st;
+    cr_assert_eq(lt_trainer_step(tr, &b, &st), 0, "%s", lt_error_msg());
+    cr_assert_gt(st.actor_grad_norm, 0);
+    n = lt_trainer_policy(tr)->nparams;
+    w[k] = malloc(sizeof(float) * n);
+    memcpy(w[k], lt_trainer_policy(tr)->params, sizeof(float) * n);
+    lt_trainer_free(tr);
+  }
+  size_t differ = 0;
+  for (size_t i = 0; i < n; i++) differ += memcmp(&w[0][i], &w[1][i], sizeof(float)) != 0;
+  cr_assert_eq(differ, 0, "%zu of %zu weights differ between 4 and 1 BLAS threads", differ, n);
+  free(w[0]), free(w[1]);
 }

@@ -388,3 +388,43 @@ Test(train, welcome_names_the_models_own_chat_template) {
   lt_config_free(&cfg);
   lt_test_rmdir(dir);
 }
+
+/* Six groups of two with a reward spread, of no policy version (never stale): six steps of a batch of 2. */
+static void six_groups(lt_buffer_t *b) {
+  for (int g = 1; g <= 6; g++) {
+    add(b, 2 * g - 1, g, 1, -1);
+    add(b, 2 * g, g, 0, -1);
+  }
+}
+
+/* The gradient spike guard's running mean survives a resume: five steps, a full checkpoint, and the resumed driver
+ * (under a threshold any gradient exceeds) rolls its first step back as the uninterrupted one would; it used to
+ * start counting again, and retrain could not reproduce a resumed run's guardrail decisions. */
+Test(train, the_grad_spike_guard_resumes_with_its_running_mean) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  /* Trajectory bounds every made-up logprob passes: the steps have gradients. */
+#define WIDE BATCH2 ", \"mispo\": {\"traj_bounds\": [0.001, 1000]}"
+  lt_train_t *t = open_rows(dir, WIDE, "", &cfg, &ev, six_groups);
+  lt_train_result_t r;
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+    cr_assert_gt(r.st.actor_grad_norm, 0);
+  }
+  cr_assert_eq(lt_train_checkpoint(t), 0, "%s", lt_error_msg());
+  lt_train_close(t);
+  lt_config_free(&cfg);
+  cJSON *js = cJSON_Parse("{\"model\": {\"init\": \"x\"}, \"learner\": {\"threads\": 1, \"device\": \"cpu\", "
+                          WIDE "}, \"guardrails\": {\"grad_spike\": 1e-9}}");
+  cr_assert_eq(lt_config_from_json(&cfg, js, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  char v[4300];
+  snprintf(v, sizeof v, "%s/checkpoints/v10", dir);
+  lt_train_opts_t o = {.cfg = &cfg, .run_dir = dir, .weights_dir = v, .version = 10, .step = 12, .group_size = 2,
+                       .resume = 1, .event = on_event, .ud = &ev};
+  cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
+  ev.kinds[0] = 0;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  cr_assert(strstr(ev.kinds, "guardrail"), "no rollback after the resume: events %s", ev.kinds);
+  finish(t, &cfg, dir);
+}
