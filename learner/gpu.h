@@ -39,6 +39,8 @@ void lt_gpu_set_bf16(lt_gpu_t *g, int on);
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap);
 int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes); /* zeroed */
 void lt_gpu_free(void *p);
+/* Free and total device memory in bytes (what the benchmarks check before a shape). */
+void lt_gpu_mem_info(lt_gpu_t *g, size_t *free_b, size_t *total_b);
 void lt_gpu_upload(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
 void lt_gpu_download(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
 void lt_gpu_zero(lt_gpu_t *g, void *p, size_t bytes);

@@ -86,6 +86,11 @@ int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes) {
   return 0;
 }
 
+void lt_gpu_mem_info(lt_gpu_t *g, size_t *free_b, size_t *total_b) {
+  (void)g;
+  LT_CUDA(cudaMemGetInfo(free_b, total_b));
+}
+
 void lt_gpu_free(void *p) {
   if (p) cudaFree(p);
 }
