@@ -18,7 +18,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.steps", LT_CFG_INT, "0", 0, BIG, NULL, "learner steps before the run ends (0: until tasks run out)"},
     {"learner.actor_minibatches", LT_CFG_INT, "4", 1, 100000, NULL, "actor mini-batches per step (one epoch)"},
     {"learner.critic_minibatches", LT_CFG_INT, "12", 1, 100000, NULL, "critic mini-batches per step"},
-    {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when this build has it and a GPU is present, unless keep_sampling_mask, muon or rollout.temperature ≠ 1; cuda: insist)"},
+    {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when this build has it and a GPU is present, unless learner.optimizer is muon; cuda: insist)"},
     {"learner.threads", LT_CFG_INT, "0", 0, 1024, NULL, "CPU threads for the learner (0: all cores)"},
     {"learner.optimizer", LT_CFG_ENUM, "\"adamw\"", LT_CFG_NORANGE, "adamw|muon", "actor optimizer (muon: Newton–Schulz for 2-D weights, AdamW for the rest)"},
     {"learner.lr", LT_CFG_NUM, "2e-6", 0, BIG, NULL, "actor peak learning rate"},

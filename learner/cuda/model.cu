@@ -31,6 +31,15 @@ struct lt_gpu_model {
   int *eoff[LT_MAX_LAYERS];            /* host [E+1] */
   float *hf, *rf, *hlse, *lp, *ent, *vals, *conf, *mass, *act, *xe, *rlogits, *logits, *dlp;
   int *pos, *tok, *target;
+  /* the head's per-row options of the last forward (sampling temperature, Keep Sampling Mask) */
+  lt_gpu_head_opts_t head;            /* device arrays, members NULL when off */
+  float *itemp;                       /* [N] 1/T per row */
+  int *keep_n, *keep_off;             /* [N] */
+  int32_t *keep_ids;                  /* [keep_cap], grown on demand */
+  size_t keep_cap;
+  uint8_t *mark;                      /* [chunk, V], allocated with the first keep set */
+  float *h_itemp;
+  int *h_keep_n, *h_keep_off;
   uint16_t *forced;                    /* [N, k] keep-routing ids of one layer */
   /* gradients of activations */
   float *dres, *dx2, *dh, *dq, *datt, *dk, *dkp, *dv, *dg, *du, *dact, *dy, *dxe, *dw;
@@ -98,8 +107,11 @@ void lt_gpu_model_free(lt_gpu_model_t *gm) {
   for (int i = 0; i < gm->nalloc; i++) lt_gpu_free(gm->allocs[i]);
   free(gm->allocs);
   for (int l = 0; l < gm->c.layers; l++) free(gm->eoff[l]);
+  lt_gpu_free(gm->keep_ids);
+  lt_gpu_free(gm->mark);
   void *hp[] = {gm->h_tok, gm->h_pos, gm->h_target, gm->h_perm, gm->h_inv, gm->h_ids, gm->h_forced, gm->h_lp, gm->h_ent,
-                gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start};
+                gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start, gm->h_itemp, gm->h_keep_n,
+                gm->h_keep_off};
   for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) free(hp[i]);
   free(gm);
 }
@@ -183,6 +195,9 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->pos = (int *)dev(gm, N * sizeof(int), &fail);
   gm->tok = (int *)dev(gm, N * sizeof(int), &fail);
   gm->target = (int *)dev(gm, N * sizeof(int), &fail);
+  gm->itemp = (float *)dev(gm, N * F, &fail);
+  gm->keep_n = (int *)dev(gm, N * sizeof(int), &fail);
+  gm->keep_off = (int *)dev(gm, N * sizeof(int), &fail);
   gm->dres = (float *)dev(gm, N * D * F, &fail);
   gm->dx2 = (float *)dev(gm, N * D * F, &fail);
   gm->dh = (float *)dev(gm, N * D * F, &fail);
@@ -210,10 +225,13 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->h_inv = (int *)malloc(NK * sizeof(int));
   gm->h_ids = (uint16_t *)malloc(NK * sizeof(uint16_t));
   gm->h_forced = (uint16_t *)malloc(NK * sizeof(uint16_t));
-  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp};
+  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp, &gm->h_itemp};
   for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++)
     if (!(*hf[i] = (float *)malloc(N * F))) fail = 1;
-  if (fail || !gm->h_tok || !gm->h_pos || !gm->h_target || !gm->h_perm || !gm->h_inv || !gm->h_ids || !gm->h_forced) {
+  gm->h_keep_n = (int *)malloc(N * sizeof(int));
+  gm->h_keep_off = (int *)malloc(N * sizeof(int));
+  if (fail || !gm->h_tok || !gm->h_pos || !gm->h_target || !gm->h_perm || !gm->h_inv || !gm->h_ids || !gm->h_forced ||
+      !gm->h_keep_n || !gm->h_keep_off) {
     lt_gpu_model_free(gm);
     return lt_error_wrap(LT_ENOMEM, "GPU model of %zu parameters for %d tokens", P, max_tokens);
   }
@@ -302,6 +320,65 @@ static void copy_d(lt_gpu_model_t *gm, float *dst, const float *src, size_t n) {
   lt_gpu_copy(gm->g, dst, src, n * sizeof(float));
 }
 
+/* ---- the head's per-row options ---- */
+
+/* Row r predicts token r + 1: its temperature and Keep-Sampling-Mask set are
+ * token r + 1's (learner/forward.c's policy_head).  Checks the ids (they index
+ * device arrays) and uploads what the batch uses; gm->head says what is on. */
+static int head_options(lt_gpu_model_t *gm, const lt_batch_t *b, int N) {
+  lt_gpu_t *g = gm->g;
+  int V = gm->c.vocab, temp = 0, keep = 0;
+  size_t nids = 0;
+  for (int i = 0; i < N; i++) {
+    temp |= b->temperature && lt__head_temperature(b, i) != 1.0f;
+    if (!b->support) continue;
+    if (b->support[i] < 0) return lt_error_set(LT_ERANGE, "forward: negative sampling support at token %d", i);
+    if (b->support[i] > 0 && !b->support_ids)
+      return lt_error_set(LT_EINVAL, "forward: token %d has a sampling support but the batch has no support ids", i);
+    for (int j = 0; j < b->support[i]; j++, nids++)
+      if (b->support_ids[nids] < 0 || b->support_ids[nids] >= V)
+        return lt_error_set(LT_ERANGE, "forward: support id %d of token %d outside [0, %d)", b->support_ids[nids], i, V);
+    keep |= b->support[i] > 0;
+  }
+  gm->head = lt_gpu_head_opts_t{};
+  if (temp) {
+    for (int r = 0; r < N; r++) gm->h_itemp[r] = r + 1 < N ? 1.0f / lt__head_temperature(b, r + 1) : 1.0f;
+    lt_gpu_upload(g, gm->itemp, gm->h_itemp, sizeof(float) * N);
+    gm->head.inv_temp = gm->itemp;
+  }
+  if (!keep) return 0;
+  if (nids > gm->keep_cap) {
+    lt_gpu_free(gm->keep_ids);
+    gm->keep_ids = NULL;
+    gm->keep_cap = 0;
+    if (lt_gpu_alloc(g, (void **)&gm->keep_ids, nids * sizeof(int32_t)) < 0) return lt_error_wrap(LT_ENOMEM, "GPU head");
+    gm->keep_cap = nids;
+  }
+  if (!gm->mark && lt_gpu_alloc(g, (void **)&gm->mark, (size_t)gm->chunk * V) < 0) return lt_error_wrap(LT_ENOMEM, "GPU head");
+  size_t off = 0;
+  for (int r = 0; r < N; r++) { /* as policy_head: row r's ids follow those of tokens 0 .. r */
+    off += (size_t)b->support[r];
+    gm->h_keep_n[r] = r + 1 < N ? b->support[r + 1] : 0;
+    gm->h_keep_off[r] = (int)off;
+  }
+  lt_gpu_upload(g, gm->keep_ids, b->support_ids, nids * sizeof(int32_t));
+  lt_gpu_upload(g, gm->keep_n, gm->h_keep_n, sizeof(int) * N);
+  lt_gpu_upload(g, gm->keep_off, gm->h_keep_off, sizeof(int) * N);
+  gm->head.keep_n = gm->keep_n;
+  gm->head.keep_off = gm->keep_off;
+  gm->head.keep_ids = gm->keep_ids;
+  gm->head.mark = gm->mark;
+  return 0;
+}
+
+/* The options of the logits chunk starting at row r0 (the mark scratch is per chunk row). */
+static lt_gpu_head_opts_t head_rows(const lt_gpu_model_t *gm, int r0) {
+  lt_gpu_head_opts_t o = gm->head;
+  if (o.inv_temp) o.inv_temp += r0;
+  if (o.keep_n) o.keep_n += r0, o.keep_off += r0;
+  return o;
+}
+
 /* ---- forward ---- */
 
 static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, float *xout) {
@@ -361,14 +438,8 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   int N = b->start[b->nseq] - b->start[0];
   if (b->start[0] != 0) return lt_error_set(LT_EINVAL, "forward: a packed batch starts at token 0");
   if (N > gm->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, gm->max_tokens);
-  if (b->support)
-    for (int i = 0; i < N; i++)
-      if (b->support[i] > 0)
-        return lt_error_set(LT_EUNSUPP, "GPU forward: the keep-sampling mask runs on the CPU learner only");
-  for (int i = 0; b->temperature && i < N; i++)
-    if (lt__head_temperature(b, i) != 1.0f)
-      return lt_error_set(LT_EUNSUPP, "GPU forward: sampling temperature %g: the GPU head is softmax(z) only; "
-                          "temperatures other than 1 run on the CPU learner", (double)b->temperature[i]);
+  int rc = c->critic ? 0 : head_options(gm, b, N);
+  if (rc < 0) return rc;
   if (b->nseq + 1 > gm->start_cap) {
     int *ns = (int *)realloc(gm->start, sizeof(int) * (size_t)(b->nseq + 1));
     if (!ns) return lt_error_set(LT_ENOMEM, "forward: out of memory");
@@ -438,7 +509,8 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
     for (int r0 = 0; r0 < N; r0 += gm->chunk) {
       int n = N - r0 < gm->chunk ? N - r0 : gm->chunk;
       lt_gpu_linear_forward(g, gm->logits, gm->hf + (size_t)r0 * D, gm->w.head, n, D, V);
-      lt_gpu_head_forward(g, gm->hlse + r0, gm->lp + r0, gm->ent + r0, gm->logits, gm->target + r0, n, V);
+      lt_gpu_head_opts_t o = head_rows(gm, r0);
+      lt_gpu_head_forward(g, gm->hlse + r0, gm->lp + r0, gm->ent + r0, gm->logits, gm->target + r0, n, V, &o);
     }
     lt_gpu_download(g, gm->h_lp, gm->lp, sizeof(float) * N);
     lt_gpu_download(g, gm->h_ent, gm->ent, sizeof(float) * N);
@@ -518,7 +590,8 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
       int n = N - r0 < gm->chunk ? N - r0 : gm->chunk;
       const float *h = gm->hf + (size_t)r0 * D;
       lt_gpu_linear_forward(g, gm->logits, h, gm->w.head, n, D, V);
-      lt_gpu_head_backward(g, gm->logits, gm->hlse + r0, gm->dlp + r0, gm->target + r0, n, V);
+      lt_gpu_head_opts_t o = head_rows(gm, r0);
+      lt_gpu_head_backward(g, gm->logits, gm->hlse + r0, gm->dlp + r0, gm->target + r0, n, V, &o);
       lt_gpu_linear_backward(g, dhf + (size_t)r0 * D, gm->gw.head, gm->logits, h, gm->w.head, n, D, V);
     }
   }
