@@ -35,6 +35,10 @@ int lt_gpu_open(int dev, lt_gpu_t **out);
 void lt_gpu_close(lt_gpu_t *g);
 /* 1: matrix products with bf16 operands, fp32 accumulation; 0: fp32. */
 void lt_gpu_set_bf16(lt_gpu_t *g, int on);
+/* 1: models created from now on keep each layer's input and one layer's
+ * activations, and recompute a layer's forward in the backward
+ * (learner.gpu.recompute: long sequences of larger models fit). */
+void lt_gpu_set_recompute(lt_gpu_t *g, int on);
 /* "NVIDIA H100 80GB HBM3, sm_90, 132 SMs" */
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap);
 int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes); /* zeroed */

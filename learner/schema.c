@@ -19,6 +19,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.actor_minibatches", LT_CFG_INT, "4", 1, 100000, NULL, "actor mini-batches per step (one epoch)"},
     {"learner.critic_minibatches", LT_CFG_INT, "12", 1, 100000, NULL, "critic mini-batches per step"},
     {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when this build has it and a GPU is present, unless learner.optimizer is muon; cuda: insist)"},
+    {"learner.gpu.recompute", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "CUDA learner: keep one layer's activations and recompute each layer's forward in the backward (about a third more compute; long sequences of larger models fit one GPU)"},
     {"learner.threads", LT_CFG_INT, "0", 0, 1024, NULL, "CPU threads for the learner (0: all cores)"},
     {"learner.optimizer", LT_CFG_ENUM, "\"adamw\"", LT_CFG_NORANGE, "adamw|muon", "actor optimizer (muon: Newton–Schulz for 2-D weights, AdamW for the rest)"},
     {"learner.lr", LT_CFG_NUM, "2e-6", 0, BIG, NULL, "actor peak learning rate"},

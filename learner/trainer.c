@@ -58,7 +58,8 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
     else {
       char desc[256];
       lt_gpu_describe(t->gpu, desc, sizeof desc);
-      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s", desc);
+      lt_gpu_set_recompute(t->gpu, cfg->gpu_recompute);
+      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s%s", desc, cfg->gpu_recompute ? ", recomputing activations" : "");
     }
 #else
     rc = lt_error_set(LT_EUNSUPP, "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");

@@ -79,6 +79,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   int rc = lt__learner_cuda(c, tc->actor_opt.kind == LT_OPT_MUON);
   if (rc < 0) return rc;
   tc->cuda = rc;
+  tc->gpu_recompute = lt_config_bool(c, "learner.gpu.recompute");
   return 0;
 }
 

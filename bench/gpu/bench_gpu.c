@@ -124,8 +124,8 @@ static void bench_loss(stat_t *loss_gbs, stat_t *copy_gbs) {
 
 /* The shapes users train (configs/models/qwen3-*.json) at 4k and 16k tokens per
  * sequence.  Each step packs `tokens` tokens (tokens / len sequences); the 1.7B
- * shape's 4k step holds 8192 so its fp32 activations fit 80 GB, and at 16k it
- * needs learner.gpu.recompute (until then it reports out of memory).  The same
+ * shape's 4k step holds 8192 so its fp32 activations fit 80 GB; a shape whose
+ * activations do not fit runs with learner.gpu.recompute ("recompute" in "train").  The same
  * batches are trained by PyTorch in bench/gpu/torch_train.py (see "train"). */
 typedef struct {
   const char *shape, *config, *len;
@@ -145,6 +145,7 @@ static const shape_t SHAPES[] = {
 typedef struct {
   stat_t tok_s, tflops;
   double params;
+  int recompute; /* 1: it fitted only with learner.gpu.recompute */
   char status[256]; /* "ok" or why the shape did not run */
 } train_t;
 
@@ -176,16 +177,21 @@ static void bench_train(lt_model_t *m, const shape_t *sh, train_t *out) {
   int N = sh->tokens, nseq = sh->tokens / sh->seq_len, reps = env_int("LT_BENCH_REPS", REPS);
   if (reps < 1 || reps > 32) reps = REPS;
   out->params = (double)m->nparams;
-  lt_gpu_model_t *gm;
-  if (lt_gpu_model_create(G, m, N, sh->seq_len, 0, m->nparams, &gm) < 0) {
-    snprintf(out->status, sizeof out->status, "out of GPU memory without learner.gpu.recompute (%s)", lt_error_msg());
-    return;
+  lt_gpu_model_t *gm = NULL;
+  size_t fr = 0, tot;
+  /* Every layer's activations when they fit, else learner.gpu.recompute; 3 GiB stay for the
+   * bf16 and logits scratch still to come (a failure there would abort the run). */
+  for (out->recompute = 0; out->recompute < 2 && !gm; out->recompute++) {
+    lt_gpu_set_recompute(G, out->recompute);
+    if (lt_gpu_model_create(G, m, N, sh->seq_len, 0, m->nparams, &gm) < 0) continue;
+    lt_gpu_mem_info(G, &fr, &tot);
+    if (fr < ((size_t)3 << 30)) lt_gpu_model_free(gm), gm = NULL;
   }
-  size_t fr, tot;
-  lt_gpu_mem_info(G, &fr, &tot);
-  if (fr < ((size_t)3 << 30)) { /* the bf16 and logits scratch still to come would abort the run */
-    snprintf(out->status, sizeof out->status, "out of GPU memory: %.1f GiB left after the workspace", fr / 1073741824.0);
-    lt_gpu_model_free(gm);
+  out->recompute--;
+  lt_gpu_set_recompute(G, 0);
+  if (!gm) {
+    snprintf(out->status, sizeof out->status, "out of GPU memory, also with learner.gpu.recompute (%.1f GiB free)",
+             fr / 1073741824.0);
     return;
   }
   int32_t *tok = malloc(sizeof(int32_t) * N);
@@ -267,8 +273,9 @@ int main(int argc, char **argv) {
     }
     bench_train(m, sh, &tr[i]);
     if (strcmp(tr[i].status, "ok") == 0)
-      printf("train %-10s %-3s (%.2fB params, %d tok/step) %9.0f tok/s (%.0f–%.0f)  %.1f TFLOP/s  MFU %.1f%%  of GEMM %.1f%%\n",
-             sh->shape, sh->len, tr[i].params / 1e9, sh->tokens, tr[i].tok_s.med, tr[i].tok_s.lo, tr[i].tok_s.hi,
+      printf("train %-10s %-3s (%.2fB params, %d tok/step%s) %9.0f tok/s (%.0f–%.0f)  %.1f TFLOP/s  MFU %.1f%%  of GEMM %.1f%%\n",
+             sh->shape, sh->len, tr[i].params / 1e9, sh->tokens, tr[i].recompute ? ", recompute" : "", tr[i].tok_s.med,
+             tr[i].tok_s.lo, tr[i].tok_s.hi,
              tr[i].tflops.med, peak ? 100 * tr[i].tflops.med / peak : 0, 100 * tr[i].tflops.med / g16.med);
     else
       printf("train %-10s %-3s: %s\n", sh->shape, sh->len, tr[i].status);
@@ -287,9 +294,11 @@ int main(int argc, char **argv) {
               tr[i].tok_s.med, SHAPES[i].shape, SHAPES[i].len, peak ? tr[i].tflops.med / peak : 0);
   fprintf(f, ", \"train\": [");
   for (int i = 0; i < NSHAPES; i++)
-    fprintf(f, "%s{\"shape\": \"%s\", \"len\": \"%s\", \"config\": \"%s\", \"seq_len\": %d, \"tokens\": %d, \"status\": \"%s\"}",
+    fprintf(f,
+            "%s{\"shape\": \"%s\", \"len\": \"%s\", \"config\": \"%s\", \"seq_len\": %d, \"tokens\": %d,"
+            " \"recompute\": %s, \"status\": \"%s\"}",
             i ? ", " : "", SHAPES[i].shape, SHAPES[i].len, SHAPES[i].config, SHAPES[i].seq_len, SHAPES[i].tokens,
-            tr[i].status);
+            tr[i].recompute ? "true" : "false", tr[i].status);
   fprintf(f, "]}\n");
   if (f != stdout) fclose(f);
   lt_gpu_close(G);

@@ -32,6 +32,9 @@ class Plain(torch.nn.Module):
     """Qwen3's layout in plain PyTorch (the --impl plain stand-in): RMSNorm,
     q/k norms, RoPE, causal GQA attention, SwiGLU or top-k experts."""
 
+    def gradient_checkpointing_enable(self):
+        pass  # the stand-in only times the loop
+
     def __init__(self, c):
         super().__init__()
         self.c = c
@@ -111,6 +114,8 @@ def one(a):
     with dev if hasattr(dev, "__enter__") else contextlib.nullcontext():  # build the weights where they train (torch ≥ 2)
         model = build_transformers(cfg) if a.impl == "transformers" else Plain(cfg)
     model.to(device=dev, dtype=torch.float32).train()
+    if a.recompute:  # as longtail's learner.gpu.recompute for this entry
+        model.gradient_checkpointing_enable()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, **({"fused": True} if dev.type == "cuda" else {}))
     nseq = a.tokens // a.seq_len
@@ -151,6 +156,7 @@ def merge(a):
         key = "%s_%s" % (t["shape"], t["len"])
         cmd = [sys.executable, os.path.abspath(__file__), "--config", os.path.join(root, t["config"]), "--seq-len",
                str(t["seq_len"]), "--tokens", str(t["tokens"]), "--reps", str(a.reps), "--impl", a.impl, "--device", a.device]
+        cmd += ["--recompute"] if t.get("recompute") else []
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
             lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
@@ -198,6 +204,7 @@ def main():
     ap.add_argument("--impl", choices=["transformers", "plain"], default="transformers")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("--recompute", action="store_true", help="gradient checkpointing (transformers)")
     a = ap.parse_args()
     if a.rows:
         rows(a.rows)

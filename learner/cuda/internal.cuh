@@ -14,6 +14,7 @@ struct lt_gpu {
   cudaStream_t stream;
   cublasHandle_t blas;
   int bf16;
+  int recompute;             /* models created from now on recompute activations (lt_gpu_set_recompute) */
   /* bf16 operand scratch of the linear layers, grown on demand */
   __nv_bfloat16 *bfa, *bfb;
   size_t bfa_n, bfb_n;

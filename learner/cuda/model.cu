@@ -2,7 +2,12 @@
  * learner/forward.c and learner/backward.c step for step, on device buffers
  * with the host model's layout (a device view is the host view's offset into
  * the same flat buffer).  Routing bookkeeping (grouping tokens by expert) is
- * done on the host between the router and the expert products. */
+ * done on the host between the router and the expert products.
+ *
+ * With lt_gpu_set_recompute (learner.gpu.recompute) the model keeps only each
+ * layer's input x[l] and one layer's activations, shared by all layers: the
+ * backward reruns layer l's forward from x[l] before differentiating it (one
+ * more forward of compute for activations a layer's worth instead of L). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +21,8 @@ struct lt_gpu_model {
   const lt_model_t *host;
   lt_model_config_t c;
   int max_tokens, max_seq, chunk, Id, N;
+  int recompute;                       /* one layer's activations, recomputed in the backward */
+  lt_batch_t last;                     /* the last forward's batch (start: the copy below) */
   float *params, *grads; /* [nparams] */
   float *mom, *vel;      /* [mhi - mlo]: the AdamW moments of this rank's shard */
   size_t mlo, mhi;
@@ -154,32 +161,47 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->rope_cos = (float *)dev(gm, half * F, &fail);
   gm->rope_sin = (float *)dev(gm, half * F, &fail);
   for (int l = 0; l <= c->layers; l++) gm->x[l] = (float *)dev(gm, N * D * F, &fail);
+  gm->recompute = g->recompute;
+  int slot = -1, mslot = -1; /* the layer whose activations the others share, when recomputing */
   for (int l = 0; l < c->layers; l++) {
-    gm->h1[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->r1[l] = (float *)dev(gm, N * F, &fail);
-    gm->qp[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->q[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->rq[l] = (float *)dev(gm, N * c->heads * F, &fail);
-    gm->kp[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->k[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->rk[l] = (float *)dev(gm, N * c->kv_heads * F, &fail);
-    gm->v[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->att[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->lse[l] = (float *)dev(gm, N * c->heads * F, &fail);
-    gm->x2[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->h2[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->r2[l] = (float *)dev(gm, N * F, &fail);
-    gm->gt[l] = (float *)dev(gm, N * Id * F, &fail);
-    gm->up[l] = (float *)dev(gm, N * Id * F, &fail);
-    if (c->moe[l]) {
-      gm->probs[l] = (float *)dev(gm, N * E * F, &fail);
-      gm->wts[l] = (float *)dev(gm, N * K * F, &fail);
-      gm->y[l] = (float *)dev(gm, N * K * D * F, &fail);
-      gm->ids[l] = (uint16_t *)dev(gm, N * K * sizeof(uint16_t), &fail);
-      gm->perm[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
-      gm->inv[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
-      if (!(gm->eoff[l] = (int *)calloc(E + 1, sizeof(int)))) fail = 1;
+    if (gm->recompute && slot >= 0) {
+      gm->h1[l] = gm->h1[slot], gm->r1[l] = gm->r1[slot], gm->qp[l] = gm->qp[slot], gm->q[l] = gm->q[slot];
+      gm->rq[l] = gm->rq[slot], gm->kp[l] = gm->kp[slot], gm->k[l] = gm->k[slot], gm->rk[l] = gm->rk[slot];
+      gm->v[l] = gm->v[slot], gm->att[l] = gm->att[slot], gm->lse[l] = gm->lse[slot], gm->x2[l] = gm->x2[slot];
+      gm->h2[l] = gm->h2[slot], gm->r2[l] = gm->r2[slot], gm->gt[l] = gm->gt[slot], gm->up[l] = gm->up[slot];
+    } else {
+      slot = l;
+      gm->h1[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->r1[l] = (float *)dev(gm, N * F, &fail);
+      gm->qp[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->q[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->rq[l] = (float *)dev(gm, N * c->heads * F, &fail);
+      gm->kp[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->k[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->rk[l] = (float *)dev(gm, N * c->kv_heads * F, &fail);
+      gm->v[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->att[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->lse[l] = (float *)dev(gm, N * c->heads * F, &fail);
+      gm->x2[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->h2[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->r2[l] = (float *)dev(gm, N * F, &fail);
+      gm->gt[l] = (float *)dev(gm, N * Id * F, &fail);
+      gm->up[l] = (float *)dev(gm, N * Id * F, &fail);
     }
+    if (!c->moe[l]) continue;
+    if (!(gm->eoff[l] = (int *)calloc(E + 1, sizeof(int)))) fail = 1;
+    if (gm->recompute && mslot >= 0) {
+      gm->probs[l] = gm->probs[mslot], gm->wts[l] = gm->wts[mslot], gm->y[l] = gm->y[mslot];
+      gm->ids[l] = gm->ids[mslot], gm->perm[l] = gm->perm[mslot], gm->inv[l] = gm->inv[mslot];
+      continue;
+    }
+    mslot = l;
+    gm->probs[l] = (float *)dev(gm, N * E * F, &fail);
+    gm->wts[l] = (float *)dev(gm, N * K * F, &fail);
+    gm->y[l] = (float *)dev(gm, N * K * D * F, &fail);
+    gm->ids[l] = (uint16_t *)dev(gm, N * K * sizeof(uint16_t), &fail);
+    gm->perm[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
+    gm->inv[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
   }
   gm->hf = (float *)dev(gm, N * D * F, &fail);
   gm->rf = (float *)dev(gm, N * F, &fail);
@@ -381,7 +403,8 @@ static lt_gpu_head_opts_t head_rows(const lt_gpu_model_t *gm, int r0) {
 
 /* ---- forward ---- */
 
-static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, float *xout) {
+/* again: a recomputation in the backward (routing confidence already counted). */
+static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, float *xout, int again) {
   lt_gpu_t *g = gm->g;
   const lt_model_config_t *c = &gm->c;
   const lt_layer_w_t *W = &gm->w.layer[l];
@@ -395,8 +418,10 @@ static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, 
     forced = gm->forced;
   }
   lt_gpu_router_forward(g, gm->probs[l], gm->ids[l], gm->wts[l], gm->mass, gm->rlogits, N, E, K, c->norm_topk, forced);
-  add_kernel<<<grid_n(N), 256, 0, g->stream>>>(gm->conf, gm->mass, N);
-  LT_LAUNCHED();
+  if (!again) {
+    add_kernel<<<grid_n(N), 256, 0, g->stream>>>(gm->conf, gm->mass, N);
+    LT_LAUNCHED();
+  }
   /* Group (token, slot) pairs by expert, stable in token order, as the CPU does. */
   int NK = N * K, *eoff = gm->eoff[l];
   lt_gpu_download(g, gm->h_ids, gm->ids[l], sizeof(uint16_t) * NK);
@@ -429,11 +454,48 @@ static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, 
   LT_LAUNCHED();
 }
 
+/* Layer l (its ml-th MoE layer) from x[l] into x[l + 1] and its activations;
+ * again: the backward's recomputation. */
+static void layer_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, int again) {
+  lt_gpu_t *g = gm->g;
+  const lt_model_config_t *c = &gm->c;
+  int N = gm->N, D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim;
+  int Hq = H * hd, Hk = KV * hd;
+  const lt_layer_w_t *W = &gm->w.layer[l];
+  float *xin = gm->x[l], *xout = gm->x[l + 1];
+  lt_gpu_rmsnorm_forward(g, gm->h1[l], gm->r1[l], xin, W->ln1, N, D, c->eps);
+  lt_gpu_linear_forward(g, gm->qp[l], gm->h1[l], W->wq, N, D, Hq);
+  lt_gpu_linear_forward(g, gm->kp[l], gm->h1[l], W->wk, N, D, Hk);
+  lt_gpu_linear_forward(g, gm->v[l], gm->h1[l], W->wv, N, D, Hk);
+  lt_gpu_rmsnorm_forward(g, gm->q[l], gm->rq[l], gm->qp[l], W->qnorm, N * H, hd, c->eps);
+  lt_gpu_rmsnorm_forward(g, gm->k[l], gm->rk[l], gm->kp[l], W->knorm, N * KV, hd, c->eps);
+  lt_gpu_rope_apply(g, gm->q[l], gm->pos, N, H, hd, gm->rope_cos, gm->rope_sin, 0);
+  lt_gpu_rope_apply(g, gm->k[l], gm->pos, N, KV, hd, gm->rope_cos, gm->rope_sin, 0);
+  for (int s = 0; s < b->nseq; s++) {
+    int off = b->start[s], T = b->start[s + 1] - off;
+    lt_gpu_attention_forward(g, gm->att[l] + (size_t)off * Hq, gm->lse[l] + (size_t)off * H, gm->q[l] + (size_t)off * Hq,
+                             gm->k[l] + (size_t)off * Hk, gm->v[l] + (size_t)off * Hk, T, T, H, KV, hd,
+                             c->sliding[l] ? c->window : 0);
+  }
+  copy_d(gm, gm->x2[l], xin, (size_t)N * D);
+  lt_gpu_linear_forward_acc(g, gm->x2[l], gm->att[l], W->wo, N, Hq, D);
+  lt_gpu_rmsnorm_forward(g, gm->h2[l], gm->r2[l], gm->x2[l], W->ln2, N, D, c->eps);
+  copy_d(gm, xout, gm->x2[l], (size_t)N * D);
+  if (c->moe[l]) {
+    moe_forward(gm, l, ml, b, xout, again);
+  } else {
+    int Id = c->inter;
+    lt_gpu_linear_forward(g, gm->gt[l], gm->h2[l], W->w_gate, N, D, Id);
+    lt_gpu_linear_forward(g, gm->up[l], gm->h2[l], W->w_up, N, D, Id);
+    lt_gpu_swiglu_forward(g, gm->act, gm->gt[l], gm->up[l], (size_t)N * Id);
+    lt_gpu_linear_forward_acc(g, xout, gm->act, W->w_down, N, Id, D);
+  }
+}
+
 int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *out) {
   lt_gpu_t *g = gm->g;
   const lt_model_config_t *c = &gm->c;
-  int D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim, L = c->layers, V = c->vocab;
-  int Hq = H * hd, Hk = KV * hd;
+  int D = c->hidden, L = c->layers, V = c->vocab;
   if (b->nseq < 1) return lt_error_set(LT_EINVAL, "forward: empty batch");
   int N = b->start[b->nseq] - b->start[0];
   if (b->start[0] != 0) return lt_error_set(LT_EINVAL, "forward: a packed batch starts at token 0");
@@ -448,6 +510,8 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   }
   memcpy(gm->start, b->start, sizeof(int) * (size_t)(b->nseq + 1));
   gm->nseq = b->nseq;
+  gm->last = *b;
+  gm->last.start = gm->start;
   for (int s = 0; s < b->nseq; s++) {
     int a = b->start[s], e = b->start[s + 1];
     if (e - a < 1) return lt_error_set(LT_EINVAL, "forward: empty sequence %d", s);
@@ -469,37 +533,9 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   lt_gpu_zero(g, gm->conf, sizeof(float) * N);
   embed_fwd<<<grid_n((size_t)N * D), 256, 0, g->stream>>>(gm->x[0], gm->w.embed, gm->tok, N, D);
   LT_LAUNCHED();
-  int ml = 0;
-  for (int l = 0; l < L; l++) {
-    const lt_layer_w_t *W = &gm->w.layer[l];
-    float *xin = gm->x[l], *xout = gm->x[l + 1];
-    lt_gpu_rmsnorm_forward(g, gm->h1[l], gm->r1[l], xin, W->ln1, N, D, c->eps);
-    lt_gpu_linear_forward(g, gm->qp[l], gm->h1[l], W->wq, N, D, Hq);
-    lt_gpu_linear_forward(g, gm->kp[l], gm->h1[l], W->wk, N, D, Hk);
-    lt_gpu_linear_forward(g, gm->v[l], gm->h1[l], W->wv, N, D, Hk);
-    lt_gpu_rmsnorm_forward(g, gm->q[l], gm->rq[l], gm->qp[l], W->qnorm, N * H, hd, c->eps);
-    lt_gpu_rmsnorm_forward(g, gm->k[l], gm->rk[l], gm->kp[l], W->knorm, N * KV, hd, c->eps);
-    lt_gpu_rope_apply(g, gm->q[l], gm->pos, N, H, hd, gm->rope_cos, gm->rope_sin, 0);
-    lt_gpu_rope_apply(g, gm->k[l], gm->pos, N, KV, hd, gm->rope_cos, gm->rope_sin, 0);
-    for (int s = 0; s < b->nseq; s++) {
-      int off = b->start[s], T = b->start[s + 1] - off;
-      lt_gpu_attention_forward(g, gm->att[l] + (size_t)off * Hq, gm->lse[l] + (size_t)off * H, gm->q[l] + (size_t)off * Hq,
-                               gm->k[l] + (size_t)off * Hk, gm->v[l] + (size_t)off * Hk, T, T, H, KV, hd,
-                               c->sliding[l] ? c->window : 0);
-    }
-    copy_d(gm, gm->x2[l], xin, (size_t)N * D);
-    lt_gpu_linear_forward_acc(g, gm->x2[l], gm->att[l], W->wo, N, Hq, D);
-    lt_gpu_rmsnorm_forward(g, gm->h2[l], gm->r2[l], gm->x2[l], W->ln2, N, D, c->eps);
-    copy_d(gm, xout, gm->x2[l], (size_t)N * D);
-    if (c->moe[l]) {
-      moe_forward(gm, l, ml++, b, xout);
-    } else {
-      int Id = c->inter;
-      lt_gpu_linear_forward(g, gm->gt[l], gm->h2[l], W->w_gate, N, D, Id);
-      lt_gpu_linear_forward(g, gm->up[l], gm->h2[l], W->w_up, N, D, Id);
-      lt_gpu_swiglu_forward(g, gm->act, gm->gt[l], gm->up[l], (size_t)N * Id);
-      lt_gpu_linear_forward_acc(g, xout, gm->act, W->w_down, N, Id, D);
-    }
+  for (int l = 0, ml = 0; l < L; l++) {
+    layer_forward(gm, l, ml, b, 0);
+    ml += c->moe[l];
   }
   lt_gpu_rmsnorm_forward(g, gm->hf, gm->rf, gm->x[L], gm->w.norm, N, D, c->eps);
   if (c->critic) {
@@ -597,8 +633,11 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
   }
   lt_gpu_zero(g, gm->dres, sizeof(float) * (size_t)N * D);
   lt_gpu_rmsnorm_backward(g, gm->dres, gm->gw.norm, dhf, gm->x[L], gm->w.norm, gm->rf, N, D);
-  for (int l = L - 1; l >= 0; l--) {
+  for (int l = L - 1, ml = lt_model_moe_layers(c); l >= 0; l--) {
     const lt_layer_w_t *W = &gm->w.layer[l], *G = &gm->gw.layer[l];
+    ml -= c->moe[l];
+    /* The last layer's activations are still there from the forward; x[l + 1] is rewritten with what it holds. */
+    if (gm->recompute && l < L - 1) layer_forward(gm, l, ml, &gm->last, 1);
     float *dh2 = gm->dh;
     lt_gpu_zero(g, dh2, sizeof(float) * (size_t)N * D);
     if (c->moe[l]) {

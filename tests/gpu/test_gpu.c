@@ -1,6 +1,7 @@
 /* make test-gpu: every CUDA kernel against the CPU reference on fresh random
  * inputs, the whole model's logprobs and gradients CPU vs GPU (dense, MoE,
- * sliding window, keep-routing, critic), and short GPU training runs whose
+ * sliding window, keep-routing, critic, sampling temperatures and Keep Sampling
+ * Mask sets, activation recomputation), and short GPU training runs whose
  * loss must fall.  Prints one line per check; exits 1 if any fails.
  *
  * Error measure: max |gpu − cpu| / max |cpu| over the tensor.  Bounds: fp32
@@ -691,6 +692,15 @@ int main(void) {
   test_model("MoE, keep-routing", "qwen3_moe", "", 0, 1, 0);
   test_model("MoE, keep-routing, temperatures, keep sampling mask", "qwen3_moe", "", 0, 1, 1);
   test_model("critic", "qwen3", "", 1, 0, 0);
+  /* learner.gpu.recompute: one layer's activations, each layer's forward rerun in the backward. */
+  lt_gpu_set_recompute(G, 1);
+  test_model("dense, tied, sliding window, recompute", "qwen3",
+             ", \"tie_word_embeddings\": true, \"sliding_window\": 9, \"layer_types\": [\"sliding_attention\","
+             " \"full_attention\", \"sliding_attention\"]",
+             0, 0, 0);
+  test_model("MoE + dense layer, keep-routing, sampling, recompute", "qwen3_moe", ", \"mlp_only_layers\": [1]", 0, 1, 1);
+  test_model("critic, recompute", "qwen3", "", 1, 0, 0);
+  lt_gpu_set_recompute(G, 0);
   test_trainer();
   test_training(0);
   test_training(1);
