@@ -94,12 +94,14 @@ if [ "$mode" = gpu ]; then
   impl=transformers
   interop_impl=transformers
   dense=${LT_INTEROP_DENSE:-configs/models/qwen3-0.6b.json}
+  tmo=300
 else
   arch=${CUDA_ARCHS:-90}
   jobs=2
   impl=plain
   interop_impl=numpy-ref
   dense=${LT_INTEROP_DENSE:-configs/models/qwen3-0.6b.json}
+  tmo=1800 # the numpy reference in float64 on two cores: minutes for the 0.6B shape
 fi
 mk="make --no-print-directory CUDA=1 CUDA_ARCHS=$arch WERROR=1"
 build=build/release-cuda-sm$(echo "$arch" | tr ' ' _)/tests/longtail-interop # the Makefile's BUILD
@@ -127,12 +129,29 @@ for pair in "qwen3-0.6b:$dense" "tiny-moe:configs/models/tiny-moe.json"; do
   key=${pair%%:*} cfg=${pair#*:}
   step "interop $key ($cfg, $interop_impl)"
   rm -rf "$out/interop-$key"
-  if timeout 300 "$build" "$cfg" "$out/interop-$key" 8 33 >>"$out/interop.log" 2>&1 &&
-     timeout 300 "$PYTHON" bench/gpu/hf_interop.py --dir "$out/interop-$key" --key "$key" --impl "$interop_impl" \
+  if timeout "$tmo" "$build" "$cfg" "$out/interop-$key" 8 33 >>"$out/interop.log" 2>&1 &&
+     timeout "$tmo" "$PYTHON" bench/gpu/hf_interop.py --dir "$out/interop-$key" --key "$key" --impl "$interop_impl" \
        --results "$out/interop.json" >>"$out/interop.log" 2>&1; then
     tail -1 "$out/interop.log"
   else
     echo "interop $key: FAIL (see interop.log)"; tail -5 "$out/interop.log"; rc=1
+  fi
+  if [ "$mode" = dry ] && [ "$key" = tiny-moe ] && [ -x bin/longtail ]; then
+    # Here bin/longtail exists: the check's side is `longtail init` and `longtail logprobs`, byte for byte.
+    rm -rf "$out/init-$key"
+    if bin/longtail init --config "$cfg" --seed 33 --out "$out/init-$key" >/dev/null &&
+       cmp -s "$out/init-$key/model.safetensors" "$out/interop-$key/ckpt/model.safetensors" &&
+       bin/longtail logprobs --model "$out/init-$key" --input "$out/interop-$key/seqs.jsonl" |
+         "$PYTHON" -c 'import json, sys
+a = [json.loads(l)["logprobs"] for l in sys.stdin]
+b = [json.loads(l)["logprobs"] for l in open(sys.argv[1])]
+sys.exit(a != b)' "$out/interop-$key/longtail.jsonl"; then
+      echo "interop $key: the checkpoint is longtail init's, byte for byte; the log-probabilities are longtail logprobs'" |
+        tee -a "$out/interop.log"
+    else
+      echo "interop $key: FAIL: the check's checkpoint or log-probabilities differ from longtail init / logprobs"; rc=1
+    fi
+    rm -rf "$out/init-$key"
   fi
   rm -rf "$out/interop-$key/ckpt" # gigabytes; the sequences and log-probabilities stay
 done
