@@ -236,6 +236,38 @@ static int wanted(const char *shape) {
   return 0;
 }
 
+typedef struct {
+  const char *dev;
+  double peak;
+  stat_t g16, g32, lg, cg;
+} base_t;
+
+/* The results so far, rewritten after every shape so a run cut short by its window keeps what it measured. */
+static void write_results(const char *path, const base_t *B, train_t *tr) {
+  FILE *f = path ? fopen(path, "w") : stdout;
+  if (!f) die(path);
+  fprintf(f,
+          "{\"device\": \"%s\", \"bf16_peak_tflops\": %.0f, \"gemm_bf16_tflops\": %.2f, \"gemm_fp32_tflops\": %.2f,"
+          " \"loss_kernel_gbs\": %.1f, \"copy_gbs\": %.1f, \"loss_vs_copy\": %.3f, \"reps\": %d",
+          B->dev, B->peak, B->g16.med, B->g32.med, B->lg.med, B->cg.med, B->lg.med / B->cg.med, env_int("LT_BENCH_REPS", REPS));
+  for (int i = 0; i < NSHAPES; i++)
+    if (strcmp(tr[i].status, "ok") == 0)
+      fprintf(f, ", \"gpu_train_tokens_per_s_%s_%s\": %.0f, \"gpu_mfu_%s_%s\": %.4f", SHAPES[i].shape, SHAPES[i].len,
+              tr[i].tok_s.med, SHAPES[i].shape, SHAPES[i].len, B->peak ? tr[i].tflops.med / B->peak : 0);
+  fprintf(f, ", \"train\": [");
+  for (int i = 0; i < NSHAPES; i++) {
+    for (char *q = tr[i].status; *q; q++) /* error text inside a JSON string */
+      if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '\'';
+    fprintf(f,
+            "%s{\"shape\": \"%s\", \"len\": \"%s\", \"config\": \"%s\", \"seq_len\": %d, \"tokens\": %d,"
+            " \"recompute\": %s, \"status\": \"%s\"}",
+            i ? ", " : "", SHAPES[i].shape, SHAPES[i].len, SHAPES[i].config, SHAPES[i].seq_len, SHAPES[i].tokens,
+            tr[i].recompute ? "true" : "false", tr[i].status);
+  }
+  fprintf(f, "]}\n");
+  if (f != stdout) fclose(f);
+}
+
 int main(int argc, char **argv) {
   if (lt_gpu_open(0, &G) < 0) die("open");
   char dev[256];
@@ -251,12 +283,14 @@ int main(int argc, char **argv) {
   printf("%-44s %9.0f GB/s (%.0f–%.0f)\n", "fused MIS-PO loss, 2048 × 151936 logits", lg.med, lg.lo, lg.hi);
   printf("%-44s %9.0f GB/s (%.0f–%.0f)  ratio %.2f\n", "device-to-device copy, same bytes", cg.med, cg.lo, cg.hi,
          lg.med / cg.med);
+  base_t B = {dev, peak, g16, g32, lg, cg};
   train_t tr[NSHAPES];
+  for (int i = 0; i < NSHAPES; i++) memset(&tr[i], 0, sizeof tr[i]), snprintf(tr[i].status, sizeof tr[i].status, "not run");
+  write_results(argc > 1 ? argv[1] : NULL, &B, tr);
   lt_model_t *m = NULL;
   const char *root = getenv("LT_ROOT"), *loaded = NULL;
   for (int i = 0; i < NSHAPES; i++) {
     const shape_t *sh = &SHAPES[i];
-    memset(&tr[i], 0, sizeof tr[i]);
     if (!wanted(sh->shape)) {
       snprintf(tr[i].status, sizeof tr[i].status, "not selected (LT_BENCH_SHAPES)");
       continue;
@@ -280,27 +314,9 @@ int main(int argc, char **argv) {
     else
       printf("train %-10s %-3s: %s\n", sh->shape, sh->len, tr[i].status);
     fflush(stdout);
+    write_results(argc > 1 ? argv[1] : NULL, &B, tr);
   }
   lt_model_free(m);
-  FILE *f = argc > 1 ? fopen(argv[1], "w") : stdout;
-  if (!f) die(argv[1]);
-  fprintf(f,
-          "{\"device\": \"%s\", \"bf16_peak_tflops\": %.0f, \"gemm_bf16_tflops\": %.2f, \"gemm_fp32_tflops\": %.2f,"
-          " \"loss_kernel_gbs\": %.1f, \"copy_gbs\": %.1f, \"loss_vs_copy\": %.3f, \"reps\": %d",
-          dev, peak, g16.med, g32.med, lg.med, cg.med, lg.med / cg.med, env_int("LT_BENCH_REPS", REPS));
-  for (int i = 0; i < NSHAPES; i++)
-    if (strcmp(tr[i].status, "ok") == 0)
-      fprintf(f, ", \"gpu_train_tokens_per_s_%s_%s\": %.0f, \"gpu_mfu_%s_%s\": %.4f", SHAPES[i].shape, SHAPES[i].len,
-              tr[i].tok_s.med, SHAPES[i].shape, SHAPES[i].len, peak ? tr[i].tflops.med / peak : 0);
-  fprintf(f, ", \"train\": [");
-  for (int i = 0; i < NSHAPES; i++)
-    fprintf(f,
-            "%s{\"shape\": \"%s\", \"len\": \"%s\", \"config\": \"%s\", \"seq_len\": %d, \"tokens\": %d,"
-            " \"recompute\": %s, \"status\": \"%s\"}",
-            i ? ", " : "", SHAPES[i].shape, SHAPES[i].len, SHAPES[i].config, SHAPES[i].seq_len, SHAPES[i].tokens,
-            tr[i].recompute ? "true" : "false", tr[i].status);
-  fprintf(f, "]}\n");
-  if (f != stdout) fclose(f);
   lt_gpu_close(G);
   return 0;
 }

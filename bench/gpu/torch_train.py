@@ -151,7 +151,7 @@ def merge(a):
     r = json.load(open(a.merge))
     root = os.path.dirname(os.path.abspath(__file__)) + "/../.."
     for t in r.get("train", []):
-        if t["status"].startswith("not selected"):
+        if t["status"].startswith("not "):  # not selected, or the C side's window ended first
             continue
         key = "%s_%s" % (t["shape"], t["len"])
         cmd = [sys.executable, os.path.abspath(__file__), "--config", os.path.join(root, t["config"]), "--seq-len",
@@ -165,7 +165,7 @@ def merge(a):
         except subprocess.TimeoutExpired:
             res, why = None, "over %d s" % a.timeout
         if res is None:
-            print("torch %-14s: %s" % (key, why))
+            print("torch %-14s: %s" % (key, why), flush=True)
             r["torch_status_" + key] = why
             continue
         r["torch_train_tokens_per_s_" + key] = round(res["tokens_per_s"])
@@ -175,7 +175,9 @@ def merge(a):
         if gpu:
             r["gpu_vs_torch_" + key] = gpu / res["tokens_per_s"]
         print("torch %-14s %9.0f tok/s (%.0f–%.0f)%s" % (key, res["tokens_per_s"], res["min"], res["max"],
-                                                        "  longtail/torch %.2f" % r["gpu_vs_torch_" + key] if gpu else ""))
+                                                        "  longtail/torch %.2f" % r["gpu_vs_torch_" + key] if gpu else ""),
+              flush=True)
+        json.dump(r, open(a.merge, "w"), indent=1)  # after each shape: a run cut short keeps what it measured
     json.dump(r, open(a.merge, "w"), indent=1)
     rows(a.merge)
 
