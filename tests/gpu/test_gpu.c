@@ -557,6 +557,36 @@ static void test_model(const char *name, const char *moe, const char *extra, int
   lt_model_free(m);
 }
 
+/* learner.gpu.recompute keeps one layer's activations instead of every layer's:
+ * the device memory a model's workspace takes must fall by most of (L − 1) layers. */
+static void test_recompute_memory(void) {
+  lt_model_t *m = model("qwen3", "", 0, 13);
+  size_t used[2];
+  for (int rc = 0; rc < 2; rc++) {
+    size_t f0, f1, tot;
+    lt_gpu_set_recompute(G, rc);
+    lt_gpu_sync(G);
+    lt_gpu_mem_info(G, &f0, &tot);
+    lt_gpu_model_t *gm;
+    if (lt_gpu_model_create(G, m, 8192, 256, 0, 0, &gm) < 0) exit(1);
+    lt_gpu_sync(G);
+    lt_gpu_mem_info(G, &f1, &tot);
+    used[rc] = f0 - f1;
+    lt_gpu_model_free(gm);
+  }
+  lt_gpu_set_recompute(G, 0);
+  /* Per layer and token: h1, x2, h2 [D], qp, q, att [H·hd], kp, k, v [KV·hd], gt, up [I], and the row
+   * statistics r1, r2 [1], rq, lse [H], rk [KV]. */
+  const lt_model_config_t *c = &m->cfg;
+  int H = c->heads, KV = c->kv_heads, hd = c->head_dim;
+  size_t layer = (size_t)8192 * 4 * (3 * c->hidden + 3 * H * hd + 3 * KV * hd + 2 * c->inter + 2 + 2 * H + KV);
+  char what[160];
+  snprintf(what, sizeof what, "recompute: workspace %.1f MiB -> %.1f MiB (%d layers of %.1f MiB each: saves >= %d of them)",
+           used[0] / 1048576.0, used[1] / 1048576.0, c->layers, layer / 1048576.0, c->layers - 1);
+  require(used[0] > used[1] && used[0] - used[1] >= (size_t)(c->layers - 1) * layer * 9 / 10, what);
+  lt_model_free(m);
+}
+
 /* SFT on one fixed batch: the mean negative log-likelihood must fall. */
 static void test_training(int bf16) {
   lt_model_t *m = model("qwen3_moe", ", \"mlp_only_layers\": [0]", 0, 5);
@@ -701,6 +731,7 @@ int main(void) {
   test_model("MoE + dense layer, keep-routing, sampling, recompute", "qwen3_moe", ", \"mlp_only_layers\": [1]", 0, 1, 1);
   test_model("critic, recompute", "qwen3", "", 1, 0, 0);
   lt_gpu_set_recompute(G, 0);
+  test_recompute_memory();
   test_trainer();
   test_training(0);
   test_training(1);
