@@ -39,6 +39,11 @@ void lt_gpu_set_bf16(lt_gpu_t *g, int on);
  * activations, and recompute a layer's forward in the backward
  * (learner.gpu.recompute: long sequences of larger models fit). */
 void lt_gpu_set_recompute(lt_gpu_t *g, int on);
+/* 1: attention with head dims 64 and 128 on tensor cores (FlashAttention-2
+ * style, bf16 operands, fp32 accumulation, deterministic backward); 0: the
+ * fp32 CUDA-core kernels.  Off by default until a GPU run has checked it
+ * (make test-gpu's "flash attention" lines). */
+void lt_gpu_set_flash(lt_gpu_t *g, int on);
 /* "NVIDIA H100 80GB HBM3, sm_90, 132 SMs" */
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap);
 int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes); /* zeroed */

@@ -11,6 +11,8 @@
 #   4. make bench-gpu: tokens/s and MFU of the qwen3-0.6b, qwen3-1.7b and moe shapes at
 #      4k and 16k tokens per sequence, and the same batches trained by PyTorch
 #      (transformers, bf16 autocast, sdpa, AdamW) in the same run (bench/gpu/torch_train.py);
+#   5. with time left, the 0.6B shape again with the tensor-core attention (lt_gpu_set_flash,
+#      LT_BENCH_FLASH=1; keys gpu_*_flash), off by default until test-gpu's "flash" checks pass;
 # and leaves OUT_DIR/results.md (the table rows docs/benchmarks.md records,
 # `| gpu_mfu_qwen3-0.6b_16k | 41.2% |`) beside the logs and results.json.
 #
@@ -171,6 +173,24 @@ if [ "$mode" = gpu ]; then
   rm -f bench/gpu-results.json # a warm machine keeps ignored files: no results of an earlier run
   LT_BENCH_REPS=${LT_BENCH_REPS:-2} timeout "$(left 600)" $mk bench-gpu PYTHON="$PYTHON" 2>&1 | tee "$out/bench-gpu.log"
   cp bench/gpu-results.json "$out/results.json" 2>/dev/null || echo '{}' >"$out/results.json"
+  # With time left: the 0.6B shape again with the tensor-core attention (off by default until make
+  # test-gpu's "flash attention" checks pass), as gpu_*_flash keys.
+  if [ "$(left 600)" -ge 120 ]; then
+    step "bench: qwen3-0.6b with the tensor-core attention (LT_BENCH_FLASH=1)"
+    LT_BENCH_FLASH=1 LT_BENCH_SHAPES=qwen3-0.6b LT_BENCH_REPS=${LT_BENCH_REPS:-2} LT_ROOT=$(pwd) \
+      timeout "$(left 600)" "build/release-cuda-sm$(echo "$arch" | tr ' ' _)/bench/gpu" "$out/flash.json" 2>&1 |
+      tee -a "$out/bench-gpu.log"
+    "$PYTHON" - "$out/results.json" "$out/flash.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+try:
+    f = json.load(open(sys.argv[2]))
+except (OSError, ValueError):
+    f = {}
+r.update({k + "_flash": v for k, v in f.items() if k.startswith(("gpu_train_tokens_per_s_", "gpu_mfu_"))})
+json.dump(r, open(sys.argv[1], "w"), indent=1)
+EOF
+  fi
 else
   step "bench: the PyTorch side on small shapes, CPU, plain-PyTorch decoder (no GPU: no gpu_* keys)"
   cat >"$out/results.json" <<EOF

@@ -275,6 +275,11 @@ int main(int argc, char **argv) {
   /* Dense bf16 tensor-core peak of the part, for MFU (H100 SXM 989, H200 989, A100 312 TFLOP/s). */
   double peak = strstr(dev, "H100") || strstr(dev, "H200") ? 989.0 : strstr(dev, "A100") ? 312.0 : 0;
   printf("device: %s (bf16 dense peak %.0f TFLOP/s)\n", dev, peak);
+  /* LT_BENCH_FLASH=1: attention on tensor cores (lt_gpu_set_flash, off by default until checked). */
+  if (env_int("LT_BENCH_FLASH", 0)) {
+    lt_gpu_set_flash(G, 1);
+    printf("attention: tensor cores (LT_BENCH_FLASH=1)\n");
+  }
   stat_t g16 = bench_gemm(1), g32 = bench_gemm(0);
   printf("%-44s %9.1f TFLOP/s (%.1f–%.1f)\n", "cuBLAS bf16 GEMM 8192³", g16.med, g16.lo, g16.hi);
   printf("%-44s %9.1f TFLOP/s (%.1f–%.1f)\n", "cuBLAS fp32 SGEMM 8192³ (no TF32)", g32.med, g32.lo, g32.hi);

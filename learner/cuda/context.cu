@@ -68,6 +68,7 @@ void lt_gpu_close(lt_gpu_t *g) {
 
 void lt_gpu_set_bf16(lt_gpu_t *g, int on) { g->bf16 = on; }
 void lt_gpu_set_recompute(lt_gpu_t *g, int on) { g->recompute = on; }
+void lt_gpu_set_flash(lt_gpu_t *g, int on) { g->flash = on; }
 
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap) {
   snprintf(out, cap, "%s, sm_%d%d, %d SMs, %.1f GiB", g->prop.name, g->prop.major, g->prop.minor,
