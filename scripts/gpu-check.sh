@@ -17,7 +17,10 @@
 # `| gpu_mfu_qwen3-0.6b_16k | 41.2% |`) beside the logs and results.json.
 #
 #   scripts/gpu-check.sh --pack            here (Debian 12, apt): fill .deb/ (below)
-#   scripts/gpu-check.sh [OUT_DIR]         on the GPU machine (default OUT_DIR build/gpu-check)
+#   scripts/gpu-check.sh [OUT_DIR]         on the GPU machine (default OUT_DIR build/gpu-check); through
+#       the device tool: carry [".deb"], timeout_s 600, command
+#       scripts/gpu-check.sh build/gpu-check; cd build/gpu-check && cp results.md results.json test-gpu.log
+#       bench-gpu.log interop.log build.log "$OUT"/
 #   scripts/gpu-check.sh --cpu-dry-run [OUT_DIR]
 #       on a machine without a GPU: the compile check (CUDA=1 WERROR=1 gpu-build), the
 #       interop check against the independent numpy forward (tests/ref/qwen3_ref.py)
