@@ -12,7 +12,7 @@
 #   make deps       install the Debian packages the build needs
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
-#   make bench-gpu  GPU throughput next to cuBLAS and a device copy (bench/gpu-results.json)
+#   make bench-gpu  GPU training throughput and MFU next to cuBLAS, a device copy and PyTorch (bench/gpu-results.json)
 #
 # Variables: CUDA=auto|0|1 (auto builds the CUDA learner when nvcc and a GPU are found),
 # WERROR=1 (warnings are errors), V=1 (show commands).
@@ -122,7 +122,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu gpu-need gpu-build chaos soak scale retrain-check FORCE
+        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -205,6 +205,8 @@ GPU_LIB     := $(BUILD)/liblongtail-learner.a
 GPU_LDLIBS  := $(CUDA_LIBS) $(or $(shell pkg-config --libs libcjson openblas libsodium ompi-c 2>/dev/null),-lcjson -lopenblas -lsodium -lmpi) -lm -lpthread -ldl
 GPU_TEST    := $(BUILD)/tests/longtail-gpu-tests
 GPU_BENCH   := $(BUILD)/bench/gpu
+GPU_INTEROP := $(BUILD)/tests/longtail-interop
+PYTHON      ?= python3
 
 $(GPU_LIB): $(GPU_LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -221,18 +223,28 @@ $(GPU_BENCH): bench/gpu/bench_gpu.c $(GPU_LIB)
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(GPU_LIB) $(GPU_LDLIBS)
 
+# The checkpoint and log-probabilities side of the transformers check (CPU only: any build).
+$(GPU_INTEROP): tests/gpu/interop.c $(GPU_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(GPU_LIB) $(GPU_LDLIBS)
+
+gpu-interop: $(GPU_INTEROP)
+
 gpu-need:
 ifneq ($(USE_CUDA),1)
 	$(error this target needs the CUDA learner: nvcc and a GPU (or CUDA=1 to build without running))
 endif
 
-gpu-build: gpu-need $(GPU_TEST) $(GPU_BENCH)
+gpu-build: gpu-need $(GPU_TEST) $(GPU_BENCH) $(GPU_INTEROP)
 
 test-gpu: gpu-need $(GPU_TEST)
 	$(Q)LT_ROOT=$(CURDIR) $(GPU_TEST)
 
+# The CUDA learner's rates, then the same batches trained by PyTorch (transformers) in the same run.
 bench-gpu: gpu-need $(GPU_BENCH)
 	$(Q)LT_ROOT=$(CURDIR) $(GPU_BENCH) bench/gpu-results.json
+	$(Q)$(PYTHON) bench/gpu/torch_train.py --merge bench/gpu-results.json
 
 # ---- fuzzing -------------------------------------------------------------------------
 

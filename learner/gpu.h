@@ -35,10 +35,21 @@ int lt_gpu_open(int dev, lt_gpu_t **out);
 void lt_gpu_close(lt_gpu_t *g);
 /* 1: matrix products with bf16 operands, fp32 accumulation; 0: fp32. */
 void lt_gpu_set_bf16(lt_gpu_t *g, int on);
+/* 1: models created from now on keep each layer's input and one layer's
+ * activations, and recompute a layer's forward in the backward
+ * (learner.gpu.recompute: long sequences of larger models fit). */
+void lt_gpu_set_recompute(lt_gpu_t *g, int on);
+/* 1: attention with head dims 64 and 128 on tensor cores (FlashAttention-2
+ * style, bf16 operands, fp32 accumulation, deterministic backward); 0: the
+ * fp32 CUDA-core kernels.  Off by default until a GPU run has checked it
+ * (make test-gpu's "flash attention" lines). */
+void lt_gpu_set_flash(lt_gpu_t *g, int on);
 /* "NVIDIA H100 80GB HBM3, sm_90, 132 SMs" */
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap);
 int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes); /* zeroed */
 void lt_gpu_free(void *p);
+/* Free and total device memory in bytes (what the benchmarks check before a shape). */
+void lt_gpu_mem_info(lt_gpu_t *g, size_t *free_b, size_t *total_b);
 void lt_gpu_upload(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
 void lt_gpu_download(lt_gpu_t *g, void *dst, const void *src, size_t bytes);
 void lt_gpu_zero(lt_gpu_t *g, void *p, size_t bytes);
@@ -84,13 +95,25 @@ void lt_gpu_router_backward(lt_gpu_t *g, float *dlogits, const float *probs, con
                             int N, int E, int k, int norm_topk);
 
 /* ---- head and loss (learner/cuda/head.cu) ---- */
-/* For each row r of logits [n, V] with target[r] ≥ 0: lse[r], logp[r] =
- * z[target] − lse, entropy[r] (rows with target < 0 are skipped). */
+/* Per-row options of the head (device arrays; a NULL member is off): the
+ * sampling temperature, and the Keep Sampling Mask (docs/losses.md) under which
+ * log π(target) is renormalised over exactly the row's kept ids plus the target. */
+typedef struct {
+  const float *inv_temp;   /* [n] 1/T of the row's target; NULL: T = 1 */
+  const int *keep_n;       /* [n] size of the row's kept set, 0: the whole vocabulary; NULL: none */
+  const int *keep_off;     /* [n] where the row's ids start in keep_ids */
+  const int32_t *keep_ids; /* the sets' ids, concatenated */
+  uint8_t *mark;           /* [n, V] zeroed scratch (left zeroed), needed with keep_n */
+} lt_gpu_head_opts_t;
+/* For each row r of logits [n, V] with target[r] ≥ 0: lse[r] (over the kept set),
+ * logp[r] = z[target]/T − lse, entropy[r] of softmax(z/T) (rows with target < 0
+ * are skipped).  opts NULL: T = 1, the whole vocabulary. */
 void lt_gpu_head_forward(lt_gpu_t *g, float *lse, float *logp, float *entropy, const float *logits, const int *target,
-                         int n, int V);
-/* logits [n, V] overwritten with dL/dz = dlogp[r] · (1[j = target] − softmax_j). */
+                         int n, int V, const lt_gpu_head_opts_t *opts);
+/* logits [n, V] overwritten with dL/dz = dlogp[r]/T · (1[j = target] − p_j), p
+ * the (kept-set) softmax of z/T and 0 outside the kept set; the same opts as the forward. */
 void lt_gpu_head_backward(lt_gpu_t *g, float *logits, const float *lse, const float *dlogp, const int *target, int n,
-                          int V);
+                          int V, const lt_gpu_head_opts_t *opts);
 
 /* The fused token-level loss: one pass over each logits row computes log πθ,
  * the entropy, the objective's term and overwrites the row with dLoss/dz.

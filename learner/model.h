@@ -188,6 +188,8 @@ int64_t lt_model_active_params(const lt_model_config_t *cfg);
 
 /* ---- parameters (learner/params.c) ---- */
 int lt_model_create(const lt_model_config_t *cfg, lt_model_t **out);
+/* The parameter count lt_model_create would allocate (0 when out of memory). */
+size_t lt_model_nparams(const lt_model_config_t *cfg);
 void lt_model_free(lt_model_t *m);
 /* Normal(0, std) for matrices and embeddings, ones for norms. */
 void lt_model_init_random(lt_model_t *m, uint64_t seed, float std);

@@ -156,6 +156,13 @@ static int rope_tables(lt_model_t *m) {
   return 0;
 }
 
+size_t lt_model_nparams(const lt_model_config_t *cfg) {
+  table_t tb = {0};
+  size_t n = build_table(cfg, &tb) < 0 ? 0 : tb.off;
+  free(tb.t);
+  return n;
+}
+
 int lt_model_create(const lt_model_config_t *cfg, lt_model_t **out) {
   *out = NULL;
   lt_model_t *m = calloc(1, sizeof *m);

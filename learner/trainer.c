@@ -60,7 +60,9 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
       char desc[256];
       lt_gpu_describe(t->gpu, desc, sizeof desc);
       lt_gpu_set_bf16(t->gpu, cfg->gpu_bf16);
-      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s%s", desc, cfg->gpu_bf16 ? ", bf16 matrix products" : "");
+      lt_gpu_set_recompute(t->gpu, cfg->gpu_recompute);
+      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s%s%s", desc, cfg->gpu_bf16 ? ", bf16 matrix products" : "",
+             cfg->gpu_recompute ? ", recomputing activations" : "");
     }
 #else
     rc = lt_error_set(LT_EUNSUPP, "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");

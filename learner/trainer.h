@@ -25,6 +25,7 @@ typedef struct {
   int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h); the host
                                 models stay the reference copy, refreshed after every step */
   int gpu_bf16;              /* CUDA: matrix products with bf16 operands, fp32 accumulation (learner.gpu.bf16) */
+  int gpu_recompute;         /* learner.gpu.recompute: lt_gpu_set_recompute */
 } lt_trainer_cfg_t;
 
 typedef struct lt_trainer lt_trainer_t;

@@ -27,10 +27,9 @@ static int bounds(const lt_config_t *c, const char *path, double out[2]) {
  * supports.  1: CUDA learner, 0: CPU, or an LT_ECONFIG error. */
 int lt__learner_cuda(const lt_config_t *c, int muon) {
   const char *dev = lt_config_str(c, "learner.device");
-  int gpus = lt_device_cuda_count(), ksm = lt_config_bool(c, "learner.keep_sampling_mask");
-  /* The GPU head is softmax(z): tokens sampled at another temperature are scored on the CPU. */
-  const char *cpu_only = ksm ? "learner.keep_sampling_mask" : muon ? "learner.optimizer \"muon\""
-                         : lt_config_num(c, "rollout.temperature") != 1.0 ? "rollout.temperature other than 1" : NULL;
+  int gpus = lt_device_cuda_count();
+  /* The GPU optimizer is AdamW; temperatures and Keep Sampling Mask run on both learners. */
+  const char *cpu_only = muon ? "learner.optimizer \"muon\"" : NULL;
   if (!strcmp(dev, "cuda")) {
     if (!gpus)
       return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
@@ -88,6 +87,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   if (rc < 0) return rc;
   tc->cuda = rc;
   tc->gpu_bf16 = lt_config_bool(c, "learner.gpu.bf16");
+  tc->gpu_recompute = lt_config_bool(c, "learner.gpu.recompute");
   return 0;
 }
 

@@ -287,6 +287,7 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   tc.actor_opt.weight_decay = 0.01f;
   if ((rc = lt__learner_cuda(cfg, 0)) < 0) goto out;
   tc.cuda = rc;
+  tc.gpu_recompute = lt_config_bool(cfg, "learner.gpu.recompute");
   if ((rc = lt_trainer_create(&tc, policy, NULL, NULL, &tr)) < 0) goto out;
   policy = NULL;
   lt_rng_t rng;

@@ -65,7 +65,7 @@ __global__ void attn_fwd(float *out, float *lse, const float *q, const float *k,
 
 void lt_gpu_attention_forward(lt_gpu_t *g, float *out, float *lse, const float *q, const float *k, const float *v, int T,
                               int S, int H, int KV, int hd, int window) {
-  if (T == 0) return;
+  if (T == 0 || lt__flash_forward(g, out, lse, q, k, v, T, S, H, KV, hd, window)) return;
   dim3 grid(T, H);
   attn_fwd<<<grid, 32 * ATT_WARPS, 0, g->stream>>>(out, lse, q, k, v, T, S, H, KV, hd, window, 1.0f / sqrtf((float)hd));
   LT_LAUNCHED();
@@ -175,7 +175,7 @@ __global__ void attn_bwd_kv(float *dk, float *dv, const float *Dq, const float *
 void lt_gpu_attention_backward(lt_gpu_t *g, float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                                int KV, int hd, int window) {
-  if (T == 0) return;
+  if (T == 0 || lt__flash_backward(g, dq, dk, dv, dout, out, lse, q, k, v, T, S, H, KV, hd, window)) return;
   float scale = 1.0f / sqrtf((float)hd), *D = lt__gpu_f32_scratch(g, (size_t)T * H);
   attn_bwd_q<<<dim3(T, H), 32 * ATT_WARPS, 0, g->stream>>>(dq, D, dout, out, lse, q, k, v, T, S, H, KV, hd, window, scale);
   LT_LAUNCHED();

@@ -67,6 +67,8 @@ void lt_gpu_close(lt_gpu_t *g) {
 }
 
 void lt_gpu_set_bf16(lt_gpu_t *g, int on) { g->bf16 = on; }
+void lt_gpu_set_recompute(lt_gpu_t *g, int on) { g->recompute = on; }
+void lt_gpu_set_flash(lt_gpu_t *g, int on) { g->flash = on; }
 
 void lt_gpu_describe(const lt_gpu_t *g, char *out, size_t cap) {
   snprintf(out, cap, "%s, sm_%d%d, %d SMs, %.1f GiB", g->prop.name, g->prop.major, g->prop.minor,
@@ -84,6 +86,11 @@ int lt_gpu_alloc(lt_gpu_t *g, void **p, size_t bytes) {
   }
   LT_CUDA(cudaMemsetAsync(*p, 0, bytes, g->stream));
   return 0;
+}
+
+void lt_gpu_mem_info(lt_gpu_t *g, size_t *free_b, size_t *total_b) {
+  (void)g;
+  LT_CUDA(cudaMemGetInfo(free_b, total_b));
 }
 
 void lt_gpu_free(void *p) {

@@ -17,6 +17,8 @@ struct lt_gpu {
   cudaStream_t stream;
   cublasHandle_t blas;
   int bf16;
+  int recompute;
+  int flash;                 /* attention on tensor cores (learner/cuda/flash.cu, lt_gpu_set_flash) */             /* models created from now on recompute activations (lt_gpu_set_recompute) */
   /* bf16 operand scratch of the linear layers, grown on demand */
   __nv_bfloat16 *bfa, *bfb;
   size_t bfa_n, bfb_n;
@@ -41,6 +43,14 @@ void lt__cuda_fail(const char *what, const char *err, const char *file, int line
 #define LT_LAUNCHED() LT_CUDA(cudaGetLastError())
 
 static inline unsigned lt__blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* The tensor-core attention when it is on and the head dim is 64 or 128 (returns 1), else 0:
+ * the caller runs the CUDA-core kernels. */
+int lt__flash_forward(lt_gpu_t *g, float *out, float *lse, const float *q, const float *k, const float *v, int T, int S,
+                      int H, int KV, int hd, int window);
+int lt__flash_backward(lt_gpu_t *g, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                       const float *lse, const float *q, const float *k, const float *v, int T, int S, int H, int KV,
+                       int hd, int window);
 
 /* Grows the context's bf16 scratch a or b, or its float scratch, to n elements. */
 __nv_bfloat16 *lt__gpu_bf16_scratch(lt_gpu_t *g, int which, size_t n);

@@ -2,7 +2,12 @@
  * learner/forward.c and learner/backward.c step for step, on device buffers
  * with the host model's layout (a device view is the host view's offset into
  * the same flat buffer).  Routing bookkeeping (grouping tokens by expert) is
- * done on the host between the router and the expert products. */
+ * done on the host between the router and the expert products.
+ *
+ * With lt_gpu_set_recompute (learner.gpu.recompute) the model keeps only each
+ * layer's input x[l] and one layer's activations, shared by all layers: the
+ * backward reruns layer l's forward from x[l] before differentiating it (one
+ * more forward of compute for activations a layer's worth instead of L). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +21,8 @@ struct lt_gpu_model {
   const lt_model_t *host;
   lt_model_config_t c;
   int max_tokens, max_seq, chunk, Id, N;
+  int recompute;                       /* one layer's activations, recomputed in the backward */
+  lt_batch_t last;                     /* the last forward's batch (start: the copy below) */
   float *params, *grads; /* [nparams] */
   float *mom, *vel;      /* [mhi - mlo]: the AdamW moments of this rank's shard */
   size_t mlo, mhi;
@@ -31,6 +38,15 @@ struct lt_gpu_model {
   int *eoff[LT_MAX_LAYERS];            /* host [E+1] */
   float *hf, *rf, *hlse, *lp, *ent, *vals, *conf, *mass, *act, *xe, *rlogits, *logits, *dlp;
   int *pos, *tok, *target;
+  /* the head's per-row options of the last forward (sampling temperature, Keep Sampling Mask) */
+  lt_gpu_head_opts_t head;            /* device arrays, members NULL when off */
+  float *itemp;                       /* [N] 1/T per row */
+  int *keep_n, *keep_off;             /* [N] */
+  int32_t *keep_ids;                  /* [keep_cap], grown on demand */
+  size_t keep_cap;
+  uint8_t *mark;                      /* [chunk, V], allocated with the first keep set */
+  float *h_itemp;
+  int *h_keep_n, *h_keep_off;
   uint16_t *forced;                    /* [N, k] keep-routing ids of one layer */
   /* gradients of activations */
   float *dres, *dx2, *dh, *dq, *datt, *dk, *dkp, *dv, *dg, *du, *dact, *dy, *dxe, *dw;
@@ -98,8 +114,11 @@ void lt_gpu_model_free(lt_gpu_model_t *gm) {
   for (int i = 0; i < gm->nalloc; i++) lt_gpu_free(gm->allocs[i]);
   free(gm->allocs);
   for (int l = 0; l < gm->c.layers; l++) free(gm->eoff[l]);
+  lt_gpu_free(gm->keep_ids);
+  lt_gpu_free(gm->mark);
   void *hp[] = {gm->h_tok, gm->h_pos, gm->h_target, gm->h_perm, gm->h_inv, gm->h_ids, gm->h_forced, gm->h_lp, gm->h_ent,
-                gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start};
+                gm->h_conf, gm->out_lp, gm->out_ent, gm->out_vals, gm->h_dlp, gm->start, gm->h_itemp, gm->h_keep_n,
+                gm->h_keep_off};
   for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) free(hp[i]);
   free(gm);
 }
@@ -142,32 +161,47 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->rope_cos = (float *)dev(gm, half * F, &fail);
   gm->rope_sin = (float *)dev(gm, half * F, &fail);
   for (int l = 0; l <= c->layers; l++) gm->x[l] = (float *)dev(gm, N * D * F, &fail);
+  gm->recompute = g->recompute;
+  int slot = -1, mslot = -1; /* the layer whose activations the others share, when recomputing */
   for (int l = 0; l < c->layers; l++) {
-    gm->h1[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->r1[l] = (float *)dev(gm, N * F, &fail);
-    gm->qp[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->q[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->rq[l] = (float *)dev(gm, N * c->heads * F, &fail);
-    gm->kp[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->k[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->rk[l] = (float *)dev(gm, N * c->kv_heads * F, &fail);
-    gm->v[l] = (float *)dev(gm, N * Hk * F, &fail);
-    gm->att[l] = (float *)dev(gm, N * Hq * F, &fail);
-    gm->lse[l] = (float *)dev(gm, N * c->heads * F, &fail);
-    gm->x2[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->h2[l] = (float *)dev(gm, N * D * F, &fail);
-    gm->r2[l] = (float *)dev(gm, N * F, &fail);
-    gm->gt[l] = (float *)dev(gm, N * Id * F, &fail);
-    gm->up[l] = (float *)dev(gm, N * Id * F, &fail);
-    if (c->moe[l]) {
-      gm->probs[l] = (float *)dev(gm, N * E * F, &fail);
-      gm->wts[l] = (float *)dev(gm, N * K * F, &fail);
-      gm->y[l] = (float *)dev(gm, N * K * D * F, &fail);
-      gm->ids[l] = (uint16_t *)dev(gm, N * K * sizeof(uint16_t), &fail);
-      gm->perm[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
-      gm->inv[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
-      if (!(gm->eoff[l] = (int *)calloc(E + 1, sizeof(int)))) fail = 1;
+    if (gm->recompute && slot >= 0) {
+      gm->h1[l] = gm->h1[slot], gm->r1[l] = gm->r1[slot], gm->qp[l] = gm->qp[slot], gm->q[l] = gm->q[slot];
+      gm->rq[l] = gm->rq[slot], gm->kp[l] = gm->kp[slot], gm->k[l] = gm->k[slot], gm->rk[l] = gm->rk[slot];
+      gm->v[l] = gm->v[slot], gm->att[l] = gm->att[slot], gm->lse[l] = gm->lse[slot], gm->x2[l] = gm->x2[slot];
+      gm->h2[l] = gm->h2[slot], gm->r2[l] = gm->r2[slot], gm->gt[l] = gm->gt[slot], gm->up[l] = gm->up[slot];
+    } else {
+      slot = l;
+      gm->h1[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->r1[l] = (float *)dev(gm, N * F, &fail);
+      gm->qp[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->q[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->rq[l] = (float *)dev(gm, N * c->heads * F, &fail);
+      gm->kp[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->k[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->rk[l] = (float *)dev(gm, N * c->kv_heads * F, &fail);
+      gm->v[l] = (float *)dev(gm, N * Hk * F, &fail);
+      gm->att[l] = (float *)dev(gm, N * Hq * F, &fail);
+      gm->lse[l] = (float *)dev(gm, N * c->heads * F, &fail);
+      gm->x2[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->h2[l] = (float *)dev(gm, N * D * F, &fail);
+      gm->r2[l] = (float *)dev(gm, N * F, &fail);
+      gm->gt[l] = (float *)dev(gm, N * Id * F, &fail);
+      gm->up[l] = (float *)dev(gm, N * Id * F, &fail);
     }
+    if (!c->moe[l]) continue;
+    if (!(gm->eoff[l] = (int *)calloc(E + 1, sizeof(int)))) fail = 1;
+    if (gm->recompute && mslot >= 0) {
+      gm->probs[l] = gm->probs[mslot], gm->wts[l] = gm->wts[mslot], gm->y[l] = gm->y[mslot];
+      gm->ids[l] = gm->ids[mslot], gm->perm[l] = gm->perm[mslot], gm->inv[l] = gm->inv[mslot];
+      continue;
+    }
+    mslot = l;
+    gm->probs[l] = (float *)dev(gm, N * E * F, &fail);
+    gm->wts[l] = (float *)dev(gm, N * K * F, &fail);
+    gm->y[l] = (float *)dev(gm, N * K * D * F, &fail);
+    gm->ids[l] = (uint16_t *)dev(gm, N * K * sizeof(uint16_t), &fail);
+    gm->perm[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
+    gm->inv[l] = (int *)dev(gm, N * K * sizeof(int), &fail);
   }
   gm->hf = (float *)dev(gm, N * D * F, &fail);
   gm->rf = (float *)dev(gm, N * F, &fail);
@@ -183,6 +217,9 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->pos = (int *)dev(gm, N * sizeof(int), &fail);
   gm->tok = (int *)dev(gm, N * sizeof(int), &fail);
   gm->target = (int *)dev(gm, N * sizeof(int), &fail);
+  gm->itemp = (float *)dev(gm, N * F, &fail);
+  gm->keep_n = (int *)dev(gm, N * sizeof(int), &fail);
+  gm->keep_off = (int *)dev(gm, N * sizeof(int), &fail);
   gm->dres = (float *)dev(gm, N * D * F, &fail);
   gm->dx2 = (float *)dev(gm, N * D * F, &fail);
   gm->dh = (float *)dev(gm, N * D * F, &fail);
@@ -210,10 +247,13 @@ int lt_gpu_model_create(lt_gpu_t *g, const lt_model_t *host, int max_tokens, int
   gm->h_inv = (int *)malloc(NK * sizeof(int));
   gm->h_ids = (uint16_t *)malloc(NK * sizeof(uint16_t));
   gm->h_forced = (uint16_t *)malloc(NK * sizeof(uint16_t));
-  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp};
+  float **hf[] = {&gm->h_lp, &gm->h_ent, &gm->h_conf, &gm->out_lp, &gm->out_ent, &gm->out_vals, &gm->h_dlp, &gm->h_itemp};
   for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++)
     if (!(*hf[i] = (float *)malloc(N * F))) fail = 1;
-  if (fail || !gm->h_tok || !gm->h_pos || !gm->h_target || !gm->h_perm || !gm->h_inv || !gm->h_ids || !gm->h_forced) {
+  gm->h_keep_n = (int *)malloc(N * sizeof(int));
+  gm->h_keep_off = (int *)malloc(N * sizeof(int));
+  if (fail || !gm->h_tok || !gm->h_pos || !gm->h_target || !gm->h_perm || !gm->h_inv || !gm->h_ids || !gm->h_forced ||
+      !gm->h_keep_n || !gm->h_keep_off) {
     lt_gpu_model_free(gm);
     return lt_error_wrap(LT_ENOMEM, "GPU model of %zu parameters for %d tokens", P, max_tokens);
   }
@@ -304,9 +344,69 @@ static void copy_d(lt_gpu_model_t *gm, float *dst, const float *src, size_t n) {
   lt_gpu_copy(gm->g, dst, src, n * sizeof(float));
 }
 
+/* ---- the head's per-row options ---- */
+
+/* Row r predicts token r + 1: its temperature and Keep-Sampling-Mask set are
+ * token r + 1's (learner/forward.c's policy_head).  Checks the ids (they index
+ * device arrays) and uploads what the batch uses; gm->head says what is on. */
+static int head_options(lt_gpu_model_t *gm, const lt_batch_t *b, int N) {
+  lt_gpu_t *g = gm->g;
+  int V = gm->c.vocab, temp = 0, keep = 0;
+  size_t nids = 0;
+  for (int i = 0; i < N; i++) {
+    temp |= b->temperature && lt__head_temperature(b, i) != 1.0f;
+    if (!b->support) continue;
+    if (b->support[i] < 0) return lt_error_set(LT_ERANGE, "forward: negative sampling support at token %d", i);
+    if (b->support[i] > 0 && !b->support_ids)
+      return lt_error_set(LT_EINVAL, "forward: token %d has a sampling support but the batch has no support ids", i);
+    for (int j = 0; j < b->support[i]; j++, nids++)
+      if (b->support_ids[nids] < 0 || b->support_ids[nids] >= V)
+        return lt_error_set(LT_ERANGE, "forward: support id %d of token %d outside [0, %d)", b->support_ids[nids], i, V);
+    keep |= b->support[i] > 0;
+  }
+  gm->head = lt_gpu_head_opts_t{};
+  if (temp) {
+    for (int r = 0; r < N; r++) gm->h_itemp[r] = r + 1 < N ? 1.0f / lt__head_temperature(b, r + 1) : 1.0f;
+    lt_gpu_upload(g, gm->itemp, gm->h_itemp, sizeof(float) * N);
+    gm->head.inv_temp = gm->itemp;
+  }
+  if (!keep) return 0;
+  if (nids > gm->keep_cap) {
+    lt_gpu_free(gm->keep_ids);
+    gm->keep_ids = NULL;
+    gm->keep_cap = 0;
+    if (lt_gpu_alloc(g, (void **)&gm->keep_ids, nids * sizeof(int32_t)) < 0) return lt_error_wrap(LT_ENOMEM, "GPU head");
+    gm->keep_cap = nids;
+  }
+  if (!gm->mark && lt_gpu_alloc(g, (void **)&gm->mark, (size_t)gm->chunk * V) < 0) return lt_error_wrap(LT_ENOMEM, "GPU head");
+  size_t off = 0;
+  for (int r = 0; r < N; r++) { /* as policy_head: row r's ids follow those of tokens 0 .. r */
+    off += (size_t)b->support[r];
+    gm->h_keep_n[r] = r + 1 < N ? b->support[r + 1] : 0;
+    gm->h_keep_off[r] = (int)off;
+  }
+  lt_gpu_upload(g, gm->keep_ids, b->support_ids, nids * sizeof(int32_t));
+  lt_gpu_upload(g, gm->keep_n, gm->h_keep_n, sizeof(int) * N);
+  lt_gpu_upload(g, gm->keep_off, gm->h_keep_off, sizeof(int) * N);
+  gm->head.keep_n = gm->keep_n;
+  gm->head.keep_off = gm->keep_off;
+  gm->head.keep_ids = gm->keep_ids;
+  gm->head.mark = gm->mark;
+  return 0;
+}
+
+/* The options of the logits chunk starting at row r0 (the mark scratch is per chunk row). */
+static lt_gpu_head_opts_t head_rows(const lt_gpu_model_t *gm, int r0) {
+  lt_gpu_head_opts_t o = gm->head;
+  if (o.inv_temp) o.inv_temp += r0;
+  if (o.keep_n) o.keep_n += r0, o.keep_off += r0;
+  return o;
+}
+
 /* ---- forward ---- */
 
-static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, float *xout) {
+/* again: a recomputation in the backward (routing confidence already counted). */
+static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, float *xout, int again) {
   lt_gpu_t *g = gm->g;
   const lt_model_config_t *c = &gm->c;
   const lt_layer_w_t *W = &gm->w.layer[l];
@@ -320,8 +420,10 @@ static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, 
     forced = gm->forced;
   }
   lt_gpu_router_forward(g, gm->probs[l], gm->ids[l], gm->wts[l], gm->mass, gm->rlogits, N, E, K, c->norm_topk, forced);
-  add_kernel<<<grid_n(N), 256, 0, g->stream>>>(gm->conf, gm->mass, N);
-  LT_LAUNCHED();
+  if (!again) {
+    add_kernel<<<grid_n(N), 256, 0, g->stream>>>(gm->conf, gm->mass, N);
+    LT_LAUNCHED();
+  }
   /* Group (token, slot) pairs by expert, stable in token order, as the CPU does. */
   int NK = N * K, *eoff = gm->eoff[l];
   lt_gpu_download(g, gm->h_ids, gm->ids[l], sizeof(uint16_t) * NK);
@@ -354,23 +456,54 @@ static void moe_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, 
   LT_LAUNCHED();
 }
 
+/* Layer l (its ml-th MoE layer) from x[l] into x[l + 1] and its activations;
+ * again: the backward's recomputation. */
+static void layer_forward(lt_gpu_model_t *gm, int l, int ml, const lt_batch_t *b, int again) {
+  lt_gpu_t *g = gm->g;
+  const lt_model_config_t *c = &gm->c;
+  int N = gm->N, D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim;
+  int Hq = H * hd, Hk = KV * hd;
+  const lt_layer_w_t *W = &gm->w.layer[l];
+  float *xin = gm->x[l], *xout = gm->x[l + 1];
+  lt_gpu_rmsnorm_forward(g, gm->h1[l], gm->r1[l], xin, W->ln1, N, D, c->eps);
+  lt_gpu_linear_forward(g, gm->qp[l], gm->h1[l], W->wq, N, D, Hq);
+  lt_gpu_linear_forward(g, gm->kp[l], gm->h1[l], W->wk, N, D, Hk);
+  lt_gpu_linear_forward(g, gm->v[l], gm->h1[l], W->wv, N, D, Hk);
+  lt_gpu_rmsnorm_forward(g, gm->q[l], gm->rq[l], gm->qp[l], W->qnorm, N * H, hd, c->eps);
+  lt_gpu_rmsnorm_forward(g, gm->k[l], gm->rk[l], gm->kp[l], W->knorm, N * KV, hd, c->eps);
+  lt_gpu_rope_apply(g, gm->q[l], gm->pos, N, H, hd, gm->rope_cos, gm->rope_sin, 0);
+  lt_gpu_rope_apply(g, gm->k[l], gm->pos, N, KV, hd, gm->rope_cos, gm->rope_sin, 0);
+  for (int s = 0; s < b->nseq; s++) {
+    int off = b->start[s], T = b->start[s + 1] - off;
+    lt_gpu_attention_forward(g, gm->att[l] + (size_t)off * Hq, gm->lse[l] + (size_t)off * H, gm->q[l] + (size_t)off * Hq,
+                             gm->k[l] + (size_t)off * Hk, gm->v[l] + (size_t)off * Hk, T, T, H, KV, hd,
+                             c->sliding[l] ? c->window : 0);
+  }
+  copy_d(gm, gm->x2[l], xin, (size_t)N * D);
+  lt_gpu_linear_forward_acc(g, gm->x2[l], gm->att[l], W->wo, N, Hq, D);
+  lt_gpu_rmsnorm_forward(g, gm->h2[l], gm->r2[l], gm->x2[l], W->ln2, N, D, c->eps);
+  copy_d(gm, xout, gm->x2[l], (size_t)N * D);
+  if (c->moe[l]) {
+    moe_forward(gm, l, ml, b, xout, again);
+  } else {
+    int Id = c->inter;
+    lt_gpu_linear_forward(g, gm->gt[l], gm->h2[l], W->w_gate, N, D, Id);
+    lt_gpu_linear_forward(g, gm->up[l], gm->h2[l], W->w_up, N, D, Id);
+    lt_gpu_swiglu_forward(g, gm->act, gm->gt[l], gm->up[l], (size_t)N * Id);
+    lt_gpu_linear_forward_acc(g, xout, gm->act, W->w_down, N, Id, D);
+  }
+}
+
 int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *out) {
   lt_gpu_t *g = gm->g;
   const lt_model_config_t *c = &gm->c;
-  int D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim, L = c->layers, V = c->vocab;
-  int Hq = H * hd, Hk = KV * hd;
+  int D = c->hidden, L = c->layers, V = c->vocab;
   if (b->nseq < 1) return lt_error_set(LT_EINVAL, "forward: empty batch");
   int N = b->start[b->nseq] - b->start[0];
   if (b->start[0] != 0) return lt_error_set(LT_EINVAL, "forward: a packed batch starts at token 0");
   if (N > gm->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, gm->max_tokens);
-  if (b->support)
-    for (int i = 0; i < N; i++)
-      if (b->support[i] > 0)
-        return lt_error_set(LT_EUNSUPP, "GPU forward: the keep-sampling mask runs on the CPU learner only");
-  for (int i = 0; b->temperature && i < N; i++)
-    if (lt__head_temperature(b, i) != 1.0f)
-      return lt_error_set(LT_EUNSUPP, "GPU forward: sampling temperature %g: the GPU head is softmax(z) only; "
-                          "temperatures other than 1 run on the CPU learner", (double)b->temperature[i]);
+  int rc = c->critic ? 0 : head_options(gm, b, N);
+  if (rc < 0) return rc;
   if (b->nseq + 1 > gm->start_cap) {
     int *ns = (int *)realloc(gm->start, sizeof(int) * (size_t)(b->nseq + 1));
     if (!ns) return lt_error_set(LT_ENOMEM, "forward: out of memory");
@@ -379,6 +512,8 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   }
   memcpy(gm->start, b->start, sizeof(int) * (size_t)(b->nseq + 1));
   gm->nseq = b->nseq;
+  gm->last = *b;
+  gm->last.start = gm->start;
   for (int s = 0; s < b->nseq; s++) {
     int a = b->start[s], e = b->start[s + 1];
     if (e - a < 1) return lt_error_set(LT_EINVAL, "forward: empty sequence %d", s);
@@ -400,37 +535,9 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
   lt_gpu_zero(g, gm->conf, sizeof(float) * N);
   embed_fwd<<<grid_n((size_t)N * D), 256, 0, g->stream>>>(gm->x[0], gm->w.embed, gm->tok, N, D);
   LT_LAUNCHED();
-  int ml = 0;
-  for (int l = 0; l < L; l++) {
-    const lt_layer_w_t *W = &gm->w.layer[l];
-    float *xin = gm->x[l], *xout = gm->x[l + 1];
-    lt_gpu_rmsnorm_forward(g, gm->h1[l], gm->r1[l], xin, W->ln1, N, D, c->eps);
-    lt_gpu_linear_forward(g, gm->qp[l], gm->h1[l], W->wq, N, D, Hq);
-    lt_gpu_linear_forward(g, gm->kp[l], gm->h1[l], W->wk, N, D, Hk);
-    lt_gpu_linear_forward(g, gm->v[l], gm->h1[l], W->wv, N, D, Hk);
-    lt_gpu_rmsnorm_forward(g, gm->q[l], gm->rq[l], gm->qp[l], W->qnorm, N * H, hd, c->eps);
-    lt_gpu_rmsnorm_forward(g, gm->k[l], gm->rk[l], gm->kp[l], W->knorm, N * KV, hd, c->eps);
-    lt_gpu_rope_apply(g, gm->q[l], gm->pos, N, H, hd, gm->rope_cos, gm->rope_sin, 0);
-    lt_gpu_rope_apply(g, gm->k[l], gm->pos, N, KV, hd, gm->rope_cos, gm->rope_sin, 0);
-    for (int s = 0; s < b->nseq; s++) {
-      int off = b->start[s], T = b->start[s + 1] - off;
-      lt_gpu_attention_forward(g, gm->att[l] + (size_t)off * Hq, gm->lse[l] + (size_t)off * H, gm->q[l] + (size_t)off * Hq,
-                               gm->k[l] + (size_t)off * Hk, gm->v[l] + (size_t)off * Hk, T, T, H, KV, hd,
-                               c->sliding[l] ? c->window : 0);
-    }
-    copy_d(gm, gm->x2[l], xin, (size_t)N * D);
-    lt_gpu_linear_forward_acc(g, gm->x2[l], gm->att[l], W->wo, N, Hq, D);
-    lt_gpu_rmsnorm_forward(g, gm->h2[l], gm->r2[l], gm->x2[l], W->ln2, N, D, c->eps);
-    copy_d(gm, xout, gm->x2[l], (size_t)N * D);
-    if (c->moe[l]) {
-      moe_forward(gm, l, ml++, b, xout);
-    } else {
-      int Id = c->inter;
-      lt_gpu_linear_forward(g, gm->gt[l], gm->h2[l], W->w_gate, N, D, Id);
-      lt_gpu_linear_forward(g, gm->up[l], gm->h2[l], W->w_up, N, D, Id);
-      lt_gpu_swiglu_forward(g, gm->act, gm->gt[l], gm->up[l], (size_t)N * Id);
-      lt_gpu_linear_forward_acc(g, xout, gm->act, W->w_down, N, Id, D);
-    }
+  for (int l = 0, ml = 0; l < L; l++) {
+    layer_forward(gm, l, ml, b, 0);
+    ml += c->moe[l];
   }
   lt_gpu_rmsnorm_forward(g, gm->hf, gm->rf, gm->x[L], gm->w.norm, N, D, c->eps);
   if (c->critic) {
@@ -440,7 +547,8 @@ int lt_gpu_model_forward(lt_gpu_model_t *gm, const lt_batch_t *b, lt_fwd_out_t *
     for (int r0 = 0; r0 < N; r0 += gm->chunk) {
       int n = N - r0 < gm->chunk ? N - r0 : gm->chunk;
       lt_gpu_linear_forward(g, gm->logits, gm->hf + (size_t)r0 * D, gm->w.head, n, D, V);
-      lt_gpu_head_forward(g, gm->hlse + r0, gm->lp + r0, gm->ent + r0, gm->logits, gm->target + r0, n, V);
+      lt_gpu_head_opts_t o = head_rows(gm, r0);
+      lt_gpu_head_forward(g, gm->hlse + r0, gm->lp + r0, gm->ent + r0, gm->logits, gm->target + r0, n, V, &o);
     }
     lt_gpu_download(g, gm->h_lp, gm->lp, sizeof(float) * N);
     lt_gpu_download(g, gm->h_ent, gm->ent, sizeof(float) * N);
@@ -520,14 +628,18 @@ int lt_gpu_model_backward(lt_gpu_model_t *gm, const float *dlogprobs, const floa
       int n = N - r0 < gm->chunk ? N - r0 : gm->chunk;
       const float *h = gm->hf + (size_t)r0 * D;
       lt_gpu_linear_forward(g, gm->logits, h, gm->w.head, n, D, V);
-      lt_gpu_head_backward(g, gm->logits, gm->hlse + r0, gm->dlp + r0, gm->target + r0, n, V);
+      lt_gpu_head_opts_t o = head_rows(gm, r0);
+      lt_gpu_head_backward(g, gm->logits, gm->hlse + r0, gm->dlp + r0, gm->target + r0, n, V, &o);
       lt_gpu_linear_backward(g, dhf + (size_t)r0 * D, gm->gw.head, gm->logits, h, gm->w.head, n, D, V);
     }
   }
   lt_gpu_zero(g, gm->dres, sizeof(float) * (size_t)N * D);
   lt_gpu_rmsnorm_backward(g, gm->dres, gm->gw.norm, dhf, gm->x[L], gm->w.norm, gm->rf, N, D);
-  for (int l = L - 1; l >= 0; l--) {
+  for (int l = L - 1, ml = lt_model_moe_layers(c); l >= 0; l--) {
     const lt_layer_w_t *W = &gm->w.layer[l], *G = &gm->gw.layer[l];
+    ml -= c->moe[l];
+    /* The last layer's activations are still there from the forward; x[l + 1] is rewritten with what it holds. */
+    if (gm->recompute && l < L - 1) layer_forward(gm, l, ml, &gm->last, 1);
     float *dh2 = gm->dh;
     lt_gpu_zero(g, dh2, sizeof(float) * (size_t)N * D);
     if (c->moe[l]) {

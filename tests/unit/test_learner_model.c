@@ -549,3 +549,52 @@ Test(learner_model, optimizer_state_round_trips_bit_exactly) {
   }
   lt_test_rmdir(d);
 }
+
+/* The real shapes the GPU benchmarks train (configs/models/qwen3-*.json): each
+ * parses with Qwen3's published dimensions, and its tensor table holds exactly
+ * the closed-form count (embeddings, per layer q/k/v/o + q/k norms + two norms +
+ * the MLP or the router and experts, the final norm, lm_head unless tied). */
+static void check_real_shape(const char *file, int D, int I, int L, int H, int KV, int E, int K, int Im, int tied,
+                             size_t expect) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/configs/models/%s", lt_test_root(), file);
+  lt_model_config_t c;
+  cr_assert_eq(lt_model_config_load(path, &c), 0, "%s", lt_error_msg());
+  cr_expect_eq(c.vocab, 151936, "%s", file);
+  cr_expect_eq(c.hidden, D, "%s", file);
+  cr_expect_eq(c.layers, L, "%s", file);
+  cr_expect_eq(c.heads, H, "%s", file);
+  cr_expect_eq(c.kv_heads, KV, "%s", file);
+  cr_expect_eq(c.head_dim, 128, "%s", file);
+  cr_expect_eq(c.tied, tied, "%s", file);
+  cr_expect_eq(c.window, 0, "%s", file);
+  cr_expect_float_eq(c.rope_theta, 1e6f, 1.0f, "%s", file);
+  cr_expect_float_eq(c.eps, 1e-6f, 1e-12f, "%s", file);
+  cr_expect_eq(c.experts, E, "%s", file);
+  size_t V = 151936, hd = 128, attn = (size_t)D * hd * (2 * H + 2 * KV) + 2 * hd + 2 * (size_t)D;
+  size_t mlp = E ? (size_t)E * D + 3 * (size_t)E * D * Im : 3 * (size_t)D * I;
+  if (E) {
+    cr_expect_eq(c.topk, K, "%s", file);
+    cr_expect_eq(c.moe_inter, Im, "%s", file);
+    cr_expect_eq(lt_model_moe_layers(&c), L, "%s", file);
+  } else {
+    cr_expect_eq(c.inter, I, "%s", file);
+  }
+  size_t formula = V * D * (tied ? 1 : 2) + (size_t)L * (attn + mlp) + (size_t)D;
+  cr_expect_eq(formula, expect, "%s: the formula gives %zu, expected %zu", file, formula, expect);
+  cr_expect_eq(lt_model_nparams(&c), expect, "%s: the tensor table holds %zu parameters, expected %zu", file,
+               lt_model_nparams(&c), expect);
+}
+
+Test(learner_model, real_shape_configs_have_qwen3_dimensions) {
+  check_real_shape("qwen3-0.6b.json", 1024, 3072, 28, 16, 8, 0, 0, 0, 1, 596049920);
+  check_real_shape("qwen3-1.7b.json", 2048, 6144, 28, 16, 8, 0, 0, 0, 1, 1720574976);
+  /* Qwen3-30B-A3B's layout (128-dim heads, GQA, 8 of many fine-grained experts, untied) scaled to train on one 80 GB GPU. */
+  check_real_shape("qwen3-moe-1.6b-a0.4b.json", 1024, 0, 16, 16, 4, 64, 8, 384, 0, 1604097024);
+  lt_model_config_t c;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/configs/models/qwen3-moe-1.6b-a0.4b.json", lt_test_root());
+  cr_assert_eq(lt_model_config_load(path, &c), 0);
+  cr_expect_eq(lt_model_active_params(&c), 391512064, "active parameters per token: %lld",
+               (long long)lt_model_active_params(&c));
+}
