@@ -61,6 +61,8 @@ typedef struct {
    * through it as TRAJS. */
   lt_outbox_t *outbox;
   char host[256];
+  char pub[41], server_pub[41]; /* CURVE public keys (Z85) of this worker and of the daemon it expects; "" without */
+  int bad_handshakes;  /* handshakes failed in a row without a reason the daemon gave */
 } worker_t;
 
 static int64_t now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
@@ -466,6 +468,39 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_msg_free(&m);
 }
 
+/* Handshakes that failed with no word from the daemon (a CURVE server whose key is not the one we hold just hangs
+ * up) before we call it a wrong server key; one could be a daemon that died mid-handshake. */
+#define BAD_HANDSHAKES 3
+
+/* The daemon's answer to our handshake (libzmq's socket monitor).  A refusal is not transient: reconnecting would
+ * repeat "daemon silent" forever, so the worker says why and exits with LT_EXIT_AUTH. */
+static void on_handshake(int event, uint32_t value, const char *endpoint, void *ud) {
+  worker_t *w = ud;
+  if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+    w->bad_handshakes = 0;
+    return;
+  }
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+    LT_ERROR("worker", "the daemon at %s refused this worker's CURVE key %s (ZAP status %u): add that public key (%s.pub) "
+             "to the daemon's transport.client_keys; exiting", endpoint, w->pub, value, w->o.key);
+  } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+    if (w->pub[0])
+      LT_ERROR("worker", "the daemon at %s does not use CURVE (this worker does, key %s): drop --server-key and --key, "
+               "or set the daemon's transport.curve; exiting", endpoint, w->pub);
+    else
+      LT_ERROR("worker", "the daemon at %s requires CURVE: pass --server-key (its public key) and --key (this worker's "
+               "pair, from `longtail keygen`); exiting", endpoint);
+  } else if (++w->bad_handshakes >= BAD_HANDSHAKES) {
+    LT_ERROR("worker", "the daemon at %s dropped %d CURVE handshakes in a row (last: %s 0x%x): its public key is not "
+             "%s (--server-key %s), so it cannot read this worker (key %s); give the daemon's own .pub; exiting",
+             endpoint, w->bad_handshakes, event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail",
+             value, w->server_pub, w->o.server_key ? w->o.server_key : "(none)", w->pub);
+  } else {
+    return;
+  }
+  stop(w, LT_EXIT_AUTH);
+}
+
 static int open_socket(worker_t *w) {
   int rc = lt_zsock_open(&w->loop, w->zctx, ZMQ_DEALER, &w->z);
   if (rc < 0) return rc;
@@ -481,12 +516,17 @@ static int open_socket(worker_t *w) {
     if ((rc = lt_curve_read_key(w->o.server_key, "--server-key", server)) < 0) return rc;
     snprintf(p, sizeof p, "%s.pub", w->o.key);
     if ((rc = lt_curve_read_key(p, "--key", pub)) < 0) return rc;
+    memcpy(w->pub, pub, sizeof w->pub);
+    memcpy(w->server_pub, server, sizeof w->server_pub);
     snprintf(p, sizeof p, "%s.key", w->o.key);
     if ((rc = lt_curve_read_key(p, "--key", sec)) < 0) return rc;
     rc = lt_zsock_curve_client(w->z, server, pub, sec);
     memset(sec, 0, sizeof sec);
     if (rc < 0) return rc;
   }
+  int events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  if ((rc = lt_zsock_monitor(w->z, w->zctx, events, on_handshake, w)) < 0) return rc;
   if (zmq_connect(s, w->o.connect) != 0)
     return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
   return lt_zsock_start(w->z, on_recv, w);
