@@ -67,6 +67,15 @@ int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
  * the file itself).  On failure prints "longtail COMMAND: error: ..." and
  * returns the exit code. */
 int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap);
+/* Closes a run opened by lt_cli_open_run.  CODE is the command's exit code so far; when it is 0 and a read met a
+ * damaged page (lt_buffer_damaged), prints the damage and returns 6 instead (the report built from it is not
+ * printed).  Returns the exit code. */
+int lt_cli_close_run(const char *command, lt_buffer_t *b, int code);
+/* The offline readers' --check: SQLite's full integrity check before reading (without it the open checks
+ * cheaply; damage met while reading still exits 6). */
+#define LT_CLI_CHECK_ARG                                                                                              \
+  {.name = "--check", .kind = LT_ARG_FLAG,                                                                             \
+   .help = "first run SQLite's full integrity check of the buffer (reads all of it; exit 6 when damaged)"}
 
 /* Plots metrics of runs through gnuplot: one panel per entry of PANELS (a
  * comma-separated list of metric names or GLOB patterns drawn together), every
