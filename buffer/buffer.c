@@ -123,8 +123,7 @@ static int damaged(lt_buffer_t *b, const char *fmt, ...) {
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
   if (!b->damage[0])
-    snprintf(b->damage, sizeof b->damage, "%s: damaged buffer: %s (`longtail stats --check` runs SQLite's full "
-             "integrity check)", b->path, detail);
+    snprintf(b->damage, sizeof b->damage, "%s: damaged buffer: %s", b->path, detail);
   return lt_error_set(LT_ECORRUPT, "%s", b->damage);
 }
 
@@ -132,7 +131,8 @@ int lt_buffer_damaged(lt_buffer_t *b) { return b->damage[0] ? lt_error_set(LT_EC
 
 static int db_err(lt_buffer_t *b, int rc, const char *what) {
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
-    return damaged(b, "%s, in: %.120s", b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc), what);
+    return damaged(b, "%s, in: %.120s (`longtail stats RUN --check` checks the whole file)",
+                   b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc), what);
   int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
              : (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? LT_EBUSY
              : (rc & 0xff) == SQLITE_CONSTRAINT ? LT_EDUP
@@ -224,6 +224,7 @@ static int probe(lt_buffer_t *b) {
                         : sqlite3_mprintf("SELECT rowid FROM \"%w\" ORDER BY rowid %s LIMIT 1", name, desc ? "DESC" : "");
       rc = sql ? exec(b, sql) : lt_error_set(LT_ENOMEM, "buffer: out of memory");
       sqlite3_free(sql);
+      if (rc < 0 && rc != LT_ECORRUPT && rc != LT_ENOMEM) rc = 0; /* a walk the planner cannot make proves nothing */
     }
   }
   if (rc == SQLITE_DONE) rc = 0;
