@@ -76,7 +76,7 @@ int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t
   char path[4200];
   if (lt_fs_is_dir(arg)) snprintf(path, sizeof path, "%s/buffer.db", arg);
   else snprintf(path, sizeof path, "%s", arg);
-  /* (a damaged file fails here with exit 6, not later as empty or odd numbers) */
+  /* (damage the open finds fails here with exit 6; damage a read meets, at lt_cli_close_run) */
   int rc = lt_buffer_open(path, LT_BUF_READONLY | (check ? LT_BUF_CHECK : 0), b);
   if (rc < 0) return lt_cli_fail(command, rc);
   if (!name) return 0;
