@@ -31,10 +31,12 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
  * stdin_line to its stdin and closes it.  After timeout_s seconds the whole
  * group is killed (timed_out).  sandbox_port > 0: argv runs in longtail's
  * sandbox instead (`longtail sandbox run`, a child of the group), with only
- * env_set's variables, its 127.0.0.1:sandbox_port its one network path, and
- * the files argv names copied into its /work (docs/agent-gateway.md). */
+ * env_set's variables, its 127.0.0.1:sandbox_port its one network path (at
+ * most max_conns connections open at once), and the files argv names copied
+ * into its /work (docs/agent-gateway.md). */
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out);
+                     double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
+                     lt_program_t **out);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
 
