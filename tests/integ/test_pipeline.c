@@ -440,8 +440,10 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
 }
 
 /* A worker the daemon will not admit is told so and exits 7 (docs/exit-codes.md) instead of reconnecting until it
- * is killed (issue 36): an unlisted key (the daemon's ZAP refusal), a wrong daemon key (the handshake dropped), and
- * no CURVE at all against a CURVE daemon.  Each names the daemon's endpoint; a refused key is named too. */
+ * is killed (issue 36).  The daemon's own answers end it at once: an unlisted key (its ZAP refusal) and no CURVE at
+ * all against a CURVE daemon.  A wrong daemon key only shows as handshakes dropped without a word (as a tunnel with
+ * no daemon behind it yet would): said within a second, and the end (exit 7, not 4) at --daemon-gone.  Each message
+ * names the daemon's endpoint, and the key concerned. */
 Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
   char *dir = lt_test_tmpdir("curve-refused");
   char cfg[4200], rd[4200], ep[64], p[4300];
@@ -487,23 +489,25 @@ Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
   free(key2);
   const struct {
     const char *what, *server_key, *key, *says, *names;
+    int at_once; /* before the daemon is even missed (5 s), else at --daemon-gone */
   } cases[] = {
-      {"an unlisted key", spk, k2, "refused this worker's CURVE key", pub2},
-      {"a wrong daemon key", wrong, k1, "its public key is not", pub2},
-      {"no CURVE", NULL, NULL, "requires CURVE", "--server-key"},
+      {"an unlisted key", spk, k2, "refused this worker's CURVE key", pub2, 1},
+      {"no CURVE", NULL, NULL, "requires CURVE", "--server-key", 1},
+      {"a wrong daemon key", wrong, k1, "its public key is not", pub2, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const char *wa[16] = {"longtail", "worker", "--connect", ep, "--name", "wx", "--backend", "scripted", "--daemon-gone", "60"};
+    const char *wa[16] = {"longtail", "worker", "--connect", ep, "--name", "wx", "--backend", "scripted", "--daemon-gone", "5"};
     int n = 10;
     if (cases[i].server_key) wa[n++] = "--server-key", wa[n++] = cases[i].server_key, wa[n++] = "--key", wa[n++] = cases[i].key;
     wa[n] = NULL;
     lt_run_t r;
-    cr_assert_eq(lt_test_run(&r, NULL, 45, wa), 0);
+    cr_assert_eq(lt_test_run(&r, NULL, 60, wa), 0);
     cr_expect_eq(r.status, 7, "%s: exit %d after %.1f s: %s", cases[i].what, r.status, r.secs, r.err);
-    cr_expect_lt(r.secs, 20, "%s: it took %.1f s", cases[i].what, r.secs);
     cr_expect(strstr(r.err, cases[i].says) && strstr(r.err, ep) && strstr(r.err, cases[i].names), "%s: %s", cases[i].what,
               r.err);
-    cr_expect(!strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
+    if (cases[i].at_once) cr_expect(!strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
+    /* said before the daemon was missed: the diagnosis comes first */
+    else cr_expect(strstr(r.err, cases[i].says) < strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
     lt_run_free(&r);
   }
   kill(d, SIGTERM);
