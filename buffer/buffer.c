@@ -5,6 +5,7 @@
 #include "buffer/internal.h"
 
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,7 @@ struct lt_buffer {
   sqlite3_stmt *st[S_N];
   char *path;
   int readonly;
+  char damage[512]; /* the first corruption error SQLite reported on this handle ("": none) */
 };
 
 static const char *tr_names[LT_SAMPLE_NSTATES] = {"ready", "consumed", "stale", "filtered", "failed", "eval", "masked"};
@@ -116,9 +118,27 @@ static const char *task_names[] = {"queued", "dispatched", "done", "failed"};
 
 const char *lt_sample_state_name(lt_sample_state s) { return (unsigned)s < LT_SAMPLE_NSTATES ? tr_names[s] : "?"; }
 
+/* Every way a damaged file shows itself (the full check, the cheap one at open, a read that meets a bad page) gives
+ * this message and LT_ECORRUPT (exit 6), and the handle remembers it for readers that take a failed lookup's 0. */
+static int damaged(lt_buffer_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int damaged(lt_buffer_t *b, const char *fmt, ...) {
+  char detail[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  if (!b->damage[0])
+    snprintf(b->damage, sizeof b->damage, "%s: damaged buffer: %s", b->path, detail);
+  return lt_error_set(LT_ECORRUPT, "%s", b->damage);
+}
+
+int lt_buffer_damaged(lt_buffer_t *b) { return b->damage[0] ? lt_error_set(LT_ECORRUPT, "%s", b->damage) : 0; }
+
 static int db_err(lt_buffer_t *b, int rc, const char *what) {
+  if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
+    return damaged(b, "%s, in: %.120s (`longtail stats RUN --check` checks the whole file)",
+                   b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc), what);
   int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
-             : (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB ? LT_ECORRUPT
              : (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? LT_EBUSY
              : (rc & 0xff) == SQLITE_CONSTRAINT ? LT_EDUP
              : LT_EIO;
@@ -183,8 +203,39 @@ static int integrity(lt_buffer_t *b) {
     snprintf(first, sizeof first, "%s", r ? r : "?");
   }
   sqlite3_finalize(s);
-  if (!ok) return lt_error_set(LT_ECORRUPT, "%s: integrity check failed: %s", b->path, first);
+  if (!ok) return damaged(b, "integrity check failed: %s", first);
   return 0;
+}
+
+/* The check every open makes instead of the full one (which reads the whole file: seconds on a large run): SQLite
+ * has checked the header against the file's size when it read the schema; here each table's and index's b-tree is
+ * entered at its root and walked down to its first and its last entry.  A few pages each, and the ones a torn or
+ * scribbled write most likely hit: the roots and the newest rows.  Damage elsewhere shows when a read meets it. */
+static int probe(lt_buffer_t *b) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(b->db,
+                              "SELECT m.type, m.name, m.tbl_name, (SELECT name FROM pragma_index_info(m.name) "
+                              "WHERE seqno = 0) FROM sqlite_master m WHERE m.type IN ('table', 'index') AND m.rootpage > 0",
+                              -1, &s, NULL);
+  if (rc != SQLITE_OK) return db_err(b, rc, "reading the schema");
+  while (rc >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(s, 0), *name = (const char *)sqlite3_column_text(s, 1),
+               *tbl = (const char *)sqlite3_column_text(s, 2), *col = (const char *)sqlite3_column_text(s, 3);
+    int index = type && !strcmp(type, "index");
+    if (!name || !tbl || (index && !col)) continue; /* an index on an expression first: no column to order by */
+    for (int desc = 0; desc < 2 && rc >= 0; desc++) {
+      char *sql = index ? sqlite3_mprintf("SELECT \"%w\" FROM \"%w\" INDEXED BY \"%w\" ORDER BY 1 %s LIMIT 1", col, tbl,
+                                          name, desc ? "DESC" : "")
+                        : sqlite3_mprintf("SELECT rowid FROM \"%w\" ORDER BY rowid %s LIMIT 1", name, desc ? "DESC" : "");
+      rc = sql ? exec(b, sql) : lt_error_set(LT_ENOMEM, "buffer: out of memory");
+      sqlite3_free(sql);
+      if (rc < 0 && rc != LT_ECORRUPT && rc != LT_ENOMEM) rc = 0; /* a walk the planner cannot make proves nothing */
+    }
+  }
+  if (rc == SQLITE_DONE) rc = 0;
+  else if (rc > 0) rc = db_err(b, rc, "reading the schema");
+  sqlite3_finalize(s);
+  return rc;
 }
 
 int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
@@ -211,7 +262,7 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
     lt_buffer_close(b);
     return rc == LT_ECORRUPT ? LT_EFORMAT : rc;
   }
-  if ((flags & LT_BUF_CHECK) && (rc = integrity(b)) < 0) {
+  if ((rc = (flags & LT_BUF_CHECK) ? integrity(b) : probe(b)) < 0) {
     lt_buffer_close(b);
     return rc;
   }

@@ -13,7 +13,8 @@ typedef struct lt_buffer lt_buffer_t;
 
 enum {
   LT_BUF_READONLY = 1, /* never writes (the CLI on a live or finished run) */
-  LT_BUF_CHECK = 2,    /* run PRAGMA integrity_check at open (the daemon at start) */
+  LT_BUF_CHECK = 2,    /* run PRAGMA integrity_check at open (the daemon at start, --check); without it an open
+                          checks cheaply: the header, the format and schema, each b-tree's root and edges */
   LT_BUF_CREATE = 4,   /* create the file and schema if missing */
 };
 
@@ -21,6 +22,9 @@ enum {
  * LT_EVERSION (newer schema), LT_ECORRUPT (integrity check failed), LT_EIO. */
 int lt_buffer_open(const char *path, int flags, lt_buffer_t **out);
 void lt_buffer_close(lt_buffer_t *b);
+/* LT_ECORRUPT with the "damaged buffer" message if SQLite reported this file corrupt (SQLITE_CORRUPT, SQLITE_NOTADB)
+ * to any call on this handle, else 0: readers that take a failed lookup's 0 or NULL ask before they report. */
+int lt_buffer_damaged(lt_buffer_t *b);
 const char *lt_buffer_path(const lt_buffer_t *b);
 
 /* ---- transactions (writers batch many operations in one) ---- */

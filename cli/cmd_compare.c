@@ -20,20 +20,22 @@ int lt_cmd_compare(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "-o", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "also draw the dashboard of both runs (.png or .svg)"},
       {.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"},
+      LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "compare",
-                     .usage = "RUN_A RUN_B [-o FILE.png|svg] [--json]",
+                     .usage = "RUN_A RUN_B [-o FILE.png|svg] [--json] [--check]",
                      .summary = "Shows the key metrics of two runs side by side: the whole-run mean and the mean of "
                                 "the last 5 recorded steps of each, and the first and last evaluation.",
                      .args = args,
-                     .nargs = 2,
+                     .nargs = 3,
                      .min_pos = 2,
                      .max_pos = 2};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   lt_buffer_t *b[2] = {0};
+  int check = lt_args_flag(&c, "--check");
   char names[2][128];
-  for (int r = 0; r < 2 && !rc; r++) rc = lt_cli_open_run("compare", c.pos[r], 1, &b[r], names[r], sizeof names[r]);
+  for (int r = 0; r < 2 && !rc; r++) rc = lt_cli_open_run("compare", c.pos[r], check, &b[r], names[r], sizeof names[r]);
   if (rc) {
     if (b[0]) lt_buffer_close(b[0]);
     return rc;
@@ -70,7 +72,11 @@ int lt_cmd_compare(int argc, char **argv) {
       putchar('\n');
     }
   }
-  for (int r = 0; r < 2; r++) lt_buffer_close(b[r]);
+  for (int r = 0; r < 2; r++) rc = lt_cli_close_run("compare", b[r], rc);
+  if (rc) {
+    cJSON_Delete(o);
+    return rc;
+  }
   if (json) {
     char *s = cJSON_PrintUnformatted(o);
     printf("%s\n", s ? s : "{}");
@@ -81,5 +87,5 @@ int lt_cmd_compare(int argc, char **argv) {
   if (!out) return 0;
   char title[300];
   snprintf(title, sizeof title, "%s vs %s", names[0], names[1]);
-  return lt_cli_plot("compare", c.pos, 2, lt_cli_dashboard, lt_cli_ndashboard, title, out, 0, 1);
+  return lt_cli_plot("compare", c.pos, 2, lt_cli_dashboard, lt_cli_ndashboard, title, out, 0, check);
 }

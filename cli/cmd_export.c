@@ -229,15 +229,16 @@ int lt_cmd_export(int argc, char **argv) {
       {.name = "--step-range", .kind = LT_ARG_VALUE, .metavar = "A:B", .help = "only those consumed by learner steps A..B (either side may be empty)"},
       {.name = "--domain", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "only this environment domain"},
       {.name = "-o", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "output file (default: stdout)"},
+      LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "export",
                      .usage = "RUN --format jsonl|tokens [--status LIST] [--min-reward R] [--step-range A:B] "
-                              "[--domain NAME] [-o FILE]",
+                              "[--domain NAME] [-o FILE] [--check]",
                      .summary = "Writes the run's trajectories, one JSON object per line, in arrival order: chat "
                                 "messages in the OpenAI format (jsonl) or the token-level record a trainer needs "
                                 "(tokens, docs/trajectory-format.md). Streams in constant memory; works on a live run.",
                      .args = args,
-                     .nargs = 6,
+                     .nargs = 7,
                      .min_pos = 1,
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -294,7 +295,7 @@ int lt_cmd_export(int argc, char **argv) {
     where.domain = dom;
   }
   lt_buffer_t *b;
-  if ((rc = lt_cli_open_run("export", c.pos[0], 1, &b, NULL, 0))) {
+  if ((rc = lt_cli_open_run("export", c.pos[0], lt_args_flag(&c, "--check"), &b, NULL, 0))) {
     return rc;
   }
   const char *outp = lt_args_str(&c, "-o", NULL);
@@ -343,6 +344,5 @@ int lt_cmd_export(int argc, char **argv) {
   free(pg);
   cJSON_Delete(pc.spec);
   lt_buf_free(&line);
-  lt_buffer_close(b);
-  return code;
+  return lt_cli_close_run("export", b, code);
 }

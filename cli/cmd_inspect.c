@@ -52,14 +52,15 @@ int lt_cmd_inspect(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--task", .kind = LT_ARG_VALUE, .metavar = "ID", .help = "the task whose trajectory to show"},
       {.name = "--color", .kind = LT_ARG_VALUE, .metavar = "WHEN", .help = "auto (a terminal) | always | never"},
+      LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "inspect",
-                     .usage = "RUN --task ID [--color auto|always|never]",
+                     .usage = "RUN --task ID [--color auto|always|never] [--check]",
                      .summary = "Shows one trajectory: outcome, reward components, the conversation with tool calls "
                                 "and observations, and every token coloured by its rollout logprob (green likely, "
                                 "red unlikely; dim: not trained on).",
                      .args = args,
-                     .nargs = 2,
+                     .nargs = 3,
                      .min_pos = 1,
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -72,7 +73,7 @@ int lt_cmd_inspect(int argc, char **argv) {
     return lt_args_usage_error(&c, "--color: '%s' is not auto, always or never", when);
   int color = !strcmp(when, "always") || (!strcmp(when, "auto") && isatty(1));
   lt_buffer_t *b;
-  if ((rc = lt_cli_open_run("inspect", c.pos[0], 1, &b, NULL, 0))) return rc;
+  if ((rc = lt_cli_open_run("inspect", c.pos[0], lt_args_flag(&c, "--check"), &b, NULL, 0))) return rc;
   lt_traj_t t;
   lt_traj_meta_t m;
   if ((rc = lt_buffer_traj_load(b, id, LT_LOAD_ALL, &t, &m)) < 0) {
@@ -80,7 +81,11 @@ int lt_cmd_inspect(int argc, char **argv) {
     return lt_cli_fail("inspect", rc);
   }
   lt_tokenizer_t *tok = run_tokenizer(b);
-  lt_buffer_close(b);
+  if ((rc = lt_cli_close_run("inspect", b, 0))) {
+    lt_tokenizer_free(tok);
+    lt_traj_free(&t);
+    return rc;
+  }
   printf("%stask %lld%s · group %llu · %s · %s", color ? BOLD : "", id, color ? RESET : "",
          (unsigned long long)t.group_id, t.domain, lt_sample_state_name(m.status));
   if (m.consumed_step >= 0) printf(" at learner step %lld", (long long)m.consumed_step);

@@ -25,15 +25,16 @@ int lt_cmd_replay(int argc, char **argv) {
       {.name = "--token-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "what-if MIS token-ratio bounds"},
       {.name = "--traj-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "what-if MIS trajectory bounds"},
       {.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"},
+      LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "replay",
-                     .usage = "RUN [--model CKPT] [--step N] [--token-bounds LO,HI] [--traj-bounds LO,HI] [--json]",
+                     .usage = "RUN [--model CKPT] [--step N] [--token-bounds LO,HI] [--traj-bounds LO,HI] [--json] [--check]",
                      .summary = "Recomputes the policy's logprobs on the trajectories a learner step trained on: "
                                 "train-rollout mismatch, what the MIS masks kept, the loss the step started from "
                                 "(needs a full checkpoint for the critic), next to what the learner logged, and what "
                                 "other bounds would have kept.",
                      .args = args,
-                     .nargs = 5,
+                     .nargs = 6,
                      .min_pos = 1,
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -45,7 +46,7 @@ int lt_cmd_replay(int argc, char **argv) {
       (rc = lt_args_bounds(&c, "--traj-bounds", jb, &jset)))
     return rc;
   lt_replay_opts_t o = {.run = c.pos[0], .model = lt_args_str(&c, "--model", NULL), .step = step,
-                        .token_bounds = tset ? tb : NULL, .traj_bounds = jset ? jb : NULL,
+                        .token_bounds = tset ? tb : NULL, .traj_bounds = jset ? jb : NULL, .check = lt_args_flag(&c, "--check"),
                         .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
   cJSON *r;
   if ((rc = lt_replay(&o, &r)) < 0) return lt_cli_fail("replay", rc);

@@ -76,20 +76,21 @@ static cJSON *counts(const char *const *keys, const int64_t *n, int nkeys) {
 }
 
 int lt_cmd_stats(int argc, char **argv) {
-  lt_arg_t args[] = {{.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"}};
+  lt_arg_t args[] = {{.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"},
+                     LT_CLI_CHECK_ARG};
   lt_cmd_args_t c = {.command = "stats",
-                     .usage = "RUN_DIR|DB [--json]",
+                     .usage = "RUN_DIR|DB [--json] [--check]",
                      .summary = "Shows a run's policy version, learner step, tasks, trajectories by status, mean "
                                 "reward, workers and evaluations. Works on a live run.",
                      .args = args,
-                     .nargs = 1,
+                     .nargs = 2,
                      .min_pos = 1,
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   lt_buffer_t *b;
   char run[128], run_dir[4096];
-  if ((rc = lt_cli_open_run("stats", c.pos[0], 1, &b, run, sizeof run))) return rc;
+  if ((rc = lt_cli_open_run("stats", c.pos[0], lt_args_flag(&c, "--check"), &b, run, sizeof run))) return rc;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "run", run);
   int64_t dups = lt_buffer_counter(b, "duplicates_rejected");
@@ -135,7 +136,10 @@ int lt_cmd_stats(int argc, char **argv) {
   lt_buffer_metric_series(b, "eval/accuracy", eval_row, ev);
   cJSON *wt = weights_stats(b);
   if (wt) cJSON_AddItemToObject(o, "weights", wt);
-  lt_buffer_close(b);
+  if ((rc = lt_cli_close_run("stats", b, 0))) {
+    cJSON_Delete(o);
+    return rc;
+  }
   if (lt_args_flag(&c, "--json")) {
     char *s = cJSON_PrintUnformatted(o);
     printf("%s\n", s ? s : "{}");

@@ -64,10 +64,19 @@ typedef int (*lt_cli_line_fn)(const cJSON *line, lt_buf_t *out, void *ud);
 int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
 /* Opens a run read-only: ARG is a run directory or its buffer.db.  Fills NAME
  * (when given) with the run's recorded name or the directory's.  CHECK: run
- * SQLite's integrity check first (0 only where this process has just closed
- * the file itself).  On failure prints "longtail COMMAND: error: ..." and
- * returns the exit code. */
+ * SQLite's full integrity check first (the command's --check); without it the
+ * open checks cheaply (docs/buffer.md, "Damage").  On failure prints
+ * "longtail COMMAND: error: ..." and returns the exit code. */
 int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap);
+/* Closes a run opened by lt_cli_open_run.  CODE is the command's exit code so far; when it is 0 and a read met a
+ * damaged page (lt_buffer_damaged), prints the damage and returns 6 instead (the report built from it is not
+ * printed).  Returns the exit code. */
+int lt_cli_close_run(const char *command, lt_buffer_t *b, int code);
+/* The offline readers' --check: SQLite's full integrity check before reading (without it the open checks
+ * cheaply; damage met while reading still exits 6). */
+#define LT_CLI_CHECK_ARG                                                                                              \
+  {.name = "--check", .kind = LT_ARG_FLAG,                                                                             \
+   .help = "first run SQLite's full integrity check of the buffer (reads all of it; exit 6 when damaged)"}
 
 /* What a run achieved, on stdout and in RUN_DIR/summary.json (`train`, `retrain`); EXTRA's members (taken
  * over, may be NULL) join the JSON. */

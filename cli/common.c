@@ -66,11 +66,17 @@ int lt_cli_threads(void) {
   return n > 0 ? (int)n : 1;
 }
 
+int lt_cli_close_run(const char *command, lt_buffer_t *b, int code) {
+  int rc = code ? 0 : lt_buffer_damaged(b);
+  lt_buffer_close(b);
+  return rc < 0 ? lt_cli_fail(command, rc) : code;
+}
+
 int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t **b, char *name, size_t cap) {
   char path[4200];
   if (lt_fs_is_dir(arg)) snprintf(path, sizeof path, "%s/buffer.db", arg);
   else snprintf(path, sizeof path, "%s", arg);
-  /* (a damaged file fails here with exit 6, not later as empty or odd numbers) */
+  /* (damage the open finds fails here with exit 6; damage a read meets, at lt_cli_close_run) */
   int rc = lt_buffer_open(path, LT_BUF_READONLY | (check ? LT_BUF_CHECK : 0), b);
   if (rc < 0) return lt_cli_fail(command, rc);
   if (!name) return 0;

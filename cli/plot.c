@@ -231,7 +231,7 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
     }
   }
   for (int r = 0; r < nruns; r++)
-    if (bufs[r]) lt_buffer_close(bufs[r]);
+    if (bufs[r]) rc = lt_cli_close_run(command, bufs[r], rc);
   if (!rc) rc = run_gnuplot(command, script_path, err_path);
   struct stat st;
   if (!rc && (stat(out, &st) || st.st_size == 0)) {

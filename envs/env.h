@@ -104,6 +104,8 @@ typedef struct {
 
 /* The settings of an `agent` domain; NULL for other types and unknown domains. */
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *envs, const char *domain);
+/* The run's sandbox limits (its `sandbox` section). */
+const lt_sandbox_limits_t *lt_envs_sandbox(const lt_envs_t *envs);
 
 /* The code environment's test runner, shared with the code reward: runs
  * `code` (Python defining solve) on each test's args in the sandbox and

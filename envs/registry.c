@@ -155,6 +155,8 @@ int lt_envs_needs_sandbox(const lt_envs_t *e, const char *domain) {
   return d && d->impl->sandbox;
 }
 
+const lt_sandbox_limits_t *lt_envs_sandbox(const lt_envs_t *e) { return &e->sandbox; }
+
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *e, const char *domain) {
   domain_t *d = find(e, domain);
   return d && d->impl == &lt__env_agent ? lt__agent_params(d->state) : NULL;

@@ -2,6 +2,7 @@
  * `longtail serve`. */
 #include "net/http.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,7 +391,10 @@ static int parse_head(lt_http_conn_t *c) {
   if (!eol || eol > end) return 400;
   *eol = 0;
   char *sp1 = strchr(p, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-  if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || sp1 == p || sp2 == sp1 + 1 || sp1[1] != '/') return 400;
+  /* The version is all that follows the path: a line cut by bare LFs would smuggle its "headers" into it. */
+  if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)sp2[8]) || sp2[9] || sp1 == p ||
+      sp2 == sp1 + 1 || sp1[1] != '/')
+    return 400;
   *sp1 = *sp2 = 0;
   c->path_off = (size_t)(sp1 + 1 - c->buf);
   long long clen = 0;

@@ -1,6 +1,7 @@
 /* A ZeroMQ socket on a libuv loop (net/zsock.h): multipart messages in and out, ZMQ_FD drained on every wake. */
 #include "net/zsock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -17,6 +18,9 @@ struct lt_zsock {
   uv_idle_t idle; /* re-drains when input is pending after a send or a full batch */
   lt_zsock_recv_cb cb;
   void *ud;
+  lt_zsock_t *mon; /* the PAIR socket reading this socket's monitor events, or NULL */
+  lt_zsock_event_cb ecb;
+  void *eud;
   int closing, handles;
   void (*done)(void *);
   void *done_ud;
@@ -144,8 +148,42 @@ static void on_closed(uv_handle_t *h) {
   if (done) done(ud);
 }
 
+/* One monitor event: a 6-byte frame (event, value) and the endpoint. */
+static void on_monitor(lt_zsock_t *m, const lt_frame_t *f, int n, void *ud) {
+  lt_zsock_t *z = ud;
+  if (n != 2 || f[0].len != 6 || z->closing) return;
+  uint16_t ev;
+  uint32_t val;
+  memcpy(&ev, f[0].data, 2);
+  memcpy(&val, (const char *)f[0].data + 2, 4);
+  char ep[256];
+  snprintf(ep, sizeof ep, "%.*s", (int)(f[1].len < sizeof ep ? f[1].len : sizeof ep - 1), (const char *)f[1].data);
+  z->ecb(ev, val, ep, z->eud);
+}
+
+int lt_zsock_monitor(lt_zsock_t *z, void *ctx, int events, lt_zsock_event_cb cb, void *ud) {
+  static unsigned seq; /* inproc names are per context: a fresh one per monitored socket */
+  char addr[64];
+  snprintf(addr, sizeof addr, "inproc://lt-zsock-monitor-%p-%u", (void *)z, ++seq);
+  if (zmq_socket_monitor(z->sock, addr, events) != 0)
+    return lt_error_set(LT_ESYS, "zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+  int rc = lt_zsock_open(z->loop, ctx, ZMQ_PAIR, &z->mon);
+  if (rc < 0) return rc;
+  z->ecb = cb;
+  z->eud = ud;
+  if (zmq_connect(z->mon->sock, addr) != 0) {
+    rc = lt_error_set(LT_ESYS, "monitor %s: %s", addr, zmq_strerror(zmq_errno()));
+    lt_zsock_close(z->mon, NULL, NULL);
+    z->mon = NULL;
+    return rc;
+  }
+  return lt_zsock_start(z->mon, on_monitor, z);
+}
+
 void lt_zsock_close(lt_zsock_t *z, void (*done)(void *), void *ud) {
   if (!z) return;
+  lt_zsock_close(z->mon, NULL, NULL);
+  z->mon = NULL;
   z->closing = 1;
   z->done = done;
   z->done_ud = ud;

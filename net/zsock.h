@@ -23,6 +23,12 @@ typedef void (*lt_zsock_recv_cb)(lt_zsock_t *z, const lt_frame_t *frames, int n,
 int lt_zsock_open(uv_loop_t *loop, void *ctx, int type, lt_zsock_t **out);
 void *lt_zsock_handle(lt_zsock_t *z);
 int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud);
+/* Reports `events` (ZMQ_EVENT_* bits) of the socket through libzmq's socket
+ * monitor, on the loop: cb(event, value, endpoint, ud), value as libzmq gives
+ * it (for handshake failures a ZMQ_PROTOCOL_ERROR_* code, or the ZAP status
+ * code such as 400).  The monitor closes with the socket. */
+typedef void (*lt_zsock_event_cb)(int event, uint32_t value, const char *endpoint, void *ud);
+int lt_zsock_monitor(lt_zsock_t *z, void *ctx, int events, lt_zsock_event_cb cb, void *ud);
 /* Sends a multipart message without blocking: LT_EBUSY when the peer's queue
  * is full (high-water mark), LT_EUNREACH when a ROUTER peer is gone. */
 int lt_zsock_send(lt_zsock_t *z, const lt_frame_t *frames, int n);

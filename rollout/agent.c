@@ -1075,7 +1075,8 @@ static int program_start(lt_agent_t *a) {
     const char *env[] = {url, key, task, NULL};
     a->t0 = lt_time_mono_s();
     rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s,
-                          a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0, on_program_exit, a, &a->prog);
+                          a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
+                          lt_envs_sandbox(a->ctx->envs)->max_conns, on_program_exit, a, &a->prog);
   }
   if (rc < 0) lt_gateway_revoke(a->ctx->gateway, a);
   free(url), free(key), free(task), free(in), free(line);

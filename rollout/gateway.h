@@ -32,10 +32,12 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
  * group is killed (timed_out): timeout_s of the program's own time after its first call (lt_program_hold),
  * held time not counted; until its first call, timeout_s + 60 s of start-up.  sandbox_port > 0: argv runs in longtail's
  * sandbox instead (`longtail sandbox run`, a child of the group), with only
- * env_set's variables, its 127.0.0.1:sandbox_port its one network path, and
- * the files argv names copied into its /work (docs/agent-gateway.md). */
+ * env_set's variables, its 127.0.0.1:sandbox_port its one network path (at
+ * most max_conns connections open at once), and the files argv names copied
+ * into its /work (docs/agent-gateway.md). */
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out);
+                     double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
+                     lt_program_t **out);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
 /* The program waits on the gateway's answer to one of its calls: until the matching release its deadline's

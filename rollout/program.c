@@ -215,7 +215,8 @@ static char **make_env(const char *const *set) {
  * first.  Ours counts neither start-up nor waiting on the gateway, so the guard leaves room for both
  * (GUARD_FACTOR × timeout_s + 2 × START_GRACE_MS; past it the sandbox's exit is an env_error).  Strings
  * in `keep` are freed by the caller. */
-static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, char **keep) {
+static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, int max_conns,
+                        char **keep) {
   size_t n = 0, k = 0, nk = 0;
   while (argv[n]) n++;
   while (env_set[k]) k++;
@@ -237,6 +238,13 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
   snprintf(keep[nk], 16, "%d", port);
   for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) w[o++] = (char *)head[i];
   w[o++] = "--port";
+  w[o++] = keep[nk++];
+  if (!(keep[nk] = malloc(48))) {
+    free(w);
+    return NULL;
+  }
+  snprintf(keep[nk], 48, "sandbox.max_connections=%d", max_conns);
+  w[o++] = "--set";
   w[o++] = keep[nk++];
   for (size_t j = 0; j < k; j++) { /* by name: their values (the token) stay out of argv */
     size_t nl = (size_t)(strchr(env_set[j], '=') - env_set[j]);
@@ -263,7 +271,8 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
 }
 
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, int sandbox_port, lt_program_exit_cb cb, void *ud, lt_program_t **out) {
+                     double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
+                     lt_program_t **out) {
   *out = NULL;
   lt_program_t *p = calloc(1, sizeof *p);
   char **env = make_env(env_set);
@@ -272,7 +281,8 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   if (sandbox_port > 0) {
     size_t k = 0;
     while (env_set[k]) k++;
-    wrapped = k + 3 <= sizeof keep / sizeof keep[0] ? sandboxed(argv, env_set, timeout_s, sandbox_port, keep) : NULL;
+    wrapped = k + 4 <= sizeof keep / sizeof keep[0] ? sandboxed(argv, env_set, timeout_s, sandbox_port, max_conns, keep)
+                                                    : NULL;
     if (wrapped) argv = wrapped;
   }
   if (!p || !env || !(p->line = strdup(stdin_line)) || (sandbox_port > 0 && !wrapped)) {

@@ -64,6 +64,12 @@ typedef struct {
    * through it as TRAJS. */
   lt_outbox_t *outbox;
   char host[256];
+  char pub[41], server_pub[41]; /* CURVE public keys (Z85) of this worker and of the daemon it expects; "" without */
+  int bad_handshakes;  /* handshakes failed in a row without a reason the daemon gave (0 after one succeeded) */
+  const char *bad_last; /* the last one: how it failed, libzmq's value, where */
+  uint32_t bad_value;
+  char bad_endpoint[256];
+  int tcp_connected;   /* a TCP connection was made since the last retry */
 } worker_t;
 
 static int64_t now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
@@ -475,6 +481,64 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_msg_free(&m);
 }
 
+/* Handshakes dropped in a row before the worker says what that likely means (one can be a daemon that died
+ * mid-handshake). */
+#define BAD_HANDSHAKES 3
+
+/* Says why the handshakes with the daemon fail when it did not say so itself: the connection was closed mid-handshake
+ * (a CURVE server that cannot read us because its key is not the one we hold does that, and so does a tunnel with
+ * nothing behind it yet), or the peer does not speak ZeroMQ at all. */
+static void handshake_diagnosis(worker_t *w, const char *endpoint, int error) {
+  if (w->pub[0])
+    lt_log(error ? LT_LOG_ERROR : LT_LOG_WARN, "worker",
+           "%d CURVE handshakes with the daemon at %s were dropped (last: %s 0x%x) and none succeeded: its public key "
+           "is not %s (--server-key %s), so it cannot read this worker (key %s); give the daemon's own .pub (or what "
+           "listens there is not the daemon yet: a tunnel with nothing behind it)%s",
+           w->bad_handshakes, endpoint[0] ? endpoint : w->o.connect, w->bad_last, w->bad_value, w->server_pub,
+           w->o.server_key, w->pub, error ? "; exiting" : "");
+  else
+    lt_log(error ? LT_LOG_ERROR : LT_LOG_WARN, "worker",
+           "%d ZeroMQ handshakes with %s failed (last: %s 0x%x) and none succeeded: what listens there is not a "
+           "longtail daemon (check --connect), or not yet one (a tunnel with nothing behind it)%s",
+           w->bad_handshakes, endpoint[0] ? endpoint : w->o.connect, w->bad_last, w->bad_value,
+           error ? "; exiting" : "");
+}
+
+/* The daemon's answer to our handshake (libzmq's socket monitor).  A refusal the daemon states (its ZAP handler
+ * refused our key; CURVE on one side only) is not transient: reconnecting would repeat "daemon silent" forever, so
+ * the worker says why and exits with LT_EXIT_AUTH at once.  A handshake dropped without a word is said at once too,
+ * but only ends the worker (LT_EXIT_AUTH) when the daemon has been gone for daemon_gone_s, as an unreachable one
+ * does: it may be a daemon not up yet behind a tunnel. */
+static void on_handshake(int event, uint32_t value, const char *endpoint, void *ud) {
+  worker_t *w = ud;
+  /* Failures count until a handshake goes through, or until nothing listens (a retry with no connection since the
+   * last one: the daemon is down, and the failures are not the reason it is gone). */
+  if (event == ZMQ_EVENT_CONNECTED) w->tcp_connected = 1;
+  if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED || (event == ZMQ_EVENT_CONNECT_RETRIED && !w->tcp_connected))
+    w->bad_handshakes = 0;
+  if (event == ZMQ_EVENT_CONNECT_RETRIED) w->tcp_connected = 0;
+  if (event == ZMQ_EVENT_CONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED || event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+    return;
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+    LT_ERROR("worker", "the daemon at %s refused this worker's CURVE key %s (ZAP status %u): add that public key (%s.pub) "
+             "to the daemon's transport.client_keys; exiting", endpoint, w->pub, value, w->o.key);
+  } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+    if (w->pub[0])
+      LT_ERROR("worker", "the daemon at %s does not use CURVE (this worker does, key %s): drop --server-key and --key, "
+               "or set the daemon's transport.curve; exiting", endpoint, w->pub);
+    else
+      LT_ERROR("worker", "the daemon at %s requires CURVE: pass --server-key (its public key) and --key (this worker's "
+               "pair, from `longtail keygen`); exiting", endpoint);
+  } else {
+    w->bad_last = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail";
+    w->bad_value = value;
+    snprintf(w->bad_endpoint, sizeof w->bad_endpoint, "%s", endpoint);
+    if (++w->bad_handshakes == BAD_HANDSHAKES) handshake_diagnosis(w, endpoint, 0);
+    return;
+  }
+  stop(w, LT_EXIT_AUTH);
+}
+
 static int open_socket(worker_t *w) {
   int rc = lt_zsock_open(&w->loop, w->zctx, ZMQ_DEALER, &w->z);
   if (rc < 0) return rc;
@@ -490,12 +554,17 @@ static int open_socket(worker_t *w) {
     if ((rc = lt_curve_read_key(w->o.server_key, "--server-key", server)) < 0) return rc;
     snprintf(p, sizeof p, "%s.pub", w->o.key);
     if ((rc = lt_curve_read_key(p, "--key", pub)) < 0) return rc;
+    memcpy(w->pub, pub, sizeof w->pub);
+    memcpy(w->server_pub, server, sizeof w->server_pub);
     snprintf(p, sizeof p, "%s.key", w->o.key);
     if ((rc = lt_curve_read_key(p, "--key", sec)) < 0) return rc;
     rc = lt_zsock_curve_client(w->z, server, pub, sec);
     memset(sec, 0, sizeof sec);
     if (rc < 0) return rc;
   }
+  int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  if ((rc = lt_zsock_monitor(w->z, w->zctx, events, on_handshake, w)) < 0) return rc;
   if (zmq_connect(s, w->o.connect) != 0)
     return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
   return lt_zsock_start(w->z, on_recv, w);
@@ -509,6 +578,11 @@ static void on_heartbeat(uv_timer_t *t) {
     if (!w->gone_since) {
       w->gone_since = now;
       LT_WARN("worker", "daemon silent for %lld ms: reconnecting (sessions keep running)", (long long)silent);
+    }
+    if ((now - w->gone_since) / 1000.0 > w->o.daemon_gone_s && w->bad_handshakes >= BAD_HANDSHAKES) {
+      handshake_diagnosis(w, w->bad_endpoint, 1);
+      stop(w, LT_EXIT_AUTH);
+      return;
     }
     if ((now - w->gone_since) / 1000.0 > w->o.daemon_gone_s) {
       LT_ERROR("worker", "daemon at %s unreachable for %.0f s: exiting (%d trajectories stay in the spool)", w->o.connect,

@@ -35,7 +35,8 @@ void lt_sandbox_limits_default(lt_sandbox_limits_t *l) {
                              .nproc = 64,
                              .file_mb = 64,
                              .nofile = 256,
-                             .output_bytes = 1 << 20};
+                             .output_bytes = 1 << 20,
+                             .max_conns = 16};
 }
 
 void lt_sandbox_limits_from_config(const lt_config_t *cfg, lt_sandbox_limits_t *l) {
@@ -47,6 +48,7 @@ void lt_sandbox_limits_from_config(const lt_config_t *cfg, lt_sandbox_limits_t *
   l->file_mb = (int)lt_config_int(cfg, "sandbox.file_mb");
   l->nofile = (int)lt_config_int(cfg, "sandbox.nofile");
   l->output_bytes = (size_t)lt_config_int(cfg, "sandbox.output_bytes");
+  l->max_conns = (int)lt_config_int(cfg, "sandbox.max_connections");
 }
 
 void lt_sandbox_result_free(lt_sandbox_result_t *r) {
@@ -123,7 +125,7 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   const void *filter = lt__sandbox_seccomp_prog(l->port > 0);
   if (l->port > 0) {
     int rc = l->port > 65535 ? lt_error_set(LT_EINVAL, "sandbox: port %d out of range", l->port)
-                             : lt__relay_start(l->port, &sb->relay);
+                             : lt__relay_start(l->port, l->max_conns, &sb->relay);
     if (rc < 0) {
       free(sb);
       return rc;

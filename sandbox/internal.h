@@ -12,7 +12,8 @@ const void *lt__sandbox_seccomp_prog(int inet); /* struct sock_fprog *, NULL whe
 /* The port relay (sandbox/relay.c).  Inside, the socket is bind-mounted at LT__RELAY_SOCK. */
 #define LT__RELAY_SOCK "/run/longtail-relay.sock"
 typedef struct lt__relay lt__relay_t;
-int lt__relay_start(int port, lt__relay_t **out);
+/* max_conns: connections carried at once; one more is closed at once. */
+int lt__relay_start(int port, int max_conns, lt__relay_t **out);
 const char *lt__relay_path(const lt__relay_t *r);
 void lt__relay_stop(lt__relay_t *r);
 /* In init, inside the namespaces: raises lo and forks the forwarder on 127.0.0.1:port.  -1 with errno. */

@@ -3,7 +3,10 @@
  * connection to a Unix socket bind-mounted at LT__RELAY_SOCK; outside, a
  * thread of the process that made the sandbox accepts on that socket and
  * connects to the host's 127.0.0.1:port.  Nothing else of the host's network is
- * reachable: the namespace has no other interface.
+ * reachable: the namespace has no other interface.  The outside half counts the
+ * connections it carries (limits.max_conns): one past the cap is closed at once,
+ * so a program cannot hold the host port's connection slots (the agent
+ * gateway's, shared by every episode of a worker) or the relay's threads.
  *
  * The inside half runs in a forked child of a possibly multi-threaded process,
  * so it keeps to system calls. */
@@ -14,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,24 +124,39 @@ int lt__relay_inside(int port) {
 
 /* ---- outside --------------------------------------------------------------------- */
 
+/* What the relay and its (detached) connection threads share: freed by whichever of them lets go last, since a
+ * connection may outlive the relay (the host side keeps it open after the sandbox ended). */
+typedef struct {
+  atomic_int refs, live; /* live: connections being carried */
+  int port, max_conns;
+} shared_t;
+
+static void shared_put(shared_t *s) {
+  if (atomic_fetch_sub(&s->refs, 1) == 1) free(s);
+}
+
 struct lt__relay {
   char dir[64], path[96];
-  int listen_fd, port;
+  int listen_fd;
+  shared_t *sh;
   pthread_t thread;
 };
 
 typedef struct {
-  int fd, port;
+  int fd;
+  shared_t *sh;
 } conn_t;
 
 static void *conn_main(void *arg) {
   conn_t c = *(conn_t *)arg;
   free(arg);
-  struct sockaddr_in sa = loopback(c.port);
+  struct sockaddr_in sa = loopback(c.sh->port);
   int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (t >= 0 && connect(t, (struct sockaddr *)&sa, sizeof sa) == 0) pump(c.fd, t);
   if (t >= 0) close(t);
   close(c.fd);
+  atomic_fetch_sub(&c.sh->live, 1);
+  shared_put(c.sh);
   return NULL;
 }
 
@@ -149,13 +168,22 @@ static void *accept_main(void *arg) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return NULL; /* shut down by lt__relay_stop */
     }
+    /* Past the cap: closed before anything reaches the host; inside, the program's connection ends unanswered. */
+    if (atomic_load(&r->sh->live) >= r->sh->max_conns) {
+      close(c);
+      continue;
+    }
     conn_t *k = malloc(sizeof *k);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (k) *k = (conn_t){c, r->port};
+    if (k) *k = (conn_t){c, r->sh};
+    atomic_fetch_add(&r->sh->live, 1);
+    atomic_fetch_add(&r->sh->refs, 1);
     if (!k || pthread_create(&th, &at, conn_main, k) != 0) {
+      atomic_fetch_sub(&r->sh->live, 1);
+      shared_put(r->sh);
       free(k);
       close(c);
     }
@@ -163,11 +191,17 @@ static void *accept_main(void *arg) {
   }
 }
 
-int lt__relay_start(int port, lt__relay_t **out) {
+int lt__relay_start(int port, int max_conns, lt__relay_t **out) {
   *out = NULL;
   lt__relay_t *r = calloc(1, sizeof *r);
+  if (r && !(r->sh = calloc(1, sizeof *r->sh))) {
+    free(r);
+    r = NULL;
+  }
   if (!r) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
-  r->port = port;
+  r->sh->refs = 1;
+  r->sh->port = port;
+  r->sh->max_conns = max_conns > 0 ? max_conns : 1;
   r->listen_fd = -1;
   snprintf(r->dir, sizeof r->dir, "/tmp/longtail-relay-XXXXXX");
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -190,6 +224,7 @@ int lt__relay_start(int port, lt__relay_t **out) {
     if (r->listen_fd >= 0) close(r->listen_fd);
     if (r->path[0]) unlink(r->path);
     if (r->dir[0]) rmdir(r->dir);
+    shared_put(r->sh);
     free(r);
     return rc;
   }
@@ -206,5 +241,6 @@ void lt__relay_stop(lt__relay_t *r) {
   close(r->listen_fd);
   unlink(r->path);
   rmdir(r->dir);
+  shared_put(r->sh);
   free(r);
 }

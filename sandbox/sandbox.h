@@ -36,6 +36,7 @@ typedef struct {
   size_t output_bytes; /* kept of stdout and of stderr each; the rest is read and dropped */
   int port;            /* > 0: the program's 127.0.0.1:port reaches the host's 127.0.0.1:port, and nothing
                           else does (the loopback is up, AF_INET/AF_INET6 sockets allowed); 0: no network */
+  int max_conns;       /* with a port: connections open through it at once; one past it is closed at once */
 } lt_sandbox_limits_t;
 
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l);

@@ -12,6 +12,7 @@ static const lt_cfg_entry_t sandbox_e[] = {
     {"sandbox.file_mb", LT_CFG_INT, "64", 1, BIG, NULL, "largest file written, and the size of /tmp and /work"},
     {"sandbox.nofile", LT_CFG_INT, "256", 8, 65536, NULL, "open files per process"},
     {"sandbox.output_bytes", LT_CFG_INT, "1048576", 0, BIG, NULL, "stdout and stderr kept per execution (each)"},
+    {"sandbox.max_connections", LT_CFG_INT, "16", 1, 65536, NULL, "connections a sandboxed program holds open at once through its port (an agent's to its gateway); one more is closed at once"},
     {"sandbox.pool", LT_CFG_INT, "2", 0, 1024, NULL, "warm sandboxes kept ready per worker"},
 };
 const lt_cfg_schema_t lt_sandbox_schema = {"sandbox", "Isolated execution of untrusted code.", sandbox_e, N(sandbox_e)};

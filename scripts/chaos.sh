@@ -12,10 +12,17 @@ cd "$(dirname "$0")/.."
 BIN=${LT_BIN:-$PWD/bin/longtail}
 SECS=${CHAOS_SECONDS:-60}
 OUT=build/chaos
+ALL="workers_sigkill worker_fault_points daemon_sigkill_resume sigint_resume second_daemon hostile_worker partition_heal reward_faults env_faults disk_full corrupt_buffer"
+# A misspelt scenario fails before anything runs (it would otherwise be a missing command, and skipped).
+for s in "$@"; do
+  case " $ALL " in
+  *" $s "*) ;;
+  *) echo "chaos: unknown scenario '$s'; the scenarios are: $ALL" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 FAILED=0
-ALL="workers_sigkill worker_fault_points daemon_sigkill_resume sigint_resume second_daemon hostile_worker partition_heal reward_faults env_faults disk_full corrupt_buffer"
 
 now() { date +%s.%N; }
 stat_of() { "$BIN" stats "$1" --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d$2)" 2>/dev/null; }

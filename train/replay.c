@@ -53,7 +53,7 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   char path[4200];
   snprintf(path, sizeof path, "%s/buffer.db", o->run);
   lt_buffer_t *b;
-  int rc = lt_buffer_open(path, LT_BUF_READONLY | LT_BUF_CHECK, &b);
+  int rc = lt_buffer_open(path, LT_BUF_READONLY | (o->check ? LT_BUF_CHECK : 0), &b);
   if (rc < 0) return rc;
   lt_config_t cfg = {0};
   lt_trainer_t *tr = NULL;
@@ -132,6 +132,12 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   *out = res;
   res = NULL;
 out:
+  /* A lookup that met a damaged page answered 0 or NULL: the damage, not what followed from it, is the error. */
+  if (rc != LT_ECORRUPT && lt_buffer_damaged(b) < 0) {
+    rc = LT_ECORRUPT;
+    cJSON_Delete(*out);
+    *out = NULL;
+  }
   cJSON_Delete(res);
   lt__packed_free(&p);
   free(ids);

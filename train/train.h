@@ -141,6 +141,7 @@ typedef struct {
   const double *traj_bounds;    /* what-if [lo, hi], or NULL */
   const lt_cfg_schema_t *const *schemas; /* to read the run's recorded config */
   int nschemas;
+  int check;                    /* SQLite's full integrity check of the buffer first (else the cheap one) */
 } lt_replay_opts_t;
 
 /* *out: {"step", "model", "trajectories", "tokens", "objective", "recomputed": {...}, "logged": {...},

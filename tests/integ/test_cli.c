@@ -142,3 +142,14 @@ Test(cli, keygen_writes_a_curve_pair) {
   lt_run_free(&r);
   lt_test_rmdir(dir);
 }
+
+/* `make chaos CHAOS=typo` must fail before it runs anything, naming the scenarios it knows (issue 36). */
+Test(cli, chaos_refuses_an_unknown_scenario) {
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "LT_BIN=/nonexistent '%s/scripts/chaos.sh' workers_sigkill nosuch", lt_test_root()), 0);
+  cr_expect_eq(r.status, 2, "exit %d: %s%s", r.status, r.out, r.err);
+  cr_expect(strstr(r.err, "unknown scenario 'nosuch'"), "%s", r.err);
+  cr_expect(strstr(r.err, "workers_sigkill") && strstr(r.err, "corrupt_buffer"), "the known scenarios are listed: %s", r.err);
+  cr_expect(!strstr(r.err, "fault window"), "no scenario ran: %s", r.err);
+  lt_run_free(&r);
+}

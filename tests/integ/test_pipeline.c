@@ -465,3 +465,83 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   lt_test_wait(p1, 30), lt_test_wait(p2, 30), lt_test_wait(p3, 30);
   lt_test_rmdir(dir);
 }
+
+/* A worker the daemon will not admit is told so and exits 7 (docs/exit-codes.md) instead of reconnecting until it
+ * is killed (issue 36).  The daemon's own answers end it at once: an unlisted key (its ZAP refusal) and no CURVE at
+ * all against a CURVE daemon.  A wrong daemon key only shows as handshakes dropped without a word (as a tunnel with
+ * no daemon behind it yet would): said within a second, and the end (exit 7, not 4) at --daemon-gone.  Each message
+ * names the daemon's endpoint, and the key concerned. */
+Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
+  char *dir = lt_test_tmpdir("curve-refused");
+  char cfg[4200], rd[4200], ep[64], p[4300];
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  const char *names[] = {"daemon", "w1", "w2"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    const char *kg[] = {"longtail", "keygen", "--out", p, NULL};
+    lt_run_t r;
+    cr_assert_eq(lt_test_run(&r, NULL, 30, kg), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    lt_run_free(&r);
+  }
+  int port = lt_test_free_port();
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+  /* No local workers and no learner: the daemon only listens, with CURVE admitting w1. */
+  lt_test_fault_config(cfg, port, 0, 64, "\"learner\": {\"enabled\": false}");
+  char *base = lt_test_read(cfg);
+  cJSON *j = cJSON_Parse(base);
+  free(base);
+  cr_assert_not_null(j);
+  cJSON *tr = cJSON_GetObjectItem(j, "transport");
+  cJSON_AddBoolToObject(tr, "curve", 1);
+  snprintf(p, sizeof p, "%s/w1.pub", dir);
+  cJSON_AddStringToObject(tr, "client_keys", p);
+  snprintf(p, sizeof p, "%s/daemon.key", dir);
+  cJSON_AddStringToObject(tr, "server_secret_key", p);
+  char *out = cJSON_Print(j);
+  cJSON_Delete(j);
+  cr_assert_eq(lt_test_write(cfg, out), 0);
+  free(out);
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  char spk[4300], wrong[4300], k1[4300], k2[4300], pub2[4300];
+  snprintf(spk, sizeof spk, "%s/daemon.pub", dir);
+  snprintf(wrong, sizeof wrong, "%s/w2.pub", dir);
+  snprintf(k1, sizeof k1, "%s/w1", dir);
+  snprintf(k2, sizeof k2, "%s/w2", dir);
+  char *key2 = lt_test_read(wrong);
+  cr_assert_not_null(key2);
+  snprintf(pub2, sizeof pub2, "%.40s", key2);
+  free(key2);
+  const struct {
+    const char *what, *server_key, *key, *says, *names;
+    int at_once; /* before the daemon is even missed (5 s), else at --daemon-gone */
+  } cases[] = {
+      {"an unlisted key", spk, k2, "refused this worker's CURVE key", pub2, 1},
+      {"no CURVE", NULL, NULL, "requires CURVE", "--server-key", 1},
+      {"a wrong daemon key", wrong, k1, "its public key is not", pub2, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *wa[16] = {"longtail", "worker", "--connect", ep, "--name", "wx", "--backend", "scripted", "--daemon-gone", "5"};
+    int n = 10;
+    if (cases[i].server_key) wa[n++] = "--server-key", wa[n++] = cases[i].server_key, wa[n++] = "--key", wa[n++] = cases[i].key;
+    wa[n] = NULL;
+    lt_run_t r;
+    cr_assert_eq(lt_test_run(&r, NULL, 60, wa), 0);
+    cr_expect_eq(r.status, 7, "%s: exit %d after %.1f s: %s", cases[i].what, r.status, r.secs, r.err);
+    cr_expect(strstr(r.err, cases[i].says) && strstr(r.err, ep) && strstr(r.err, cases[i].names), "%s: %s", cases[i].what,
+              r.err);
+    if (cases[i].at_once) cr_expect(!strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
+    /* said before the daemon was missed: the diagnosis comes first */
+    else cr_expect(strstr(r.err, cases[i].says) < strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
+    lt_run_free(&r);
+  }
+  kill(d, SIGTERM);
+  int st = lt_test_wait(d, 60);
+  snprintf(p, sizeof p, "%s/daemon.err", dir);
+  char *dl = lt_test_read(p);
+  cr_expect_eq(st, 0, "daemon: exit %d: %s", st, dl ? dl : "");
+  free(dl);
+  lt_test_rmdir(dir);
+}

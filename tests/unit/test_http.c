@@ -451,3 +451,14 @@ Test(http, client_download_resumes_where_it_broke_off, .timeout = 30) {
   cr_expect(same, "the resumed file is the server's");
   unlink(dst);
 }
+
+#include "tests/fuzz/seeds.h"
+
+/* The HTTP fuzz target's seeds (streamed, chunked, oversized, malformed, incomplete requests) get the answers they
+ * are named for from the server as the fuzzer runs it (tests/fuzz/fuzz_http.c). */
+Test(http, fuzz_seed_corpus_answers_as_named, .timeout = 60) {
+  lt_fuzz_server_t s;
+  cr_assert_eq(lt_fuzz_server_start(&s, 1 << 16, lt_fuzz_echo_request, NULL), 0, "%s", lt_error_msg());
+  cr_expect_geq(lt_fuzz_check_seeds(&s, "http"), 18);
+  lt_fuzz_server_stop(&s);
+}

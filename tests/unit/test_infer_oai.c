@@ -260,3 +260,15 @@ Test(oai, bytes_that_are_not_utf8_reach_the_client_as_valid_json, .timeout = 60)
   pthread_join(t, NULL);
   uv_loop_close(&f.loop);
 }
+
+#include "tests/fuzz/oaiserve.h"
+#include "tests/fuzz/seeds.h"
+
+/* The OpenAI-layer fuzz target's seeds (chat and completions, streamed or not, tools, every error the decoder
+ * names, chunked and oversized bodies) get the answers they are named for (tests/fuzz/fuzz_oai.c). */
+Test(oai, fuzz_seed_corpus_answers_as_named, .timeout = 60) {
+  lt_fuzz_oai_t f;
+  cr_assert_eq(lt_fuzz_oai_start(&f), 0, "%s", lt_error_msg());
+  cr_expect_geq(lt_fuzz_check_seeds(&f.srv, "oai"), 24);
+  lt_fuzz_oai_stop(&f);
+}

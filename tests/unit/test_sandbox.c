@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,83 @@ Test(sandbox, port_reaches_only_its_host_port) {
   cr_expect_lt(accept(b, NULL, NULL), 0, "the other host listener got a connection from the sandbox");
   lt_sandbox_result_free(&r);
   close(a), close(b);
+}
+
+/* A host server that echoes on every connection until told to stop (echo_stop), closing each at its client's end. */
+typedef struct {
+  int listener;
+  volatile int stop;
+} echo_t;
+
+static void *echo_all(void *arg) {
+  echo_t *e = arg;
+  struct pollfd p[64] = {{.fd = e->listener, .events = POLLIN}};
+  int n = 1;
+  while (!e->stop) {
+    if (poll(p, (nfds_t)n, 100) <= 0) continue;
+    for (int i = n - 1; i >= 0; i--) {
+      if (!p[i].revents) continue;
+      if (i == 0) {
+        int c = accept(e->listener, NULL, NULL);
+        if (c >= 0 && n < 64) p[n++] = (struct pollfd){.fd = c, .events = POLLIN};
+        else if (c >= 0) close(c);
+        continue;
+      }
+      char buf[64];
+      ssize_t r = read(p[i].fd, buf, sizeof buf);
+      if (r <= 0 || write(p[i].fd, buf, (size_t)r) != r) {
+        close(p[i].fd);
+        p[i] = p[--n];
+      }
+    }
+  }
+  for (int i = 1; i < n; i++) close(p[i].fd);
+  return NULL;
+}
+
+/* limits.max_conns (sandbox.max_connections): a program holds at most that many connections open through its
+ * port at once; one more is closed at once without reaching the host, the others keep working, and a slot
+ * freed by a close is usable again (issue 32: the agent gateway faces programs nobody vetted). */
+Test(sandbox, port_connections_past_the_cap_are_refused, .timeout = 60) {
+  need_sandbox();
+  echo_t e = {.listener = -1};
+  int pa;
+  e.listener = lt_test_listen_loopback(&pa);
+  cr_assert(e.listener >= 0);
+  pthread_t th;
+  pthread_create(&th, NULL, echo_all, &e);
+  const char *code =
+      "import os, socket, time\n"
+      "port = int(os.environ['PA'])\n"
+      "def ask(s):\n"
+      "    try:\n"
+      "        s.settimeout(5); s.sendall(b'ping'); return s.recv(4).decode() or 'closed'\n"
+      "    except OSError: return 'closed'\n"
+      "socks = []\n"
+      "for i in range(4):\n"
+      "    socks.append(socket.create_connection(('127.0.0.1', port), 5)); time.sleep(0.3)\n"
+      "for i, s in enumerate(socks): print(i, ask(s))\n"
+      "socks[0].close(); socks[3].close()\n"
+      "for attempt in range(30):\n"
+      "    time.sleep(0.1); s = socket.create_connection(('127.0.0.1', port), 5); got = ask(s); s.close()\n"
+      "    if got != 'closed': break\n"
+      "print('again', got)\n";
+  char pa_env[32];
+  snprintf(pa_env, sizeof pa_env, "PA=%d", pa);
+  const char *env[] = {pa_env, NULL}, *argv[] = {"python3", "conns.py", NULL};
+  lt_sandbox_file_t f = {"conns.py", code, strlen(code), 0};
+  lt_sandbox_job_t job = {.argv = argv, .files = &f, .nfiles = 1, .env = env};
+  lt_sandbox_limits_t l = limits(30);
+  l.port = pa;
+  l.max_conns = 3;
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), 0, "%s", lt_error_msg());
+  e.stop = 1;
+  pthread_join(th, NULL);
+  cr_expect_str_eq(r.out, "0 ping\n1 ping\n2 ping\n3 closed\nagain ping\n", "stdout %s stderr %s", r.out, r.err);
+  cr_expect_eq(r.exit_code, 0, "stderr %s", r.err);
+  lt_sandbox_result_free(&r);
+  close(e.listener);
 }
 
 Test(sandbox, host_home_run_dir_and_tmp_are_invisible) {
