@@ -290,12 +290,18 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
   int ver = -1, fmt = 0;
   if (sqlite3_prepare_v2(b->db, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'format')", -1, &s, NULL) ==
       SQLITE_OK) {
-    while (sqlite3_step(s) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       const char *k = (const char *)sqlite3_column_text(s, 0), *v = (const char *)sqlite3_column_text(s, 1);
       if (k && v && !strcmp(k, "schema_version")) ver = atoi(v);
       if (k && v && !strcmp(k, "format") && !strcmp(v, "longtail-buffer")) fmt = 1;
     }
     sqlite3_finalize(s);
+    /* A meta table that cannot be read is damage, not a foreign file. */
+    if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+      rc = db_err(b, rc, "reading the buffer's metadata");
+      lt_buffer_close(b);
+      return rc;
+    }
   }
   if (!fmt || ver < 1) {
     lt_buffer_close(b);
