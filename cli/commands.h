@@ -30,6 +30,7 @@ int lt_cmd_plot(int argc, char **argv);
 int lt_cmd_replay(int argc, char **argv);
 int lt_cmd_inspect(int argc, char **argv);
 int lt_cmd_compare(int argc, char **argv);
+int lt_cmd_ui(int argc, char **argv);
 int lt_cmd_logprobs(int argc, char **argv);
 int lt_cmd_grad(int argc, char **argv);
 int lt_cmd_generate(int argc, char **argv);
