@@ -16,7 +16,7 @@ static int past_deadline(void *ud) {
 }
 
 void lt_buffer_set_deadline(lt_buffer_t *b, const int64_t *deadline_ms) {
-  sqlite3_progress_handler(lt__buffer_db(b), deadline_ms ? 4000 : 0, deadline_ms ? past_deadline : NULL,
+  sqlite3_progress_handler(lt__buffer_db(b), deadline_ms ? 1000 : 0, deadline_ms ? past_deadline : NULL,
                            (void *)deadline_ms);
 }
 

@@ -268,13 +268,13 @@ static int text_param(const req_t *q, const char *key, size_t max, const char **
 static run_t *pick_run(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   const char *name = param(q, "run");
   run_t *run = NULL;
-  if (!u->multi) run = &u->runs[0];
+  if (!u->multi) run = !name || !strcmp(name, u->runs[0].name) ? &u->runs[0] : NULL;
   else if (!name) fail(r, 400, "this console serves a folder of runs: say which with run=NAME (see /api/runs)");
   else
     for (int i = 0; i < u->nruns && !run; i++)
       if (!strcmp(u->runs[i].name, name)) run = &u->runs[i];
   if (!run) {
-    if (u->multi && name) fail(r, 404, "no run named '%.200s'", name);
+    if (name) fail(r, 404, "no run named '%.200s'", name);
     return NULL;
   }
   if (!run->b) {
