@@ -17,7 +17,7 @@ function el(tag, props, ...children) {
     else if (k in e && typeof v !== 'string') e[k] = v;
     else e.setAttribute(k, v);
   }
-  for (const c of children.flat()) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat(Infinity)) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
   return e;
 }
 
@@ -72,7 +72,9 @@ function ticks(lo, hi, n) {
   return out;
 }
 
-// series: [{name, points: [[x, y], ...]}]; kind 'line' or 'bar'.  The canvas records how many points it drew
+function tick(t) { return String(Number(t.toPrecision(6))); }
+
+// series: [{name, points: [[x, y], ...]}]; opts.kind 'line' or 'bar', opts.labels: x tick texts by x.  The canvas records how many points it drew
 // (data-points) and keeps its zoom (data-x0/data-x1) until a double click.
 function chart(canvas, series, opts) {
   opts = opts || {};
@@ -104,9 +106,9 @@ function chart(canvas, series, opts) {
   g.strokeStyle = '#e5e7eb'; g.fillStyle = '#5b6677'; g.lineWidth = 1;
   for (const t of ticks(y0, y1, 5)) {
     g.beginPath(); g.moveTo(L, Y(t)); g.lineTo(w - R, Y(t)); g.stroke();
-    g.fillText(fmt(t, 3), 4, Y(t) + 4);
+    g.fillText(tick(t), 4, Y(t) + 4);
   }
-  for (const t of ticks(x0, x1, 8)) g.fillText(fmt(t, 4), X(t) - 8, h - 8);
+  for (const t of ticks(x0, x1, 8)) g.fillText(opts.labels ? opts.labels[t] ?? '' : tick(t), X(t) - 8, h - 8);
   series.forEach((s, i) => {
     const c = COLORS[i % COLORS.length], p = pts[i];
     g.strokeStyle = g.fillStyle = c; g.lineWidth = 1.6;
@@ -182,7 +184,8 @@ async function overview() {
       j.guardrails.map((e) => [new Date(e.time_ms).toISOString(), e.kind, e.detail])),
     simpleTable('Recent events', ['time', 'kind', 'detail'],
       j.events.map((e) => [new Date(e.time_ms).toISOString(), e.kind, e.detail])));
-  chart(hist, [{ name: 'trajectories by staleness', points: j.staleness_hist.map((b, i) => [i, b.trajectories]) }], { kind: 'bar' });
+  chart(hist, [{ name: 'trajectories by staleness', points: j.staleness_hist.map((b, i) => [i, b.trajectories]) }],
+    { kind: 'bar', labels: j.staleness_hist.map((b) => b.bin) });
   chart(acc, [{ name: 'eval/accuracy', points: j.eval_accuracy }]);
   poll(() => overview().catch(failure));
 }
@@ -278,9 +281,14 @@ async function trajectories() {
 
 // ---- one trajectory ----
 
+// Control characters (an ANSI escape, say) as their visible pictures (U+2400...), newlines and tabs kept.
+function visible(s) {
+  return s.replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => (c === '\x7f' ? '\u2421' : String.fromCharCode(0x2400 + c.charCodeAt(0))));
+}
+
 // A message's text, shown as text; a capped turn offers the rest slice by slice.
 function turn(id, i, m) {
-  const pre = el('pre', {}, typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? m, null, 1));
+  const pre = el('pre', {}, visible(typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? m, null, 1)));
   const sec = el('section', { class: 'turn', 'aria-label': `turn ${i}: ${m.role}` },
     el('h3', {}, `${i}: ${m.role || '?'}`, m.content_bytes ? ` — ${fmt(m.content_bytes)} bytes` : ''), pre);
   if (m.tool_calls) sec.append(el('pre', {}, 'tool calls: ' + JSON.stringify(m.tool_calls, null, 1)));
@@ -289,7 +297,7 @@ function turn(id, i, m) {
     const more = el('button', { type: 'button' }, 'Show more');
     more.addEventListener('click', async () => {
       const s = await api(`/api/trajectories/${id}`, { turn: i, offset: next });
-      pre.append(s.content);
+      pre.append(visible(s.content));
       next = s.next_offset;
       if (next === null) more.remove();
     });
@@ -319,7 +327,7 @@ function tokens(t, by) {
 
 async function inspector(id) {
   const t = await api('/api/trajectories/' + id);
-  const facts = [['task', t.task_id], ['group', t.group_id], ['domain', t.domain], ['status', t.status],
+  const facts = [['task', String(t.task_id)], ['group', String(t.group_id)], ['domain', t.domain], ['status', t.status],
     ['outcome', t.outcome], ['finish', t.finish + (t.reason ? ` (${t.reason})` : '')], ['reward', t.reward],
     ['staleness', t.staleness], ['trained by step', t.consumed_step], ['versions', `${t.version_min}..${t.version_max}`],
     ['worker', t.worker], ['temperature', t.temperature], ['tokens', t.ntokens], ['error', t.error || null]];
