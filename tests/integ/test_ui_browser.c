@@ -1,16 +1,20 @@
 /* `longtail ui` as a process: its HTTP answers over a socket, and the console in a real browser (Debian's
  * chromium driven by playwright-core, tests/integ/ui/browser.mjs) on a finished smoke run with a hostile
  * trajectory added: the overview renders and settles, a curve draws its points, a filter narrows the table,
- * script and markup in a trajectory render as text.  Screenshots go to $LT_UI_SHOTS (docs/img to refresh the
+ * script and markup in a trajectory render as text; and on a live run (its daemon lock held) a new learner step
+ * shows within 5 s.  Screenshots go to $LT_UI_SHOTS (docs/img to refresh the
  * documentation's) or the test's folder. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/support/harness.h"
 #include "tests/support/uirun.h"
+#include "util/fs.h"
 
 typedef struct {
   pid_t pid;
@@ -89,15 +93,28 @@ Test(ui_browser, console_in_chromium_on_a_finished_run, .timeout = 300) {
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   lt_test_uirun(rd, 1);
-  console_t c;
+  /* a live run: a hand-made one whose daemon lock this process holds, as a running daemon would */
+  char live[4200], lock[4300], logs[4200];
+  snprintf(live, sizeof live, "%s/live", dir);
+  snprintf(logs, sizeof logs, "%s/livelogs", dir);
+  cr_assert_eq(mkdir(live, 0755), 0);
+  cr_assert_eq(mkdir(logs, 0755), 0);
+  lt_test_uirun(live, 0);
+  snprintf(lock, sizeof lock, "%s/daemon.lock", live);
+  int lockfd;
+  cr_assert_eq(lt_fs_lock(lock, &lockfd), 0);
+  console_t c, lc;
   console_start(&c, dir, rd);
+  console_start(&lc, logs, live);
   const char *shots = getenv("LT_UI_SHOTS") ? getenv("LT_UI_SHOTS") : dir;
-  cr_assert_eq(lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d", lt_test_root(), c.url, shots,
-                          LT_UIRUN_HOSTILE),
+  cr_assert_eq(lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d '%s' '%s/buffer.db'", lt_test_root(),
+                          c.url, shots, LT_UIRUN_HOSTILE, lc.url, live),
                0);
   cr_assert_eq(r.status, 0, "browser test:\n%s\n%s", r.out, r.err);
   cr_log_info("%s", r.out);
   lt_run_free(&r);
   console_stop(&c);
+  console_stop(&lc);
+  close(lockfd);
   lt_test_rmdir(dir);
 }

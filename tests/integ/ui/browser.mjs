@@ -1,9 +1,11 @@
 // The web console in a real browser (tests/integ/test_ui_browser.c): Debian's chromium, headless, driven by
-// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID.  Prints one line per check and
-// exits 1 at the first that fails.
+// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB: URL serves a
+// finished run, LIVE_URL one whose daemon lock the caller holds (LIVE_DB its database, which this script writes a
+// new learner step into with the sqlite3 shell).  Prints one line per check and exits 1 at the first that fails.
+import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 
-const [url, shots, hostile] = process.argv.slice(2);
+const [url, shots, hostile, liveUrl, liveDb] = process.argv.slice(2);
 const base = url.replace(/\/$/, '');
 const fail = (msg) => { console.log('FAIL ' + msg); process.exit(1); };
 const ok = (msg) => console.log('ok ' + msg);
@@ -83,6 +85,18 @@ try {
     fail('the markup is not shown as text: ' + probe.text.slice(0, 300));
   await page.screenshot({ path: shots + '/ui-inspector.png', fullPage: true });
   ok('hostile text renders as text (no dialog, no injected element)');
+
+  // A live run: the overview polls, and a step the learner records shows within 5 s without a reload.
+  await page.goto(liveUrl);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  if ((await page.textContent('#live')).indexOf('live') < 0) fail('the live run is not shown live');
+  const stepCard = () => page.$eval('#cards .card:nth-child(2) .v', (e) => e.textContent);
+  const step0 = await stepCard();
+  const t0 = Date.now();
+  execFileSync('sqlite3', [liveDb, "INSERT INTO checkpoints(version, step, kind, path) VALUES(42, 42, 'weights', 'x')"]);
+  await page.waitForFunction(() => document.querySelector('#cards .card:nth-child(2) .v').textContent === '42', null, { timeout: 5000 })
+    .catch(() => fail(`the new step did not show within 5 s (still ${step0})`));
+  ok(`live: step ${step0} -> 42 shown after ${Date.now() - t0} ms without a reload`);
 } finally {
   await browser.close();
 }
