@@ -43,6 +43,7 @@ int lt_cmd_ui(int argc, char **argv) {
   lt_log_set_process("ui");
   lt_ui_t *u;
   if ((rc = lt_ui_open(a.pos[0], &u)) < 0) return lt_cli_fail("ui", rc);
+  lt_ui_set_tokenizer(u, lt_cli_run_tokenizer);
   uv_loop_t loop;
   uv_loop_init(&loop);
   console_t c = {0};

@@ -32,6 +32,8 @@ typedef struct {
   char name[256];
   char dir[4200];
   lt_buffer_t *b; /* opened on first use */
+  lt_tokenizer_t *tok;
+  int tok_tried;
 } run_t;
 
 struct lt_ui {
@@ -40,6 +42,7 @@ struct lt_ui {
   run_t *runs;
   int nruns;
   int64_t deadline_ms; /* the running request's (lt_buffer_set_deadline) */
+  lt_ui_tokenizer_fn tokenizer;
 };
 
 static int has_buffer(const char *dir) {
@@ -88,10 +91,15 @@ int lt_ui_open(const char *dir, lt_ui_t **out) {
 
 void lt_ui_close(lt_ui_t *u) {
   if (!u) return;
-  for (int i = 0; i < u->nruns; i++) lt_buffer_close(u->runs[i].b);
+  for (int i = 0; i < u->nruns; i++) {
+    lt_buffer_close(u->runs[i].b);
+    lt_tokenizer_free(u->runs[i].tok);
+  }
   free(u->runs);
   free(u);
 }
+
+void lt_ui_set_tokenizer(lt_ui_t *u, lt_ui_tokenizer_fn fn) { u->tokenizer = fn; }
 
 int lt_ui_nruns(const lt_ui_t *u) { return u->nruns; }
 int lt_ui_multi(const lt_ui_t *u) { return u->multi; }
@@ -776,6 +784,23 @@ static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *
   for (int i = 0; i < t.ntokens; i++) lt_buf_puts(&b, i ? (t.loss_mask[i] ? ",1" : ",0") : (t.loss_mask[i] ? "1" : "0"));
   lt_buf_putc(&b, ']');
   ints(&b, &f, "versions", t.versions, t.ntokens);
+  /* each token's own text (a piece of a multi-byte character shows as U+FFFD), null without a tokenizer */
+  if (!run->tok_tried && u->tokenizer) run->tok = u->tokenizer(run->b);
+  run->tok_tried = 1;
+  key(&b, &f, "token_text");
+  if (!run->tok) lt_buf_puts(&b, "null");
+  else {
+    lt_buf_putc(&b, '[');
+    for (int i = 0; i < t.ntokens; i++) {
+      char *txt = NULL;
+      size_t n = 0;
+      if (i) lt_buf_putc(&b, ',');
+      if (lt_tokenizer_decode(run->tok, &t.tokens[i], 1, 0, &txt, &n) < 0) lt_buf_puts(&b, "null");
+      else lt_json_quote_n(&b, txt, n);
+      free(txt);
+    }
+    lt_buf_putc(&b, ']');
+  }
   ints(&b, &f, "seq_starts", t.seq_starts, t.seq_starts ? t.nseqs : 0);
   key(&b, &f, "messages");
   messages(&b, t.messages ? t.messages : "[]");

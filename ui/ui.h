@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "buffer/buffer.h"
 #include "net/http.h"
+#include "text/tokenizer.h"
 
 typedef struct lt_ui lt_ui_t;
 
@@ -15,6 +17,10 @@ typedef struct lt_ui lt_ui_t;
  * for writing; LT_ENOENT when dir holds no run at all. */
 int lt_ui_open(const char *dir, lt_ui_t **out);
 void lt_ui_close(lt_ui_t *u);
+/* How the console finds a run's tokenizer, for each token's text (called once per run; NULL: none, the
+ * inspector then shows token ids only).  The caller's function: where a run's model lives is the CLI's business. */
+typedef lt_tokenizer_t *(*lt_ui_tokenizer_fn)(lt_buffer_t *b);
+void lt_ui_set_tokenizer(lt_ui_t *u, lt_ui_tokenizer_fn fn);
 /* Runs served (1 for a run folder) and whether it is a folder of runs. */
 int lt_ui_nruns(const lt_ui_t *u);
 int lt_ui_multi(const lt_ui_t *u);

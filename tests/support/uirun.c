@@ -16,7 +16,7 @@ const char *const lt_uirun_hostile[2] = {
 };
 
 static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward, const char *messages) {
-  static int32_t tokens[4] = {11, 12, 13, 14}, versions[4] = {-1, 3, 3, 4};
+  static int32_t tokens[4] = {'h', 'i', '<', '\n'}, versions[4] = {-1, 3, 3, 4};
   static float logp[4] = {0, -0.5f, -0.25f, -2};
   static uint8_t mask[4] = {0, 1, 1, 1};
   lt_traj_rec_t r = {.task_id = task, .group_id = task, .domain = (char *)domain, .outcome = "ok",

@@ -236,12 +236,30 @@ Test(ui, hostile_text_comes_back_as_escaped_json_text) {
   cr_assert(strstr(a, "</textarea></pre><img id=\"injected\""), "the markup is kept as text: %s", a);
   cr_assert(strstr(a, "\xef\xbf\xbd\xef\xbf\xbd bad bytes"), "each invalid byte is U+FFFD: %s", a);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")), 4);
+  cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "token_text")), "no tokenizer: no token text");
   cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "loss_mask"), 0)->valueint, 0);
   cr_assert_float_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "logprobs"), 3)->valuedouble, -2, 1e-9);
   cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "versions"), 3)->valueint, 4);
   cr_assert_eq(num(cJSON_GetObjectItem(j, "components"), "correct"), 1);
   cr_assert_str_eq(cJSON_GetObjectItem(j, "status")->valuestring, "ready");
   cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "consumed_step")));
+  cJSON_Delete(j);
+}
+
+static lt_tokenizer_t *byte_tokenizer(lt_buffer_t *b) {
+  lt_tokenizer_t *t = NULL;
+  lt_tokenizer_byte(LT_TOKENIZER_BYTE_VOCAB, &t);
+  return t;
+}
+
+Test(ui, token_text_comes_from_the_runs_tokenizer) {
+  lt_ui_set_tokenizer(ui, byte_tokenizer);
+  cJSON *j = ok("/api/trajectories/1");
+  const cJSON *tt = cJSON_GetObjectItem(j, "token_text");
+  cr_assert_eq(cJSON_GetArraySize(tt), 4);
+  cr_assert_str_eq(cJSON_GetArrayItem(tt, 0)->valuestring, "h");
+  cr_assert_str_eq(cJSON_GetArrayItem(tt, 2)->valuestring, "<");
+  cr_assert_str_eq(cJSON_GetArrayItem(tt, 3)->valuestring, "\n");
   cJSON_Delete(j);
 }
 

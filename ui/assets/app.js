@@ -231,9 +231,12 @@ const FILTERS = [['domain', 'text'], ['status', ['', 'ready', 'consumed', 'stale
   ['outcome', ['', 'ok', 'reward_failed', 'env_error', 'aborted', 'error']], ['finish', ['', 'terminated', 'truncated', 'none']],
   ['reward_min', 'number'], ['reward_max', 'number'], ['staleness_min', 'number'], ['staleness_max', 'number'],
   ['version', 'number'], ['q', 'search']];
+// [field, header, sort key]; the sort key 'id' is arrival order.
 const COLS = [['task_id', 'task', 'id'], ['domain', 'domain'], ['status', 'status'], ['outcome', 'outcome'],
   ['finish', 'finish'], ['reward', 'reward', 'reward'], ['ntokens', 'tokens', 'ntokens'], ['turns', 'turns'],
   ['version_min', 'version', 'version'], ['staleness', 'staleness', 'staleness'], ['consumed_step', 'step']];
+
+const NUMERIC = ['reward', 'ntokens', 'turns', 'version_min', 'staleness', 'consumed_step'];
 
 async function trajectories() {
   const q = new URLSearchParams(location.search);
@@ -262,18 +265,18 @@ async function trajectories() {
   };
   const head = el('tr', {}, COLS.map(([k, label, s]) => {
     const sorted = s && s === sort;
-    return el('th', { scope: 'col', class: ['reward', 'ntokens', 'turns', 'staleness'].includes(k) ? 'num' : '',
+    return el('th', { scope: 'col', class: NUMERIC.includes(k) ? 'num' : '',
       'aria-sort': sorted ? (order === 'desc' ? 'descending' : 'ascending') : 'none' },
     s ? el('button', { type: 'button', on: { click: () => go({ sort: s, order: sorted && order === 'asc' ? 'desc' : 'asc', offset: 0 }) } },
       label, sorted ? (order === 'desc' ? ' ▼' : ' ▲') : '') : label);
   }));
   const rows = j.rows.map((r) => el('tr', {}, COLS.map(([k]) => k === 'task_id'
     ? el('td', {}, el('a', { href: withRun('/trajectories/' + r.task_id) }, String(r.task_id)))
-    : el('td', { class: typeof r[k] === 'number' ? 'num' : '' }, fmt(r[k])))));
+    : el('td', { class: NUMERIC.includes(k) ? 'num' : '' }, fmt(r[k])))));
   const off = j.offset, lim = j.limit;
   show(el('h1', {}, 'Trajectories'), form,
     el('table', { id: 'traj-table' }, el('caption', {}, `${fmt(j.total)} trajectories`,
-      j.total ? ` — ${off + 1} to ${off + j.rows.length}` : ''), el('thead', {}, head), el('tbody', {}, rows)),
+      j.total ? ` — ${off + 1} to ${off + j.rows.length}` : '', sort === 'id' ? ' (arrival order)' : ''), el('thead', {}, head), el('tbody', {}, rows)),
     el('div', { class: 'pager' },
       el('button', { type: 'button', disabled: off === 0, on: { click: () => go({ offset: Math.max(0, off - lim) }) } }, '← Previous'),
       el('button', { type: 'button', disabled: off + lim >= j.total, on: { click: () => go({ offset: off + lim }) } }, 'Next →')));
@@ -317,9 +320,10 @@ function tokens(t, by) {
   const n = Math.min(t.ntokens, 20000);
   for (let i = 0; i < n; i++) {
     const [bg, what] = SHADES[by](t, i);
-    const s = el('span', { class: 'tok' + (t.loss_mask[i] ? '' : ' masked'), title: `#${i} id ${t.tokens[i]}: ${what}` }, String(t.tokens[i]));
+    const text = t.token_text && t.token_text[i] !== null ? visible(t.token_text[i]) : String(t.tokens[i]);
+    const s = el('span', { class: 'tok' + (t.loss_mask[i] ? '' : ' masked'), title: `#${i} id ${t.tokens[i]}: ${what}` }, text);
     s.style.background = bg;
-    box.append(s, ' ');
+    box.append(s);
   }
   if (t.ntokens > n) box.append(el('p', { class: 'muted' }, `… ${t.ntokens - n} more tokens not shown`));
   return box;
