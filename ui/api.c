@@ -631,10 +631,12 @@ static int api_trajectories(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
 
 /* ---- /api/trajectories/<task_id> ---- */
 
-/* The length of s[0..n) cut back to a UTF-8 character boundary (never inside a multi-byte sequence). */
+/* The length of s[0..n) cut back to a UTF-8 character boundary (never inside a multi-byte sequence); at most 3
+ * bytes back, so that a run of stray continuation bytes (invalid UTF-8) still moves forward slice by slice. */
 static size_t utf8_cut(const char *s, size_t n) {
-  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
-  return n;
+  size_t m = n;
+  while (m > 0 && n - m < 3 && ((unsigned char)s[m] & 0xC0) == 0x80) m--;
+  return ((unsigned char)s[m] & 0xC0) == 0x80 ? n : m;
 }
 
 /* A message's text from byte offset `off`, at most TURN_CAP bytes, with where the next slice starts. */
@@ -643,7 +645,6 @@ static void text_slice(lt_buf_t *b, int *f, const char *s, size_t off) {
   if (off > n) off = n;
   off = utf8_cut(s, off);
   size_t end = n - off > TURN_CAP ? off + utf8_cut(s + off, TURN_CAP) : n;
-  if (end == off && end < n) end = off + TURN_CAP; /* a run of continuation bytes: cut anyway (shown as U+FFFD) */
   key(b, f, "content");
   lt_json_quote_n(b, s + off, end - off);
   kint(b, f, "content_bytes", (long long)n);

@@ -294,6 +294,45 @@ Test(ui, a_huge_turn_is_capped_and_paged) {
   bad(path, 404);
 }
 
+/* Stray continuation bytes (invalid UTF-8) have no character boundary to cut at: the slices still move on. */
+Test(ui, a_turn_of_invalid_utf8_still_pages_forward) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(path, 0, &b), 0);
+  enum { N = 100000 };
+  char *msg = malloc(N + 64);
+  strcpy(msg, "[{\"role\":\"tool\",\"content\":\"");
+  size_t k = strlen(msg);
+  memset(msg + k, 0x80, N);
+  strcpy(msg + k + N, "\"}]");
+  int32_t tok = 1, ver = 0;
+  float lp = 0;
+  uint8_t mk = 1;
+  lt_traj_rec_t t = {.task_id = 3000, .group_id = 3000, .domain = "arith", .outcome = "ok", .finish = "terminated",
+                     .reason = "", .error = "", .components = "{}", .messages = msg, .ntokens = 1, .tokens = &tok,
+                     .logprobs = &lp, .loss_mask = &mk, .versions = &ver, .temperature = -1};
+  lt_traj_meta_t m = {.worker = "w", .eval_round = -1, .status = LT_SAMPLE_READY};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &t, &m, &dup), 0, "%s", lt_error_msg());
+  lt_buffer_close(b);
+  free(msg);
+  double next = 0;
+  int slices = 0;
+  while (next >= 0 && slices < 10) {
+    char p[128];
+    snprintf(p, sizeof p, "/api/trajectories/3000?turn=0&offset=%.0f", next);
+    cJSON *j = ok(p);
+    const cJSON *nx = cJSON_GetObjectItem(j, "next_offset");
+    double was = next;
+    next = cJSON_IsNumber(nx) ? nx->valuedouble : -1;
+    cr_assert(next < 0 || next > was, "offset %.0f did not move forward", was);
+    slices++;
+    cJSON_Delete(j);
+  }
+  cr_assert_eq(slices, 2);
+}
+
 Test(ui, a_query_past_its_deadline_is_interrupted) {
   char path[4200];
   snprintf(path, sizeof path, "%s/buffer.db", dir);
