@@ -36,25 +36,46 @@ static const char *text(sqlite3_stmt *s, int i) {
   return t ? t : "";
 }
 
-/* The filters of a page, one bound parameter each (?1 ... ?11); NULL or a cleared flag leaves it open. */
-#define BROWSE_WHERE                                                                                             \
-  " FROM trajectories t WHERE (?1 IS NULL OR t.domain = ?1) AND (?2 IS NULL OR t.status = ?2) "                \
-  "AND (?3 IS NULL OR t.traj_status = ?3) AND (?4 IS NULL OR t.finish = ?4) AND (?5 IS NULL OR t.reward >= ?5) " \
-  "AND (?6 IS NULL OR t.reward <= ?6) AND (?7 IS NULL OR t.consumed_step - t.version_min >= ?7) "                \
-  "AND (?8 IS NULL OR t.consumed_step - t.version_min <= ?8) AND (?9 IS NULL OR t.version_min = ?9) "            \
-  "AND (?10 IS NULL OR EXISTS (SELECT 1 FROM payloads p WHERE p.task_id = t.task_id AND instr(p.messages, ?10) > 0))"
+/* The filters of a page: a fixed fragment per filter that is set, its value bound to its own parameter number
+ * (?1 ... ?10), so that an unfiltered page counts without a scan of conditions and a filter on status can use
+ * its index.  The client chooses which fragments, never their text. */
+static const char *const FILTER_SQL[] = {
+    " AND t.domain = ?1",
+    " AND t.status = ?2",
+    " AND t.traj_status = ?3",
+    " AND t.finish = ?4",
+    " AND t.reward >= ?5",
+    " AND t.reward <= ?6",
+    " AND t.consumed_step - t.version_min >= ?7",
+    " AND t.consumed_step - t.version_min <= ?8",
+    " AND t.version_min = ?9",
+    " AND EXISTS (SELECT 1 FROM payloads p WHERE p.task_id = t.task_id AND instr(p.messages, ?10) > 0)",
+};
 
-static void bind_filters(sqlite3_stmt *s, const lt_browse_query_t *q) {
-  if (q->domain) sqlite3_bind_text(s, 1, q->domain, -1, SQLITE_STATIC);
-  if (q->status) sqlite3_bind_text(s, 2, q->status, -1, SQLITE_STATIC);
-  if (q->outcome) sqlite3_bind_text(s, 3, q->outcome, -1, SQLITE_STATIC);
-  if (q->finish) sqlite3_bind_text(s, 4, q->finish, -1, SQLITE_STATIC);
-  if (q->has_reward_min) sqlite3_bind_double(s, 5, q->reward_min);
-  if (q->has_reward_max) sqlite3_bind_double(s, 6, q->reward_max);
-  if (q->has_stale_min) sqlite3_bind_int64(s, 7, q->stale_min);
-  if (q->has_stale_max) sqlite3_bind_int64(s, 8, q->stale_max);
-  if (q->has_version) sqlite3_bind_int64(s, 9, q->version);
-  if (q->text && q->text[0]) sqlite3_bind_text(s, 10, q->text, -1, SQLITE_STATIC);
+/* Which filters q sets, one bit per FILTER_SQL entry. */
+static unsigned filters_set(const lt_browse_query_t *q) {
+  return (q->domain ? 1u : 0) | (q->status ? 2u : 0) | (q->outcome ? 4u : 0) | (q->finish ? 8u : 0) |
+         (q->has_reward_min ? 16u : 0) | (q->has_reward_max ? 32u : 0) | (q->has_stale_min ? 64u : 0) |
+         (q->has_stale_max ? 128u : 0) | (q->has_version ? 256u : 0) | (q->text && q->text[0] ? 512u : 0);
+}
+
+static void where(char *out, size_t cap, unsigned set) {
+  size_t n = (size_t)snprintf(out, cap, " FROM trajectories t WHERE 1");
+  for (unsigned i = 0; i < sizeof FILTER_SQL / sizeof FILTER_SQL[0]; i++)
+    if (set & (1u << i) && n < cap) n += (size_t)snprintf(out + n, cap - n, "%s", FILTER_SQL[i]);
+}
+
+static void bind_filters(sqlite3_stmt *s, const lt_browse_query_t *q, unsigned set) {
+  if (set & 1) sqlite3_bind_text(s, 1, q->domain, -1, SQLITE_STATIC);
+  if (set & 2) sqlite3_bind_text(s, 2, q->status, -1, SQLITE_STATIC);
+  if (set & 4) sqlite3_bind_text(s, 3, q->outcome, -1, SQLITE_STATIC);
+  if (set & 8) sqlite3_bind_text(s, 4, q->finish, -1, SQLITE_STATIC);
+  if (set & 16) sqlite3_bind_double(s, 5, q->reward_min);
+  if (set & 32) sqlite3_bind_double(s, 6, q->reward_max);
+  if (set & 64) sqlite3_bind_int64(s, 7, q->stale_min);
+  if (set & 128) sqlite3_bind_int64(s, 8, q->stale_max);
+  if (set & 256) sqlite3_bind_int64(s, 9, q->version);
+  if (set & 512) sqlite3_bind_text(s, 10, q->text, -1, SQLITE_STATIC);
 }
 
 int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const lt_browse_row_t *r, void *ud),
@@ -68,22 +89,25 @@ int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const
   };
   if ((unsigned)q->sort >= LT_BROWSE_NSORTS || q->limit < 0 || q->limit > 1000 || q->offset < 0)
     return lt_error_set(LT_EINVAL, "browse: bad sort, limit or offset");
+  unsigned set = filters_set(q);
+  char w[1024], sql[2048];
+  where(w, sizeof w, set);
   sqlite3_stmt *s;
-  int rc = prep(b, "SELECT count(*)" BROWSE_WHERE, &s);
+  snprintf(sql, sizeof sql, "SELECT count(*)%s", w);
+  int rc = prep(b, sql, &s);
   if (rc < 0) return rc;
-  bind_filters(s, q);
+  bind_filters(s, q, set);
   rc = sqlite3_step(s);
   *total = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
   if ((rc = finish(b, s, rc)) < 0) return rc;
   /* The order is one of the fixed columns above; ties fall back to arrival. */
-  char sql[2048];
   snprintf(sql, sizeof sql,
            "SELECT t.task_id, t.group_id, t.domain, t.status, t.traj_status, t.finish, t.reason, "
            "coalesce(t.worker, ''), t.reward, t.ntokens, t.nturns, t.eval, t.truncated, t.version_min, t.version_max, "
-           "t.time_ms, coalesce(t.consumed_step, -1)" BROWSE_WHERE " ORDER BY %s %s, t.id %s LIMIT ?11 OFFSET ?12",
-           order[q->sort], q->desc ? "DESC" : "ASC", q->desc ? "DESC" : "ASC");
+           "t.time_ms, coalesce(t.consumed_step, -1)%s ORDER BY %s %s, t.id %s LIMIT ?11 OFFSET ?12",
+           w, order[q->sort], q->desc ? "DESC" : "ASC", q->desc ? "DESC" : "ASC");
   if ((rc = prep(b, sql, &s)) < 0) return rc;
-  bind_filters(s, q);
+  bind_filters(s, q, set);
   sqlite3_bind_int(s, 11, q->limit);
   sqlite3_bind_int64(s, 12, q->offset);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
