@@ -28,8 +28,8 @@ function withRun(path, extra) {
   return s ? path + (path.includes('?') ? '&' : '?') + s : path;
 }
 
-async function api(path, extra) {
-  const r = await fetch(withRun(path, extra));
+async function api(path, extra, runName) {
+  const r = await fetch(runName ? path + (path.includes('?') ? '&' : '?') + 'run=' + encodeURIComponent(runName) : withRun(path, extra));
   const j = await r.json().catch(() => ({ error: 'HTTP ' + r.status }));
   if (!r.ok) throw new Error(j.error || 'HTTP ' + r.status);
   return j;
@@ -200,6 +200,9 @@ async function curves() {
   let chosen = params.getAll('name').filter((n) => names.includes(n));
   if (!chosen.length) chosen = names.filter((n) => /^(reward\/mean|eval\/accuracy)$/.test(n));
   if (!chosen.length && names.length) chosen = [names[0]];
+  // A folder of runs: other runs' curves overlaid (?also=NAME, repeated).
+  const runs = run ? (await api('/api/runs')).runs.map((r) => r.name).filter((r) => r !== run) : [];
+  let also = params.getAll('also').filter((r) => runs.includes(r));
   const canvas = el('canvas', { class: 'chart', id: 'curve-chart', 'aria-label': 'selected metrics by step' });
   const filter = el('input', { type: 'search', placeholder: 'filter metrics', 'aria-label': 'filter metrics' });
   const list = el('div', { class: 'metric-list', role: 'group', 'aria-label': 'metrics' });
@@ -207,10 +210,21 @@ async function curves() {
     const q = new URLSearchParams();
     chosen.forEach((n) => q.append('name', n));
     if (run) q.set('run', run);
+    also.forEach((r) => q.append('also', r));
     history.replaceState(null, '', '/curves?' + q.toString());
-    const s = chosen.length ? (await api('/api/metrics?' + new URLSearchParams(chosen.map((n) => ['name', n])))).series : {};
-    chart(canvas, chosen.map((n) => ({ name: n, points: s[n] || [] })));
+    const names = '/api/metrics?' + new URLSearchParams(chosen.map((n) => ['name', n]));
+    const series = [];
+    for (const r of [null, ...also]) {
+      const s = chosen.length ? (await api(names, null, r)).series : {};
+      for (const n of chosen) series.push({ name: (also.length ? (r || run) + ': ' : '') + n, points: s[n] || [] });
+    }
+    chart(canvas, series);
   };
+  const overlay = runs.length ? el('fieldset', {}, el('legend', {}, 'Overlay other runs'), runs.map((r) =>
+    el('label', {}, el('input', { type: 'checkbox', checked: also.includes(r), on: { change: (e) => {
+      also = e.target.checked ? also.concat(r) : also.filter((x) => x !== r);
+      draw().catch(failure);
+    } } }), ' ', r, ' '))) : null;
   const boxes = () => list.replaceChildren(...names.filter((n) => n.includes(filter.value)).map((n) =>
     el('label', {}, el('input', { type: 'checkbox', value: n, checked: chosen.includes(n), on: { change: (e) => {
       chosen = e.target.checked ? chosen.concat(n) : chosen.filter((c) => c !== n);
@@ -219,7 +233,7 @@ async function curves() {
   filter.addEventListener('input', boxes);
   boxes();
   show(el('h1', {}, 'Curves'), el('p', { class: 'muted' }, 'Drag across the chart to zoom; double-click to reset.'),
-    canvas, el('p', {}, pngButton(canvas, 'longtail-curves')), filter, list);
+    canvas, el('p', {}, pngButton(canvas, 'longtail-curves')), overlay, filter, list);
   await draw();
   const again = () => draw().then(() => poll(again)).catch(failure);
   poll(again);

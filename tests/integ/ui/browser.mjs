@@ -1,11 +1,11 @@
 // The web console in a real browser (tests/integ/test_ui_browser.c): Debian's chromium, headless, driven by
-// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB: URL serves a
+// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB RUNS_URL: URL serves a
 // finished run, LIVE_URL one whose daemon lock the caller holds (LIVE_DB its database, which this script writes a
-// new learner step into with the sqlite3 shell).  Prints one line per check and exits 1 at the first that fails.
+// new learner step into with the sqlite3 shell), RUNS_URL the folder holding both (runs "smoke" and "live").  Prints one line per check and exits 1 at the first that fails.
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 
-const [url, shots, hostile, liveUrl, liveDb] = process.argv.slice(2);
+const [url, shots, hostile, liveUrl, liveDb, runsUrl] = process.argv.slice(2);
 const base = url.replace(/\/$/, '');
 const fail = (msg) => { console.log('FAIL ' + msg); process.exit(1); };
 const ok = (msg) => console.log('ok ' + msg);
@@ -97,6 +97,19 @@ try {
   await page.waitForFunction(() => document.querySelector('#cards .card:nth-child(2) .v').textContent === '42', null, { timeout: 5000 })
     .catch(() => fail(`the new step did not show within 5 s (still ${step0})`));
   ok(`live: step ${step0} -> 42 shown after ${Date.now() - t0} ms without a reload`);
+
+  // A folder of runs: listed on /, and one run's curve overlaid with another's.
+  await page.goto(runsUrl);
+  await page.waitForSelector('main li a');
+  const listed = await page.$$eval('main li a', (a) => a.map((x) => x.textContent).join(','));
+  if (listed !== 'live,smoke') fail('runs listed: ' + listed);
+  const pts = async (r) => (await (await fetch(`${runsUrl.replace(/\/$/, '')}/api/metrics?run=${r}&name=eval/accuracy`)).json()).series['eval/accuracy'].length;
+  const both = (await pts('smoke')) + (await pts('live'));
+  await page.goto(runsUrl.replace(/\/$/, '') + '/curves?run=smoke&also=live&name=eval/accuracy');
+  await page.waitForSelector('body[data-ready="1"]');
+  const overlaid = await page.$eval('#curve-chart', (c) => +c.dataset.points);
+  if (overlaid !== both) fail(`overlaid points ${overlaid}, expected ${both}`);
+  ok(`runs listed (${listed}); eval/accuracy of smoke and live overlaid: ${overlaid} points`);
 } finally {
   await browser.close();
 }
