@@ -85,6 +85,12 @@ try {
     fail('the markup is not shown as text: ' + probe.text.slice(0, 300));
   await page.screenshot({ path: shots + '/ui-inspector.png', fullPage: true });
   ok('hostile text renders as text (no dialog, no injected element)');
+  const trained = (await api('/api/trajectories?status=consumed&limit=1')).rows[0];
+  await open('/trajectories/' + trained.task_id);
+  const toks = await page.$$eval('#tokens .tok', (t) => t.length);
+  if (toks !== trained.ntokens) fail(`inspector tokens ${toks}, expected ${trained.ntokens}`);
+  await page.screenshot({ path: shots + '/ui-trajectory.png', fullPage: true });
+  ok(`a trained trajectory's ${toks} tokens shown`);
 
   // A live run: the overview polls, and a step the learner records shows within 5 s without a reload.
   await page.goto(liveUrl);
