@@ -389,7 +389,9 @@ Test(ui, a_folder_of_runs_lists_them_and_needs_a_run) {
   j = ok("/api/trajectories?run=beta");
   cr_assert_eq(num(j, "total"), 2);
   cJSON_Delete(j);
-  lt_test_rmdir(runs);
+  char gone[4200];
+  snprintf(gone, sizeof gone, "%s", runs);
+  lt_test_rmdir(runs); /* (frees runs) */
   lt_ui_t *none;
-  cr_assert_eq(lt_ui_open(runs, &none), LT_ENOENT);
+  cr_assert_eq(lt_ui_open(gone, &none), LT_ENOENT);
 }
