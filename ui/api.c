@@ -661,7 +661,6 @@ static void messages(lt_buf_t *b, const char *json) {
     /* not an array of messages: the stored text itself, capped, as one string */
     int f = 1;
     lt_buf_puts(b, "[{\"role\":\"raw\",");
-    f = 1;
     text_slice(b, &f, json, 0);
     lt_buf_puts(b, "}]");
     cJSON_Delete(m);
