@@ -140,17 +140,19 @@ int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
 
 int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            int (*fn)(const char *name, const char *host, int slots, const char *backend,
-                                     int64_t first_ms, int64_t last_ms, void *ud),
+                                     int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),
                            void *ud) {
   sqlite3_stmt *s;
+  /* in flight: through the status index, only the dispatched tasks are read */
   int rc = prep(b, "SELECT name, coalesce(host, ''), coalesce(slots, 0), coalesce(backend, ''), coalesce(first_ms, 0), "
-                   "coalesce(last_ms, 0) FROM workers ORDER BY last_ms DESC, name LIMIT ?1",
+                   "coalesce(last_ms, 0), (SELECT count(*) FROM tasks k WHERE k.status = 'dispatched' AND "
+                   "k.worker = w.name) FROM workers w ORDER BY last_ms DESC, name LIMIT ?1",
                 &s);
   if (rc < 0) return rc;
   sqlite3_bind_int(s, 1, max);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW)
     if (fn(text(s, 0), text(s, 1), sqlite3_column_int(s, 2), text(s, 3), sqlite3_column_int64(s, 4),
-           sqlite3_column_int64(s, 5), ud))
+           sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6), ud))
       break;
   return finish(b, s, rc);
 }

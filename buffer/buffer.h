@@ -287,10 +287,11 @@ int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const
 /* A metric's points in step order, at most max (the first max): fn per point. */
 int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
                             int (*fn)(int64_t step, double value, void *ud), void *ud);
-/* Every worker ever seen, most recently seen first, at most max. */
+/* Every worker ever seen, most recently seen first, at most max, with the tasks dispatched to it and not yet
+ * done (in flight). */
 int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            int (*fn)(const char *name, const char *host, int slots, const char *backend,
-                                     int64_t first_ms, int64_t last_ms, void *ud),
+                                     int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),
                            void *ud);
 /* The newest events, newest first, at most max; guardrails: only the learner's guardrail actions (kinds
  * guardrail and routing_alarm). */

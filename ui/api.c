@@ -350,12 +350,13 @@ static int api_runs(lt_ui_t *u, lt_ui_resp_t *r) {
 typedef struct {
   lt_buf_t *b;
   int n;
+  int64_t alive_since; /* workers: last seen at or after this (wall ms) counts as alive; INT64_MAX: none */
 } list_t;
 
 static void item(list_t *l) { lt_buf_puts(l->b, l->n++ ? ",{" : "{"); }
 
 static int worker_item(const char *name, const char *host, int slots, const char *backend, int64_t first_ms,
-                       int64_t last_ms, void *ud) {
+                       int64_t last_ms, int64_t in_flight, void *ud) {
   list_t *l = ud;
   int f = 1;
   item(l);
@@ -365,6 +366,9 @@ static int worker_item(const char *name, const char *host, int slots, const char
   kstr(l->b, &f, "backend", backend);
   kint(l->b, &f, "first_ms", first_ms);
   kint(l->b, &f, "last_ms", last_ms);
+  kint(l->b, &f, "in_flight", in_flight);
+  key(l->b, &f, "alive");
+  lt_buf_puts(l->b, last_ms >= l->alive_since ? "true" : "false");
   lt_buf_putc(l->b, '}');
   return 0;
 }
@@ -451,16 +455,17 @@ static int api_overview(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
     kint(&b, &g, lt_sample_state_name((lt_sample_state)i), lt_buffer_count_status(db, (lt_sample_state)i));
   lt_buf_putc(&b, '}');
-  /* Alive: heard from in the last 10 s and not gone since (only a live run has any). */
-  kint(&b, &f, "workers_alive", is_live ? lt_buffer_workers_alive(db, lt_time_wall_ms() - 10000) : 0);
-  list_t l = {&b, 0};
+  /* Alive: heard from in the last 10 s (and, for the count, not gone since); only a live run has any. */
+  int64_t since = is_live ? lt_time_wall_ms() - 10000 : INT64_MAX;
+  kint(&b, &f, "workers_alive", is_live ? lt_buffer_workers_alive(db, since) : 0);
+  list_t l = {&b, 0, since};
   key(&b, &f, "workers");
   lt_buf_putc(&b, '[');
   if (rc >= 0) rc = lt_buffer_workers_list(db, 200, worker_item, &l);
   lt_buf_puts(&b, "]");
   key(&b, &f, "staleness_hist");
   lt_buf_putc(&b, '[');
-  hist_t h = {db, {&b, 0}};
+  hist_t h = {db, {&b, 0, 0}};
   if (rc >= 0) rc = lt_buffer_metric_names(db, hist_item, &h);
   lt_buf_puts(&b, "]");
   key(&b, &f, "eval_accuracy");
@@ -508,7 +513,7 @@ static int api_metrics(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   run_t *run = pick_run(u, q, r);
   if (!run) return -1;
   lt_buf_t b = {0};
-  list_t l = {&b, 0};
+  list_t l = {&b, 0, 0};
   int rc = 0;
   if (!names) {
     lt_buf_puts(&b, "{\"names\":[");
@@ -612,7 +617,7 @@ static int api_trajectories(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   run_t *run = pick_run(u, q, r);
   if (!run) return -1;
   lt_buf_t b = {0};
-  list_t l = {&b, 0};
+  list_t l = {&b, 0, 0};
   int64_t total = 0;
   lt_buf_puts(&b, "{\"rows\":[");
   int rc = lt_buffer_browse(run->b, &bq, row_item, &l, &total);

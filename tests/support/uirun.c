@@ -83,6 +83,10 @@ void lt_test_uirun(const char *dir, int hostile_only) {
   lt_buffer_event(b, 2003, "worker_up", "w1 (host, 4 slots, 0 pending)");
   lt_buffer_event(b, 2004, "guardrail", "step 4: MIS token acceptance 0.1 < 0.5: tightening staleness");
   lt_buffer_worker_seen(b, "w1", "host", 4, "scripted", 2001);
+  lt_task_row_t k = {.prompt_id = 1, .domain = "arith", .eval_round = -1, .status = LT_TASK_DISPATCHED, .worker = "w1"};
+  for (k.id = 1; k.id <= 3; k.id++) cr_assert_eq(lt_buffer_task_insert(b, &k), 0, "%s", lt_error_msg());
+  k.status = LT_TASK_DONE; /* done: not in flight */
+  cr_assert_eq(lt_buffer_task_insert(b, &k), 0, "%s", lt_error_msg());
   lt_buffer_checkpoint(b, 9, 9, "weights", "/nonexistent/ckpt-9", "");
   cr_assert_eq(lt_buffer_commit(b), 0, "%s", lt_error_msg());
   lt_buffer_close(b);

@@ -89,6 +89,8 @@ Test(ui, overview_reports_the_run) {
   const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "workers"), 0);
   cr_assert_str_eq(cJSON_GetObjectItem(w, "name")->valuestring, "w1");
   cr_assert_eq(num(w, "slots"), 4);
+  cr_assert_eq(num(w, "in_flight"), 3, "three dispatched tasks, one done");
+  cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(w, "alive")), "a finished run has no live worker");
   cJSON_Delete(j);
   bad("/api/overview?step=1", 400);
   bad("/api/overview?run=another", 404);
