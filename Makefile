@@ -18,7 +18,7 @@
 # WERROR=1 (warnings are errors), V=1 (show commands).
 
 VERSION := 0.1.0
-LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout orchestrator cli
+LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout ui orchestrator cli
 PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd
 
 VARIANT ?= release
@@ -158,6 +158,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# The console's assets go into this object by .incbin, which the compiler's dependency files do not see.
+$(BUILD)/obj/ui/assets.o: $(wildcard ui/assets/*)
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -141,6 +141,7 @@ static int db_err(lt_buffer_t *b, int rc, const char *what) {
   int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
              : (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? LT_EBUSY
              : (rc & 0xff) == SQLITE_CONSTRAINT ? LT_EDUP
+             : (rc & 0xff) == SQLITE_INTERRUPT ? LT_ETIMEDOUT /* past a reader's deadline (buffer/browse.c) */
              : LT_EIO;
   return lt_error_set(code, "%s: %s: %s", b->path, what, b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc));
 }

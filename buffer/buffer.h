@@ -224,4 +224,60 @@ int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after
  * (worker_bye / worker_dead events). */
 int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms);
 
+/* ---- browsing (buffer/browse.c): the web console's bounded queries ---- */
+
+/* Interrupts any statement of this handle that runs past *deadline_ms (lt_time_mono_ns / 1e6; 0: no limit)
+ * with LT_ETIMEDOUT.  The caller owns *deadline_ms and moves it before each request; NULL removes the limit. */
+void lt_buffer_set_deadline(lt_buffer_t *b, const int64_t *deadline_ms);
+
+typedef enum { LT_BROWSE_ID = 0, LT_BROWSE_REWARD, LT_BROWSE_TOKENS, LT_BROWSE_STALENESS, LT_BROWSE_VERSION,
+               LT_BROWSE_NSORTS } lt_browse_sort;
+
+/* Which trajectories a page shows: NULL texts and the has_* flags cleared mean "any". */
+typedef struct {
+  const char *domain;
+  const char *status;        /* lt_sample_state name: ready, consumed, ... */
+  const char *outcome;       /* the worker's traj_status: ok, reward_failed, ... */
+  const char *finish;        /* terminated, truncated, none */
+  int has_reward_min, has_reward_max;
+  double reward_min, reward_max;
+  int has_stale_min, has_stale_max;
+  int64_t stale_min, stale_max; /* consumed_step − version_min (set only where a step consumed or marked it) */
+  int has_version;
+  int64_t version;           /* version_min == version */
+  const char *text;          /* substring of the messages (a scan, bounded by the deadline) */
+  lt_browse_sort sort;
+  int desc;
+  int64_t offset;
+  int limit;                 /* rows wanted, ≤ 1000 */
+} lt_browse_query_t;
+
+/* One row of the trajectory table (texts valid during the callback only). */
+typedef struct {
+  int64_t task_id, group_id;
+  const char *domain, *status, *outcome, *finish, *reason, *worker;
+  int has_reward;
+  double reward;
+  int ntokens, nturns, eval, truncated;
+  int64_t version_min, version_max, time_ms;
+  int64_t consumed_step;     /* -1: none */
+} lt_browse_row_t;
+
+/* The page of trajectories q asks for (fn per row, nonzero stops) and *total, the rows matching the filters. */
+int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const lt_browse_row_t *r, void *ud),
+                     void *ud, int64_t *total);
+/* A metric's points in step order, at most max (the first max): fn per point. */
+int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
+                            int (*fn)(int64_t step, double value, void *ud), void *ud);
+/* Every worker ever seen, most recently seen first, at most max, with the tasks dispatched to it and not yet
+ * done (in flight). */
+int lt_buffer_workers_list(lt_buffer_t *b, int max,
+                           int (*fn)(const char *name, const char *host, int slots, const char *backend,
+                                     int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),
+                           void *ud);
+/* The newest events, newest first, at most max; guardrails: only the learner's guardrail actions (kinds
+ * guardrail and routing_alarm). */
+int lt_buffer_events_recent(lt_buffer_t *b, int guardrails, int max,
+                            int (*fn)(int64_t time_ms, const char *kind, const char *detail, void *ud), void *ud);
+
 #endif

@@ -9,7 +9,6 @@
 
 #include "buffer/buffer.h"
 #include "cli/commands.h"
-#include "learner/model.h"
 #include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -18,19 +17,6 @@
 #define DIM "\033[2m"
 #define RESET "\033[0m"
 #define BOLD "\033[1m"
-
-/* The tokenizer of the run's newest weights still on disk. */
-static lt_tokenizer_t *run_tokenizer(lt_buffer_t *b) {
-  lt_ckpt_row_t ck;
-  if (lt_buffer_weights(b, 0, &ck) <= 0) return NULL;
-  const char *dir = ck.path;
-  char cfgp[4200];
-  snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
-  lt_model_config_t mc;
-  lt_tokenizer_t *t = NULL;
-  if (dir[0] && lt_model_config_load(cfgp, &mc) == 0 && lt_tokenizer_for_model(dir, mc.vocab, &t) == 0) return t;
-  return NULL;
-}
 
 /* A logprob's colour: likely tokens green, unlikely ones red. */
 static const char *shade(float lp) {
@@ -80,7 +66,7 @@ int lt_cmd_inspect(int argc, char **argv) {
     lt_buffer_close(b);
     return lt_cli_fail("inspect", rc);
   }
-  lt_tokenizer_t *tok = run_tokenizer(b);
+  lt_tokenizer_t *tok = lt_cli_run_tokenizer(b);
   if ((rc = lt_cli_close_run("inspect", b, 0))) {
     lt_tokenizer_free(tok);
     lt_traj_free(&t);

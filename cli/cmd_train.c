@@ -80,6 +80,7 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
     printf("   generation        %.0f tokens/s on average\n", tok[0]);
   }
   if (plotted) printf("   plot              %s/plot.png\n", run_dir);
+  printf("   console           longtail ui %s   (then open http://127.0.0.1:8300/)\n", run_dir);
   printf("   more              longtail stats %s; longtail plot %s --dashboard -o dash.png\n", run_dir, run_dir);
   char path[4200], *s = cJSON_Print(o);
   snprintf(path, sizeof path, "%s/summary.json", run_dir);

@@ -7,6 +7,7 @@
 
 #include "buffer/buffer.h"
 #include "cli/args.h"
+#include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/config.h"
 
@@ -30,6 +31,7 @@ int lt_cmd_plot(int argc, char **argv);
 int lt_cmd_replay(int argc, char **argv);
 int lt_cmd_inspect(int argc, char **argv);
 int lt_cmd_compare(int argc, char **argv);
+int lt_cmd_ui(int argc, char **argv);
 int lt_cmd_logprobs(int argc, char **argv);
 int lt_cmd_grad(int argc, char **argv);
 int lt_cmd_generate(int argc, char **argv);
@@ -62,6 +64,8 @@ int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_le
  * its detail gains "PATH:LINE".  Returns 0 or the error code. */
 typedef int (*lt_cli_line_fn)(const cJSON *line, lt_buf_t *out, void *ud);
 int lt_cli_map_lines(const char *input, lt_cli_line_fn fn, void *ud);
+/* The tokenizer of a run's newest weights still on disk (inspect, ui), NULL when there is none. */
+lt_tokenizer_t *lt_cli_run_tokenizer(lt_buffer_t *b);
 /* Opens a run read-only: ARG is a run directory or its buffer.db.  Fills NAME
  * (when given) with the run's recorded name or the directory's.  CHECK: run
  * SQLite's full integrity check first (the command's --check); without it the

@@ -8,6 +8,7 @@
 #include "buffer/buffer.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "learner/model.h"
 #include "util/json.h"
 
 int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_len, int max_len, const char *path,
@@ -85,4 +86,17 @@ int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t
   else lt_path_base(arg, name, cap); /* runs made before the name was recorded */
   free(run);
   return 0;
+}
+
+/* The tokenizer of the run's newest weights still on disk. */
+lt_tokenizer_t *lt_cli_run_tokenizer(lt_buffer_t *b) {
+  lt_ckpt_row_t ck;
+  if (lt_buffer_weights(b, 0, &ck) <= 0) return NULL;
+  const char *dir = ck.path;
+  char cfgp[4200];
+  snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+  lt_model_config_t mc;
+  lt_tokenizer_t *t = NULL;
+  if (dir[0] && lt_model_config_load(cfgp, &mc) == 0 && lt_tokenizer_for_model(dir, mc.vocab, &t) == 0) return t;
+  return NULL;
 }

@@ -21,6 +21,7 @@ const lt_command_t lt_commands[] = {
     {"retrain", lt_cmd_retrain, "train a run's learner steps again on the trajectories each consumed (bit-identical, or what-if)"},
     {"inspect", lt_cmd_inspect, "render one trajectory for a terminal"},
     {"compare", lt_cmd_compare, "compare the metrics of two runs"},
+    {"ui", lt_cmd_ui, "serve a run's web console (overview, curves, trajectories)"},
     {"logprobs", lt_cmd_logprobs, "per-token logprobs, entropy and routing confidence of token sequences"},
     {"grad", lt_cmd_grad, "gradients of a policy loss on a batch"},
     {"generate", lt_cmd_generate, "sample completions with the builtin engine"},

@@ -1,0 +1,121 @@
+// The web console in a real browser (tests/integ/test_ui_browser.c): Debian's chromium, headless, driven by
+// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB RUNS_URL: URL serves a
+// finished run, LIVE_URL one whose daemon lock the caller holds (LIVE_DB its database, which this script writes a
+// new learner step into with the sqlite3 shell), RUNS_URL the folder holding both (runs "smoke" and "live").  Prints one line per check and exits 1 at the first that fails.
+import { execFileSync } from 'node:child_process';
+import { chromium } from 'playwright-core';
+
+const [url, shots, hostile, liveUrl, liveDb, runsUrl] = process.argv.slice(2);
+const base = url.replace(/\/$/, '');
+const fail = (msg) => { console.log('FAIL ' + msg); process.exit(1); };
+const ok = (msg) => console.log('ok ' + msg);
+const api = async (p) => (await fetch(base + p)).json();
+
+const browser = await chromium.launch({ executablePath: process.env.LT_CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu'] });
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const dialogs = [];
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss(); });
+  const requests = [];
+  page.on('request', (r) => requests.push(r.url()));
+  const open = async (p) => {
+    await page.goto(base + p);
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  };
+
+  // Overview: the run's figures, and a finished run's page settles (no request after the first load).
+  await open('/');
+  const h1 = await page.textContent('h1');
+  if (!/finished/.test(h1)) fail('overview heading: ' + h1);
+  const cards = await page.$$eval('#cards .card', (c) => c.length);
+  if (cards < 6) fail('overview cards: ' + cards);
+  const before = requests.length;
+  await page.waitForTimeout(3000);
+  if (requests.length !== before) fail('a finished run polled: ' + requests.slice(before).join(' '));
+  await page.screenshot({ path: shots + '/ui-overview.png', fullPage: true });
+  ok('overview renders and settles');
+
+  // Curves: the chosen metric's points are drawn, and the canvas is not blank.
+  const names = (await api('/api/metrics')).names;
+  const metric = ['policy/entropy', 'learner/step_s'].find((n) => names.includes(n)) || names[0];
+  const series = (await api('/api/metrics?name=' + encodeURIComponent(metric))).series[metric];
+  await open('/curves?name=' + encodeURIComponent(metric));
+  const drawn = await page.$eval('#curve-chart', (c) => +c.dataset.points);
+  if (drawn !== series.length || !drawn) fail(`curve points ${drawn}, expected ${series.length}`);
+  const ink = await page.$eval('#curve-chart', (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200)) n++;
+    return n;
+  });
+  if (ink < 200) fail('the curve canvas is blank: ' + ink + ' inked pixels');
+  await page.screenshot({ path: shots + '/ui-curves.png' });
+  ok(`curve draws ${drawn} points of ${metric} (${ink} inked pixels)`);
+
+  // Trajectories: the filter form narrows the table to the rows the API counts.
+  await open('/trajectories');
+  const all = await page.$$eval('#traj-table tbody tr', (r) => r.length);
+  await page.selectOption('select[name=status]', 'eval');
+  await page.click('form.filters button[type=submit]');
+  await page.waitForURL(/status=eval/);
+  await page.waitForSelector('body[data-ready="1"]');
+  await page.waitForFunction(() => [...document.querySelectorAll('#traj-table tbody tr')].every((r) => r.cells[2].textContent === 'eval'));
+  const want = (await api('/api/trajectories?status=eval')).total;
+  const rows = await page.$$eval('#traj-table tbody tr', (r) => r.length);
+  if (rows !== Math.min(want, 50) || rows >= all) fail(`filtered rows ${rows} (all ${all}), expected ${Math.min(want, 50)}`);
+  const caption = await page.textContent('#traj-table caption');
+  if (!caption.startsWith(String(want))) fail('caption: ' + caption);
+  await page.screenshot({ path: shots + '/ui-trajectories.png' });
+  ok(`status=eval narrows the table from ${all} to ${rows} rows`);
+
+  // The inspector: script and markup in a trajectory are shown as text; nothing runs, nothing is injected.
+  await open('/trajectories/' + hostile);
+  await page.waitForTimeout(500);
+  const probe = await page.evaluate(() => ({
+    injected: document.querySelectorAll('#injected, main img, main script, main b').length,
+    scripts: document.scripts.length,
+    title: document.title,
+    text: document.getElementById('turns').textContent,
+  }));
+  if (dialogs.length) fail('a dialog opened: ' + dialogs.join(' | '));
+  if (probe.injected) fail(probe.injected + ' injected element(s)');
+  if (probe.scripts !== 1 || probe.title === 'pwned') fail('a script ran or was added');
+  if (!probe.text.includes("<script>document.title='pwned'</script>") || !probe.text.includes('</textarea></pre><img id="injected"'))
+    fail('the markup is not shown as text: ' + probe.text.slice(0, 300));
+  await page.screenshot({ path: shots + '/ui-inspector.png', fullPage: true });
+  ok('hostile text renders as text (no dialog, no injected element)');
+  const trained = (await api('/api/trajectories?status=consumed&limit=1')).rows[0];
+  await open('/trajectories/' + trained.task_id);
+  const toks = await page.$$eval('#tokens .tok', (t) => t.length);
+  if (toks !== trained.ntokens) fail(`inspector tokens ${toks}, expected ${trained.ntokens}`);
+  await page.screenshot({ path: shots + '/ui-trajectory.png', fullPage: true });
+  ok(`a trained trajectory's ${toks} tokens shown`);
+
+  // A live run: the overview polls, and a step the learner records shows within 5 s without a reload.
+  await page.goto(liveUrl);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  if ((await page.textContent('#live')).indexOf('live') < 0) fail('the live run is not shown live');
+  const stepCard = () => page.$eval('#cards .card:nth-child(2) .v', (e) => e.textContent);
+  const step0 = await stepCard();
+  const t0 = Date.now();
+  execFileSync('sqlite3', [liveDb, "INSERT INTO checkpoints(version, step, kind, path) VALUES(42, 42, 'weights', 'x')"]);
+  await page.waitForFunction(() => document.querySelector('#cards .card:nth-child(2) .v').textContent === '42', null, { timeout: 5000 })
+    .catch(() => fail(`the new step did not show within 5 s (still ${step0})`));
+  ok(`live: step ${step0} -> 42 shown after ${Date.now() - t0} ms without a reload`);
+
+  // A folder of runs: listed on /, and one run's curve overlaid with another's.
+  await page.goto(runsUrl);
+  await page.waitForSelector('main li a');
+  const listed = await page.$$eval('main li a', (a) => a.map((x) => x.textContent).join(','));
+  if (listed !== 'live,smoke') fail('runs listed: ' + listed);
+  const pts = async (r) => (await (await fetch(`${runsUrl.replace(/\/$/, '')}/api/metrics?run=${r}&name=eval/accuracy`)).json()).series['eval/accuracy'].length;
+  const both = (await pts('smoke')) + (await pts('live'));
+  await page.goto(runsUrl.replace(/\/$/, '') + '/curves?run=smoke&also=live&name=eval/accuracy');
+  await page.waitForSelector('body[data-ready="1"]');
+  const overlaid = await page.$eval('#curve-chart', (c) => +c.dataset.points);
+  if (overlaid !== both) fail(`overlaid points ${overlaid}, expected ${both}`);
+  ok(`runs listed (${listed}); eval/accuracy of smoke and live overlaid: ${overlaid} points`);
+} finally {
+  await browser.close();
+}

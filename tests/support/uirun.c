@@ -1,0 +1,95 @@
+/* The web console's hand-made run (tests/support/uirun.h). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/buffer.h"
+#include "tests/support/uirun.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/json.h"
+
+const char *const lt_uirun_hostile[2] = {
+    "<script>document.title='pwned'</script><b id=\"injected\">bold?</b>",
+    "</textarea></pre><img id=\"injected\" src=x onerror=\"alert(1)\">\xff\xfe bad bytes \x1b[31mred\x1b[0m",
+};
+
+static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward, const char *messages) {
+  static int32_t tokens[4] = {'h', 'i', '<', '\n'}, versions[4] = {-1, 3, 3, 4};
+  static float logp[4] = {0, -0.5f, -0.25f, -2};
+  static uint8_t mask[4] = {0, 1, 1, 1};
+  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)task, .domain = (char *)domain, .status = LT_TRAJ_OK,
+                 .finish = task % 4 ? LT_FINISH_TERMINATED : LT_FINISH_TRUNCATED, .reason = task % 4 ? "" : "max_new_tokens",
+                 .error = "", .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
+                 .messages = cJSON_Parse(messages), .turns = 2, .ntokens = 4, .tokens = tokens, .logprobs = logp,
+                 .loss_mask = mask, .versions = versions, .temperature = 1};
+  cr_assert(r.components && r.messages, "%s", messages);
+  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = task % 4 == 0, .eval_round = -1,
+                      .time_ms = 1000 + task, .status = LT_SAMPLE_READY};
+  int dup;
+  cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
+  cJSON_Delete(r.components);
+  cJSON_Delete(r.messages);
+}
+
+void lt_test_uirun(const char *dir, int hostile_only) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(path, LT_BUF_CREATE, &b), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_begin(b), 0);
+  int64_t consumed[10];
+  for (int i = 1; i <= (hostile_only ? 0 : LT_UIRUN_N); i++) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "[{\"role\":\"user\",\"content\":\"question %d\"},{\"role\":\"assistant\",\"content\":\"answer %d\"}]", i, i);
+    add(b, i, i % 2 ? "arith" : "code", i / 20.0, msg);
+    if (i <= 10) consumed[i - 1] = i;
+  }
+  if (!hostile_only) cr_assert_eq(lt_buffer_traj_mark(b, consumed, 10, LT_SAMPLE_CONSUMED, 5), 0);
+  /* the hostile texts as JSON strings: the invalid bytes stay raw inside them, as a worker may send them */
+  lt_buf_t m = {0};
+  lt_buf_puts(&m, "[{\"role\":\"user\",\"content\":");
+  lt_json_quote(&m, lt_uirun_hostile[0]);
+  lt_buf_puts(&m, "},{\"role\":\"assistant\",\"content\":\"");
+  for (const char *p = lt_uirun_hostile[1]; *p; p++) {
+    if (*p == '"' || *p == '\\') lt_buf_putc(&m, '\\');
+    if (*p == '\x1b') lt_buf_puts(&m, "\\u001b");
+    else lt_buf_putc(&m, *p);
+  }
+  lt_buf_puts(&m, "\"}]");
+  cr_assert_eq(lt_buf_ok(&m), 0);
+  add(b, LT_UIRUN_HOSTILE, "arith", 0, m.data);
+  lt_buf_reset(&m);
+  lt_buf_puts(&m, "[{\"role\":\"tool\",\"content\":\"");
+  for (int i = 0; i < LT_UIRUN_HUGE_BYTES / 2; i++) lt_buf_puts(&m, "\xc3\xa9"); /* é */
+  lt_buf_puts(&m, "\"}]");
+  cr_assert_eq(lt_buf_ok(&m), 0);
+  add(b, LT_UIRUN_HUGE, "code", 0.25, m.data);
+  lt_buf_free(&m);
+  if (hostile_only) {
+    cr_assert_eq(lt_buffer_commit(b), 0, "%s", lt_error_msg());
+    lt_buffer_close(b);
+    return;
+  }
+  for (int s = 0; s < 10; s++) {
+    lt_buffer_metric(b, s, "ui_test/reward", s * 0.1, 2000 + s);
+    lt_buffer_metric(b, s, "ui_test/loss", 1.0 / (s + 1), 2000 + s);
+  }
+  lt_buffer_metric(b, 0, "eval/accuracy", 0.25, 2000);
+  lt_buffer_metric(b, 5, "eval/accuracy", 0.5, 2005);
+  lt_buffer_metric(b, 9, "throughput/trajectories_per_s", 12.5, 2009);
+  lt_buffer_metric(b, 9, "staleness/hist_0", 3, 2009);
+  lt_buffer_metric(b, 9, "staleness/hist_1", 2, 2009);
+  lt_buffer_metric(b, 9, "staleness/hist_2+", 1, 2009);
+  lt_buffer_event(b, 2003, "worker_up", "w1 (host, 4 slots, 0 pending)");
+  lt_buffer_event(b, 2004, "guardrail", "step 4: MIS token acceptance 0.1 < 0.5: tightening staleness");
+  lt_buffer_worker_seen(b, "w1", "host", 4, "scripted", 2001);
+  lt_task_row_t k = {.prompt_id = 1, .domain = "arith", .eval_round = -1, .status = LT_TASK_DISPATCHED, .worker = "w1"};
+  for (k.id = 1; k.id <= 3; k.id++) cr_assert_eq(lt_buffer_task_insert(b, &k), 0, "%s", lt_error_msg());
+  k.status = LT_TASK_DONE; /* done: not in flight */
+  cr_assert_eq(lt_buffer_task_insert(b, &k), 0, "%s", lt_error_msg());
+  lt_buffer_checkpoint(b, 9, 9, "weights", "/nonexistent/ckpt-9", "");
+  cr_assert_eq(lt_buffer_commit(b), 0, "%s", lt_error_msg());
+  lt_buffer_close(b);
+}
