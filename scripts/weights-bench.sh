@@ -119,7 +119,9 @@ c = {"run": {"seed": 3}, "model": {"init": model},
      # one trajectory at a time per worker, lasting about WB_GAP_S: the pace of the versions
      "workers": {"spawn_local": 0, "slots": 1, "backend": "scripted", "daemon_gone_s": 60,
                  "scripted": {"mean_tokens": 16, "tail_fraction": 0, "token_us": int(gap * 1e6 / 16)}},
-     "transport": {"endpoint": "tcp://%s.2:5555" % net, "allow_insecure_remote": True, "heartbeat_ms": 100,
+     "transport": {"endpoint": "tcp://%s.2:5555" % net, "allow_insecure_remote": True,
+                   # propagation is seen at the heartbeats (its resolution); liveness 5 s on a loaded machine
+                   "heartbeat_ms": 200, "liveness": 25,
                    "weights_port": 8080, "weights_bind": net + ".2", "weights_host": net + ".2",
                    "weights_serve": "all"},
      "checkpoint": {"every": 0, "publish_dtype": "fp32" if mode == "fp32" else "bf16",
@@ -185,7 +187,7 @@ run_mode() { # MODE
   done
   local t0 st=done; t0=$(now)
   while [ "$(propagated "$dir/run")" -lt "$V" ]; do
-    kill -0 $d 2>/dev/null || { st="daemon exited"; break; }
+    kill -0 $d 2>/dev/null || { wait $d; st="daemon exited with status $?"; break; }
     python3 -c "import sys; sys.exit(0 if $(now) - $t0 < $TIMEOUT else 1)" || { st="timed out after ${TIMEOUT}s"; break; }
     sleep 1
   done
