@@ -198,7 +198,7 @@ run_mode() { # MODE
   for k in "${wpids[@]}"; do wait_exit "$k" 10; done
   [ "$mode" = bf16_delta_cache ] && { kill "$(cat "$dir/nginx/nginx.pid" 2>/dev/null)" 2>/dev/null; sleep 0.5; }
   python3 - "$dir" "$mode" "$V" "$W" "$st" "$wall" "$((b1 - b0))" <<'EOF' | tee -a "$OUT/results.jsonl"
-import glob, json, re, statistics, sys
+import glob, json, os, re, statistics, sys
 d, mode, V, W, status, wall, tx = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6]), int(sys.argv[7])
 m = {}
 for line in open(d + "/run/metrics.jsonl"):
@@ -213,9 +213,8 @@ for f in glob.glob(d + "/w*.err"):
         if re.search(r"weights version [1-9][0-9]* from ", line):
             if "(a delta against the version before)" in line: delta += 1
             else: full += 1
-size = 0
-for f in glob.glob(d + "/run/checkpoints/v1/model.safetensors"):
-    import os; size = os.path.getsize(f)
+# what a worker loads (older versions are pruned: any one kept)
+size = max([os.path.getsize(f) for f in glob.glob(d + "/run/checkpoints/v*/model.safetensors")] or [0])
 ok = status == "done" and len(prop) == V
 print(json.dumps({"mode": mode, "ok": ok, "status": status, "workers": W, "versions": len(prop),
                   "model_bytes": size,
