@@ -78,7 +78,6 @@ print(max(32768, int(bps / 8 / 100)))  # 10 ms of traffic: tbf needs at least a 
     "${ex[@]}" tc qdisc add dev "$2" root tbf rate "$3" burst "$burst" latency 100ms
   fi
 }
-HAS_NETEM=0
 DELAY_USED=none
 
 # A namespace NAME at IP on the bridge; OUT: shape what leaves it (daemon, cache), IN: what enters it (a worker).
@@ -97,7 +96,7 @@ setup_net() {
   mkns d "$NET.2" out "$RATE" || return 1
   mkns c "$NET.3" out "$CACHE_RATE" || return 1
   for k in $(seq 1 "$W"); do mkns "w$k" "$NET.$((10 + k))" in "$RATE" || return 1; done
-  if tc qdisc show dev "${TAG}hw1" | grep -q netem; then HAS_NETEM=1; DELAY_USED=$DELAY; fi
+  if tc qdisc show dev "${TAG}hw1" | grep -q netem; then DELAY_USED=$DELAY; fi
 }
 
 # Bytes that left the daemon's namespace so far (its veth's counter: weights, and the small ZeroMQ messages).
