@@ -168,6 +168,34 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
   lt_test_rmdir(dir);
 }
 
+/* checkpoint.publish_deltas false (make weights-bench's whole-file modes): no version has a delta.zst, and the
+ * workers take every version whole. */
+Test(pipeline, publish_deltas_off_sends_whole_files, .timeout = 120) {
+  char *dir = lt_test_tmpdir("wnodelta");
+  char rd[4200], portset[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(portset, sizeof portset, "transport.weights_port=%d", lt_test_free_port());
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset, "--set",
+                        "transport.weights_serve=all", "--set", "checkpoint.publish_deltas=false", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 10, "ls -d %s/checkpoints/v* | wc -l; ls %s/checkpoints/v*/delta.zst 2>/dev/null | wc -l; "
+                                  "cat %s/logs/local-*.log | grep -c 'weights version [1-9][0-9]* from'; "
+                                  "cat %s/logs/local-*.log | grep -c 'a delta against'",
+                          rd, rd, rd, rd),
+               0);
+  int versions = 0, deltas = -1, whole = 0, applied = -1;
+  cr_assert_eq(sscanf(r.out, "%d %d %d %d", &versions, &deltas, &whole, &applied), 4, "%s", r.out);
+  cr_expect_geq(versions, 2, "versions kept: %s", r.out);
+  cr_expect_eq(deltas, 0, "no delta.zst is written: %s", r.out);
+  cr_expect_geq(whole, 2, "the workers took versions after v0: %s", r.out);
+  cr_expect_eq(applied, 0, "none of them as a delta: %s", r.out);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
 /* A worker that drops a download (it cancels a version for a newer one, or dies) leaves the daemon writing to a
  * reset connection: that is an error for the connection, never a SIGPIPE that kills the daemon (it did: exit 141
  * in make weights-bench). */
