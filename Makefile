@@ -9,6 +9,7 @@
 #   make chaos      fault injection against real processes, CHAOS_SECONDS per scenario (docs/reliability.md)
 #   make soak       SOAK_WORKERS scripted workers x 8 slots for SOAK_SECONDS against one daemon
 #   make retrain-check  the default job, then `longtail retrain` of it: every step bit-identical (docs/replay.md)
+#   make weights-bench  publish-to-last-worker time and daemon bytes, four ways of sending weights (root)
 #   make deps       install the Debian packages the build needs
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
@@ -122,7 +123,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check FORCE
+        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check weights-bench FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -287,6 +288,16 @@ SCALE_SLOTS   ?= 800
 SCALE_SECONDS ?= 150
 scale: all
 	$(Q)SCALE_WORKERS=$(SCALE_WORKERS) SCALE_SLOTS=$(SCALE_SLOTS) SCALE_SECONDS=$(SCALE_SECONDS) LT_BIN=$(abspath $(BIN)) scripts/scale.sh
+
+# Weight propagation to workers in network namespaces behind tc-shaped links (docs/benchmarks.md, "make
+# weights-bench"): needs root; not part of `make bench`. WB_DELAY, WB_GAP_S, WB_MODES, WB_TIMEOUT_S: see the script.
+WB_WORKERS    ?= 64
+WB_VERSIONS   ?= 10
+WB_MODEL      ?= configs/models/moe-100m.json
+WB_RATE       ?= 1gbit
+weights-bench: all
+	$(Q)WB_WORKERS=$(WB_WORKERS) WB_VERSIONS=$(WB_VERSIONS) WB_MODEL=$(WB_MODEL) WB_RATE=$(WB_RATE) \
+	  LT_BIN=$(abspath $(BIN)) scripts/weights-bench.sh
 
 # ---- the main job, benchmarks, docs --------------------------------------------------
 

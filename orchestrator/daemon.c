@@ -637,6 +637,9 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     d->sigint.data = d->sigterm.data = d;
     uv_signal_start(&d->sigint, on_signal, SIGINT);
     uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    /* A client that closes while its weights or metrics download is being written (a worker cancelling a version
+     * for a newer one) is an EPIPE for that connection, not a signal that kills the daemon. */
+    signal(SIGPIPE, SIG_IGN);
     lt__eval_first(d);
     lt__scheduler_dispatch(d);
     uv_run(&d->loop, UV_RUN_DEFAULT);

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BIN=${LT_BIN:-$PWD/bin/longtail}
 SECS=${CHAOS_SECONDS:-60}
 OUT=build/chaos
-ALL="workers_sigkill worker_fault_points daemon_sigkill_resume sigint_resume second_daemon hostile_worker partition_heal reward_faults env_faults disk_full corrupt_buffer"
+ALL="workers_sigkill worker_fault_points daemon_sigkill_resume sigint_resume second_daemon hostile_worker partition_heal reward_faults env_faults disk_full corrupt_buffer weights_fanout"
 # A misspelt scenario fails before anything runs (it would otherwise be a missing command, and skipped).
 for s in "$@"; do
   case " $ALL " in
@@ -401,6 +401,149 @@ import os; f = open('$dir/run/buffer.db', 'r+b'); f.seek(4096 + 8); f.write(os.u
   [ $st = 6 ] && [ "$said" -ge 1 ] || { ok=false; FAILED=1; }
   printf '{"scenario": "corrupt_buffer", "ok": %s, "faults": 1, "exit_code": %s, "detail": "2000 random bytes written over the b-tree page 2 of buffer.db; --resume must refuse with exit 6: %s"}\n' \
     $ok $st "$(head -c 200 "$dir/resume.err" | tr '\n"' ' \047')" | tee -a "$OUT/results.jsonl"
+}
+
+# Weights fanned out through a cache (issue 36): three remote-style workers take bf16 versions and their deltas
+# from a mirror (a byte-flipping proxy in front of Debian's nginx proxy_cache in front of the daemon's weights
+# server). nginx is SIGKILLed in the middle of the workers' first (whole-file) download and restarted on the same
+# cache; the proxy flips one byte in a quarter of the model and delta responses; one worker is SIGSTOPped across
+# two publishes. Every worker must still reach the newest version, its model.safetensors with that version's hash.
+scenario_weights_fanout() {
+  local dir=$OUT/weights_fanout; rm -rf "$dir"; mkdir -p "$dir/nginx/cache" "$dir/nginx/tmp"
+  if [ ! -x /usr/sbin/nginx ]; then
+    printf '{"scenario": "weights_fanout", "ok": null, "skipped": "nginx is not installed (scripts/deps.sh)"}\n' | tee -a "$OUT/results.jsonl"
+    return
+  fi
+  local port wport nport pport; port=$(free_port); wport=$(free_port); nport=$(free_port); pport=$(free_port)
+  # limit_rate: the first download of the 3.6 MB bf16 model lasts seconds, so the kill lands inside it
+  cat > "$dir/nginx/nginx.conf" <<EOF
+$([ "$(id -u)" = 0 ] && echo "user root;")
+worker_processes 1;
+error_log $PWD/$dir/nginx/error.log;
+pid $PWD/$dir/nginx/nginx.pid;
+events { worker_connections 256; }
+http {
+  log_format cache '\$uri \$upstream_cache_status \$status \$body_bytes_sent';
+  access_log $PWD/$dir/nginx/access.log cache;
+  proxy_cache_path $PWD/$dir/nginx/cache levels=1:2 keys_zone=weights:10m max_size=1g inactive=7d use_temp_path=off;
+  client_body_temp_path $PWD/$dir/nginx/tmp; proxy_temp_path $PWD/$dir/nginx/tmp; fastcgi_temp_path $PWD/$dir/nginx/tmp;
+  uwsgi_temp_path $PWD/$dir/nginx/tmp; scgi_temp_path $PWD/$dir/nginx/tmp;
+  server {
+    listen 127.0.0.1:$nport;
+    location /weights/sha256/ {
+      proxy_pass http://127.0.0.1:$wport;
+      proxy_cache weights;
+      proxy_cache_valid 200 7d;
+      proxy_cache_lock on;
+      proxy_cache_lock_timeout 600s;
+      proxy_cache_revalidate on;
+      limit_rate 1m;
+    }
+  }
+}
+EOF
+  start_nginx() { /usr/sbin/nginx -p "$PWD/$dir/nginx" -c "$PWD/$dir/nginx/nginx.conf" -g 'daemon off;' >> "$dir/nginx/nginx.out" 2>&1 & echo $!; }
+  local ng; ng=$(start_nginx)
+  # The mirror the workers are given: passes everything through to nginx, flipping one byte in 1 of 4 model or
+  # delta bodies (each one counted in proxy.log); an upstream that dies mid-body cuts the client off likewise.
+  cat > "$dir/proxy.py" <<'EOF'
+import http.client, http.server, random, sys, threading
+up, log = int(sys.argv[2]), open(sys.argv[3], "a", buffering=1)
+rng, lock = random.Random(36), threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", up, timeout=60)
+            c.request("GET", self.path, headers={k: v for k, v in self.headers.items() if k.lower() in ("range", "if-none-match")})
+            r = c.getresponse()
+        except OSError as e:
+            log.write("upstream_down %s %s\n" % (self.path, e)); self.send_error(502); return
+        body_file = self.path.endswith(("/model.safetensors", "/delta.zst"))
+        with lock: flip = body_file and r.status in (200, 206) and rng.random() < 0.25
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding"): self.send_header(k, v)
+        self.send_header("Connection", "close"); self.end_headers()
+        n, at = 0, int(r.getheader("Content-Length") or 0) // 2
+        try:
+            while True:
+                b = r.read(65536)
+                if not b: break
+                if flip and n <= at < n + len(b):
+                    b = bytearray(b); b[at - n] ^= 0x40; b = bytes(b)
+                    log.write("flipped %s byte %d\n" % (self.path, at))
+                self.wfile.write(b); n += len(b)
+        except OSError as e:
+            log.write("cut %s after %d bytes: %s\n" % (self.path, n, e)); self.close_connection = True; return
+        if r.getheader("Content-Length") and n < int(r.getheader("Content-Length")):
+            log.write("cut %s after %d bytes: upstream closed\n" % (self.path, n))
+        self.close_connection = True
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+EOF
+  python3 "$dir/proxy.py" "$pport" "$nport" "$dir/proxy.log" 2> "$dir/proxy.err" &
+  local px=$!
+  config "$dir/cfg.json" "tcp://127.0.0.1:$port" 0 0 "{\"transport\": {\"weights_port\": $wport, \"weights_host\": \"127.0.0.1\", \"weights_serve\": \"all\", \"weights_mirrors\": [\"http://127.0.0.1:$pport/weights\"]}, \"checkpoint\": {\"publish_dtype\": \"bf16\"}, \"workers\": {\"scripted\": {\"token_us\": 80000}}}"
+  "$BIN" train "$dir/cfg.json" --run-dir "$dir/run" --log-level warn > "$dir/daemon.out" 2> "$dir/daemon.err" &
+  local d=$! k ws=()
+  sleep 1
+  for k in 1 2 3; do
+    "$BIN" worker --connect "tcp://127.0.0.1:$port" --name "wf$k" --slots 4 --backend scripted --spool "$dir/spool-wf$k" \
+      --daemon-gone 60 > /dev/null 2> "$dir/wf$k.err" &
+    ws+=($!)
+  done
+  version() { sql "$dir/run" "SELECT coalesce(max(version), 0) FROM checkpoints WHERE kind='weights'"; }
+  held() { grep -o "weights version [0-9]* from" "$dir/wf$1.err" 2>/dev/null | awk '{print $3}' | sort -n | tail -1; }
+  # 1. nginx killed while it streams v0 to the workers, then restarted on the same cache 3 s later
+  local killed_mid=0
+  for _ in $(seq 300); do [ -n "$(find "$dir/nginx/cache" -type f 2>/dev/null)" ] && break; sleep 0.1; done # nginx has v0
+  sleep 1
+  [ -z "$(held 1)$(held 2)$(held 3)" ] && killed_mid=1  # nobody holds v0 yet: the download is under way
+  pkill -9 -P "$ng" 2>/dev/null; kill -9 "$ng" 2>/dev/null; wait "$ng" 2>/dev/null
+  sleep 3
+  ng=$(start_nginx)
+  # 2. a worker stopped across two publishes
+  for _ in $(seq 600); do [ "$(version)" -ge 3 ] 2>/dev/null && break; kill -0 $d 2>/dev/null || break; sleep 0.2; done
+  local v_stop; v_stop=$(version)
+  kill -STOP "${ws[2]}"
+  for _ in $(seq 600); do [ "$(version)" -ge $((v_stop + 2)) ] 2>/dev/null && break; kill -0 $d 2>/dev/null || break; sleep 0.2; done
+  local v_cont; v_cont=$(version)
+  kill -CONT "${ws[2]}"
+  # 3. run on to v10 at least, until every worker holds the newest version at once (at most 120 s more)
+  for _ in $(seq 600); do [ "$(version)" -ge 10 ] 2>/dev/null && break; kill -0 $d 2>/dev/null || break; sleep 0.2; done
+  local conv=0 t0 vnew rec=null; t0=$(now)
+  for _ in $(seq 600); do
+    kill -0 $d 2>/dev/null || break
+    vnew=$(version)
+    [ "$(held 1)" = "$vnew" ] && [ "$(held 2)" = "$vnew" ] && [ "$(held 3)" = "$vnew" ] && { conv=1; break; }
+    sleep 0.2
+  done
+  [ $conv = 1 ] && rec=$(python3 -c "print(round($(now) - $t0, 2))")
+  kill -INT $d; wait_exit $d 60; local st=$?
+  for k in "${ws[@]}"; do kill "$k" 2>/dev/null; wait_exit "$k" 10 >/dev/null; done
+  pkill -9 -P "$ng" 2>/dev/null; kill -9 "$ng" $px 2>/dev/null; wait "$ng" $px 2>/dev/null
+  # every worker's copy of the newest version it took has that version's published hash
+  local right=0 h want got
+  for k in 1 2 3; do
+    h=$(held $k); [ -n "$h" ] || continue
+    want=$(sql "$dir/run" "SELECT sha256 FROM checkpoints WHERE kind='weights' AND version=$h")
+    got=$(sha256sum "$dir/spool-wf$k.weights/v$h/model.safetensors" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$want" ] && [ "$want" = "$got" ] && right=$((right + 1))
+  done
+  local flipped cut refused fellback skipped
+  flipped=$(grep -c "^flipped" "$dir/proxy.log" 2>/dev/null); cut=$(grep -c "^cut\|^upstream_down" "$dir/proxy.log" 2>/dev/null)
+  refused=$(cat "$dir"/wf*.err | grep -c "sha256 .*announced\|delta.zst: .*fetching the whole")
+  fellback=$(cat "$dir"/wf*.err | grep -c "trying http://127.0.0.1:$wport")
+  # versions the stopped worker never took (it went from what it held to the newest announced)
+  skipped=$(python3 -c "
+import re; vs = sorted({int(m) for m in re.findall(r'weights version (\d+) from', open('$dir/wf3.err').read())})
+print(sum(b - a - 1 for a, b in zip(vs, vs[1:])))")
+  local ok=true
+  [ $conv = 1 ] && [ $right = 3 ] && [ $killed_mid = 1 ] && [ "${flipped:-0}" -ge 1 ] && [ "${refused:-0}" -ge 1 ] && [ "${skipped:-0}" -ge 1 ] || { ok=false; FAILED=1; }
+  printf '{"scenario": "weights_fanout", "ok": %s, "faults": %s, "cache_killed_mid_transfer": %s, "corrupted_bytes_served": %s, "corrupt_copies_refused": %s, "transfers_cut": %s, "fell_back_to_daemon": %s, "versions_skipped": %s, "worker_stopped_v": "%s-%s", "newest_version": %s, "workers_on_newest_with_right_hash": %s, "recovery_s": %s, "daemon_exit": %s, "detail": "3 scripted workers, bf16 + deltas of tiny-moe through a byte-flipping proxy -> nginx proxy_cache -> the daemon; nginx SIGKILLed during the first download and restarted, 1 in 4 model/delta bodies with a flipped byte, wf3 SIGSTOPped across publishes; recovery_s: from v10 until all 3 held the newest version"}\n' \
+    $ok $((1 + ${flipped:-0} + 1)) $killed_mid "${flipped:-0}" "${refused:-0}" "${cut:-0}" "${fellback:-0}" "${skipped:-0}" "$v_stop" "$v_cont" "${vnew:-null}" $right "$rec" $st \
+    | tee -a "$OUT/results.jsonl"
 }
 
 for s in ${@:-$ALL}; do

@@ -43,6 +43,7 @@ struct lt_train {
   char tok_src[4096];
   lt_st_dtype publish_dtype; /* checkpoint.publish_dtype */
   char publish_dir[4096];    /* checkpoint.publish_dir, "" when off */
+  int publish_deltas;        /* checkpoint.publish_deltas */
   char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
@@ -232,6 +233,7 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->ckpt_keep = (int)lt_config_int(c, "checkpoint.keep");
   l->publish_dtype = strcmp(lt_config_str(c, "checkpoint.publish_dtype"), "bf16") ? LT_ST_F32 : LT_ST_BF16;
   snprintf(l->publish_dir, sizeof l->publish_dir, "%s", lt_config_str(c, "checkpoint.publish_dir"));
+  l->publish_deltas = lt_config_bool(c, "checkpoint.publish_deltas");
   read_guards(c, &l->g);
   const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
   l->stale_auto = cJSON_IsString(ms);
@@ -334,7 +336,8 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
 }
 
 /* Writes the policy as version v for the workers (in checkpoint.publish_dtype, with delta.zst against v-1 for
- * workers that hold it, and a copy in checkpoint.publish_dir); older versions go. */
+ * workers that hold it unless checkpoint.publish_deltas is off, and a copy in checkpoint.publish_dir); older
+ * versions go. */
 static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   if (policy_dir_of(l, v, r->dir, sizeof r->dir) < 0) return LT_EINVAL;
   int rc = lt_model_save_as(lt_trainer_policy(l->tr), r->dir, l->publish_dtype);
@@ -342,7 +345,7 @@ static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   char st[4200], prev[4200];
   snprintf(st, sizeof st, "%s/model.safetensors", r->dir);
   if (rc == 0) rc = lt_sha256_file(st, r->sha);
-  if (rc == 0 && v > 0 && policy_dir_of(l, v - 1, prev, sizeof prev - 20) == 0) {
+  if (rc == 0 && l->publish_deltas && v > 0 && policy_dir_of(l, v - 1, prev, sizeof prev - 20) == 0) {
     /* A delta only where the previous version is still on disk (a resumed run may have pruned it). */
     char base[4300], delta[4300];
     snprintf(base, sizeof base, "%s/model.safetensors", prev);

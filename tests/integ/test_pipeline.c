@@ -1,10 +1,15 @@
 /* The daemon and workers as real processes on loopback: the smoke run, a
  * worker killed mid-task, the daemon killed and resumed, hostile peers. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -187,6 +192,84 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
     cr_expect(strstr(r.out, "SAME"), "local-%d: %s %s", k, r.out, r.err);
     lt_run_free(&r);
   }
+  lt_test_rmdir(dir);
+}
+
+/* checkpoint.publish_deltas false (make weights-bench's whole-file modes): no version has a delta.zst, and the
+ * workers take every version whole. */
+Test(pipeline, publish_deltas_off_sends_whole_files, .timeout = 120) {
+  char *dir = lt_test_tmpdir("wnodelta");
+  char rd[4200], portset[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(portset, sizeof portset, "transport.weights_port=%d", lt_test_free_port());
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset, "--set",
+                        "transport.weights_serve=all", "--set", "checkpoint.publish_deltas=false", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 10, "ls -d %s/checkpoints/v* | wc -l; ls %s/checkpoints/v*/delta.zst 2>/dev/null | wc -l; "
+                                  "cat %s/logs/local-*.log | grep -c 'weights version [1-9][0-9]* from'; "
+                                  "cat %s/logs/local-*.log | grep -c 'a delta against'",
+                          rd, rd, rd, rd),
+               0);
+  int versions = 0, deltas = -1, whole = 0, applied = -1;
+  cr_assert_eq(sscanf(r.out, "%d %d %d %d", &versions, &deltas, &whole, &applied), 4, "%s", r.out);
+  cr_expect_geq(versions, 2, "versions kept: %s", r.out);
+  cr_expect_eq(deltas, 0, "no delta.zst is written: %s", r.out);
+  cr_expect_geq(whole, 2, "the workers took versions after v0: %s", r.out);
+  cr_expect_eq(applied, 0, "none of them as a delta: %s", r.out);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+/* A worker that drops a download (it cancels a version for a newer one, or dies) leaves the daemon writing to a
+ * reset connection: that is an error for the connection, never a SIGPIPE that kills the daemon (it did: exit 141
+ * in make weights-bench). */
+Test(pipeline, a_weights_client_hanging_up_mid_download_does_not_kill_the_daemon, .timeout = 120) {
+  char *dir = lt_test_tmpdir("wdrop");
+  char rd[4200], portset[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  int port = lt_test_free_port();
+  snprintf(portset, sizeof portset, "transport.weights_port=%d", port);
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset,
+                        "--set", "scheduler.max_tasks=100000", "--set", "learner.steps=30", NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  cr_assert_gt(d, 0);
+  char *body = NULL;
+  for (int i = 0; i < 600 && !(body && strstr(body, " 200 ")); i++, usleep(100000)) {
+    free(body);
+    body = lt_test_http(port, "GET", "/weights/0/config.json", NULL);
+  }
+  cr_assert(body && strstr(body, " 200 "), "the weights server did not answer: %s", body ? body : "unreachable");
+  free(body);
+  /* The client reads what has arrived and closes (a FIN: the daemon may go on writing); the rest of the 7 MB file
+   * then meets a reset, and the daemon's next write fails with EPIPE. */
+  int st = 0;
+  for (int k = 0; k < 20; k++) {
+    cr_assert_eq(waitpid(d, &st, WNOHANG), 0, "the daemon died (signal %d) after %d clients hung up mid-download",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : 0, k);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+    cr_assert_geq(fd, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char req[] = "GET /weights/0/model.safetensors HTTP/1.1\r\nHost: test\r\n\r\n";
+    cr_assert_eq(write(fd, req, sizeof req - 1), (ssize_t)sizeof req - 1);
+    char buf[65536];
+    cr_assert_gt(read(fd, buf, sizeof buf), 0);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    while (read(fd, buf, sizeof buf) > 0) {}
+    close(fd);
+    usleep(100000);
+  }
+  cr_assert_eq(waitpid(d, &st, WNOHANG), 0, "the daemon died (signal %d) when a client hung up mid-download",
+               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  body = lt_test_http(port, "GET", "/weights/0/config.json", NULL);
+  cr_expect(body && strstr(body, " 200 "), "%s", body ? body : "unreachable");
+  free(body);
+  kill(d, SIGTERM);
+  cr_assert_eq(lt_test_wait(d, 60), 0);
   lt_test_rmdir(dir);
 }
 
