@@ -39,6 +39,8 @@ struct lt_http_conn {
   int64_t off, size;
   char *chunk;
   int fs_busy;         /* a read is in flight: memory is freed by its callback */
+  int64_t *sent;       /* lt_http_file_opts_t.sent: body bytes written so far are added here */
+  int64_t writing;     /* body bytes of the write in flight */
   int freed;           /* handles closed while a read was in flight */
 };
 
@@ -229,6 +231,8 @@ static void on_chunk_read(uv_fs_t *r);
 
 static void on_chunk_written(uv_write_t *w, int status) {
   lt_http_conn_t *c = w->data;
+  if (status >= 0 && c->sent) *c->sent += c->writing; /* what reached the socket, not what was planned */
+  c->writing = 0;
   if (status < 0 || c->gone || c->off >= c->size) {
     file_done(c);
     return;
@@ -254,6 +258,7 @@ static void on_chunk_read(uv_fs_t *r) {
     return;
   }
   c->off += n;
+  c->writing = n;
   uv_buf_t b = uv_buf_init(c->chunk, (unsigned)n);
   c->wr.data = c;
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_chunk_written) < 0) file_done(c);
@@ -333,7 +338,7 @@ int lt_http_respond_file_opts(lt_http_conn_t *c, const char *ctype, const char *
   }
   c->off = from;
   c->size = to;
-  if (o && o->sent) *o->sent = to - from;
+  c->sent = o ? o->sent : NULL;
   char head[1024], cr[128] = "";
   if (ranged) snprintf(cr, sizeof cr, "Content-Range: bytes %lld-%lld/%lld\r\n", (long long)from, (long long)to - 1, (long long)total);
   int n = snprintf(head, sizeof head,

@@ -49,7 +49,8 @@ typedef struct {
   const char *etag;          /* quoted, e.g. "\"<sha256>\"", or NULL */
   const char *cache_control; /* e.g. "public, max-age=31536000, immutable", or NULL */
   int ranges;
-  int64_t *sent;             /* set: receives the body's length (the range's), 0 for a 304 */
+  int64_t *sent;             /* set: the body bytes written are added to it as they go (a download cut short
+                                counts what was sent); it must outlive the response */
 } lt_http_file_opts_t;
 int lt_http_respond_file_opts(lt_http_conn_t *c, const char *content_type, const char *path, const lt_http_file_opts_t *o);
 /* A streamed response (server-sent events): the head goes out with

@@ -161,8 +161,9 @@ struct lt_daemon {
     int64_t version, published_ms, bytes_sent;
     int reached;             /* every live worker has reported it */
     char sha[65], dir[4096];
-  } pubs[8];
-  int npubs;
+  } pubs[8];                 /* a ring: version k of the run's publishes in slot k % 8 */
+  int npubs;                 /* slots in use */
+  int64_t npublished;
   float propagation_s[1024]; /* publish → the last live worker on it, per version (the newest 1024) */
   int npropagation;
   char delta_base[65];       /* the current version's delta.zst applies to this model file; "" none */

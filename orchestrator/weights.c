@@ -33,20 +33,22 @@ static int servable(const char *file) {
 /* GET /weights/sha256/<sha>/<file>: immutable, cacheable, resumable. */
 static void by_hash(lt_daemon_t *d, lt_http_conn_t *c, const char *p) {
   const char *file = strlen(p) > 65 && p[64] == '/' ? p + 65 : NULL;
-  int i = d->npubs;
-  if (file && servable(file) && strspn(p, "0123456789abcdef") == 64)
-    for (i = 0; i < d->npubs && strncmp(d->pubs[i].sha, p, 64); i++) {}
-  if (i == d->npubs) { /* not a version this daemon still has: nothing else is ever served */
+  int i = -1;
+  /* The newest version with these weights: versions of equal weights share the address, and only a version
+   * after the first has a delta. */
+  for (int k = 0; file && servable(file) && strspn(p, "0123456789abcdef") == 64 && k < d->npubs; k++)
+    if (!strncmp(d->pubs[k].sha, p, 64) && (i < 0 || d->pubs[k].version > d->pubs[i].version)) i = k;
+  if (i < 0) { /* not a version this daemon still has: nothing else is ever served */
     lt_http_respond(c, 404, NULL, "not found\n", 10);
     return;
   }
   char path[4400], etag[160];
   snprintf(path, sizeof path, "%s/%s", d->pubs[i].dir, file);
   snprintf(etag, sizeof etag, "\"%.64s-%s\"", p, file);
-  int64_t sent = 0;
-  lt_http_file_opts_t o = {.etag = etag, .cache_control = "public, max-age=31536000, immutable", .ranges = 1, .sent = &sent};
+  /* The slot stays put while its version is served (a ring, reused only 8 versions later). */
+  lt_http_file_opts_t o = {.etag = etag, .cache_control = "public, max-age=31536000, immutable", .ranges = 1,
+                           .sent = &d->pubs[i].bytes_sent};
   lt_http_respond_file_opts(c, strstr(file, ".json") ? "application/json" : "application/octet-stream", path, &o);
-  d->pubs[i].bytes_sent += sent;
 }
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
@@ -106,15 +108,16 @@ const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap) {
 void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha) {
   int n = (int)(sizeof d->pubs / sizeof *d->pubs);
   /* What the version before cost the daemon's link, now that the workers have had it. */
-  if (d->npubs > 0 && d->weights_http) lt__metric(d, "weights/bytes_sent_per_version", (double)d->pubs[d->npubs - 1].bytes_sent);
-  if (d->npubs == n) memmove(&d->pubs[0], &d->pubs[1], sizeof d->pubs[0] * (size_t)(n - 1)), d->npubs--;
-  d->pubs[d->npubs].version = version;
-  d->pubs[d->npubs].published_ms = lt__now_ms();
-  d->pubs[d->npubs].bytes_sent = 0;
-  d->pubs[d->npubs].reached = 0;
-  snprintf(d->pubs[d->npubs].sha, sizeof d->pubs[0].sha, "%s", sha);
-  snprintf(d->pubs[d->npubs].dir, sizeof d->pubs[0].dir, "%s", dir);
-  d->npubs++;
+  if (d->npublished > 0 && d->weights_http)
+    lt__metric(d, "weights/bytes_sent_per_version", (double)d->pubs[(d->npublished - 1) % n].bytes_sent);
+  int k = (int)(d->npublished++ % n);
+  d->pubs[k].version = version;
+  d->pubs[k].published_ms = lt__now_ms();
+  d->pubs[k].bytes_sent = 0;
+  d->pubs[k].reached = 0;
+  snprintf(d->pubs[k].sha, sizeof d->pubs[0].sha, "%s", sha);
+  snprintf(d->pubs[k].dir, sizeof d->pubs[0].dir, "%s", dir);
+  if (d->npubs < n) d->npubs++;
   /* The delta's header (80 bytes) says which model file it applies to; a version without one has none. */
   char p[4200];
   lt_delta_info_t di;

@@ -41,6 +41,12 @@ typedef struct {
   int64_t fetch_version;
   char fetch_sha[65];
   char have_sha[65], have_dir[4096]; /* the fetched version being used: a delta's base */
+  /* The newest version announced while a download was in flight: fetched when that one ends (cancelling it
+   * instead would let a worker slower than the publishes never finish a version). */
+  char *next_url;
+  char next_sha[65], next_base[65];
+  int64_t next_version;
+  cJSON *next_mirrors;
   cJSON *pending_settings; /* WELCOME's settings, while its weights download */
   uv_signal_t sigint, sigterm;
   lt_spool_t *spool;
@@ -256,12 +262,29 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
 
 static int is_url(const char *s) { return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)); }
 
+static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version, const char *delta_base,
+                         const cJSON *mirrors);
+
+/* The version announced while the last download ran, if it is newer than what the worker has now. */
+static void fetch_next(worker_t *w) {
+  char *url = w->next_url;
+  cJSON *mirrors = w->next_mirrors;
+  w->next_url = NULL;
+  w->next_mirrors = NULL;
+  if (url && w->next_version > w->version && !w->pending_settings &&
+      fetch_weights(w, url, w->next_sha, w->next_version, w->next_base, mirrors) < 0)
+    LT_ERROR("worker", "weights version %lld: %s", (long long)w->next_version, lt_error_msg());
+  free(url);
+  cJSON_Delete(mirrors);
+}
+
 static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, const char *err, void *ud) {
   worker_t *w = ud;
   w->fetch = NULL;
   if (rc < 0) {
     LT_ERROR("worker", "weights version %lld: %s", (long long)w->fetch_version, err);
     if (w->pending_settings) stop(w, lt_error_exit_code(rc)); /* nothing to run rollouts with */
+    else fetch_next(w);
     return;
   }
   LT_INFO("worker", "weights version %lld from %s: %lld bytes downloaded%s", (long long)w->fetch_version, st->from,
@@ -298,20 +321,36 @@ static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, cons
     lt_fs_remove_tree(old);
   }
   if (dd) closedir(dd);
+  fetch_next(w);
 }
 
-/* Downloads a version announced by URL into <spool>.weights/vN (a newer
- * announcement replaces a download in flight): from the shared folder
- * (--weights-dir) or a mirror first when there are some, as a delta when it
- * applies to the version this worker holds. */
+/* Downloads a version announced by URL into <spool>.weights/vN: from the
+ * shared folder (--weights-dir) or a mirror first when there are some, as a
+ * delta when it applies to the version this worker holds.  While another
+ * download runs, the newest announcement waits for it; weights the worker
+ * already holds (a version that changed nothing) are taken without one. */
 static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version, const char *delta_base,
                          const cJSON *mirrors) {
   if (!w->http) {
     int rc = lt_httpc_create(&w->loop, &w->http);
     if (rc < 0) return rc;
   }
-  lt_fetch_cancel(w->fetch);
-  w->fetch = NULL;
+  if (w->backend && sha && sha[0] && !strcmp(sha, w->have_sha) && !w->fetch) {
+    w->version = version;
+    lt_gateway_set_version(w->actx.gateway, w->version);
+    return 0;
+  }
+  if (w->fetch) {
+    free(w->next_url);
+    cJSON_Delete(w->next_mirrors);
+    w->next_url = strdup(url);
+    w->next_mirrors = mirrors ? cJSON_Duplicate(mirrors, 1) : NULL;
+    if (!w->next_url || (mirrors && !w->next_mirrors)) return lt_error_set(LT_ENOMEM, "worker: out of memory");
+    snprintf(w->next_sha, sizeof w->next_sha, "%s", sha ? sha : "");
+    snprintf(w->next_base, sizeof w->next_base, "%s", delta_base ? delta_base : "");
+    w->next_version = version;
+    return 0;
+  }
   char dir[4200];
   snprintf(dir, sizeof dir, "%s.weights/v%lld", w->o.spool, (long long)version);
   w->fetch_version = version;
@@ -697,6 +736,8 @@ out:
   lt_fetch_cancel(w->fetch);
   if (w->http) lt_httpc_close(w->http, NULL, NULL);
   cJSON_Delete(w->pending_settings);
+  free(w->next_url);
+  cJSON_Delete(w->next_mirrors);
   for (int i = 0; w->agents && i < o->slots; i++)
     if (w->agents[i]) lt_agent_discard(w->agents[i]);
   lt_gateway_close(w->actx.gateway);
