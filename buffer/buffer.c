@@ -762,8 +762,8 @@ int lt_buffer_traj_quarantine(lt_buffer_t *b, int64_t task_id, int64_t step, con
       "DELETE FROM trajectories WHERE task_id = ?1",
       /* Queued in the same transaction: a daemon that dies before it requeues the task finds it open on resume. */
       "UPDATE tasks SET status = 'queued', worker = NULL WHERE id = ?1",
-      "SELECT k.prompt_id, k.domain, k.attempts, p.spec FROM tasks k JOIN prompts p ON p.id = k.prompt_id "
-      "WHERE k.id = ?1",
+      ("SELECT k.prompt_id, k.domain, k.attempts, p.spec FROM tasks k JOIN prompts p ON p.id = k.prompt_id "
+       "WHERE k.id = ?1"),
   };
   int rc = lt_buffer_begin(b);
   for (size_t i = 0; rc == 0 && i < sizeof SQL / sizeof SQL[0]; i++) {
