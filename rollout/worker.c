@@ -327,18 +327,12 @@ static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, cons
 /* Downloads a version announced by URL into <spool>.weights/vN: from the
  * shared folder (--weights-dir) or a mirror first when there are some, as a
  * delta when it applies to the version this worker holds.  While another
- * download runs, the newest announcement waits for it; weights the worker
- * already holds (a version that changed nothing) are taken without one. */
+ * download runs, the newest announcement waits for it. */
 static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t version, const char *delta_base,
                          const cJSON *mirrors) {
   if (!w->http) {
     int rc = lt_httpc_create(&w->loop, &w->http);
     if (rc < 0) return rc;
-  }
-  if (w->backend && sha && sha[0] && !strcmp(sha, w->have_sha) && !w->fetch) {
-    w->version = version;
-    lt_gateway_set_version(w->actx.gateway, w->version);
-    return 0;
   }
   if (w->fetch) {
     free(w->next_url);
