@@ -103,7 +103,8 @@ int lt_cmd_stats(int argc, char **argv) {
   for (int i = 0; i < 4; i++) tn[i] = lt_buffer_count_tasks(b, (lt_task_status)i);
   cJSON_AddItemToObject(o, "tasks", counts(tk, tn, 4));
   for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rn[i] = lt_buffer_count_status(b, (lt_sample_state)i);
-  static const char *rk[] = {"ready", "consumed", "stale", "filtered", "failed", "eval"};
+  const char *rk[LT_SAMPLE_NSTATES];
+  for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rk[i] = lt_sample_state_name((lt_sample_state)i); /* every state, named once */
   cJSON *tr = counts(rk, rn, LT_SAMPLE_NSTATES);
   cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
   cJSON_AddItemToObject(o, "trajectories", tr);
@@ -150,9 +151,10 @@ int lt_cmd_stats(int argc, char **argv) {
     printf("policy version  %.0f (learner step %.0f)\n", num(o, "policy_version"), num(o, "learner_step"));
     printf("tasks           %.0f: %.0f queued, %.0f dispatched, %.0f done, %.0f failed\n", num(t, "total"),
            num(t, "queued"), num(t, "dispatched"), num(t, "done"), num(t, "failed"));
-    printf("trajectories    %.0f: %.0f ready, %.0f consumed, %.0f stale, %.0f filtered, %.0f failed, %.0f eval; "
-           "%.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"), num(tr, "stale"),
-           num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "duplicates_rejected"));
+    printf("trajectories    %.0f: %.0f ready, %.0f consumed, %.0f stale, %.0f filtered, %.0f failed, %.0f eval, "
+           "%.0f masked; %.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"),
+           num(tr, "stale"), num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "masked"),
+           num(tr, "duplicates_rejected"));
     printf("reward mean     %.4f\n", reward);
     printf("workers         %.0f seen, %lld alive\n", seen, (long long)alive);
     printf("eval (pass@1)  ");

@@ -36,7 +36,7 @@ int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **o
     return rc;
   }
   /* The learner shuffled the set it chose, quarantined members included, and packed the others in that order. */
-  memcpy(all + n, q, sizeof *q * (size_t)nq);
+  if (nq) memcpy(all + n, q, sizeof *q * (size_t)nq); /* q is NULL when none was quarantined */
   lt__batch_shuffle(all, n + nq, seed, step);
   int k = 0;
   for (int i = 0; i < n + nq; i++) {
