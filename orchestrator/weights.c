@@ -36,7 +36,8 @@ static void by_hash(lt_daemon_t *d, lt_http_conn_t *c, const char *p) {
   int i = -1;
   /* The newest version with these weights: versions of equal weights share the address, and only a version
    * after the first has a delta. */
-  for (int k = 0; file && servable(file) && strspn(p, "0123456789abcdef") == 64 && k < d->npubs; k++)
+  int valid = file && servable(file) && strspn(p, "0123456789abcdef") == 64;
+  for (int k = 0; valid && k < d->npubs; k++)
     if (!strncmp(d->pubs[k].sha, p, 64) && (i < 0 || d->pubs[k].version > d->pubs[i].version)) i = k;
   if (i < 0) { /* not a version this daemon still has: nothing else is ever served */
     lt_http_respond(c, 404, NULL, "not found\n", 10);

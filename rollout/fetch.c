@@ -85,7 +85,7 @@ static void next_file(lt_fetch_t *f) {
   }
 }
 
-static void model_path(const lt_fetch_t *f, const char *dir, const char *name, char *out, size_t cap) {
+static void model_path(const char *dir, const char *name, char *out, size_t cap) {
   snprintf(out, cap, "%s/%s", dir, name);
 }
 
@@ -94,9 +94,9 @@ static void work_run(uv_work_t *w) {
   char path[4200], delta[4200], base[4200];
   f->work_err[0] = 0;
   if (f->kind == WORK_APPLY) {
-    model_path(f, f->dir, "delta.zst", delta, sizeof delta);
-    model_path(f, f->base_dir, "model.safetensors", base, sizeof base);
-    model_path(f, f->dir, "model.safetensors", path, sizeof path);
+    model_path(f->dir, "delta.zst", delta, sizeof delta);
+    model_path(f->base_dir, "model.safetensors", base, sizeof base);
+    model_path(f->dir, "model.safetensors", path, sizeof path);
     lt_delta_info_t di;
     f->work_rc = lt_delta_info(delta, &di);
     if (f->work_rc == 0 && strcmp(di.target_sha, f->sha))
@@ -107,7 +107,7 @@ static void work_run(uv_work_t *w) {
     unlink(delta);
     return;
   }
-  model_path(f, f->kind == WORK_SHARED ? f->shared : f->dir, "model.safetensors", path, sizeof path);
+  model_path(f->kind == WORK_SHARED ? f->shared : f->dir, "model.safetensors", path, sizeof path);
   f->work_rc = lt_sha256_file(path, f->got);
   if (f->work_rc < 0) snprintf(f->work_err, sizeof f->work_err, "%s", lt_error_msg());
 }
@@ -148,7 +148,7 @@ static void work_done(uv_work_t *w, int status) {
     if (f->work_rc < 0 || strcmp(f->got, f->sha)) {
       snprintf(e, sizeof e, "%s/model.safetensors: sha256 %s, announced %s", f->urls[f->ui],
                f->work_rc < 0 ? "unreadable" : f->got, f->sha);
-      model_path(f, f->dir, "model.safetensors", path, sizeof path);
+      model_path(f->dir, "model.safetensors", path, sizeof path);
       unlink(path);
       source_failed(f, LT_ECORRUPT, e);
       return;
@@ -213,7 +213,7 @@ static int step(lt_fetch_t *f) {
 /* The current source from its first file: its delta when the worker holds the delta's base. */
 static int begin(lt_fetch_t *f) {
   char base[4200];
-  model_path(f, f->base_dir, "model.safetensors", base, sizeof base);
+  model_path(f->base_dir, "model.safetensors", base, sizeof base);
   f->delta = f->delta_base[0] && f->sha[0] && f->base_dir[0] && lt_fs_exists(base);
   f->next = 0;
   return step(f);

@@ -468,14 +468,10 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
   lt_test_rmdir(dir);
 }
 
-/* CURVE: only workers whose key is listed (and the daemon's own local workers)
- * get in; an unknown key and a plain-TCP worker are refused and the run
- * completes without them. */
-Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
-  char *dir = lt_test_tmpdir("curve");
-  char cfg[4200], rd[4200], ep[64], p[4300];
-  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
-  snprintf(rd, sizeof rd, "%s/run", dir);
+/* CURVE keys daemon, w1 and w2 in dir (`longtail keygen`), and the fault config (spawn local workers, tasks, extra)
+ * made CURVE admitting w1's key: its parsed JSON, for the caller to finish, write and delete. */
+static cJSON *curve_config(const char *dir, const char *cfg, int port, int spawn, int tasks, const char *extra) {
+  char p[4300];
   const char *names[] = {"daemon", "w1", "w2"};
   for (int i = 0; i < 3; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -485,10 +481,7 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
     cr_assert_eq(r.status, 0, "%s", r.err);
     lt_run_free(&r);
   }
-  int port = lt_test_free_port();
-  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-  /* The fault config with one local worker, its transport section made CURVE. */
-  lt_test_fault_config(cfg, port, 1, 96, "");
+  lt_test_fault_config(cfg, port, spawn, tasks, extra);
   char *base = lt_test_read(cfg);
   cJSON *j = cJSON_Parse(base);
   free(base);
@@ -497,6 +490,22 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   cJSON_AddBoolToObject(tr, "curve", 1);
   snprintf(p, sizeof p, "%s/w1.pub", dir);
   cJSON_AddStringToObject(tr, "client_keys", p);
+  return j;
+}
+
+/* CURVE: only workers whose key is listed (and the daemon's own local workers)
+ * get in; an unknown key and a plain-TCP worker are refused and the run
+ * completes without them. */
+Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
+  char *dir = lt_test_tmpdir("curve");
+  char cfg[4200], rd[4200], ep[64], p[4300];
+  snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  int port = lt_test_free_port();
+  snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+  /* The fault config with one local worker, its transport section made CURVE. */
+  cJSON *j = curve_config(dir, cfg, port, 1, 96, "");
+  cJSON *tr = cJSON_GetObjectItem(j, "transport");
   char *out = cJSON_Print(j);
   cr_assert_eq(lt_test_write(cfg, out), 0);
   free(out);
@@ -559,27 +568,11 @@ Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
   char cfg[4200], rd[4200], ep[64], p[4300];
   snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
   snprintf(rd, sizeof rd, "%s/run", dir);
-  const char *names[] = {"daemon", "w1", "w2"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-    const char *kg[] = {"longtail", "keygen", "--out", p, NULL};
-    lt_run_t r;
-    cr_assert_eq(lt_test_run(&r, NULL, 30, kg), 0);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    lt_run_free(&r);
-  }
   int port = lt_test_free_port();
   snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
   /* No local workers and no learner: the daemon only listens, with CURVE admitting w1. */
-  lt_test_fault_config(cfg, port, 0, 64, "\"learner\": {\"enabled\": false}");
-  char *base = lt_test_read(cfg);
-  cJSON *j = cJSON_Parse(base);
-  free(base);
-  cr_assert_not_null(j);
+  cJSON *j = curve_config(dir, cfg, port, 0, 64, "\"learner\": {\"enabled\": false}");
   cJSON *tr = cJSON_GetObjectItem(j, "transport");
-  cJSON_AddBoolToObject(tr, "curve", 1);
-  snprintf(p, sizeof p, "%s/w1.pub", dir);
-  cJSON_AddStringToObject(tr, "client_keys", p);
   snprintf(p, sizeof p, "%s/daemon.key", dir);
   cJSON_AddStringToObject(tr, "server_secret_key", p);
   char *out = cJSON_Print(j);
