@@ -153,7 +153,7 @@ struct lt_daemon {
   /* local workers */
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
-  struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
+  struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
   struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
   /* The versions still on disk, by the SHA-256 in their content-addressed URLs (weights.c). */
@@ -265,7 +265,7 @@ void lt__weights_heartbeat(lt_daemon_t *d);
 /* Every few seconds: weights/lag/<worker> for the workers whose lag changed. */
 void lt__weights_report(lt_daemon_t *d);
 
-/* prometheus.c: the text endpoint on monitor.prometheus_port */
+/* prometheus.c: what monitor.prometheus_port exposes (the endpoint is net/prom.c) */
 int lt__prom_start(lt_daemon_t *d);
 /* Records the latest value of a run metric for the endpoint. */
 void lt__prom_set(lt_daemon_t *d, const char *name, double v);
