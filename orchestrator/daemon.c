@@ -336,6 +336,8 @@ static int cmp_float(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+void lt__sort_floats(float *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_float); }
+
 /* Every few seconds: the pipeline overhead's quantiles and the daemon's
  * resident memory, so that a long run shows whether either drifts. */
 static void report_health(lt_daemon_t *d, int64_t now) {
@@ -345,7 +347,7 @@ static void report_health(lt_daemon_t *d, int64_t now) {
   if (n > 0) {
     static float tmp[4096];
     memcpy(tmp, d->overhead_ms, sizeof *tmp * (size_t)n);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_float);
+    lt__sort_floats(tmp, n);
     lt__metric(d, "dispatch/overhead_p50_ms", tmp[n / 2]);
     lt__metric(d, "dispatch/overhead_p99_ms", tmp[(int)(n * 0.99)]);
     d->noverhead = 0;

@@ -154,13 +154,12 @@ struct lt_daemon {
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
   struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
-  struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
+  struct lt_wserver *wserver; /* weights over HTTP (net/wserver.h), NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
-  /* The versions still on disk, by the SHA-256 in their content-addressed URLs (weights.c). */
+  /* The versions published lately, until every live worker runs them (weights/propagation_s). */
   struct {
-    int64_t version, published_ms, bytes_sent;
+    int64_t version, published_ms;
     int reached;             /* every live worker has reported it */
-    char sha[65], dir[4096];
   } pubs[8];                 /* a ring: version k of the run's publishes in slot k % 8 */
   int npubs;                 /* slots in use */
   int64_t npublished;
@@ -251,12 +250,12 @@ void lt__spawn_stop(lt_daemon_t *d);
 /* After the loop has closed the process handles. */
 void lt__spawn_free(lt_daemon_t *d);
 
-/* weights.c: checkpoints over HTTP for workers on other hosts */
+/* weights.c: where workers find the weights, WEIGHTS, what publishing costs */
 int lt__weights_start(lt_daemon_t *d);
 void lt__weights_stop(lt_daemon_t *d);
 /* Where worker w finds the current weights: the directory, or a URL. */
 const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap);
-/* A version was published: its files become servable under /weights/sha256/<sha>/. */
+/* A version was published: the weights server serves it, its propagation is timed. */
 void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
 /* The WEIGHTS message for worker w (url: storage for its location). */
 void lt__weights_msg(lt_daemon_t *d, int w, lt_msg_t *m, char *url, size_t cap);
@@ -277,6 +276,8 @@ void lt__runlock_release(lt_daemon_t *d);
 
 /* daemon.c */
 int64_t lt__now_ms(void);
+/* Sorts samples ascending, for their quantiles. */
+void lt__sort_floats(float *v, int n);
 void lt__metric(lt_daemon_t *d, const char *name, double value);
 /* rollout/timeouts_masked: the masked timeouts stored since it was last written; at each learner step (step 1)
  * and, when some are left, as the run finishes (step 0).  Only with rollout.on_timeout mask. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -228,4 +229,19 @@ int lt_delta_apply(const char *base, const char *delta, const char *out) {
   free(b);
   ZSTD_freeDCtx(dx);
   return rc;
+}
+
+void lt_delta_offer(const char *dir, const char *sha, char base[65], int64_t *bytes) {
+  /* The delta's header (80 bytes) says which model file it applies to; a version without one has none. */
+  char p[4200];
+  lt_delta_info_t di;
+  struct stat st;
+  snprintf(p, sizeof p, "%s/delta.zst", dir);
+  base[0] = 0;
+  *bytes = 0;
+  if (lt_fs_exists(p) && lt_delta_info(p, &di) == 0 && !strcmp(di.target_sha, sha)) {
+    memcpy(base, di.base_sha, 65);
+    *bytes = stat(p, &st) == 0 ? (int64_t)st.st_size : 0;
+  }
+  lt_error_clear();
 }

@@ -25,5 +25,8 @@ int lt_delta_info(const char *delta, lt_delta_info_t *info);
 /* Reconstructs the target from `base` and `delta` into `out` (atomically).  LT_ECORRUPT when the delta is
  * damaged or the result's SHA-256 is not the announced one (which a base other than the delta's gives). */
 int lt_delta_apply(const char *base, const char *delta, const char *out);
+/* What a version folder offers a downloader: when dir/delta.zst rebuilds the model file whose SHA-256 is sha, the
+ * SHA-256 of the file it applies to goes to base and the delta's size to *bytes; else "" and 0. */
+void lt_delta_offer(const char *dir, const char *sha, char base[65], int64_t *bytes);
 
 #endif
