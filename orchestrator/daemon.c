@@ -505,8 +505,14 @@ static int setup(lt_daemon_t *d) {
   int rc = resolve_run_dir(d);
   if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
   if (rc < 0) return rc;
-  if ((rc = lt__runlock_acquire(d)) < 0) return rc;
-  char p[4200];
+  /* One daemon per run directory, for the daemon's lifetime; never inherited, so the local workers a killed
+   * daemon leaves behind do not hold it against its resume.  `longtail stats` asks whether it is held. */
+  char p[4200], holder[64];
+  snprintf(p, sizeof p, "%s/daemon.lock", d->run_dir);
+  if ((rc = lt_fs_lock_pid(p, &d->lock_fd, holder, sizeof holder)) == LT_EBUSY)
+    return lt_error_set(LT_EBUSY, "%s is in use by another daemon (pid %s); stop it first, or use another --run-dir",
+                        d->run_dir, holder);
+  if (rc < 0) return rc;
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
   if (!d->o.resume && lt_fs_exists(p))
     return lt_error_set(LT_EINVAL, "%s already holds a run: use --resume to continue it, or another --run-dir", d->run_dir);
@@ -681,7 +687,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   lt_buffer_close(d->buf);
   cJSON_Delete(d->model_info);
   cJSON_Delete(d->mirrors);
-  lt__runlock_release(d);
+  if (d->lock_fd >= 0) close(d->lock_fd); /* the file stays: removing it would race a daemon about to lock it */
   int code = d->exit_code;
   free(d);
   return code;

@@ -70,7 +70,7 @@ struct lt_daemon {
   lt_zap_t *zap; /* CURVE: admits the listed worker keys */
   char endpoint[512];
   char run_dir[4096];
-  int lock_fd;               /* RUN_DIR/daemon.lock, flock'ed; -1 */
+  int lock_fd;               /* RUN_DIR/daemon.lock (lt_fs_lock_pid); -1 */
   lt_buffer_t *buf;
   lt_writer_t *writer;
   lt_envs_t *envs;
@@ -269,10 +269,6 @@ int lt__prom_start(lt_daemon_t *d);
 /* Records the latest value of a run metric for the endpoint. */
 void lt__prom_set(lt_daemon_t *d, const char *name, double v);
 void lt__prom_stop(lt_daemon_t *d);
-
-/* runlock.c: one daemon per run directory */
-int lt__runlock_acquire(lt_daemon_t *d);
-void lt__runlock_release(lt_daemon_t *d);
 
 /* daemon.c */
 int64_t lt__now_ms(void);

@@ -223,6 +223,26 @@ int lt_fs_lock(const char *path, int *fd) {
   return 0;
 }
 
+int lt_fs_lock_pid(const char *path, int *fd, char *holder, size_t cap) {
+  int rc = lt_fs_lock(path, fd);
+  if (rc == LT_EBUSY) {
+    char *pid = NULL;
+    size_t n;
+    if (lt_fs_read_file(path, 64, &pid, &n) == 0) pid[strcspn(pid, "\n")] = 0;
+    snprintf(holder, cap, "%s", pid && pid[0] ? pid : "unknown");
+    free(pid);
+  }
+  if (rc < 0) return rc;
+  char line[32];
+  int len = snprintf(line, sizeof line, "%d\n", (int)getpid());
+  if (ftruncate(*fd, 0) < 0 || pwrite(*fd, line, (size_t)len, 0) != len) {
+    close(*fd);
+    *fd = -1;
+    return lt_error_set(LT_EIO, "%s: cannot write the pid", path);
+  }
+  return 0;
+}
+
 int lt_fs_lock_held(const char *path) {
   int f = open(path, O_RDONLY | O_CLOEXEC);
   if (f < 0) return errno == ENOENT ? 0 : lt_error_set(lt_error_from_errno(errno), "%s: %s", path, strerror(errno));

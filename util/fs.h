@@ -36,6 +36,9 @@ int lt_fs_self_exe(char *out, size_t cap);
  * close-on-exec, so child processes never hold it. LT_EBUSY (and *fd = -1)
  * when another process holds it. */
 int lt_fs_lock(const char *path, int *fd);
+/* lt_fs_lock with this process's PID written inside, so that a refused locker can name the holder: on LT_EBUSY,
+ * holder receives the PID found in the file ("unknown" when it cannot be read). */
+int lt_fs_lock_pid(const char *path, int *fd, char *holder, size_t cap);
 /* 1 when some process holds lt_fs_lock(path), 0 when none does or the file
  * does not exist; taking nothing, so it never gets in a locker's way. */
 int lt_fs_lock_held(const char *path);
