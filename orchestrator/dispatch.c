@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "orchestrator/internal.h"
+#include "train/train.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -26,18 +27,12 @@ typedef struct {
   lt_task_row_t rows[];
 } create_op_t;
 
-int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history) {
-  if (max_groups <= 1 || n < min_history || n <= 0) return 1;
-  double fail = 1 - (double)passed / (double)n;
-  return 1 + (int)(fail * (max_groups - 1) + 0.5);
-}
-
 static int create_write(lt_buffer_t *b, void *arg) {
   create_op_t *op = arg;
   /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
   if (op->history && lt_buffer_task_history(b, op->domain, op->spec, op->d->domain_pass[op->dom], &op->seen,
                                                   &op->passed) == 0)
-    op->extra = lt__oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
+    op->extra = lt_train_oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
   int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
   return rc;

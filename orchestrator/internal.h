@@ -193,9 +193,6 @@ int lt__prompt_create(lt_daemon_t *d, int dom, int eval, int n);
 void lt__scheduler_refill(lt_daemon_t *d);
 void lt__scheduler_dispatch(lt_daemon_t *d);
 void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
-/* Pass-rate oversampling (seed 004 §3.3.3): the groups a training task gets from its history (n trajectories,
- * `passed` with reward > 0): 1 + round((1 − pass rate) · (max_groups − 1)), or 1 below min_history. */
-int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history);
 
 /* eval.c: evaluation rounds */
 void lt__eval_start(lt_daemon_t *d);

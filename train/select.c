@@ -1,7 +1,8 @@
 /* Batch selection: which ready trajectories a learner step trains on.  Stale ones (older than the staleness
  * bound) are marked and leave, groups are formed, zero-variance groups are filtered (the dynamic filter), and
  * complete groups are taken in arrival order within the per-domain quotas (envs.<d>.batch_share).  The step
- * driver (train/step.c) calls it; packing (train/pack.c) reads what it chose. */
+ * driver (train/step.c) calls it; packing (train/pack.c) reads what it chose.  Also the other side of groups: how
+ * many a new training task gets from its pass rate (pass-rate oversampling, asked by the daemon's scheduler). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -122,4 +123,10 @@ out:
   free(stale);
   free(filt);
   return rc < 0 ? rc : chosen;
+}
+
+int lt_train_oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history) {
+  if (max_groups <= 1 || n < min_history || n <= 0) return 1;
+  double fail = 1 - (double)passed / (double)n;
+  return 1 + (int)(fail * (max_groups - 1) + 0.5);
 }

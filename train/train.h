@@ -80,6 +80,11 @@ void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, 
 int lt_train_checkpoint(lt_train_t *t);
 void lt_train_close(lt_train_t *t);
 
+/* Pass-rate oversampling (seed 004 §3.3.3, train/select.c): the groups a new training task gets from its history
+ * (n trajectories of its earlier prompts, `passed` of them passed): 1 + round((1 − pass rate) · (max_groups − 1)),
+ * or 1 below min_history. */
+int lt_train_oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min_history);
+
 /* ---- learner ranks under mpirun/srun (docs/distributed.md) ---- */
 
 /* The number of learner ranks (1 without a launcher). */
