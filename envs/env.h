@@ -29,6 +29,11 @@ void lt_envs_shutdown(lt_envs_t *envs);
 int lt_envs_count(const lt_envs_t *envs);
 const char *lt_envs_name(const lt_envs_t *envs, int i);  /* the domain name */
 double lt_envs_weight(const lt_envs_t *envs, int i);
+/* Samples per prompt of domain i (its group): envs.<d>.group_size, else dflt (scheduler.group_size). */
+int lt_envs_group_size(const lt_envs_t *envs, int i, int dflt);
+/* The reward at which a trajectory without a verifier's verdict passes (lt_traj_correct): envs.<d>.pass_threshold,
+ * else 0.5, also for i = -1 (no such domain). */
+double lt_envs_pass_threshold(const lt_envs_t *envs, int i);
 /* The index of a domain, -1 when the run has none of that name. */
 int lt_envs_index(const lt_envs_t *envs, const char *domain);
 

@@ -13,6 +13,8 @@ typedef struct {
   const lt_env_impl_t *impl;
   void *state;
   double weight;
+  int group;          /* envs.<d>.group_size, 0 when unset */
+  double pass;        /* envs.<d>.pass_threshold, else 0.5 */
   lt__noise_t noise;
 } domain_t;
 
@@ -90,6 +92,10 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
       break;
     }
     dom->weight = cJSON_IsNumber(w) ? w->valuedouble : 1.0;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(d, "group_size");
+    const cJSON *pass = cJSON_GetObjectItemCaseSensitive(d, "pass_threshold");
+    dom->group = cJSON_IsNumber(g) ? (int)g->valuedouble : 0;
+    dom->pass = cJSON_IsNumber(pass) ? pass->valuedouble : 0.5; /* as held-out accuracy counts one */
     if ((rc = lt__noise_parse(d->string, cJSON_GetObjectItemCaseSensitive(d, "noise"), &dom->noise)) < 0) break;
     if (!(dom->name = strdup(d->string))) {
       rc = lt_error_set(LT_ENOMEM, "envs: out of memory");
@@ -131,6 +137,8 @@ uv_loop_t *lt__envs_loop(lt_envs_t *e) { return e->loop; }
 int lt_envs_count(const lt_envs_t *e) { return e->n; }
 const char *lt_envs_name(const lt_envs_t *e, int i) { return e->d[i].name; }
 double lt_envs_weight(const lt_envs_t *e, int i) { return e->d[i].weight; }
+int lt_envs_group_size(const lt_envs_t *e, int i, int dflt) { return e->d[i].group ? e->d[i].group : dflt; }
+double lt_envs_pass_threshold(const lt_envs_t *e, int i) { return i >= 0 ? e->d[i].pass : 0.5; }
 
 int lt_envs_index(const lt_envs_t *e, const char *domain) {
   for (int i = 0; i < e->n; i++)

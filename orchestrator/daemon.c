@@ -537,10 +537,7 @@ static int setup(lt_daemon_t *d) {
   d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
   d->reward_range = calloc((size_t)ndom, sizeof *d->reward_range);
   d->reward_bounded = calloc((size_t)ndom, sizeof *d->reward_bounded);
-  d->domain_group = calloc((size_t)ndom, sizeof *d->domain_group);
-  d->domain_pass = calloc((size_t)ndom, sizeof *d->domain_pass);
-  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded || !d->domain_group ||
-      !d->domain_pass)
+  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded)
     return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
@@ -551,11 +548,6 @@ static int setup(lt_daemon_t *d) {
                            : 0;
     if (rc < 0) return rc;
     d->reward_bounded[i] = rc;
-    const cJSON *env = cJSON_GetObjectItemCaseSensitive(lt_config_get(d->cfg, "envs"), lt_envs_name(d->envs, i));
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(env, "group_size");
-    const cJSON *pass = cJSON_GetObjectItemCaseSensitive(env, "pass_threshold");
-    d->domain_group[i] = cJSON_IsNumber(g) ? (int)g->valuedouble : d->group_size;
-    d->domain_pass[i] = cJSON_IsNumber(pass) ? pass->valuedouble : 0.5; /* as held-out accuracy counts one */
   }
   if (d->o.resume) {
     lt_ckpt_row_t ck;
@@ -679,8 +671,6 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->domain_weight);
   free(d->reward_range);
   free(d->reward_bounded);
-  free(d->domain_group);
-  free(d->domain_pass);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

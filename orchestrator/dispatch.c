@@ -30,8 +30,8 @@ typedef struct {
 static int create_write(lt_buffer_t *b, void *arg) {
   create_op_t *op = arg;
   /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
-  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, op->d->domain_pass[op->dom], &op->seen,
-                                                  &op->passed) == 0)
+  double pass = lt_envs_pass_threshold(op->d->envs, op->dom);
+  if (op->history && lt_buffer_task_history(b, op->domain, op->spec, pass, &op->seen, &op->passed) == 0)
     op->extra = lt_train_oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
   int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
@@ -158,9 +158,9 @@ void lt__scheduler_refill(lt_daemon_t *d) {
     d->sync_released = d->step + 1;
     int made = 0;
     while (made < batch) {
-      int dom = pick_domain(d);
-      if (lt__prompt_create(d, dom, 0, d->domain_group[dom]) < 0) return;
-      made += d->domain_group[dom];
+      int dom = pick_domain(d), group = lt_envs_group_size(d->envs, dom, d->group_size);
+      if (lt__prompt_create(d, dom, 0, group) < 0) return;
+      made += group;
     }
     return;
   }
@@ -170,7 +170,7 @@ void lt__scheduler_refill(lt_daemon_t *d) {
   while (d->open_train + d->ready_pending < target && (!d->max_tasks || d->tasks_created < d->max_tasks) &&
          !(d->steps && d->step >= d->steps)) {
     int dom = pick_domain(d);
-    if (lt__prompt_create(d, dom, 0, d->domain_group[dom]) < 0) {
+    if (lt__prompt_create(d, dom, 0, lt_envs_group_size(d->envs, dom, d->group_size)) < 0) {
       LT_ERROR("scheduler", "%s", lt_error_msg());
       return;
     }

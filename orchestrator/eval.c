@@ -61,5 +61,5 @@ int lt__eval_last(lt_daemon_t *d) {
 
 /* pass@1 credit: the domain's success at its envs.<d>.pass_threshold (lt_traj_correct). */
 int lt__eval_passed(const lt_daemon_t *d, int dom, const lt_traj_t *t) {
-  return lt_traj_correct(t, dom >= 0 ? d->domain_pass[dom] : 0.5);
+  return lt_traj_correct(t, lt_envs_pass_threshold(d->envs, dom));
 }

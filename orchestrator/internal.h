@@ -109,8 +109,6 @@ struct lt_daemon {
   double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
   double (*reward_range)[2]; /* per domain: the rewards it can produce (lt_reward_range) */
   int *reward_bounded;       /* per domain: 0 when any finite reward goes (an env reward without a range) */
-  int *domain_group;         /* per domain: envs.<d>.group_size, else scheduler.group_size */
-  double *domain_pass;       /* per domain: envs.<d>.pass_threshold (a pass for pass-rate oversampling) */
   int oversample_max;        /* scheduler.pass_rate_oversample.max_groups (1: off) */
   int64_t oversample_min_history; /* scheduler.pass_rate_oversample.min_history */
   int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */

@@ -11,7 +11,6 @@
 
 typedef struct {
   lt_agent_ctx_t *ctx;
-  const lt_config_t *cfg;    /* envs.<d>.pass_threshold */
   lt_task_t base;            /* the run's TASK settings */
   uint64_t seed;
   int n, next, running, slots, correct, rc;
@@ -22,9 +21,8 @@ static int start_more(round_t *r);
 static void on_done(lt_agent_t *a, lt_msg_t *m, void *ud) {
   (void)a;
   round_t *r = ud;
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(lt_config_get(r->cfg, "envs"), m->u.traj.domain);
-  const cJSON *pass = cJSON_GetObjectItemCaseSensitive(env, "pass_threshold");
-  r->correct += lt_traj_correct(&m->u.traj, cJSON_IsNumber(pass) ? pass->valuedouble : 0.5); /* as the daemon counts */
+  lt_envs_t *envs = r->ctx->envs;
+  r->correct += lt_traj_correct(&m->u.traj, lt_envs_pass_threshold(envs, lt_envs_index(envs, m->u.traj.domain)));
   lt_msg_free(m);
   r->running--;
   if (r->rc == 0) r->rc = start_more(r);
@@ -79,7 +77,7 @@ int lt_rollout_evaluate(const lt_eval_opts_t *o, int *correct, int *n) {
   if (rc == 0) rc = lt_agent_chat_load(o->model_dir, lt_config_str(c, "rollout.tool_format"), &chat, &fmt);
   lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .chat = chat, .tool_format = fmt};
   lt_agent_context_config(c, &ctx.context);
-  round_t r = {.ctx = &ctx, .cfg = c, .seed = (uint64_t)lt_config_int(c, "run.seed"), .n = (int)lt_config_int(c, "eval.prompts"),
+  round_t r = {.ctx = &ctx, .seed = (uint64_t)lt_config_int(c, "run.seed"), .n = (int)lt_config_int(c, "eval.prompts"),
                .slots = o->slots > 0 ? o->slots : 1};
   lt_task_settings(c, &r.base);
   r.base.policy_version = o->version;
