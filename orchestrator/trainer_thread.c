@@ -36,7 +36,6 @@ struct lt__trainer {
   void *done_ud;
   /* thread side */
   lt_train_t *train;
-  int64_t steps_wanted;
 };
 
 /* ---- posting to the loop ---- */
@@ -93,13 +92,10 @@ static void run(lt_bridge_t *br, void *arg) {
     lt_bridge_unlock(br);
     if (quit) break;
     if (!wake) {
-      if (lt_train_keepalive() < 0) {
-        post_event(l, "learner_ranks", lt_error_msg());
-        break;
-      }
+      if (lt_train_keepalive(l->train) < 0) break;
       continue;
     }
-    if (l->steps_wanted && lt_train_steps_done(l->train) >= l->steps_wanted) continue;
+    if (lt_train_done(l->train)) continue;
     uv_mutex_lock(&l->compute);
     int rc = try_step(l, flush);
     uv_mutex_unlock(&l->compute);
@@ -119,20 +115,9 @@ static void run(lt_bridge_t *br, void *arg) {
       lt_bridge_unlock(br);
     }
   }
-  /* The final full checkpoint, so --resume continues from here. */
   uv_mutex_lock(&l->compute);
-  int failed = lt_train_checkpoint(l->train) < 0;
+  lt_train_finish(l->train); /* the final checkpoint, the other ranks stopped */
   uv_mutex_unlock(&l->compute);
-  if (failed) {
-    char detail[1100];
-    snprintf(detail, sizeof detail, "final checkpoint: %s", lt_error_msg());
-    post_event(l, "checkpoint_failed", detail);
-  }
-  if (lt_train_stop_ranks() < 0) {
-    char detail[1100];
-    snprintf(detail, sizeof detail, "stopping the other ranks: %s", lt_error_msg());
-    post_event(l, "learner_ranks", detail);
-  }
   res_t *r = calloc(1, sizeof *r);
   if (r) r->kind = RES_STOPPED;
   if (r) post(l, r);
@@ -226,7 +211,6 @@ int lt__trainer_start(lt_daemon_t *d) {
   lt__trainer_t *l = calloc(1, sizeof *l);
   if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   l->d = d;
-  l->steps_wanted = d->steps;
   lt_train_opts_t o = {.cfg = d->cfg, .run_dir = d->run_dir, .weights_dir = d->weights_dir, .version = d->version,
                        .step = d->step, .steps = d->steps, .group_size = d->group_size, .sync = d->sync,
                        .resume = d->o.resume, .event = post_event, .ud = l};

@@ -281,7 +281,7 @@ void lt_train_position(const lt_train_t *t, int64_t *step, int64_t *version, con
 
 int64_t lt_train_ready(lt_train_t *t) { return lt_buffer_count_status(t->buf, LT_SAMPLE_READY); }
 
-int64_t lt_train_steps_done(const lt_train_t *t) { return t->step; }
+int lt_train_done(const lt_train_t *t) { return t->steps_wanted && t->step >= t->steps_wanted; }
 
 void lt_train_close(lt_train_t *t) {
   if (!t) return;
@@ -291,7 +291,12 @@ void lt_train_close(lt_train_t *t) {
   free(t);
 }
 
-int lt_train_checkpoint(lt_train_t *t) { return t->tr && t->step > t->last_full ? save_full(t) : 0; }
+int lt_train_finish(lt_train_t *t) {
+  int rc = t->tr && t->step > t->last_full ? save_full(t) : 0;
+  if (rc < 0) event(t, "checkpoint_failed", "final checkpoint: %s", lt_error_msg());
+  if (lt_ranks_stop() < 0) event(t, "learner_ranks", "stopping the other ranks: %s", lt_error_msg());
+  return rc;
+}
 
 /* ---- one step ---- */
 
@@ -495,6 +500,10 @@ void lt_train_result_free(lt_train_result_t *r) {
 
 int lt_train_ranks(void) { return lt_dist_size(); }
 
-int lt_train_keepalive(void) { return lt_ranks_keepalive(); }
+int lt_train_keepalive(lt_train_t *t) {
+  int rc = lt_ranks_keepalive();
+  if (rc < 0) event(t, "learner_ranks", "%s", lt_error_msg());
+  return rc;
+}
 
 int lt_train_stop_ranks(void) { return lt_ranks_stop(); }

@@ -71,13 +71,16 @@ int64_t lt_train_ready(lt_train_t *t);
 int lt_train_step(lt_train_t *t, int flush, lt_train_result_t *r);
 /* What a step's result holds (its requeue list); nothing after an error. */
 void lt_train_result_free(lt_train_result_t *r);
-int64_t lt_train_steps_done(const lt_train_t *t);
+/* 1 once the steps asked for (lt_train_opts_t.steps) are done. */
+int lt_train_done(const lt_train_t *t);
 /* A step's metrics by their names (docs/metrics.md), each given to fn (train/metrics.c): what the step measured,
  * its batch and its data (the run's own counters, such as throughput/trajectories_per_s, are the caller's). */
 typedef void (*lt_train_metric_fn)(void *ud, const char *name, double value);
 void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, void *ud);
-/* The final full checkpoint, so that --resume continues from here (nothing when the last step has one). */
-int lt_train_checkpoint(lt_train_t *t);
+/* The end of a run: the final full checkpoint, so that --resume continues from here (nothing when the last step
+ * has one), then the other learner ranks leave lt_train_follow.  What fails is an event (checkpoint_failed,
+ * learner_ranks); < 0: the checkpoint failed. */
+int lt_train_finish(lt_train_t *t);
 void lt_train_close(lt_train_t *t);
 
 /* Pass-rate oversampling (seed 004 §3.3.3, train/select.c): the groups a new training task gets from its history
@@ -89,8 +92,9 @@ int lt_train_oversample_groups(int64_t n, int64_t passed, int max_groups, int64_
 
 /* The number of learner ranks (1 without a launcher). */
 int lt_train_ranks(void);
-/* Rank 0, while idle: tells the other ranks it is alive (they fail a silent rank 0 within the liveness window). */
-int lt_train_keepalive(void);
+/* Rank 0, while idle: tells the other ranks it is alive (they fail a silent rank 0 within the liveness window); a
+ * failure is also a learner_ranks event. */
+int lt_train_keepalive(lt_train_t *t);
 /* Rank 0: the other ranks leave lt_train_follow.  Idempotent. */
 int lt_train_stop_ranks(void);
 /* The job's trainer on the policy in policy_dir (every learner rank builds the same). */
