@@ -54,7 +54,6 @@ static void create_done(void *arg, int rc) {
       if (eval) lt__eval_task_done(d, 0);
       continue;
     }
-    t->persisted = 1;
     lt__queue_push(d, t, t->eval);
   }
   if (rc < 0) LT_ERROR("scheduler", "prompt %lld not recorded (%s): retrying later", (long long)op->prompt_id, lt_error_msg());

@@ -6,7 +6,8 @@
 #include "util/error.h"
 #include "util/log.h"
 
-void lt__eval_start(lt_daemon_t *d) {
+/* A round of held-out prompts on the current policy, the learner held meanwhile. */
+static void eval_start(lt_daemon_t *d) {
   if (d->eval_round >= 0 || d->stopping) return;
   d->eval_round = d->step;
   d->eval_total = d->eval_correct = d->eval_pending = 0;
@@ -42,20 +43,20 @@ void lt__eval_task_done(lt_daemon_t *d, int correct) {
 /* The first round, at the start of a fresh run (a resumed one waits for its next step). */
 void lt__eval_first(lt_daemon_t *d) {
   d->eval_next = d->step + d->eval_every;
-  if (d->eval_every > 0 && !d->o.resume) lt__eval_start(d);
+  if (d->eval_every > 0 && !d->o.resume) eval_start(d);
 }
 
 void lt__eval_after_step(lt_daemon_t *d) {
   if (d->eval_every > 0 && d->step >= d->eval_next && !(d->steps && d->step >= d->steps)) {
     d->eval_next = d->step + d->eval_every;
-    lt__eval_start(d);
+    eval_start(d);
   }
 }
 
 int lt__eval_last(lt_daemon_t *d) {
   if (d->eval_every <= 0 || d->eval_next > d->step) return 0; /* this step was just evaluated */
   d->eval_next = d->step + 1;
-  lt__eval_start(d);
+  eval_start(d);
   return 1;
 }
 

@@ -8,6 +8,15 @@
 #include "util/log.h"
 #include "util/time.h"
 
+/* ACKs for one peer, held until the loop's turn ends. */
+typedef struct lt__acks {
+  uint8_t rid[256];
+  size_t rid_len;
+  uint64_t *ids;
+  uint8_t *dups;
+  int n, cap;
+} lt__acks_t;
+
 typedef struct {
   lt_daemon_t *d;
   uint8_t rid[256];
@@ -106,7 +115,6 @@ static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) 
     d->open_train--;
     d->tasks_done++;
     if (t->status == LT_TRAJ_OK) {
-      d->ready_count++;
       d->reward_sum += t->reward;
       d->reward_n++;
       if (lt_envs_noise_record(d->envs, dom, task->spec, ok, &level, &gap))

@@ -25,22 +25,12 @@ typedef struct {
   int worker;                /* index in the registry, -1 */
   int64_t dispatched_ms;
   int64_t version;           /* policy version at dispatch */
-  int persisted;             /* its rows are committed: it may be dispatched */
   int queued;                /* in the FIFO */
   int storing;               /* results being committed: never dispatched meanwhile */
   int slot_free;             /* its worker's slot was given back (its result arrived) */
   int64_t qnext;             /* queue link (task id, 0 = end) */
   cJSON *spec;               /* the prompt's problem */
 } lt__task_t;
-
-/* ACKs for one peer, held until the loop's turn ends. */
-typedef struct {
-  uint8_t rid[256];
-  size_t rid_len;
-  uint64_t *ids;
-  uint8_t *dups;
-  int n, cap;
-} lt__acks_t;
 
 typedef struct {
   char name[128];
@@ -77,7 +67,7 @@ struct lt_daemon {
   lt_rng_t rng;
   uv_timer_t cron;
   uv_prepare_t before_sleep; /* flushes the turn's ACKs */
-  lt__acks_t *acks;
+  struct lt__acks *acks;     /* the turn's ACKs by peer (ingest.c) */
   int nacks;
   uv_signal_t sigint, sigterm;
   int signals;
@@ -129,7 +119,7 @@ struct lt_daemon {
   double last_accuracy;      /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
-  int64_t trajs_in, dups, malformed, refused, ready_count;
+  int64_t trajs_in, dups, malformed, refused;
   /* Pipeline overhead per task (dispatch to result, minus the worker's own
    * generation, environment and reward time), for the dispatch/overhead_*
    * metrics; a ring of the samples since the last report. */
@@ -193,7 +183,6 @@ void lt__scheduler_dispatch(lt_daemon_t *d);
 void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
 
 /* eval.c: evaluation rounds */
-void lt__eval_start(lt_daemon_t *d);
 /* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
 void lt__eval_task_done(lt_daemon_t *d, int correct);
 /* pass@1 credit of a held-out result. */

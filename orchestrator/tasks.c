@@ -180,7 +180,7 @@ void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q) {
     return;
   }
   *t = (lt__task_t){.id = q->task_id, .prompt_id = q->prompt_id, .eval_round = -1, .status = LT_TASK_QUEUED,
-                    .attempts = q->attempts, .worker = -1, .version = -1, .persisted = 1, .spec = t->spec};
+                    .attempts = q->attempts, .worker = -1, .version = -1, .spec = t->spec};
   snprintf(t->domain, sizeof t->domain, "%s", q->domain);
   if (lt__task_put(d, t) < 0) {
     LT_ERROR("scheduler", "task %lld cannot run again: %s", (long long)t->id, lt_error_msg());
@@ -222,7 +222,6 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
   t->attempts = r->attempts;
   t->worker = -1;
   t->version = r->version;
-  t->persisted = 1;
   if ((c->rc = lt__task_put(d, t)) < 0) {
     cJSON_Delete(t->spec);
     free(t);
