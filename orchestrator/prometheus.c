@@ -30,7 +30,7 @@ void lt__prom_set(lt_daemon_t *d, const char *name, double v) {
 }
 
 /* The loop's own counters, read at each scrape. */
-static void live(lt_buf_t *b, void *ud) {
+static void counters(lt_buf_t *b, void *ud) {
   lt_daemon_t *d = ud;
   int alive = 0, inflight = 0;
   for (int i = 0; i < d->nworkers; i++)
@@ -38,36 +38,37 @@ static void live(lt_buf_t *b, void *ud) {
       alive++;
       inflight += d->workers[i].inflight;
     }
-  lt_prom_sample(b, "longtail_policy_version", "gauge", "Newest policy version published to the workers.",
-                 (double)d->version);
-  lt_prom_sample(b, "longtail_learner_steps_total", "counter", "Learner steps done.", (double)d->step);
-  lt_prom_sample(b, "longtail_trajectories_ingested_total", "counter", "Trajectories accepted into the buffer.",
-                 (double)d->trajs_in);
-  lt_prom_sample(b, "longtail_duplicates_rejected_total", "counter", "Results for tasks already stored, dropped.",
-                 (double)d->dups);
-  lt_prom_sample(b, "longtail_malformed_messages_total", "counter", "Peer messages that failed validation.",
-                 (double)d->malformed);
-  lt_prom_sample(b, "longtail_trajectories_refused_total", "counter",
-                 "Trajectories refused before the commit (invalid for this run: vocabulary, limits, versions).",
-                 (double)d->refused);
-  lt_prom_sample(b, "longtail_tasks_created_total", "counter", "Tasks generated.", (double)d->tasks_created);
-  lt_prom_sample(b, "longtail_tasks_done_total", "counter", "Tasks that ended with a stored trajectory.",
-                 (double)d->tasks_done);
-  lt_prom_sample(b, "longtail_tasks_failed_total", "counter", "Tasks given up after their attempts.",
-                 (double)d->tasks_failed);
-  lt_prom_sample(b, "longtail_tasks_inflight", "gauge", "Tasks running on workers.", (double)inflight);
-  lt_prom_sample(b, "longtail_workers_alive", "gauge", "Workers within their heartbeat liveness.", (double)alive);
-  lt_prom_sample(b, "longtail_accepting", "gauge", "1 while results are accepted (0: disk full).",
-                 (double)d->accepting);
-  lt_prom_sample(b, "longtail_uptime_seconds", "gauge", "Seconds since the daemon started.",
-                 (lt__now_ms() - d->started_ms) / 1000.0);
+  const struct {
+    const char *family, *type, *help;
+    double v;
+  } live[] = {
+      {"longtail_policy_version", "gauge", "Newest policy version published to the workers.", (double)d->version},
+      {"longtail_learner_steps_total", "counter", "Learner steps done.", (double)d->step},
+      {"longtail_trajectories_ingested_total", "counter", "Trajectories accepted into the buffer.",
+       (double)d->trajs_in},
+      {"longtail_duplicates_rejected_total", "counter", "Results for tasks already stored, dropped.", (double)d->dups},
+      {"longtail_malformed_messages_total", "counter", "Peer messages that failed validation.", (double)d->malformed},
+      {"longtail_trajectories_refused_total", "counter",
+       "Trajectories refused before the commit (invalid for this run: vocabulary, limits, versions).",
+       (double)d->refused},
+      {"longtail_tasks_created_total", "counter", "Tasks generated.", (double)d->tasks_created},
+      {"longtail_tasks_done_total", "counter", "Tasks that ended with a stored trajectory.", (double)d->tasks_done},
+      {"longtail_tasks_failed_total", "counter", "Tasks given up after their attempts.", (double)d->tasks_failed},
+      {"longtail_tasks_inflight", "gauge", "Tasks running on workers.", (double)inflight},
+      {"longtail_workers_alive", "gauge", "Workers within their heartbeat liveness.", (double)alive},
+      {"longtail_accepting", "gauge", "1 while results are accepted (0: disk full).", (double)d->accepting},
+      {"longtail_uptime_seconds", "gauge", "Seconds since the daemon started.",
+       (lt__now_ms() - d->started_ms) / 1000.0},
+  };
+  for (size_t i = 0; i < sizeof live / sizeof *live; i++)
+    lt_prom_sample(b, live[i].family, live[i].type, live[i].help, live[i].v);
 }
 
 int lt__prom_start(lt_daemon_t *d) {
   int port = (int)lt_config_int(d->cfg, "monitor.prometheus_port");
   if (port <= 0) return 0;
   const char *host = lt_config_str(d->cfg, "monitor.prometheus_host");
-  int rc = lt_prom_listen(&d->loop, host, port, "longtail_", live, d, &d->prom);
+  int rc = lt_prom_listen(&d->loop, host, port, "longtail_", counters, d, &d->prom);
   if (rc < 0) {
     char why[512];
     snprintf(why, sizeof why, "%s", lt_error_msg());
