@@ -1,8 +1,11 @@
 /* `longtail train CONFIG`: the RL training daemon, and the summary and plot a
  * person reads when it ends. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "learner/dist.h"
@@ -13,6 +16,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "util/log.h"
 #include "util/time.h"
 
 /* A metric's mean over all, or the first or last n, of its values; -1 where the run has none. */
@@ -90,6 +94,42 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
   cJSON_Delete(extra);
 }
 
+/* Where the run lives: --run-dir DIR (which --resume needs to exist: created by a typo'd resume, it would only
+ * hide the mistake), else run.root/<run.name, or the config file's name and the time>, with run.root/latest
+ * pointing at it.  Created; its path goes to out. */
+static int run_dir_of(const lt_config_t *cfg, const char *given, int resume, const char *config_path, char *out,
+                      size_t cap) {
+  if (given) {
+    snprintf(out, cap, "%s", given);
+    if (resume && !lt_fs_exists(out)) return lt_error_set(LT_ENOENT, "--resume: %s does not exist", out);
+    return lt_fs_mkdirs(out, 0755);
+  }
+  const char *root = lt_config_str(cfg, "run.root"), *n = lt_config_str(cfg, "run.name");
+  char name[256];
+  if (n[0]) {
+    snprintf(name, sizeof name, "%s", n);
+  } else {
+    const char *base = strrchr(config_path, '/');
+    char stem[128];
+    snprintf(stem, sizeof stem, "%s", base ? base + 1 : config_path);
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    snprintf(name, sizeof name, "%s-%04d%02d%02d-%02d%02d%02d", stem, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  int rc = lt_path_join(out, cap, root, name);
+  if (rc == 0) rc = lt_fs_mkdirs(out, 0755);
+  if (rc < 0) return rc;
+  char latest[4200];
+  snprintf(latest, sizeof latest, "%s/latest", root);
+  unlink(latest);
+  if (symlink(name, latest) < 0) LT_WARN("train", "cannot update %s: %s", latest, strerror(errno));
+  return 0;
+}
+
 int lt_cmd_train(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--run-dir", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "where the run lives (default: run.root/<name>, and runs/latest)"},
@@ -130,10 +170,11 @@ int lt_cmd_train(int argc, char **argv) {
     return lt_cli_fail("train", rc);
   }
   char used[4096] = "";
-  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .cfg = &cfg, .config_path = c.pos[0], .run_dir = run_dir, .resume = lt_args_flag(&c, "--resume"),
-                        .self_exe = exe, .run_dir_out = used, .run_dir_out_cap = sizeof used};
+  int resume = lt_args_flag(&c, "--resume");
+  rc = run_dir_of(&cfg, run_dir, resume, c.pos[0], used, sizeof used);
+  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .cfg = &cfg, .run_dir = used, .resume = resume, .self_exe = exe};
   double t0 = lt_time_mono_s();
-  int code = lt_daemon_run(&o);
+  int code = rc < 0 ? lt_cli_fail("train", rc) : lt_daemon_run(&o);
   /* The other learner ranks stop even when the learner never started. */
   if (lt_ranks_stop() < 0) fprintf(stderr, "longtail train: stopping the other learner ranks: %s\n", lt_error_msg());
   int plot = lt_config_bool(&cfg, "monitor.plot");

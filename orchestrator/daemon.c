@@ -1,14 +1,12 @@
 /* The daemon: run directory, sockets, the loop, the cron, signals, shutdown. */
 #include "orchestrator/internal.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -398,43 +396,6 @@ static void on_signal(uv_signal_t *s, int sig) {
   lt__check_done(d);
 }
 
-/* run.root/<name>, with runs/latest pointing at it. */
-static int resolve_run_dir(lt_daemon_t *d) {
-  if (d->o.run_dir) {
-    snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
-    /* (created by a typo'd resume, it would only hide the mistake) */
-    if (d->o.resume && !lt_fs_exists(d->run_dir)) return lt_error_set(LT_ENOENT, "--resume: %s does not exist", d->run_dir);
-    return lt_fs_mkdirs(d->run_dir, 0755);
-  }
-  const char *root = lt_config_str(d->cfg, "run.root");
-  char name[256];
-  const char *n = lt_config_str(d->cfg, "run.name");
-  if (n[0]) {
-    snprintf(name, sizeof name, "%s", n);
-  } else {
-    const char *base = d->o.config_path ? strrchr(d->o.config_path, '/') : NULL;
-    base = base ? base + 1 : d->o.config_path ? d->o.config_path : "run";
-    char stem[128];
-    snprintf(stem, sizeof stem, "%s", base);
-    char *dot = strrchr(stem, '.');
-    if (dot) *dot = 0;
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    snprintf(name, sizeof name, "%s-%04d%02d%02d-%02d%02d%02d", stem, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec);
-  }
-  int rc = lt_path_join(d->run_dir, sizeof d->run_dir, root, name);
-  if (rc == 0) rc = lt_fs_mkdirs(d->run_dir, 0755);
-  if (rc < 0) return rc;
-  if (d->o.resume) return 0;
-  char latest[4200];
-  snprintf(latest, sizeof latest, "%s/latest", root);
-  unlink(latest);
-  if (symlink(name, latest) < 0) LT_WARN("daemon", "cannot update %s: %s", latest, strerror(errno));
-  return 0;
-}
-
 /* CURVE: the daemon's secret key, the admitted worker keys, and a key pair for
  * the local workers (written under RUN_DIR/curve, 0600), all checked before
  * anything listens. */
@@ -502,9 +463,8 @@ static int open_socket(lt_daemon_t *d) {
 }
 
 static int setup(lt_daemon_t *d) {
-  int rc = resolve_run_dir(d);
-  if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
-  if (rc < 0) return rc;
+  int rc;
+  snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
   /* One daemon per run directory, for the daemon's lifetime; never inherited, so the local workers a killed
    * daemon leaves behind do not hold it against its resume.  `longtail stats` asks whether it is held. */
   char p[4200], holder[64];
@@ -574,6 +534,16 @@ static int setup(lt_daemon_t *d) {
   return lt__spawn_start(d, (int)lt_config_int(d->cfg, "workers.spawn_local"));
 }
 
+/* The endpoints: the socket (its linger lets BYE leave), ZAP, Prometheus, weights over HTTP. */
+static void close_listeners(lt_daemon_t *d) {
+  lt__prom_stop(d);
+  lt__weights_stop(d);
+  if (d->z) lt_zsock_close(d->z, NULL, NULL);
+  d->z = NULL;
+  lt_zap_close(d->zap);
+  d->zap = NULL;
+}
+
 int lt_daemon_run(const lt_daemon_opts_t *o) {
   lt_daemon_t *d = calloc(1, sizeof *d);
   if (!d) return LT_EXIT_FAIL;
@@ -612,14 +582,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     /* Whatever setup opened before the failure would keep the loop alive
      * while the writer drains: close it first. */
     lt__spawn_stop(d);
-    lt__prom_stop(d);
-    lt__weights_stop(d);
-    if (d->z) {
-      lt_zsock_close(d->z, NULL, NULL);
-      d->z = NULL;
-    }
-    lt_zap_close(d->zap);
-    d->zap = NULL;
+    close_listeners(d);
     if (d->writer) {
       lt_writer_stop(d->writer, NULL, NULL);
       uv_run(&d->loop, UV_RUN_DEFAULT);
@@ -645,16 +608,9 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
   }
-  lt__prom_stop(d);
-  lt__weights_stop(d);
   lt__acks_flush(d, 0); /* results committed in the last turn */
-  /* Give BYE time to leave, then close everything the loop still holds. */
-  if (d->z) {
-    lt_zsock_close(d->z, NULL, NULL);
-    d->z = NULL;
-  }
-  lt_zap_close(d->zap);
-  d->zap = NULL;
+  /* Give BYE time to leave (the socket lingers), then close everything the loop still holds. */
+  close_listeners(d);
   uv_walk(&d->loop, close_walk, NULL);
   uv_run(&d->loop, UV_RUN_DEFAULT);
   lt__acks_flush(d, 1); /* the socket is closed: whatever came later is only freed */
