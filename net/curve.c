@@ -11,6 +11,7 @@
 
 #include "net/curve.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/log.h"
 
 /* The next key line of a key file (blank lines and # comments skipped), trimmed; 0 at the end. */
@@ -156,4 +157,32 @@ void lt_zap_close(lt_zap_t *h) {
   lt_zsock_close(h->z, NULL, NULL);
   lt_curve_keys_free(&h->keys);
   free(h);
+}
+
+int lt_curve_serve(uv_loop_t *loop, void *ctx, const char *secret_path, const char *client_keys, const char *local_dir,
+                   char secret[41], lt_zap_t **zap) {
+  if (!zmq_has("curve")) return lt_error_set(LT_EUNSUPP, "transport.curve: this libzmq was built without CURVE");
+  if (!*secret_path) return lt_error_set(LT_ECONFIG, "transport.server_secret_key: required with transport.curve (make one with `longtail keygen --out daemon`)");
+  int rc = lt_curve_read_key(secret_path, "transport.server_secret_key", secret);
+  lt_curve_keys_t keys = {0};
+  if (rc == 0 && *client_keys) rc = lt_curve_load_keys(client_keys, "transport.client_keys", &keys);
+  else if (rc == 0 && !local_dir)
+    rc = lt_error_set(LT_ECONFIG, "transport.client_keys: required with transport.curve and no local workers (the workers' .pub files)");
+  char p[4300], pub[41], lpub[41], lsec[41], line[64];
+  if (rc == 0 && zmq_curve_public(pub, secret) != 0) rc = lt_error_set(LT_ECONFIG, "transport.server_secret_key: not a secret key");
+  if (rc == 0 && local_dir) { /* local workers get their own pair, admitted for this run only */
+    if (zmq_curve_keypair(lpub, lsec) != 0) rc = lt_error_set(LT_ESYS, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0) rc = lt_curve_keys_add(&keys, lpub, "local workers", "this run's key pair");
+    if (rc == 0) rc = lt_fs_mkdirs(local_dir, 0700);
+    const char *files[][2] = {{"local-worker.key", lsec}, {"local-worker.pub", lpub}, {"server.pub", pub}};
+    for (int i = 0; i < 3 && rc == 0; i++) {
+      snprintf(p, sizeof p, "%s/%s", local_dir, files[i][0]);
+      snprintf(line, sizeof line, "%s\n", files[i][1]);
+      rc = lt_fs_write_atomic(p, line, strlen(line));
+      if (rc == 0) chmod(p, 0600);
+    }
+  }
+  if (rc == 0) rc = lt_zap_start(loop, ctx, &keys, zap);
+  lt_curve_keys_free(&keys);
+  return rc;
 }

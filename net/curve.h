@@ -31,4 +31,12 @@ typedef struct lt_zap lt_zap_t;
 int lt_zap_start(uv_loop_t *loop, void *ctx, lt_curve_keys_t *keys, lt_zap_t **out);
 void lt_zap_close(lt_zap_t *h);
 
+/* A CURVE server's keys, checked before it listens, and its ZAP handler started: its secret key (read from
+ * secret_path into secret), the worker keys it admits (client_keys: a file, or a folder of .pub; "" none), and,
+ * with local_dir, a key pair made for the workers it starts itself, written there as local-worker.key and
+ * local-worker.pub beside the server's server.pub (mode 0600), admitted for this run only.  Errors name the
+ * transport.* keys. */
+int lt_curve_serve(uv_loop_t *loop, void *ctx, const char *secret_path, const char *client_keys, const char *local_dir,
+                   char secret[41], lt_zap_t **zap);
+
 #endif

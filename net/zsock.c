@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "net/curve.h"
 #include "util/error.h"
 
 #define MAX_PARTS (LT_PROTO_MAX_FRAMES + 1)
@@ -199,6 +200,22 @@ void lt_zsock_close(lt_zsock_t *z, void (*done)(void *), void *ud) {
     free(z);
     if (done) done(ud);
   }
+}
+
+int lt_zsock_listen(uv_loop_t *loop, void *ctx, const char *endpoint, int64_t max_message, const char *secret_z85,
+                    const char *what, lt_zsock_t **out, char *bound, size_t cap) {
+  int rc = lt_zsock_open(loop, ctx, ZMQ_ROUTER, out);
+  if (rc < 0) return rc;
+  void *s = lt_zsock_handle(*out);
+  int one = 1, linger = 2000; /* a last message (BYE) must leave before the socket closes */
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_message, sizeof max_message);
+  if (secret_z85 && (rc = lt_zsock_curve_server(*out, secret_z85)) < 0) return rc;
+  if (zmq_bind(s, endpoint) != 0)
+    return lt_error_set(LT_EUNREACH, "%s: cannot bind %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
+  return lt_zsock_last_endpoint(*out, bound, cap);
 }
 
 int lt_zsock_last_endpoint(lt_zsock_t *z, char *out, size_t cap) {

@@ -38,6 +38,13 @@ int lt_zsock_send_msg(lt_zsock_t *z, const void *rid, size_t rid_len, const lt_m
  * loop; done(ud) runs after the memory is released. */
 void lt_zsock_close(lt_zsock_t *z, void (*done)(void *ud), void *ud);
 
+/* A ROUTER bound to `endpoint` for a server's peers: messages up to max_message bytes, a linger that lets a last
+ * message (BYE) leave, a reconnecting peer taking over its routing id, a send to a gone peer failing at once
+ * (LT_EUNREACH); a CURVE server with secret_z85 (NULL: plain TCP).  The endpoint bound (the port picked) goes to
+ * bound; `what` names the endpoint's config key in errors.  Start it with lt_zsock_start. */
+int lt_zsock_listen(uv_loop_t *loop, void *ctx, const char *endpoint, int64_t max_message, const char *secret_z85,
+                    const char *what, lt_zsock_t **out, char *bound, size_t cap);
+
 /* Endpoint helpers: the port a tcp:// endpoint was bound to ("*" and 0 pick one). */
 int lt_zsock_last_endpoint(lt_zsock_t *z, char *out, size_t cap);
 /* 1 if a tcp:// endpoint's host is a loopback address (plain TCP is allowed there). */

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -396,64 +395,24 @@ static void on_signal(uv_signal_t *s, int sig) {
   lt__check_done(d);
 }
 
-/* CURVE: the daemon's secret key, the admitted worker keys, and a key pair for
- * the local workers (written under RUN_DIR/curve, 0600), all checked before
- * anything listens. */
-static int setup_curve(lt_daemon_t *d, char secret[41]) {
-  const char *sk = lt_config_str(d->cfg, "transport.server_secret_key"), *ck = lt_config_str(d->cfg, "transport.client_keys");
-  if (!zmq_has("curve")) return lt_error_set(LT_EUNSUPP, "transport.curve: this libzmq was built without CURVE");
-  if (!*sk) return lt_error_set(LT_ECONFIG, "transport.server_secret_key: required with transport.curve (make one with `longtail keygen --out daemon`)");
-  int rc = lt_curve_read_key(sk, "transport.server_secret_key", secret);
-  lt_curve_keys_t keys = {0};
-  int spawn = (int)lt_config_int(d->cfg, "workers.spawn_local");
-  if (rc == 0 && *ck) rc = lt_curve_load_keys(ck, "transport.client_keys", &keys);
-  else if (rc == 0 && spawn == 0)
-    rc = lt_error_set(LT_ECONFIG, "transport.client_keys: required with transport.curve and no local workers (the workers' .pub files)");
-  char dir[4200], p[4300], pub[41], lpub[41], lsec[41], line[64];
-  snprintf(dir, sizeof dir, "%s/curve", d->run_dir);
-  if (rc == 0 && zmq_curve_public(pub, secret) != 0) rc = lt_error_set(LT_ECONFIG, "transport.server_secret_key: not a secret key");
-  if (rc == 0 && spawn > 0) { /* local workers get their own pair, admitted for this run only */
-    if (zmq_curve_keypair(lpub, lsec) != 0) rc = lt_error_set(LT_ESYS, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
-    if (rc == 0) rc = lt_curve_keys_add(&keys, lpub, "local workers", "this run's key pair");
-    if (rc == 0) rc = lt_fs_mkdirs(dir, 0700);
-    const char *files[][2] = {{"local-worker.key", lsec}, {"local-worker.pub", lpub}, {"server.pub", pub}};
-    for (int i = 0; i < 3 && rc == 0; i++) {
-      snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
-      snprintf(line, sizeof line, "%s\n", files[i][1]);
-      rc = lt_fs_write_atomic(p, line, strlen(line));
-      if (rc == 0) chmod(p, 0600);
-    }
-  }
-  if (rc == 0) rc = lt_zap_start(&d->loop, d->zctx, &keys, &d->zap);
-  lt_curve_keys_free(&keys);
-  return rc;
-}
-
 static int open_socket(lt_daemon_t *d) {
   const char *ep = lt_config_str(d->cfg, "transport.endpoint");
   int curve = lt_config_bool(d->cfg, "transport.curve");
-  char secret[41] = "";
-  if (curve) {
-    int rc = setup_curve(d, secret);
-    if (rc < 0) return rc;
-  } else if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.allow_insecure_remote")) {
+  char secret[41] = "", dir[4200];
+  snprintf(dir, sizeof dir, "%s/curve", d->run_dir); /* the local workers' keys (spawn.c) */
+  int rc = 0;
+  if (curve)
+    rc = lt_curve_serve(&d->loop, d->zctx, lt_config_str(d->cfg, "transport.server_secret_key"),
+                        lt_config_str(d->cfg, "transport.client_keys"),
+                        lt_config_int(d->cfg, "workers.spawn_local") > 0 ? dir : NULL, secret, &d->zap);
+  else if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
     return lt_error_set(LT_ECONFIG, "transport.endpoint: %s is not loopback; use transport.curve (docs/operations.md), "
                         "tunnel to a loopback endpoint, or set transport.allow_insecure_remote on a trusted network", ep);
-  }
-  int rc = lt_zsock_open(&d->loop, d->zctx, ZMQ_ROUTER, &d->z);
-  if (rc < 0) return rc;
-  void *s = lt_zsock_handle(d->z);
-  int one = 1, linger = 2000; /* BYE must leave before the socket closes */
-  int64_t maxmsg = lt_config_int(d->cfg, "transport.max_message_mb") << 20;
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-  zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-  if (curve && (rc = lt_zsock_curve_server(d->z, secret)) < 0) return rc;
+  if (rc == 0)
+    rc = lt_zsock_listen(&d->loop, d->zctx, ep, lt_config_int(d->cfg, "transport.max_message_mb") << 20,
+                         curve ? secret : NULL, "transport.endpoint", &d->z, d->endpoint, sizeof d->endpoint);
   memset(secret, 0, sizeof secret);
-  if (zmq_bind(s, ep) != 0)
-    return lt_error_set(LT_EUNREACH, "transport.endpoint: cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
-  if ((rc = lt_zsock_last_endpoint(d->z, d->endpoint, sizeof d->endpoint)) < 0) return rc;
+  if (rc < 0) return rc;
   char p[4200];
   snprintf(p, sizeof p, "%s/endpoint", d->run_dir);
   char line[600];
