@@ -1,4 +1,4 @@
-/* Config sections owned by the daemon: the run, transport, workers, scheduling, evaluation and monitoring. */
+/* Config sections owned by the daemon: the run, transport, scheduling, evaluation and monitoring. */
 #include "orchestrator/schema.h"
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
@@ -27,27 +27,6 @@ static const lt_cfg_entry_t transport_e[] = {
     {"transport.liveness", LT_CFG_INT, "5", 1, 1000, NULL, "missed heartbeats after which a peer is dead"},
 };
 const lt_cfg_schema_t lt_transport_schema = {"transport", "The daemon–worker link.", transport_e, N(transport_e)};
-
-static const lt_cfg_entry_t workers_e[] = {
-    {"workers.spawn_local", LT_CFG_INT, "2", 0, 1024, NULL, "worker processes the daemon starts on this machine (0: remote workers only)"},
-    {"workers.slots", LT_CFG_INT, "4", 1, 65536, NULL, "concurrent sessions per local worker"},
-    {"workers.backend", LT_CFG_ENUM, "\"builtin\"", LT_CFG_NORANGE, "builtin|openai|scripted", "inference backend of local workers ('scripted' is a fast fake policy for load tests)"},
-    {"workers.device", LT_CFG_ENUM, "\"cpu\"", LT_CFG_NORANGE, "cpu|cuda|auto", "device of the builtin engine"},
-    {"workers.threads", LT_CFG_INT, "1", 0, 1024, NULL, "compute threads per local worker (0: all cores)"},
-    {"workers.restart", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "restart local workers that die"},
-    {"workers.daemon_gone_s", LT_CFG_NUM, "600", 1, BIG, NULL, "a worker exits after the daemon has been unreachable this long"},
-    {"workers.scripted.mean_tokens", LT_CFG_INT, "32", 1, BIG, NULL, "scripted backend: typical turn length (exponential)"},
-    {"workers.scripted.tail_fraction", LT_CFG_NUM, "0.05", 0, 1, NULL, "scripted backend: share of turns in the long tail"},
-    {"workers.scripted.tail_factor", LT_CFG_NUM, "16", 1, BIG, NULL, "scripted backend: how much longer tail turns are"},
-    {"workers.scripted.token_us", LT_CFG_INT, "0", 0, BIG, NULL, "scripted backend: simulated microseconds per token"},
-    {"workers.scripted.answer", LT_CFG_STR, "\" #### 0\"", LT_CFG_NORANGE, NULL, "scripted backend: how each turn ends (a final answer, or a tool call for multi-turn load)"},
-    {"workers.openai.endpoint", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "base URL of an OpenAI-compatible server (backend openai)"},
-    {"workers.openai.model", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "model name sent to that server"},
-    {"workers.openai.timeout_ms", LT_CFG_INT, "120000", 1, BIG, NULL, "per-request timeout"},
-    {"workers.openai.retries", LT_CFG_INT, "3", 0, 100, NULL, "retries of transient failures, with back-off"},
-    {"workers.openai.reload_url", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "URL the worker POSTs {\"path\": DIR} to after new weights (empty: none)"},
-};
-const lt_cfg_schema_t lt_workers_schema = {"workers", "Rollout worker processes.", workers_e, N(workers_e)};
 
 static const lt_cfg_entry_t scheduler_e[] = {
     {"scheduler.mode", LT_CFG_ENUM, "\"async\"", LT_CFG_NORANGE, "async|sync", "async: streaming, no batch barrier; sync: batch barrier and max_staleness 0 (for comparison)"},

@@ -6,7 +6,6 @@
 
 extern const lt_cfg_schema_t lt_run_schema;
 extern const lt_cfg_schema_t lt_transport_schema;
-extern const lt_cfg_schema_t lt_workers_schema;
 extern const lt_cfg_schema_t lt_scheduler_schema;
 extern const lt_cfg_schema_t lt_eval_schema;
 extern const lt_cfg_schema_t lt_monitor_schema;
