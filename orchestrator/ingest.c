@@ -249,12 +249,8 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
     d->overhead_ms[d->noverhead++ % 4096] = (float)(o > 0 ? o : 0);
   }
   snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");
-  int64_t vmin = -1, vmax = -1;
-  for (int i = 0; i < op->t.ntokens; i++)
-    if (op->t.loss_mask[i]) {
-      if (vmin < 0 || op->t.versions[i] < vmin) vmin = op->t.versions[i];
-      if (op->t.versions[i] > vmax) vmax = op->t.versions[i];
-    }
+  int64_t vmin, vmax;
+  lt_traj_versions(&op->t, &vmin, &vmax);
   op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
                               .truncated = op->t.finish == LT_FINISH_TRUNCATED,
                               .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),

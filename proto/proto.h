@@ -293,6 +293,9 @@ int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim);
  * verifier's verdict (the `correct` or `verifier` component) when there is one, else reward >= pass_threshold
  * (envs.<d>.pass_threshold). */
 int lt_traj_correct(const lt_traj_t *t, double pass_threshold);
+/* The oldest and newest policy versions of its trained tokens (loss_mask set), what its staleness is measured by;
+ * -1 and -1 when it has none. */
+void lt_traj_versions(const lt_traj_t *t, int64_t *min, int64_t *max);
 
 /* What every TASK of a run carries from its config (rollout.temperature, top_p, top_k, max_new_tokens, max_turns,
  * max_context); the per-task fields are the caller's. */

@@ -4,7 +4,7 @@
  * fails before the commit; the learner quarantines what fails in a buffer
  * written before these checks existed.  Also how an episode may end: only a
  * budget truncates, and a timeout trains as a failure whatever a worker
- * claimed (docs/losses.md, "How an episode ends"). */
+ * claimed (docs/losses.md, "How an episode ends").  And which policy versions its trained tokens came from. */
 #include <math.h>
 #include <string.h>
 
@@ -87,4 +87,13 @@ int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
     if (!(t->routing_probs[i] >= 0 && t->routing_probs[i] <= 1))
       return lt_error_set(LT_ERANGE, "routing probability %zu: %g outside [0, 1]", i, (double)t->routing_probs[i]);
   return 0;
+}
+
+void lt_traj_versions(const lt_traj_t *t, int64_t *min, int64_t *max) {
+  *min = *max = -1;
+  for (int i = 0; i < t->ntokens; i++)
+    if (t->loss_mask[i]) {
+      if (*min < 0 || t->versions[i] < *min) *min = t->versions[i];
+      if (t->versions[i] > *max) *max = t->versions[i];
+    }
 }

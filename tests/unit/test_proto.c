@@ -883,3 +883,18 @@ Test(proto, duplicate_keys_are_malformed) {
   free(s);
   traj_fixture_free(&f);
 }
+
+/* A trajectory is as old as the tokens it trains (what staleness and the buffer's version_min/max are). */
+Test(proto, a_trajectory_is_as_old_as_its_trained_tokens) {
+  uint8_t mask[5] = {0, 1, 0, 1, 1};
+  int32_t versions[5] = {-1, 4, 9, 2, 3};
+  lt_traj_t t = {.ntokens = 5, .loss_mask = mask, .versions = versions};
+  int64_t lo, hi;
+  lt_traj_versions(&t, &lo, &hi);
+  cr_expect_eq(lo, 2);
+  cr_expect_eq(hi, 4);
+  t.ntokens = 1; /* only the prompt's token: nothing trained */
+  lt_traj_versions(&t, &lo, &hi);
+  cr_expect_eq(lo, -1);
+  cr_expect_eq(hi, -1);
+}
