@@ -93,9 +93,6 @@ static int ckpt_write(lt_buffer_t *b, void *arg) {
 static void ckpt_done(void *arg, int rc) { free(arg); }
 
 void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha) {
-  d->version = version;
-  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
-  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   ckpt_op_t *c = calloc(1, sizeof *c);
   if (c) {
     c->version = version;
@@ -127,9 +124,6 @@ static int initial_weights(lt_daemon_t *d) {
   int rc = lt_train_initial_policy(d->cfg, d->envs, d->run_dir, d->metrics, d->buf, dir, sizeof dir, sha, &sft_loss);
   if (rc < 0) return rc;
   if (sft_loss >= 0) lt__event(d, "sft", "warm start done: final loss %.4f", sft_loss);
-  d->version = 0;
-  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
-  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   lt__weights_published(d, 0, dir, sha);
   return lt_buffer_checkpoint(d->buf, 0, 0, "weights", dir, sha);
 }
@@ -472,11 +466,8 @@ static int setup(lt_daemon_t *d) {
     lt_ckpt_row_t ck;
     if ((rc = lt_buffer_weights(d->buf, 0, &ck)) < 0) return rc;
     if (rc == 0 || !ck.path[0]) return lt_error_set(LT_ECORRUPT, "%s: no weights checkpoint recorded", d->run_dir);
-    d->version = ck.version;
     d->step = ck.step;
-    snprintf(d->weights_dir, sizeof d->weights_dir, "%s", ck.path);
-    snprintf(d->weights_sha, sizeof d->weights_sha, "%s", ck.sha256);
-    lt__weights_published(d, d->version, d->weights_dir, d->weights_sha);
+    lt__weights_published(d, ck.version, ck.path, ck.sha256);
     if ((rc = lt__scheduler_resume(d)) < 0) return rc;
     LT_INFO("daemon", "resuming %s at learner step %lld (policy v%lld), %d open tasks", d->run_dir, (long long)d->step,
             (long long)d->version, d->open_train);

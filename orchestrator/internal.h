@@ -239,7 +239,8 @@ int lt__weights_start(lt_daemon_t *d);
 void lt__weights_stop(lt_daemon_t *d);
 /* Where worker w finds the current weights: the directory, or a URL. */
 const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap);
-/* A version was published: the weights server serves it, its propagation is timed. */
+/* A version was published: it is the current one (version, weights_dir, weights_sha), the weights server serves
+ * it, its propagation is timed. */
 void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
 /* The WEIGHTS message for worker w (url: storage for its location). */
 void lt__weights_msg(lt_daemon_t *d, int w, lt_msg_t *m, char *url, size_t cap);

@@ -219,12 +219,7 @@ int lt__trainer_start(lt_daemon_t *d) {
     int64_t version;
     const char *dir, *sha;
     lt_train_position(l->train, &d->step, &version, &dir, &sha);
-    if (version != d->version) {
-      d->version = version;
-      snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
-      snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
-      lt__weights_published(d, version, dir, sha);
-    }
+    if (version != d->version) lt__weights_published(d, version, dir, sha);
   }
   if (rc == 0 && uv_mutex_init(&l->compute) != 0) rc = lt_error_set(LT_ESYS, "learner: cannot make a mutex");
   if (rc < 0) {

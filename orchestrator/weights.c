@@ -46,6 +46,9 @@ const char *lt__weights_location(lt_daemon_t *d, int w, char *buf, size_t cap) {
 }
 
 void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, const char *sha) {
+  d->version = version;
+  snprintf(d->weights_dir, sizeof d->weights_dir, "%s", dir);
+  snprintf(d->weights_sha, sizeof d->weights_sha, "%s", sha);
   int n = (int)(sizeof d->pubs / sizeof *d->pubs);
   /* What the version before cost the daemon's link, now that the workers have had it. */
   int64_t sent = d->wserver ? lt_wserver_publish(d->wserver, version, dir, sha) : -1;
