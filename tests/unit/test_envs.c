@@ -945,3 +945,16 @@ Test(envs, agent_params_are_checked_and_exposed) {
   lt_envs_free(e);
   lt_test_rmdir(dir);
 }
+
+/* A domain's group size and pass threshold, read once by the registry for the daemon and the offline evaluation. */
+Test(envs, a_domain_says_its_group_size_and_pass_threshold) {
+  lt_envs_t *e = make_envs("{\"envs\": {\"a\": {\"type\": \"arith\", \"group_size\": 3, \"pass_threshold\": 0.9},"
+                           " \"b\": {\"type\": \"arith\"}}}", NULL);
+  int a = lt_envs_index(e, "a"), b = lt_envs_index(e, "b");
+  cr_expect_eq(lt_envs_group_size(e, a, 8), 3);
+  cr_expect_eq(lt_envs_group_size(e, b, 8), 8, "unset: scheduler.group_size");
+  cr_expect_float_eq(lt_envs_pass_threshold(e, a), 0.9, 1e-12);
+  cr_expect_float_eq(lt_envs_pass_threshold(e, b), 0.5, 1e-12);
+  cr_expect_float_eq(lt_envs_pass_threshold(e, -1), 0.5, 1e-12, "no such domain");
+  lt_envs_free(e);
+}

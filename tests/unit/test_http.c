@@ -1,5 +1,5 @@
-/* net/http: the loop serves in this thread while a client thread sends
- * well-formed and hostile requests over real sockets. */
+/* net/http (and the Prometheus exposition on it, net/prom): the loop serves in this thread while a client thread
+ * sends well-formed and hostile requests over real sockets. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "net/http.h"
+#include "net/prom.h"
 #include "tests/support/harness.h"
 #include "util/error.h"
 
@@ -461,4 +462,62 @@ Test(http, fuzz_seed_corpus_answers_as_named, .timeout = 60) {
   cr_assert_eq(lt_fuzz_server_start(&s, 1 << 16, lt_fuzz_echo_request, NULL), 0, "%s", lt_error_msg());
   cr_expect_geq(lt_fuzz_check_seeds(&s, "http"), 18);
   lt_fuzz_server_stop(&s);
+}
+
+/* net/prom: the owner's samples first, then every gauge by family, named and scaled in the base units promtool
+ * wants, with a label whose value cannot end it; HEAD has no body; only /metrics is served. */
+typedef struct {
+  uv_loop_t loop;
+  uv_async_t stop;
+  lt_prom_t *p;
+  int port;
+  char *got, *head, *other;
+} prom_fixture_t;
+
+static void prom_samples(lt_buf_t *b, void *ud) { lt_prom_sample(b, "x_up", "gauge", "Up.", 1); }
+
+static void *prom_client(void *arg) {
+  prom_fixture_t *f = arg;
+  f->got = ask(f->port, "GET /metrics HTTP/1.1\r\n\r\n");
+  f->head = ask(f->port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  f->other = ask(f->port, "GET /other HTTP/1.1\r\n\r\n");
+  uv_async_send(&f->stop);
+  return NULL;
+}
+
+static void prom_stop(uv_async_t *a) {
+  prom_fixture_t *f = a->data;
+  lt_prom_close(f->p);
+  uv_close((uv_handle_t *)&f->stop, NULL);
+}
+
+Test(prom, gauges_follow_the_owners_samples_in_base_units, .timeout = 30) {
+  prom_fixture_t f = {0};
+  uv_loop_init(&f.loop);
+  uv_async_init(&f.loop, &f.stop, prom_stop);
+  f.stop.data = &f;
+  cr_assert_eq(lt_prom_listen(&f.loop, "127.0.0.1", 0, "x_", prom_samples, NULL, &f.p), 0, "%s", lt_error_msg());
+  f.port = lt_prom_port(f.p);
+  lt_prom_set(f.p, "learner/step_s", NULL, NULL, 2);
+  lt_prom_set(f.p, "dispatch/overhead_p50_ms", NULL, NULL, 250);
+  lt_prom_set(f.p, "daemon/rss_mb", NULL, NULL, 1);
+  lt_prom_set(f.p, "lag", "worker", "a\"b\\c", 3);
+  lt_prom_set(f.p, "lag", "worker", "a\"b\\c", 4); /* the latest value wins */
+  pthread_t th;
+  pthread_create(&th, NULL, prom_client, &f);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  pthread_join(th, NULL);
+  cr_assert_eq(uv_loop_close(&f.loop), 0, "handles left open");
+  cr_expect(strstr(f.got, "HTTP/1.1 200 "), "%s", f.got);
+  const char *up = strstr(f.got, "# HELP x_up Up.\n# TYPE x_up gauge\nx_up 1\n");
+  cr_expect(up, "%s", f.got);
+  cr_expect(strstr(f.got, "x_learner_step_seconds 2\n"), "%s", f.got);
+  cr_expect(strstr(f.got, "x_dispatch_overhead_p50_seconds 0.25\n"), "%s", f.got);
+  cr_expect(strstr(f.got, "x_daemon_rss_bytes 1048576\n"), "%s", f.got);
+  const char *lag = strstr(f.got, "x_lag{worker=\"a_b_c\"} 4\n");
+  cr_expect(lag, "%s", f.got);
+  cr_expect(up && lag && up < lag, "the owner's samples come first: %s", f.got);
+  cr_expect(strstr(f.head, "HTTP/1.1 200 ") && !strstr(f.head, "x_up"), "%s", f.head);
+  cr_expect(strstr(f.other, "HTTP/1.1 404 "), "%s", f.other);
+  free(f.got), free(f.head), free(f.other);
 }

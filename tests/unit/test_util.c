@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/harness.h"
 #include "util/buf.h"
@@ -217,4 +218,22 @@ Test(util, error_codes_map_to_exit_codes) {
   cr_assert_eq(lt_error_exit_code(LT_EDEVICE), 5);
   cr_assert_eq(lt_error_exit_code(LT_ECORRUPT), 6);
   for (int c = LT_ECODE_MIN; c <= 0; c++) cr_assert_str_neq(lt_strerror(c), "unknown error");
+}
+
+/* A lock another holder has is refused naming the holder's PID (the daemon's run lock says which daemon). */
+Test(util, a_refused_lock_names_its_holder) {
+  char *dir = lt_test_tmpdir("lock");
+  char p[4200], pid[32], holder[32] = "";
+  snprintf(p, sizeof p, "%s/daemon.lock", dir);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  int fd, fd2;
+  cr_assert_eq(lt_fs_lock_pid(p, &fd, holder, sizeof holder), 0, "%s", lt_error_msg());
+  cr_expect_eq(lt_fs_lock_pid(p, &fd2, holder, sizeof holder), LT_EBUSY); /* OFD locks: per open file */
+  cr_expect_eq(fd2, -1);
+  cr_expect_str_eq(holder, pid);
+  cr_expect_eq(lt_fs_lock_held(p), 1);
+  close(fd);
+  cr_expect_eq(lt_fs_lock_pid(p, &fd2, holder, sizeof holder), 0, "%s", lt_error_msg());
+  close(fd2);
+  lt_test_rmdir(dir);
 }
