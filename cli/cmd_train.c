@@ -130,7 +130,7 @@ int lt_cmd_train(int argc, char **argv) {
     return lt_cli_fail("train", rc);
   }
   char used[4096] = "";
-  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .cfg = &cfg, .config_path = c.pos[0], .run_dir = run_dir, .resume = lt_args_flag(&c, "--resume"),
+  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .ui_tokenizer = lt_cli_run_tokenizer, .cfg = &cfg, .config_path = c.pos[0], .run_dir = run_dir, .resume = lt_args_flag(&c, "--resume"),
                         .self_exe = exe, .run_dir_out = used, .run_dir_out_cap = sizeof used};
   double t0 = lt_time_mono_s();
   int code = lt_daemon_run(&o);

@@ -499,6 +499,16 @@ static int open_socket(lt_daemon_t *d) {
   return lt_zsock_start(d->z, on_recv, d);
 }
 
+/* monitor.ui_port: the console of this run, answered off the loop (ui/ lt_ui_serve_start). */
+static int ui_start(lt_daemon_t *d) {
+  int port = (int)lt_config_int(d->cfg, "monitor.ui_port"), rc;
+  const char *host = lt_config_str(d->cfg, "monitor.ui_bind");
+  if (port <= 0 || (rc = lt_ui_serve_start(d->run_dir, host, port, d->o.ui_tokenizer, &d->ui)) == 0) return 0;
+  char why[512];
+  snprintf(why, sizeof why, "%s", lt_error_msg());
+  return lt_error_set(rc, "monitor.ui_port %d: %s", port, why);
+}
+
 static int setup(lt_daemon_t *d) {
   int rc = resolve_run_dir(d);
   if (rc == 0 && d->o.run_dir_out) snprintf(d->o.run_dir_out, d->o.run_dir_out_cap, "%s", d->run_dir);
@@ -567,6 +577,7 @@ static int setup(lt_daemon_t *d) {
   if ((rc = lt_policy_model_info(d->weights_dir, &d->vocab, &d->model_info)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
+  if ((rc = ui_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
   /* Collect-only runs (data generation, load tests) have no trainer thread. */
@@ -646,6 +657,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
   }
   lt__prom_stop(d);
+  lt_ui_serve_stop(d->ui);
   lt__weights_stop(d);
   lt__acks_flush(d, 0); /* results committed in the last turn */
   /* Give BYE time to leave, then close everything the loop still holds. */

@@ -154,6 +154,7 @@ struct lt_daemon {
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
   struct lt__prom *prom;     /* Prometheus endpoint, NULL when off */
+  lt_ui_server_t *ui;        /* the console (monitor.ui_port) in its own thread, NULL when off */
   struct lt_http_server *weights_http; /* weights over HTTP, NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
   /* The versions still on disk, by the SHA-256 in their content-addressed URLs (weights.c). */
