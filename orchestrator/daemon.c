@@ -541,8 +541,9 @@ static int setup(lt_daemon_t *d) {
   d->reward_bounded = calloc((size_t)ndom, sizeof *d->reward_bounded);
   d->domain_group = calloc((size_t)ndom, sizeof *d->domain_group);
   d->domain_pass = calloc((size_t)ndom, sizeof *d->domain_pass);
+  d->eval_dom = calloc((size_t)ndom, sizeof *d->eval_dom);
   if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded || !d->domain_group ||
-      !d->domain_pass)
+      !d->domain_pass || !d->eval_dom)
     return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
@@ -685,6 +686,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->reward_bounded);
   free(d->domain_group);
   free(d->domain_pass);
+  free(d->eval_dom);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

@@ -127,6 +127,7 @@ struct lt_daemon {
   /* evaluation */
   int64_t eval_round;        /* step of the round in flight, -1 */
   int eval_pending, eval_total, eval_correct;
+  int (*eval_dom)[2];        /* per domain: this round's passed and finished held-out tasks */
   int64_t eval_next;         /* step of the next evaluation */
   double last_accuracy;      /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
@@ -202,7 +203,7 @@ int lt__oversample_groups(int64_t n, int64_t passed, int max_groups, int64_t min
 /* eval.c: evaluation rounds */
 void lt__eval_start(lt_daemon_t *d);
 /* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
-void lt__eval_task_done(lt_daemon_t *d, int correct);
+void lt__eval_task_done(lt_daemon_t *d, int dom, int correct); /* dom < 0: a task that does not count */
 /* pass@1 credit of a held-out result. */
 int lt__eval_passed(const lt_daemon_t *d, int dom, const lt_traj_t *t);
 /* When rounds run: at the start of a fresh run, after a learner step every eval.every steps, and a last one

@@ -37,9 +37,14 @@ static const struct {
  * longtail_<name with _>. */
 static double map_name(const char *name, char *family, size_t fcap, char *label, size_t lcap) {
   label[0] = 0;
-  if (!strncmp(name, "reward/", 7) && strcmp(name + 7, "mean")) {
+  if (!strncmp(name, "reward/", 7) && strcmp(name + 7, "mean") && strcmp(name + 7, "min") && strcmp(name + 7, "max")) {
     snprintf(family, fcap, "longtail_reward_by_domain");
     snprintf(label, lcap, "domain=\"%s\"", name + 7);
+    return 1;
+  }
+  if (!strncmp(name, "eval/accuracy/", 14)) {
+    snprintf(family, fcap, "longtail_eval_accuracy_by_domain");
+    snprintf(label, lcap, "domain=\"%s\"", name + 14);
     return 1;
   }
   if (!strncmp(name, "weights/lag/", 12)) {
