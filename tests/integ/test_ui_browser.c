@@ -83,7 +83,7 @@ Test(ui_browser, daemon_serves_its_console_while_live, .timeout = 180) {
   int port = lt_test_free_port();
   snprintf(set, sizeof set, "monitor.ui_port=%d", port);
   const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", set, "--set", "scheduler.max_tasks=100000",
-                         "--set", "learner.steps=30", NULL};
+                         "--set", "learner.steps=30", "--set", "eval.every=1", "--set", "eval.prompts=8", NULL};
   pid_t d = lt_test_spawn(dir, "daemon", train);
   cr_assert_gt(d, 0);
   char *body = NULL;
@@ -98,6 +98,8 @@ Test(ui_browser, daemon_serves_its_console_while_live, .timeout = 180) {
   expect(port, "GET", "/curves?name=reward/mean", "HTTP/1.1 200", "/assets/app.js");
   expect(port, "GET", "/assets/app.js", "HTTP/1.1 200", "createElement");
   expect(port, "GET", "/api/metrics?name=reward/mean", "HTTP/1.1 200", "\"bands\":{\"reward/mean\":[[");
+  /* held-out accuracy per domain beside the overall one (the round at step 0 is done before the first step) */
+  expect(port, "GET", "/api/metrics?name=eval/accuracy/arith", "HTTP/1.1 200", "\"eval/accuracy/arith\":[[0,");
   /* the same port again: taken */
   lt_run_t r;
   char rd2[4200];
