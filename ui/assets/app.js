@@ -43,7 +43,7 @@ function fmt(v, digits) {
 }
 
 const main = document.getElementById('main');
-function show(...nodes) { main.replaceChildren(...nodes); }
+function show(...nodes) { main.replaceChildren(...nodes.filter((n) => n !== null)); } // null: a part a page leaves out
 function failure(e) { show(el('p', { class: 'error', role: 'alert' }, 'Error: ' + e.message)); }
 
 function setLive(on) {
