@@ -81,14 +81,15 @@ static int get(int port, const char *path) {
   return ok;
 }
 
-/* What an open overview and curves page asks every 2 s. */
+/* What an open overview and curves page asks every 2 s, from the moment the console answers. */
 static void *poll_console(void *p) {
   poller_t *c = p;
   while (!c->stop) {
-    c->answers += get(c->port, "/api/overview");
-    c->answers += get(c->port, "/api/metrics");
-    c->answers += get(c->port, "/api/metrics?name=dispatch/overhead_p50_ms&name=throughput/trajectories_per_s");
-    for (int i = 0; i < console_ms / 10 && !c->stop; i++) usleep(10000);
+    int got = get(c->port, "/api/overview");
+    got += get(c->port, "/api/metrics");
+    got += get(c->port, "/api/metrics?name=dispatch/overhead_p50_ms&name=throughput/trajectories_per_s");
+    c->answers += got;
+    for (int i = 0; i < (got ? console_ms / 10 : 1) && !c->stop; i++) usleep(10000); /* not up yet: soon again */
   }
   return NULL;
 }
