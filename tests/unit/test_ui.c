@@ -419,3 +419,22 @@ Test(ui, a_folder_of_runs_lists_them_and_needs_a_run) {
   lt_ui_t *none;
   cr_assert_eq(lt_ui_open(gone, &none), LT_ENOENT);
 }
+
+/* The console in a thread of its own (the daemon's monitor.ui_port): it answers over HTTP while the caller's thread
+ * does something else, a port in use fails at start (LT_EUNREACH), and stop ends the thread and frees it all. */
+Test(ui, serves_from_a_thread_of_its_own) {
+  lt_ui_server_t *s;
+  cr_assert_eq(lt_ui_serve_start(dir, "127.0.0.1", 0, NULL, &s), 0, "%s", lt_error_msg());
+  int port = lt_ui_serve_port(s);
+  cr_assert_gt(port, 0);
+  char *r = lt_test_http(port, "GET", "/api/overview", NULL);
+  cr_assert(r && strstr(r, "HTTP/1.1 200") && strstr(r, "\"policy_version\":9"), "%s", r ? r : "no answer");
+  free(r);
+  lt_ui_server_t *again = NULL;
+  cr_assert_eq(lt_ui_serve_start(dir, "127.0.0.1", port, NULL, &again), LT_EUNREACH);
+  cr_assert_null(again);
+  cr_assert(strstr(lt_error_msg(), "in use"), "%s", lt_error_msg());
+  lt_ui_serve_stop(s);
+  cr_assert_null(lt_test_http(port, "GET", "/api/overview", NULL), "still answering after stop");
+  lt_ui_serve_stop(NULL);
+}
