@@ -19,9 +19,16 @@
  *
  * REPS repetitions, each measuring every rate next to its baseline; medians
  * and the spread of the ratios are reported.  Prints a table on stderr and
- * one JSON object on the last stdout line. */
+ * one JSON object on the last stdout line.
+ *
+ * `pipeline --console MS`: the daemon also serves its console (monitor.ui_port) and a client polls it every MS
+ * ms as an open page does (/api/overview and /api/metrics), to compare the numbers with and without
+ * (docs/benchmarks.md, "The console on a live run"). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +55,60 @@
 
 /* ---- 1a. through the daemon ---- */
 
+static int console_ms; /* --console: poll the daemon's console every console_ms (0: no console) */
+
+typedef struct {
+  int port;
+  volatile int stop;
+  long answers; /* requests answered 200 */
+} poller_t;
+
+/* One GET to 127.0.0.1:port, read to the end; 1 when it answered 200. */
+static int get(int port, const char *path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  char buf[65536];
+  int ok = 0;
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+    int n = snprintf(buf, sizeof buf, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    if (write(fd, buf, (size_t)n) == n) {
+      int first = 1;
+      for (ssize_t got; (got = read(fd, buf, sizeof buf)) > 0; first = 0)
+        if (first) ok = got >= 12 && !strncmp(buf, "HTTP/1.1 200", 12);
+    }
+  }
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+/* What an open overview and curves page asks every 2 s, from the moment the console answers. */
+static void *poll_console(void *p) {
+  poller_t *c = p;
+  while (!c->stop) {
+    int got = get(c->port, "/api/overview");
+    got += get(c->port, "/api/metrics");
+    got += get(c->port, "/api/metrics?name=dispatch/overhead_p50_ms&name=throughput/trajectories_per_s");
+    c->answers += got;
+    for (int i = 0; i < (got ? console_ms / 10 : 1) && !c->stop; i++) usleep(10000); /* not up yet: soon again */
+  }
+  return NULL;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
 /* Wall seconds of a run of `tasks` tasks; *cpu: the machine's busy CPU seconds meanwhile; *dcpu: the daemon's
  * own (all its threads, not its workers). */
 static double run_daemon(const char *bin, const char *dir, int tasks, double *cpu, double *dcpu) {
   char cfg[4200], rd[4200], js[2048];
+  poller_t poll = {.port = console_ms ? free_port() : 0};
   snprintf(cfg, sizeof cfg, "%s/cfg-%d.json", dir, tasks);
   snprintf(rd, sizeof rd, "%s/run-%d", dir, tasks);
   lt_fs_remove_tree(rd); /* an earlier repetition's */
@@ -65,12 +122,19 @@ static double run_daemon(const char *bin, const char *dir, int tasks, double *cp
            "   \"scripted\": {\"mean_tokens\": %d, \"tail_fraction\": 0, \"token_us\": 0}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
            " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0},"
-           " \"monitor\": {\"progress\": \"off\", \"plot\": false}}",
-           tasks, TOKENS, WORKERS, SLOTS, TOKENS);
+           " \"monitor\": {\"progress\": \"off\", \"plot\": false, \"ui_port\": %d}}",
+           tasks, TOKENS, WORKERS, SLOTS, TOKENS, poll.port);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
+  pthread_t th;
+  if (console_ms && pthread_create(&th, NULL, poll_console, &poll) != 0) return -1;
   double c0 = bench_cpu_busy_s(), wall = bench_run_cpu(argv, "/dev/null", dcpu);
   *cpu = bench_cpu_busy_s() - c0;
+  if (console_ms) {
+    poll.stop = 1;
+    pthread_join(th, NULL);
+    fprintf(stderr, "  console: %ld answers in %.1f s\n", poll.answers, wall);
+  }
   return wall;
 }
 
@@ -278,8 +342,13 @@ static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx, 
   return n / dt;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const char *bin = getenv("LT_BIN") ? getenv("LT_BIN") : "bin/longtail";
+  if (argc == 3 && !strcmp(argv[1], "--console") && atoi(argv[2]) > 0) console_ms = atoi(argv[2]);
+  else if (argc != 1) {
+    fprintf(stderr, "usage: pipeline [--console MS]\n");
+    return 2;
+  }
   char dir[] = "/tmp/longtail-bench-pipeline-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   /* The frames the daemon exchanges: a TASK as dispatched, a TRAJ of the same length, an ACK. */

@@ -138,6 +138,23 @@ int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
   return finish(b, s, rc);
 }
 
+int lt_buffer_metric_band(lt_buffer_t *b, const char *lo_name, const char *hi_name, int max,
+                          int (*fn)(int64_t step, double lo, double hi, void *ud), void *ud) {
+  sqlite3_stmt *s;
+  /* grouped: a resumed run may have recorded a step twice */
+  int rc = prep(b, "SELECT lo.step, min(lo.value), max(hi.value) FROM metrics lo JOIN metrics hi ON hi.name = ?2 "
+                   "AND hi.step = lo.step AND hi.value IS NOT NULL WHERE lo.name = ?1 AND lo.value IS NOT NULL "
+                   "GROUP BY lo.step ORDER BY lo.step LIMIT ?3",
+                &s);
+  if (rc < 0) return rc;
+  sqlite3_bind_text(s, 1, lo_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, hi_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, max);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    if (fn(sqlite3_column_int64(s, 0), sqlite3_column_double(s, 1), sqlite3_column_double(s, 2), ud)) break;
+  return finish(b, s, rc);
+}
+
 int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            int (*fn)(const char *name, const char *host, int slots, const char *backend,
                                      int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),

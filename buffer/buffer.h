@@ -269,6 +269,10 @@ int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const
 /* A metric's points in step order, at most max (the first max): fn per point. */
 int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
                             int (*fn)(int64_t step, double value, void *ud), void *ud);
+/* The steps where both lo_name and hi_name were recorded (a band: reward/min and reward/max around reward/mean),
+ * in step order, at most max: fn per step with the two values. */
+int lt_buffer_metric_band(lt_buffer_t *b, const char *lo_name, const char *hi_name, int max,
+                          int (*fn)(int64_t step, double lo, double hi, void *ud), void *ud);
 /* Every worker ever seen, most recently seen first, at most max, with the tasks dispatched to it and not yet
  * done (in flight). */
 int lt_buffer_workers_list(lt_buffer_t *b, int max,

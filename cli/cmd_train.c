@@ -172,7 +172,7 @@ int lt_cmd_train(int argc, char **argv) {
   char used[4096] = "";
   int resume = lt_args_flag(&c, "--resume");
   rc = run_dir_of(&cfg, run_dir, resume, c.pos[0], used, sizeof used);
-  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .cfg = &cfg, .run_dir = used, .resume = resume, .self_exe = exe};
+  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .ui_tokenizer = lt_cli_run_tokenizer, .cfg = &cfg, .run_dir = used, .resume = resume, .self_exe = exe};
   double t0 = lt_time_mono_s();
   int code = rc < 0 ? lt_cli_fail("train", rc) : lt_daemon_run(&o);
   /* The other learner ranks stop even when the learner never started. */

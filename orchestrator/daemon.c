@@ -415,6 +415,16 @@ static int open_socket(lt_daemon_t *d) {
   return lt_zsock_start(d->z, on_recv, d);
 }
 
+/* monitor.ui_port: the console of this run, answered off the loop (ui/ lt_ui_serve_start). */
+static int ui_start(lt_daemon_t *d) {
+  int port = (int)lt_config_int(d->cfg, "monitor.ui_port"), rc;
+  const char *host = lt_config_str(d->cfg, "monitor.ui_bind");
+  if (port <= 0 || (rc = lt_ui_serve_start(d->run_dir, host, port, d->o.ui_tokenizer, &d->ui)) == 0) return 0;
+  char why[512];
+  snprintf(why, sizeof why, "%s", lt_error_msg());
+  return lt_error_set(rc, "monitor.ui_port %d: %s", port, why);
+}
+
 static int setup(lt_daemon_t *d) {
   int rc;
   snprintf(d->run_dir, sizeof d->run_dir, "%s", d->o.run_dir);
@@ -450,7 +460,8 @@ static int setup(lt_daemon_t *d) {
   d->domain_weight = calloc((size_t)ndom, sizeof *d->domain_weight);
   d->reward_range = calloc((size_t)ndom, sizeof *d->reward_range);
   d->reward_bounded = calloc((size_t)ndom, sizeof *d->reward_bounded);
-  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded)
+  d->eval_dom = calloc((size_t)ndom, sizeof *d->eval_dom);
+  if (!d->domain_index || !d->domain_weight || !d->reward_range || !d->reward_bounded || !d->eval_dom)
     return lt_error_set(LT_ENOMEM, "out of memory");
   const cJSON *ratios = lt_config_get(d->cfg, "scheduler.domain_ratios");
   for (int i = 0; i < ndom; i++) {
@@ -477,6 +488,7 @@ static int setup(lt_daemon_t *d) {
   if ((rc = lt_policy_model_info(d->weights_dir, &d->vocab, &d->model_info)) < 0) return rc;
   if ((rc = open_socket(d)) < 0) return rc;
   if ((rc = lt__prom_start(d)) < 0) return rc;
+  if ((rc = ui_start(d)) < 0) return rc;
   if ((rc = lt__weights_start(d)) < 0) return rc;
   if ((rc = lt_writer_start(&d->loop, d->buf, &d->writer)) < 0) return rc;
   /* Collect-only runs (data generation, load tests) have no trainer thread. */
@@ -487,6 +499,8 @@ static int setup(lt_daemon_t *d) {
 /* The endpoints: the socket (its linger lets BYE leave), ZAP, Prometheus, weights over HTTP. */
 static void close_listeners(lt_daemon_t *d) {
   lt__prom_stop(d);
+  lt_ui_serve_stop(d->ui);
+  d->ui = NULL;
   lt__weights_stop(d);
   if (d->z) lt_zsock_close(d->z, NULL, NULL);
   d->z = NULL;
@@ -577,6 +591,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   free(d->domain_weight);
   free(d->reward_range);
   free(d->reward_bounded);
+  free(d->eval_dom);
   lt__spawn_free(d);
   if (d->metrics) fclose(d->metrics);
   lt_envs_free(d->envs);

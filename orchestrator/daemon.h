@@ -9,6 +9,7 @@
 
 #include "buffer/buffer.h"
 #include "proto/proto.h"
+#include "ui/ui.h"
 #include "util/config.h"
 
 typedef struct {
@@ -19,6 +20,7 @@ typedef struct {
   /* The rewards a domain can produce (rewards/ lt_reward_range): 1 with [*lo, *hi], 0 unbounded, < 0 an error.
    * Given by the caller so that the daemon does not reach into rewards/; NULL: every domain unbounded. */
   int (*reward_range)(const lt_config_t *cfg, const char *domain, double *lo, double *hi);
+  lt_ui_tokenizer_fn ui_tokenizer; /* the console's (monitor.ui_port) token text; NULL: token ids only */
 } lt_daemon_opts_t;
 
 /* Runs the job to completion or a signal; returns the exit code. */

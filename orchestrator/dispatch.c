@@ -51,7 +51,7 @@ static void create_done(void *arg, int rc) {
       if (!eval) d->open_train--, d->tasks_created--; /* made again later, or a bounded run ends short */
       else d->eval_total--;
       lt__task_remove(d, t->id);
-      if (eval) lt__eval_task_done(d, 0);
+      if (eval) lt__eval_task_done(d, -1, 0);
       continue;
     }
     lt__queue_push(d, t, t->eval);

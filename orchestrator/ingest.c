@@ -122,7 +122,7 @@ static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) 
     }
   }
   lt__task_remove(d, task->id);
-  if (eval) lt__eval_task_done(d, ok);
+  if (eval) lt__eval_task_done(d, dom, ok);
 }
 
 static void ingest_done(void *arg, int rc) {

@@ -115,6 +115,7 @@ struct lt_daemon {
   /* evaluation */
   int64_t eval_round;        /* step of the round in flight, -1 */
   int eval_pending, eval_total, eval_correct;
+  int (*eval_dom)[2];        /* per domain: this round's passed and finished held-out tasks */
   int64_t eval_next;         /* step of the next evaluation */
   double last_accuracy;      /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
@@ -143,6 +144,7 @@ struct lt_daemon {
   FILE *metrics;             /* metrics.jsonl */
   struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
   struct lt_wserver *wserver; /* weights over HTTP (net/wserver.h), NULL when off */
+  lt_ui_server_t *ui;         /* the console (monitor.ui_port) in its own thread, NULL when off */
   char weights_base[512];    /* http://HOST:PORT/weights */
   /* The versions published lately, until every live worker runs them (weights/propagation_s). */
   struct {
@@ -184,7 +186,7 @@ void lt__scheduler_cron(lt_daemon_t *d, int64_t now);
 
 /* eval.c: evaluation rounds */
 /* One evaluation task ended (correct: pass@1 credit); the last one closes the round. */
-void lt__eval_task_done(lt_daemon_t *d, int correct);
+void lt__eval_task_done(lt_daemon_t *d, int dom, int correct); /* dom < 0: a task that does not count */
 /* pass@1 credit of a held-out result. */
 int lt__eval_passed(const lt_daemon_t *d, int dom, const lt_traj_t *t);
 /* When rounds run: at the start of a fresh run, after a learner step every eval.every steps, and a last one

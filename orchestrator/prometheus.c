@@ -9,11 +9,13 @@
 #include "util/error.h"
 #include "util/log.h"
 
-/* Run metrics that are one family in Prometheus, labelled by their last part: reward/<domain> (reward/mean is
- * a metric of its own), weights/lag/<worker>, staleness/hist_<K>; every other metric is longtail_<name>. */
+/* Run metrics that are one family in Prometheus, labelled by their last part: reward/<domain> (reward/mean, /min
+ * and /max are metrics of their own), eval/accuracy/<domain>, weights/lag/<worker>, staleness/hist_<K>; every
+ * other metric is longtail_<name>. */
 static const struct {
   const char *prefix, *family, *label;
 } labelled[] = {{"reward/", "reward_by_domain", "domain"},
+                {"eval/accuracy/", "eval_accuracy_by_domain", "domain"},
                 {"weights/lag/", "worker_policy_lag", "worker"},
                 {"staleness/hist_", "staleness_trajectories", "staleness"}};
 
@@ -21,7 +23,8 @@ void lt__prom_set(lt_daemon_t *d, const char *name, double v) {
   if (!d->prom) return;
   for (size_t i = 0; i < sizeof labelled / sizeof *labelled; i++) {
     size_t n = strlen(labelled[i].prefix);
-    if (!strncmp(name, labelled[i].prefix, n) && strcmp(name, "reward/mean")) {
+    if (!strncmp(name, labelled[i].prefix, n) && strcmp(name, "reward/mean") && strcmp(name, "reward/min") &&
+        strcmp(name, "reward/max")) {
       lt_prom_set(d->prom, labelled[i].family, labelled[i].label, name + n, v);
       return;
     }

@@ -57,6 +57,8 @@ const lt_cfg_schema_t lt_eval_schema = {"eval", "Held-out evaluation.", eval_e, 
 static const lt_cfg_entry_t monitor_e[] = {
     {"monitor.prometheus_port", LT_CFG_INT, "0", 0, 65535, NULL, "Prometheus text endpoint http://HOST:PORT/metrics (0: off; docs/metrics.md)"},
     {"monitor.prometheus_host", LT_CFG_STR, "\"127.0.0.1\"", LT_CFG_NORANGE, NULL, "address the Prometheus endpoint listens on (an IP address)"},
+    {"monitor.ui_port", LT_CFG_INT, "0", 0, 65535, NULL, "the run's web console http://HOST:PORT/, served by the daemon from a thread of its own (0: off; docs/ui.md)"},
+    {"monitor.ui_bind", LT_CFG_STR, "\"127.0.0.1\"", LT_CFG_NORANGE, NULL, "address the console listens on (an IP address; it has no authentication)"},
     {"monitor.plot", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "when train ends, draw RUN_DIR/plot.png (reward and held-out accuracy; multi-turn runs add turns per episode, truncation rate and the staleness histogram) with gnuplot, if installed"},
     {"monitor.progress", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|on|off", "progress on stderr: a live line on a terminal, plain lines (every 30 s in auto, 10 s with on) otherwise"},
     {"monitor.routing_confidence_floor", LT_CFG_NUM, "0", 0, 1, NULL, "alarm when routing confidence falls below this (0: off)"},

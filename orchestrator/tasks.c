@@ -160,7 +160,7 @@ void lt__requeue(lt_daemon_t *d, lt__task_t *t, int count_attempt, const char *w
     int eval = t->eval;
     if (!eval) d->open_train--;
     lt__task_remove(d, t->id);
-    if (eval) lt__eval_task_done(d, 0);
+    if (eval) lt__eval_task_done(d, lt_envs_index(d->envs, t->domain), 0);
     lt__trainer_notify(d); /* the last task may have been this one: flush what is left */
     lt__check_done(d);
     return;

@@ -29,7 +29,7 @@ typedef struct {
   int nbad;
   int has_route;
   /* what the rows say */
-  double reward_mean, trunc_rate, turns_mean, route_rollout, gen_tokens;
+  double reward_mean, reward_min, reward_max, trunc_rate, turns_mean, route_rollout, gen_tokens;
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];

@@ -10,7 +10,8 @@ void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, 
     const char *name;
     double v;
   } m[] = {
-      {"reward/mean", r->reward_mean},          {"rollout/truncation_rate", r->trunc_rate},
+      {"reward/mean", r->reward_mean},          {"reward/min", r->reward_min},
+      {"reward/max", r->reward_max},            {"rollout/truncation_rate", r->trunc_rate},
       {"rollout/turns_mean", r->turns_mean},
       {"mis/token_accept", s->token_accept},    {"mis/traj_accept", s->traj_accept},
       {"mis/kept_fraction", s->kept_fraction},  {"mismatch/abs_log_ratio", s->mismatch},

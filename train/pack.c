@@ -278,6 +278,8 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     }
     ntrunc += p->trunc[packed - 1];
     rsum += t.reward;
+    if (!ntraj || t.reward < p->reward_min) p->reward_min = t.reward;
+    if (!ntraj || t.reward > p->reward_max) p->reward_max = t.reward;
     turns += t.turns;
     int di = 0;
     while (di < p->ndom && strcmp(p->dom[di], t.domain)) di++;

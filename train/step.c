@@ -323,6 +323,8 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   n = p->n;
   if (n == 0) return 0;
   r->reward_mean = p->reward_mean;
+  r->reward_min = p->reward_min;
+  r->reward_max = p->reward_max;
   r->trunc_rate = p->trunc_rate;
   r->turns_mean = p->turns_mean;
   r->route_rollout = p->route_rollout;

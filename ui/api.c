@@ -384,15 +384,19 @@ static int event_item(int64_t time_ms, const char *kind, const char *detail, voi
   return 0;
 }
 
-static int point_item(int64_t step, double value, void *ud) {
-  list_t *l = ud;
+/* [step, v0, ...] as the next item of a list */
+static int tuple(list_t *l, int64_t step, const double *v, int n) {
   lt_buf_puts(l->b, l->n++ ? ",[" : "[");
   lt_json_int(l->b, step);
-  lt_buf_putc(l->b, ',');
-  lt_json_num(l->b, value);
+  for (int i = 0; i < n; i++) {
+    lt_buf_putc(l->b, ',');
+    lt_json_num(l->b, v[i]);
+  }
   lt_buf_putc(l->b, ']');
   return 0;
 }
+
+static int point_item(int64_t step, double value, void *ud) { return tuple(ud, step, &value, 1); }
 
 typedef struct {
   lt_buffer_t *db;
@@ -499,6 +503,30 @@ static int name_item(const char *name, void *ud) {
   return 0;
 }
 
+static int band_item(int64_t step, double lo, double hi, void *ud) { return tuple(ud, step, (double[]){lo, hi}, 2); }
+
+/* "bands": each asked P/mean with the run's P/min and P/max at its steps (empty where the run records none). */
+static int bands(lt_buffer_t *db, const req_t *q, int max, lt_buf_t *b) {
+  list_t l = {b, 0, 0};
+  int first = 1, rc = 0;
+  lt_buf_puts(b, ",\"bands\":{");
+  for (int i = 0; i < q->n && rc >= 0; i++) {
+    const char *n = q->p[i].val;
+    size_t len = strlen(n);
+    if (strcmp(q->p[i].key, "name") || len < 5 || strcmp(n + len - 5, "/mean")) continue;
+    char lo[256], hi[256];
+    snprintf(lo, sizeof lo, "%.*s/min", (int)(len - 5), n);
+    snprintf(hi, sizeof hi, "%.*s/max", (int)(len - 5), n);
+    key(b, &first, n);
+    lt_buf_putc(b, '[');
+    l.n = 0;
+    rc = lt_buffer_metric_band(db, lo, hi, max, band_item, &l);
+    lt_buf_putc(b, ']');
+  }
+  lt_buf_putc(b, '}');
+  return rc;
+}
+
 static int api_metrics(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run", "name", "max", NULL};
   if (only(q, allowed, r) < 0) return -1;
@@ -530,7 +558,9 @@ static int api_metrics(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
       rc = lt_buffer_metric_points(run->b, q->p[i].val, (int)max, point_item, &l);
       lt_buf_putc(&b, ']');
     }
-    lt_buf_puts(&b, "}}");
+    lt_buf_putc(&b, '}');
+    if (rc >= 0) rc = bands(run->b, q, (int)max, &b);
+    lt_buf_putc(&b, '}');
   }
   if (rc < 0) {
     lt_buf_free(&b);

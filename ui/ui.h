@@ -1,6 +1,7 @@
 /* The web console (`longtail ui`, docs/ui.md): a read-only view of one run, or of a folder of runs, over HTTP.
  * lt_ui_answer maps a GET to its page, asset or JSON answer without any network (the tests call it directly);
- * lt_ui_listen serves the same answers on the project's libuv HTTP server. */
+ * lt_ui_listen serves the same answers on the project's libuv HTTP server, lt_ui_serve_start from a thread of
+ * its own (the daemon's monitor.ui_port). */
 #ifndef LT_UI_UI_H
 #define LT_UI_UI_H
 
@@ -41,6 +42,15 @@ void lt_ui_resp_free(lt_ui_resp_t *r);
 
 /* Serves on loop at host:port (0: any free port, see lt_http_port). */
 int lt_ui_listen(lt_ui_t *u, uv_loop_t *loop, const char *host, int port, lt_http_server_t **out);
+
+/* The console of run_dir served at host:port from a thread of its own: its own loop and its own read-only
+ * connection to the run, so that its queries never run on the caller's loop.  Listens before returning (a port
+ * in use is LT_EUNREACH here).  lt_ui_serve_stop ends it (open connections are closed) and frees it; NULL
+ * is a no-op. */
+typedef struct lt_ui_server lt_ui_server_t;
+int lt_ui_serve_start(const char *run_dir, const char *host, int port, lt_ui_tokenizer_fn tok, lt_ui_server_t **out);
+int lt_ui_serve_port(const lt_ui_server_t *s);
+void lt_ui_serve_stop(lt_ui_server_t *s);
 
 /* The built-in assets (ui/assets.c): name ("index.html", "app.js", "app.css") to bytes; NULL if unknown. */
 const char *lt_ui_asset(const char *name, size_t *len, const char **type);

@@ -21,6 +21,9 @@ static void record_run(const char *dir, const char *name, int seed) {
                         "--set", "eval.prompts=16", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
+  char console[4300]; /* the summary ends with the console's command (make run, README) */
+  snprintf(console, sizeof console, "longtail ui %s ", rd);
+  cr_assert(strstr(r.out, console), "no console command in the summary: %s", r.out);
   lt_run_free(&r);
 }
 

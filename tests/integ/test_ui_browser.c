@@ -74,6 +74,46 @@ Test(ui_browser, serves_its_answers_over_http, .timeout = 60) {
   lt_test_rmdir(dir);
 }
 
+/* The daemon's own console (monitor.ui_port): answered while the run is live, from the daemon's process; a port
+ * in use stops the daemon at start with the key named and exit 4, as monitor.prometheus_port does. */
+Test(ui_browser, daemon_serves_its_console_while_live, .timeout = 180) {
+  char *dir = lt_test_tmpdir("ui-daemon"), rd[4200], cfg[4200], set[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  int port = lt_test_free_port();
+  snprintf(set, sizeof set, "monitor.ui_port=%d", port);
+  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", set, "--set", "scheduler.max_tasks=100000",
+                         "--set", "learner.steps=30", "--set", "eval.every=1", "--set", "eval.prompts=8", NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", train);
+  cr_assert_gt(d, 0);
+  char *body = NULL;
+  for (int i = 0; i < 600; i++, usleep(100000)) { /* until a learner step is recorded */
+    free(body);
+    body = lt_test_http(port, "GET", "/api/overview", NULL);
+    if (body && strstr(body, "\"live\":true") && !strstr(body, "\"learner_step\":0,")) break;
+  }
+  cr_assert(body && strstr(body, "HTTP/1.1 200") && strstr(body, "\"live\":true"), "%s", body ? body : "unreachable");
+  cr_assert(!strstr(body, "\"learner_step\":0,"), "no step shown: %s", body);
+  free(body);
+  expect(port, "GET", "/curves?name=reward/mean", "HTTP/1.1 200", "/assets/app.js");
+  expect(port, "GET", "/assets/app.js", "HTTP/1.1 200", "createElement");
+  expect(port, "GET", "/api/metrics?name=reward/mean", "HTTP/1.1 200", "\"bands\":{\"reward/mean\":[[");
+  /* held-out accuracy per domain beside the overall one (the round at step 0 is done before the first step) */
+  expect(port, "GET", "/api/metrics?name=eval/accuracy/arith", "HTTP/1.1 200", "\"eval/accuracy/arith\":[[0,");
+  /* the same port again: taken */
+  lt_run_t r;
+  char rd2[4200];
+  snprintf(rd2, sizeof rd2, "%s/run2", dir);
+  const char *again[] = {"longtail", "train", cfg, "--run-dir", rd2, "--set", set, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, again), 0);
+  cr_expect_eq(r.status, 4, "a port in use: exit %d: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "monitor.ui_port") && strstr(r.err, "in use"), "%s", r.err);
+  lt_run_free(&r);
+  kill(d, SIGTERM);
+  cr_assert_eq(lt_test_wait(d, 60), 0, "the daemon did not stop cleanly with its console");
+  lt_test_rmdir(dir);
+}
+
 Test(ui_browser, console_in_chromium_on_a_finished_run, .timeout = 300) {
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 330, "%s/scripts/test-ui.sh", lt_test_root()), 0);

@@ -75,6 +75,10 @@ void lt_test_uirun(const char *dir, int hostile_only) {
   for (int s = 0; s < 10; s++) {
     lt_buffer_metric(b, s, "ui_test/reward", s * 0.1, 2000 + s);
     lt_buffer_metric(b, s, "ui_test/loss", 1.0 / (s + 1), 2000 + s);
+    /* a spread at steps 1..9 only (step 0 has no companions): the console's band */
+    lt_buffer_metric(b, s, "ui_test/spread/mean", s, 2000 + s);
+    if (s) lt_buffer_metric(b, s, "ui_test/spread/min", s - 0.5, 2000 + s);
+    if (s) lt_buffer_metric(b, s, "ui_test/spread/max", s + 1, 2000 + s);
   }
   lt_buffer_metric(b, 0, "eval/accuracy", 0.25, 2000);
   lt_buffer_metric(b, 5, "eval/accuracy", 0.5, 2005);

@@ -123,6 +123,27 @@ Test(ui, metrics_names_and_bounded_series) {
   bad(many, 400);
 }
 
+/* A P/mean whose run records P/min and P/max comes with its band at the steps that have both; a metric without
+ * companions, or not named P/mean, has an empty band or none. */
+Test(ui, metrics_bands_from_min_max_companions) {
+  cJSON *j = ok("/api/metrics?name=ui_test/spread/mean&name=ui_test/reward&name=eval/mean");
+  const cJSON *bands = cJSON_GetObjectItem(j, "bands");
+  cr_assert(bands, "no bands");
+  const cJSON *band = cJSON_GetObjectItem(bands, "ui_test/spread/mean");
+  cr_assert_eq(cJSON_GetArraySize(band), 9, "steps 1..9 have both companions");
+  const cJSON *p = cJSON_GetArrayItem(band, 2);
+  cr_assert_eq(cJSON_GetArrayItem(p, 0)->valuedouble, 3);
+  cr_assert_float_eq(cJSON_GetArrayItem(p, 1)->valuedouble, 2.5, 1e-9);
+  cr_assert_float_eq(cJSON_GetArrayItem(p, 2)->valuedouble, 4, 1e-9);
+  cr_assert_null(cJSON_GetObjectItem(bands, "ui_test/reward"), "only P/mean names have a band");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(bands, "eval/mean")), 0);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "series"), "ui_test/spread/mean")), 10);
+  cJSON_Delete(j);
+  j = ok("/api/metrics?name=ui_test/spread/mean&max=4");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "bands"), "ui_test/spread/mean")), 4);
+  cJSON_Delete(j);
+}
+
 /* The task ids of a page, in order, and its total. */
 static int page(const char *path, int64_t *ids, int64_t *total) {
   cJSON *j = ok(path);
@@ -397,4 +418,23 @@ Test(ui, a_folder_of_runs_lists_them_and_needs_a_run) {
   lt_test_rmdir(runs); /* (frees runs) */
   lt_ui_t *none;
   cr_assert_eq(lt_ui_open(gone, &none), LT_ENOENT);
+}
+
+/* The console in a thread of its own (the daemon's monitor.ui_port): it answers over HTTP while the caller's thread
+ * does something else, a port in use fails at start (LT_EUNREACH), and stop ends the thread and frees it all. */
+Test(ui, serves_from_a_thread_of_its_own) {
+  lt_ui_server_t *s;
+  cr_assert_eq(lt_ui_serve_start(dir, "127.0.0.1", 0, NULL, &s), 0, "%s", lt_error_msg());
+  int port = lt_ui_serve_port(s);
+  cr_assert_gt(port, 0);
+  char *r = lt_test_http(port, "GET", "/api/overview", NULL);
+  cr_assert(r && strstr(r, "HTTP/1.1 200") && strstr(r, "\"policy_version\":9"), "%s", r ? r : "no answer");
+  free(r);
+  lt_ui_server_t *again = NULL;
+  cr_assert_eq(lt_ui_serve_start(dir, "127.0.0.1", port, NULL, &again), LT_EUNREACH);
+  cr_assert_null(again);
+  cr_assert(strstr(lt_error_msg(), "in use"), "%s", lt_error_msg());
+  lt_ui_serve_stop(s);
+  cr_assert_null(lt_test_http(port, "GET", "/api/overview", NULL), "still answering after stop");
+  lt_ui_serve_stop(NULL);
 }

@@ -43,7 +43,7 @@ function fmt(v, digits) {
 }
 
 const main = document.getElementById('main');
-function show(...nodes) { main.replaceChildren(...nodes); }
+function show(...nodes) { main.replaceChildren(...nodes.filter((n) => n !== null)); } // null: a part a page leaves out
 function failure(e) { show(el('p', { class: 'error', role: 'alert' }, 'Error: ' + e.message)); }
 
 function setLive(on) {
@@ -74,8 +74,9 @@ function ticks(lo, hi, n) {
 
 function tick(t) { return String(Number(t.toPrecision(6))); }
 
-// series: [{name, points: [[x, y], ...]}]; opts.kind 'line' or 'bar', opts.labels: x tick texts by x.  The canvas records how many points it drew
-// (data-points) and keeps its zoom (data-x0/data-x1) until a double click.
+// series: [{name, points: [[x, y], ...], band: [[x, min, max], ...] (optional: shaded around the line)}]; opts.kind
+// 'line' or 'bar', opts.labels: x tick texts by x.  The canvas records how many points and band steps it drew
+// (data-points, data-band-points) and keeps its zoom (data-x0/data-x1) until a double click.
 function chart(canvas, series, opts) {
   opts = opts || {};
   const dpr = window.devicePixelRatio || 1;
@@ -87,8 +88,11 @@ function chart(canvas, series, opts) {
   const zx0 = canvas.dataset.x0 !== undefined ? +canvas.dataset.x0 : -Infinity;
   const zx1 = canvas.dataset.x1 !== undefined ? +canvas.dataset.x1 : Infinity;
   const pts = series.map((s) => s.points.filter((p) => p[0] >= zx0 && p[0] <= zx1 && Number.isFinite(p[1])));
-  const all = pts.flat();
-  canvas.dataset.points = String(all.length);
+  const bands = series.map((s) => (s.band || []).filter((p) => p[0] >= zx0 && p[0] <= zx1 && Number.isFinite(p[1]) && Number.isFinite(p[2])));
+  // the band's edges count for the y range as points would
+  const all = pts.flat().concat(bands.flat().flatMap((p) => [[p[0], p[1]], [p[0], p[2]]]));
+  canvas.dataset.points = String(pts.flat().length);
+  canvas.dataset.bandPoints = String(bands.flat().length);
   g.font = '11px system-ui, sans-serif';
   if (!all.length) {
     g.fillStyle = '#5b6677';
@@ -116,6 +120,16 @@ function chart(canvas, series, opts) {
       const bw = Math.max(2, (w - L - R) / (x1 - x0) * 0.7);
       p.forEach(([x, y]) => g.fillRect(X(x) - bw / 2, Y(Math.max(0, y)), bw, Math.abs(Y(y) - Y(0))));
     } else {
+      const b = bands[i];
+      if (b.length) { // min along, max back: one closed shape, the line drawn over it
+        g.globalAlpha = 0.18;
+        g.beginPath();
+        b.forEach(([x, lo], k) => (k ? g.lineTo(X(x), Y(lo)) : g.moveTo(X(x), Y(lo))));
+        for (let k = b.length - 1; k >= 0; k--) g.lineTo(X(b[k][0]), Y(b[k][2]));
+        g.closePath();
+        g.fill();
+        g.globalAlpha = 1;
+      }
       g.beginPath();
       p.forEach(([x, y], k) => (k ? g.lineTo(X(x), Y(y)) : g.moveTo(X(x), Y(y))));
       g.stroke();
@@ -216,8 +230,10 @@ async function curves() {
     const names = '/api/metrics?' + new URLSearchParams(chosen.map((n) => ['name', n]));
     const series = [];
     for (const r of [null, ...also]) {
-      const s = chosen.length ? (await api(names, null, r)).series : {};
-      for (const n of chosen) series.push({ name: (also.length ? (r || run) + ': ' : '') + n, points: s[n] || [] });
+      const j = chosen.length ? await api(names, null, r) : { series: {}, bands: {} };
+      for (const n of chosen) {
+        series.push({ name: (also.length ? (r || run) + ': ' : '') + n, points: j.series[n] || [], band: j.bands[n] });
+      }
     }
     chart(canvas, series);
   };
@@ -233,8 +249,16 @@ async function curves() {
     } } }), ' ', n)));
   filter.addEventListener('input', boxes);
   boxes();
-  show(el('h1', {}, 'Curves'), el('p', { class: 'muted' }, 'Drag across the chart to zoom; double-click to reset.'),
-    canvas, el('p', {}, pngButton(canvas, 'longtail-curves')), overlay, filter, list);
+  // Held-out accuracy overall and per domain (eval/accuracy/<domain>) at one click.
+  const perDomain = names.filter((n) => /^eval\/accuracy(\/|$)/.test(n));
+  const evalButton = perDomain.length > 1 ? el('button', { type: 'button', id: 'eval-domains', on: { click: () => {
+    chosen = perDomain.slice(0, 16);
+    boxes();
+    draw().catch(failure);
+  } } }, 'Eval by domain') : null;
+  show(el('h1', {}, 'Curves'), el('p', { class: 'muted' }, 'Drag across the chart to zoom; double-click to reset. ' +
+    'A shaded band is the spread of a step (P/min to P/max around P/mean).'),
+    canvas, el('p', {}, pngButton(canvas, 'longtail-curves'), ' ', evalButton), overlay, filter, list);
   await draw();
   const again = () => draw().then(() => poll(again)).catch(failure);
   poll(again);

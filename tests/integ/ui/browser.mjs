@@ -43,15 +43,46 @@ try {
   await open('/curves?name=' + encodeURIComponent(metric));
   const drawn = await page.$eval('#curve-chart', (c) => +c.dataset.points);
   if (drawn !== series.length || !drawn) fail(`curve points ${drawn}, expected ${series.length}`);
-  const ink = await page.$eval('#curve-chart', (c) => {
+  // inked: pixels drawn at all; shaded: pixels of the band's translucent fill (alpha 0.18 of 255 on the clear canvas)
+  const pixels = () => page.$eval('#curve-chart', (c) => {
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200)) n++;
-    return n;
+    let inked = 0, shaded = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i + 3] > 0 && (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200)) inked++;
+      if (d[i + 3] >= 44 && d[i + 3] <= 48) shaded++;
+    }
+    return { inked, shaded };
   });
-  if (ink < 200) fail('the curve canvas is blank: ' + ink + ' inked pixels');
+  const plain = await pixels();
+  if (plain.inked < 200) fail('the curve canvas is blank: ' + plain.inked + ' inked pixels');
+  ok(`curve draws ${drawn} points of ${metric} (${plain.inked} inked pixels)`);
+
+  // A band: a P/mean drawn with its P/min..P/max shaded around it (the hand-made live run records one with a
+  // spread; the smoke run's reward/min..reward/max is as wide as its rewards, which may all be 0).
+  const liveBase = liveUrl.replace(/\/$/, '');
+  const band = (await (await fetch(liveBase + '/api/metrics?name=ui_test/spread/mean')).json()).bands['ui_test/spread/mean'];
+  if (!band || !band.length) fail('no band from the API');
+  await page.goto(liveBase + '/curves?name=ui_test/spread/mean');
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  const bandDrawn = await page.$eval('#curve-chart', (c) => +c.dataset.bandPoints);
+  if (bandDrawn !== band.length) fail(`band steps drawn ${bandDrawn}, expected ${band.length}`);
+  const shaded = await pixels();
+  if (shaded.shaded < 1000 || shaded.shaded < 10 * plain.shaded) fail(`no shaded band: ${shaded.shaded} pixels (${plain.shaded} without a band)`);
   await page.screenshot({ path: shots + '/ui-curves.png' });
-  ok(`curve draws ${drawn} points of ${metric} (${ink} inked pixels)`);
+  ok(`ui_test/spread/mean drawn with its min/max band over ${bandDrawn} steps (${shaded.shaded} shaded pixels, ${plain.shaded} without)`);
+
+  // Held-out accuracy per domain: one click selects eval/accuracy and every eval/accuracy/<domain>.
+  const evalNames = names.filter((n) => /^eval\/accuracy\/./.test(n));
+  if (!evalNames.length) fail('no per-domain eval metric recorded: ' + names.join(' '));
+  const evalAll = (await api('/api/metrics?' + ['eval/accuracy', ...evalNames].map((n) => 'name=' + encodeURIComponent(n)).join('&'))).series;
+  const evalPts = Object.values(evalAll).reduce((a, s) => a + s.length, 0);
+  await open('/curves');
+  await page.click('#eval-domains');
+  await page.waitForFunction((n) => +document.getElementById('curve-chart').dataset.points === n, evalPts, { timeout: 5000 })
+    .catch(() => fail(`eval by domain: not ${evalPts} points drawn`));
+  if (!page.url().includes('name=' + encodeURIComponent(evalNames[0]))) fail('the address lacks the domain curve: ' + page.url());
+  await page.screenshot({ path: shots + '/ui-curves-eval.png' });
+  ok(`eval by domain: ${['eval/accuracy', ...evalNames].join(', ')} (${evalPts} points)`);
 
   // Trajectories: the filter form narrows the table to the rows the API counts.
   await open('/trajectories');
