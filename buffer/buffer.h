@@ -249,6 +249,8 @@ int lt_buffer_token_values_put(lt_buffer_t *b, const lt_token_values_row_t *rows
  * 1 and *r (free with lt_buffer_token_values_free), 0 when there is none (or the buffer predates the table). */
 int lt_buffer_token_values_get(lt_buffer_t *b, int64_t task_id, lt_token_values_row_t *r);
 void lt_buffer_token_values_free(lt_token_values_row_t *r);
+/* Rows a learner step stored (0 when it stored none: learner.store_token_values off, or an older run). */
+int64_t lt_buffer_token_values_count(lt_buffer_t *b, int64_t step);
 
 /* ---- browsing (buffer/browse.c): the web console's bounded queries ---- */
 
@@ -301,6 +303,9 @@ int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            int (*fn)(const char *name, const char *host, int slots, const char *backend,
                                      int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),
                            void *ud);
+/* The quarantined attempts of a task, oldest first, at most max: the learner step and why. */
+int lt_buffer_quarantine_of(lt_buffer_t *b, int64_t task_id, int max,
+                            int (*fn)(int64_t step, const char *why, void *ud), void *ud);
 /* The newest events, newest first, at most max; guardrails: only the learner's guardrail actions (kinds
  * guardrail and routing_alarm). */
 int lt_buffer_events_recent(lt_buffer_t *b, int guardrails, int max,

@@ -15,6 +15,10 @@ enum { ZSTD_LEVEL = 3 };
 /* Bytes of the unpacked arrays of n tokens: four float32 arrays and the flags. */
 static size_t raw_bytes(int n) { return (size_t)n * (4 * sizeof(float) + 1); }
 
+static int has_table(sqlite3 *db) {
+  return sqlite3_table_column_metadata(db, NULL, "token_values", NULL, NULL, NULL, NULL, NULL, NULL) == SQLITE_OK;
+}
+
 static int spans_total(const lt_token_values_row_t *r) {
   int n = 0;
   for (int i = 0; i < r->nspans; i++) n += r->spans[2 * i + 1];
@@ -134,9 +138,7 @@ int lt_buffer_token_values_get(lt_buffer_t *b, int64_t task_id, lt_token_values_
   int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
   if (rc != SQLITE_OK) {
     /* A read-only handle on a buffer from before the table (schema < 6): no values. */
-    if (sqlite3_table_column_metadata(db, NULL, "token_values", "task_id", NULL, NULL, NULL, NULL, NULL) != SQLITE_OK)
-      return 0;
-    return lt__buffer_err(b, rc, sql);
+    return has_table(db) ? lt__buffer_err(b, rc, sql) : 0;
   }
   sqlite3_bind_int64(s, 1, task_id);
   rc = sqlite3_step(s);
@@ -164,4 +166,18 @@ void lt_buffer_token_values_free(lt_token_values_row_t *r) {
   free((void *)r->spans);
   free((void *)r->ratio);
   memset(r, 0, sizeof *r);
+}
+
+int64_t lt_buffer_token_values_count(lt_buffer_t *b, int64_t step) {
+  sqlite3 *db = lt__buffer_db(b);
+  static const char *sql = "SELECT count(*) FROM token_values WHERE step = ?1 AND recomputed = 0";
+  if (!has_table(db)) return 0; /* a buffer from before the table, opened read-only */
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+  if (rc != SQLITE_OK) return lt__buffer_err(b, rc, sql);
+  sqlite3_bind_int64(s, 1, step);
+  rc = sqlite3_step(s);
+  int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : lt__buffer_err(b, rc, sql);
+  sqlite3_finalize(s);
+  return n;
 }
