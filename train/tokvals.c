@@ -9,8 +9,8 @@
 
 void lt__loss_json(const lt_loss_cfg_t *c, char *out, size_t cap) {
   snprintf(out, cap,
-           "{\"objective\":\"%s\",\"token_bounds\":[%.9g,%.9g],\"traj_bounds\":[%.9g,%.9g],\"clip\":[%.9g,%.9g],"
-           "\"tis_cap\":%.9g,\"delta\":%.9g}",
+           "{\"objective\":\"%s\",\"token_bounds\":[%g,%g],\"traj_bounds\":[%g,%g],\"clip\":[%g,%g],"
+           "\"tis_cap\":%g,\"delta\":%g}",
            lt_objective_name(c->obj), (double)c->tok_lo, (double)c->tok_hi, (double)c->traj_lo, (double)c->traj_hi,
            (double)c->clip_lo, (double)c->clip_hi, (double)c->tis_cap, (double)c->delta);
 }
