@@ -365,6 +365,7 @@ const SHADES = {
   }],
   advantage: ['advantage', (t, i) => {
     const a = val(t, 'adv', i);
+    if (a === null && t.loss_mask[i] && val(t, 'ratio', i) !== null) return [NONE[0], 'advantage not recomputed (no critic with the weights used)'];
     if (a === null || !t.loss_mask[i]) return NONE;
     const m = Math.abs(a) / maxAbs(t, 'adv');
     return [`hsl(${a < 0 ? 0 : 140} 70% ${95 - 30 * m}%)`, 'advantage Â_t ' + a.toFixed(4)];
@@ -414,7 +415,7 @@ function learnerFacts(t) {
     : `geometric-mean ratio ${v.traj_ratio.toFixed(5)} ${v.traj_ok ? 'within' : 'outside'} ${span(b)}: ${v.traj_ok ? 'kept' : 'rejected'}` +
       (['mispo', 'gspo'].includes(v.loss.objective) ? '' : ` (not applied by ${v.loss.objective})`)]);
   facts.push(['learner values', v.source === 'stored' ? `stored by step ${v.step} (${v.loss.objective})`
-    : `recomputed with the policy before step ${v.step} (${v.loss.objective}; not the step's own record)`]);
+    : `recomputed by replay with ${v.loss.model || 'the weights step ' + v.step + ' started from'} (${v.loss.objective}; not the step's own record)`]);
   return facts;
 }
 
