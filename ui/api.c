@@ -836,7 +836,7 @@ static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, co
   lt_buf_putc(b, '{');
   int g = 1;
   key(b, &g, "step");
-  if (m->status == LT_SAMPLE_CONSUMED || here) lt_json_int(b, step);
+  if (m->status == LT_SAMPLE_CONSUMED) lt_json_int(b, step);
   else lt_buf_puts(b, "null");
   kstr(b, &g, "verdict", verdict);
   kstr(b, &g, "why", why);

@@ -124,19 +124,25 @@ static double field(const cJSON *o, const char *a, const char *b) {
   return x->valuedouble;
 }
 
-Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
-  char *dir = lt_test_tmpdir("replay");
-  char rd[4200], cfg[4200];
-  snprintf(rd, sizeof rd, "%s/run", dir);
+/* The smoke job in RD with MIS bounds this tight: the masks reject most of what staleness changes, so the ratios
+ * are far from 1 and every token near a bound counts. */
+static void tight_run(const char *rd) {
+  char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  /* Bounds this tight make the masks reject most of what staleness changes,
-   * so the ratios are far from 1 and every token near a bound counts. */
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "learner.mispo.traj_bounds=[0.999999,1.000001]",
                         "--set", "learner.mispo.token_bounds=[0.99999,1.00001]", "--set", "learner.lr=1e-3", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
+}
+
+Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
+  char *dir = lt_test_tmpdir("replay");
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  lt_run_t r;
+  tight_run(rd);
   int below_one = 0;
   for (int step = 2; step <= 3; step++) {
     char sarg[16];
@@ -173,16 +179,11 @@ Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
  * equal from checkpoints/v2, rejected tokens included), marked recomputed; steps that stored their own are left. */
 Test(analysis, replay_fills_the_token_values_a_run_did_not_store, .timeout = 150) {
   char *dir = lt_test_tmpdir("replay-fill");
-  char rd[4200], cfg[4200], db[4300];
+  char rd[4200], db[4300];
   snprintf(rd, sizeof rd, "%s/run", dir);
   snprintf(db, sizeof db, "%s/buffer.db", rd);
-  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "learner.mispo.traj_bounds=[0.999999,1.000001]",
-                        "--set", "learner.mispo.token_bounds=[0.99999,1.00001]", "--set", "learner.lr=1e-3", NULL};
-  cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  lt_run_free(&r);
+  tight_run(rd);
   /* step 3's stored values, kept aside, then gone as from a run that never stored them */
   lt_buffer_t *b;
   cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0, "%s", lt_error_msg());
