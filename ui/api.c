@@ -830,7 +830,7 @@ static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, co
     snprintf(why, sizeof why, "a held-out evaluation sample: never trained");
     break;
   default:
-    snprintf(why, sizeof why, "not yet selected: ready, waiting for a learner step (and for the rest of its group)");
+    snprintf(why, sizeof why, "not yet selected: waiting for a learner step (and for the rest of its group)");
   }
   key(b, f, "training");
   lt_buf_putc(b, '{');

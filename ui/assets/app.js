@@ -409,7 +409,8 @@ function learnerFacts(t) {
   const v = t.token_values, tr = t.training;
   const facts = [['training', `${tr.verdict}: ${tr.why}`]];
   for (const q of tr.quarantined) facts.push(['quarantined attempt', `step ${q.step}: ${q.why}`]);
-  if (!v) return facts.concat([['learner values', 'none stored (see docs/ui.md: longtail replay --fill-token-values)']]);
+  if (!v) return facts.concat([['learner values', tr.step === null ? 'none: not trained'
+    : `none stored by step ${tr.step} (longtail replay --fill-token-values recomputes them, docs/replay.md)`]]);
   const b = bounds(t, 'traj_bounds');
   facts.push(['trajectory mask', v.traj_ratio === null ? 'no loss token'
     : `geometric-mean ratio ${v.traj_ratio.toFixed(5)} ${v.traj_ok ? 'within' : 'outside'} ${span(b)}: ${v.traj_ok ? 'kept' : 'rejected'}` +
