@@ -446,7 +446,7 @@ Test(ui, the_learners_stored_values_come_back_per_token) {
 }
 
 /* "Why not trained" from what the buffer records: filtered at a step that stored values for its batch is the
- * dynamic filter; filtered with its own values at that step is a rollback; stale. */
+ * dynamic filter; filtered with its own values at that step is a rollback; stale; quarantined. */
 Test(ui, why_a_trajectory_was_not_trained) {
   char db[4200];
   snprintf(db, sizeof db, "%s/buffer.db", dir);
@@ -465,7 +465,19 @@ Test(ui, why_a_trajectory_was_not_trained) {
       {.task_id = 13, .step = 7, .loss = "{}", .traj_ratio = 1, .ntokens = 4, .nspans = 1, .spans = sp, .ratio = z,
        .logp_old = z, .adv = z, .entropy = z, .flags = fl}};
   cr_assert_eq(lt_buffer_token_values_put(b, rows, 2), 0, "%s", lt_error_msg());
+  /* task 2's trajectory quarantined by step 6: it has none left to show, and the 404 says why */
+  lt_quarantined_t q;
+  cr_assert_eq(lt_buffer_prompt_insert(b, 1, "arith", "{}", 0, 0), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_traj_quarantine(b, 2, 6, "token 0: id 999 outside the vocabulary", 3000, &q), 0, "%s",
+               lt_error_msg());
+  lt_buffer_quarantined_free(&q);
   lt_buffer_close(b);
+  lt_ui_resp_t r;
+  lt_ui_answer(ui, "GET", "/api/trajectories/2", &r);
+  cr_assert_eq(r.status, 404);
+  const char *why = "quarantined at step 6: token 0: id 999 outside the vocabulary";
+  cr_assert(memmem(r.body, r.len, why, strlen(why)), "%.*s", (int)r.len, r.body);
+  lt_ui_resp_free(&r);
   static const struct {
     int task;
     const char *verdict, *why;
