@@ -59,6 +59,8 @@ static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS token_values(task_id INTEGER NOT NULL, step INTEGER NOT NULL, recomputed INTEGER NOT "
     "NULL, loss TEXT NOT NULL, traj_ratio REAL, traj_ok INTEGER NOT NULL, ntokens INTEGER NOT NULL, spans BLOB NOT NULL, "
     "n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(task_id, step, recomputed))",
+    /* A step's rows: the console's "why not trained" asks whether a step stored any; a resume's rewind drops them. */
+    "CREATE INDEX IF NOT EXISTS token_values_step ON token_values(step)",
 };
 
 enum {
