@@ -187,3 +187,15 @@ int lt_buffer_events_recent(lt_buffer_t *b, int guardrails, int max,
     if (fn(sqlite3_column_int64(s, 0), text(s, 1), text(s, 2), ud)) break;
   return finish(b, s, rc);
 }
+
+int lt_buffer_quarantine_of(lt_buffer_t *b, int64_t task_id, int max,
+                            int (*fn)(int64_t step, const char *why, void *ud), void *ud) {
+  sqlite3_stmt *s;
+  int rc = prep(b, "SELECT step, why FROM quarantine WHERE task_id = ?1 ORDER BY id LIMIT ?2", &s);
+  if (rc < 0) return rc;
+  sqlite3_bind_int64(s, 1, task_id);
+  sqlite3_bind_int(s, 2, max);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    if (fn(sqlite3_column_int64(s, 0), text(s, 1), ud)) break;
+  return finish(b, s, rc);
+}

@@ -13,8 +13,8 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-#define LT_BUFFER_SCHEMA 5 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
-                              5: payloads.seq_starts (docs/buffer.md) */
+#define LT_BUFFER_SCHEMA 6 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+                              5: payloads.seq_starts; 6: token_values (docs/buffer.md) */
 
 static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
@@ -55,6 +55,12 @@ static const char *SCHEMA[] = {
     "version_max INTEGER NOT NULL, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, loss_mask BLOB NOT NULL, "
     "versions BLOB NOT NULL, messages TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS quarantine_task ON quarantine(task_id)",
+    /* What the learner step computed for each token of a trajectory it trained (buffer/tokvals.c, schema 6). */
+    "CREATE TABLE IF NOT EXISTS token_values(task_id INTEGER NOT NULL, step INTEGER NOT NULL, recomputed INTEGER NOT "
+    "NULL, loss TEXT NOT NULL, traj_ratio REAL, traj_ok INTEGER NOT NULL, ntokens INTEGER NOT NULL, spans BLOB NOT NULL, "
+    "n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(task_id, step, recomputed))",
+    /* A step's rows: the console's "why not trained" asks whether a step stored any; a resume's rewind drops them. */
+    "CREATE INDEX IF NOT EXISTS token_values_step ON token_values(step)",
 };
 
 enum {
@@ -164,7 +170,7 @@ static int exec(lt_buffer_t *b, const char *sql) {
  * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
  * settings apply, docs/buffer.md).  2 → 3: the quarantine table, which the
  * schema statements have just created (empty).  3 → 4: prompts.copy_of (NULL: an original).  4 → 5:
- * payloads.seq_starts (NULL: one sequence). */
+ * payloads.seq_starts (NULL: one sequence).  5 → 6: the token_values table, created (empty) like quarantine. */
 static int migrate(lt_buffer_t *b) {
   sqlite3_stmt *s;
   int ver = 0;
@@ -715,7 +721,15 @@ int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step) {
   rc = sqlite3_step(s);
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return db_err(b, rc, "rewind");
-  return sqlite3_changes(b->db);
+  int n = sqlite3_changes(b->db);
+  /* What the undone steps computed goes with them: the steps that train these trajectories again store their own. */
+  if ((rc = sqlite3_prepare_v2(b->db, "DELETE FROM token_values WHERE recomputed = 0 AND step > ?1", -1, &s, NULL)) !=
+      SQLITE_OK)
+    return db_err(b, rc, "rewind");
+  sqlite3_bind_int64(s, 1, step);
+  rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? n : db_err(b, rc, "rewind");
 }
 
 /* One statement of a quarantine: task_id is ?1; 1 when it changed (or read) a row, 0 when none, or an error.

@@ -224,6 +224,34 @@ int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after
  * (worker_bye / worker_dead events). */
 int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms);
 
+/* ---- what the learner computed for each token (buffer/tokvals.c, the token_values table) ---- */
+
+/* One trajectory at one learner step.  The arrays hold the tokens of the trajectory's contexts the learner
+ * packed, span after span (a context longer than the model's positions is cut). */
+typedef struct {
+  int64_t task_id, step;     /* step: the learner step that trained it (or, recomputed, whose weights were used) */
+  int recomputed;            /* 0: stored by that step; 1: recomputed afterwards (replay --fill-token-values) */
+  const char *loss;          /* JSON: the objective and the bounds the values were tested against */
+  double traj_ratio;         /* geometric-mean x_t over its loss tokens (the trajectory mask's test); NaN: none */
+  int traj_ok;               /* within the trajectory bounds */
+  int ntokens;               /* the trajectory's tokens */
+  int nspans;
+  const int32_t *spans;      /* [2 * nspans]: (first token in the trajectory, length) of each packed context */
+  int n;                     /* Σ lengths (lt_buffer_token_values_get) */
+  const float *ratio, *logp_old, *adv, *entropy; /* [n] x_t (0 off the loss mask), log π_old, Â_t, entropy */
+  const uint8_t *flags;      /* [n] LT_TOKV_* bits of learner/loss.h (0 off the actor's loss mask) */
+} lt_token_values_row_t;
+
+/* Stores rows (their arrays only read), replacing a row of the same task and step; in one transaction unless
+ * the caller holds one. */
+int lt_buffer_token_values_put(lt_buffer_t *b, const lt_token_values_row_t *rows, int n);
+/* The values of task_id: the stored row of the newest step that trained it, else the newest recomputed one.
+ * 1 and *r (free with lt_buffer_token_values_free), 0 when there is none (or the buffer predates the table). */
+int lt_buffer_token_values_get(lt_buffer_t *b, int64_t task_id, lt_token_values_row_t *r);
+void lt_buffer_token_values_free(lt_token_values_row_t *r);
+/* Rows a learner step stored (0 when it stored none: learner.store_token_values off, or an older run). */
+int64_t lt_buffer_token_values_count(lt_buffer_t *b, int64_t step);
+
 /* ---- browsing (buffer/browse.c): the web console's bounded queries ---- */
 
 /* Interrupts any statement of this handle that runs past *deadline_ms (lt_time_mono_ns / 1e6; 0: no limit)
@@ -279,6 +307,9 @@ int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            int (*fn)(const char *name, const char *host, int slots, const char *backend,
                                      int64_t first_ms, int64_t last_ms, int64_t in_flight, void *ud),
                            void *ud);
+/* The quarantined attempts of a task, oldest first, at most max: the learner step and why. */
+int lt_buffer_quarantine_of(lt_buffer_t *b, int64_t task_id, int max,
+                            int (*fn)(int64_t step, const char *why, void *ud), void *ud);
 /* The newest events, newest first, at most max; guardrails: only the learner's guardrail actions (kinds
  * guardrail and routing_alarm). */
 int lt_buffer_events_recent(lt_buffer_t *b, int guardrails, int max,

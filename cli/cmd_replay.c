@@ -1,4 +1,5 @@
-/* `longtail replay RUN [--model CKPT] [--step N] [--token-bounds a,b] [--traj-bounds c,d] [--json]`. */
+/* `longtail replay RUN [--model CKPT] [--step N] [--token-bounds a,b] [--traj-bounds c,d] [--json]
+ * [--fill-token-values]`. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,16 +26,18 @@ int lt_cmd_replay(int argc, char **argv) {
       {.name = "--token-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "what-if MIS token-ratio bounds"},
       {.name = "--traj-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "what-if MIS trajectory bounds"},
       {.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"},
+      {.name = "--fill-token-values", .kind = LT_ARG_FLAG, .help = "store the learner's per-token values, recomputed, for every step (or --step N) that stored none, for the web console's inspector (docs/ui.md); writes RUN/buffer.db"},
       LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "replay",
-                     .usage = "RUN [--model CKPT] [--step N] [--token-bounds LO,HI] [--traj-bounds LO,HI] [--json] [--check]",
+                     .usage = "RUN [--model CKPT] [--step N] [--token-bounds LO,HI] [--traj-bounds LO,HI] [--json] [--check] "
+                              "[--fill-token-values]",
                      .summary = "Recomputes the policy's logprobs on the trajectories a learner step trained on: "
                                 "train-rollout mismatch, what the MIS masks kept, the loss the step started from "
                                 "(needs a full checkpoint for the critic), next to what the learner logged, and what "
                                 "other bounds would have kept.",
                      .args = args,
-                     .nargs = 6,
+                     .nargs = 7,
                      .min_pos = 1,
                      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -49,11 +52,22 @@ int lt_cmd_replay(int argc, char **argv) {
                         .token_bounds = tset ? tb : NULL, .traj_bounds = jset ? jb : NULL, .check = lt_args_flag(&c, "--check"),
                         .schemas = lt_all_schemas, .nschemas = lt_all_nschemas};
   cJSON *r;
-  if ((rc = lt_replay(&o, &r)) < 0) return lt_cli_fail("replay", rc);
+  int fill = lt_args_flag(&c, "--fill-token-values");
+  if (fill && (tset || jset)) return lt_args_usage_error(&c, "--fill-token-values stores the run's own values: no what-if bounds");
+  if (fill && o.model && !step) return lt_args_usage_error(&c, "--fill-token-values --model needs --step: the weights one step started from");
+  if ((rc = (fill ? lt_replay_fill : lt_replay)(&o, &r)) < 0) return lt_cli_fail("replay", rc);
   if (lt_args_flag(&c, "--json")) {
     char *s = cJSON_PrintUnformatted(r);
     printf("%s\n", s ? s : "{}");
     free(s);
+  } else if (fill) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "filled"))
+      printf("step %.0f: %.0f trajectories recomputed with %s%s\n", num(e, "step"), num(e, "trajectories"),
+             cJSON_GetObjectItem(e, "model")->valuestring,
+             cJSON_IsTrue(cJSON_GetObjectItem(e, "advantages")) ? "" : " (no critic there: no advantages)");
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "skipped"))
+      printf("step %.0f: skipped: %s\n", num(e, "step"), cJSON_GetObjectItem(e, "why")->valuestring);
   } else {
     const cJSON *rec = cJSON_GetObjectItem(r, "recomputed"), *lg = cJSON_GetObjectItem(r, "logged"),
                 *wi = cJSON_GetObjectItem(r, "what_if");

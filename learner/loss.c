@@ -80,9 +80,18 @@ int lt_loss_token_local(const lt_loss_cfg_t *cfg, int with_ref) {
 }
 
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st) {
+  return lt_loss_compute_marked(cfg, in, dlogp, st, NULL);
+}
+
+int lt_loss_compute_marked(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st,
+                           const lt_loss_marks_t *marks) {
   memset(st, 0, sizeof *st);
   int N = in->start[in->nseq] - in->start[0];
   memset(dlogp + in->start[0], 0, sizeof(float) * (size_t)N);
+  uint8_t *flags = marks ? marks->flags : NULL;
+  float *traj_ratio = marks ? marks->traj_ratio : NULL;
+  if (flags) memset(flags + in->start[0], 0, (size_t)N);
+  for (int s = 0; traj_ratio && s < in->nseq; s++) traj_ratio[s] = NAN;
   int ntok, ntraj_tok;
   count_loss_tokens(in, &ntok, &ntraj_tok);
   st->tokens = ntok;
@@ -110,6 +119,7 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
     if (!T) continue;
     double w = token_weight(cfg, ntok, ntraj_tok, T);
     int traj_ok = in_bounds(sum_logx / T, cfg->traj_lo, cfg->traj_hi);
+    for (int s = s0; traj_ratio && s < s1; s++) traj_ratio[s] = (float)exp(sum_logx / T);
     int masked_objective = cfg->obj == LT_OBJ_MISPO || cfg->obj == LT_OBJ_GSPO;
     st->trajs_kept += masked_objective ? traj_ok : 1;
     double r_seq = exp(sum_logr / T), gspo_grad = 0;
@@ -157,6 +167,9 @@ int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlo
       }
       clipped_n += clipped;
       st->tokens_kept += kept;
+      if (flags)
+        flags[t] = (uint8_t)(LT_TOKV_LOSS | (tok_ok ? LT_TOKV_TOKEN_OK : 0) | (traj_ok ? LT_TOKV_TRAJ_OK : 0) |
+                             (clipped ? LT_TOKV_CLIPPED : 0) | (kept ? LT_TOKV_KEPT : 0));
       double klc = in->kl_coef ? in->kl_coef[s] : cfg->kl_coef;
       if (klc > 0 && in->logp_ref) {
         /* Unbiased KL (seed 002 eq. 7): ρ·(e^z − z − 1) with ρ = πθ/π_rollout, z = log π_ref − log πθ.

@@ -63,6 +63,24 @@ typedef struct {
  * trajectories). */
 int lt_loss_compute(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st);
 
+/* What the objective did with each loss token, as bits of a flag byte. */
+enum {
+  LT_TOKV_LOSS = 1,     /* in the loss mask (a generated token the actor trains on) */
+  LT_TOKV_TOKEN_OK = 2, /* x_t = π_old/π_rollout within the token bounds [tok_lo, tok_hi] */
+  LT_TOKV_TRAJ_OK = 4,  /* its trajectory's geometric-mean x within [traj_lo, traj_hi] */
+  LT_TOKV_CLIPPED = 8,  /* PPO/GRPO/GSPO: the clipped term was active; TIS: the weight was capped at C */
+  LT_TOKV_KEPT = 16,    /* contributed to the loss (tokens_kept) */
+};
+/* Optional outputs of lt_loss_compute_marked; a NULL member is not written. */
+typedef struct {
+  uint8_t *flags;    /* [N] at the tokens' positions (as dlogp): LT_TOKV_* of loss tokens, 0 elsewhere */
+  float *traj_ratio; /* [nseq] each sequence's trajectory's geometric-mean x over its loss tokens (what the
+                        trajectory mask tests whatever the objective); NaN when it has none */
+} lt_loss_marks_t;
+/* lt_loss_compute, also writing *marks (NULL: lt_loss_compute). */
+int lt_loss_compute_marked(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, float *dlogp, lt_loss_stats_t *st,
+                           const lt_loss_marks_t *marks);
+
 /* Per-token weights of the token-local objectives, so that a fused kernel can
  * finish the loss row by row: MIS-PO 1/tokens where both MIS masks pass (else
  * 0), TIS min(x_t, C)/tokens, PPO 1/tokens, GRPO 1/(trajectories · T) with T the

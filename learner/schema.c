@@ -39,6 +39,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.tis.cap", LT_CFG_NUM, "2", 1, BIG, NULL, "TIS: cap C of the train–rollout weight min(π_old/π_rollout, C)"},
     {"learner.kl_coef", LT_CFG_NUM, "0", 0, BIG, NULL, "unbiased KL to the reference policy (DeepSeek-V3.2 eq. 7); 0: off"},
     {"learner.keep_sampling_mask", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "train under the rollout's top-p/top-k support"},
+    {"learner.store_token_values", LT_CFG_BOOL, "true", LT_CFG_NORANGE, NULL, "store what each step computed for every token it trained (π_old/π_rollout ratio, log π_old, advantage, entropy, MIS-PO masks, the trajectory verdict) in the buffer's token_values table, for the web console's inspector (docs/ui.md); false: not stored"},
     {"learner.keep_routing", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "replay the rollout's expert choices in the learner's forward"},
 };
 const lt_cfg_schema_t lt_learner_schema = {"learner", "The RL learner: objective, batches, optimizers.", learner_e, N(learner_e)};

@@ -328,8 +328,31 @@ static void chunk_share(const lt_train_batch_t *B, const work_t *w, int j, int *
   my_share(B, w->tseq[w->bounds[j]], w->tseq[w->bounds[j + 1]], a, b);
 }
 
+int lt_token_values_alloc(lt_token_values_t *v, int ntokens, int nseq) {
+  size_t n = ntokens > 0 ? (size_t)ntokens : 1, s = nseq > 0 ? (size_t)nseq : 1;
+  *v = (lt_token_values_t){.ntokens = ntokens, .nseq = nseq, .ratio = malloc(sizeof(float) * n),
+                           .logp_old = malloc(sizeof(float) * n), .adv = malloc(sizeof(float) * n),
+                           .entropy = malloc(sizeof(float) * n), .flags = malloc(n), .traj_ratio = malloc(sizeof(float) * s)};
+  if (v->ratio && v->logp_old && v->adv && v->entropy && v->flags && v->traj_ratio) return 0;
+  lt_token_values_free(v);
+  return lt_error_set(LT_ENOMEM, "token values: out of memory for %d tokens", ntokens);
+}
+
+void lt_token_values_free(lt_token_values_t *v) {
+  free(v->ratio);
+  free(v->logp_old);
+  free(v->adv);
+  free(v->entropy);
+  free(v->flags);
+  free(v->traj_ratio);
+  memset(v, 0, sizeof *v);
+}
+
 static int check_batch(const lt_train_batch_t *B) {
   if (B->nseq < 1) return lt_error_set(LT_EINVAL, "learner step: empty batch");
+  if (B->values && (B->values->ntokens < B->start[B->nseq] || B->values->nseq < B->nseq))
+    return lt_error_set(LT_EINVAL, "learner step: token values sized for %d tokens in %d sequences, the batch has %d in %d",
+                        B->values->ntokens, B->values->nseq, B->start[B->nseq], B->nseq);
   for (int s = 0; s < B->nseq; s++)
     if (B->start[s + 1] - B->start[s] < 2) return lt_error_set(LT_EINVAL, "learner step: sequence %d has fewer than 2 tokens", s);
   return 0;
@@ -438,6 +461,24 @@ static int actor_mask(const lt_train_batch_t *B, uint8_t *amask) {
   return skipped;
 }
 
+/* The loss's marks of the sequences [s0, s0 + n) starting at token t0 (NULL when the batch collects none). */
+static const lt_loss_marks_t *marks_at(const lt_train_batch_t *B, int t0, int s0, lt_loss_marks_t *m) {
+  if (!B->values) return NULL;
+  *m = (lt_loss_marks_t){.flags = B->values->flags + t0, .traj_ratio = B->values->traj_ratio + s0};
+  return m;
+}
+
+/* The ranks' marks summed into every rank's copy (scratch: N floats). */
+static int marks_gather(const lt_train_batch_t *B, float *scratch) {
+  lt_token_values_t *v = B->values;
+  int N = B->start[B->nseq], rc;
+  if (!v || lt_dist_size() < 2) return 0;
+  for (int i = 0; i < N; i++) scratch[i] = v->flags[i];
+  if ((rc = lt_dist_sum_f32(scratch, (size_t)N)) < 0) return rc;
+  for (int i = 0; i < N; i++) v->flags[i] = (uint8_t)scratch[i];
+  return lt_dist_sum_f32(v->traj_ratio, (size_t)B->nseq);
+}
+
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
   int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
   double gn = 0;
@@ -457,7 +498,9 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
                          .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
                          .adv = w->adv + c.t0, .mask = w->amask + c.t0,
                          .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
-      if ((rc = lt_loss_compute(&t->cfg.loss, &in, w->dbuf + c.t0, &ls)) < 0) return rc;
+      lt_loss_marks_t mk;
+      if ((rc = lt_loss_compute_marked(&t->cfg.loss, &in, w->dbuf + c.t0, &ls, marks_at(B, c.t0, c.s0, &mk))) < 0)
+        return rc;
     }
     /* The group forms average over trajectories, the other objectives over loss tokens. */
     double global;
@@ -477,7 +520,7 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     }
     acc_add(&acc, &ls);
   }
-  if ((rc = acc_reduce(&acc)) < 0) return rc;
+  if ((rc = acc_reduce(&acc)) < 0 || (rc = marks_gather(B, w->dbuf)) < 0) return rc;
   acc_finish(&acc, st);
   st->actor_grad_norm = gn / k;
   return 0;
@@ -566,6 +609,16 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
     }
   st->adv_mean = ntok ? am / ntok : 0;
   st->adv_std = ntok ? sqrt(fmax(a2 / ntok - st->adv_mean * st->adv_mean, 0)) : 0;
+  lt_token_values_t *v = B->values;
+  if (v) { /* the per-token inputs of the loss, as it reads them (the flags come from the loss itself) */
+    memcpy(v->logp_old, w->logp_old, sizeof(float) * (size_t)N);
+    memcpy(v->adv, w->adv, sizeof(float) * (size_t)N);
+    memcpy(v->entropy, w->entropy, sizeof(float) * (size_t)N);
+    for (int i = 0; i < N; i++) v->ratio[i] = B->mask[i] ? (float)exp((double)w->logp_old[i] - B->logp_rollout[i]) : 0.0f;
+    /* Each rank writes the marks of its share: zeros elsewhere make the ranks' sum a gather. */
+    memset(v->flags, 0, (size_t)N);
+    memset(v->traj_ratio, 0, sizeof(float) * (size_t)B->nseq);
+  }
   return 0;
 }
 
@@ -596,7 +649,9 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
                        .adv = w.adv + c.t0, .mask = w.amask + c.t0,
                        .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
     lt_loss_stats_t ls;
-    if ((rc = lt_loss_compute(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls)) == 0) acc_add(&acc, &ls);
+    lt_loss_marks_t mk;
+    if ((rc = lt_loss_compute_marked(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls, marks_at(B, c.t0, c.s0, &mk))) == 0)
+      acc_add(&acc, &ls);
   }
   if (rc == 0) acc_finish(&acc, st);
   work_free(&w);

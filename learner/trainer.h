@@ -30,6 +30,22 @@ typedef struct {
 
 typedef struct lt_trainer lt_trainer_t;
 
+/* What a step computed for each token of its batch, for inspection (lt_train_batch_t.values): the very numbers
+ * its loss used, at the batch's packed positions.  Filled on every rank's whole batch (the ranks' shares are
+ * gathered), on the CPU and the CUDA learner alike (the loss runs on the host). */
+typedef struct {
+  int ntokens, nseq;  /* sizes it was allocated for */
+  float *ratio;       /* [N] x_t = π_old/π_rollout on loss-mask tokens (0 elsewhere) */
+  float *logp_old;    /* [N] log π_old: the policy before the update */
+  float *adv;         /* [N] Â_t (0 off the loss mask) */
+  float *entropy;     /* [N] the policy's entropy at t (π_old's) */
+  uint8_t *flags;     /* [N] LT_TOKV_* (learner/loss.h) of the actor's loss tokens, 0 elsewhere */
+  float *traj_ratio;  /* [nseq] its trajectory's geometric-mean x_t, the trajectory mask's test (NaN: no loss token) */
+} lt_token_values_t;
+
+int lt_token_values_alloc(lt_token_values_t *v, int ntokens, int nseq);
+void lt_token_values_free(lt_token_values_t *v);
+
 /* A batch: packed sequences with what the workers recorded. */
 typedef struct {
   int nseq;
@@ -51,6 +67,8 @@ typedef struct {
                                 contexts are consecutive sequences with the same value and the same reward, group and
                                 truncation; the trajectory is the unit of the objectives, group baselines and
                                 bootstrapping (lt_loss_in_t), and mini-batches never split one */
+  lt_token_values_t *values; /* out, or NULL (nothing collected, no cost): what lt_trainer_step or
+                                lt_trainer_replay computed for each token, sized for this batch */
 } lt_train_batch_t;
 
 typedef struct {

@@ -10,6 +10,8 @@ typedef struct {
   size_t cap;                /* room for, in the per-sequence arrays */
   int *start;                /* [n + 1] */
   int *traj;                 /* [n] the trajectory (its index in the batch) each sequence is a context of */
+  int32_t *off;              /* [n] where each sequence's tokens start in its trajectory's */
+  int32_t *tlen;             /* [n] its trajectory's tokens */
   int32_t *tokens, *support;
   int32_t *sids;             /* Keep-Sampling-Mask ids, support[i] of them for token i */
   size_t nsids, sids_cap;
@@ -52,6 +54,14 @@ int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, 
  * left out of the actor loss (counted), not the switch for the whole batch. */
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
+
+/* tokvals.c: what the learner computed for each token, to the buffer's token_values table */
+/* The objective and the bounds its values are tested against, as the JSON stored with them. */
+void lt__loss_json(const lt_loss_cfg_t *loss, char *out, size_t cap);
+/* One row per trajectory of the packed batch p with the values v the learner computed for it at `step`
+ * (recomputed: by replay, not the step). */
+int lt__token_values_store(lt_buffer_t *b, const lt__packed_t *p, const lt_token_values_t *v, int64_t step,
+                           int recomputed, const char *loss_json);
 
 /* select.c: the step's batch, from the buffer's ready trajectories (settings read by the step driver) */
 typedef struct {

@@ -93,7 +93,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->traj), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->start), free(p->traj), free(p->off), free(p->tlen), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->kl), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
@@ -165,9 +165,10 @@ static int pack_support(lt__packed_t *p, const lt_traj_t *t, int a, int N, int T
  * of several contexts packs each as its own sequence). */
 static int grow_seqs(lt__packed_t *p, int need) {
   size_t old = p->cap;
-  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->traj),       LT_GROW(p->reward),   LT_GROW(p->kl),
-                     LT_GROW(p->group), LT_GROW(p->trunc),      LT_GROW(p->no_support), LT_GROW(p->no_route),
-                     LT_GROW(p->skip),  LT_GROW(p->ids),        LT_GROW(p->vmin)};
+  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->traj),  LT_GROW(p->off),        LT_GROW(p->tlen),
+                     LT_GROW(p->reward), LT_GROW(p->kl),   LT_GROW(p->group),      LT_GROW(p->trunc),
+                     LT_GROW(p->no_support), LT_GROW(p->no_route), LT_GROW(p->skip), LT_GROW(p->ids),
+                     LT_GROW(p->vmin)};
   int rc = lt_grow(&p->cap, (size_t)need + 1, 16, arr, sizeof arr / sizeof *arr); /* + 1: start has n + 1 */
   if (rc < 0 || p->cap == old) return rc;
   memset(p->skip + old, 0, p->cap - old);
@@ -225,6 +226,8 @@ static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m
    * reward, and the last context's flag is the trajectory's (it bootstraps from its end, lt_adv_critic). */
   p->trunc[packed] = m->truncated || T < end - a;
   p->traj[packed] = traj;
+  p->off[packed] = a;
+  p->tlen[packed] = t->ntokens;
   p->reward[packed] = t->reward;
   p->group[packed] = (int64_t)t->group_id;
   p->vmin[packed] = m->version_min;

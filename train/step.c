@@ -58,6 +58,8 @@ struct lt_train {
   double grad_mean;         /* running mean of the actor gradient norm (guardrails.grad_spike) */
   int grad_seen;
   double last_step_end;
+  int store_values;         /* learner.store_token_values: each step's per-token values to the buffer */
+  char loss_json[512];      /* the objective and bounds they are tested against, stored with them */
 };
 
 static void event(lt_train_t *l, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -235,6 +237,10 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   snprintf(l->publish_dir, sizeof l->publish_dir, "%s", lt_config_str(c, "checkpoint.publish_dir"));
   l->publish_deltas = lt_config_bool(c, "checkpoint.publish_deltas");
   read_guards(c, &l->g);
+  /* retrain trains another run's trajectories, which its own buffer does not hold */
+  l->store_values = lt_config_bool(c, "learner.store_token_values") && !l->src;
+  lt_trainer_cfg_t tc;
+  if (lt__trainer_cfg(c, &tc) == 0) lt__loss_json(&tc.loss, l->loss_json, sizeof l->loss_json);
   const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
   l->stale_auto = cJSON_IsString(ms);
   l->max_stale = cJSON_IsNumber(ms) ? (int)ms->valuedouble : 2;
@@ -444,6 +450,7 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   memset(r, 0, sizeof *r);
   int64_t *ids = NULL;
   lt__packed_t p = {0};
+  lt_token_values_t tv = {0};
   int rc = 0, n;
   lt__select_t sel = {.batch = l->batch, .group = l->group, .dynfilter = l->dynfilter, .critic_returns = l->critic_returns,
                       .max_stale = l->max_stale, .doms = &l->doms, .version = l->version, .step = l->step};
@@ -462,7 +469,8 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   lt__packed_batch(&p, l->keep_routing, l->keep_sampling_mask, &b);
   r->skip_sampling = p.skip_sampling;
   r->skip_routing = p.skip_routing;
-  if ((rc = lt_ranks_step(l->tr, &b, &r->st)) < 0) goto out;
+  if (l->store_values && (rc = lt_token_values_alloc(&tv, b.start[b.nseq], b.nseq)) == 0) b.values = &tv;
+  if (rc < 0 || (rc = lt_ranks_step(l->tr, &b, &r->st)) < 0) goto out;
   r->ranks = lt_dist_size();
   l->step++;
   int rollback = 0;
@@ -475,6 +483,7 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   } else if (!l->src && (rc = lt_buffer_traj_mark(l->buf, p.ids, n, LT_SAMPLE_CONSUMED, l->step)) < 0) {
     goto out;
   }
+  if (b.values && (rc = lt__token_values_store(l->buf, &p, &tv, l->step, 0, l->loss_json)) < 0) goto out;
   l->version++;
   if ((rc = publish(l, l->version, r)) < 0) goto out;
   if (l->ckpt_every > 0 && l->step % l->ckpt_every == 0 && (rc = save_full(l)) < 0) goto out;
@@ -488,6 +497,7 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   rc = 1;
 out:
   if (rc < 0) lt_train_result_free(r);
+  lt_token_values_free(&tv);
   lt__packed_free(&p);
   free(ids);
   return rc;

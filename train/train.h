@@ -157,6 +157,12 @@ typedef struct {
 /* *out: {"step", "model", "trajectories", "tokens", "objective", "recomputed": {...}, "logged": {...},
  * "what_if": {...} (with bounds)}.  Errors name the run, step or checkpoint. */
 int lt_replay(const lt_replay_opts_t *o, cJSON **out);
+/* `replay --fill-token-values`: for each step (o->step, or every step) that stored no per-token values, the
+ * values recomputed with the weights it started from (its full checkpoint, else checkpoints/v<step − 1>; o->model
+ * with o->step) and stored in the buffer marked recomputed, with those weights named; advantages only where
+ * the step's critic is known (a full checkpoint, or group advantages).  *out: {"filled": [{"step",
+ * "trajectories", "model", "advantages"}], "skipped": [{"step", "why"}]}. */
+int lt_replay_fill(const lt_replay_opts_t *o, cJSON **out);
 
 /* ---- `longtail retrain` (train/retrain.c): a run's learner steps trained again, offline, each on the
  * trajectories it consumed, from the run's starting policy (docs/replay.md) ---- */

@@ -729,6 +729,179 @@ static void ints(lt_buf_t *b, int *f, const char *k, const int32_t *v, int n) {
   lt_buf_putc(b, ']');
 }
 
+/* The learner's values of one token array, aligned to the trajectory's tokens: null where the learner had none
+ * (a token past the model's positions, or a trajectory it never trained).  at[i]: token i's index in the row. */
+static void row_floats(lt_buf_t *b, int *f, const char *k, const float *v, const int *at, int n) {
+  key(b, f, k);
+  lt_buf_putc(b, '[');
+  for (int i = 0; i < n; i++) {
+    if (i) lt_buf_putc(b, ',');
+    if (at[i] >= 0 && isfinite(v[at[i]])) lt_json_num(b, v[at[i]]);
+    else lt_buf_puts(b, "null");
+  }
+  lt_buf_putc(b, ']');
+}
+
+/* What the learner computed for this trajectory (docs/ui.md: token_values), or null. */
+static void token_values(lt_buf_t *b, int *f, const lt_token_values_row_t *v, int ntokens) {
+  key(b, f, "token_values");
+  int *at = v ? malloc(sizeof(int) * (size_t)(ntokens ? ntokens : 1)) : NULL;
+  if (!at) {
+    lt_buf_puts(b, "null");
+    return;
+  }
+  for (int i = 0; i < ntokens; i++) at[i] = -1;
+  for (int k = 0, j = 0; k < v->nspans; k++)
+    for (int i = 0; i < v->spans[2 * k + 1]; i++, j++)
+      if (v->spans[2 * k] + i < ntokens) at[v->spans[2 * k] + i] = j;
+  int g = 1;
+  lt_buf_putc(b, '{');
+  kstr(b, &g, "source", v->recomputed ? "recomputed" : "stored");
+  kint(b, &g, "step", v->step);
+  key(b, &g, "loss");
+  cJSON *loss = v->loss ? cJSON_Parse(v->loss) : NULL;
+  if (loss) lt_json_write(b, loss);
+  else lt_buf_puts(b, "{}");
+  cJSON_Delete(loss);
+  key(b, &g, "traj_ratio");
+  if (isfinite(v->traj_ratio)) lt_json_num(b, v->traj_ratio);
+  else lt_buf_puts(b, "null");
+  key(b, &g, "traj_ok");
+  lt_buf_puts(b, v->traj_ok ? "true" : "false");
+  row_floats(b, &g, "ratio", v->ratio, at, ntokens);
+  row_floats(b, &g, "logp_old", v->logp_old, at, ntokens);
+  row_floats(b, &g, "adv", v->adv, at, ntokens);
+  row_floats(b, &g, "entropy", v->entropy, at, ntokens);
+  key(b, &g, "flags");
+  lt_buf_putc(b, '[');
+  for (int i = 0; i < ntokens; i++) {
+    if (i) lt_buf_putc(b, ',');
+    if (at[i] >= 0) lt_json_int(b, v->flags[at[i]]);
+    else lt_buf_puts(b, "null");
+  }
+  lt_buf_puts(b, "]}");
+  free(at);
+}
+
+enum { FLAG_LOSS = 1, FLAG_KEPT = 16 }; /* LT_TOKV_* bits of the stored flags (docs/buffer.md) */
+
+typedef struct {
+  lt_buf_t *b;
+  int n;
+} quar_t;
+
+static int quarantine_item(int64_t step, const char *why, void *ud) {
+  quar_t *q = ud;
+  lt_buf_puts(q->b, q->n++ ? ",{" : "{");
+  int f = 1;
+  kint(q->b, &f, "step", step);
+  kstr(q->b, &f, "why", why);
+  lt_buf_putc(q->b, '}');
+  return 0;
+}
+
+/* Which step trained the trajectory, or why none did, from what the buffer records: its status and the step
+ * that marked it, the learner's stored values and the objective's verdict (docs/ui.md: "why not trained"). */
+static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, const lt_traj_meta_t *m,
+                    const lt_token_values_row_t *v) {
+  char why[512];
+  const char *verdict = lt_sample_state_name(m->status);
+  int64_t step = m->consumed_step;
+  int here = v && !v->recomputed && v->step == step; /* the marking step stored values for it */
+  int loss = 0, kept = 0, masked = 0;
+  for (int i = 0; v && i < v->n; i++) {
+    loss += (v->flags[i] & FLAG_LOSS) != 0;
+    kept += (v->flags[i] & FLAG_KEPT) != 0;
+  }
+  for (int i = 0; i < t->ntokens; i++) masked += t->loss_mask[i] != 0;
+  switch (m->status) {
+  case LT_SAMPLE_CONSUMED:
+    verdict = "trained";
+    if (!here)
+      snprintf(why, sizeof why, "trained by step %lld (no per-token values stored for that step: "
+               "learner.store_token_values off, or a run from before them)", (long long)step);
+    else if (!loss && masked) {
+      verdict = "left_out";
+      snprintf(why, sizeof why, "step %lld left it out of the actor loss: its sampling sets or expert routing "
+               "cannot be reproduced (the critic trained on it)", (long long)step);
+    } else if (!kept) {
+      verdict = "rejected";
+      snprintf(why, sizeof why, "step %lld took it, but none of its %d loss tokens contributed%s", (long long)step,
+               loss, v->traj_ok ? "" : ": the trajectory mask rejected it");
+    } else
+      snprintf(why, sizeof why, "trained by step %lld: %d of its %d loss tokens kept", (long long)step, kept, loss);
+    break;
+  case LT_SAMPLE_FILTERED: {
+    int64_t stored = here ? 1 : lt_buffer_token_values_count(db, step);
+    if (stored < 0) return (int)stored;
+    if (here) {
+      verdict = "rolled_back";
+      snprintf(why, sizeof why, "step %lld computed it, then a guardrail rolled the step back: its update was "
+               "discarded", (long long)step);
+    } else if (stored > 0)
+      snprintf(why, sizeof why, "filtered at step %lld by the dynamic filter: its group's rewards had no variance",
+               (long long)step);
+    else
+      snprintf(why, sizeof why, "filtered at step %lld: the dynamic filter (a group without reward variance) or a "
+               "guardrail rollback of that step", (long long)step);
+    break;
+  }
+  case LT_SAMPLE_STALE:
+    snprintf(why, sizeof why, "stale at step %lld: generated from policy version %lld, more versions behind than "
+             "scheduler.max_staleness allowed", (long long)step, (long long)m->version_min);
+    break;
+  case LT_SAMPLE_MASKED:
+    snprintf(why, sizeof why, "masked: its episode timed out under rollout.on_timeout \"mask\" (kept, never trained)");
+    break;
+  case LT_SAMPLE_FAILED:
+    snprintf(why, sizeof why, "failed (%s): no usable reward, never trained", lt_traj_status_name(t->status));
+    break;
+  case LT_SAMPLE_EVAL:
+    snprintf(why, sizeof why, "a held-out evaluation sample: never trained");
+    break;
+  default:
+    snprintf(why, sizeof why, "not yet selected: waiting for a learner step (and for the rest of its group)");
+  }
+  key(b, f, "training");
+  lt_buf_putc(b, '{');
+  int g = 1;
+  key(b, &g, "step");
+  if (m->status == LT_SAMPLE_CONSUMED) lt_json_int(b, step);
+  else lt_buf_puts(b, "null");
+  kstr(b, &g, "verdict", verdict);
+  kstr(b, &g, "why", why);
+  key(b, &g, "quarantined");
+  quar_t q = {b, 0};
+  lt_buf_putc(b, '[');
+  int rc = lt_buffer_quarantine_of(db, t->task_id, 16, quarantine_item, &q);
+  lt_buf_puts(b, "]}");
+  return rc;
+}
+
+/* The first quarantined attempt of a task. */
+typedef struct {
+  int64_t step;
+  char why[256];
+} first_quar_t;
+
+static int first_quarantine(int64_t step, const char *why, void *ud) {
+  first_quar_t *q = ud;
+  q->step = step;
+  snprintf(q->why, sizeof q->why, "%s", why);
+  return 1;
+}
+
+/* 404 for a task without a stored trajectory, saying when it was quarantined instead. */
+static int no_trajectory(lt_buffer_t *db, int64_t id, lt_ui_resp_t *r) {
+  first_quar_t q = {-1, ""};
+  int rc = lt_buffer_quarantine_of(db, id, 1, first_quarantine, &q);
+  if (rc < 0) return query_failed(r, rc);
+  if (q.step >= 0)
+    return fail(r, 404, "no trajectory for task %lld: quarantined at step %lld: %s", (long long)id, (long long)q.step,
+                q.why);
+  return fail(r, 404, "no trajectory for task %lld", (long long)id);
+}
+
 static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run", "turn", "offset", NULL};
   if (only(q, allowed, r) < 0) return -1;
@@ -740,7 +913,7 @@ static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *
   lt_traj_t t;
   lt_traj_meta_t m;
   int rc = lt_buffer_traj_load(run->b, id, LT_LOAD_ALL, &t, &m);
-  if (rc == LT_ENOENT) return fail(r, 404, "no trajectory for task %lld", (long long)id);
+  if (rc == LT_ENOENT) return no_trajectory(run->b, id, r);
   if (rc < 0) return query_failed(r, rc);
   lt_buf_t b = {0};
   int f = 1;
@@ -828,8 +1001,18 @@ static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *
   ints(&b, &f, "seq_starts", t.seq_starts, t.seq_starts ? t.nseqs : 0);
   key(&b, &f, "messages");
   messages(&b, t.messages);
+  lt_token_values_row_t v;
+  if ((rc = lt_buffer_token_values_get(run->b, id, &v)) >= 0) {
+    token_values(&b, &f, rc ? &v : NULL, t.ntokens);
+    rc = training(&b, &f, run->b, &t, &m, rc ? &v : NULL);
+    lt_buffer_token_values_free(&v);
+  }
   lt_buf_putc(&b, '}');
   lt_traj_free(&t);
+  if (rc < 0) {
+    lt_buf_free(&b);
+    return query_failed(r, rc);
+  }
   return answer(r, 200, "application/json", &b);
 }
 

@@ -699,12 +699,29 @@ static void test_trainer(void) {
     exit(1);
   }
   lt_step_stats_t a, b;
+  /* The second step also returns what it computed per token (lt_train_batch_t.values): the CUDA learner's
+   * π_old, entropy and values come to the host, where the same loss marks them. */
+  lt_token_values_t vc, vg;
+  int N = B.start[B.nseq];
+  if (lt_token_values_alloc(&vc, N, B.nseq) < 0 || lt_token_values_alloc(&vg, N, B.nseq) < 0) exit(1);
+  lt_train_batch_t Bc = B, Bg = B;
   for (int s = 0; s < 2; s++) {
-    if (lt_trainer_step(tcpu, &B, &a) < 0 || lt_trainer_step(tgpu, &B, &b) < 0) {
+    Bc.values = s ? &vc : NULL, Bg.values = s ? &vg : NULL;
+    if (lt_trainer_step(tcpu, &Bc, &a) < 0 || lt_trainer_step(tgpu, &Bg, &b) < 0) {
       fprintf(stderr, "test-gpu: %s\n", lt_error_msg());
       exit(1);
     }
   }
+  check("trainer token values, cuda vs cpu: x_t", rel_err(vg.ratio, vc.ratio, (size_t)N), 1e-4);
+  check("trainer token values, cuda vs cpu: log π_old", rel_err(vg.logp_old, vc.logp_old, (size_t)N), 1e-4);
+  check("trainer token values, cuda vs cpu: advantage", rel_err(vg.adv, vc.adv, (size_t)N), 1e-4);
+  check("trainer token values, cuda vs cpu: entropy", rel_err(vg.entropy, vc.entropy, (size_t)N), 1e-4);
+  check("trainer token values, cuda vs cpu: trajectory ratio", rel_err(vg.traj_ratio, vc.traj_ratio, (size_t)B.nseq), 1e-4);
+  int differ = 0;
+  for (int i = 0; i < N; i++) differ += vg.flags[i] != vc.flags[i];
+  check("trainer token values, cuda vs cpu: flags differing", differ, 0);
+  lt_token_values_free(&vc);
+  lt_token_values_free(&vg);
   float x[] = {(float)b.actor_loss, (float)b.critic_loss, (float)b.token_accept, (float)b.value_mean, (float)b.actor_grad_norm};
   float y[] = {(float)a.actor_loss, (float)a.critic_loss, (float)a.token_accept, (float)a.value_mean, (float)a.actor_grad_norm};
   const char *nm[] = {"actor loss", "critic loss", "MIS token acceptance", "critic value mean", "actor gradient norm"};

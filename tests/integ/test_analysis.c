@@ -7,8 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buffer/buffer.h"
 #include "cJSON.h"
+#include "learner/loss.h"
 #include "tests/support/harness.h"
+#include "util/error.h"
 
 /* A finished smoke run in DIR/NAME (eval on, so accuracy is recorded). */
 static void record_run(const char *dir, const char *name, int seed) {
@@ -124,19 +127,25 @@ static double field(const cJSON *o, const char *a, const char *b) {
   return x->valuedouble;
 }
 
-Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
-  char *dir = lt_test_tmpdir("replay");
-  char rd[4200], cfg[4200];
-  snprintf(rd, sizeof rd, "%s/run", dir);
+/* The smoke job in RD with MIS bounds this tight: the masks reject most of what staleness changes, so the ratios
+ * are far from 1 and every token near a bound counts. */
+static void tight_run(const char *rd) {
+  char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  /* Bounds this tight make the masks reject most of what staleness changes,
-   * so the ratios are far from 1 and every token near a bound counts. */
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "learner.mispo.traj_bounds=[0.999999,1.000001]",
                         "--set", "learner.mispo.token_bounds=[0.99999,1.00001]", "--set", "learner.lr=1e-3", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
+}
+
+Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
+  char *dir = lt_test_tmpdir("replay");
+  char rd[4200];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  lt_run_t r;
+  tight_run(rd);
   int below_one = 0;
   for (int step = 2; step <= 3; step++) {
     char sarg[16];
@@ -165,6 +174,66 @@ Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
   cr_expect_neq(r.status, 0);
   cr_expect(strstr(r.err, "step 9"), "%s", r.err);
   lt_run_free(&r);
+  lt_test_rmdir(dir);
+}
+
+/* The learner's per-token values of a run that did not store them: `replay --fill-token-values` recomputes them
+ * with the weights each step started from, as the step computed them (here: step 3's values, deleted, come back
+ * equal from checkpoints/v2, rejected tokens included), marked recomputed; steps that stored their own are left. */
+Test(analysis, replay_fills_the_token_values_a_run_did_not_store, .timeout = 150) {
+  char *dir = lt_test_tmpdir("replay-fill");
+  char rd[4200], db[4300];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(db, sizeof db, "%s/buffer.db", rd);
+  lt_run_t r;
+  tight_run(rd);
+  /* step 3's stored values, kept aside, then gone as from a run that never stored them */
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0, "%s", lt_error_msg());
+  int64_t *ids;
+  int n;
+  cr_assert_eq(lt_buffer_step_batch(b, 3, &ids, &n), 0);
+  cr_assert_gt(n, 0);
+  lt_token_values_row_t *kept = calloc((size_t)n, sizeof *kept);
+  for (int i = 0; i < n; i++) cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &kept[i]), 1, "task %lld", (long long)ids[i]);
+  lt_buffer_close(b);
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 '%s' 'DELETE FROM token_values WHERE step = 3'", db), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  const char *fill[] = {"longtail", "replay", rd, "--fill-token-values", "--json", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, fill), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cJSON *j = cJSON_Parse(r.out);
+  cr_assert(j, "%s", r.out);
+  const cJSON *filled = cJSON_GetObjectItem(j, "filled"), *skipped = cJSON_GetObjectItem(j, "skipped");
+  cr_assert_eq(cJSON_GetArraySize(filled), 1, "%s", r.out);
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(filled, 0), "step")->valueint, 3);
+  cr_assert(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(filled, 0), "model")->valuestring, "checkpoints/v2"));
+  cr_assert_eq(cJSON_GetArraySize(skipped), 2, "steps 1 and 2 stored their own: %s", r.out);
+  cr_assert(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(skipped, 0), "why")->valuestring, "stored its own"));
+  cJSON_Delete(j);
+  lt_run_free(&r);
+  cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0, "%s", lt_error_msg());
+  int rejected = 0;
+  for (int i = 0; i < n; i++) {
+    lt_token_values_row_t v;
+    cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &v), 1);
+    cr_assert(v.recomputed && v.step == 3 && v.n == kept[i].n && v.traj_ok == kept[i].traj_ok, "task %lld", (long long)ids[i]);
+    cr_assert(strstr(v.loss, "checkpoints/v2"), "the weights are named: %s", v.loss);
+    cr_assert_eq(memcmp(v.flags, kept[i].flags, (size_t)v.n), 0, "task %lld: the masks differ", (long long)ids[i]);
+    for (int t = 0; t < v.n; t++) {
+      cr_assert_float_eq(v.ratio[t], kept[i].ratio[t], 1e-6 * kept[i].ratio[t], "task %lld token %d", (long long)ids[i], t);
+      cr_assert_float_eq(v.logp_old[t], kept[i].logp_old[t], 1e-5, "task %lld token %d", (long long)ids[i], t);
+      cr_assert(isnan(v.adv[t]), "no critic in checkpoints/v2: no advantages");
+      rejected += (v.flags[t] & LT_TOKV_LOSS) && !(v.flags[t] & LT_TOKV_TOKEN_OK);
+    }
+    lt_buffer_token_values_free(&v);
+    lt_buffer_token_values_free(&kept[i]);
+  }
+  cr_expect_gt(rejected, 0, "the token mask rejected nothing: the test checks little");
+  free(kept);
+  free(ids);
+  lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer/buffer.h"
+#include "learner/loss.h"
 #include "learner/safetensors.h"
 #include "tests/support/harness.h"
 #include "util/json.h"
@@ -193,6 +195,25 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
   cr_expect_geq(steps, 2);
   cr_expect_eq(count(m, "\"name\": \"learner/ranks\", \"value\": 2}"), steps, "%s", m);
   free(m);
+  /* The stored per-token values are the whole batch's, each rank's share gathered: every trajectory has its
+   * verdicts and its geometric-mean ratio, whichever rank computed them. */
+  snprintf(p, sizeof p, "%s/buffer.db", rd);
+  lt_buffer_t *b;
+  int64_t *ids;
+  int n;
+  cr_assert_eq(lt_buffer_open(p, LT_BUF_READONLY, &b), 0);
+  cr_assert_eq(lt_buffer_step_batch(b, 1, &ids, &n), 0);
+  cr_assert_gt(n, 1);
+  for (int i = 0; i < n; i++) {
+    lt_token_values_row_t v;
+    cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &v), 1, "task %lld", (long long)ids[i]);
+    int loss = 0;
+    for (int t = 0; t < v.n; t++) loss += (v.flags[t] & LT_TOKV_LOSS) != 0;
+    cr_expect(loss > 0 && v.traj_ratio > 0, "task %lld: %d loss tokens, ratio %g", (long long)ids[i], loss, v.traj_ratio);
+    lt_buffer_token_values_free(&v);
+  }
+  free(ids);
+  lt_buffer_close(b);
   snprintf(p, sizeof p, "%s/checkpoints/full-%06d/actor_optim.safetensors", rd, steps);
   lt_st_file_t *f;
   cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);

@@ -1,7 +1,8 @@
 /* `longtail ui` as a process: its HTTP answers over a socket, and the console in a real browser (Debian's
  * chromium driven by playwright-core, tests/integ/ui/browser.mjs) on a finished smoke run with a hostile
  * trajectory added: the overview renders and settles, a curve draws its points, a filter narrows the table,
- * script and markup in a trajectory render as text; on a live run (its daemon lock held) a new learner step
+ * script and markup in a trajectory render as text, a trained trajectory shows the ratios its step stored, and a
+ * known rejected token its ratio and the MIS token mask's verdict on hover; on a live run (its daemon lock held) a new learner step
  * shows within 5 s; the folder holding both runs lists them and overlays their curves.  Screenshots go to $LT_UI_SHOTS (docs/img to refresh the
  * documentation's) or the test's folder. */
 #include <criterion/criterion.h>
@@ -151,8 +152,9 @@ Test(ui_browser, console_in_chromium_on_a_finished_run, .timeout = 300) {
   console_start(&lc, logs, live);
   console_start(&mc, mlogs, dir); /* the folder holding both runs */
   const char *shots = getenv("LT_UI_SHOTS") ? getenv("LT_UI_SHOTS") : dir;
-  cr_assert_eq(lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d '%s' '%s/buffer.db' '%s'",
-                          lt_test_root(), c.url, shots, LT_UIRUN_HOSTILE, lc.url, live, mc.url),
+  cr_assert_eq(lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d '%s' '%s/buffer.db' '%s' %d %d %g",
+                          lt_test_root(), c.url, shots, LT_UIRUN_HOSTILE, lc.url, live, mc.url, LT_UIRUN_VALUES,
+                          LT_UIRUN_REJECTED, LT_UIRUN_REJECTED_X),
                0);
   cr_assert_eq(r.status, 0, "browser test:\n%s\n%s", r.out, r.err);
   cr_log_info("%s", r.out);

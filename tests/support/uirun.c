@@ -15,8 +15,22 @@ const char *const lt_uirun_hostile[2] = {
     "</textarea></pre><img id=\"injected\" src=x onerror=\"alert(1)\">\xff\xfe bad bytes \x1b[31mred\x1b[0m",
 };
 
+/* What learner step 5 computed for task LT_UIRUN_VALUES (the rollout's logprobs are add()'s): token 3's x_t is
+ * outside the token bounds, the trajectory's geometric mean (1 · 0.9 · 3.5)^(1/3) inside its bounds. */
+static void add_values(lt_buffer_t *b) {
+  static const float ratio[4] = {0, 1, 0.9f, (float)LT_UIRUN_REJECTED_X}, lpo[4] = {-3, -0.5f, -0.355361f, -0.747237f},
+                     adv[4] = {0, 0.25f, 0.25f, 0.25f}, ent[4] = {0.5f, 1.25f, 0.75f, 2};
+  static const uint8_t flags[4] = {0, 1 | 2 | 4 | 16, 1 | 2 | 4 | 16, 1 | 4}; /* LT_TOKV_* of learner/loss.h */
+  static const int32_t spans[4] = {0, 2, 2, 2};
+  lt_token_values_row_t v = {.task_id = LT_UIRUN_VALUES, .step = 5, .traj_ratio = 1.4658972, .traj_ok = 1, .ntokens = 4,
+                             .loss = "{\"objective\":\"mispo\",\"token_bounds\":[0.5,2],\"traj_bounds\":[0.5,2]}",
+                             .nspans = 2, .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent,
+                             .flags = flags};
+  cr_assert_eq(lt_buffer_token_values_put(b, &v, 1), 0, "%s", lt_error_msg());
+}
+
 static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward, const char *messages) {
-  static int32_t tokens[4] = {'h', 'i', '<', '\n'}, versions[4] = {-1, 3, 3, 4};
+  static int32_t tokens[4] = {'h', 'i', '<', '\n'}, versions[4] = {-1, 3, 3, 4}, seq_starts[2] = {0, 2};
   static float logp[4] = {0, -0.5f, -0.25f, -2};
   static uint8_t mask[4] = {0, 1, 1, 1};
   lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)task, .domain = (char *)domain, .status = LT_TRAJ_OK,
@@ -24,6 +38,7 @@ static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward,
                  .error = "", .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
                  .messages = cJSON_Parse(messages), .turns = 2, .ntokens = 4, .tokens = tokens, .logprobs = logp,
                  .loss_mask = mask, .versions = versions, .temperature = 1};
+  if (task == LT_UIRUN_VALUES) r.nseqs = 2, r.seq_starts = seq_starts; /* an agent program's two contexts */
   cr_assert(r.components && r.messages, "%s", messages);
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = task % 4 == 0, .eval_round = -1,
                       .time_ms = 1000 + task, .status = LT_SAMPLE_READY};
@@ -46,7 +61,10 @@ void lt_test_uirun(const char *dir, int hostile_only) {
     add(b, i, i % 2 ? "arith" : "code", i / 20.0, msg);
     if (i <= 10) consumed[i - 1] = i;
   }
-  if (!hostile_only) cr_assert_eq(lt_buffer_traj_mark(b, consumed, 10, LT_SAMPLE_CONSUMED, 5), 0);
+  if (!hostile_only) {
+    cr_assert_eq(lt_buffer_traj_mark(b, consumed, 10, LT_SAMPLE_CONSUMED, 5), 0);
+    add_values(b);
+  }
   /* the hostile texts as JSON strings: the invalid bytes stay raw inside them, as a worker may send them */
   lt_buf_t m = {0};
   lt_buf_puts(&m, "[{\"role\":\"user\",\"content\":");

@@ -10,7 +10,10 @@ enum {
   LT_UIRUN_HOSTILE = 1000,  /* script, markup, invalid UTF-8 and ANSI escapes in its messages */
   LT_UIRUN_HUGE = 1001,     /* one message of LT_UIRUN_HUGE_BYTES bytes of two-byte characters */
   LT_UIRUN_HUGE_BYTES = 200000,
+  LT_UIRUN_VALUES = 7,      /* two contexts (tokens 0-1, 2-3) with the values step 5 stored: x_t 1, 0.9, 3.5 ... */
+  LT_UIRUN_REJECTED = 3,    /* ... so that its token 3 fails the token bounds [0.5, 2] (x_t = LT_UIRUN_REJECTED_X) */
 };
+#define LT_UIRUN_REJECTED_X 3.5
 
 /* Adds the records to DIR/buffer.db (created when missing); hostile_only: only the two hostile trajectories
  * (beside a smoke run's own records). */

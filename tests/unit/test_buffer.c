@@ -4,6 +4,7 @@
  * quarantine (a trajectory moved aside, its task open for another attempt) and the task history of pass-rate
  * oversampling. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,39 @@ Test(buffer, rewind_makes_later_steps_ready_again) {
   cr_assert_eq(lt_buffer_step_batch(b, 2, &ids, &n), 0);
   cr_assert_eq(n, 0);
   free(ids);
+  lt_buffer_close(b);
+  lt_test_rmdir(dir);
+}
+
+/* token_values: a step's row comes back as stored; a recomputed one stands in only where no step stored one; a
+ * rewind drops what the undone steps stored. */
+Test(buffer, token_values_round_trip_and_rewind) {
+  char *dir, path[4200];
+  lt_buffer_t *b = fresh(&dir, path, sizeof path);
+  float ratio[3] = {1, 3.5f, 0.75f}, lpo[3] = {-1, -2, -3}, adv[3] = {0.5f, 0.5f, -0.25f}, ent[3] = {2, 1, 0};
+  uint8_t flags[3] = {1 | 2 | 4 | 16, 1 | 4, 0};
+  int32_t spans[4] = {1, 2, 4, 1};
+  lt_token_values_row_t rows[2] = {
+      {.task_id = 7, .step = 3, .recomputed = 1, .loss = "{}", .traj_ratio = NAN, .ntokens = T, .nspans = 2,
+       .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent, .flags = flags},
+      {.task_id = 7, .step = 5, .loss = "{\"objective\":\"mispo\"}", .traj_ratio = 1.25, .traj_ok = 1, .ntokens = T,
+       .nspans = 2, .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent, .flags = flags}};
+  cr_assert_eq(lt_buffer_token_values_put(b, rows, 2), 0, "%s", lt_error_msg());
+  lt_token_values_row_t v;
+  cr_assert_eq(lt_buffer_token_values_get(b, 7, &v), 1, "%s", lt_error_msg());
+  cr_assert(v.step == 5 && !v.recomputed && v.traj_ok && v.traj_ratio == 1.25 && v.ntokens == T && v.n == 3);
+  cr_assert(v.nspans == 2 && !memcmp(v.spans, spans, sizeof spans));
+  cr_assert(!memcmp(v.ratio, ratio, sizeof ratio) && !memcmp(v.logp_old, lpo, sizeof lpo) && !memcmp(v.adv, adv, sizeof adv));
+  cr_assert(!memcmp(v.entropy, ent, sizeof ent) && !memcmp(v.flags, flags, sizeof flags));
+  cr_assert_str_eq(v.loss, "{\"objective\":\"mispo\"}");
+  lt_buffer_token_values_free(&v);
+  cr_assert_eq(lt_buffer_token_values_count(b, 5), 1);
+  cr_assert_eq(lt_buffer_token_values_count(b, 3), 0, "a recomputed row is no step's own");
+  cr_assert_eq(lt_buffer_traj_rewind(b, 4), 0);
+  cr_assert_eq(lt_buffer_token_values_get(b, 7, &v), 1);
+  cr_assert(v.step == 3 && v.recomputed && isnan(v.traj_ratio), "the recomputed row stays");
+  lt_buffer_token_values_free(&v);
+  cr_assert_eq(lt_buffer_token_values_get(b, 8, &v), 0);
   lt_buffer_close(b);
   lt_test_rmdir(dir);
 }
@@ -349,8 +383,10 @@ Test(buffer, schema_1_is_migrated) {
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT value FROM meta WHERE key = 'schema_version'; "
                                   "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
                                   "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
-                                  "pragma_table_info('prompts') WHERE name = 'copy_of'\"", path), 0);
-  cr_expect_str_eq(r.out, "5\n2\n0\n1\n", "migrated to schema 5 (quarantine table, prompts.copy_of): %s%s", r.out, r.err);
+                                  "pragma_table_info('prompts') WHERE name = 'copy_of'; SELECT count(*) FROM "
+                                  "token_values\"", path), 0);
+  cr_expect_str_eq(r.out, "6\n2\n0\n1\n0\n", "migrated to schema 6 (quarantine and token_values tables, prompts.copy_of): %s%s",
+                   r.out, r.err);
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name = "
                                   "'seq_starts'\"", path), 0);
   cr_expect_str_eq(r.out, "1\n", "payloads.seq_starts (schema 5): %s%s", r.out, r.err);

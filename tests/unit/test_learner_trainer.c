@@ -523,3 +523,89 @@ Test(learner_trainer, a_step_does_not_depend_on_the_process_blas_threads) {
   cr_assert_eq(differ, 0, "%zu of %zu weights differ between 4 and 1 BLAS threads", differ, n);
   free(w[0]), free(w[1]);
 }
+
+/* The toy batch with known off-policy tokens, under bounds that make the verdicts clear: trajectory bounds
+ * [0.9, 1.8].  Sequence 1: x = (3, 1), so its answer token fails the token mask [0.5, 2] while its trajectory
+ * (geometric mean √3) passes; sequence 5: x = (1.9, 1.9), both tokens in bounds, the trajectory (1.9) rejected. */
+static lt_trainer_t *toy_off_policy(toy_t *t, int minibatches, int threads, lt_token_values_t *v) {
+  toy_make(t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.loss.traj_lo = 0.9f, c.loss.traj_hi = 1.8f;
+  c.actor_minibatches = c.critic_minibatches = minibatches;
+  c.threads = threads;
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &tr), 0);
+  toy_rollout(t, lt_trainer_policy(tr));
+  t->lp[1 * L + 2] -= logf(3.0f);
+  t->lp[5 * L + 2] -= logf(1.9f);
+  t->lp[5 * L + 3] -= logf(1.9f);
+  cr_assert_eq(lt_token_values_alloc(v, NS * L, NS), 0);
+  t->b.values = v;
+  return tr;
+}
+
+Test(learner_trainer, token_values_are_what_the_loss_used) {
+  toy_t t;
+  lt_token_values_t v;
+  lt_trainer_t *tr = toy_off_policy(&t, 2, 1, &v);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_float_eq(v.ratio[1 * L + 2], 3.0f, 1e-4);
+  cr_assert_float_eq(v.ratio[1 * L + 3], 1.0f, 1e-4);
+  cr_assert_float_eq(v.traj_ratio[1], sqrtf(3.0f), 1e-4);
+  cr_assert_float_eq(v.traj_ratio[5], 1.9f, 1e-4);
+  cr_assert_eq(v.flags[1 * L + 2], LT_TOKV_LOSS | LT_TOKV_TRAJ_OK, "rejected by the token mask");
+  cr_assert_eq(v.flags[1 * L + 3], LT_TOKV_LOSS | LT_TOKV_TOKEN_OK | LT_TOKV_TRAJ_OK | LT_TOKV_KEPT);
+  cr_assert_eq(v.flags[5 * L + 2], LT_TOKV_LOSS | LT_TOKV_TOKEN_OK, "rejected by the trajectory mask");
+  cr_assert_eq(v.flags[5 * L + 3], LT_TOKV_LOSS | LT_TOKV_TOKEN_OK);
+  int kept = 0, inb = 0, loss = 0;
+  double adv = 0;
+  for (int i = 0; i < NS * L; i++) {
+    cr_assert_eq(v.flags[i] != 0, t.mask[i] != 0, "token %d: flags %d off the loss mask", i, v.flags[i]);
+    cr_assert_eq(v.ratio[i], t.mask[i] ? (float)exp((double)v.logp_old[i] - t.lp[i]) : 0.0f, "token %d", i);
+    kept += (v.flags[i] & LT_TOKV_KEPT) != 0;
+    inb += (v.flags[i] & LT_TOKV_TOKEN_OK) != 0;
+    loss += t.mask[i];
+    adv += t.mask[i] ? v.adv[i] : 0;
+  }
+  /* The step's own statistics count the same tokens and advantages. */
+  cr_assert_eq(loss, 16);
+  cr_assert_eq(kept, 13);
+  cr_assert_float_eq(st.kept_fraction, kept / 16.0, 1e-12);
+  cr_assert_float_eq(st.token_accept, inb / 16.0, 1e-12);
+  cr_assert_float_eq(st.traj_accept, 7 / 8.0, 1e-12);
+  cr_assert_float_eq(st.adv_mean, adv / 16, 1e-6);
+  /* Replay at the pre-update weights (what `replay --fill-token-values` recomputes) gives the same values. */
+  toy_t r;
+  lt_token_values_t vr;
+  lt_trainer_t *again = toy_off_policy(&r, 2, 1, &vr);
+  cr_assert_eq(lt_trainer_replay(again, &r.b, NULL, &st), 0, "%s", lt_error_msg());
+  cr_assert_eq(memcmp(vr.flags, v.flags, NS * L), 0);
+  cr_assert_eq(memcmp(vr.ratio, v.ratio, sizeof(float) * NS * L), 0);
+  cr_assert_eq(memcmp(vr.adv, v.adv, sizeof(float) * NS * L), 0);
+  lt_token_values_free(&vr);
+  lt_trainer_free(again);
+  lt_token_values_free(&v);
+  lt_trainer_free(tr);
+}
+
+Test(learner_trainer, token_values_do_not_depend_on_splits_or_threads) {
+  toy_t a, b;
+  lt_token_values_t va, vb;
+  lt_trainer_t *ta = toy_off_policy(&a, 1, 1, &va), *tb = toy_off_policy(&b, 4, 2, &vb);
+  lt_step_stats_t st;
+  cr_assert_eq(lt_trainer_step(ta, &a.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_trainer_step(tb, &b.b, &st), 0, "%s", lt_error_msg());
+  cr_assert_eq(memcmp(va.flags, vb.flags, NS * L), 0);
+  for (int i = 0; i < NS * L; i++) {
+    cr_assert_float_eq(va.ratio[i], vb.ratio[i], 1e-5, "token %d", i);
+    cr_assert_float_eq(va.logp_old[i], vb.logp_old[i], 1e-5, "token %d", i);
+    cr_assert_float_eq(va.adv[i], vb.adv[i], 1e-5, "token %d", i);
+    cr_assert_float_eq(va.entropy[i], vb.entropy[i], 1e-5, "token %d", i);
+  }
+  for (int s = 0; s < NS; s++) cr_assert_float_eq(va.traj_ratio[s], vb.traj_ratio[s], 1e-5, "sequence %d", s);
+  lt_token_values_free(&va);
+  lt_token_values_free(&vb);
+  lt_trainer_free(ta);
+  lt_trainer_free(tb);
+}

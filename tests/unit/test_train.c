@@ -1,6 +1,7 @@
 /* The training driver on its own, without the daemon: a step's batch (staleness, complete groups, the dynamic
  * filter), what it marks in the buffer, the version it publishes, and the events its guardrails send out. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,53 @@ Test(train, a_trajectory_of_several_contexts_packs_each_as_a_sequence) {
   cr_assert_eq(lt_buffer_count_status(b, LT_SAMPLE_CONSUMED), 2);
   lt_buffer_close(b);
   finish(t, &cfg, dir);
+}
+
+/* Each trajectory a step trained gets a token_values row: its contexts as spans of its tokens, x_t from the
+ * step's own log π_old against the rollout's, the MIS-PO verdicts; learner.store_token_values false stores none. */
+Test(train, a_step_stores_what_it_computed_for_each_token) {
+  for (int store = 1; store >= 0; store--) {
+    char *dir = lt_test_tmpdir("train");
+    lt_config_t cfg;
+    events_t ev = {0};
+    lt_train_t *t = open_rows(dir, store ? BATCH2 : BATCH2 ", \"store_token_values\": false", "", &cfg, &ev, two_contexts);
+    lt_train_result_t r;
+    cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+    lt_train_result_free(&r);
+    char db[4200];
+    snprintf(db, sizeof db, "%s/buffer.db", dir);
+    lt_buffer_t *b;
+    cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0);
+    lt_token_values_row_t v;
+    cr_assert_eq(lt_buffer_token_values_get(b, 1, &v), store, "%s", lt_error_msg());
+    if (store) {
+      cr_assert_eq(v.step, 8);
+      cr_assert_eq(v.recomputed, 0);
+      cr_assert_eq(v.ntokens, T);
+      cr_assert_eq(v.nspans, 2);
+      cr_assert(v.spans[0] == 0 && v.spans[1] == 5 && v.spans[2] == 5 && v.spans[3] == 3, "the two contexts");
+      cr_assert_eq(v.n, T);
+      double sum = 0;
+      for (int i = 0; i < T; i++) {
+        cr_assert_eq(v.flags[i] != 0, mask[i], "token %d", i);
+        if (!mask[i]) continue;
+        cr_assert_float_eq(v.ratio[i], expf(v.logp_old[i] - logp[i]), 1e-5 * v.ratio[i], "token %d", i);
+        sum += log(v.ratio[i]);
+        int in = v.ratio[i] >= 0.5 - 1e-6 && v.ratio[i] <= 2 + 1e-6;
+        cr_assert_eq((v.flags[i] & LT_TOKV_TOKEN_OK) != 0, in, "token %d: x %g", i, v.ratio[i]);
+        cr_assert_eq((v.flags[i] & LT_TOKV_KEPT) != 0, in && v.traj_ok, "token %d", i);
+      }
+      cr_assert_float_eq(v.traj_ratio, exp(sum / 6), 1e-4 * v.traj_ratio, "the geometric mean over both contexts");
+      cr_assert_eq(v.traj_ok, v.traj_ratio >= 0.996 - 1e-6 && v.traj_ratio <= 1.001 + 1e-6);
+      cr_assert(strstr(v.loss, "\"objective\":\"mispo\""), "%s", v.loss);
+      lt_buffer_token_values_free(&v);
+      cr_assert_eq(lt_buffer_token_values_get(b, 2, &v), 1);
+      cr_assert(v.nspans == 1 && v.spans[1] == T);
+      lt_buffer_token_values_free(&v);
+    }
+    lt_buffer_close(b);
+    finish(t, &cfg, dir);
+  }
 }
 
 static void nofill(lt_buffer_t *b) { (void)b; }

@@ -438,3 +438,100 @@ Test(ui, serves_from_a_thread_of_its_own) {
   cr_assert_null(lt_test_http(port, "GET", "/api/overview", NULL), "still answering after stop");
   lt_ui_serve_stop(NULL);
 }
+
+/* The inspector's learner values: what step 5 stored for a trajectory of two contexts comes back aligned to its
+ * tokens, with the rejected token's ratio and flags and the trajectory's verdict; which step trained it, and why
+ * the others were not. */
+Test(ui, the_learners_stored_values_come_back_per_token) {
+  char path[64];
+  snprintf(path, sizeof path, "/api/trajectories/%d", LT_UIRUN_VALUES);
+  cJSON *j = ok(path);
+  const cJSON *v = cJSON_GetObjectItem(j, "token_values");
+  cr_assert(cJSON_IsObject(v), "no token_values");
+  cr_assert_str_eq(cJSON_GetObjectItem(v, "source")->valuestring, "stored");
+  cr_assert_eq(num(v, "step"), 5);
+  cr_assert_float_eq(num(v, "traj_ratio"), 1.4658972, 1e-6);
+  cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(v, "traj_ok")));
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(v, "loss"), "objective")->valuestring, "mispo");
+  const cJSON *ratio = cJSON_GetObjectItem(v, "ratio"), *flags = cJSON_GetObjectItem(v, "flags");
+  cr_assert_eq(cJSON_GetArraySize(ratio), 4);
+  cr_assert_float_eq(cJSON_GetArrayItem(ratio, LT_UIRUN_REJECTED)->valuedouble, LT_UIRUN_REJECTED_X, 1e-6);
+  cr_assert_float_eq(cJSON_GetArrayItem(ratio, 2)->valuedouble, 0.9, 1e-6, "the second context's first token");
+  cr_assert_eq(cJSON_GetArrayItem(flags, LT_UIRUN_REJECTED)->valueint, 1 | 4, "in the loss, token mask failed");
+  cr_assert_eq(cJSON_GetArrayItem(flags, 1)->valueint, 1 | 2 | 4 | 16);
+  cr_assert_float_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "adv"), 1)->valuedouble, 0.25, 1e-6);
+  cr_assert_float_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "entropy"), 3)->valuedouble, 2, 1e-6);
+  cr_assert_float_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "logp_old"), 3)->valuedouble, -0.747237, 1e-6);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "seq_starts")), 2);
+  const cJSON *tr = cJSON_GetObjectItem(j, "training");
+  cr_assert_eq(num(tr, "step"), 5);
+  cr_assert_str_eq(cJSON_GetObjectItem(tr, "verdict")->valuestring, "trained");
+  cr_assert(strstr(cJSON_GetObjectItem(tr, "why")->valuestring, "2 of its 3 loss tokens kept"), "%s",
+            cJSON_GetObjectItem(tr, "why")->valuestring);
+  cJSON_Delete(j);
+  /* trained by step 5, which stored nothing for it */
+  j = ok("/api/trajectories/3");
+  cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "token_values")));
+  tr = cJSON_GetObjectItem(j, "training");
+  cr_assert_str_eq(cJSON_GetObjectItem(tr, "verdict")->valuestring, "trained");
+  cr_assert(strstr(cJSON_GetObjectItem(tr, "why")->valuestring, "no per-token values"));
+  cJSON_Delete(j);
+  /* not trained yet */
+  j = ok("/api/trajectories/12");
+  tr = cJSON_GetObjectItem(j, "training");
+  cr_assert(cJSON_IsNull(cJSON_GetObjectItem(tr, "step")));
+  cr_assert_str_eq(cJSON_GetObjectItem(tr, "verdict")->valuestring, "ready");
+  cr_assert(strstr(cJSON_GetObjectItem(tr, "why")->valuestring, "not yet selected"));
+  cJSON_Delete(j);
+}
+
+/* "Why not trained" from what the buffer records: filtered at a step that stored values for its batch is the
+ * dynamic filter; filtered with its own values at that step is a rollback; stale; quarantined. */
+Test(ui, why_a_trajectory_was_not_trained) {
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(db, 0, &b), 0, "%s", lt_error_msg());
+  int64_t f[] = {12}, rb[] = {13}, st[] = {14};
+  cr_assert_eq(lt_buffer_traj_mark(b, f, 1, LT_SAMPLE_FILTERED, 6), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, rb, 1, LT_SAMPLE_FILTERED, 7), 0);
+  cr_assert_eq(lt_buffer_traj_mark(b, st, 1, LT_SAMPLE_STALE, 6), 0);
+  static const float z[1] = {0};
+  static const uint8_t fl[1] = {0};
+  static const int32_t sp[2] = {0, 1};
+  lt_token_values_row_t rows[2] = {
+      {.task_id = 15, .step = 6, .loss = "{}", .traj_ratio = 1, .ntokens = 4, .nspans = 1, .spans = sp, .ratio = z,
+       .logp_old = z, .adv = z, .entropy = z, .flags = fl},
+      {.task_id = 13, .step = 7, .loss = "{}", .traj_ratio = 1, .ntokens = 4, .nspans = 1, .spans = sp, .ratio = z,
+       .logp_old = z, .adv = z, .entropy = z, .flags = fl}};
+  cr_assert_eq(lt_buffer_token_values_put(b, rows, 2), 0, "%s", lt_error_msg());
+  /* task 2's trajectory quarantined by step 6: it has none left to show, and the 404 says why */
+  lt_quarantined_t q;
+  cr_assert_eq(lt_buffer_prompt_insert(b, 1, "arith", "{}", 0, 0), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_buffer_traj_quarantine(b, 2, 6, "token 0: id 999 outside the vocabulary", 3000, &q), 0, "%s",
+               lt_error_msg());
+  lt_buffer_quarantined_free(&q);
+  lt_buffer_close(b);
+  lt_ui_resp_t r;
+  lt_ui_answer(ui, "GET", "/api/trajectories/2", &r);
+  cr_assert_eq(r.status, 404);
+  const char *why = "quarantined at step 6: token 0: id 999 outside the vocabulary";
+  cr_assert(memmem(r.body, r.len, why, strlen(why)), "%.*s", (int)r.len, r.body);
+  lt_ui_resp_free(&r);
+  static const struct {
+    int task;
+    const char *verdict, *why;
+  } want[] = {{12, "filtered", "dynamic filter: its group's rewards had no variance"},
+              {13, "rolled_back", "rolled the step back"},
+              {14, "stale", "stale at step 6: generated from policy version 3"}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/api/trajectories/%d", want[i].task);
+    cJSON *j = ok(path);
+    const cJSON *tr = cJSON_GetObjectItem(j, "training");
+    cr_assert_str_eq(cJSON_GetObjectItem(tr, "verdict")->valuestring, want[i].verdict, "task %d", want[i].task);
+    cr_assert(strstr(cJSON_GetObjectItem(tr, "why")->valuestring, want[i].why), "task %d: %s", want[i].task,
+              cJSON_GetObjectItem(tr, "why")->valuestring);
+    cJSON_Delete(j);
+  }
+}

@@ -348,42 +348,120 @@ function turn(id, i, m) {
   return sec;
 }
 
+// The learner's values of token i (t.token_values: what the step that trained it computed, or recomputed),
+// null where it has none.  Flag bits as stored (docs/ui.md): 1 in the loss, 2 token mask passed, 4 trajectory
+// mask passed, 8 clipped, 16 kept.
+const NONE = ['#f3f4f6', 'no learner value (not trained on, or past the learner\'s context)'];
+const val = (t, k, i) => (t.token_values && t.token_values[k][i] !== null ? t.token_values[k][i] : null);
+const bounds = (t, k) => (t.token_values.loss[k] || [0, Infinity]);
+const span = (b) => `[${b[0]}, ${b[1]}]`;
+
+function ratioText(t, i) {
+  const x = val(t, 'ratio', i), f = val(t, 'flags', i), b = bounds(t, 'token_bounds');
+  const ok = (f & 2) !== 0, head = `x_t = π_old/π_rollout ${x.toFixed(4)}`;
+  if (!(f & 1)) return head + ' (left out of the actor loss)';
+  return `${head}, ${ok ? 'within' : 'outside'} the token bounds ${span(b)}${ok ? '' : ': rejected'}`;
+}
+
+function maskText(t, i) {
+  const f = val(t, 'flags', i);
+  if (!(f & 1)) return 'not in the actor loss';
+  if (f & 16) return `kept: contributed to the loss (${ratioText(t, i)})${f & 8 ? ', clipped' : ''}`;
+  if (!(f & 2)) return 'rejected by the MIS token mask: ' + ratioText(t, i);
+  if (!(f & 4)) return 'rejected by the trajectory mask (geometric-mean ratio outside its bounds)';
+  return f & 8 ? 'clipped: no gradient' : 'not kept';
+}
+
+const maxAbs = (t, k) => Math.max(1e-12, ...(t.token_values ? t.token_values[k].filter((v) => v !== null).map(Math.abs) : [0]));
+
 const SHADES = {
-  logprob: (t, i) => { const p = Math.exp(t.logprobs[i]); return [`hsl(${Math.round(120 * p)} 70% 85%)`, 'log p ' + t.logprobs[i].toFixed(4)]; },
-  version: (t, i) => [`hsl(${(t.versions[i] * 47) % 360} 60% 86%)`, 'version ' + t.versions[i]],
-  loss_mask: (t, i) => [t.loss_mask[i] ? '#dbeafe' : '#f3f4f6', t.loss_mask[i] ? 'trained (mask 1)' : 'masked out (observation)'],
+  logprob: ['log-probability', (t, i) => { const p = Math.exp(t.logprobs[i]); return [`hsl(${Math.round(120 * p)} 70% 85%)`, 'log p ' + t.logprobs[i].toFixed(4)]; }],
+  ratio: ['π_old/π_rollout ratio', (t, i) => {
+    if (val(t, 'ratio', i) === null || !t.loss_mask[i]) return NONE;
+    const x = val(t, 'ratio', i), ok = (val(t, 'flags', i) & 2) !== 0, l = Math.max(-1, Math.min(1, Math.log2(x)));
+    return [ok ? `hsl(${l < 0 ? 210 : 30} 80% ${92 - 30 * Math.abs(l)}%)` : '#f87171', ratioText(t, i)];
+  }],
+  mis_mask: ['MIS token mask', (t, i) => {
+    const f = val(t, 'flags', i);
+    if (f === null) return NONE;
+    const bg = !(f & 1) ? '#f3f4f6' : f & 16 ? '#bbf7d0' : !(f & 2) ? '#f87171' : !(f & 4) ? '#fdba74' : '#fde68a';
+    return [bg, maskText(t, i)];
+  }],
+  advantage: ['advantage', (t, i) => {
+    const a = val(t, 'adv', i);
+    if (a === null && t.loss_mask[i] && val(t, 'ratio', i) !== null) return [NONE[0], 'advantage not recomputed (no critic with the weights used)'];
+    if (a === null || !t.loss_mask[i]) return NONE;
+    const m = Math.abs(a) / maxAbs(t, 'adv');
+    return [`hsl(${a < 0 ? 0 : 140} 70% ${95 - 30 * m}%)`, 'advantage Â_t ' + a.toFixed(4)];
+  }],
+  entropy: ['entropy', (t, i) => {
+    const h = val(t, 'entropy', i);
+    if (h === null) return NONE;
+    return [`hsl(270 70% ${96 - 30 * (h / maxAbs(t, 'entropy'))}%)`, 'entropy ' + h.toFixed(4) + ' nats'];
+  }],
+  version: ['policy version', (t, i) => [`hsl(${(t.versions[i] * 47) % 360} 60% 86%)`, 'version ' + t.versions[i]]],
+  loss_mask: ['loss mask', (t, i) => [t.loss_mask[i] ? '#dbeafe' : '#f3f4f6', t.loss_mask[i] ? 'trained (mask 1)' : 'masked out (observation)']],
 };
 
-function tokens(t, by) {
+// The tokens, one box per context (sequence) of the episode; hovering one shows its value below the picker.
+function tokens(t, by, readout) {
   const box = el('div', { class: 'tokens', id: 'tokens' });
   const n = Math.min(t.ntokens, 20000);
-  for (let i = 0; i < n; i++) {
-    const [bg, what] = SHADES[by](t, i);
-    const text = t.token_text && t.token_text[i] !== null ? visible(t.token_text[i]) : String(t.tokens[i]);
-    const s = el('span', { class: 'tok' + (t.loss_mask[i] ? '' : ' masked'), title: `#${i} id ${t.tokens[i]}: ${what}` }, text);
-    s.style.background = bg;
-    box.append(s);
+  const starts = t.seq_starts && t.seq_starts.length > 1 ? t.seq_starts : [0];
+  for (let k = 0; k < starts.length; k++) {
+    const a = starts[k], e = Math.min(k + 1 < starts.length ? starts[k + 1] : t.ntokens, n);
+    const ctx = starts.length > 1 ? el('section', { class: 'context', 'aria-label': `context ${k}` },
+      el('h3', {}, `context ${k} — tokens ${a} to ${Math.max(a, e - 1)}`)) : box;
+    for (let i = a; i < e; i++) {
+      const [bg, what] = SHADES[by][1](t, i);
+      const text = t.token_text && t.token_text[i] !== null ? visible(t.token_text[i]) : String(t.tokens[i]);
+      const label = `#${i} id ${t.tokens[i]}: ${what}`;
+      const s = el('span', { class: 'tok' + (t.loss_mask[i] ? '' : ' masked'), title: label, 'data-i': String(i) }, text);
+      s.style.background = bg;
+      s.addEventListener('mouseenter', () => { readout.textContent = label; });
+      ctx.append(s);
+    }
+    if (ctx !== box) box.append(ctx);
   }
   if (t.ntokens > n) box.append(el('p', { class: 'muted' }, `… ${t.ntokens - n} more tokens not shown`));
   return box;
+}
+
+// What the learner did with the trajectory: the step and its verdict, the trajectory mask's test, and where
+// the per-token values come from.
+function learnerFacts(t) {
+  const v = t.token_values, tr = t.training;
+  const facts = [['training', `${tr.verdict}: ${tr.why}`]];
+  for (const q of tr.quarantined) facts.push(['quarantined attempt', `step ${q.step}: ${q.why}`]);
+  if (!v) return facts.concat([['learner values', tr.step === null ? 'none: not trained'
+    : `none stored by step ${tr.step} (longtail replay --fill-token-values recomputes them, docs/replay.md)`]]);
+  const b = bounds(t, 'traj_bounds');
+  facts.push(['trajectory mask', v.traj_ratio === null ? 'no loss token'
+    : `geometric-mean ratio ${v.traj_ratio.toFixed(5)} ${v.traj_ok ? 'within' : 'outside'} ${span(b)}: ${v.traj_ok ? 'kept' : 'rejected'}` +
+      (['mispo', 'gspo'].includes(v.loss.objective) ? '' : ` (not applied by ${v.loss.objective})`)]);
+  facts.push(['learner values', v.source === 'stored' ? `stored by step ${v.step} (${v.loss.objective})`
+    : `recomputed by replay with ${v.loss.model || 'the weights step ' + v.step + ' started from'} (${v.loss.objective}; not the step's own record)`]);
+  return facts;
 }
 
 async function inspector(id) {
   const t = await api('/api/trajectories/' + id);
   const facts = [['task', String(t.task_id)], ['group', String(t.group_id)], ['domain', t.domain], ['status', t.status],
     ['outcome', t.outcome], ['finish', t.finish + (t.reason ? ` (${t.reason})` : '')], ['reward', t.reward],
-    ['staleness', t.staleness], ['trained by step', t.consumed_step], ['versions', `${t.version_min}..${t.version_max}`],
+    ['staleness', t.staleness], ['trained by step', t.training.step], ['versions', `${t.version_min}..${t.version_max}`],
     ['worker', t.worker], ['temperature', t.temperature], ['tokens', t.ntokens], ['error', t.error || null]];
-  const by = el('select', { 'aria-label': 'colour tokens by' }, Object.keys(SHADES).map((k) => el('option', { value: k }, k)));
-  let box = tokens(t, 'logprob');
-  by.addEventListener('change', () => { const b = tokens(t, by.value); box.replaceWith(b); box = b; });
+  const by = el('select', { 'aria-label': 'colour tokens by', id: 'colour-by' },
+    Object.entries(SHADES).map(([k, [label]]) => el('option', { value: k }, label)));
+  const readout = el('p', { id: 'token-hover', class: 'muted', 'aria-live': 'polite' }, 'hover a token for its value');
+  let box = tokens(t, 'logprob', readout);
+  by.addEventListener('change', () => { const b = tokens(t, by.value, readout); box.replaceWith(b); box = b; });
   show(el('h1', {}, `Trajectory ${t.task_id}`),
     el('p', {}, el('a', { href: withRun('/trajectories') }, '← all trajectories')),
-    el('dl', { class: 'facts' }, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, fmt(v))])),
+    el('dl', { class: 'facts' }, facts.concat(learnerFacts(t)).map(([k, v]) => [el('dt', {}, k), el('dd', {}, fmt(v))])),
     simpleTable('Reward components', ['component', 'value'], Object.entries(t.components)),
     el('h2', {}, 'Conversation'), el('div', { id: 'turns' }, t.messages.map((m, i) => turn(t.task_id, i, m))),
     el('h2', {}, 'Tokens'), el('p', {}, el('label', {}, 'colour by ', by),
-      el('span', { class: 'muted' }, ' — hover a token for its value; dashed: not trained on (loss mask 0)')),
+      el('span', { class: 'muted' }, ' — dashed: not trained on (loss mask 0)')), readout,
     box);
 }
 

@@ -1,11 +1,13 @@
 // The web console in a real browser (tests/integ/test_ui_browser.c): Debian's chromium, headless, driven by
-// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB RUNS_URL: URL serves a
-// finished run, LIVE_URL one whose daemon lock the caller holds (LIVE_DB its database, which this script writes a
-// new learner step into with the sqlite3 shell), RUNS_URL the folder holding both (runs "smoke" and "live").  Prints one line per check and exits 1 at the first that fails.
+// playwright-core.  Usage: node browser.mjs URL SHOTS_DIR HOSTILE_TASK_ID LIVE_URL LIVE_DB RUNS_URL VALUES_TASK
+// REJECTED_TOKEN REJECTED_X: URL serves a finished run, LIVE_URL one whose daemon lock the caller holds (LIVE_DB its
+// database, which this script writes a new learner step into with the sqlite3 shell; VALUES_TASK there has stored
+// learner values in which token REJECTED_TOKEN's ratio REJECTED_X fails the token mask), RUNS_URL the folder holding
+// both (runs "smoke" and "live").  Prints one line per check and exits 1 at the first that fails.
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 
-const [url, shots, hostile, liveUrl, liveDb, runsUrl] = process.argv.slice(2);
+const [url, shots, hostile, liveUrl, liveDb, runsUrl, valuesTask, rejected, rejectedX] = process.argv.slice(2);
 const base = url.replace(/\/$/, '');
 const fail = (msg) => { console.log('FAIL ' + msg); process.exit(1); };
 const ok = (msg) => console.log('ok ' + msg);
@@ -120,8 +122,39 @@ try {
   await open('/trajectories/' + trained.task_id);
   const toks = await page.$$eval('#tokens .tok', (t) => t.length);
   if (toks !== trained.ntokens) fail(`inspector tokens ${toks}, expected ${trained.ntokens}`);
-  await page.screenshot({ path: shots + '/ui-trajectory.png', fullPage: true });
   ok(`a trained trajectory's ${toks} tokens shown`);
+  // ... with what the learner step that trained it computed, coloured by the π_old/π_rollout ratio.
+  const tj = await api('/api/trajectories/' + trained.task_id);
+  const tv = tj.token_values;
+  if (!tv || tv.source !== 'stored' || tv.step !== tj.training.step || tj.training.verdict === 'ready')
+    fail('the trained trajectory has no stored learner values: ' + JSON.stringify(tj.training));
+  await page.selectOption('#colour-by', 'ratio');
+  const gen = tj.loss_mask.indexOf(1);
+  await page.hover(`#tokens .tok[data-i="${gen}"]`);
+  const shown = await page.textContent('#token-hover');
+  const ratio = tv.ratio[gen].toFixed(4);
+  if (!shown.includes('x_t = π_old/π_rollout ' + ratio)) fail(`token ${gen}: hover shows "${shown}", expected ratio ${ratio}`);
+  await page.screenshot({ path: shots + '/ui-trajectory.png', fullPage: true });
+  ok(`its step ${tv.step}'s stored ratio shows on hover: ${shown}`);
+
+  // A known rejected token: its ratio and the MIS token mask's verdict on hover, each context on its own.
+  const live = liveUrl.replace(/\/$/, '');
+  await page.goto(`${live}/trajectories/${valuesTask}`);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  await page.selectOption('#colour-by', 'mis_mask');
+  const tok = `#tokens .tok[data-i="${rejected}"]`;
+  await page.hover(tok);
+  const said = await page.textContent('#token-hover'), title = await page.getAttribute(tok, 'title');
+  const x = Number(rejectedX).toFixed(4);
+  for (const s of [said, title])
+    if (!s.includes('rejected by the MIS token mask') || !s.includes(x) || !s.includes('[0.5, 2]')) fail(`rejected token ${rejected}: "${s}"`);
+  const contexts = await page.$$eval('#tokens section.context', (c) => c.length);
+  if (contexts !== 2) fail(`contexts shown: ${contexts}, expected 2`);
+  const verdict = await page.textContent('dl.facts');
+  if (!verdict.includes('geometric-mean ratio 1.46590 within [0.5, 2]: kept') || !verdict.includes('stored by step 5'))
+    fail('the trajectory verdict: ' + verdict);
+  await page.screenshot({ path: shots + '/ui-token-values.png', fullPage: true });
+  ok(`token ${rejected} of task ${valuesTask}: ${said}`);
 
   // A live run: the overview polls, and a step the learner records shows within 5 s without a reload.
   await page.goto(liveUrl);
