@@ -1,6 +1,7 @@
 /* Chat rendering: a model's own template (loading, the choice among named
- * templates, bos/eos), the one builder of template variables, and ChatML as
- * text and as token ids. */
+ * templates, bos/eos), the one builder of template variables, a conversation
+ * rendered for training (ids and the spans the policy generates), and ChatML
+ * as text and as token ids. */
 #include "text/chat_template.h"
 
 #include <stdlib.h>
@@ -200,6 +201,79 @@ int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON 
   cJSON *vars = lt_chat_vars(messages, tools, gen);
   int rc = vars ? lt_chat_template_render(t, vars, text, len) : lt_error_set(LT_ENOMEM, "out of memory");
   cJSON_Delete(vars);
+  return rc;
+}
+
+/* ---- a conversation for training ---- */
+
+static int is_assistant(const cJSON *m) {
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+  return cJSON_IsString(r) && !strcmp(r->valuestring, "assistant");
+}
+
+/* Appends the encoding of text[0, len). */
+static int encode_more(const lt_tokenizer_t *tok, const char *text, size_t len, int32_t **ids, int *n, int *cap) {
+  int32_t *tmp = NULL;
+  int m = 0, rc = lt_tokenizer_encode(tok, text, len, &tmp, &m);
+  for (int i = 0; i < m && rc == 0; i++) rc = lt_ids_push(ids, n, cap, tmp[i]);
+  free(tmp);
+  return rc;
+}
+
+/* Where each trained turn starts in full (the length of the render before it, with the generation prompt). */
+static int turn_starts(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, int all_turns,
+                       const char *full, size_t flen, size_t *at, int *nturn) {
+  cJSON *before = cJSON_CreateArray();
+  int rc = before ? 0 : lt_error_set(LT_ENOMEM, "out of memory"), k = 0;
+  *nturn = 0;
+  for (const cJSON *m = messages->child; m && rc == 0; m = m->next, k++) {
+    if (is_assistant(m) && (all_turns || !m->next)) {
+      char *pre = NULL;
+      size_t plen = 0;
+      rc = lt_chat_render(t, fmt, before, NULL, 1, &pre, &plen);
+      if (rc == 0 && (plen > flen || memcmp(pre, full, plen)))
+        rc = lt_error_set(LT_EINVAL, "chat template: the messages before message %d render differently once it follows", k + 1);
+      if (rc == 0) at[(*nturn)++] = plen;
+      free(pre);
+    }
+    if (rc == 0 && !cJSON_AddItemReferenceToArray(before, (cJSON *)m)) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  cJSON_Delete(before);
+  return rc;
+}
+
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
+                       int all_turns, int32_t **ids, uint8_t **gen, int *n) {
+  *ids = NULL, *gen = NULL, *n = 0;
+  int nmsg = cJSON_GetArraySize(messages), cap = 0, nturn = 0;
+  const cJSON *last = nmsg ? cJSON_GetArrayItem(messages, nmsg - 1) : NULL;
+  if (!last || !is_assistant(last)) return lt_error_set(LT_EINVAL, "the conversation does not end with the assistant's turn");
+  char *full = NULL;
+  size_t flen = 0, *at = malloc(sizeof *at * (size_t)nmsg);
+  int *span = malloc(sizeof *span * 2 * (size_t)nmsg); /* each turn's generated ids: [span[2k], span[2k + 1]) */
+  int rc = at && span ? lt_chat_render(t, fmt, messages, NULL, 0, &full, &flen) : lt_error_set(LT_ENOMEM, "out of memory");
+  if (rc == 0) rc = turn_starts(t, fmt, messages, all_turns, full, flen, at, &nturn);
+  /* Tokenized piece by piece at the turns' boundaries, which follow a template's markup (a newline, a special
+   * token), so the ids are those of the whole render. */
+  int32_t eos = t && cJSON_IsString(t->eos) ? lt_tokenizer_special(tok, t->eos->valuestring) : -1;
+  if (rc == 0) rc = encode_more(tok, full, at[0], ids, n, &cap);
+  for (int k = 0; k < nturn && rc == 0; k++) {
+    size_t end = k + 1 < nturn ? at[k + 1] : flen;
+    span[2 * k] = *n;
+    rc = encode_more(tok, full + at[k], end - at[k], ids, n, &cap);
+    int stop = span[2 * k];
+    while (rc == 0 && stop < *n && !lt_tokenizer_is_stop(tok, (*ids)[stop]) && (*ids)[stop] != eos) stop++;
+    if (rc == 0 && stop == *n && k + 1 < nturn)
+      rc = lt_error_set(LT_EINVAL, "chat template: no stop token ends trained assistant turn %d", k + 1);
+    span[2 * k + 1] = stop < *n ? stop + 1 : *n;
+  }
+  if (rc == 0 && !(*gen = calloc((size_t)*n + 1, 1))) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  for (int k = 0; k < nturn && rc == 0; k++) memset(*gen + span[2 * k], 1, (size_t)(span[2 * k + 1] - span[2 * k]));
+  free(full), free(at), free(span);
+  if (rc < 0) {
+    free(*ids), free(*gen);
+    *ids = NULL, *gen = NULL, *n = 0;
+  }
   return rc;
 }
 

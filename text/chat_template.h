@@ -46,6 +46,16 @@ cJSON *lt_chat_vars(const cJSON *messages, const cJSON *tools, int add_generatio
 int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, const cJSON *tools,
                    int add_generation_prompt, char **text, size_t *len);
 
+/* A conversation rendered for training through t (as lt_chat_render, without tools): the ids of its whole
+ * render (without the generation prompt), and gen[i] = 1 where the policy would have generated ids[i]: each
+ * trained assistant turn from the end of the generation prompt that opens it (the render of the messages
+ * before it with add_generation_prompt) through its first stop token (lt_tokenizer_is_stop, or the config's
+ * eos_token; the last turn to the end of the render when it has none).  The last message is trained and must be the assistant's; with
+ * all_turns every assistant message is.  A template that renders a trained turn's earlier messages
+ * differently once the turn follows is LT_EINVAL.  *ids and *gen are malloc'd. */
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
+                       int all_turns, int32_t **ids, uint8_t **gen, int *n);
+
 /* ---- ChatML ----
  *   <|im_start|>ROLE\nCONTENT<|im_end|>\n
  * for both the byte tokenizer (whose special ids follow the 256 bytes) and

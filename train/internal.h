@@ -2,6 +2,7 @@
 #ifndef LT_TRAIN_INTERNAL_H
 #define LT_TRAIN_INTERNAL_H
 
+#include "text/chat_template.h"
 #include "train/train.h"
 
 /* pack.c: trainer settings from the config, trajectories packed for a step */
@@ -52,6 +53,13 @@ int lt__batch_pack(lt_buffer_t *b, const lt_model_t *pol, const lt_config_t *c, 
  * left out of the actor loss (counted), not the switch for the whole batch. */
 void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask, lt_train_batch_t *b);
 void lt__packed_free(lt__packed_t *p);
+
+/* sft.c: one demonstration (messages, then the assistant's response) as a training sequence: its ids and loss
+ * mask (1 on what the policy generates: the response through its stop token, and with assistant_turns the
+ * messages' assistant turns), rendered through chat, the checkpoint's own template (lt_chat_render_ids), or
+ * as ChatML when NULL.  *ids and *mask are malloc'd. */
+int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, const cJSON *messages, const char *response,
+                    int assistant_turns, int32_t **ids, uint8_t **mask, int *n);
 
 /* select.c: the step's batch, from the buffer's ready trajectories (settings read by the step driver) */
 typedef struct {
