@@ -1,10 +1,12 @@
 /* Chat rendering, one producer per rendering: a model's own chat template
  * (the `chat_template` of its tokenizer_config.json, a string or a list of
  * named templates, rendered by text/jinja with the config's bos_token and
- * eos_token), and ChatML for models without one, as text (lt_chat_render),
- * as token ids (lt_chat_open/close/message) and as the Jinja source written
- * into checkpoints (LT_CHATML_TEMPLATE).  The agent loop, the OpenAI layer
- * (gateway and `serve`) and SFT all render through here. */
+ * eos_token), and ChatML for models without one, written by one writer into
+ * text (lt_chat_render) or token ids (lt_chat_open/close/message), and the
+ * Jinja source of the same ChatML written into checkpoints
+ * (LT_CHATML_TEMPLATE, which a test renders against the writer's text).  The
+ * agent loop, the OpenAI layer (gateway and `serve`) and SFT all render
+ * through here. */
 #ifndef LT_TEXT_CHAT_TEMPLATE_H
 #define LT_TEXT_CHAT_TEMPLATE_H
 
@@ -72,10 +74,10 @@ typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } l
 
 /* "system" | "user" | "assistant" | anything else: tool. */
 lt_role lt_role_parse(const char *s);
-/* ChatML as token ids, the special tokens by id (the byte tokenizer never
- * reads them from text): a message header "<|im_start|>ROLE\n", a trailer
- * "<|im_end|>\n", or a whole message (header, content, trailer), appended to
- * a growable array. */
+/* ChatML as token ids, written as lt_chat_render writes its text, the special
+ * tokens by id (the byte tokenizer never reads them from text): a message
+ * header "<|im_start|>ROLE\n", a trailer "<|im_end|>\n", or a whole message
+ * (header, content, trailer), appended to a growable array. */
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
 int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap);
