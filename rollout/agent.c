@@ -828,8 +828,11 @@ static void deliver(lt_agent_t *a) {
     free(t->seq_starts);
     t->seq_starts = NULL, t->nseqs = 0;
   }
-  if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
-    t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
+  if (!t->tokens) { /* an episode that ended before any token: keep the required arrays non-NULL */
+#define PLACEHOLDER(m, dtype, elem, routed, required) \
+  if (required) t->m = calloc(1, sizeof *t->m);
+    LT_TRAJ_TOKEN_ARRAYS(PLACEHOLDER)
+#undef PLACEHOLDER
     t->ntokens = 0;
   }
   lt_agent_done_cb cb = a->cb;
