@@ -218,6 +218,18 @@ Test(chat_template, empty_tools_render_as_none) {
   lt_test_rmdir(dir);
 }
 
+/* msgs as ChatML ids, then the assistant's turn opened (the agent loop's prompt without a template). */
+static int32_t *chatml_ids(const lt_tokenizer_t *tok, const cJSON *msgs, int *n) {
+  int32_t *ids = NULL;
+  int cap = 0;
+  *n = 0;
+  for (const cJSON *m = msgs->child; m; m = m->next)
+    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
+                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, n, &cap), 0);
+  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, n, &cap), 0);
+  return ids;
+}
+
 /* ChatML has one writer (text/chat_template.c), into text and into token ids,
  * and the Jinja source written into checkpoints renders the same text; the
  * ids are those of the text itself, special tokens by id for the byte
@@ -235,12 +247,8 @@ Test(chat_template, chatml_text_tokens_and_template_agree) {
   cr_expect_str_eq(jin, text);
   lt_tokenizer_t *tok;
   cr_assert_eq(lt_tokenizer_byte(264, &tok), 0);
-  int32_t *ids = NULL;
-  int n = 0, cap = 0;
-  for (const cJSON *m = msgs->child; m; m = m->next)
-    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
-                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, &n, &cap), 0);
-  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap), 0);
+  int n;
+  int32_t *ids = chatml_ids(tok, msgs, &n);
   char *dec;
   size_t dl;
   cr_assert_eq(lt_tokenizer_decode(tok, ids, n, 0, &dec, &dl), 0);
@@ -251,11 +259,7 @@ Test(chat_template, chatml_text_tokens_and_template_agree) {
   char small[4096];
   snprintf(small, sizeof small, "%s/tests/ref/tokenizer/qwen2-small.json", lt_test_root());
   cr_assert_eq(lt_tokenizer_load(small, &tok), 0, "%s", lt_error_msg());
-  ids = NULL, n = 0, cap = 0;
-  for (const cJSON *m = msgs->child; m; m = m->next)
-    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
-                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, &n, &cap), 0);
-  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap), 0);
+  ids = chatml_ids(tok, msgs, &n);
   int32_t *whole;
   int nwhole;
   cr_assert_eq(lt_tokenizer_encode(tok, text, strlen(text), &whole, &nwhole), 0);
