@@ -1,8 +1,9 @@
-/* Message names and ownership. */
+/* Message names, ownership, and the growth of a trajectory's arrays. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/proto.h"
+#include "util/grow.h"
 
 static const char *type_names[LT_MSG_NTYPES] = {
     NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE", "TASKS", "TRAJS"};
@@ -43,6 +44,14 @@ void lt_traj_free(lt_traj_t *t) {
   free(t->support_ids);
   free(t->seq_starts);
   memset(t, 0, sizeof *t);
+}
+
+int lt_traj_reserve(lt_traj_t *t, int more) {
+  size_t k = (size_t)t->routing_layers * (size_t)t->routing_k;
+#define GROW_ARRAY(m, dtype, elem, routed, required) {&t->m, sizeof *t->m * ((routed) ? k : 1)},
+  lt_grow_t arr[] = {LT_TRAJ_TOKEN_ARRAYS(GROW_ARRAY)};
+#undef GROW_ARRAY
+  return lt_grow(&t->cap_tokens, (size_t)t->ntokens + (size_t)more, 256, arr, sizeof arr / sizeof *arr);
 }
 
 static void task_free(lt_task_t *t) {

@@ -127,8 +127,9 @@ typedef enum {
 
 /* The per-token arrays of a TRAJ, one row each: X(member, wire dtype, bytes per entry, routed, required).
  * routed: routing_layers x routing_k entries per token (present only with routing_layers > 0), else one.  The
- * codec's frames (named as the member), lt_traj_free and the agent loop's growth walk this list, so that a new
- * per-token field is its member below and a row here (docs/architecture.md, "A per-token field"). */
+ * codec's frames (named as the member), lt_traj_free, lt_traj_reserve and the agent loop's copies between
+ * contexts walk this list, so that a new per-token field is its member below and a row here
+ * (docs/architecture.md, "A per-token field"). */
 #define LT_TRAJ_TOKEN_ARRAYS(X)      \
   X(tokens, "i32", 4, 0, 1)          \
   X(logprobs, "f32", 4, 0, 1)        \
@@ -173,6 +174,9 @@ typedef struct {
   int nseqs;           /* contexts the arrays hold one after another (0 or 1: one) */
   int32_t *seq_starts; /* [nseqs] or NULL: where each starts; [0] = 0, increasing, < ntokens (an agent program's
                           calls that diverged from the earlier turns, docs/agent-gateway.md) */
+  /* Room in the arrays while the agent loop fills them (lt_traj_reserve); never sent, 0 in a decoded or loaded
+   * record (whose arrays are exactly as long as their counts). */
+  size_t cap_tokens, cap_support_ids, cap_seqs;
 } lt_traj_t;
 
 /* worker → daemon, only after a WELCOME that said batch: several TRAJs in one
@@ -277,6 +281,10 @@ void lt_msg_free(lt_msg_t *m);
 uint64_t lt_proto_header_id(const lt_frame_t *header);
 /* Frees a trajectory taken out of a TRAJ message (its owner is then the caller, not the message). */
 void lt_traj_free(lt_traj_t *t);
+/* Room for `more` tokens past ntokens in every per-token array (LT_TRAJ_TOKEN_ARRAYS; the routed ones hold
+ * routing_layers x routing_k entries per token, and stay as they are without routing), cap_tokens doubling as
+ * they grow.  0, or LT_ENOMEM with the arrays as they were. */
+int lt_traj_reserve(lt_traj_t *t, int more);
 
 /* What a trajectory is checked against (trajcheck.c). */
 typedef struct {

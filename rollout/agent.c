@@ -13,22 +13,6 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* A record of tokens: one or more contexts one after another. */
-typedef struct {
-  int n, R;                 /* R: routing entries per token (layers · k), 0 without */
-  size_t cap;
-  int32_t *tokens, *versions, *support;
-  int32_t *sids;            /* the tokens' Keep-Sampling-Mask ids, support[i] of them for token i */
-  size_t nsids, sids_cap;
-  float *logprobs;
-  uint8_t *mask;
-  uint16_t *rids;
-  float *rprobs;
-  int32_t *seqs;            /* where each context starts ([0] = 0): a diverging call or a context rewrite
-                               of the agent loop starts one */
-  int nseqs, capseqs;
-} rec_t;
-
 typedef struct side side_t;
 
 struct lt_agent {
@@ -41,7 +25,8 @@ struct lt_agent {
   lt_gen_t *gen;
   uv_timer_t timer;         /* finishes on the loop (abort, early ends) */
   int finishing, reward_pending, discarded, closed;
-  rec_t r;                  /* the trajectory so far */
+  lt_traj_t traj;           /* the trajectory so far, the TRAJ it becomes: its tokens are one or more contexts one
+                               after another (seq_starts: a diverging call or a context rewrite starts one) */
   cJSON *messages;
   int32_t *append;          /* context tokens waiting for the next turn */
   int nappend, capappend;
@@ -66,7 +51,7 @@ struct lt_agent {
   lt_program_t *prog;
   lt_oai_gen_t *og;         /* the call being generated */
   int committed;            /* the record's tokens up to the last answered call */
-  size_t committed_sids;
+  int committed_sids;
   int call_gen;             /* where the call in flight's generated tokens start */
   int32_t *prompt;          /* the call's whole context: the record, then what it adds */
   int nprompt, capprompt;
@@ -75,7 +60,7 @@ struct lt_agent {
   double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
   double t_call;            /* when the call in flight started generating */
   side_t *sides;            /* calls made while another was being answered, not yet ended */
-  rec_t side;               /* the answered ones' contexts, before the record's in the TRAJ */
+  lt_traj_t side;           /* the answered ones' contexts (arrays only), before the record's in the TRAJ */
   uint64_t nsides;          /* side calls so far (their sessions' seeds) */
 };
 
@@ -90,7 +75,7 @@ struct side {
   lt_oai_gen_t *og;         /* being generated */
   const int32_t *prompt;    /* the layer's rendered ids (valid until the call ends) */
   int nprompt;
-  rec_t rec;                /* its prompt (loss mask 0) and what it generated */
+  lt_traj_t rec;            /* its prompt (loss mask 0) and what it generated (arrays only) */
   int gen_at;               /* where rec's generated tokens start */
   int held;                 /* it holds the program's clock (lt_program_hold) until freed */
 };
@@ -113,99 +98,84 @@ int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_t
   return rc;
 }
 
-/* Room for `need` more tokens in every per-token array of the record (routing only with R). */
-static int grow(rec_t *r, int need) {
-  lt_grow_t arr[] = {LT_GROW(r->tokens), LT_GROW(r->versions), LT_GROW(r->support), LT_GROW(r->logprobs),
-                     LT_GROW(r->mask), LT_GROW_K(r->rids, r->R), LT_GROW_K(r->rprobs, r->R)};
-  int rc = lt_grow(&r->cap, (size_t)(r->n + need), 256, arr, sizeof arr / sizeof *arr);
-  return rc < 0 ? lt_error_set(LT_ENOMEM, "agent: out of memory") : 0;
-}
-
-static void rec_free(rec_t *r) {
-  free(r->tokens), free(r->versions), free(r->support), free(r->sids), free(r->logprobs), free(r->mask), free(r->rids);
-  free(r->rprobs), free(r->seqs);
-  memset(r, 0, sizeof *r);
-}
+/* Routing entries per token of a record (layers x experts), 0 without. */
+static size_t routed(const lt_traj_t *r) { return (size_t)r->routing_layers * (size_t)r->routing_k; }
 
 /* Context tokens (prompt, chat markup, observations): loss mask 0. */
-static int push_context(rec_t *r, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
-  int rc = grow(r, n);
+static int push_context(lt_traj_t *r, const int32_t *t, int n, const uint16_t *rids, const float *rprobs) {
+  int rc = lt_traj_reserve(r, n);
   if (rc < 0) return rc;
+  size_t R = routed(r);
   for (int i = 0; i < n; i++) {
-    r->tokens[r->n] = t[i];
-    r->versions[r->n] = -1;
-    r->support[r->n] = 0;
-    r->logprobs[r->n] = 0;
-    r->mask[r->n] = 0;
-    if (r->R) {
+    r->tokens[r->ntokens] = t[i];
+    r->versions[r->ntokens] = -1;
+    r->support[r->ntokens] = 0;
+    r->logprobs[r->ntokens] = 0;
+    r->loss_mask[r->ntokens] = 0;
+    if (R) {
       if (rids) {
-        memcpy(r->rids + (size_t)r->n * r->R, rids + (size_t)i * r->R, sizeof *rids * (size_t)r->R);
-        memcpy(r->rprobs + (size_t)r->n * r->R, rprobs + (size_t)i * r->R, sizeof *rprobs * (size_t)r->R);
+        memcpy(r->routing_ids + (size_t)r->ntokens * R, rids + (size_t)i * R, sizeof *rids * R);
+        memcpy(r->routing_probs + (size_t)r->ntokens * R, rprobs + (size_t)i * R, sizeof *rprobs * R);
       } else {
-        memset(r->rids + (size_t)r->n * r->R, 0, sizeof *rids * (size_t)r->R);
-        memset(r->rprobs + (size_t)r->n * r->R, 0, sizeof *rprobs * (size_t)r->R);
+        memset(r->routing_ids + (size_t)r->ntokens * R, 0, sizeof *rids * R);
+        memset(r->routing_probs + (size_t)r->ntokens * R, 0, sizeof *rprobs * R);
       }
     }
-    r->n++;
+    r->ntokens++;
   }
   return 0;
 }
 
 /* Where the current context starts in the record. */
-static int seq0(const rec_t *r) { return r->nseqs ? r->seqs[r->nseqs - 1] : 0; }
+static int seq0(const lt_traj_t *r) { return r->nseqs ? r->seq_starts[r->nseqs - 1] : 0; }
 
-static int push_seq(rec_t *r, int at) {
-  if (r->nseqs == r->capseqs) {
-    int cap = r->capseqs ? 2 * r->capseqs : 4;
-    int32_t *p = realloc(r->seqs, sizeof *p * (size_t)cap);
-    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    r->seqs = p, r->capseqs = cap;
-  }
-  r->seqs[r->nseqs++] = at;
+static int push_seq(lt_traj_t *r, int at) {
+  lt_grow_t arr[] = {LT_GROW(r->seq_starts)};
+  int rc = lt_grow(&r->cap_seqs, (size_t)r->nseqs + 1, 4, arr, 1);
+  if (rc < 0) return rc;
+  r->seq_starts[r->nseqs++] = at;
   return 0;
 }
 
 /* The record's next tokens start a new context of the trajectory; an empty
  * current context is reused. */
-static int new_context(rec_t *r) {
+static int new_context(lt_traj_t *r) {
   int rc = r->nseqs ? 0 : push_seq(r, 0);
-  if (rc == 0 && r->n > seq0(r)) rc = push_seq(r, r->n);
+  if (rc == 0 && r->ntokens > seq0(r)) rc = push_seq(r, r->ntokens);
   return rc;
 }
 
 /* Keeps the record's first n tokens (and their sampling sets). */
-static void rec_cut(rec_t *r, int n) {
-  size_t k = 0;
-  for (int i = 0; i < n; i++) k += (size_t)r->support[i];
-  r->n = n;
-  r->nsids = k;
+static void rec_cut(lt_traj_t *r, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++) k += r->support[i];
+  r->ntokens = n;
+  r->nsupport_ids = k;
+}
+
+/* Room for n more sampling-set ids. */
+static int reserve_support_ids(lt_traj_t *r, size_t n) {
+  lt_grow_t arr[] = {LT_GROW(r->support_ids)};
+  return lt_grow(&r->cap_support_ids, (size_t)r->nsupport_ids + n, 1024, arr, 1);
 }
 
 /* Appends src's contexts after dst's, each still a context of its own. */
-static int rec_append(rec_t *dst, const rec_t *src) {
-  int base = dst->n, rc = dst->nseqs || !base ? 0 : push_seq(dst, 0);
-  for (int k = 0; rc == 0 && src->n && k < (src->nseqs ? src->nseqs : 1); k++)
-    rc = push_seq(dst, base + (src->nseqs ? src->seqs[k] : 0));
-  if (rc == 0) rc = grow(dst, src->n);
-  if (rc == 0 && dst->nsids + src->nsids > dst->sids_cap) {
-    int32_t *p = realloc(dst->sids, sizeof *p * (dst->nsids + src->nsids));
-    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    dst->sids = p, dst->sids_cap = dst->nsids + src->nsids;
-  }
-  if (rc < 0 || !src->n) return rc;
-  size_t n = (size_t)src->n, R = (size_t)dst->R;
-  memcpy(dst->tokens + base, src->tokens, sizeof *src->tokens * n);
-  memcpy(dst->versions + base, src->versions, sizeof *src->versions * n);
-  memcpy(dst->support + base, src->support, sizeof *src->support * n);
-  memcpy(dst->logprobs + base, src->logprobs, sizeof *src->logprobs * n);
-  memcpy(dst->mask + base, src->mask, sizeof *src->mask * n);
-  if (R) {
-    memcpy(dst->rids + (size_t)base * R, src->rids, sizeof *src->rids * n * R);
-    memcpy(dst->rprobs + (size_t)base * R, src->rprobs, sizeof *src->rprobs * n * R);
-  }
-  if (src->nsids) memcpy(dst->sids + dst->nsids, src->sids, sizeof *src->sids * src->nsids);
-  dst->nsids += src->nsids;
-  dst->n += src->n;
+static int rec_append(lt_traj_t *dst, const lt_traj_t *src) {
+  int base = dst->ntokens, rc = dst->nseqs || !base ? 0 : push_seq(dst, 0);
+  for (int k = 0; rc == 0 && src->ntokens && k < (src->nseqs ? src->nseqs : 1); k++)
+    rc = push_seq(dst, base + (src->nseqs ? src->seq_starts[k] : 0));
+  if (rc == 0) rc = lt_traj_reserve(dst, src->ntokens);
+  if (rc == 0) rc = reserve_support_ids(dst, (size_t)src->nsupport_ids);
+  if (rc < 0 || !src->ntokens) return rc;
+  size_t n = (size_t)src->ntokens, R = routed(dst);
+#define COPY_ARRAY(m, dtype, elem, is_routed, required) \
+  if (dst->m) memcpy(dst->m + (size_t)base * ((is_routed) ? R : 1), src->m, sizeof *src->m * n * ((is_routed) ? R : 1));
+  LT_TRAJ_TOKEN_ARRAYS(COPY_ARRAY)
+#undef COPY_ARRAY
+  if (src->nsupport_ids)
+    memcpy(dst->support_ids + dst->nsupport_ids, src->support_ids, sizeof *src->support_ids * (size_t)src->nsupport_ids);
+  dst->nsupport_ids += src->nsupport_ids;
+  dst->ntokens += src->ntokens;
   return 0;
 }
 
@@ -289,7 +259,7 @@ static int template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *msgs, l
 static int queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
   int rc = 0;
   if (a->ctx->chat) {
-    int fresh = a->r.n == seq0(&a->r) && a->nappend == 0; /* a new context renders from the start */
+    int fresh = a->traj.ntokens == seq0(&a->traj) && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = template_delta(a, fresh ? NULL : a->messages, msgs, &text);
     if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
@@ -460,7 +430,7 @@ static void mark(lt_agent_t *a, const char *kind) {
  * reasoning drop) counts against max_resets and starts a new count of turns. */
 static int restart(lt_agent_t *a, const cJSON *chat, const char *kind, int compression) {
   a->nappend = 0;
-  int rc = new_context(&a->r);
+  int rc = new_context(&a->traj);
   if (rc < 0) return rc;
   if (compression) a->seg_turns = 0, a->resets++;
   lt_gen_close(a->gen);
@@ -546,7 +516,7 @@ static int manage_context(lt_agent_t *a, int user_turn) {
     if (rc < 0) return rc;
   }
   if (o->compression == LT_COMPRESS_NONE || o->threshold <= 0 || a->resets >= o->max_resets) return 0;
-  if (a->r.n - seq0(&a->r) + a->nappend < o->threshold) return 0;
+  if (a->traj.ntokens - seq0(&a->traj) + a->nappend < o->threshold) return 0;
   if (o->compression == LT_COMPRESS_DISCARD_ALL) return restart(a, a->opening, "discard_all", 1);
   return summarize(a);
 }
@@ -602,43 +572,39 @@ static void on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
 }
 
 /* Appends the turn's sampling sets to the trajectory's. */
-static int push_support_ids(rec_t *r, const lt_turn_t *t) {
+static int push_support_ids(lt_traj_t *r, const lt_turn_t *t) {
   size_t n = 0;
   for (int i = 0; i < t->n; i++) n += (size_t)t->support[i];
   if (!n) return 0;
-  if (r->nsids + n > r->sids_cap) {
-    size_t cap = r->sids_cap ? 2 * r->sids_cap : 1024;
-    while (cap < r->nsids + n) cap *= 2;
-    int32_t *p = realloc(r->sids, sizeof *p * cap);
-    if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    r->sids = p, r->sids_cap = cap;
-  }
-  memcpy(r->sids + r->nsids, t->support_ids, sizeof *r->sids * n);
-  r->nsids += n;
+  int rc = reserve_support_ids(r, n);
+  if (rc < 0) return rc;
+  memcpy(r->support_ids + r->nsupport_ids, t->support_ids, sizeof *r->support_ids * n);
+  r->nsupport_ids += (int)n;
   return 0;
 }
 
 /* A turn's prefilled tokens (loss mask 0), then what it generated (mask 1);
  * *gen_at: where the generated tokens start. */
-static int push_turn_to(rec_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
+static int push_turn_to(lt_traj_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
                         int *gen_at) {
   int rc = push_context(r, pre_ids, npre, pre->ids, pre->probs);
-  *gen_at = r->n;
+  *gen_at = r->ntokens;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
-  if (rc == 0) rc = grow(r, t->n);
+  if (rc == 0) rc = lt_traj_reserve(r, t->n);
   if (rc == 0) rc = push_support_ids(r, t);
   if (rc < 0) return rc;
+  size_t R = routed(r);
   for (int i = 0; i < t->n; i++) {
-    r->tokens[r->n] = t->tokens[i];
-    r->logprobs[r->n] = t->logprobs[i];
-    r->support[r->n] = t->support[i];
-    r->versions[r->n] = t->versions[i];
-    r->mask[r->n] = 1;
-    if (r->R && t->routing_ids) {
-      memcpy(r->rids + (size_t)r->n * r->R, t->routing_ids + (size_t)i * r->R, sizeof *r->rids * (size_t)r->R);
-      memcpy(r->rprobs + (size_t)r->n * r->R, t->routing_probs + (size_t)i * r->R, sizeof *r->rprobs * (size_t)r->R);
+    r->tokens[r->ntokens] = t->tokens[i];
+    r->logprobs[r->ntokens] = t->logprobs[i];
+    r->support[r->ntokens] = t->support[i];
+    r->versions[r->ntokens] = t->versions[i];
+    r->loss_mask[r->ntokens] = 1;
+    if (R && t->routing_ids) {
+      memcpy(r->routing_ids + (size_t)r->ntokens * R, t->routing_ids + (size_t)i * R, sizeof *r->routing_ids * R);
+      memcpy(r->routing_probs + (size_t)r->ntokens * R, t->routing_probs + (size_t)i * R, sizeof *r->routing_probs * R);
     }
-    r->n++;
+    r->ntokens++;
   }
   return 0;
 }
@@ -646,7 +612,7 @@ static int push_turn_to(rec_t *r, const int32_t *pre_ids, int npre, const lt_tur
 /* The turn's prefilled queue, then what it generated: call_gen is where the
  * generated tokens start. */
 static int push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_routing_t *pre) {
-  int rc = push_turn_to(&a->r, a->append, a->nappend, t, pre, &a->call_gen);
+  int rc = push_turn_to(&a->traj, a->append, a->nappend, t, pre, &a->call_gen);
   a->nappend = 0;
   return rc;
 }
@@ -767,7 +733,7 @@ static void next_turn(lt_agent_t *a) {
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   if (bi.max_context < ctx) ctx = bi.max_context;
-  int room = ctx - (a->r.n - seq0(&a->r)) - a->nappend;
+  int room = ctx - (a->traj.ntokens - seq0(&a->traj)) - a->nappend;
   if (room <= 0) {
     set_outcome(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "context_limit", NULL);
     finish(a);
@@ -798,8 +764,8 @@ static void release(lt_agent_t *a) {
   if (a->sgen) lt_gen_close(a->sgen);
   cJSON_Delete(a->opening);
   if (a->ep) lt_episode_close(a->ep);
-  rec_free(&a->r);
-  rec_free(&a->side);
+  lt_traj_free(&a->traj);
+  lt_traj_free(&a->side);
   free(a->append), free(a->last_text), free(a->stop_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
   cJSON_Delete(a->messages);
@@ -807,20 +773,22 @@ static void release(lt_agent_t *a) {
   uv_close((uv_handle_t *)&a->timer, on_closed);
 }
 
-/* Builds the TRAJ (moving the arrays into it) and hands it over. */
+/* Completes the record with the outcome and hands it over as the TRAJ. */
 static void deliver(lt_agent_t *a) {
   lt_msg_t m = {.type = LT_MSG_TRAJ};
   lt_traj_t *t = &m.u.traj;
   /* Concurrent calls' contexts first, so that the last context is the record's (a truncated trajectory
    * bootstraps from its end). */
-  if (a->side.n && rec_append(&a->side, &a->r) == 0) {
-    rec_t r = a->r;
-    a->r = a->side, a->side = r;
-  } else if (a->side.n) { /* past set_outcome: the episode is finishing */
+  if (a->side.ntokens && rec_append(&a->side, &a->traj) == 0) {
+    lt_traj_t r = a->traj;
+    a->traj = a->side, a->side = r;
+  } else if (a->side.ntokens) { /* past set_outcome: the episode is finishing */
     a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
     free(a->error);
     a->error = strdup("out of memory");
   }
+  *t = a->traj; /* the arrays move into the message */
+  a->traj = (lt_traj_t){0};
   t->task_id = a->task.task_id;
   t->group_id = a->task.group_id;
   t->domain = strdup(a->task.domain ? a->task.domain : "");
@@ -841,35 +809,30 @@ static void deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
-  t->ntokens = a->r.n;
-  t->tokens = a->r.tokens, a->r.tokens = NULL;
-  t->logprobs = a->r.logprobs, a->r.logprobs = NULL;
-  t->loss_mask = a->r.mask, a->r.mask = NULL;
-  t->versions = a->r.versions, a->r.versions = NULL;
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   /* What it sampled with; a server that truncates out of sight sends no
    * support, so the TASK's settings apply (docs/protocol.md). */
   t->temperature = a->task.eval ? 0.0 : a->task.temperature;
   if (a->call_temp >= 0) t->temperature = a->call_temp; /* an agent program's own (params.honor_sampling) */
-  if (bi.support_known) {
-    t->support = a->r.support, a->r.support = NULL;
-    t->support_ids = a->r.sids, a->r.sids = NULL;
-    t->nsupport_ids = (int)a->r.nsids;
+  if (!bi.support_known) {
+    free(t->support), free(t->support_ids);
+    t->support = t->support_ids = NULL, t->nsupport_ids = 0;
   }
-  if (a->r.R && a->r.n) {
-    t->routing_layers = bi.routing_layers;
-    t->routing_k = bi.routing_k;
-    t->routing_experts = bi.routing_experts;
-    t->routing_ids = a->r.rids, a->r.rids = NULL;
-    t->routing_probs = a->r.rprobs, a->r.rprobs = NULL;
+  if (!t->ntokens) { /* no routing frames for no tokens */
+    free(t->routing_ids), free(t->routing_probs);
+    t->routing_ids = NULL, t->routing_probs = NULL;
+    t->routing_layers = t->routing_k = t->routing_experts = 0;
   }
-  if (a->r.nseqs > 1) { /* an agent program's calls that diverged, or the loop's rewrites: several contexts */
-    t->nseqs = a->r.nseqs;
-    t->seq_starts = a->r.seqs, a->r.seqs = NULL;
+  if (t->nseqs <= 1) { /* one context: no seq_starts frame (several: an agent program's calls that diverged, or the loop's rewrites) */
+    free(t->seq_starts);
+    t->seq_starts = NULL, t->nseqs = 0;
   }
-  if (!t->tokens) { /* an episode that ended before any token: keep the arrays non-NULL */
-    t->tokens = calloc(1, 4), t->logprobs = calloc(1, 4), t->loss_mask = calloc(1, 1), t->versions = calloc(1, 4);
+  if (!t->tokens) { /* an episode that ended before any token: keep the required arrays non-NULL */
+#define PLACEHOLDER(m, dtype, elem, routed, required) \
+  if (required) t->m = calloc(1, sizeof *t->m);
+    LT_TRAJ_TOKEN_ARRAYS(PLACEHOLDER)
+#undef PLACEHOLDER
     t->ntokens = 0;
   }
   lt_agent_done_cb cb = a->cb;
@@ -921,7 +884,11 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   lt_backend_info_t bi;
   lt_backend_info(ctx->backend, &bi);
   a->self = a;
-  a->r.R = a->side.R = bi.routing_layers * bi.routing_k;
+  if (bi.routing_layers > 0 && bi.routing_k > 0) { /* an MoE backend's routing, recorded with every token */
+    a->traj.routing_layers = a->side.routing_layers = bi.routing_layers;
+    a->traj.routing_k = a->side.routing_k = bi.routing_k;
+    a->traj.routing_experts = a->side.routing_experts = bi.routing_experts;
+  }
   a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
   a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
@@ -976,7 +943,7 @@ static void side_free(side_t *c) {
     }
   if (c->gen) lt_gen_close(c->gen);
   if (c->held && a->prog) lt_program_release(a->prog);
-  rec_free(&c->rec);
+  lt_traj_free(&c->rec);
   free(c);
 }
 
@@ -1083,16 +1050,16 @@ static int program_start(lt_agent_t *a) {
   return rc;
 }
 
-/* The record's tokens [from, a->r.n) and then `add` become the queue to prefill. */
+/* The record's tokens [from, a->traj.ntokens) and then `add` become the queue to prefill. */
 static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
-  int n = a->r.n - from;
+  int n = a->traj.ntokens - from;
   int32_t *p = malloc(sizeof *p * (size_t)(n + nadd + 1));
   if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-  if (n) memcpy(p, a->r.tokens + from, sizeof *p * (size_t)n);
+  if (n) memcpy(p, a->traj.tokens + from, sizeof *p * (size_t)n);
   if (nadd) memcpy(p + n, add, sizeof *p * (size_t)nadd);
   free(a->append);
   a->append = p, a->nappend = n + nadd, a->capappend = n + nadd + 1;
-  a->r.n = from; /* pushed again, with the prefill's routing, when the turn ends */
+  a->traj.ntokens = from; /* pushed again, with the prefill's routing, when the turn ends */
   return 0;
 }
 
@@ -1100,11 +1067,11 @@ static int requeue(lt_agent_t *a, int from, const int32_t *add, int nadd) {
  * what it adds: the new text tokenized, the record's generated tokens kept. */
 static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, int *nadd) {
   const lt_tokenizer_t *tok = lt_backend_tokenizer(a->ctx->backend);
-  int s0 = seq0(&a->r), n = a->r.n - s0, cap = 0, rc = 0;
+  int s0 = seq0(&a->traj), n = a->traj.ntokens - s0, cap = 0, rc = 0;
   *add = NULL, *nadd = 0;
   if (n <= 0) return 0;
   if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
-    if (plan->nprompt <= n || memcmp(plan->prompt, a->r.tokens + s0, sizeof *a->r.tokens * (size_t)n)) return 0;
+    if (plan->nprompt <= n || memcmp(plan->prompt, a->traj.tokens + s0, sizeof *a->traj.tokens * (size_t)n)) return 0;
     if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
     *nadd = plan->nprompt - n;
@@ -1113,7 +1080,7 @@ static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, in
   char *rec = NULL, *full = NULL;
   size_t rlen = 0, flen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->r.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
+  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
       (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
     extends = flen > rlen && memcmp(full, rec, rlen) == 0;
   if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
@@ -1129,29 +1096,29 @@ static int call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
   if (rc < 0) return rc;
   if (rc == 0) { /* a new context */
     free(add);
-    if ((rc = new_context(&a->r)) < 0) return rc;
+    if ((rc = new_context(&a->traj)) < 0) return rc;
     if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
-  int s0 = seq0(&a->r);
-  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->r.n - s0)) /* it holds tokens the record dropped */
+  int s0 = seq0(&a->traj);
+  if (a->gen && (a->gen_base != s0 || lt_gen_len(a->gen) != a->traj.ntokens - s0)) /* it holds tokens the record dropped */
     lt_gen_close(a->gen), a->gen = NULL;
   /* A fresh session prefills the whole context; a kept one only what the call adds. */
-  rc = requeue(a, a->gen ? a->r.n : s0, add, nadd);
+  rc = requeue(a, a->gen ? a->traj.ntokens : s0, add, nadd);
   if (add != plan->prompt) free(add);
   if (rc == 0 && !a->gen) {
     rc = lt_gen_open(a->ctx->backend, (uint64_t)a->task.seed + (uint64_t)a->turns * 0x9e3779b97f4a7c15ull, &a->gen);
     a->gen_base = s0;
   }
   if (rc < 0) return rc;
-  int need = a->r.n - s0 + a->nappend;
+  int need = a->traj.ntokens - s0 + a->nappend;
   if (a->capprompt < need) {
     int32_t *p = realloc(a->prompt, sizeof *p * (size_t)need);
     if (!p) return lt_error_set(LT_ENOMEM, "agent: out of memory");
     a->prompt = p, a->capprompt = need;
   }
-  if (a->r.n > s0) memcpy(a->prompt, a->r.tokens + s0, sizeof *a->prompt * (size_t)(a->r.n - s0));
-  if (a->nappend) memcpy(a->prompt + a->r.n - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
+  if (a->traj.ntokens > s0) memcpy(a->prompt, a->traj.tokens + s0, sizeof *a->prompt * (size_t)(a->traj.ntokens - s0));
+  if (a->nappend) memcpy(a->prompt + a->traj.ntokens - s0, a->append, sizeof *a->prompt * (size_t)a->nappend);
   plan->prompt = a->prompt;
   plan->nprompt = need;
   return 0;
@@ -1179,11 +1146,12 @@ static int gw_prepare(void *session, lt_oai_plan_t *plan) {
   side_t *side = NULL;
   if (a->og) { /* another call is being answered: this one is a context of its own, as rendered */
     if (!(side = calloc(1, sizeof *side))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    *side = (side_t){.a = a, .next = a->sides, .prompt = plan->prompt, .nprompt = plan->nprompt, .rec = {.R = a->r.R}};
+    *side = (side_t){.a = a, .next = a->sides, .prompt = plan->prompt, .nprompt = plan->nprompt, .rec = {.routing_layers = a->traj.routing_layers,
+                         .routing_k = a->traj.routing_k, .routing_experts = a->traj.routing_experts}};
     a->sides = side;
   } else {
-    a->r.n = a->committed, a->r.nsids = a->committed_sids; /* a call that was never answered leaves no trace */
-    while (a->r.nseqs > 1 && a->r.seqs[a->r.nseqs - 1] >= a->committed) a->r.nseqs--;
+    a->traj.ntokens = a->committed, a->traj.nsupport_ids = a->committed_sids; /* a call never answered leaves no trace */
+    while (a->traj.nseqs > 1 && a->traj.seq_starts[a->traj.nseqs - 1] >= a->committed) a->traj.nseqs--;
     int rc = call_context(a, plan);
     if (rc < 0) return rc;
   }
@@ -1307,9 +1275,9 @@ static void gw_answered(void *session, const lt_oai_result_t *r) {
     return;
   }
   const lt_oai_choice_t *c = &r->choices[0];
-  rec_cut(&a->r, a->call_gen + c->n); /* exactly the tokens the agent was told about */
-  a->committed = a->r.n;
-  a->committed_sids = a->r.nsids;
+  rec_cut(&a->traj, a->call_gen + c->n); /* exactly the tokens the agent was told about */
+  a->committed = a->traj.ntokens;
+  a->committed_sids = a->traj.nsupport_ids;
   count_answer(a, r);
   free(a->last_text);
   a->last_text = strdup(c->text ? c->text : "");

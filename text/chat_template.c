@@ -1,6 +1,7 @@
 /* Chat rendering: a model's own template (loading, the choice among named
- * templates, bos/eos), the one builder of template variables, and ChatML as
- * text and as token ids. */
+ * templates, bos/eos), the one builder of template variables, a conversation
+ * rendered for training (ids and the spans the policy generates), and ChatML
+ * as text and as token ids. */
 #include "text/chat_template.h"
 
 #include <stdlib.h>
@@ -162,24 +163,76 @@ cJSON *lt_chat_vars(const cJSON *messages, const cJSON *tools, int gen) {
   return NULL;
 }
 
-/* ChatML as text: tools listed in a system message, earlier calls written in
- * the policy's tool format. */
-static int render_chatml(lt_tool_format fmt, const cJSON *msgs, const cJSON *tools, int gen, lt_buf_t *out) {
+/* ---- ChatML: one writer, into text or into token ids ---- */
+
+/* Where ChatML goes: text (out), or the ids of tokenizer tok, the markers by id (the byte tokenizer never reads
+ * special-token text) and the text between them encoded piece by piece as written. */
+typedef struct {
+  lt_buf_t *out;
+  const lt_tokenizer_t *tok;
+  int32_t **ids;
+  int *n, *cap;
+} chatml_t;
+
+static int put_text(chatml_t *c, const char *s) {
+  if (!c->out) return lt_ids_text(c->tok, s, c->ids, c->n, c->cap);
+  lt_buf_puts(c->out, s);
+  return lt_buf_ok(c->out);
+}
+
+static int put_marker(chatml_t *c, const char *marker) {
+  if (c->out) return put_text(c, marker);
+  int32_t id = lt_tokenizer_special(c->tok, marker);
+  if (id < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no %s token for the chat format", marker);
+  return lt_ids_push(c->ids, c->n, c->cap, id);
+}
+
+/* "<|im_start|>ROLE\n" */
+static int chatml_open(chatml_t *c, const char *role) {
+  int rc = put_marker(c, LT_CHATML_START);
+  if (rc == 0) rc = put_text(c, role);
+  if (rc == 0) rc = put_text(c, "\n");
+  return rc;
+}
+
+/* "<|im_end|>\n" */
+static int chatml_close(chatml_t *c) {
+  int rc = put_marker(c, LT_CHATML_END);
+  return rc == 0 ? put_text(c, "\n") : rc;
+}
+
+/* One message: its content, then its calls (tool_calls, or NULL) in tool format fmt. */
+static int chatml_message(chatml_t *c, const char *role, const char *content, lt_tool_format fmt, const cJSON *tool_calls) {
+  int rc = chatml_open(c, role);
+  if (rc == 0) rc = put_text(c, content);
+  if (rc == 0 && tool_calls) {
+    lt_buf_t calls = {0};
+    lt_toolcall_write(fmt, tool_calls, &calls);
+    rc = lt_buf_ok(&calls);
+    if (rc == 0 && calls.data) rc = put_text(c, calls.data);
+    lt_buf_free(&calls);
+  }
+  return rc == 0 ? chatml_close(c) : rc;
+}
+
+/* A conversation: tools listed in a system message, earlier calls written in the policy's tool format. */
+static int render_chatml(chatml_t *c, lt_tool_format fmt, const cJSON *msgs, const cJSON *tools, int gen) {
+  int rc = 0;
   if (cJSON_IsArray(tools) && tools->child) {
     char *s = cJSON_PrintUnformatted(tools);
-    if (!s) return lt_error_set(LT_ENOMEM, "out of memory");
-    lt_buf_printf(out, LT_CHATML_START "system\n# Tools\n%s" LT_CHATML_END "\n", s);
+    rc = s ? chatml_open(c, "system") : lt_error_set(LT_ENOMEM, "out of memory");
+    if (rc == 0) rc = put_text(c, "# Tools\n");
+    if (rc == 0) rc = put_text(c, s);
+    if (rc == 0) rc = chatml_close(c);
     free(s);
   }
-  for (const cJSON *m = msgs ? msgs->child : NULL; m; m = m->next) {
+  for (const cJSON *m = msgs ? msgs->child : NULL; m && rc == 0; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    lt_buf_printf(out, LT_CHATML_START "%s\n%s", cJSON_IsString(role) ? role->valuestring : "",
-                  cJSON_IsString(content) ? content->valuestring : "");
-    lt_toolcall_write(fmt, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), out);
-    lt_buf_puts(out, LT_CHATML_END "\n");
+    rc = chatml_message(c, cJSON_IsString(role) ? role->valuestring : "", cJSON_IsString(content) ? content->valuestring : "",
+                        fmt, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"));
   }
-  if (gen) lt_buf_puts(out, LT_CHATML_START "assistant\n");
-  return lt_buf_ok(out);
+  if (rc == 0 && gen) rc = chatml_open(c, "assistant");
+  return rc;
 }
 
 int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, const cJSON *tools, int gen,
@@ -188,7 +241,8 @@ int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON 
   *len = 0;
   if (!t) {
     lt_buf_t b = {0};
-    int rc = render_chatml(fmt, messages, tools, gen, &b);
+    chatml_t c = {.out = &b};
+    int rc = render_chatml(&c, fmt, messages, tools, gen);
     if (rc < 0) {
       lt_buf_free(&b);
       return rc;
@@ -203,7 +257,80 @@ int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON 
   return rc;
 }
 
-/* ---- ChatML as token ids ---- */
+/* ---- a conversation for training ---- */
+
+static int is_assistant(const cJSON *m) {
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+  return cJSON_IsString(r) && !strcmp(r->valuestring, "assistant");
+}
+
+/* Appends the encoding of text[0, len). */
+static int encode_more(const lt_tokenizer_t *tok, const char *text, size_t len, int32_t **ids, int *n, int *cap) {
+  int32_t *tmp = NULL;
+  int m = 0, rc = lt_tokenizer_encode(tok, text, len, &tmp, &m);
+  for (int i = 0; i < m && rc == 0; i++) rc = lt_ids_push(ids, n, cap, tmp[i]);
+  free(tmp);
+  return rc;
+}
+
+/* Where each trained turn starts in full (the length of the render before it, with the generation prompt). */
+static int turn_starts(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, int all_turns,
+                       const char *full, size_t flen, size_t *at, int *nturn) {
+  cJSON *before = cJSON_CreateArray();
+  int rc = before ? 0 : lt_error_set(LT_ENOMEM, "out of memory"), k = 0;
+  *nturn = 0;
+  for (const cJSON *m = messages->child; m && rc == 0; m = m->next, k++) {
+    if (is_assistant(m) && (all_turns || !m->next)) {
+      char *pre = NULL;
+      size_t plen = 0;
+      rc = lt_chat_render(t, fmt, before, NULL, 1, &pre, &plen);
+      if (rc == 0 && (plen > flen || memcmp(pre, full, plen)))
+        rc = lt_error_set(LT_EINVAL, "chat template: the messages before message %d render differently once it follows", k + 1);
+      if (rc == 0) at[(*nturn)++] = plen;
+      free(pre);
+    }
+    if (rc == 0 && !cJSON_AddItemReferenceToArray(before, (cJSON *)m)) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  }
+  cJSON_Delete(before);
+  return rc;
+}
+
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
+                       int all_turns, int32_t **ids, uint8_t **gen, int *n) {
+  *ids = NULL, *gen = NULL, *n = 0;
+  int nmsg = cJSON_GetArraySize(messages), cap = 0, nturn = 0;
+  const cJSON *last = nmsg ? cJSON_GetArrayItem(messages, nmsg - 1) : NULL;
+  if (!last || !is_assistant(last)) return lt_error_set(LT_EINVAL, "the conversation does not end with the assistant's turn");
+  char *full = NULL;
+  size_t flen = 0, *at = malloc(sizeof *at * (size_t)nmsg);
+  int *span = malloc(sizeof *span * 2 * (size_t)nmsg); /* each turn's generated ids: [span[2k], span[2k + 1]) */
+  int rc = at && span ? lt_chat_render(t, fmt, messages, NULL, 0, &full, &flen) : lt_error_set(LT_ENOMEM, "out of memory");
+  if (rc == 0) rc = turn_starts(t, fmt, messages, all_turns, full, flen, at, &nturn);
+  /* Tokenized piece by piece at the turns' boundaries, which follow a template's markup (a newline, a special
+   * token), so the ids are those of the whole render. */
+  int32_t eos = t && cJSON_IsString(t->eos) ? lt_tokenizer_special(tok, t->eos->valuestring) : -1;
+  if (rc == 0) rc = encode_more(tok, full, at[0], ids, n, &cap);
+  for (int k = 0; k < nturn && rc == 0; k++) {
+    size_t end = k + 1 < nturn ? at[k + 1] : flen;
+    span[2 * k] = *n;
+    rc = encode_more(tok, full + at[k], end - at[k], ids, n, &cap);
+    int stop = span[2 * k];
+    while (rc == 0 && stop < *n && !lt_tokenizer_is_stop(tok, (*ids)[stop]) && (*ids)[stop] != eos) stop++;
+    if (rc == 0 && stop == *n && k + 1 < nturn)
+      rc = lt_error_set(LT_EINVAL, "chat template: no stop token ends trained assistant turn %d", k + 1);
+    span[2 * k + 1] = stop < *n ? stop + 1 : *n;
+  }
+  if (rc == 0 && !(*gen = calloc((size_t)*n + 1, 1))) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  for (int k = 0; k < nturn && rc == 0; k++) memset(*gen + span[2 * k], 1, (size_t)(span[2 * k + 1] - span[2 * k]));
+  free(full), free(at), free(span);
+  if (rc < 0) {
+    free(*ids), free(*gen);
+    *ids = NULL, *gen = NULL, *n = 0;
+  }
+  return rc;
+}
+
+/* ---- ChatML as token ids (lt_chat_open/close/message) ---- */
 
 static const char *role_name(lt_role r) {
   switch (r) {
@@ -215,27 +342,18 @@ static const char *role_name(lt_role r) {
 }
 
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap) {
-  int32_t st = lt_tokenizer_special(t, LT_CHATML_START);
-  if (st < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_START " token for the chat format");
-  int rc = lt_ids_push(ids, n, cap, st);
-  if (rc == 0) rc = lt_ids_text(t, role_name(role), ids, n, cap);
-  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
-  return rc;
+  chatml_t c = {.tok = t, .ids = ids, .n = n, .cap = cap};
+  return chatml_open(&c, role_name(role));
 }
 
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap) {
-  int32_t en = lt_tokenizer_special(t, LT_CHATML_END);
-  if (en < 0) return lt_error_set(LT_EUNSUPP, "tokenizer has no " LT_CHATML_END " token for the chat format");
-  int rc = lt_ids_push(ids, n, cap, en);
-  if (rc == 0) rc = lt_ids_text(t, "\n", ids, n, cap);
-  return rc;
+  chatml_t c = {.tok = t, .ids = ids, .n = n, .cap = cap};
+  return chatml_close(&c);
 }
 
 int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap) {
-  int rc = lt_chat_open(t, role, ids, n, cap);
-  if (rc == 0) rc = lt_ids_text(t, content, ids, n, cap);
-  if (rc == 0) rc = lt_chat_close(t, ids, n, cap);
-  return rc;
+  chatml_t c = {.tok = t, .ids = ids, .n = n, .cap = cap};
+  return chatml_message(&c, role_name(role), content, LT_TOOLFMT_XML, NULL);
 }
 
 lt_role lt_role_parse(const char *r) {

@@ -1,10 +1,12 @@
 /* Chat rendering, one producer per rendering: a model's own chat template
  * (the `chat_template` of its tokenizer_config.json, a string or a list of
  * named templates, rendered by text/jinja with the config's bos_token and
- * eos_token), and ChatML for models without one, as text (lt_chat_render),
- * as token ids (lt_chat_open/close/message) and as the Jinja source written
- * into checkpoints (LT_CHATML_TEMPLATE).  The agent loop, the OpenAI layer
- * (gateway and `serve`) and SFT all render through here. */
+ * eos_token), and ChatML for models without one, written by one writer into
+ * text (lt_chat_render) or token ids (lt_chat_open/close/message), and the
+ * Jinja source of the same ChatML written into checkpoints
+ * (LT_CHATML_TEMPLATE, which a test renders against the writer's text).  The
+ * agent loop, the OpenAI layer (gateway and `serve`) and SFT all render
+ * through here. */
 #ifndef LT_TEXT_CHAT_TEMPLATE_H
 #define LT_TEXT_CHAT_TEMPLATE_H
 
@@ -46,6 +48,16 @@ cJSON *lt_chat_vars(const cJSON *messages, const cJSON *tools, int add_generatio
 int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *messages, const cJSON *tools,
                    int add_generation_prompt, char **text, size_t *len);
 
+/* A conversation rendered for training through t (as lt_chat_render, without tools): the ids of its whole
+ * render (without the generation prompt), and gen[i] = 1 where the policy would have generated ids[i]: each
+ * trained assistant turn from the end of the generation prompt that opens it (the render of the messages
+ * before it with add_generation_prompt) through its first stop token (lt_tokenizer_is_stop, or the config's
+ * eos_token; the last turn to the end of the render when it has none).  The last message is trained and must be the assistant's; with
+ * all_turns every assistant message is.  A template that renders a trained turn's earlier messages
+ * differently once the turn follows is LT_EINVAL.  *ids and *gen are malloc'd. */
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
+                       int all_turns, int32_t **ids, uint8_t **gen, int *n);
+
 /* ---- ChatML ----
  *   <|im_start|>ROLE\nCONTENT<|im_end|>\n
  * for both the byte tokenizer (whose special ids follow the 256 bytes) and
@@ -62,10 +74,10 @@ typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } l
 
 /* "system" | "user" | "assistant" | anything else: tool. */
 lt_role lt_role_parse(const char *s);
-/* ChatML as token ids, the special tokens by id (the byte tokenizer never
- * reads them from text): a message header "<|im_start|>ROLE\n", a trailer
- * "<|im_end|>\n", or a whole message (header, content, trailer), appended to
- * a growable array. */
+/* ChatML as token ids, written as lt_chat_render writes its text, the special
+ * tokens by id (the byte tokenizer never reads them from text): a message
+ * header "<|im_start|>ROLE\n", a trailer "<|im_end|>\n", or a whole message
+ * (header, content, trailer), appended to a growable array. */
 int lt_chat_open(const lt_tokenizer_t *t, lt_role role, int32_t **ids, int *n, int *cap);
 int lt_chat_close(const lt_tokenizer_t *t, int32_t **ids, int *n, int *cap);
 int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, int32_t **ids, int *n, int *cap);

@@ -2,6 +2,7 @@
 #ifndef LT_TRAIN_INTERNAL_H
 #define LT_TRAIN_INTERNAL_H
 
+#include "text/chat_template.h"
 #include "train/train.h"
 
 /* pack.c: trainer settings from the config, trajectories packed for a step */
@@ -62,6 +63,13 @@ void lt__loss_json(const lt_loss_cfg_t *loss, char *out, size_t cap);
  * (recomputed: by replay, not the step). */
 int lt__token_values_store(lt_buffer_t *b, const lt__packed_t *p, const lt_token_values_t *v, int64_t step,
                            int recomputed, const char *loss_json);
+
+/* sft.c: one demonstration (messages, then the assistant's response) as a training sequence: its ids and loss
+ * mask (1 on what the policy generates: the response through its stop token, and with assistant_turns the
+ * messages' assistant turns), rendered through chat, the checkpoint's own template (lt_chat_render_ids), or
+ * as ChatML when NULL.  *ids and *mask are malloc'd. */
+int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, const cJSON *messages, const char *response,
+                    int assistant_turns, int32_t **ids, uint8_t **mask, int *n);
 
 /* select.c: the step's batch, from the buffer's ready trajectories (settings read by the step driver) */
 typedef struct {

@@ -1,5 +1,6 @@
-/* The supervised warm start: demonstrations → chat-rendered sequences whose
- * response tokens (and the closing <|im_end|>) carry the loss. */
+/* The supervised warm start: demonstrations → sequences rendered through the
+ * checkpoint's chat template (ChatML without one) whose generated tokens (the
+ * response and its closing stop token) carry the loss. */
 #include "train/train.h"
 
 #include <errno.h>
@@ -34,13 +35,17 @@ static int pack_reserve(pack_t *p, int n) {
   return rc < 0 ? rc : lt_grow(&p->start_cap, (size_t)p->nseq + 2, 16, seq, 1);
 }
 
-/* Appends one demonstration to the pack; 1 if it does not fit in max_len.
- * The response carries the loss, and so do the chat's assistant turns when
- * assistant_turns is set (an environment's multi-turn episode). */
-static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *response, int assistant_turns, int max_len,
-                  pack_t *p) {
-  int32_t *ids = NULL;
-  int n = 0, cap = 0, rc = 0, nspan = 0, span[64][2];
+/* The chat format demonstrations are rendered in: the checkpoint's own template, NULL: ChatML. */
+typedef struct {
+  const lt_tokenizer_t *tok;
+  const lt_chat_template_t *chat;
+} chat_t;
+
+/* ChatML as token ids: the response (and, with assistant_turns, the chat's assistant turns) with its closing
+ * <|im_end|> is what the policy generates. */
+static int chatml_example(const lt_tokenizer_t *tok, const cJSON *messages, const char *response, int assistant_turns,
+                          int32_t **ids, uint8_t **mask, int *n) {
+  int cap = 0, rc = 0, nspan = 0, span[64][2];
   int32_t end = lt_tokenizer_special(tok, "<|im_end|>");
   for (const cJSON *m = messages->child; m && rc == 0; m = m->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
@@ -48,36 +53,74 @@ static int render(const lt_tokenizer_t *tok, const cJSON *messages, const char *
       rc = lt_error_set(LT_EFORMAT, "demonstration message without string role/content");
     } else if (assistant_turns && lt_role_parse(role->valuestring) == LT_ROLE_ASSISTANT && nspan < 64) {
       /* The turn's text and its <|im_end|>: what the policy generated. */
-      rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap);
-      span[nspan][0] = n;
-      if (rc == 0) rc = lt_ids_text(tok, content->valuestring, &ids, &n, &cap);
-      span[nspan++][1] = n + 1;
-      if (rc == 0) rc = lt_chat_close(tok, &ids, &n, &cap);
+      rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, ids, n, &cap);
+      span[nspan][0] = *n;
+      if (rc == 0) rc = lt_ids_text(tok, content->valuestring, ids, n, &cap);
+      span[nspan++][1] = *n + 1;
+      if (rc == 0) rc = lt_chat_close(tok, ids, n, &cap);
     } else {
-      rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, &ids, &n, &cap);
+      rc = lt_chat_message(tok, lt_role_parse(role->valuestring), content->valuestring, ids, n, &cap);
     }
   }
-  if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap);
-  int prompt = n;
-  if (rc == 0) rc = lt_ids_text(tok, response, &ids, &n, &cap);
-  if (rc == 0) rc = lt_ids_push(&ids, &n, &cap, end);
-  if (rc < 0 || n > max_len) {
-    free(ids);
-    return rc < 0 ? rc : 1;
-  }
-  if ((rc = pack_reserve(p, n)) < 0) {
-    free(ids);
-    return rc;
-  }
-  memcpy(p->ids + p->n, ids, sizeof(int32_t) * (size_t)n);
-  for (int i = 0; i < n; i++) p->mask[p->n + i] = i >= prompt;
+  if (rc == 0) rc = lt_chat_open(tok, LT_ROLE_ASSISTANT, ids, n, &cap);
+  int prompt = *n;
+  if (rc == 0) rc = lt_ids_text(tok, response, ids, n, &cap);
+  if (rc == 0) rc = lt_ids_push(ids, n, &cap, end);
+  if (rc == 0 && !(*mask = malloc((size_t)*n + 1))) rc = lt_error_set(LT_ENOMEM, "out of memory");
+  if (rc < 0) return rc;
+  for (int i = 0; i < *n; i++) (*mask)[i] = i >= prompt;
   for (int k = 0; k < nspan; k++)
-    for (int i = span[k][0]; i < span[k][1]; i++) p->mask[p->n + i] = 1;
-  free(ids);
-  p->start[p->nseq] = p->n;
-  p->n += n;
-  p->start[++p->nseq] = p->n;
+    for (int i = span[k][0]; i < span[k][1]; i++) (*mask)[i] = 1;
   return 0;
+}
+
+int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, const cJSON *messages, const char *response,
+                    int assistant_turns, int32_t **ids, uint8_t **mask, int *n) {
+  *ids = NULL, *mask = NULL, *n = 0;
+  int rc;
+  if (!chat) {
+    rc = chatml_example(tok, messages, response, assistant_turns, ids, mask, n);
+  } else { /* the messages and the response, rendered as the agent loop renders a conversation */
+    cJSON *all = cJSON_CreateArray(), *resp = cJSON_CreateObject();
+    rc = all && resp ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
+    for (const cJSON *m = messages->child; m && rc == 0; m = m->next)
+      if (!cJSON_AddItemReferenceToArray(all, (cJSON *)m)) rc = lt_error_set(LT_ENOMEM, "out of memory");
+    if (rc == 0 && (!cJSON_AddStringToObject(resp, "role", "assistant") || !cJSON_AddStringToObject(resp, "content", response) ||
+                    !cJSON_AddItemToArray(all, resp)))
+      rc = lt_error_set(LT_ENOMEM, "out of memory");
+    else if (rc == 0)
+      resp = NULL; /* the array owns it */
+    if (rc == 0)
+      rc = lt_chat_render_ids(chat, lt_toolcall_format_detect(lt_chat_template_source(chat, 0)), tok, all, assistant_turns,
+                              ids, mask, n);
+    cJSON_Delete(resp);
+    cJSON_Delete(all);
+  }
+  if (rc < 0) {
+    free(*ids), free(*mask);
+    *ids = NULL, *mask = NULL, *n = 0;
+  }
+  return rc;
+}
+
+/* Appends one demonstration to the pack; 1 if it does not fit in max_len.
+ * The response carries the loss, and so do the chat's assistant turns when
+ * assistant_turns is set (an environment's multi-turn episode). */
+static int render(const chat_t *c, const cJSON *messages, const char *response, int assistant_turns, int max_len, pack_t *p) {
+  int32_t *ids;
+  uint8_t *mask;
+  int n, rc = lt__sft_example(c->tok, c->chat, messages, response, assistant_turns, &ids, &mask, &n);
+  if (rc == 0 && n > max_len) rc = 1;
+  if (rc == 0) rc = pack_reserve(p, n);
+  if (rc == 0) {
+    memcpy(p->ids + p->n, ids, sizeof(int32_t) * (size_t)n);
+    memcpy(p->mask + p->n, mask, (size_t)n);
+    p->start[p->nseq] = p->n;
+    p->n += n;
+    p->start[++p->nseq] = p->n;
+  }
+  free(ids), free(mask);
+  return rc;
 }
 
 static void pack_free(pack_t *p) {
@@ -88,7 +131,7 @@ static void pack_free(pack_t *p) {
 }
 
 /* A JSONL file of {"prompt": string | messages, "response": string}. */
-static int load_jsonl(const char *path, const lt_tokenizer_t *tok, int max_len, pack_t *all) {
+static int load_jsonl(const char *path, const chat_t *chat, int max_len, pack_t *all) {
   lt_jsonl_t r;
   int rc = lt_jsonl_open(&r, path);
   if (rc < 0) return lt_error_wrap(rc, "sft.data");
@@ -107,7 +150,7 @@ static int load_jsonl(const char *path, const lt_tokenizer_t *tok, int max_len, 
     if (!cJSON_IsString(re) || !(cJSON_IsArray(pr) || msgs)) {
       rc = lt_error_set(LT_EFORMAT, "%s:%ld: expected {\"prompt\": string or messages, \"response\": string}", path, r.lineno);
     } else {
-      rc = render(tok, msgs ? msgs : pr, re->valuestring, 0, max_len, all);
+      rc = render(chat, msgs ? msgs : pr, re->valuestring, 0, max_len, all);
       if (rc < 0) lt_error_wrap(rc, "%s:%ld", path, r.lineno);
       skipped += rc == 1;
       rc = rc == 1 ? 0 : rc;
@@ -124,7 +167,7 @@ static int load_jsonl(const char *path, const lt_tokenizer_t *tok, int max_len, 
 }
 
 /* batch demonstrations from the environments, by domain weight. */
-static int env_batch(lt_envs_t *envs, const lt_tokenizer_t *tok, int max_len, int batch, uint64_t *index, lt_rng_t *rng,
+static int env_batch(lt_envs_t *envs, const chat_t *chat, int max_len, int batch, uint64_t *index, lt_rng_t *rng,
                      pack_t *p) {
   int nd = lt_envs_count(envs), tries = 0;
   double total = 0;
@@ -139,7 +182,7 @@ static int env_batch(lt_envs_t *envs, const lt_tokenizer_t *tok, int max_len, in
     int rc = lt_envs_demo(envs, lt_envs_name(envs, d), (*index)++, &msgs, &resp);
     if (rc == LT_EUNSUPP) continue;
     if (rc < 0) return rc;
-    rc = render(tok, msgs, resp, 1, max_len, p);
+    rc = render(chat, msgs, resp, 1, max_len, p);
     cJSON_Delete(msgs);
     free(resp);
     if (rc < 0) return rc;
@@ -266,13 +309,18 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   const char *data = lt_config_str(cfg, "sft.data");
   lt_model_t *policy = NULL;
   lt_tokenizer_t *tok = NULL;
+  lt_chat_template_t *tmpl = NULL;
   lt_trainer_t *tr = NULL;
   pack_t all = {0}, p = {0};
   int rc = lt_model_load(o->in_dir, &policy);
   if (rc == 0) rc = lt_tokenizer_for_model(o->in_dir, policy->cfg.vocab, &tok);
+  /* Demonstrations in the format the agent loop prompts the policy in: the checkpoint's own chat template. */
+  if (rc == 0 && (rc = lt_chat_template_load(o->in_dir, &tmpl)) == LT_ENOENT) rc = 0, lt_error_clear();
   if (rc < 0) goto out;
+  LT_INFO("sft", "demonstrations rendered %s", tmpl ? "through the checkpoint's chat template" : "as ChatML");
+  chat_t chat = {.tok = tok, .chat = tmpl};
   int max_len = policy->cfg.max_pos;
-  if (data[0] && (rc = load_jsonl(data, tok, max_len, &all)) < 0) goto out;
+  if (data[0] && (rc = load_jsonl(data, &chat, max_len, &all)) < 0) goto out;
   if (!data[0] && !o->envs) {
     rc = lt_error_set(LT_ECONFIG, "sft.data is empty and there are no environments to draw demonstrations from");
     goto out;
@@ -310,7 +358,7 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
         p.n += b - a;
         p.start[++p.nseq] = p.n;
       }
-    } else if ((rc = env_batch(o->envs, tok, max_len, batch, &index, &rng, &p)) < 0) {
+    } else if ((rc = env_batch(o->envs, &chat, max_len, batch, &index, &rng, &p)) < 0) {
       goto out;
     }
     lt_train_batch_t b = {.nseq = p.nseq, .start = p.start, .tokens = p.ids, .mask = p.mask};
@@ -341,5 +389,6 @@ out:
   lt_trainer_free(tr);
   lt_model_free(policy);
   lt_tokenizer_free(tok);
+  lt_chat_template_free(tmpl);
   return rc;
 }

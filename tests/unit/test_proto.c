@@ -208,6 +208,28 @@ Test(proto, traj_seq_starts_roundtrip_and_checked) {
   traj_fixture_free(&f);
 }
 
+/* The agent loop grows its record with lt_traj_reserve: every row of LT_TRAJ_TOKEN_ARRAYS, the routed ones
+ * layers x k entries per token, kept as they were without routing. */
+Test(proto, traj_reserve_grows_every_per_token_array) {
+  lt_traj_t t = {.routing_layers = 2, .routing_k = 3};
+  cr_assert_eq(lt_traj_reserve(&t, 5), 0);
+  cr_assert_eq(t.cap_tokens, 256);
+#define GROWN(m, dtype, elem, routed, required) cr_assert(t.m, #m " was not grown");
+  LT_TRAJ_TOKEN_ARRAYS(GROWN)
+#undef GROWN
+  t.tokens[255] = 9, t.routing_ids[256 * 6 - 1] = 7, t.routing_probs[256 * 6 - 1] = 0.5f; /* in bounds (ASan) */
+  t.ntokens = 256;
+  cr_assert_eq(lt_traj_reserve(&t, 1), 0);
+  cr_assert_eq(t.cap_tokens, 512);
+  cr_assert(t.tokens[255] == 9 && t.routing_ids[256 * 6 - 1] == 7 && t.routing_probs[256 * 6 - 1] == 0.5f);
+  t.loss_mask[511] = 1, t.routing_ids[512 * 6 - 1] = 1;
+  lt_traj_free(&t);
+  lt_traj_t plain = {0};
+  cr_assert_eq(lt_traj_reserve(&plain, 1), 0);
+  cr_assert(plain.tokens && plain.support && !plain.routing_ids && !plain.routing_probs);
+  lt_traj_free(&plain);
+}
+
 Test(proto, traj_without_reward_for_failed_status) {
   traj_fixture_t f;
   traj_fixture(&f);

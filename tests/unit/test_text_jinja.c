@@ -218,8 +218,22 @@ Test(chat_template, empty_tools_render_as_none) {
   lt_test_rmdir(dir);
 }
 
-/* ChatML has one definition: the text renderer, the token-level encoder and
- * the Jinja source written into checkpoints agree. */
+/* msgs as ChatML ids, then the assistant's turn opened (the agent loop's prompt without a template). */
+static int32_t *chatml_ids(const lt_tokenizer_t *tok, const cJSON *msgs, int *n) {
+  int32_t *ids = NULL;
+  int cap = 0;
+  *n = 0;
+  for (const cJSON *m = msgs->child; m; m = m->next)
+    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
+                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, n, &cap), 0);
+  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, n, &cap), 0);
+  return ids;
+}
+
+/* ChatML has one writer (text/chat_template.c), into text and into token ids,
+ * and the Jinja source written into checkpoints renders the same text; the
+ * ids are those of the text itself, special tokens by id for the byte
+ * tokenizer and, for a tokenizer.json one, exactly its encoding of the text. */
 Test(chat_template, chatml_text_tokens_and_template_agree) {
   cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"hi\"},"
                             " {\"role\": \"assistant\", \"content\": \"yo\"}]");
@@ -233,17 +247,24 @@ Test(chat_template, chatml_text_tokens_and_template_agree) {
   cr_expect_str_eq(jin, text);
   lt_tokenizer_t *tok;
   cr_assert_eq(lt_tokenizer_byte(264, &tok), 0);
-  int32_t *ids = NULL;
-  int n = 0, cap = 0;
-  for (const cJSON *m = msgs->child; m; m = m->next)
-    cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
-                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, &n, &cap), 0);
-  cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, &n, &cap), 0);
+  int n;
+  int32_t *ids = chatml_ids(tok, msgs, &n);
   char *dec;
   size_t dl;
   cr_assert_eq(lt_tokenizer_decode(tok, ids, n, 0, &dec, &dl), 0);
   cr_expect_str_eq(dec, text);
-  free(dec), free(ids), free(jin), free(text);
+  cr_expect_eq(ids[0], lt_tokenizer_special(tok, LT_CHATML_START));
+  free(dec), free(ids), free(jin);
+  lt_tokenizer_free(tok);
+  char small[4096];
+  snprintf(small, sizeof small, "%s/tests/ref/tokenizer/qwen2-small.json", lt_test_root());
+  cr_assert_eq(lt_tokenizer_load(small, &tok), 0, "%s", lt_error_msg());
+  ids = chatml_ids(tok, msgs, &n);
+  int32_t *whole;
+  int nwhole;
+  cr_assert_eq(lt_tokenizer_encode(tok, text, strlen(text), &whole, &nwhole), 0);
+  cr_expect(n == nwhole && !memcmp(ids, whole, sizeof *ids * (size_t)n), "the ids are not the text's encoding");
+  free(ids), free(whole), free(text);
   lt_tokenizer_free(tok);
   /* tools in a system message, earlier calls in the policy's format */
   cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");

