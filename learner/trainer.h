@@ -80,6 +80,7 @@ typedef struct {
   double entropy;                   /* mean policy entropy on loss tokens */
   double routing_confidence;        /* learner-side Σk, -1 for dense */
   double value_mean, return_mean, adv_mean, adv_std;
+  double adv_min, adv_max;          /* Â's spread over the loss tokens (0 without any) */
   double lr, critic_lr;
   int tokens, trajectories;        /* trajectories: whole ones, whatever their contexts */
   int actor_skipped;                /* sequences actor_skip left out of the actor loss */

@@ -9,26 +9,32 @@
 #include "util/error.h"
 #include "util/log.h"
 
-/* Run metrics that are one family in Prometheus, labelled by their last part: reward/<domain> (reward/mean, /min
- * and /max are metrics of their own), eval/accuracy/<domain>, weights/lag/<worker>, staleness/hist_<K>; every
- * other metric is longtail_<name>. */
+/* Run metrics that are one family in Prometheus, labelled by the part between prefix and suffix: reward/<domain>
+ * and its spread reward/<domain>/min and /max (reward/mean, /min and /max are metrics of their own),
+ * eval/accuracy/<domain>, weights/lag/<worker>, staleness/hist_<K>; every other metric is longtail_<name>.  The
+ * first entry that matches wins, so a suffixed form comes before its plain one. */
 static const struct {
-  const char *prefix, *family, *label;
-} labelled[] = {{"reward/", "reward_by_domain", "domain"},
-                {"eval/accuracy/", "eval_accuracy_by_domain", "domain"},
-                {"weights/lag/", "worker_policy_lag", "worker"},
-                {"staleness/hist_", "staleness_trajectories", "staleness"}};
+  const char *prefix, *suffix, *family, *label;
+} labelled[] = {{"reward/", "/min", "reward_min_by_domain", "domain"},
+                {"reward/", "/max", "reward_max_by_domain", "domain"},
+                {"reward/", "", "reward_by_domain", "domain"},
+                {"eval/accuracy/", "", "eval_accuracy_by_domain", "domain"},
+                {"weights/lag/", "", "worker_policy_lag", "worker"},
+                {"staleness/hist_", "", "staleness_trajectories", "staleness"}};
 
 void lt__prom_set(lt_daemon_t *d, const char *name, double v) {
   if (!d->prom) return;
-  for (size_t i = 0; i < sizeof labelled / sizeof *labelled; i++) {
-    size_t n = strlen(labelled[i].prefix);
-    if (!strncmp(name, labelled[i].prefix, n) && strcmp(name, "reward/mean") && strcmp(name, "reward/min") &&
-        strcmp(name, "reward/max")) {
-      lt_prom_set(d->prom, labelled[i].family, labelled[i].label, name + n, v);
-      return;
+  size_t len = strlen(name);
+  if (strcmp(name, "reward/mean") && strcmp(name, "reward/min") && strcmp(name, "reward/max"))
+    for (size_t i = 0; i < sizeof labelled / sizeof *labelled; i++) {
+      size_t n = strlen(labelled[i].prefix), k = strlen(labelled[i].suffix);
+      if (len > n + k && !strncmp(name, labelled[i].prefix, n) && !strcmp(name + len - k, labelled[i].suffix)) {
+        char label[96];
+        snprintf(label, sizeof label, "%.*s", (int)(len - n - k), name + n);
+        lt_prom_set(d->prom, labelled[i].family, labelled[i].label, label, v);
+        return;
+      }
     }
-  }
   lt_prom_set(d->prom, name, NULL, NULL, v);
 }
 

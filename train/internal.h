@@ -35,7 +35,7 @@ typedef struct {
   double reward_mean, reward_min, reward_max, trunc_rate, turns_mean, route_rollout, gen_tokens;
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
-  double dom_reward[LT_TRAIN_MAX_DOMAINS];
+  double dom_reward[LT_TRAIN_MAX_DOMAINS], dom_min[LT_TRAIN_MAX_DOMAINS], dom_max[LT_TRAIN_MAX_DOMAINS];
 } lt__packed_t;
 
 int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);

@@ -22,8 +22,10 @@ void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, 
       {"critic/value_loss", s->critic_loss},    {"critic/grad_norm", s->critic_grad_norm},
       {"critic/value_mean", s->value_mean},     {"critic/return_mean", s->return_mean},
       {"advantage/mean", s->adv_mean},          {"advantage/std", s->adv_std},
+      {"advantage/min", s->adv_min},            {"advantage/max", s->adv_max},
       {"kl/ref", s->kl_ref},                    {"staleness/mean", r->stale_mean},
-      {"staleness/max", r->stale_max},          {"scheduler/max_staleness", r->max_staleness},
+      {"staleness/min", r->stale_min},          {"staleness/max", r->stale_max},
+      {"scheduler/max_staleness", r->max_staleness},
       {"buffer/stale", r->marked_stale},        {"buffer/filtered", r->filtered},
       {"learner/step_s", r->step_s},            {"learner/wait_s", r->wait_s},
       {"learner/tokens_per_s", r->step_s > 0 ? s->tokens / r->step_s : 0},
@@ -43,5 +45,9 @@ void lt_train_result_metrics(const lt_train_result_t *r, lt_train_metric_fn fn, 
     char nm[96];
     snprintf(nm, sizeof nm, "reward/%s", r->dom[i]);
     fn(ud, nm, r->dom_reward[i]);
+    snprintf(nm, sizeof nm, "reward/%s/min", r->dom[i]);
+    fn(ud, nm, r->dom_min[i]);
+    snprintf(nm, sizeof nm, "reward/%s/max", r->dom[i]);
+    fn(ud, nm, r->dom_max[i]);
   }
 }

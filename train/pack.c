@@ -289,6 +289,8 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     if (di == p->ndom && di < LT_TRAIN_MAX_DOMAINS) snprintf(p->dom[p->ndom++], sizeof p->dom[0], "%s", t.domain);
     if (di < LT_TRAIN_MAX_DOMAINS) {
       p->dom_reward[di] += t.reward;
+      if (!dom_n[di] || t.reward < p->dom_min[di]) p->dom_min[di] = t.reward;
+      if (!dom_n[di] || t.reward > p->dom_max[di]) p->dom_max[di] = t.reward;
       dom_n[di]++;
     }
     float kl = lt__domain_kl(c, t.domain);

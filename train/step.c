@@ -338,10 +338,13 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
   r->ndom = p->ndom;
   memcpy(r->dom, p->dom, sizeof r->dom);
   memcpy(r->dom_reward, p->dom_reward, sizeof r->dom_reward);
+  memcpy(r->dom_min, p->dom_min, sizeof r->dom_min);
+  memcpy(r->dom_max, p->dom_max, sizeof r->dom_max);
   for (int s = 0; s < n; s++) {
     int age = p->vmin[s] >= 0 ? (int)(l->version - p->vmin[s]) : 0;
     r->stale_hist[age < LT_TRAIN_STALE_BINS - 1 ? age : LT_TRAIN_STALE_BINS - 1]++;
     r->stale_mean += age;
+    if (s == 0 || age < r->stale_min) r->stale_min = age;
     if (age > r->stale_max) r->stale_max = age;
   }
   r->stale_mean /= n;

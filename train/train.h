@@ -46,12 +46,14 @@ typedef struct {
   lt_step_stats_t st;
   double reward_mean, trunc_rate, turns_mean, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
   double reward_min, reward_max; /* the batch's reward spread (the console's band around reward/mean) */
-  int stale_max, stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, quarantined, max_staleness;
+  int stale_min, stale_max;   /* the batch's staleness spread (the console's band around staleness/mean) */
+  int stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, quarantined, max_staleness;
   int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
   int ranks;                 /* learner ranks that trained it (learner/ranks) */
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];
+  double dom_min[LT_TRAIN_MAX_DOMAINS], dom_max[LT_TRAIN_MAX_DOMAINS]; /* each domain's reward spread */
   /* [quarantined]: the tasks whose trajectory the step could not use, moved aside in the buffer and queued
    * again there, for the caller to run again (lt_train_result_free) */
   lt_quarantined_t *requeue;

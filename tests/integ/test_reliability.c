@@ -387,6 +387,13 @@ Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
   }
   cr_assert(body && strstr(body, "longtail_daemon_rss_bytes "), "%s", body ? body : "unreachable");
   cr_expect(strstr(body, "longtail_worker_policy_lag{worker=\""), "a labelled lag per worker: %s", body);
+  /* a domain's reward spread is labelled like its mean, not taken for a domain named "<domain>/min" */
+  static const char *spread[] = {"longtail_reward_by_domain{domain=\"arith\"} ",
+                                 "longtail_reward_min_by_domain{domain=\"arith\"} ",
+                                 "longtail_reward_max_by_domain{domain=\"arith\"} ", "longtail_staleness_min ",
+                                 "longtail_advantage_min ", "longtail_advantage_max "};
+  for (size_t i = 0; i < sizeof spread / sizeof *spread; i++) cr_expect(strstr(body, spread[i]), "no %s", spread[i]);
+  cr_expect_null(strstr(body, "/min\""), "a spread labelled as a domain: %s", body);
   char p[4300];
   snprintf(p, sizeof p, "%s/metrics.txt", r.dir);
   const char *text = strstr(body, "\r\n\r\n");

@@ -417,6 +417,81 @@ Test(train, a_step_stores_what_it_computed_for_each_token) {
   }
 }
 
+/* Two complete groups of two domains, one generated a version earlier (staleness 1 at version 5). */
+static void two_domains(lt_buffer_t *b) {
+  add_to(b, 1, 1, 1, 5, "arith", 0);
+  add_to(b, 2, 1, 0, 5, "arith", 0);
+  add_to(b, 3, 2, 1, 4, "code", 0);
+  add_to(b, 4, 2, 0.5, 4, "code", 0);
+}
+
+typedef struct {
+  int n;
+  char name[96][64];
+  double v[96];
+} metrics_t;
+
+static void on_metric(void *ud, const char *name, double v) {
+  metrics_t *m = ud;
+  cr_assert_lt(m->n, 96);
+  snprintf(m->name[m->n], sizeof m->name[0], "%s", name);
+  m->v[m->n++] = v;
+}
+
+static double metric(const metrics_t *m, const char *name) {
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->name[i], name)) return m->v[i];
+  cr_assert_fail("the step did not report %s", name);
+  return NAN;
+}
+
+/* Each per-step mean with a spread comes with the batch's lowest and highest value under P/min and P/max (P/mean's
+ * or, per domain, reward/<domain>'s): the console's bands.  The advantage's are those of the tokens it stored. */
+Test(train, a_step_reports_the_spread_around_its_means) {
+  char *dir = lt_test_tmpdir("train");
+  lt_config_t cfg;
+  events_t ev = {0};
+  lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}", "", &cfg, &ev, two_domains);
+  lt_train_result_t r;
+  cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
+  metrics_t m = {0};
+  lt_train_result_metrics(&r, on_metric, &m);
+  lt_train_result_free(&r);
+  static const struct {
+    const char *mean, *lo, *hi;
+    double want[3];
+  } bands[] = {{"reward/mean", "reward/min", "reward/max", {0.625, 0, 1}},
+               {"reward/arith", "reward/arith/min", "reward/arith/max", {0.5, 0, 1}},
+               {"reward/code", "reward/code/min", "reward/code/max", {0.75, 0.5, 1}},
+               {"staleness/mean", "staleness/min", "staleness/max", {0.5, 0, 1}}};
+  for (size_t i = 0; i < sizeof bands / sizeof bands[0]; i++) {
+    cr_expect_float_eq(metric(&m, bands[i].mean), bands[i].want[0], 1e-9, "%s", bands[i].mean);
+    cr_expect_float_eq(metric(&m, bands[i].lo), bands[i].want[1], 1e-9, "%s", bands[i].lo);
+    cr_expect_float_eq(metric(&m, bands[i].hi), bands[i].want[2], 1e-9, "%s", bands[i].hi);
+  }
+  char db[4200];
+  snprintf(db, sizeof db, "%s/buffer.db", dir);
+  lt_buffer_t *b;
+  cr_assert_eq(lt_buffer_open(db, LT_BUF_READONLY, &b), 0);
+  double lo = INFINITY, hi = -INFINITY;
+  for (int64_t task = 1; task <= 4; task++) {
+    lt_token_values_row_t v;
+    cr_assert_eq(lt_buffer_token_values_get(b, task, &v), 1, "%s", lt_error_msg());
+    for (int i = 0; i < v.n; i++)
+      if (v.flags[i] & LT_TOKV_LOSS) {
+        lo = fmin(lo, v.adv[i]);
+        hi = fmax(hi, v.adv[i]);
+      }
+    lt_buffer_token_values_free(&v);
+  }
+  lt_buffer_close(b);
+  cr_expect_float_eq(metric(&m, "advantage/min"), lo, 1e-6);
+  cr_expect_float_eq(metric(&m, "advantage/max"), hi, 1e-6);
+  cr_expect_lt(lo, hi, "the batch's advantages differ");
+  cr_expect(metric(&m, "advantage/mean") >= lo && metric(&m, "advantage/mean") <= hi);
+  finish(t, &cfg, dir);
+}
+
 static void nofill(lt_buffer_t *b) { (void)b; }
 
 /* WELCOME's model.chat_format says how workers format turns: the model's own chat_template when its
