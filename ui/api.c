@@ -505,7 +505,8 @@ static int name_item(const char *name, void *ud) {
 
 static int band_item(int64_t step, double lo, double hi, void *ud) { return tuple(ud, step, (double[]){lo, hi}, 2); }
 
-/* "bands": each asked P/mean with the run's P/min and P/max at its steps (empty where the run records none). */
+/* "bands": each asked P/mean, or P, with the run's P/min and P/max at its steps (empty where the run records
+ * none): reward/mean has reward/min and reward/max, reward/<domain> has reward/<domain>/min and /max. */
 static int bands(lt_buffer_t *db, const req_t *q, int max, lt_buf_t *b) {
   list_t l = {b, 0, 0};
   int first = 1, rc = 0;
@@ -513,10 +514,11 @@ static int bands(lt_buffer_t *db, const req_t *q, int max, lt_buf_t *b) {
   for (int i = 0; i < q->n && rc >= 0; i++) {
     const char *n = q->p[i].val;
     size_t len = strlen(n);
-    if (strcmp(q->p[i].key, "name") || len < 5 || strcmp(n + len - 5, "/mean")) continue;
+    if (strcmp(q->p[i].key, "name")) continue;
+    if (len >= 5 && !strcmp(n + len - 5, "/mean")) len -= 5;
     char lo[256], hi[256];
-    snprintf(lo, sizeof lo, "%.*s/min", (int)(len - 5), n);
-    snprintf(hi, sizeof hi, "%.*s/max", (int)(len - 5), n);
+    snprintf(lo, sizeof lo, "%.*s/min", (int)len, n);
+    snprintf(hi, sizeof hi, "%.*s/max", (int)len, n);
     key(b, &first, n);
     lt_buf_putc(b, '[');
     l.n = 0;

@@ -97,6 +97,10 @@ void lt_test_uirun(const char *dir, int hostile_only) {
     lt_buffer_metric(b, s, "ui_test/spread/mean", s, 2000 + s);
     if (s) lt_buffer_metric(b, s, "ui_test/spread/min", s - 0.5, 2000 + s);
     if (s) lt_buffer_metric(b, s, "ui_test/spread/max", s + 1, 2000 + s);
+    /* a domain's reward, whose spread is named without /mean (train/metrics.c) */
+    lt_buffer_metric(b, s, "reward/code", 0.5, 2000 + s);
+    lt_buffer_metric(b, s, "reward/code/min", 0.25, 2000 + s);
+    lt_buffer_metric(b, s, "reward/code/max", 0.75 + s * 0.01, 2000 + s);
   }
   lt_buffer_metric(b, 0, "eval/accuracy", 0.25, 2000);
   lt_buffer_metric(b, 5, "eval/accuracy", 0.5, 2005);

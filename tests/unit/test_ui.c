@@ -123,10 +123,10 @@ Test(ui, metrics_names_and_bounded_series) {
   bad(many, 400);
 }
 
-/* A P/mean whose run records P/min and P/max comes with its band at the steps that have both; a metric without
- * companions, or not named P/mean, has an empty band or none. */
+/* A P/mean, or a P, whose run records P/min and P/max comes with its band at the steps that have both (a domain's
+ * reward/<domain> with reward/<domain>/min and /max); a metric without companions has an empty band. */
 Test(ui, metrics_bands_from_min_max_companions) {
-  cJSON *j = ok("/api/metrics?name=ui_test/spread/mean&name=ui_test/reward&name=eval/mean");
+  cJSON *j = ok("/api/metrics?name=ui_test/spread/mean&name=ui_test/reward&name=eval/mean&name=reward/code");
   const cJSON *bands = cJSON_GetObjectItem(j, "bands");
   cr_assert(bands, "no bands");
   const cJSON *band = cJSON_GetObjectItem(bands, "ui_test/spread/mean");
@@ -135,8 +135,14 @@ Test(ui, metrics_bands_from_min_max_companions) {
   cr_assert_eq(cJSON_GetArrayItem(p, 0)->valuedouble, 3);
   cr_assert_float_eq(cJSON_GetArrayItem(p, 1)->valuedouble, 2.5, 1e-9);
   cr_assert_float_eq(cJSON_GetArrayItem(p, 2)->valuedouble, 4, 1e-9);
-  cr_assert_null(cJSON_GetObjectItem(bands, "ui_test/reward"), "only P/mean names have a band");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(bands, "ui_test/reward")), 0, "no ui_test/reward/min or /max");
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(bands, "eval/mean")), 0);
+  band = cJSON_GetObjectItem(bands, "reward/code");
+  cr_assert_eq(cJSON_GetArraySize(band), 10, "reward/code/min and /max at every step");
+  p = cJSON_GetArrayItem(band, 9);
+  cr_assert_eq(cJSON_GetArrayItem(p, 0)->valuedouble, 9);
+  cr_assert_float_eq(cJSON_GetArrayItem(p, 1)->valuedouble, 0.25, 1e-9);
+  cr_assert_float_eq(cJSON_GetArrayItem(p, 2)->valuedouble, 0.84, 1e-9);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "series"), "ui_test/spread/mean")), 10);
   cJSON_Delete(j);
   j = ok("/api/metrics?name=ui_test/spread/mean&max=4");

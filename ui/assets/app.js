@@ -257,7 +257,7 @@ async function curves() {
     draw().catch(failure);
   } } }, 'Eval by domain') : null;
   show(el('h1', {}, 'Curves'), el('p', { class: 'muted' }, 'Drag across the chart to zoom; double-click to reset. ' +
-    'A shaded band is the spread of a step (P/min to P/max around P/mean).'),
+    'A shaded band is the spread of a step (P/min to P/max around P/mean, or around P).'),
     canvas, el('p', {}, pngButton(canvas, 'longtail-curves'), ' ', evalButton), overlay, filter, list);
   await draw();
   const again = () => draw().then(() => poll(again)).catch(failure);
