@@ -194,6 +194,7 @@ test: check-deps
 	$(Q)$(MAKE) --no-print-directory test-build
 	$(Q)LT_BIN=$(abspath $(BIN)) LT_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
 
+# A leak is reported by LeakSanitizer when a test's process exits; tests/support/exitcheck.c fails that test.
 test-asan: check-deps
 	$(Q)$(MAKE) --no-print-directory VARIANT=asan test-build
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
