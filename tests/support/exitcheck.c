@@ -1,8 +1,8 @@
 /* Fails a test whose process exited non-zero after the test had ended.  Criterion runs each test in a process of
  * its own and records that process's exit status, but once the test has reported its end it ignores the status.
  * What runs after the end is the process's exit: under `make test-asan`, LeakSanitizer's leak check, which exits
- * non-zero (ASAN_OPTIONS exitcode, 1 by default) when the test leaked.  Without this hook such a leak printed its
- * report and the test still passed. */
+ * non-zero (exitcode=23 there) when the test leaked.  Without this hook such a leak printed its report and the test
+ * still passed. */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <stdio.h>
