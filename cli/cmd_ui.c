@@ -48,6 +48,7 @@ int lt_cmd_ui(int argc, char **argv) {
   uv_loop_init(&loop);
   console_t c = {0};
   if ((rc = lt_ui_listen(u, &loop, bind, (int)port, &c.http)) < 0) {
+    uv_run(&loop, UV_RUN_DEFAULT); /* the failed listener's handle closes (and frees it), or the loop cannot close */
     uv_loop_close(&loop);
     lt_ui_close(u);
     return lt_cli_fail("ui", rc);

@@ -98,9 +98,26 @@ static int series_row(const char *name, int64_t step, double value, void *ud) {
   return 0;
 }
 
+/* The recorded names after "no metric matches": as many as fit a readable line, then how many more, and the
+ * one nearest to what was asked.  (A run records more names the longer it runs, e.g. the daemon's health every
+ * 5 s, so a name past the cut must still be offered.) */
+typedef struct {
+  const char *want;
+  size_t len;      /* characters written */
+  int more;        /* names past the cut */
+  int best_d;      /* edit distance of best to want */
+  char best[128];
+} names_t;
+
 static int name_row(const char *name, void *ud) {
-  size_t *len = ud;
-  if (*len < 600) *len += (size_t)fprintf(stderr, "%s%s", *len ? ", " : "", name);
+  names_t *n = ud;
+  if (n->len < 600) n->len += (size_t)fprintf(stderr, "%s%s", n->len ? ", " : "", name);
+  else n->more++;
+  int d = lt_edit_distance(name, n->want);
+  if (d < n->best_d) {
+    n->best_d = d;
+    snprintf(n->best, sizeof n->best, "%s", name);
+  }
   return 0;
 }
 
@@ -211,9 +228,12 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
       if (strict) {
         fprintf(stderr, "longtail %s: error: no metric matches '%s' in %s; recorded metrics: ", command, panels[p],
                 nruns == 1 ? runs[0] : "these runs");
-        size_t len = 0;
-        lt_buffer_metric_names(bufs[0], name_row, &len);
-        fprintf(stderr, "%s\n", len ? "" : "none");
+        names_t n = {.want = panels[p], .best_d = 99};
+        lt_buffer_metric_names(bufs[0], name_row, &n);
+        if (!n.len) fprintf(stderr, "none");
+        if (n.more) fprintf(stderr, " and %d more", n.more);
+        if (n.best_d <= 2) fprintf(stderr, " (did you mean '%s'?)", n.best);
+        fputc('\n', stderr);
         rc = LT_EXIT_USAGE;
         break;
       }

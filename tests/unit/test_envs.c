@@ -122,7 +122,7 @@ Test(envs, worked_steps_and_demonstration_errors) {
   cJSON_Delete(spec);
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_envs_free(e);
-  uv_loop_close(&loop);
+  cr_expect_eq(uv_loop_close(&loop), 0);
 }
 
 static void step_done(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
@@ -488,6 +488,7 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
   cr_expect(deepest >= 20 && deepest <= 40, "the weight-3 task drawn %d times of 60", deepest);
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_envs_free(e);
+  cr_expect_eq(uv_loop_close(&loop), 0); /* before the loop is initialised again below */
   /* A setup statement that cannot run (a missing table) is a config error naming the spec at start; one that
    * fails on an instance (here NULL into NOT NULL) is an error naming the spec when the task is opened. */
   char *dir = lt_test_tmpdir("setup"), bad[4300];

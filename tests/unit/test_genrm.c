@@ -307,7 +307,7 @@ Test(genrm, config_errors_are_clear) {
   cr_expect_eq(lt_rewarder_create(&loop, &cfg, &rw), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "rewards.rubric.pattern"), "%s", lt_error_msg());
   lt_config_free(&cfg);
-  uv_loop_close(&loop);
+  cr_expect_eq(uv_loop_close(&loop), 0);
 }
 
 /* Against a real OpenAI-compatible server: `longtail serve` with a tiny random

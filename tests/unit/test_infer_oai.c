@@ -224,7 +224,7 @@ Test(oai, hooks_authorize_prepare_record_and_limit_calls, .timeout = 60) {
   pthread_create(&t, NULL, client, &f);
   uv_run(&f.loop, UV_RUN_DEFAULT);
   pthread_join(t, NULL);
-  uv_loop_close(&f.loop);
+  cr_expect_eq(uv_loop_close(&f.loop), 0, "handles left open");
 }
 
 /* A policy that writes bytes which are not UTF-8 (an untrained one does): plain and streamed answers stay valid
@@ -258,7 +258,7 @@ Test(oai, bytes_that_are_not_utf8_reach_the_client_as_valid_json, .timeout = 60)
   pthread_create(&t, NULL, bad_bytes_client, &f);
   uv_run(&f.loop, UV_RUN_DEFAULT);
   pthread_join(t, NULL);
-  uv_loop_close(&f.loop);
+  cr_expect_eq(uv_loop_close(&f.loop), 0, "handles left open");
 }
 
 #include "tests/fuzz/oaiserve.h"

@@ -32,7 +32,7 @@ static lt_reward_result_t score(const char *rewards, const char *response, const
   uv_run(&loop, UV_RUN_DEFAULT);
   lt_rewarder_close(r, NULL, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
+  cr_expect_eq(uv_loop_close(&loop), 0, "handles left open");
   return res;
 }
 
