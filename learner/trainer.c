@@ -602,13 +602,16 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   double rs = 0, am = 0, a2 = 0;
   for (int i = 0; i < w->ntraj; i++) rs += w->rhat[w->tseq[i]];
   st->return_mean = rs / w->ntraj;
-  for (int i = 0, seen = 0; i < N; i++)
+  st->adv_min = INFINITY;
+  st->adv_max = -INFINITY;
+  for (int i = 0; i < N; i++)
     if (B->mask[i]) {
       am += w->adv[i];
       a2 += (double)w->adv[i] * w->adv[i];
-      if (!seen++ || w->adv[i] < st->adv_min) st->adv_min = w->adv[i];
-      if (seen == 1 || w->adv[i] > st->adv_max) st->adv_max = w->adv[i];
+      st->adv_min = fmin(st->adv_min, w->adv[i]);
+      st->adv_max = fmax(st->adv_max, w->adv[i]);
     }
+  if (!ntok) st->adv_min = st->adv_max = 0;
   st->adv_mean = ntok ? am / ntok : 0;
   st->adv_std = ntok ? sqrt(fmax(a2 / ntok - st->adv_mean * st->adv_mean, 0)) : 0;
   lt_token_values_t *v = B->values;

@@ -43,6 +43,14 @@ static void on_stop(uv_async_t *a) {
   uv_close((uv_handle_t *)&s->stop, NULL);
 }
 
+/* Frees a console whose thread has ended or never started: the loop runs its closing handles first. */
+static void serve_free(lt_ui_server_t *s) {
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&s->loop) != 0) LT_WARN("ui", "console: its loop still held handles at exit");
+  lt_ui_close(s->u);
+  free(s);
+}
+
 int lt_ui_serve_start(const char *run_dir, const char *host, int port, lt_ui_tokenizer_fn tok, lt_ui_server_t **out) {
   lt_ui_server_t *s = calloc(1, sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "console: out of memory");
@@ -52,23 +60,21 @@ int lt_ui_serve_start(const char *run_dir, const char *host, int port, lt_ui_tok
     return rc;
   }
   lt_ui_set_tokenizer(s->u, tok);
-  uv_loop_init(&s->loop);
-  /* Listening here, before the thread starts, so that a port in use is the caller's error at once. */
-  if ((rc = lt_ui_listen(s->u, &s->loop, host, port, &s->http)) < 0) {
-    uv_run(&s->loop, UV_RUN_DEFAULT); /* the failed listener's handle closes */
-    uv_loop_close(&s->loop);
+  if ((rc = uv_loop_init(&s->loop)) != 0) {
     lt_ui_close(s->u);
     free(s);
+    return lt_error_set(LT_ESYS, "console: its loop: %s", uv_strerror(rc));
+  }
+  /* Listening here, before the thread starts, so that a port in use is the caller's error at once. */
+  if ((rc = lt_ui_listen(s->u, &s->loop, host, port, &s->http)) < 0) {
+    serve_free(s); /* the failed listener's handle closes */
     return rc;
   }
   uv_async_init(&s->loop, &s->stop, on_stop);
   s->stop.data = s;
   if (uv_thread_create(&s->thread, serve, s) != 0) {
     on_stop(&s->stop);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    lt_ui_close(s->u);
-    free(s);
+    serve_free(s);
     return lt_error_set(LT_ESYS, "console: cannot start its thread");
   }
   LT_INFO("ui", "console at http://%s:%d/", host, lt_http_port(s->http));
@@ -82,7 +88,5 @@ void lt_ui_serve_stop(lt_ui_server_t *s) {
   if (!s) return;
   uv_async_send(&s->stop);
   uv_thread_join(&s->thread);
-  uv_loop_close(&s->loop);
-  lt_ui_close(s->u);
-  free(s);
+  serve_free(s);
 }
