@@ -71,8 +71,7 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     gw->cur_id = 0;
     if (handled) return;
   }
-  lt_oai_send_error(c, 404, NULL, NULL, "no route %s %s (agent programs call the OPENAI_BASE_URL they were given, /e/ID/v1)",
-                    req->method, req->path);
+  lt_oai_send_no_route(c, req, "/e/ID", NULL);
 }
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out) {
@@ -102,8 +101,6 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
   *out = gw;
   return 0;
 }
-
-const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw) { return gw->oai; }
 
 int lt_gateway_port(const lt_gateway_t *gw) { return gw->port; }
 
