@@ -100,7 +100,8 @@ extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted, lt__ba
 
 /* ---- the OpenAI layer: the core (oai.c: routes, calls, rendering; oai_answer.c: tokens, stop strings, tool
  * calls, streaming) and one file per API shape, each a request parser into the common plan and an answer writer:
- * oai_openai.c (chat completions and completions), oai_messages.c (Anthropic Messages) ---- */
+ * oai_openai.c (chat completions and completions), oai_messages.c (Anthropic Messages), oai_responses.c (OpenAI
+ * Responses) ---- */
 
 #define LT_OAI_MAX_STOP 16
 
@@ -129,7 +130,7 @@ typedef struct {
   void (*stream_error)(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
 } lt__oai_dialect_t;
 
-extern const lt__oai_dialect_t lt__oai_openai, lt__oai_messages;
+extern const lt__oai_dialect_t lt__oai_openai, lt__oai_messages, lt__oai_responses;
 
 struct lt_oai_gen {
   lt__oai_call_t *call;

@@ -1,6 +1,6 @@
 /* The OpenAI layer's core: the routes, the calls (authorization, the API shape's parser, rendering through the
  * model's template, the hooks, one generation per choice), and the request fields every parser shares.  The API
- * shapes are oai_openai.c and oai_messages.c; answers are built in oai_answer.c. */
+ * shapes are oai_openai.c, oai_messages.c and oai_responses.c; answers are built in oai_answer.c. */
 #include "infer/internal.h"
 
 #include <math.h>
@@ -226,7 +226,8 @@ void lt__oai_context_full(lt__oai_call_t *k, int need) {
     snprintf(msg, sizeof msg, "prompt is too long: %d tokens > %d maximum", need, a->o.max_context);
   else
     snprintf(msg, sizeof msg, "this model's maximum context length is %d tokens; the messages take %d", a->o.max_context, need);
-  lt__oai_call_fail(k, 400, k->plan.chat ? "messages" : "prompt", "context_length_exceeded", msg);
+  lt__oai_call_fail(k, 400, !k->plan.chat ? "prompt" : k->d == &lt__oai_responses ? "input" : "messages",
+                    "context_length_exceeded", msg);
 }
 
 static void start(lt__oai_call_t *k) {
@@ -275,7 +276,7 @@ static int parse(lt__oai_call_t *k, char *param, size_t plen) {
   if (k->messages) {
     size_t len;
     k->plan.messages = k->messages;
-    snprintf(param, plen, "messages");
+    snprintf(param, plen, "%s", k->d == &lt__oai_responses ? "input" : "messages");
     if ((rc = render_call(k, &len)) < 0) return rc;
     k->plan.text = k->text;
     k->plan.ntext = len;
@@ -289,7 +290,7 @@ static int parse(lt__oai_call_t *k, char *param, size_t plen) {
 
 /* ---- routes ---- */
 
-typedef enum { R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT_TOKENS, R_MODELS, R_MODEL } route_kind;
+typedef enum { R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_MODELS, R_MODEL } route_kind;
 
 static const struct {
   const char *method, *path; /* a path ending in '/' takes an id after it */
@@ -300,6 +301,7 @@ static const struct {
     {"POST", "/v1/completions", R_COMPLETIONS, &lt__oai_openai},
     {"POST", "/v1/messages", R_MESSAGES, &lt__oai_messages},
     {"POST", "/v1/messages/count_tokens", R_COUNT_TOKENS, &lt__oai_messages},
+    {"POST", "/v1/responses", R_RESPONSES, &lt__oai_responses},
     {"GET", "/v1/models", R_MODELS, &lt__oai_openai},
     {"GET", "/v1/models/", R_MODEL, &lt__oai_openai},
 };

@@ -1,17 +1,17 @@
 /* The OpenAI-compatible API layer, shared by `longtail serve` and the agent
  * gateway of the `agent` environment (one implementation).  It parses and
- * validates requests in two API shapes — OpenAI's chat completions and
- * completions, Anthropic's Messages — renders their
+ * validates requests in three API shapes — OpenAI's chat completions and
+ * completions, Anthropic's Messages, OpenAI's Responses — renders their
  * conversations (text, tools, tool calls and tool results) through the
  * model's chat template into prompt token ids, asks the caller's engine to
  * generate, and answers in the shape asked: JSON, or server-sent events for
  * `stream: true`.  Every shape goes through the same plan, hooks and
- * template, so the gateway records both token-exact alike.  It knows
+ * template, so the gateway records all three token-exact alike.  It knows
  * nothing of sessions, KV caches or recording: the caller plugs those in
  * through lt_oai_hooks_t.
  *
  * Routes (lt_oai_handle): POST /v1/chat/completions, POST /v1/completions,
- * POST /v1/messages, POST /v1/messages/count_tokens,
+ * POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses,
  * GET /v1/models, GET /v1/models/{id}.  Whatever `model` a request names,
  * the current policy answers (agent programs come configured with arbitrary
  * model names).  Unsupported fields get a 400 naming the field; errors have
@@ -52,7 +52,7 @@ typedef struct lt_oai_gen lt_oai_gen_t; /* one choice being generated */
 /* What one call will generate: built by the layer, adjustable by prepare(). */
 typedef struct {
   /* the request, read-only */
-  int chat;                   /* 1: a conversation (chat completions, messages), 0: /v1/completions */
+  int chat;                   /* 1: a conversation (chat completions, messages, responses), 0: /v1/completions */
   const cJSON *body;          /* the whole request body, in the shape of its route */
   const cJSON *messages;      /* chat: the conversation in OpenAI's chat shape, whatever the route's (content
                                  normalised to strings; assistant tool_calls, tool messages) */
