@@ -303,6 +303,30 @@ static char *sdk_template(void) {
   return cfg;
 }
 
+/* The official `@anthropic-ai/sdk` (Messages API) and `openai` (Responses API) SDKs, pinned, against serve
+ * (tests/integ/openai-sdk/agent_apis.mjs): a call and its stream (parsed by the SDKs' MessageStream and
+ * ResponseStream) agree in text, usage and stop reason; count_tokens; thinking turns the template's
+ * enable_thinking; stop_sequences, max_tokens and max_output_tokens; the 400s in each API's error shape; tool
+ * calls and their results round trip, streamed or not, against the scripted policy; an unknown route's 404 names
+ * the routes. */
+Test(serve, the_anthropic_and_responses_sdks_drive_serve, .timeout = 400) {
+  lt_run_t r;
+  lt_test_need_openai_sdk();
+  char *cfg = sdk_template();
+  served_t s, sc;
+  serve_start_with(&s, "serve_apis", cfg);
+  serve_start_ex(&sc, "serve_apis_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
+  free(cfg);
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/agent_apis.mjs' "
+             "http://127.0.0.1:%d http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
+  cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_log_info("%s", r.out);
+  lt_run_free(&r);
+  serve_stop(&sc);
+  serve_stop(&s);
+}
+
+
 /* Streaming over plain HTTP: chunked server-sent events, the role first, a
  * usage event with empty choices, then [DONE]; the tokens streamed are those
  * counted. */
