@@ -331,8 +331,9 @@ static void anthropic_answer(lt__oai_call_t *k) {
   lt_oai_gen_t *g = &k->gens[0];
   const char *reason = anthropic_stop_reason(k, g), *seq = anthropic_stop_sequence(k, g);
   if (k->streaming) {
-    cJSON *o = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(o, "delta"), *u;
+    cJSON *o = cJSON_CreateObject(), *d, *u;
     cJSON_AddStringToObject(o, "type", "message_delta");
+    d = cJSON_AddObjectToObject(o, "delta");
     cJSON_AddStringToObject(d, "stop_reason", reason);
     if (seq) cJSON_AddStringToObject(d, "stop_sequence", seq);
     else cJSON_AddNullToObject(d, "stop_sequence");
@@ -374,8 +375,9 @@ static cJSON *anthropic_error_json(int status, const char *param, const char *ms
   char text[1200];
   if (param && !strstr(msg, param)) snprintf(text, sizeof text, "%s: %s", param, msg);
   else snprintf(text, sizeof text, "%s", msg);
-  cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+  cJSON *o = cJSON_CreateObject(), *e;
   cJSON_AddStringToObject(o, "type", "error");
+  e = cJSON_AddObjectToObject(o, "error");
   cJSON_AddStringToObject(e, "type", type);
   cJSON_AddStringToObject(e, "message", text);
   return o;

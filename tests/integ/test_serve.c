@@ -270,24 +270,28 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
 
 #define WEATHER_CALL "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"
 
-/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
- * /v1/models, a multi-call chat, streaming with include_usage (same text and
- * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
- * unsupported field, and a tools round trip against the scripted policy.  The
- * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
-Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
-  lt_run_t r;
-  lt_test_need_openai_sdk();
+static char *sdk_template(void) {
   char tc[4300];
   snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
   char *cfg = lt_test_read(tc);
   cr_assert(cfg, "%s", tc);
+  return cfg;
+}
+
+/* Runs tests/integ/openai-sdk/SCRIPT MODEL_URL SCRIPTED_URL (Node, the SDKs of tests/integ/agents) against two
+ * serve processes with the SDK tests' chat template: the tiny builtin model, and the scripted policy whose answers
+ * end in a get_weather call.  The script prints a line per check and exits 1 at the first that fails. */
+static void sdk_script_drives_serve(const char *tag, const char *script) {
+  lt_run_t r;
+  lt_test_need_openai_sdk();
+  char *cfg = sdk_template(), scripted_tag[64];
   served_t s, sc;
-  serve_start_with(&s, "serve_sdk", cfg);
-  serve_start_ex(&sc, "serve_sdk_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
+  snprintf(scripted_tag, sizeof scripted_tag, "%s_scripted", tag);
+  serve_start_with(&s, tag, cfg);
+  serve_start_ex(&sc, scripted_tag, cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
   free(cfg);
-  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
-             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/%s' http://127.0.0.1:%d "
+             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), script, s.port, sc.port);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   cr_log_info("%s", r.out);
   lt_run_free(&r);
@@ -295,12 +299,13 @@ Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
   serve_stop(&s);
 }
 
-static char *sdk_template(void) {
-  char tc[4300];
-  snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
-  char *cfg = lt_test_read(tc);
-  cr_assert(cfg, "%s", tc);
-  return cfg;
+/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
+ * /v1/models, a multi-call chat, streaming with include_usage (same text and
+ * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
+ * unsupported field, and a tools round trip against the scripted policy.  The
+ * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
+Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
+  sdk_script_drives_serve("serve_sdk", "sdk.mjs");
 }
 
 /* The official `@anthropic-ai/sdk` (Messages API) and `openai` (Responses API) SDKs, pinned, against serve
@@ -310,22 +315,8 @@ static char *sdk_template(void) {
  * calls and their results round trip, streamed or not, against the scripted policy; an unknown route's 404 names
  * the routes. */
 Test(serve, the_anthropic_and_responses_sdks_drive_serve, .timeout = 400) {
-  lt_run_t r;
-  lt_test_need_openai_sdk();
-  char *cfg = sdk_template();
-  served_t s, sc;
-  serve_start_with(&s, "serve_apis", cfg);
-  serve_start_ex(&sc, "serve_apis_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
-  free(cfg);
-  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/agent_apis.mjs' "
-             "http://127.0.0.1:%d http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
-  cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
-  cr_log_info("%s", r.out);
-  lt_run_free(&r);
-  serve_stop(&sc);
-  serve_stop(&s);
+  sdk_script_drives_serve("serve_apis", "agent_apis.mjs");
 }
-
 
 /* Streaming over plain HTTP: chunked server-sent events, the role first, a
  * usage event with empty choices, then [DONE]; the tokens streamed are those
