@@ -234,11 +234,6 @@ int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out);
  * or dL/dvalues[N] (critic), for the batch of the last forward. */
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues);
 void lt_model_zero_grad(lt_model_t *m);
-/* Shared by forward.c and backward.c: the temperature token i of b was
- * sampled at (1 when unknown or greedy), and the marking of a Keep-Sampling-
- * Mask set — ids[0..n) plus target — with v in mark[V]. */
-float lt__head_temperature(const lt_batch_t *b, int i);
-void lt__head_mark(float *mark, const int32_t *ids, int n, int32_t target, float v);
 /* FLOPs of one forward over n tokens whose sequences have the given lengths. */
 double lt_model_forward_flops(const lt_model_config_t *cfg, const lt_batch_t *b);
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/model.h"
+#include "learner/internal.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -235,5 +235,4 @@ int lt_model_make_critic(const lt_model_t *policy, lt_model_t **out) {
   return 0;
 }
 
-/* Exposed for backward.c and optimizers: views into the gradient buffer. */
 void lt__model_bind_grads(lt_model_t *m) { bind(m, m->grads, &m->g); }

@@ -22,8 +22,10 @@ typedef struct {
   lt_optim_cfg_t actor_opt, critic_opt;
   int group_std;             /* group advantages (loss.group_adv): divide by the group's std */
   int threads;
-  int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h); the host
-                                models stay the reference copy, refreshed after every step */
+  int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h), whose copy of
+                                each model is the authority; the host's is brought up to date where a
+                                checkpoint or a published version reads it (lt_trainer_policy,
+                                lt_trainer_save) */
   int gpu_bf16;              /* CUDA: matrix products with bf16 operands, fp32 accumulation (learner.gpu.bf16) */
   int gpu_recompute;         /* learner.gpu.recompute: lt_gpu_set_recompute */
 } lt_trainer_cfg_t;
@@ -92,7 +94,12 @@ typedef struct {
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out);
 void lt_trainer_free(lt_trainer_t *t);
+/* The policy's host copy, brought up to date with the device's (a copy from the GPU on the CUDA learner): what a
+ * published version or an in-process engine reads.  Changes made to it reach the learner only through
+ * lt_trainer_load. */
 lt_model_t *lt_trainer_policy(lt_trainer_t *t);
+/* The policy's config (no copy from a device). */
+const lt_model_config_t *lt_trainer_model_config(const lt_trainer_t *t);
 int64_t lt_trainer_steps(const lt_trainer_t *t);
 /* Bytes of optimizer state (actor and critic) this rank holds: with several
  * learner ranks, its ZeRO-1 shard. */

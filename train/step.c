@@ -383,7 +383,7 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
   const lt_step_stats_t *st = &r->st;
   double mm = g->max_mismatch, ta = g->min_token_accept, ja = g->min_traj_accept, me = g->min_entropy;
   double gs = g->grad_spike, floor = g->routing_floor;
-  int nml = lt_model_moe_layers(&lt_trainer_policy(l->tr)->cfg);
+  int nml = lt_model_moe_layers(lt_trainer_model_config(l->tr));
   *rollback = 0;
   if (gs > 0 && l->grad_seen >= 5 && st->actor_grad_norm > gs * l->grad_mean) {
     event(l, "guardrail", "step %lld: actor gradient norm %.4g is %.1fx its running mean %.4g: rolling back to the "
