@@ -153,7 +153,7 @@ int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trai
   const char *cp = lt_config_str(c, "model.critic_path");
   if (cp[0] && !tc.loss.group_adv && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
-  if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load_master(policy_dir, &ref);
+  if (rc == 0 && lt__domains_any_kl(c) && !tc.ref_base) rc = lt_model_load_master(policy_dir, &ref);
   if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
   lt_model_free(policy);
   lt_model_free(critic);
