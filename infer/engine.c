@@ -2,10 +2,14 @@
 #include "infer/engine.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
@@ -23,6 +27,7 @@ struct lt_engine {
   float *scratch;  /* sampler: 2·V */
   lt_segment_t *segs;
   int open;        /* sessions open */
+  char base[PATH_MAX]; /* the folder the base weights came from: an adapter of this base loads alone (docs/lora.md) */
 };
 
 struct lt_session {
@@ -127,6 +132,16 @@ void lt_sample_support_ids(const float *scratch, int support, int32_t *ids) {
   for (int i = 0; i < support; i++) memcpy(&ids[i], &scratch[2 * i + 1], sizeof(int32_t));
 }
 
+/* The folder whose model.safetensors a version's weights are: its own, or an adapter's base. */
+static int weights_dir(const char *dir, char out[PATH_MAX]) {
+  char base[4096];
+  int rc = 0;
+  if (strcmp(lt_model_weights_file(dir), "model.safetensors") && (rc = lt_lora_base_dir(dir, base, sizeof base)) == 0)
+    dir = base;
+  if (rc == 0 && !realpath(dir, out)) rc = lt_error_set(LT_ENOENT, "%s: %s", dir, strerror(errno));
+  return rc;
+}
+
 int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **out) {
   *out = NULL;
   if (opts->device && strcmp(opts->device, "cuda") == 0)
@@ -136,6 +151,7 @@ int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **
   e->opts = *opts;
   if (e->opts.max_sessions < 1) e->opts.max_sessions = 1;
   int rc = lt_model_load(dir, &e->m);
+  if (rc == 0) rc = weights_dir(dir, e->base);
   if (rc < 0) goto fail;
   if (e->m->cfg.critic) {
     rc = lt_error_set(LT_EINVAL, "%s: a value model (critic) cannot generate", dir);
@@ -187,7 +203,7 @@ const struct lt_tokenizer *lt_engine_tokenizer(const lt_engine_t *e) { return e-
 
 int lt_engine_reload(lt_engine_t *e, const char *dir, const char *sha256) {
   char path[4096];
-  int rc = lt_path_join(path, sizeof path, dir, "model.safetensors");
+  int rc = lt_path_join(path, sizeof path, dir, lt_model_weights_file(dir));
   if (rc < 0) return rc;
   if (sha256 && sha256[0]) {
     char got[65];
@@ -202,7 +218,19 @@ int lt_engine_reload(lt_engine_t *e, const char *dir, const char *sha256) {
   if (c.vocab != o->vocab || c.hidden != o->hidden || c.layers != o->layers || c.experts != o->experts ||
       c.heads != o->heads || c.kv_heads != o->kv_heads || c.head_dim != o->head_dim || c.critic)
     return lt_error_set(LT_EINVAL, "%s: new weights have a different architecture", dir);
-  return lt_model_load_weights(e->m, dir);
+  /* A version switch within one base loads the adapter alone: the base's weights stay. */
+  char base[PATH_MAX];
+  if ((rc = weights_dir(dir, base)) < 0) return rc;
+  if (strcmp(base, e->base)) {
+    lt_model_detach_lora(e->m);
+    if ((rc = lt_model_load_weights(e->m, base)) < 0) return rc;
+    memcpy(e->base, base, sizeof base);
+  }
+  lt_lora_t *l = NULL;
+  if (lt_lora_is_dir(dir) && (rc = lt_lora_load(dir, e->m, &l)) < 0) return rc;
+  if (l) lt_model_attach_lora(e->m, l);
+  else lt_model_detach_lora(e->m);
+  return 0;
 }
 
 int lt_session_open(lt_engine_t *e, lt_session_t **out) {

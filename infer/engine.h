@@ -58,10 +58,13 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
  * ids[0 .. out->support). */
 void lt_sample_support_ids(const float *scratch, int support, int32_t *ids);
 
-/* Loads config.json + model.safetensors (+ tokenizer if present). */
+/* Loads config.json + model.safetensors (+ tokenizer if present); a LoRA
+ * adapter's folder gives its base with the adapter applied (learner/lora.h). */
 int lt_engine_load(const char *model_dir, const lt_engine_opts_t *opts, lt_engine_t **out);
 /* Swaps in new weights of the same architecture between decode steps (weight
- * sync); verifies model.safetensors against sha256 when non-NULL.  Open
+ * sync); verifies the weights file (model.safetensors, or an adapter's
+ * adapter_model.safetensors) against sha256 when non-NULL.  An adapter of
+ * the base already loaded costs an adapter load: the base stays.  Open
  * sessions keep their KV caches (multi-version trajectories). */
 int lt_engine_reload(lt_engine_t *e, const char *model_dir, const char *sha256);
 void lt_engine_info(const lt_engine_t *e, lt_engine_info_t *info);
