@@ -10,7 +10,8 @@
 
 static int lora_merge(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory to write (made if missing)"},
+      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR",
+       .help = "checkpoint directory to write (made if missing)"},
   };
   lt_cmd_args_t c = {.command = "lora merge",
                      .usage = "VERSION_DIR --out DIR",
@@ -35,8 +36,8 @@ static int lora_merge(int argc, char **argv) {
       (rc = lt_model_save(merged, out)) == 0)
     rc = lt_tokenizer_copy_files(dir, out);
   if (rc == 0)
-    printf("{\"out\": \"%s\", \"parameters\": %zu, \"rank\": %d, \"lora_alpha\": %g, \"adapter_parameters\": %zu}\n", out,
-           merged->nparams, m->lora->cfg.rank, (double)m->lora->cfg.alpha, m->lora->nparams);
+    printf("{\"out\": \"%s\", \"parameters\": %zu, \"rank\": %d, \"lora_alpha\": %g, \"adapter_parameters\": %zu}\n",
+           out, merged->nparams, m->lora->cfg.rank, (double)m->lora->cfg.alpha, m->lora->nparams);
   lt_model_free(merged);
   lt_model_free(m);
   return rc < 0 ? lt_cli_fail("lora merge", rc) : 0;

@@ -180,34 +180,44 @@ static int verify_checkpoint(server_t *s, const char *dir, const char *sha256) {
   return rc;
 }
 
-/* POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter {"lora_name"}, in vLLM's shapes
- * and answers (a plain-text success, an OpenAI error naming what failed).  Returns 0 when path is neither. */
-static int lora_route(server_t *s, lt_http_conn_t *c, const lt_http_req_t *req, const char *path) {
-  int load = !strcmp(path, "/v1/load_lora_adapter");
-  if (!load && strcmp(path, "/v1/unload_lora_adapter")) return 0;
+/* The JSON object a POST route takes, or NULL when the request was answered with an error (405, 400). */
+static cJSON *post_body(lt_http_conn_t *c, const lt_http_req_t *req, const char *path) {
   if (strcmp(req->method, "POST")) {
     lt_oai_send_error(c, 405, NULL, NULL, "%s does not take %s", path, req->method);
-    return 1;
+    return NULL;
   }
   cJSON *body = NULL;
   if (lt_json_parse(req->body, req->body_len, "request body", &body) < 0 || !cJSON_IsObject(body)) {
     lt_oai_send_error(c, 400, NULL, NULL, "%s", body ? "the body must be a JSON object" : lt_error_msg());
     cJSON_Delete(body);
-    return 1;
+    return NULL;
   }
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "lora_name"), *dir = cJSON_GetObjectItemCaseSensitive(body, "lora_path");
+  return body;
+}
+
+/* POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter {"lora_name"}, in vLLM's shapes
+ * and answers (a plain-text success, an OpenAI error naming what failed).  Returns 0 when path is neither. */
+static int lora_route(server_t *s, lt_http_conn_t *c, const lt_http_req_t *req, const char *path) {
+  int load = !strcmp(path, "/v1/load_lora_adapter");
+  if (!load && strcmp(path, "/v1/unload_lora_adapter")) return 0;
+  cJSON *body = post_body(c, req, path);
+  if (!body) return 1;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "lora_name");
+  const cJSON *dir = cJSON_GetObjectItemCaseSensitive(body, "lora_path");
   int rc = 0;
   if (!cJSON_IsString(name) || (load && !cJSON_IsString(dir)))
     lt_oai_send_error(c, 400, cJSON_IsString(name) ? "lora_path" : "lora_name", NULL, "'%s' is required",
                       cJSON_IsString(name) ? "lora_path" : "lora_name");
   else if ((rc = load ? lt_backend_adapter_load(s->b, name->valuestring, dir->valuestring)
                       : lt_backend_adapter_unload(s->b, name->valuestring)) < 0)
-    lt_oai_send_error(c, rc == LT_ENOENT && !load ? 404 : 400, load ? "lora_path" : "lora_name", NULL, "%s", lt_error_msg());
+    lt_oai_send_error(c, rc == LT_ENOENT && !load ? 404 : 400, load ? "lora_path" : "lora_name", NULL, "%s",
+                      lt_error_msg());
   else {
     char msg[512];
     int n = snprintf(msg, sizeof msg, "Success: LoRA adapter '%s' %s successfully.", name->valuestring,
                      load ? "added" : "removed");
-    LT_INFO("serve", "LoRA adapter %s %s%s", name->valuestring, load ? "loaded from " : "unloaded", load ? dir->valuestring : "");
+    LT_INFO("serve", "LoRA adapter %s %s%s", name->valuestring, load ? "loaded from " : "unloaded",
+            load ? dir->valuestring : "");
     lt_http_respond(c, 200, "text/plain", msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1));
   }
   cJSON_Delete(body);
@@ -224,16 +234,8 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     static const char ok[] = "{\"status\":\"ok\"}";
     lt_http_respond(c, 200, "application/json", ok, sizeof ok - 1);
   } else if (!strcmp(path, "/update_weights_from_disk")) {
-    if (strcmp(req->method, "POST")) {
-      lt_oai_send_error(c, 405, NULL, NULL, "%s does not take %s", path, req->method);
-      return;
-    }
-    cJSON *body = NULL;
-    if (lt_json_parse(req->body, req->body_len, "request body", &body) < 0 || !cJSON_IsObject(body)) {
-      lt_oai_send_error(c, 400, NULL, NULL, "%s", body ? "the body must be a JSON object" : lt_error_msg());
-      cJSON_Delete(body);
-      return;
-    }
+    cJSON *body = post_body(c, req, path);
+    if (!body) return;
     /* SGLang's name and fields ("model_path"); "path" as longtail workers send it. */
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "model_path");
     if (!cJSON_IsString(p)) p = cJSON_GetObjectItemCaseSensitive(body, "path");

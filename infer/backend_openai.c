@@ -238,7 +238,8 @@ static void on_lora_loaded(int rc, long status, const char *body, size_t len, co
     lt_json_quote(&u, s->loaded[1]);
     lt_buf_puts(&u, "}");
     if (u.oom || lt_httpc_request(s->cli, s->unload_url, (const char *)u.data, &s->ho, on_unloaded, NULL, NULL) < 0)
-      LT_WARN("backend", "cannot unload the LoRA adapter %s: %s", s->loaded[1], u.oom ? "out of memory" : lt_error_msg());
+      LT_WARN("backend", "cannot unload the LoRA adapter %s: %s", s->loaded[1],
+              u.oom ? "out of memory" : lt_error_msg());
     lt_buf_free(&u);
   }
   memcpy(s->loaded[1], s->loaded[0], sizeof s->loaded[1]);

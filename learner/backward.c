@@ -100,7 +100,8 @@ static void moe_backward(lt_model_t *m, lt_acts_t *a, int l, const float *dout, 
 
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues) {
   lt_acts_t *a = m->acts;
-  if (!a || !lt_model_trainable(m).grads) return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
+  if (!a || !lt_model_trainable(m).grads)
+    return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim, L = c->layers;
   int Hq = H * hd, Hk = KV * hd;

@@ -18,7 +18,8 @@
 #include "util/rng.h"
 
 /* Indexed by lt__proj (learner/internal.h). */
-const char *const lt_lora_target_names[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+const char *const lt_lora_target_names[7] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                             "gate_proj", "up_proj", "down_proj"};
 #define ALL_TARGETS 0x7fu
 #define SCORE_NAME "base_model.model.score.weight"
 
@@ -38,7 +39,9 @@ int lt_lora_targets_parse(const char *const *names, int n, const char *what, uns
   return 0;
 }
 
-static int experts_of(const lt_model_config_t *c, int l, int p) { return c->moe[l] && p >= LT_PROJ_GATE ? c->experts : 1; }
+static int experts_of(const lt_model_config_t *c, int l, int p) {
+  return c->moe[l] && p >= LT_PROJ_GATE ? c->experts : 1;
+}
 static size_t slot(const lt_lora_t *l, int layer, int p, int e) {
   return ((size_t)layer * LT_PROJ_N + (size_t)p) * (size_t)l->nexp + (size_t)e;
 }
@@ -121,7 +124,8 @@ int lt_lora_create(const lt_model_t *m, const lt_lora_cfg_t *cfg, lt_lora_t **ou
     lt_lora_free(l);
     return rc;
   }
-  if (score) memcpy(l->params + l->tensors[l->score].offset, m->params + score->offset, sizeof(float) * (size_t)score->cols);
+  if (score)
+    memcpy(l->params + l->tensors[l->score].offset, m->params + score->offset, sizeof(float) * (size_t)score->cols);
   *out = l;
   return 0;
 }
@@ -253,7 +257,8 @@ int lt_lora_base_dir(const char *dir, char *out, size_t cap) {
   const char *base = NULL;
   if (lt_json_get_str(j, "base_model_name_or_path", &base) < 0 || !base[0])
     rc = lt_error_set(LT_EFORMAT, "%s/adapter_config.json: no base_model_name_or_path", dir);
-  else if (base[0] == '/') rc = snprintf(out, cap, "%s", base) >= (int)cap ? lt_error_set(LT_EINVAL, "%s: path too long", base) : 0;
+  else if (base[0] == '/')
+    rc = snprintf(out, cap, "%s", base) >= (int)cap ? lt_error_set(LT_EINVAL, "%s: path too long", base) : 0;
   else rc = lt_path_join(out, cap, dir, base);
   cJSON_Delete(j);
   return rc;
@@ -292,7 +297,8 @@ int lt_lora_load_weights(lt_lora_t *l, const char *dir) {
   for (int i = 0; i < f->n && rc == 0; i++) { /* modules the model has no room for: another base, or other targets */
     int known = 0;
     for (int k = 0; k < l->ntensors && !known; k++) known = !strcmp(f->entries[i].name, l->tensors[k].name);
-    if (!known) rc = lt_error_set(LT_EFORMAT, "%s: tensor '%s' is not a module of this model's adapter", path, f->entries[i].name);
+    if (!known)
+      rc = lt_error_set(LT_EFORMAT, "%s: tensor '%s' is not a module of this model's adapter", path, f->entries[i].name);
   }
   lt_st_close(f);
   return rc;
@@ -355,7 +361,8 @@ int lt_lora_save(const lt_lora_t *l, const char *dir, lt_st_dtype dtype, const c
   if (rc < 0) return rc;
   /* As a version's master.safetensors: the fp32 values beside a bf16 file, for a learner resuming from it. */
   if (dtype != LT_ST_F32) rc = write_tensors(l, dir, "adapter_master.safetensors", LT_ST_F32);
-  else if (lt_fs_exists(path) && unlink(path) < 0) rc = lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
+  else if (lt_fs_exists(path) && unlink(path) < 0)
+    rc = lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
   if (rc < 0) return rc;
   lt_buf_t b = {0};
   lt_buf_puts(&b, "{\n  \"base_model_name_or_path\": ");

@@ -89,7 +89,8 @@ int lt_learner_lora_cfg(const lt_config_t *c, int critic, lt_lora_cfg_t *out) {
     if (cJSON_GetArraySize(lt_config_get(c, "learner.critic.lora.targets"))) tkey = "learner.critic.lora.targets";
   }
   if (out->rank == 0) return 0;
-  if (!(out->alpha > 0)) return lt_error_set(LT_ECONFIG, "%s: must be > 0 with a LoRA rank (the update is scaled by alpha / r)", akey);
+  if (!(out->alpha > 0))
+    return lt_error_set(LT_ECONFIG, "%s: must be > 0 with a LoRA rank (the update is scaled by alpha / r)", akey);
   if ((rc = target_list(c, tkey, names, &n)) < 0) return rc;
   return lt_lora_targets_parse(names, n, tkey, &out->targets);
 }

@@ -39,7 +39,8 @@ static int has_ref(const lt_trainer_t *t) { return t->model[LT__REF].host || t->
 /* Gives m the adapter c asks for (`what`: its key), or checks the one it carries has those settings. */
 static int adapt(lt_model_t *m, const lt_lora_cfg_t *c, const char *what) {
   lt_lora_t *l = m->lora;
-  if (c->rank == 0 && l) return lt_error_set(LT_ECONFIG, "%s: rank 0, but the model it starts from carries an adapter", what);
+  if (c->rank == 0 && l)
+    return lt_error_set(LT_ECONFIG, "%s: rank 0, but the model it starts from carries an adapter", what);
   if (c->rank == 0) return 0;
   if (l && (l->cfg.rank != c->rank || l->cfg.alpha != c->alpha || l->cfg.targets != c->targets))
     return lt_error_set(LT_ECONFIG, "%s: rank %d, alpha %g, but the adapter the model carries has rank %d, alpha %g "
@@ -641,7 +642,8 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
   double l = 0, global = 0;
   zero_grad(t, LT__POLICY);
   if (a < e) {
-    if ((rc = ensure(t, LT__POLICY, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, LT__POLICY, &b, &o)) < 0) goto out;
+    if ((rc = ensure(t, LT__POLICY, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, LT__POLICY, &b, &o)) < 0)
+      goto out;
     for (int i = 0; i < Nr; i++) n += B->mask[t0 + i] != 0;
     for (int i = 0; i < Nr; i++)
       if (B->mask[t0 + i]) {

@@ -31,7 +31,8 @@ typedef struct {
   int gpu_recompute;         /* learner.gpu.recompute: lt_gpu_set_recompute */
   lt_lora_cfg_t lora;        /* learner.lora: rank > 0 trains adapters on the frozen policy (learner/lora.h) */
   lt_lora_cfg_t critic_lora; /* learner.critic.lora: the critic's (rank 0: it trains fully) */
-  int ref_base;              /* with lora: the KL reference is the policy's base, its adapters off (no model of its own) */
+  int ref_base;              /* with lora: the KL reference is the policy's base, its adapters off (no model of
+                                its own) */
 } lt_trainer_cfg_t;
 
 typedef struct lt_trainer lt_trainer_t;

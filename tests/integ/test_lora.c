@@ -34,8 +34,8 @@ static int exists(const char *rd, int v, const char *file) {
 /* The logprobs `longtail logprobs` gives for one sequence under model dir. */
 static void logprobs(const char *dir, double *out, int n) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "echo '{\"tokens\": [1, 5, 7, 9, 3, 2, 11, 4]}' | '%s' logprobs --model '%s' --input /dev/stdin",
-                          lt_test_bin(), dir), 0);
+  cr_assert_eq(lt_test_sh(&r, 60, "echo '{\"tokens\": [1, 5, 7, 9, 3, 2, 11, 4]}' | '%s' logprobs --model '%s' "
+                          "--input /dev/stdin", lt_test_bin(), dir), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cJSON *j = cJSON_Parse(r.out);
   const cJSON *lp = cJSON_GetObjectItem(j, "logprobs");
@@ -91,8 +91,8 @@ Test(lora, a_run_publishes_adapters_workers_run_them_retrain_and_merge, .timeout
   cr_assert(strstr(r.out, "3 steps bit-identical"), "%s", r.out);
   lt_run_free(&r);
   for (int v = 1; v <= 3; v++) {
-    cr_assert_eq(lt_test_sh(&r, 30, "cmp '%s/checkpoints/v%d/adapter_model.safetensors' '%s/checkpoints/v%d/adapter_model.safetensors'",
-                            rd, v, out, v), 0);
+    cr_assert_eq(lt_test_sh(&r, 30, "cmp '%s/checkpoints/v%d/adapter_model.safetensors' "
+                            "'%s/checkpoints/v%d/adapter_model.safetensors'", rd, v, out, v), 0);
     cr_assert_eq(r.status, 0, "v%d: %s", v, r.out);
     lt_run_free(&r);
   }
@@ -139,7 +139,8 @@ Test(lora, merged_and_bf16_publishing, .timeout = 240) {
   char rd[4200];
   snprintf(rd, sizeof rd, "%s/merged", dir);
   lora_run(rd, "--set checkpoint.lora_publish=merged");
-  for (int v = 0; v <= 3; v++) cr_assert(exists(rd, v, "model.safetensors") && !exists(rd, v, "adapter_config.json"), "v%d", v);
+  for (int v = 0; v <= 3; v++)
+    cr_assert(exists(rd, v, "model.safetensors") && !exists(rd, v, "adapter_config.json"), "v%d", v);
   snprintf(rd, sizeof rd, "%s/bf16", dir);
   lora_run(rd, "--set checkpoint.publish_dtype=bf16");
   char p[4400];

@@ -27,15 +27,16 @@ static const lt_tensor_t *find(const lt_lora_t *l, const char *name) {
 }
 
 static lt_model_t *small(int moe) {
-  const char *json = moe ? "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 29, \"hidden_size\": 16, \"num_hidden_layers\": 3,"
-                           " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 12,"
-                           " \"moe_intermediate_size\": 6, \"num_experts\": 4, \"num_experts_per_tok\": 2,"
-                           " \"norm_topk_prob\": true, \"mlp_only_layers\": [1], \"max_position_embeddings\": 64,"
-                           " \"rms_norm_eps\": 1e-6}"
-                         : "{\"model_type\": \"qwen3\", \"vocab_size\": 29, \"hidden_size\": 16, \"num_hidden_layers\": 2,"
-                           " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 20,"
-                           " \"max_position_embeddings\": 64, \"sliding_window\": 4, \"layer_types\": [\"sliding_attention\","
-                           " \"full_attention\"], \"rms_norm_eps\": 1e-6}";
+  const char *json =
+      moe ? "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 29, \"hidden_size\": 16, \"num_hidden_layers\": 3,"
+            " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,"
+            " \"intermediate_size\": 12, \"moe_intermediate_size\": 6, \"num_experts\": 4,"
+            " \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"mlp_only_layers\": [1],"
+            " \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-6}"
+          : "{\"model_type\": \"qwen3\", \"vocab_size\": 29, \"hidden_size\": 16, \"num_hidden_layers\": 2,"
+            " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,"
+            " \"intermediate_size\": 20, \"max_position_embeddings\": 64, \"sliding_window\": 4,"
+            " \"layer_types\": [\"sliding_attention\", \"full_attention\"], \"rms_norm_eps\": 1e-6}";
   lt_model_config_t cfg;
   cr_assert_eq(lt_model_config_parse(json, strlen(json), "small", &cfg), 0, "%s", lt_error_msg());
   lt_model_t *m;
@@ -166,7 +167,8 @@ static void torch_parity(int moe, unsigned targets) {
   int n;
   cr_assert_eq(lt_json_get_f32_array(j, "logprobs", &ref, &n), 0);
   cr_assert_eq(n, NT);
-  for (int i = 0; i < NT; i++) cr_expect(fabs(lp[i] - ref[i]) < 2e-5, "logprob %d: %g vs PyTorch's %g", i, lp[i], ref[i]);
+  for (int i = 0; i < NT; i++)
+    cr_expect(fabs(lp[i] - ref[i]) < 2e-5, "logprob %d: %g vs PyTorch's %g", i, lp[i], ref[i]);
   free(ref);
   const cJSON *g = cJSON_GetObjectItem(j, "grads");
   cr_assert_eq(cJSON_GetArraySize(g), l->ntensors, "the same adapter tensors");
@@ -234,7 +236,8 @@ Test(learner_lora, peft_files_round_trip_and_merge) {
   cr_assert_null(merged->lora);
   cr_assert_eq(lt_model_eval_alloc(merged, NT, NT), 0);
   const float *got = logprobs(merged, NULL);
-  for (int i = 0; i < NT; i++) cr_expect(fabs(got[i] - want[i]) < 1e-5, "token %d: merged %g, adapted %g", i, got[i], want[i]);
+  for (int i = 0; i < NT; i++)
+    cr_expect(fabs(got[i] - want[i]) < 1e-5, "token %d: merged %g, adapted %g", i, got[i], want[i]);
   lt_model_free(merged);
   lt_model_free(back);
   lt_model_free(m);
@@ -265,11 +268,14 @@ Test(learner_lora, validator_names_an_unknown_target) {
   lt_config_t cfg;
   cr_assert_eq(load_cfg("{\"learner\": {\"lora\": {\"rank\": 8, \"targets\": [\"q_proj\", \"c_attn\"]}}}", &cfg), 0);
   cr_expect_eq(lt_learner_config_check(&cfg), LT_ECONFIG);
-  cr_expect(strstr(lt_error_msg(), "learner.lora.targets") && strstr(lt_error_msg(), "\"c_attn\""), "%s", lt_error_msg());
+  cr_expect(strstr(lt_error_msg(), "learner.lora.targets") && strstr(lt_error_msg(), "\"c_attn\""), "%s",
+            lt_error_msg());
   lt_config_free(&cfg);
-  cr_assert_eq(load_cfg("{\"learner\": {\"lora\": {\"rank\": 8}, \"critic\": {\"lora\": {\"targets\": [\"gate\"]}}}}", &cfg), 0);
+  cr_assert_eq(load_cfg("{\"learner\": {\"lora\": {\"rank\": 8}, \"critic\": {\"lora\": {\"targets\": [\"gate\"]}}}}",
+                        &cfg), 0);
   cr_expect_eq(lt_learner_config_check(&cfg), LT_ECONFIG, "a MoE router is never adapted");
-  cr_expect(strstr(lt_error_msg(), "learner.critic.lora.targets") && strstr(lt_error_msg(), "\"gate\""), "%s", lt_error_msg());
+  cr_expect(strstr(lt_error_msg(), "learner.critic.lora.targets") && strstr(lt_error_msg(), "\"gate\""), "%s",
+            lt_error_msg());
   lt_config_free(&cfg);
   cr_assert_eq(load_cfg("{\"learner\": {\"lora\": {\"rank\": 8, \"targets\": [\"all-linear\"]}}}", &cfg), 0);
   cr_expect_eq(lt_learner_config_check(&cfg), 0, "%s", lt_error_msg());
