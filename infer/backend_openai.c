@@ -220,6 +220,27 @@ static void on_reloaded(int rc, long status, const char *body, size_t len, const
   if (rc < 0) LT_ERROR("backend", "weights reload request failed: %s", err);
 }
 
+/* POSTs {"k1": v1, "k2": v2} (k2 NULL: the first pair alone) to url; cb gets the answer. */
+static int post_pair(state_t *s, const char *url, const char *k1, const char *v1, const char *k2, const char *v2,
+                     lt_httpc_cb cb, void *ud) {
+  lt_buf_t body = {0};
+  lt_buf_putc(&body, '{');
+  lt_json_quote(&body, k1);
+  lt_buf_putc(&body, ':');
+  lt_json_quote(&body, v1);
+  if (k2) {
+    lt_buf_putc(&body, ',');
+    lt_json_quote(&body, k2);
+    lt_buf_putc(&body, ':');
+    lt_json_quote(&body, v2);
+  }
+  lt_buf_putc(&body, '}');
+  int rc = body.oom ? lt_error_set(LT_ENOMEM, "backend openai: out of memory")
+                    : lt_httpc_request(s->cli, url, (const char *)body.data, &s->ho, cb, ud, NULL);
+  lt_buf_free(&body);
+  return rc;
+}
+
 static void on_unloaded(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
   if (rc < 0) LT_WARN("backend", "unloading an old LoRA adapter failed: %s", err);
 }
@@ -232,16 +253,8 @@ static void on_lora_loaded(int rc, long status, const char *body, size_t len, co
     LT_ERROR("backend", "loading the LoRA adapter %s into the server failed: %s", s->loading, err);
     return;
   }
-  if (s->loaded[1][0]) {
-    lt_buf_t u = {0};
-    lt_buf_puts(&u, "{\"lora_name\":");
-    lt_json_quote(&u, s->loaded[1]);
-    lt_buf_puts(&u, "}");
-    if (u.oom || lt_httpc_request(s->cli, s->unload_url, (const char *)u.data, &s->ho, on_unloaded, NULL, NULL) < 0)
-      LT_WARN("backend", "cannot unload the LoRA adapter %s: %s", s->loaded[1],
-              u.oom ? "out of memory" : lt_error_msg());
-    lt_buf_free(&u);
-  }
+  if (s->loaded[1][0] && post_pair(s, s->unload_url, "lora_name", s->loaded[1], NULL, NULL, on_unloaded, NULL) < 0)
+    LT_WARN("backend", "cannot unload the LoRA adapter %s: %s", s->loaded[1], lt_error_msg());
   memcpy(s->loaded[1], s->loaded[0], sizeof s->loaded[1]);
   memcpy(s->loaded[0], s->loading, sizeof s->loaded[0]);
   snprintf(s->model, sizeof s->model, "%s", s->loading);
@@ -259,33 +272,16 @@ static int lora_reload(state_t *s, const char *dir, int64_t version) {
   s->loading_version = version;
   const char *base = strrchr(dir, '/');
   snprintf(s->loading, sizeof s->loading, "longtail-%s", base && base[1] ? base + 1 : dir);
-  lt_buf_t body = {0};
-  lt_buf_puts(&body, "{\"lora_name\":");
-  lt_json_quote(&body, s->loading);
-  lt_buf_puts(&body, ",\"lora_path\":");
-  lt_json_quote(&body, dir);
-  lt_buf_puts(&body, "}");
-  int rc = body.oom ? lt_error_set(LT_ENOMEM, "backend openai: out of memory")
-                    : lt_httpc_request(s->cli, s->lora_url, (const char *)body.data, &s->ho, on_lora_loaded, s, NULL);
-  lt_buf_free(&body);
-  return rc;
+  return post_pair(s, s->lora_url, "lora_name", s->loading, "lora_path", dir, on_lora_loaded, s);
 }
 
 static int o_reload(lt_backend_t *b, const char *dir, const char *sha256) {
   state_t *s = b->state;
   if (s->lora) return lora_reload(s, dir, b->reload_version);
   if (!s->reload_url[0]) return 0; /* the server's weights are managed elsewhere */
-  lt_buf_t body = {0};
-  lt_buf_puts(&body, "{\"path\":");
-  lt_json_quote(&body, dir);
-  lt_buf_puts(&body, ",\"model_path\":");
-  lt_json_quote(&body, dir);
-  lt_buf_puts(&body, "}");
-  int rc = body.oom ? lt_error_set(LT_ENOMEM, "backend openai: out of memory")
-                    : lt_httpc_request(s->cli, s->reload_url, (const char *)body.data, &s->ho, on_reloaded, NULL, NULL);
-  lt_buf_free(&body);
-  return rc;
+  return post_pair(s, s->reload_url, "path", dir, "model_path", dir, on_reloaded, NULL);
 }
 
-const lt_backend_impl_t lt__backend_openai = {
-    .init = o_init, .fini = o_fini, .open = o_open, .close = o_close, .prefill = o_prefill, .decode = o_decode, .reload = o_reload};
+const lt_backend_impl_t lt__backend_openai = {.init = o_init,       .fini = o_fini,     .open = o_open,
+                                              .close = o_close,     .prefill = o_prefill, .decode = o_decode,
+                                              .reload = o_reload};

@@ -15,11 +15,13 @@
 #include "util/fs.h"
 #include "util/sha256.h"
 
+/* Synchronous (scheduler.mode sync): steps 2 and 3 train on trajectories of v1 and v2 however loaded the machine. */
 static void lora_run(const char *rd, const char *extra) {
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 120,
                           "'%s' train '%s/configs/smoke.json' --run-dir '%s' --set monitor.plot=false --set "
-                          "rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3 %s",
+                          "rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3 "
+                          "--set scheduler.mode=sync --set learner.steps=3 %s",
                           lt_test_bin(), lt_test_root(), rd, extra), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);

@@ -492,7 +492,8 @@ static double served_vs(const served_t *s, const char *model, const char *ref) {
 
 /* A LoRA run whose workers use the openai backend with workers.openai.lora: each version goes to serve as an adapter
  * by name (/v1/load_lora_adapter) and the workers' requests name it, so the learner sees its own logprobs; then serve's
- * adapters by name: loaded, chosen by a request's model, refused twice, unloaded. */
+ * adapters by name: loaded, chosen by a request's model, refused twice, unloaded.  Synchronous, so that step 2 trains
+ * on trajectories of v1 however loaded the machine. */
 Test(serve, lora_adapters_by_name_and_a_lora_run_against_serve, .timeout = 240) {
   served_t s;
   serve_start(&s, "oai-lora");
@@ -504,7 +505,7 @@ Test(serve, lora_adapters_by_name_and_a_lora_run_against_serve, .timeout = 240) 
   lt_run_t r;
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", mp, "--set", "workers.backend=openai", "--set", ep,
                         "--set", "workers.openai.lora=true", "--set", "learner.lora.rank=8", "--set", "learner.lr=1e-3",
-                        "--set", "rewards.length_penalty.target=4", NULL};
+                        "--set", "rewards.length_penalty.target=4", "--set", "scheduler.mode=sync", "--set", "learner.steps=3", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 200, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
