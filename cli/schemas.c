@@ -22,7 +22,8 @@ const int lt_all_nschemas = (int)(sizeof lt_all_schemas / sizeof lt_all_schemas[
 int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *sets, lt_config_t *cfg) {
   int rc = lt_config_load(cfg, path, sets ? sets->values : NULL, sets ? sets->nvalues : 0, lt_all_schemas,
                           lt_all_nschemas);
-  if (rc == 0 && (rc = lt_reward_ranges_check(cfg)) < 0) lt_config_free(cfg);
+  if (rc == 0 && ((rc = lt_reward_ranges_check(cfg)) < 0 || (rc = lt_learner_config_check(cfg)) < 0))
+    lt_config_free(cfg);
   if (rc == 0) return 0;
   if (rc == LT_ECONFIG)
     fprintf(stderr, "longtail %s: config error: %s%s%s%s\n", command, lt_error_msg(), path ? " (in " : "",

@@ -1,9 +1,8 @@
 /* The backward pass of the last training forward, accumulating into m->grads. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-#include "learner/model.h"
+#include "learner/internal.h"
 #include "learner/ops.h"
 #include "util/error.h"
 
@@ -72,7 +71,6 @@ static void moe_backward(lt_model_t *m, lt_acts_t *a, int l, const float *dout, 
     }
     a->dw[perm[r]] = s;
   }
-  size_t eg = (size_t)Im * D;
   for (int e = 0; e < E; e++) {
     int r0 = eoff[e], ne = eoff[e + 1] - r0;
     if (!ne) continue;
@@ -82,12 +80,12 @@ static void moe_backward(lt_model_t *m, lt_acts_t *a, int l, const float *dout, 
     float *xe = a->xe + (size_t)r0 * D, *dxe = a->dxe + (size_t)r0 * D;
     lt_swiglu_forward(act, g, u, ne * Im);
     memset(dact, 0, sizeof(float) * (size_t)ne * Im);
-    lt_linear_backward(dact, G->w_down + e * eg, a->dy + (size_t)r0 * D, act, W->w_down + e * eg, ne, Im, D);
+    lt__proj_backward(m, l, LT_PROJ_DOWN, e, dact, a->dy + (size_t)r0 * D, act, ne);
     lt_swiglu_backward(dg, du, dact, g, u, ne * Im);
     for (int r = r0; r < r0 + ne; r++) memcpy(a->xe + (size_t)r * D, h2 + (size_t)(perm[r] / K) * D, sizeof(float) * D);
     memset(dxe, 0, sizeof(float) * (size_t)ne * D);
-    lt_linear_backward(dxe, G->w_gate + e * eg, dg, xe, W->w_gate + e * eg, ne, D, Im);
-    lt_linear_backward(dxe, G->w_up + e * eg, du, xe, W->w_up + e * eg, ne, D, Im);
+    lt__proj_backward(m, l, LT_PROJ_GATE, e, dxe, dg, xe, ne);
+    lt__proj_backward(m, l, LT_PROJ_UP, e, dxe, du, xe, ne);
     for (int r = r0; r < r0 + ne; r++) {
       float *d = dh2 + (size_t)(perm[r] / K) * D;
       const float *s = a->dxe + (size_t)r * D;
@@ -102,7 +100,8 @@ static void moe_backward(lt_model_t *m, lt_acts_t *a, int l, const float *dout, 
 
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues) {
   lt_acts_t *a = m->acts;
-  if (!a || !m->grads) return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
+  if (!a || !lt_model_trainable(m).grads)
+    return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim, L = c->layers;
   int Hq = H * hd, Hk = KV * hd;
@@ -116,7 +115,7 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
         float *d = dhf + (size_t)r * D;
         for (int i = 0; i < D; i++) {
           d[i] += dvalues[r] * m->w.head[i];
-          m->g.head[i] += dvalues[r] * h[i];
+          m->g.head[i] += dvalues[r] * h[i]; /* trained under an adapter too (learner/lora.h) */
         }
       }
   } else if (dlogprobs) {
@@ -136,10 +135,10 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
       int Id = c->inter;
       lt_swiglu_forward(a->act, a->g[l], a->u[l], N * Id);
       memset(a->dact, 0, sizeof(float) * (size_t)N * Id);
-      lt_linear_backward(a->dact, G->w_down, a->dres, a->act, W->w_down, N, Id, D);
+      lt__proj_backward(m, l, LT_PROJ_DOWN, 0, a->dact, a->dres, a->act, N);
       lt_swiglu_backward(a->dg, a->du, a->dact, a->g[l], a->u[l], N * Id);
-      lt_linear_backward(dh2, G->w_gate, a->dg, a->h2[l], W->w_gate, N, D, Id);
-      lt_linear_backward(dh2, G->w_up, a->du, a->h2[l], W->w_up, N, D, Id);
+      lt__proj_backward(m, l, LT_PROJ_GATE, 0, dh2, a->dg, a->h2[l], N);
+      lt__proj_backward(m, l, LT_PROJ_UP, 0, dh2, a->du, a->h2[l], N);
     }
     float *dx2 = a->dx2;
     memcpy(dx2, a->dres, sizeof(float) * (size_t)N * D);
@@ -148,7 +147,7 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
     /* Attention: x2 = xin + att · Woᵀ. */
     memcpy(a->dres, dx2, sizeof(float) * (size_t)N * D);
     memset(a->datt, 0, sizeof(float) * (size_t)N * Hq);
-    lt_linear_backward(a->datt, G->wo, dx2, a->att[l], W->wo, N, Hq, D);
+    lt__proj_backward(m, l, LT_PROJ_O, 0, a->datt, dx2, a->att[l], N);
     memset(a->dk, 0, sizeof(float) * (size_t)N * Hk);
     memset(a->dv, 0, sizeof(float) * (size_t)N * Hk);
     for (int s = 0; s < m->last.nseq; s++) {
@@ -167,12 +166,12 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
     lt_rmsnorm_backward(a->dkp, G->knorm, a->dk, a->kp[l], W->knorm, a->rk[l], N * KV, hd);
     float *dh1 = a->dh;
     memset(dh1, 0, sizeof(float) * (size_t)N * D);
-    lt_linear_backward(dh1, G->wq, dqp, a->h1[l], W->wq, N, D, Hq);
-    lt_linear_backward(dh1, G->wk, a->dkp, a->h1[l], W->wk, N, D, Hk);
-    lt_linear_backward(dh1, G->wv, a->dv, a->h1[l], W->wv, N, D, Hk);
+    lt__proj_backward(m, l, LT_PROJ_Q, 0, dh1, dqp, a->h1[l], N);
+    lt__proj_backward(m, l, LT_PROJ_K, 0, dh1, a->dkp, a->h1[l], N);
+    lt__proj_backward(m, l, LT_PROJ_V, 0, dh1, a->dv, a->h1[l], N);
     lt_rmsnorm_backward(a->dres, G->ln1, dh1, a->x[l], W->ln1, a->r1[l], N, D);
   }
-  for (int r = 0; r < N; r++) {
+  for (int r = 0; r < N && m->g.embed; r++) { /* a frozen base (an adapter) has none */
     float *d = m->g.embed + (size_t)a->tok[r] * D;
     const float *s = a->dres + (size_t)r * D;
     for (int i = 0; i < D; i++) d[i] += s[i];

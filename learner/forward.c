@@ -1,15 +1,13 @@
 /* The forward pass: activation workspace, one forward over segments (training
  * keeps every intermediate; inference appends to KV caches), and the heads. */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "learner/model.h"
+#include "learner/internal.h"
+#include "learner/lora.h"
 #include "learner/ops.h"
 #include "util/error.h"
-
-void lt__model_bind_grads(lt_model_t *m); /* params.c */
 
 static int lay(const lt_acts_t *a, int l) { return a->train ? l : 0; }
 
@@ -176,16 +174,15 @@ static void moe_forward(lt_model_t *m, lt_acts_t *a, int l, int ml, const lt_seg
   for (int r = 0; r < N * K; r++) perm[eoff[ids[r]]++] = r;
   for (int e = E; e > 0; e--) eoff[e] = eoff[e - 1]; /* the fill advanced each start by its count */
   eoff[0] = 0;
-  size_t eg = (size_t)Im * D; /* floats per expert matrix */
   for (int e = 0; e < E; e++) {
     int r0 = eoff[e], ne = eoff[e + 1] - r0;
     if (!ne) continue;
     for (int r = r0; r < r0 + ne; r++) memcpy(a->xe + (size_t)r * D, h2 + (size_t)(perm[r] / K) * D, sizeof(float) * D);
     float *xe = a->xe + (size_t)r0 * D, *g = G + (size_t)r0 * Im, *u = U + (size_t)r0 * Im;
-    lt_linear_forward(g, xe, W->w_gate + e * eg, ne, D, Im);
-    lt_linear_forward(u, xe, W->w_up + e * eg, ne, D, Im);
+    lt__proj_forward(m, l, LT_PROJ_GATE, e, g, xe, ne, 0);
+    lt__proj_forward(m, l, LT_PROJ_UP, e, u, xe, ne, 0);
     lt_swiglu_forward(a->act + (size_t)r0 * Im, g, u, ne * Im);
-    lt_linear_forward(y + (size_t)r0 * D, a->act + (size_t)r0 * Im, W->w_down + e * eg, ne, Im, D);
+    lt__proj_forward(m, l, LT_PROJ_DOWN, e, y + (size_t)r0 * D, a->act + (size_t)r0 * Im, ne, 0);
   }
   for (int r = 0; r < N * K; r++) {
     int t = perm[r] / K;
@@ -215,6 +212,8 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
     N += sg->n;
   }
   if (N > a->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, a->max_tokens);
+  int rc = m->lora ? lt_lora_reserve(m->lora, (size_t)N) : 0; /* an expert's group has at most N rows too */
+  if (rc < 0) return rc;
   a->N = N;
   int row = 0;
   for (int s = 0; s < nseg; s++)
@@ -234,9 +233,9 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
     float *xin = a->x[s], *xout = a->x[a->train ? l + 1 : 0];
     float *h1 = a->h1[s], *q = a->q[s], *k = a->k[s], *v = a->v[s], *att = a->att[s], *x2 = a->x2[s], *h2 = a->h2[s];
     lt_rmsnorm_forward(h1, a->r1[s], xin, W->ln1, N, D, c->eps);
-    lt_linear_forward(a->qp[s], h1, W->wq, N, D, Hq);
-    lt_linear_forward(a->kp[s], h1, W->wk, N, D, Hk);
-    lt_linear_forward(v, h1, W->wv, N, D, Hk);
+    lt__proj_forward(m, l, LT_PROJ_Q, 0, a->qp[s], h1, N, 0);
+    lt__proj_forward(m, l, LT_PROJ_K, 0, a->kp[s], h1, N, 0);
+    lt__proj_forward(m, l, LT_PROJ_V, 0, v, h1, N, 0);
     lt_rmsnorm_forward(q, a->rq[s], a->qp[s], W->qnorm, N * H, hd, c->eps);
     lt_rmsnorm_forward(k, a->rk[s], a->kp[s], W->knorm, N * KV, hd, c->eps);
     lt_rope_apply(q, a->pos, N, H, hd, m->rope_cos, m->rope_sin, 0);
@@ -258,17 +257,17 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
       off += sg->n;
     }
     memcpy(x2, xin, sizeof(float) * (size_t)N * D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, D, Hq, 1.0f, att, Hq, W->wo, Hq, 1.0f, x2, D);
+    lt__proj_forward(m, l, LT_PROJ_O, 0, x2, att, N, 1);
     lt_rmsnorm_forward(h2, a->r2[s], x2, W->ln2, N, D, c->eps);
     if (xout != x2) memcpy(xout, x2, sizeof(float) * (size_t)N * D);
     if (c->moe[l]) {
       moe_forward(m, a, l, ml++, segs, nseg, xout);
     } else {
       int Id = c->inter;
-      lt_linear_forward(a->g[s], h2, W->w_gate, N, D, Id);
-      lt_linear_forward(a->u[s], h2, W->w_up, N, D, Id);
+      lt__proj_forward(m, l, LT_PROJ_GATE, 0, a->g[s], h2, N, 0);
+      lt__proj_forward(m, l, LT_PROJ_UP, 0, a->u[s], h2, N, 0);
       lt_swiglu_forward(a->act, a->g[s], a->u[s], N * Id);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, D, Id, 1.0f, a->act, Id, W->w_down, Id, 1.0f, xout, D);
+      lt__proj_forward(m, l, LT_PROJ_DOWN, 0, xout, a->act, N, 1);
     }
   }
   lt_rmsnorm_forward(a->hf, a->rf, a->x[a->train ? L : 0], m->w.norm, N, D, c->eps);
@@ -291,6 +290,7 @@ int lt_model_eval_alloc(lt_model_t *m, int max_tokens, int max_seq) {
 int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
   int rc = lt_model_eval_alloc(m, max_tokens, max_seq);
   if (rc < 0) return rc;
+  if (m->lora) return lt__lora_train_alloc(m);
   if (!m->grads) {
     m->grads = calloc(m->nparams, sizeof(float));
     if (!m->grads) return lt_error_set(LT_ENOMEM, "gradients: out of memory");
@@ -300,7 +300,8 @@ int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
 }
 
 void lt_model_zero_grad(lt_model_t *m) {
-  if (m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
+  lt_params_t p = lt_model_trainable(m);
+  if (p.grads) memset(p.grads, 0, sizeof(float) * p.n);
 }
 
 float lt__head_temperature(const lt_batch_t *b, int i) {

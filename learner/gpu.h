@@ -1,6 +1,6 @@
 /* The CUDA learner (learner/cuda/): every op of learner/ops.h on device
- * pointers, the policy head and the fused token-level loss, AdamW, and the
- * whole model's forward and backward on one GPU.  The CPU code is the
+ * pointers, the policy head, AdamW, and the whole model's forward and
+ * backward on one GPU (the loss runs on the host, lt_loss_compute).  The CPU code is the
  * reference: tests/gpu/ compares each of these with it.
  *
  * Precision: parameters, gradients and optimizer state are fp32 (master
@@ -114,20 +114,6 @@ void lt_gpu_head_forward(lt_gpu_t *g, float *lse, float *logp, float *entropy, c
  * the (kept-set) softmax of z/T and 0 outside the kept set; the same opts as the forward. */
 void lt_gpu_head_backward(lt_gpu_t *g, float *logits, const float *lse, const float *dlogp, const int *target, int n,
                           int V, const lt_gpu_head_opts_t *opts);
-
-/* The fused token-level loss: one pass over each logits row computes log πθ,
- * the entropy, the objective's term and overwrites the row with dLoss/dz.
- * MIS-PO, PPO and GRPO without δ-masking are token-local once each token's
- * weight is known; GSPO and δ-masked GRPO need a sequence's πθ first and are
- * refused (LT_EUNSUPP): they run the unfused head + lt_loss_compute path. */
-typedef struct {
-  const int *target;        /* [n] next-token id, < 0: no loss on this row */
-  const float *logp_old;    /* [n] */
-  const float *adv;         /* [n] */
-  const float *weight;      /* [n] per-token weight from lt_loss_token_weights (0: masked out) */
-} lt_gpu_loss_rows_t;
-int lt_gpu_loss_fused(lt_gpu_t *g, const lt_loss_cfg_t *cfg, float *logits, const lt_gpu_loss_rows_t *rows, int n,
-                      int V, float *logp, float *entropy, float *loss_terms);
 
 /* ---- optimizer (learner/cuda/optim.cu) ---- */
 /* Global gradient L2 norm over the model's tensors (frozen router excluded). */

@@ -24,6 +24,11 @@ void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
 }
 
+void lt_linear_forward_acc(float *y, const float *x, const float *W, int N, int in, int out) {
+  if (N == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 1.0f, y, out);
+}
+
 void lt_linear_backward(float *dx, float *dW, const float *dy, const float *x, const float *W, int N, int in, int out) {
   if (N == 0) return;
   if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);

@@ -17,6 +17,8 @@ int lt_ops_blas_threads(int n);
 
 /* y[N, out] = x[N, in] · W[out, in]ᵀ  (Hugging Face Linear layout). */
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out);
+/* y[N, out] += x · Wᵀ (residual branches). */
+void lt_linear_forward_acc(float *y, const float *x, const float *W, int N, int in, int out);
 /* dx[N, in] += dy · W;  dW[out, in] += dyᵀ · x.  Either may be NULL. */
 void lt_linear_backward(float *dx, float *dW, const float *dy, const float *x, const float *W, int N, int in, int out);
 

@@ -92,9 +92,9 @@ static int bcast_batch(const cmd_t *c, lt_train_batch_t *b, void **own, int recv
 
 int lt_ranks_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *st) {
   if (lt_dist_size() > 1) {
-    const lt_model_t *m = lt_trainer_policy(t);
+    const lt_model_config_t *mc = lt_trainer_model_config(t);
     cmd_t c = {.op = CMD_STEP, .nseq = b->nseq, .ntok = b->start[b->nseq], .has_support = b->support != NULL,
-               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(&m->cfg) * m->cfg.topk,
+               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(mc) * mc->topk,
                .has_temp = b->temperature != NULL, .has_skip = b->actor_skip != NULL,
                .has_values = b->values != NULL};
     /* Every rank scores its share under the rollout's own sampling distribution (docs/losses.md). */

@@ -7,30 +7,51 @@
 #include <string.h>
 
 #include "learner/dist.h"
+#include "learner/internal.h"
 #include "learner/ops.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
-#ifdef LT_HAVE_CUDA
-#include "learner/gpu.h"
-#endif
 
 struct lt_trainer {
   lt_trainer_cfg_t cfg;
-  lt_model_t *policy, *critic, *ref;
-  lt_optim_t *actor_opt, *critic_opt;
+  lt__device_t dev;
+  lt__dmodel_t model[LT__NMODELS]; /* by lt__model_id; host NULL: the run has no such model */
   int64_t steps;
   double lr_scale;
   float base_lr;
-  int cap_tokens[3], cap_seq[3]; /* workspace sizes of policy, critic, ref */
-#ifdef LT_HAVE_CUDA
-  lt_gpu_t *gpu;                  /* NULL: the CPU learner */
-  lt_gpu_model_t *gm[3];          /* device twins of policy, critic, ref */
-#endif
 };
 
+const char *lt__model_name(lt__model_id id) {
+  static const char *const names[LT__NMODELS] = {"policy", "critic", "reference"};
+  return names[id];
+}
+
 static int needs_critic(const lt_trainer_cfg_t *c) { return !c->loss.group_adv; }
+
+/* The objective's advantages come from a critic (not group baselines). */
+static int has_critic(const lt_trainer_t *t) { return t->model[LT__CRITIC].host != NULL; }
+
+/* The run keeps a KL reference (some domain's β > 0): a model of its own, or the policy's base. */
+static int has_ref(const lt_trainer_t *t) { return t->model[LT__REF].host || t->cfg.ref_base; }
+
+/* Gives m the adapter c asks for (`what`: its key), or checks the one it carries has those settings. */
+static int adapt(lt_model_t *m, const lt_lora_cfg_t *c, const char *what) {
+  lt_lora_t *l = m->lora;
+  if (c->rank == 0 && l)
+    return lt_error_set(LT_ECONFIG, "%s: rank 0, but the model it starts from carries an adapter", what);
+  if (c->rank == 0) return 0;
+  if (l && (l->cfg.rank != c->rank || l->cfg.alpha != c->alpha || l->cfg.targets != c->targets))
+    return lt_error_set(LT_ECONFIG, "%s: rank %d, alpha %g, but the adapter the model carries has rank %d, alpha %g "
+                        "(or other target modules)", what, c->rank, (double)c->alpha, l->cfg.rank, (double)l->cfg.alpha);
+  if (l) return 0;
+  int rc = lt_lora_create(m, c, &l);
+  if (rc < 0) return rc;
+  lt_lora_init(l);
+  lt_model_attach_lora(m, l);
+  return 0;
+}
 
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out) {
@@ -38,36 +59,24 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
   lt_trainer_t *t = calloc(1, sizeof *t);
   if (!t) return lt_error_set(LT_ENOMEM, "trainer: out of memory");
   t->cfg = *cfg;
-  t->policy = policy;
-  t->ref = ref;
   t->lr_scale = 1.0;
   t->base_lr = cfg->actor_opt.lr;
-  policy->threads = cfg->threads;
   int rc = 0;
   if (needs_critic(cfg) && !critic) rc = lt_model_make_critic(policy, &critic);
-  t->critic = critic;
-  if (critic) critic->threads = cfg->threads;
-  if (ref) ref->threads = cfg->threads;
-  if (rc == 0) rc = lt_optim_create(&t->cfg.actor_opt, policy, &t->actor_opt);
-  if (rc == 0 && t->critic) rc = lt_optim_create(&t->cfg.critic_opt, t->critic, &t->critic_opt);
-  if (rc == 0 && cfg->cuda) {
-#ifdef LT_HAVE_CUDA
-    if (cfg->actor_opt.kind != LT_OPT_ADAMW)
-      rc = lt_error_set(LT_ECONFIG, "learner.device cuda: the GPU optimizer is AdamW; learner.optimizer muon runs on the CPU");
-    else if ((rc = lt_gpu_open(0, &t->gpu)) < 0)
-      lt_error_wrap(rc, "learner.device cuda");
-    else {
-      char desc[256];
-      lt_gpu_describe(t->gpu, desc, sizeof desc);
-      lt_gpu_set_bf16(t->gpu, cfg->gpu_bf16);
-      lt_gpu_set_recompute(t->gpu, cfg->gpu_recompute);
-      lt_log(LT_LOG_INFO, "learner", "CUDA learner on %s%s%s", desc, cfg->gpu_bf16 ? ", bf16 matrix products" : "",
-             cfg->gpu_recompute ? ", recomputing activations" : "");
-    }
-#else
-    rc = lt_error_set(LT_EUNSUPP, "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");
-#endif
+  if (rc == 0) rc = adapt(policy, &cfg->lora, "learner.lora");
+  if (rc == 0 && critic) rc = adapt(critic, &cfg->critic_lora, "learner.critic.lora");
+  if (rc == 0 && cfg->ref_base && !policy->lora)
+    rc = lt_error_set(LT_EINVAL, "trainer: the KL reference is the policy's base, but the policy has no adapter");
+  lt_model_t *host[LT__NMODELS] = {policy, critic, ref};
+  for (int i = 0; i < LT__NMODELS; i++) {
+    t->model[i] = (lt__dmodel_t){.id = (lt__model_id)i, .host = host[i]};
+    if (host[i]) host[i]->threads = cfg->threads;
   }
+  if (rc == 0) rc = lt_optim_create(&t->cfg.actor_opt, policy, &t->model[LT__POLICY].opt);
+  if (rc == 0 && critic) rc = lt_optim_create(&t->cfg.critic_opt, critic, &t->model[LT__CRITIC].opt);
+  const lt__device_impl_t *dev = NULL;
+  if (rc == 0) rc = lt__device_pick(cfg, &dev);
+  if (rc == 0 && (rc = dev->open(&t->dev, cfg)) == 0) t->dev.impl = dev; /* else nothing of it to close */
   if (rc < 0) {
     lt_trainer_free(t);
     return rc;
@@ -81,125 +90,82 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
 
 void lt_trainer_free(lt_trainer_t *t) {
   if (!t) return;
-#ifdef LT_HAVE_CUDA
-  for (int i = 0; i < 3; i++) lt_gpu_model_free(t->gm[i]);
-  lt_gpu_close(t->gpu);
-#endif
-  lt_optim_free(t->actor_opt);
-  lt_optim_free(t->critic_opt);
-  lt_model_free(t->policy);
-  lt_model_free(t->critic);
-  lt_model_free(t->ref);
+  for (int i = 0; i < LT__NMODELS; i++) {
+    lt__dmodel_t *m = &t->model[i];
+    if (t->dev.impl) t->dev.impl->drop(&t->dev, m);
+    lt_optim_free(m->opt);
+    lt_model_free(m->host);
+  }
+  if (t->dev.impl) t->dev.impl->close(&t->dev);
   free(t);
 }
 
-lt_model_t *lt_trainer_policy(lt_trainer_t *t) { return t->policy; }
+/* The host copy of model id, brought up to date with the device's. */
+static lt_model_t *host_current(lt_trainer_t *t, lt__model_id id) {
+  lt__dmodel_t *m = &t->model[id];
+  if (m->host_stale) t->dev.impl->pull(&t->dev, m, 0);
+  return m->host;
+}
+
+lt_model_t *lt_trainer_policy(lt_trainer_t *t) { return host_current(t, LT__POLICY); }
+const lt_model_config_t *lt_trainer_model_config(const lt_trainer_t *t) { return &t->model[LT__POLICY].host->cfg; }
 int64_t lt_trainer_steps(const lt_trainer_t *t) { return t->steps; }
 
 size_t lt_trainer_optim_bytes(const lt_trainer_t *t) {
-  return lt_optim_state_bytes(t->actor_opt) + (t->critic_opt ? lt_optim_state_bytes(t->critic_opt) : 0);
+  const lt_optim_t *c = t->model[LT__CRITIC].opt;
+  return lt_optim_state_bytes(t->model[LT__POLICY].opt) + (c ? lt_optim_state_bytes(c) : 0);
 }
 
 void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
   t->lr_scale *= factor;
-  t->actor_opt->cfg.lr = (float)(t->base_lr * t->lr_scale);
+  t->model[LT__POLICY].opt->cfg.lr = (float)(t->base_lr * t->lr_scale);
 }
 
-/* Model i is the policy (0), the critic (1) or the reference (2); the
- * helpers below run it on the GPU twin when there is one. */
-static lt_model_t *model_at(lt_trainer_t *t, int i) { return i == 0 ? t->policy : i == 1 ? t->critic : t->ref; }
-static lt_optim_t *optim_at(lt_trainer_t *t, int i) { return i == 0 ? t->actor_opt : i == 1 ? t->critic_opt : NULL; }
-
-#ifdef LT_HAVE_CUDA
-/* Device → host: parameters, and the optimizer moments when `moments`. */
-static void gpu_pull(lt_trainer_t *t, int i, int moments) {
-  if (!t->gm[i]) return;
-  lt_gpu_model_download(t->gm[i], model_at(t, i)->params, NULL);
-  lt_optim_t *o = optim_at(t, i);
-  if (moments && o) lt_gpu_model_moments(t->gm[i], o->m, o->v, 0);
-}
-#endif
-
-/* Grows model i's workspace to hold n tokens in sequences of at most s.  A
- * GPU twin is rebuilt from the host copy, which it first brings up to date. */
-static int ensure(lt_trainer_t *t, int i, lt_model_t *m, int n, int s) {
-  if (n <= t->cap_tokens[i] && s <= t->cap_seq[i]) return 0;
-  int nn = n > t->cap_tokens[i] ? n : t->cap_tokens[i], ss = s > t->cap_seq[i] ? s : t->cap_seq[i];
-  int rc;
-#ifdef LT_HAVE_CUDA
-  if (t->gpu) {
-    gpu_pull(t, i, 1);
-    lt_gpu_model_free(t->gm[i]);
-    t->gm[i] = NULL;
-    t->cap_tokens[i] = t->cap_seq[i] = 0;
-    lt_optim_t *o = optim_at(t, i);
-    if ((rc = lt_gpu_model_create(t->gpu, m, nn, ss, o ? o->lo : 0, o ? o->hi : 0, &t->gm[i])) < 0) return rc;
-    if (o) lt_gpu_model_moments(t->gm[i], o->m, o->v, 1);
-  } else
-#endif
-    rc = i == 2 ? lt_model_eval_alloc(m, nn, ss) : lt_model_train_alloc(m, nn, ss);
-  if (rc < 0) return rc;
-  t->cap_tokens[i] = nn;
-  t->cap_seq[i] = ss;
-  return 0;
+/* The model that computes model id: the policy computes the reference when that is its base. */
+static lt__model_id computed_by(const lt_trainer_t *t, lt__model_id id) {
+  return id == LT__REF && t->cfg.ref_base ? LT__POLICY : id;
 }
 
-static int forward(lt_trainer_t *t, int i, const lt_batch_t *b, lt_fwd_out_t *o) {
-#ifdef LT_HAVE_CUDA
-  if (t->gm[i]) return lt_gpu_model_forward(t->gm[i], b, o);
-#endif
-  return lt_model_forward(model_at(t, i), b, o);
+/* Grows model id's workspace to hold n tokens in sequences of at most s. */
+static int ensure(lt_trainer_t *t, lt__model_id id, int n, int s) {
+  id = computed_by(t, id);
+  lt__dmodel_t *m = &t->model[id];
+  if (n <= m->cap_tokens && s <= m->cap_seq) return 0;
+  int nn = n > m->cap_tokens ? n : m->cap_tokens, ss = s > m->cap_seq ? s : m->cap_seq;
+  int rc = t->dev.impl->reserve(&t->dev, m, nn, ss);
+  m->cap_tokens = rc < 0 ? 0 : nn;
+  m->cap_seq = rc < 0 ? 0 : ss;
+  return rc < 0 ? lt_error_wrap(rc, "learner (%s): the %s's workspace for %d tokens", t->dev.impl->name,
+                                lt__model_name(id), nn) : 0;
 }
 
-static int backward(lt_trainer_t *t, int i, const float *dl, const float *dv) {
-#ifdef LT_HAVE_CUDA
-  if (t->gm[i]) return lt_gpu_model_backward(t->gm[i], dl, dv);
-#endif
-  return lt_model_backward(model_at(t, i), dl, dv);
+/* The reference as the policy's base: the policy's forward with its adapter left out. */
+static int forward(lt_trainer_t *t, lt__model_id id, const lt_batch_t *b, lt_fwd_out_t *o) {
+  lt__dmodel_t *m = &t->model[computed_by(t, id)];
+  lt_lora_t *base_only = id == LT__REF && t->cfg.ref_base ? m->host->lora : NULL;
+  if (base_only) base_only->off = 1;
+  int rc = t->dev.impl->forward(&t->dev, m, b, o);
+  if (base_only) base_only->off = 0;
+  return rc;
 }
 
-static void zero_grad(lt_trainer_t *t, int i) {
-#ifdef LT_HAVE_CUDA
-  if (t->gm[i]) {
-    lt_gpu_model_zero_grad(t->gm[i]);
-    return;
-  }
-#endif
-  lt_model_zero_grad(model_at(t, i));
+static int backward(lt_trainer_t *t, lt__model_id id, const float *dl, const float *dv) {
+  return t->dev.impl->backward(&t->dev, &t->model[id], dl, dv);
 }
 
-/* Sums model i's gradients over the learner ranks: NCCL on a device twin,
- * MPI on the host buffer (learner/dist.h). */
-static int reduce_grads(lt_trainer_t *t, int i) {
-  if (lt_dist_size() < 2) return 0;
-  /* A rank whose shares were all empty has no gradient buffer yet (zeros). */
-  int rc = ensure(t, i, model_at(t, i), 1, 1);
-  if (rc < 0) return rc;
-#ifdef LT_HAVE_CUDA
-  if (t->gm[i]) return lt_dist_nccl_sum(lt_gpu_model_grads(t->gm[i]), model_at(t, i)->nparams);
-#endif
-  return lt_dist_sum_f32(model_at(t, i)->grads, model_at(t, i)->nparams);
-}
+static void zero_grad(lt_trainer_t *t, lt__model_id id) { t->dev.impl->zero_grad(&t->dev, &t->model[id]); }
 
-/* One optimizer update of model i after the ranks' gradients are summed;
+/* One optimizer update of model id after the ranks' gradients are summed;
  * *lr receives the learning rate used. */
-static int optim_step(lt_trainer_t *t, int i, double *gnorm, double *lr) {
-  lt_optim_t *o = optim_at(t, i);
-  o->cfg.use_clock = 1; /* warm-up counts learner steps, not mini-batch updates */
-  o->cfg.clock = t->steps;
-  int rc = reduce_grads(t, i);
-  if (rc < 0) return rc;
-#ifdef LT_HAVE_CUDA
-  if (t->gm[i]) {
-    /* This rank's shard of the update, then every rank's updated slice to all (ZeRO-1). */
-    if ((rc = lt_gpu_model_step(t->gm[i], &o->cfg, o->step, gnorm, lr)) < 0) return rc;
-    o->step++;
-    lt_gpu_sync(t->gpu); /* the update runs on the model's stream; NCCL broadcasts on stream 0 */
-    return lt_dist_nccl_allgather_shards(lt_gpu_model_params(t->gm[i]), o->offsets, o->ntensors);
-  }
-#endif
-  *lr = lt_optim_step(o, model_at(t, i), gnorm);
-  return lt_optim_gather(o, model_at(t, i));
+static int optim_step(lt_trainer_t *t, lt__model_id id, double *gnorm, double *lr) {
+  lt__dmodel_t *m = &t->model[id];
+  m->opt->cfg.use_clock = 1; /* warm-up counts learner steps, not mini-batch updates */
+  m->opt->cfg.clock = t->steps;
+  int rc = 0;
+  /* A rank whose shares were all empty has no gradient buffer yet (zeros). */
+  if (lt_dist_size() > 1 && ((rc = ensure(t, id, 1, 1)) < 0 || (rc = t->dev.impl->reduce_grads(&t->dev, m)) < 0))
+    return rc;
+  return t->dev.impl->update(&t->dev, m, gnorm, lr);
 }
 
 /* This rank's token-balanced share of the sequences [s0, s1) (whole trajectories). */
@@ -215,16 +181,6 @@ static int globalise(double local, float *d, int n, double *global) {
   if (rc == 0 && w != 1.0)
     for (int i = 0; i < n; i++) d[i] *= (float)w;
   return rc;
-}
-
-/* After an update workers read the policy's host copy (the critic's is only
- * read by checkpoints, which pull it themselves). */
-static void host_refresh(lt_trainer_t *t) {
-#ifdef LT_HAVE_CUDA
-  gpu_pull(t, 0, 0);
-#else
-  (void)t;
-#endif
 }
 
 /* A contiguous run of sequences [s0, s1) of the batch as a model batch
@@ -364,8 +320,8 @@ static int pre_pass_gather(lt_trainer_t *t, work_t *w, double *conf) {
   size_t N = (size_t)w->N;
   int rc = lt_dist_sum_f32(w->logp_old, N);
   if (rc == 0) rc = lt_dist_sum_f32(w->entropy, N);
-  if (rc == 0 && t->ref) rc = lt_dist_sum_f32(w->logp_ref, N);
-  if (rc == 0 && t->critic) rc = lt_dist_sum_f32(w->values, N);
+  if (rc == 0 && has_ref(t)) rc = lt_dist_sum_f32(w->logp_ref, N);
+  if (rc == 0 && has_critic(t)) rc = lt_dist_sum_f32(w->values, N);
   if (rc == 0) rc = lt_dist_sum_f64(conf, 2); /* the confidence sum and its token count */
   return rc;
 }
@@ -374,7 +330,7 @@ static int pre_pass_gather(lt_trainer_t *t, work_t *w, double *conf) {
  * rank's share of each): π_old, π_ref, entropies, critic values, learner
  * routing confidence. */
 static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, double *route_conf) {
-  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  int nml = lt_model_moe_layers(lt_trainer_model_config(t)), K = lt_trainer_model_config(t)->topk;
   double conf[2] = {0, 0}; /* routing confidence summed over generated tokens, and their count */
   int rc = 0;
   if (lt_dist_size() > 1) {
@@ -389,20 +345,20 @@ static int pre_pass(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k
     if (a == b) continue;
     chunk_make(B, nml, K, a, b, w->starts, &c);
     lt_fwd_out_t o;
-    if ((rc = ensure(t, 0, t->policy, c.n, c.maxlen)) < 0 || (rc = forward(t, 0, &c.b, &o)) < 0) break;
+    if ((rc = ensure(t, LT__POLICY, c.n, c.maxlen)) < 0 || (rc = forward(t, LT__POLICY, &c.b, &o)) < 0) break;
     memcpy(w->logp_old + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     memcpy(w->entropy + c.t0, o.entropy, sizeof(float) * (size_t)c.n);
     /* Over the generated tokens, as the rollout's records are averaged (docs/losses.md). */
     for (int i = 0; o.route_conf && i < c.n; i++)
       if (B->mask[c.t0 + i]) conf[0] += o.route_conf[i] / nml, conf[1]++;
-    if (t->ref) {
-      if ((rc = ensure(t, 2, t->ref, c.n, c.maxlen)) < 0 || (rc = forward(t, 2, &c.b, &o)) < 0) break;
+    if (has_ref(t)) {
+      if ((rc = ensure(t, LT__REF, c.n, c.maxlen)) < 0 || (rc = forward(t, LT__REF, &c.b, &o)) < 0) break;
       memcpy(w->logp_ref + c.t0, o.logprobs, sizeof(float) * (size_t)c.n);
     }
-    if (t->critic) {
+    if (has_critic(t)) {
       lt_batch_t cb = c.b;
       cb.support = NULL;
-      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0 || (rc = forward(t, 1, &cb, &o)) < 0) break;
+      if ((rc = ensure(t, LT__CRITIC, c.n, c.maxlen)) < 0 || (rc = forward(t, LT__CRITIC, &cb, &o)) < 0) break;
       memcpy(w->values + c.t0, o.values, sizeof(float) * (size_t)c.n);
     }
   }
@@ -479,8 +435,17 @@ static int marks_gather(const lt_train_batch_t *B, float *scratch) {
   return lt_dist_sum_f32(v->traj_ratio, (size_t)B->nseq);
 }
 
+/* The actor loss's inputs for chunk c, at log πθ = logp. */
+static lt_loss_in_t loss_in(const lt_trainer_t *t, const lt_train_batch_t *B, const work_t *w, const chunk_t *c,
+                            const float *logp) {
+  return (lt_loss_in_t){.nseq = c->b.nseq, .start = c->start, .logp = logp, .logp_old = w->logp_old + c->t0,
+                        .logp_rollout = B->logp_rollout + c->t0, .logp_ref = has_ref(t) ? w->logp_ref + c->t0 : NULL,
+                        .adv = w->adv + c->t0, .mask = w->amask + c->t0,
+                        .kl_coef = B->kl_coef ? B->kl_coef + c->s0 : NULL, .traj = B->traj ? B->traj + c->s0 : NULL};
+}
+
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
-  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  int nml = lt_model_moe_layers(lt_trainer_model_config(t)), K = lt_trainer_model_config(t)->topk;
   double gn = 0;
   acc_t acc = {0};
   int rc = 0;
@@ -489,15 +454,12 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     int a, b;
     chunk_share(B, w, j, &a, &b);
     lt_loss_stats_t ls = {0};
-    zero_grad(t, 0);
+    zero_grad(t, LT__POLICY);
     if (a < b) {
       chunk_make(B, nml, K, a, b, w->starts, &c);
       lt_fwd_out_t o;
-      if ((rc = forward(t, 0, &c.b, &o)) < 0) return rc;
-      lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = o.logprobs, .logp_old = w->logp_old + c.t0,
-                         .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w->logp_ref + c.t0 : NULL,
-                         .adv = w->adv + c.t0, .mask = w->amask + c.t0,
-                         .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
+      if ((rc = forward(t, LT__POLICY, &c.b, &o)) < 0) return rc;
+      lt_loss_in_t in = loss_in(t, B, w, &c, o.logprobs);
       lt_loss_marks_t mk;
       if ((rc = lt_loss_compute_marked(&t->cfg.loss, &in, w->dbuf + c.t0, &ls, marks_at(B, c.t0, c.s0, &mk))) < 0)
         return rc;
@@ -511,9 +473,9 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
     double kept = ls.tokens_kept;
     if ((rc = lt_dist_sum_f64(&kept, 1)) < 0) return rc;
     if (global > 0 && kept > 0) {
-      if (a < b && (rc = backward(t, 0, w->dbuf + c.t0, NULL)) < 0) return rc;
+      if (a < b && (rc = backward(t, LT__POLICY, w->dbuf + c.t0, NULL)) < 0) return rc;
       double g;
-      if ((rc = optim_step(t, 0, &g, &st->lr)) < 0) return rc;
+      if ((rc = optim_step(t, LT__POLICY, &g, &st->lr)) < 0) return rc;
       gn += g;
     } else {
       st->actor_skipped_updates++;
@@ -528,14 +490,15 @@ static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, in
 
 static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, lt_step_stats_t *st) {
   int k = split(w->ntraj, t->cfg.critic_minibatches, w->bounds);
-  int nml = lt_model_moe_layers(&t->critic->cfg), K = t->critic->cfg.topk;
+  const lt_model_config_t *cc = &t->model[LT__CRITIC].host->cfg;
+  int nml = lt_model_moe_layers(cc), K = cc->topk;
   double loss = 0, gn = 0, toks = 0;
   int rc = 0;
   for (int j = 0; j < k; j++) {
     chunk_t c;
     int a, b, n = 0;
     chunk_share(B, w, j, &a, &b);
-    zero_grad(t, 1);
+    zero_grad(t, LT__CRITIC);
     float *dv = NULL;
     if (a < b) {
       /* Under Keep Routing the values V_φ(s_t) of the pre-pass were computed on the
@@ -543,8 +506,8 @@ static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, l
       chunk_make(B, nml, K, a, b, w->starts, &c);
       c.b.support = NULL;
       lt_fwd_out_t o;
-      if ((rc = ensure(t, 1, t->critic, c.n, c.maxlen)) < 0) return rc;
-      if ((rc = forward(t, 1, &c.b, &o)) < 0) return rc;
+      if ((rc = ensure(t, LT__CRITIC, c.n, c.maxlen)) < 0) return rc;
+      if ((rc = forward(t, LT__CRITIC, &c.b, &o)) < 0) return rc;
       dv = w->dbuf + c.t0;
       double l = lt_value_loss(c.b.nseq, c.start, B->mask + c.t0, o.values, w->target + c.t0, dv);
       for (int i = 0; i < c.n; i++) n += B->mask[c.t0 + i] != 0;
@@ -553,9 +516,9 @@ static int critic_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, l
     double global;
     if ((rc = globalise(n, dv, dv ? c.n : 0, &global)) < 0) return rc;
     if (global == 0) continue;
-    if (dv && (rc = backward(t, 1, NULL, dv)) < 0) return rc;
+    if (dv && (rc = backward(t, LT__CRITIC, NULL, dv)) < 0) return rc;
     double g;
-    if ((rc = optim_step(t, 1, &g, &st->critic_lr)) < 0) return rc;
+    if ((rc = optim_step(t, LT__CRITIC, &g, &st->critic_lr)) < 0) return rc;
     gn += g;
     toks += global;
   }
@@ -582,7 +545,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
     if (B->mask[i]) {
       ntok++;
       ent += w->entropy[i];
-      if (t->critic && i > 0) vsum += w->values[i - 1];
+      if (has_critic(t) && i > 0) vsum += w->values[i - 1];
     }
   st->entropy = ntok ? ent / ntok : 0;
   st->value_mean = ntok ? vsum / ntok : 0;
@@ -590,7 +553,7 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   st->trajectories = w->ntraj;
   st->actor_skipped = actor_mask(B, w->amask);
   /* Advantages: critic with truncation-aware bootstrapping, or group baselines. */
-  if (t->critic) {
+  if (has_critic(t)) {
     lt_adv_critic(B->nseq, B->start, B->mask, w->values, B->reward, B->truncated, B->traj, w->adv, w->target, w->rhat);
   } else {
     lt_adv_group(B->reward, B->group, B->traj, B->nseq, t->cfg.group_std, w->gadv);
@@ -632,9 +595,8 @@ int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t 
   work_t w;
   int k, rc = prepare(t, B, &w, &k, st);
   if (rc == 0) rc = actor_epoch(t, B, &w, k, st);
-  if (rc == 0 && t->critic) rc = critic_epoch(t, B, &w, st);
+  if (rc == 0 && has_critic(t)) rc = critic_epoch(t, B, &w, st);
   if (rc == 0) t->steps++;
-  host_refresh(t);
   work_free(&w);
   return rc;
 }
@@ -643,16 +605,13 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
   lt_ops_blas_threads(t->cfg.threads);
   work_t w;
   int k, rc = prepare(t, B, &w, &k, st);
-  int nml = lt_model_moe_layers(&t->policy->cfg), K = t->policy->cfg.topk;
+  int nml = lt_model_moe_layers(lt_trainer_model_config(t)), K = lt_trainer_model_config(t)->topk;
   acc_t acc = {0};
   for (int j = 0; j < k && rc == 0; j++) {
     chunk_t c;
     chunk_make(B, nml, K, w.tseq[w.bounds[j]], w.tseq[w.bounds[j + 1]], w.starts, &c);
     /* At the pre-update weights log πθ = log π_old: the loss the step starts from. */
-    lt_loss_in_t in = {.nseq = c.b.nseq, .start = c.start, .logp = w.logp_old + c.t0, .logp_old = w.logp_old + c.t0,
-                       .logp_rollout = B->logp_rollout + c.t0, .logp_ref = t->ref ? w.logp_ref + c.t0 : NULL,
-                       .adv = w.adv + c.t0, .mask = w.amask + c.t0,
-                       .kl_coef = B->kl_coef ? B->kl_coef + c.s0 : NULL, .traj = B->traj ? B->traj + c.s0 : NULL};
+    lt_loss_in_t in = loss_in(t, B, &w, &c, w.logp_old + c.t0);
     lt_loss_stats_t ls;
     lt_loss_marks_t mk;
     if ((rc = lt_loss_compute_marked(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls, marks_at(B, c.t0, c.s0, &mk))) == 0)
@@ -681,9 +640,10 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
   lt_batch_t b = {.nseq = e - a, .start = starts, .tokens = B->tokens + t0};
   lt_fwd_out_t o;
   double l = 0, global = 0;
-  zero_grad(t, 0);
+  zero_grad(t, LT__POLICY);
   if (a < e) {
-    if ((rc = ensure(t, 0, t->policy, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, 0, &b, &o)) < 0) goto out;
+    if ((rc = ensure(t, LT__POLICY, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, LT__POLICY, &b, &o)) < 0)
+      goto out;
     for (int i = 0; i < Nr; i++) n += B->mask[t0 + i] != 0;
     for (int i = 0; i < Nr; i++)
       if (B->mask[t0 + i]) {
@@ -693,12 +653,11 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
   }
   if ((rc = globalise(n, dl, Nr, &global)) < 0 || (rc = lt_dist_sum_f64(&l, 1)) < 0) goto out;
   *loss = global > 0 ? l / global : 0;
-  if (global > 0 && (a == e || (rc = backward(t, 0, dl, NULL)) == 0)) {
+  if (global > 0 && (a == e || (rc = backward(t, LT__POLICY, dl, NULL)) == 0)) {
     double g, lr;
-    if ((rc = optim_step(t, 0, &g, &lr)) < 0) goto out;
+    if ((rc = optim_step(t, LT__POLICY, &g, &lr)) < 0) goto out;
     t->steps++;
-    host_refresh(t);
-  }
+    }
 out:
   free(starts);
   free(dl);
@@ -709,24 +668,35 @@ out:
 
 static int sub(char *out, size_t n, const char *dir, const char *name) { return lt_path_join(out, n, dir, name); }
 
+/* A model of the state: its (frozen) weights, and its adapter beside them. */
+static int save_model(const lt_model_t *m, const char *dir) {
+  int rc = lt_model_save_sharded(m, dir, LT_MODEL_SHARD_BYTES);
+  return rc == 0 && m->lora ? lt_lora_save(m->lora, dir, LT_ST_F32, ".") : rc;
+}
+
+static int load_model(lt_model_t *m, const char *dir) {
+  int rc = lt_model_load_weights(m, dir);
+  return rc == 0 && m->lora ? lt_lora_load_weights(m->lora, dir) : rc;
+}
+
 int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   char p[4096];
-#ifdef LT_HAVE_CUDA
-  for (int i = 0; i < 2; i++) gpu_pull(t, i, 1);
-#endif
+  lt__dmodel_t *P = &t->model[LT__POLICY], *C = &t->model[LT__CRITIC];
+  lt_model_t *ref = t->model[LT__REF].host; /* never updated: its host copy is current */
+  t->dev.impl->pull(&t->dev, P, 1);
+  if (C->host) t->dev.impl->pull(&t->dev, C, 1);
   /* Rank 0 writes; the other ranks only bring their optimizer shards, and
    * take part in those gathers whatever failed on rank 0 before them. */
   int rank0 = lt_dist_rank() == 0, rc = rank0 ? lt_fs_mkdirs(dir, 0755) : 0, orc;
-  if ((orc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) orc = lt_optim_save(t->actor_opt, p);
+  if ((orc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) orc = lt_optim_save(P->opt, p);
   if (rc == 0) rc = orc;
-  if (t->critic && (orc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) orc = lt_optim_save(t->critic_opt, p);
+  if (C->host && (orc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) orc = lt_optim_save(C->opt, p);
   if (rc == 0) rc = orc;
   if (!rank0 || rc < 0) return rc;
-  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(t->policy, p, LT_MODEL_SHARD_BYTES);
-  /* The KL reference is not the policy a resume starts from: it travels with the state. */
-  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(t->ref, p);
-  if (rc == 0 && t->critic && (rc = sub(p, sizeof p, dir, "critic")) == 0)
-    rc = lt_model_save_sharded(t->critic, p, LT_MODEL_SHARD_BYTES);
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = save_model(P->host, p);
+  /* The KL reference is not the policy a resume starts from: it travels with the state (a base is in policy/). */
+  if (rc == 0 && ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(ref, p);
+  if (rc == 0 && C->host && (rc = sub(p, sizeof p, dir, "critic")) == 0) rc = save_model(C->host, p);
   if (rc < 0) return rc;
   char js[256];
   /* %.17g: the learning-rate scale comes back bit-exact. */
@@ -755,24 +725,24 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   t->lr_scale = 1.0;
   lt_trainer_scale_lr(t, l->valuedouble);
   cJSON_Delete(j);
-  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_load_weights(t->policy, p);
-  if (rc == 0 && t->ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
-    if (lt_fs_is_dir(p)) rc = lt_model_load_weights(t->ref, p);
+  lt__dmodel_t *P = &t->model[LT__POLICY], *C = &t->model[LT__CRITIC];
+  lt_model_t *ref = t->model[LT__REF].host;
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = load_model(P->host, p);
+  if (rc == 0 && ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
+    if (lt_fs_is_dir(p)) rc = lt_model_load_weights(ref, p);
     else lt_log(LT_LOG_WARN, "learner", "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
                 "reference stays the model it was created with", dir);
   }
-  if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(t->actor_opt, p);
-  if (rc == 0 && t->critic) {
-    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(t->critic, p);
-    if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_load(t->critic_opt, p);
+  if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(P->opt, p);
+  if (rc == 0 && C->host) {
+    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = load_model(C->host, p);
+    if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_load(C->opt, p);
   }
-#ifdef LT_HAVE_CUDA
-  /* The GPU twins are rebuilt from the loaded host state at their next use. */
-  for (int i = 0; i < 3; i++) {
-    lt_gpu_model_free(t->gm[i]);
-    t->gm[i] = NULL;
-    t->cap_tokens[i] = t->cap_seq[i] = 0;
+  /* The host state is now the authority: the device copies are rebuilt from it at their next use. */
+  for (int i = 0; i < LT__NMODELS; i++) {
+    lt__dmodel_t *m = &t->model[i];
+    t->dev.impl->drop(&t->dev, m);
+    m->cap_tokens = m->cap_seq = m->host_stale = 0;
   }
-#endif
   return rc < 0 ? lt_error_wrap(rc, "resume from %s", dir) : 0;
 }

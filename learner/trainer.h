@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "learner/loss.h"
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "learner/optim.h"
 
@@ -22,10 +23,16 @@ typedef struct {
   lt_optim_cfg_t actor_opt, critic_opt;
   int group_std;             /* group advantages (loss.group_adv): divide by the group's std */
   int threads;
-  int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h); the host
-                                models stay the reference copy, refreshed after every step */
+  int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h), whose copy of
+                                each model is the authority; the host's is brought up to date where a
+                                checkpoint or a published version reads it (lt_trainer_policy,
+                                lt_trainer_save) */
   int gpu_bf16;              /* CUDA: matrix products with bf16 operands, fp32 accumulation (learner.gpu.bf16) */
   int gpu_recompute;         /* learner.gpu.recompute: lt_gpu_set_recompute */
+  lt_lora_cfg_t lora;        /* learner.lora: rank > 0 trains adapters on the frozen policy (learner/lora.h) */
+  lt_lora_cfg_t critic_lora; /* learner.critic.lora: the critic's (rank 0: it trains fully) */
+  int ref_base;              /* with lora: the KL reference is the policy's base, its adapters off (no model of
+                                its own) */
 } lt_trainer_cfg_t;
 
 typedef struct lt_trainer lt_trainer_t;
@@ -88,11 +95,19 @@ typedef struct {
 } lt_step_stats_t;
 
 /* policy: the trainer takes ownership; critic may be NULL (initialised from
- * the policy's trunk when the objective needs one); ref may be NULL (no KL). */
+ * the policy's trunk when the objective needs one); ref may be NULL (no KL,
+ * or cfg->ref_base).  With cfg->lora (cfg->critic_lora) the policy (critic)
+ * trains an adapter: the one it carries (lt_model_load of an adapter version),
+ * which must have those settings, else a new one (lt_lora_init). */
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out);
 void lt_trainer_free(lt_trainer_t *t);
+/* The policy's host copy, brought up to date with the device's (a copy from the GPU on the CUDA learner): what a
+ * published version or an in-process engine reads.  Changes made to it reach the learner only through
+ * lt_trainer_load. */
 lt_model_t *lt_trainer_policy(lt_trainer_t *t);
+/* The policy's config (no copy from a device). */
+const lt_model_config_t *lt_trainer_model_config(const lt_trainer_t *t);
 int64_t lt_trainer_steps(const lt_trainer_t *t);
 /* Bytes of optimizer state (actor and critic) this rank holds: with several
  * learner ranks, its ZeRO-1 shard. */

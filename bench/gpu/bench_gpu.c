@@ -1,8 +1,6 @@
 /* make bench-gpu: the CUDA learner's throughput next to baselines measured in
  * the same run on the same GPU.
  *   - cuBLAS bf16 GEMM (8192³, fp32 accumulation) and fp32 SGEMM rates;
- *   - the fused MIS-PO loss kernel over [rows, V] logits next to a
- *     device-to-device copy of the same bytes (both move the row in and out);
  *   - training tokens/s and MFU (forward + backward + AdamW, bf16 products;
  *     6·N·T plus attention FLOPs) for the Qwen3-0.6B, Qwen3-1.7B and MoE shapes
  *     at 4k and 16k tokens per sequence, against the GPU's bf16 dense peak and
@@ -84,42 +82,6 @@ static stat_t bench_gemm(int bf16) {
   }
   lt_gpu_free(A), lt_gpu_free(B), lt_gpu_free(C), lt_gpu_free(a16), lt_gpu_free(b16);
   return summarize(v, REPS);
-}
-
-/* The fused loss over rows × V logits vs a copy of the same buffer. */
-static void bench_loss(stat_t *loss_gbs, stat_t *copy_gbs) {
-  int rows = 2048, V = 151936;
-  size_t n = (size_t)rows * V, bytes = n * 4;
-  float *z = dalloc(bytes), *z2 = dalloc(bytes), *lp = dalloc(rows * 4), *ent = dalloc(rows * 4), *term = dalloc(rows * 4);
-  float *old = dalloc(rows * 4), *adv = dalloc(rows * 4), *w = dalloc(rows * 4);
-  int *tgt = dalloc(rows * sizeof(int));
-  int *ht = malloc(rows * sizeof(int));
-  float *hw = malloc(rows * 4);
-  for (int i = 0; i < rows; i++) ht[i] = (i * 7919) % V, hw[i] = 1.0f / rows;
-  lt_gpu_upload(G, tgt, ht, rows * sizeof(int));
-  lt_gpu_upload(G, w, hw, rows * 4);
-  lt_gpu_upload(G, adv, hw, rows * 4);
-  lt_loss_cfg_t cfg;
-  lt_loss_cfg_default(&cfg, LT_OBJ_MISPO);
-  lt_gpu_loss_rows_t lr = {.target = tgt, .logp_old = old, .adv = adv, .weight = w};
-  double a[REPS], b[REPS];
-  for (int rep = -1; rep < REPS; rep++) {
-    lt_gpu_timer_t *t = lt_gpu_timer_start(G);
-    if (lt_gpu_loss_fused(G, &cfg, z, &lr, rows, V, lp, ent, term) < 0) die("fused loss");
-    double s = lt_gpu_timer_stop(G, t);
-    t = lt_gpu_timer_start(G);
-    lt_gpu_copy(G, z2, z, bytes);
-    double c = lt_gpu_timer_stop(G, t);
-    if (rep >= 0) {
-      a[rep] = 2.0 * bytes / s / 1e9; /* the row in and its gradient out */
-      b[rep] = 2.0 * bytes / c / 1e9;
-    }
-  }
-  *loss_gbs = summarize(a, REPS);
-  *copy_gbs = summarize(b, REPS);
-  void *d[] = {z, z2, lp, ent, term, old, adv, w, tgt};
-  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) lt_gpu_free(d[i]);
-  free(ht), free(hw);
 }
 
 /* The shapes users train (configs/models/qwen3-*.json) at 4k and 16k tokens per
@@ -239,7 +201,7 @@ static int wanted(const char *shape) {
 typedef struct {
   const char *dev;
   double peak;
-  stat_t g16, g32, lg, cg;
+  stat_t g16, g32;
 } base_t;
 
 /* The results so far, rewritten after every shape so a run cut short by its window keeps what it measured. */
@@ -248,8 +210,8 @@ static void write_results(const char *path, const base_t *B, train_t *tr) {
   if (!f) die(path);
   fprintf(f,
           "{\"device\": \"%s\", \"bf16_peak_tflops\": %.0f, \"gemm_bf16_tflops\": %.2f, \"gemm_fp32_tflops\": %.2f,"
-          " \"loss_kernel_gbs\": %.1f, \"copy_gbs\": %.1f, \"loss_vs_copy\": %.3f, \"reps\": %d",
-          B->dev, B->peak, B->g16.med, B->g32.med, B->lg.med, B->cg.med, B->lg.med / B->cg.med, env_int("LT_BENCH_REPS", REPS));
+          " \"reps\": %d",
+          B->dev, B->peak, B->g16.med, B->g32.med, env_int("LT_BENCH_REPS", REPS));
   for (int i = 0; i < NSHAPES; i++)
     if (strcmp(tr[i].status, "ok") == 0)
       fprintf(f, ", \"gpu_train_tokens_per_s_%s_%s\": %.0f, \"gpu_mfu_%s_%s\": %.4f", SHAPES[i].shape, SHAPES[i].len,
@@ -283,12 +245,7 @@ int main(int argc, char **argv) {
   stat_t g16 = bench_gemm(1), g32 = bench_gemm(0);
   printf("%-44s %9.1f TFLOP/s (%.1f–%.1f)\n", "cuBLAS bf16 GEMM 8192³", g16.med, g16.lo, g16.hi);
   printf("%-44s %9.1f TFLOP/s (%.1f–%.1f)\n", "cuBLAS fp32 SGEMM 8192³ (no TF32)", g32.med, g32.lo, g32.hi);
-  stat_t lg, cg;
-  bench_loss(&lg, &cg);
-  printf("%-44s %9.0f GB/s (%.0f–%.0f)\n", "fused MIS-PO loss, 2048 × 151936 logits", lg.med, lg.lo, lg.hi);
-  printf("%-44s %9.0f GB/s (%.0f–%.0f)  ratio %.2f\n", "device-to-device copy, same bytes", cg.med, cg.lo, cg.hi,
-         lg.med / cg.med);
-  base_t B = {dev, peak, g16, g32, lg, cg};
+  base_t B = {dev, peak, g16, g32};
   train_t tr[NSHAPES];
   for (int i = 0; i < NSHAPES; i++) memset(&tr[i], 0, sizeof tr[i]), snprintf(tr[i].status, sizeof tr[i].status, "not run");
   write_results(argc > 1 ? argv[1] : NULL, &B, tr);

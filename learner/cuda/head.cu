@@ -1,6 +1,6 @@
 /* The policy head's row kernels: log-sum-exp, log πθ of the target and the
- * entropy in one read of each logits row (an online softmax), the logits
- * gradient, and the fused token-level loss. */
+ * entropy in one read of each logits row (an online softmax), and the logits
+ * gradient. */
 #include "learner/cuda/internal.cuh"
 extern "C" {
 #include "util/error.h"
@@ -134,52 +134,4 @@ void lt_gpu_head_backward(lt_gpu_t *g, float *logits, const float *lse, const fl
   lt_gpu_head_opts_t o = opts ? *opts : lt_gpu_head_opts_t{};
   head_bwd<<<n, HEAD_THREADS, 0, g->stream>>>(logits, lse, dlogp, target, V, o);
   LT_LAUNCHED();
-}
-
-/* One row: statistics, the objective's term and dLoss/dlog πθ, then the row
- * becomes its logits gradient.  MIS-PO, TIS: −w·log πθ·A; PPO/GRPO: −w·min(r·A, clip(r)·A). */
-__global__ void loss_fused(float *logits, const int *target, const float *old, const float *adv, const float *weight,
-                           int V, int obj, float clip_lo, float clip_hi, float *logp, float *entropy, float *terms) {
-  __shared__ float s_dl;
-  int r = blockIdx.x, t = target[r];
-  float *z = logits + (size_t)r * V;
-  if (t < 0) {
-    write_grad(z, V, -1, 0, 0);
-    return;
-  }
-  stats st = row_stats(z, V);
-  float L = st.m + logf(st.s);
-  if (threadIdx.x == 0) {
-    float lp = z[t] - L, w = weight[r], A = adv[r], term = 0, dl = 0;
-    if (w != 0.0f) {
-      if (obj == LT_OBJ_MISPO || obj == LT_OBJ_TIS) { /* TIS: w carries min(x, C) */
-        term = -w * lp * A;
-        dl = -w * A;
-      } else {
-        float ratio = expf(lp - old[r]);
-        float rc = fminf(fmaxf(ratio, 1.0f - clip_lo), 1.0f + clip_hi);
-        float u = ratio * A, c = rc * A;
-        term = -w * fminf(u, c);
-        dl = u <= c ? -w * u : 0.0f; /* d(r·A)/dlog r = r·A; the clipped branch is flat */
-      }
-    }
-    logp[r] = lp;
-    entropy[r] = L - st.t / st.s;
-    terms[r] = term;
-    s_dl = dl;
-  }
-  __syncthreads();
-  write_grad(z, V, t, s_dl, L);
-}
-
-int lt_gpu_loss_fused(lt_gpu_t *g, const lt_loss_cfg_t *cfg, float *logits, const lt_gpu_loss_rows_t *rows, int n,
-                      int V, float *logp, float *entropy, float *loss_terms) {
-  if (!lt_loss_token_local(cfg, cfg->kl_coef > 0)) /* the kernel has no KL term: refuse any */
-    return lt_error_set(LT_EUNSUPP, "fused loss: %s with these options needs whole sequences; use the unfused path",
-                        lt_objective_name(cfg->obj));
-  if (!n) return 0;
-  loss_fused<<<n, HEAD_THREADS, 0, g->stream>>>(logits, rows->target, rows->logp_old, rows->adv, rows->weight, V,
-                                                (int)cfg->obj, cfg->clip_lo, cfg->clip_hi, logp, entropy, loss_terms);
-  LT_LAUNCHED();
-  return 0;
 }

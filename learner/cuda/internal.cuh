@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "learner/gpu.h"
+#include "learner/internal.h"
 
 /* Blocks of a reduction whose partials are summed in a fixed order (no atomics: the same bits every run). */
 #define LT_GPU_SUM_PARTS 1024u
