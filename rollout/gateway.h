@@ -2,7 +2,7 @@
  * is played by an unmodified agent program that talks to an OpenAI-compatible
  * endpoint.  Each worker serves one such endpoint on loopback (the shared
  * OpenAI layer, infer/oai.h), authenticates every call by its episode's
- * token and hands it to that episode (rollout/agent.c), which generates with
+ * token and hands it to that episode (rollout/agent_gateway.c), which generates with
  * the worker's backend and records the exact tokens it returned. */
 #ifndef LT_ROLLOUT_GATEWAY_H
 #define LT_ROLLOUT_GATEWAY_H
@@ -50,14 +50,17 @@ void lt_program_release(lt_program_t *p);
 
 typedef struct lt_gateway lt_gateway_t;
 
-/* What the gateway needs of a session's owner: the OpenAI layer's hooks,
- * called with the session that authorize() returned (rollout/agent.c). */
+/* What a token names: an episode, as its owner defines it (rollout/agent_gateway.c); the gateway only hands it on. */
+typedef struct lt_gateway_session lt_gateway_session_t;
+
+/* What the gateway needs of a session's owner: the OpenAI layer's hooks, called with the session the call's token
+ * names; prepare() may hand the call's later hooks another (plan->session). */
 typedef struct {
-  int (*prepare)(void *session, lt_oai_plan_t *plan);
-  int (*generate)(void *session, lt_oai_gen_t *g, const lt_oai_job_t *job);
-  void (*cancel)(void *session);
-  void (*context_limit)(void *session, int need, int max_context);
-  void (*answered)(void *session, const lt_oai_result_t *r);
+  int (*prepare)(lt_gateway_session_t *session, lt_oai_plan_t *plan);
+  int (*generate)(lt_gateway_session_t *session, lt_oai_gen_t *g, const lt_oai_job_t *job);
+  void (*cancel)(lt_gateway_session_t *session);
+  void (*context_limit)(lt_gateway_session_t *session, int need, int max_context);
+  void (*answered)(lt_gateway_session_t *session, const lt_oai_result_t *r);
 } lt_gateway_session_ops_t;
 
 typedef struct {
@@ -76,9 +79,9 @@ enum { LT_GATEWAY_URL_MAX = 64 };
 /* A fresh token (OPENAI_API_KEY) and base URL (OPENAI_BASE_URL,
  * "http://127.0.0.1:PORT/e/ID/v1") naming `session` until lt_gateway_revoke;
  * a call is served only with both. */
-int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[LT_GATEWAY_URL_MAX]);
+int lt_gateway_admit(lt_gateway_t *gw, lt_gateway_session_t *session, char token[65], char url[LT_GATEWAY_URL_MAX]);
 /* The token no longer authenticates: later calls get 401. */
-void lt_gateway_revoke(lt_gateway_t *gw, void *session);
+void lt_gateway_revoke(lt_gateway_t *gw, lt_gateway_session_t *session);
 void lt_gateway_set_version(lt_gateway_t *gw, int64_t version);
 void lt_gateway_close(lt_gateway_t *gw);
 

@@ -45,7 +45,7 @@ struct lt_program {
   int term_signal;
 };
 
-static void on_closed(uv_handle_t *h) {
+static void program_on_closed(uv_handle_t *h) {
   lt_program_t *p = h->data;
   if (--p->handles) return;
   lt_buf_free(&p->cur);
@@ -56,11 +56,11 @@ static void on_closed(uv_handle_t *h) {
 
 /* The process handle stays open until the exit is reaped (no zombies). */
 static void close_all(lt_program_t *p) {
-  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, on_closed);
+  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, program_on_closed);
   uv_handle_t *hs[] = {(uv_handle_t *)&p->in, (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
                        (uv_handle_t *)&p->deadline};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
-    if (!uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
+    if (!uv_is_closing(hs[i])) uv_close(hs[i], program_on_closed);
 }
 
 static void kill_group(lt_program_t *p) {
@@ -87,7 +87,7 @@ static void maybe_done(lt_program_t *p, int force) {
 
 static void on_drain(uv_timer_t *t) { maybe_done(t->data, 1); }
 
-static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
+static void program_on_exit(uv_process_t *h, int64_t status, int sig) {
   lt_program_t *p = h->data;
   p->exited = 1;
   p->status = status;
@@ -178,15 +178,15 @@ static void on_err(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
 
 static void on_shutdown(uv_shutdown_t *r, int status) {
   (void)status;
-  if (!uv_is_closing((uv_handle_t *)r->handle)) uv_close((uv_handle_t *)r->handle, on_closed);
+  if (!uv_is_closing((uv_handle_t *)r->handle)) uv_close((uv_handle_t *)r->handle, program_on_closed);
 }
 
-static void on_written(uv_write_t *w, int status) {
+static void program_on_written(uv_write_t *w, int status) {
   lt_program_t *p = w->data;
   (void)status; /* a program that does not read its stdin is its own business */
   if (uv_is_closing((uv_handle_t *)&p->in)) return;
   p->sd.data = p;
-  if (uv_shutdown(&p->sd, (uv_stream_t *)&p->in, on_shutdown) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  if (uv_shutdown(&p->sd, (uv_stream_t *)&p->in, on_shutdown) != 0) uv_close((uv_handle_t *)&p->in, program_on_closed);
 }
 
 /* The worker's environment without `set`'s names, then `set` (NAME=value). */
@@ -303,7 +303,7 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
                                 {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},
                                 {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err}};
   /* Detached: its own session and process group, so the group dies as one. */
-  uv_process_options_t po = {.file = argv[0], .args = (char **)argv, .env = env, .exit_cb = on_exit_cb, .stdio = io,
+  uv_process_options_t po = {.file = argv[0], .args = (char **)argv, .env = env, .exit_cb = program_on_exit, .stdio = io,
                              .stdio_count = 3, .flags = UV_PROCESS_DETACHED};
   int rc = uv_spawn(loop, &p->proc, &po);
   /* The message first: argv may point into `wrapped`. */
@@ -325,7 +325,7 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
   uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
   p->wr.data = p;
-  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, program_on_written) != 0) uv_close((uv_handle_t *)&p->in, program_on_closed);
   *out = p;
   return 0;
 }
