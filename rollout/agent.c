@@ -184,7 +184,8 @@ static void agent_score(lt_agent_t *a) {
   const cJSON *first_user = NULL;
   for (const cJSON *m = a->messages->child; m && !first_user; m = m->next) {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
-    if (cJSON_IsString(r) && !strcmp(r->valuestring, "user")) first_user = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (cJSON_IsString(r) && !strcmp(r->valuestring, "user"))
+      first_user = cJSON_GetObjectItemCaseSensitive(m, "content");
   }
   lt_reward_case_t k = {.domain = a->task.domain, .prompt = cJSON_IsString(first_user) ? first_user->valuestring : "",
                         .response = a->last_text ? a->last_text : "", .reference = lt_episode_reference(a->ep),
@@ -286,7 +287,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   }
   /* From here on every failure becomes the trajectory's status, delivered on the loop.  The
    * environment opens off the loop where that blocks (a program in the sandbox). */
-  if (lt_episode_open_async(ctx->envs, a->task.domain, a->task.spec, (uint64_t)task->seed, agent_on_open, a, &a->ep) < 0)
+  if (lt_episode_open_async(ctx->envs, a->task.domain, a->task.spec, (uint64_t)task->seed, agent_on_open, a, &a->ep) <
+      0)
     lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
   return 0;
 }

@@ -21,7 +21,10 @@
 typedef struct play_side play_side_t;
 
 struct lt_gateway_session {
-  enum { PLAY_MAIN, PLAY_SIDE } kind; /* the episode's calls one after another, or one made while another was answered */
+  enum {
+    PLAY_MAIN,
+    PLAY_SIDE
+  } kind; /* the episode's calls one after another, or one made while another was answered */
   lt__play_t *play;
   play_side_t *side;                  /* PLAY_SIDE: that call */
 };
@@ -61,6 +64,16 @@ struct play_side {
   int gen_at;               /* where rec's generated tokens start */
   int held;                 /* it holds the program's clock (lt_program_hold) until freed */
 };
+
+#define LIMIT_GRACE_MS 2000 /* after the call past a limit, the program's time to exit before its group is killed */
+
+/* The gateway ended the episode (turn_limit, context_limit): later calls get 401, and the program, which may go on
+ * retrying them (an agent CLI compacts and calls again), has LIMIT_GRACE_MS to exit. */
+static void play_limit(lt__play_t *p, const char *limit) {
+  p->limit = limit;
+  lt_gateway_revoke(p->a->ctx->gateway, &p->session);
+  if (p->prog) lt_program_end_after(p->prog, LIMIT_GRACE_MS);
+}
 
 int lt__play_new(lt_agent_t *a, const lt_envs_agent_t *opts) {
   lt__play_t *p = calloc(1, sizeof *p);
@@ -149,8 +162,8 @@ void lt__play_free(lt_agent_t *a) {
   a->play = NULL;
 }
 
-/* A reward the program reported: its last stdout line {"reward": number, ...}. */
-static int play_reward(lt_agent_t *a, const char *line) {
+/* A reward the program reported, if it did: its last stdout line {"reward": number, ...}. */
+static void play_reward(lt_agent_t *a, const char *line) {
   cJSON *o = line[0] == '{' ? cJSON_Parse(line) : NULL;
   const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "reward");
   int ok = cJSON_IsNumber(r) && isfinite(r->valuedouble);
@@ -162,7 +175,23 @@ static int play_reward(lt_agent_t *a, const char *line) {
     cJSON_AddNumberToObject(a->components, "agent", a->reward);
   }
   cJSON_Delete(o);
-  return ok;
+}
+
+/* Appends "; NAME: " and at most the last 1900 bytes of a stream's tail, less its trailing newlines. */
+static int play_tail(char *why, size_t n, int k, const char *name, const char *tail) {
+  size_t len = strlen(tail);
+  while (len && (tail[len - 1] == '\n' || tail[len - 1] == '\r' || tail[len - 1] == ' ')) len--;
+  size_t from = len > 1900 ? len - 1900 : 0;
+  return len ? k + snprintf(why + k, n - (size_t)k, "; %s: %.*s", name, (int)(len - from), tail + from) : k;
+}
+
+/* Why a program failed: how it ended, and the ends of its stderr and stdout (an agent CLI's print mode writes its
+ * error to stdout), within a TRAJ's string limit (LT_PROTO_MAX_STR). */
+static void play_why(const lt_program_result_t *r, char *why, size_t n) {
+  int k = r->signal ? snprintf(why, n, "agent program killed by signal %d", r->signal)
+                    : snprintf(why, n, "agent program exited with status %d", r->exit_code);
+  k = play_tail(why, n, k, "stderr", r->err_tail);
+  play_tail(why, n, k, "stdout", r->out_tail);
 }
 
 static void play_on_exit(lt_program_t *prog, const lt_program_result_t *r, void *ud) {
@@ -171,19 +200,36 @@ static void play_on_exit(lt_program_t *prog, const lt_program_result_t *r, void 
   lt__play_t *p = a->play;
   p->prog = NULL;
   a->t_env = lt_time_mono_s() - a->t0 - a->t_gen;
-  char why[2300];
-  if (r->signal) snprintf(why, sizeof why, "agent program killed by signal %d%s%s", r->signal, r->err_tail[0] ? ": " : "", r->err_tail);
-  else snprintf(why, sizeof why, "agent program exited with status %d%s%s", r->exit_code, r->err_tail[0] ? ": " : "", r->err_tail);
-  if (!r->signal && r->exit_code == 0 && !r->timed_out && !p->limit && a->generated > 0) play_reward(a, r->last_line);
-  if (a->generated == 0 && (p->limit || r->timed_out || (r->exit_code == 0 && !r->signal))) /* nothing to train on, and no reward to invent */
+  int clean = !r->signal && r->exit_code == 0 && !r->timed_out; /* it exited 0 of its own accord */
+  char why[4000];
+  play_why(r, why, sizeof why);
+  if (a->generated == 0 && (p->limit || r->timed_out || clean)) /* nothing to train on, and no reward to invent */
     lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
-                  p->limit ? "the agent program's first call did not fit rollout.max_context"
-                  : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered (it has timeout_s + 60 s to make its first)"
+                  p->limit       ? "the agent program's first call did not fit rollout.max_context"
+                  : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered "
+                                   "(it has timeout_s + 60 s to make its first)"
                                  : "the agent program exited without an answered call");
   else if (p->limit) lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, p->limit, NULL);
   else if (r->timed_out) lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TIMEOUT, "agent_timeout", NULL);
-  else if (r->exit_code != 0 || r->signal) lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", why);
-  else lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
+  else if (!clean) lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", why);
+  else {
+    play_reward(a, r->last_line);
+    lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
+  }
+}
+
+/* What the program reads on stdin: the task's JSON line, or (params.stdin "prompt") its last user message's text. */
+static char *play_stdin(const lt__play_t *p, const cJSON *row, const char *line) {
+  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(row, "messages"), *text = NULL;
+  for (const cJSON *m = msgs ? msgs->child : NULL; m && p->opts->stdin_prompt; m = m->next) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "user"))
+      text = cJSON_GetObjectItemCaseSensitive(m, "content");
+  }
+  const char *s = !p->opts->stdin_prompt ? line : cJSON_IsString(text) ? text->valuestring : "";
+  char *in = malloc(strlen(s) + 2);
+  if (in) sprintf(in, "%s\n", s);
+  return in;
 }
 
 int lt__play_start(lt_agent_t *a) {
@@ -191,26 +237,31 @@ int lt__play_start(lt_agent_t *a) {
   if (!a->ctx->gateway) return lt_error_set(LT_EINVAL, "agent domain %s: this worker has no gateway", a->task.domain);
   cJSON *row = cJSON_Duplicate(a->task.spec, 1);
   if (row && !p->opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
-  char *line = row ? cJSON_PrintUnformatted(row) : NULL;
+  char *line = row ? cJSON_PrintUnformatted(row) : NULL, *in = line ? play_stdin(p, row, line) : NULL;
   cJSON_Delete(row);
-  char token[65], base[LT_GATEWAY_URL_MAX];
-  int rc = line ? lt_gateway_admit(a->ctx->gateway, &p->session, token, base) : lt_error_set(LT_ENOMEM, "agent: out of memory");
-  size_t n = line ? strlen(line) + 64 : 0;
-  char *url = malloc(128), *key = malloc(128), *task = malloc(n), *in = malloc(n);
-  if (rc == 0 && (!url || !key || !task || !in)) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  char token[65], base[LT_GATEWAY_URL_MAX], url[128], key[128], aurl[128], akey[128];
+  int rc = in ? lt_gateway_admit(a->ctx->gateway, &p->session, token, base)
+              : lt_error_set(LT_ENOMEM, "agent: out of memory");
+  char *task = rc == 0 ? malloc(strlen(line) + 16) : NULL;
+  if (rc == 0 && !task) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   if (rc == 0) {
-    snprintf(url, 128, "OPENAI_BASE_URL=%s", base);
-    snprintf(key, 128, "OPENAI_API_KEY=%s", token);
-    snprintf(task, n, "LONGTAIL_TASK=%s", line);
-    snprintf(in, n, "%s\n", line);
-    const char *env[] = {url, key, task, NULL};
+    /* OpenAI's SDKs take the base with /v1, Anthropic's without (they add /v1/messages). */
+    snprintf(url, sizeof url, "OPENAI_BASE_URL=%s", base);
+    snprintf(key, sizeof key, "OPENAI_API_KEY=%s", token);
+    snprintf(aurl, sizeof aurl, "ANTHROPIC_BASE_URL=%.*s", (int)(strlen(base) - 3), base);
+    snprintf(akey, sizeof akey, "ANTHROPIC_API_KEY=%s", token);
+    sprintf(task, "LONGTAIL_TASK=%s", line);
+    const char *env[] = {url, key, aurl, akey, task, NULL};
+    lt_sandbox_limits_t lim = *lt_envs_sandbox(a->ctx->envs); /* the run's sandbox section, the domain's overrides */
+    lim.port = lt_gateway_port(a->ctx->gateway);
+    if (p->opts->memory_mb) lim.memory_mb = p->opts->memory_mb;
+    lim.ro_dirs = (const char *const *)p->opts->read_only;
     a->t0 = lt_time_mono_s();
-    rc = lt_program_start(a->ctx->loop, p->opts->argv, env, in, p->opts->timeout_s,
-                          p->opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
-                          lt_envs_sandbox(a->ctx->envs)->max_conns, play_on_exit, a, &p->prog);
+    rc = lt_program_start(a->ctx->loop, p->opts->argv, env, in, p->opts->timeout_s, p->opts->sandbox ? &lim : NULL,
+                          play_on_exit, a, &p->prog);
   }
   if (rc < 0) lt_gateway_revoke(a->ctx->gateway, &p->session);
-  free(url), free(key), free(task), free(in), free(line);
+  free(task), free(in), free(line);
   return rc;
 }
 
@@ -238,7 +289,8 @@ static int play_extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **ad
   if (n <= 0) return 0;
   if (!plan->chat) { /* a text prompt: the layer's ids must start with the context's */
     if (plan->nprompt <= n || memcmp(plan->prompt, a->traj.tokens + s0, sizeof *a->traj.tokens * (size_t)n)) return 0;
-    if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n)))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+    if (!(*add = malloc(sizeof **add * (size_t)(plan->nprompt - n))))
+      return lt_error_set(LT_ENOMEM, "agent: out of memory");
     memcpy(*add, plan->prompt + n, sizeof **add * (size_t)(plan->nprompt - n));
     *nadd = plan->nprompt - n;
     return 1;
@@ -246,7 +298,8 @@ static int play_extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **ad
   char *rec = NULL;
   size_t rlen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0) /* the call's prompt as the layer rendered it */
+  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) ==
+      0) /* the call's prompt as the layer rendered it */
     extends = plan->ntext > rlen && memcmp(plan->text, rec, rlen) == 0;
   if (rc == 0 && extends) rc = lt_ids_text(tok, plan->text + rlen, add, nadd, &cap);
   free(rec);
@@ -267,7 +320,8 @@ static int play_call_context(lt_agent_t *a, lt_oai_plan_t *plan) {
     add = (int32_t *)plan->prompt, nadd = plan->nprompt;
   }
   int s0 = lt__rec_seq0(&a->traj);
-  if (a->gen && (p->gen_base != s0 || lt_gen_len(a->gen) != a->traj.ntokens - s0)) /* it holds tokens the record dropped */
+  if (a->gen &&
+      (p->gen_base != s0 || lt_gen_len(a->gen) != a->traj.ntokens - s0)) /* it holds tokens the record dropped */
     lt_gen_close(a->gen), a->gen = NULL;
   /* A fresh session prefills the whole context; a kept one only what the call adds. */
   rc = play_requeue(a, a->gen ? a->traj.ntokens : s0, add, nadd);
@@ -300,8 +354,7 @@ static int play_prepare(lt_gateway_session_t *s, lt_oai_plan_t *plan) {
   int inflight = p->og != NULL; /* calls being answered count against the limit too */
   for (const play_side_t *c = p->sides; c; c = c->next) inflight++;
   if (a->turns + inflight >= a->task.max_turns) {
-    p->limit = "turn_limit";
-    lt_gateway_revoke(a->ctx->gateway, &p->session);
+    play_limit(p, "turn_limit");
     return lt_error_set(LT_EINVAL, "the episode reached its turn limit (rollout.max_turns = %d calls) and has ended",
                         a->task.max_turns);
   }
@@ -309,7 +362,8 @@ static int play_prepare(lt_gateway_session_t *s, lt_oai_plan_t *plan) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
                                .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
   } else if (p->call_temp >= 0 && p->call_temp != plan->sp.temperature) {
-    return lt_error_set(LT_EINVAL, "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
+    return lt_error_set(LT_EINVAL,
+                        "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
                         p->call_temp);
   }
   play_side_t *side = NULL;
@@ -321,7 +375,8 @@ static int play_prepare(lt_gateway_session_t *s, lt_oai_plan_t *plan) {
                                   .routing_experts = a->traj.routing_experts}};
     p->sides = side;
   } else {
-    a->traj.ntokens = p->committed, a->traj.nsupport_ids = p->committed_sids; /* a call never answered leaves no trace */
+    a->traj.ntokens = p->committed,
+    a->traj.nsupport_ids = p->committed_sids; /* a call never answered leaves no trace */
     while (a->traj.nseqs > 1 && a->traj.seq_starts[a->traj.nseqs - 1] >= p->committed) a->traj.nseqs--;
     int rc = play_call_context(a, plan);
     if (rc < 0) return rc;
@@ -385,7 +440,8 @@ static void play_side_answered(play_side_t *c, const lt_oai_result_t *r) {
   lt__play_t *p = c->session.play;
   lt__rec_cut(&c->rec, c->gen_at + r->choices[0].n); /* exactly the tokens the agent was told about */
   if (lt__rec_append(&p->side, &c->rec) < 0) {
-    LT_WARN("agent", "task %llu: a concurrent call's context is lost: %s", (unsigned long long)p->a->task.task_id, lt_error_msg());
+    LT_WARN("agent", "task %llu: a concurrent call's context is lost: %s", (unsigned long long)p->a->task.task_id,
+            lt_error_msg());
     return;
   }
   play_count_answer(p, r);
@@ -407,7 +463,8 @@ static void play_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routi
 
 /* Each token as it is generated (streaming, stop strings, top_logprobs); 1 from
  * the layer ends the turn after it, so the session holds what the agent got. */
-static int play_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+static int play_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
+                         void *ud) {
   (void)g;
   lt__play_t *p = ud;
   lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
@@ -438,10 +495,9 @@ static void play_cancel(lt_gateway_session_t *s) {
 
 static void play_context_limit(lt_gateway_session_t *s, int need, int max_context) {
   lt__play_t *p = s->play;
-  LT_DEBUG("agent", "task %llu: context %d of %d: the episode ends (context_limit)", (unsigned long long)p->a->task.task_id,
-           need, max_context);
-  p->limit = "context_limit";
-  lt_gateway_revoke(p->a->ctx->gateway, &p->session);
+  LT_DEBUG("agent", "task %llu: context %d of %d: the episode ends (context_limit)",
+           (unsigned long long)p->a->task.task_id, need, max_context);
+  play_limit(p, "context_limit");
 }
 
 static void play_answered(lt_gateway_session_t *s, const lt_oai_result_t *r) {

@@ -44,7 +44,9 @@ static int gateway_authorize(void *ud, const char *bearer, void **session) {
 }
 
 /* The layer's hooks carry the session as void *: it is always an lt_gateway_session_t the owner made. */
-static int gateway_prepare(void *ud, lt_oai_plan_t *plan) { return ((lt_gateway_t *)ud)->ops.prepare(plan->session, plan); }
+static int gateway_prepare(void *ud, lt_oai_plan_t *plan) {
+  return ((lt_gateway_t *)ud)->ops.prepare(plan->session, plan);
+}
 
 static int gateway_generate(void *ud, lt_oai_gen_t *g, const lt_oai_job_t *job, void **handle) {
   *handle = job->plan->session;
@@ -57,7 +59,9 @@ static void gateway_context_limit(void *ud, void *session, int need, int max_con
   ((lt_gateway_t *)ud)->ops.context_limit(session, need, max_context);
 }
 
-static void gateway_answered(void *ud, const lt_oai_result_t *r) { ((lt_gateway_t *)ud)->ops.answered(r->plan->session, r); }
+static void gateway_answered(void *ud, const lt_oai_result_t *r) {
+  ((lt_gateway_t *)ud)->ops.answered(r->plan->session, r);
+}
 
 static void gateway_on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   lt_gateway_t *gw = ud;
@@ -82,10 +86,20 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
   gw->ops = o->ops;
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(uintptr_t)gw;
-  lt_oai_opts_t oo = {.tok = o->tok, .chat = o->chat, .tool_format = o->tool_format, .model = "longtail-policy",
-                      .vocab = o->vocab, .max_context = o->max_context, .seed_base = seed,
-                      .hooks = {.ud = gw, .authorize = gateway_authorize, .prepare = gateway_prepare, .generate = gateway_generate, .cancel = gateway_cancel,
-                                .context_limit = gateway_context_limit, .answered = gateway_answered}};
+  lt_oai_opts_t oo = {.tok = o->tok,
+                      .chat = o->chat,
+                      .tool_format = o->tool_format,
+                      .model = "longtail-policy",
+                      .vocab = o->vocab,
+                      .max_context = o->max_context,
+                      .seed_base = seed,
+                      .hooks = {.ud = gw,
+                                .authorize = gateway_authorize,
+                                .prepare = gateway_prepare,
+                                .generate = gateway_generate,
+                                .cancel = gateway_cancel,
+                                .context_limit = gateway_context_limit,
+                                .answered = gateway_answered}};
   int rc = lt_oai_create(&oo, &gw->oai);
   /* Agent programs send long system prompts and tool schemas: bodies up to 16 MiB. */
   /* Several connections per episode (SDKs keep a pool), so one program's idle ones never crowd out the others'. */

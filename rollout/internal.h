@@ -66,8 +66,8 @@ int lt__agent_push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_rout
 /* Context tokens (prompt, chat markup, observations): loss mask 0, with their prefill routing (NULL: none). */
 int lt__rec_push_context(lt_traj_t *r, const int32_t *t, int n, const uint16_t *rids, const float *rprobs);
 /* A turn's prefilled tokens (loss mask 0), then what it generated (mask 1); *gen_at: where those start. */
-int lt__rec_push_turn(lt_traj_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
-                      int *gen_at);
+int lt__rec_push_turn(lt_traj_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t,
+                      const lt_prefill_routing_t *pre, int *gen_at);
 /* Where the current context starts. */
 int lt__rec_seq0(const lt_traj_t *r);
 /* The next tokens start a new context; an empty current context is reused. */

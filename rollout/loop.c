@@ -49,8 +49,8 @@ static int loop_queue_one(lt_agent_t *a, const char *role, const char *content) 
 static int loop_is_marker(const cJSON *m) { return cJSON_GetObjectItemCaseSensitive(m, "longtail_context") != NULL; }
 
 static int loop_render(const lt_agent_t *a, const cJSON *msgs, int gen_prompt, char **text, size_t *len) {
-  int rc = lt_chat_render(a->ctx->chat, a->ctx->tool_format, msgs, cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools"),
-                          gen_prompt, text, len);
+  int rc = lt_chat_render(a->ctx->chat, a->ctx->tool_format, msgs,
+                          cJSON_GetObjectItemCaseSensitive(a->task.spec, "tools"), gen_prompt, text, len);
   if (rc < 0) lt_error_wrap(rc, "chat template");
   return rc;
 }
@@ -110,7 +110,8 @@ static int loop_template_delta(lt_agent_t *a, const cJSON *hist, const cJSON *ms
     base = full = NULL;
     rc = loop_extend(a, &empty, msgs, &base, &blen, &delta, &dlen, &full, &flen);
   }
-  if (rc == 0 && !delta) rc = lt_error_set(LT_EINVAL, "chat template: rendering more messages changes the earlier text");
+  if (rc == 0 && !delta)
+    rc = lt_error_set(LT_EINVAL, "chat template: rendering more messages changes the earlier text");
   if (rc == 0) lt_buf_append(out, delta, dlen);
   free(base), free(full);
   return rc == 0 ? lt_buf_ok(out) : rc;
@@ -124,7 +125,9 @@ static int loop_queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
     int fresh = a->traj.ntokens == lt__rec_seq0(&a->traj) && a->nappend == 0; /* a new context renders from the start */
     lt_buf_t text = {0};
     rc = loop_template_delta(a, fresh ? NULL : a->messages, msgs, &text);
-    if (rc == 0) rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend, &a->capappend);
+    if (rc == 0)
+      rc = lt_ids_text(lt_backend_tokenizer(a->ctx->backend), text.data ? text.data : "", &a->append, &a->nappend,
+                       &a->capappend);
     lt_buf_free(&text);
     for (const cJSON *m = msgs->child; m && rc == 0 && log; m = m->next) {
       cJSON *copy = cJSON_Duplicate(m, 1);
@@ -136,7 +139,8 @@ static int loop_queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
     return rc;
   }
   for (const cJSON *m = msgs->child; m && rc == 0; m = m->next) {
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !cJSON_IsString(content))
       return lt_error_set(LT_EINVAL, "environment message without role/content");
     rc = loop_queue_one(a, role->valuestring, content->valuestring);
@@ -146,7 +150,8 @@ static int loop_queue_chat(lt_agent_t *a, const cJSON *msgs, int log) {
       rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
     }
   }
-  if (rc == 0) rc = lt_chat_open(lt_backend_tokenizer(a->ctx->backend), LT_ROLE_ASSISTANT, &a->append, &a->nappend, &a->capappend);
+  if (rc == 0)
+    rc = lt_chat_open(lt_backend_tokenizer(a->ctx->backend), LT_ROLE_ASSISTANT, &a->append, &a->nappend, &a->capappend);
   return rc;
 }
 
@@ -217,7 +222,8 @@ static int loop_drop_old_reasoning(lt_agent_t *a) {
     if (loop_is_marker(m)) continue;
     cJSON *c = cJSON_Duplicate(m, 1);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role"), *t = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (before && cJSON_IsString(r) && !strcmp(r->valuestring, "assistant") && cJSON_IsString(t) && strstr(t->valuestring, "<think>")) {
+    if (before && cJSON_IsString(r) && !strcmp(r->valuestring, "assistant") && cJSON_IsString(t) &&
+        strstr(t->valuestring, "<think>")) {
       char *s = loop_strip_reasoning(t->valuestring);
       if (s) cJSON_ReplaceItemInObjectCaseSensitive(c, "content", cJSON_CreateString(s)), changed = 1;
       free(s);
@@ -296,7 +302,8 @@ static void loop_on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
     lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TIMEOUT, res->timeout, NULL);
   } else if (res->done) {
     lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, l->done_reason ? l->done_reason : "env_done", NULL);
-  } else if (l->seg_turns >= a->task.max_turns && (co->compression != LT_COMPRESS_HYBRID || l->resets >= co->max_resets)) {
+  } else if (l->seg_turns >= a->task.max_turns &&
+             (co->compression != LT_COMPRESS_HYBRID || l->resets >= co->max_resets)) {
     lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TRUNCATED, "turn_limit", NULL);
   } else if (l->seg_turns >= a->task.max_turns) { /* hybrid: out of turns, start over from the question */
     if ((rc = loop_restart(a, l->opening, "discard_all", 1)) < 0)
@@ -308,7 +315,9 @@ static void loop_on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
       const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
       user_turn |= cJSON_IsString(r) && !strcmp(r->valuestring, "user");
     }
-    rc = a->ctx->chat ? 0 : lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
+    rc = a->ctx->chat
+             ? 0
+             : lt_ids_text(lt_backend_tokenizer(a->ctx->backend), "\n", &a->append, &a->nappend, &a->capappend);
     if (rc == 0) rc = loop_queue_chat(a, obs, 1);
     if (rc == 0) rc = loop_manage_context(a, user_turn);
     if (rc < 0) lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
@@ -333,7 +342,8 @@ static int loop_log_turn(lt_agent_t *a, const char *text, size_t len, lt_toolcal
       cJSON_AddStringToObject(c, "name", tc->calls[i].name);
       if (!args) { /* xml: every value is a string */
         args = cJSON_CreateObject();
-        for (int k = 0; k < tc->calls[i].nargs; k++) cJSON_AddStringToObject(args, tc->calls[i].args[k].name, tc->calls[i].args[k].value);
+        for (int k = 0; k < tc->calls[i].nargs; k++)
+          cJSON_AddStringToObject(args, tc->calls[i].args[k].name, tc->calls[i].args[k].value);
       }
       cJSON_AddItemToObject(c, "arguments", args);
       cJSON_AddItemToArray(calls, c);
@@ -368,7 +378,8 @@ static void loop_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routi
   a->last_text = text;
   free(l->stop_text);
   l->stop_text = NULL;
-  if (t->stopped && t->n > 0 && a->ctx->chat && lt_tokenizer_decode(tok, t->tokens + t->n - 1, 1, 0, &l->stop_text, &slen) < 0)
+  if (t->stopped && t->n > 0 && a->ctx->chat &&
+      lt_tokenizer_decode(tok, t->tokens + t->n - 1, 1, 0, &l->stop_text, &slen) < 0)
     l->stop_text = NULL; /* then nothing follows the stop token but the next messages */
   lt_toolcalls_t tc;
   if (loop_log_turn(a, text, len, &tc) < 0) {
@@ -386,7 +397,8 @@ static void loop_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routi
   l->done_reason = tc.ncalls ? "env_done" : "stop";
   a->t0 = lt_time_mono_s();
   rc = lt_episode_step(a->ep, text, tc.calls, tc.ncalls, loop_on_step, a);
-  if (rc == 0 && tc.ncalls && a->ctx->fault_in_step && --*a->ctx->fault_in_step == 0) raise(SIGKILL); /* chaos: mid-tool-call */
+  if (rc == 0 && tc.ncalls && a->ctx->fault_in_step && --*a->ctx->fault_in_step == 0)
+    raise(SIGKILL); /* chaos: mid-tool-call */
   lt_toolcalls_free(&tc);
   if (rc < 0) lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", lt_error_msg());
 }
@@ -398,7 +410,8 @@ static void loop_on_summary(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_ro
   size_t len = 0;
   int rc = t->error ? lt_error_set(t->error, "summary: %s", t->error_msg ? t->error_msg : lt_strerror(t->error)) : 0;
   int ntext = t->stopped ? t->n - 1 : t->n;
-  if (rc == 0) rc = lt_tokenizer_decode(lt_backend_tokenizer(a->ctx->backend), t->tokens, ntext > 0 ? ntext : 0, 1, &text, &len);
+  if (rc == 0)
+    rc = lt_tokenizer_decode(lt_backend_tokenizer(a->ctx->backend), t->tokens, ntext > 0 ? ntext : 0, 1, &text, &len);
   lt__loop_stop(a);
   cJSON *chat = rc == 0 ? cJSON_Duplicate(a->loop->opening, 1) : NULL;
   if (chat) {

@@ -77,7 +77,8 @@ int lt__rec_append(lt_traj_t *dst, const lt_traj_t *src) {
   LT_TRAJ_TOKEN_ARRAYS(COPY_ARRAY)
 #undef COPY_ARRAY
   if (src->nsupport_ids)
-    memcpy(dst->support_ids + dst->nsupport_ids, src->support_ids, sizeof *src->support_ids * (size_t)src->nsupport_ids);
+    memcpy(dst->support_ids + dst->nsupport_ids, src->support_ids,
+           sizeof *src->support_ids * (size_t)src->nsupport_ids);
   dst->nsupport_ids += src->nsupport_ids;
   dst->ntokens += src->ntokens;
   return 0;
@@ -95,8 +96,8 @@ static int rec_push_support_ids(lt_traj_t *r, const lt_turn_t *t) {
   return 0;
 }
 
-int lt__rec_push_turn(lt_traj_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t, const lt_prefill_routing_t *pre,
-                      int *gen_at) {
+int lt__rec_push_turn(lt_traj_t *r, const int32_t *pre_ids, int npre, const lt_turn_t *t,
+                      const lt_prefill_routing_t *pre, int *gen_at) {
   int rc = lt__rec_push_context(r, pre_ids, npre, pre->ids, pre->probs);
   *gen_at = r->ntokens;
   if (rc == 0 && t->error) rc = lt_error_set(t->error, "%s", t->error_msg ? t->error_msg : lt_strerror(t->error));
