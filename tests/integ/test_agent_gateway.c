@@ -808,3 +808,80 @@ Test(agent_gateway, a_sandboxed_node_agent_runs_from_its_read_only_directory, .t
   cJSON_Delete(tr);
   lt_test_rmdir(j.dir);
 }
+
+/* ---- real agent CLIs (issue 41): each example's `agent` domain as it is, at test size ---- */
+
+/* Runs examples/agents/EXAMPLE/config.json (its command line, sandbox, read-only node_modules, stdin prompt) with the
+ * scripted policy and 4 tasks: every episode is stored ok with the tokens the policy generated for the CLI's calls,
+ * and the learner trains on them.  Skipped where the CLIs cannot be installed or run, or there is no sandbox. */
+static void cli_trains(const char *tag, const char *example) {
+  lt_sandbox_caps_t caps;
+  lt_sandbox_probe(&caps);
+  if (!caps.userns) cr_skip_test("this host gives no user namespaces: the CLI recipes run sandboxed");
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 960, "%s/scripts/test-agent-clis.sh", lt_test_root()), 0);
+  int have = r.status == 0;
+  lt_run_free(&r);
+  if (!have && getenv("CI")) cr_assert_fail("scripts/test-agent-clis.sh could not install Claude Code and Codex CLI");
+  if (!have) cr_skip_test("Claude Code and Codex CLI cannot be installed or run here (scripts/test-agent-clis.sh)");
+  job_t j = {.dir = lt_test_tmpdir(tag)};
+  snprintf(j.rd, sizeof j.rd, "%s/run", j.dir);
+  snprintf(j.db, sizeof j.db, "%s/buffer.db", j.rd);
+  char cfg[4200];
+  snprintf(cfg, sizeof cfg, "%s/examples/agents/%s/config.json", lt_test_root(), example);
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        j.rd,
+                        "--set",
+                        "scheduler.max_tasks=4",
+                        "--set",
+                        "scheduler.group_size=2",
+                        "--set",
+                        "learner.batch.trajectories=4",
+                        "--set",
+                        "workers.backend=scripted",
+                        "--set",
+                        "workers.scripted.mean_tokens=8",
+                        "--set",
+                        "workers.scripted.tail_fraction=0",
+                        NULL};
+  pid_t d = lt_test_spawn(j.dir, "daemon", argv);
+  cr_assert_gt(d, 0);
+  int st = lt_test_wait(d, 300);
+  cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j.dir);
+  cJSON *tr = export(&j, "tokens");
+  lt_tokenizer_t *tok;
+  cr_assert_eq(lt_tokenizer_byte(LT_TOKENIZER_BYTE_VOCAB, &tok), 0);
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", str(t, "reason"), str(t, "error"));
+    cJSON *flat = flatten(t);
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(flat, "tokens"),
+                *mask = cJSON_GetObjectItemCaseSensitive(flat, "loss_mask");
+    int n = cJSON_GetArraySize(toks), ngen = 0;
+    int32_t *gen = malloc(sizeof *gen * (size_t)n);
+    for (int i = 0; i < n; i++)
+      if (cJSON_GetArrayItem(mask, i)->valueint) gen[ngen++] = cJSON_GetArrayItem(toks, i)->valueint;
+    char *text = NULL;
+    size_t len;
+    cr_assert_eq(lt_tokenizer_decode(tok, gen, ngen, 1, &text, &len), 0);
+    cr_assert(ngen > 0 && strstr(text, "#### 0"), "the policy's answer is not in the trajectory: %s", text);
+    free(text), free(gen);
+    cJSON_Delete(flat);
+  }
+  lt_tokenizer_free(tok);
+  cJSON_Delete(tr);
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4,
+                "the run did not train");
+  lt_test_rmdir(j.dir);
+}
+
+/* Claude Code: Anthropic's Messages API, found through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY. */
+Test(agent_cli, claude_code_trains_through_an_agent_environment, .timeout = 1200) {
+  cli_trains("cli_claude", "claude-code");
+}
+
+/* Codex CLI: OpenAI's Responses API, through a provider whose base_url is the episode's OPENAI_BASE_URL. */
+Test(agent_cli, codex_cli_trains_through_an_agent_environment, .timeout = 1200) { cli_trains("cli_codex", "codex"); }
