@@ -114,9 +114,10 @@ typedef struct {
 typedef struct {
   void *ud;                   /* first argument of every hook */
   /* Optional.  `bearer` is the API key: the token of "Authorization: Bearer
-   * <token>", else the X-Api-Key header (Anthropic's SDKs), NULL without either.  Returns 0 and may set *session (handed to every
-   * later hook of the call), or < 0 to refuse: 401 with lt_error_msg() as the
-   * message.  NULL hook: no authentication. */
+   * <token>", else the X-Api-Key header (Anthropic's SDKs), NULL without
+   * either.  Returns 0 and may set *session (handed to every later hook of
+   * the call), or < 0 to refuse: 401 with lt_error_msg() as the message.
+   * NULL hook: no authentication. */
   int (*authorize)(void *ud, const char *bearer, void **session);
   /* Optional.  Called once the request parsed and rendered; may change the
    * plan (see lt_oai_plan_t).  < 0 refuses the call: LT_ERANGE is a context

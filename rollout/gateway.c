@@ -32,7 +32,7 @@ struct lt_gateway {
 
 static int gateway_authorize(void *ud, const char *bearer, void **session) {
   lt_gateway_t *gw = ud;
-  if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's OPENAI_API_KEY as a bearer token");
+  if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's key (OPENAI_API_KEY) as a bearer token or X-Api-Key");
   for (int i = 0; i < gw->n; i++)
     if (!strcmp(gw->e[i].token, bearer)) {
       if (gw->e[i].id != gw->cur_id)

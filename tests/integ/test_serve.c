@@ -85,6 +85,31 @@ static const cJSON *get(const cJSON *o, const char *path) {
   return o;
 }
 
+/* A path that is no route gets a 404 naming every route serve has, each API shape's included (the old one named
+ * four), and a Messages body answers in Anthropic's shape, without an SDK. */
+Test(serve, an_unknown_route_names_the_routes, .timeout = 120) {
+  served_t s;
+  serve_start(&s, "serve_404");
+  int status;
+  cJSON *j = call(s.port, "POST", "/v1/message", "{}", &status);
+  const char *msg = cJSON_GetStringValue(get(j, "error.message"));
+  cr_expect_eq(status, 404);
+  static const char *routes[] = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/messages,",
+                                 "POST /v1/messages/count_tokens", "POST /v1/responses", "GET /v1/models",
+                                 "GET /v1/models/{id}", "GET /health", "POST /update_weights_from_disk"};
+  for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+    cr_expect(msg && strstr(msg, routes[i]), "%s not named: %s", routes[i], msg ? msg : "no message");
+  cJSON_Delete(j);
+  j = call(s.port, "POST", "/v1/messages?beta=true",
+           "{\"model\": \"m\", \"max_tokens\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", &status);
+  cr_expect_eq(status, 200);
+  const char *type = cJSON_GetStringValue(get(j, "type"));
+  double out = cJSON_GetNumberValue(get(j, "usage.output_tokens"));
+  cr_expect(type && !strcmp(type, "message") && out >= 1 && out <= 4, "not a message of up to 4 tokens");
+  cJSON_Delete(j);
+  serve_stop(&s);
+}
+
 /* A checkpoint with a chat_template: chat prompts are its rendering (the byte
  * tokenizer makes one token per byte), and a template that raises is a 400. */
 Test(serve, chat_prompts_use_the_checkpoints_template, .timeout = 120) {
