@@ -106,7 +106,8 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
   }
 }
 
-/* A failed episode: counted (rollout/failed/<status>) and said, at most a line per 10 s with how many more since. */
+/* A failed episode: counted (rollout/failed/<status>) and said (an episode_failed event), at most once per 10 s with
+ * how many more failed since. */
 static void episode_failed(lt_daemon_t *d, const lt_traj_t *t) {
   d->failed[t->status]++;
   snprintf(d->last_failure, sizeof d->last_failure, "%s", t->error && t->error[0] ? t->error : t->reason);
@@ -114,8 +115,8 @@ static void episode_failed(lt_daemon_t *d, const lt_traj_t *t) {
   char more[64] = "";
   if (d->failed_unsaid)
     snprintf(more, sizeof more, " (and %lld more since the last such line)", (long long)d->failed_unsaid);
-  LT_WARN("daemon", "task %llu (%s) failed: %s: %.600s%s", (unsigned long long)t->task_id, t->domain,
-          lt_traj_status_name(t->status), d->last_failure, more);
+  lt__event(d, "episode_failed", "task %llu (%s) failed: %s: %.600s%s", (unsigned long long)t->task_id, t->domain,
+            lt_traj_status_name(t->status), d->last_failure, more);
   d->failed_said_ms = lt__now_ms(), d->failed_unsaid = 0;
 }
 

@@ -19,8 +19,8 @@
  * Leaving RUNNING (lt__agent_end, lt_agent_discard) stops all that could still call the agent back but the reward
  * and the environment: the generation sessions, the loop's summary, the program and its calls (agent_halt).  An
  * environment's callback that lands after the end (a step, the opening) is dropped.  The environment closes at the
- * delivery, before the callback, so the callback may start another episode in the agent's place; the agent's memory
- * goes after it. */
+ * delivery, before the callback, so the callback may start another episode in the agent's place, or at the
+ * discard; the agent's memory goes last, in agent_destroy. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,11 +60,11 @@ int lt__agent_push_turn(lt_agent_t *a, const lt_turn_t *t, const lt_prefill_rout
   return rc;
 }
 
-/* The one free: every path ends here, from the timer's close. */
+/* The one free: every path ends here, from the timer's close; what runs was stopped (agent_halt) and the episode
+ * closed before (agent_deliver, lt_agent_discard), while the gateway, engine and environments were still up. */
 static void agent_destroy(lt_agent_t *a) {
   if (a->play) lt__play_free(a);
   if (a->loop) lt__loop_free(a);
-  if (a->ep) lt_episode_close(a->ep);
   lt_traj_free(&a->traj);
   free(a->append), free(a->last_text), free(a->error), free(a->task.domain), free(a->task.env), free(a->task.session);
   cJSON_Delete(a->task.spec);
@@ -298,21 +298,11 @@ void lt_agent_abort(lt_agent_t *a, const char *reason) {
 }
 
 void lt_agent_discard(lt_agent_t *a) {
-  switch (a->state) {
-  case LT__EP_OPENING:
-  case LT__EP_RUNNING:
-    agent_halt(a);
-    agent_close(a);
-    break;
-  case LT__EP_ENDED:
-    uv_timer_stop(&a->timer);
-    agent_close(a);
-    break;
-  case LT__EP_SCORING:
-    a->state = LT__EP_DROPPED;
-    break;
-  case LT__EP_DROPPED:
-  case LT__EP_CLOSING:
-    break;
-  }
+  if (a->state == LT__EP_DROPPED || a->state == LT__EP_CLOSING) return;
+  agent_halt(a);           /* a no-op once it ended */
+  lt_episode_close(a->ep); /* now, while the environments are up (a worker's shutdown closes them next) */
+  a->ep = NULL;
+  uv_timer_stop(&a->timer);
+  if (a->state == LT__EP_SCORING) a->state = LT__EP_DROPPED; /* the reward cannot be called back: it closes */
+  else agent_close(a);
 }

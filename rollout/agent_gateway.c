@@ -154,8 +154,7 @@ int lt__play_seal(lt_agent_t *a) {
 }
 
 void lt__play_free(lt_agent_t *a) {
-  lt__play_t *p = a->play;
-  lt__play_stop(a);
+  lt__play_t *p = a->play; /* stopped already (lt__play_stop): no program, call or side call is left */
   lt_traj_free(&p->side);
   free(p->prompt);
   free(p);
@@ -412,12 +411,15 @@ static void play_side_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_
   play_side_free(c);
 }
 
-static int play_side_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
-                              void *ud) {
+/* Each token as it is generated (streaming, stop strings, top_logprobs), to the call whose address ud is (the
+ * episode's or a side call's og; NULL once it ended); 1 from the layer ends the turn after it, so the session holds
+ * what the agent got. */
+static int play_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
+                         void *ud) {
   (void)g;
-  play_side_t *c = ud;
+  lt_oai_gen_t *og = *(lt_oai_gen_t **)ud;
   lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
-  return c->og ? lt_oai_gen_token(c->og, &t) : 1;
+  return og ? lt_oai_gen_token(og, &t) : 1;
 }
 
 static int play_side_generate(play_side_t *c, lt_oai_gen_t *g, const lt_oai_job_t *job) {
@@ -428,7 +430,7 @@ static int play_side_generate(play_side_t *c, lt_oai_gen_t *g, const lt_oai_job_
     c->og = g;
     /* The program waits on this answer too: its clock stands still until the side call ends (the holds nest). */
     if (p->prog) lt_program_hold(p->prog), c->held = 1;
-    lt_gen_watch(c->gen, job->plan->top_logprobs, play_side_on_token, c);
+    lt_gen_watch(c->gen, job->plan->top_logprobs, play_on_token, &c->og);
     rc = lt_gen_turn(c->gen, c->prompt, c->nprompt, job->plan->max_new, &job->plan->sp, play_side_on_turn, c);
   }
   if (rc < 0) play_side_free(c); /* the call fails: no hook of it follows */
@@ -461,23 +463,13 @@ static void play_on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routi
   lt_oai_gen_end(play_call_over(p), 0, t->stopped, NULL);
 }
 
-/* Each token as it is generated (streaming, stop strings, top_logprobs); 1 from
- * the layer ends the turn after it, so the session holds what the agent got. */
-static int play_on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
-                         void *ud) {
-  (void)g;
-  lt__play_t *p = ud;
-  lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
-  return p->og ? lt_oai_gen_token(p->og, &t) : 1;
-}
-
 static int play_generate(lt_gateway_session_t *s, lt_oai_gen_t *g, const lt_oai_job_t *job) {
   if (s->kind == PLAY_SIDE) return play_side_generate(s->side, g, job);
   lt__play_t *p = s->play;
   lt_agent_t *a = p->a;
   play_call_begin(p, g);
   p->t_call = lt_time_mono_s();
-  lt_gen_watch(a->gen, job->plan->top_logprobs, play_on_token, p);
+  lt_gen_watch(a->gen, job->plan->top_logprobs, play_on_token, &p->og);
   int rc = lt_gen_turn(a->gen, a->append, a->nappend, job->plan->max_new, &job->plan->sp, play_on_turn, p);
   if (rc < 0) play_call_over(p);
   return rc;

@@ -84,6 +84,7 @@ int lt__loop_new(lt_agent_t *a);
 void lt__loop_start(lt_agent_t *a, cJSON *opening);
 /* The episode ended: its summary's session closes. */
 void lt__loop_stop(lt_agent_t *a);
+/* Its memory, after lt__loop_stop (rollout/agent.c's agent_destroy). */
 void lt__loop_free(lt_agent_t *a);
 
 /* ---- an agent program through the gateway (rollout/agent_gateway.c) ---- */
@@ -95,6 +96,7 @@ int lt__play_start(lt_agent_t *a);
 void lt__play_stop(lt_agent_t *a);
 /* Before the delivery: the concurrent calls' contexts go before the record's. */
 int lt__play_seal(lt_agent_t *a);
+/* Its memory, after lt__play_stop (agent_destroy: the gateway may be closed by then). */
 void lt__play_free(lt_agent_t *a);
 
 #endif

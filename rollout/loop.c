@@ -30,8 +30,7 @@ void lt__loop_stop(lt_agent_t *a) {
   if (a->loop->sgen) lt_gen_close(a->loop->sgen), a->loop->sgen = NULL;
 }
 
-void lt__loop_free(lt_agent_t *a) {
-  lt__loop_stop(a);
+void lt__loop_free(lt_agent_t *a) { /* stopped already (lt__loop_stop) */
   cJSON_Delete(a->loop->opening);
   free(a->loop->stop_text);
   free(a->loop);

@@ -92,6 +92,14 @@ static cJSON *export(const job_t *j, const char *format) {
   return all;
 }
 
+/* Skips a test of sandboxed programs where the host gives no user namespaces (agent programs then run as plain
+ * children). */
+static void need_sandbox(void) {
+  lt_sandbox_caps_t caps;
+  lt_sandbox_probe(&caps);
+  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+}
+
 /* The agents' log: one object per line. */
 static cJSON *read_log(const char *path) {
   char *text = lt_test_read(path);
@@ -557,9 +565,7 @@ static char *sequences_of(const job_t *j, const char *dom) {
  * loopback and the internet (exit 7 if either answers), then trains exactly the tokens the same run unsandboxed
  * trains; a hanging agent that left a setsid sleeper behind dies at timeout_s with all of it. */
 Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same_tokens, .timeout = 300) {
-  lt_sandbox_caps_t caps;
-  lt_sandbox_probe(&caps);
-  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  need_sandbox();
   int port;
   int l = lt_test_listen_loopback(&port);
   cr_assert_geq(l, 0);
@@ -734,10 +740,7 @@ Test(agent_gateway, the_anthropic_variables_lead_a_messages_agent_to_its_episode
  * domains' programs hold 400 MB: under the run's 256 MB one is killed (env_error), with its domain's 1024 MB the
  * other trains.  A setting the program cannot honour is a config error: memory_mb without a sandbox. */
 Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_domains_memory, .timeout = 300) {
-  lt_sandbox_caps_t caps;
-  lt_sandbox_probe(&caps);
-  if (!caps.userns)
-    cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  need_sandbox();
   char envs[4096], path[4300];
   snprintf(envs, sizeof envs,
            "{\"big\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", "
@@ -783,10 +786,7 @@ Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_d
  * its node_modules beside it, not copied anywhere (it logs into the sandbox's /tmp: nothing of the host is
  * writable). */
 Test(agent_gateway, a_sandboxed_node_agent_runs_from_its_read_only_directory, .timeout = 300) {
-  lt_sandbox_caps_t caps;
-  lt_sandbox_probe(&caps);
-  if (!caps.userns)
-    cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  need_sandbox();
   lt_test_need_openai_sdk();
   char envs[4096];
   snprintf(envs, sizeof envs,
@@ -815,15 +815,8 @@ Test(agent_gateway, a_sandboxed_node_agent_runs_from_its_read_only_directory, .t
  * scripted policy and 4 tasks: every episode is stored ok with the tokens the policy generated for the CLI's calls,
  * and the learner trains on them.  Skipped where the CLIs cannot be installed or run, or there is no sandbox. */
 static void cli_trains(const char *tag, const char *example) {
-  lt_sandbox_caps_t caps;
-  lt_sandbox_probe(&caps);
-  if (!caps.userns) cr_skip_test("this host gives no user namespaces: the CLI recipes run sandboxed");
-  lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 960, "%s/scripts/test-agent-clis.sh", lt_test_root()), 0);
-  int have = r.status == 0;
-  lt_run_free(&r);
-  if (!have && getenv("CI")) cr_assert_fail("scripts/test-agent-clis.sh could not install Claude Code and Codex CLI");
-  if (!have) cr_skip_test("Claude Code and Codex CLI cannot be installed or run here (scripts/test-agent-clis.sh)");
+  need_sandbox();
+  lt_test_need_npm("test-agent-clis.sh", "Claude Code and Codex CLI");
   job_t j = {.dir = lt_test_tmpdir(tag)};
   snprintf(j.rd, sizeof j.rd, "%s/run", j.dir);
   snprintf(j.db, sizeof j.db, "%s/buffer.db", j.rd);
