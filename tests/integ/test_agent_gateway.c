@@ -702,6 +702,9 @@ Test(agent_gateway, a_run_whose_episodes_all_fail_says_why_counts_them_and_exits
   cr_assert_eq(st, 8, "longtail train exit %d: %s", st, err);
   cr_assert(strstr(err, "no trainable trajectory: of 4 episodes, 4 env_error"), "%s", err);
   cr_assert(strstr(err, "failed: env_error: agent program exited with status 1; stdout: Invalid API key"), "%s", err);
+  int said = 0;
+  for (const char *p = strstr(err, "episode_failed:"); p; p = strstr(p + 1, "episode_failed:")) said++;
+  cr_assert_eq(said, 1, "four failures within 10 s are said once: %s", err);
   free(err);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
