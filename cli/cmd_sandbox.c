@@ -71,19 +71,22 @@ int lt_cmd_sandbox(int argc, char **argv) {
        .help = "the program's 127.0.0.1:P reaches this host's 127.0.0.1:P (its only network)"},
       {.name = "--env", .kind = LT_ARG_MULTI, .metavar = "NAME", .help = "pass our environment variable NAME to the program"},
       {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH", .help = "copy the file PATH into /work under its base name"},
+      {.name = "--ro", .kind = LT_ARG_MULTI, .metavar = "DIR",
+       .help = "bind the host directory DIR (absolute) read-only at the same path (a program's node_modules)"},
   };
-  lt_cmd_args_t c = {.command = "sandbox",
-                     .usage = "run [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] -- CMD ...",
-                     .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
-                                "read-only system, a private /tmp and /work, no network, a deadline that kills the "
-                                "whole process tree.",
-                     .details = "Without --json the program's output is passed through and its exit status is ours "
-                                "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
-                                "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
-                     .args = args,
-                     .nargs = 9,
-                     .min_pos = 2,
-                     .max_pos = -1};
+  lt_cmd_args_t c = {
+      .command = "sandbox",
+      .usage = "run [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] [--ro DIR] -- CMD ...",
+      .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
+                 "read-only system, a private /tmp and /work, no network, a deadline that kills the "
+                 "whole process tree.",
+      .details = "Without --json the program's output is passed through and its exit status is ours "
+                 "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
+                 "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
+      .args = args,
+      .nargs = 10,
+      .min_pos = 2,
+      .max_pos = -1};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   if (strcmp(c.pos[0], "run") != 0) return lt_args_usage_error(&c, "unknown subcommand '%s' (expected run)", c.pos[0]);
@@ -100,6 +103,12 @@ int lt_cmd_sandbox(int argc, char **argv) {
   lim.port = (int)port;
   if (!(lim.timeout_s > 0)) return lt_args_usage_error(&c, "--timeout must be positive");
   lim.memory_mb = (int)mem;
+  lt_arg_t *ro = lt_args_get(&c, "--ro");
+  const char *ro_dirs[LT_SANDBOX_MAX_RO + 1] = {0};
+  if (ro->nvalues > LT_SANDBOX_MAX_RO)
+    return lt_args_usage_error(&c, "--ro: at most %d directories", LT_SANDBOX_MAX_RO);
+  for (int i = 0; i < ro->nvalues; i++) ro_dirs[i] = ro->values[i];
+  lim.ro_dirs = ro_dirs;
   lt_sandbox_caps_t caps;
   lt_sandbox_probe(&caps);
   if (!caps.seccomp) fprintf(stderr, "longtail sandbox: warning: this host has no seccomp; running without a filter\n");

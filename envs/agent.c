@@ -3,8 +3,10 @@
  * Tasks are dataset rows (envs/dataset.c: the same checks, epochs and resume);
  * this file holds the program's settings.  The worker's gateway (rollout/)
  * starts the program and serves its calls: the environment never steps. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "envs/internal.h"
 #include "util/error.h"
@@ -22,7 +24,9 @@ static void agent_free(void *st) {
   if (!s) return;
   if (s->tasks) lt__env_dataset.free(s->tasks);
   for (char **a = s->a.argv; a && *a; a++) free(*a);
+  for (char **a = s->a.read_only; a && *a; a++) free(*a);
   free(s->a.argv);
+  free(s->a.read_only);
   free(s);
 }
 
@@ -33,28 +37,72 @@ static int flag(const char *dom, const cJSON *p, const char *key, int dflt, int 
   return 0;
 }
 
+/* params.read_only: host directories that must exist, resolved (relative ones from the working directory, as the
+ * command's files are) and checked by the sandbox's rules. */
+static int agent_read_only(const char *dom, const cJSON *ro, lt_envs_agent_t *a) {
+  if (!ro) return 0;
+  int n = cJSON_GetArraySize(ro), i = 0;
+  if (!cJSON_IsArray(ro) || n > LT_SANDBOX_MAX_RO)
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.read_only: expected an array of at most %d directories", dom,
+                        LT_SANDBOX_MAX_RO);
+  if (!(a->read_only = calloc((size_t)n + 1, sizeof *a->read_only)))
+    return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  for (const cJSON *c = ro->child; c; c = c->next, i++) {
+    char real[PATH_MAX];
+    struct stat st;
+    if (!cJSON_IsString(c) || !realpath(c->valuestring, real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.read_only[%d]: %s is not a directory", dom, i,
+                          cJSON_IsString(c) ? c->valuestring : "(not a string)");
+    if (lt_sandbox_ro_check(real) < 0)
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.read_only[%d]: %s", dom, i, lt_error_msg());
+    if (!(a->read_only[i] = strdup(real))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
+  }
+  return 0;
+}
+
+/* The keys that shape the program's sandbox: refused, never ignored, for a program that runs without one. */
+static int agent_sandbox_keys(const char *dom, const cJSON *p, lt_envs_agent_t *a) {
+  const cJSON *mem = get(p, "memory_mb"), *ro = get(p, "read_only");
+  if (!a->sandbox && (mem || ro))
+    return lt_error_set(LT_ECONFIG,
+                        "envs.%s.params.%s: applies to the program's sandbox, and params.sandbox is false "
+                        "(a plain child process has no memory limit and sees the whole host)",
+                        dom, mem ? "memory_mb" : "read_only");
+  if (mem && (!cJSON_IsNumber(mem) || mem->valuedouble != (int)mem->valuedouble || mem->valuedouble < 1 ||
+              mem->valuedouble > (1 << 20)))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.memory_mb: expected an integer in [1, 1048576] (MiB)", dom);
+  a->memory_mb = mem ? (int)mem->valuedouble : 0;
+  return agent_read_only(dom, ro, a);
+}
+
 static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
-  static const char *const keys[] = {"command", "tasks", "timeout_s", "sandbox", "pass_answer", "honor_sampling"};
+  static const char *const keys[] = {"command", "tasks", "timeout_s", "sandbox", "memory_mb", "read_only", "stdin",
+                                     "pass_answer", "honor_sampling"};
   for (const cJSON *c = p->child; c; c = c->next) {
     size_t i = 0;
     while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i], c->string)) i++;
     if (i == sizeof keys / sizeof keys[0])
       return lt_error_set(LT_ECONFIG,
-                          "envs.%s.params.%s: unknown key (agent takes command, tasks, timeout_s, sandbox, pass_answer, honor_sampling)",
-                          dom, c->string);
+                          "envs.%s.params.%s: unknown key (agent takes command, tasks, timeout_s, sandbox, memory_mb, "
+                          "read_only, stdin, pass_answer, honor_sampling)", dom, c->string);
   }
-  const cJSON *cmd = get(p, "command"), *tasks = get(p, "tasks"), *to = get(p, "timeout_s");
+  const cJSON *cmd = get(p, "command"), *tasks = get(p, "tasks"), *to = get(p, "timeout_s"), *in = get(p, "stdin");
   if (!cJSON_IsArray(cmd) || !cmd->child)
     return lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected a non-empty array of strings (argv)", dom);
-  for (const cJSON *c = cmd->child; c; c = c->next)
-    if (!cJSON_IsString(c) || !c->valuestring[0])
-      return lt_error_set(LT_ECONFIG, "envs.%s.params.command: every element must be a non-empty string", dom);
+  for (const cJSON *c = cmd->child; c; c = c->next) /* an empty argument is one (claude --tools "") */
+    if (!cJSON_IsString(c) || (c == cmd->child && !c->valuestring[0]))
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected strings, the first (the program) not empty",
+                          dom);
   if (!cJSON_IsString(tasks)) return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
   if (to && (!cJSON_IsNumber(to) || !(to->valuedouble > 0) || to->valuedouble > 86400))
     return lt_error_set(LT_ECONFIG, "envs.%s.params.timeout_s: expected a number of seconds in (0, 86400]", dom);
+  if (in && (!cJSON_IsString(in) || (strcmp(in->valuestring, "task") && strcmp(in->valuestring, "prompt"))))
+    return lt_error_set(LT_ECONFIG,
+                        "envs.%s.params.stdin: expected \"task\" (the task's JSON) or \"prompt\" (its text)", dom);
   agent_state_t *s = calloc(1, sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "agent: out of memory");
   s->a.timeout_s = to ? to->valuedouble : 600;
+  s->a.stdin_prompt = in && !strcmp(in->valuestring, "prompt");
   int rc = flag(dom, p, "pass_answer", 0, &s->a.pass_answer);
   if (rc == 0) rc = flag(dom, p, "honor_sampling", 0, &s->a.honor_sampling);
   /* Sandboxed wherever this host can make a sandbox (user namespaces); said once when it cannot. */
@@ -66,6 +114,7 @@ static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
                                   "sandbox (longtail --version); set false to run a trusted agent program as a plain child", dom);
   if (rc == 0 && !s->a.sandbox && !get(p, "sandbox"))
     LT_WARN("envs", "%s: agent programs run as plain child processes (no sandbox: this host gives no user namespaces)", dom);
+  if (rc == 0) rc = agent_sandbox_keys(dom, p, &s->a);
   int n = cJSON_GetArraySize(cmd), i = 0;
   if (rc == 0 && !(s->a.argv = calloc((size_t)n + 1, sizeof *s->a.argv))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   for (const cJSON *c = cmd->child; rc == 0 && c; c = c->next, i++)

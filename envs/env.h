@@ -103,6 +103,9 @@ typedef struct {
   char **argv;        /* NULL-terminated */
   double timeout_s;   /* seconds of its own after its first call (not waiting on the gateway), then killed (agent_timeout) */
   int sandbox;        /* run it in the sandbox */
+  int memory_mb;      /* its sandbox's memory limit; 0: the run's sandbox.memory_mb */
+  char **read_only;   /* host directories bound read-only into its sandbox (absolute, NULL-terminated); NULL: none */
+  int stdin_prompt;   /* stdin carries the task's prompt text (an agent CLI's -p), not the task's JSON */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
   int honor_sampling; /* requests' temperature/top_p are used (and recorded) */
 } lt_envs_agent_t;

@@ -252,7 +252,14 @@ static void on_trainer_stopped(void *ud) {
   if (d->writer) lt_writer_stop(d->writer, on_writer_stopped, d);
 }
 
-void lt__timeouts_report(lt_daemon_t *d, int step) {
+void lt__outcomes_report(lt_daemon_t *d, int step) {
+  char name[64];
+  for (int s = LT_TRAJ_OK + 1; s < LT_TRAJ_NSTATUS; s++) {
+    if (d->failed[s] == d->failed_told[s]) continue;
+    snprintf(name, sizeof name, "rollout/failed/%s", lt_traj_status_name(s));
+    lt__metric(d, name, (double)(d->failed[s] - d->failed_told[s]));
+    d->failed_told[s] = d->failed[s];
+  }
   if (!d->mask_timeouts || (!step && d->timeouts_masked == d->timeouts_masked_told)) return;
   lt__metric(d, "rollout/timeouts_masked", (double)(d->timeouts_masked - d->timeouts_masked_told));
   d->timeouts_masked_told = d->timeouts_masked;
@@ -261,7 +268,7 @@ void lt__timeouts_report(lt_daemon_t *d, int step) {
 void lt__finish(lt_daemon_t *d, int code) {
   if (d->finishing) return;
   d->finishing = 1;
-  lt__timeouts_report(d, 0); /* those stored since the last step */
+  lt__outcomes_report(d, 0); /* those stored since the last step */
   d->exit_code = code;
   LT_INFO("daemon", "finishing: %lld learner steps, %lld trajectories, %lld duplicates rejected", (long long)d->step,
           (long long)d->trajs_in, (long long)d->dups);
@@ -286,6 +293,15 @@ void lt__check_done(lt_daemon_t *d) {
               d->last_failure);
       lt__event(d, "run_failed", "all %lld tasks failed; the last: %s", (long long)d->tasks_failed, d->last_failure);
       lt__finish(d, LT_EXIT_FAIL);
+      return;
+    }
+    if (d->tasks_done > 0 && d->trainable == 0 && d->tasks_done_before == 0) { /* nothing to learn from */
+      fprintf(stderr,
+              "longtail train: error: no trainable trajectory: of %lld episodes, %lld env_error, %lld reward_failed, "
+              "%lld masked; the last failure: %s\n",
+              (long long)d->tasks_done, (long long)d->failed[LT_TRAJ_ENV_ERROR],
+              (long long)d->failed[LT_TRAJ_REWARD_FAILED], (long long)d->timeouts_masked, d->last_failure);
+      lt__finish(d, LT_EXIT_UNTRAINED);
       return;
     }
     lt__finish(d, 0);

@@ -106,6 +106,20 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
   }
 }
 
+/* A failed episode: counted (rollout/failed/<status>) and said (an episode_failed event), at most once per 10 s with
+ * how many more failed since. */
+static void episode_failed(lt_daemon_t *d, const lt_traj_t *t) {
+  d->failed[t->status]++;
+  snprintf(d->last_failure, sizeof d->last_failure, "%s", t->error && t->error[0] ? t->error : t->reason);
+  if (d->failed_said_ms && lt__now_ms() - d->failed_said_ms < 10000 && ++d->failed_unsaid) return;
+  char more[64] = "";
+  if (d->failed_unsaid)
+    snprintf(more, sizeof more, " (and %lld more since the last such line)", (long long)d->failed_unsaid);
+  lt__event(d, "episode_failed", "task %llu (%s) failed: %s: %.600s%s", (unsigned long long)t->task_id, t->domain,
+            lt_traj_status_name(t->status), d->last_failure, more);
+  d->failed_said_ms = lt__now_ms(), d->failed_unsaid = 0;
+}
+
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {
   lt__task_free_slot(d, task);
   int eval = task->eval, dom = lt_envs_index(d->envs, task->domain);
@@ -153,6 +167,8 @@ static void ingest_done(void *arg, int rc) {
     } else {
       d->trajs_in++;
       d->timeouts_masked += op->masked;
+      d->trainable += op->meta.status == LT_SAMPLE_READY;
+      if (op->t.status != LT_TRAJ_OK) episode_failed(d, &op->t);
       int w = lt__worker_find(d, op->rid, op->rid_len);
       if (w >= 0) d->workers[w].refusals = 0; /* a good result ends a run of refusals */
       lt__task_t *task = open_task;
@@ -227,6 +243,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   }
   if (task && (t->status == LT_TRAJ_ABORTED || t->status == LT_TRAJ_ERROR)) {
     /* Nothing to keep: the task runs again (a worker failure counts as an attempt). */
+    if (t->status == LT_TRAJ_ERROR) episode_failed(d, t);
     if (task->status == LT_TASK_DISPATCHED && w == task->worker)
       lt__requeue(d, task, t->status == LT_TRAJ_ERROR, t->status == LT_TRAJ_ERROR ? t->error : "aborted");
     ack(d, rid, len, t->task_id, 0);

@@ -84,7 +84,7 @@ struct lt_daemon {
   int64_t *domain_index;     /* per-domain prompt counters */
   int64_t tasks_created, tasks_done, tasks_failed;
   int64_t tasks_done_before; /* done before a resume: such a run is not one where every task failed */
-  char last_failure[256];    /* why the last task failed (the error of a run where all did) */
+  char last_failure[256];    /* why the last task or episode failed (the error of a run where all did) */
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
   int64_t max_context;       /* rollout.max_context: longer results are refused */
@@ -106,6 +106,8 @@ struct lt_daemon {
   int sync;                  /* scheduler.mode sync */
   int mask_timeouts;         /* rollout.on_timeout mask: a timeout is stored masked, out of every loss */
   int64_t timeouts_masked, timeouts_masked_told; /* masked timeouts stored / already in rollout/timeouts_masked */
+  int64_t failed[LT_TRAJ_NSTATUS], failed_told[LT_TRAJ_NSTATUS]; /* failed episodes by status / in rollout/failed/S */
+  int64_t failed_said_ms, failed_unsaid, trainable; /* the last failure logged, those since; trainable ones stored */
   int64_t sync_released;     /* sync mode: training tasks released for the current step */
   /* policy */
   int64_t version;
@@ -262,9 +264,10 @@ int64_t lt__now_ms(void);
 /* Sorts samples ascending, for their quantiles. */
 void lt__sort_floats(float *v, int n);
 void lt__metric(lt_daemon_t *d, const char *name, double value);
-/* rollout/timeouts_masked: the masked timeouts stored since it was last written; at each learner step (step 1)
- * and, when some are left, as the run finishes (step 0).  Only with rollout.on_timeout mask. */
-void lt__timeouts_report(lt_daemon_t *d, int step);
+/* rollout/timeouts_masked (only with rollout.on_timeout mask) and rollout/failed/<status>: the masked timeouts
+ * and failed episodes since they were last written; at each learner step (step 1) and, when some are left, as the
+ * run finishes (step 0). */
+void lt__outcomes_report(lt_daemon_t *d, int step);
 void lt__event(lt_daemon_t *d, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lt__publish_weights(lt_daemon_t *d, int64_t version, const char *dir, const char *sha);
 void lt__check_done(lt_daemon_t *d);

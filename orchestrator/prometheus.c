@@ -11,7 +11,7 @@
 
 /* Run metrics that are one family in Prometheus, labelled by the part between prefix and suffix: reward/<domain>
  * and its spread reward/<domain>/min and /max (reward/mean, /min and /max are metrics of their own),
- * eval/accuracy/<domain>, weights/lag/<worker>, staleness/hist_<K>; every other metric is longtail_<name>.  The
+ * eval/accuracy/<domain>, weights/lag/<worker>, staleness/hist_<K>, rollout/failed/<status>; every other metric is longtail_<name>.  The
  * first entry that matches wins, so a suffixed form comes before its plain one. */
 static const struct {
   const char *prefix, *suffix, *family, *label;
@@ -20,7 +20,8 @@ static const struct {
                 {"reward/", "", "reward_by_domain", "domain"},
                 {"eval/accuracy/", "", "eval_accuracy_by_domain", "domain"},
                 {"weights/lag/", "", "worker_policy_lag", "worker"},
-                {"staleness/hist_", "", "staleness_trajectories", "staleness"}};
+                {"staleness/hist_", "", "staleness_trajectories", "staleness"},
+                {"rollout/failed/", "", "rollout_failed", "status"}};
 
 void lt__prom_set(lt_daemon_t *d, const char *name, double v) {
   if (!d->prom) return;

@@ -131,7 +131,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   d->step = r->step;
   lt__publish_weights(d, r->version, r->dir, r->sha);
   lt_train_result_metrics(r, put_metric, d);
-  lt__timeouts_report(d, 1);
+  lt__outcomes_report(d, 1);
   double el = (lt__now_ms() - d->started_ms) / 1000.0;
   double gen = r->gen_tokens, span = r->step_s + r->wait_s;
   if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);

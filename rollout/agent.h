@@ -1,10 +1,12 @@
-/* The agent loop: one task from its environment's opening to a trajectory.
- * Multi-turn: generate until a stop or a tool call, run the calls through the
- * environment, append the observations (loss mask 0), repeat until the
- * environment ends the episode or a limit truncates it; then the reward.  How
- * it ended is recorded precisely (terminated / truncated by a budget / a
- * timeout, with its reason; environment and reward failures as their own
- * statuses). */
+/* The agent: one task from its environment's opening to a trajectory, played
+ * by the builtin loop (rollout/loop.c) — generate until a stop or a tool
+ * call, run the calls through the environment, append the observations (loss
+ * mask 0), repeat until the environment ends the episode or a limit truncates
+ * it — or, for an `agent` domain, by its program through the gateway
+ * (rollout/agent_gateway.c); then the reward.  How it ended is recorded
+ * precisely (terminated / truncated by a budget / a timeout, with its reason;
+ * environment and reward failures as their own statuses).  Its lifecycle is
+ * the table in rollout/agent.c. */
 #ifndef LT_ROLLOUT_AGENT_H
 #define LT_ROLLOUT_AGENT_H
 
@@ -50,7 +52,10 @@ typedef struct {
 typedef struct lt_agent lt_agent_t;
 
 /* Receives the finished trajectory as a TRAJ message (the callee owns it and
- * frees it with lt_msg_free).  The agent frees itself after the callback. */
+ * frees it with lt_msg_free).  By then the agent's generation sessions, its
+ * environment's episode and its program are released, so the callback may
+ * start another agent in its place; the agent's memory is freed after the
+ * callback returns (a is valid, but done, during it). */
 typedef void (*lt_agent_done_cb)(lt_agent_t *a, lt_msg_t *traj, void *ud);
 
 /* The checkpoint's chat template (*chat NULL when model_dir has no
@@ -59,13 +64,15 @@ typedef void (*lt_agent_done_cb)(lt_agent_t *a, lt_msg_t *traj, void *ud);
 int lt_agent_chat_load(const char *model_dir, const char *tool_format, lt_chat_template_t **chat, lt_tool_format *fmt);
 
 int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb cb, void *ud, lt_agent_t **out);
-/* Ends the task now with status aborted (callback runs on the loop). */
+/* Ends the task now with status aborted (callback runs on the loop); a no-op
+ * once it has ended (its reward or delivery is on the way). */
 void lt_agent_abort(lt_agent_t *a, const char *reason);
 uint64_t lt_agent_task_id(const lt_agent_t *a);
-/* Drops the agent without a callback (worker shutdown). */
+/* Drops the agent without a callback (worker shutdown); not from inside its
+ * callback. */
 void lt_agent_discard(lt_agent_t *a);
 
-/* The gateway's view of an `agent` domain's episode (sessions are agents). */
+/* The gateway's view of an `agent` domain's episode (rollout/agent_gateway.c). */
 extern const lt_gateway_session_ops_t lt_agent_gateway_ops;
 
 #endif

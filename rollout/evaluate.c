@@ -18,7 +18,7 @@ typedef struct {
 
 static int start_more(round_t *r);
 
-static void on_done(lt_agent_t *a, lt_msg_t *m, void *ud) {
+static void evaluate_on_done(lt_agent_t *a, lt_msg_t *m, void *ud) {
   (void)a;
   round_t *r = ud;
   lt_envs_t *envs = r->ctx->envs;
@@ -48,7 +48,7 @@ static int start_more(round_t *r) {
     k.eval = 1;
     k.spec = spec;
     lt_agent_t *a;
-    rc = lt_agent_start(r->ctx, &k, on_done, r, &a); /* it keeps a copy of the spec */
+    rc = lt_agent_start(r->ctx, &k, evaluate_on_done, r, &a); /* it keeps a copy of the spec */
     cJSON_Delete(spec);
     if (rc < 0) return rc;
     r->running++;

@@ -49,7 +49,7 @@ static void fetch_free(lt_fetch_t *f) {
   free(f);
 }
 
-static void finish(lt_fetch_t *f, int rc, const char *dir, const char *err) {
+static void fetch_finish(lt_fetch_t *f, int rc, const char *dir, const char *err) {
   lt_fetch_cb cb = f->cb;
   void *ud = f->ud;
   char d[4096];
@@ -67,21 +67,21 @@ static void source_failed(lt_fetch_t *f, int rc, const char *err) {
     start_source(f);
     return;
   }
-  finish(f, rc, NULL, err);
+  fetch_finish(f, rc, NULL, err);
 }
 
-static int step(lt_fetch_t *f);
+static int fetch_step(lt_fetch_t *f);
 
 static void next_file(lt_fetch_t *f) {
   int rc;
   if (f->next == NFILES) {
     f->st.source = f->ui;
     snprintf(f->st.from, sizeof f->st.from, "%s", f->urls[f->ui]);
-    finish(f, 0, NULL, NULL);
-  } else if ((rc = step(f)) < 0) {
+    fetch_finish(f, 0, NULL, NULL);
+  } else if ((rc = fetch_step(f)) < 0) {
     char e[2400];
     snprintf(e, sizeof e, "%s: %s", f->urls[f->ui], lt_error_msg());
-    finish(f, rc, NULL, e);
+    fetch_finish(f, rc, NULL, e);
   }
 }
 
@@ -112,7 +112,7 @@ static void work_run(uv_work_t *w) {
   if (f->work_rc < 0) snprintf(f->work_err, sizeof f->work_err, "%s", lt_error_msg());
 }
 
-static void work_done(uv_work_t *w, int status) {
+static void fetch_work_done(uv_work_t *w, int status) {
   lt_fetch_t *f = w->data;
   f->working = 0;
   if (f->cancelled) { /* cancelled while working: nobody waits */
@@ -126,7 +126,7 @@ static void work_done(uv_work_t *w, int status) {
     if (f->work_rc == 0 && !strcmp(f->got, f->sha)) {
       f->st.source = -1;
       snprintf(f->st.from, sizeof f->st.from, "%s", f->shared);
-      finish(f, 0, f->shared, NULL);
+      fetch_finish(f, 0, f->shared, NULL);
       return;
     }
     LT_WARN("fetch", "%s/model.safetensors: %s; downloading instead", f->shared,
@@ -160,14 +160,14 @@ static void work_done(uv_work_t *w, int status) {
 static void start_work(lt_fetch_t *f, int kind) {
   f->kind = kind;
   f->work.data = f;
-  int rc = uv_queue_work(lt_httpc_loop(f->c), &f->work, work_run, work_done);
+  int rc = uv_queue_work(lt_httpc_loop(f->c), &f->work, work_run, fetch_work_done);
   if (rc == 0) {
     f->working = 1;
     return;
   }
   char e[512];
   snprintf(e, sizeof e, "%s: cannot queue work on the thread pool: %s", f->dir, uv_strerror(rc));
-  finish(f, LT_ESYS, NULL, e);
+  fetch_finish(f, LT_ESYS, NULL, e);
 }
 
 static void on_file(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
@@ -199,7 +199,7 @@ static void on_file(int rc, long status, const char *body, size_t len, const cha
 
 /* Requests the next file of the current source.  A mirror gets one quick retry: the daemon behind it is the
  * fallback, and a rack cache that is down must not hold a version back for the daemon's full back-off. */
-static int step(lt_fetch_t *f) {
+static int fetch_step(lt_fetch_t *f) {
   int i = f->next++;
   f->o.retries = f->ui + 1 < f->nurls ? (f->retries < 1 ? f->retries : 1) : f->retries;
   const char *name = i == MODEL && f->delta ? "delta.zst" : files[i];
@@ -216,7 +216,7 @@ static int begin(lt_fetch_t *f) {
   model_path(f->base_dir, "model.safetensors", base, sizeof base);
   f->delta = f->delta_base[0] && f->sha[0] && f->base_dir[0] && lt_fs_exists(base);
   f->next = 0;
-  return step(f);
+  return fetch_step(f);
 }
 
 static void start_source(lt_fetch_t *f) {
@@ -224,7 +224,7 @@ static void start_source(lt_fetch_t *f) {
   if (rc < 0) {
     char e[2400];
     snprintf(e, sizeof e, "%s: %s", f->urls[f->ui], lt_error_msg());
-    finish(f, rc, NULL, e);
+    fetch_finish(f, rc, NULL, e);
   }
 }
 
@@ -256,7 +256,7 @@ int lt_fetch_start(lt_httpc_t *c, const lt_fetch_opts_t *o, lt_fetch_cb cb, void
     if (lt_fs_exists(p)) { /* a shared folder's copy is trusted only after its hash: off the loop */
       f->work.data = f;
       f->kind = WORK_SHARED;
-      if ((rc = uv_queue_work(lt_httpc_loop(c), &f->work, work_run, work_done)) < 0) {
+      if ((rc = uv_queue_work(lt_httpc_loop(c), &f->work, work_run, fetch_work_done)) < 0) {
         fetch_free(f);
         return lt_error_set(LT_ESYS, "fetch: cannot queue work: %s", uv_strerror(rc));
       }

@@ -17,7 +17,7 @@
 typedef struct {
   char token[65];
   unsigned id; /* the episode's /e/ID/ in its base URL */
-  void *session;
+  lt_gateway_session_t *session;
 } entry_t;
 
 struct lt_gateway {
@@ -30,7 +30,7 @@ struct lt_gateway {
   int n, cap;
 };
 
-static int authorize(void *ud, const char *bearer, void **session) {
+static int gateway_authorize(void *ud, const char *bearer, void **session) {
   lt_gateway_t *gw = ud;
   if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's key (OPENAI_API_KEY) as a bearer token or X-Api-Key");
   for (int i = 0; i < gw->n; i++)
@@ -43,24 +43,29 @@ static int authorize(void *ud, const char *bearer, void **session) {
   return lt_error_set(LT_EINVAL, "unknown API key: no live episode has this token (it ended, or never existed)");
 }
 
-static int prepare(void *ud, lt_oai_plan_t *plan) { return ((lt_gateway_t *)ud)->ops.prepare(plan->session, plan); }
+/* The layer's hooks carry the session as void *: it is always an lt_gateway_session_t the owner made. */
+static int gateway_prepare(void *ud, lt_oai_plan_t *plan) {
+  return ((lt_gateway_t *)ud)->ops.prepare(plan->session, plan);
+}
 
-static int generate(void *ud, lt_oai_gen_t *g, const lt_oai_job_t *job, void **handle) {
+static int gateway_generate(void *ud, lt_oai_gen_t *g, const lt_oai_job_t *job, void **handle) {
   *handle = job->plan->session;
   return ((lt_gateway_t *)ud)->ops.generate(job->plan->session, g, job);
 }
 
-static void cancel(void *ud, void *handle) { ((lt_gateway_t *)ud)->ops.cancel(handle); }
+static void gateway_cancel(void *ud, void *handle) { ((lt_gateway_t *)ud)->ops.cancel(handle); }
 
-static void context_limit(void *ud, void *session, int need, int max_context) {
+static void gateway_context_limit(void *ud, void *session, int need, int max_context) {
   ((lt_gateway_t *)ud)->ops.context_limit(session, need, max_context);
 }
 
-static void answered(void *ud, const lt_oai_result_t *r) { ((lt_gateway_t *)ud)->ops.answered(r->plan->session, r); }
+static void gateway_answered(void *ud, const lt_oai_result_t *r) {
+  ((lt_gateway_t *)ud)->ops.answered(r->plan->session, r);
+}
 
-static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
+static void gateway_on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   lt_gateway_t *gw = ud;
-  /* /e/ID/v1/... : the layer sees /v1/... and authorize() checks the token against episode ID. */
+  /* /e/ID/v1/... : the layer sees /v1/... and gateway_authorize() checks the token against episode ID. */
   unsigned id = 0;
   int used = 0;
   if (sscanf(req->path, "/e/%u%n", &id, &used) == 1 && used > 3 && req->path[used] == '/' && id > 0) {
@@ -81,17 +86,27 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
   gw->ops = o->ops;
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(uintptr_t)gw;
-  lt_oai_opts_t oo = {.tok = o->tok, .chat = o->chat, .tool_format = o->tool_format, .model = "longtail-policy",
-                      .vocab = o->vocab, .max_context = o->max_context, .seed_base = seed,
-                      .hooks = {.ud = gw, .authorize = authorize, .prepare = prepare, .generate = generate, .cancel = cancel,
-                                .context_limit = context_limit, .answered = answered}};
+  lt_oai_opts_t oo = {.tok = o->tok,
+                      .chat = o->chat,
+                      .tool_format = o->tool_format,
+                      .model = "longtail-policy",
+                      .vocab = o->vocab,
+                      .max_context = o->max_context,
+                      .seed_base = seed,
+                      .hooks = {.ud = gw,
+                                .authorize = gateway_authorize,
+                                .prepare = gateway_prepare,
+                                .generate = gateway_generate,
+                                .cancel = gateway_cancel,
+                                .context_limit = gateway_context_limit,
+                                .answered = gateway_answered}};
   int rc = lt_oai_create(&oo, &gw->oai);
   /* Agent programs send long system prompts and tool schemas: bodies up to 16 MiB. */
   /* Several connections per episode (SDKs keep a pool), so one program's idle ones never crowd out the others'. */
   int conns = o->slots > 0 ? 4 * o->slots : 256;
   lt_http_opts_t ho = {.host = "127.0.0.1", .port = 0, .max_body = 16u << 20, .max_conns = conns < 256 ? 256 : conns,
                        .timeout_ms = 60000};
-  if (rc == 0) rc = lt_http_listen(loop, &ho, on_request, gw, &gw->http);
+  if (rc == 0) rc = lt_http_listen(loop, &ho, gateway_on_request, gw, &gw->http);
   if (rc < 0) {
     lt_gateway_close(gw);
     return lt_error_wrap(rc, "agent gateway");
@@ -104,7 +119,7 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
 
 int lt_gateway_port(const lt_gateway_t *gw) { return gw->port; }
 
-int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[LT_GATEWAY_URL_MAX]) {
+int lt_gateway_admit(lt_gateway_t *gw, lt_gateway_session_t *session, char token[65], char url[LT_GATEWAY_URL_MAX]) {
   unsigned char raw[24];
   if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return lt_error_set(LT_EIO, "gateway: no random bytes for a token");
   memcpy(token, "lt-", 3);
@@ -122,7 +137,7 @@ int lt_gateway_admit(lt_gateway_t *gw, void *session, char token[65], char url[L
   return 0;
 }
 
-void lt_gateway_revoke(lt_gateway_t *gw, void *session) {
+void lt_gateway_revoke(lt_gateway_t *gw, lt_gateway_session_t *session) {
   for (int i = 0; gw && i < gw->n; i++)
     if (gw->e[i].session == session) gw->e[i--] = gw->e[--gw->n];
 }

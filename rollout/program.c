@@ -1,12 +1,15 @@
 /* An agent program's process (docs/agent-gateway.md): started with uv_spawn in
  * its own process group, fed one line on stdin, watched on the loop (no thread
- * per episode).  Its stdout's last line is kept (the reward it may report); its
- * stderr's tail explains a failure.  A deadline or a kill takes the whole
+ * per episode).  Its stdout's last line is kept (the reward it may report); the
+ * tails of its stderr and stdout explain a failure (an agent CLI may write its
+ * error to either).  A deadline or a kill takes the whole
  * group down, and so does the leader's exit, so nothing it started outlives it.
  * The deadline is the policy's budget: it counts the program's own time after
  * its first call, never its start-up nor its waits on the gateway's answers
  * (held); before its first call a start-up deadline bounds it. */
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,7 @@
 #include "util/error.h"
 
 #define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
-#define ERR_TAIL 2048
+#define TAIL_BYTES 2048 /* of stderr and of stdout, each, kept to explain a failure */
 #define DRAIN_MS 2000 /* after the leader's exit, how long its pipes may stay open */
 #define START_GRACE_MS 60000 /* before its first call: timeout_s plus this to make it (start-up is not the policy's) */
 #define GUARD_FACTOR 4       /* the sandbox's own wall-clock guard, in timeout_s (see sandboxed()) */
@@ -32,12 +35,13 @@ struct lt_program {
   uv_shutdown_t sd;
   char *line;          /* what stdin receives */
   lt_buf_t cur, last;  /* stdout's line in progress and its last complete non-empty one */
-  char err_tail[ERR_TAIL];
-  size_t err_len;
+  char err_tail[TAIL_BYTES], out_tail[TAIL_BYTES];
+  size_t err_len, out_len;
   lt_program_exit_cb cb;
   void *ud;
   int exited, timed_out, out_open, err_open, handles, killed;
   int holds;          /* calls being answered: the deadline's clock stands still while > 0 */
+  int ending;         /* lt_program_end_after: its last deadline runs, holds or not */
   int called;         /* a call was taken up: the start-up deadline gave way to timeout_s */
   uint64_t left_ms;   /* of the program's own time, as of run_since */
   uint64_t run_since; /* loop time its clock last started */
@@ -45,7 +49,7 @@ struct lt_program {
   int term_signal;
 };
 
-static void on_closed(uv_handle_t *h) {
+static void program_on_closed(uv_handle_t *h) {
   lt_program_t *p = h->data;
   if (--p->handles) return;
   lt_buf_free(&p->cur);
@@ -56,11 +60,11 @@ static void on_closed(uv_handle_t *h) {
 
 /* The process handle stays open until the exit is reaped (no zombies). */
 static void close_all(lt_program_t *p) {
-  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, on_closed);
+  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, program_on_closed);
   uv_handle_t *hs[] = {(uv_handle_t *)&p->in, (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
                        (uv_handle_t *)&p->deadline};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
-    if (!uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
+    if (!uv_is_closing(hs[i])) uv_close(hs[i], program_on_closed);
 }
 
 static void kill_group(lt_program_t *p) {
@@ -79,15 +83,16 @@ static void maybe_done(lt_program_t *p, int force) {
   }
   lt_program_result_t r = {.exit_code = p->term_signal ? -1 : (int)p->status, .signal = p->term_signal,
                            .timed_out = p->timed_out, .last_line = p->last.data ? p->last.data : "",
-                           .err_tail = p->err_tail};
+                           .err_tail = p->err_tail, .out_tail = p->out_tail};
   p->err_tail[p->err_len] = 0;
+  p->out_tail[p->out_len] = 0;
   cb(p, &r, p->ud);
   close_all(p);
 }
 
 static void on_drain(uv_timer_t *t) { maybe_done(t->data, 1); }
 
-static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
+static void program_on_exit(uv_process_t *h, int64_t status, int sig) {
   lt_program_t *p = h->data;
   p->exited = 1;
   p->status = status;
@@ -108,7 +113,13 @@ static void on_deadline(uv_timer_t *t) {
 }
 
 /* The deadline timer is the drain's once the leader exited, and a timed-out program is dying: neither is touched. */
-static int clock_runs(const lt_program_t *p) { return !p->exited && !p->timed_out; }
+static int clock_runs(const lt_program_t *p) { return !p->exited && !p->timed_out && !p->ending; }
+
+void lt_program_end_after(lt_program_t *p, uint64_t ms) {
+  if (!clock_runs(p)) return;
+  p->ending = 1;
+  uv_timer_start(&p->deadline, on_deadline, ms, 0);
+}
 
 void lt_program_hold(lt_program_t *p) {
   if (p->holds++ || !clock_runs(p)) return;
@@ -141,9 +152,24 @@ static int pipe_end(lt_program_t *p, uv_stream_t *s, ssize_t n, int *open) {
   return 1;
 }
 
+/* Keeps the last TAIL_BYTES - 1 bytes of a stream in tail (len of them so far), after n more. */
+static void program_keep_tail(char *tail, size_t *len, const char *data, size_t n) {
+  size_t keep = TAIL_BYTES - 1;
+  if (n >= keep) {
+    memcpy(tail, data + n - keep, keep);
+    *len = keep;
+    return;
+  }
+  size_t drop = *len + n > keep ? *len + n - keep : 0;
+  memmove(tail, tail + drop, *len - drop);
+  memcpy(tail + *len - drop, data, n);
+  *len = *len - drop + n;
+}
+
 static void on_out(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   lt_program_t *p = s->data;
   if (pipe_end(p, s, n, &p->out_open)) return;
+  program_keep_tail(p->out_tail, &p->out_len, b->base, (size_t)n);
   for (ssize_t i = 0; i < n; i++) {
     char c = b->base[i];
     if (c == '\n') {
@@ -163,30 +189,20 @@ static void on_out(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
 static void on_err(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   lt_program_t *p = s->data;
   if (pipe_end(p, s, n, &p->err_open)) return;
-  /* keep the tail: the last ERR_TAIL-1 bytes */
-  size_t keep = ERR_TAIL - 1;
-  if ((size_t)n >= keep) {
-    memcpy(p->err_tail, b->base + n - keep, keep);
-    p->err_len = keep;
-  } else {
-    size_t drop = p->err_len + (size_t)n > keep ? p->err_len + (size_t)n - keep : 0;
-    memmove(p->err_tail, p->err_tail + drop, p->err_len - drop);
-    memcpy(p->err_tail + p->err_len - drop, b->base, (size_t)n);
-    p->err_len = p->err_len - drop + (size_t)n;
-  }
+  program_keep_tail(p->err_tail, &p->err_len, b->base, (size_t)n);
 }
 
 static void on_shutdown(uv_shutdown_t *r, int status) {
   (void)status;
-  if (!uv_is_closing((uv_handle_t *)r->handle)) uv_close((uv_handle_t *)r->handle, on_closed);
+  if (!uv_is_closing((uv_handle_t *)r->handle)) uv_close((uv_handle_t *)r->handle, program_on_closed);
 }
 
-static void on_written(uv_write_t *w, int status) {
+static void program_on_written(uv_write_t *w, int status) {
   lt_program_t *p = w->data;
   (void)status; /* a program that does not read its stdin is its own business */
   if (uv_is_closing((uv_handle_t *)&p->in)) return;
   p->sd.data = p;
-  if (uv_shutdown(&p->sd, (uv_stream_t *)&p->in, on_shutdown) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  if (uv_shutdown(&p->sd, (uv_stream_t *)&p->in, on_shutdown) != 0) uv_close((uv_handle_t *)&p->in, program_on_closed);
 }
 
 /* The worker's environment without `set`'s names, then `set` (NAME=value). */
@@ -209,83 +225,100 @@ static char **make_env(const char *const *set) {
   return env;
 }
 
-/* `longtail sandbox run ... -- argv`: the program in the sandbox, reaching only the gateway's port.  The
- * files argv names (the agent's script) are copied into /work and named by their base name there.
- * Its wall-clock deadline is a guard for a worker that died without killing the group: our timer kills
- * first.  Ours counts neither start-up nor waiting on the gateway, so the guard leaves room for both
- * (GUARD_FACTOR × timeout_s + 2 × START_GRACE_MS; past it the sandbox's exit is an env_error).  Strings
- * in `keep` are freed by the caller. */
-static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, int port, int max_conns,
-                        char **keep) {
-  size_t n = 0, k = 0, nk = 0;
+/* A string of the sandboxed command line, kept in keep[] for the caller to free; NULL when out of memory or room. */
+static char *program_keep(char **keep, size_t *nk, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (*nk < cap && vasprintf(&s, fmt, ap) < 0) s = NULL;
+  va_end(ap);
+  if (s) keep[(*nk)++] = s;
+  return s;
+}
+
+/* The file argv[i] names, when it lies in one of the directories bound read-only into the sandbox: its real path,
+ * which the program sees there too (kept); else NULL. */
+static char *program_in_ro(const char *arg, const char *const *ro, char **keep, size_t *nk, size_t cap) {
+  char real[PATH_MAX];
+  if (!ro || !realpath(arg, real)) return NULL;
+  for (; *ro; ro++) {
+    size_t n = strlen(*ro);
+    if (!strncmp(real, *ro, n) && real[n] == '/') return program_keep(keep, nk, cap, "%s", real);
+  }
+  return NULL;
+}
+
+/* `longtail sandbox run ... -- argv`: the program in the sandbox under the run's limits (lim: its `sandbox`
+ * section, the domain's memory_mb, the gateway's port, the domain's read-only directories), reaching only the
+ * gateway's port.  The files argv names (the agent's script) are copied into /work and named by their base name
+ * there, unless they lie in a read-only directory: then they run in place, named by their real path.  Its
+ * wall-clock deadline is a guard for a worker that died without killing the group: our timer kills first.  Ours
+ * counts neither start-up nor waiting on the gateway, so the guard leaves room for both (GUARD_FACTOR × timeout_s
+ * + 2 × START_GRACE_MS; past it the sandbox's exit is an env_error).  Strings in `keep` (cap of them) are freed by
+ * the caller. */
+static char **sandboxed(char *const *argv, const char *const *env_set, double timeout_s, const lt_sandbox_limits_t *lim,
+                        char **keep, size_t cap) {
+  size_t n = 0, k = 0, nro = 0, nk = 0, o = 0;
   while (argv[n]) n++;
   while (env_set[k]) k++;
-  char **w = calloc(16 + 2 * k + 3 * n, sizeof *w);
+  while (lim->ro_dirs && lim->ro_dirs[nro]) nro++;
+  char **w = calloc(32 + 2 * k + 2 * nro + 3 * n, sizeof *w);
   char exe[4096];
   size_t len = sizeof exe;
-  if (!w || uv_exepath(exe, &len) != 0 || !(keep[nk++] = strdup(exe)) || !(keep[nk] = malloc(64))) {
+  if (!w || uv_exepath(exe, &len) != 0) {
     free(w);
     return NULL;
   }
-  snprintf(keep[nk], 64, "%.0f", GUARD_FACTOR * timeout_s + 2 * START_GRACE_MS / 1000);
-  size_t o = 0;
-  const char *head[] = {keep[0], "sandbox", "run", "--stdin", "-", "--timeout", keep[nk]};
-  nk++;
-  if (!(keep[nk] = malloc(16))) {
-    free(w);
-    return NULL;
-  }
-  snprintf(keep[nk], 16, "%d", port);
-  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) w[o++] = (char *)head[i];
-  w[o++] = "--port";
-  w[o++] = keep[nk++];
-  if (!(keep[nk] = malloc(48))) {
-    free(w);
-    return NULL;
-  }
-  snprintf(keep[nk], 48, "sandbox.max_connections=%d", max_conns);
-  w[o++] = "--set";
-  w[o++] = keep[nk++];
+  const char *head[] = {program_keep(keep, &nk, cap, "%s", exe), "sandbox", "run", "--stdin", "-", "--timeout",
+                        program_keep(keep, &nk, cap, "%.0f", GUARD_FACTOR * timeout_s + 2 * START_GRACE_MS / 1000),
+                        "--port", program_keep(keep, &nk, cap, "%d", lim->port), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.memory_mb=%d", lim->memory_mb), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.cpu_s=%d", lim->cpu_s), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.nproc=%d", lim->nproc), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.file_mb=%d", lim->file_mb), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.nofile=%d", lim->nofile), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.output_bytes=%zu", lim->output_bytes), "--set",
+                        program_keep(keep, &nk, cap, "sandbox.max_connections=%d", lim->max_conns)};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) ok &= (w[o++] = (char *)head[i]) != NULL;
   for (size_t j = 0; j < k; j++) { /* by name: their values (the token) stay out of argv */
-    size_t nl = (size_t)(strchr(env_set[j], '=') - env_set[j]);
-    if (!(keep[nk] = strndup(env_set[j], nl))) {
-      free(w);
-      return NULL;
-    }
     w[o++] = "--env";
-    w[o++] = keep[nk++];
+    ok &= (w[o++] = program_keep(keep, &nk, cap, "%.*s", (int)(strchr(env_set[j], '=') - env_set[j]), env_set[j])) !=
+          NULL;
   }
-  for (size_t i = 1; i < n; i++) {
-    struct stat st;
-    if (stat(argv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    w[o++] = "--file";
-    w[o++] = argv[i];
-  }
-  w[o++] = "--";
-  for (size_t i = 0; i < n; i++) {
+  for (size_t j = 0; j < nro; j++) w[o++] = "--ro", w[o++] = (char *)lim->ro_dirs[j];
+  char **named = calloc(n + 1, sizeof *named); /* argv as the sandbox runs it */
+  for (size_t i = 0; named && i < n; i++) {
     struct stat st;
     const char *slash = strrchr(argv[i], '/');
-    w[o++] = i > 0 && slash && stat(argv[i], &st) == 0 && S_ISREG(st.st_mode) ? (char *)slash + 1 : argv[i];
+    char *in_ro =
+        stat(argv[i], &st) == 0 && S_ISREG(st.st_mode) ? program_in_ro(argv[i], lim->ro_dirs, keep, &nk, cap) : NULL;
+    named[i] = in_ro ? in_ro : argv[i];
+    if (in_ro || i == 0 || stat(argv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    w[o++] = "--file"; /* copied into /work */
+    w[o++] = argv[i];
+    named[i] = slash ? (char *)slash + 1 : argv[i];
   }
+  w[o++] = "--";
+  for (size_t i = 0; named && i < n; i++) w[o++] = named[i];
+  if (!ok || !named) {
+    free(w), free(named);
+    return NULL;
+  }
+  free(named);
   return w;
 }
 
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
-                     double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
+                     double timeout_s, const lt_sandbox_limits_t *sandbox, lt_program_exit_cb cb, void *ud,
                      lt_program_t **out) {
   *out = NULL;
   lt_program_t *p = calloc(1, sizeof *p);
   char **env = make_env(env_set);
   char *keep[80] = {0};
-  char **wrapped = NULL;
-  if (sandbox_port > 0) {
-    size_t k = 0;
-    while (env_set[k]) k++;
-    wrapped = k + 4 <= sizeof keep / sizeof keep[0] ? sandboxed(argv, env_set, timeout_s, sandbox_port, max_conns, keep)
-                                                    : NULL;
-    if (wrapped) argv = wrapped;
-  }
-  if (!p || !env || !(p->line = strdup(stdin_line)) || (sandbox_port > 0 && !wrapped)) {
+  char **wrapped = sandbox ? sandboxed(argv, env_set, timeout_s, sandbox, keep, sizeof keep / sizeof keep[0]) : NULL;
+  if (wrapped) argv = wrapped;
+  if (!p || !env || !(p->line = strdup(stdin_line)) || (sandbox && !wrapped)) {
     if (p) free(p->line);
     free(p), free(env), free(wrapped);
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) free(keep[i]);
@@ -303,8 +336,13 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
                                 {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},
                                 {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err}};
   /* Detached: its own session and process group, so the group dies as one. */
-  uv_process_options_t po = {.file = argv[0], .args = (char **)argv, .env = env, .exit_cb = on_exit_cb, .stdio = io,
-                             .stdio_count = 3, .flags = UV_PROCESS_DETACHED};
+  uv_process_options_t po = {.file = argv[0],
+                             .args = (char **)argv,
+                             .env = env,
+                             .exit_cb = program_on_exit,
+                             .stdio = io,
+                             .stdio_count = 3,
+                             .flags = UV_PROCESS_DETACHED};
   int rc = uv_spawn(loop, &p->proc, &po);
   /* The message first: argv may point into `wrapped`. */
   int e = rc != 0 ? lt_error_set(LT_EINVAL, "agent program %s: cannot start: %s", argv[0], uv_strerror(rc)) : 0;
@@ -325,7 +363,8 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
   uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
   uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
   p->wr.data = p;
-  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, program_on_written) != 0)
+    uv_close((uv_handle_t *)&p->in, program_on_closed);
   *out = p;
   return 0;
 }

@@ -90,7 +90,7 @@ static uint64_t fnv1a(const char *p, size_t n) {
   return h;
 }
 
-static int add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
+static int spool_add(lt_spool_t *s, uint64_t id, char *blob, size_t len, int file) {
   if (s->n == s->cap) {
     int cap = s->cap ? 2 * s->cap : 16;
     entry_t *e = realloc(s->e, sizeof *e * (size_t)cap);
@@ -175,7 +175,7 @@ static int load_batch(lt_spool_t *s, const char *b, size_t off, uint32_t count, 
     if (!rec) return lt_error_set(LT_ENOMEM, "spool: out of memory");
     memcpy(rec, b + p, (size_t)l);
     p += (size_t)l;
-    int rc = add(s, tid, rec, (size_t)l, fi);
+    int rc = spool_add(s, tid, rec, (size_t)l, fi);
     if (rc < 0) {
       free(rec);
       return rc;
@@ -209,7 +209,7 @@ static void forget(lt_spool_t *s, const char *ids, uint32_t count, int fi) {
 /* Reads one file an earlier run left: kind 's' a segment, 'b' a batch file,
  * 't' a single record (id its task).  Returns 0 or an error; a file that holds
  * nothing to deliver is removed. */
-static int load_file(lt_spool_t *s, const char *path, const char *name, int kind, uint64_t id) {
+static int spool_load_file(lt_spool_t *s, const char *path, const char *name, int kind, uint64_t id) {
   char *blob;
   size_t len;
   if (lt_fs_read_file(path, 1u << 30, &blob, &len) < 0) {
@@ -223,7 +223,7 @@ static int load_file(lt_spool_t *s, const char *path, const char *name, int kind
   }
   size_t off = 0; /* how far the file is whole */
   if (kind == 't') {
-    if (valid(blob, len) && (rc = add(s, id, blob, len, fi)) == 0) {
+    if (valid(blob, len) && (rc = spool_add(s, id, blob, len, fi)) == 0) {
       s->f[fi].live = 1;
       blob = NULL;
       off = len;
@@ -289,7 +289,7 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
                : num && !strcmp(end, ".spool") ? c : !num && !strcmp(end, ".traj") ? 't' : 0;
     if (!kind || lt_path_join(path, sizeof path, dir, de->d_name) < 0) continue;
     if (kind != 't' && id >= s->seq) s->seq = id + 1;
-    rc = load_file(s, path, de->d_name, kind, id);
+    rc = spool_load_file(s, path, de->d_name, kind, id);
   }
   closedir(d);
   if (rc < 0) {
@@ -302,7 +302,7 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
 
 /* A segment no batch goes to any more is closed once none is being written
  * to it, and removed once nothing in it waits for an ACK either. */
-static void retire(lt_spool_t *s, int fi) {
+static void spool_retire(lt_spool_t *s, int fi) {
   file_t *f = &s->f[fi];
   if (fi == s->seg || f->writing) return;
   if (f->fd >= 0) close(f->fd);
@@ -314,7 +314,7 @@ static void seal(lt_spool_t *s) {
   int fi = s->seg;
   s->seg = -1;
   s->nacked = 0; /* notes concern the segment they would be written to */
-  if (fi >= 0) retire(s, fi);
+  if (fi >= 0) spool_retire(s, fi);
 }
 
 static int segment_new(lt_spool_t *s) {
@@ -393,7 +393,7 @@ int lt_spool_put(lt_spool_t *s, uint64_t id, const lt_frames_t *fr) {
     off += l;
   }
   lt_spool_drop(s, id); /* replaces an older copy of the same task */
-  int rc = add(s, id, b, len, IN_MEMORY);
+  int rc = spool_add(s, id, b, len, IN_MEMORY);
   if (rc < 0) free(b);
   return rc;
 }
@@ -469,7 +469,7 @@ int lt_spool_batch_done(lt_spool_t *s, lt_spool_batch_t *b, int rc, lt_spool_dur
   s->f[fi].writing--;
   if (rc < 0 && fi == s->seg) seal(s); /* what a failed write left in it is garbage: the next batch starts anew */
   if (rc == 0) s->f[fi].live += live, s->f[fi].fresh = 0;
-  retire(s, fi);
+  spool_retire(s, fi);
   for (int i = 0; i < s->n; i++) {
     entry_t *e = &s->e[i];
     if (e->file != WRITING || e->batch != b) continue;
@@ -516,7 +516,7 @@ int lt_spool_drop(lt_spool_t *s, uint64_t id) {
     if (s->seg >= 0 && (fi == s->seg || (fi == WRITING && s->e[i].batch->fi == s->seg))) note(s, id);
     if (fi >= 0 && --s->f[fi].live == 0) {
       if (fi == s->seg && !s->f[fi].writing && s->seg_len >= LT_SPOOL_SEGMENT_IDLE_BYTES) seal(s);
-      retire(s, fi); /* the current segment stays until sealed */
+      spool_retire(s, fi); /* the current segment stays until sealed */
     }
     free(s->e[i].blob);
     s->e[i] = s->e[--s->n];

@@ -19,7 +19,7 @@ struct lt_spool_writer {
   int job_rc, job_done, quit;
 };
 
-static void run(lt_bridge_t *br, void *arg) {
+static void spool_writer_run(lt_bridge_t *br, void *arg) {
   lt_spool_writer_t *sw = arg;
   lt_bridge_lock(br);
   for (;;) {
@@ -49,7 +49,7 @@ static void start_job(lt_spool_writer_t *sw) {
   lt_bridge_unlock(sw->br);
 }
 
-static void on_notify(void *arg) {
+static void spool_writer_on_notify(void *arg) {
   lt_spool_writer_t *sw = arg;
   lt_bridge_lock(sw->br);
   lt_spool_batch_t *b = sw->job_done ? sw->job : NULL;
@@ -70,7 +70,7 @@ int lt_spool_writer_start(uv_loop_t *loop, lt_spool_t *s, lt_spool_durable_fn du
   lt_spool_writer_t *sw = calloc(1, sizeof *sw);
   if (!sw) return lt_error_set(LT_ENOMEM, "spool writer: out of memory");
   *sw = (lt_spool_writer_t){.spool = s, .durable = durable, .failed = failed, .ud = ud};
-  int rc = lt_bridge_start(loop, run, on_notify, sw, "spool writer", &sw->br);
+  int rc = lt_bridge_start(loop, spool_writer_run, spool_writer_on_notify, sw, "spool writer", &sw->br);
   if (rc < 0) {
     free(sw);
     return rc;

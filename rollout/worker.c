@@ -126,11 +126,11 @@ static int send_traj(worker_t *w, uint64_t task_id, const lt_frame_t *fr, int n)
   return fr ? lt_outbox_add(w->outbox, task_id, fr, n) : lt_outbox_flush(w->outbox);
 }
 
-static void send_frames(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) { send_traj(ud, task_id, fr, n); }
+static void worker_send_frames(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) { send_traj(ud, task_id, fr, n); }
 
 /* Group commit: everything that finished in this loop iteration goes to disk
  * in one batch (one fsync, on the spool writer's thread), and only then to the
- * daemon (send_frames, once durable). */
+ * daemon (worker_send_frames, once durable). */
 static void on_flush(uv_prepare_t *h) {
   worker_t *w = h->data;
   uv_prepare_stop(h);
@@ -441,7 +441,7 @@ static void on_error(worker_t *w, const lt_errmsg_t *e) {
   }
 }
 
-static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
+static void worker_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   worker_t *w = ud;
   lt_msg_t m;
   int rc = lt_proto_decode(frames, n, &m);
@@ -573,7 +573,7 @@ static void on_handshake(int event, uint32_t value, const char *endpoint, void *
   stop(w, LT_EXIT_AUTH);
 }
 
-static int open_socket(worker_t *w) {
+static int worker_open_socket(worker_t *w) {
   int rc = lt_zsock_open(&w->loop, w->zctx, ZMQ_DEALER, &w->z);
   if (rc < 0) return rc;
   void *s = lt_zsock_handle(w->z);
@@ -601,7 +601,7 @@ static int open_socket(worker_t *w) {
   if ((rc = lt_zsock_monitor(w->z, w->zctx, events, on_handshake, w)) < 0) return rc;
   if (zmq_connect(s, w->o.connect) != 0)
     return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
-  return lt_zsock_start(w->z, on_recv, w);
+  return lt_zsock_start(w->z, worker_on_recv, w);
 }
 
 static void on_heartbeat(uv_timer_t *t) {
@@ -628,7 +628,7 @@ static void on_heartbeat(uv_timer_t *t) {
     if (now - w->last_hello > (int64_t)w->liveness * w->hb_ms) {
       lt_zsock_close(w->z, NULL, NULL);
       w->z = NULL;
-      if (open_socket(w) < 0) {
+      if (worker_open_socket(w) < 0) {
         LT_ERROR("worker", "%s", lt_error_msg());
         stop(w, LT_EXIT_FAIL);
         return;
@@ -645,7 +645,7 @@ static void on_heartbeat(uv_timer_t *t) {
   send_msg(w, &m);
 }
 
-static void on_signal(uv_signal_t *s, int sig) {
+static void worker_on_signal(uv_signal_t *s, int sig) {
   worker_t *w = s->data;
   LT_INFO("worker", "signal %d: leaving (%d trajectories stay in the spool)", sig, lt_spool_count(w->spool));
   lt_msg_t m = {.type = LT_MSG_BYE, .u.bye = {.reason = "worker stopping"}};
@@ -653,7 +653,7 @@ static void on_signal(uv_signal_t *s, int sig) {
   stop(w, 0);
 }
 
-static void close_walk(uv_handle_t *h, void *arg) {
+static void worker_close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
@@ -701,7 +701,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   signal(SIGPIPE, SIG_IGN); /* an agent program that exits without reading its stdin is its own failure */
   uv_loop_init(&w->loop);
   w->zctx = zmq_ctx_new();
-  if (!w->agents || !w->zctx || (rc = open_socket(w)) < 0) {
+  if (!w->agents || !w->zctx || (rc = worker_open_socket(w)) < 0) {
     LT_ERROR("worker", "%s", rc < 0 ? lt_error_msg() : "out of memory");
     w->exit_code = rc < 0 ? lt_error_exit_code(rc) : LT_EXIT_FAIL;
     goto out;
@@ -712,7 +712,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   uv_timer_start(&w->hb, on_heartbeat, 200, 200);
   uv_prepare_init(&w->loop, &w->flush);
   w->flush.data = w;
-  if ((rc = lt_spool_writer_start(&w->loop, w->spool, send_frames, on_spool_failed, w, &w->spool_writer)) < 0) {
+  if ((rc = lt_spool_writer_start(&w->loop, w->spool, worker_send_frames, on_spool_failed, w, &w->spool_writer)) < 0) {
     LT_ERROR("worker", "%s", lt_error_msg());
     w->exit_code = lt_error_exit_code(rc);
     goto out;
@@ -720,8 +720,8 @@ int lt_worker_run(const lt_worker_opts_t *o) {
   uv_signal_init(&w->loop, &w->sigint);
   uv_signal_init(&w->loop, &w->sigterm);
   w->sigint.data = w->sigterm.data = w;
-  uv_signal_start(&w->sigint, on_signal, SIGINT);
-  uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&w->sigint, worker_on_signal, SIGINT);
+  uv_signal_start(&w->sigterm, worker_on_signal, SIGTERM);
   send_hello(w);
   uv_run(&w->loop, UV_RUN_DEFAULT);
 out:
@@ -740,7 +740,7 @@ out:
   if (w->backend) lt_backend_close(w->backend, NULL, NULL);
   if (w->rewarder) lt_rewarder_close(w->rewarder, NULL, NULL);
   if (w->envs) lt_envs_shutdown(w->envs);
-  uv_walk(&w->loop, close_walk, NULL);
+  uv_walk(&w->loop, worker_close_walk, NULL);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   uv_loop_close(&w->loop);
   if (w->envs) lt_envs_free(w->envs);

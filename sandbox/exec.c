@@ -57,6 +57,21 @@ void lt_sandbox_result_free(lt_sandbox_result_t *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* Is path `top` or below it? */
+static int exec_is_under(const char *path, const char *top) {
+  size_t n = strlen(top);
+  return !strncmp(path, top, n) && (path[n] == 0 || path[n] == '/');
+}
+
+int lt_sandbox_ro_check(const char *d) {
+  if (d[0] != '/' || strlen(d) > 400)
+    return lt_error_set(LT_EINVAL, "%s: a read-only directory is an absolute path of up to 400 bytes", d);
+  if (!d[1] || exec_is_under(d, "/proc") || exec_is_under(d, "/dev"))
+    return lt_error_set(LT_EINVAL, "%s: a read-only directory is neither / nor under /proc or /dev (the sandbox's own)",
+                        d);
+  return 0;
+}
+
 static void close_fd(int *fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
@@ -122,6 +137,15 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   sb->lim = *l;
   sb->ctl = sb->status = sb->in = sb->out = sb->err = -1;
+  for (int i = 0; l->ro_dirs && l->ro_dirs[i]; i++) {
+    int rc = i < LT_SANDBOX_MAX_RO
+                 ? lt_sandbox_ro_check(l->ro_dirs[i])
+                 : lt_error_set(LT_EINVAL, "sandbox: at most %d read-only directories", LT_SANDBOX_MAX_RO);
+    if (rc < 0) {
+      free(sb);
+      return rc;
+    }
+  }
   const void *filter = lt__sandbox_seccomp_prog(l->port > 0);
   if (l->port > 0) {
     int rc = l->port > 65535 ? lt_error_set(LT_EINVAL, "sandbox: port %d out of range", l->port)

@@ -139,11 +139,42 @@ static void bind_relay(int sock_fd) {
   close(sock_fd);
 }
 
+/* The host directories bound read-only (limits.ro_dirs): opened before the new root covers the host's tree (a
+ * directory under /tmp is hidden by it), in this mount namespace (a bind's source must be in it), as the
+ * sandbox's user: a directory it may not read is an error naming it. */
+static int ro_fd[LT_SANDBOX_MAX_RO];
+
+static void open_ro_dirs(const lt_sandbox_limits_t *l) {
+  for (int i = 0; l->ro_dirs && l->ro_dirs[i]; i++)
+    if ((ro_fd[i] = open(l->ro_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) fail(l->ro_dirs[i]);
+}
+
+/* Each at its own path under the new root, its parents made as needed (those in a system directory exist). */
+static void bind_ro_dirs(const lt_sandbox_limits_t *l) {
+  for (int i = 0; l->ro_dirs && l->ro_dirs[i]; i++) {
+    char dst[512], src[64];
+    path2(dst, sizeof dst, ROOT, l->ro_dirs[i]);
+    for (char *p = dst + strlen(ROOT) + 1;; p++)
+      if (*p == '/' || !*p) {
+        char c = *p;
+        *p = 0;
+        check(mkdir(dst, 0755) != 0 && errno != EEXIST, dst + strlen(ROOT));
+        *p = c;
+        if (!c) break;
+      }
+    snprintf(src, sizeof src, "/proc/self/fd/%d", ro_fd[i]);
+    check(mount(src, dst, NULL, MS_BIND | MS_REC, NULL), l->ro_dirs[i]);
+    make_readonly(dst);
+    close(ro_fd[i]);
+  }
+}
+
 static void build_root(const lt_sandbox_limits_t *l, const char *relay_sock) {
   char opts[96];
   check(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
   int sock_fd = relay_sock ? open(relay_sock, O_PATH | O_CLOEXEC) : -1;
   if (relay_sock && sock_fd < 0) fail(relay_sock);
+  open_ro_dirs(l);
   check(mount("tmpfs", ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"), "new root");
   bind_system();
   bind_devices();
@@ -152,6 +183,7 @@ static void build_root(const lt_sandbox_limits_t *l, const char *relay_sock) {
   tmpfs(ROOT "/tmp", opts);
   snprintf(opts, sizeof opts, "size=%dm,mode=0755,uid=%d,gid=%d", l->file_mb, LT__JAIL_UID, LT__JAIL_UID);
   tmpfs(ROOT "/work", opts);
+  bind_ro_dirs(l);
   /* A fresh /proc is allowed only while the host's is still visible in this mount namespace. */
   check(mkdir(ROOT "/proc", 0555), "/proc");
   check(mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");

@@ -37,7 +37,14 @@ typedef struct {
   int port;            /* > 0: the program's 127.0.0.1:port reaches the host's 127.0.0.1:port, and nothing
                           else does (the loopback is up, AF_INET/AF_INET6 sockets allowed); 0: no network */
   int max_conns;       /* with a port: connections open through it at once; one past it is closed at once */
+  const char *const *ro_dirs; /* host directories bound read-only at their own path (an agent's node_modules),
+                                 NULL-terminated, absolute, at most LT_SANDBOX_MAX_RO; NULL: none */
 } lt_sandbox_limits_t;
+
+enum { LT_SANDBOX_MAX_RO = 16 };
+/* Can `dir` be bound read-only (ro_dirs)?  Absolute, of up to 400 bytes, not /, not under /proc or /dev (the
+ * sandbox's own); LT_EINVAL saying which rule it breaks. */
+int lt_sandbox_ro_check(const char *dir);
 
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l);
 /* The "sandbox" section of a config. */

@@ -44,6 +44,7 @@ enum {
   LT_EXIT_DEVICE = 5,   /* accelerator failure */
   LT_EXIT_CORRUPT = 6,  /* a data file failed its integrity check */
   LT_EXIT_AUTH = 7,     /* the daemon refused this worker's CURVE handshake (its key, or the daemon's) */
+  LT_EXIT_UNTRAINED = 8, /* a training run ended without one trainable trajectory (every episode failed) */
   LT_EXIT_INTERNAL = 70 /* a bug: an invariant did not hold */
 };
 

@@ -28,9 +28,10 @@ typedef struct {
 } job_t;
 
 /* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
- * rollout: the rollout section (NULL: the tests' usual one); scripted_more: more members of workers.scripted. */
-static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                         const char *scripted_more, const char *rollout, const char *envs_fmt) {
+ * rollout: the rollout section (NULL: the tests' usual one); scripted_more: more members of workers.scripted;
+ * more: more members of the config (a sandbox section, say).  Returns `longtail train`'s exit status. */
+static int job_status(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
+                      const char *scripted_more, const char *rollout, const char *more, const char *envs_fmt) {
   j->dir = lt_test_tmpdir(tag);
   char tasks[4200], cfg[4200], envs[8192], js[16384];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
@@ -51,14 +52,19 @@ static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
            "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+           " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}%s}",
            lt_test_root(), envs, group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
-           scripted_answer ? "\"" : "", scripted_more, lt_test_free_port());
+           scripted_answer ? "\"" : "", scripted_more, lt_test_free_port(), more);
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
   pid_t d = lt_test_spawn(j->dir, "daemon", argv);
   cr_assert_gt(d, 0);
-  int st = lt_test_wait(d, 150);
+  return lt_test_wait(d, 150);
+}
+
+static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
+                         const char *scripted_more, const char *rollout, const char *envs_fmt) {
+  int st = job_status(j, tag, rows, max_tasks, group, scripted_answer, scripted_more, rollout, "", envs_fmt);
   cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j->dir);
 }
 
@@ -84,6 +90,14 @@ static cJSON *export(const job_t *j, const char *format) {
   for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) cJSON_AddItemToArray(all, cJSON_Parse(line));
   lt_run_free(&r);
   return all;
+}
+
+/* Skips a test of sandboxed programs where the host gives no user namespaces (agent programs then run as plain
+ * children). */
+static void need_sandbox(void) {
+  lt_sandbox_caps_t caps;
+  lt_sandbox_probe(&caps);
+  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
 }
 
 /* The agents' log: one object per line. */
@@ -269,12 +283,14 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
 static void sdk_agent_trains_token_exact(const char *tag, const char *script) {
   lt_test_need_openai_sdk();
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/%s\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
-           lt_test_root(), script);
+  snprintf(
+      envs, sizeof envs,
+      "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/%s\", \"%%s\"],"
+      " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
+      lt_test_root(), script);
   job_t j;
-  run_job(&j, tag, 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
+  run_job(&j, tag, 4, 4, 2,
+          "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -311,7 +327,8 @@ static void sdk_agent_trains_token_exact(const char *tag, const char *script) {
     cr_assert(!seqs || cJSON_GetArraySize(seqs) == 1, "the later calls extend the first call's context");
   }
   cJSON_Delete(tr);
-  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4, "too few trained");
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4,
+                "too few trained");
   lt_test_rmdir(j.dir);
 }
 
@@ -548,9 +565,7 @@ static char *sequences_of(const job_t *j, const char *dom) {
  * loopback and the internet (exit 7 if either answers), then trains exactly the tokens the same run unsandboxed
  * trains; a hanging agent that left a setsid sleeper behind dies at timeout_s with all of it. */
 Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same_tokens, .timeout = 300) {
-  lt_sandbox_caps_t caps;
-  lt_sandbox_probe(&caps);
-  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  need_sandbox();
   int port;
   int l = lt_test_listen_loopback(&port);
   cr_assert_geq(l, 0);
@@ -671,3 +686,198 @@ Test(agent_gateway, honor_sampling_records_the_programs_temperature, .timeout = 
   cJSON_Delete(calls);
   lt_test_rmdir(j.dir);
 }
+
+/* Issue 41: a run whose agent program cannot work (it writes its error to stdout and exits 1 before any call, as
+ * `claude -p` does) is not silent.  The daemon logs each failed episode with its error (rate-limited), the error keeps
+ * the end of the program's stdout as well as its stderr, rollout/failed/env_error counts them, and a run that ends
+ * with no trainable trajectory says so and exits 8 (docs/exit-codes.md) instead of 0. */
+Test(agent_gateway, a_run_whose_episodes_all_fail_says_why_counts_them_and_exits_8, .timeout = 200) {
+  char envs[4096], path[4300];
+  python_envs(envs, sizeof envs, "crash_stdout", "");
+  job_t j;
+  int st = job_status(&j, "gw_allfail", 4, 4, 2, NULL, "", NULL, "", envs);
+  snprintf(path, sizeof path, "%s/daemon.err", j.dir);
+  char *err = lt_test_read(path);
+  cr_assert_not_null(err);
+  cr_assert_eq(st, 8, "longtail train exit %d: %s", st, err);
+  cr_assert(strstr(err, "no trainable trajectory: of 4 episodes, 4 env_error"), "%s", err);
+  cr_assert(strstr(err, "failed: env_error: agent program exited with status 1; stdout: Invalid API key"), "%s", err);
+  int said = 0;
+  for (const char *p = strstr(err, "episode_failed:"); p; p = strstr(p + 1, "episode_failed:")) said++;
+  cr_assert_eq(said, 1, "four failures within 10 s are said once: %s", err);
+  free(err);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "env_error");
+    cr_assert(strstr(str(t, "error"), "exited with status 1; stdout: Invalid API key · Please run /login"), "%s",
+              str(t, "error"));
+  }
+  cJSON_Delete(tr);
+  cr_assert_eq(
+      lt_test_sql1(j.db, "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name = 'rollout/failed/env_error'"), 4);
+  lt_test_rmdir(j.dir);
+}
+
+/* Issue 41: the agent environment exports ANTHROPIC_BASE_URL (the episode's base, so that /v1/messages after it
+ * lands on the gateway) and ANTHROPIC_API_KEY beside the OpenAI variables: an agent that speaks only Anthropic's
+ * Messages API finds its episode with them alone, and trains token-exact. */
+Test(agent_gateway, the_anthropic_variables_lead_a_messages_agent_to_its_episode, .timeout = 200) {
+  char envs[4096];
+  python_envs(envs, sizeof envs, "messages", "");
+  job_t j;
+  run_job(&j, "gw_messages", 4, 4, 2, NULL, envs);
+  check_token_exact(&j, 4);
+  cJSON *tr = export(&j, "jsonl");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s", str(t, "error"));
+    cr_assert_eq(num(t, "turns"), 4);
+    cr_assert_float_eq(num(t, "reward"), 0.5, 1e-9);
+  }
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* Issue 41: a sandboxed agent program runs under the run's `sandbox` section (a Bun-based CLI was killed at the
+ * default 512 MB whatever the config said), and its domain's params.memory_mb overrides the memory limit.  Both
+ * domains' programs hold 400 MB: under the run's 256 MB one is killed (env_error), with its domain's 1024 MB the
+ * other trains.  A setting the program cannot honour is a config error: memory_mb without a sandbox. */
+Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_domains_memory, .timeout = 300) {
+  need_sandbox();
+  char envs[4096], path[4300];
+  snprintf(envs, sizeof envs,
+           "{\"big\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", "
+           "\"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"alloc:400\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"memory_mb\": 1024}},"
+           " \"small\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", "
+           "\"%s/tests/integ/agents/urllib_agent.py\","
+           " \"-%%s\", \"alloc:400\"], \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
+           lt_test_root(), lt_test_root());
+  job_t j;
+  cr_assert_eq(job_status(&j, "gw_memory", 4, 8, 2, NULL, "", NULL, ", \"sandbox\": {\"memory_mb\": 256}", envs), 0);
+  cJSON *tr = export(&j, "jsonl");
+  int big = 0, small = 0;
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    if (!strcmp(str(t, "domain"), "big")) {
+      cr_assert_str_eq(str(t, "traj_status"), "ok", "%s", str(t, "error"));
+      cr_assert_eq(num(t, "turns"), 4);
+      big++;
+    } else {
+      cr_assert_str_eq(str(t, "traj_status"), "env_error", "the run's sandbox.memory_mb did not hold");
+      small++;
+    }
+  }
+  cr_assert_eq(big + small, 8);
+  cr_assert_gt(big, 0);
+  cr_assert_gt(small, 0);
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+  python_envs(envs, sizeof envs, "normal", ", \"memory_mb\": 1024");
+  job_t k;
+  cr_assert_eq(job_status(&k, "gw_memory_plain", 4, 4, 2, NULL, "", NULL, "", envs), 2, "memory_mb without a sandbox");
+  snprintf(path, sizeof path, "%s/daemon.err", k.dir);
+  char *err = lt_test_read(path);
+  cr_assert(
+      err && strstr(err, "envs.chat.params.memory_mb: applies to the program's sandbox, and params.sandbox is false"),
+      "%s", err);
+  free(err);
+  lt_test_rmdir(k.dir);
+}
+
+/* Issue 41: params.read_only binds host directories read-only into the program's sandbox, and a file of its
+ * command that lies in one runs in place: the Node agent of the official `openai` SDK runs from its directory with
+ * its node_modules beside it, not copied anywhere (it logs into the sandbox's /tmp: nothing of the host is
+ * writable). */
+Test(agent_gateway, a_sandboxed_node_agent_runs_from_its_read_only_directory, .timeout = 300) {
+  need_sandbox();
+  lt_test_need_openai_sdk();
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", "
+           "\"%s/tests/integ/agents/openai_sdk_agent.mjs\","
+           " \"/tmp/calls.jsonl\", \"-%%s\"], \"tasks\": \"%%s\", \"timeout_s\": 60, \"read_only\": "
+           "[\"%s/tests/integ/agents\"],"
+           " \"memory_mb\": 1024}}}",
+           lt_test_root(), lt_test_root());
+  job_t j;
+  run_job(&j, "gw_ro", 4, 4, 2,
+          "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s", str(t, "error"));
+    cr_assert_eq(num(t, "turns"), 3);
+  }
+  cJSON_Delete(tr);
+  lt_test_rmdir(j.dir);
+}
+
+/* ---- real agent CLIs (issue 41): each example's `agent` domain as it is, at test size ---- */
+
+/* Runs examples/agents/EXAMPLE/config.json (its command line, sandbox, read-only node_modules, stdin prompt) with the
+ * scripted policy and 4 tasks: every episode is stored ok with the tokens the policy generated for the CLI's calls,
+ * and the learner trains on them.  Skipped where the CLIs cannot be installed or run, or there is no sandbox. */
+static void cli_trains(const char *tag, const char *example) {
+  need_sandbox();
+  lt_test_need_npm("test-agent-clis.sh", "Claude Code and Codex CLI");
+  job_t j = {.dir = lt_test_tmpdir(tag)};
+  snprintf(j.rd, sizeof j.rd, "%s/run", j.dir);
+  snprintf(j.db, sizeof j.db, "%s/buffer.db", j.rd);
+  char cfg[4200];
+  snprintf(cfg, sizeof cfg, "%s/examples/agents/%s/config.json", lt_test_root(), example);
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        j.rd,
+                        "--set",
+                        "scheduler.max_tasks=4",
+                        "--set",
+                        "scheduler.group_size=2",
+                        "--set",
+                        "learner.batch.trajectories=4",
+                        "--set",
+                        "workers.backend=scripted",
+                        "--set",
+                        "workers.scripted.mean_tokens=8",
+                        "--set",
+                        "workers.scripted.tail_fraction=0",
+                        NULL};
+  pid_t d = lt_test_spawn(j.dir, "daemon", argv);
+  cr_assert_gt(d, 0);
+  int st = lt_test_wait(d, 300);
+  cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j.dir);
+  cJSON *tr = export(&j, "tokens");
+  lt_tokenizer_t *tok;
+  cr_assert_eq(lt_tokenizer_byte(LT_TOKENIZER_BYTE_VOCAB, &tok), 0);
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", str(t, "reason"), str(t, "error"));
+    cJSON *flat = flatten(t);
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(flat, "tokens"),
+                *mask = cJSON_GetObjectItemCaseSensitive(flat, "loss_mask");
+    int n = cJSON_GetArraySize(toks), ngen = 0;
+    int32_t *gen = malloc(sizeof *gen * (size_t)n);
+    for (int i = 0; i < n; i++)
+      if (cJSON_GetArrayItem(mask, i)->valueint) gen[ngen++] = cJSON_GetArrayItem(toks, i)->valueint;
+    char *text = NULL;
+    size_t len;
+    cr_assert_eq(lt_tokenizer_decode(tok, gen, ngen, 1, &text, &len), 0);
+    cr_assert(ngen > 0 && strstr(text, "#### 0"), "the policy's answer is not in the trajectory: %s", text);
+    free(text), free(gen);
+    cJSON_Delete(flat);
+  }
+  lt_tokenizer_free(tok);
+  cJSON_Delete(tr);
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4,
+                "the run did not train");
+  lt_test_rmdir(j.dir);
+}
+
+/* Claude Code: Anthropic's Messages API, found through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY. */
+Test(agent_cli, claude_code_trains_through_an_agent_environment, .timeout = 1200) {
+  cli_trains("cli_claude", "claude-code");
+}
+
+/* Codex CLI: OpenAI's Responses API, through a provider whose base_url is the episode's OPENAI_BASE_URL. */
+Test(agent_cli, codex_cli_trains_through_an_agent_environment, .timeout = 1200) { cli_trains("cli_codex", "codex"); }

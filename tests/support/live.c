@@ -28,15 +28,17 @@ void lt_test_fault_config(const char *path, int port, int spawn, int tasks, cons
   cr_assert_eq(lt_test_write(path, js), 0);
 }
 
-void lt_test_need_openai_sdk(void) {
+void lt_test_need_npm(const char *script, const char *what) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 330, "%s/scripts/test-agents.sh", lt_test_root()), 0);
+  cr_assert_eq(lt_test_sh(&r, 960, "%s/scripts/%s", lt_test_root(), script), 0);
   int have = r.status == 0;
   lt_run_free(&r);
-  /* CI reaches the npm registry: there a missing SDK is a failure, not a skip. */
-  if (!have && getenv("CI")) cr_assert_fail("scripts/test-agents.sh could not install the openai npm SDK");
-  if (!have) cr_skip_test("the openai npm package cannot be installed here");
+  /* CI reaches the npm registry: there a missing package is a failure, not a skip. */
+  if (!have && getenv("CI")) cr_assert_fail("scripts/%s could not install %s", script, what);
+  if (!have) cr_skip_test("%s cannot be installed or run here (scripts/%s)", what, script);
 }
+
+void lt_test_need_openai_sdk(void) { lt_test_need_npm("test-agents.sh", "the openai npm SDK"); }
 
 cJSON *lt_test_stats(const char *dir) {
   lt_run_t r;

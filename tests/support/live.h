@@ -12,6 +12,9 @@
  * top-level object (a "monitor" there replaces the default one). */
 void lt_test_fault_config(const char *path, int port, int spawn, int tasks, const char *extra);
 /* `longtail stats DIR --json`, parsed (asserts the command ran). */
+/* Runs scripts/SCRIPT, which installs pinned npm packages (`what`), or skips the test where it fails; under CI a
+ * failure fails the test. */
+void lt_test_need_npm(const char *script, const char *what);
 /* Installs the pinned openai npm SDK (scripts/test-agents.sh) or skips the test; under CI a failure fails it. */
 void lt_test_need_openai_sdk(void);
 /* The first value of `sql` over the database file `db` (sqlite3, waiting out a live run's locks); -1 when empty. */

@@ -12,10 +12,17 @@
 #include "rollout/agent.h"
 #include "util/error.h"
 
+/* The step (1, 2, ...) before whose answer the agent is aborted, counted down; 0: none (abort_trigger). */
+static int abort_in;
+static uv_async_t abort_trigger;
+
 /* ud: the step (1, 2, ...) whose tool the environment reports timed out, counted down; 0: none. */
 static void user_env(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   int *timeout_in = ud;
   cJSON *q = cJSON_Parse(req->body), *a = cJSON_CreateObject();
+  /* Signalled before the answer is written, the abort is read in the same poll as the answer and before it. */
+  if (strcmp(cJSON_GetObjectItem(q, "op")->valuestring, "reset") && abort_in > 0 && --abort_in == 0)
+    uv_async_send(&abort_trigger);
   if (!strcmp(cJSON_GetObjectItem(q, "op")->valuestring, "reset")) {
     cJSON *m = cJSON_AddArrayToObject(a, "messages"), *u = cJSON_CreateObject();
     cJSON_AddStringToObject(u, "role", "user");
@@ -42,10 +49,13 @@ typedef struct {
 } got_t;
 
 static void on_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
+  (void)a;
   got_t *g = ud;
+  if (g->done++) lt_msg_free(&g->traj); /* a second callback: counted, and the test fails on it */
   g->traj = *traj;
-  g->done = 1;
 }
+
+static void on_abort_trigger(uv_async_t *h) { lt_agent_abort(h->data, "the test aborts it"); }
 
 static int count(const char *hay, const char *needle) {
   int n = 0;
@@ -99,9 +109,14 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
                     .top_p = 1, .max_new_tokens = 128, .max_turns = max_turns, .max_context = 4096, .spec = spec};
   lt_agent_t *a;
   memset(g, 0, sizeof *g);
+  cr_assert_eq(uv_async_init(&loop, &abort_trigger, on_abort_trigger), 0);
   cr_assert_eq(lt_agent_start(&ctx, &task, on_done, g, &a), 0);
+  abort_trigger.data = a;
   for (int i = 0; i < 20000 && !g->done; i++) uv_run(&loop, UV_RUN_ONCE);
   cr_assert(g->done, "the episode did not end");
+  for (int i = 0; i < 8; i++) uv_run(&loop, UV_RUN_NOWAIT); /* a late second callback would come here */
+  cr_assert_eq(g->done, 1, "the episode was delivered %d times", g->done);
+  uv_close((uv_handle_t *)&abort_trigger, NULL);
   size_t len;
   const lt_traj_t *t = &g->traj.u.traj;
   int last = t->nseqs > 1 ? t->seq_starts[t->nseqs - 1] : 0;
@@ -297,6 +312,27 @@ Test(agent, a_tool_timeout_ends_the_episode_as_a_failure_not_a_truncation) {
   cr_assert(t->has_reward);
   cr_assert_float_eq(t->reward, -2, 1e-12);
   cr_assert_float_eq(cJSON_GetObjectItem(t->components, "timeout")->valuedouble, -2, 1e-12);
+  free(text);
+  lt_msg_free(&g.traj);
+}
+
+/* The lifecycle (rollout/agent.c): an episode aborted while its environment steps has ended, and the step's answer
+ * that lands after that is dropped: the trajectory is delivered once, aborted, with the turns it had (the answer
+ * is read in the same poll as the abort, before the delivery; the loop used to take it up and start another turn
+ * on the generation session the abort had closed). */
+Test(agent, an_answer_that_lands_after_an_abort_is_dropped) {
+  lt_context_opts_t co = {0};
+  got_t g;
+  char *text;
+  abort_in = 2;
+  run_with(&co, 8, NULL, LT_TOOLFMT_XML, "<tool_call><name>ask</name></tool_call>", 0, &g, &text);
+  lt_traj_t *t = &g.traj.u.traj;
+  cr_assert_eq(abort_in, 0, "the second step never came");
+  cr_assert_eq(t->status, LT_TRAJ_ABORTED, "%d: %s", t->status, t->error);
+  cr_assert_str_eq(t->reason, "aborted");
+  cr_assert_str_eq(t->error, "the test aborts it");
+  cr_assert_eq(t->turns, 2);
+  cr_assert_not(t->has_reward);
   free(text);
   lt_msg_free(&g.traj);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandbox/sandbox.h"
@@ -255,6 +256,41 @@ Test(sandbox, host_home_run_dir_and_tmp_are_invisible) {
   unlink(secret);
   lt_test_rmdir(dir);
   lt_sandbox_result_free(&r);
+}
+
+/* limits.ro_dirs: a host directory (here under the host's /tmp, which the sandbox's root covers) is visible at its
+ * own path with its subdirectories, read-only, and nothing beside it is; a path the sandbox keeps for itself is
+ * refused before anything runs. */
+Test(sandbox, read_only_directories_are_visible_and_read_only) {
+  need_sandbox();
+  char *dir = lt_test_tmpdir("sandbox-ro"), *other = lt_test_tmpdir("sandbox-ro-other"), path[600], probe[2400];
+  snprintf(path, sizeof path, "%s/lib", dir);
+  cr_assert_eq(mkdir(path, 0755), 0);
+  snprintf(path, sizeof path, "%s/lib/sub", dir);
+  cr_assert_eq(mkdir(path, 0755), 0);
+  snprintf(path, sizeof path, "%s/lib/sub/mod.txt", dir);
+  cr_assert_eq(lt_test_write(path, "VISIBLE-module\n"), 0);
+  snprintf(path, sizeof path, "%s/secret.txt", other);
+  cr_assert_eq(lt_test_write(path, "TOPSECRET-beside\n"), 0);
+  chmod(dir, 0755);
+  snprintf(probe, sizeof probe, "cat %s/lib/sub/mod.txt; cat %s/secret.txt; touch %s/lib/new && echo WROTE", dir, other,
+           dir);
+  lt_sandbox_limits_t l = limits(10);
+  const char *ro[] = {dir, NULL};
+  l.ro_dirs = ro;
+  lt_sandbox_result_t r = run_sh(&l, probe);
+  cr_expect(strstr(r.out, "VISIBLE-module"), "%s %s", r.out, r.err);
+  cr_expect(!strstr(r.out, "TOPSECRET") && !strstr(r.out, "WROTE"), "%s", r.out);
+  cr_expect(strstr(r.err, "Read-only file system"), "%s", r.err);
+  lt_sandbox_result_free(&r);
+  const char *proc[] = {"/proc/self", NULL};
+  l.ro_dirs = proc;
+  lt_sandbox_job_t job = {.argv = (const char *[]){"true", NULL}};
+  cr_assert_eq(lt_sandbox_run(&l, &job, &r), LT_EINVAL);
+  cr_expect(strstr(lt_error_msg(), "/proc/self: a read-only directory is neither / nor under /proc or /dev"), "%s",
+            lt_error_msg());
+  lt_test_rmdir(dir);
+  lt_test_rmdir(other);
 }
 
 Test(sandbox, deadline_kills_setsid_orphans_and_cpu_spin) {

@@ -17,7 +17,10 @@ they start, finishing ones in LOGFILE.ended), temp (every call asks for temperat
 one asks for 0.9, logged with its status), late_hang (4 s before its first call, then hang).  For a sandboxed run (no host files): a LOGFILE
 starting with "-" means stderr (the rest of it is only a tag for pgrep); MODE probe:PORT first
 tries the host's 127.0.0.1:PORT and the internet and exits 7 if either answers; MODE hang_setsid
-starts a sleeper in a session of its own, then hangs.
+starts a sleeper in a session of its own, then hangs.  MODE crash_stdout writes its error to stdout and exits 1
+before any call, as `claude -p` does; alloc:MB holds MB of memory, then goes on as normal; messages holds the
+conversation over Anthropic's Messages API instead, at ANTHROPIC_BASE_URL/v1/messages with ANTHROPIC_API_KEY
+(logging usage.output_tokens as completion_tokens).
 """
 import json
 import os
@@ -64,6 +67,12 @@ env_row = json.loads(os.environ["LONGTAIL_TASK"])
 assert row == env_row, "stdin and LONGTAIL_TASK differ"
 assert "answer" not in row, "the answer reached the policy's side"
 prompt = row["messages"][-1]["content"]
+if MODE == "crash_stdout":
+    print("Invalid API key · Please run /login")
+    sys.exit(1)
+if MODE.startswith("alloc:"):
+    held = "x" * (int(MODE[6:]) << 20)  # touched: resident, not only reserved
+    MODE = "normal"
 if MODE == "late_hang":  # a start-up longer than its timeout_s (3 s), then a hang: start-up is not the policy's time
     time.sleep(4)
     MODE = "hang"
@@ -116,10 +125,33 @@ if MODE == "stale":
             log({"foreign": live[-1], "status": status, "error": error})
             break
         time.sleep(0.1)
+def messages_call(body):
+    """One call of Anthropic's Messages API, answered in the chat completions' shape this agent logs."""
+    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=json.dumps(body).encode(),
+                                 method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("x-api-key", os.environ["ANTHROPIC_API_KEY"])
+    req.add_header("anthropic-version", "2023-06-01")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            m = json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+    text = "".join(b["text"] for b in m["content"] if b["type"] == "text")
+    return 200, {"choices": [{"message": {"content": text}}], "usage": {"completion_tokens": m["usage"]["output_tokens"]}}
+
+
+def chat(body):
+    """The conversation's next call, over the API the mode speaks."""
+    if MODE == "messages":
+        return messages_call({"model": "claude-x", "max_tokens": 32000, "messages": body["messages"]})
+    return post("/chat/completions", body)
+
+
 TEMP = {"temperature": 0.5} if MODE == "temp" else {}
 messages = list(row["messages"])
 for turn in range(3):
-    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": messages, "max_tokens": 32000, **TEMP})
+    status, body = chat({"model": "my-agent-model", "messages": messages, "max_tokens": 32000, **TEMP})
     if status != 200:
         log({"key": KEY, "prompt": prompt, "error_status": status, "error": body})
         break
@@ -133,7 +165,7 @@ for turn in range(3):
     messages.append({"role": "user", "content": "Go on (%d)." % turn})
 else:  # the history compacted: the earlier turns are not repeated
     compact = list(row["messages"]) + [{"role": "user", "content": "You said %d things. Answer now." % turn}]
-    status, body = post("/chat/completions", {"model": "my-agent-model", "messages": compact, **TEMP})
+    status, body = chat({"model": "my-agent-model", "messages": compact, **TEMP})
     if status == 200:
         log({"key": KEY, "prompt": prompt, "content": body["choices"][0]["message"]["content"],
              "completion_tokens": body["usage"]["completion_tokens"]})
