@@ -1,6 +1,6 @@
 /* `longtail serve --model DIR [--port P]`: the builtin engine behind the
  * OpenAI-compatible layer (infer/oai.h: /v1/completions,
- * /v1/chat/completions, /v1/models), plus /health and SGLang's
+ * /v1/chat/completions, /v1/messages, /v1/responses, /v1/models), plus /health and SGLang's
  * /update_weights_from_disk, on one libuv loop.  Each choice is a fresh
  * engine session; concurrent ones share batched decode steps through the
  * rollout backend, and beyond --slots they wait in FIFO order. */
@@ -215,8 +215,7 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     }
     cJSON_Delete(body);
   } else if (!lt_oai_handle(s->oai, c, req)) {
-    lt_oai_send_error(c, 404, NULL, NULL, "no route %s (try /v1/completions, /v1/chat/completions, /v1/models, /health)",
-                      path);
+    lt_oai_send_no_route(c, req, "", "GET /health, POST /update_weights_from_disk");
   }
 }
 
@@ -265,7 +264,8 @@ int lt_cmd_serve(int argc, char **argv) {
                      .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] [--scripted TEXT]",
                      .summary = "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
                                 "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
-                                "return_tokens_as_token_ids), GET /v1/models, /v1/models/{id} and /health, "
+                                "return_tokens_as_token_ids), Anthropic's POST /v1/messages (and count_tokens), "
+                                "OpenAI's POST /v1/responses, GET /v1/models, /v1/models/{id} and /health, "
                                 "POST /update_weights_from_disk {\"model_path\": DIR}.  See docs/serve.md.",
                      .args = args,
                      .nargs = 8,

@@ -98,11 +98,39 @@ int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, con
 
 extern const lt_backend_impl_t lt__backend_builtin, lt__backend_scripted, lt__backend_openai;
 
-/* ---- the OpenAI layer: requests (oai.c) and answers (oai_answer.c) ---- */
+/* ---- the OpenAI layer: the core (oai.c: routes, calls, rendering; oai_answer.c: tokens, stop strings, tool
+ * calls, streaming) and one file per API shape, each a request parser into the common plan and an answer writer:
+ * oai_openai.c (chat completions and completions), oai_messages.c (Anthropic Messages), oai_responses.c (OpenAI
+ * Responses) ---- */
 
 #define LT_OAI_MAX_STOP 16
 
 typedef struct lt__oai_call lt__oai_call_t;
+
+/* One API shape.  parse fills the call from its body: the plan's sampling, n, requested_max and seed, the call's
+ * stream flags and stops, and either k->messages (OpenAI's chat shape: string contents, tool_calls with
+ * arguments as JSON text or an object) with plan.tools (OpenAI function tools) for the core to render, or
+ * prompt ids (completions).  The writers answer in the shape's JSON and server-sent events. */
+typedef struct {
+  const char *id_prefix;   /* of the call's id ("chatcmpl", "msg", "resp") */
+  const char *call_prefix; /* of its tool calls' ids ("call", "toolu") */
+  int (*parse)(lt__oai_call_t *k, char *param, size_t plen);
+  /* The stream's head went out (status 200, text/event-stream): the first events. */
+  int (*stream_begin)(lt__oai_call_t *k);
+  /* Choice g's text [g->sent, end) may go out (it can no longer become a stop string), and its tokens
+   * [g->tok_sent, g->n); the writer advances g->sent and g->tok_sent over what it sent. */
+  void (*stream_text)(lt__oai_call_t *k, lt_oai_gen_t *g, size_t end);
+  /* Choice g ended (streaming): the rest of its content, its tool calls, its end. */
+  void (*stream_choice_end)(lt__oai_call_t *k, lt_oai_gen_t *g);
+  /* Every choice ended: the JSON answer, or the stream's last events (the stream is ended by the core). */
+  void (*answer)(lt__oai_call_t *k);
+  /* An error before the stream started, as JSON in the shape's error format. */
+  void (*error)(lt_http_conn_t *c, int status, const char *param, const char *code, const char *msg);
+  /* An error after it started: the shape's error event (the core ends the stream). */
+  void (*stream_error)(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+} lt__oai_dialect_t;
+
+extern const lt__oai_dialect_t lt__oai_openai, lt__oai_messages, lt__oai_responses;
 
 struct lt_oai_gen {
   lt__oai_call_t *call;
@@ -123,24 +151,32 @@ struct lt_oai_gen {
   int off_tok;           /* /v1/completions text_offset: tokens [0, off_tok) span off_at bytes */
   size_t off_at;
   int cut;               /* a stop string matched: text ends before it */
+  int stop_index;        /* which one (k->stops[]) */
   const char *finish;    /* "stop" | "length" | "tool_calls" once ended */
-  cJSON *tool_calls;     /* parsed from the text at the end (message.tool_calls) */
+  cJSON *tool_calls;     /* parsed from the text at the end (OpenAI's message.tool_calls) */
   size_t content_len;    /* text before the first tool-call block */
+  int text_open;         /* messages/responses streams: the text block (message item) was opened */
 };
 
 struct lt__oai_call {
   lt_oai_t *a;
+  const lt__oai_dialect_t *d;
   lt_http_conn_t *conn;
   lt__oai_call_t *prev, *next;
   lt_oai_plan_t plan;    /* plan.body is owned */
-  cJSON *messages;       /* normalised */
+  cJSON *messages;       /* normalised (plan.messages) */
+  cJSON *tools;          /* converted to OpenAI's function tools (plan.tools), when the shape's differ */
+  int thinking;          /* the template's enable_thinking: -1 left to the template, 0 off, 1 on */
+  char *text;            /* the rendered prompt (plan.text) */
   int32_t *ids;          /* rendered prompt */
   int nids, cap;
   int stream, include_usage, logprobs, token_ids, skip_special, parse_tools;
   const char *stops[LT_OAI_MAX_STOP];
   int nstops;
+  int count_only;        /* /v1/messages/count_tokens: render and count, generate nothing */
   int streaming;         /* the stream's head went out */
   int pending;           /* choices not ended */
+  int seq;               /* responses: the next event's sequence_number */
   char id[64];
   double created;
   lt_oai_gen_t gens[LT_OAI_MAX_N];
@@ -152,9 +188,15 @@ struct lt_oai {
   int64_t version;
   uint64_t ncalls;
   lt__oai_call_t *calls;
+  char skipped[8][32];   /* tool types already logged as skipped (one line each, not one per call) */
+  int nskipped;
 };
 
 void lt__oai_send_json(lt_http_conn_t *c, int status, cJSON *o);
+/* OpenAI's error object {"message", "type", "param", "code"} (the "error" of an answer or an event). */
+cJSON *lt__oai_error_json(int status, const char *param, const char *code, const char *msg);
+/* An error answer in OpenAI's shape (chat completions, completions, responses). */
+void lt__oai_error(lt_http_conn_t *c, int status, const char *param, const char *code, const char *msg);
 /* Cancels the live generations, answers the error (an error event when
  * streaming) and frees the call. */
 void lt__oai_call_fail(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
@@ -163,7 +205,33 @@ void lt__oai_context_full(lt__oai_call_t *k, int need);
 /* Frees the call once answered. */
 void lt__oai_call_done(lt__oai_call_t *k);
 void lt__oai_gen_release(lt_oai_gen_t *g);
+/* The stream's head, then the shape's first events. */
 int lt__oai_stream_begin(lt__oai_call_t *k);
-void lt__oai_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg);
+/* One server-sent event: "event: NAME" when name is not NULL, then "data: JSON" (o is consumed). */
+int lt__oai_send_event(lt__oai_call_t *k, const char *name, cJSON *o);
+/* Whether s[0, n) is only white space. */
+int lt__oai_blank(const char *s, size_t n);
+
+/* ---- request fields, shared by the parsers (on failure `param` names the field) ---- */
+
+/* The member k of o unless it is absent or null. */
+const cJSON *lt__oai_field(const cJSON *o, const char *k);
+/* A number in [lo, hi] (integral when `integer`), or def when absent. */
+int lt__oai_num(const cJSON *body, const char *k, double def, double lo, double hi, int integer, double *out, char *param,
+                size_t plen);
+/* A boolean, 0 when absent. */
+int lt__oai_bool(const cJSON *body, const char *k, int *out, char *param, size_t plen);
+/* Every member of body is named in one of the NULL-terminated lists (b may be NULL); else LT_EUNSUPP naming it. */
+int lt__oai_known(const cJSON *body, const char *const *a, const char *const *b, char *param, size_t plen);
+/* The stop strings of field k: a string or a list of up to LT_OAI_MAX_STOP non-empty strings (one only if !list). */
+int lt__oai_stops(lt__oai_call_t *k, const char *key, char *param, size_t plen);
+/* The call's sampling as asked: n = 1, temperature, top_p, top_k, max tokens (-1 when not given), the seed. */
+void lt__oai_sampling(lt__oai_call_t *k, double temp, double top_p, double top_k, double maxt, double seed);
+/* Logs once per layer that tools of `type` are skipped (the policy has only the function tools). */
+void lt__oai_skip_tool(lt_oai_t *a, const char *api, const char *type);
+/* Appends an OpenAI function tool {type: function, function: {name, description, parameters}} to k->tools. */
+int lt__oai_add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *description, const cJSON *parameters);
+/* Appends a message {role, content} to k->messages; returns it (NULL: out of memory). */
+cJSON *lt__oai_add_message(lt__oai_call_t *k, const char *role, const char *content);
 
 #endif

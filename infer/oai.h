@@ -1,20 +1,25 @@
 /* The OpenAI-compatible API layer, shared by `longtail serve` and the agent
  * gateway of the `agent` environment (one implementation).  It parses and
- * validates requests in OpenAI's shapes, renders chat messages (string or
- * list-of-parts content, tools, tool_calls and tool messages) through the
+ * validates requests in three API shapes — OpenAI's chat completions and
+ * completions, Anthropic's Messages, OpenAI's Responses — renders their
+ * conversations (text, tools, tool calls and tool results) through the
  * model's chat template into prompt token ids, asks the caller's engine to
- * generate, and answers in OpenAI's shapes: JSON, or server-sent events for
- * `stream: true`.  It knows nothing of sessions, KV caches or recording: the
- * caller plugs those in through lt_oai_hooks_t.
+ * generate, and answers in the shape asked: JSON, or server-sent events for
+ * `stream: true`.  Every shape goes through the same plan, hooks and
+ * template, so the gateway records all three token-exact alike.  It knows
+ * nothing of sessions, KV caches or recording: the caller plugs those in
+ * through lt_oai_hooks_t.
  *
  * Routes (lt_oai_handle): POST /v1/chat/completions, POST /v1/completions,
+ * POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses,
  * GET /v1/models, GET /v1/models/{id}.  Whatever `model` a request names,
  * the current policy answers (agent programs come configured with arbitrary
  * model names).  Unsupported fields get a 400 naming the field; errors have
- * OpenAI's shape {"error": {"message", "type", "param", "code"}}.
+ * the shape's format (OpenAI's {"error": {"message", "type", "param",
+ * "code"}}, Anthropic's {"type": "error", "error": {"type", "message"}}).
  *
  * Flow of one call (everything on the loop that runs the HTTP server):
- *   1. authorize(bearer)            optional; refusal → 401
+ *   1. authorize(key)               optional; refusal → 401
  *   2. parse + render + tokenize    → lt_oai_plan_t (400 on bad input)
  *   3. prepare(plan)                optional; may replace the prompt ids,
  *                                   override sampling, clamp max_new
@@ -47,10 +52,14 @@ typedef struct lt_oai_gen lt_oai_gen_t; /* one choice being generated */
 /* What one call will generate: built by the layer, adjustable by prepare(). */
 typedef struct {
   /* the request, read-only */
-  int chat;                   /* 1: /v1/chat/completions, 0: /v1/completions */
-  const cJSON *body;          /* the whole request body */
-  const cJSON *messages;      /* chat: the messages (content normalised to strings) */
-  const cJSON *tools;         /* chat: the tools list, or NULL */
+  int chat;                   /* 1: a conversation (chat completions, messages, responses), 0: /v1/completions */
+  const cJSON *body;          /* the whole request body, in the shape of its route */
+  const cJSON *messages;      /* chat: the conversation in OpenAI's chat shape, whatever the route's (content
+                                 normalised to strings; assistant tool_calls, tool messages) */
+  const cJSON *tools;         /* chat: the tools as OpenAI function tools, or NULL */
+  const char *text;           /* chat: the rendered prompt, ntext bytes (what the prompt ids tokenize), for a
+                                 caller that matches turns against its own token record */
+  size_t ntext;
   void *session;              /* what authorize() set (NULL without it) */
   int n;                      /* choices */
   int requested_max;          /* max_tokens / max_completion_tokens as asked; -1: not given */
@@ -104,10 +113,11 @@ typedef struct {
 
 typedef struct {
   void *ud;                   /* first argument of every hook */
-  /* Optional.  `bearer` is the token of "Authorization: Bearer <token>", NULL
-   * without that header.  Returns 0 and may set *session (handed to every
-   * later hook of the call), or < 0 to refuse: 401 with lt_error_msg() as the
-   * message.  NULL hook: no authentication. */
+  /* Optional.  `bearer` is the API key: the token of "Authorization: Bearer
+   * <token>", else the X-Api-Key header (Anthropic's SDKs), NULL without
+   * either.  Returns 0 and may set *session (handed to every later hook of
+   * the call), or < 0 to refuse: 401 with lt_error_msg() as the message.
+   * NULL hook: no authentication. */
   int (*authorize)(void *ud, const char *bearer, void **session);
   /* Optional.  Called once the request parsed and rendered; may change the
    * plan (see lt_oai_plan_t).  < 0 refuses the call: LT_ERANGE is a context
@@ -165,18 +175,14 @@ int lt_oai_gen_token(lt_oai_gen_t *g, const lt_oai_token_t *t);
  * (LT_ERANGE: the context filled → context_limit).  g is invalid afterwards. */
 void lt_oai_gen_end(lt_oai_gen_t *g, int rc, int eos, const char *msg);
 
-/* Renders chat messages (OpenAI shapes: content as a string or a list of
- * {"type": "text"} parts, assistant tool_calls with JSON-text arguments,
- * tool messages) and tools through the template, as calls are rendered; for
- * a caller that matches rendered turns against its own token record.
- * LT_EINVAL with the offending field in lt_error_msg(). */
-int lt_oai_render(const lt_oai_t *o, const cJSON *messages, const cJSON *tools, int add_generation_prompt, char **text,
-                  size_t *len);
-
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}
  * (type "invalid_request_error" below 500, else "server_error"; param and
  * code null when NULL). */
 void lt_oai_send_error(lt_http_conn_t *c, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* The 404 of a path that is no route: it names every route of the layer, each
+ * after `prefix` (the gateway's "/e/ID"), then `more` (the caller's own
+ * routes, or NULL). */
+void lt_oai_send_no_route(lt_http_conn_t *c, const lt_http_req_t *req, const char *prefix, const char *more);
 
 #endif

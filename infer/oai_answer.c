@@ -1,6 +1,6 @@
-/* The OpenAI layer's answers: tokens as the engine reports them, stop
- * strings on the decoded text, tool calls parsed back, and the answer as one
- * JSON object or as server-sent events (`stream: true`). */
+/* The OpenAI layer's answers, whatever the API shape: tokens as the engine reports them, stop strings on the
+ * decoded text, tool calls parsed back, the text released to a stream as it becomes final; the shape's writer
+ * (lt__oai_dialect_t) puts them in its JSON or its server-sent events. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +56,7 @@ static int match_stop(lt__oai_call_t *k, lt_oai_gen_t *g, size_t before) {
   for (int i = 0; i < k->nstops; i++) {
     size_t sl = strlen(k->stops[i]), from = before + 1 > sl ? before + 1 - sl : 0;
     const char *p = g->tlen >= sl ? memmem(g->text + from, g->tlen - from, k->stops[i], sl) : NULL;
-    if (p && (size_t)(p - g->text) < best) best = (size_t)(p - g->text);
+    if (p && (size_t)(p - g->text) < best) best = (size_t)(p - g->text), g->stop_index = i;
   }
   if (best == (size_t)-1) return 0;
   g->tlen = best;
@@ -65,102 +65,12 @@ static int match_stop(lt__oai_call_t *k, lt_oai_gen_t *g, size_t before) {
   return 1;
 }
 
-static char *token_text(const lt__oai_call_t *k, int32_t id, int as_id) {
-  char *t = NULL;
-  size_t n;
-  if (as_id) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "token_id:%d", id);
-    return strdup(buf);
-  }
-  return lt_tokenizer_decode(k->a->o.tok, &id, 1, 0, &t, &n) < 0 ? NULL : t;
-}
-
-static cJSON *token_entry(const lt__oai_call_t *k, int32_t id, float lp) {
-  cJSON *e = cJSON_CreateObject();
-  char *tt = token_text(k, id, k->token_ids), *raw = token_text(k, id, 0);
-  cJSON_AddStringToObject(e, "token", tt ? tt : "");
-  cJSON_AddNumberToObject(e, "logprob", lp);
-  cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
-  for (const unsigned char *p = (const unsigned char *)raw; p && *p; p++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber(*p));
-  free(tt);
-  free(raw);
-  return e;
-}
-
-/* The logprobs object of tokens [from, to) of a choice, in the endpoint's shape. */
-static cJSON *logprobs_json(const lt__oai_call_t *k, lt_oai_gen_t *g, int from, int to) {
-  int K = k->plan.top_logprobs;
-  cJSON *lp = cJSON_CreateObject();
-  if (k->plan.chat) {
-    cJSON *content = cJSON_AddArrayToObject(lp, "content");
-    for (int i = from; i < to; i++) {
-      cJSON *e = token_entry(k, g->tokens[i], g->logprobs[i]), *tops = cJSON_AddArrayToObject(e, "top_logprobs");
-      for (int j = 0; K && j < g->ntop[i]; j++)
-        cJSON_AddItemToArray(tops, token_entry(k, g->top_ids[(size_t)i * K + j], g->top_lps[(size_t)i * K + j]));
-      cJSON_AddItemToArray(content, e);
-    }
-    return lp;
-  }
-  cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"), *lps = cJSON_AddArrayToObject(lp, "token_logprobs");
-  cJSON *off = cJSON_AddArrayToObject(lp, "text_offset");
-  cJSON *tops = K ? cJSON_AddArrayToObject(lp, "top_logprobs") : NULL;
-  if (!K) cJSON_AddNullToObject(lp, "top_logprobs");
-  /* Offsets continue from the last chunk's: recounting every earlier token per chunk is quadratic. */
-  size_t at = g->off_tok <= from ? g->off_at : 0;
-  for (int i = g->off_tok <= from ? g->off_tok : 0; i < from; i++) {
-    char *raw = token_text(k, g->tokens[i], 0);
-    at += raw ? strlen(raw) : 0;
-    free(raw);
-  }
-  for (int i = from; i < to; i++) {
-    char *tt = token_text(k, g->tokens[i], k->token_ids), *raw = token_text(k, g->tokens[i], 0);
-    cJSON_AddItemToArray(toks, cJSON_CreateString(tt ? tt : ""));
-    cJSON_AddItemToArray(lps, cJSON_CreateNumber(g->logprobs[i]));
-    cJSON_AddItemToArray(off, cJSON_CreateNumber((double)at));
-    at += raw ? strlen(raw) : 0;
-    if (tops) {
-      cJSON *d = cJSON_CreateObject();
-      for (int j = 0; j < g->ntop[i]; j++) {
-        char *a = token_text(k, g->top_ids[(size_t)i * K + j], k->token_ids);
-        if (a && !cJSON_GetObjectItemCaseSensitive(d, a)) cJSON_AddNumberToObject(d, a, g->top_lps[(size_t)i * K + j]);
-        free(a);
-      }
-      cJSON_AddItemToArray(tops, d);
-    }
-    free(tt);
-    free(raw);
-  }
-  g->off_tok = to;
-  g->off_at = at;
-  return lp;
-}
-
-static cJSON *usage_json(const lt__oai_call_t *k) {
-  int gen = 0;
-  for (int i = 0; i < k->plan.n; i++) gen += k->gens[i].n;
-  cJSON *u = cJSON_CreateObject();
-  cJSON_AddNumberToObject(u, "prompt_tokens", k->plan.nprompt);
-  cJSON_AddNumberToObject(u, "completion_tokens", gen);
-  cJSON_AddNumberToObject(u, "total_tokens", k->plan.nprompt + gen);
-  return u;
-}
-
-static cJSON *envelope(const lt__oai_call_t *k, int chunk) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "id", k->id);
-  cJSON_AddStringToObject(o, "object", k->plan.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
-  cJSON_AddNumberToObject(o, "created", k->created);
-  cJSON_AddStringToObject(o, "model", k->a->model);
-  cJSON_AddNumberToObject(o, "policy_version", (double)k->a->version);
-  return o;
-}
-
 /* ---- streaming ---- */
 
-static int send_event(lt__oai_call_t *k, cJSON *o) {
+int lt__oai_send_event(lt__oai_call_t *k, const char *name, cJSON *o) {
   if (!o) return LT_ENOMEM;
   lt_buf_t b = {0};
+  if (name) lt_buf_printf(&b, "event: %s\n", name);
   lt_buf_puts(&b, "data: ");
   lt_json_write(&b, o); /* valid UTF-8 whatever the policy generated (lt__oai_send_json) */
   lt_buf_puts(&b, "\n\n");
@@ -170,51 +80,12 @@ static int send_event(lt__oai_call_t *k, cJSON *o) {
   return rc;
 }
 
-/* One chunk of choice g: delta text (or NULL), tool calls, tokens [from, to) for logprobs, finish reason. */
-static int send_chunk(lt__oai_call_t *k, lt_oai_gen_t *g, const char *text, size_t len, int role, cJSON *calls,
-                      int from, int to, const char *finish) {
-  cJSON *o = envelope(k, 1), *ch = cJSON_CreateObject();
-  cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
-  cJSON_AddNumberToObject(ch, "index", g->index);
-  char *t = text ? strndup(text, len) : NULL;
-  if (k->plan.chat) {
-    cJSON *d = cJSON_AddObjectToObject(ch, "delta");
-    if (role) cJSON_AddStringToObject(d, "role", "assistant");
-    if (t) cJSON_AddStringToObject(d, "content", t);
-    if (calls) cJSON_AddItemToObject(d, "tool_calls", calls);
-  } else {
-    cJSON_AddStringToObject(ch, "text", t ? t : "");
-  }
-  free(t);
-  if (k->logprobs && to > from) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(k, g, from, to));
-  else cJSON_AddNullToObject(ch, "logprobs");
-  if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
-  else cJSON_AddNullToObject(ch, "finish_reason");
-  if (k->include_usage) cJSON_AddNullToObject(o, "usage");
-  return send_event(k, o);
-}
-
 int lt__oai_stream_begin(lt__oai_call_t *k) {
   int rc = lt_http_stream_begin(k->conn, 200, "text/event-stream");
   if (rc < 0) return rc;
   k->streaming = 1;
-  for (int i = 0; k->plan.chat && i < k->plan.n && rc == 0; i++) {
-    k->gens[i].index = i;
-    rc = send_chunk(k, &k->gens[i], "", 0, 1, NULL, 0, 0, NULL);
-  }
+  rc = k->d->stream_begin(k);
   return rc == LT_ECANCELED ? 0 : rc; /* a client that left is noticed by the tokens */
-}
-
-void lt__oai_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg) {
-  cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
-  cJSON_AddStringToObject(e, "message", msg);
-  cJSON_AddStringToObject(e, "type", status >= 500 ? "server_error" : "invalid_request_error");
-  if (param) cJSON_AddStringToObject(e, "param", param);
-  else cJSON_AddNullToObject(e, "param");
-  if (code) cJSON_AddStringToObject(e, "code", code);
-  else cJSON_AddNullToObject(e, "code");
-  send_event(k, o);
-  lt_http_stream_end(k->conn);
 }
 
 /* How much of the text may go out now: not what could still become a stop
@@ -240,12 +111,7 @@ static size_t releasable(const lt__oai_call_t *k, const lt_oai_gen_t *g) {
 }
 
 static void stream_progress(lt__oai_call_t *k, lt_oai_gen_t *g) {
-  if (k->parse_tools) return;
-  size_t end = releasable(k, g);
-  if (end == g->sent && !(k->logprobs && g->n > g->tok_sent)) return;
-  send_chunk(k, g, g->text + g->sent, end - g->sent, 0, NULL, g->tok_sent, k->logprobs ? g->n : g->tok_sent, NULL);
-  g->sent = end;
-  g->tok_sent = g->n;
+  if (!k->parse_tools) k->d->stream_text(k, g, releasable(k, g));
 }
 
 /* ---- tokens ---- */
@@ -284,7 +150,7 @@ static int parse_calls(lt__oai_call_t *k, lt_oai_gen_t *g) {
     for (int i = 0; i < tc.ncalls && g->tool_calls; i++) {
       cJSON *c = cJSON_CreateObject(), *fn;
       char id[96];
-      snprintf(id, sizeof id, "call_%s_%d_%d", k->id, g->index, i);
+      snprintf(id, sizeof id, "%s_%s_%d_%d", k->d->call_prefix, k->id, g->index, i);
       cJSON_AddNumberToObject(c, "index", i);
       cJSON_AddStringToObject(c, "id", id);
       cJSON_AddStringToObject(c, "type", "function");
@@ -308,70 +174,17 @@ static int parse_calls(lt__oai_call_t *k, lt_oai_gen_t *g) {
   return 0;
 }
 
-static int blank(const char *s, size_t n) {
+int lt__oai_blank(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (s[i] != ' ' && s[i] != '\n' && s[i] != '\t' && s[i] != '\r') return 0;
   return 1;
 }
 
-static void answer_json(lt__oai_call_t *k) {
-  cJSON *o = envelope(k, 0), *choices = cJSON_AddArrayToObject(o, "choices");
-  for (int i = 0; i < k->plan.n; i++) {
-    lt_oai_gen_t *g = &k->gens[i];
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, ch);
-    cJSON_AddNumberToObject(ch, "index", i);
-    char *t = strndup(g->text ? g->text : "", g->content_len);
-    if (k->plan.chat) {
-      cJSON *m = cJSON_AddObjectToObject(ch, "message");
-      cJSON_AddStringToObject(m, "role", "assistant");
-      if (g->tool_calls && blank(t, g->content_len)) cJSON_AddNullToObject(m, "content");
-      else cJSON_AddStringToObject(m, "content", t ? t : "");
-      if (g->tool_calls) {
-        for (cJSON *c = g->tool_calls->child; c; c = c->next) cJSON_DeleteItemFromObject(c, "index");
-        cJSON_AddItemReferenceToObject(m, "tool_calls", g->tool_calls);
-      }
-    } else {
-      cJSON_AddStringToObject(ch, "text", t ? t : "");
-    }
-    free(t);
-    if (k->logprobs) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(k, g, 0, g->n));
-    else cJSON_AddNullToObject(ch, "logprobs");
-    cJSON_AddStringToObject(ch, "finish_reason", g->finish);
-  }
-  cJSON_AddItemToObject(o, "usage", usage_json(k));
-  lt__oai_send_json(k->conn, 200, o);
-}
-
-static void stream_finish_choice(lt__oai_call_t *k, lt_oai_gen_t *g) {
-  size_t end = g->tool_calls ? g->content_len : g->tlen;
-  int from = g->tok_sent;
-  const char *text = g->text ? g->text + g->sent : "";
-  size_t len = end > g->sent ? end - g->sent : 0;
-  if (g->tool_calls && blank(text, len)) len = 0;
-  cJSON *calls = g->tool_calls ? cJSON_Duplicate(g->tool_calls, 1) : NULL;
-  if (len || calls || (k->logprobs && g->n > from)) send_chunk(k, g, len ? text : NULL, len, 0, calls, from, k->logprobs ? g->n : from, NULL);
-  g->sent = end;
-  g->tok_sent = g->n;
-  send_chunk(k, g, k->plan.chat ? NULL : "", 0, 0, NULL, 0, 0, g->finish);
-}
-
 static void complete(lt__oai_call_t *k) {
   lt_oai_t *a = k->a;
   int alive = lt_http_conn_alive(k->conn);
-  if (k->streaming) {
-    if (k->include_usage) {
-      cJSON *o = envelope(k, 1);
-      cJSON_AddArrayToObject(o, "choices");
-      cJSON_AddItemToObject(o, "usage", usage_json(k));
-      send_event(k, o);
-    }
-    static const char done[] = "data: [DONE]\n\n";
-    lt_http_stream_write(k->conn, done, sizeof done - 1);
-    lt_http_stream_end(k->conn);
-  } else {
-    answer_json(k);
-  }
+  k->d->answer(k);
+  if (k->streaming) lt_http_stream_end(k->conn);
   if (alive && a->o.hooks.answered) {
     lt_oai_choice_t ch[LT_OAI_MAX_N];
     char *texts[LT_OAI_MAX_N] = {0};
@@ -402,6 +215,6 @@ void lt_oai_gen_end(lt_oai_gen_t *g, int rc, int eos, const char *msg) {
     return;
   }
   if (!g->finish) g->finish = g->cut || eos ? "stop" : "length";
-  if (k->streaming) stream_finish_choice(k, g);
+  if (k->streaming) k->d->stream_choice_end(k, g);
   if (k->pending == 0) complete(k);
 }

@@ -29,6 +29,7 @@ struct lt_http_conn {
   size_t body_len;     /* from Content-Length */
   size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
   size_t auth_off;     /* the Authorization value in buf; 0: none */
+  size_t key_off;      /* the X-Api-Key value in buf; 0: none */
   size_t range_off;    /* the Range value in buf; 0: none */
   size_t inm_off;      /* the If-None-Match value in buf; 0: none */
   uv_write_t wr;
@@ -421,6 +422,8 @@ static int parse_head(lt_http_conn_t *c) {
       return 411; /* chunked bodies: clients send Content-Length instead */
     } else if (!strcasecmp(line, "Authorization")) {
       c->auth_off = (size_t)(v - c->buf);
+    } else if (!strcasecmp(line, "X-Api-Key")) {
+      c->key_off = (size_t)(v - c->buf);
     } else if (!strcasecmp(line, "Range")) {
       c->range_off = (size_t)(v - c->buf);
     } else if (!strcasecmp(line, "If-None-Match")) {
@@ -471,7 +474,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (c->len < c->head_len + c->body_len) return;
   c->buf[c->head_len + c->body_len] = 0;
   lt_http_req_t req = {.method = c->buf, .path = c->buf + c->path_off, .body = c->buf + c->head_len,
-                       .body_len = c->body_len, .authorization = c->auth_off ? c->buf + c->auth_off : NULL};
+                       .body_len = c->body_len, .authorization = c->auth_off ? c->buf + c->auth_off : NULL,
+                       .api_key = c->key_off ? c->buf + c->key_off : NULL};
   c->state = HANDLING;
   uv_timer_stop(&c->timer);
   c->srv->h(c, &req, c->srv->ud);

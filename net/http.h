@@ -20,6 +20,7 @@ typedef struct {
   const char *body;    /* NUL-terminated, body_len bytes */
   size_t body_len;
   const char *authorization; /* the Authorization header's value, NULL without one */
+  const char *api_key;       /* the X-Api-Key header's value (Anthropic's SDKs send their key there), or NULL */
 } lt_http_req_t;
 
 /* Called once per complete request; the request is valid during the call

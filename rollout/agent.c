@@ -1077,14 +1077,13 @@ static int extension(lt_agent_t *a, const lt_oai_plan_t *plan, int32_t **add, in
     *nadd = plan->nprompt - n;
     return 1;
   }
-  char *rec = NULL, *full = NULL;
-  size_t rlen = 0, flen = 0;
+  char *rec = NULL;
+  size_t rlen = 0;
   int extends = 0;
-  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0 &&
-      (rc = lt_oai_render(lt_gateway_oai(a->ctx->gateway), plan->messages, plan->tools, 1, &full, &flen)) == 0)
-    extends = flen > rlen && memcmp(full, rec, rlen) == 0;
-  if (rc == 0 && extends) rc = lt_ids_text(tok, full + rlen, add, nadd, &cap);
-  free(rec), free(full);
+  if ((rc = lt_tokenizer_decode(tok, a->traj.tokens + s0, n, 0, &rec, &rlen)) == 0) /* the call's prompt as the layer rendered it */
+    extends = plan->ntext > rlen && memcmp(plan->text, rec, rlen) == 0;
+  if (rc == 0 && extends) rc = lt_ids_text(tok, plan->text + rlen, add, nadd, &cap);
+  free(rec);
   return rc < 0 ? rc : extends;
 }
 

@@ -32,7 +32,7 @@ struct lt_gateway {
 
 static int authorize(void *ud, const char *bearer, void **session) {
   lt_gateway_t *gw = ud;
-  if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's OPENAI_API_KEY as a bearer token");
+  if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's key (OPENAI_API_KEY) as a bearer token or X-Api-Key");
   for (int i = 0; i < gw->n; i++)
     if (!strcmp(gw->e[i].token, bearer)) {
       if (gw->e[i].id != gw->cur_id)
@@ -71,8 +71,7 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     gw->cur_id = 0;
     if (handled) return;
   }
-  lt_oai_send_error(c, 404, NULL, NULL, "no route %s %s (agent programs call the OPENAI_BASE_URL they were given, /e/ID/v1)",
-                    req->method, req->path);
+  lt_oai_send_no_route(c, req, "/e/ID", NULL);
 }
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out) {
@@ -102,8 +101,6 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
   *out = gw;
   return 0;
 }
-
-const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw) { return gw->oai; }
 
 int lt_gateway_port(const lt_gateway_t *gw) { return gw->port; }
 

@@ -70,7 +70,6 @@ typedef struct {
 } lt_gateway_opts_t;
 
 int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t **out);
-const lt_oai_t *lt_gateway_oai(const lt_gateway_t *gw);
 /* The loopback port it listens on. */
 int lt_gateway_port(const lt_gateway_t *gw);
 enum { LT_GATEWAY_URL_MAX = 64 };

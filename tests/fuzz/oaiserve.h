@@ -1,4 +1,5 @@
-/* The OpenAI-compatible layer behind the fuzz HTTP server (shared by fuzz_oai and the test of its seed corpus):
+/* The OpenAI-compatible layer behind the fuzz HTTP server (shared by fuzz_oai, fuzz_messages, fuzz_responses and
+ * the tests of their seed corpora):
  * no authentication, so every request reaches the decoder, and the scripted backend as the engine (it generates
  * on the loop as a real one does, answering with a tool call so tool-call parsing runs too). */
 #ifndef LT_TESTS_FUZZ_OAISERVE_H
@@ -65,6 +66,33 @@ static inline int lt_fuzz_oai_start(lt_fuzz_oai_t *f) {
   if (lt_http_listen(&f->srv.loop, &ho, lt_fuzz_oai_request, f, &f->srv.srv) < 0) return -1;
   f->srv.port = lt_http_port(f->srv.srv);
   return 0;
+}
+
+/* The inputs of fuzz_messages and fuzz_responses: request bodies, POSTed to /v1/messages?beta=true (to
+ * /v1/messages/count_tokens when the input starts with '#', which is dropped) and to /v1/responses. */
+static inline char *lt_fuzz_messages_send(lt_fuzz_server_t *s, const uint8_t *data, size_t size, size_t *len) {
+  int count = size && data[0] == '#';
+  return lt_fuzz_server_post(s, count ? "/v1/messages/count_tokens" : "/v1/messages?beta=true", data + count, size - count, len);
+}
+
+static inline char *lt_fuzz_responses_send(lt_fuzz_server_t *s, const uint8_t *data, size_t size, size_t *len) {
+  return lt_fuzz_server_post(s, "/v1/responses", data, size, len);
+}
+
+/* One fuzz input through the layer (the body of the targets): `send` as the target sends it (a request body), or,
+ * NULL, as it is (a whole request).  Aborts when no connection could be made, or when a whole request got no
+ * answer (a raw input may end in a connection closed without one). */
+static inline void lt_fuzz_oai_input(char *(*send)(lt_fuzz_server_t *, const uint8_t *, size_t, size_t *),
+                                     const uint8_t *data, size_t size) {
+  static lt_fuzz_oai_t f;
+  static int started;
+  if (!started && lt_fuzz_oai_start(&f) < 0) abort();
+  started = 1;
+  size_t len;
+  char *answer = send ? send(&f.srv, data, size, &len) : lt_fuzz_server_exchange(&f.srv, data, size, &len);
+  if (!answer) abort();
+  if ((send || len) && !lt_fuzz_status(answer)) abort();
+  free(answer);
 }
 
 static inline void lt_fuzz_oai_stop(lt_fuzz_oai_t *f) {

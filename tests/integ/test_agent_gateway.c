@@ -262,6 +262,70 @@ Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_e
   lt_test_rmdir(j.dir);
 }
 
+/* An agent of the official SDK of another API shape (tests/integ/agents/SCRIPT): three calls per episode over one
+ * growing conversation, the policy (scripted) ending every turn with a call of the tool, the second and third
+ * streamed and parsed by the SDK.  Token-exact as with chat completions (one generated span per call, as many tokens
+ * as the call's usage.output_tokens, decoding to its text), and the program's history matched to the tokens already
+ * sampled: each trajectory is one context.  The agent also asked an unknown route, which named the routes. */
+static void sdk_agent_trains_token_exact(const char *tag, const char *script) {
+  lt_test_need_openai_sdk();
+  char envs[4096];
+  snprintf(envs, sizeof envs,
+           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/%s\", \"%%s\"],"
+           " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
+           lt_test_root(), script);
+  job_t j;
+  run_job(&j, tag, 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
+  cJSON *tr = export(&j, "jsonl");
+  cr_assert_eq(cJSON_GetArraySize(tr), 4);
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    cr_assert_str_eq(str(t, "traj_status"), "ok", "%s: %s", str(t, "reason"), str(t, "error"));
+    cr_assert_eq(num(t, "turns"), 3);
+  }
+  cJSON_Delete(tr);
+  check_token_exact(&j, 4);
+  cJSON *calls = read_log(j.log);
+  int answers = 0, streamed = 0, with_tools = 0, routes = 0;
+  for (const cJSON *c = calls->child; c; c = c->next) {
+    const cJSON *r404 = cJSON_GetObjectItemCaseSensitive(c, "route404");
+    if (r404) {
+      routes++;
+      cr_assert_eq(num(r404, "status"), 404);
+      const char *b = str(r404, "body");
+      cr_assert(strstr(b, "POST /e/ID/v1/messages") && strstr(b, "POST /e/ID/v1/responses") &&
+                strstr(b, "POST /e/ID/v1/chat/completions") && strstr(b, "GET /e/ID/v1/models"), "%s", b);
+      continue;
+    }
+    answers++;
+    streamed += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "streamed"));
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c, "tool_calls");
+    if (cJSON_GetArraySize(tc) == 1 && !strcmp(str(tc->child, "name"), "add")) with_tools++;
+  }
+  cr_assert_eq(answers, 12, "three calls per episode");
+  cr_assert_eq(streamed, 8);
+  cr_assert_eq(with_tools, 12, "every answer carried the policy's tool call");
+  cr_assert_eq(routes, strstr(script, "anthropic") ? 4 : 0);
+  cJSON_Delete(calls);
+  tr = export(&j, "tokens");
+  for (const cJSON *t = tr->child; t; t = t->next) {
+    const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(t, "sequences");
+    cr_assert(!seqs || cJSON_GetArraySize(seqs) == 1, "the later calls extend the first call's context");
+  }
+  cJSON_Delete(tr);
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4, "too few trained");
+  lt_test_rmdir(j.dir);
+}
+
+/* Anthropic's Messages API (/v1/messages, ?beta=true, count_tokens) through the official @anthropic-ai/sdk. */
+Test(agent_gateway, anthropic_sdk_agent_messages_with_tools_train_token_exact, .timeout = 300) {
+  sdk_agent_trains_token_exact("gw_anthropic", "anthropic_sdk_agent.mjs");
+}
+
+/* OpenAI's Responses API, stateless as Codex calls it, through the official openai SDK. */
+Test(agent_gateway, responses_api_agent_with_tools_trains_token_exact, .timeout = 300) {
+  sdk_agent_trains_token_exact("gw_responses", "responses_sdk_agent.mjs");
+}
+
 /* Calls of one episode at once (issue 32): the official SDK's agent sends its first call and, before that is
  * answered, a call for a session title (as opencode does; agents with parallel sub-agents alike).  Each is served
  * (the policy is slow: 12 tokens at 20 ms), recorded token-exact as a context of its own of the one trajectory,

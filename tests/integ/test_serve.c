@@ -85,6 +85,31 @@ static const cJSON *get(const cJSON *o, const char *path) {
   return o;
 }
 
+/* A path that is no route gets a 404 naming every route serve has, each API shape's included (the old one named
+ * four), and a Messages body answers in Anthropic's shape, without an SDK. */
+Test(serve, an_unknown_route_names_the_routes, .timeout = 120) {
+  served_t s;
+  serve_start(&s, "serve_404");
+  int status;
+  cJSON *j = call(s.port, "POST", "/v1/message", "{}", &status);
+  const char *msg = cJSON_GetStringValue(get(j, "error.message"));
+  cr_expect_eq(status, 404);
+  static const char *routes[] = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/messages,",
+                                 "POST /v1/messages/count_tokens", "POST /v1/responses", "GET /v1/models",
+                                 "GET /v1/models/{id}", "GET /health", "POST /update_weights_from_disk"};
+  for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+    cr_expect(msg && strstr(msg, routes[i]), "%s not named: %s", routes[i], msg ? msg : "no message");
+  cJSON_Delete(j);
+  j = call(s.port, "POST", "/v1/messages?beta=true",
+           "{\"model\": \"m\", \"max_tokens\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", &status);
+  cr_expect_eq(status, 200);
+  const char *type = cJSON_GetStringValue(get(j, "type"));
+  double out = cJSON_GetNumberValue(get(j, "usage.output_tokens"));
+  cr_expect(type && !strcmp(type, "message") && out >= 1 && out <= 4, "not a message of up to 4 tokens");
+  cJSON_Delete(j);
+  serve_stop(&s);
+}
+
 /* A checkpoint with a chat_template: chat prompts are its rendering (the byte
  * tokenizer makes one token per byte), and a template that raises is a 400. */
 Test(serve, chat_prompts_use_the_checkpoints_template, .timeout = 120) {
@@ -270,24 +295,28 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
 
 #define WEATHER_CALL "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"
 
-/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
- * /v1/models, a multi-call chat, streaming with include_usage (same text and
- * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
- * unsupported field, and a tools round trip against the scripted policy.  The
- * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
-Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
-  lt_run_t r;
-  lt_test_need_openai_sdk();
+static char *sdk_template(void) {
   char tc[4300];
   snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
   char *cfg = lt_test_read(tc);
   cr_assert(cfg, "%s", tc);
+  return cfg;
+}
+
+/* Runs tests/integ/openai-sdk/SCRIPT MODEL_URL SCRIPTED_URL (Node, the SDKs of tests/integ/agents) against two
+ * serve processes with the SDK tests' chat template: the tiny builtin model, and the scripted policy whose answers
+ * end in a get_weather call.  The script prints a line per check and exits 1 at the first that fails. */
+static void sdk_script_drives_serve(const char *tag, const char *script) {
+  lt_run_t r;
+  lt_test_need_openai_sdk();
+  char *cfg = sdk_template(), scripted_tag[64];
   served_t s, sc;
-  serve_start_with(&s, "serve_sdk", cfg);
-  serve_start_ex(&sc, "serve_sdk_scripted", cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
+  snprintf(scripted_tag, sizeof scripted_tag, "%s_scripted", tag);
+  serve_start_with(&s, tag, cfg);
+  serve_start_ex(&sc, scripted_tag, cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
   free(cfg);
-  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/sdk.mjs' http://127.0.0.1:%d "
-             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), s.port, sc.port);
+  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/%s' http://127.0.0.1:%d "
+             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), script, s.port, sc.port);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   cr_log_info("%s", r.out);
   lt_run_free(&r);
@@ -295,12 +324,23 @@ Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
   serve_stop(&s);
 }
 
-static char *sdk_template(void) {
-  char tc[4300];
-  snprintf(tc, sizeof tc, "%s/tests/integ/openai-sdk/tokenizer_config.json", lt_test_root());
-  char *cfg = lt_test_read(tc);
-  cr_assert(cfg, "%s", tc);
-  return cfg;
+/* The official `openai` npm SDK, pinned, against serve (tests/integ/openai-sdk/sdk.mjs):
+ * /v1/models, a multi-call chat, streaming with include_usage (same text and
+ * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
+ * unsupported field, and a tools round trip against the scripted policy.  The
+ * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
+Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
+  sdk_script_drives_serve("serve_sdk", "sdk.mjs");
+}
+
+/* The official `@anthropic-ai/sdk` (Messages API) and `openai` (Responses API) SDKs, pinned, against serve
+ * (tests/integ/openai-sdk/agent_apis.mjs): a call and its stream (parsed by the SDKs' MessageStream and
+ * ResponseStream) agree in text, usage and stop reason; count_tokens; thinking turns the template's
+ * enable_thinking; stop_sequences, max_tokens and max_output_tokens; the 400s in each API's error shape; tool
+ * calls and their results round trip, streamed or not, against the scripted policy; an unknown route's 404 names
+ * the routes. */
+Test(serve, the_anthropic_and_responses_sdks_drive_serve, .timeout = 400) {
+  sdk_script_drives_serve("serve_apis", "agent_apis.mjs");
 }
 
 /* Streaming over plain HTTP: chunked server-sent events, the role first, a

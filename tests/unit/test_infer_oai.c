@@ -272,3 +272,14 @@ Test(oai, fuzz_seed_corpus_answers_as_named, .timeout = 60) {
   cr_expect_geq(lt_fuzz_check_seeds(&f.srv, "oai"), 24);
   lt_fuzz_oai_stop(&f);
 }
+
+/* The Messages and Responses fuzz targets' seeds (request bodies: each API's shapes, streamed or not, tools and
+ * tool results, what is accepted with no effect, every refusal the parsers name; tests/fuzz/fuzz_messages.c and
+ * fuzz_responses.c) get the answers they are named for. */
+Test(oai, messages_and_responses_fuzz_seeds_answer_as_named, .timeout = 60) {
+  lt_fuzz_oai_t f;
+  cr_assert_eq(lt_fuzz_oai_start(&f), 0, "%s", lt_error_msg());
+  cr_expect_geq(lt_fuzz_check_seeds_as(&f.srv, "messages", lt_fuzz_messages_send), 28);
+  cr_expect_geq(lt_fuzz_check_seeds_as(&f.srv, "responses", lt_fuzz_responses_send), 23);
+  lt_fuzz_oai_stop(&f);
+}
