@@ -249,7 +249,7 @@ static lt_episode_t *ep_new(lt_envs_t *e, const char *domain, const cJSON *spec)
   ep->state = d->state;
   ep->noise_level = -1;
   if (e->loop) {
-    uv_timer_init(e->loop, &ep->timer);
+    LT_ASSERT(uv_timer_init(e->loop, &ep->timer) == 0, "uv_timer_init");
     ep->timer.data = ep;
   }
   return ep;

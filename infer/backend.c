@@ -286,8 +286,8 @@ int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t 
     return rc;
   }
   b->info.version = o->version;
-  uv_idle_init(loop, &b->idle);
-  uv_timer_init(loop, &b->timer);
+  LT_ASSERT(uv_idle_init(loop, &b->idle) == 0, "uv_idle_init");
+  LT_ASSERT(uv_timer_init(loop, &b->timer) == 0, "uv_timer_init");
   b->idle.data = b->timer.data = b;
   b->handles = 2;
   *out = b;

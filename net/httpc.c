@@ -347,7 +347,7 @@ int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out) {
   curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
   curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
   curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-  uv_timer_init(loop, &c->timer);
+  LT_ASSERT(uv_timer_init(loop, &c->timer) == 0, "uv_timer_init");
   c->timer.data = c;
   c->handles = 1;
   *out = c;
@@ -379,7 +379,7 @@ int lt_httpc_request(lt_httpc_t *c, const char *url, const char *body, const lt_
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 60000;
   r->cb = cb;
   r->ud = ud;
-  uv_timer_init(c->loop, &r->retry);
+  LT_ASSERT(uv_timer_init(c->loop, &r->retry) == 0, "uv_timer_init");
   r->retry.data = r;
   c->handles++;
   r->next = c->reqs;

@@ -102,7 +102,7 @@ int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud) {
   if (zmq_getsockopt(z->sock, ZMQ_FD, &fd, &len) != 0) return lt_error_set(LT_ESYS, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
   if (uv_poll_init(z->loop, &z->poll, fd) != 0) return lt_error_set(LT_ESYS, "uv_poll_init failed");
   z->poll.data = z;
-  uv_idle_init(z->loop, &z->idle);
+  LT_ASSERT(uv_idle_init(z->loop, &z->idle) == 0, "uv_idle_init");
   z->idle.data = z;
   z->handles = 2;
   uv_poll_start(&z->poll, UV_READABLE, on_poll);

@@ -142,6 +142,7 @@ struct lt_daemon {
   /* local workers */
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
+  int metrics_failing;       /* its last write failed (said once) */
   struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
   struct lt_wserver *wserver; /* weights over HTTP (net/wserver.h), NULL when off */
   lt_ui_server_t *ui;         /* the console (monitor.ui_port) in its own thread, NULL when off */
@@ -258,7 +259,6 @@ void lt__prom_set(lt_daemon_t *d, const char *name, double v);
 void lt__prom_stop(lt_daemon_t *d);
 
 /* daemon.c */
-int64_t lt__now_ms(void);
 /* Sorts samples ascending, for their quantiles. */
 void lt__sort_floats(float *v, int n);
 void lt__metric(lt_daemon_t *d, const char *name, double value);

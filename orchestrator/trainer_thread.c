@@ -13,6 +13,7 @@
 #include "train/train.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 enum { RES_STEP, RES_EVENT, RES_SKIP, RES_FAILED, RES_STOPPED };
 
@@ -132,7 +133,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   lt__publish_weights(d, r->version, r->dir, r->sha);
   lt_train_result_metrics(r, put_metric, d);
   lt__timeouts_report(d, 1);
-  double el = (lt__now_ms() - d->started_ms) / 1000.0;
+  double el = (lt_time_mono_ms() - d->started_ms) / 1000.0;
   double gen = r->gen_tokens, span = r->step_s + r->wait_s;
   if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);
   d->last_reward = r->reward_mean;

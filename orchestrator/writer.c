@@ -130,7 +130,7 @@ int lt_writer_start(uv_loop_t *loop, lt_buffer_t *b, lt_writer_t **out) {
   if (!w) return lt_error_set(LT_ENOMEM, "writer: out of memory");
   w->loop = loop;
   w->b = b;
-  uv_prepare_init(loop, &w->prepare);
+  LT_ASSERT(uv_prepare_init(loop, &w->prepare) == 0, "uv_prepare_init");
   w->prepare.data = w;
   int rc = lt_bridge_start(loop, run, on_notify, w, "writer", &w->br);
   if (rc < 0) {

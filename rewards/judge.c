@@ -454,7 +454,7 @@ int lt__judge_score(lt__judge_t *j, lt__reward_type type, const lt__reward_cfg_t
     free(r->question), free(r->response), free(r->reference), cJSON_Delete(r->res.components), free(r);
     return lt_error_set(LT_ENOMEM, "judge: out of memory");
   }
-  uv_timer_init(j->loop, &r->timer);
+  LT_ASSERT(uv_timer_init(j->loop, &r->timer) == 0, "uv_timer_init");
   r->timer.data = r;
   j->handles++;
   r->next = j->live;

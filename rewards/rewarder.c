@@ -240,7 +240,7 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
     return lt_error_set(LT_ENOMEM, "rewarder: out of memory");
   }
   lt__reward_type t = type_for(r, k->domain);
-  uv_timer_init(r->loop, &j->timer);
+  LT_ASSERT(uv_timer_init(r->loop, &j->timer) == 0, "uv_timer_init");
   j->timer.data = j;
   r->handles++;
   j->next = r->jobs;

@@ -446,6 +446,12 @@ Test(serve, choices_stop_alternatives_and_a_full_context, .timeout = 120) {
   j = call(s.port, "GET", "/v1/models/anything", NULL, &st);
   cr_expect(st == 200 && !strcmp(get(j, "id")->valuestring, "anything"));
   cJSON_Delete(j);
+  /* the target is percent-decoded once, by net/http: an id with a '/' or a space, as SDKs encode it */
+  j = call(s.port, "GET", "/v1/models/org%2Fpolicy%20v1?beta=true", NULL, &st);
+  const cJSON *id = get(j, "id");
+  cr_expect(st == 200 && cJSON_IsString(id) && !strcmp(id->valuestring, "org/policy v1"), "%d %s", st,
+            cJSON_IsString(id) ? id->valuestring : "(no id)");
+  cJSON_Delete(j);
   serve_stop(&s);
 }
 
