@@ -267,7 +267,7 @@ static void check_info(lt_httpc_t *c) {
     }
 }
 
-static void on_poll(uv_poll_t *p, int status, int events) {
+static void httpc_on_poll(uv_poll_t *p, int status, int events) {
   sock_t *s = (sock_t *)p;
   int flags = status < 0 ? CURL_CSELECT_ERR : 0;
   if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
@@ -310,7 +310,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
     curl_multi_assign(c->multi, fd, s);
   }
   int ev = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
-  uv_poll_start(&s->poll, ev, on_poll);
+  uv_poll_start(&s->poll, ev, httpc_on_poll);
   return 0;
 }
 

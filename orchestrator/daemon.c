@@ -164,7 +164,7 @@ static void on_trajs(lt_daemon_t *d, int w, const void *rid, size_t rlen, uint64
   }
 }
 
-static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
+static void daemon_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_daemon_t *d = ud;
   if (n < 2) {
     d->malformed++;
@@ -414,7 +414,7 @@ static int open_socket(lt_daemon_t *d) {
   char line[600];
   snprintf(line, sizeof line, "%s\n", d->endpoint);
   if ((rc = lt_fs_write_atomic(p, line, strlen(line))) < 0) return rc;
-  return lt_zsock_start(d->z, on_recv, d);
+  return lt_zsock_start(d->z, daemon_on_recv, d);
 }
 
 /* monitor.ui_port: the console of this run, answered off the loop (ui/ lt_ui_serve_start). */

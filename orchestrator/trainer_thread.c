@@ -79,7 +79,7 @@ static int try_step(lt__trainer_t *l, int flush) {
   return rc;
 }
 
-static void run(lt_bridge_t *br, void *arg) {
+static void trainer_run(lt_bridge_t *br, void *arg) {
   lt__trainer_t *l = arg;
   for (;;) {
     lt_bridge_lock(br);
@@ -156,7 +156,7 @@ static void on_closed(void *arg) {
   if (done) done(ud);
 }
 
-static void on_notify(void *arg) {
+static void trainer_on_notify(void *arg) {
   lt__trainer_t *l = arg;
   lt_daemon_t *d = l->d;
   lt_bridge_lock(l->br);
@@ -230,7 +230,7 @@ int lt__trainer_start(lt_daemon_t *d) {
   }
   /* Before the thread starts: from then on the driver is the thread's alone. */
   d->ready_pending = lt_train_ready(l->train);
-  if ((rc = lt_bridge_start(&d->loop, run, on_notify, l, "learner", &l->br)) < 0) {
+  if ((rc = lt_bridge_start(&d->loop, trainer_run, trainer_on_notify, l, "learner", &l->br)) < 0) {
     uv_mutex_destroy(&l->compute);
     lt_train_close(l->train);
     free(l);
