@@ -587,12 +587,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   lt__acks_flush(d, 1); /* the socket is closed: whatever came later is only freed */
   uv_loop_close(&d->loop);
   if (d->zctx) zmq_ctx_term(d->zctx);
-  for (size_t i = 0; i < d->tcap; i++)
-    if (d->tasks[i]) {
-      cJSON_Delete(d->tasks[i]->spec);
-      free(d->tasks[i]);
-    }
-  free(d->tasks);
+  lt__tasks_free(d);
   free(d->workers);
   free(d->domain_index);
   free(d->domain_weight);

@@ -167,6 +167,8 @@ struct lt_daemon {
 lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id);
 int lt__task_put(lt_daemon_t *d, lt__task_t *t);
 void lt__task_remove(lt_daemon_t *d, int64_t id);
+/* Frees every task of the table and the table (the daemon's end). */
+void lt__tasks_free(lt_daemon_t *d);
 void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front);
 /* The next queued task that may be dispatched, taken out of the queue; NULL when none. */
 lt__task_t *lt__queue_pop(lt_daemon_t *d);

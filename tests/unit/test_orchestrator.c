@@ -108,12 +108,7 @@ static void teardown(void) {
   cr_expect_eq(uv_loop_close(&d->loop), 0, "the loop still holds handles");
   for (int i = 0; i < NPEERS; i++) zmq_close(fx.peer[i]);
   zmq_ctx_term(d->zctx);
-  for (size_t i = 0; i < d->tcap; i++)
-    if (d->tasks[i]) {
-      cJSON_Delete(d->tasks[i]->spec);
-      free(d->tasks[i]);
-    }
-  free(d->tasks);
+  lt__tasks_free(d);
   free(d->workers);
   free(d->domain_index);
   free(d->domain_weight);
