@@ -11,6 +11,8 @@
 #   make retrain-check  the default job, then `longtail retrain` of it: every step bit-identical (docs/replay.md)
 #   make weights-bench  publish-to-last-worker time and daemon bytes, four ways of sending weights (root)
 #   make deps       install the Debian packages the build needs
+#   make lint       the layering rule of docs/architecture.md's folder table, and FORMAT_FILES against .clang-format
+#   make format     rewrites FORMAT_FILES with clang-format
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
 #   make bench-gpu  GPU training throughput and MFU next to cuBLAS, a device copy and PyTorch (bench/gpu-results.json)
@@ -19,7 +21,7 @@
 # WERROR=1 (warnings are errors), V=1 (show commands).
 
 VERSION := 0.1.0
-LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout ui orchestrator cli
+LAYERS  := util proto net buffer text learner infer sandbox envs train rewards rollout ui orchestrator cli
 PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd
 
 VARIANT ?= release
@@ -122,7 +124,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
-.PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
+.PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs lint format \
         test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check weights-bench FORCE
 .DEFAULT_GOAL := all
 
@@ -322,6 +324,21 @@ bench: check-deps
 
 docs: all
 	$(Q)bin/longtail config --schema-md > docs/config.md
+
+# ---- lint and format -----------------------------------------------------------------
+
+# `make lint`: every include against docs/architecture.md's folder table (scripts/lint.py, file:line for each
+# upward include), then FORMAT_FILES against .clang-format (file:line:col for each line it would change, a line
+# past 120 columns included).  FORMAT_ALL is every C file of the tree; until the one reformatting commit,
+# FORMAT_FILES lists only files already in that format, and that commit sets it to $(FORMAT_ALL).
+FORMAT_ALL   := $(shell find $(LAYERS) tests bench -name node_modules -prune -o -name '*.[ch]' -print 2>/dev/null | sort)
+FORMAT_FILES ?= net/signals.c net/signals.h tests/unit/test_orchestrator.c
+lint: check-deps
+	$(Q)python3 scripts/lint.py
+	$(Q)$(if $(strip $(FORMAT_FILES)),clang-format --dry-run -Werror $(FORMAT_FILES))
+
+format: check-deps
+	$(Q)$(if $(strip $(FORMAT_FILES)),clang-format -i $(FORMAT_FILES))
 
 clean:
 	rm -rf build bin

@@ -26,8 +26,13 @@ static double answer_ms(const char *dir, const char *path, int limited, const ch
   lt_ui_t *u;
   if (lt_ui_open(dir, &u) < 0) return -1;
   lt_ui_resp_t r;
+  lt_http_target_t t;
   double t0 = lt_time_mono_s();
-  lt_ui_answer(u, "GET", path, &r);
+  if (lt_http_target_parse(path, &t) < 0) {
+    lt_ui_close(u);
+    return -1;
+  }
+  lt_ui_answer(u, "GET", &t, &r);
   double ms = (lt_time_mono_s() - t0) * 1000;
   if (r.status != 200) fprintf(stderr, "bench ui: %s: %d %.*s\n", path, r.status, (int)r.len, r.body);
   int ok = r.status == 200 || (limited && r.status == 503);

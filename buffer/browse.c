@@ -12,7 +12,7 @@
 /* SQLite calls this every few thousand virtual machine steps: nonzero interrupts the statement. */
 static int past_deadline(void *ud) {
   const int64_t *deadline = ud;
-  return *deadline > 0 && (int64_t)(lt_time_mono_ns() / 1000000) > *deadline;
+  return *deadline > 0 && lt_time_mono_ms() > *deadline;
 }
 
 void lt_buffer_set_deadline(lt_buffer_t *b, const int64_t *deadline_ms) {

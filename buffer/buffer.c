@@ -407,7 +407,7 @@ void lt_buffer_rollback(lt_buffer_t *b) {
 }
 
 /* Runs a prepared statement to completion (no rows expected). */
-static int run(lt_buffer_t *b, int i) {
+static int stmt_run(lt_buffer_t *b, int i) {
   sqlite3_stmt *s = b->st[i];
   if (!s) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   int rc = sqlite3_step(s);
@@ -427,7 +427,7 @@ int lt_buffer_meta_set(lt_buffer_t *b, const char *key, const char *value) {
   if (!b->st[S_META_SET]) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   bind_text(b->st[S_META_SET], 1, key);
   bind_text(b->st[S_META_SET], 2, value);
-  return run(b, S_META_SET);
+  return stmt_run(b, S_META_SET);
 }
 
 char *lt_buffer_meta_get(lt_buffer_t *b, const char *key) {
@@ -443,7 +443,7 @@ int lt_buffer_counter_add(lt_buffer_t *b, const char *name, int64_t delta) {
   if (!b->st[S_COUNTER_ADD]) return lt_error_set(LT_EINVAL, "%s: read-only buffer handle", b->path);
   bind_text(b->st[S_COUNTER_ADD], 1, name);
   sqlite3_bind_int64(b->st[S_COUNTER_ADD], 2, delta);
-  return run(b, S_COUNTER_ADD);
+  return stmt_run(b, S_COUNTER_ADD);
 }
 
 int64_t lt_buffer_counter(lt_buffer_t *b, const char *name) {
@@ -464,7 +464,7 @@ int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, cons
   sqlite3_bind_int(s, 4, eval);
   if (copy_of > 0) sqlite3_bind_int64(s, 5, copy_of);
   else sqlite3_bind_null(s, 5);
-  return run(b, S_PROMPT_INS);
+  return stmt_run(b, S_PROMPT_INS);
 }
 
 char *lt_buffer_prompt_spec(lt_buffer_t *b, int64_t id) {
@@ -488,7 +488,7 @@ int lt_buffer_task_insert(lt_buffer_t *b, const lt_task_row_t *t) {
   sqlite3_bind_int(s, 7, t->attempts);
   bind_text(s, 8, t->worker);
   sqlite3_bind_int64(s, 9, t->version);
-  return run(b, S_TASK_INS);
+  return stmt_run(b, S_TASK_INS);
 }
 
 int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int attempts, const char *worker,
@@ -500,7 +500,7 @@ int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int att
   sqlite3_bind_int(s, 3, attempts);
   bind_text(s, 4, worker);
   sqlite3_bind_int64(s, 5, version);
-  return run(b, S_TASK_UPD);
+  return stmt_run(b, S_TASK_UPD);
 }
 
 int lt_buffer_tasks_open(lt_buffer_t *b, void (*fn)(const lt_task_row_t *t, void *ud), void *ud) {
@@ -588,7 +588,7 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   sqlite3_bind_int64(s, TPARAM(eval_round), m->eval_round);
   bind_text(s, TPARAM(error), t->error && t->error[0] ? t->error : NULL);
   free(components); /* bound as copies (SQLITE_TRANSIENT); unbound parameters (reward, consumed_step) are NULL */
-  int rc = run(b, S_TRAJ_INS);
+  int rc = stmt_run(b, S_TRAJ_INS);
   if (rc < 0 || sqlite3_changes(b->db) == 0) { /* none changed: the task already has a trajectory */
     free(messages);
     *duplicate = rc == 0;
@@ -612,7 +612,7 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   bind_blob(s, PPARAM(support_ids), t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
   if (t->temperature >= 0) sqlite3_bind_double(s, PPARAM(temperature), t->temperature);
   bind_blob(s, PPARAM(seq_starts), t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
-  return run(b, S_PAYLOAD_INS);
+  return stmt_run(b, S_PAYLOAD_INS);
 }
 
 static char *col_dup(sqlite3_stmt *s, int i) {
@@ -740,7 +740,7 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_sta
       sqlite3_bind_int64(s, 3, step);
     else
       sqlite3_bind_null(s, 3);
-    int rc = run(b, S_TRAJ_MARK);
+    int rc = stmt_run(b, S_TRAJ_MARK);
     if (rc < 0) return rc;
   }
   return 0;
@@ -870,7 +870,7 @@ int lt_buffer_metric(lt_buffer_t *b, int64_t step, const char *name, double valu
   bind_text(s, 2, name);
   sqlite3_bind_double(s, 3, value);
   sqlite3_bind_int64(s, 4, time_ms);
-  return run(b, S_METRIC);
+  return stmt_run(b, S_METRIC);
 }
 
 int lt_buffer_event(lt_buffer_t *b, int64_t time_ms, const char *kind, const char *detail) {
@@ -879,7 +879,7 @@ int lt_buffer_event(lt_buffer_t *b, int64_t time_ms, const char *kind, const cha
   sqlite3_bind_int64(s, 1, time_ms);
   bind_text(s, 2, kind);
   bind_text(s, 3, detail);
-  return run(b, S_EVENT);
+  return stmt_run(b, S_EVENT);
 }
 
 int lt_buffer_checkpoint(lt_buffer_t *b, int64_t version, int64_t step, const char *kind, const char *path,
@@ -891,7 +891,7 @@ int lt_buffer_checkpoint(lt_buffer_t *b, int64_t version, int64_t step, const ch
   bind_text(s, 3, kind);
   bind_text(s, 4, path);
   bind_text(s, 5, sha256);
-  return run(b, S_CKPT);
+  return stmt_run(b, S_CKPT);
 }
 
 int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, int slots, const char *backend,
@@ -903,7 +903,7 @@ int lt_buffer_worker_seen(lt_buffer_t *b, const char *name, const char *host, in
   sqlite3_bind_int(s, 3, slots);
   bind_text(s, 4, backend);
   sqlite3_bind_int64(s, 5, time_ms);
-  return run(b, S_WORKER);
+  return stmt_run(b, S_WORKER);
 }
 
 sqlite3 *lt__buffer_db(lt_buffer_t *b) { return b->db; }

@@ -130,10 +130,7 @@ int lt_args_parse(lt_cmd_args_t *c, int argc, char **argv) {
 
 lt_arg_t *lt_args_get(lt_cmd_args_t *c, const char *name) {
   lt_arg_t *a = find(c, name, strlen(name));
-  if (!a) {
-    fprintf(stderr, "longtail: internal error: flag %s not declared by '%s'\n", name, c->command);
-    abort();
-  }
+  LT_ASSERT(a, "flag %s not declared by '%s'", name, c->command);
   return a;
 }
 

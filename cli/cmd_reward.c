@@ -112,7 +112,10 @@ int lt_cmd_reward(int argc, char **argv) {
   lt_config_t cfg;
   if ((rc = lt_cli_load_config("reward", cfgpath, lt_args_get(&c, "--set"), &cfg))) return rc;
   uv_loop_t loop;
-  uv_loop_init(&loop);
+  if ((rc = uv_loop_init(&loop)) != 0) {
+    lt_config_free(&cfg);
+    return lt_cli_fail("reward", lt_error_set(LT_ESYS, "its event loop: %s", uv_strerror(rc)));
+  }
   lt_rewarder_t *rw;
   if ((rc = lt_rewarder_create(&loop, &cfg, &rw)) < 0) {
     lt_config_free(&cfg);

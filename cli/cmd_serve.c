@@ -4,7 +4,6 @@
  * /update_weights_from_disk, on one libuv loop.  Each choice is a fresh
  * engine session; concurrent ones share batched decode steps through the
  * rollout backend, and beyond --slots they wait in FIFO order. */
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "net/signals.h"
 #include "text/chat_template.h"
 #include "learner/lora.h"
 #include "learner/model.h"
@@ -226,10 +226,7 @@ static int lora_route(server_t *s, lt_http_conn_t *c, const lt_http_req_t *req, 
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   server_t *s = ud;
-  char path[256];
-  snprintf(path, sizeof path, "%s", req->path);
-  char *q = strchr(path, '?');
-  if (q) *q = 0;
+  const char *path = req->path;
   if (!strcmp(path, "/health")) {
     static const char ok[] = "{\"status\":\"ok\"}";
     lt_http_respond(c, 200, "application/json", ok, sizeof ok - 1);
@@ -355,8 +352,11 @@ int lt_cmd_serve(int argc, char **argv) {
   const char *name = lt_args_str(&c, "--name", NULL);
   if (name) snprintf(s->model, sizeof s->model, "%s", name);
   else lt_path_base(dir, s->model, sizeof s->model);
-  uv_loop_init(&s->loop);
-  uv_timer_init(&s->loop, &s->kick);
+  if ((rc = uv_loop_init(&s->loop)) != 0) {
+    free(s);
+    return lt_cli_fail("serve", lt_error_set(LT_ESYS, "its event loop: %s", uv_strerror(rc)));
+  }
+  LT_ASSERT(uv_timer_init(&s->loop, &s->kick) == 0, "uv_timer_init");
   s->kick.data = s;
   lt_log_set_process("serve");
   const char *scripted = lt_args_str(&c, "--scripted", NULL);
@@ -375,11 +375,10 @@ int lt_cmd_serve(int argc, char **argv) {
   const char *host = lt_args_str(&c, "--host", "127.0.0.1");
   lt_http_opts_t ho = {.host = host, .port = (int)port, .max_body = 16u << 20, .max_conns = 1024, .timeout_ms = 30000};
   if ((rc = lt_http_listen(&s->loop, &ho, on_request, s, &s->http)) < 0) return setup_failed(s, rc);
-  uv_signal_init(&s->loop, &s->sigint);
-  uv_signal_init(&s->loop, &s->sigterm);
-  s->sigint.data = s->sigterm.data = s;
-  uv_signal_start(&s->sigint, on_signal, SIGINT);
-  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  if ((rc = lt_signals_watch(&s->loop, &s->sigint, &s->sigterm, on_signal, s)) < 0) {
+    lt_http_close(s->http, NULL, NULL);
+    return setup_failed(s, rc);
+  }
   /* The address on stdout, so a script that asked for port 0 learns the port. */
   printf("http://%s:%d\n", host, lt_http_port(s->http));
   fflush(stdout);

@@ -1,9 +1,9 @@
 /* `longtail ui RUN_DIR [--port P] [--bind ADDR]`: the web console of a run, or of a folder of runs (docs/ui.md),
  * read-only, until SIGINT or SIGTERM. */
-#include <signal.h>
 #include <stdio.h>
 
 #include "cli/commands.h"
+#include "net/signals.h"
 #include "ui/ui.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -45,19 +45,19 @@ int lt_cmd_ui(int argc, char **argv) {
   if ((rc = lt_ui_open(a.pos[0], &u)) < 0) return lt_cli_fail("ui", rc);
   lt_ui_set_tokenizer(u, lt_cli_run_tokenizer);
   uv_loop_t loop;
-  uv_loop_init(&loop);
+  if ((rc = uv_loop_init(&loop)) != 0) {
+    lt_ui_close(u);
+    return lt_cli_fail("ui", lt_error_set(LT_ESYS, "its event loop: %s", uv_strerror(rc)));
+  }
   console_t c = {0};
-  if ((rc = lt_ui_listen(u, &loop, bind, (int)port, &c.http)) < 0) {
+  if ((rc = lt_ui_listen(u, &loop, bind, (int)port, &c.http)) < 0 ||
+      (rc = lt_signals_watch(&loop, &c.sigint, &c.sigterm, on_signal, &c)) < 0) {
+    if (c.http) lt_http_close(c.http, NULL, NULL);
     uv_run(&loop, UV_RUN_DEFAULT); /* the failed listener's handle closes (and frees it), or the loop cannot close */
     uv_loop_close(&loop);
     lt_ui_close(u);
     return lt_cli_fail("ui", rc);
   }
-  uv_signal_init(&loop, &c.sigint);
-  uv_signal_init(&loop, &c.sigterm);
-  c.sigint.data = c.sigterm.data = &c;
-  uv_signal_start(&c.sigint, on_signal, SIGINT);
-  uv_signal_start(&c.sigterm, on_signal, SIGTERM);
   /* The address on stdout, so a script that asked for port 0 learns the port. */
   printf("http://%s:%d/\n", bind, lt_http_port(c.http));
   fflush(stdout);

@@ -249,7 +249,7 @@ static lt_episode_t *ep_new(lt_envs_t *e, const char *domain, const cJSON *spec)
   ep->state = d->state;
   ep->noise_level = -1;
   if (e->loop) {
-    uv_timer_init(e->loop, &ep->timer);
+    LT_ASSERT(uv_timer_init(e->loop, &ep->timer) == 0, "uv_timer_init");
     ep->timer.data = ep;
   }
   return ep;
@@ -447,7 +447,7 @@ static void noise_after(lt_episode_t *ep, lt_env_step_t *res) {
   noise_clear(ep);
 }
 
-static void deliver(uv_timer_t *t) {
+static void episode_deliver(uv_timer_t *t) {
   lt_episode_t *ep = t->data;
   ep->pending = 0;
   noise_after(ep, &ep->result);
@@ -543,7 +543,7 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
     ep->cb = cb;
     ep->ud = ud;
     ep->pending = 1;
-    return uv_timer_start(&ep->timer, deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
+    return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
   }
   if (kept) calls = kept;
   ncalls = nkept;
@@ -591,7 +591,7 @@ static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls
   ep->cb = cb;
   ep->ud = ud;
   ep->pending = 1;
-  return uv_timer_start(&ep->timer, deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
+  return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
 }
 
 const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference; }

@@ -5,7 +5,7 @@
 #define BIG 1e308
 
 static const lt_cfg_entry_t envs_e[] = {
-    {"envs", LT_CFG_MAP, "{\"arith\": {\"type\": \"arith\"}}", LT_CFG_NORANGE, NULL, "domain name → environment; each domain is one kind of task"},
+    {"envs", LT_CFG_MAP, "{\"arith\": {\"type\": \"arith\"}}", LT_CFG_NORANGE, NULL, "domain name (1 to 64 letters, digits, _ and -: it becomes a Prometheus label and a file name) → environment; each domain is one kind of task"},
     {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset|agent", "environment implementation"},
     {"envs.*.weight", LT_CFG_NUM, NULL, 0, BIG, NULL, "share of dispatched tasks (default 1)"},
     {"envs.*.group_size", LT_CFG_INT, NULL, 1, 4096, NULL, "samples per prompt of this domain (its group); default scheduler.group_size (seed 001 App. D.2: group counts per domain)"},

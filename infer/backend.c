@@ -239,7 +239,7 @@ static int tick(lt_backend_t *b, int64_t *next) {
   return 0;
 }
 
-static void on_idle(uv_idle_t *h) {
+static void backend_on_idle(uv_idle_t *h) {
   lt_backend_t *b = h->data;
   unsigned wakes = b->wakes;
   int64_t next;
@@ -256,13 +256,13 @@ static void on_idle(uv_idle_t *h) {
 
 static void on_timer(uv_timer_t *t) {
   lt_backend_t *b = t->data;
-  uv_idle_start(&b->idle, on_idle);
+  uv_idle_start(&b->idle, backend_on_idle);
 }
 
 void lt__backend_wake(lt_backend_t *b) {
   b->wakes++;
   uv_timer_stop(&b->timer);
-  uv_idle_start(&b->idle, on_idle);
+  uv_idle_start(&b->idle, backend_on_idle);
 }
 
 int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t **out) {
@@ -286,8 +286,8 @@ int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t 
     return rc;
   }
   b->info.version = o->version;
-  uv_idle_init(loop, &b->idle);
-  uv_timer_init(loop, &b->timer);
+  LT_ASSERT(uv_idle_init(loop, &b->idle) == 0, "uv_idle_init");
+  LT_ASSERT(uv_timer_init(loop, &b->timer) == 0, "uv_timer_init");
   b->idle.data = b->timer.data = b;
   b->handles = 2;
   *out = b;

@@ -351,10 +351,7 @@ static const char *api_key(const lt_http_req_t *req) {
 }
 
 int lt_oai_handle(lt_oai_t *a, lt_http_conn_t *c, const lt_http_req_t *req) {
-  char path[512];
-  snprintf(path, sizeof path, "%s", req->path);
-  char *q = strchr(path, '?');
-  if (q) *q = 0; /* ?beta=true (Anthropic's SDK) and the like */
+  const char *path = req->path; /* without its query: ?beta=true (Anthropic's SDK) and the like */
   size_t r = 0, nroutes = sizeof routes / sizeof *routes;
   for (; r < nroutes; r++) {
     size_t n = strlen(routes[r].path);

@@ -43,6 +43,7 @@ struct lt_http_conn {
   int64_t *sent;       /* lt_http_file_opts_t.sent: body bytes written so far are added here */
   int64_t writing;     /* body bytes of the write in flight */
   int freed;           /* handles closed while a read was in flight */
+  lt_http_target_t target;
 };
 
 struct lt_http_server {
@@ -473,12 +474,83 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   }
   if (c->len < c->head_len + c->body_len) return;
   c->buf[c->head_len + c->body_len] = 0;
-  lt_http_req_t req = {.method = c->buf, .path = c->buf + c->path_off, .body = c->buf + c->head_len,
+  if (lt_http_target_parse(c->buf + c->path_off, &c->target) < 0) {
+    char why[300];
+    snprintf(why, sizeof why, "malformed request target: %s\n", lt_error_msg());
+    return reject(c, 400, why);
+  }
+  lt_http_req_t req = {.method = c->buf, .path = c->target.path, .target = &c->target, .body = c->buf + c->head_len,
                        .body_len = c->body_len, .authorization = c->auth_off ? c->buf + c->auth_off : NULL,
                        .api_key = c->key_off ? c->buf + c->key_off : NULL};
   c->state = HANDLING;
   uv_timer_stop(&c->timer);
   c->srv->h(c, &req, c->srv->ud);
+}
+
+/* ---- the request target ---- */
+
+static int hexval(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decodes s[0..n) into out ('+' is a space where plus); the length, or -1 on a bad escape, a NUL or no
+ * room. */
+static int percent_decode(const char *s, size_t n, char *out, size_t cap, int plus) {
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    int c = (unsigned char)s[i];
+    if (c == '%') {
+      if (i + 2 >= n) return -1;
+      int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+      if (hi < 0 || lo < 0) return -1;
+      c = hi * 16 + lo;
+      i += 2;
+    } else if (c == '+' && plus) {
+      c = ' ';
+    }
+    if (c == 0 || j + 1 >= cap) return -1;
+    out[j++] = (char)c;
+  }
+  out[j] = 0;
+  return (int)j;
+}
+
+int lt_http_target_parse(const char *target, lt_http_target_t *t) {
+  t->nparams = 0;
+  const char *qs = strchr(target, '?');
+  size_t plen = qs ? (size_t)(qs - target) : strlen(target);
+  if (percent_decode(target, plen, t->path, sizeof t->path, 0) < 0)
+    return lt_error_set(LT_EINVAL, "the path: a bad escape, an escaped NUL or over %zu bytes", sizeof t->path - 1);
+  size_t used = 0;
+  for (const char *p = qs ? qs + 1 : NULL; p && *p;) {
+    const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
+    if (end > p) { /* "a&&b": an empty pair is nothing */
+      if (t->nparams == LT_HTTP_MAX_PARAMS)
+        return lt_error_set(LT_EINVAL, "more than %d query parameters", LT_HTTP_MAX_PARAMS);
+      const char *eq = memchr(p, '=', (size_t)(end - p)), *kend = eq ? eq : end;
+      lt_http_param_t *q = &t->params[t->nparams];
+      int k = percent_decode(p, (size_t)(kend - p), t->store + used, sizeof t->store - used, 1), v = -1;
+      if (k == 0) return lt_error_set(LT_EINVAL, "a query parameter without a name");
+      if (k > 0) {
+        q->key = t->store + used;
+        used += (size_t)k + 1;
+        v = percent_decode(eq ? eq + 1 : end, eq ? (size_t)(end - eq - 1) : 0, t->store + used, sizeof t->store - used, 1);
+      }
+      if (v < 0)
+        return lt_error_set(LT_EINVAL, "the query: a bad escape, an escaped NUL or over %zu bytes", sizeof t->store);
+      q->value = t->store + used;
+      used += (size_t)v + 1;
+      t->nparams++;
+    }
+    p = amp ? amp + 1 : end;
+  }
+  return 0;
+}
+
+const char *lt_http_param(const lt_http_target_t *t, const char *key) {
+  for (int i = 0; i < t->nparams; i++)
+    if (!strcmp(t->params[i].key, key)) return t->params[i].value;
+  return NULL;
 }
 
 static void on_timeout(uv_timer_t *t) {
@@ -493,8 +565,11 @@ static void on_connection(uv_stream_t *ls, int status) {
   if (!c) return;
   c->srv = s;
   c->fd = -1;
-  uv_tcp_init(s->loop, &c->tcp);
-  uv_timer_init(s->loop, &c->timer);
+  if (uv_tcp_init(s->loop, &c->tcp) != 0) { /* left in the backlog, as when out of memory */
+    free(c);
+    return;
+  }
+  LT_ASSERT(uv_timer_init(s->loop, &c->timer) == 0, "uv_timer_init");
   c->tcp.data = c->timer.data = c;
   c->open_handles = 2;
   c->next = s->conns;
@@ -525,7 +600,10 @@ int lt_http_listen(uv_loop_t *loop, const lt_http_opts_t *o, lt_http_handler h, 
     free(s);
     return lt_error_set(LT_EINVAL, "http: '%s' is not an IP address", o->host);
   }
-  uv_tcp_init(loop, &s->tcp);
+  if ((rc = uv_tcp_init(loop, &s->tcp)) != 0) {
+    free(s);
+    return lt_error_set(LT_ESYS, "http: cannot make a socket: %s", uv_strerror(rc));
+  }
   s->tcp.data = s;
   if ((rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&addr, 0)) < 0 ||
       (rc = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection)) < 0) {

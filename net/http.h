@@ -14,9 +14,29 @@
 typedef struct lt_http_server lt_http_server_t;
 typedef struct lt_http_conn lt_http_conn_t;
 
+/* A request target split once into its path and its query's parameters, each percent-decoded once ('+' is a
+ * space in the query only); a key without '=' has the value "". */
+enum { LT_HTTP_MAX_PARAMS = 32 };
+typedef struct {
+  const char *key, *value;
+} lt_http_param_t;
+typedef struct {
+  char path[1024];
+  lt_http_param_t params[LT_HTTP_MAX_PARAMS]; /* in the query's order */
+  int nparams;
+  char store[4096]; /* the decoded keys and values */
+} lt_http_target_t;
+
+/* LT_EINVAL (the detail says which) for a bad escape, an escaped NUL, an empty key, more than LT_HTTP_MAX_PARAMS
+ * parameters or a target past the buffers; the server answers such a request 400 before any handler sees it. */
+int lt_http_target_parse(const char *target, lt_http_target_t *t);
+/* The first value of key, or NULL. */
+const char *lt_http_param(const lt_http_target_t *t, const char *key);
+
 typedef struct {
   const char *method;  /* "GET" */
-  const char *path;    /* "/v1/models" (query string included) */
+  const char *path;    /* "/v1/models": target->path (a handler that routes a prefix away may point further in) */
+  const lt_http_target_t *target; /* the path and the query's parameters, decoded */
   const char *body;    /* NUL-terminated, body_len bytes */
   size_t body_len;
   const char *authorization; /* the Authorization header's value, NULL without one */

@@ -267,7 +267,7 @@ static void check_info(lt_httpc_t *c) {
     }
 }
 
-static void on_poll(uv_poll_t *p, int status, int events) {
+static void httpc_on_poll(uv_poll_t *p, int status, int events) {
   sock_t *s = (sock_t *)p;
   int flags = status < 0 ? CURL_CSELECT_ERR : 0;
   if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
@@ -310,7 +310,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
     curl_multi_assign(c->multi, fd, s);
   }
   int ev = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
-  uv_poll_start(&s->poll, ev, on_poll);
+  uv_poll_start(&s->poll, ev, httpc_on_poll);
   return 0;
 }
 
@@ -347,7 +347,7 @@ int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out) {
   curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
   curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
   curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-  uv_timer_init(loop, &c->timer);
+  LT_ASSERT(uv_timer_init(loop, &c->timer) == 0, "uv_timer_init");
   c->timer.data = c;
   c->handles = 1;
   *out = c;
@@ -379,7 +379,7 @@ int lt_httpc_request(lt_httpc_t *c, const char *url, const char *body, const lt_
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 60000;
   r->cb = cb;
   r->ud = ud;
-  uv_timer_init(c->loop, &r->retry);
+  LT_ASSERT(uv_timer_init(c->loop, &r->retry) == 0, "uv_timer_init");
   r->retry.data = r;
   c->handles++;
   r->next = c->reqs;

@@ -88,7 +88,7 @@ void lt_prom_sample(lt_buf_t *b, const char *family, const char *type, const cha
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   lt_prom_t *p = ud;
-  if (strcmp(req->path, "/metrics") && strncmp(req->path, "/metrics?", 9)) {
+  if (strcmp(req->path, "/metrics")) {
     static const char nf[] = "not found: the metrics are at /metrics\n";
     lt_http_respond(c, 404, NULL, nf, sizeof nf - 1);
     return;

@@ -35,7 +35,7 @@ static int pending_input(lt_zsock_t *z) {
 
 static void drain(lt_zsock_t *z);
 
-static void on_idle(uv_idle_t *h) {
+static void zsock_on_idle(uv_idle_t *h) {
   lt_zsock_t *z = h->data;
   uv_idle_stop(h);
   drain(z);
@@ -67,10 +67,10 @@ static void drain(lt_zsock_t *z) {
     if (!overflow && n > 0) z->cb(z, frames, n, z->ud); /* more frames than any message has: dropped */
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
   }
-  if (!z->closing && pending_input(z)) uv_idle_start(&z->idle, on_idle);
+  if (!z->closing && pending_input(z)) uv_idle_start(&z->idle, zsock_on_idle);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events) {
+static void zsock_on_poll(uv_poll_t *h, int status, int events) {
   (void)status;
   (void)events;
   drain(h->data);
@@ -102,12 +102,12 @@ int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud) {
   if (zmq_getsockopt(z->sock, ZMQ_FD, &fd, &len) != 0) return lt_error_set(LT_ESYS, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
   if (uv_poll_init(z->loop, &z->poll, fd) != 0) return lt_error_set(LT_ESYS, "uv_poll_init failed");
   z->poll.data = z;
-  uv_idle_init(z->loop, &z->idle);
+  LT_ASSERT(uv_idle_init(z->loop, &z->idle) == 0, "uv_idle_init");
   z->idle.data = z;
   z->handles = 2;
-  uv_poll_start(&z->poll, UV_READABLE, on_poll);
+  uv_poll_start(&z->poll, UV_READABLE, zsock_on_poll);
   /* Messages may already be queued before the first edge. */
-  uv_idle_start(&z->idle, on_idle);
+  uv_idle_start(&z->idle, zsock_on_idle);
   return 0;
 }
 
@@ -123,7 +123,7 @@ int lt_zsock_send(lt_zsock_t *z, const lt_frame_t *frames, int n) {
       return lt_error_set(LT_ESYS, "zmq_send: %s", zmq_strerror(e));
     }
   }
-  if (z->handles && pending_input(z)) uv_idle_start(&z->idle, on_idle);
+  if (z->handles && pending_input(z)) uv_idle_start(&z->idle, zsock_on_idle);
   return 0;
 }
 

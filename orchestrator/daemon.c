@@ -1,6 +1,7 @@
 /* The daemon: run directory, sockets, the loop, the cron, signals, shutdown. */
 #include "orchestrator/internal.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,15 +10,16 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "net/signals.h"
 #include "train/train.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"
 
 #define CRON_MS 100
 
-int64_t lt__now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
 
 /* ---- metrics and events ---- */
 
@@ -54,10 +56,10 @@ void lt__metric(lt_daemon_t *d, const char *name, double value) {
   snprintf(r->name, sizeof r->name, "%s", name);
   r->value = value;
   if (lt_writer_submit(d->writer, metric_write, row_done, r) < 0) free(r); /* the writer is stopping */
-  if (d->metrics) {
-    fprintf(d->metrics, "{\"step\": %lld, \"time_ms\": %lld, \"name\": \"%s\", \"value\": %.9g}\n", (long long)d->step,
-            (long long)t_ms, name, value);
-    fflush(d->metrics);
+  if (d->metrics) { /* a failing file is said once; the buffer's metrics table keeps every value regardless */
+    int rc = lt_jsonl_write_metric(d->metrics, d->step, t_ms, name, value);
+    if (rc < 0 && !d->metrics_failing) LT_ERROR("daemon", "metrics.jsonl: %s", lt_error_msg());
+    d->metrics_failing = rc < 0;
   }
 }
 
@@ -162,7 +164,7 @@ static void on_trajs(lt_daemon_t *d, int w, const void *rid, size_t rlen, uint64
   }
 }
 
-static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
+static void daemon_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
   lt_daemon_t *d = ud;
   if (n < 2) {
     d->malformed++;
@@ -190,7 +192,7 @@ static void on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void *ud) {
     return;
   }
   int w = lt__worker_find(d, rid, rlen);
-  if (w >= 0) d->workers[w].last_seen_ms = lt__now_ms();
+  if (w >= 0) d->workers[w].last_seen_ms = lt_time_mono_ms();
   switch (m.type) {
   case LT_MSG_HELLO: lt__on_hello(d, rid, rlen, &m.u.hello); break;
   case LT_MSG_TRAJ: lt__on_traj(d, rid, rlen, m.id, &m.u.traj); break;
@@ -370,7 +372,7 @@ static void on_before_sleep(uv_prepare_t *p) { lt__acks_flush(p->data, 0); }
 
 static void on_cron(uv_timer_t *t) {
   lt_daemon_t *d = t->data;
-  int64_t now = lt__now_ms();
+  int64_t now = lt_time_mono_ms();
   report_health(d, now);
   lt__workers_cron(d, now);
   lt__scheduler_cron(d, now);
@@ -400,7 +402,7 @@ static void on_signal(uv_signal_t *s, int sig) {
   }
   d->stopping = 1;
   int drain = !strcmp(lt_config_str(d->cfg, "scheduler.on_shutdown"), "drain");
-  d->stop_deadline_ms = lt__now_ms() + (drain ? (int64_t)(lt_config_num(d->cfg, "scheduler.drain_s") * 1000) : 0);
+  d->stop_deadline_ms = lt_time_mono_ms() + (drain ? (int64_t)(lt_config_num(d->cfg, "scheduler.drain_s") * 1000) : 0);
   lt__event(d, "shutdown", "signal %d: %s in-flight tasks", sig, drain ? "draining" : "aborting");
   lt__check_done(d);
 }
@@ -428,7 +430,7 @@ static int open_socket(lt_daemon_t *d) {
   char line[600];
   snprintf(line, sizeof line, "%s\n", d->endpoint);
   if ((rc = lt_fs_write_atomic(p, line, strlen(line))) < 0) return rc;
-  return lt_zsock_start(d->z, on_recv, d);
+  return lt_zsock_start(d->z, daemon_on_recv, d);
 }
 
 /* monitor.ui_port: the console of this run, answered off the loop (ui/ lt_ui_serve_start). */
@@ -469,7 +471,7 @@ static int setup(lt_daemon_t *d) {
   if (rc == 0 && !d->o.resume) rc = lt_buffer_meta_set(d->buf, "run", lt_config_str(d->cfg, "run.name"));
   if (rc < 0) return rc;
   snprintf(p, sizeof p, "%s/metrics.jsonl", d->run_dir);
-  d->metrics = fopen(p, "a");
+  if (!(d->metrics = fopen(p, "a"))) return lt_error_set(lt_error_from_errno(errno), "cannot open %s: %s", p, strerror(errno));
   if ((rc = lt_envs_create(d->cfg, NULL, &d->envs)) < 0) return rc;
   int ndom = lt_envs_count(d->envs);
   d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
@@ -533,7 +535,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->lock_fd = -1;
   d->eval_round = -1;
   d->last_accuracy = -1;
-  d->started_ms = lt__now_ms();
+  d->started_ms = lt_time_mono_ms();
   d->hb_ms = (int)lt_config_int(d->cfg, "transport.heartbeat_ms");
   d->liveness = (int)lt_config_int(d->cfg, "transport.liveness");
   d->group_size = (int)lt_config_int(d->cfg, "scheduler.group_size");
@@ -553,9 +555,14 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   d->sync = !strcmp(lt_config_str(d->cfg, "scheduler.mode"), "sync");
   d->mask_timeouts = !strcmp(lt_config_str(d->cfg, "rollout.on_timeout"), "mask");
   lt_log_set_process("daemon");
-  uv_loop_init(&d->loop);
+  int rc = uv_loop_init(&d->loop);
+  if (rc != 0) {
+    fprintf(stderr, "longtail train: error: its event loop: %s\n", uv_strerror(rc));
+    free(d);
+    return LT_EXIT_FAIL;
+  }
   d->zctx = zmq_ctx_new();
-  int rc = d->zctx ? setup(d) : lt_error_set(LT_ESYS, "zmq_ctx_new failed");
+  rc = d->zctx ? setup(d) : lt_error_set(LT_ESYS, "zmq_ctx_new failed");
   if (rc < 0) {
     fprintf(stderr, "longtail train: error: %s\n", lt_error_msg());
     d->exit_code = lt_error_exit_code(rc);
@@ -569,22 +576,22 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
     }
   } else {
     LT_INFO("daemon", "run %s: listening on %s, policy v%lld", d->run_dir, d->endpoint, (long long)d->version);
-    uv_timer_init(&d->loop, &d->cron);
+    LT_ASSERT(uv_timer_init(&d->loop, &d->cron) == 0, "uv_timer_init");
     d->cron.data = d;
     uv_timer_start(&d->cron, on_cron, CRON_MS, CRON_MS);
-    uv_prepare_init(&d->loop, &d->before_sleep);
+    LT_ASSERT(uv_prepare_init(&d->loop, &d->before_sleep) == 0, "uv_prepare_init");
     d->before_sleep.data = d;
     uv_prepare_start(&d->before_sleep, on_before_sleep);
-    uv_signal_init(&d->loop, &d->sigint);
-    uv_signal_init(&d->loop, &d->sigterm);
-    d->sigint.data = d->sigterm.data = d;
-    uv_signal_start(&d->sigint, on_signal, SIGINT);
-    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
     /* A client that closes while its weights or metrics download is being written (a worker cancelling a version
      * for a newer one) is an EPIPE for that connection, not a signal that kills the daemon. */
     signal(SIGPIPE, SIG_IGN);
-    lt__eval_first(d);
-    lt__scheduler_dispatch(d);
+    if ((rc = lt_signals_watch(&d->loop, &d->sigint, &d->sigterm, on_signal, d)) < 0) { /* ends the ordinary way */
+      fprintf(stderr, "longtail train: error: %s\n", lt_error_msg());
+      lt__finish(d, lt_error_exit_code(rc));
+    } else {
+      lt__eval_first(d);
+      lt__scheduler_dispatch(d);
+    }
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (isatty(2) && strcmp(lt_config_str(d->cfg, "monitor.progress"), "off")) fputc('\n', stderr);
   }
@@ -596,12 +603,7 @@ int lt_daemon_run(const lt_daemon_opts_t *o) {
   lt__acks_flush(d, 1); /* the socket is closed: whatever came later is only freed */
   uv_loop_close(&d->loop);
   if (d->zctx) zmq_ctx_term(d->zctx);
-  for (size_t i = 0; i < d->tcap; i++)
-    if (d->tasks[i]) {
-      cJSON_Delete(d->tasks[i]->spec);
-      free(d->tasks[i]);
-    }
-  free(d->tasks);
+  lt__tasks_free(d);
   free(d->workers);
   free(d->domain_index);
   free(d->domain_weight);

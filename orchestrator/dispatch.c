@@ -8,6 +8,7 @@
 #include "train/train.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* ---- persistence of new prompts and tasks ---- */
 
@@ -196,7 +197,7 @@ static void dispatched(lt_daemon_t *d, int w, lt__task_t *t) {
   t->status = LT_TASK_DISPATCHED;
   t->worker = w;
   t->slot_free = 0;
-  t->dispatched_ms = lt__now_ms();
+  t->dispatched_ms = lt_time_mono_ms();
   t->version = d->version;
   d->workers[w].inflight++;
   d->workers[w].owned++;
@@ -271,7 +272,7 @@ void lt__scheduler_dispatch(lt_daemon_t *d) {
     int n = 0;
     for (int progress = 1; progress && d->qhead && n < PICKS;) {
       progress = 0;
-      int64_t now = lt__now_ms();
+      int64_t now = lt_time_mono_ms();
       for (int w = 0; w < d->nworkers && d->qhead && n < PICKS; w++) {
         lt__worker_t *wk = &d->workers[w];
         if (!wk->alive || wk->inflight + wk->picked >= wk->slots || now < wk->benched_until_ms) continue;

@@ -209,7 +209,7 @@ void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_i
     lt__worker_t *wk = &d->workers[w];
     int64_t pause = (int64_t)500 << (wk->refusals < 7 ? wk->refusals : 7);
     wk->refusals++;
-    wk->benched_until_ms = lt__now_ms() + (pause < 60000 ? pause : 60000);
+    wk->benched_until_ms = lt_time_mono_ms() + (pause < 60000 ? pause : 60000);
   }
   /* Its task runs again now, not after task_timeout_s; a refusal is not held
    * against the task (another worker may well complete it). */
@@ -262,7 +262,7 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   op->masked = timeout && d->mask_timeouts && !op->t.eval;
   if (task) task->storing++;
   if (task && task->status == LT_TASK_DISPATCHED && w == task->worker) {
-    double o = (double)(lt__now_ms() - task->dispatched_ms) - (op->t.gen_ms + op->t.env_ms + op->t.reward_ms);
+    double o = (double)(lt_time_mono_ms() - task->dispatched_ms) - (op->t.gen_ms + op->t.env_ms + op->t.reward_ms);
     d->overhead_ms[d->noverhead++ % 4096] = (float)(o > 0 ? o : 0);
   }
   snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");

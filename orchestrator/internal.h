@@ -144,6 +144,7 @@ struct lt_daemon {
   /* local workers */
   struct lt__spawn *spawn;
   FILE *metrics;             /* metrics.jsonl */
+  int metrics_failing;       /* its last write failed (said once) */
   struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
   struct lt_wserver *wserver; /* weights over HTTP (net/wserver.h), NULL when off */
   lt_ui_server_t *ui;         /* the console (monitor.ui_port) in its own thread, NULL when off */
@@ -168,6 +169,8 @@ struct lt_daemon {
 lt__task_t *lt__task_get(lt_daemon_t *d, int64_t id);
 int lt__task_put(lt_daemon_t *d, lt__task_t *t);
 void lt__task_remove(lt_daemon_t *d, int64_t id);
+/* Frees every task of the table and the table (the daemon's end). */
+void lt__tasks_free(lt_daemon_t *d);
 void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front);
 /* The next queued task that may be dispatched, taken out of the queue; NULL when none. */
 lt__task_t *lt__queue_pop(lt_daemon_t *d);
@@ -260,7 +263,6 @@ void lt__prom_set(lt_daemon_t *d, const char *name, double v);
 void lt__prom_stop(lt_daemon_t *d);
 
 /* daemon.c */
-int64_t lt__now_ms(void);
 /* Sorts samples ascending, for their quantiles. */
 void lt__sort_floats(float *v, int n);
 void lt__metric(lt_daemon_t *d, const char *name, double value);

@@ -8,6 +8,7 @@
 #include "net/prom.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* Run metrics that are one family in Prometheus, labelled by the part between prefix and suffix: reward/<domain>
  * and its spread reward/<domain>/min and /max (reward/mean, /min and /max are metrics of their own),
@@ -68,7 +69,7 @@ static void counters(lt_buf_t *b, void *ud) {
       {"longtail_workers_alive", "gauge", "Workers within their heartbeat liveness.", (double)alive},
       {"longtail_accepting", "gauge", "1 while results are accepted (0: disk full).", (double)d->accepting},
       {"longtail_uptime_seconds", "gauge", "Seconds since the daemon started.",
-       (lt__now_ms() - d->started_ms) / 1000.0},
+       (lt_time_mono_ms() - d->started_ms) / 1000.0},
   };
   for (size_t i = 0; i < sizeof live / sizeof *live; i++)
     lt_prom_sample(b, live[i].family, live[i].type, live[i].help, live[i].v);

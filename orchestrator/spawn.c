@@ -116,7 +116,7 @@ int lt__spawn_start(lt_daemon_t *d, int n) {
     child_t *c = &s->c[i];
     c->s = s;
     c->index = i;
-    uv_timer_init(&d->loop, &c->restart);
+    LT_ASSERT(uv_timer_init(&d->loop, &c->restart) == 0, "uv_timer_init");
     c->restart.data = c;
     start_child(c);
   }

@@ -80,6 +80,17 @@ void lt__task_remove(lt_daemon_t *d, int64_t id) {
   }
 }
 
+void lt__tasks_free(lt_daemon_t *d) {
+  for (size_t i = 0; i < d->tcap; i++)
+    if (d->tasks[i]) {
+      cJSON_Delete(d->tasks[i]->spec);
+      free(d->tasks[i]);
+    }
+  free(d->tasks);
+  d->tasks = NULL;
+  d->tcap = d->tcount = 0;
+}
+
 /* ---- queue ---- */
 
 void lt__queue_push(lt_daemon_t *d, lt__task_t *t, int front) {

@@ -13,6 +13,7 @@
 #include "train/train.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 enum { RES_STEP, RES_EVENT, RES_SKIP, RES_FAILED, RES_STOPPED };
 
@@ -78,7 +79,7 @@ static int try_step(lt__trainer_t *l, int flush) {
   return rc;
 }
 
-static void run(lt_bridge_t *br, void *arg) {
+static void trainer_run(lt_bridge_t *br, void *arg) {
   lt__trainer_t *l = arg;
   for (;;) {
     lt_bridge_lock(br);
@@ -132,7 +133,7 @@ static void emit_step(lt_daemon_t *d, const lt_train_result_t *r) {
   lt__publish_weights(d, r->version, r->dir, r->sha);
   lt_train_result_metrics(r, put_metric, d);
   lt__outcomes_report(d, 1);
-  double el = (lt__now_ms() - d->started_ms) / 1000.0;
+  double el = (lt_time_mono_ms() - d->started_ms) / 1000.0;
   double gen = r->gen_tokens, span = r->step_s + r->wait_s;
   if (el > 0) lt__metric(d, "throughput/trajectories_per_s", d->trajs_in / el);
   d->last_reward = r->reward_mean;
@@ -155,7 +156,7 @@ static void on_closed(void *arg) {
   if (done) done(ud);
 }
 
-static void on_notify(void *arg) {
+static void trainer_on_notify(void *arg) {
   lt__trainer_t *l = arg;
   lt_daemon_t *d = l->d;
   lt_bridge_lock(l->br);
@@ -229,7 +230,7 @@ int lt__trainer_start(lt_daemon_t *d) {
   }
   /* Before the thread starts: from then on the driver is the thread's alone. */
   d->ready_pending = lt_train_ready(l->train);
-  if ((rc = lt_bridge_start(&d->loop, run, on_notify, l, "learner", &l->br)) < 0) {
+  if ((rc = lt_bridge_start(&d->loop, trainer_run, trainer_on_notify, l, "learner", &l->br)) < 0) {
     uv_mutex_destroy(&l->compute);
     lt_train_close(l->train);
     free(l);

@@ -13,6 +13,7 @@
 #include "util/delta.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 int lt__weights_start(lt_daemon_t *d) {
   int port = (int)lt_config_int(d->cfg, "transport.weights_port");
@@ -60,7 +61,7 @@ void lt__weights_published(lt_daemon_t *d, int64_t version, const char *dir, con
   if (sent >= 0) lt__metric(d, "weights/bytes_sent_per_version", (double)sent);
   int k = (int)(d->npublished++ % n);
   d->pubs[k].version = version;
-  d->pubs[k].published_ms = lt__now_ms();
+  d->pubs[k].published_ms = lt_time_mono_ms();
   d->pubs[k].reached = 0;
   if (d->npubs < n) d->npubs++;
   lt_delta_offer(dir, sha, d->delta_base, &d->delta_bytes);
@@ -98,7 +99,7 @@ void lt__weights_heartbeat(lt_daemon_t *d) {
   for (int i = 0; alive && i < d->npubs; i++) {
     if (d->pubs[i].reached || d->pubs[i].version > oldest || d->pubs[i].version == 0) continue; /* v0: at start */
     d->pubs[i].reached = 1;
-    float s = (float)(lt__now_ms() - d->pubs[i].published_ms) / 1000.0f;
+    float s = (float)(lt_time_mono_ms() - d->pubs[i].published_ms) / 1000.0f;
     lt__metric(d, "weights/propagation_s", s);
     d->propagation_s[d->npropagation++ % 1024] = s;
     n++;

@@ -91,7 +91,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   wk->batch = h->batch;
   wk->alive = 1;
   wk->inflight = wk->owned = 0;
-  wk->last_seen_ms = lt__now_ms();
+  wk->last_seen_ms = lt_time_mono_ms();
   wk->policy_version = h->policy_version;
   wk->lag_reported = -1;
   /* Sessions it still runs (it outlived a daemon restart): a task of ours that
@@ -103,7 +103,7 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       t->status = LT_TASK_DISPATCHED;
       t->worker = w;
       t->slot_free = 0;
-      t->dispatched_ms = lt__now_ms();
+      t->dispatched_ms = lt_time_mono_ms();
       wk->inflight++;
       wk->owned++;
     } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free && t->worker == w) { /* kept across the reconnect */

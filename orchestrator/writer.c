@@ -51,7 +51,7 @@ static void append(list_t *dst, list_t *src) {
   src->head = src->tail = NULL;
 }
 
-static void run(lt_bridge_t *br, void *arg) {
+static void writer_run(lt_bridge_t *br, void *arg) {
   lt_writer_t *w = arg;
   lt_bridge_lock(br);
   for (;;) {
@@ -105,7 +105,7 @@ static void closed_one(void *arg) {
 
 static void on_closed(uv_handle_t *h) { closed_one(h->data); }
 
-static void on_notify(void *arg) {
+static void writer_on_notify(void *arg) {
   lt_writer_t *w = arg;
   lt_bridge_lock(w->br);
   list_t done = w->done;
@@ -130,9 +130,9 @@ int lt_writer_start(uv_loop_t *loop, lt_buffer_t *b, lt_writer_t **out) {
   if (!w) return lt_error_set(LT_ENOMEM, "writer: out of memory");
   w->loop = loop;
   w->b = b;
-  uv_prepare_init(loop, &w->prepare);
+  LT_ASSERT(uv_prepare_init(loop, &w->prepare) == 0, "uv_prepare_init");
   w->prepare.data = w;
-  int rc = lt_bridge_start(loop, run, on_notify, w, "writer", &w->br);
+  int rc = lt_bridge_start(loop, writer_run, writer_on_notify, w, "writer", &w->br);
   if (rc < 0) {
     w->running = 1;
     uv_close((uv_handle_t *)&w->prepare, on_closed);

@@ -246,7 +246,7 @@ static void retire(lt__judge_req_t *r) {
   uv_close((uv_handle_t *)&r->timer, on_timer_closed);
 }
 
-static void deliver(uv_timer_t *t) {
+static void judge_deliver(uv_timer_t *t) {
   lt__judge_req_t *r = t->data;
   lt_reward_result_t res = r->res;
   memset(&r->res, 0, sizeof r->res);
@@ -265,7 +265,7 @@ static void finish(lt__judge_req_t *r, int status, const char *err) {
     r->res.components = cJSON_CreateObject();
     r->res.reward = 0;
   }
-  uv_timer_start(&r->timer, deliver, 0, 0);
+  uv_timer_start(&r->timer, judge_deliver, 0, 0);
 }
 
 static void fill(lt_buf_t *b, const char *tmpl, const lt__judge_req_t *r) {
@@ -454,7 +454,7 @@ int lt__judge_score(lt__judge_t *j, lt__reward_type type, const lt__reward_cfg_t
     free(r->question), free(r->response), free(r->reference), cJSON_Delete(r->res.components), free(r);
     return lt_error_set(LT_ENOMEM, "judge: out of memory");
   }
-  uv_timer_init(j->loop, &r->timer);
+  LT_ASSERT(uv_timer_init(j->loop, &r->timer) == 0, "uv_timer_init");
   r->timer.data = r;
   j->handles++;
   r->next = j->live;

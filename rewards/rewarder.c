@@ -135,7 +135,7 @@ static void complete(job_t *j) {
   uv_close((uv_handle_t *)&j->timer, on_closed);
 }
 
-static void deliver(uv_timer_t *t) { complete(t->data); }
+static void rewarder_deliver(uv_timer_t *t) { complete(t->data); }
 
 /* No value on failure, never a made-up reward; shaping on success. */
 static void settle(lt_rewarder_t *r, const lt_reward_case_t *k, job_t *j) {
@@ -240,7 +240,7 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
     return lt_error_set(LT_ENOMEM, "rewarder: out of memory");
   }
   lt__reward_type t = type_for(r, k->domain);
-  uv_timer_init(r->loop, &j->timer);
+  LT_ASSERT(uv_timer_init(r->loop, &j->timer) == 0, "uv_timer_init");
   j->timer.data = j;
   r->handles++;
   j->next = r->jobs;
@@ -269,7 +269,7 @@ int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb 
     j->res.error = strdup("this reward type is not available in this build");
   }
   settle(r, k, j);
-  uv_timer_start(&j->timer, deliver, 0, 0);
+  uv_timer_start(&j->timer, rewarder_deliver, 0, 0);
   return 0;
 }
 

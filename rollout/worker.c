@@ -78,8 +78,6 @@ typedef struct {
   int tcp_connected;   /* a TCP connection was made since the last retry */
 } worker_t;
 
-static int64_t now_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
-
 static void send_msg(worker_t *w, lt_msg_t *m) {
   m->id = ++w->seq;
   int rc = lt_zsock_send_msg(w->z, NULL, 0, m);
@@ -106,7 +104,7 @@ static void send_hello(worker_t *w) {
   w->hello_id = m.id;
   free(pending);
   free(running);
-  w->last_hello = now_ms();
+  w->last_hello = lt_time_mono_ms();
 }
 
 static int send_out(const lt_frame_t *fr, int n, int trajs, void *ud) {
@@ -445,7 +443,7 @@ static void worker_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void 
   worker_t *w = ud;
   lt_msg_t m;
   int rc = lt_proto_decode(frames, n, &m);
-  w->last_heard = now_ms();
+  w->last_heard = lt_time_mono_ms();
   w->gone_since = 0;
   if (rc < 0) {
     LT_WARN("worker", "malformed message from the daemon: %s", lt_error_msg());
@@ -606,7 +604,7 @@ static int worker_open_socket(worker_t *w) {
 
 static void on_heartbeat(uv_timer_t *t) {
   worker_t *w = t->data;
-  int64_t now = now_ms();
+  int64_t now = lt_time_mono_ms();
   int64_t silent = now - w->last_heard;
   if (silent > (int64_t)w->liveness * w->hb_ms) {
     if (!w->gone_since) {
@@ -706,7 +704,7 @@ int lt_worker_run(const lt_worker_opts_t *o) {
     w->exit_code = rc < 0 ? lt_error_exit_code(rc) : LT_EXIT_FAIL;
     goto out;
   }
-  w->last_heard = w->last_hello = now_ms();
+  w->last_heard = w->last_hello = lt_time_mono_ms();
   uv_timer_init(&w->loop, &w->hb);
   w->hb.data = w;
   uv_timer_start(&w->hb, on_heartbeat, 200, 200);

@@ -369,16 +369,13 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
       ntail++;
     }
     if (o->buf) lt_buffer_metric(o->buf, s, "sft/loss", loss, lt_time_wall_ms());
-    if (o->metrics)
-      fprintf(o->metrics, "{\"step\": %lld, \"time_ms\": %lld, \"name\": \"sft/loss\", \"value\": %.9g}\n", (long long)s,
-              (long long)lt_time_wall_ms(), loss);
+    if (o->metrics && (rc = lt_jsonl_write_metric(o->metrics, s, lt_time_wall_ms(), "sft/loss", loss)) < 0) goto out;
     if (o->progress && (s % 25 == 0 || s == steps - 1)) {
       double el = lt_time_mono_s() - t0;
       fprintf(stderr, "sft step %lld/%lld | loss %.4f | %.1f s | ETA %.0f s\n", (long long)s + 1, (long long)steps, loss, el,
               el / (double)(s + 1) * (double)(steps - s - 1));
     }
   }
-  if (o->metrics) fflush(o->metrics);
   *final_loss = ntail ? tail / ntail : 0;
   rc = lt_model_save(lt_trainer_policy(tr), o->out_dir);
   /* The tuned policy is a model folder like its source: it carries the tokenizer. */

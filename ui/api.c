@@ -21,7 +21,6 @@
 
 enum {
   MAX_RUNS = 256,
-  MAX_PARAMS = 32,
   QUERY_MS = 2000,       /* a request's SQL time */
   TURN_CAP = 64 * 1024,  /* bytes of one message's text per answer; the rest by ?turn=&offset= */
   MAX_SERIES = 16,
@@ -109,71 +108,6 @@ void lt_ui_resp_free(lt_ui_resp_t *r) {
   r->owned = NULL;
 }
 
-/* ---- requests: the path and its query parameters ---- */
-
-typedef struct {
-  char *key, *val;
-} param_t;
-
-typedef struct {
-  char path[1024];
-  param_t p[MAX_PARAMS];
-  int n;
-  char store[4096]; /* the decoded query string's keys and values */
-} req_t;
-
-static int hexval(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Percent-decodes s[0..n) into out ('+' is a space in a query); -1 on a bad escape, a NUL or no room. */
-static int decode(const char *s, size_t n, char *out, size_t cap, int plus) {
-  size_t j = 0;
-  for (size_t i = 0; i < n; i++) {
-    int c = (unsigned char)s[i];
-    if (c == '%') {
-      if (i + 2 >= n) return -1;
-      int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
-      if (hi < 0 || lo < 0) return -1;
-      c = hi * 16 + lo;
-      i += 2;
-    } else if (c == '+' && plus) {
-      c = ' ';
-    }
-    if (c == 0 || j + 1 >= cap) return -1;
-    out[j++] = (char)c;
-  }
-  out[j] = 0;
-  return (int)j;
-}
-
-static int parse_req(const char *target, req_t *q) {
-  memset(q, 0, sizeof *q);
-  const char *qs = strchr(target, '?');
-  size_t plen = qs ? (size_t)(qs - target) : strlen(target);
-  if (decode(target, plen, q->path, sizeof q->path, 0) < 0) return -1;
-  if (!qs) return 0;
-  size_t used = 0;
-  for (const char *p = qs + 1; *p;) {
-    const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
-    if (end > p) {
-      const char *eq = memchr(p, '=', (size_t)(end - p));
-      const char *kend = eq ? eq : end;
-      if (q->n == MAX_PARAMS) return -1;
-      int k = decode(p, (size_t)(kend - p), q->store + used, sizeof q->store - used, 1);
-      if (k <= 0) return -1;
-      q->p[q->n].key = q->store + used;
-      used += (size_t)k + 1;
-      int v = decode(eq ? eq + 1 : end, eq ? (size_t)(end - eq - 1) : 0, q->store + used, sizeof q->store - used, 1);
-      if (v < 0) return -1;
-      q->p[q->n++].val = q->store + used;
-      used += (size_t)v + 1;
-    }
-    p = amp ? amp + 1 : end;
-  }
-  return 0;
-}
-
 /* ---- answers ---- */
 
 static int answer(lt_ui_resp_t *r, int status, const char *type, lt_buf_t *b) {
@@ -214,27 +148,21 @@ static int query_failed(lt_ui_resp_t *r, int rc) {
 }
 
 /* The parameters a route accepts, checked before anything runs: an unknown one is a 400. */
-static int only(const req_t *q, const char *const *allowed, lt_ui_resp_t *r) {
-  for (int i = 0; i < q->n; i++) {
+static int only(const lt_http_target_t *q, const char *const *allowed, lt_ui_resp_t *r) {
+  for (int i = 0; i < q->nparams; i++) {
     int ok = 0;
-    for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, q->p[i].key);
+    for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, q->params[i].key);
     if (!ok) {
-      fail(r, 400, "unknown parameter '%.64s'", q->p[i].key);
+      fail(r, 400, "unknown parameter '%.64s'", q->params[i].key);
       return -1;
     }
   }
   return 0;
 }
 
-static const char *param(const req_t *q, const char *key) {
-  for (int i = 0; i < q->n; i++)
-    if (!strcmp(q->p[i].key, key)) return q->p[i].val;
-  return NULL;
-}
-
 /* An integer parameter in [lo, hi]: 1 set, 0 absent, -1 malformed (answered with 400). */
-static int int_param(const req_t *q, const char *key, int64_t lo, int64_t hi, int64_t *out, lt_ui_resp_t *r) {
-  const char *v = param(q, key);
+static int int_param(const lt_http_target_t *q, const char *key, int64_t lo, int64_t hi, int64_t *out, lt_ui_resp_t *r) {
+  const char *v = lt_http_param(q, key);
   if (!v) return 0;
   char *end;
   errno = 0;
@@ -247,8 +175,8 @@ static int int_param(const req_t *q, const char *key, int64_t lo, int64_t hi, in
   return 1;
 }
 
-static int num_param(const req_t *q, const char *key, double *out, lt_ui_resp_t *r) {
-  const char *v = param(q, key);
+static int num_param(const lt_http_target_t *q, const char *key, double *out, lt_ui_resp_t *r) {
+  const char *v = lt_http_param(q, key);
   if (!v) return 0;
   char *end;
   double x = strtod(v, &end);
@@ -261,8 +189,8 @@ static int num_param(const req_t *q, const char *key, double *out, lt_ui_resp_t 
 }
 
 /* A text parameter of at most max bytes; "" counts as absent. */
-static int text_param(const req_t *q, const char *key, size_t max, const char **out, lt_ui_resp_t *r) {
-  const char *v = param(q, key);
+static int text_param(const lt_http_target_t *q, const char *key, size_t max, const char **out, lt_ui_resp_t *r) {
+  const char *v = lt_http_param(q, key);
   if (!v || !*v) return 0;
   if (strlen(v) > max) {
     fail(r, 400, "parameter '%s' is longer than %zu bytes", key, max);
@@ -273,8 +201,8 @@ static int text_param(const req_t *q, const char *key, size_t max, const char **
 }
 
 /* The run a request reads: the only one, or ?run=NAME in a folder of runs; NULL after answering 400/404. */
-static run_t *pick_run(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
-  const char *name = param(q, "run");
+static run_t *pick_run(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
+  const char *name = lt_http_param(q, "run");
   run_t *run = NULL;
   if (!u->multi) run = !name || !strcmp(name, u->runs[0].name) ? &u->runs[0] : NULL;
   else if (!name) fail(r, 400, "this console serves a folder of runs: say which with run=NAME (see /api/runs)");
@@ -426,7 +354,7 @@ static void last_metric(lt_buf_t *b, int *f, lt_buffer_t *db, const char *k, con
   else lt_buf_puts(b, "null");
 }
 
-static int api_overview(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
+static int api_overview(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run", NULL};
   if (only(q, allowed, r) < 0) return -1;
   run_t *run = pick_run(u, q, r);
@@ -507,14 +435,14 @@ static int band_item(int64_t step, double lo, double hi, void *ud) { return tupl
 
 /* "bands": each asked P/mean, or P, with the run's P/min and P/max at its steps (empty where the run records
  * none): reward/mean has reward/min and reward/max, reward/<domain> has reward/<domain>/min and /max. */
-static int bands(lt_buffer_t *db, const req_t *q, int max, lt_buf_t *b) {
+static int bands(lt_buffer_t *db, const lt_http_target_t *q, int max, lt_buf_t *b) {
   list_t l = {b, 0, 0};
   int first = 1, rc = 0;
   lt_buf_puts(b, ",\"bands\":{");
-  for (int i = 0; i < q->n && rc >= 0; i++) {
-    const char *n = q->p[i].val;
+  for (int i = 0; i < q->nparams && rc >= 0; i++) {
+    const char *n = q->params[i].value;
     size_t len = strlen(n);
-    if (strcmp(q->p[i].key, "name")) continue;
+    if (strcmp(q->params[i].key, "name")) continue;
     if (len >= 5 && !strcmp(n + len - 5, "/mean")) len -= 5;
     char lo[256], hi[256];
     snprintf(lo, sizeof lo, "%.*s/min", (int)len, n);
@@ -529,15 +457,15 @@ static int bands(lt_buffer_t *db, const req_t *q, int max, lt_buf_t *b) {
   return rc;
 }
 
-static int api_metrics(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
+static int api_metrics(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run", "name", "max", NULL};
   if (only(q, allowed, r) < 0) return -1;
   int64_t max = 10000;
   if (int_param(q, "max", 1, MAX_POINTS, &max, r) < 0) return -1;
   int names = 0;
-  for (int i = 0; i < q->n; i++)
-    if (!strcmp(q->p[i].key, "name")) {
-      if (!q->p[i].val[0] || strlen(q->p[i].val) > 200) return fail(r, 400, "a metric name is 1 to 200 bytes");
+  for (int i = 0; i < q->nparams; i++)
+    if (!strcmp(q->params[i].key, "name")) {
+      if (!q->params[i].value[0] || strlen(q->params[i].value) > 200) return fail(r, 400, "a metric name is 1 to 200 bytes");
       if (++names > MAX_SERIES) return fail(r, 400, "at most %d metrics at once", MAX_SERIES);
     }
   run_t *run = pick_run(u, q, r);
@@ -552,12 +480,12 @@ static int api_metrics(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
   } else {
     lt_buf_puts(&b, "{\"series\":{");
     int first = 1;
-    for (int i = 0; i < q->n && rc >= 0; i++) {
-      if (strcmp(q->p[i].key, "name")) continue;
-      key(&b, &first, q->p[i].val);
+    for (int i = 0; i < q->nparams && rc >= 0; i++) {
+      if (strcmp(q->params[i].key, "name")) continue;
+      key(&b, &first, q->params[i].value);
       lt_buf_putc(&b, '[');
       l.n = 0;
-      rc = lt_buffer_metric_points(run->b, q->p[i].val, (int)max, point_item, &l);
+      rc = lt_buffer_metric_points(run->b, q->params[i].value, (int)max, point_item, &l);
       lt_buf_putc(&b, ']');
     }
     lt_buf_putc(&b, '}');
@@ -605,7 +533,7 @@ static int row_item(const lt_browse_row_t *t, void *ud) {
   return 0;
 }
 
-static int api_trajectories(lt_ui_t *u, const req_t *q, lt_ui_resp_t *r) {
+static int api_trajectories(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run",           "domain",        "status",  "outcome", "finish",
                                         "reward_min",    "reward_max",    "staleness_min",    "staleness_max",
                                         "version",       "q",             "sort",    "order",   "offset",
@@ -904,7 +832,7 @@ static int no_trajectory(lt_buffer_t *db, int64_t id, lt_ui_resp_t *r) {
   return fail(r, 404, "no trajectory for task %lld", (long long)id);
 }
 
-static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *r) {
+static int api_trajectory(lt_ui_t *u, const lt_http_target_t *q, int64_t id, lt_ui_resp_t *r) {
   static const char *const allowed[] = {"run", "turn", "offset", NULL};
   if (only(q, allowed, r) < 0) return -1;
   int64_t turn = -1, off = 0;
@@ -1038,31 +966,26 @@ static int task_id(const char *s, int64_t *id) {
   return 1;
 }
 
-void lt_ui_answer(lt_ui_t *u, const char *method, const char *target, lt_ui_resp_t *r) {
+void lt_ui_answer(lt_ui_t *u, const char *method, const lt_http_target_t *q, lt_ui_resp_t *r) {
   memset(r, 0, sizeof *r);
   if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
     fail(r, 405, "read-only: GET only");
     return;
   }
-  req_t q;
-  if (strlen(target) >= sizeof q.store || parse_req(target, &q) < 0) {
-    fail(r, 400, "malformed request target (bad escape, NUL, too long or too many parameters)");
-    return;
-  }
-  u->deadline_ms = (int64_t)(lt_time_mono_ns() / 1000000) + QUERY_MS;
-  const char *p = q.path;
+  u->deadline_ms = lt_time_mono_ms() + QUERY_MS;
+  const char *p = q->path;
   int64_t id;
   if (!strcmp(p, "/") || !strcmp(p, "/curves") || !strcmp(p, "/trajectories") ||
       (!strncmp(p, "/trajectories/", 14) && task_id(p + 14, &id)))
     asset(r, "index.html");
   else if (!strncmp(p, "/assets/", 8) && strcmp(p + 8, "index.html")) asset(r, p + 8);
   else if (!strcmp(p, "/api/runs")) api_runs(u, r);
-  else if (!strcmp(p, "/api/overview")) api_overview(u, &q, r);
-  else if (!strcmp(p, "/api/metrics")) api_metrics(u, &q, r);
-  else if (!strcmp(p, "/api/trajectories")) api_trajectories(u, &q, r);
+  else if (!strcmp(p, "/api/overview")) api_overview(u, q, r);
+  else if (!strcmp(p, "/api/metrics")) api_metrics(u, q, r);
+  else if (!strcmp(p, "/api/trajectories")) api_trajectories(u, q, r);
   else if (!strncmp(p, "/api/trajectories/", 18)) {
     if (!task_id(p + 18, &id)) fail(r, 400, "a task id is a non-negative decimal integer");
-    else api_trajectory(u, &q, id, r);
+    else api_trajectory(u, q, id, r);
   } else fail(r, 404, "no such page");
   u->deadline_ms = 0;
 }

@@ -11,7 +11,7 @@
 
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   lt_ui_resp_t r;
-  lt_ui_answer(ud, req->method, req->path, &r);
+  lt_ui_answer(ud, req->method, req->target, &r);
   /* HEAD: the same status and type, no body */
   lt_http_respond(c, r.status, r.type, r.body, strcmp(req->method, "HEAD") ? r.len : 0);
   lt_ui_resp_free(&r);
@@ -70,7 +70,11 @@ int lt_ui_serve_start(const char *run_dir, const char *host, int port, lt_ui_tok
     serve_free(s); /* the failed listener's handle closes */
     return rc;
   }
-  uv_async_init(&s->loop, &s->stop, on_stop);
+  if ((rc = uv_async_init(&s->loop, &s->stop, on_stop)) != 0) {
+    lt_http_close(s->http, NULL, NULL);
+    serve_free(s);
+    return lt_error_set(LT_ESYS, "console: its wake-up handle: %s", uv_strerror(rc));
+  }
   s->stop.data = s;
   if (uv_thread_create(&s->thread, serve, s) != 0) {
     on_stop(&s->stop);

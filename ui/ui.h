@@ -34,10 +34,10 @@ typedef struct {
   char *owned;
 } lt_ui_resp_t;
 
-/* One request (method, path with its query string) to its answer: 200 with a page, asset or JSON; 400 with
- * {"error": ...} for a malformed parameter; 404; 405 for anything but GET/HEAD; 503 when a query ran past its
- * time limit.  Free with lt_ui_resp_free. */
-void lt_ui_answer(lt_ui_t *u, const char *method, const char *path, lt_ui_resp_t *r);
+/* One request (method, and its target as net/http parsed it: lt_http_target_parse) to its answer: 200 with a
+ * page, asset or JSON; 400 with {"error": ...} for a malformed parameter; 404; 405 for anything but GET/HEAD; 503
+ * when a query ran past its time limit.  Free with lt_ui_resp_free. */
+void lt_ui_answer(lt_ui_t *u, const char *method, const lt_http_target_t *target, lt_ui_resp_t *r);
 void lt_ui_resp_free(lt_ui_resp_t *r);
 
 /* Serves on loop at host:port (0: any free port, see lt_http_port). */

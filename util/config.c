@@ -216,6 +216,19 @@ static int check_value(const lt_cfg_entry_t *e, const char *path, const cJSON *n
   return 0;
 }
 
+/* A map's keys are domain names, which become Prometheus label values, metric-name parts and file names: 1 to 64
+ * ASCII letters, digits, '_' and '-', starting with a letter or digit. */
+static int check_name(const char *path, const char *key) {
+  size_t n = strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+  if (key[n] == 0 && n >= 1 && n <= 64 && key[0] != '_' && key[0] != '-') return 0;
+  lt_buf_t b = {0};
+  lt_json_quote(&b, key);
+  int rc = lt_error_set(LT_ECONFIG, "%s: %.80s is not a name: 1 to 64 letters, digits, '_' and '-', starting with a "
+                        "letter or digit (it becomes a Prometheus label and a file name)", path, b.data ? b.data : "");
+  lt_buf_free(&b);
+  return rc;
+}
+
 static int validate(const lt_config_t *cfg, const cJSON *obj, const char *path) {
   for (const cJSON *c = obj->child; c; c = c->next) {
     char p[PATH_MAX_LEN];
@@ -230,7 +243,8 @@ static int validate(const lt_config_t *cfg, const cJSON *obj, const char *path) 
       int rc = check_value(e, p, c);
       if (rc < 0) return rc;
       if (e->type == LT_CFG_MAP) {
-        rc = validate(cfg, c, p);
+        for (const cJSON *k = c->child; k && rc == 0; k = k->next) rc = check_name(p, k->string);
+        if (rc == 0) rc = validate(cfg, c, p);
         if (rc < 0) return rc;
       }
       continue;
@@ -453,40 +467,25 @@ const cJSON *lt_config_get(const lt_config_t *cfg, const char *path) {
   return (n && !cJSON_IsNull(n)) ? n : NULL;
 }
 
-static __attribute__((noreturn)) void die(const char *path, const char *want) {
-  fprintf(stderr, "longtail: internal error: config path '%s' read as %s is not declared with a default\n",
-          path, want);
-  abort();
-}
-
-static const cJSON *need(const lt_config_t *cfg, const char *path, const char *want) {
+/* A path read with an accessor must be declared with a default of that type: anything else is a bug. */
+static const cJSON *need(const lt_config_t *cfg, const char *path, cJSON_bool (*is)(const cJSON *), const char *want) {
   const cJSON *n = lt_config_get(cfg, path);
-  if (!n) die(path, want);
+  LT_ASSERT(n && is(n), "config path '%s' read as %s is not declared with a default", path, want);
   return n;
 }
 
 int64_t lt_config_int(const lt_config_t *cfg, const char *path) {
-  const cJSON *n = need(cfg, path, "integer");
-  if (!cJSON_IsNumber(n)) die(path, "integer");
-  return (int64_t)n->valuedouble;
+  return (int64_t)need(cfg, path, cJSON_IsNumber, "integer")->valuedouble;
 }
 
 double lt_config_num(const lt_config_t *cfg, const char *path) {
-  const cJSON *n = need(cfg, path, "number");
-  if (!cJSON_IsNumber(n)) die(path, "number");
-  return n->valuedouble;
+  return need(cfg, path, cJSON_IsNumber, "number")->valuedouble;
 }
 
-int lt_config_bool(const lt_config_t *cfg, const char *path) {
-  const cJSON *n = need(cfg, path, "boolean");
-  if (!cJSON_IsBool(n)) die(path, "boolean");
-  return cJSON_IsTrue(n);
-}
+int lt_config_bool(const lt_config_t *cfg, const char *path) { return cJSON_IsTrue(need(cfg, path, cJSON_IsBool, "boolean")); }
 
 const char *lt_config_str(const lt_config_t *cfg, const char *path) {
-  const cJSON *n = need(cfg, path, "string");
-  if (!cJSON_IsString(n)) die(path, "string");
-  return n->valuestring;
+  return need(cfg, path, cJSON_IsString, "string")->valuestring;
 }
 
 char *lt_config_dump(const lt_config_t *cfg) { return cJSON_Print(cfg->root); }

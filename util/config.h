@@ -23,7 +23,8 @@ typedef enum {
   LT_CFG_INT_OR_ENUM, /* integer, or a string in `choices` (e.g. max_staleness: "auto") */
   LT_CFG_NUM_LIST,    /* array of numbers */
   LT_CFG_STR_LIST,    /* array of strings */
-  LT_CFG_MAP,         /* object with free keys; children described by "<path>.*" entries */
+  LT_CFG_MAP,         /* object keyed by names (1-64 letters, digits, '_', '-'; domains become Prometheus labels
+                         and file names); children described by "<path>.*" entries */
   LT_CFG_JSON,        /* any JSON value, validated by its consumer */
   LT_CFG_REMOVED      /* a key no longer accepted: any value is refused with `doc`, which names what replaces it */
 } lt_cfg_type;
@@ -65,7 +66,7 @@ int lt_config_from_json(lt_config_t *cfg, cJSON *root, const char *const *sets, 
 void lt_config_free(lt_config_t *cfg);
 
 /* Accessors for paths the schema declares with a default.  Asking for a path
- * the schema does not declare is a programming error: it aborts with the path
+ * the schema does not declare is a programming error: LT_ASSERT exits 70 naming the path
  * (the test suite reads every declared path). */
 int64_t lt_config_int(const lt_config_t *cfg, const char *path);
 double lt_config_num(const lt_config_t *cfg, const char *path);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LT_ERRMSG_MAX 1024
 
@@ -114,4 +115,16 @@ int lt_error_from_errno(int err) {
   case EAGAIN: return LT_EBUSY;
   default: return LT_ESYS;
   }
+}
+
+void lt_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+  fflush(stdout);
+  fprintf(stderr, "longtail: internal error at %s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, " (%s)\n", cond);
+  /* _exit: a broken invariant must not run atexit handlers (a leak report would replace the code) */
+  _exit(LT_EXIT_INTERNAL);
 }

@@ -65,4 +65,12 @@ int lt_error_exit_code(int code);
 /* Maps errno to an LT_E* code. */
 int lt_error_from_errno(int err);
 
+/* A programmer error (an invariant that does not hold, a config path or flag read that nothing declares, a call
+ * libuv defines as infallible failing: uv_timer_init, uv_idle_init, uv_prepare_init, uv_pipe_init), not a runtime
+ * failure: prints "longtail: internal error at FILE:LINE: MESSAGE (COND)" on stderr and exits LT_EXIT_INTERNAL
+ * (70) at once, without atexit handlers; the one place such errors end.  cond is always evaluated (no NDEBUG). */
+#define LT_ASSERT(cond, ...) ((cond) ? (void)0 : lt_assert_fail(__FILE__, __LINE__, #cond, __VA_ARGS__))
+void lt_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
+
 #endif

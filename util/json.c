@@ -334,6 +334,25 @@ void lt_json_write(lt_buf_t *b, const cJSON *v) {
   }
 }
 
+int lt_jsonl_write_metric(FILE *f, int64_t step, int64_t time_ms, const char *name, double value) {
+  lt_buf_t b = {0};
+  lt_buf_puts(&b, "{\"step\": ");
+  lt_json_int(&b, step);
+  lt_buf_puts(&b, ", \"time_ms\": ");
+  lt_json_int(&b, time_ms);
+  lt_buf_puts(&b, ", \"name\": ");
+  lt_json_quote(&b, name);
+  lt_buf_puts(&b, ", \"value\": ");
+  lt_json_num(&b, value);
+  lt_buf_puts(&b, "}\n");
+  int rc = lt_buf_ok(&b);
+  if (rc < 0) rc = lt_error_set(rc, "metric %s: out of memory", name);
+  else if (fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0)
+    rc = lt_error_set(lt_error_from_errno(errno), "metric %s: cannot write: %s", name, strerror(errno));
+  lt_buf_free(&b);
+  return rc;
+}
+
 void lt_json_f32_array(lt_buf_t *b, const float *v, int n) {
   lt_buf_putc(b, '[');
   for (int i = 0; i < n; i++) {

@@ -41,6 +41,11 @@ void lt_json_int(lt_buf_t *b, long long v);
 void lt_json_f32_array(lt_buf_t *b, const float *v, int n);
 void lt_json_i32_array(lt_buf_t *b, const int32_t *v, int n);
 
+/* One line of metrics.jsonl (docs/metrics.md), the one writer of that format: {"step", "time_ms", "name",
+ * "value"} with the name escaped (lt_json_quote) and a non-finite value as null, written whole and flushed.
+ * LT_EIO (or LT_ENOSPC) with errno's text when the write fails. */
+int lt_jsonl_write_metric(FILE *f, int64_t step, int64_t time_ms, const char *name, double value);
+
 /* JSON-lines reader over a file ("-" is stdin). */
 typedef struct {
   FILE *f;

@@ -12,6 +12,8 @@ uint64_t lt_time_mono_ns(void) {
 
 double lt_time_mono_s(void) { return (double)lt_time_mono_ns() * 1e-9; }
 
+int64_t lt_time_mono_ms(void) { return (int64_t)(lt_time_mono_ns() / 1000000); }
+
 int64_t lt_time_wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

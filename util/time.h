@@ -6,6 +6,7 @@
 
 uint64_t lt_time_mono_ns(void);  /* monotonic, for durations */
 double lt_time_mono_s(void);
+int64_t lt_time_mono_ms(void);   /* monotonic milliseconds: deadlines, heartbeats, ages */
 int64_t lt_time_wall_ms(void);   /* Unix epoch milliseconds, for records */
 void lt_time_sleep_ms(int64_t ms);
 

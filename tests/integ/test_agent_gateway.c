@@ -29,9 +29,11 @@ typedef struct {
 
 /* Runs a bounded training job whose `envs` section is envs_fmt (with %s for the agent log file and the tasks);
  * rollout: the rollout section (NULL: the tests' usual one); scripted_more: more members of workers.scripted;
- * more: more members of the config (a sandbox section, say).  Returns `longtail train`'s exit status. */
+ * frozen: learner.enabled false, so every token is sampled under v0 whenever the episode runs; more: more members
+ * of the config (a sandbox section, say).  Returns `longtail train`'s exit status. */
 static int job_status(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                      const char *scripted_more, const char *rollout, const char *more, const char *envs_fmt) {
+                      const char *scripted_more, const char *rollout, int frozen, const char *more,
+                      const char *envs_fmt) {
   j->dir = lt_test_tmpdir(tag);
   char tasks[4200], cfg[4200], envs[8192], js[16384];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", j->dir);
@@ -46,14 +48,14 @@ static int job_status(job_t *j, const char *tag, int rows, int max_tasks, int gr
   snprintf(envs, sizeof envs, envs_fmt, j->log, tasks, j->log, tasks, j->log, tasks, j->log, tasks, tasks);
   snprintf(js, sizeof js,
            "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
-           " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+           " \"learner\": {\"enabled\": %s, \"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
            " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
            " \"rollout\": %s,"
            " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
            "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
            " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
            " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}%s}",
-           lt_test_root(), envs, group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
+           lt_test_root(), envs, frozen ? "false" : "true", group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
            scripted_answer ? "\"" : "", scripted_more, lt_test_free_port(), more);
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
@@ -63,14 +65,14 @@ static int job_status(job_t *j, const char *tag, int rows, int max_tasks, int gr
 }
 
 static void run_job_with(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
-                         const char *scripted_more, const char *rollout, const char *envs_fmt) {
-  int st = job_status(j, tag, rows, max_tasks, group, scripted_answer, scripted_more, rollout, "", envs_fmt);
+                         const char *scripted_more, const char *rollout, int frozen, const char *envs_fmt) {
+  int st = job_status(j, tag, rows, max_tasks, group, scripted_answer, scripted_more, rollout, frozen, "", envs_fmt);
   cr_assert_eq(st, 0, "longtail train exit %d (logs in %s)", st, j->dir);
 }
 
 static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int group, const char *scripted_answer,
                     const char *envs_fmt) {
-  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, "", NULL, envs_fmt);
+  run_job_with(j, tag, rows, max_tasks, group, scripted_answer, "", NULL, 0, envs_fmt);
 }
 
 /* One domain "chat" of the urllib agent in `mode` (the format's %s: its log, its tasks), with extra params. */
@@ -355,7 +357,7 @@ Test(agent_gateway, concurrent_calls_of_one_episode_are_contexts_of_its_trajecto
            lt_test_root());
   job_t j;
   run_job_with(&j, "gw_conc", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>",
-               ", \"token_us\": 20000", NULL, envs);
+               ", \"token_us\": 20000", NULL, 0, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -492,7 +494,7 @@ Test(agent_gateway, time_spent_waiting_on_the_engine_is_not_the_programs, .timeo
            " \"%%s\", \"late_hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
            lt_test_root(), lt_test_root());
   job_t j;
-  run_job_with(&j, "gw_slow", 4, 6, 1, NULL, ", \"token_us\": 500000", NULL, envs);
+  run_job_with(&j, "gw_slow", 4, 6, 1, NULL, ", \"token_us\": 500000", NULL, 0, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 6);
   int late = 0;
@@ -518,7 +520,7 @@ Test(agent_gateway, on_timeout_mask_keeps_timeouts_out_of_the_losses_and_counts_
            lt_test_root(), lt_test_root());
   job_t j;
   run_job_with(&j, "gw_mask", 4, 16, 1, NULL, "", "{\"max_new_tokens\": 160, \"max_turns\": 8, \"on_timeout\": \"mask\"}",
-               envs);
+               0, envs);
   cJSON *tr = export(&j, "jsonl");
   int hangs = 0, oks = 0;
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -562,8 +564,10 @@ static char *sequences_of(const job_t *j, const char *dom) {
 
 /* params.sandbox (the default where the host has user namespaces): the program runs in longtail's sandbox and its
  * only network is its gateway.  The sandboxed urllib agent first tries a listener of this test on the host's
- * loopback and the internet (exit 7 if either answers), then trains exactly the tokens the same run unsandboxed
- * trains; a hanging agent that left a setsid sleeper behind dies at timeout_s with all of it. */
+ * loopback and the internet (exit 7 if either answers), then records exactly the tokens (and versions, logprobs,
+ * masks) the same run unsandboxed records; a hanging agent that left a setsid sleeper behind dies at timeout_s with
+ * all of it.  Both runs freeze the policy (learner.enabled false): with a learner, which version a turn samples
+ * under depends on when it runs, which the sandbox cannot change and a busy machine does (it failed 1 run in 3). */
 Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same_tokens, .timeout = 300) {
   need_sandbox();
   int port;
@@ -577,7 +581,7 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
            " \"-%%s\", \"hang_setsid\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": true}}}",
            lt_test_root(), port, lt_test_root());
   job_t j;
-  run_job(&j, "gw_sandbox", 4, 8, 2, NULL, envs);
+  run_job_with(&j, "gw_sandbox", 4, 8, 2, NULL, "", NULL, 1, envs);
   cJSON *tr = export(&j, "jsonl");
   int chat = 0, hang = 0;
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -603,7 +607,7 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
   cr_assert_eq(lt_test_sh(&r, 10, "pgrep -f '[u]rllib_agent.py -%s' | wc -l", j.log), 0);
   cr_assert_eq(atoi(r.out), 0, "sandboxed agent processes outlived their episodes");
   lt_run_free(&r);
-  /* the same run without the sandbox: the same tokens, task by task */
+  /* the same run without the sandbox, under the same (frozen) policy: the same tokens, task by task */
   snprintf(plain, sizeof plain,
            "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
            " \"-%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}},"
@@ -611,7 +615,7 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
            " \"-%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
            lt_test_root(), lt_test_root());
   job_t u;
-  run_job(&u, "gw_plain", 4, 8, 2, NULL, plain);
+  run_job_with(&u, "gw_plain", 4, 8, 2, NULL, "", NULL, 1, plain);
   char *a = sequences_of(&j, "chat"), *b = sequences_of(&u, "chat");
   cr_assert(a[0], "no chat trajectory");
   cr_assert_str_eq(a, b, "the sandboxed run recorded other tokens than the plain one");
@@ -628,7 +632,7 @@ static void limit_run(const char *tag, const char *rollout, const char *reason, 
   char envs[4096];
   python_envs(envs, sizeof envs, "normal", "");
   job_t j;
-  run_job_with(&j, tag, 4, 4, 2, NULL, "", rollout, envs);
+  run_job_with(&j, tag, 4, 4, 2, NULL, "", rollout, 0, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -695,7 +699,7 @@ Test(agent_gateway, a_run_whose_episodes_all_fail_says_why_counts_them_and_exits
   char envs[4096], path[4300];
   python_envs(envs, sizeof envs, "crash_stdout", "");
   job_t j;
-  int st = job_status(&j, "gw_allfail", 4, 4, 2, NULL, "", NULL, "", envs);
+  int st = job_status(&j, "gw_allfail", 4, 4, 2, NULL, "", NULL, 0, "", envs);
   snprintf(path, sizeof path, "%s/daemon.err", j.dir);
   char *err = lt_test_read(path);
   cr_assert_not_null(err);
@@ -754,7 +758,7 @@ Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_d
            " \"-%%s\", \"alloc:400\"], \"tasks\": \"%%s\", \"timeout_s\": 30}}}",
            lt_test_root(), lt_test_root());
   job_t j;
-  cr_assert_eq(job_status(&j, "gw_memory", 4, 8, 2, NULL, "", NULL, ", \"sandbox\": {\"memory_mb\": 256}", envs), 0);
+  cr_assert_eq(job_status(&j, "gw_memory", 4, 8, 2, NULL, "", NULL, 0, ", \"sandbox\": {\"memory_mb\": 256}", envs), 0);
   cJSON *tr = export(&j, "jsonl");
   int big = 0, small = 0;
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -774,7 +778,7 @@ Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_d
   lt_test_rmdir(j.dir);
   python_envs(envs, sizeof envs, "normal", ", \"memory_mb\": 1024");
   job_t k;
-  cr_assert_eq(job_status(&k, "gw_memory_plain", 4, 4, 2, NULL, "", NULL, "", envs), 2, "memory_mb without a sandbox");
+  cr_assert_eq(job_status(&k, "gw_memory_plain", 4, 4, 2, NULL, "", NULL, 0, "", envs), 2, "memory_mb without a sandbox");
   snprintf(path, sizeof path, "%s/daemon.err", k.dir);
   char *err = lt_test_read(path);
   cr_assert(

@@ -34,7 +34,9 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert_lt(r.secs, 60, "smoke run took %.1f s", r.secs);
+  /* A bound on CPU, not wall time: about 3.5 CPU s here (6.6 under ASan), however long a loaded machine makes the
+   * run wait (64 s of wall time under ASan beside other builds failed a 60 s wall bound). */
+  cr_assert_lt(r.cpu_secs, 30, "smoke run used %.1f CPU s (%.1f s wall)", r.cpu_secs, r.secs);
   lt_run_free(&r);
   cJSON *s = lt_test_stats(rd);
   cr_assert(s);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -109,8 +110,10 @@ int lt_test_run(lt_run_t *r, const char *input, double timeout_s, const char *co
   for (int k = 0; k < 2; k++)
     if (fds[k].fd >= 0) close(fds[k].fd);
   int st = 0;
-  waitpid(pid, &st, 0);
+  struct rusage ru = {0};
+  wait4(pid, &st, 0, &ru); /* Linux: the child's usage and its reaped descendants' */
   r->secs = lt_time_mono_s() - t0;
+  r->cpu_secs = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
   r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   if (!r->out) r->out = strdup("");
   if (!r->err) r->err = strdup("");

@@ -246,3 +246,29 @@ Test(config, the_metarm_key_is_refused_naming_reasoning_check) {
   cr_expect(lt_config_bool(&cfg, "rewards.genrm.reasoning_check.enabled"));
   lt_config_free(&cfg);
 }
+
+/* A domain becomes a Prometheus label, a metric's name and a file name: envs, scheduler.domain_ratios and
+ * rewards.domains take names only, refused at load naming the key (ar"i\th was accepted and wrote 9 invalid JSON
+ * lines of 164 into metrics.jsonl). */
+Test(config, domain_names_are_refused_at_load_unless_labels_and_file_names_take_them) {
+  lt_config_t cfg;
+  static const char *const refused[] = {"{\"envs\": {\"ar\\\"i\\\\th\": {\"type\": \"arith\"}}}",
+                                        "{\"envs\": {\"a/b\": {\"type\": \"arith\"}}}",
+                                        "{\"envs\": {\"-x\": {\"type\": \"arith\"}}}",
+                                        "{\"envs\": {\"caf\u00e9\": {\"type\": \"arith\"}}}",
+                                        "{\"scheduler\": {\"domain_ratios\": {\"a b\": 1}}}",
+                                        "{\"rewards\": {\"domains\": {\"x\\n\": {}}}}"};
+  static const char *const where[] = {"envs: \"ar\\\"i\\\\th\" is not a name", "envs: \"a/b\"", "envs: \"-x\"",
+                                      "envs: \"caf\u00e9\"", "scheduler.domain_ratios: \"a b\"", "rewards.domains: \"x\\n\""};
+  for (int i = 0; i < 6; i++) {
+    cr_expect_eq(load(refused[i], NULL, 0, &cfg), LT_ECONFIG, "%s was accepted", refused[i]);
+    cr_expect(strstr(lt_error_msg(), where[i]) && strstr(lt_error_msg(), "letters, digits, '_' and '-'"), "%s",
+              lt_error_msg());
+  }
+  char long_name[128];
+  snprintf(long_name, sizeof long_name, "{\"envs\": {\"%065d\": {\"type\": \"arith\"}}}", 0);
+  cr_expect_eq(load(long_name, NULL, 0, &cfg), LT_ECONFIG, "a 65-character name");
+  cr_assert_eq(load("{\"envs\": {\"math-hard_2\": {\"type\": \"arith\"}, \"A9\": {\"type\": \"arith\"}}}", NULL, 0, &cfg), 0,
+               "%s", lt_error_msg());
+  lt_config_free(&cfg);
+}

@@ -41,8 +41,13 @@ static void handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
     uv_timer_start(&f->late, on_late, 300, 0);
     return;
   }
-  char body[256];
-  int n = snprintf(body, sizeof body, "%s %s %zu %.8s", r->method, r->path, r->body_len, r->body);
+  /* the target as the handler gets it: the decoded path, then each decoded parameter */
+  char body[512];
+  int n = snprintf(body, sizeof body, "%s %s", r->method, r->path);
+  for (int i = 0; i < r->target->nparams; i++)
+    n += snprintf(body + n, sizeof body - (size_t)n, "%c%s=%s", i ? '&' : '?', r->target->params[i].key,
+                  r->target->params[i].value);
+  n += snprintf(body + n, sizeof body - (size_t)n, " %zu %.8s", r->body_len, r->body);
   lt_http_respond(c, 200, "text/plain", body, (size_t)n);
 }
 
@@ -82,6 +87,25 @@ static void *client(void *arg) {
   /* A plain GET. */
   r = ask(f->port, "GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n");
   cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Connection: close") && strstr(r, "GET /a?b=1 0"), "%s", r);
+  free(r);
+  /* The target is split and percent-decoded once, before the handler ('+' is a space in the query only). */
+  r = ask(f->port, "GET /a%20b/c+d?x=1%2B2&y=a+b&&x=3&flag&e=%E2%82%AC%3D HTTP/1.1\r\n\r\n");
+  cr_expect(strstr(r, "GET /a b/c+d?x=1+2&y=a b&x=3&flag=&e=\xe2\x82\xac= 0"), "%s", r);
+  free(r);
+  /* A target that does not decode never reaches a handler. */
+  static const char *const bad_targets[] = {"/a?q=%zz", "/a?q=a%00b", "/a?q=%", "/%2", "/a?=x", "/a%00"};
+  for (size_t i = 0; i < sizeof bad_targets / sizeof *bad_targets; i++) {
+    char req[128];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\n\r\n", bad_targets[i]);
+    r = ask(f->port, req);
+    cr_expect(strstr(r, "HTTP/1.1 400 ") && strstr(r, "malformed request target"), "%s: %s", bad_targets[i], r);
+    free(r);
+  }
+  char many[1024] = "GET /a?";
+  for (int i = 0; i < LT_HTTP_MAX_PARAMS + 1; i++) strcat(many, "k=v&");
+  strcat(many, " HTTP/1.1\r\n\r\n");
+  r = ask(f->port, many);
+  cr_expect(strstr(r, "HTTP/1.1 400 ") && strstr(r, "more than 32 query parameters"), "%s", r);
   free(r);
   /* A POST whose head and body arrive a few bytes at a time. */
   const char *post = "POST /v1/x HTTP/1.1\r\ncontent-length: 11\r\n\r\nhello world";
@@ -161,7 +185,21 @@ Test(http, serves_requests_and_survives_hostile_clients, .timeout = 30) {
   pthread_join(th, NULL);
   cr_assert_eq(uv_loop_close(&f.loop), 0, "handles left open");
   cr_expect_eq(f.late_rc, LT_ECANCELED);
-  cr_expect_eq(f.handled, 4); /* GET, POST, Expect, slow: the rejected ones never reach the handler */
+  cr_expect_eq(f.handled, 5); /* GET twice, POST, Expect, slow: the rejected ones never reach the handler */
+}
+
+/* lt_http_param: a key's first value; a key without '=' is "", an absent one NULL. */
+Test(http, a_parameter_is_its_first_decoded_value) {
+  lt_http_target_t t;
+  cr_assert_eq(lt_http_target_parse("/p?name=a%2Fb&name=c&flag", &t), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(t.path, "/p");
+  cr_expect_str_eq(lt_http_param(&t, "name"), "a/b");
+  cr_expect_str_eq(lt_http_param(&t, "flag"), "");
+  cr_expect_null(lt_http_param(&t, "nothing"));
+  char long_path[1100] = "/";
+  memset(long_path + 1, 'a', sizeof long_path - 2);
+  cr_expect_eq(lt_http_target_parse(long_path, &t), LT_EINVAL);
+  cr_expect(strstr(lt_error_msg(), "the path"), "%s", lt_error_msg());
 }
 
 Test(http, listen_errors_name_the_address) {

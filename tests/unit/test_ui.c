@@ -31,10 +31,17 @@ static void teardown(void) {
   lt_test_rmdir(dir);
 }
 
+/* The console's answer to method and target, the target parsed as net/http parses it for the console. */
+static void answer(const char *method, const char *target, lt_ui_resp_t *r) {
+  lt_http_target_t t;
+  cr_assert_eq(lt_http_target_parse(target, &t), 0, "%s: %s", target, lt_error_msg());
+  lt_ui_answer(ui, method, &t, r);
+}
+
 /* GET path: its status, and the body parsed as JSON (NULL when not JSON); the body is well-formed UTF-8. */
 static int get(const char *path, cJSON **json) {
   lt_ui_resp_t r;
-  lt_ui_answer(ui, "GET", path, &r);
+  answer("GET", path, &r);
   cr_assert_eq(lt_json_utf8_check(r.body, r.len), r.len, "%s: body is not UTF-8", path);
   if (json) *json = strstr(r.type, "json") ? cJSON_ParseWithLength(r.body, r.len) : NULL;
   int status = r.status;
@@ -207,17 +214,13 @@ Test(ui, malformed_parameters_are_400) {
       "/api/trajectories?limit=5x",        "/api/trajectories?offset=-1",      "/api/trajectories?sort=id;DROP",
       "/api/trajectories?order=up",        "/api/trajectories?status=nope",    "/api/trajectories?reward_min=nan",
       "/api/trajectories?reward_max=1e999", "/api/trajectories?version=-3",    "/api/trajectories?where=1",
-      "/api/trajectories?domain=%zz",      "/api/trajectories?domain=a%00b",   "/api/trajectories?q=%",
       "/api/trajectories/abc",             "/api/trajectories/-1",             "/api/trajectories/1?turn=x",
       "/api/trajectories/1?sql=1",
-  };
+  }; /* a target that does not decode (a bad escape, too many parameters) is net/http's 400 (test_http.c) */
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) bad(paths[i], 400);
   char longq[400] = "/api/trajectories?q=";
   memset(longq + strlen(longq), 'a', 300);
   bad(longq, 400);
-  char many[2048] = "/api/trajectories?";
-  for (int i = 0; i < 40; i++) strcat(many, "domain=a&");
-  bad(many, 400);
 }
 
 Test(ui, pages_assets_and_unknown_paths) {
@@ -225,19 +228,19 @@ Test(ui, pages_assets_and_unknown_paths) {
                                 "/trajectories/7"};
   for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
     lt_ui_resp_t r;
-    lt_ui_answer(ui, "GET", pages[i], &r);
+    answer("GET", pages[i], &r);
     cr_assert_eq(r.status, 200, "%s", pages[i]);
     cr_assert(strstr(r.type, "text/html"), "%s", pages[i]);
     cr_assert(memmem(r.body, r.len, "<table", 6) || memmem(r.body, r.len, "app.js", 6));
     lt_ui_resp_free(&r);
   }
   lt_ui_resp_t r;
-  lt_ui_answer(ui, "GET", "/assets/app.js", &r);
+  answer("GET", "/assets/app.js", &r);
   cr_assert_eq(r.status, 200);
   cr_assert(strstr(r.type, "javascript"));
   cr_assert_gt(r.len, 1000);
   lt_ui_resp_free(&r);
-  lt_ui_answer(ui, "POST", "/api/overview", &r);
+  answer("POST", "/api/overview", &r);
   cr_assert_eq(r.status, 405);
   lt_ui_resp_free(&r);
   bad("/trajectories/abc", 404);
@@ -250,7 +253,7 @@ Test(ui, hostile_text_comes_back_as_escaped_json_text) {
   char path[64];
   snprintf(path, sizeof path, "/api/trajectories/%d", LT_UIRUN_HOSTILE);
   lt_ui_resp_t r;
-  lt_ui_answer(ui, "GET", path, &r);
+  answer("GET", path, &r);
   cr_assert_eq(r.status, 200);
   cr_assert(strstr(r.type, "application/json"));
   cr_assert_eq(lt_json_utf8_check(r.body, r.len), r.len, "invalid UTF-8 is replaced, not passed through");
@@ -519,7 +522,7 @@ Test(ui, why_a_trajectory_was_not_trained) {
   lt_buffer_quarantined_free(&q);
   lt_buffer_close(b);
   lt_ui_resp_t r;
-  lt_ui_answer(ui, "GET", "/api/trajectories/2", &r);
+  answer("GET", "/api/trajectories/2", &r);
   cr_assert_eq(r.status, 404);
   const char *why = "quarantined at step 6: token 0: id 999 outside the vocabulary";
   cr_assert(memmem(r.body, r.len, why, strlen(why)), "%.*s", (int)r.len, r.body);

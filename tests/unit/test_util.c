@@ -9,6 +9,7 @@
 
 #include "tests/support/harness.h"
 #include "util/buf.h"
+#include "util/config.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -187,6 +188,51 @@ Test(util, jsonl_reader_reports_line) {
   cr_assert(strstr(lt_error_msg(), "in.jsonl:4:"), "%s", lt_error_msg());
   lt_jsonl_close(&r);
   lt_test_rmdir(dir);
+}
+
+/* metrics.jsonl's one writer: a name a peer chose (a worker's, in weights/lag/<worker>) and a value that is not
+ * finite still make lines any JSON parser reads back (printf wrote 'w"1' unescaped and 'nan'). */
+Test(util, jsonl_metric_lines_escape_the_name_and_write_null_for_nan) {
+  char *dir = lt_test_tmpdir("metricline");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  static const char *const names[] = {"weights/lag/w\"1\\x", "ar\"i\th", "bad\xff\x01utf8", "reward/mean"};
+  const double values[] = {NAN, INFINITY, -INFINITY, 0.125};
+  for (int i = 0; i < 4; i++) cr_assert_eq(lt_jsonl_write_metric(f, 3, 1700000000000 + i, names[i], values[i]), 0);
+  fclose(f);
+  lt_jsonl_t r;
+  cr_assert_eq(lt_jsonl_open(&r, path), 0);
+  cJSON *j;
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(lt_jsonl_next(&r, &j), 1, "line %d: %s", i + 1, lt_error_msg());
+    cr_expect_eq(cJSON_GetObjectItem(j, "step")->valuedouble, 3);
+    cr_expect_eq(cJSON_GetObjectItem(j, "time_ms")->valuedouble, 1700000000000.0 + i);
+    const char *name = cJSON_GetObjectItem(j, "name")->valuestring;
+    if (i == 2) cr_expect_str_eq(name, "bad\xef\xbf\xbd\x01utf8", "invalid UTF-8 becomes U+FFFD");
+    else cr_expect_str_eq(name, names[i]);
+    if (i < 3) cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "value")), "line %d: a non-finite value is null", i + 1);
+    else cr_expect_eq(cJSON_GetObjectItem(j, "value")->valuedouble, 0.125);
+    cJSON_Delete(j);
+  }
+  cr_expect_eq(lt_jsonl_next(&r, &j), 0);
+  lt_jsonl_close(&r);
+  /* A full disk is an error naming the metric, not a silent loss. */
+  f = fopen("/dev/full", "w");
+  if (f) {
+    cr_expect_eq(lt_jsonl_write_metric(f, 1, 1, "reward/mean", 1), LT_ENOSPC);
+    cr_expect(strstr(lt_error_msg(), "reward/mean"), "%s", lt_error_msg());
+    fclose(f);
+  }
+  lt_test_rmdir(dir);
+}
+
+/* A programmer error ends at LT_ASSERT with exit code 70 and the source line (abort() and SIGABRT before). */
+Test(util, an_undeclared_config_path_exits_70, .exit_code = 70) {
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_CreateObject(), NULL, 0, NULL, 0), 0, "%s", lt_error_msg());
+  lt_config_int(&cfg, "learner.no_such_key");
 }
 
 Test(util, fs_atomic_write_replaces_whole_file) {
