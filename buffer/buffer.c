@@ -10,11 +10,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 
 #define LT_BUFFER_SCHEMA 6 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
                               5: payloads.seq_starts; 6: token_values (docs/buffer.md) */
+
+/* The trajectory's row and its payload, one column per line: X(column, SQL declaration, schema that added it).
+ * The CREATE statements, the INSERTs (named parameters bound by column name), the SELECTs (read by the column's
+ * enum, TC_x / PC_x), the migrations (ALTER TABLE for a column newer than the file) and the reads of an older file
+ * (NULL for a column it does not have yet) are all generated from these lists: a new column is one line here, its
+ * bind in lt_buffer_traj_insert and its read in lt_buffer_traj_load (buffer/round_trips_every_column checks each). */
+#define TRAJ_COLUMNS(X)                                                                                             \
+  X(group_id, "INTEGER NOT NULL", 1) X(domain, "TEXT NOT NULL", 1) X(status, "TEXT NOT NULL", 1)                  \
+  X(traj_status, "TEXT NOT NULL", 1) X(reward, "REAL", 1) X(components, "TEXT NOT NULL", 1)                       \
+  X(finish, "TEXT NOT NULL", 1) X(reason, "TEXT NOT NULL", 1) X(truncated, "INTEGER NOT NULL", 1)                 \
+  X(ntokens, "INTEGER NOT NULL", 1) X(nturns, "INTEGER NOT NULL", 1) X(version_min, "INTEGER NOT NULL", 1)         \
+  X(version_max, "INTEGER NOT NULL", 1) X(worker, "TEXT", 1) X(gen_ms, "REAL", 1) X(env_ms, "REAL", 1)            \
+  X(reward_ms, "REAL", 1) X(time_ms, "INTEGER NOT NULL", 1) X(consumed_step, "INTEGER", 1)                         \
+  X(eval, "INTEGER NOT NULL DEFAULT 0", 1) X(eval_round, "INTEGER NOT NULL DEFAULT -1", 1) X(error, "TEXT", 1)
+#define PAYLOAD_COLUMNS(X)                                                                                          \
+  X(tokens, "BLOB NOT NULL", 1) X(logprobs, "BLOB NOT NULL", 1) X(loss_mask, "BLOB NOT NULL", 1)                  \
+  X(versions, "BLOB NOT NULL", 1) X(support, "BLOB", 1) X(routing_ids, "BLOB", 1) X(routing_probs, "BLOB", 1)     \
+  X(routing_layers, "INTEGER NOT NULL DEFAULT 0", 1) X(routing_k, "INTEGER NOT NULL DEFAULT 0", 1)                \
+  X(routing_experts, "INTEGER NOT NULL DEFAULT 0", 1) X(messages, "TEXT NOT NULL", 1) X(support_ids, "BLOB", 2)    \
+  X(temperature, "REAL", 2) X(seq_starts, "BLOB", 5)
+
+#define COL_DECL(c, decl, since) ", " #c " " decl
+#define COL_NAME(c, decl, since) ", " #c
+#define COL_PARAM(c, decl, since) ", ?"
+#define TC_ENUM(c, decl, since) TC_##c,
+#define PC_ENUM(c, decl, since) PC_##c,
+enum { TRAJ_COLUMNS(TC_ENUM) TC_N };
+enum { PAYLOAD_COLUMNS(PC_ENUM) PC_N };
+typedef struct {
+  const char *name, *decl;
+  int since;
+} col_t;
+#define COL_ROW(c, decl, since) {#c, decl, since},
+static const col_t TRAJ_COLS[] = {TRAJ_COLUMNS(COL_ROW)}, PAYLOAD_COLS[] = {PAYLOAD_COLUMNS(COL_ROW)};
+/* Column c's parameter in a generated INSERT ("VALUES(?, …)", task_id first) and its index in a generated SELECT
+ * ("SELECT task_id, …"): by the column's name, so that a misspelt one does not compile. */
+#define TPARAM(c) (2 + TC_##c)
+#define PPARAM(c) (2 + PC_##c)
+#define TCOL(c) (1 + TC_##c)
+#define PCOL(c) (1 + PC_##c)
 
 static const char *SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
@@ -27,12 +68,8 @@ static const char *SCHEMA[] = {
     "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, status TEXT NOT NULL, "
     "attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, version INTEGER NOT NULL DEFAULT -1)",
     "CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status)",
-    "CREATE TABLE IF NOT EXISTS trajectories(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL UNIQUE, "
-    "group_id INTEGER NOT NULL, domain TEXT NOT NULL, status TEXT NOT NULL, traj_status TEXT NOT NULL, reward REAL, "
-    "components TEXT NOT NULL, finish TEXT NOT NULL, reason TEXT NOT NULL, truncated INTEGER NOT NULL, "
-    "ntokens INTEGER NOT NULL, nturns INTEGER NOT NULL, version_min INTEGER NOT NULL, version_max INTEGER NOT NULL, "
-    "worker TEXT, gen_ms REAL, env_ms REAL, reward_ms REAL, time_ms INTEGER NOT NULL, consumed_step INTEGER, "
-    "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, error TEXT)",
+    "CREATE TABLE IF NOT EXISTS trajectories(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL UNIQUE"
+    TRAJ_COLUMNS(COL_DECL) ")",
     "CREATE INDEX IF NOT EXISTS traj_status ON trajectories(status)",
     "CREATE INDEX IF NOT EXISTS traj_group ON trajectories(group_id)",
     /* The mean reward of `stats` and the console (lt_buffer_reward_mean) read from this index alone: 0.10 s instead
@@ -40,10 +77,7 @@ static const char *SCHEMA[] = {
      * ingest; created by the next writable open of an older file. */
     "CREATE INDEX IF NOT EXISTS traj_ok_reward ON trajectories(reward) WHERE eval = 0 AND traj_status = 'ok'",
     "CREATE INDEX IF NOT EXISTS tasks_prompt ON tasks(prompt_id)",
-    "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL, logprobs BLOB NOT NULL, "
-    "loss_mask BLOB NOT NULL, versions BLOB NOT NULL, support BLOB, routing_ids BLOB, routing_probs BLOB, "
-    "routing_layers INTEGER NOT NULL DEFAULT 0, routing_k INTEGER NOT NULL DEFAULT 0, routing_experts INTEGER NOT NULL "
-    "DEFAULT 0, messages TEXT NOT NULL, support_ids BLOB, temperature REAL, seq_starts BLOB)",
+    "CREATE TABLE IF NOT EXISTS payloads(task_id INTEGER PRIMARY KEY" PAYLOAD_COLUMNS(COL_DECL) ")",
     "CREATE TABLE IF NOT EXISTS metrics(step INTEGER NOT NULL, name TEXT NOT NULL, value REAL, time_ms INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS metrics_name ON metrics(name, step)",
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT)",
@@ -83,18 +117,14 @@ static const char *STMTS[S_N] = {
     [S_TASK_INS] = "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [S_TASK_UPD] = "UPDATE tasks SET status = ?2, attempts = iif(?3 < 0, attempts, ?3), worker = ?4, version = ?5 WHERE id = ?1",
-    [S_TRAJ_INS] = "INSERT OR IGNORE INTO trajectories(task_id, group_id, domain, status, traj_status, reward, components, "
-                   "finish, reason, truncated, ntokens, nturns, version_min, version_max, worker, gen_ms, env_ms, "
-                   "reward_ms, time_ms, eval, eval_round, error) "
-                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
-    [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id, tokens, logprobs, loss_mask, versions, support, routing_ids, "
-                      "routing_probs, routing_layers, routing_k, routing_experts, messages, support_ids, temperature, seq_starts) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    [S_TRAJ_GET] = "SELECT group_id, domain, status, traj_status, reward, components, finish, reason, nturns, "
-                   "version_min, version_max, worker, gen_ms, env_ms, reward_ms, time_ms, eval, eval_round, error, "
-                   "coalesce(consumed_step, -1), truncated FROM trajectories WHERE task_id = ?1",
-    [S_PAYLOAD_GET] = "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, "
-                      "routing_k, routing_experts, messages, support_ids, temperature, seq_starts FROM payloads WHERE task_id = ?1",
+    /* consumed_step is bound NULL: a new trajectory is ready */
+    [S_TRAJ_INS] = "INSERT OR IGNORE INTO trajectories(task_id" TRAJ_COLUMNS(COL_NAME) ") VALUES(?"
+                   TRAJ_COLUMNS(COL_PARAM) ")",
+    [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id" PAYLOAD_COLUMNS(COL_NAME) ") VALUES(?"
+                      PAYLOAD_COLUMNS(COL_PARAM) ")",
+    /* "SELECT task_id, …": column i + 1 is TC_x / PC_x = i */
+    [S_TRAJ_GET] = "SELECT task_id" TRAJ_COLUMNS(COL_NAME) " FROM trajectories WHERE task_id = ?1",
+    [S_PAYLOAD_GET] = "SELECT task_id" PAYLOAD_COLUMNS(COL_NAME) " FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
     [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
                 "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
@@ -107,13 +137,6 @@ static const char *STMTS[S_N] = {
                  "ON CONFLICT(name) DO UPDATE SET host = ?2, slots = ?3, backend = ?4, last_ms = ?5",
     [S_COUNT_STATUS] = "SELECT count(*) FROM trajectories WHERE status = ?1",
 };
-
-static const char *PAYLOAD_GET_V1 =
-    "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, routing_k, "
-    "routing_experts, messages, NULL, NULL, NULL FROM payloads WHERE task_id = ?1";
-static const char *PAYLOAD_GET_V2 =
-    "SELECT tokens, logprobs, loss_mask, versions, support, routing_ids, routing_probs, routing_layers, routing_k, "
-    "routing_experts, messages, support_ids, temperature, NULL FROM payloads WHERE task_id = ?1";
 
 struct lt_buffer {
   sqlite3 *db;
@@ -170,11 +193,21 @@ static int exec(lt_buffer_t *b, const char *sql) {
 #define LT_STR_(x) #x
 #define LT_STR(x) LT_STR_(x)
 
-/* Schema 1 → 2: each payload records the temperature and the Keep-Sampling-
- * Mask ids it was sampled with; older rows keep NULL (unknown: the run's
- * settings apply, docs/buffer.md).  2 → 3: the quarantine table, which the
- * schema statements have just created (empty).  3 → 4: prompts.copy_of (NULL: an original).  4 → 5:
- * payloads.seq_starts (NULL: one sequence).  5 → 6: the token_values table, created (empty) like quarantine. */
+/* Each column a file's schema lacks is added (NULL in older rows: docs/buffer.md says what NULL means for each):
+ * 1 → 2 payloads.support_ids and payloads.temperature (unknown: the run's settings apply), 4 → 5
+ * payloads.seq_starts (one sequence).  Tables a later schema added (quarantine 3, token_values 6) were just created,
+ * empty, by the schema statements; 3 → 4 prompts.copy_of (NULL: an original). */
+static int add_columns(lt_buffer_t *b, const char *table, const col_t *cols, int n, int ver) {
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    if (cols[i].since <= ver) continue;
+    char sql[256];
+    snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", table, cols[i].name, cols[i].decl);
+    rc = exec(b, sql);
+  }
+  return rc;
+}
+
 static int migrate(lt_buffer_t *b) {
   sqlite3_stmt *s;
   int ver = 0;
@@ -183,13 +216,24 @@ static int migrate(lt_buffer_t *b) {
   if (sqlite3_step(s) == SQLITE_ROW) ver = sqlite3_column_int(s, 0);
   sqlite3_finalize(s);
   if (ver < 1 || ver >= LT_BUFFER_SCHEMA) return 0;
-  int rc = 0;
-  if (ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN support_ids BLOB");
-  if (rc == 0 && ver == 1) rc = exec(b, "ALTER TABLE payloads ADD COLUMN temperature REAL");
+  int rc = add_columns(b, "trajectories", TRAJ_COLS, TC_N, ver);
+  if (rc == 0) rc = add_columns(b, "payloads", PAYLOAD_COLS, PC_N, ver);
   if (rc == 0 && ver <= 3) rc = exec(b, "ALTER TABLE prompts ADD COLUMN copy_of INTEGER");
-  if (rc == 0 && ver <= 4) rc = exec(b, "ALTER TABLE payloads ADD COLUMN seq_starts BLOB");
   if (rc == 0) rc = exec(b, "UPDATE meta SET value = '" LT_STR(LT_BUFFER_SCHEMA) "' WHERE key = 'schema_version'");
   return rc;
+}
+
+/* A read-only handle cannot migrate an older file: its SELECT reads NULL for each column the file lacks.  NULL when
+ * the file has them all (the static statement serves), "" when out of memory. */
+static char *select_older(const char *table, const col_t *cols, int n, int ver) {
+  int missing = 0;
+  for (int i = 0; i < n; i++) missing |= cols[i].since > ver;
+  if (!missing) return NULL;
+  lt_buf_t q = {0};
+  lt_buf_puts(&q, "SELECT task_id");
+  for (int i = 0; i < n; i++) lt_buf_printf(&q, ", %s", cols[i].since > ver ? "NULL" : cols[i].name);
+  lt_buf_printf(&q, " FROM %s WHERE task_id = ?1", table);
+  return lt_buf_ok(&q) == 0 ? lt_buf_take(&q) : (lt_buf_free(&q), strdup(""));
 }
 
 const char *lt_buffer_path(const lt_buffer_t *b) { return b->path; }
@@ -327,13 +371,19 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
                         i == S_TRAJ_INS || i == S_PAYLOAD_INS || i == S_TRAJ_MARK || i == S_METRIC || i == S_EVENT ||
                         i == S_CKPT || i == S_WORKER))
       continue;
-    /* A read-only handle cannot migrate a schema-1 file: its payloads lack the sampling columns. */
-    const char *sql = i == S_PAYLOAD_GET && ver < 2 ? PAYLOAD_GET_V1 : i == S_PAYLOAD_GET && ver < 5 ? PAYLOAD_GET_V2 : STMTS[i];
-    if ((rc = sqlite3_prepare_v3(b->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL)) != SQLITE_OK) {
-      rc = db_err(b, rc, sql);
+    char *older = i == S_TRAJ_GET      ? select_older("trajectories", TRAJ_COLS, TC_N, ver)
+                  : i == S_PAYLOAD_GET ? select_older("payloads", PAYLOAD_COLS, PC_N, ver)
+                                       : NULL;
+    const char *sql = older ? older : STMTS[i];
+    rc = !sql[0] ? lt_error_set(LT_ENOMEM, "%s: out of memory", path)
+                 : sqlite3_prepare_v3(b->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL);
+    if (rc != SQLITE_OK) {
+      rc = rc < 0 ? rc : db_err(b, rc, sql);
+      free(older);
       lt_buffer_close(b);
       return rc;
     }
+    free(older);
   }
   *out = b;
   return 0;
@@ -516,31 +566,28 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
     return lt_error_set(LT_ENOMEM, "out of memory");
   }
   sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
-  sqlite3_bind_int64(s, 2, (int64_t)t->group_id);
-  bind_text(s, 3, t->domain ? t->domain : "");
-  bind_text(s, 4, tr_names[m->status]);
-  bind_text(s, 5, lt_traj_status_name(t->status));
-  if (t->has_reward)
-    sqlite3_bind_double(s, 6, t->reward);
-  else
-    sqlite3_bind_null(s, 6);
-  bind_text(s, 7, components ? components : "{}");
-  bind_text(s, 8, lt_finish_name(t->finish));
-  bind_text(s, 9, t->reason ? t->reason : "");
-  sqlite3_bind_int(s, 10, m->truncated);
-  sqlite3_bind_int(s, 11, t->ntokens);
-  sqlite3_bind_int(s, 12, t->turns);
-  sqlite3_bind_int64(s, 13, m->version_min);
-  sqlite3_bind_int64(s, 14, m->version_max);
-  bind_text(s, 15, m->worker);
-  sqlite3_bind_double(s, 16, t->gen_ms);
-  sqlite3_bind_double(s, 17, t->env_ms);
-  sqlite3_bind_double(s, 18, t->reward_ms);
-  sqlite3_bind_int64(s, 19, m->time_ms);
-  sqlite3_bind_int(s, 20, t->eval);
-  sqlite3_bind_int64(s, 21, m->eval_round);
-  bind_text(s, 22, t->error && t->error[0] ? t->error : NULL);
-  free(components); /* bound as copies (SQLITE_TRANSIENT) */
+  sqlite3_bind_int64(s, TPARAM(group_id), (int64_t)t->group_id);
+  bind_text(s, TPARAM(domain), t->domain ? t->domain : "");
+  bind_text(s, TPARAM(status), tr_names[m->status]);
+  bind_text(s, TPARAM(traj_status), lt_traj_status_name(t->status));
+  if (t->has_reward) sqlite3_bind_double(s, TPARAM(reward), t->reward);
+  bind_text(s, TPARAM(components), components ? components : "{}");
+  bind_text(s, TPARAM(finish), lt_finish_name(t->finish));
+  bind_text(s, TPARAM(reason), t->reason ? t->reason : "");
+  sqlite3_bind_int(s, TPARAM(truncated), m->truncated);
+  sqlite3_bind_int(s, TPARAM(ntokens), t->ntokens);
+  sqlite3_bind_int(s, TPARAM(nturns), t->turns);
+  sqlite3_bind_int64(s, TPARAM(version_min), m->version_min);
+  sqlite3_bind_int64(s, TPARAM(version_max), m->version_max);
+  bind_text(s, TPARAM(worker), m->worker);
+  sqlite3_bind_double(s, TPARAM(gen_ms), t->gen_ms);
+  sqlite3_bind_double(s, TPARAM(env_ms), t->env_ms);
+  sqlite3_bind_double(s, TPARAM(reward_ms), t->reward_ms);
+  sqlite3_bind_int64(s, TPARAM(time_ms), m->time_ms);
+  sqlite3_bind_int(s, TPARAM(eval), t->eval);
+  sqlite3_bind_int64(s, TPARAM(eval_round), m->eval_round);
+  bind_text(s, TPARAM(error), t->error && t->error[0] ? t->error : NULL);
+  free(components); /* bound as copies (SQLITE_TRANSIENT); unbound parameters (reward, consumed_step) are NULL */
   int rc = run(b, S_TRAJ_INS);
   if (rc < 0 || sqlite3_changes(b->db) == 0) { /* none changed: the task already has a trajectory */
     free(messages);
@@ -550,22 +597,21 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   s = b->st[S_PAYLOAD_INS];
   size_t T = (size_t)t->ntokens, R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
   sqlite3_bind_int64(s, 1, (int64_t)t->task_id);
-  bind_blob(s, 2, t->tokens, T * 4);
-  bind_blob(s, 3, t->logprobs, T * 4);
-  bind_blob(s, 4, t->loss_mask, T);
-  bind_blob(s, 5, t->versions, T * 4);
-  bind_blob(s, 6, t->support, T * 4);
-  bind_blob(s, 7, R ? t->routing_ids : NULL, R * 2);
-  bind_blob(s, 8, R ? t->routing_probs : NULL, R * 4);
-  sqlite3_bind_int(s, 9, t->routing_layers);
-  sqlite3_bind_int(s, 10, t->routing_k);
-  sqlite3_bind_int(s, 11, t->routing_experts);
-  bind_text(s, 12, messages ? messages : "[]");
+  bind_blob(s, PPARAM(tokens), t->tokens, T * 4);
+  bind_blob(s, PPARAM(logprobs), t->logprobs, T * 4);
+  bind_blob(s, PPARAM(loss_mask), t->loss_mask, T);
+  bind_blob(s, PPARAM(versions), t->versions, T * 4);
+  bind_blob(s, PPARAM(support), t->support, T * 4);
+  bind_blob(s, PPARAM(routing_ids), R ? t->routing_ids : NULL, R * 2);
+  bind_blob(s, PPARAM(routing_probs), R ? t->routing_probs : NULL, R * 4);
+  sqlite3_bind_int(s, PPARAM(routing_layers), t->routing_layers);
+  sqlite3_bind_int(s, PPARAM(routing_k), t->routing_k);
+  sqlite3_bind_int(s, PPARAM(routing_experts), t->routing_experts);
+  bind_text(s, PPARAM(messages), messages ? messages : "[]");
   free(messages);
-  bind_blob(s, 13, t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
-  if (t->temperature >= 0) sqlite3_bind_double(s, 14, t->temperature);
-  else sqlite3_bind_null(s, 14);
-  bind_blob(s, 15, t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
+  bind_blob(s, PPARAM(support_ids), t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
+  if (t->temperature >= 0) sqlite3_bind_double(s, PPARAM(temperature), t->temperature);
+  bind_blob(s, PPARAM(seq_starts), t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
   return run(b, S_PAYLOAD_INS);
 }
 
@@ -604,32 +650,33 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
                              : db_err(b, rc, "load trajectory");
   }
   t->task_id = (uint64_t)task_id;
-  t->group_id = (uint64_t)sqlite3_column_int64(s, 0);
-  const char *st = (const char *)sqlite3_column_text(s, 2);
+  t->group_id = (uint64_t)sqlite3_column_int64(s, TCOL(group_id));
+  const char *st = (const char *)sqlite3_column_text(s, TCOL(status));
   /* The wire's names as the worker sent them (a name this build does not know reads as an error / none). */
-  int outcome = lt_traj_status_parse((const char *)sqlite3_column_text(s, 3)),
-      finish = lt_finish_parse((const char *)sqlite3_column_text(s, 6));
+  int outcome = lt_traj_status_parse((const char *)sqlite3_column_text(s, TCOL(traj_status))),
+      finish = lt_finish_parse((const char *)sqlite3_column_text(s, TCOL(finish)));
   t->status = outcome >= 0 ? (lt_traj_status)outcome : LT_TRAJ_ERROR;
   t->finish = finish >= 0 ? (lt_finish)finish : LT_FINISH_NONE;
-  t->has_reward = sqlite3_column_type(s, 4) != SQLITE_NULL;
-  t->reward = sqlite3_column_double(s, 4);
-  t->turns = sqlite3_column_int(s, 8);
-  t->gen_ms = sqlite3_column_double(s, 12);
-  t->env_ms = sqlite3_column_double(s, 13);
-  t->reward_ms = sqlite3_column_double(s, 14);
-  t->eval = sqlite3_column_int(s, 16);
-  int oom = !(t->domain = col_dup(s, 1));
+  t->has_reward = sqlite3_column_type(s, TCOL(reward)) != SQLITE_NULL;
+  t->reward = sqlite3_column_double(s, TCOL(reward));
+  t->turns = sqlite3_column_int(s, TCOL(nturns));
+  t->gen_ms = sqlite3_column_double(s, TCOL(gen_ms));
+  t->env_ms = sqlite3_column_double(s, TCOL(env_ms));
+  t->reward_ms = sqlite3_column_double(s, TCOL(reward_ms));
+  t->eval = sqlite3_column_int(s, TCOL(eval));
+  int oom = !(t->domain = col_dup(s, TCOL(domain)));
   if (what == LT_LOAD_ALL)
-    oom |= !(t->components = col_json(s, 5, "{}")) || !(t->reason = col_dup(s, 7)) || !(t->error = col_dup(s, 18));
+    oom |= !(t->components = col_json(s, TCOL(components), "{}")) || !(t->reason = col_dup(s, TCOL(reason))) ||
+           !(t->error = col_dup(s, TCOL(error)));
   if (m) {
     memset(m, 0, sizeof *m);
-    m->truncated = sqlite3_column_int(s, 20);
-    m->version_min = sqlite3_column_int64(s, 9);
-    m->version_max = sqlite3_column_int64(s, 10);
-    m->time_ms = sqlite3_column_int64(s, 15);
-    m->eval_round = sqlite3_column_int64(s, 17);
-    m->consumed_step = sqlite3_column_int64(s, 19);
-    const char *wk = (const char *)sqlite3_column_text(s, 11);
+    m->truncated = sqlite3_column_int(s, TCOL(truncated));
+    m->version_min = sqlite3_column_int64(s, TCOL(version_min));
+    m->version_max = sqlite3_column_int64(s, TCOL(version_max));
+    m->time_ms = sqlite3_column_int64(s, TCOL(time_ms));
+    m->eval_round = sqlite3_column_int64(s, TCOL(eval_round));
+    m->consumed_step = sqlite3_column_type(s, TCOL(consumed_step)) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, TCOL(consumed_step));
+    const char *wk = (const char *)sqlite3_column_text(s, TCOL(worker));
     snprintf(m->loaded_worker, sizeof m->loaded_worker, "%s", wk ? wk : "");
     m->status = LT_SAMPLE_READY;
     for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
@@ -648,29 +695,33 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
     lt_traj_free(t);
     return lt_error_set(LT_ECORRUPT, "%s: trajectory of task %lld has no payload", b->path, (long long)task_id);
   }
-  size_t T = (size_t)sqlite3_column_bytes(s, 0) / 4;
+  size_t T = (size_t)sqlite3_column_bytes(s, PCOL(tokens)) / 4;
   t->ntokens = (int)T;
-  t->routing_layers = sqlite3_column_int(s, 7);
-  t->routing_k = sqlite3_column_int(s, 8);
-  t->routing_experts = sqlite3_column_int(s, 9);
+  t->routing_layers = sqlite3_column_int(s, PCOL(routing_layers));
+  t->routing_k = sqlite3_column_int(s, PCOL(routing_k));
+  t->routing_experts = sqlite3_column_int(s, PCOL(routing_experts));
   size_t R = T * (size_t)t->routing_layers * (size_t)t->routing_k;
-  int bad = col_blob(s, 0, T * 4, (void **)&t->tokens) || col_blob(s, 1, T * 4, (void **)&t->logprobs) ||
-            col_blob(s, 2, T, (void **)&t->loss_mask) || col_blob(s, 3, T * 4, (void **)&t->versions) ||
-            col_blob(s, 4, T * 4, (void **)&t->support) || col_blob(s, 5, R * 2, (void **)&t->routing_ids) ||
-            col_blob(s, 6, R * 4, (void **)&t->routing_probs) || !t->tokens || !t->logprobs || !t->loss_mask ||
-            !t->versions;
+  int bad = col_blob(s, PCOL(tokens), T * 4, (void **)&t->tokens) ||
+            col_blob(s, PCOL(logprobs), T * 4, (void **)&t->logprobs) ||
+            col_blob(s, PCOL(loss_mask), T, (void **)&t->loss_mask) ||
+            col_blob(s, PCOL(versions), T * 4, (void **)&t->versions) ||
+            col_blob(s, PCOL(support), T * 4, (void **)&t->support) ||
+            col_blob(s, PCOL(routing_ids), R * 2, (void **)&t->routing_ids) ||
+            col_blob(s, PCOL(routing_probs), R * 4, (void **)&t->routing_probs) || !t->tokens || !t->logprobs ||
+            !t->loss_mask || !t->versions;
   size_t nids = 0;
   for (size_t i = 0; t->support && i < T; i++) nids += t->support[i] > 0 ? (size_t)t->support[i] : 0;
-  bad = bad || (sqlite3_column_type(s, 11) != SQLITE_NULL && col_blob(s, 11, nids * 4, (void **)&t->support_ids));
+  bad = bad || (sqlite3_column_type(s, PCOL(support_ids)) != SQLITE_NULL &&
+               col_blob(s, PCOL(support_ids), nids * 4, (void **)&t->support_ids));
   t->nsupport_ids = t->support_ids ? (int)nids : 0;
-  t->temperature = sqlite3_column_type(s, 12) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, 12);
-  size_t nseq = (size_t)sqlite3_column_bytes(s, 13) / 4;
-  bad = bad || (nseq > 1 && col_blob(s, 13, nseq * 4, (void **)&t->seq_starts));
+  t->temperature = sqlite3_column_type(s, PCOL(temperature)) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, PCOL(temperature));
+  size_t nseq = (size_t)sqlite3_column_bytes(s, PCOL(seq_starts)) / 4;
+  bad = bad || (nseq > 1 && col_blob(s, PCOL(seq_starts), nseq * 4, (void **)&t->seq_starts));
   t->nseqs = t->seq_starts ? (int)nseq : 0;
   for (int i = 1; i < t->nseqs && !bad; i++) /* packing relies on them: checked like a TRAJ's */
     bad = t->seq_starts[0] != 0 || t->seq_starts[i] <= t->seq_starts[i - 1] || t->seq_starts[i] >= t->ntokens;
   /* The messages are read only when asked for: packing a batch does not need them. */
-  if (what == LT_LOAD_ALL && !(t->messages = col_json(s, 10, "[]"))) bad = 1;
+  if (what == LT_LOAD_ALL && !(t->messages = col_json(s, PCOL(messages), "[]"))) bad = 1;
   sqlite3_reset(s);
   if (bad) {
     lt_traj_free(t);

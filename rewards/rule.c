@@ -8,6 +8,7 @@
 
 #include "rewards/internal.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 char *lt__reward_trim_dup(const char *s, size_t n) {
   while (n && isspace((unsigned char)*s)) s++, n--;
@@ -99,12 +100,8 @@ double lt__reward_script_fraction(const char *s, int script) {
   const unsigned char *p = (const unsigned char *)s;
   while (*p) {
     uint32_t cp;
-    int l;
-    if (*p < 0x80) cp = *p, l = 1;
-    else if ((*p & 0xE0) == 0xC0 && p[1]) cp = (uint32_t)(*p & 0x1F) << 6 | (p[1] & 0x3F), l = 2;
-    else if ((*p & 0xF0) == 0xE0 && p[1] && p[2]) cp = (uint32_t)(*p & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F), l = 3;
-    else if ((*p & 0xF8) == 0xF0 && p[1] && p[2] && p[3]) cp = 0x10000, l = 4;
-    else cp = 0xFFFD, l = 1;
+    int l = lt_utf8_decode((const char *)p, strnlen((const char *)p, 4), &cp);
+    if (l == 0) cp = 0xFFFD, l = 1; /* a byte that is not UTF-8 counts as no script */
     p += l;
     int latin = (cp < 0x80 && isalpha((int)cp)) || (cp >= 0xC0 && cp < 0x250);
     int cjk = (cp >= 0x4E00 && cp < 0xA000) || (cp >= 0x3040 && cp < 0x3100) || (cp >= 0xAC00 && cp < 0xD7A4);

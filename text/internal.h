@@ -155,5 +155,8 @@ void lt__jinja_num(lt_buf_t *b, double v);
 void lt__jinja_quote(lt_buf_t *b, const char *s, size_t n, int ensure_ascii);
 /* Length in UTF-16 code units, as JavaScript counts. */
 size_t lt__jinja_u16len(const char *s, size_t n);
+/* The engine's tables, for the test that every row has a construct case: the i-th filter (kind 0), builtin
+ * function or method (kind 1) or test (kind 2), NULL past the last. */
+const char *lt__jinja_table_name(int kind, int i);
 
 #endif

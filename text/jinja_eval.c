@@ -24,11 +24,6 @@ typedef struct env {
 } env_t;
 
 enum { F_MACRO, F_CALLER, F_BUILTIN };
-enum {
-  B_NAMESPACE, B_RAISE, B_RANGE, B_STRFTIME, /* globals */
-  B_UPPER, B_LOWER, B_STRIP, B_TITLE, B_CAPITALIZE, B_RSTRIP, B_LSTRIP, B_STARTSWITH, B_ENDSWITH, B_SPLIT, B_REPLACE,
-  B_GET, B_ITEMS, B_KEYS, B_VALUES, B_DICTSORT
-};
 struct lt__jfn {
   int kind, id;
   jv self;
@@ -537,8 +532,8 @@ static int eval_args(ev_t *e, const lt__jlist_t *l, env_t *s, args_t *a) {
   return 0;
 }
 
-static jv kwarg(const args_t *a, const char *k) {
-  if (!a->kw) return UNDEF;
+static jv kwarg(const args_t *a, const char *k) { /* a may be NULL: a filter written without parentheses */
+  if (!a || !a->kw) return UNDEF;
   int i = obj_find(a->kw, k, strlen(k));
   return i < 0 ? UNDEF : a->kw->v[i];
 }
@@ -567,30 +562,6 @@ static int mkfn(ev_t *e, int kind, int id, jv self, jv *out) {
   return 0;
 }
 
-/* A value's builtin attribute (str.upper, list.length, dict.items, …). */
-static int builtin_attr(ev_t *e, jv obj, const char *k, size_t kn, jv *out) {
-  static const struct {
-    const char *name;
-    int id;
-  } S[] = {{"upper", B_UPPER},         {"lower", B_LOWER},       {"strip", B_STRIP},   {"title", B_TITLE},
-           {"capitalize", B_CAPITALIZE}, {"rstrip", B_RSTRIP},   {"lstrip", B_LSTRIP}, {"startswith", B_STARTSWITH},
-           {"endswith", B_ENDSWITH},   {"split", B_SPLIT},       {"replace", B_REPLACE}},
-    O[] = {{"get", B_GET}, {"items", B_ITEMS}, {"keys", B_KEYS}, {"values", B_VALUES}, {"dictsort", B_DICTSORT}};
-  *out = UNDEF;
-  if (kn == 6 && memcmp(k, "length", 6) == 0) {
-    if (obj.t == JV_STR) *out = num(1, (double)lt__jinja_u16len(obj.u.s.p, obj.u.s.len));
-    if (obj.t == JV_ARRAY) *out = num(1, obj.u.a->n);
-    return 0;
-  }
-  if (obj.t == JV_STR) {
-    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++)
-      if (strlen(S[i].name) == kn && memcmp(S[i].name, k, kn) == 0) return mkfn(e, F_BUILTIN, S[i].id, obj, out);
-  } else if (is_mapping(obj)) {
-    for (size_t i = 0; i < sizeof O / sizeof O[0]; i++)
-      if (strlen(O[i].name) == kn && memcmp(O[i].name, k, kn) == 0) return mkfn(e, F_BUILTIN, O[i].id, obj, out);
-  }
-  return 0;
-}
 
 static int items_of(ev_t *e, const lt__jobj_t *o, int what, jv *out) { /* 0 items, 1 keys, 2 values */
   if (mkarr(e, o->n, out) < 0) return -1;
@@ -668,260 +639,318 @@ static jv attr_path(jv item, const char *path, size_t n) {
   return v;
 }
 
-static int call_builtin(ev_t *e, const lt__jfn_t *f, jv *a, int n, jv *out) {
-  jv self = f->self;
+/* ---- builtin functions and methods: one row and one handler each (as SQLite's func.c aBuiltinFunc[]) ----
+ * A handler gets the value the method was read from (UNDEF for a global), the positional arguments with a
+ * trailing JO_KWARGS object when keywords were given, and their count. */
+typedef int (*jbuiltin_fn)(ev_t *e, jv self, jv *a, int n, jv *out);
+
+/* The keyword arguments a builtin was called with (UNDEF: none) and the count of positional ones. */
+static jv split_kwargs(jv *a, int n, int *npos) {
+  int has = n && a[n - 1].t == JV_OBJECT && a[n - 1].u.o->kind == JO_KWARGS;
+  *npos = has ? n - 1 : n;
+  return has ? a[n - 1] : UNDEF;
+}
+
+static int jb_namespace(ev_t *e, jv self, jv *a, int n, jv *out) {
+  int npos;
+  jv kw = split_kwargs(a, n, &npos);
+  if (npos > 1) return fail(e, "namespace expected at most 1 argument, got %d", npos);
+  if (mkobj(e, JO_NAMESPACE, out) < 0) return -1;
+  if (npos == 1) {
+    if (is_mapping(a[0])) {
+      for (int i = 0; i < a[0].u.o->n; i++)
+        if (obj_set(e, out->u.o, a[0].u.o->k[i], a[0].u.o->klen[i], a[0].u.o->v[i]) < 0) return -1;
+    } else if (a[0].t == JV_ARRAY) {
+      for (int i = 0; i < a[0].u.a->n; i++) {
+        jv p = a[0].u.a->v[i];
+        if (p.t != JV_ARRAY || p.u.a->n != 2) return fail(e, "namespace expected an object or an iterable of [key, value] pairs");
+        if (p.u.a->v[0].t != JV_STR) return fail(e, "namespace keys must be strings");
+        if (obj_set(e, out->u.o, p.u.a->v[0].u.s.p, p.u.a->v[0].u.s.len, p.u.a->v[1]) < 0) return -1;
+      }
+    } else {
+      return fail(e, "'%s' object is not iterable", type_name(a[0]));
+    }
+  }
+  if (kw.t != JV_UNDEF)
+    for (int i = 0; i < kw.u.o->n; i++)
+      if (obj_set(e, out->u.o, kw.u.o->k[i], kw.u.o->klen[i], kw.u.o->v[i]) < 0) return -1;
+  return 0;
+}
+
+/* The reference throws new Error(first argument): only that one is the message. */
+static int jb_raise_exception(ev_t *e, jv self, jv *a, int n, jv *out) {
   lt_buf_t b = {0};
-  int rc = 0;
-  jv kw = n && a[n - 1].t == JV_OBJECT && a[n - 1].u.o->kind == JO_KWARGS ? a[n - 1] : UNDEF;
-  int npos = kw.t == JV_UNDEF ? n : n - 1;
-  switch (f->id) {
-  case B_NAMESPACE: {
-    if (npos > 1) return fail(e, "namespace expected at most 1 argument, got %d", npos);
-    if (mkobj(e, JO_NAMESPACE, out) < 0) return -1;
-    if (npos == 1) {
-      if (is_mapping(a[0])) {
-        for (int i = 0; i < a[0].u.o->n; i++)
-          if (obj_set(e, out->u.o, a[0].u.o->k[i], a[0].u.o->klen[i], a[0].u.o->v[i]) < 0) return -1;
-      } else if (a[0].t == JV_ARRAY) {
-        for (int i = 0; i < a[0].u.a->n; i++) {
-          jv p = a[0].u.a->v[i];
-          if (p.t != JV_ARRAY || p.u.a->n != 2) return fail(e, "namespace expected an object or an iterable of [key, value] pairs");
-          if (p.u.a->v[0].t != JV_STR) return fail(e, "namespace keys must be strings");
-          if (obj_set(e, out->u.o, p.u.a->v[0].u.s.p, p.u.a->v[0].u.s.len, p.u.a->v[1]) < 0) return -1;
-        }
-      } else {
-        return fail(e, "'%s' object is not iterable", type_name(a[0]));
-      }
-    }
-    if (kw.t != JV_UNDEF)
-      for (int i = 0; i < kw.u.o->n; i++)
-        if (obj_set(e, out->u.o, kw.u.o->k[i], kw.u.o->klen[i], kw.u.o->v[i]) < 0) return -1;
-    return 0;
-  }
-  case B_RAISE:
-    for (int i = 0; i < n; i++) {
-      if (i) lt_buf_putc(&b, ',');
-      tostr(e, a[i], &b);
-    }
-    lt_buf_putc(&b, 0);
-    rc = lt_buf_ok(&b) < 0 ? fail(e, "out of memory") : fail(e, "%s", b.data);
-    lt_buf_free(&b);
-    return rc;
-  case B_RANGE: {
-    double start = 0, stop, stepv = 1;
-    for (int i = 0; i < npos; i++)
-      if (!is_numlike(a[i])) return fail(e, "range() arguments must be numbers");
-    if (npos == 0) return fail(e, "range() needs an argument");
-    if (npos == 1) {
-      stop = numval(a[0]);
-    } else {
-      start = numval(a[0]);
-      stop = numval(a[1]);
-      if (npos > 2) stepv = numval(a[2]);
-    }
-    if (stepv == 0) return fail(e, "range() step must not be zero");
-    double cnt = stepv > 0 ? ceil((stop - start) / stepv) : ceil((start - stop) / -stepv);
-    if (!(cnt > 0)) cnt = 0;
-    if (cnt > 1e8) return fail(e, "template used more than its memory limit");
-    if (mkarr(e, (int)cnt, out) < 0) return -1;
-    for (int i = 0; i < (int)cnt; i++) {
-      double x = start + i * stepv;
-      out->u.a->v[i] = num(x == floor(x), x);
-    }
-    return 0;
-  }
-  case B_STRFTIME: {
-    if (npos < 1 || a[0].t != JV_STR) return fail(e, "strftime_now() expects a format string");
-    static const char *mon[] = {"January", "February", "March",     "April",   "May",      "June",
-                                "July",    "August",   "September", "October", "November", "December"};
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    for (size_t i = 0; i < a[0].u.s.len; i++) {
-      char c = a[0].u.s.p[i], d = i + 1 < a[0].u.s.len ? a[0].u.s.p[i + 1] : 0;
-      if (c != '%' || !d || !strchr("YmdbBHM%", d)) {
-        lt_buf_putc(&b, c);
-        continue;
-      }
-      i++;
-      switch (d) {
-      case 'Y': lt_buf_printf(&b, "%d", tm.tm_year + 1900); break;
-      case 'm': lt_buf_printf(&b, "%02d", tm.tm_mon + 1); break;
-      case 'd': lt_buf_printf(&b, "%02d", tm.tm_mday); break;
-      case 'b': lt_buf_printf(&b, "%.3s", mon[tm.tm_mon]); break;
-      case 'B': lt_buf_puts(&b, mon[tm.tm_mon]); break;
-      case 'H': lt_buf_printf(&b, "%02d", tm.tm_hour); break;
-      case 'M': lt_buf_printf(&b, "%02d", tm.tm_min); break;
-      default: lt_buf_putc(&b, '%');
-      }
-    }
-    break;
-  }
-  case B_UPPER: return case_map(e, self, 0, out);
-  case B_LOWER: return case_map(e, self, 1, out);
-  case B_TITLE: return case_map(e, self, 2, out);
-  case B_CAPITALIZE: return case_map(e, self, 3, out);
-  case B_STRIP: {
-    size_t st = trim_start(self.u.s.p, self.u.s.len);
-    return sub(e, self, st, st + trim_end(self.u.s.p + st, self.u.s.len - st), out);
-  }
-  case B_RSTRIP: return sub(e, self, 0, trim_end(self.u.s.p, self.u.s.len), out);
-  case B_LSTRIP: return sub(e, self, trim_start(self.u.s.p, self.u.s.len), self.u.s.len, out);
-  case B_STARTSWITH:
-  case B_ENDSWITH: {
-    if (n == 0) return fail(e, "%s() requires at least one argument", f->id == B_STARTSWITH ? "startswith" : "endswith");
-    jv pat = a[0];
-    int cnt = pat.t == JV_ARRAY ? pat.u.a->n : 1, hit = 0;
-    if (pat.t != JV_STR && pat.t != JV_ARRAY) return fail(e, "startswith()/endswith() argument must be a string or tuple of strings");
-    for (int i = 0; i < cnt && !hit; i++) {
-      jv p = pat.t == JV_ARRAY ? pat.u.a->v[i] : pat;
-      if (p.t != JV_STR) return fail(e, "startswith()/endswith() tuple elements must be strings");
-      size_t off = f->id == B_STARTSWITH ? 0 : self.u.s.len - p.u.s.len;
-      hit = p.u.s.len <= self.u.s.len && memcmp(self.u.s.p + off, p.u.s.p, p.u.s.len) == 0;
-    }
-    *out = boolean(hit);
-    return 0;
-  }
-  case B_SPLIT: {
-    jv sep = npos > 0 ? a[0] : NONE, maxs = npos > 1 ? a[1] : num(1, -1);
-    if (sep.t != JV_STR && sep.t != JV_NONE) return fail(e, "sep argument must be a string or null");
-    if (maxs.t != JV_INT) return fail(e, "maxsplit argument must be a number");
-    long max = (long)maxs.u.n;
-    const char *p = self.u.s.p, *end = p + self.u.s.len;
-    jv parts[64];
-    int np = 0;
-    jv list;
-    if (mkarr(e, 0, &list) < 0) return -1;
-    /* Parts gather 64 at a time into the list. */
-#define PUSH(x)                                                                                                     \
-  do {                                                                                                              \
-    parts[np++] = (x);                                                                                              \
-    if (np == 64) {                                                                                                 \
-      jv *nv = alloc(e, (size_t)(list.u.a->n + np) * sizeof *nv);                                                   \
-      if (!nv) return -1;                                                                                           \
-      if (list.u.a->n) memcpy(nv, list.u.a->v, (size_t)list.u.a->n * sizeof *nv);                                   \
-      memcpy(nv + list.u.a->n, parts, (size_t)np * sizeof *nv);                                                     \
-      list.u.a->v = nv;                                                                                             \
-      list.u.a->n += np;                                                                                            \
-      np = 0;                                                                                                       \
-    }                                                                                                               \
-  } while (0)
-    long count = 0;
-    if (sep.t == JV_NONE) {
-      p += trim_start(p, (size_t)(end - p));
-      while (p < end) {
-        const char *q = p;
-        while (q < end && !space_at(q, end)) q += cp_len(q, (size_t)(end - q), 0);
-        if (max != -1 && count >= max) {
-          PUSH(((jv){.t = JV_STR, .u.s = {p, (size_t)(end - p)}}));
-          break;
-        }
-        PUSH(((jv){.t = JV_STR, .u.s = {p, (size_t)(q - p)}}));
-        count++;
-        p = q + trim_start(q, (size_t)(end - q));
-      }
-    } else {
-      if (sep.u.s.len == 0) return fail(e, "empty separator");
-      for (;;) {
-        const char *q = max != -1 && count >= max ? NULL : memmem(p, (size_t)(end - p), sep.u.s.p, sep.u.s.len);
-        if (!q) {
-          PUSH(((jv){.t = JV_STR, .u.s = {p, (size_t)(end - p)}}));
-          break;
-        }
-        PUSH(((jv){.t = JV_STR, .u.s = {p, (size_t)(q - p)}}));
-        count++;
-        p = q + sep.u.s.len;
-      }
-    }
-    if (np) {
-      jv *nv = alloc(e, (size_t)(list.u.a->n + np) * sizeof *nv);
-      if (!nv) return -1;
-      if (list.u.a->n) memcpy(nv, list.u.a->v, (size_t)list.u.a->n * sizeof *nv);
-      memcpy(nv + list.u.a->n, parts, (size_t)np * sizeof *nv);
-      list.u.a->v = nv;
-      list.u.a->n += np;
-    }
-#undef PUSH
-    *out = list;
-    return 0;
-  }
-  case B_REPLACE: {
-    if (n < 2) return fail(e, "replace() requires at least two arguments");
-    if (a[0].t != JV_STR || a[1].t != JV_STR) return fail(e, "replace() arguments must be strings");
-    jv cnt = NONE;
-    if (n > 2) {
-      if (a[2].t == JV_OBJECT && a[2].u.o->kind == JO_KWARGS) {
-        int k = obj_find(a[2].u.o, "count", 5);
-        if (k >= 0) cnt = a[2].u.o->v[k];
-      } else {
-        cnt = a[2];
-      }
-    }
-    if (cnt.t != JV_INT && cnt.t != JV_NONE) return fail(e, "replace() count argument must be a number or null");
-    double left = cnt.t == JV_NONE || cnt.u.n < 0 ? INFINITY : cnt.u.n;
-    const char *p = self.u.s.p, *end = p + self.u.s.len;
-    jv o = a[0], w = a[1];
-    if (o.u.s.len == 0) { /* an empty pattern matches before every character and at the end */
-      for (;;) {
-        if (left > 0) {
-          lt_buf_append(&b, w.u.s.p, w.u.s.len);
-          left--;
-        }
-        if (p >= end) break;
-        size_t k = cp_len(p, (size_t)(end - p), 0);
-        lt_buf_append(&b, p, k);
-        p += k;
-      }
-    } else {
-      while (p < end) {
-        const char *q = left > 0 ? memmem(p, (size_t)(end - p), o.u.s.p, o.u.s.len) : NULL;
-        if (!q) break;
-        lt_buf_append(&b, p, (size_t)(q - p));
-        lt_buf_append(&b, w.u.s.p, w.u.s.len);
-        left--;
-        p = q + o.u.s.len;
-      }
-      lt_buf_append(&b, p, (size_t)(end - p));
-    }
-    break;
-  }
-  case B_GET: {
-    if (n < 1 || a[0].t != JV_STR) return fail(e, "Object key must be a string: got %s", n ? type_name(a[0]) : "nothing");
-    int k = obj_find(self.u.o, a[0].u.s.p, a[0].u.s.len);
-    *out = k >= 0 ? self.u.o->v[k] : n > 1 ? a[1] : NONE;
-    return 0;
-  }
-  case B_ITEMS: return items_of(e, self.u.o, 0, out);
-  case B_KEYS: return items_of(e, self.u.o, 1, out);
-  case B_VALUES: return items_of(e, self.u.o, 2, out);
-  case B_DICTSORT: {
-    jv cs = npos > 0 ? a[0] : kwarg(&(args_t){.kw = kw.t == JV_UNDEF ? NULL : kw.u.o}, "case_sensitive");
-    jv by = npos > 1 ? a[1] : kwarg(&(args_t){.kw = kw.t == JV_UNDEF ? NULL : kw.u.o}, "by");
-    jv rev = npos > 2 ? a[2] : kwarg(&(args_t){.kw = kw.t == JV_UNDEF ? NULL : kw.u.o}, "reverse");
-    if (cs.t == JV_UNDEF) cs = boolean(0);
-    if (rev.t == JV_UNDEF) rev = boolean(0);
-    if (cs.t != JV_BOOL) return fail(e, "case_sensitive must be a boolean");
-    if (rev.t != JV_BOOL) return fail(e, "reverse must be a boolean");
-    int by_value = 0;
-    if (by.t != JV_UNDEF) {
-      if (by.t != JV_STR) return fail(e, "by must be a string");
-      if (by.u.s.len == 5 && memcmp(by.u.s.p, "value", 5) == 0)
-        by_value = 1;
-      else if (!(by.u.s.len == 3 && memcmp(by.u.s.p, "key", 3) == 0))
-        return fail(e, "by must be either 'key' or 'value'");
-    }
-    jv items;
-    if (items_of(e, self.u.o, 0, &items) < 0) return -1;
-    jv *keys = alloc(e, (size_t)(items.u.a->n + 1) * sizeof *keys);
-    if (!keys) return -1;
-    for (int i = 0; i < items.u.a->n; i++) keys[i] = items.u.a->v[i].u.a->v[by_value];
-    return sorted(e, items.u.a->v, keys, items.u.a->n, cs.u.b, rev.u.b, out);
-  }
-  default: return fail(e, "unknown builtin");
-  }
-  rc = buf_str(e, &b, out);
+  if (n > 0) tostr(e, a[0], &b);
+  lt_buf_putc(&b, 0);
+  int rc = lt_buf_ok(&b) < 0 ? fail(e, "out of memory") : fail(e, "%s", b.data);
   lt_buf_free(&b);
   return rc;
+}
+
+static int jb_range(ev_t *e, jv self, jv *a, int n, jv *out) {
+  int npos;
+  split_kwargs(a, n, &npos);
+  double start = 0, stop, stepv = 1;
+  for (int i = 0; i < npos; i++)
+    if (!is_numlike(a[i])) return fail(e, "range() arguments must be numbers");
+  if (npos == 0) return fail(e, "range() needs an argument");
+  if (npos == 1) {
+    stop = numval(a[0]);
+  } else {
+    start = numval(a[0]);
+    stop = numval(a[1]);
+    if (npos > 2) stepv = numval(a[2]);
+  }
+  if (stepv == 0) return fail(e, "range() step must not be zero");
+  double cnt = stepv > 0 ? ceil((stop - start) / stepv) : ceil((start - stop) / -stepv);
+  if (!(cnt > 0)) cnt = 0;
+  if (cnt > 1e8) return fail(e, "template used more than its memory limit");
+  if (mkarr(e, (int)cnt, out) < 0) return -1;
+  for (int i = 0; i < (int)cnt; i++) {
+    double x = start + i * stepv;
+    out->u.a->v[i] = num(x == floor(x), x);
+  }
+  return 0;
+}
+
+static int jb_strftime_now(ev_t *e, jv self, jv *a, int n, jv *out) {
+  int npos;
+  split_kwargs(a, n, &npos);
+  if (npos < 1 || a[0].t != JV_STR) return fail(e, "strftime_now() expects a format string");
+  static const char *mon[] = {"January", "February", "March",     "April",   "May",      "June",
+                              "July",    "August",   "September", "October", "November", "December"};
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  lt_buf_t b = {0};
+  for (size_t i = 0; i < a[0].u.s.len; i++) {
+    char c = a[0].u.s.p[i], d = i + 1 < a[0].u.s.len ? a[0].u.s.p[i + 1] : 0;
+    if (c != '%' || !d || !strchr("YmdbBHM%", d)) {
+      lt_buf_putc(&b, c);
+      continue;
+    }
+    i++;
+    switch (d) {
+    case 'Y': lt_buf_printf(&b, "%d", tm.tm_year + 1900); break;
+    case 'm': lt_buf_printf(&b, "%02d", tm.tm_mon + 1); break;
+    case 'd': lt_buf_printf(&b, "%02d", tm.tm_mday); break;
+    case 'b': lt_buf_printf(&b, "%.3s", mon[tm.tm_mon]); break;
+    case 'B': lt_buf_puts(&b, mon[tm.tm_mon]); break;
+    case 'H': lt_buf_printf(&b, "%02d", tm.tm_hour); break;
+    case 'M': lt_buf_printf(&b, "%02d", tm.tm_min); break;
+    default: lt_buf_putc(&b, '%');
+    }
+  }
+  int rc = buf_str(e, &b, out);
+  lt_buf_free(&b);
+  return rc;
+}
+
+static int jb_upper(ev_t *e, jv self, jv *a, int n, jv *out) { return case_map(e, self, 0, out); }
+static int jb_lower(ev_t *e, jv self, jv *a, int n, jv *out) { return case_map(e, self, 1, out); }
+static int jb_title(ev_t *e, jv self, jv *a, int n, jv *out) { return case_map(e, self, 2, out); }
+static int jb_capitalize(ev_t *e, jv self, jv *a, int n, jv *out) { return case_map(e, self, 3, out); }
+
+/* strip() and friends ignore their argument, as the reference does. */
+static int jb_strip(ev_t *e, jv self, jv *a, int n, jv *out) {
+  size_t st = trim_start(self.u.s.p, self.u.s.len);
+  return sub(e, self, st, st + trim_end(self.u.s.p + st, self.u.s.len - st), out);
+}
+static int jb_rstrip(ev_t *e, jv self, jv *a, int n, jv *out) {
+  return sub(e, self, 0, trim_end(self.u.s.p, self.u.s.len), out);
+}
+static int jb_lstrip(ev_t *e, jv self, jv *a, int n, jv *out) {
+  return sub(e, self, trim_start(self.u.s.p, self.u.s.len), self.u.s.len, out);
+}
+
+/* startswith/endswith: at_end picks the end; the pattern is a string or a tuple of strings. */
+static int affix(ev_t *e, jv self, jv *a, int n, int at_end, jv *out) {
+  const char *name = at_end ? "endswith" : "startswith";
+  if (n == 0) return fail(e, "%s() requires at least one argument", name);
+  jv pat = a[0];
+  int cnt = pat.t == JV_ARRAY ? pat.u.a->n : 1, hit = 0;
+  if (pat.t != JV_STR && pat.t != JV_ARRAY) return fail(e, "startswith()/endswith() argument must be a string or tuple of strings");
+  for (int i = 0; i < cnt && !hit; i++) {
+    jv p = pat.t == JV_ARRAY ? pat.u.a->v[i] : pat;
+    if (p.t != JV_STR) return fail(e, "startswith()/endswith() tuple elements must be strings");
+    size_t off = at_end ? self.u.s.len - p.u.s.len : 0;
+    hit = p.u.s.len <= self.u.s.len && memcmp(self.u.s.p + off, p.u.s.p, p.u.s.len) == 0;
+  }
+  *out = boolean(hit);
+  return 0;
+}
+static int jb_startswith(ev_t *e, jv self, jv *a, int n, jv *out) { return affix(e, self, a, n, 0, out); }
+static int jb_endswith(ev_t *e, jv self, jv *a, int n, jv *out) { return affix(e, self, a, n, 1, out); }
+
+/* Appends parts[0..np) to the array list. */
+static int arr_append(ev_t *e, jv list, const jv *parts, int np) {
+  if (!np) return 0;
+  jv *nv = alloc(e, (size_t)(list.u.a->n + np) * sizeof *nv);
+  if (!nv) return -1;
+  if (list.u.a->n) memcpy(nv, list.u.a->v, (size_t)list.u.a->n * sizeof *nv);
+  memcpy(nv + list.u.a->n, parts, (size_t)np * sizeof *nv);
+  list.u.a->v = nv;
+  list.u.a->n += np;
+  return 0;
+}
+
+static int jb_split(ev_t *e, jv self, jv *a, int n, jv *out) {
+  int npos;
+  split_kwargs(a, n, &npos);
+  jv sep = npos > 0 ? a[0] : NONE, maxs = npos > 1 ? a[1] : num(1, -1);
+  if (sep.t != JV_STR && sep.t != JV_NONE) return fail(e, "sep argument must be a string or null");
+  if (maxs.t != JV_INT) return fail(e, "maxsplit argument must be a number");
+  long max = (long)maxs.u.n, count = 0;
+  const char *p = self.u.s.p, *end = p + self.u.s.len;
+  jv parts[64]; /* gathered 64 at a time into the list */
+  int np = 0;
+  if (mkarr(e, 0, out) < 0) return -1;
+  for (int done = 0; !done;) {
+    const char *q, *next;
+    if (sep.t == JV_NONE) {
+      if (count == 0) p += trim_start(p, (size_t)(end - p));
+      if (p >= end) break;
+      for (q = p; q < end && !space_at(q, end);) q += cp_len(q, (size_t)(end - q), 0);
+      next = q + trim_start(q, (size_t)(end - q));
+    } else {
+      if (sep.u.s.len == 0) return fail(e, "empty separator");
+      q = memmem(p, (size_t)(end - p), sep.u.s.p, sep.u.s.len);
+      next = q ? q + sep.u.s.len : end;
+    }
+    if (!q || (max != -1 && count >= max)) q = end, done = 1;
+    parts[np++] = (jv){.t = JV_STR, .u.s = {p, (size_t)(q - p)}};
+    if (np == 64) {
+      if (arr_append(e, *out, parts, np) < 0) return -1;
+      np = 0;
+    }
+    count++;
+    p = next;
+  }
+  return arr_append(e, *out, parts, np);
+}
+
+static int jb_replace(ev_t *e, jv self, jv *a, int n, jv *out) {
+  if (n < 2) return fail(e, "replace() requires at least two arguments");
+  if (a[0].t != JV_STR || a[1].t != JV_STR) return fail(e, "replace() arguments must be strings");
+  jv cnt = NONE;
+  if (n > 2) {
+    if (a[2].t == JV_OBJECT && a[2].u.o->kind == JO_KWARGS) {
+      int k = obj_find(a[2].u.o, "count", 5);
+      if (k >= 0) cnt = a[2].u.o->v[k];
+    } else {
+      cnt = a[2];
+    }
+  }
+  if (cnt.t != JV_INT && cnt.t != JV_NONE) return fail(e, "replace() count argument must be a number or null");
+  double left = cnt.t == JV_NONE || cnt.u.n < 0 ? INFINITY : cnt.u.n;
+  const char *p = self.u.s.p, *end = p + self.u.s.len;
+  jv o = a[0], w = a[1];
+  lt_buf_t b = {0};
+  if (o.u.s.len == 0) { /* an empty pattern matches before every character and at the end */
+    for (;;) {
+      if (left > 0) {
+        lt_buf_append(&b, w.u.s.p, w.u.s.len);
+        left--;
+      }
+      if (p >= end) break;
+      size_t k = cp_len(p, (size_t)(end - p), 0);
+      lt_buf_append(&b, p, k);
+      p += k;
+    }
+  } else {
+    while (p < end) {
+      const char *q = left > 0 ? memmem(p, (size_t)(end - p), o.u.s.p, o.u.s.len) : NULL;
+      if (!q) break;
+      lt_buf_append(&b, p, (size_t)(q - p));
+      lt_buf_append(&b, w.u.s.p, w.u.s.len);
+      left--;
+      p = q + o.u.s.len;
+    }
+    lt_buf_append(&b, p, (size_t)(end - p));
+  }
+  int rc = buf_str(e, &b, out);
+  lt_buf_free(&b);
+  return rc;
+}
+
+static int jb_get(ev_t *e, jv self, jv *a, int n, jv *out) {
+  if (n < 1 || a[0].t != JV_STR) return fail(e, "Object key must be a string: got %s", n ? type_name(a[0]) : "nothing");
+  int k = obj_find(self.u.o, a[0].u.s.p, a[0].u.s.len);
+  *out = k >= 0 ? self.u.o->v[k] : n > 1 ? a[1] : NONE;
+  return 0;
+}
+static int jb_items(ev_t *e, jv self, jv *a, int n, jv *out) { return items_of(e, self.u.o, 0, out); }
+static int jb_keys(ev_t *e, jv self, jv *a, int n, jv *out) { return items_of(e, self.u.o, 1, out); }
+static int jb_values(ev_t *e, jv self, jv *a, int n, jv *out) { return items_of(e, self.u.o, 2, out); }
+
+static int jb_dictsort(ev_t *e, jv self, jv *a, int n, jv *out) {
+  int npos;
+  jv kw = split_kwargs(a, n, &npos);
+  args_t ka = {.kw = kw.t == JV_UNDEF ? NULL : kw.u.o};
+  jv cs = npos > 0 ? a[0] : kwarg(&ka, "case_sensitive");
+  jv by = npos > 1 ? a[1] : kwarg(&ka, "by");
+  jv rev = npos > 2 ? a[2] : kwarg(&ka, "reverse");
+  if (cs.t == JV_UNDEF) cs = boolean(0);
+  if (rev.t == JV_UNDEF) rev = boolean(0);
+  if (cs.t != JV_BOOL) return fail(e, "case_sensitive must be a boolean");
+  if (rev.t != JV_BOOL) return fail(e, "reverse must be a boolean");
+  int by_value = 0;
+  if (by.t != JV_UNDEF) {
+    if (by.t != JV_STR) return fail(e, "by must be a string");
+    if (by.u.s.len == 5 && memcmp(by.u.s.p, "value", 5) == 0)
+      by_value = 1;
+    else if (!(by.u.s.len == 3 && memcmp(by.u.s.p, "key", 3) == 0))
+      return fail(e, "by must be either 'key' or 'value'");
+  }
+  jv items;
+  if (items_of(e, self.u.o, 0, &items) < 0) return -1;
+  jv *keys = alloc(e, (size_t)(items.u.a->n + 1) * sizeof *keys);
+  if (!keys) return -1;
+  for (int i = 0; i < items.u.a->n; i++) keys[i] = items.u.a->v[i].u.a->v[by_value];
+  return sorted(e, items.u.a->v, keys, items.u.a->n, cs.u.b, rev.u.b, out);
+}
+
+/* Where a builtin lives: a global name, a string's method or a mapping's method. */
+enum { ON_GLOBAL, ON_STRING, ON_MAPPING };
+static const struct {
+  const char *name;
+  int on;
+  jbuiltin_fn fn;
+} BUILTINS[] = {
+    {"namespace", ON_GLOBAL, jb_namespace},     {"raise_exception", ON_GLOBAL, jb_raise_exception},
+    {"range", ON_GLOBAL, jb_range},             {"strftime_now", ON_GLOBAL, jb_strftime_now},
+    {"upper", ON_STRING, jb_upper},             {"lower", ON_STRING, jb_lower},
+    {"strip", ON_STRING, jb_strip},             {"title", ON_STRING, jb_title},
+    {"capitalize", ON_STRING, jb_capitalize},   {"rstrip", ON_STRING, jb_rstrip},
+    {"lstrip", ON_STRING, jb_lstrip},           {"startswith", ON_STRING, jb_startswith},
+    {"endswith", ON_STRING, jb_endswith},       {"split", ON_STRING, jb_split},
+    {"replace", ON_STRING, jb_replace},         {"get", ON_MAPPING, jb_get},
+    {"items", ON_MAPPING, jb_items},            {"keys", ON_MAPPING, jb_keys},
+    {"values", ON_MAPPING, jb_values},          {"dictsort", ON_MAPPING, jb_dictsort},
+};
+#define NBUILTINS ((int)(sizeof BUILTINS / sizeof BUILTINS[0]))
+
+/* The builtin named k (kn bytes) living on `on`, or -1. */
+static int builtin_find(int on, const char *k, size_t kn) {
+  for (int i = 0; i < NBUILTINS; i++)
+    if (BUILTINS[i].on == on && strlen(BUILTINS[i].name) == kn && memcmp(BUILTINS[i].name, k, kn) == 0) return i;
+  return -1;
+}
+
+/* A value's builtin attribute (str.upper, list.length, dict.items, …). */
+static int builtin_attr(ev_t *e, jv obj, const char *k, size_t kn, jv *out) {
+  *out = UNDEF;
+  if (kn == 6 && memcmp(k, "length", 6) == 0) {
+    if (obj.t == JV_STR) *out = num(1, (double)lt__jinja_u16len(obj.u.s.p, obj.u.s.len));
+    if (obj.t == JV_ARRAY) *out = num(1, obj.u.a->n);
+    return 0;
+  }
+  int on = obj.t == JV_STR ? ON_STRING : is_mapping(obj) ? ON_MAPPING : -1, id = on < 0 ? -1 : builtin_find(on, k, kn);
+  return id < 0 ? 0 : mkfn(e, F_BUILTIN, id, obj, out);
+}
+
+static int call_builtin(ev_t *e, const lt__jfn_t *f, jv *a, int n, jv *out) {
+  return BUILTINS[f->id].fn(e, f->self, a, n, out);
 }
 
 /* Binds a macro's (or caller's) parameters in scope m. */
@@ -1157,34 +1186,54 @@ static int js_parse_float(const char *s, size_t n, double *out) {
   return 1;
 }
 
+/* ---- tests (`x is odd`): one row and one handler each ---- */
+typedef int (*jtest_fn)(jv v, jv arg);
+static int jt_boolean(jv v, jv arg) { return v.t == JV_BOOL; }
+static int jt_callable(jv v, jv arg) { return v.t == JV_FUNC; }
+static int jt_odd(jv v, jv arg) { return fmod(v.u.n, 2) != 0; }
+static int jt_even(jv v, jv arg) { return fmod(v.u.n, 2) == 0; }
+static int jt_false(jv v, jv arg) { return v.t == JV_BOOL && !v.u.b; }
+static int jt_true(jv v, jv arg) { return v.t == JV_BOOL && v.u.b; }
+static int jt_none(jv v, jv arg) { return v.t == JV_NONE; }
+static int jt_string(jv v, jv arg) { return v.t == JV_STR; }
+static int jt_number(jv v, jv arg) { return is_num(v); }
+static int jt_integer(jv v, jv arg) { return v.t == JV_INT; }
+static int jt_iterable(jv v, jv arg) { return (v.t == JV_ARRAY && !v.u.a->tuple) || v.t == JV_STR; }
+static int jt_mapping(jv v, jv arg) { return is_mapping(v); }
+static int jt_sequence(jv v, jv arg) { return v.t == JV_ARRAY || is_mapping(v) || v.t == JV_STR; }
+/* ASCII letters only, as the reference's regular expressions */
+static int ascii_case_is(jv v, char lo, char hi) {
+  if (v.t != JV_STR) return 0;
+  for (size_t i = 0; i < v.u.s.len; i++)
+    if (v.u.s.p[i] >= lo && v.u.s.p[i] <= hi) return 0;
+  return 1;
+}
+static int jt_lower(jv v, jv arg) { return ascii_case_is(v, 'A', 'Z'); }
+static int jt_upper(jv v, jv arg) { return ascii_case_is(v, 'a', 'z'); }
+static int jt_defined(jv v, jv arg) { return v.t != JV_UNDEF; }
+static int jt_undefined(jv v, jv arg) { return v.t == JV_UNDEF; }
+static int jt_equalto(jv v, jv arg) { return strict_eq(v, arg); }
+
+static const struct {
+  const char *name;
+  int int_only; /* odd and even refuse anything but an integer */
+  jtest_fn fn;
+} TESTS[] = {
+    {"boolean", 0, jt_boolean}, {"callable", 0, jt_callable}, {"odd", 1, jt_odd},           {"even", 1, jt_even},
+    {"false", 0, jt_false},     {"true", 0, jt_true},         {"none", 0, jt_none},         {"string", 0, jt_string},
+    {"number", 0, jt_number},   {"integer", 0, jt_integer},   {"iterable", 0, jt_iterable}, {"mapping", 0, jt_mapping},
+    {"sequence", 0, jt_sequence}, {"lower", 0, jt_lower},     {"upper", 0, jt_upper},       {"defined", 0, jt_defined},
+    {"undefined", 0, jt_undefined}, {"equalto", 0, jt_equalto}, {"eq", 0, jt_equalto},
+};
+
 static int test_value(ev_t *e, const char *name, jv v, jv arg, int *out) {
-  int r;
-  if (!strcmp(name, "boolean")) r = v.t == JV_BOOL;
-  else if (!strcmp(name, "callable")) r = v.t == JV_FUNC;
-  else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-    if (v.t != JV_INT) return fail(e, "cannot %s on %s", name, type_name(v));
-    r = (fmod(v.u.n, 2) != 0) == (name[0] == 'o');
-  } else if (!strcmp(name, "false")) r = v.t == JV_BOOL && !v.u.b;
-  else if (!strcmp(name, "true")) r = v.t == JV_BOOL && v.u.b;
-  else if (!strcmp(name, "none")) r = v.t == JV_NONE;
-  else if (!strcmp(name, "string")) r = v.t == JV_STR;
-  else if (!strcmp(name, "number")) r = is_num(v);
-  else if (!strcmp(name, "integer")) r = v.t == JV_INT;
-  else if (!strcmp(name, "iterable")) r = (v.t == JV_ARRAY && !v.u.a->tuple) || v.t == JV_STR;
-  else if (!strcmp(name, "mapping")) r = is_mapping(v);
-  else if (!strcmp(name, "sequence")) r = v.t == JV_ARRAY || is_mapping(v) || v.t == JV_STR;
-  else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-    r = v.t == JV_STR;
-    for (size_t i = 0; r && i < v.u.s.len; i++) {
-      char c = v.u.s.p[i];
-      if (name[0] == 'l' ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z')) r = 0;
-    }
-  } else if (!strcmp(name, "defined")) r = v.t != JV_UNDEF;
-  else if (!strcmp(name, "undefined")) r = v.t == JV_UNDEF;
-  else if (!strcmp(name, "equalto") || !strcmp(name, "eq")) r = strict_eq(v, arg);
-  else return fail(e, "Unknown test: %s", name);
-  *out = r;
-  return 0;
+  for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++) {
+    if (strcmp(TESTS[i].name, name)) continue;
+    if (TESTS[i].int_only && v.t != JV_INT) return fail(e, "cannot %s on %s", name, type_name(v));
+    *out = TESTS[i].fn(v, arg);
+    return 0;
+  }
+  return fail(e, "Unknown test: %s", name);
 }
 
 static int indent(ev_t *e, jv v, int width, int first, int blank, jv *out) {
@@ -1205,283 +1254,341 @@ static int indent(ev_t *e, jv v, int width, int first, int blank, jv *out) {
   return rc;
 }
 
-static int filter_simple(ev_t *e, jv v, const char *name, env_t *s, jv *out) {
+/* ---- filters (`x|name` and `x|name(...)`): one row and one handler each ----
+ * The reference accepts a filter on some value types when written bare and on others when called; a row says
+ * both.  A handler gets the call: a == NULL when the filter was written without parentheses (or, for a row
+ * marked raw, when its arguments are read unevaluated from `call`). */
+enum { T_UNDEF = 1, T_NONE = 2, T_BOOL = 4, T_NUM = 8, T_STR = 16, T_ARR = 32, T_MAP = 64, T_OTHER = 128, T_ANY = 255 };
+
+typedef struct {
+  const char *name;
+  jv v;
+  const args_t *a;   /* NULL: bare (or raw) */
+  const jnode *call; /* the call node; NULL when bare */
+  env_t *s;
+} jfilter_call_t;
+typedef int (*jfilter_fn)(ev_t *e, const jfilter_call_t *c, jv *out);
+
+static unsigned value_kind(jv v) {
+  switch (v.t) {
+  case JV_UNDEF: return T_UNDEF;
+  case JV_NONE: return T_NONE;
+  case JV_BOOL: return T_BOOL;
+  case JV_INT:
+  case JV_FLOAT: return T_NUM;
+  case JV_STR: return T_STR;
+  case JV_ARRAY: return T_ARR;
+  default: return is_mapping(v) ? T_MAP : T_OTHER;
+  }
+}
+
+static jv pick(const args_t *a, int i, const char *k) {
+  if (!a) return UNDEF;
+  return i < a->n ? a->v[i] : kwarg(a, k);
+}
+
+static int json_str(ev_t *e, jv v, const json_opts_t *o, int undef_null, jv *out) {
   lt_buf_t b = {0};
-  int rc;
+  int rc = tojson(e, v, o, 0, undef_null, &b) < 0 ? -1 : buf_str(e, &b, out);
+  lt_buf_free(&b);
+  return rc;
+}
+
+static int jf_safe(ev_t *e, const jfilter_call_t *c, jv *out) { return *out = c->v, 0; }
+static int jf_list(ev_t *e, const jfilter_call_t *c, jv *out) { return *out = c->v, 0; }
+static int jf_first(ev_t *e, const jfilter_call_t *c, jv *out) {
+  return *out = c->v.u.a->n ? c->v.u.a->v[0] : UNDEF, 0;
+}
+static int jf_last(ev_t *e, const jfilter_call_t *c, jv *out) {
+  return *out = c->v.u.a->n ? c->v.u.a->v[c->v.u.a->n - 1] : UNDEF, 0;
+}
+static int jf_length(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv v = c->v;
+  double n = v.t == JV_STR ? (double)lt__jinja_u16len(v.u.s.p, v.u.s.len) : v.t == JV_ARRAY ? v.u.a->n : v.u.o->n;
+  return *out = num(1, n), 0;
+}
+static int jf_reverse(ev_t *e, const jfilter_call_t *c, jv *out) {
+  const lt__jarr_t *a = c->v.u.a;
+  if (mkarr(e, a->n, out) < 0) return -1;
+  for (int i = 0; i < a->n; i++) out->u.a->v[i] = a->v[a->n - 1 - i];
+  return 0;
+}
+static int jf_unique(ev_t *e, const jfilter_call_t *c, jv *out) {
+  const lt__jarr_t *a = c->v.u.a;
+  if (mkarr(e, a->n, out) < 0) return -1;
+  int k = 0;
+  for (int i = 0; i < a->n; i++) {
+    int seen = 0;
+    for (int j = 0; j < k && !seen; j++)
+      seen = strict_eq(out->u.a->v[j], a->v[i]) ||
+             (is_num(a->v[i]) && isnan(a->v[i].u.n) && is_num(out->u.a->v[j]) && isnan(out->u.a->v[j].u.n));
+    if (!seen) out->u.a->v[k++] = a->v[i];
+  }
+  out->u.a->n = k;
+  return 0;
+}
+static int jf_string(ev_t *e, const jfilter_call_t *c, jv *out) {
   static const json_opts_t plain = {.indent = -1};
-  if (!strcmp(name, "safe")) return *out = v, 0;
-  if (!strcmp(name, "tojson")) {
-    rc = tojson(e, v, &plain, 0, 1, &b) < 0 ? -1 : buf_str(e, &b, out);
-    lt_buf_free(&b);
-    return rc;
-  }
-  if (v.t == JV_ARRAY) {
-    lt__jarr_t *a = v.u.a;
-    if (!strcmp(name, "list")) return *out = v, 0;
-    if (!strcmp(name, "first")) return *out = a->n ? a->v[0] : UNDEF, 0;
-    if (!strcmp(name, "last")) return *out = a->n ? a->v[a->n - 1] : UNDEF, 0;
-    if (!strcmp(name, "length")) return *out = num(1, a->n), 0;
-    if (!strcmp(name, "reverse")) {
-      if (mkarr(e, a->n, out) < 0) return -1;
-      for (int i = 0; i < a->n; i++) out->u.a->v[i] = a->v[a->n - 1 - i];
-      return 0;
-    }
-    if (!strcmp(name, "sort")) return sorted(e, a->v, a->v, a->n, 0, 0, out);
-    if (!strcmp(name, "join")) {
-      for (int i = 0; i < a->n; i++) raw_str(e, a->v[i], &b, 1);
-      rc = buf_str(e, &b, out);
-      lt_buf_free(&b);
-      return rc;
-    }
-    if (!strcmp(name, "string")) {
-      rc = tojson(e, v, &plain, 0, 0, &b) < 0 ? -1 : buf_str(e, &b, out);
-      lt_buf_free(&b);
-      return rc;
-    }
-    if (!strcmp(name, "unique")) {
-      if (mkarr(e, a->n, out) < 0) return -1;
-      int k = 0;
-      for (int i = 0; i < a->n; i++) {
-        int seen = 0;
-        for (int j = 0; j < k && !seen; j++)
-          seen = strict_eq(out->u.a->v[j], a->v[i]) || (is_num(a->v[i]) && isnan(a->v[i].u.n) && is_num(out->u.a->v[j]) && isnan(out->u.a->v[j].u.n));
-        if (!seen) out->u.a->v[k++] = a->v[i];
-      }
-      out->u.a->n = k;
-      return 0;
-    }
-    return fail(e, "Unknown ArrayValue filter: %s", name);
-  }
+  jv v = c->v;
+  if (v.t == JV_STR) return *out = v, 0;
+  if (v.t == JV_ARRAY) return json_str(e, v, &plain, 0, out);
+  if (v.t == JV_BOOL) return mkstr(e, v.u.b ? "true" : "false", v.u.b ? 4 : 5, out);
+  lt_buf_t b = {0};
+  int rc = tostr(e, v, &b) < 0 ? -1 : buf_str(e, &b, out);
+  lt_buf_free(&b);
+  return rc;
+}
+static int jf_upper(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 0, out); }
+static int jf_lower(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 1, out); }
+static int jf_title(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 2, out); }
+static int jf_capitalize(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 3, out); }
+static int jf_trim(ev_t *e, const jfilter_call_t *c, jv *out) { return jb_strip(e, c->v, NULL, 0, out); }
+static int jf_abs(ev_t *e, const jfilter_call_t *c, jv *out) {
+  return *out = num(c->v.t == JV_INT, fabs(c->v.u.n)), 0;
+}
+static int jf_bool(ev_t *e, const jfilter_call_t *c, jv *out) { return *out = c->v, 0; }
+
+/* int and float: a string parsed as JavaScript would (else the default); a bare int floors a number, a called one
+ * (the reference's quirk) returns it unchanged. */
+static int to_number(ev_t *e, const jfilter_call_t *c, int is_i, jv *out) {
+  jv v = c->v, def = pick(c->a, 0, "default");
+  if (def.t == JV_UNDEF) def = num(is_i, 0);
   if (v.t == JV_STR) {
-    if (!strcmp(name, "length")) return *out = num(1, (double)lt__jinja_u16len(v.u.s.p, v.u.s.len)), 0;
-    if (!strcmp(name, "upper")) return case_map(e, v, 0, out);
-    if (!strcmp(name, "lower")) return case_map(e, v, 1, out);
-    if (!strcmp(name, "title")) return case_map(e, v, 2, out);
-    if (!strcmp(name, "capitalize")) return case_map(e, v, 3, out);
-    if (!strcmp(name, "trim")) {
-      size_t st = trim_start(v.u.s.p, v.u.s.len);
-      return sub(e, v, st, st + trim_end(v.u.s.p + st, v.u.s.len - st), out);
-    }
-    if (!strcmp(name, "join") || !strcmp(name, "string")) return *out = v, 0;
-    if (!strcmp(name, "int")) {
-      double d = 0;
-      if (!js_parse_int(v.u.s.p, v.u.s.len, &d)) d = 0;
-      return *out = num(1, d), 0;
-    }
-    if (!strcmp(name, "float")) {
-      double d = 0;
-      if (!js_parse_float(v.u.s.p, v.u.s.len, &d)) d = 0;
-      return *out = num(0, d), 0;
-    }
-    if (!strcmp(name, "indent")) return indent(e, v, 4, 0, 0, out);
-    return fail(e, "Unknown StringValue filter: %s", name);
+    double d;
+    int ok = is_i ? js_parse_int(v.u.s.p, v.u.s.len, &d) : js_parse_float(v.u.s.p, v.u.s.len, &d);
+    return *out = ok ? num(is_i, d) : def, 0;
   }
-  if (is_num(v)) {
-    if (!strcmp(name, "abs")) return *out = num(v.t == JV_INT, fabs(v.u.n)), 0;
-    if (!strcmp(name, "int")) return *out = num(1, floor(v.u.n)), 0;
-    if (!strcmp(name, "float")) return *out = num(0, v.u.n), 0;
-    if (!strcmp(name, "string")) {
-      rc = tostr(e, v, &b) < 0 ? -1 : buf_str(e, &b, out);
-      lt_buf_free(&b);
-      return rc;
+  if (is_num(v)) return *out = c->a ? v : num(is_i, is_i ? floor(v.u.n) : v.u.n), 0;
+  if (v.t == JV_BOOL) return *out = num(is_i, v.u.b), 0;
+  return fail(e, "Cannot apply filter \"%s\" to type: %s", c->name, type_name(v));
+}
+static int jf_int(ev_t *e, const jfilter_call_t *c, jv *out) { return to_number(e, c, 1, out); }
+static int jf_float(ev_t *e, const jfilter_call_t *c, jv *out) { return to_number(e, c, 0, out); }
+
+static int jf_tojson(ev_t *e, const jfilter_call_t *c, jv *out) {
+  json_opts_t o = {.indent = -1};
+  jv ind = kwarg(c->a, "indent"), asc = kwarg(c->a, "ensure_ascii"), srt = kwarg(c->a, "sort_keys");
+  jv sep = kwarg(c->a, "separators");
+  if (ind.t != JV_UNDEF && ind.t != JV_NONE && ind.t != JV_INT) return fail(e, "If set, indent must be a number");
+  if (ind.t == JV_INT) o.indent = ind.u.n > 1000 ? 1000 : ind.u.n < 0 ? 0 : (int)ind.u.n;
+  if (asc.t != JV_UNDEF && asc.t != JV_BOOL) return fail(e, "If set, ensure_ascii must be a boolean");
+  if (srt.t != JV_UNDEF && srt.t != JV_BOOL) return fail(e, "If set, sort_keys must be a boolean");
+  o.ascii = asc.t == JV_BOOL && asc.u.b;
+  o.sort = srt.t == JV_BOOL && srt.u.b;
+  if (sep.t == JV_ARRAY) {
+    if (sep.u.a->n != 2 || sep.u.a->v[0].t != JV_STR || sep.u.a->v[1].t != JV_STR)
+      return fail(e, "separators must be a tuple of two strings");
+    char *is = lt__jarena_strdup(&e->ar, sep.u.a->v[0].u.s.p, sep.u.a->v[0].u.s.len);
+    char *ks = lt__jarena_strdup(&e->ar, sep.u.a->v[1].u.s.p, sep.u.a->v[1].u.s.len);
+    if (!is || !ks) return fail(e, "template used more than its memory limit");
+    o.item_sep = is;
+    o.key_sep = ks;
+  } else if (sep.t != JV_UNDEF && sep.t != JV_NONE) {
+    return fail(e, "If set, separators must be a tuple of two strings");
+  }
+  return json_str(e, c->v, &o, 1, out);
+}
+
+/* A string joins its characters, a list its items (none and undefined as empty). */
+static int jf_join(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv v = c->v, sep = pick(c->a, 0, "separator");
+  if (v.t != JV_STR && v.t != JV_ARRAY) return fail(e, "Cannot apply filter \"join\" to type: %s", type_name(v));
+  if (sep.t == JV_UNDEF) sep = (jv){.t = JV_STR, .u.s = {"", 0}};
+  if (sep.t != JV_STR) return fail(e, "separator must be a string");
+  lt_buf_t b = {0};
+  if (v.t == JV_STR) {
+    for (size_t i = 0; i < v.u.s.len;) {
+      size_t k = cp_len(v.u.s.p, v.u.s.len, i);
+      if (i) lt_buf_append(&b, sep.u.s.p, sep.u.s.len);
+      lt_buf_append(&b, v.u.s.p + i, k);
+      i += k;
     }
-    return fail(e, "Unknown NumericValue filter: %s", name);
+  } else {
+    for (int i = 0; i < v.u.a->n; i++) {
+      if (i) lt_buf_append(&b, sep.u.s.p, sep.u.s.len);
+      raw_str(e, v.u.a->v[i], &b, 1);
+    }
   }
-  if (is_mapping(v)) {
-    if (!strcmp(name, "items")) return items_of(e, v.u.o, 0, out);
-    if (!strcmp(name, "length")) return *out = num(1, v.u.o->n), 0;
-    jv fn;
-    if (builtin_attr(e, v, name, strlen(name), &fn) < 0) return -1;
-    if (fn.t == JV_FUNC) return call_value(e, fn, NULL, 0, s, out);
-    return fail(e, "Unknown ObjectValue filter: %s", name);
+  int rc = buf_str(e, &b, out);
+  lt_buf_free(&b);
+  return rc;
+}
+
+static int jf_default(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv def = c->a->n > 0 ? c->a->v[0] : (jv){.t = JV_STR, .u.s = {"", 0}};
+  jv flag = pick(c->a, 1, "boolean");
+  if (flag.t == JV_UNDEF) flag = boolean(0);
+  if (flag.t != JV_BOOL) return fail(e, "`default` filter flag must be a boolean");
+  *out = c->v.t == JV_UNDEF || (flag.u.b && !truthy(c->v)) ? def : c->v;
+  return 0;
+}
+
+static int jf_sort(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv v = c->v, rev = pick(c->a, 0, "reverse"), cs = pick(c->a, 1, "case_sensitive"), at = pick(c->a, 2, "attribute");
+  if (rev.t == JV_UNDEF) rev = boolean(0);
+  if (cs.t == JV_UNDEF) cs = boolean(0);
+  if (rev.t != JV_BOOL) return fail(e, "reverse must be a boolean");
+  if (cs.t != JV_BOOL) return fail(e, "case_sensitive must be a boolean");
+  if (at.t != JV_UNDEF && at.t != JV_NONE && at.t != JV_STR && at.t != JV_INT)
+    return fail(e, "attribute must be a string, integer, or null");
+  jv *keys = v.u.a->v;
+  if (at.t == JV_STR || at.t == JV_INT) {
+    if (!(keys = alloc(e, (size_t)(v.u.a->n + 1) * sizeof *keys))) return -1;
+    lt_buf_t path = {0};
+    raw_str(e, at, &path, 0);
+    if (lt_buf_ok(&path) < 0) return fail(e, "out of memory");
+    for (int i = 0; i < v.u.a->n; i++) keys[i] = attr_path(v.u.a->v[i], path.data ? path.data : "", path.len);
+    lt_buf_free(&path);
   }
-  if (v.t == JV_BOOL) {
-    if (!strcmp(name, "bool")) return *out = v, 0;
-    if (!strcmp(name, "int")) return *out = num(1, v.u.b), 0;
-    if (!strcmp(name, "float")) return *out = num(0, v.u.b), 0;
-    if (!strcmp(name, "string")) return mkstr(e, v.u.b ? "true" : "false", v.u.b ? 4 : 5, out);
-    return fail(e, "Unknown BooleanValue filter: %s", name);
+  return sorted(e, v.u.a->v, keys, v.u.a->n, cs.u.b, rev.u.b, out);
+}
+
+static int jf_map(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv v = c->v, at = kwarg(c->a, "attribute");
+  if (at.t == JV_UNDEF) return fail(e, "`map` expressions without `attribute` set are not currently supported.");
+  if (at.t != JV_STR) return fail(e, "attribute must be a string");
+  jv def = kwarg(c->a, "default");
+  if (mkarr(e, v.u.a->n, out) < 0) return -1;
+  for (int i = 0; i < v.u.a->n; i++) {
+    if (v.u.a->v[i].t != JV_OBJECT) return fail(e, "items in map must be an object");
+    jv x = attr_path(v.u.a->v[i], at.u.s.p, at.u.s.len);
+    out->u.a->v[i] = x.t == JV_UNDEF ? def : x;
   }
+  return 0;
+}
+
+static int jf_indent(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv w = pick(c->a, 0, "width"), first = pick(c->a, 1, "first"), blank = pick(c->a, 2, "blank");
+  if (w.t == JV_UNDEF) w = num(1, 4);
+  if (w.t != JV_INT) return fail(e, "width must be a number");
+  return indent(e, c->v, w.u.n < 0 ? 0 : w.u.n > 1000 ? 1000 : (int)w.u.n, truthy(first), truthy(blank), out);
+}
+
+/* replace is the string method, always handed a keywords object (count=). */
+static int jf_replace(ev_t *e, const jfilter_call_t *c, jv *out) {
+  jv kwv, *fa = alloc(e, (size_t)(c->a->n + 1) * sizeof *fa);
+  if (!fa || mkobj(e, JO_KWARGS, &kwv) < 0) return -1;
+  if (c->a->kw) kwv.u.o = c->a->kw;
+  memcpy(fa, c->a->v, (size_t)c->a->n * sizeof *fa);
+  fa[c->a->n] = kwv;
+  return jb_replace(e, c->v, fa, c->a->n + 1, out);
+}
+
+/* A mapping's method as a filter (items, keys, values, get, dictsort). */
+static int jf_mapping_method(ev_t *e, const jfilter_call_t *c, jv *out) {
+  int id = builtin_find(ON_MAPPING, c->name, strlen(c->name)), n = 0;
+  jv *fa = c->a ? flat_args(e, c->a, &n) : NULL;
+  if (c->a && !fa) return -1;
+  return BUILTINS[id].fn(e, c->v, fa, n, out);
+}
+
+/* selectattr/rejectattr take their arguments as written: an attribute name, optionally a test and its argument. */
+static int jf_selectattr(ev_t *e, const jfilter_call_t *c, jv *out) {
+  const char *name = c->name;
+  const jnode *call = c->call;
+  jv v = c->v;
+  int sel = name[0] == 's';
+  if (v.t != JV_ARRAY) return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
+  for (int i = 0; i < v.u.a->n; i++)
+    if (v.u.a->v[i].t != JV_OBJECT) return fail(e, "`%s` can only be applied to array of objects", name);
+  for (int i = 0; i < call->args.n; i++)
+    if (call->args.v[i]->kind != JN_TEXT) return fail(e, "arguments of `%s` must be strings", name);
+  if (call->args.n < 1) return fail(e, "`%s` needs an attribute name", name);
+  const jnode *attr = call->args.v[0];
+  const char *test = call->args.n > 1 ? call->args.v[1]->str : NULL;
+  jv arg = call->args.n > 2 ? (jv){.t = JV_STR, .u.s = {call->args.v[2]->str, call->args.v[2]->len}} : UNDEF;
+  if (mkarr(e, v.u.a->n, out) < 0) return -1;
+  int k = 0;
+  for (int i = 0; i < v.u.a->n; i++) {
+    int idx = obj_find(v.u.a->v[i].u.o, attr->str, attr->len), r = 0;
+    if (idx >= 0) {
+      jv x = v.u.a->v[i].u.o->v[idx];
+      if (test) {
+        if (test_value(e, test, x, arg, &r) < 0) return -1;
+      } else {
+        r = truthy(x);
+      }
+    }
+    if (r == sel) out->u.a->v[k++] = v.u.a->v[i];
+  }
+  out->u.a->n = k;
+  return 0;
+}
+
+enum { RAW = 1 }; /* the handler reads the call's arguments unevaluated */
+static const struct {
+  const char *name;
+  unsigned bare, called; /* value kinds (T_*) the filter takes written bare and called with parentheses */
+  int flags;
+  jfilter_fn fn;
+} FILTERS[] = {
+    {"abs", T_NUM, 0, 0, jf_abs},
+    {"bool", T_BOOL, 0, 0, jf_bool},
+    {"capitalize", T_STR, 0, 0, jf_capitalize},
+    {"default", 0, T_ANY, 0, jf_default},
+    {"dictsort", T_MAP, T_MAP, 0, jf_mapping_method},
+    {"first", T_ARR, 0, 0, jf_first},
+    {"float", T_STR | T_NUM | T_BOOL, T_ANY, 0, jf_float},
+    {"get", T_MAP, T_MAP, 0, jf_mapping_method},
+    {"indent", T_STR, T_STR, 0, jf_indent},
+    {"int", T_STR | T_NUM | T_BOOL, T_ANY, 0, jf_int},
+    {"items", T_MAP, T_MAP, 0, jf_mapping_method},
+    {"join", T_STR | T_ARR, T_ANY, 0, jf_join},
+    {"keys", T_MAP, T_MAP, 0, jf_mapping_method},
+    {"last", T_ARR, 0, 0, jf_last},
+    {"length", T_STR | T_ARR | T_MAP, 0, 0, jf_length},
+    {"list", T_ARR, 0, 0, jf_list},
+    {"lower", T_STR, 0, 0, jf_lower},
+    {"map", 0, T_ARR, 0, jf_map},
+    {"rejectattr", 0, T_ANY, RAW, jf_selectattr},
+    {"replace", 0, T_STR, 0, jf_replace},
+    {"reverse", T_ARR, 0, 0, jf_reverse},
+    {"safe", T_ANY, 0, 0, jf_safe},
+    {"selectattr", 0, T_ANY, RAW, jf_selectattr},
+    {"sort", T_ARR, T_ARR, 0, jf_sort},
+    {"string", T_STR | T_ARR | T_NUM | T_BOOL, 0, 0, jf_string},
+    {"title", T_STR, 0, 0, jf_title},
+    {"tojson", T_ANY, T_ANY, 0, jf_tojson},
+    {"trim", T_STR, 0, 0, jf_trim},
+    {"unique", T_ARR, 0, 0, jf_unique},
+    {"upper", T_STR, 0, 0, jf_upper},
+    {"values", T_MAP, T_MAP, 0, jf_mapping_method},
+};
+
+/* The reference's message for a filter it has not for this value (its type names per value class). */
+static int filter_unknown(ev_t *e, const char *name, jv v, int called) {
+  static const struct {
+    unsigned kind;
+    const char *cls;
+  } C[] = {{T_ARR, "ArrayValue"}, {T_STR, "StringValue"}, {T_MAP, "ObjectValue"}, {T_NUM, "NumericValue"},
+           {T_BOOL, "BooleanValue"}};
+  unsigned k = value_kind(v);
+  for (size_t i = 0; i < sizeof C / sizeof C[0]; i++)
+    if (C[i].kind == k && (!called || k & (T_ARR | T_STR | T_MAP))) return fail(e, "Unknown %s filter: %s", C[i].cls, name);
   return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
 }
 
-static jv pick(const args_t *a, int i, const char *k) { return i < a->n ? a->v[i] : kwarg(a, k); }
-
-static int filter_call(ev_t *e, jv v, const jnode *call, env_t *s, jv *out) {
-  const char *name = call->a->str;
-  args_t a;
-  lt_buf_t b = {0};
-  int rc;
-  if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) {
-    int sel = name[0] == 's';
-    if (v.t != JV_ARRAY) return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
-    for (int i = 0; i < v.u.a->n; i++)
-      if (v.u.a->v[i].t != JV_OBJECT) return fail(e, "`%s` can only be applied to array of objects", name);
-    for (int i = 0; i < call->args.n; i++)
-      if (call->args.v[i]->kind != JN_TEXT) return fail(e, "arguments of `%s` must be strings", name);
-    if (call->args.n < 1) return fail(e, "`%s` needs an attribute name", name);
-    const jnode *attr = call->args.v[0];
-    const char *test = call->args.n > 1 ? call->args.v[1]->str : NULL;
-    jv arg = call->args.n > 2 ? (jv){.t = JV_STR, .u.s = {call->args.v[2]->str, call->args.v[2]->len}} : UNDEF;
-    if (mkarr(e, v.u.a->n, out) < 0) return -1;
-    int k = 0;
-    for (int i = 0; i < v.u.a->n; i++) {
-      int idx = obj_find(v.u.a->v[i].u.o, attr->str, attr->len), r = 0;
-      if (idx >= 0) {
-        jv x = v.u.a->v[i].u.o->v[idx];
-        if (test) {
-          if (test_value(e, test, x, arg, &r) < 0) return -1;
-        } else {
-          r = truthy(x);
-        }
-      }
-      if (r == sel) out->u.a->v[k++] = v.u.a->v[i];
-    }
-    out->u.a->n = k;
-    return 0;
-  }
-  if (eval_args(e, &call->args, s, &a) < 0) return -1;
-  if (!strcmp(name, "tojson")) {
-    jv ind = kwarg(&a, "indent"), asc = kwarg(&a, "ensure_ascii"), srt = kwarg(&a, "sort_keys"), sep = kwarg(&a, "separators");
-    json_opts_t o = {.indent = -1};
-    if (ind.t != JV_UNDEF && ind.t != JV_NONE && ind.t != JV_INT) return fail(e, "If set, indent must be a number");
-    if (ind.t == JV_INT) o.indent = ind.u.n > 1000 ? 1000 : ind.u.n < 0 ? 0 : (int)ind.u.n;
-    if (asc.t != JV_UNDEF && asc.t != JV_BOOL) return fail(e, "If set, ensure_ascii must be a boolean");
-    if (srt.t != JV_UNDEF && srt.t != JV_BOOL) return fail(e, "If set, sort_keys must be a boolean");
-    o.ascii = asc.t == JV_BOOL && asc.u.b;
-    o.sort = srt.t == JV_BOOL && srt.u.b;
-    if (sep.t == JV_ARRAY) {
-      if (sep.u.a->n != 2 || sep.u.a->v[0].t != JV_STR || sep.u.a->v[1].t != JV_STR)
-        return fail(e, "separators must be a tuple of two strings");
-      char *is = lt__jarena_strdup(&e->ar, sep.u.a->v[0].u.s.p, sep.u.a->v[0].u.s.len);
-      char *ks = lt__jarena_strdup(&e->ar, sep.u.a->v[1].u.s.p, sep.u.a->v[1].u.s.len);
-      if (!is || !ks) return fail(e, "template used more than its memory limit");
-      o.item_sep = is;
-      o.key_sep = ks;
-    } else if (sep.t != JV_UNDEF && sep.t != JV_NONE) {
-      return fail(e, "If set, separators must be a tuple of two strings");
-    }
-    rc = tojson(e, v, &o, 0, 1, &b) < 0 ? -1 : buf_str(e, &b, out);
-    lt_buf_free(&b);
-    return rc;
-  }
-  if (!strcmp(name, "join")) {
-    if (v.t != JV_STR && v.t != JV_ARRAY) return fail(e, "Cannot apply filter \"join\" to type: %s", type_name(v));
-    jv sep = pick(&a, 0, "separator");
-    if (sep.t == JV_UNDEF) sep = (jv){.t = JV_STR, .u.s = {"", 0}};
-    if (sep.t != JV_STR) return fail(e, "separator must be a string");
-    if (v.t == JV_STR) {
-      for (size_t i = 0; i < v.u.s.len;) {
-        size_t k = cp_len(v.u.s.p, v.u.s.len, i);
-        if (i) lt_buf_append(&b, sep.u.s.p, sep.u.s.len);
-        lt_buf_append(&b, v.u.s.p + i, k);
-        i += k;
-      }
-    } else {
-      for (int i = 0; i < v.u.a->n; i++) {
-        if (i) lt_buf_append(&b, sep.u.s.p, sep.u.s.len);
-        raw_str(e, v.u.a->v[i], &b, 1);
-      }
-    }
-    rc = buf_str(e, &b, out);
-    lt_buf_free(&b);
-    return rc;
-  }
-  if (!strcmp(name, "int") || !strcmp(name, "float")) {
-    int is_i = name[0] == 'i';
-    jv def = pick(&a, 0, "default");
-    if (def.t == JV_UNDEF) def = num(is_i, 0);
-    if (v.t == JV_STR) {
-      double d;
-      int ok = is_i ? js_parse_int(v.u.s.p, v.u.s.len, &d) : js_parse_float(v.u.s.p, v.u.s.len, &d);
-      return *out = ok ? num(is_i, d) : def, 0;
-    }
-    if (is_num(v)) return *out = v, 0;
-    if (v.t == JV_BOOL) return *out = num(is_i, v.u.b), 0;
-    return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
-  }
-  if (!strcmp(name, "default")) {
-    jv def = a.n > 0 ? a.v[0] : (jv){.t = JV_STR, .u.s = {"", 0}};
-    jv flag = pick(&a, 1, "boolean");
-    if (flag.t == JV_UNDEF) flag = boolean(0);
-    if (flag.t != JV_BOOL) return fail(e, "`default` filter flag must be a boolean");
-    *out = v.t == JV_UNDEF || (flag.u.b && !truthy(v)) ? def : v;
-    return 0;
-  }
-  if (v.t == JV_ARRAY) {
-    if (!strcmp(name, "sort")) {
-      jv rev = pick(&a, 0, "reverse"), cs = pick(&a, 1, "case_sensitive"), at = pick(&a, 2, "attribute");
-      if (rev.t == JV_UNDEF) rev = boolean(0);
-      if (cs.t == JV_UNDEF) cs = boolean(0);
-      if (rev.t != JV_BOOL) return fail(e, "reverse must be a boolean");
-      if (cs.t != JV_BOOL) return fail(e, "case_sensitive must be a boolean");
-      if (at.t != JV_UNDEF && at.t != JV_NONE && at.t != JV_STR && at.t != JV_INT)
-        return fail(e, "attribute must be a string, integer, or null");
-      jv *keys = v.u.a->v;
-      if (at.t == JV_STR || at.t == JV_INT) {
-        if (!(keys = alloc(e, (size_t)(v.u.a->n + 1) * sizeof *keys))) return -1;
-        lt_buf_t path = {0};
-        raw_str(e, at, &path, 0);
-        if (lt_buf_ok(&path) < 0) return fail(e, "out of memory");
-        for (int i = 0; i < v.u.a->n; i++) keys[i] = attr_path(v.u.a->v[i], path.data ? path.data : "", path.len);
-        lt_buf_free(&path);
-      }
-      return sorted(e, v.u.a->v, keys, v.u.a->n, cs.u.b, rev.u.b, out);
-    }
-    if (!strcmp(name, "map")) {
-      jv at = kwarg(&a, "attribute");
-      if (at.t == JV_UNDEF) return fail(e, "`map` expressions without `attribute` set are not currently supported.");
-      if (at.t != JV_STR) return fail(e, "attribute must be a string");
-      jv def = kwarg(&a, "default");
-      if (mkarr(e, v.u.a->n, out) < 0) return -1;
-      for (int i = 0; i < v.u.a->n; i++) {
-        if (v.u.a->v[i].t != JV_OBJECT) return fail(e, "items in map must be an object");
-        jv x = attr_path(v.u.a->v[i], at.u.s.p, at.u.s.len);
-        out->u.a->v[i] = x.t == JV_UNDEF ? def : x;
-      }
-      return 0;
-    }
-    return fail(e, "Unknown ArrayValue filter: %s", name);
-  }
-  if (v.t == JV_STR) {
-    if (!strcmp(name, "indent")) {
-      jv w = pick(&a, 0, "width"), first = pick(&a, 1, "first"), blank = pick(&a, 2, "blank");
-      if (w.t == JV_UNDEF) w = num(1, 4);
-      if (w.t != JV_INT) return fail(e, "width must be a number");
-      return indent(e, v, w.u.n < 0 ? 0 : w.u.n > 1000 ? 1000 : (int)w.u.n, truthy(first), truthy(blank), out);
-    }
-    if (!strcmp(name, "replace")) {
-      jv fn, *fa;
-      int fn_n;
-      if (mkfn(e, F_BUILTIN, B_REPLACE, v, &fn) < 0) return -1;
-      jv kwv;
-      if (mkobj(e, JO_KWARGS, &kwv) < 0) return -1;
-      if (a.kw) kwv.u.o = a.kw;
-      if (!(fa = alloc(e, (size_t)(a.n + 1) * sizeof *fa))) return -1;
-      memcpy(fa, a.v, (size_t)a.n * sizeof *fa);
-      fa[a.n] = kwv;
-      fn_n = a.n + 1;
-      return call_builtin(e, fn.u.f, fa, fn_n, out);
-    }
-    return fail(e, "Unknown StringValue filter: %s", name);
-  }
-  if (is_mapping(v)) {
-    jv fn;
-    if (builtin_attr(e, v, name, strlen(name), &fn) < 0) return -1;
-    if (fn.t == JV_FUNC) {
-      int fn_n;
-      jv *fa = flat_args(e, &a, &fn_n);
-      return fa ? call_builtin(e, fn.u.f, fa, fn_n, out) : -1;
-    }
-    return fail(e, "Unknown ObjectValue filter: %s", name);
-  }
-  return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
+const char *lt__jinja_table_name(int kind, int i) {
+  if (i < 0) return NULL;
+  if (kind == 0) return (size_t)i < sizeof FILTERS / sizeof FILTERS[0] ? FILTERS[i].name : NULL;
+  if (kind == 1) return i < NBUILTINS ? BUILTINS[i].name : NULL;
+  return (size_t)i < sizeof TESTS / sizeof TESTS[0] ? TESTS[i].name : NULL;
 }
 
 static int apply_filter(ev_t *e, jv v, const jnode *f, env_t *s, jv *out) {
-  if (f->kind == JN_IDENT) return filter_simple(e, v, f->str, s, out);
-  if (f->kind == JN_CALL && f->a->kind == JN_IDENT) return filter_call(e, v, f, s, out);
-  return fail(e, "Unknown filter");
+  int called = f->kind == JN_CALL && f->a->kind == JN_IDENT;
+  if (f->kind != JN_IDENT && !called) return fail(e, "Unknown filter");
+  jfilter_call_t c = {.name = called ? f->a->str : f->str, .v = v, .call = called ? f : NULL, .s = s};
+  int row = -1;
+  for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0] && row < 0; i++)
+    if (!strcmp(FILTERS[i].name, c.name) && ((called ? FILTERS[i].called : FILTERS[i].bare) & value_kind(v))) row = (int)i;
+  args_t a;
+  if (called && (row < 0 || !(FILTERS[row].flags & RAW))) { /* arguments are evaluated before the filter is sought */
+    if (eval_args(e, &f->args, s, &a) < 0) return -1;
+    c.a = &a;
+  }
+  if (row < 0) return filter_unknown(e, c.name, v, called);
+  return FILTERS[row].fn(e, &c, out);
 }
 
 static int binary_op(ev_t *e, const jnode *n, env_t *s, jv *out) {
@@ -1899,12 +2006,11 @@ int lt_jinja_render(const lt_jinja_t *t, const cJSON *vars, const lt_jinja_limit
   lt_buf_t b = {0};
   env_t *g = env_new(&e, NULL);
   int rc = g ? 0 : -1;
-  static const char *const builtins[] = {"namespace", "raise_exception", "range", "strftime_now"};
-  static const int ids[] = {B_NAMESPACE, B_RAISE, B_RANGE, B_STRFTIME};
-  for (int i = 0; i < 4 && rc == 0; i++) {
+  for (int i = 0; i < NBUILTINS && rc == 0; i++) {
     jv fn;
-    rc = mkfn(&e, F_BUILTIN, ids[i], UNDEF, &fn);
-    if (rc == 0) rc = env_set(&e, g, builtins[i], fn);
+    if (BUILTINS[i].on != ON_GLOBAL) continue;
+    rc = mkfn(&e, F_BUILTIN, i, UNDEF, &fn);
+    if (rc == 0) rc = env_set(&e, g, BUILTINS[i].name, fn);
   }
   static const char *const consts[] = {"false", "true", "none", "True", "False", "None"};
   const jv cv[] = {boolean(0), boolean(1), NONE, boolean(1), boolean(0), NONE};

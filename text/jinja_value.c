@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "text/internal.h"
+#include "util/utf8.h"
 
 struct lt__jarena_chunk {
   lt__jarena_chunk_t *next;
@@ -63,20 +64,10 @@ void lt__jarena_free(lt__jarena_t *a) {
 int lt__jinja_space(const char *p, const char *end) {
   unsigned char c = (unsigned char)*p;
   if (c == ' ' || (c >= 9 && c <= 13)) return 1;
-  if (c < 0xc2 || end - p < 2) return 0;
-  unsigned cp;
-  int n;
-  if (c < 0xe0) {
-    cp = ((c & 0x1fu) << 6) | ((unsigned char)p[1] & 0x3fu);
-    n = 2;
-  } else if (c < 0xf0 && end - p >= 3) {
-    cp = ((c & 0x0fu) << 12) | (((unsigned char)p[1] & 0x3fu) << 6) | ((unsigned char)p[2] & 0x3fu);
-    n = 3;
-  } else {
-    return 0;
-  }
-  if (cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-      cp == 0x205f || cp == 0x3000 || cp == 0xfeff)
+  uint32_t cp;
+  int n = c < 0x80 ? 0 : lt_utf8_decode(p, (size_t)(end - p), &cp);
+  if (n && (cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+      cp == 0x205f || cp == 0x3000 || cp == 0xfeff))
     return n;
   return 0;
 }

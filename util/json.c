@@ -8,6 +8,7 @@
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/utf8.h"
 
 /* line0: the line number of text's first line in its file. */
 static int parse_at(const char *text, size_t len, const char *what, int line0, cJSON **out) {
@@ -158,26 +159,6 @@ int lt_json_get_f32_array(const cJSON *obj, const char *key, float **out, int *n
   return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t need;
-  unsigned min;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) { need = 2; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { need = 3; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { need = 4; min = 0x10000; }
-  else return 0;
-  if (n < need) return 0;
-  unsigned cp = c & (0x3F >> (need - 1));
-  for (size_t i = 1; i < need; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return need;
-}
-
 size_t lt_json_utf8_check(const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0;
@@ -186,9 +167,10 @@ size_t lt_json_utf8_check(const char *s, size_t n) {
       i++;
       continue;
     }
-    size_t k = utf8_len(p + i, n - i);
+    uint32_t cp;
+    int k = lt_utf8_decode(s + i, n - i, &cp);
     if (k == 0) return i;
-    i += k;
+    i += (size_t)k;
   }
   return n;
 }
@@ -222,13 +204,14 @@ void lt_json_quote_n(lt_buf_t *b, const char *s, size_t n) {
       i++;
       continue;
     }
-    size_t k = utf8_len(p + i, n - i);
+    uint32_t cp;
+    int k = lt_utf8_decode(s + i, n - i, &cp);
     if (k == 0) {
       lt_buf_puts(b, "\xEF\xBF\xBD"); /* U+FFFD */
       i++;
     } else {
-      lt_buf_append(b, p + i, k);
-      i += k;
+      lt_buf_append(b, p + i, (size_t)k);
+      i += (size_t)k;
     }
   }
   lt_buf_putc(b, '"');

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "text/chat_template.h"
+#include "text/internal.h"
 #include "text/jinja.h"
 #include "text/tokenizer.h"
 #include "tests/support/harness.h"
@@ -61,6 +62,39 @@ Test(jinja, constructs_match_huggingface_jinja) {
   lt_jsonl_close(&r);
   cr_expect_geq(n, 60);
   cr_expect_geq(errors, 4);
+}
+
+/* Each row of the engine's filter, builtin and test tables has a case in the recorded corpus, so a row added
+ * without checking it against @huggingface/jinja fails here. */
+Test(jinja, every_filter_builtin_and_test_has_a_recorded_case) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/ref/template/constructs.jsonl", lt_test_root());
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "%s", path);
+  char *all = NULL;
+  size_t cap = 0, len = 0, n;
+  char chunk[65536];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) cr_assert((all = realloc(all, cap = 2 * (len + n + 1))));
+    memcpy(all + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  cr_assert(all);
+  all[len] = 0;
+  /* a test is also named as selectattr's argument: `selectattr("a", "eq", …)`, JSON-escaped in the file */
+  static const char *const forms[3][2] = {{"|%s", "| %s"}, {"%s(", ".%s("}, {"is %s", ", \\\"%s\\\""}};
+  int rows = 0;
+  for (int kind = 0; kind < 3; kind++)
+    for (int i = 0; lt__jinja_table_name(kind, i); i++, rows++) {
+      const char *name = lt__jinja_table_name(kind, i);
+      char a[80], b[80];
+      snprintf(a, sizeof a, forms[kind][0], name);
+      snprintf(b, sizeof b, forms[kind][1], name);
+      cr_expect(strstr(all, a) || strstr(all, b), "no construct case uses %s (add one, with the reference's output)", a);
+    }
+  cr_expect_geq(rows, 60);
+  free(all);
 }
 
 Test(jinja, whitespace_control_and_blocks) {
