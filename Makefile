@@ -20,7 +20,7 @@
 
 VERSION := 0.1.0
 LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout ui orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd libarchive
 
 VARIANT ?= release
 CUDA    ?= auto

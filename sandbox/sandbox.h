@@ -58,6 +58,8 @@ typedef struct {
   const char *stdin_data;          /* NULL: empty stdin */
   size_t stdin_len;
   double timeout_s;                /* > 0: overrides the limits' deadline for this job */
+  const char *cwd;                 /* the working directory (absolute); NULL: /work, or a box's image's WorkingDir;
+                                      `files` are written relative to it */
 } lt_sandbox_job_t;
 
 typedef struct {
