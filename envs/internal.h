@@ -4,6 +4,8 @@
 #ifndef LT_ENVS_INTERNAL_H
 #define LT_ENVS_INTERNAL_H
 
+#include <pthread.h>
+
 #include "envs/env.h"
 
 /* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
@@ -94,6 +96,31 @@ int lt__envproto_parse(const char *domain, const char *text, size_t len, cJSON *
 int lt__envproto_opened(lt_episode_t *ep, const char *domain, cJSON *answer, cJSON **messages);
 void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_step_t *res);
 void lt__envproto_close(lt_episode_t *ep);
+
+/* Rows of a JSON-lines file (envs/rows.c): checked when opened, then an index of line offsets; rows read back
+ * (pread) when sampled.  A check writes the row's problem into why (left "" for a good row). */
+typedef void (*lt__row_check_fn)(const cJSON *row, char *why, size_t n);
+typedef struct {
+  char *path;
+  int fd;       /* rows are read back with pread: no shared file position */
+  int64_t *off; /* byte offset of each row's line; off[n] is where the last one ends */
+  uint32_t n;
+  lt__row_check_fn check;
+  uint64_t seed;      /* the epochs' permutations */
+  pthread_mutex_t mu; /* the cached permutation */
+  uint32_t *perm;     /* the permutation of epoch perm_epoch */
+  int64_t perm_epoch;
+} lt__rows_t;
+
+/* ctx names the owner in a bad row's error ("envs.gsm8k: data.jsonl:3: ..."), key the file's setting in file
+ * errors ("envs.gsm8k.params.train: ..."). */
+int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, uint64_t seed,
+                  lt__rows_t *s);
+void lt__rows_close(lt__rows_t *s);
+/* Row `row` (0-based), checked again: a file changed since the start is an error. */
+int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out);
+/* The row of sample `index`: in file order (wrapping; *epoch -1), or row perm_e[index mod n] of epoch e. */
+int lt__rows_pick(lt__rows_t *s, uint64_t index, int in_order, uint32_t *row, int64_t *epoch);
 
 /* The step of single-turn environments: the first response ends the episode. */
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
