@@ -59,7 +59,7 @@ static const char *dataset_row_problem(const cJSON *r) {
   return NULL;
 }
 
-static void dataset_row_check(const cJSON *row, char *why, size_t n) {
+static void dataset_row_check(const cJSON *row, void *ud, char *why, size_t n) {
   const char *p = dataset_row_problem(row);
   if (p) snprintf(why, n, "%s", p);
 }
@@ -88,9 +88,9 @@ static int dataset_init(const char *dom, const cJSON *p, uint64_t seed, void **s
   char ctx[96], key[128];
   snprintf(ctx, sizeof ctx, "envs.%s", dom);
   snprintf(key, sizeof key, "envs.%s.params.train", dom);
-  int rc = lt__rows_open(ctx, key, tr->valuestring, dataset_row_check, seed, &d->train);
+  int rc = lt__rows_open(ctx, key, tr->valuestring, dataset_row_check, NULL, seed, &d->train);
   snprintf(key, sizeof key, "envs.%s.params.eval", dom);
-  if (rc == 0 && ev) rc = lt__rows_open(ctx, key, ev->valuestring, dataset_row_check, seed, &d->eval);
+  if (rc == 0 && ev) rc = lt__rows_open(ctx, key, ev->valuestring, dataset_row_check, NULL, seed, &d->eval);
   if (rc == 0 && sys && !(d->system = strdup(sys->valuestring))) rc = lt_error_set(LT_ENOMEM, "dataset: out of memory");
   if (rc < 0) {
     dataset_free(d);

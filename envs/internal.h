@@ -7,6 +7,8 @@
 #include <pthread.h>
 
 #include "envs/env.h"
+#include "sandbox/image.h"
+#include "util/buf.h"
 
 /* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
 typedef struct {
@@ -99,13 +101,14 @@ void lt__envproto_close(lt_episode_t *ep);
 
 /* Rows of a JSON-lines file (envs/rows.c): checked when opened, then an index of line offsets; rows read back
  * (pread) when sampled.  A check writes the row's problem into why (left "" for a good row). */
-typedef void (*lt__row_check_fn)(const cJSON *row, char *why, size_t n);
+typedef void (*lt__row_check_fn)(const cJSON *row, void *ud, char *why, size_t n);
 typedef struct {
   char *path;
   int fd;       /* rows are read back with pread: no shared file position */
   int64_t *off; /* byte offset of each row's line; off[n] is where the last one ends */
   uint32_t n;
   lt__row_check_fn check;
+  void *check_ud;
   uint64_t seed;      /* the epochs' permutations */
   pthread_mutex_t mu; /* the cached permutation */
   uint32_t *perm;     /* the permutation of epoch perm_epoch */
@@ -114,13 +117,53 @@ typedef struct {
 
 /* ctx names the owner in a bad row's error ("envs.gsm8k: data.jsonl:3: ..."), key the file's setting in file
  * errors ("envs.gsm8k.params.train: ..."). */
-int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, uint64_t seed,
-                  lt__rows_t *s);
+int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, void *check_ud,
+                  uint64_t seed, lt__rows_t *s);
 void lt__rows_close(lt__rows_t *s);
 /* Row `row` (0-based), checked again: a file changed since the start is an error. */
 int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out);
 /* The row of sample `index`: in file order (wrapping; *epoch -1), or row perm_e[index mod n] of epoch e. */
 int lt__rows_pick(lt__rows_t *s, uint64_t index, int in_order, uint32_t *row, int64_t *epoch);
+
+/* ---- swe (docs/envs.md, "`swe`") ---- */
+
+/* What a domain gives rows that leave a field out. */
+typedef struct {
+  const char *image, *test_cmd;
+} lt__swe_defaults_t;
+
+/* A task row's fields (envs/swe_task.c): strings point into the row (or the defaults), which must outlive it. */
+typedef struct {
+  const char *instance_id, *problem_statement, *image, *repo_dir, *patch, *test_patch, *test_cmd;
+  const char **f2p, **p2p; /* FAIL_TO_PASS, PASS_TO_PASS */
+  int nf2p, np2p;
+  cJSON *lists; /* the lists parsed from JSON strings */
+} lt__swe_task_t;
+
+/* 0, or LT_EINVAL with why naming the field ("\"FAIL_TO_PASS\": ..."). */
+int lt__swe_task_parse(const cJSON *row, const lt__swe_defaults_t *dflt, lt__swe_task_t *t, char *why, size_t n);
+void lt__swe_task_free(lt__swe_task_t *t);
+void lt__swe_row_check(const cJSON *row, void *dflt, char *why, size_t n); /* an lt__row_check_fn */
+/* test_cmd with each {test} replaced by the id quoted for sh (caller frees). */
+char *lt__swe_test_command(const char *test_cmd, const char *id);
+
+/* The persistent shell of an episode (envs/swe_shell.c). */
+typedef struct lt__swe_shell lt__swe_shell_t;
+typedef struct {
+  int status;      /* the command's exit status; -1 when it did not finish (timed out, or the shell ended) */
+  int timed_out;   /* its deadline passed: its processes were killed */
+  int restarted;   /* the shell had ended before this call: a new one started in the task's directory */
+  int shell_ended; /* the command ended the shell (exit, exec, set -e): shell_exit its status */
+  int shell_exit;
+  size_t total, cut; /* bytes of output, and how many of them were left out (the middle) */
+} lt__swe_run_t;
+
+int lt__swe_shell_start(lt_box_t *box, const char *cwd, lt__swe_shell_t **out);
+/* Runs cmd for at most timeout_s; its output (stdout and stderr in order, at most cap bytes: the first and last
+ * halves, a note of what was cut between them) is appended to out.  < 0 only for the shell's own failures. */
+int lt__swe_shell_run(lt__swe_shell_t *sh, const char *cmd, double timeout_s, size_t cap, lt_buf_t *out,
+                      lt__swe_run_t *r);
+void lt__swe_shell_free(lt__swe_shell_t *sh);
 
 /* The step of single-turn environments: the first response ends the episode. */
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);

@@ -27,14 +27,15 @@ void lt__rows_close(lt__rows_t *s) {
   s->fd = -1;
 }
 
-int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, uint64_t seed,
-                  lt__rows_t *s) {
+int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, void *check_ud,
+                  uint64_t seed, lt__rows_t *s) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
   if (!strcmp(path, "-")) return lt_error_set(LT_ECONFIG, "%s: expected a file, not stdin", key);
   if (!(s->path = strdup(path))) return lt_error_set(LT_ENOMEM, "%s: out of memory", ctx);
   pthread_mutex_init(&s->mu, NULL);
   s->check = check;
+  s->check_ud = check_ud;
   s->seed = seed;
   s->perm_epoch = -1;
   lt_jsonl_t rd;
@@ -49,7 +50,7 @@ int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_ch
       break;
     }
     char why[512] = "";
-    check(row, why, sizeof why);
+    check(row, check_ud, why, sizeof why);
     cJSON_Delete(row);
     if (why[0]) {
       rc = lt_error_set(LT_EINVAL, "%s: %s:%ld: %s", ctx, path, rd.lineno, why);
@@ -88,7 +89,7 @@ int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out) {
   int rc = got == (ssize_t)len ? lt_json_parse(text, len, s->path, out) : LT_EIO;
   free(text);
   char why[512] = "";
-  if (rc == 0) s->check(*out, why, sizeof why);
+  if (rc == 0) s->check(*out, s->check_ud, why, sizeof why);
   if (rc == 0 && why[0]) {
     cJSON_Delete(*out);
     *out = NULL;
