@@ -82,6 +82,14 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
  * end-state verdict ({"answer": "42"}, {"tests": [...]}, {"success": true}...).
  * Borrowed; valid until close. */
 const cJSON *lt_episode_reference(const lt_episode_t *ep);
+/* The episode ended by the policy's final answer, a budget or a timeout (not an environment failure): an
+ * environment that judges the end state does it now, off the loop, into the reference (swe: the episode's diff,
+ * reference.diff, and with `score` its hidden tests, reference.success and reference.components).  Returns 1
+ * when the environment has nothing to do (cb is not called), 0 when cb follows on the loop (rc < 0: the
+ * environment failed, lt_error_msg() has the detail), < 0 when it cannot start. */
+typedef void (*lt_episode_end_cb)(lt_episode_t *ep, int rc, void *ud);
+int lt_episode_end(lt_episode_t *ep, int score, lt_episode_end_cb cb, void *ud);
+
 /* Closes; an in-flight step is cancelled and its callback is not called. */
 void lt_episode_close(lt_episode_t *ep);
 
@@ -94,6 +102,8 @@ int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **me
 
 /* The environment type of a domain ("arith", ...), NULL if unknown. */
 const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
+/* Turns per episode a domain sets for itself (swe's params.max_turns), 0 when rollout.max_turns applies. */
+int lt_envs_max_turns(const lt_envs_t *envs, const char *domain);
 /* 1 when a domain's episodes run code in the sandbox (its environment says so), 0 otherwise. */
 int lt_envs_needs_sandbox(const lt_envs_t *envs, const char *domain);
 

@@ -8,6 +8,7 @@
 
 #include "envs/env.h"
 #include "sandbox/image.h"
+#include "text/diff.h"
 #include "util/buf.h"
 
 /* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
@@ -53,6 +54,9 @@ typedef struct lt_env_impl {
   int (*step_async)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
   void (*cancel)(lt_episode_t *ep);
   void (*shutdown)(void *state);
+  /* The episode ended (lt_episode_end): judges its end state into the reference; blocks (the thread pool). */
+  int (*end)(lt_episode_t *ep, int score);
+  int (*max_turns)(void *state); /* turns per episode of the domain; 0: rollout.max_turns */
 } lt_env_impl_t;
 
 struct lt_episode {
@@ -83,6 +87,9 @@ struct lt_episode {
   char *open_err;
   int async_op;          /* an open_async/step_async is in flight */
   void *io;              /* the implementation's in-flight request */
+  lt_episode_end_cb end_cb; /* an end in flight (lt_episode_end) */
+  int ending, end_score, end_rc;
+  char *end_err;
 };
 
 void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages); /* rc < 0: lt_error_msg() has the detail */
@@ -165,9 +172,55 @@ int lt__swe_shell_run(lt__swe_shell_t *sh, const char *cmd, double timeout_s, si
                       lt__swe_run_t *r);
 void lt__swe_shell_free(lt__swe_shell_t *sh);
 
+/* The tools (envs/swe_tools.c): bash, view, edit, in that order (bit i of a tool set is tool i). */
+enum { LT__SWE_NTOOLS = 3 };
+#define LT__SWE_CUT_NOTE "\n[... %zu bytes of output cut here ...]\n"
+typedef struct {
+  lt_box_t *box;
+  lt__swe_shell_t *shell; /* started by the first bash call */
+  const char *repo_dir;
+  double tool_timeout_s;
+  size_t output_bytes;
+  unsigned tools;
+} lt__swe_ctx_t;
+
+int lt__swe_tool_index(const char *name); /* -1: not a tool */
+const char *lt__swe_tool_name(int i);
+/* One call: the answer appended to out (an error of the policy's is an answer); *timed_out for a bash call past
+ * its deadline.  < 0 only for the box's own failures. */
+int lt__swe_tool(lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *out, int *timed_out);
+cJSON *lt__swe_tool_schemas(unsigned tools, double timeout_s);
+/* Valid UTF-8 for the policy: other bytes (NUL too) become U+FFFD. */
+void lt__swe_clean(lt_buf_t *out, const char *s, size_t n);
+
+/* Images, their boxes and the judge (envs/swe_judge.c). */
+typedef struct lt__swe_images lt__swe_images_t;
+/* The images of one domain (or of swe validate): each opened into cache_dir and pooled (pool boxes kept warm) on
+ * first use, its boxes with the limits l. */
+int lt__swe_images_create(const char *cache_dir, const lt_sandbox_limits_t *l, int pool, lt__swe_images_t **out);
+void lt__swe_images_free(lt__swe_images_t *im);
+/* A fresh box over image ref; the caller destroys it.  An image that cannot be opened or started is the error. */
+int lt__swe_box(lt__swe_images_t *im, const char *ref, lt_box_t **out);
+/* ref with a relative DIR or FILE taken from base_dir (the tasks file's folder); caller frees. */
+char *lt__swe_image_ref(const char *ref, const char *base_dir);
+/* The box's changes under repo_dir as a unified diff (paths relative to it) appended to out; files a text diff
+ * cannot carry (binary, symlinks, past 4 MB) are left out and their paths added to skipped (may be NULL). */
+int lt__swe_diff(lt_box_t *b, const char *repo_dir, lt_buf_t *out, cJSON *skipped);
+/* Applies a patch (paths relative to repo_dir) in the box, all of it or nothing, leaving out the files `except`
+ * touches (NULL: none).  0 applied; 1 it does not apply (why says where); < 0 the box failed. */
+int lt__swe_apply(lt_box_t *b, const char *repo_dir, const char *patch, const lt_patch_t *except, char *why, size_t n);
+/* Judges diff (NULL or "": no change) for task t in a fresh box: *result {"instance_id", "resolved", "applied",
+ * "error"?, "timed_out"?, "fail_to_pass", "pass_to_pass", "tests": {"FAIL_TO_PASS": {id: passed|failed|timeout},
+ * "PASS_TO_PASS": {...}}, "seconds"}.  A diff that does not apply and tests that fail or time out are results;
+ * < 0 when the image cannot start or the task's test_patch does not apply to it (the environment's fault). */
+int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *diff, double test_timeout_s,
+                  cJSON **result);
+
 /* The step of single-turn environments: the first response ends the episode. */
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
 
+/* What boxes over images are made with: the sandbox section's limits, sandbox.pool, the image cache. */
+const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir);
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
 int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 
@@ -178,6 +231,7 @@ extern const lt_env_impl_t lt__env_external;
 extern const lt_env_impl_t lt__env_http;
 extern const lt_env_impl_t lt__env_dataset;
 extern const lt_env_impl_t lt__env_agent;
+extern const lt_env_impl_t lt__env_swe;
 const lt_envs_agent_t *lt__agent_params(void *state); /* envs/agent.c */
 
 #endif

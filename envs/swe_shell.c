@@ -70,7 +70,7 @@ static void capture_put(capture_t *c, const char *s, size_t n) {
 static size_t capture_take(capture_t *c, lt_buf_t *out) {
   size_t cut = c->total - c->head.len - c->tail_len;
   lt_buf_append(out, c->head.data, c->head.len);
-  if (cut) lt_buf_printf(out, "\n[... %zu bytes of output cut here ...]\n", cut);
+  if (cut) lt_buf_printf(out, LT__SWE_CUT_NOTE, cut);
   size_t start = (c->tail_pos + c->tail_max - c->tail_len) % (c->tail_max ? c->tail_max : 1);
   for (size_t i = 0; i < c->tail_len; i++) lt_buf_putc(out, c->tail[(start + i) % c->tail_max]);
   return cut;
