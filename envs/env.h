@@ -136,4 +136,19 @@ int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *te
 /* The last fenced code block of a response (caller frees); NULL if none. */
 char *lt_envs_code_extract(const char *text);
 
+/* ---- the swe judge on its own: `longtail swe validate` (docs/envs.md, "`swe`") ---- */
+typedef struct lt_swe_harness lt_swe_harness_t;
+/* The tasks of a swe tasks file, every row checked (a bad one: LT_EINVAL naming file:line and the field; relative
+ * images are the file's folder's); boxes with cfg's sandbox section, `pool` kept warm per image. */
+int lt_swe_harness_open(const lt_config_t *cfg, const char *tasks, int pool, double test_timeout_s,
+                        lt_swe_harness_t **out);
+int lt_swe_harness_count(const lt_swe_harness_t *h);
+/* Row i of the file (caller deletes). */
+int lt_swe_harness_row(lt_swe_harness_t *h, int i, cJSON **row);
+/* Judges patch (NULL or "": none) for row i in a fresh box: *result as the swe environment's verdict
+ * ({"instance_id", "resolved", "applied", "fail_to_pass", "pass_to_pass", "tests", "seconds", "error"?}); < 0
+ * when the image cannot start or the row's test_patch does not apply to it.  Thread-safe. */
+int lt_swe_harness_judge(lt_swe_harness_t *h, int i, const char *patch, cJSON **result);
+void lt_swe_harness_close(lt_swe_harness_t *h);
+
 #endif

@@ -48,8 +48,7 @@ const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *e, int *pool, const c
   return &e->sandbox;
 }
 
-/* The image cache: sandbox.image_cache when the config sets it, else the user's cache directory. */
-static char *image_cache(const lt_config_t *cfg) {
+char *lt__envs_image_cache(const lt_config_t *cfg) {
   const cJSON *v = lt_config_get(cfg, "sandbox.image_cache");
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   char path[4096];
@@ -81,7 +80,7 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
   lt_sandbox_limits_from_config(cfg, &e->sandbox);
   e->pool_size = (int)lt_config_int(cfg, "sandbox.pool");
   pthread_mutex_init(&e->pool_mu, NULL);
-  if (!(e->image_cache = image_cache(cfg))) {
+  if (!(e->image_cache = lt__envs_image_cache(cfg))) {
     free(e);
     return lt_error_set(LT_ENOMEM, "envs: out of memory");
   }
