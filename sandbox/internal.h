@@ -56,4 +56,77 @@ typedef struct {
 _Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter,
                              const char *relay_sock);
 
+/* ---- images (sandbox/image.c, source.c, layer.c) ---------------------------------- */
+
+/* The host id every file of an unpacked image belongs to, and that a box's one inside id maps to: nobody when
+ * longtail runs as root, else longtail's own. */
+#define LT__NOBODY 65534u
+unsigned lt__box_host_uid(void);
+unsigned lt__box_host_gid(void);
+
+/* openat2 inside `root` (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV): ".." and absolute symlinks
+ * stop at root, no mount point is crossed; "" is root itself.  -1 with errno. */
+int lt__openat_in(int root, const char *path, int flags, int mode);
+/* A regular file inside root (lt__openat_in) of at most max bytes, NUL-terminated. */
+int lt__read_in(int root, const char *path, size_t max, char **out, size_t *len);
+typedef struct lt_image lt_image_t;
+int lt__image_rootfs_fd(const lt_image_t *img);
+/* rm -rf of dir/name without following symlinks; a missing name is fine.  -1 with errno. */
+int lt__remove_at(int dir, const char *name);
+
+/* Directories whose permission bits are set once every layer is in (a read-only one may still get children). */
+typedef struct {
+  struct {
+    char *path;
+    unsigned mode;
+  } *v;
+  size_t n, cap;
+} lt__dirmode_t;
+int lt__dirmode_add(lt__dirmode_t *d, const char *path, unsigned mode);
+int lt__dirmode_apply(lt__dirmode_t *d, int root);
+void lt__dirmode_free(lt__dirmode_t *d);
+
+typedef struct {
+  int fd;            /* the blob, read to its end */
+  const char *what;  /* "REF: layer sha256:…", for messages */
+  int chown;         /* 1: every file to uid:gid */
+  unsigned uid, gid;
+} lt__layer_t;
+/* Applies a layer (tar, gzip or zstd) to the directory root; raw_hex: the SHA-256 of the blob's bytes. */
+int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char raw_hex[65]);
+
+/* Where an image's manifest, config and layers are, once its reference is resolved (sandbox/source.c). */
+typedef struct {
+  char path[256];    /* the blob inside the layout (checked: no "..") */
+  char digest[72];   /* what its bytes must hash to: the manifest's digest (OCI) or the config's diff_id (Docker) */
+  char alt[72];      /* Docker: a layer stored compressed is named by its own digest, which may match instead */
+} lt__blob_t;
+
+typedef struct {
+  const char *ref;
+  char key[72];      /* "sha256:<hex>": the OCI manifest's digest, a Docker image's config digest */
+  int dir_fd;        /* the layout: the user's directory, or the archive unpacked in tmp */
+  char url[2048];    /* oci:http(s)://…: the layout's URL; its files are downloaded into tmp when first opened */
+  char tmp[4096];    /* a temporary directory this source made ("" for none); removed by lt__source_close */
+  int tmp_lock;
+  lt__blob_t config;
+  lt__blob_t *layers;
+  int nlayers;
+} lt__source_t;
+
+/* Resolves ref (transport, tag, index, manifest) to its config and layers; archives and URLs are unpacked or
+ * downloaded into a temporary directory under cache_dir/tmp. */
+int lt__source_open(const char *cache_dir, const char *ref, lt__source_t *s);
+void lt__source_close(lt__source_t *s);
+/* A blob of the source, opened for reading (O_RDONLY). */
+int lt__source_blob(lt__source_t *s, const lt__blob_t *b);
+/* A blob read whole (at most max bytes) and checked against its digest. */
+int lt__source_read(lt__source_t *s, const lt__blob_t *b, const char *what, size_t max, char **out, size_t *len);
+
+/* A temporary directory under dir: path filled, *lock held (an OFD lock on PATH.lock) while it is in use;
+ * lt__tmp_sweep removes those whose maker died (no lock held). */
+int lt__tmp_make(const char *dir, const char *prefix, char *path, size_t cap, int *lock);
+void lt__tmp_drop(const char *path, int lock);
+void lt__tmp_sweep(const char *dir);
+
 #endif
