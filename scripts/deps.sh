@@ -8,7 +8,7 @@
 set -u
 PKG_CONFIG_MODULES="libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd libarchive criterion"
 DEBS="build-essential pkg-config libzmq3-dev libuv1-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev \
-libseccomp-dev libopenblas-dev libcriterion-dev libsodium-dev libpcre2-dev libutf8proc-dev libzstd-dev libarchive-dev clang libclang-rt-14-dev gnuplot-nox bubblewrap \
+libseccomp-dev libopenblas-dev libcriterion-dev libsodium-dev libpcre2-dev libutf8proc-dev libzstd-dev libarchive-dev clang libclang-rt-14-dev gnuplot-nox bubblewrap busybox-static \
 python3 python3-numpy python3-zmq nodejs prometheus iproute2 procps sqlite3 git patch ca-certificates openmpi-bin libopenmpi-dev nginx-light chromium"
 
 missing_debs() {
