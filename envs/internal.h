@@ -219,9 +219,6 @@ int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *dif
 /* The step of single-turn environments: the first response ends the episode. */
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
 
-/* Where images unpack: sandbox.image_cache when the config sets it, else the user's cache directory
- * ($XDG_CACHE_HOME or ~/.cache)/longtail/images; caller frees. */
-char *lt__envs_image_cache(const lt_config_t *cfg);
 /* What boxes over images are made with: the sandbox section's limits, sandbox.pool, the image cache. */
 const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir);
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */

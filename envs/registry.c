@@ -1,9 +1,7 @@
 /* The configured domains and the episode plumbing every environment shares. */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "envs/internal.h"
 #include "util/error.h"
@@ -48,17 +46,6 @@ const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *e, int *pool, const c
   return &e->sandbox;
 }
 
-char *lt__envs_image_cache(const lt_config_t *cfg) {
-  const cJSON *v = lt_config_get(cfg, "sandbox.image_cache");
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  char path[4096];
-  if (cJSON_IsString(v) && v->valuestring[0]) snprintf(path, sizeof path, "%s", v->valuestring);
-  else if (xdg && xdg[0] == '/') snprintf(path, sizeof path, "%s/longtail/images", xdg);
-  else if (home && home[0] == '/') snprintf(path, sizeof path, "%s/.cache/longtail/images", home);
-  else snprintf(path, sizeof path, "/tmp/longtail-images-%u", (unsigned)getuid());
-  return strdup(path);
-}
-
 static const lt_env_impl_t *find_impl(const char *type) {
   for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
     if (strcmp(impls[i]->type, type) == 0) return impls[i];
@@ -80,7 +67,9 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
   lt_sandbox_limits_from_config(cfg, &e->sandbox);
   e->pool_size = (int)lt_config_int(cfg, "sandbox.pool");
   pthread_mutex_init(&e->pool_mu, NULL);
-  if (!(e->image_cache = lt__envs_image_cache(cfg))) {
+  char cache[4096];
+  lt_sandbox_image_cache(cfg, cache, sizeof cache);
+  if (!(e->image_cache = strdup(cache))) {
     free(e);
     return lt_error_set(LT_ENOMEM, "envs: out of memory");
   }
