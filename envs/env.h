@@ -115,10 +115,23 @@ typedef struct {
   int sandbox;        /* run it in the sandbox */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
   int honor_sampling; /* requests' temperature/top_p are used (and recorded) */
+  int image;          /* params.image: it runs inside the task's root (lt_episode_program), judged as a swe episode */
+  const char *const *hidden; /* keys of the task row the program never sees (NULL-terminated; the judge's) */
 } lt_envs_agent_t;
 
 /* The settings of an `agent` domain; NULL for other types and unknown domains. */
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *envs, const char *domain);
+/* The port agent programs inside a task's root reach (the worker's gateway, 127.0.0.1:port): set before the first
+ * episode of an `agent` domain with an image opens. */
+void lt_envs_set_gateway(lt_envs_t *envs, int port);
+/* An `agent` domain with an image: its program starts inside the episode's root (the task's repo_dir its working
+ * directory, env added to the image's, the gateway's port its only network).  fds[0..2]: its stdin, stdout and
+ * stderr (non-blocking, the caller's: close them).  One per episode; it ends with the episode, or by
+ * lt_episode_program_kill.  lt_episode_program_wait: 0 and its wait status once it ended, LT_ETIMEDOUT while it
+ * runs (never blocks).  LT_EUNSUPP for an episode without a root. */
+int lt_episode_program(lt_episode_t *ep, char *const *argv, const char *const *env, int fds[3]);
+int lt_episode_program_wait(lt_episode_t *ep, int *wstatus);
+void lt_episode_program_kill(lt_episode_t *ep);
 /* The run's sandbox limits (its `sandbox` section). */
 const lt_sandbox_limits_t *lt_envs_sandbox(const lt_envs_t *envs);
 

@@ -87,6 +87,7 @@ struct lt_episode {
   char *open_err;
   int async_op;          /* an open_async/step_async is in flight */
   void *io;              /* the implementation's in-flight request */
+  int judged;            /* set by an open whose end the environment judges (lt_episode_end) */
   lt_episode_end_cb end_cb; /* an end in flight (lt_episode_end) */
   int ending, end_score, end_rc;
   char *end_err;
@@ -220,7 +221,8 @@ int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *dif
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
 
 /* What boxes over images are made with: the sandbox section's limits, sandbox.pool, the image cache. */
-const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir);
+const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir, int *gateway_port);
+const lt_env_impl_t *lt__episode_impl(const lt_episode_t *ep);
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
 int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 
@@ -232,6 +234,9 @@ extern const lt_env_impl_t lt__env_http;
 extern const lt_env_impl_t lt__env_dataset;
 extern const lt_env_impl_t lt__env_agent;
 extern const lt_env_impl_t lt__env_swe;
+/* An agent domain with an image (envs/agent.c) takes its tasks, roots and verdicts from a swe state in this mode:
+ * its boxes reach the worker's gateway port. */
+void lt__swe_agent_mode(void *swe_state);
 const lt_envs_agent_t *lt__agent_params(void *state); /* envs/agent.c */
 
 #endif

@@ -27,6 +27,7 @@ struct lt_envs {
   lt_sandbox_pool_t *pool;
   pthread_mutex_t pool_mu;
   char *image_cache; /* where images unpack (swe, agent in an image) */
+  int gateway_port;  /* what agent programs in an image reach */
 };
 
 static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http,
@@ -40,11 +41,16 @@ int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   return rc;
 }
 
-const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *e, int *pool, const char **cache_dir) {
+const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *e, int *pool, const char **cache_dir, int *gateway_port) {
   *pool = e->pool_size;
   *cache_dir = e->image_cache;
+  *gateway_port = e->gateway_port;
   return &e->sandbox;
 }
+
+void lt_envs_set_gateway(lt_envs_t *e, int port) { e->gateway_port = port; }
+
+const lt_env_impl_t *lt__episode_impl(const lt_episode_t *ep) { return ((const domain_t *)ep->domain)->impl; }
 
 static const lt_env_impl_t *find_impl(const char *type) {
   for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
@@ -641,7 +647,7 @@ static void end_done(uv_work_t *w, int status) {
 
 int lt_episode_end(lt_episode_t *ep, int score, lt_episode_end_cb cb, void *ud) {
   domain_t *d = ep->domain;
-  if (!d->impl->end) return 1;
+  if (!d->impl->end || !ep->judged) return 1;
   if (!ep->envs->loop) return lt_error_set(LT_EINVAL, "episode end needs an event loop");
   if (ep->pending) return lt_error_set(LT_EBUSY, "episode: a step is still in flight");
   ep->end_cb = cb;

@@ -7,14 +7,20 @@
  * image's warm pool (the image opened into the cache on first use); steps run the tools (envs/swe_tools.c, the
  * persistent shell of envs/swe_shell.c); the end takes the episode's diff and judges it (envs/swe_judge.c).
  * Everything here blocks: open, step and end run on the thread pool. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "envs/internal.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 typedef struct {
   char domain[64];
@@ -28,13 +34,16 @@ typedef struct {
   lt_tool_format fmt;
   pthread_mutex_t mu;       /* images */
   lt__swe_images_t *images; /* made by the first open (only workers open) */
+  int agent;                /* an agent domain's: its boxes reach the gateway (lt__swe_agent_mode) */
 } swe_state_t;
 
 typedef struct {
-  cJSON *row; /* the spec, which task points into */
+  swe_state_t *s; /* (ep->state is an agent domain's own when it delegates here) */
+  cJSON *row;     /* the spec, which task points into */
   lt__swe_task_t task;
   char *image;
   lt__swe_ctx_t ctx;
+  lt_box_proc_t *prog; /* an agent program in the root (lt_episode_program) */
 } swe_ep_t;
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -207,12 +216,14 @@ static int swe_images(swe_state_t *s, lt_envs_t *envs, lt__swe_images_t **out) {
   pthread_mutex_lock(&s->mu);
   int rc = 0;
   if (!s->images) {
-    int pool;
+    int pool, port;
     const char *cache;
-    lt_sandbox_limits_t l = *lt__envs_boxes(envs, &pool, &cache);
+    lt_sandbox_limits_t l = *lt__envs_boxes(envs, &pool, &cache, &port);
     if (l.timeout_s < s->tool_timeout_s) l.timeout_s = s->tool_timeout_s;
     if (l.timeout_s < s->test_timeout_s) l.timeout_s = s->test_timeout_s;
-    rc = lt__swe_images_create(cache, &l, pool, &s->images);
+    if (s->agent && port <= 0) rc = lt_error_set(LT_EINVAL, "envs.%s: an agent program in an image needs the worker's gateway", s->domain);
+    if (s->agent) l.port = port; /* its one network path (the judge's boxes come from the same pool) */
+    if (rc == 0) rc = lt__swe_images_create(cache, &l, pool, &s->images);
   }
   *out = s->images;
   pthread_mutex_unlock(&s->mu);
@@ -220,6 +231,8 @@ static int swe_images(swe_state_t *s, lt_envs_t *envs, lt__swe_images_t **out) {
 }
 
 static void ep_box_free(swe_ep_t *e) {
+  lt_box_proc_free(e->prog);
+  e->prog = NULL;
   lt__swe_shell_free(e->ctx.shell);
   e->ctx.shell = NULL;
   if (e->ctx.box) lt_box_destroy(e->ctx.box);
@@ -246,6 +259,7 @@ static int swe_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t seed
     return lt_error_set(LT_ENOMEM, "swe: out of memory");
   }
   ep->data = e;
+  e->s = s;
   char why[512];
   if (lt__swe_task_parse(e->row, &s->dflt, &e->task, why, sizeof why) < 0)
     return lt_error_set(LT_EINVAL, "envs.%s: malformed swe spec: %s", s->domain, why);
@@ -255,6 +269,7 @@ static int swe_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t seed
   int rc = swe_images(s, ep->envs, &im);
   if (rc == 0) rc = lt__swe_box(im, e->task.image, &e->ctx.box);
   if (rc < 0) return lt_error_wrap(rc, "envs.%s: %s", s->domain, e->task.instance_id);
+  ep->judged = 1;
   e->ctx = (lt__swe_ctx_t){.box = e->ctx.box, .repo_dir = e->task.repo_dir, .tool_timeout_s = s->tool_timeout_s,
                            .output_bytes = s->output_bytes, .tools = s->tools};
   /* Not resolved until judged: an episode cut by a budget is judged too, one that timed out is not. */
@@ -303,9 +318,9 @@ static void set_ref(cJSON *ref, const char *key, cJSON *v) {
 
 /* The diff of the episode's box, then (score) its verdict from the hidden tests in a fresh box. */
 static int swe_end(lt_episode_t *ep, int score) {
-  swe_state_t *s = ep->state;
   swe_ep_t *e = ep->data;
   if (!e || !e->ctx.box) return 0;
+  swe_state_t *s = e->s;
   lt_buf_t diff = {0};
   cJSON *skipped = cJSON_CreateArray(), *r = NULL;
   int rc = skipped ? lt__swe_diff(e->ctx.box, e->task.repo_dir, &diff, skipped) : lt_error_set(LT_ENOMEM, "swe: out of memory");
@@ -337,6 +352,74 @@ static int swe_end(lt_episode_t *ep, int score) {
 }
 
 static int swe_max_turns(void *st) { return ((swe_state_t *)st)->max_turns; }
+
+void lt__swe_agent_mode(void *st) { ((swe_state_t *)st)->agent = 1; }
+
+/* The episode's data when it has a root (a swe episode, or an agent domain's with an image). */
+static swe_ep_t *rooted(lt_episode_t *ep) {
+  const lt_env_impl_t *impl = lt__episode_impl(ep);
+  int ok = impl == &lt__env_swe || (impl == &lt__env_agent && lt__agent_params(ep->state)->image);
+  swe_ep_t *e = ok ? ep->data : NULL;
+  return e && e->ctx.box ? e : NULL;
+}
+
+int lt_episode_program(lt_episode_t *ep, char *const *argv, const char *const *env, int fds[3]) {
+  swe_ep_t *e = rooted(ep);
+  if (!e) return lt_error_set(LT_EUNSUPP, "this episode has no root to run a program in");
+  if (e->prog) return lt_error_set(LT_EBUSY, "the episode's program is already running");
+  /* The host files argv names (the agent's script) go into the root's /tmp/longtail-agent, named so there, as
+   * the sandbox puts them in /work: outside repo_dir, so never in the diff. */
+  int n = 0, rc = 0;
+  while (argv[n]) n++;
+  const char **av = calloc((size_t)n + 1, sizeof *av);
+  char **copied = calloc((size_t)n + 1, sizeof *copied);
+  if (!av || !copied) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+  for (int i = 0; rc == 0 && i < n; i++) {
+    struct stat st;
+    av[i] = argv[i];
+    if (i == 0 || stat(argv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    char *data = NULL;
+    size_t len = 0;
+    const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+    lt_buf_t path = {0};
+    lt_buf_printf(&path, "/tmp/longtail-agent/%s", base);
+    if ((rc = lt_fs_read_file(argv[i], 64u << 20, &data, &len)) == 0 && lt_buf_ok(&path) == 0)
+      rc = lt_box_write_file(e->ctx.box, path.data, data, len, 0755);
+    free(data);
+    av[i] = copied[i] = lt_buf_take(&path);
+    if (rc < 0) lt_error_wrap(rc, "the agent program's file %s", argv[i]);
+  }
+  lt_sandbox_job_t job = {.argv = av, .env = env, .cwd = e->task.repo_dir};
+  lt_box_spawn_opts_t o = {0};
+  if (rc == 0) rc = lt_box_spawn(e->ctx.box, &job, &o, &e->prog);
+  for (int i = 0; copied && i < n; i++) free(copied[i]);
+  free(copied), free(av);
+  if (rc < 0) return lt_error_wrap(rc, "%s: the agent program in the task's root", e->task.instance_id);
+  int src[3] = {lt_box_proc_stdin(e->prog), lt_box_proc_stdout(e->prog), lt_box_proc_stderr(e->prog)};
+  for (int i = 0; i < 3; i++)
+    if ((fds[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 3)) < 0) { /* the caller's copies: its loop closes them */
+      rc = lt_error_set(LT_ESYS, "the agent program's pipes: %s", strerror(errno));
+      while (i-- > 0) close(fds[i]);
+      lt_box_proc_free(e->prog);
+      e->prog = NULL;
+      return rc;
+    }
+  lt_box_proc_close_stdin(e->prog); /* the caller's copy is the one that is written and closed */
+  return 0;
+}
+
+int lt_episode_program_wait(lt_episode_t *ep, int *wstatus) {
+  swe_ep_t *e = rooted(ep);
+  if (!e || !e->prog) return lt_error_set(LT_ENOENT, "no program runs in this episode");
+  return lt_box_proc_wait(e->prog, 0, wstatus);
+}
+
+void lt_episode_program_kill(lt_episode_t *ep) {
+  swe_ep_t *e = rooted(ep);
+  if (!e || !e->prog) return;
+  lt_box_proc_kill(e->prog, SIGKILL, 1); /* what it started, */
+  lt_box_proc_kill(e->prog, SIGKILL, 0); /* then itself */
+}
 
 const lt_env_impl_t lt__env_swe = {
     .type = "swe",
