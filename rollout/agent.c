@@ -1061,15 +1061,21 @@ static void on_program_exit(lt_program_t *p, const lt_program_result_t *r, void 
   if (a->status == LT_TRAJ_OK && a->generated == 0) /* nothing to train on, and no reward to invent */
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
                  a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered (it has timeout_s + 60 s to make its first)" : "the agent program exited without an answered call");
-  else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out)
+  else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out && !a->prog_opts->image) /* in a root: judged */
     program_reward(a, r->last_line);
   finish(a);
 }
+
+/* An agent program inside the task's root: its end and its kill are the environment's (lt_episode_program). */
+static int episode_program_wait(void *ep, int *wstatus) { return lt_episode_program_wait(ep, wstatus); }
+static void episode_program_kill(void *ep) { lt_episode_program_kill(ep); }
+static const lt_program_ops_t episode_program_ops = {episode_program_wait, episode_program_kill};
 
 static int program_start(lt_agent_t *a) {
   if (!a->ctx->gateway) return lt_error_set(LT_EINVAL, "agent domain %s: this worker has no gateway", a->task.domain);
   cJSON *row = cJSON_Duplicate(a->task.spec, 1);
   if (row && !a->prog_opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
+  for (const char *const *k = a->prog_opts->hidden; row && k && *k; k++) cJSON_DeleteItemFromObjectCaseSensitive(row, *k);
   char *line = row ? cJSON_PrintUnformatted(row) : NULL;
   cJSON_Delete(row);
   char token[65], base[LT_GATEWAY_URL_MAX];
@@ -1084,9 +1090,16 @@ static int program_start(lt_agent_t *a) {
     snprintf(in, n, "%s\n", line);
     const char *env[] = {url, key, task, NULL};
     a->t0 = lt_time_mono_s();
-    rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s,
-                          a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
-                          lt_envs_sandbox(a->ctx->envs)->max_conns, on_program_exit, a, &a->prog);
+    int fds[3];
+    if (a->prog_opts->image) { /* inside the task's root, which the environment holds */
+      if ((rc = lt_episode_program(a->ep, a->prog_opts->argv, env, fds)) == 0)
+        rc = lt_program_attach(a->ctx->loop, fds, &episode_program_ops, a->ep, in, a->prog_opts->timeout_s,
+                               on_program_exit, a, &a->prog);
+    } else {
+      rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s,
+                            a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
+                            lt_envs_sandbox(a->ctx->envs)->max_conns, on_program_exit, a, &a->prog);
+    }
   }
   if (rc < 0) lt_gateway_revoke(a->ctx->gateway, a);
   free(url), free(key), free(task), free(in), free(line);
