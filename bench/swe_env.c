@@ -72,16 +72,22 @@ static int ready_ms(lt_image_t *img, const lt_sandbox_limits_t *l, lt_box_pool_t
 }
 
 /* `podman run --rm` of the same image, p50 over n runs (ms); -1 when podman is missing or fails. */
-static double podman_ms(const char *layout, int n) {
-  char load[4400], *argv_load[] = {"podman", "pull", "-q", load, NULL};
-  snprintf(load, sizeof load, "oci:%s", layout);
-  if (bench_run(argv_load, "/dev/null") < 0) {
-    fprintf(stderr, "swe_env: podman pull %s failed (is Debian's podman installed, with runc?)\n", load);
+static double podman_ms(const char *layout, const char *tmp, int n) {
+  char ref[4400], idfile[4200], id[128] = "";
+  snprintf(ref, sizeof ref, "oci:%s", layout);
+  snprintf(idfile, sizeof idfile, "%s/podman-id", tmp);
+  char *pull[] = {"podman", "pull", "-q", ref, NULL};
+  FILE *f = bench_run(pull, idfile) >= 0 ? fopen(idfile, "re") : NULL;
+  if (!f || !fgets(id, sizeof id, f) || strlen(id) < 12) {
+    fprintf(stderr, "swe_env: podman pull %s failed (is Debian's podman installed, with runc?)\n", ref);
+    if (f) fclose(f);
     return -1;
   }
-  /* What pull printed is the image ID; run by the reference, which now names the stored image. */
+  fclose(f);
+  id[strcspn(id, "\n")] = 0;
+  /* By the stored image's ID: an oci: reference would be copied into podman's storage again on every run. */
   char *argv[] = {"podman", "run", "--rm", "--runtime", "runc", "--network", "none", "--ulimit", "nofile=1024:1024",
-                  "--ulimit", "nproc=1024:1024", load, "true", NULL};
+                  "--ulimit", "nproc=1024:1024", id, "true", NULL};
   double *v = calloc((size_t)n, sizeof *v);
   for (int i = 0; i < n; i++) {
     double t = bench_run(argv, "/dev/null");
@@ -177,7 +183,7 @@ static int lock_free(const char *cache, const char *digest) {
 
 /* ---- the modes ------------------------------------------------------------------------ */
 
-static int bench_keys(const char *layout, lt_image_t *img, const lt_sandbox_limits_t *l) {
+static int bench_keys(const char *layout, const char *tmp, lt_image_t *img, const lt_sandbox_limits_t *l) {
   int n = getenv("LT_BENCH_SWE") ? atoi(getenv("LT_BENCH_SWE")) : 200;
   int np = getenv("LT_BENCH_PODMAN") ? atoi(getenv("LT_BENCH_PODMAN")) : 10;
   if (n < 2) n = 2;
@@ -203,7 +209,7 @@ static int bench_keys(const char *layout, lt_image_t *img, const lt_sandbox_limi
   long rss = descendants_kb(getpid(), "Rss:", &procs), pss = descendants_kb(getpid(), "Pss:", &procs2);
   for (int i = 0; i < IDLE; i++) lt_box_proc_free(sh[i]), lt_box_destroy(boxes[i]);
   fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss, pss);
-  double pm = np > 0 ? podman_ms(layout, np) : -1;
+  double pm = np > 0 ? podman_ms(layout, tmp, np) : -1;
   if (pm > 0) fprintf(stderr, "podman run --rm (runc): p50 %.1f ms over %d runs\n", pm, np);
   printf("{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
          "\"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
@@ -324,7 +330,7 @@ int main(int argc, char **argv) {
   char layout[4096];
   snprintf(layout, sizeof layout, "%s", ref + 4);
   *strrchr(layout, ':') = 0;
-  int rc = n_scale > 0 ? scale(cache, img, &l, n_scale) : bench_keys(layout, img, &l);
+  int rc = n_scale > 0 ? scale(cache, img, &l, n_scale) : bench_keys(layout, tmpl, img, &l);
   if (n_scale <= 0) lt_image_close(img);
   lt_fs_remove_tree(tmpl);
   return rc;

@@ -35,7 +35,8 @@ typedef struct lt_image lt_image_t;
 
 typedef struct {
   char digest[72];  /* "sha256:<hex>": the cache key (an OCI manifest's digest; a Docker image's config digest) */
-  char **env;       /* the config's Env, NAME=VALUE, NULL-terminated (never NULL) */
+  char **env;       /* the config's Env, NAME=VALUE, NULL-terminated (never NULL), with PATH and HOME (the user's in
+                       the image's /etc/passwd, else "/") added where it names none, as docker does */
   char *workdir;    /* WorkingDir; "/" when the image names none */
   char *user;       /* User as written; "" when none */
   int uid, gid;     /* what User maps to (a name through the image's /etc/passwd and /etc/group); 0 for none.

@@ -1,0 +1,200 @@
+/* Boxes (sandbox/image.h): a fresh copy-on-write root over an image per episode, with the sandbox's limits; one-shot
+ * commands, a persistent shell, host-side file access that stays in the root, the changes of the writable layer; the
+ * escape suite again inside an image root, and the image's own ways out (setuid files, device nodes, symlinks out). */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/image.h"
+#include "tests/support/harness.h"
+#include "tests/support/image.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/time.h"
+
+typedef struct {
+  char *dir, cache[4200];
+  lt_image_t *img;
+  lt_sandbox_limits_t lim;
+} fix_t;
+
+static void need_box(fix_t *f) {
+  lt_sandbox_caps_t c;
+  lt_sandbox_probe(&c);
+  if (!c.userns) cr_skip_test("this host gives no user namespaces: boxes refuse to run (and say so)");
+  const char *ref = lt_test_busybox_image();
+  cr_assert(ref, "the busybox test image (Debian's busybox-static)");
+  f->dir = lt_test_tmpdir("box");
+  snprintf(f->cache, sizeof f->cache, "%s/cache", f->dir);
+  cr_assert_eq(lt_image_open(f->cache, ref, &f->img), 0, "%s", lt_error_msg());
+  lt_sandbox_limits_default(&f->lim);
+  f->lim.timeout_s = 20;
+}
+
+static void fix_free(fix_t *f) {
+  lt_image_close(f->img);
+  lt_test_rmdir(f->dir);
+}
+
+static lt_box_t *box(fix_t *f) {
+  lt_box_t *b = NULL;
+  cr_assert_eq(lt_box_create(f->img, &f->lim, &b), 0, "%s", lt_error_msg());
+  return b;
+}
+
+static lt_sandbox_result_t sh(lt_box_t *b, const char *script) {
+  const char *argv[] = {"sh", "-c", script, NULL};
+  lt_sandbox_job_t job = {.argv = argv};
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_box_exec(b, &job, &r), 0, "%s", lt_error_msg());
+  return r;
+}
+
+Test(box, runs_commands_in_the_image_root_with_its_config) {
+  fix_t f;
+  need_box(&f);
+  lt_box_t *b = box(&f);
+  lt_sandbox_result_t r = sh(b, "echo hi; id -u; pwd; echo $HOME $PATH; ls /; cat /etc/passwd | head -1; ls /usr 2>&1; true");
+  cr_expect_eq(r.exit_code, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "hi\n0\n/\n/root /usr/local/sbin"), "%s", r.out);
+  cr_expect(strstr(r.out, "root:x:0:0:root:/root:/bin/sh"), "the image's /etc/passwd: %s", r.out);
+  cr_expect(strstr(r.out, "No such file"), "the host's /usr is not there: %s", r.out);
+  lt_sandbox_result_free(&r);
+  lt_box_destroy(b);
+  fix_free(&f);
+}
+
+static int procs_matching(const char *marker) {
+  lt_run_t r;
+  lt_test_sh(&r, 10, "pgrep -f -c '%s'", marker);
+  int n = atoi(r.out ? r.out : "0");
+  lt_run_free(&r);
+  return n;
+}
+
+Test(box, each_box_is_a_fresh_root_and_its_writes_are_bounded) {
+  fix_t f;
+  need_box(&f);
+  f.lim.file_mb = 8;
+  lt_box_t *a = box(&f), *b = box(&f);
+  lt_sandbox_result_t r = sh(a, "echo changed > /etc/passwd && mkdir -p /testbed && echo new > /testbed/x && rm /bin/ls");
+  cr_expect_eq(r.exit_code, 0, "%s", r.err);
+  lt_sandbox_result_free(&r);
+  r = sh(a, "cat /etc/passwd /testbed/x; ls /bin/ls 2>&1");
+  cr_expect(strstr(r.out, "changed\nnew\n") && strstr(r.out, "No such file"), "a box keeps its own writes: %s", r.out);
+  lt_sandbox_result_free(&r);
+  r = sh(b, "head -1 /etc/passwd; cat /testbed/x 2>&1; ls /bin/ls");
+  cr_expect(strstr(r.out, "root:x:0:0") && strstr(r.out, "No such file") && strstr(r.out, "/bin/ls"), "another box sees none: %s", r.out);
+  lt_sandbox_result_free(&r);
+  /* The writable layer holds file_mb in all: past it, ENOSPC (or the file-size limit), and the box goes on. */
+  r = sh(a, "dd if=/dev/zero of=/tmp/big bs=1M count=20 2>&1; ls -l /tmp/big; echo still here");
+  cr_expect(strstr(r.out, "still here"), "%s", r.out);
+  lt_sandbox_result_free(&r);
+  r = sh(a, "wc -c < /tmp/big");
+  cr_expect_leq(atol(r.out), 8L << 20, "a file past the layer's size: %s", r.out);
+  lt_sandbox_result_free(&r);
+  lt_box_destroy(a);
+  lt_box_destroy(b);
+  /* The image itself never changed. */
+  char *s = NULL;
+  size_t n;
+  cr_expect_eq(lt_image_read_file(f.img, "/etc/passwd", 4096, &s, &n), 0);
+  cr_expect(s && strstr(s, "root:x:0:0"), "%s", s);
+  free(s);
+  fix_free(&f);
+}
+
+/* Writes cmd to the shell, then a marker, and reads until the marker: what the command printed. */
+static char *shell(lt_box_proc_t *p, const char *cmd, double timeout_s) {
+  char line[4096];
+  int n = snprintf(line, sizeof line, "%s\necho __END__$?\n", cmd);
+  cr_assert_eq(write(lt_box_proc_stdin(p), line, (size_t)n), n);
+  lt_buf_t b = {0};
+  for (double end = lt_time_mono_s() + timeout_s; lt_time_mono_s() < end;) {
+    struct pollfd pf = {.fd = lt_box_proc_stdout(p), .events = POLLIN};
+    poll(&pf, 1, 100);
+    char buf[4096];
+    ssize_t k = read(lt_box_proc_stdout(p), buf, sizeof buf);
+    if (k > 0) lt_buf_append(&b, buf, (size_t)k);
+    if (b.data && strstr(b.data, "__END__")) break;
+  }
+  return lt_buf_take(&b);
+}
+
+Test(box, a_persistent_shell_keeps_its_directory_and_variables) {
+  fix_t f;
+  need_box(&f);
+  lt_box_t *b = box(&f);
+  const char *argv[] = {"sh", NULL};
+  const char *env[] = {"GREETING=hello", NULL};
+  lt_sandbox_job_t job = {.argv = argv, .env = env, .cwd = "/tmp"};
+  lt_box_spawn_opts_t o = {.merge_stderr = 1};
+  lt_box_proc_t *p = NULL;
+  cr_assert_eq(lt_box_spawn(b, &job, &o, &p), 0, "%s", lt_error_msg());
+  char *out = shell(p, "pwd; echo $GREETING; mkdir -p /w/sub && cd /w/sub && export X=42", 10);
+  cr_expect(strstr(out, "/tmp\nhello\n__END__0"), "%s", out);
+  free(out);
+  out = shell(p, "pwd; echo X=$X; ls /nope", 10);
+  cr_expect(strstr(out, "/w/sub\nX=42\n") && strstr(out, "No such file") && strstr(out, "__END__1"), "%s", out);
+  free(out);
+  /* A one-shot command meanwhile is its own process, and sees the shell's files. */
+  lt_sandbox_result_t r = sh(b, "ls -d /w/sub; pwd");
+  cr_expect_str_eq(r.out, "/w/sub\n/\n");
+  lt_sandbox_result_free(&r);
+  /* A command that hangs is interrupted, the shell stays. */
+  const char *hang = "sleep 7791\n";
+  cr_assert_eq(write(lt_box_proc_stdin(p), hang, strlen(hang)), (ssize_t)strlen(hang));
+  for (double t0 = lt_time_mono_s(); procs_matching("sleep 779[1]") == 0 && lt_time_mono_s() - t0 < 10;) usleep(10000);
+  cr_assert_eq(lt_box_proc_kill(p, SIGKILL, 1), 0, "%s", lt_error_msg());
+  out = shell(p, "echo alive; pwd", 10);
+  cr_expect(strstr(out, "alive\n/w/sub\n"), "%s", out);
+  free(out);
+  int st;
+  cr_expect_eq(lt_box_proc_wait(p, 0, &st), LT_ETIMEDOUT);
+  lt_box_proc_close_stdin(p);
+  cr_expect_eq(lt_box_proc_wait(p, 10, &st), 0);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%d", st);
+  cr_expect_eq(lt_box_proc_kill(p, SIGKILL, 0), LT_ENOENT);
+  lt_box_proc_free(p);
+  /* A process never freed goes with its box. */
+  cr_assert_eq(lt_box_spawn(b, &job, NULL, &p), 0, "%s", lt_error_msg());
+  lt_box_destroy(b);
+  fix_free(&f);
+}
+
+Test(box, the_deadline_kills_a_commands_group_and_the_box_lives_on) {
+  fix_t f;
+  need_box(&f);
+  lt_box_t *b = box(&f);
+  const char *argv[] = {"sh", "-c", "sleep 7781 & while :; do :; done", NULL};
+  lt_sandbox_job_t job = {.argv = argv, .timeout_s = 0.5};
+  lt_sandbox_result_t r;
+  double t0 = lt_time_mono_s();
+  cr_assert_eq(lt_box_exec(b, &job, &r), 0, "%s", lt_error_msg());
+  cr_expect(r.timed_out && r.signal == 9, "timed_out %d signal %d", r.timed_out, r.signal);
+  cr_expect_lt(lt_time_mono_s() - t0, 3);
+  lt_sandbox_result_free(&r);
+  cr_expect_eq(procs_matching("sleep 778[1]"), 0, "the command's group died at the deadline");
+  /* What a command leaves in its group dies at its end; a setsid child lives until the box ends. */
+  r = sh(b, "sleep 7782 & setsid sleep 7783 & sleep 0.3; echo started");
+  cr_expect_str_eq(r.out, "started\n");
+  lt_sandbox_result_free(&r);
+  usleep(200000);
+  cr_expect_eq(procs_matching("sleep 778[2]"), 0);
+  cr_expect_eq(procs_matching("sleep 778[3]"), 1);
+  r = sh(b, "echo next");
+  cr_expect_str_eq(r.out, "next\n");
+  lt_sandbox_result_free(&r);
+  lt_box_destroy(b);
+  for (double t1 = lt_time_mono_s(); procs_matching("sleep 778[3]") && lt_time_mono_s() - t1 < 5;) usleep(10000);
+  cr_expect_eq(procs_matching("sleep 778[3]"), 0, "a box's processes end with it");
+  fix_free(&f);
+}
