@@ -38,32 +38,59 @@ int lt_box_read_file(lt_box_t *b, const char *path, size_t max, char **out, size
   return rc;
 }
 
+/* Replaced whole: written to a temporary file beside it and renamed over it, so that a write that fails (the layer
+ * full) leaves the old content.  A symlink as the last component is followed (in the root), as open(2) would. */
 int lt_box_write_file(lt_box_t *b, const char *path, const void *data, size_t len, int mode) {
-  char rel[4096], *slash;
+  char rel[4096], link[4096], tmp[64];
+  const char *shown = path;
   while (*path == '/') path++;
   if (!*path || snprintf(rel, sizeof rel, "%s", path) >= (int)sizeof rel)
-    return lt_error_set(LT_EINVAL, "/%s: not a file path", path);
+    return lt_error_set(LT_EINVAL, "%s: not a file path", shown);
   as_box_user();
-  int dir = -1, fd = -1, rc = 0;
-  if ((slash = strrchr(rel, '/'))) {
-    *slash = 0;
-    dir = lt__mkdirs_in(b->sb->root_fd, rel, 0, 0, 0);
-    *slash = '/';
-    if (dir < 0) rc = lt_error_set(lt_error_from_errno(errno), "/%s: its directory: %s", path, strerror(errno));
-    else close(dir);
+  int rc = 0, dir = -1, fd = -1;
+  const char *base = rel;
+  for (int hops = 0; rc == 0; hops++) {
+    char *slash = strrchr(rel, '/');
+    base = slash ? slash + 1 : rel;
+    if (slash) *slash = 0;
+    if (dir >= 0) close(dir);
+    dir = lt__mkdirs_in(b->sb->root_fd, slash ? rel : "", 0, 0, 0);
+    if (slash) *slash = '/';
+    struct stat st;
+    if (dir < 0) rc = lt_error_set(lt_error_from_errno(errno), "%s: its directory: %s", shown, strerror(errno));
+    else if (!*base || fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) != 0) break; /* a new file */
+    else if (S_ISREG(st.st_mode)) {
+      if (!mode) mode = (int)(st.st_mode & 07777);
+      break;
+    } else if (!S_ISLNK(st.st_mode) || hops == 40) rc = lt_error_set(LT_EINVAL, "%s: not a regular file", shown);
+    else { /* the link's target, absolute in the root or relative to the link's directory */
+      ssize_t k = readlinkat(dir, base, link, sizeof link - 1);
+      if (k <= 0) {
+        rc = lt_error_set(LT_EIO, "%s: %s", shown, strerror(errno));
+        break;
+      }
+      link[k] = 0;
+      size_t keep = link[0] == '/' ? 0 : (size_t)(base - rel);
+      if (keep + (size_t)k >= sizeof rel) rc = lt_error_set(LT_ERANGE, "%s: link target too long", shown);
+      else snprintf(rel + keep, sizeof rel - keep, "%s", link + (link[0] == '/'));
+    }
   }
-  struct stat st;
-  if (rc == 0 && (fd = lt__openat_in(b->sb->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, mode ? mode : 0644)) < 0)
-    rc = lt_error_set(lt_error_from_errno(errno), "/%s: %s", path, strerror(errno));
-  if (rc == 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) rc = lt_error_set(LT_EINVAL, "/%s: not a regular file", path);
-  if (rc == 0 && mode && fchmod(fd, (mode_t)mode) != 0) rc = lt_error_set(LT_EIO, "/%s: chmod: %s", path, strerror(errno));
+  static unsigned counter;
+  snprintf(tmp, sizeof tmp, ".lt-write-%d-%u", (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+  if (rc == 0 && (fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+    rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : lt_error_from_errno(errno), "%s: %s", shown, strerror(errno));
   for (size_t off = 0; rc == 0 && off < len;) {
     ssize_t w = write(fd, (const char *)data + off, len - off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : LT_EIO, "/%s: %s", path, strerror(errno));
+    if (w <= 0) rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : LT_EIO, "%s: %s", shown, strerror(errno));
     else off += (size_t)w;
   }
+  if (rc == 0 && fchmod(fd, (mode_t)(mode ? mode : 0644)) != 0) rc = lt_error_set(LT_EIO, "%s: chmod: %s", shown, strerror(errno));
+  if (rc == 0 && renameat(dir, tmp, dir, base) != 0)
+    rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : lt_error_from_errno(errno), "%s: %s", shown, strerror(errno));
   if (fd >= 0) close(fd);
+  if (rc < 0 && fd >= 0) unlinkat(dir, tmp, 0);
+  if (dir >= 0) close(dir);
   as_self();
   return rc;
 }

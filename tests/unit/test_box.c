@@ -198,3 +198,109 @@ Test(box, the_deadline_kills_a_commands_group_and_the_box_lives_on) {
   cr_expect_eq(procs_matching("sleep 778[3]"), 0, "a box's processes end with it");
   fix_free(&f);
 }
+
+Test(box, host_side_files_stay_in_the_root) {
+  fix_t f;
+  need_box(&f);
+  f.lim.file_mb = 4;
+  lt_box_t *b = box(&f);
+  cr_assert_eq(lt_box_write_file(b, "/testbed/pkg/mod.py", "x = 1\n", 6, 0), 0, "%s", lt_error_msg());
+  lt_sandbox_result_t r = sh(b, "cat /testbed/pkg/mod.py; stat -c '%u %a' /testbed/pkg/mod.py /testbed/pkg; "
+                                "ln -s /etc/hostname /hn; ln -s ../../../../../../../tmp/lt-box-escape /out; "
+                                "mkdir -p /d && ln -s / /d/root");
+  cr_expect_str_eq(r.out, "x = 1\n0 644\n0 755\n", "written as the box's user: %s %s", r.out, r.err);
+  lt_sandbox_result_free(&r);
+  char *s = NULL;
+  size_t n;
+  cr_expect_eq(lt_box_read_file(b, "/testbed/pkg/mod.py", 100, &s, &n), 0);
+  cr_expect_str_eq(s ? s : "", "x = 1\n");
+  free(s);
+  cr_expect_eq(lt_box_read_file(b, "/testbed/pkg/mod.py", 3, &s, &n), LT_ERANGE, "bounded");
+  /* Symlinks resolve in the box's root: the host's /etc/hostname is not the box's (it has none). */
+  cr_expect_eq(lt_box_read_file(b, "/hn", 1 << 20, &s, &n), LT_ENOENT);
+  cr_expect_eq(lt_box_read_file(b, "/d/root/../../../etc/passwd", 1 << 20, &s, &n), 0);
+  cr_expect(s && strstr(s, "user:x:1000"), "the image's passwd: %s", s);
+  free(s);
+  cr_expect_eq(lt_box_write_file(b, "/out", "escaped", 7, 0), 0, "%s", lt_error_msg());
+  cr_expect_eq(access("/tmp/lt-box-escape", F_OK), -1, "a write through a symlink left the root");
+  r = sh(b, "cat /tmp/lt-box-escape");
+  cr_expect_str_eq(r.out, "escaped", "it landed in the box's own /tmp");
+  lt_sandbox_result_free(&r);
+  /* The box's mounts are not the root's files: /proc and /dev are out of reach from the host side. */
+  cr_expect_lt(lt_box_read_file(b, "/proc/self/status", 1 << 20, &s, &n), 0);
+  cr_expect_lt(lt_box_read_file(b, "/proc/1/environ", 1 << 20, &s, &n), 0);
+  cr_expect_lt(lt_box_write_file(b, "/proc/sys/kernel/hostname", "x", 1, 0), 0);
+  cr_expect_lt(lt_box_write_file(b, "/dev/null", "x", 1, 0), 0);
+  cr_expect_eq(lt_box_read_file(b, "/testbed", 100, &s, &n), LT_EINVAL, "a directory is not a file");
+  /* The writable layer's size holds for host-side writes too. */
+  char *big = calloc(1, 6 << 20);
+  cr_expect_eq(lt_box_write_file(b, "/big", big, 6 << 20, 0), LT_ENOSPC);
+  cr_expect_eq(lt_box_write_file(b, "/testbed/pkg/mod.py", big, 6 << 20, 0), LT_ENOSPC);
+  free(big);
+  cr_expect_eq(lt_box_read_file(b, "/testbed/pkg/mod.py", 100, &s, &n), 0);
+  cr_expect_str_eq(s ? s : "", "x = 1\n", "a failed write leaves the old content");
+  free(s);
+  r = sh(b, "ls -a /testbed/pkg /big 2>&1");
+  cr_expect_str_eq(r.out, "ls: /big: No such file or directory\n/testbed/pkg:\n.\n..\nmod.py\n", "nothing half-written: %s", r.out);
+  lt_sandbox_result_free(&r);
+  cr_expect_eq(lt_box_write_file(b, "/testbed/run.sh", "#!/bin/sh\necho ran\n", 19, 0755), 0);
+  r = sh(b, "/testbed/run.sh");
+  cr_expect_str_eq(r.out, "ran\n");
+  lt_sandbox_result_free(&r);
+  lt_box_destroy(b);
+  fix_free(&f);
+}
+
+static char *changes_text(lt_box_t *b, const char *dir) {
+  lt_box_change_t *c;
+  int n;
+  cr_assert_eq(lt_box_changes(b, dir, &c, &n), 0, "%s", lt_error_msg());
+  lt_buf_t t = {0};
+  for (int i = 0; i < n; i++) lt_buf_printf(&t, "%c %s %o %o\n", c[i].kind, c[i].path, c[i].old_mode, c[i].new_mode);
+  lt_box_changes_free(c, n);
+  char *s = lt_buf_take(&t);
+  return s ? s : strdup("");
+}
+
+Test(box, changes_of_the_writable_layer) {
+  fix_t f;
+  need_box(&f);
+  lt_box_t *b = box(&f);
+  lt_sandbox_result_t r = sh(b,
+      "echo 'root:x:0:0:root:/root:/bin/ash' > /etc/passwd; "   /* modified */
+      "touch /etc/group; "                                          /* copied up, content unchanged: not a change */
+      "mkdir -p /new/deep && echo hi > /new/deep/f && ln -s f /new/deep/l; " /* added, a symlink too */
+      "rm /bin/ls /bin/cat; "                                       /* deleted (symlinks of the image) */
+      "chmod 600 /etc/passwd; chmod 700 /bin/busybox; "             /* mode changes */
+      "echo tmp > /tmp/t && rm /tmp/t; "                            /* made and removed: nothing */
+      "rm -rf /home; mkdir /home; echo again > /home/x; "           /* a directory replaced: opaque */
+      "ln -sf sh /bin/ash");                                        /* a symlink retargeted: modified */
+  cr_expect_eq(r.exit_code, 0, "%s", r.err);
+  lt_sandbox_result_free(&r);
+  char *all = changes_text(b, "/");
+  cr_expect_str_eq(all,
+                   "M /bin/ash 120777 120777\n"
+                   "M /bin/busybox 100755 100700\n"
+                   "D /bin/cat 120777 0\n"
+                   "D /bin/ls 120777 0\n"
+                   "M /etc/passwd 100644 100600\n"
+                   "A /home/x 0 100644\n"
+                   "A /new/deep/f 0 100644\n"
+                   "A /new/deep/l 0 120777\n",
+                   "%s", all);
+  free(all);
+  char *bin = changes_text(b, "/bin/");
+  cr_expect_str_eq(bin, "M /bin/ash 120777 120777\nM /bin/busybox 100755 100700\nD /bin/cat 120777 0\nD /bin/ls 120777 0\n", "%s", bin);
+  free(bin);
+  char *none = changes_text(b, "/bi");
+  cr_expect_str_eq(none, "", "a prefix is not a directory: %s", none);
+  free(none);
+  /* A file in an image directory removed with its directory. */
+  r = sh(b, "rm -rf /etc");
+  lt_sandbox_result_free(&r);
+  char *etc = changes_text(b, "/etc");
+  cr_expect_str_eq(etc, "D /etc/group 100644 0\nD /etc/passwd 100644 0\n", "%s", etc);
+  free(etc);
+  lt_box_destroy(b);
+  fix_free(&f);
+}
