@@ -430,6 +430,17 @@ static int parse_job(char *body, uint32_t len, int box, job_t *job, why_t *w) {
     if (!(job->env[i] = (char *)take_str(&c, &n))) return bad(w, "job env");
   if (!(job->cwd = take_str(&c, &n))) return bad(w, "job cwd");
   const char *cwd = job->cwd[0] ? job->cwd : "/work";
+  if (box) { /* a box's working directory is made where the image has none, as docker makes WorkingDir */
+    char d[1024];
+    snprintf(d, sizeof d, "%s", cwd);
+    for (char *s = d + 1;; s++)
+      if (*s == '/' || !*s) {
+        char was = *s;
+        *s = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) return bad(w, d);
+        if (!(*s = was)) break;
+      }
+  }
   cur_t f = {files, c.end};
   for (uint32_t i = 0; i < nfiles; i++) {
     uint32_t mode = 0;

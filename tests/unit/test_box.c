@@ -304,3 +304,39 @@ Test(box, changes_of_the_writable_layer) {
   lt_box_destroy(b);
   fix_free(&f);
 }
+
+Test(box, the_working_directory_is_made_and_files_land_in_it) {
+  fix_t f;
+  need_box(&f);
+  lt_box_t *b = box(&f);
+  const char *argv[] = {"sh", "-c", "pwd; cat sub/in.txt; ls -l sub/in.txt | cut -c1-10", NULL};
+  lt_sandbox_file_t files[] = {{"sub/in.txt", "given\n", 6, 0600}};
+  lt_sandbox_job_t job = {.argv = argv, .cwd = "/testbed/repo", .files = files, .nfiles = 1};
+  lt_sandbox_result_t r;
+  cr_assert_eq(lt_box_exec(b, &job, &r), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(r.out, "/testbed/repo\ngiven\n-rw-------\n", "%s", r.err);
+  lt_sandbox_result_free(&r);
+  lt_sandbox_file_t bad[] = {{"../escape", "x", 1, 0}};
+  job.files = bad;
+  cr_expect_eq(lt_box_exec(b, &job, &r), LT_EINVAL, "a file path with '..' is refused");
+  lt_box_destroy(b);
+  fix_free(&f);
+}
+
+Test(box, a_pool_hands_out_fresh_warm_boxes) {
+  fix_t f;
+  need_box(&f);
+  lt_box_pool_t *p;
+  cr_assert_eq(lt_box_pool_create(f.img, &f.lim, 2, &p), 0, "%s", lt_error_msg());
+  for (int i = 0; i < 3; i++) {
+    lt_box_t *b;
+    if (i == 0) usleep(500000); /* let the pool fill once: the first boxes are warm ones */
+    cr_assert_eq(lt_box_pool_take(p, &b), 0, "%s", lt_error_msg());
+    lt_sandbox_result_t r = sh(b, "cat /tmp/mark 2>/dev/null || echo fresh; echo used > /tmp/mark");
+    cr_expect_str_eq(r.out, "fresh\n", "box %d saw an earlier episode's write", i);
+    lt_sandbox_result_free(&r);
+    lt_box_destroy(b);
+  }
+  lt_box_pool_free(p);
+  fix_free(&f);
+}

@@ -228,7 +228,9 @@ static char *hostile_image(char **dir) {
   snprintf(host_file, sizeof host_file, "/tmp/lt-box-hostfile-%d", (int)getpid());
   cr_assert_eq(lt_test_write(host_file, "HOST-ONLY\n"), 0);
   static const lt_test_entry_t evil[] = {
-      {"bin/suid-busybox", 'F', 04755, "/bin/busybox", 0},
+      {"opt", 'd', 0, NULL, 0},
+      {"opt/suid", 'd', 0, NULL, 0},
+      {"opt/suid/busybox", 'F', 04755, "/bin/busybox", 0}, /* named busybox: it takes its applet from argv[1] */
       {"dev", 'd', 0, NULL, 0},
       {"dev/evil-null", 'c', 0666, NULL, 0},
       {"evil-dev", 'c', 0666, NULL, 0},
@@ -239,7 +241,7 @@ static char *hostile_image(char **dir) {
   };
   lt_test_entry_t e[sizeof evil / sizeof evil[0]];
   memcpy(e, evil, sizeof e);
-  e[6].data = host_file;
+  e[8].data = host_file;
   lt_test_layer_t layers[] = {lt_test_busybox_layer(), {e, (int)(sizeof e / sizeof e[0]), "gzip"}};
   char layout[4200];
   snprintf(layout, sizeof layout, "%s/layout", *dir);
@@ -260,8 +262,8 @@ Test(box_escape, image_setuid_devices_and_symlinks_out) {
   cr_expect_eq(access(host_landed, F_OK), -1, "a layer wrote through a symlink onto the host");
   lt_sandbox_limits_t l = limits(10);
   lt_box_t *b = new_box(img, &l);
-  lt_sandbox_result_t r = box_sh(b, "id -u; stat -c %a /bin/suid-busybox; /bin/suid-busybox id -u; "
-                                    "/bin/suid-busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
+  lt_sandbox_result_t r = box_sh(b, "id -u; stat -c %a /opt/suid/busybox; /opt/suid/busybox id -u; "
+                                    "/opt/suid/busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
                                     "ls /evil-dev /dev/evil-null 2>&1; cat /dev/evil-null 2>&1; "
                                     "cat /etc/hostfile 2>&1; ls /up/ /abs/; cat /up/lt-box-through-link; "
                                     "echo written > /up/lt-box-written; echo written > /abs/lt-box-written2");
@@ -271,7 +273,7 @@ Test(box_escape, image_setuid_devices_and_symlinks_out) {
   /* Device nodes are not made; the image's /dev is the box's own. */
   cr_expect(strstr(r.out, "/evil-dev: No such file") && strstr(r.out, "/dev/evil-null: No such file"), "%s", r.out);
   cr_expect(!strstr(r.out, "HOST-ONLY"), "an absolute symlink read the host: %s", r.out);
-  cr_expect(strstr(r.out, "landed\n"), "the layer's file through its own symlink lands in the root: %s", r.out);
+  cr_expect(strstr(r.out, "lt-box-through-link\nlanded"), "the layer's file through its own symlink lands in the root: %s", r.out);
   lt_sandbox_result_free(&r);
   cr_expect_eq(access("/tmp/lt-box-written", F_OK), -1, "the box wrote the host's /tmp through a symlink");
   cr_expect_eq(access("/tmp/lt-box-written2", F_OK), -1);
