@@ -146,9 +146,10 @@ static void bind_devices(void) {
 
 /* The relay's host socket (opened as `sock_fd` before the new root covered its directory), at
  * LT__RELAY_SOCK inside: a bind mount of the socket file itself. */
-static void bind_relay(int sock_fd) {
+static void bind_relay(int sock_fd, int box) {
   char src[64], run[96], sock[128];
   in_root(run, sizeof run, "/run", 0755);
+  if (box) tmpfs(run, "size=64k,mode=0755"); /* the socket's file is not the episode's: kept out of its layer */
   in_root(sock, sizeof sock, LT__RELAY_SOCK, 0);
   int fd = open(sock, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
   if (fd < 0) fail(LT__RELAY_SOCK);
@@ -195,7 +196,7 @@ static void build_root(const lt__jail_t *j, int *root, int *upper) {
     tmpfs(AREA "/work", opts);
   }
   bind_devices();
-  if (sock_fd >= 0) bind_relay(sock_fd);
+  if (sock_fd >= 0) bind_relay(sock_fd, j->lower != NULL);
   /* A fresh /proc is allowed only while the host's is still visible in this mount namespace. */
   in_root(d, sizeof d, "/proc", 0555);
   check(mount("proc", d, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");

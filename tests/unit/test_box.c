@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -338,5 +339,43 @@ Test(box, a_pool_hands_out_fresh_warm_boxes) {
     lt_box_destroy(b);
   }
   lt_box_pool_free(p);
+  fix_free(&f);
+}
+
+/* limits.port in a box: that host port answers at the same address, another host port does not, and the relay's
+ * socket is no change of the episode's. */
+Test(box, a_port_reaches_only_its_host_port) {
+  fix_t f;
+  need_box(&f);
+  int port, other_port;
+  int l = lt_test_listen_loopback(&port), other = lt_test_listen_loopback(&other_port);
+  cr_assert(l >= 0 && other >= 0);
+  f.lim.port = port;
+  lt_box_t *b = box(&f);
+  char script[256];
+  snprintf(script, sizeof script, "echo ping | nc -w 2 127.0.0.1 %d; echo rc=$?; echo x | nc -w 1 127.0.0.1 %d; echo rc=$?",
+           port, other_port);
+  const char *argv[] = {"sh", "-c", script, NULL};
+  lt_sandbox_job_t job = {.argv = argv};
+  lt_sandbox_result_t r;
+  pid_t pid = fork();
+  if (pid == 0) { /* the host side: answer one connection */
+    int c = accept(l, NULL, NULL);
+    char buf[16] = {0};
+    if (c >= 0 && read(c, buf, 5) > 0 && write(c, "pong\n", 5) == 5) close(c);
+    _exit(0);
+  }
+  cr_assert_eq(lt_box_exec(b, &job, &r), 0, "%s", lt_error_msg());
+  waitpid(pid, NULL, 0);
+  cr_expect(strstr(r.out, "pong\nrc=0\n") && strstr(r.out, "rc=1"), "%s %s", r.out, r.err);
+  lt_sandbox_result_free(&r);
+  lt_box_change_t *c;
+  int n;
+  cr_assert_eq(lt_box_changes(b, "/", &c, &n), 0);
+  cr_expect_eq(n, 0, "changes: %d, first %s", n, n ? c[0].path : "");
+  lt_box_changes_free(c, n);
+  lt_box_destroy(b);
+  close(l);
+  close(other);
   fix_free(&f);
 }
