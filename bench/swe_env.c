@@ -56,6 +56,15 @@ static double pct(double *v, int n, double p) {
   return v[i < n ? i : n - 1];
 }
 
+/* CPU seconds of this process and its reaped descendants (the boxes' jails, inits and programs once destroyed). */
+static double cpu_s(void) {
+  struct rusage a, b;
+  getrusage(RUSAGE_SELF, &a);
+  getrusage(RUSAGE_CHILDREN, &b);
+  return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+         (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) * 1e-6;
+}
+
 /* Ready latencies (ms) of n boxes: from the pool when pool, else made cold. */
 static int ready_ms(lt_image_t *img, const lt_sandbox_limits_t *l, lt_box_pool_t *pool, int n, double *ms) {
   for (int i = 0; i < n; i++) {
@@ -66,22 +75,28 @@ static int ready_ms(lt_image_t *img, const lt_sandbox_limits_t *l, lt_box_pool_t
     ms[i] = (lt_time_mono_s() - t0) * 1e3;
     if (b) lt_box_destroy(b);
     if (rc < 0) return fail(pool ? "warm box" : "cold box");
-    if (pool) usleep(20000); /* an episode's length, at least: the pool's thread refills between takes */
+    if (pool) usleep(250000); /* an episode lasts longer than a box takes to make: the pool is refilled between takes */
   }
   return 0;
 }
 
 /* `podman run --rm` of the same image, p50 over n runs (ms); -1 when podman is missing or fails. */
-static double podman_ms(const char *layout, int n) {
-  char load[4400], *argv_load[] = {"podman", "pull", "-q", load, NULL};
-  snprintf(load, sizeof load, "oci:%s", layout);
-  if (bench_run(argv_load, "/dev/null") < 0) {
-    fprintf(stderr, "swe_env: podman pull %s failed (is Debian's podman installed, with runc?)\n", load);
+static double podman_ms(const char *layout, const char *tmp, int n) {
+  char ref[4400], idfile[4200], id[128] = "";
+  snprintf(ref, sizeof ref, "oci:%s", layout);
+  snprintf(idfile, sizeof idfile, "%s/podman-id", tmp);
+  char *pull[] = {"podman", "pull", "-q", ref, NULL};
+  FILE *f = bench_run(pull, idfile) >= 0 ? fopen(idfile, "re") : NULL;
+  if (!f || !fgets(id, sizeof id, f) || strlen(id) < 12) {
+    fprintf(stderr, "swe_env: podman pull %s failed (is Debian's podman installed, with runc?)\n", ref);
+    if (f) fclose(f);
     return -1;
   }
-  /* What pull printed is the image ID; run by the reference, which now names the stored image. */
+  fclose(f);
+  id[strcspn(id, "\n")] = 0;
+  /* By the stored image's ID: an oci: reference would be copied into podman's storage again on every run. */
   char *argv[] = {"podman", "run", "--rm", "--runtime", "runc", "--network", "none", "--ulimit", "nofile=1024:1024",
-                  "--ulimit", "nproc=1024:1024", load, "true", NULL};
+                  "--ulimit", "nproc=1024:1024", id, "true", NULL};
   double *v = calloc((size_t)n, sizeof *v);
   for (int i = 0; i < n; i++) {
     double t = bench_run(argv, "/dev/null");
@@ -177,7 +192,7 @@ static int lock_free(const char *cache, const char *digest) {
 
 /* ---- the modes ------------------------------------------------------------------------ */
 
-static int bench_keys(const char *layout, lt_image_t *img, const lt_sandbox_limits_t *l) {
+static int bench_keys(const char *layout, const char *tmp, lt_image_t *img, const lt_sandbox_limits_t *l) {
   int n = getenv("LT_BENCH_SWE") ? atoi(getenv("LT_BENCH_SWE")) : 200;
   int np = getenv("LT_BENCH_PODMAN") ? atoi(getenv("LT_BENCH_PODMAN")) : 10;
   if (n < 2) n = 2;
@@ -185,8 +200,12 @@ static int bench_keys(const char *layout, lt_image_t *img, const lt_sandbox_limi
   lt_box_pool_t *pool = NULL;
   if (lt_box_pool_create(img, l, 2, &pool) < 0) return fail("pool");
   usleep(200000);
-  if (ready_ms(img, l, NULL, n, cold) || ready_ms(img, l, pool, n, warm)) return 1;
+  double c0 = cpu_s();
+  if (ready_ms(img, l, NULL, n, cold)) return 1;
+  double cold_cpu_ms = (cpu_s() - c0) * 1e3 / n;
+  if (ready_ms(img, l, pool, n, warm)) return 1;
   lt_box_pool_free(pool);
+  fprintf(stderr, "CPU per box made, first command answered and destroyed (all processes): %.2f ms\n", cold_cpu_ms);
   double c50 = pct(cold, n, 0.5), c99 = pct(cold, n, 0.99), w50 = pct(warm, n, 0.5), w99 = pct(warm, n, 0.99);
   fprintf(stderr, "ready (ms, %d boxes each): warm p50 %.2f p99 %.2f; cold p50 %.2f p99 %.2f\n", n, w50, w99, c50, c99);
   /* Idle: boxes with a shell each, as episodes between tool calls. */
@@ -203,11 +222,11 @@ static int bench_keys(const char *layout, lt_image_t *img, const lt_sandbox_limi
   long rss = descendants_kb(getpid(), "Rss:", &procs), pss = descendants_kb(getpid(), "Pss:", &procs2);
   for (int i = 0; i < IDLE; i++) lt_box_proc_free(sh[i]), lt_box_destroy(boxes[i]);
   fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss, pss);
-  double pm = np > 0 ? podman_ms(layout, np) : -1;
+  double pm = np > 0 ? podman_ms(layout, tmp, np) : -1;
   if (pm > 0) fprintf(stderr, "podman run --rm (runc): p50 %.1f ms over %d runs\n", pm, np);
   printf("{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
-         "\"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
-         w50, w99, c50, c99, rss / IDLE, pss / IDLE);
+         "\"swe_env_cycle_cpu_ms\": %.2f, \"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
+         w50, w99, c50, c99, cold_cpu_ms, rss / IDLE, pss / IDLE);
   if (pm > 0) printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50, pm / c50);
   printf("}\n");
   free(cold);
@@ -324,7 +343,7 @@ int main(int argc, char **argv) {
   char layout[4096];
   snprintf(layout, sizeof layout, "%s", ref + 4);
   *strrchr(layout, ':') = 0;
-  int rc = n_scale > 0 ? scale(cache, img, &l, n_scale) : bench_keys(layout, img, &l);
+  int rc = n_scale > 0 ? scale(cache, img, &l, n_scale) : bench_keys(layout, tmpl, img, &l);
   if (n_scale <= 0) lt_image_close(img);
   lt_fs_remove_tree(tmpl);
   return rc;

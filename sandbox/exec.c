@@ -119,7 +119,7 @@ static int expect(int fd, char want, pid_t pid, int *fds) {
   return lt_error_set(LT_ESYS, "sandbox: the jail process %d %s", (int)pid, r == 0 ? "did not answer in 10 s" : "died while starting");
 }
 
-int lt__sandbox_start(const lt_sandbox_limits_t *l, int lower_fd, int uid, int gid, lt_sandbox_t **out) {
+int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out) {
   *out = NULL;
   lt_sandbox_t *sb = calloc(1, sizeof *sb);
   if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
@@ -155,10 +155,10 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, int lower_fd, int uid, int g
   if (pid == 0) {
     /* The jail dies with the thread that made it; a parent gone before this line is caught by getppid. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-    int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1], lower_fd};
-    arrange_fds(fds, lower_fd >= 0 ? 7 : 6);
+    int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
+    arrange_fds(fds, 6);
     lt__jail_t j = {.l = l, .parent_is_root = is_root, .rlimit_memory = sb->cg.version == 0, .filter = filter,
-                    .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower_fd = lower_fd >= 0 ? LT__JAIL_ERR + 1 : -1,
+                    .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower = lower,
                     .uid = uid, .gid = gid};
     lt__jail_main(&j);
   }
@@ -182,9 +182,9 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, int lower_fd, int uid, int g
     else if (write(sync[0], "G", 1) != 1)
       rc = lt_error_set(LT_ESYS, "sandbox: the jail process died while starting");
     else
-      rc = expect(sync[0], 'R', pid, lower_fd >= 0 ? box_fds : NULL);
+      rc = expect(sync[0], 'R', pid, lower ? box_fds : NULL);
     sb->root_fd = box_fds[0], sb->upper_fd = box_fds[1];
-    if (rc == 0 && lower_fd >= 0 && sb->upper_fd < 0) rc = lt_error_set(LT_ESYS, "sandbox: the box's root did not arrive");
+    if (rc == 0 && lower && sb->upper_fd < 0) rc = lt_error_set(LT_ESYS, "sandbox: the box's root did not arrive");
   }
   close(sync[0]);
   if (rc < 0) {
@@ -196,7 +196,7 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, int lower_fd, int uid, int g
 }
 
 int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
-  return lt__sandbox_start(l, -1, LT__JAIL_UID, LT__JAIL_UID, out);
+  return lt__sandbox_start(l, NULL, LT__JAIL_UID, LT__JAIL_UID, out);
 }
 
 int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t id, uint32_t flags, lt_buf_t *b) {

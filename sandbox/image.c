@@ -116,8 +116,9 @@ static void free_strv(char **v) {
   free(v);
 }
 
-/* NAME or number in the image's passwd/group file: its id (and, for passwd, the primary group); -1 if absent. */
-static long lookup_id(int root, const char *file, const char *name, long *group) {
+/* NAME or number in the image's passwd/group file: its id (and, for passwd, the primary group and home); -1 if
+ * absent. */
+static long lookup_id(int root, const char *file, const char *name, long *group, char *home, size_t hcap) {
   char *text = NULL;
   size_t len;
   long id = -1;
@@ -129,9 +130,9 @@ static long lookup_id(int root, const char *file, const char *name, long *group)
   long num = strtol(name, &numend, 10);
   int numeric = *name && !*numend;
   for (char *line = strtok(text, "\n"); line && id < 0; line = strtok(NULL, "\n")) {
-    char *f[4] = {0};
+    char *f[7] = {0};
     int nf = 0;
-    for (char *s = line; nf < 4 && s; nf++) {
+    for (char *s = line; nf < 7 && s; nf++) {
       f[nf] = s;
       s = strchr(s, ':');
       if (s) *s++ = 0;
@@ -140,7 +141,8 @@ static long lookup_id(int root, const char *file, const char *name, long *group)
     long uid = strtol(f[2], NULL, 10);
     if (numeric ? uid == num : strcmp(f[0], name) == 0) {
       id = uid;
-      if (group && nf == 4 && f[3]) *group = strtol(f[3], NULL, 10);
+      if (group && nf >= 4) *group = strtol(f[3], NULL, 10);
+      if (home && nf >= 6 && f[5][0] == '/') snprintf(home, hcap, "%s", f[5]);
     }
   }
   free(text);
@@ -148,7 +150,7 @@ static long lookup_id(int root, const char *file, const char *name, long *group)
 }
 
 /* User "" | "user" | "user:group" (names or numbers) to ids, through the image's /etc/passwd and /etc/group. */
-static int map_user(lt_image_t *img) {
+static int map_user(lt_image_t *img, char *home, size_t hcap) {
   char u[256], *g;
   snprintf(u, sizeof u, "%s", img->cfg.user);
   if ((g = strchr(u, ':'))) *g++ = 0;
@@ -156,18 +158,34 @@ static int map_user(lt_image_t *img) {
   char *end;
   if (u[0]) {
     long n = strtol(u, &end, 10);
-    uid = lookup_id(img->rootfs_fd, "/etc/passwd", u, &gid);
+    uid = lookup_id(img->rootfs_fd, "/etc/passwd", u, &gid, home, hcap);
     if (uid < 0 && !*end && n >= 0) uid = n, gid = 0;
     else if (uid < 0) return lt_error_set(LT_EFORMAT, "%s: User '%s' is not in the image's /etc/passwd", img->ref, img->cfg.user);
   }
   if (g && *g) {
     long n = strtol(g, &end, 10);
-    gid = lookup_id(img->rootfs_fd, "/etc/group", g, NULL);
+    gid = lookup_id(img->rootfs_fd, "/etc/group", g, NULL, NULL, 0);
     if (gid < 0 && !*end && n >= 0) gid = n;
     else if (gid < 0) return lt_error_set(LT_EFORMAT, "%s: group '%s' of User is not in the image's /etc/group", img->ref, g);
   }
   if (uid > 65535 || gid > 65535) return lt_error_set(LT_EUNSUPP, "%s: User '%s' maps to ids past 65535", img->ref, img->cfg.user);
   img->cfg.uid = (int)uid, img->cfg.gid = (int)gid;
+  return 0;
+}
+
+/* PATH and HOME where the image names none, as docker does. */
+static int add_default_env(lt_image_t *img, const char *home) {
+  int n = 0, path = 0, has_home = 0;
+  for (char **e = img->cfg.env; *e; e++, n++) {
+    path |= strncmp(*e, "PATH=", 5) == 0;
+    has_home |= strncmp(*e, "HOME=", 5) == 0;
+  }
+  char **v = realloc(img->cfg.env, (size_t)(n + 3) * sizeof *v);
+  if (!v) return lt_error_set(LT_ENOMEM, "%s: out of memory", img->ref);
+  img->cfg.env = v;
+  if (!path && !(v[n++] = strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"))) n--;
+  if (!has_home && (v[n] = malloc(strlen(home) + 6))) sprintf(v[n++], "HOME=%s", home);
+  v[n] = NULL;
   return 0;
 }
 
@@ -185,7 +203,14 @@ static int load_config(lt_image_t *img, const char *entry) {
   img->cfg.user = strdup(cJSON_IsString(user) ? user->valuestring : "");
   cJSON_Delete(doc);
   if (!img->cfg.env || !img->cfg.cmd || !img->cfg.workdir || !img->cfg.user) return lt_error_set(LT_ENOMEM, "%s: out of memory", img->ref);
-  return map_user(img);
+  char home[512] = "";
+  rc = map_user(img, home, sizeof home);
+  if (rc < 0) return rc;
+  char id[24];
+  snprintf(id, sizeof id, "%d", img->cfg.uid);
+  if (!home[0]) lookup_id(img->rootfs_fd, "/etc/passwd", id, NULL, home, sizeof home);
+  if (!home[0]) snprintf(home, sizeof home, "/");
+  return add_default_env(img, home);
 }
 
 /* ---- the API --------------------------------------------------------------------------- */

@@ -35,7 +35,8 @@ typedef struct lt_image lt_image_t;
 
 typedef struct {
   char digest[72];  /* "sha256:<hex>": the cache key (an OCI manifest's digest; a Docker image's config digest) */
-  char **env;       /* the config's Env, NAME=VALUE, NULL-terminated (never NULL) */
+  char **env;       /* the config's Env, NAME=VALUE, NULL-terminated (never NULL), with PATH and HOME (the user's in
+                       the image's /etc/passwd, else "/") added where it names none, as docker does */
   char *workdir;    /* WorkingDir; "/" when the image names none */
   char *user;       /* User as written; "" when none */
   int uid, gid;     /* what User maps to (a name through the image's /etc/passwd and /etc/group); 0 for none.
@@ -104,9 +105,12 @@ int lt_box_proc_wait(lt_box_proc_t *p, double timeout_s, int *wstatus);
 void lt_box_proc_free(lt_box_proc_t *p);
 
 /* Files of the box's root from the host side: `path` is absolute inside the root and resolved in it (symlinks
- * cannot lead out).  Reading: a regular file of at most max bytes (as lt_image_read_file).  Writing: creates the
- * missing parent directories (0755) and the file (mode; 0: 0644, or the existing file's), replaces its content;
- * at most limits.file_mb in all, as the box's own writes (LT_ENOSPC past it).  The file belongs to the box's user. */
+ * cannot lead out, nor into the box's /proc or /dev).  Reading: a regular file of at most max bytes (as
+ * lt_image_read_file).  Writing: creates the missing parent directories (0755) and replaces the file whole (a
+ * temporary file beside it renamed over it: a write that fails leaves the old content), mode 0 keeping an existing
+ * file's mode (0644 for a new one); a symlink as the last component is followed, in the root.  Both act as the
+ * box's user (what it may not read or write, they may not either); writes count against limits.file_mb like the
+ * box's own (LT_ENOSPC past it). */
 int lt_box_read_file(lt_box_t *b, const char *path, size_t max, char **out, size_t *len);
 int lt_box_write_file(lt_box_t *b, const char *path, const void *data, size_t len, int mode);
 

@@ -72,7 +72,7 @@ typedef struct {
   int parent_is_root, rlimit_memory;
   const void *filter;     /* seccomp */
   const char *relay_sock; /* the host path of the relay's socket (limits.port > 0), else NULL */
-  int lower_fd;           /* -1: a sandbox (the host's system directories); else a box over this image root */
+  const char *lower;      /* NULL: a sandbox (the host's system directories); else a box over this image root */
   int uid, gid;           /* the programs' ids inside */
 } lt__jail_t;
 
@@ -90,8 +90,9 @@ struct lt_sandbox {
   lt_sandbox_limits_t lim;
   lt__relay_t *relay; /* limits.port > 0 */
 };
-/* Makes the jail: lower_fd -1 for a sandbox, else a box (root_fd, upper_fd set) with the given inside ids. */
-int lt__sandbox_start(const lt_sandbox_limits_t *l, int lower_fd, int uid, int gid, lt_sandbox_t **out);
+/* Makes the jail: lower NULL for a sandbox, else a box over that image root (root_fd, upper_fd set) with the given
+ * inside ids. */
+int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out);
 /* Encodes a RUN request (header included) for job with env as given (NULL: job->env). */
 int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t id, uint32_t flags, lt_buf_t *b);
 /* Sends all of p (the first send carries fds, nfds of them). */
@@ -134,6 +135,9 @@ int lt__openat_in(int root, const char *path, int flags, int mode);
 int lt__read_in(int root, const char *path, size_t max, char **out, size_t *len);
 typedef struct lt_image lt_image_t;
 int lt__image_rootfs_fd(const lt_image_t *img);
+/* The directory path (relative to root, resolved in it) opened O_PATH, made (0755, like its missing parents, given
+ * to uid:gid with chown) where missing; the slashes of path are restored.  -1 with errno. */
+int lt__mkdirs_in(int root, char *path, int chown, unsigned uid, unsigned gid);
 /* rm -rf of dir/name without following symlinks; a missing name is fine.  -1 with errno. */
 int lt__remove_at(int dir, const char *name);
 
@@ -191,5 +195,16 @@ int lt__source_read(lt__source_t *s, const lt__blob_t *b, const char *what, size
 int lt__tmp_make(const char *dir, const char *prefix, char *path, size_t cap, int *lock);
 void lt__tmp_drop(const char *path, int lock);
 void lt__tmp_sweep(const char *dir);
+
+/* A box (sandbox/box.c, boxfs.c): a jail over an image root serving requests. */
+typedef struct lt_box lt_box_t;
+typedef struct lt_box_proc lt_box_proc_t;
+struct lt_box {
+  lt_sandbox_t *sb;
+  lt_image_t *img;
+  uint32_t next_id;        /* of requests */
+  lt_box_proc_t **procs;   /* spawned and not freed */
+  int nprocs;
+};
 
 #endif

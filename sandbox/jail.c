@@ -51,6 +51,7 @@
 
 static int sync_fd = LT__JAIL_SYNC;
 static const char *root_dir = AREA; /* the new root while it is built: AREA (a sandbox), AREA "/root" (a box) */
+static int lower_fd = -1;           /* a box's image root, opened in the new mount namespace */
 
 static _Noreturn void fail(const char *what) {
   char msg[512];
@@ -145,9 +146,10 @@ static void bind_devices(void) {
 
 /* The relay's host socket (opened as `sock_fd` before the new root covered its directory), at
  * LT__RELAY_SOCK inside: a bind mount of the socket file itself. */
-static void bind_relay(int sock_fd) {
+static void bind_relay(int sock_fd, int box) {
   char src[64], run[96], sock[128];
   in_root(run, sizeof run, "/run", 0755);
+  if (box) tmpfs(run, "size=64k,mode=0755"); /* the socket's file is not the episode's: kept out of its layer */
   in_root(sock, sizeof sock, LT__RELAY_SOCK, 0);
   int fd = open(sock, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
   if (fd < 0) fail(LT__RELAY_SOCK);
@@ -158,8 +160,7 @@ static void bind_relay(int sock_fd) {
 }
 
 /* A box's root: the image's root (lower_fd) under a writable layer on a tmpfs of file_mb, which therefore bounds
- * every write of the box.  The lower directory is named through /proc/self/fd, so the cache's own directories
- * need not be searchable by the box's user.  *root and *upper: O_PATH fds for the parent's host-side access. */
+ * every write of the box.  *root and *upper: O_PATH fds for the parent's host-side access. */
 static void overlay_root(const lt__jail_t *j, int *root, int *upper) {
   char opts[256];
   struct stat st;
@@ -167,11 +168,11 @@ static void overlay_root(const lt__jail_t *j, int *root, int *upper) {
   check(mount("tmpfs", AREA, "tmpfs", MS_NOSUID | MS_NODEV, opts), "the writable layer (tmpfs)");
   check(mkdir(AREA "/upper", 0755) || mkdir(AREA "/work", 0700) || mkdir(AREA "/root", 0755), "the writable layer");
   /* The overlay's root directory takes its upper directory's mode: make it the image's. */
-  check(fstat(j->lower_fd, &st) || chmod(AREA "/upper", st.st_mode & 07777), "the image's root");
+  check(fstat(lower_fd, &st) || chmod(AREA "/upper", st.st_mode & 07777), "the image's root");
   snprintf(opts, sizeof opts, "lowerdir=/proc/self/fd/%d,upperdir=" AREA "/upper,workdir=" AREA "/work,userxattr",
-           j->lower_fd);
+           lower_fd);
   check(mount("overlay", AREA "/root", "overlay", MS_NOSUID | MS_NODEV, opts), "overlayfs in the user namespace");
-  close(j->lower_fd);
+  close(lower_fd);
   if ((*root = open(AREA "/root", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
       (*upper = open(AREA "/upper", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
     fail("open the new root");
@@ -182,7 +183,7 @@ static void build_root(const lt__jail_t *j, int *root, int *upper) {
   check(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
   int sock_fd = j->relay_sock ? open(j->relay_sock, O_PATH | O_CLOEXEC) : -1;
   if (j->relay_sock && sock_fd < 0) fail(j->relay_sock);
-  if (j->lower_fd >= 0) {
+  if (j->lower) {
     root_dir = AREA "/root";
     overlay_root(j, root, upper);
   } else {
@@ -195,7 +196,7 @@ static void build_root(const lt__jail_t *j, int *root, int *upper) {
     tmpfs(AREA "/work", opts);
   }
   bind_devices();
-  if (sock_fd >= 0) bind_relay(sock_fd);
+  if (sock_fd >= 0) bind_relay(sock_fd, j->lower != NULL);
   /* A fresh /proc is allowed only while the host's is still visible in this mount namespace. */
   in_root(d, sizeof d, "/proc", 0555);
   check(mount("proc", d, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
@@ -204,7 +205,7 @@ static void build_root(const lt__jail_t *j, int *root, int *upper) {
   check((int)syscall(SYS_pivot_root, ".", "."), "pivot_root");
   check(umount2(".", MNT_DETACH), "detach the host root");
   check(chdir("/"), "chdir /");
-  if (j->lower_fd < 0)
+  if (!j->lower)
     check(mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL), "read-only root");
 }
 
@@ -430,6 +431,17 @@ static int parse_job(char *body, uint32_t len, int box, job_t *job, why_t *w) {
     if (!(job->env[i] = (char *)take_str(&c, &n))) return bad(w, "job env");
   if (!(job->cwd = take_str(&c, &n))) return bad(w, "job cwd");
   const char *cwd = job->cwd[0] ? job->cwd : "/work";
+  if (box) { /* a box's working directory is made where the image has none, as docker makes WorkingDir */
+    char d[1024];
+    snprintf(d, sizeof d, "%s", cwd);
+    for (char *s = d + 1;; s++)
+      if (*s == '/' || !*s) {
+        char was = *s;
+        *s = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) return bad(w, d);
+        if (!(*s = was)) break;
+      }
+  }
   cur_t f = {files, c.end};
   for (uint32_t i = 0; i < nfiles; i++) {
     uint32_t mode = 0;
@@ -565,7 +577,7 @@ static _Noreturn void init_main(const lt__jail_t *j) {
   if (j->relay_sock) check(lt__relay_inside(j->l->port), "the port's forwarder (loopback up, listen on 127.0.0.1)");
   say_ready(root, upper);
   close(LT__JAIL_SYNC);
-  if (j->lower_fd >= 0) serve(j);
+  if (j->lower) serve(j);
   lt__jail_req_t r;
   int fds[3], nfds;
   if (!recv_req(&r, fds, &nfds)) _exit(0); /* destroyed unused */
@@ -595,6 +607,10 @@ _Noreturn void lt__jail_main(const lt__jail_t *j) {
   if (read(LT__JAIL_SYNC, &go, 1) != 1 || go != 'G') _exit(1);
   /* Root's supplementary groups would open group-readable host files. */
   if (j->parent_is_root) check(setgroups(0, NULL), "setgroups");
+  /* The image root is opened here, in the new mount namespace (overlayfs takes its lower directories from the
+   * mounter's namespace only) and before the ids change: the cache's directories are the host user's, and need not
+   * be searchable by the box's one id.  init mounts it through /proc/self/fd. */
+  if (j->lower && (lower_fd = open(j->lower, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) fail(j->lower);
   check(setresgid((gid_t)j->gid, (gid_t)j->gid, (gid_t)j->gid), "setresgid");
   check(setresuid((uid_t)j->uid, (uid_t)j->uid, (uid_t)j->uid), "setresuid");
   pid_t init = _Fork();
@@ -606,7 +622,7 @@ _Noreturn void lt__jail_main(const lt__jail_t *j) {
   close(LT__JAIL_IN);
   close(LT__JAIL_OUT);
   close(LT__JAIL_ERR);
-  if (j->lower_fd >= 0) close(j->lower_fd);
+  if (lower_fd >= 0) close(lower_fd);
   int st;
   while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
   }

@@ -163,26 +163,24 @@ static int clean_path(const char *in, char *out, size_t cap) {
   return 0;
 }
 
-/* The directory `path` (relative to the root), made (0755, like its missing parents) where missing: a tar may name
- * a file before, or without, its directory. */
-static int open_dir_made(apply_t *ap, char *path) {
-  int fd = lt__openat_in(ap->root, path, O_PATH | O_DIRECTORY, 0);
+int lt__mkdirs_in(int root, char *path, int chown, unsigned uid, unsigned gid) {
+  int fd = lt__openat_in(root, path, O_PATH | O_DIRECTORY, 0);
   if (fd >= 0 || errno != ENOENT || !*path) return fd;
   char *slash = strrchr(path, '/');
   const char *name = slash ? slash + 1 : path;
   int pfd;
   if (slash) {
     *slash = 0;
-    pfd = open_dir_made(ap, path);
+    pfd = lt__mkdirs_in(root, path, chown, uid, gid);
     *slash = '/';
   } else {
-    pfd = fcntl(ap->root, F_DUPFD_CLOEXEC, 0);
+    pfd = fcntl(root, F_DUPFD_CLOEXEC, 0);
   }
   if (pfd < 0) return -1;
   int ok = (mkdirat(pfd, name, 0755) == 0 || errno == EEXIST) &&
-           (!ap->chown || fchownat(pfd, name, ap->uid, ap->gid, AT_SYMLINK_NOFOLLOW) == 0);
+           (!chown || fchownat(pfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) == 0);
   close(pfd);
-  return ok ? lt__openat_in(ap->root, path, O_PATH | O_DIRECTORY, 0) : -1;
+  return ok ? lt__openat_in(root, path, O_PATH | O_DIRECTORY, 0) : -1;
 }
 
 /* The parent directory of `path` (made where missing), and the last component in *base. */
@@ -191,7 +189,7 @@ static int open_parent(apply_t *ap, char *path, const char **base) {
   *base = slash ? slash + 1 : path;
   if (!slash) return fcntl(ap->root, F_DUPFD_CLOEXEC, 0);
   *slash = 0;
-  int fd = open_dir_made(ap, path);
+  int fd = lt__mkdirs_in(ap->root, path, ap->chown, ap->uid, ap->gid); /* a tar may name a file before its directory */
   *slash = '/';
   return fd;
 }
