@@ -55,12 +55,27 @@ static const char *arg(const lt_tool_call_t *c, const char *name) {
   return NULL;
 }
 
-/* An absolute path inside the root: as given, or relative to repo_dir. */
+/* An absolute path inside the root: as given, or relative to repo_dir; "." and ".." resolved in the text (the box
+ * resolves what is left inside the root, so this is for the answers' names, not for safety). */
 static char *full_path(const lt__swe_ctx_t *x, const char *p) {
-  lt_buf_t b = {0};
-  if (p[0] != '/') lt_buf_printf(&b, "%s/", x->repo_dir);
-  lt_buf_puts(&b, p);
-  while (b.len > 1 && b.data[b.len - 1] == '/') b.data[--b.len] = 0;
+  lt_buf_t in = {0}, b = {0};
+  if (p[0] != '/') lt_buf_printf(&in, "%s/", x->repo_dir);
+  lt_buf_puts(&in, p);
+  for (const char *c = in.data ? in.data : "/"; *c;) {
+    while (*c == '/') c++;
+    size_t n = strcspn(c, "/");
+    if (n == 2 && !strncmp(c, "..", 2)) {
+      while (b.len && b.data[b.len - 1] != '/') b.len--;
+      if (b.len) b.len--; /* the slash before it */
+    } else if (n && !(n == 1 && *c == '.')) {
+      lt_buf_putc(&b, '/');
+      lt_buf_append(&b, c, n);
+    }
+    c += n;
+  }
+  if (!b.len) lt_buf_putc(&b, '/');
+  if (b.data) b.data[b.len] = 0;
+  lt_buf_free(&in);
   return lt_buf_take(&b);
 }
 

@@ -309,7 +309,7 @@ Test(swe, the_shell_persists_across_calls, .timeout = 120) {
   const char *timeout = NULL;
   o = call(&loop, ep, "bash", kv, &timeout);
   cr_expect_str_eq(timeout ? timeout : "(none)", "tool_timeout");
-  EXPECT_IN(o, "started\n[killed after 2 s");
+  cr_expect(!strncmp(o, "started\n", 8) && strstr(o, "[killed after 2 s: the command's time ran out]"), "%s", o);
   free(o);
   lt_episode_close(ep);
   teardown_envs(&loop, e);
@@ -342,7 +342,8 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   free(o);
   const char *v2[] = {"path", ".", NULL};
   o = call(&loop, ep, "view", v2, NULL);
-  cr_expect(strstr(o, "/testbed/calc.sh\n") && strstr(o, "/testbed/tests/run.sh\n"), "%s", o);
+  cr_expect(strstr(o, "in /testbed, excluding hidden items:\n/testbed/calc.sh\n/testbed/tests/\n") &&
+            strstr(o, "/testbed/tests/run.sh\n"), "%s", o);
   free(o);
   const char *e1[] = {"path", "calc.sh", "old_str", "$((", "new_str", "$[", NULL};
   o = call(&loop, ep, "edit", e1, NULL);
@@ -371,7 +372,7 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   cr_expect_eq(end_ep(&loop, ep, 1), 1);
   const cJSON *ref = lt_episode_reference(ep);
   const char *diff = str(ref, "diff");
-  EXPECT_IN(diff, "--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,3 @@\n+# calc\n-add() { echo $(($1 - $2)); }\n+add() { echo $(($1 + $2)); }\n");
+  EXPECT_IN(diff, "--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,3 @@\n-add() { echo $(($1 - $2)); }\n+# calc\n+add() { echo $(($1 + $2)); }\n");
   EXPECT_IN(diff, "new file mode 100644\n--- /dev/null\n+++ b/notes/NEW.md\n@@ -0,0 +1 @@\n+fixed add\n");
   cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(ref, "success")), "resolved");
   const cJSON *c = cJSON_GetObjectItem(ref, "components");
