@@ -457,6 +457,81 @@ Test(swe, the_agent_loop_carries_the_diff_and_the_verdict, .timeout = 120) {
   lt_test_rmdir(f.dir);
 }
 
+/* An agent domain with an image: the program (a shell script calling the gateway with busybox's wget) runs in the
+ * task's root, reaches only its gateway, never sees the judge's keys, fixes the bug, and the root is judged. */
+Test(swe, an_agent_program_runs_inside_the_tasks_root, .timeout = 120) {
+  if (!have_boxes()) cr_skip_test("no user namespaces: no boxes here");
+  fixture_t f;
+  fixture(&f, "swe_agentimg", NULL);
+  char script[4400];
+  snprintf(script, sizeof script, "%s/agent.sh", f.dir);
+  cr_assert_eq(lt_test_write(script,
+                             "case \"$LONGTAIL_TASK\" in *test_patch*|*FAIL_TO_PASS*|*'\"patch\"'*) echo judge leaked >&2; exit 3;; esac\n"
+                             "[ \"$(pwd)\" = /testbed ] || { echo \"in $(pwd)\" >&2; exit 5; }\n"
+                             "wget -q -O /tmp/answer --header \"Authorization: Bearer $OPENAI_API_KEY\" --header "
+                             "'Content-Type: application/json' --post-data "
+                             "'{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"fix\"}], \"max_tokens\": 4}' "
+                             "\"$OPENAI_BASE_URL/chat/completions\" || { echo no gateway >&2; exit 4; }\n"
+                             "sed -i 's/$1 - $2/$1 + $2/' calc.sh\n"),
+               0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  char json[9000];
+  snprintf(json, sizeof json,
+           "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"agent\", \"params\": "
+           "{\"command\": [\"/bin/sh\", \"%s\"], \"tasks\": \"%s\", \"image\": \"oci:images/calc:latest\", \"timeout_s\": 60}}}, "
+           "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
+           f.cache, script, f.tasks);
+  lt_config_t cfg;
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  lt_envs_t *envs;
+  lt_rewarder_t *rw;
+  cr_assert_eq(lt_envs_create(&cfg, &loop, &envs), 0, "%s", lt_error_msg());
+  cr_assert(lt_envs_agent(envs, "swe") && lt_envs_agent(envs, "swe")->image);
+  cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
+  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
+                          .max_sessions = 4, .max_context = 16384, .answer = "fixed"};
+  lt_backend_t *be;
+  cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
+  lt_backend_info_t bi;
+  lt_backend_info(be, &bi);
+  lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(be), .tool_format = LT_TOOLFMT_XML, .vocab = bi.vocab,
+                          .max_context = bi.max_context, .slots = 4, .ops = lt_agent_gateway_ops};
+  lt_gateway_t *gw;
+  cr_assert_eq(lt_gateway_create(&loop, &go, &gw), 0, "%s", lt_error_msg());
+  lt_envs_set_gateway(envs, lt_gateway_port(gw));
+  lt_context_opts_t co = {0};
+  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = co, .gateway = gw,
+                        .tool_format = LT_TOOLFMT_XML, .cfg = &cfg};
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(envs, "swe", 0, 0, &spec), 0);
+  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "swe", .env = "agent", .session = "", .seed = 3, .temperature = 1,
+                    .top_p = 1, .max_new_tokens = 64, .max_turns = 8, .max_context = 16384, .spec = spec};
+  lt_msg_t m = {0};
+  lt_agent_t *a;
+  cr_assert_eq(lt_agent_start(&ctx, &task, on_agent_done, &m, &a), 0);
+  for (int i = 0; i < 400000 && !m.type; i++) uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_eq(m.type, LT_MSG_TRAJ, "the episode did not end");
+  const lt_traj_t *t = &m.u.traj;
+  cr_expect_eq(t->status, LT_TRAJ_OK, "%s", t->error);
+  cr_expect_str_eq(t->reason ? t->reason : "", "agent_done");
+  cr_expect_eq(t->reward, 1);
+  cr_expect_eq(num(t->components, "resolved"), 1);
+  cr_expect(t->diff && strstr(t->diff, "+add() { echo $(($1 + $2)); }") && !strstr(t->diff, "longtail-agent"), "%s",
+            t->diff ? t->diff : "(no diff)");
+  lt_msg_free(&m);
+  cJSON_Delete(spec);
+  lt_gateway_close(gw);
+  lt_envs_shutdown(envs);
+  lt_rewarder_close(rw, NULL, NULL);
+  lt_backend_close(be, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  lt_envs_free(envs);
+  lt_config_free(&cfg);
+  cr_expect_eq(uv_loop_close(&loop), 0);
+  lt_test_rmdir(f.dir);
+}
+
 /* ---- longtail swe validate ---- */
 
 Test(swe, validate_with_gold_none_and_predictions, .timeout = 180) {
