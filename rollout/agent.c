@@ -322,7 +322,7 @@ static int timeout_reward(lt_agent_t *a) {
 
 static void finish_reward(lt_agent_t *a);
 
-/* The environment judged the end state (lt_episode_end): its verdict is in the reference. */
+/* The environment judged the end state (lt_episode_end): its verdict is in the reference; rc < 0: it could not. */
 static void on_ended(lt_episode_t *ep, int rc, void *ud) {
   lt_agent_t *a = ud;
   if (rc < 0) {
@@ -344,13 +344,8 @@ static void finish(lt_agent_t *a) {
     a->gen = NULL;
   }
   int rc = a->status == LT_TRAJ_OK && a->ep ? lt_episode_end(a->ep, a->finish != LT_FINISH_TIMEOUT, on_ended, a) : 1;
-  if (rc == 0) return; /* on_ended goes on */
-  if (rc < 0) {
-    a->status = LT_TRAJ_ENV_ERROR, a->finish = LT_FINISH_NONE, a->reason = "env_error";
-    free(a->error);
-    a->error = strdup(lt_error_msg());
-  }
-  finish_reward(a);
+  if (rc < 0) on_ended(a->ep, rc, a);
+  else if (rc == 1) finish_reward(a); /* nothing to judge; else on_ended goes on */
 }
 
 static void finish_reward(lt_agent_t *a) {

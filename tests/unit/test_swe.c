@@ -16,6 +16,7 @@
 #include "sandbox/sandbox.h"
 #include "tests/support/harness.h"
 #include "tests/support/image.h"
+#include "tests/support/uirun.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -165,6 +166,23 @@ Test(swe, bad_rows_stop_the_run_naming_file_line_and_field) {
   e = swe_envs(&f, NULL, "\"tool_timeout\": 3", &rc);
   cr_expect(rc < 0 && strstr(lt_error_msg(), "envs.swe.params.tool_timeout: unknown key"), "%s", lt_error_msg());
   lt_test_rmdir(f.dir);
+}
+
+/* longtail inspect shows a trajectory's diff (stored in the buffer's payload) after its conversation. */
+Test(swe, inspect_shows_the_episodes_diff) {
+  char *dir = lt_test_tmpdir("swe_inspect");
+  lt_test_uirun(dir, 1);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' inspect %s --task %d --color never", lt_test_bin(), dir, LT_UIRUN_HOSTILE), 0);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  char want[1024];
+  snprintf(want, sizeof want, "── diff ──\n%s\n── tokens ──", lt_uirun_hostile_diff);
+  cr_expect(strstr(r.out, want), "%s", r.out);
+  lt_run_free(&r);
+  cr_assert_eq(lt_test_sh(&r, 30, "'%s' inspect %s --task %d --color never", lt_test_bin(), dir, LT_UIRUN_HUGE), 0);
+  cr_expect(!strstr(r.out, "── diff ──"), "no diff, no section: %s", r.out);
+  lt_run_free(&r);
+  lt_test_rmdir(dir);
 }
 
 /* ---- episodes ---- */
@@ -396,47 +414,74 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   lt_test_rmdir(f.dir);
 }
 
-/* Through the agent loop, as a worker runs it: the scripted policy fixes the bug with edit at every turn until the
- * turn limit (a budget: judged all the same); the trajectory carries the diff, the reward and its components. */
-static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
-  *(lt_msg_t *)ud = *traj;
+/* A worker's pieces on one loop, for whole episodes through the agent loop: the config's environments and
+ * rewards, the scripted policy answering `answer` every turn, and (gateway) a gateway for agent programs. */
+typedef struct {
+  uv_loop_t loop;
+  lt_config_t cfg;
+  lt_envs_t *envs;
+  lt_rewarder_t *rw;
+  lt_backend_t *be;
+  lt_gateway_t *gw;
+} worker_t;
+
+static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) { *(lt_msg_t *)ud = *traj; }
+
+/* One episode of domain "swe" from the config `json`: its trajectory in *m (lt_msg_free it). */
+static void episode(const char *json, const char *answer, int gateway, lt_msg_t *m) {
+  worker_t w = {0};
+  uv_loop_init(&w.loop);
+  cr_assert_eq(lt_config_from_json(&w.cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_envs_create(&w.cfg, &w.loop, &w.envs), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_rewarder_create(&w.loop, &w.cfg, &w.rw), 0);
+  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
+                          .max_sessions = 4, .max_context = 16384, .answer = answer};
+  cr_assert_eq(lt_backend_create(&w.loop, &bo, &w.be), 0, "%s", lt_error_msg());
+  if (gateway) {
+    lt_backend_info_t bi;
+    lt_backend_info(w.be, &bi);
+    lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w.be), .tool_format = LT_TOOLFMT_XML, .vocab = bi.vocab,
+                            .max_context = bi.max_context, .slots = 4, .ops = lt_agent_gateway_ops};
+    cr_assert_eq(lt_gateway_create(&w.loop, &go, &w.gw), 0, "%s", lt_error_msg());
+    lt_envs_set_gateway(w.envs, lt_gateway_port(w.gw));
+  }
+  lt_context_opts_t co = {0};
+  lt_agent_ctx_t ctx = {.loop = &w.loop, .envs = w.envs, .rewarder = w.rw, .backend = w.be, .context = co,
+                        .gateway = w.gw, .tool_format = LT_TOOLFMT_XML, .cfg = &w.cfg};
+  cJSON *spec;
+  cr_assert_eq(lt_envs_sample(w.envs, "swe", 0, 0, &spec), 0);
+  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "swe", .env = "swe", .session = "", .seed = 3, .temperature = 1,
+                    .top_p = 1, .max_new_tokens = 256, .max_turns = 8, .max_context = 16384, .spec = spec};
+  lt_agent_t *a;
+  memset(m, 0, sizeof *m);
+  cr_assert_eq(lt_agent_start(&ctx, &task, on_agent_done, m, &a), 0);
+  for (int i = 0; i < 400000 && !m->type; i++) uv_run(&w.loop, UV_RUN_ONCE);
+  cr_assert_eq(m->type, LT_MSG_TRAJ, "the episode did not end");
+  cJSON_Delete(spec);
+  if (w.gw) lt_gateway_close(w.gw);
+  lt_envs_shutdown(w.envs);
+  lt_rewarder_close(w.rw, NULL, NULL);
+  lt_backend_close(w.be, NULL, NULL);
+  uv_run(&w.loop, UV_RUN_DEFAULT);
+  lt_envs_free(w.envs);
+  lt_config_free(&w.cfg);
+  cr_expect_eq(uv_loop_close(&w.loop), 0);
 }
 
+/* Through the agent loop, as a worker runs it: the scripted policy fixes the bug with edit at every turn until the
+ * turn limit (a budget: judged all the same); the trajectory carries the diff, the reward and its components. */
 Test(swe, the_agent_loop_carries_the_diff_and_the_verdict, .timeout = 120) {
   if (!have_boxes()) cr_skip_test("no user namespaces: no boxes here");
   fixture_t f;
   fixture(&f, "swe_agent", NULL);
-  uv_loop_t loop;
-  uv_loop_init(&loop);
   char json[9000];
   snprintf(json, sizeof json,
            "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"swe\", \"params\": "
            "{\"tasks\": \"%s\", \"max_turns\": 2}}}, \"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
            f.cache, f.tasks);
-  lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
-  lt_envs_t *envs;
-  lt_rewarder_t *rw;
-  cr_assert_eq(lt_envs_create(&cfg, &loop, &envs), 0, "%s", lt_error_msg());
-  cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = 4, .max_context = 16384,
-                          .answer = "<tool_call><name>edit</name><arg name=\"path\">calc.sh</arg><arg name=\"old_str\">$1 - $2"
-                                    "</arg><arg name=\"new_str\">$1 + $2</arg></tool_call>"};
-  lt_backend_t *be;
-  cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
-  lt_context_opts_t co = {0};
-  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = co,
-                        .tool_format = LT_TOOLFMT_XML, .cfg = &cfg};
-  cJSON *spec;
-  cr_assert_eq(lt_envs_sample(envs, "swe", 0, 0, &spec), 0);
-  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "swe", .env = "swe", .session = "", .seed = 3, .temperature = 1,
-                    .top_p = 1, .max_new_tokens = 256, .max_turns = 8, .max_context = 16384, .spec = spec};
-  lt_msg_t m = {0};
-  lt_agent_t *a;
-  cr_assert_eq(lt_agent_start(&ctx, &task, on_agent_done, &m, &a), 0);
-  for (int i = 0; i < 200000 && !m.type; i++) uv_run(&loop, UV_RUN_ONCE);
-  cr_assert_eq(m.type, LT_MSG_TRAJ, "the episode did not end");
+  lt_msg_t m;
+  episode(json, "<tool_call><name>edit</name><arg name=\"path\">calc.sh</arg><arg name=\"old_str\">$1 - $2</arg>"
+                "<arg name=\"new_str\">$1 + $2</arg></tool_call>", 0, &m);
   const lt_traj_t *t = &m.u.traj;
   cr_expect_eq(t->status, LT_TRAJ_OK, "%s", t->error);
   cr_expect_str_eq(t->reason ? t->reason : "", "turn_limit", "params.max_turns (2) in place of the task's 8");
@@ -446,14 +491,6 @@ Test(swe, the_agent_loop_carries_the_diff_and_the_verdict, .timeout = 120) {
   cr_expect_eq(num(t->components, "fail_to_pass"), 1);
   cr_expect(t->diff && strstr(t->diff, "+add() { echo $(($1 + $2)); }"), "%s", t->diff ? t->diff : "(no diff)");
   lt_msg_free(&m);
-  cJSON_Delete(spec);
-  lt_envs_shutdown(envs);
-  lt_rewarder_close(rw, NULL, NULL);
-  lt_backend_close(be, NULL, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  lt_envs_free(envs);
-  lt_config_free(&cfg);
-  cr_expect_eq(uv_loop_close(&loop), 0);
   lt_test_rmdir(f.dir);
 }
 
@@ -474,44 +511,14 @@ Test(swe, an_agent_program_runs_inside_the_tasks_root, .timeout = 120) {
                              "\"$OPENAI_BASE_URL/chat/completions\" || { echo no gateway >&2; exit 4; }\n"
                              "sed -i 's/$1 - $2/$1 + $2/' calc.sh\n"),
                0);
-  uv_loop_t loop;
-  uv_loop_init(&loop);
   char json[9000];
   snprintf(json, sizeof json,
            "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"agent\", \"params\": "
            "{\"command\": [\"/bin/sh\", \"%s\"], \"tasks\": \"%s\", \"image\": \"oci:images/calc:latest\", \"timeout_s\": 60}}}, "
            "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
            f.cache, script, f.tasks);
-  lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
-  lt_envs_t *envs;
-  lt_rewarder_t *rw;
-  cr_assert_eq(lt_envs_create(&cfg, &loop, &envs), 0, "%s", lt_error_msg());
-  cr_assert(lt_envs_agent(envs, "swe") && lt_envs_agent(envs, "swe")->image);
-  cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = 4, .max_context = 16384, .answer = "fixed"};
-  lt_backend_t *be;
-  cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
-  lt_backend_info_t bi;
-  lt_backend_info(be, &bi);
-  lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(be), .tool_format = LT_TOOLFMT_XML, .vocab = bi.vocab,
-                          .max_context = bi.max_context, .slots = 4, .ops = lt_agent_gateway_ops};
-  lt_gateway_t *gw;
-  cr_assert_eq(lt_gateway_create(&loop, &go, &gw), 0, "%s", lt_error_msg());
-  lt_envs_set_gateway(envs, lt_gateway_port(gw));
-  lt_context_opts_t co = {0};
-  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = co, .gateway = gw,
-                        .tool_format = LT_TOOLFMT_XML, .cfg = &cfg};
-  cJSON *spec;
-  cr_assert_eq(lt_envs_sample(envs, "swe", 0, 0, &spec), 0);
-  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "swe", .env = "agent", .session = "", .seed = 3, .temperature = 1,
-                    .top_p = 1, .max_new_tokens = 64, .max_turns = 8, .max_context = 16384, .spec = spec};
-  lt_msg_t m = {0};
-  lt_agent_t *a;
-  cr_assert_eq(lt_agent_start(&ctx, &task, on_agent_done, &m, &a), 0);
-  for (int i = 0; i < 400000 && !m.type; i++) uv_run(&loop, UV_RUN_ONCE);
-  cr_assert_eq(m.type, LT_MSG_TRAJ, "the episode did not end");
+  lt_msg_t m;
+  episode(json, "fixed", 1, &m);
   const lt_traj_t *t = &m.u.traj;
   cr_expect_eq(t->status, LT_TRAJ_OK, "%s", t->error);
   cr_expect_str_eq(t->reason ? t->reason : "", "agent_done");
@@ -520,15 +527,6 @@ Test(swe, an_agent_program_runs_inside_the_tasks_root, .timeout = 120) {
   cr_expect(t->diff && strstr(t->diff, "+add() { echo $(($1 + $2)); }") && !strstr(t->diff, "longtail-agent"), "%s",
             t->diff ? t->diff : "(no diff)");
   lt_msg_free(&m);
-  cJSON_Delete(spec);
-  lt_gateway_close(gw);
-  lt_envs_shutdown(envs);
-  lt_rewarder_close(rw, NULL, NULL);
-  lt_backend_close(be, NULL, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  lt_envs_free(envs);
-  lt_config_free(&cfg);
-  cr_expect_eq(uv_loop_close(&loop), 0);
   lt_test_rmdir(f.dir);
 }
 
