@@ -123,6 +123,11 @@ static int agent_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t se
 /* In an image: the task's root judged as a swe episode's (the diff, the hidden tests). */
 static int agent_end(lt_episode_t *ep, int score) { return lt__env_swe.end(ep, score); }
 
+static void agent_attach(void *st, lt_envs_t *envs) {
+  agent_state_t *s = st;
+  if (s->tasks_impl->attach) s->tasks_impl->attach(s->tasks, envs);
+}
+
 static void agent_close(lt_episode_t *ep) {
   if (lt__agent_params(ep->state)->image) lt__env_swe.close(ep);
 }
@@ -137,6 +142,7 @@ const lt_env_impl_t lt__env_agent = {
     .open = agent_open,
     .step = lt__step_single_turn,
     .end = agent_end,
+    .attach = agent_attach,
     .close = agent_close,
     .blocking = 1, /* an open in an image takes a box (the dataset's open is quick either way) */
 };

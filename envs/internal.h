@@ -57,6 +57,7 @@ typedef struct lt_env_impl {
   /* The episode ended (lt_episode_end): judges its end state into the reference; blocks (the thread pool). */
   int (*end)(lt_episode_t *ep, int score);
   int (*max_turns)(void *state); /* turns per episode of the domain; 0: rollout.max_turns */
+  void (*attach)(void *state, lt_envs_t *envs); /* after init: the registry it belongs to (its sandbox settings) */
 } lt_env_impl_t;
 
 struct lt_episode {

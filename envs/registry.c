@@ -123,6 +123,7 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
     cJSON *empty = params ? NULL : cJSON_CreateObject();
     rc = dom->impl->init(dom->name, params ? params : empty, name_seed(seed, dom->name), &dom->state);
     cJSON_Delete(empty);
+    if (rc == 0 && dom->impl->attach) dom->impl->attach(dom->state, e);
     if (rc == 0) e->n++;
     else free(dom->name);
   }

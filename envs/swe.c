@@ -35,6 +35,7 @@ typedef struct {
   pthread_mutex_t mu;       /* images */
   lt__swe_images_t *images; /* made by the first open (only workers open) */
   int agent;                /* an agent domain's: its boxes reach the gateway (lt__swe_agent_mode) */
+  lt_envs_t *envs;          /* the registry: its sandbox settings (attach) */
 } swe_state_t;
 
 typedef struct {
@@ -212,13 +213,13 @@ static cJSON *opening(const swe_state_t *s, const lt__swe_task_t *t) {
 
 /* The domain's images, made on the first open with the sandbox section's limits, stretched to the longest
  * command a box runs (its CPU limit follows its default deadline). */
-static int swe_images(swe_state_t *s, lt_envs_t *envs, lt__swe_images_t **out) {
+static int swe_images(swe_state_t *s, lt__swe_images_t **out) {
   pthread_mutex_lock(&s->mu);
   int rc = 0;
   if (!s->images) {
     int pool, port;
     const char *cache;
-    lt_sandbox_limits_t l = *lt__envs_boxes(envs, &pool, &cache, &port);
+    lt_sandbox_limits_t l = *lt__envs_boxes(s->envs, &pool, &cache, &port);
     if (l.timeout_s < s->tool_timeout_s) l.timeout_s = s->tool_timeout_s;
     if (l.timeout_s < s->test_timeout_s) l.timeout_s = s->test_timeout_s;
     if (s->agent && port <= 0) rc = lt_error_set(LT_EINVAL, "envs.%s: an agent program in an image needs the worker's gateway", s->domain);
@@ -239,15 +240,37 @@ static void ep_box_free(swe_ep_t *e) {
   e->ctx.box = NULL;
 }
 
+static void ep_free(swe_ep_t *e);
+
 static void swe_close(lt_episode_t *ep) {
-  swe_ep_t *e = ep->data;
+  ep_free(ep->data);
+  ep->data = NULL;
+}
+
+/* The episode's task from its spec (a copy kept in e->row) and its box. */
+static int ep_root(swe_state_t *s, swe_ep_t *e) {
+  char why[512];
+  e->s = s;
+  if (lt__swe_task_parse(e->row, &s->dflt, &e->task, why, sizeof why) < 0)
+    return lt_error_set(LT_EINVAL, "envs.%s: malformed swe spec: %s", s->domain, why);
+  if (!(e->image = lt__swe_image_ref(e->task.image, s->base_dir))) return lt_error_set(LT_ENOMEM, "swe: out of memory");
+  e->task.image = e->image;
+  lt__swe_images_t *im;
+  int rc = swe_images(s, &im);
+  if (rc == 0) rc = lt__swe_box(im, e->task.image, &e->ctx.box);
+  if (rc < 0) return lt_error_wrap(rc, "envs.%s: %s", s->domain, e->task.instance_id);
+  e->ctx = (lt__swe_ctx_t){.box = e->ctx.box, .repo_dir = e->task.repo_dir, .tool_timeout_s = s->tool_timeout_s,
+                           .output_bytes = s->output_bytes, .tools = s->tools};
+  return 0;
+}
+
+static void ep_free(swe_ep_t *e) {
   if (!e) return;
   ep_box_free(e);
   lt__swe_task_free(&e->task);
   cJSON_Delete(e->row);
   free(e->image);
   free(e);
-  ep->data = NULL;
 }
 
 /* A spec is peer input (it arrives in a TASK): checked again here. */
@@ -259,19 +282,9 @@ static int swe_open(void *st, lt_episode_t *ep, const cJSON *spec, uint64_t seed
     return lt_error_set(LT_ENOMEM, "swe: out of memory");
   }
   ep->data = e;
-  e->s = s;
-  char why[512];
-  if (lt__swe_task_parse(e->row, &s->dflt, &e->task, why, sizeof why) < 0)
-    return lt_error_set(LT_EINVAL, "envs.%s: malformed swe spec: %s", s->domain, why);
-  if (!(e->image = lt__swe_image_ref(e->task.image, s->base_dir))) return lt_error_set(LT_ENOMEM, "swe: out of memory");
-  e->task.image = e->image;
-  lt__swe_images_t *im;
-  int rc = swe_images(s, ep->envs, &im);
-  if (rc == 0) rc = lt__swe_box(im, e->task.image, &e->ctx.box);
-  if (rc < 0) return lt_error_wrap(rc, "envs.%s: %s", s->domain, e->task.instance_id);
+  int rc = ep_root(s, e);
+  if (rc < 0) return rc;
   ep->judged = 1;
-  e->ctx = (lt__swe_ctx_t){.box = e->ctx.box, .repo_dir = e->task.repo_dir, .tool_timeout_s = s->tool_timeout_s,
-                           .output_bytes = s->output_bytes, .tools = s->tools};
   /* Not resolved until judged: an episode cut by a budget is judged too, one that timed out is not. */
   ep->reference = cJSON_CreateObject();
   if (!ep->reference || !cJSON_AddStringToObject(ep->reference, "instance_id", e->task.instance_id) ||
@@ -353,6 +366,163 @@ static int swe_end(lt_episode_t *ep, int score) {
 
 static int swe_max_turns(void *st) { return ((swe_state_t *)st)->max_turns; }
 
+static void swe_attach(void *st, lt_envs_t *envs) { ((swe_state_t *)st)->envs = envs; }
+
+/* ---- demonstrations: the gold patch played with the tools in a real root ---- */
+
+static int count_in(const char *s, size_t n, const char *needle, size_t k) {
+  int c = 0;
+  for (const char *q = memmem(s, n, needle, k); q; q = memmem(q + 1, n - (size_t)(q + 1 - s), needle, k)) c++;
+  return c;
+}
+
+/* Line starts of s (n lines; at[n] = len). */
+static size_t *line_starts(const char *s, size_t len, int *n) {
+  size_t *at = malloc(sizeof *at * (len + 2));
+  int k = 0;
+  if (!at) return NULL;
+  for (size_t i = 0; i < len; k++) {
+    at[k] = i;
+    const char *nl = memchr(s + i, '\n', len - i);
+    i = nl ? (size_t)(nl - s) + 1 : len;
+  }
+  at[k] = len;
+  *n = k;
+  return at;
+}
+
+/* The one edit from old to new: the lines that differ, widened by whole lines of context until old_str occurs once
+ * in old (as the tool requires); 0, or LT_EUNSUPP where none can (an empty file). */
+static int edit_strings(const char *old, size_t olen, const char *new, size_t nlen, lt_buf_t *o, lt_buf_t *n) {
+  int no, nn, rc = LT_EUNSUPP;
+  size_t *ao = line_starts(old, olen, &no), *an = line_starts(new, nlen, &nn);
+  if (!ao || !an) {
+    free(ao), free(an);
+    return lt_error_set(LT_ENOMEM, "swe: out of memory");
+  }
+  int p = 0, q = 0; /* common leading and trailing lines */
+  while (p < no && p < nn && ao[p + 1] - ao[p] == an[p + 1] - an[p] && !memcmp(old + ao[p], new + an[p], ao[p + 1] - ao[p])) p++;
+  while (q < no - p && q < nn - p && ao[no - q] - ao[no - q - 1] == an[nn - q] - an[nn - q - 1] &&
+         !memcmp(old + ao[no - q - 1], new + an[nn - q - 1], ao[no - q] - ao[no - q - 1]))
+    q++;
+  for (int a = p, b = no - q, grow = 0; a >= 0 && b <= no; grow++) {
+    size_t k = ao[b] - ao[a];
+    if (k && count_in(old, olen, old + ao[a], k) == 1) {
+      lt_buf_append(o, old + ao[a], k);
+      int na = a, nb = nn - (no - b); /* the same context around the new lines */
+      lt_buf_append(n, new + an[na], an[nb] - an[na]);
+      rc = 0;
+      break;
+    }
+    if (a == 0 && b == no) break;
+    if ((grow % 2 == 0 && a > 0) || b == no) a--;
+    else b++;
+  }
+  free(ao), free(an);
+  return rc;
+}
+
+/* One call of the demonstration, run in the root: the assistant's turn (the call as the policy writes it) and
+ * the tool's real answer appended to msgs. */
+static int demo_call(swe_ep_t *e, cJSON *msgs, const char *tool, const char *const *kv) {
+  lt_tool_arg_t args[4];
+  int nargs = 0;
+  cJSON *calls = cJSON_CreateArray(), *c = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(c, "function"),
+        *argo = cJSON_CreateObject();
+  cJSON_AddStringToObject(fn, "name", tool);
+  for (; kv[2 * nargs]; nargs++) {
+    args[nargs] = (lt_tool_arg_t){(char *)kv[2 * nargs], (char *)kv[2 * nargs + 1]};
+    cJSON_AddStringToObject(argo, kv[2 * nargs], kv[2 * nargs + 1]);
+  }
+  cJSON_AddItemToObject(fn, "arguments", argo);
+  cJSON_AddItemToArray(calls, c);
+  lt_buf_t text = {0}, out = {0};
+  lt_toolcall_write(e->s->fmt, calls, &text);
+  cJSON_Delete(calls);
+  lt_tool_call_t call = {(char *)tool, args, nargs};
+  int timed_out, rc = lt__swe_tool(&e->ctx, &call, &out, &timed_out);
+  if (rc == 0 && (lt_buf_ok(&text) < 0 || lt_buf_ok(&out) < 0)) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+  if (rc == 0) {
+    cJSON *a = cJSON_CreateObject(), *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "role", "assistant");
+    cJSON_AddStringToObject(a, "content", text.data);
+    cJSON_AddStringToObject(t, "role", "tool");
+    cJSON_AddStringToObject(t, "name", tool);
+    cJSON_AddStringToObject(t, "content", out.data);
+    cJSON_AddItemToArray(msgs, a);
+    cJSON_AddItemToArray(msgs, t);
+  }
+  lt_buf_free(&text), lt_buf_free(&out);
+  return rc;
+}
+
+/* Each file of the gold patch: a new one written with file_text, a deleted or renamed one by the shell, a changed
+ * one viewed and then edited once (the lines that differ, with enough context to be unique). */
+static int demo_file(swe_ep_t *e, const lt_patch_t *p, int i, cJSON *msgs) {
+  const lt_patch_file_t *f = lt_patch_file(p, i);
+  lt_buf_t path = {0}, next = {0}, o = {0}, n = {0}, cmd = {0};
+  char *old = NULL;
+  size_t olen = 0;
+  int rc = 0;
+  if (f->old_path) {
+    lt_buf_printf(&path, "%s/%s", e->task.repo_dir, f->old_path);
+    if ((rc = lt_box_read_file(e->ctx.box, path.data, 16u << 20, &old, &olen)) < 0) lt_error_wrap(rc, "swe: demonstration");
+  }
+  if (rc == 0) rc = lt_patch_apply(p, i, old, olen, &next);
+  if (rc == 0 && !f->old_path) {
+    const char *kv[] = {"path", f->new_path, "file_text", next.data ? next.data : "", NULL};
+    rc = demo_call(e, msgs, "edit", kv);
+  } else if (rc == 0) {
+    const char *view[] = {"path", f->old_path, NULL};
+    rc = demo_call(e, msgs, "view", view);
+    int renamed = f->new_path && strcmp(f->old_path, f->new_path);
+    if (rc == 0 && (!f->new_path || renamed)) { /* quoted for sh: the names come from the task's own patch */
+      lt_buf_printf(&cmd, "%s '%s'", f->new_path ? "mv --" : "rm --", f->old_path);
+      if (renamed) lt_buf_printf(&cmd, " '%s'", f->new_path);
+      const char *kv[] = {"command", cmd.data, NULL};
+      rc = strchr(f->old_path, '\'') || (f->new_path && strchr(f->new_path, '\'')) ? LT_EUNSUPP : demo_call(e, msgs, "bash", kv);
+    }
+    if (rc == 0 && f->new_path && (olen != next.len || memcmp(old, next.data, olen)) &&
+        (rc = edit_strings(old, olen, next.data ? next.data : "", next.len, &o, &n)) == 0) {
+      const char *kv[] = {"path", f->new_path, "old_str", o.data, "new_str", n.data ? n.data : "", NULL};
+      rc = demo_call(e, msgs, "edit", kv);
+    }
+  }
+  free(old);
+  lt_buf_free(&path), lt_buf_free(&next), lt_buf_free(&o), lt_buf_free(&n), lt_buf_free(&cmd);
+  return rc;
+}
+
+/* Training task `index` solved by its gold patch, played with the tools in a fresh root so that every answer is
+ * the real one; the warm start trains on each call.  LT_EUNSUPP for a task without a gold patch, or one the tools
+ * cannot replay (a binary or mode-only change). */
+static int swe_demo(void *st, uint64_t index, cJSON **messages, char **response) {
+  swe_state_t *s = st;
+  *messages = NULL, *response = NULL;
+  if (!(s->tools & 2) || !(s->tools & 4)) return lt_error_set(LT_EUNSUPP, "envs.%s: demonstrations use view and edit", s->domain);
+  swe_ep_t *e = calloc(1, sizeof *e);
+  cJSON *spec = NULL;
+  int rc = e ? swe_sample(s, index, 0, &spec) : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  if (rc == 0) e->row = spec, spec = NULL, rc = ep_root(s, e);
+  lt_patch_t *p = NULL;
+  if (rc == 0 && (!e->task.patch || !e->task.patch[0]))
+    rc = lt_error_set(LT_EUNSUPP, "envs.%s: %s has no gold patch", s->domain, e->task.instance_id);
+  if (rc == 0) rc = lt_patch_parse(e->task.patch, strlen(e->task.patch), &p);
+  cJSON *msgs = rc == 0 ? opening(s, &e->task) : NULL;
+  if (rc == 0 && !msgs) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+  for (int i = 0; rc == 0 && i < lt_patch_nfiles(p); i++) rc = demo_file(e, p, i, msgs);
+  lt_patch_free(p);
+  ep_free(e);
+  if (rc == 0 && !(*response = strdup("I have made the change; the issue should be fixed now.")))
+    rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+  if (rc < 0) {
+    cJSON_Delete(msgs);
+    return rc;
+  }
+  *messages = msgs;
+  return 0;
+}
+
 void lt__swe_agent_mode(void *st) { ((swe_state_t *)st)->agent = 1; }
 
 /* The episode's data when it has a root (a swe episode, or an agent domain's with an image). */
@@ -431,6 +601,8 @@ const lt_env_impl_t lt__env_swe = {
     .close = swe_close,
     .end = swe_end,
     .max_turns = swe_max_turns,
+    .attach = swe_attach,
+    .demo = swe_demo,
     .blocking = 1,
     .sandbox = 1,
 };

@@ -64,6 +64,7 @@ static void fixture(fixture_t *f, const char *tag, const char *extra) {
   static const lt_test_entry_t repo[] = {
       {"testbed", 'd', 0, NULL, 0},
       {"testbed/calc.sh", 'f', 0644, CALC, 0},
+      {"testbed/dup.txt", 'f', 0644, "x\nx\ny\n", 0},
       {"testbed/tests", 'd', 0, NULL, 0},
       {"testbed/tests/cases.sh", 'f', 0644, CASES, 0},
       {"testbed/tests/run.sh", 'f', 0644, ". ./calc.sh\n. ./tests/cases.sh\n\"$1\"\n", 0},
@@ -360,7 +361,7 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   free(o);
   const char *v2[] = {"path", ".", NULL};
   o = call(&loop, ep, "view", v2, NULL);
-  cr_expect(strstr(o, "in /testbed, excluding hidden items:\n/testbed/calc.sh\n/testbed/tests/\n") &&
+  cr_expect(strstr(o, "in /testbed, excluding hidden items:\n/testbed/calc.sh\n") && strstr(o, "\n/testbed/tests/\n") &&
             strstr(o, "/testbed/tests/run.sh\n"), "%s", o);
   free(o);
   const char *e1[] = {"path", "calc.sh", "old_str", "$((", "new_str", "$[", NULL};
@@ -466,6 +467,45 @@ static void episode(const char *json, const char *answer, int gateway, lt_msg_t 
   lt_envs_free(w.envs);
   lt_config_free(&w.cfg);
   cr_expect_eq(uv_loop_close(&w.loop), 0);
+}
+
+/* A demonstration (the supervised warm start) is the gold patch played with the tools in a real root: the file
+ * viewed, then one edit whose old_str is unique, each with the tool's real answer. */
+Test(swe, demonstrations_replay_the_gold_patch, .timeout = 120) {
+  if (!have_boxes()) cr_skip_test("no user namespaces: no boxes here");
+  /* a second task whose change is the second of two equal lines: its old_str takes the line before to be unique */
+  fixture_t f;
+  fixture(&f, "swe_demo", "{\"instance_id\": \"dup-1\", \"problem_statement\": \"p\", \"image\": \"oci:images/calc:latest\", "
+                           "\"patch\": \"--- a/dup.txt\\n+++ b/dup.txt\\n@@ -1,3 +1,3 @@\\n x\\n-x\\n+z\\n y\\n\", "
+                           "\"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"true {test}\"}\n");
+  int rc;
+  lt_envs_t *e = swe_envs(&f, NULL, NULL, &rc);
+  cr_assert_eq(rc, 0, "%s", lt_error_msg());
+  cJSON *msgs;
+  char *resp;
+  int seen = 0;
+  for (int i = 0; i < 2; i++) { /* the epoch's order: one demonstration of each task */
+    cr_assert_eq(lt_envs_demo(e, "swe", (uint64_t)i, &msgs, &resp), 0, "%s", lt_error_msg());
+    cr_assert_eq(cJSON_GetArraySize(msgs), 6, "system, user, then view and edit with their answers");
+    cr_expect(resp && resp[0]);
+    cr_expect_str_eq(str(cJSON_GetArrayItem(msgs, 5), "role"), "tool");
+    EXPECT_IN(str(cJSON_GetArrayItem(msgs, 5), "content"), "has been edited");
+    if (strstr(str(cJSON_GetArrayItem(msgs, 2), "content"), "calc.sh")) {
+      seen |= 1;
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 2), "content"), "<tool_call><name>view</name><arg name=\"path\">calc.sh</arg></tool_call>");
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 3), "content"), "     1\tadd() { echo $(($1 - $2)); }");
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"), "<arg name=\"old_str\">add() { echo $(($1 - $2)); }\n</arg>"
+                                                              "<arg name=\"new_str\">add() { echo $(($1 + $2)); }\n</arg>");
+    } else {
+      seen |= 2;
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"), "<arg name=\"old_str\">x\nx\n</arg><arg name=\"new_str\">x\nz\n</arg>");
+    }
+    cJSON_Delete(msgs);
+    free(resp);
+  }
+  cr_expect_eq(seen, 3, "a demonstration of each task");
+  lt_envs_free(e);
+  lt_test_rmdir(f.dir);
 }
 
 /* Through the agent loop, as a worker runs it: the scripted policy fixes the bug with edit at every turn until the
