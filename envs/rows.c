@@ -49,7 +49,8 @@ int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_ch
       if (rc < 0) lt_error_wrap(rc, "%s", ctx);
       break;
     }
-    char why[512] = "";
+    char why[512];
+    why[0] = 0;
     check(row, check_ud, why, sizeof why);
     cJSON_Delete(row);
     if (why[0]) {
@@ -88,7 +89,8 @@ int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out) {
   ssize_t got = pread(s->fd, text, len, s->off[row]);
   int rc = got == (ssize_t)len ? lt_json_parse(text, len, s->path, out) : LT_EIO;
   free(text);
-  char why[512] = "";
+  char why[512];
+  why[0] = 0;
   if (rc == 0) s->check(*out, s->check_ud, why, sizeof why);
   if (rc == 0 && why[0]) {
     cJSON_Delete(*out);
