@@ -111,13 +111,13 @@ void lt__acks_flush(lt_daemon_t *d, int release) {
 static void episode_failed(lt_daemon_t *d, const lt_traj_t *t) {
   d->failed[t->status]++;
   snprintf(d->last_failure, sizeof d->last_failure, "%s", t->error && t->error[0] ? t->error : t->reason);
-  if (d->failed_said_ms && lt__now_ms() - d->failed_said_ms < 10000 && ++d->failed_unsaid) return;
+  if (d->failed_said_ms && lt_time_mono_ms() - d->failed_said_ms < 10000 && ++d->failed_unsaid) return;
   char more[64] = "";
   if (d->failed_unsaid)
     snprintf(more, sizeof more, " (and %lld more since the last such line)", (long long)d->failed_unsaid);
   lt__event(d, "episode_failed", "task %llu (%s) failed: %s: %.600s%s", (unsigned long long)t->task_id, t->domain,
             lt_traj_status_name(t->status), d->last_failure, more);
-  d->failed_said_ms = lt__now_ms(), d->failed_unsaid = 0;
+  d->failed_said_ms = lt_time_mono_ms(), d->failed_unsaid = 0;
 }
 
 static void task_finished(lt_daemon_t *d, lt__task_t *task, const lt_traj_t *t) {

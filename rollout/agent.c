@@ -7,11 +7,16 @@
  *   from                    to        by                 when
  *   -                       OPENING   lt_agent_start     the environment opens (lt_episode_open_async)
  *   OPENING                 RUNNING   agent_on_open      the opening chat: the loop's first turn, or the program starts
+ *   OPENING, RUNNING        JUDGING   lt__agent_end      it ended ok in an environment that judges its end state
+ *                                                        (lt_episode_end: swe's diff and hidden tests)
+ *   JUDGING                 (as below) agent_on_judged   the verdict landed (or the judge failed: env_error)
  *   OPENING, RUNNING        SCORING   lt__agent_end      it ended ok without a reward of its own: the reward is asked
  *   OPENING, RUNNING        ENDED     lt__agent_end      it ended otherwise (an error, an abort, the program's reward)
  *   SCORING                 ENDED     agent_on_reward    the reward, or its failure, landed
  *   ENDED                   CLOSING   agent_deliver      the TRAJ goes to the callback
- *   OPENING, RUNNING, ENDED CLOSING   lt_agent_discard   dropped without a callback (worker shutdown)
+ *   OPENING, RUNNING, JUDGING, ENDED
+ *                           CLOSING   lt_agent_discard   dropped without a callback (worker shutdown; a judge in
+ *                                                        flight is the environment's to cancel or finish)
  *   SCORING                 DROPPED   lt_agent_discard   dropped, but the reward cannot be called back
  *   DROPPED                 CLOSING   agent_on_reward    the reward landed, unused
  *   CLOSING                 -         agent_on_closed    the timer closed: agent_destroy, the one free
@@ -87,6 +92,21 @@ static void agent_halt(lt_agent_t *a) {
   if (a->gen) lt_gen_close(a->gen), a->gen = NULL;
 }
 
+/* The episode's diff (reference.diff, the swe environment's) as the TRAJ carries it: at most LT_PROTO_MAX_DIFF
+ * bytes, a longer one cut at a line with a note of its size (kept for reading: the judge had the whole). */
+static char *agent_episode_diff(const lt_agent_t *a) {
+  const cJSON *d = a->ep ? cJSON_GetObjectItemCaseSensitive(lt_episode_reference(a->ep), "diff") : NULL;
+  if (!cJSON_IsString(d) || !d->valuestring[0]) return NULL;
+  size_t n = strlen(d->valuestring);
+  if (n <= LT_PROTO_MAX_DIFF) return strdup(d->valuestring);
+  size_t keep = LT_PROTO_MAX_DIFF - 128;
+  while (keep && d->valuestring[keep - 1] != '\n') keep--;
+  char *s = malloc(LT_PROTO_MAX_DIFF + 1);
+  if (s) snprintf(s, LT_PROTO_MAX_DIFF + 1, "%.*s# longtail: the diff was cut here, at %zu of its %zu bytes\n", (int)keep,
+                  d->valuestring, keep, n);
+  return s;
+}
+
 /* Completes the record with the outcome and hands it over as the TRAJ. */
 static void agent_deliver(lt_agent_t *a) {
   if (a->play && lt__play_seal(a) < 0) {
@@ -117,6 +137,7 @@ static void agent_deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
+  t->diff = agent_episode_diff(a);
   t->temperature = a->temperature;
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
@@ -217,14 +238,8 @@ static int agent_timeout_reward(lt_agent_t *a) {
   return 0;
 }
 
-void lt__agent_end(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *reason, const char *err) {
-  if (a->state != LT__EP_OPENING && a->state != LT__EP_RUNNING) return;
-  a->status = st;
-  a->finish = fin;
-  a->reason = reason;
-  free(a->error);
-  a->error = err ? strdup(err) : NULL;
-  agent_halt(a);
+/* The outcome is set: a timeout gets its failure reward, an ok end without a reward of its own is scored. */
+static void agent_reward(lt_agent_t *a) {
   if (a->status == LT_TRAJ_OK && a->finish == LT_FINISH_TIMEOUT && agent_timeout_reward(a) < 0) {
     a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
     free(a->error);
@@ -234,6 +249,33 @@ void lt__agent_end(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *
     agent_score(a);
   else
     agent_ended(a);
+}
+
+/* The environment judged the end state: its verdict is in the reference; rc < 0: it could not (env_error). */
+static void agent_on_judged(lt_episode_t *ep, int rc, void *ud) {
+  (void)ep;
+  lt_agent_t *a = ud;
+  if (rc < 0) {
+    a->status = LT_TRAJ_ENV_ERROR, a->finish = LT_FINISH_NONE, a->reason = "env_error";
+    free(a->error);
+    a->error = strdup(lt_error_msg());
+  }
+  agent_reward(a);
+}
+
+void lt__agent_end(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *reason, const char *err) {
+  if (a->state != LT__EP_OPENING && a->state != LT__EP_RUNNING) return;
+  a->status = st;
+  a->finish = fin;
+  a->reason = reason;
+  free(a->error);
+  a->error = err ? strdup(err) : NULL;
+  agent_halt(a);
+  /* swe judges its end state (a timeout gets its diff, not its tests); 1: nothing to judge */
+  int rc = a->status == LT_TRAJ_OK && a->ep ? lt_episode_end(a->ep, a->finish != LT_FINISH_TIMEOUT, agent_on_judged, a) : 1;
+  if (rc == 0) a->state = LT__EP_JUDGING;
+  else if (rc < 0) agent_on_judged(a->ep, rc, a);
+  else agent_reward(a);
 }
 
 static void agent_on_open(lt_episode_t *ep, int rc, cJSON *opening, void *ud) {
@@ -274,6 +316,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
     a->traj.routing_k = bi.routing_k;
     a->traj.routing_experts = bi.routing_experts;
   }
+  int domain_turns = ctx->envs && a->task.domain ? lt_envs_max_turns(ctx->envs, a->task.domain) : 0;
+  if (domain_turns > 0) a->task.max_turns = domain_turns; /* the domain's own (swe's params.max_turns) */
   uv_timer_init(ctx->loop, &a->timer);
   a->timer.data = a;
   *out = a;

@@ -212,7 +212,7 @@ static void play_on_exit(lt_program_t *prog, const lt_program_result_t *r, void 
   else if (r->timed_out) lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TIMEOUT, "agent_timeout", NULL);
   else if (!clean) lt__agent_end(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error", why);
   else {
-    play_reward(a, r->last_line);
+    if (!p->opts->image) play_reward(a, r->last_line); /* in a task's root its hidden tests judge it */
     lt__agent_end(a, LT_TRAJ_OK, LT_FINISH_TERMINATED, "agent_done", NULL);
   }
 }
@@ -231,11 +231,17 @@ static char *play_stdin(const lt__play_t *p, const cJSON *row, const char *line)
   return in;
 }
 
+/* An agent program inside the task's root: its end and its kill are the environment's (lt_episode_program). */
+static int play_episode_wait(void *ep, int *wstatus) { return lt_episode_program_wait(ep, wstatus); }
+static void play_episode_kill(void *ep) { lt_episode_program_kill(ep); }
+static const lt_program_ops_t play_episode_ops = {play_episode_wait, play_episode_kill};
+
 int lt__play_start(lt_agent_t *a) {
   lt__play_t *p = a->play;
   if (!a->ctx->gateway) return lt_error_set(LT_EINVAL, "agent domain %s: this worker has no gateway", a->task.domain);
   cJSON *row = cJSON_Duplicate(a->task.spec, 1);
   if (row && !p->opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
+  for (const char *const *k = p->opts->hidden; row && k && *k; k++) cJSON_DeleteItemFromObjectCaseSensitive(row, *k);
   char *line = row ? cJSON_PrintUnformatted(row) : NULL, *in = line ? play_stdin(p, row, line) : NULL;
   cJSON_Delete(row);
   char token[65], base[LT_GATEWAY_URL_MAX], url[128], key[128], aurl[128], akey[128];
@@ -256,8 +262,15 @@ int lt__play_start(lt_agent_t *a) {
     if (p->opts->memory_mb) lim.memory_mb = p->opts->memory_mb;
     lim.ro_dirs = (const char *const *)p->opts->read_only;
     a->t0 = lt_time_mono_s();
-    rc = lt_program_start(a->ctx->loop, p->opts->argv, env, in, p->opts->timeout_s, p->opts->sandbox ? &lim : NULL,
-                          play_on_exit, a, &p->prog);
+    int fds[3];
+    if (p->opts->image) { /* inside the task's root, which the environment holds */
+      if ((rc = lt_episode_program(a->ep, p->opts->argv, env, fds)) == 0)
+        rc = lt_program_attach(a->ctx->loop, fds, &play_episode_ops, a->ep, in, p->opts->timeout_s, play_on_exit, a,
+                               &p->prog);
+    } else {
+      rc = lt_program_start(a->ctx->loop, p->opts->argv, env, in, p->opts->timeout_s, p->opts->sandbox ? &lim : NULL,
+                            play_on_exit, a, &p->prog);
+    }
   }
   if (rc < 0) lt_gateway_revoke(a->ctx->gateway, &p->session);
   free(task), free(in), free(line);

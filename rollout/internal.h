@@ -11,6 +11,7 @@
 typedef enum {
   LT__EP_OPENING,   /* its environment opens (off the loop where that blocks) */
   LT__EP_RUNNING,   /* its mode plays it: the loop's turns, or the program's calls */
+  LT__EP_JUDGING,   /* ended; its environment judges the end state (swe: the diff and the hidden tests) */
   LT__EP_SCORING,   /* ended; the reward is in flight */
   LT__EP_ENDED,     /* the outcome is final; the delivery waits on the timer */
   LT__EP_DROPPED,   /* discarded while the reward was in flight: closes when it lands */

@@ -15,6 +15,10 @@ const char *const lt_uirun_hostile[2] = {
     "</textarea></pre><img id=\"injected\" src=x onerror=\"alert(1)\">\xff\xfe bad bytes \x1b[31mred\x1b[0m",
 };
 
+const char *const lt_uirun_hostile_diff =
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-x = '</pre><img id=\"injected\">'\n"
+    "+x = '<script>document.title=\"pwned\"</script>'\n";
+
 /* What learner step 5 computed for task LT_UIRUN_VALUES (the rollout's logprobs are add()'s): token 3's x_t is
  * outside the token bounds, the trajectory's geometric mean (1 · 0.9 · 3.5)^(1/3) inside its bounds. */
 static void add_values(lt_buffer_t *b) {
@@ -39,6 +43,7 @@ static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward,
                  .messages = cJSON_Parse(messages), .turns = 2, .ntokens = 4, .tokens = tokens, .logprobs = logp,
                  .loss_mask = mask, .versions = versions, .temperature = 1};
   if (task == LT_UIRUN_VALUES) r.nseqs = 2, r.seq_starts = seq_starts; /* an agent program's two contexts */
+  if (task == LT_UIRUN_HOSTILE) r.diff = (char *)lt_uirun_hostile_diff;
   cr_assert(r.components && r.messages, "%s", messages);
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = task % 4 == 0, .eval_round = -1,
                       .time_ms = 1000 + task, .status = LT_SAMPLE_READY};

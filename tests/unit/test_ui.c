@@ -275,6 +275,10 @@ Test(ui, hostile_text_comes_back_as_escaped_json_text) {
   cr_assert_eq(num(cJSON_GetObjectItem(j, "components"), "correct"), 1);
   cr_assert_str_eq(cJSON_GetObjectItem(j, "status")->valuestring, "ready");
   cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "consumed_step")));
+  cr_assert_str_eq(cJSON_GetObjectItem(j, "diff")->valuestring, lt_uirun_hostile_diff, "the episode's diff, as stored");
+  cJSON_Delete(j);
+  j = ok("/api/trajectories/1");
+  cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "diff")), "none stored: null");
   cJSON_Delete(j);
 }
 

@@ -110,14 +110,18 @@ try {
     scripts: document.scripts.length,
     title: document.title,
     text: document.getElementById('turns').textContent,
+    diff: document.getElementById('diff') ? document.getElementById('diff').textContent : null,
+    diffAdded: document.querySelectorAll('#diff .dadd').length,
   }));
   if (dialogs.length) fail('a dialog opened: ' + dialogs.join(' | '));
   if (probe.injected) fail(probe.injected + ' injected element(s)');
   if (probe.scripts !== 1 || probe.title === 'pwned') fail('a script ran or was added');
   if (!probe.text.includes("<script>document.title='pwned'</script>") || !probe.text.includes('</textarea></pre><img id="injected"'))
     fail('the markup is not shown as text: ' + probe.text.slice(0, 300));
+  if (!probe.diff || !probe.diff.includes('+x = \'<script>document.title="pwned"</script>\'') || probe.diffAdded !== 1)
+    fail('the episode\'s diff is not shown as text, its added lines marked: ' + probe.diff);
   await page.screenshot({ path: shots + '/ui-inspector.png', fullPage: true });
-  ok('hostile text renders as text (no dialog, no injected element)');
+  ok('hostile text and diff render as text (no dialog, no injected element)');
   const trained = (await api('/api/trajectories?status=consumed&limit=1')).rows[0];
   await open('/trajectories/' + trained.task_id);
   const toks = await page.$$eval('#tokens .tok', (t) => t.length);
