@@ -10,6 +10,7 @@
 #   make soak       SOAK_WORKERS scripted workers x 8 slots for SOAK_SECONDS against one daemon
 #   make retrain-check  the default job, then `longtail retrain` of it: every step bit-identical (docs/replay.md)
 #   make weights-bench  publish-to-last-worker time and daemon bytes, four ways of sending weights (root)
+#   make scale-swe  SCALE_SWE_ROOTS (1,000) task roots at once, idle shells in each: memory, fds, latency, leaks
 #   make deps       install the Debian packages the build needs
 #
 #   make test-gpu   CUDA kernels and the whole model against the CPU reference (needs a GPU)
@@ -20,7 +21,7 @@
 
 VERSION := 0.1.0
 LAYERS  := util proto net buffer text learner infer train sandbox envs rewards rollout ui orchestrator cli
-PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd
+PKGS    := libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd libarchive
 
 VARIANT ?= release
 CUDA    ?= auto
@@ -123,7 +124,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs \
-        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check weights-bench FORCE
+        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale scale-swe retrain-check weights-bench FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -289,6 +290,12 @@ retrain-check: all
 SCALE_WORKERS ?= 40
 SCALE_SLOTS   ?= 800
 SCALE_SECONDS ?= 150
+# SCALE_SWE_ROOTS task roots at once on this host, each with an idle shell (docs/benchmarks.md, "make scale-swe").
+SCALE_SWE_ROOTS ?= 1000
+scale-swe: check-deps
+	$(Q)$(MAKE) --no-print-directory $(BUILD)/bench/swe_env
+	$(Q)$(BUILD)/bench/swe_env --scale $(SCALE_SWE_ROOTS)
+
 scale: all
 	$(Q)SCALE_WORKERS=$(SCALE_WORKERS) SCALE_SLOTS=$(SCALE_SLOTS) SCALE_SECONDS=$(SCALE_SECONDS) LT_BIN=$(abspath $(BIN)) scripts/scale.sh
 
@@ -313,6 +320,12 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  BENCH   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+# swe_env measures boxes over the test suite's busybox image, written by tests/support/image.c.
+$(BUILD)/bench/swe_env: bench/swe_env.c $(BUILD)/obj/tests/support/image.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  BENCH   $@"
+	$(Q)$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/obj/tests/support/image.o $(LIB) $(LDLIBS)
 
 bench-build: $(BIN) $(BENCH_BIN)
 

@@ -14,8 +14,8 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-#define LT_BUFFER_SCHEMA 6 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
-                              5: payloads.seq_starts; 6: token_values (docs/buffer.md) */
+#define LT_BUFFER_SCHEMA 7 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+                              5: payloads.seq_starts; 6: token_values; 7: payloads.diff (docs/buffer.md) */
 
 /* The trajectory's row and its payload, one column per line: X(column, SQL declaration, schema that added it).
  * The CREATE statements, the INSERTs (named parameters bound by column name), the SELECTs (read by the column's
@@ -35,7 +35,7 @@
   X(versions, "BLOB NOT NULL", 1) X(support, "BLOB", 1) X(routing_ids, "BLOB", 1) X(routing_probs, "BLOB", 1)     \
   X(routing_layers, "INTEGER NOT NULL DEFAULT 0", 1) X(routing_k, "INTEGER NOT NULL DEFAULT 0", 1)                \
   X(routing_experts, "INTEGER NOT NULL DEFAULT 0", 1) X(messages, "TEXT NOT NULL", 1) X(support_ids, "BLOB", 2)    \
-  X(temperature, "REAL", 2) X(seq_starts, "BLOB", 5)
+  X(temperature, "REAL", 2) X(seq_starts, "BLOB", 5) X(diff, "TEXT", 7)
 
 #define COL_DECL(c, decl, since) ", " #c " " decl
 #define COL_NAME(c, decl, since) ", " #c
@@ -612,6 +612,7 @@ int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta
   bind_blob(s, PPARAM(support_ids), t->support ? t->support_ids : NULL, (size_t)t->nsupport_ids * 4);
   if (t->temperature >= 0) sqlite3_bind_double(s, PPARAM(temperature), t->temperature);
   bind_blob(s, PPARAM(seq_starts), t->nseqs > 1 ? t->seq_starts : NULL, t->nseqs > 1 ? (size_t)t->nseqs * 4 : 0);
+  if (t->diff && t->diff[0]) bind_text(s, PPARAM(diff), t->diff);
   return run(b, S_PAYLOAD_INS);
 }
 
@@ -722,6 +723,7 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
     bad = t->seq_starts[0] != 0 || t->seq_starts[i] <= t->seq_starts[i - 1] || t->seq_starts[i] >= t->ntokens;
   /* The messages are read only when asked for: packing a batch does not need them. */
   if (what == LT_LOAD_ALL && !(t->messages = col_json(s, PCOL(messages), "[]"))) bad = 1;
+  if (what == LT_LOAD_ALL && sqlite3_column_type(s, PCOL(diff)) != SQLITE_NULL && !(t->diff = col_dup(s, PCOL(diff)))) bad = 1;
   sqlite3_reset(s);
   if (bad) {
     lt_traj_free(t);

@@ -1,6 +1,6 @@
 /* `longtail inspect RUN --task ID`: one trajectory for a terminal — its
  * outcome, the conversation with tool calls and observations, reward
- * components, and the token sequence coloured by the rollout logprob of each
+ * components, the episode's diff (swe), and the token sequence coloured by the rollout logprob of each
  * generated token (prompt and observation tokens dimmed: the loss mask). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +43,7 @@ int lt_cmd_inspect(int argc, char **argv) {
   lt_cmd_args_t c = {.command = "inspect",
                      .usage = "RUN --task ID [--color auto|always|never] [--check]",
                      .summary = "Shows one trajectory: outcome, reward components, the conversation with tool calls "
-                                "and observations, and every token coloured by its rollout logprob (green likely, "
+                                "and observations, the episode's diff (swe), and every token coloured by its rollout logprob (green likely, "
                                 "red unlikely; dim: not trained on).",
                      .args = args,
                      .nargs = 3,
@@ -100,6 +100,19 @@ int lt_cmd_inspect(int argc, char **argv) {
       printf("  → tool call %s %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "name")),
              a.data ? (char *)a.data : "{}");
       lt_buf_free(&a);
+    }
+  }
+  /* The episode's changes (a swe environment's diff): added lines green, removed red. */
+  if (t.diff && t.diff[0]) {
+    printf("\n%s── diff ──%s\n", color ? BOLD : "", color ? RESET : "");
+    for (const char *p = t.diff; *p;) {
+      const char *nl = strchr(p, '\n');
+      size_t n = nl ? (size_t)(nl - p) : strlen(p);
+      const char *style = !color ? "" : !strncmp(p, "+++", 3) || !strncmp(p, "---", 3) || !strncmp(p, "diff ", 5) ? BOLD
+                          : *p == '@' ? "\033[36m" : *p == '+' ? "\033[32m" : *p == '-' ? "\033[31m" : "";
+      put_text(p, n, color, style);
+      putchar('\n');
+      p += n + (nl != NULL);
     }
   }
   /* Tokens: what the learner sees. */

@@ -1,5 +1,5 @@
-/* `longtail sandbox run [--timeout S] [--memory MB] [--json] -- CMD ...`: one
- * command in the sandbox the environments and rewards use. */
+/* `longtail sandbox run [--image REF] [--timeout S] [--memory MB] [--json] -- CMD ...`: one command in the
+ * sandbox the environments and rewards use, or in a fresh root made from a task image (sandbox/image.h). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "sandbox/image.h"
 #include "sandbox/sandbox.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -59,6 +60,19 @@ static int read_stdin(char **out, size_t *len) {
   return *out ? 0 : lt_error_set(LT_ENOMEM, "stdin: out of memory");
 }
 
+/* One command in a fresh root of the image, every limit of the sandbox applying. */
+static int run_in_image(const char *ref, const char *cache, const lt_sandbox_limits_t *lim, const lt_sandbox_job_t *job,
+                        lt_sandbox_result_t *r) {
+  lt_image_t *img = NULL;
+  lt_box_t *box = NULL;
+  int rc = lt_image_open(cache, ref, &img);
+  if (rc == 0) rc = lt_box_create(img, lim, &box);
+  if (rc == 0) rc = lt_box_exec(box, job, r);
+  if (box) lt_box_destroy(box);
+  lt_image_close(img);
+  return rc;
+}
+
 int lt_cmd_sandbox(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--timeout", .kind = LT_ARG_VALUE, .metavar = "S", .help = "wall-clock deadline in seconds (default sandbox.timeout_s)"},
@@ -70,18 +84,24 @@ int lt_cmd_sandbox(int argc, char **argv) {
       {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P",
        .help = "the program's 127.0.0.1:P reaches this host's 127.0.0.1:P (its only network)"},
       {.name = "--env", .kind = LT_ARG_MULTI, .metavar = "NAME", .help = "pass our environment variable NAME to the program"},
-      {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH", .help = "copy the file PATH into /work under its base name"},
+      {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH",
+       .help = "copy the file PATH into /work (with --image: the image's WorkingDir) under its base name"},
+      {.name = "--image", .kind = LT_ARG_VALUE, .metavar = "REF",
+       .help = "run in a fresh copy-on-write root of this image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE"},
+      {.name = "--cache", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "the image cache (default sandbox.image_cache)"},
   };
   lt_cmd_args_t c = {.command = "sandbox",
-                     .usage = "run [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] -- CMD ...",
+                     .usage = "run [--image REF] [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] "
+                              "-- CMD ...",
                      .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
                                 "read-only system, a private /tmp and /work, no network, a deadline that kills the "
-                                "whole process tree.",
+                                "whole process tree. With --image, the root is a fresh copy-on-write view of the "
+                                "image (its Env, WorkingDir and User apply), discarded at the end.",
                      .details = "Without --json the program's output is passed through and its exit status is ours "
                                 "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
                                 "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
                      .args = args,
-                     .nargs = 9,
+                     .nargs = 11,
                      .min_pos = 2,
                      .max_pos = -1};
   int rc = lt_args_parse(&c, argc, argv);
@@ -91,6 +111,8 @@ int lt_cmd_sandbox(int argc, char **argv) {
   if ((rc = lt_cli_load_config("sandbox", lt_args_str(&c, "--config", NULL), lt_args_get(&c, "--set"), &cfg))) return rc;
   lt_sandbox_limits_t lim;
   lt_sandbox_limits_from_config(&cfg, &lim);
+  char cache[4096];
+  lt_sandbox_image_cache(&cfg, cache, sizeof cache);
   lt_config_free(&cfg);
   long long mem, port;
   if ((rc = lt_args_double(&c, "--timeout", lim.timeout_s, &lim.timeout_s)) ||
@@ -137,7 +159,9 @@ int lt_cmd_sandbox(int argc, char **argv) {
   job.env = (const char *const *)env;
   job.files = fs;
   job.nfiles = nf;
-  if (rc == 0) rc = lt_sandbox_run(&lim, &job, &r);
+  const char *image = lt_args_str(&c, "--image", NULL);
+  if (rc == 0 && image) rc = run_in_image(image, lt_args_str(&c, "--cache", cache), &lim, &job, &r);
+  else if (rc == 0) rc = lt_sandbox_run(&lim, &job, &r);
   free(in);
   for (int i = 0; i < envs->nvalues; i++) free(env[i]);
   for (int i = 0; i < nf; i++) free((char *)fs[i].data);

@@ -40,6 +40,7 @@ int lt_cmd_tokenize(int argc, char **argv);
 int lt_cmd_template(int argc, char **argv);
 int lt_cmd_reward(int argc, char **argv);
 int lt_cmd_sandbox(int argc, char **argv);
+int lt_cmd_swe(int argc, char **argv);
 int lt_cmd_keygen(int argc, char **argv);
 int lt_cmd_config(int argc, char **argv);
 int lt_cmd_retrain(int argc, char **argv);

@@ -30,6 +30,7 @@ const lt_command_t lt_commands[] = {
     {"template", lt_cmd_template, "render conversations with a model's own chat template"},
     {"reward", lt_cmd_reward, "score responses with the configured reward functions"},
     {"sandbox", lt_cmd_sandbox, "run a command in the isolated sandbox"},
+    {"swe", lt_cmd_swe, "validate a software-engineering task set: gold patches resolve, no patch does not"},
     {"keygen", lt_cmd_keygen, "make a CURVE key pair for the daemon–worker link"},
     {"config", lt_cmd_config, "print the resolved config, or the config reference"},
 };

@@ -82,6 +82,14 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
  * end-state verdict ({"answer": "42"}, {"tests": [...]}, {"success": true}...).
  * Borrowed; valid until close. */
 const cJSON *lt_episode_reference(const lt_episode_t *ep);
+/* The episode ended by the policy's final answer, a budget or a timeout (not an environment failure): an
+ * environment that judges the end state does it now, off the loop, into the reference (swe: the episode's diff,
+ * reference.diff, and with `score` its hidden tests, reference.success and reference.components).  Returns 1
+ * when the environment has nothing to do (cb is not called), 0 when cb follows on the loop (rc < 0: the
+ * environment failed, lt_error_msg() has the detail), < 0 when it cannot start. */
+typedef void (*lt_episode_end_cb)(lt_episode_t *ep, int rc, void *ud);
+int lt_episode_end(lt_episode_t *ep, int score, lt_episode_end_cb cb, void *ud);
+
 /* Closes; an in-flight step is cancelled and its callback is not called. */
 void lt_episode_close(lt_episode_t *ep);
 
@@ -94,6 +102,8 @@ int lt_envs_demo(lt_envs_t *envs, const char *domain, uint64_t index, cJSON **me
 
 /* The environment type of a domain ("arith", ...), NULL if unknown. */
 const char *lt_envs_type(const lt_envs_t *envs, const char *domain);
+/* Turns per episode a domain sets for itself (swe's params.max_turns), 0 when rollout.max_turns applies. */
+int lt_envs_max_turns(const lt_envs_t *envs, const char *domain);
 /* 1 when a domain's episodes run code in the sandbox (its environment says so), 0 otherwise. */
 int lt_envs_needs_sandbox(const lt_envs_t *envs, const char *domain);
 
@@ -105,10 +115,23 @@ typedef struct {
   int sandbox;        /* run it in the sandbox */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */
   int honor_sampling; /* requests' temperature/top_p are used (and recorded) */
+  int image;          /* params.image: it runs inside the task's root (lt_episode_program), judged as a swe episode */
+  const char *const *hidden; /* keys of the task row the program never sees (NULL-terminated; the judge's) */
 } lt_envs_agent_t;
 
 /* The settings of an `agent` domain; NULL for other types and unknown domains. */
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *envs, const char *domain);
+/* The port agent programs inside a task's root reach (the worker's gateway, 127.0.0.1:port): set before the first
+ * episode of an `agent` domain with an image opens. */
+void lt_envs_set_gateway(lt_envs_t *envs, int port);
+/* An `agent` domain with an image: its program starts inside the episode's root (the task's repo_dir its working
+ * directory, env added to the image's, the gateway's port its only network).  fds[0..2]: its stdin, stdout and
+ * stderr (non-blocking, the caller's: close them).  One per episode; it ends with the episode, or by
+ * lt_episode_program_kill.  lt_episode_program_wait: 0 and its wait status once it ended, LT_ETIMEDOUT while it
+ * runs (never blocks).  LT_EUNSUPP for an episode without a root. */
+int lt_episode_program(lt_episode_t *ep, char *const *argv, const char *const *env, int fds[3]);
+int lt_episode_program_wait(lt_episode_t *ep, int *wstatus);
+void lt_episode_program_kill(lt_episode_t *ep);
 /* The run's sandbox limits (its `sandbox` section). */
 const lt_sandbox_limits_t *lt_envs_sandbox(const lt_envs_t *envs);
 
@@ -125,5 +148,20 @@ int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *te
                       lt_envs_code_result_t *res);
 /* The last fenced code block of a response (caller frees); NULL if none. */
 char *lt_envs_code_extract(const char *text);
+
+/* ---- the swe judge on its own: `longtail swe validate` (docs/envs.md, "`swe`") ---- */
+typedef struct lt_swe_harness lt_swe_harness_t;
+/* The tasks of a swe tasks file, every row checked (a bad one: LT_EINVAL naming file:line and the field; relative
+ * images are the file's folder's); boxes with cfg's sandbox section, `pool` kept warm per image. */
+int lt_swe_harness_open(const lt_config_t *cfg, const char *tasks, int pool, double test_timeout_s,
+                        lt_swe_harness_t **out);
+int lt_swe_harness_count(const lt_swe_harness_t *h);
+/* Row i of the file (caller deletes). */
+int lt_swe_harness_row(lt_swe_harness_t *h, int i, cJSON **row);
+/* Judges patch (NULL or "": none) for row i in a fresh box: *result as the swe environment's verdict
+ * ({"instance_id", "resolved", "applied", "fail_to_pass", "pass_to_pass", "tests", "seconds", "error"?}); < 0
+ * when the image cannot start or the row's test_patch does not apply to it.  Thread-safe. */
+int lt_swe_harness_judge(lt_swe_harness_t *h, int i, const char *patch, cJSON **result);
+void lt_swe_harness_close(lt_swe_harness_t *h);
 
 #endif

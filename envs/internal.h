@@ -4,7 +4,12 @@
 #ifndef LT_ENVS_INTERNAL_H
 #define LT_ENVS_INTERNAL_H
 
+#include <pthread.h>
+
 #include "envs/env.h"
+#include "sandbox/image.h"
+#include "text/diff.h"
+#include "util/buf.h"
 
 /* The noise wrapper (envs/noise.c): envs.<domain>.noise. */
 typedef struct {
@@ -49,6 +54,9 @@ typedef struct lt_env_impl {
   int (*step_async)(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls);
   void (*cancel)(lt_episode_t *ep);
   void (*shutdown)(void *state);
+  /* The episode ended (lt_episode_end): judges its end state into the reference; blocks (the thread pool). */
+  int (*end)(lt_episode_t *ep, int score);
+  int (*max_turns)(void *state); /* turns per episode of the domain; 0: rollout.max_turns */
 } lt_env_impl_t;
 
 struct lt_episode {
@@ -79,6 +87,10 @@ struct lt_episode {
   char *open_err;
   int async_op;          /* an open_async/step_async is in flight */
   void *io;              /* the implementation's in-flight request */
+  int judged;            /* set by an open whose end the environment judges (lt_episode_end) */
+  lt_episode_end_cb end_cb; /* an end in flight (lt_episode_end) */
+  int ending, end_score, end_rc;
+  char *end_err;
 };
 
 void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages); /* rc < 0: lt_error_msg() has the detail */
@@ -95,9 +107,122 @@ int lt__envproto_opened(lt_episode_t *ep, const char *domain, cJSON *answer, cJS
 void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_step_t *res);
 void lt__envproto_close(lt_episode_t *ep);
 
+/* Rows of a JSON-lines file (envs/rows.c): checked when opened, then an index of line offsets; rows read back
+ * (pread) when sampled.  A check writes the row's problem into why (left "" for a good row). */
+typedef void (*lt__row_check_fn)(const cJSON *row, void *ud, char *why, size_t n);
+typedef struct {
+  char *path;
+  int fd;       /* rows are read back with pread: no shared file position */
+  int64_t *off; /* byte offset of each row's line; off[n] is where the last one ends */
+  uint32_t n;
+  lt__row_check_fn check;
+  void *check_ud;
+  uint64_t seed;      /* the epochs' permutations */
+  pthread_mutex_t mu; /* the cached permutation */
+  uint32_t *perm;     /* the permutation of epoch perm_epoch */
+  int64_t perm_epoch;
+} lt__rows_t;
+
+/* ctx names the owner in a bad row's error ("envs.gsm8k: data.jsonl:3: ..."), key the file's setting in file
+ * errors ("envs.gsm8k.params.train: ..."). */
+int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_check_fn check, void *check_ud,
+                  uint64_t seed, lt__rows_t *s);
+void lt__rows_close(lt__rows_t *s);
+/* Row `row` (0-based), checked again: a file changed since the start is an error. */
+int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out);
+/* The row of sample `index`: in file order (wrapping; *epoch -1), or row perm_e[index mod n] of epoch e. */
+int lt__rows_pick(lt__rows_t *s, uint64_t index, int in_order, uint32_t *row, int64_t *epoch);
+
+/* ---- swe (docs/envs.md, "`swe`") ---- */
+
+/* What a domain gives rows that leave a field out. */
+typedef struct {
+  const char *image, *test_cmd;
+} lt__swe_defaults_t;
+
+/* A task row's fields (envs/swe_task.c): strings point into the row (or the defaults), which must outlive it. */
+typedef struct {
+  const char *instance_id, *problem_statement, *image, *repo_dir, *patch, *test_patch, *test_cmd;
+  const char **f2p, **p2p; /* FAIL_TO_PASS, PASS_TO_PASS */
+  int nf2p, np2p;
+  cJSON *lists; /* the lists parsed from JSON strings */
+} lt__swe_task_t;
+
+/* 0, or LT_EINVAL with why naming the field ("\"FAIL_TO_PASS\": ..."). */
+int lt__swe_task_parse(const cJSON *row, const lt__swe_defaults_t *dflt, lt__swe_task_t *t, char *why, size_t n);
+void lt__swe_task_free(lt__swe_task_t *t);
+void lt__swe_row_check(const cJSON *row, void *dflt, char *why, size_t n); /* an lt__row_check_fn */
+/* test_cmd with each {test} replaced by the id quoted for sh (caller frees). */
+char *lt__swe_test_command(const char *test_cmd, const char *id);
+
+/* The persistent shell of an episode (envs/swe_shell.c). */
+typedef struct lt__swe_shell lt__swe_shell_t;
+typedef struct {
+  int status;      /* the command's exit status; -1 when it did not finish (timed out, or the shell ended) */
+  int timed_out;   /* its deadline passed: its processes were killed */
+  int restarted;   /* the shell had ended before this call: a new one started in the task's directory */
+  int shell_ended; /* the command ended the shell (exit, exec, set -e): shell_exit its status */
+  int shell_exit;
+  size_t total, cut; /* bytes of output, and how many of them were left out (the middle) */
+} lt__swe_run_t;
+
+int lt__swe_shell_start(lt_box_t *box, const char *cwd, lt__swe_shell_t **out);
+/* Runs cmd for at most timeout_s; its output (stdout and stderr in order, at most cap bytes: the first and last
+ * halves, a note of what was cut between them) is appended to out.  < 0 only for the shell's own failures. */
+int lt__swe_shell_run(lt__swe_shell_t *sh, const char *cmd, double timeout_s, size_t cap, lt_buf_t *out,
+                      lt__swe_run_t *r);
+void lt__swe_shell_free(lt__swe_shell_t *sh);
+
+/* The tools (envs/swe_tools.c): bash, view, edit, in that order (bit i of a tool set is tool i). */
+enum { LT__SWE_NTOOLS = 3 };
+#define LT__SWE_CUT_NOTE "\n[... %zu bytes of output cut here ...]\n"
+typedef struct {
+  lt_box_t *box;
+  lt__swe_shell_t *shell; /* started by the first bash call */
+  const char *repo_dir;
+  double tool_timeout_s;
+  size_t output_bytes;
+  unsigned tools;
+} lt__swe_ctx_t;
+
+int lt__swe_tool_index(const char *name); /* -1: not a tool */
+const char *lt__swe_tool_name(int i);
+/* One call: the answer appended to out (an error of the policy's is an answer); *timed_out for a bash call past
+ * its deadline.  < 0 only for the box's own failures. */
+int lt__swe_tool(lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *out, int *timed_out);
+cJSON *lt__swe_tool_schemas(unsigned tools, double timeout_s);
+/* Valid UTF-8 for the policy: other bytes (NUL too) become U+FFFD. */
+void lt__swe_clean(lt_buf_t *out, const char *s, size_t n);
+
+/* Images, their boxes and the judge (envs/swe_judge.c). */
+typedef struct lt__swe_images lt__swe_images_t;
+/* The images of one domain (or of swe validate): each opened into cache_dir and pooled (pool boxes kept warm) on
+ * first use, its boxes with the limits l. */
+int lt__swe_images_create(const char *cache_dir, const lt_sandbox_limits_t *l, int pool, lt__swe_images_t **out);
+void lt__swe_images_free(lt__swe_images_t *im);
+/* A fresh box over image ref; the caller destroys it.  An image that cannot be opened or started is the error. */
+int lt__swe_box(lt__swe_images_t *im, const char *ref, lt_box_t **out);
+/* ref with a relative DIR or FILE taken from base_dir (the tasks file's folder); caller frees. */
+char *lt__swe_image_ref(const char *ref, const char *base_dir);
+/* The box's changes under repo_dir as a unified diff (paths relative to it) appended to out; files a text diff
+ * cannot carry (binary, symlinks, past 4 MB) are left out and their paths added to skipped (may be NULL). */
+int lt__swe_diff(lt_box_t *b, const char *repo_dir, lt_buf_t *out, cJSON *skipped);
+/* Applies a patch (paths relative to repo_dir) in the box, all of it or nothing, leaving out the files `except`
+ * touches (NULL: none).  0 applied; 1 it does not apply (why says where); < 0 the box failed. */
+int lt__swe_apply(lt_box_t *b, const char *repo_dir, const char *patch, const lt_patch_t *except, char *why, size_t n);
+/* Judges diff (NULL or "": no change) for task t in a fresh box: *result {"instance_id", "resolved", "applied",
+ * "error"?, "timed_out"?, "fail_to_pass", "pass_to_pass", "tests": {"FAIL_TO_PASS": {id: passed|failed|timeout},
+ * "PASS_TO_PASS": {...}}, "seconds"}.  A diff that does not apply and tests that fail or time out are results;
+ * < 0 when the image cannot start or the task's test_patch does not apply to it (the environment's fault). */
+int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *diff, double test_timeout_s,
+                  cJSON **result);
+
 /* The step of single-turn environments: the first response ends the episode. */
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
 
+/* What boxes over images are made with: the sandbox section's limits, sandbox.pool, the image cache. */
+const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir, int *gateway_port);
+const lt_env_impl_t *lt__episode_impl(const lt_episode_t *ep);
 /* The worker's sandbox pool (the config's sandbox section), made on first use. */
 int lt__envs_pool(lt_envs_t *envs, lt_sandbox_pool_t **out);
 
@@ -108,6 +233,10 @@ extern const lt_env_impl_t lt__env_external;
 extern const lt_env_impl_t lt__env_http;
 extern const lt_env_impl_t lt__env_dataset;
 extern const lt_env_impl_t lt__env_agent;
+extern const lt_env_impl_t lt__env_swe;
+/* An agent domain with an image (envs/agent.c) takes its tasks, roots and verdicts from a swe state in this mode:
+ * its boxes reach the worker's gateway port. */
+void lt__swe_agent_mode(void *swe_state);
 const lt_envs_agent_t *lt__agent_params(void *state); /* envs/agent.c */
 
 #endif

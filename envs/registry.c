@@ -26,10 +26,12 @@ struct lt_envs {
   int pool_size;
   lt_sandbox_pool_t *pool;
   pthread_mutex_t pool_mu;
+  char *image_cache; /* where images unpack (swe, agent in an image) */
+  int gateway_port;  /* what agent programs in an image reach */
 };
 
 static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http,
-                                              &lt__env_dataset, &lt__env_agent};
+                                              &lt__env_dataset, &lt__env_agent, &lt__env_swe};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
@@ -38,6 +40,17 @@ int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_unlock(&e->pool_mu);
   return rc;
 }
+
+const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *e, int *pool, const char **cache_dir, int *gateway_port) {
+  *pool = e->pool_size;
+  *cache_dir = e->image_cache;
+  *gateway_port = e->gateway_port;
+  return &e->sandbox;
+}
+
+void lt_envs_set_gateway(lt_envs_t *e, int port) { e->gateway_port = port; }
+
+const lt_env_impl_t *lt__episode_impl(const lt_episode_t *ep) { return ((const domain_t *)ep->domain)->impl; }
 
 static const lt_env_impl_t *find_impl(const char *type) {
   for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
@@ -60,14 +73,20 @@ int lt_envs_create(const lt_config_t *cfg, uv_loop_t *loop, lt_envs_t **out) {
   lt_sandbox_limits_from_config(cfg, &e->sandbox);
   e->pool_size = (int)lt_config_int(cfg, "sandbox.pool");
   pthread_mutex_init(&e->pool_mu, NULL);
+  char cache[4096];
+  lt_sandbox_image_cache(cfg, cache, sizeof cache);
+  if (!(e->image_cache = strdup(cache))) {
+    free(e);
+    return lt_error_set(LT_ENOMEM, "envs: out of memory");
+  }
   int n = map ? cJSON_GetArraySize(map) : 0;
   if (n == 0) {
-    free(e);
+    lt_envs_free(e);
     return lt_error_set(LT_ECONFIG, "envs: no environment configured");
   }
   e->d = calloc((size_t)n, sizeof *e->d);
   if (!e->d) {
-    free(e);
+    lt_envs_free(e);
     return lt_error_set(LT_ENOMEM, "envs: out of memory");
   }
   uint64_t seed = (uint64_t)lt_config_int(cfg, "run.seed");
@@ -124,6 +143,7 @@ void lt_envs_free(lt_envs_t *e) {
   free(e->d);
   lt_sandbox_pool_free(e->pool);
   pthread_mutex_destroy(&e->pool_mu);
+  free(e->image_cache);
   free(e);
 }
 
@@ -164,6 +184,11 @@ int lt_envs_needs_sandbox(const lt_envs_t *e, const char *domain) {
 }
 
 const lt_sandbox_limits_t *lt_envs_sandbox(const lt_envs_t *e) { return &e->sandbox; }
+
+int lt_envs_max_turns(const lt_envs_t *e, const char *domain) {
+  domain_t *d = find(e, domain);
+  return d && d->impl->max_turns ? d->impl->max_turns(d->state) : 0;
+}
 
 const lt_envs_agent_t *lt_envs_agent(const lt_envs_t *e, const char *domain) {
   domain_t *d = find(e, domain);
@@ -596,6 +621,45 @@ static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls
 
 const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference; }
 
+static void end_work(uv_work_t *w) {
+  lt_episode_t *ep = w->data;
+  domain_t *d = ep->domain;
+  ep->end_rc = d->impl->end(ep, ep->end_score);
+  if (ep->end_rc < 0) ep->end_err = strdup(lt_error_msg()); /* this thread's detail */
+}
+
+static void end_done(uv_work_t *w, int status) {
+  lt_episode_t *ep = w->data;
+  ep->ending = 0;
+  ep->pending = 0;
+  int rc = status == UV_ECANCELED ? LT_ECANCELED : ep->end_rc;
+  char *err = ep->end_err;
+  ep->end_err = NULL;
+  if (ep->closed) { /* closed while ending: the caller has let go */
+    free(err);
+    lt_episode_close(ep);
+    return;
+  }
+  if (rc < 0) lt_error_set(rc, "%s", err ? err : lt_strerror(rc));
+  free(err);
+  ep->end_cb(ep, rc, ep->ud);
+}
+
+int lt_episode_end(lt_episode_t *ep, int score, lt_episode_end_cb cb, void *ud) {
+  domain_t *d = ep->domain;
+  if (!d->impl->end || !ep->judged) return 1;
+  if (!ep->envs->loop) return lt_error_set(LT_EINVAL, "episode end needs an event loop");
+  if (ep->pending) return lt_error_set(LT_EBUSY, "episode: a step is still in flight");
+  ep->end_cb = cb;
+  ep->ud = ud;
+  ep->end_score = score;
+  ep->work.data = ep;
+  int rc = uv_queue_work(ep->envs->loop, &ep->work, end_work, end_done);
+  if (rc != 0) return lt_error_set(LT_ESYS, "episode: cannot queue its end: %s", uv_strerror(rc));
+  ep->ending = ep->pending = 1;
+  return 0;
+}
+
 int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
   res->done = 1;
   return 0;
@@ -615,7 +679,7 @@ void lt_episode_close(lt_episode_t *ep) {
     if (ep->opening) uv_cancel((uv_req_t *)&ep->work);
     return;
   }
-  if (ep->work_text) { /* a blocking step is queued or running: cancel it or let it end, then close */
+  if (ep->work_text || ep->ending) { /* a blocking step or end is queued or running: cancel it or let it end */
     ep->closed = 1;
     uv_cancel((uv_req_t *)&ep->work);
     return;

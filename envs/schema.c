@@ -6,7 +6,7 @@
 
 static const lt_cfg_entry_t envs_e[] = {
     {"envs", LT_CFG_MAP, "{\"arith\": {\"type\": \"arith\"}}", LT_CFG_NORANGE, NULL, "domain name → environment; each domain is one kind of task"},
-    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset|agent", "environment implementation"},
+    {"envs.*.type", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "arith|code|tools|external|http|dataset|agent|swe", "environment implementation"},
     {"envs.*.weight", LT_CFG_NUM, NULL, 0, BIG, NULL, "share of dispatched tasks (default 1)"},
     {"envs.*.group_size", LT_CFG_INT, NULL, 1, 4096, NULL, "samples per prompt of this domain (its group); default scheduler.group_size (seed 001 App. D.2: group counts per domain)"},
     {"envs.*.kl_coef", LT_CFG_NUM, NULL, 0, BIG, NULL, "coefficient of the unbiased KL to the reference policy for this domain's trajectories, per token in the loss (seed 002 §3.1); default learner.kl_coef"},
@@ -17,12 +17,20 @@ static const lt_cfg_entry_t envs_e[] = {
     {"envs.*.params.spec", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "tools: the tool specification file (docs/envs.md)"},
     {"envs.*.params.dir", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "external: the program's working directory (docs/envs.md)"},
     {"envs.*.params.train", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the training JSONL (docs/envs.md)"},
-    {"envs.*.params.tasks", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "agent: the task rows (JSONL, dataset rows: prompt or messages, answer, ...) (docs/agent-gateway.md)"},
+    {"envs.*.params.tasks", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "agent: the task rows (JSONL, dataset rows: prompt or messages, answer, ...) (docs/agent-gateway.md); swe: the training tasks (JSONL in SWE-bench's fields: instance_id, problem_statement, image, repo_dir, patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS, test_cmd; docs/envs.md)"},
+    {"envs.*.params.image", LT_CFG_STR, NULL, LT_CFG_NORANGE, NULL, "swe: the image of rows that name none (oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE); agent: run the program inside the task's root made from this image (or the row's image), reaching only its gateway port (docs/envs.md)"},
+    {"envs.*.params.test_cmd", LT_CFG_STR, NULL, LT_CFG_NORANGE, NULL, "swe (and agent with image): the command that runs one test id for rows that name none ({test} is replaced by the id, quoted; exit 0: passed), run by /bin/sh in repo_dir"},
+    {"envs.*.params.tools", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "swe: the tools the policy gets, a subset of [\"bash\", \"view\", \"edit\"] (default all three)"},
+    {"envs.*.params.max_turns", LT_CFG_INT, NULL, 1, 1 << 20, NULL, "swe: turns per episode in this domain, in place of rollout.max_turns (truncated: turn_limit)"},
+    {"envs.*.params.tool_timeout_s", LT_CFG_NUM, NULL, 0, 86400, NULL, "swe: seconds per bash call (default 30); past it the command is killed and the episode ends as a timeout (tool_timeout; rollout.on_timeout)"},
+    {"envs.*.params.test_timeout_s", LT_CFG_NUM, NULL, 0, 86400, NULL, "swe (and agent with image): seconds per test id when scoring (default 60); a test past it fails and the episode is not resolved"},
+    {"envs.*.params.output_bytes", LT_CFG_INT, NULL, 256, 1 << 24, NULL, "swe: bytes of a tool's output shown to the policy (default 8192): the first and last halves, and how many bytes were cut between them"},
+    {"envs.*.params.tool_format", LT_CFG_ENUM, NULL, LT_CFG_NORANGE, "xml|qwen|deepseek", "swe: the tool-call format the system message shows (default xml, the builtin models'; a chat template also gets the tools as function schemas)"},
     {"envs.*.params.command", LT_CFG_JSON, NULL, LT_CFG_NORANGE, NULL, "external, agent: the program's argv; agent: started once per episode with OPENAI_BASE_URL, OPENAI_API_KEY and LONGTAIL_TASK (docs/agent-gateway.md)"},
     {"envs.*.params.timeout_s", LT_CFG_NUM, NULL, 0, BIG, NULL, "external: seconds per call (default 10); agent: seconds of its own time after its first call (start-up and waiting on the gateway excluded) an episode's program may run before its processes are killed (agent_timeout, a failure; default 600, at most 86400)"},
     {"envs.*.params.sandbox", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: run the program in the sandbox, its only network its gateway (default: true where the host has user namespaces; false: a plain child process)"},
     {"envs.*.params.pass_answer", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: the program sees the row's answer (default false: the policy must not see the reference)"},
     {"envs.*.params.honor_sampling", LT_CFG_BOOL, NULL, LT_CFG_NORANGE, NULL, "agent: requests' temperature and top_p are used and recorded (default false: the rollout's settings)"},
-    {"envs.*.params.eval", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the held-out evaluation JSONL (docs/envs.md)"},
+    {"envs.*.params.eval", LT_CFG_PATH, NULL, LT_CFG_NORANGE, NULL, "dataset: the held-out evaluation JSONL (docs/envs.md); swe: the held-out tasks"},
 };
 const lt_cfg_schema_t lt_envs_schema = {"envs", "Environments, one per domain.", envs_e, N(envs_e)};

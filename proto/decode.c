@@ -151,7 +151,7 @@ static int boolean(dec_t *d, const char *k, int *out) {
 }
 
 /* Copies a string field; absent optional strings become "". */
-static int string(dec_t *d, const char *k, int required, char **out) {
+static int string_max(dec_t *d, const char *k, int required, size_t max, char **out) {
   const cJSON *n = get(d, k);
   const char *s = "";
   if (!n) {
@@ -159,12 +159,14 @@ static int string(dec_t *d, const char *k, int required, char **out) {
   } else {
     if (!cJSON_IsString(n)) return BAD(d, "%s.%s: expected string", d->type, k);
     s = n->valuestring;
-    if (strlen(s) > LT_PROTO_MAX_STR) return BAD(d, "%s.%s: string longer than %d bytes", d->type, k, LT_PROTO_MAX_STR);
+    if (strlen(s) > max) return BAD(d, "%s.%s: string longer than %zu bytes", d->type, k, max);
   }
   *out = strdup(s);
   if (!*out) return lt_error_set(LT_ENOMEM, "decode: out of memory");
   return 0;
 }
+
+static int string(dec_t *d, const char *k, int required, char **out) { return string_max(d, k, required, LT_PROTO_MAX_STR, out); }
 
 static int sha(dec_t *d, const char *k, char out[65]) {
   const cJSON *n = get(d, k);
@@ -336,6 +338,7 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
     if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
       return BAD(d, "TRAJ.components.%.64s: expected finite number", c->string ? c->string : "?");
   if ((rc = subtree(d, "messages", 1, &t->messages))) return rc;
+  if (get(d, "diff") && (rc = string_max(d, "diff", 0, LT_PROTO_MAX_DIFF, &t->diff))) return rc;
   for (const cJSON *c = t->messages->child; c; c = c->next) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(c, "role");
     if (!cJSON_IsObject(c) || !cJSON_IsString(role)) return BAD(d, "TRAJ.messages: each message needs a role");

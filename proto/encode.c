@@ -186,6 +186,7 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "env_ms", x->env_ms);
     num(e, "reward_ms", x->reward_ms);
     json(e, "messages", x->messages, 1);
+    if (x->diff && x->diff[0]) str(e, "diff", x->diff);
     size_t t = (size_t)x->ntokens;
 #define TOKEN_FRAME(m, dtype, elem, routed, required) \
   if (!(routed)) frame(e, #m, dtype, elem, x->m, t);

@@ -38,6 +38,7 @@ void lt_traj_free(lt_traj_t *t) {
   free(t->error);
   cJSON_Delete(t->components);
   cJSON_Delete(t->messages);
+  free(t->diff);
 #define FREE_ARRAY(m, dtype, elem, routed, required) free(t->m);
   LT_TRAJ_TOKEN_ARRAYS(FREE_ARRAY)
 #undef FREE_ARRAY

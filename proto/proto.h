@@ -25,6 +25,7 @@
 #define LT_PROTO_MAX_TOKENS (1 << 22)     /* tokens in one trajectory */
 #define LT_PROTO_MAX_ROUTING (1u << 28)   /* routing entries (tokens × layers × k) */
 #define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
+#define LT_PROTO_MAX_DIFF (1u << 20)      /* TRAJ.diff: an episode's changes as a unified diff */
 #define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
 #define LT_PROTO_MAX_KEYS 256             /* keys in one protocol object (a header, an element, components) */
 #define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
@@ -157,6 +158,7 @@ typedef struct {
   int eval;
   double gen_ms, env_ms, reward_ms; /* time spent in each phase */
   cJSON *messages;     /* array: chat messages {role, content, tool_calls?} */
+  char *diff;          /* the episode's changes as a unified diff (the swe environment's), NULL or "" for none */
   int ntokens;
   int32_t *tokens;     /* [ntokens] */
   float *logprobs;     /* [ntokens] rollout logprob of generated tokens, 0 elsewhere */

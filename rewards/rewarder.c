@@ -1,5 +1,6 @@
 /* The rewarder: picks each domain's reward, runs it, adds shaping, and
  * delivers results on the loop. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,7 +211,8 @@ static int start_code(lt_rewarder_t *r, const lt_reward_case_t *k, job_t *j) {
   return 0;
 }
 
-/* The environment's own verdict: reference.success (bool) or reference.score. */
+/* The environment's own verdict: reference.success (bool) or reference.score, and the numbers of
+ * reference.components as components beside "env" (swe: fail_to_pass, pass_to_pass, resolved). */
 static void env_verdict(const lt_reward_case_t *k, lt_reward_result_t *res) {
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(k->reference, "success");
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(k->reference, "score");
@@ -225,6 +227,10 @@ static void env_verdict(const lt_reward_case_t *k, lt_reward_result_t *res) {
     return;
   }
   cJSON_AddNumberToObject(res->components, "env", res->reward);
+  const cJSON *more = cJSON_GetObjectItemCaseSensitive(k->reference, "components");
+  for (const cJSON *c = cJSON_IsObject(more) ? more->child : NULL; c; c = c->next)
+    if (cJSON_IsNumber(c) && isfinite(c->valuedouble) && strcmp(c->string, "env"))
+      cJSON_AddNumberToObject(res->components, c->string, c->valuedouble);
 }
 
 int lt_rewarder_score(lt_rewarder_t *r, const lt_reward_case_t *k, lt_reward_cb cb, void *ud) {

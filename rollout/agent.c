@@ -320,7 +320,21 @@ static int timeout_reward(lt_agent_t *a) {
   return 0;
 }
 
-/* Ends the episode with the outcome set; the reward runs when it makes sense. */
+static void finish_reward(lt_agent_t *a);
+
+/* The environment judged the end state (lt_episode_end): its verdict is in the reference. */
+static void on_ended(lt_episode_t *ep, int rc, void *ud) {
+  lt_agent_t *a = ud;
+  if (rc < 0) {
+    a->status = LT_TRAJ_ENV_ERROR, a->finish = LT_FINISH_NONE, a->reason = "env_error";
+    free(a->error);
+    a->error = strdup(lt_error_msg());
+  }
+  finish_reward(a);
+}
+
+/* Ends the episode with the outcome set; the environment judges its end state where it does (swe: the diff and
+ * the hidden tests, not for a timeout), then the reward runs when it makes sense. */
 static void finish(lt_agent_t *a) {
   if (a->finishing) return;
   a->finishing = 1;
@@ -329,6 +343,17 @@ static void finish(lt_agent_t *a) {
     lt_gen_close(a->gen);
     a->gen = NULL;
   }
+  int rc = a->status == LT_TRAJ_OK && a->ep ? lt_episode_end(a->ep, a->finish != LT_FINISH_TIMEOUT, on_ended, a) : 1;
+  if (rc == 0) return; /* on_ended goes on */
+  if (rc < 0) {
+    a->status = LT_TRAJ_ENV_ERROR, a->finish = LT_FINISH_NONE, a->reason = "env_error";
+    free(a->error);
+    a->error = strdup(lt_error_msg());
+  }
+  finish_reward(a);
+}
+
+static void finish_reward(lt_agent_t *a) {
   if (a->status == LT_TRAJ_OK && a->finish == LT_FINISH_TIMEOUT && timeout_reward(a) < 0) {
     a->status = LT_TRAJ_ERROR, a->finish = LT_FINISH_NONE, a->reason = "worker_error";
     free(a->error);
@@ -773,6 +798,21 @@ static void release(lt_agent_t *a) {
   uv_close((uv_handle_t *)&a->timer, on_closed);
 }
 
+/* The episode's diff (reference.diff, the swe environment's) as the TRAJ carries it: at most LT_PROTO_MAX_DIFF
+ * bytes, a longer one cut at a line with a note of its size (kept for reading: the judge had the whole). */
+static char *episode_diff(const lt_agent_t *a) {
+  const cJSON *d = a->ep ? cJSON_GetObjectItemCaseSensitive(lt_episode_reference(a->ep), "diff") : NULL;
+  if (!cJSON_IsString(d) || !d->valuestring[0]) return NULL;
+  size_t n = strlen(d->valuestring);
+  if (n <= LT_PROTO_MAX_DIFF) return strdup(d->valuestring);
+  size_t keep = LT_PROTO_MAX_DIFF - 128;
+  while (keep && d->valuestring[keep - 1] != '\n') keep--;
+  char *s = malloc(LT_PROTO_MAX_DIFF + 1);
+  if (s) snprintf(s, LT_PROTO_MAX_DIFF + 1, "%.*s# longtail: the diff was cut here, at %zu of its %zu bytes\n", (int)keep,
+                  d->valuestring, keep, n);
+  return s;
+}
+
 /* Completes the record with the outcome and hands it over as the TRAJ. */
 static void deliver(lt_agent_t *a) {
   lt_msg_t m = {.type = LT_MSG_TRAJ};
@@ -809,6 +849,7 @@ static void deliver(lt_agent_t *a) {
   t->env_ms = a->t_env * 1e3;
   t->reward_ms = a->has_reward ? a->t_reward * 1e3 : 0;
   t->messages = cJSON_Duplicate(a->messages, 1);
+  t->diff = episode_diff(a);
   lt_backend_info_t bi;
   lt_backend_info(a->ctx->backend, &bi);
   /* What it sampled with; a server that truncates out of sight sends no
@@ -890,6 +931,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
     a->traj.routing_experts = a->side.routing_experts = bi.routing_experts;
   }
   a->prog_opts = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
+  int domain_turns = ctx->envs && a->task.domain ? lt_envs_max_turns(ctx->envs, a->task.domain) : 0;
+  if (domain_turns > 0) a->task.max_turns = domain_turns; /* the domain's own (swe's params.max_turns) */
   a->call_temp = -1;
   uv_timer_init(ctx->loop, &a->timer);
   a->timer.data = a;
@@ -1018,15 +1061,21 @@ static void on_program_exit(lt_program_t *p, const lt_program_result_t *r, void 
   if (a->status == LT_TRAJ_OK && a->generated == 0) /* nothing to train on, and no reward to invent */
     set_outcome(a, LT_TRAJ_ENV_ERROR, LT_FINISH_NONE, "env_error",
                  a->limit ? "the agent program's first call did not fit rollout.max_context" : r->timed_out ? "the agent program was killed at its deadline before any of its calls was answered (it has timeout_s + 60 s to make its first)" : "the agent program exited without an answered call");
-  else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out)
+  else if (a->status == LT_TRAJ_OK && !a->limit && !r->timed_out && !a->prog_opts->image) /* in a root: judged */
     program_reward(a, r->last_line);
   finish(a);
 }
+
+/* An agent program inside the task's root: its end and its kill are the environment's (lt_episode_program). */
+static int episode_program_wait(void *ep, int *wstatus) { return lt_episode_program_wait(ep, wstatus); }
+static void episode_program_kill(void *ep) { lt_episode_program_kill(ep); }
+static const lt_program_ops_t episode_program_ops = {episode_program_wait, episode_program_kill};
 
 static int program_start(lt_agent_t *a) {
   if (!a->ctx->gateway) return lt_error_set(LT_EINVAL, "agent domain %s: this worker has no gateway", a->task.domain);
   cJSON *row = cJSON_Duplicate(a->task.spec, 1);
   if (row && !a->prog_opts->pass_answer) cJSON_DeleteItemFromObjectCaseSensitive(row, "answer");
+  for (const char *const *k = a->prog_opts->hidden; row && k && *k; k++) cJSON_DeleteItemFromObjectCaseSensitive(row, *k);
   char *line = row ? cJSON_PrintUnformatted(row) : NULL;
   cJSON_Delete(row);
   char token[65], base[LT_GATEWAY_URL_MAX];
@@ -1041,9 +1090,16 @@ static int program_start(lt_agent_t *a) {
     snprintf(in, n, "%s\n", line);
     const char *env[] = {url, key, task, NULL};
     a->t0 = lt_time_mono_s();
-    rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s,
-                          a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
-                          lt_envs_sandbox(a->ctx->envs)->max_conns, on_program_exit, a, &a->prog);
+    int fds[3];
+    if (a->prog_opts->image) { /* inside the task's root, which the environment holds */
+      if ((rc = lt_episode_program(a->ep, a->prog_opts->argv, env, fds)) == 0)
+        rc = lt_program_attach(a->ctx->loop, fds, &episode_program_ops, a->ep, in, a->prog_opts->timeout_s,
+                               on_program_exit, a, &a->prog);
+    } else {
+      rc = lt_program_start(a->ctx->loop, a->prog_opts->argv, env, in, a->prog_opts->timeout_s,
+                            a->prog_opts->sandbox ? lt_gateway_port(a->ctx->gateway) : 0,
+                            lt_envs_sandbox(a->ctx->envs)->max_conns, on_program_exit, a, &a->prog);
+    }
   }
   if (rc < 0) lt_gateway_revoke(a->ctx->gateway, a);
   free(url), free(key), free(task), free(in), free(line);

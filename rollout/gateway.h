@@ -38,6 +38,15 @@ typedef void (*lt_program_exit_cb)(lt_program_t *p, const lt_program_result_t *r
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
                      double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
                      lt_program_t **out);
+/* A program started elsewhere (an agent program inside a task's root, lt_episode_program): its pipes fds
+ * (stdin, stdout, stderr: taken over, closed by this module) watched as lt_program_start's, its end found by
+ * polling ops->wait (0 and a wait status once ended), its processes killed by ops->kill. */
+typedef struct {
+  int (*wait)(void *ctx, int *wstatus);
+  void (*kill)(void *ctx);
+} lt_program_ops_t;
+int lt_program_attach(uv_loop_t *loop, const int fds[3], const lt_program_ops_t *ops, void *ops_ctx,
+                      const char *stdin_line, double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out);
 /* Kills the group and frees (no callback). */
 void lt_program_kill(lt_program_t *p);
 /* The program waits on the gateway's answer to one of its calls: until the matching release its deadline's

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "rollout/gateway.h"
 #include "util/buf.h"
@@ -26,6 +28,9 @@ extern char **environ;
 
 struct lt_program {
   uv_process_t proc;
+  const lt_program_ops_t *ops; /* a program started elsewhere (lt_program_attach): its exit polled, killed by ops */
+  void *ops_ctx;
+  uv_timer_t poll;             /* (with ops: in place of proc) */
   uv_pipe_t in, out, err;
   uv_timer_t deadline;
   uv_write_t wr;
@@ -56,7 +61,8 @@ static void on_closed(uv_handle_t *h) {
 
 /* The process handle stays open until the exit is reaped (no zombies). */
 static void close_all(lt_program_t *p) {
-  if (p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, on_closed);
+  if (p->ops && !uv_is_closing((uv_handle_t *)&p->poll)) uv_close((uv_handle_t *)&p->poll, on_closed);
+  else if (!p->ops && p->exited && !uv_is_closing((uv_handle_t *)&p->proc)) uv_close((uv_handle_t *)&p->proc, on_closed);
   uv_handle_t *hs[] = {(uv_handle_t *)&p->in, (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
                        (uv_handle_t *)&p->deadline};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
@@ -64,7 +70,8 @@ static void close_all(lt_program_t *p) {
 }
 
 static void kill_group(lt_program_t *p) {
-  if (p->proc.pid > 0) kill(-p->proc.pid, SIGKILL);
+  if (p->ops) p->ops->kill(p->ops_ctx);
+  else if (p->proc.pid > 0) kill(-p->proc.pid, SIGKILL);
 }
 
 /* Reports once the leader has exited and both pipes reached their end (or the drain ran out). */
@@ -87,8 +94,11 @@ static void maybe_done(lt_program_t *p, int force) {
 
 static void on_drain(uv_timer_t *t) { maybe_done(t->data, 1); }
 
-static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
-  lt_program_t *p = h->data;
+static void on_exit_status(lt_program_t *p, int64_t status, int sig);
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int sig) { on_exit_status(h->data, status, sig); }
+
+static void on_exit_status(lt_program_t *p, int64_t status, int sig) {
   p->exited = 1;
   p->status = status;
   p->term_signal = sig;
@@ -270,6 +280,21 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
   return w;
 }
 
+/* Reads its pipes, arms its start-up deadline and feeds its stdin line: the common part of both starts. */
+static int program_begin(lt_program_t *p, uv_loop_t *loop, double timeout_s, lt_program_t **out) {
+  p->out_open = p->err_open = 1;
+  uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out);
+  uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err);
+  p->left_ms = (uint64_t)(timeout_s * 1000);
+  p->run_since = uv_now(loop);
+  uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
+  uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
+  p->wr.data = p;
+  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
+  *out = p;
+  return 0;
+}
+
 int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_set, const char *stdin_line,
                      double timeout_s, int sandbox_port, int max_conns, lt_program_exit_cb cb, void *ud,
                      lt_program_t **out) {
@@ -317,17 +342,41 @@ int lt_program_start(uv_loop_t *loop, char *const *argv, const char *const *env_
     close_all(p);
     return e;
   }
-  p->out_open = p->err_open = 1;
-  uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out);
-  uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err);
-  p->left_ms = (uint64_t)(timeout_s * 1000);
-  p->run_since = uv_now(loop);
-  uv_timer_start(&p->deadline, on_deadline, p->left_ms + START_GRACE_MS, 0);
-  uv_buf_t b = uv_buf_init(p->line, (unsigned)strlen(p->line));
-  p->wr.data = p;
-  if (uv_write(&p->wr, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) uv_close((uv_handle_t *)&p->in, on_closed);
-  *out = p;
-  return 0;
+  return program_begin(p, loop, timeout_s, out);
+}
+
+/* A program started elsewhere has ended when its ops say so: checked on a timer (its exit has no fd to watch). */
+static void on_poll(uv_timer_t *t) {
+  lt_program_t *p = t->data;
+  int ws = 0;
+  if (p->exited || p->ops->wait(p->ops_ctx, &ws) != 0) return;
+  uv_timer_stop(&p->poll);
+  on_exit_status(p, WIFEXITED(ws) ? WEXITSTATUS(ws) : 0, WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+}
+
+int lt_program_attach(uv_loop_t *loop, const int fds[3], const lt_program_ops_t *ops, void *ops_ctx,
+                      const char *stdin_line, double timeout_s, lt_program_exit_cb cb, void *ud, lt_program_t **out) {
+  *out = NULL;
+  lt_program_t *p = calloc(1, sizeof *p);
+  if (!p || !(p->line = strdup(stdin_line))) {
+    free(p);
+    for (int i = 0; i < 3; i++) close(fds[i]);
+    ops->kill(ops_ctx);
+    return lt_error_set(LT_ENOMEM, "agent program: out of memory");
+  }
+  p->cb = cb, p->ud = ud, p->ops = ops, p->ops_ctx = ops_ctx;
+  uv_pipe_init(loop, &p->in, 0);
+  uv_pipe_init(loop, &p->out, 0);
+  uv_pipe_init(loop, &p->err, 0);
+  uv_timer_init(loop, &p->deadline);
+  uv_timer_init(loop, &p->poll);
+  p->in.data = p->out.data = p->err.data = p->deadline.data = p->poll.data = p;
+  p->handles = 5;
+  uv_pipe_t *pipes[3] = {&p->in, &p->out, &p->err};
+  for (int i = 0; i < 3; i++)
+    if (uv_pipe_open(pipes[i], fds[i]) != 0) close(fds[i]);
+  uv_timer_start(&p->poll, on_poll, 50, 50);
+  return program_begin(p, loop, timeout_s, out);
 }
 
 void lt_program_kill(lt_program_t *p) {

@@ -256,6 +256,7 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                               .ops = lt_agent_gateway_ops};
       if ((rc = lt_gateway_create(&w->loop, &go, &w->actx.gateway)) < 0) return rc;
       lt_gateway_set_version(w->actx.gateway, w->version);
+      lt_envs_set_gateway(w->envs, lt_gateway_port(w->actx.gateway)); /* agent programs in a task's root reach it */
       break;
     }
   return 0;

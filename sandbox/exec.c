@@ -20,14 +20,6 @@
 #include "util/error.h"
 #include "util/time.h"
 
-struct lt_sandbox {
-  pid_t pid; /* the jail process; init dies with it */
-  int ctl, status, in, out, err;
-  lt__cgroup_t cg;
-  lt_sandbox_limits_t lim;
-  lt__relay_t *relay; /* limits.port > 0 */
-};
-
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l) {
   *l = (lt_sandbox_limits_t){.timeout_s = 10,
                              .memory_mb = 512,
@@ -73,6 +65,8 @@ static void reap(lt_sandbox_t *sb) {
   close_fd(&sb->in);
   close_fd(&sb->out);
   close_fd(&sb->err);
+  close_fd(&sb->root_fd);
+  close_fd(&sb->upper_fd);
   lt__cgroup_remove(&sb->cg);
   lt__relay_stop(sb->relay);
   free(sb);
@@ -102,12 +96,21 @@ static void arrange_fds(const int *fds, int n) {
   close_range(LT__JAIL_CTL + n, ~0U, 0);
 }
 
-/* One byte from the jail, or its 'E' message; waits at most 10 s. */
-static int expect(int fd, char want, pid_t pid) {
+/* One byte from the jail (with up to two fds: a box's 'R'), or its 'E' message; waits at most 10 s. */
+static int expect(int fd, char want, pid_t pid, int *fds) {
   struct pollfd p = {.fd = fd, .events = POLLIN};
   char buf[512];
+  union {
+    char c[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct iovec iov = {buf, sizeof buf - 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.c, .msg_controllen = sizeof u.c};
   int r = poll(&p, 1, 10000);
-  ssize_t n = r > 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  ssize_t n = r > 0 ? recvmsg(fd, &m, MSG_CMSG_CLOEXEC) : -1;
+  for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(2 * sizeof(int)) && fds)
+      memcpy(fds, CMSG_DATA(h), 2 * sizeof(int));
   if (n > 0 && buf[0] == want) return 0;
   if (n > 1 && buf[0] == 'E') {
     buf[n] = 0;
@@ -116,12 +119,12 @@ static int expect(int fd, char want, pid_t pid) {
   return lt_error_set(LT_ESYS, "sandbox: the jail process %d %s", (int)pid, r == 0 ? "did not answer in 10 s" : "died while starting");
 }
 
-int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
+int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out) {
   *out = NULL;
   lt_sandbox_t *sb = calloc(1, sizeof *sb);
   if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   sb->lim = *l;
-  sb->ctl = sb->status = sb->in = sb->out = sb->err = -1;
+  sb->ctl = sb->status = sb->in = sb->out = sb->err = sb->root_fd = sb->upper_fd = -1;
   const void *filter = lt__sandbox_seccomp_prog(l->port > 0);
   if (l->port > 0) {
     int rc = l->port > 65535 ? lt_error_set(LT_EINVAL, "sandbox: port %d out of range", l->port)
@@ -146,7 +149,7 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
     reap(sb);
     return lt_error_set(lt_error_from_errno(err), "sandbox: cannot make its channels: %s", strerror(err));
   }
-  int is_root = geteuid() == 0;
+  int is_root = geteuid() == 0, box_fds[2] = {-1, -1};
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
@@ -154,7 +157,10 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
     arrange_fds(fds, 6);
-    lt__jail_main(l, is_root, sb->cg.version == 0, filter, sb->relay ? lt__relay_path(sb->relay) : NULL);
+    lt__jail_t j = {.l = l, .parent_is_root = is_root, .rlimit_memory = sb->cg.version == 0, .filter = filter,
+                    .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower = lower,
+                    .uid = uid, .gid = gid};
+    lt__jail_main(&j);
   }
   int err = errno;
   sb->pid = pid;
@@ -163,13 +169,12 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   int rc = 0;
   if (pid < 0) {
     rc = lt_error_set(LT_ESYS, "sandbox: fork: %s", strerror(err));
-  } else if ((rc = expect(sync[0], 'U', pid)) == 0) {
-    /* Inside uid/gid 1000 is an unprivileged host id: nobody for root, else our own. */
+  } else if ((rc = expect(sync[0], 'U', pid, NULL)) == 0) {
+    /* The one inside id is an unprivileged host id: nobody for root, else our own. */
     char map[64];
-    unsigned uid = is_root ? 65534u : (unsigned)geteuid(), gid = is_root ? 65534u : (unsigned)getegid();
-    snprintf(map, sizeof map, "%d %u 1\n", LT__JAIL_UID, uid);
+    snprintf(map, sizeof map, "%d %u 1\n", uid, lt__box_host_uid());
     int ok = write_map(pid, "uid_map", map) == 0;
-    snprintf(map, sizeof map, "%d %u 1\n", LT__JAIL_UID, gid);
+    snprintf(map, sizeof map, "%d %u 1\n", gid, lt__box_host_gid());
     ok = ok && (is_root || write_map(pid, "setgroups", "deny") == 0) && write_map(pid, "gid_map", map) == 0;
     if (!ok) rc = lt_error_set(LT_EUNSUPP, "sandbox: cannot write the user namespace's id maps: %s", strerror(errno));
     else if (lt__cgroup_attach(&sb->cg, pid) != 0)
@@ -177,7 +182,9 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
     else if (write(sync[0], "G", 1) != 1)
       rc = lt_error_set(LT_ESYS, "sandbox: the jail process died while starting");
     else
-      rc = expect(sync[0], 'R', pid);
+      rc = expect(sync[0], 'R', pid, lower ? box_fds : NULL);
+    sb->root_fd = box_fds[0], sb->upper_fd = box_fds[1];
+    if (rc == 0 && lower && sb->upper_fd < 0) rc = lt_error_set(LT_ESYS, "sandbox: the box's root did not arrive");
   }
   close(sync[0]);
   if (rc < 0) {
@@ -188,11 +195,17 @@ int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
   return 0;
 }
 
-static int encode_job(const lt_sandbox_job_t *job, lt_buf_t *b) {
-  uint32_t hdr[2] = {LT__JAIL_MAGIC, 0}, argc = 0;
+int lt_sandbox_create(const lt_sandbox_limits_t *l, lt_sandbox_t **out) {
+  return lt__sandbox_start(l, NULL, LT__JAIL_UID, LT__JAIL_UID, out);
+}
+
+int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t id, uint32_t flags, lt_buf_t *b) {
+  lt__jail_req_t hdr = {.magic = LT__JAIL_MAGIC, .op = LT__REQ_RUN, .id = id, .flags = flags};
+  uint32_t argc = 0;
+  if (!env) env = job->env;
   while (job->argv && job->argv[argc]) argc++;
   if (argc == 0) return lt_error_set(LT_EINVAL, "sandbox: empty command");
-  lt_buf_append(b, hdr, sizeof hdr);
+  lt_buf_append(b, &hdr, sizeof hdr);
   lt_buf_append(b, &argc, 4);
   for (uint32_t i = 0; i < argc; i++) {
     uint32_t n = (uint32_t)strlen(job->argv[i]);
@@ -212,29 +225,47 @@ static int encode_job(const lt_sandbox_job_t *job, lt_buf_t *b) {
     lt_buf_append(b, f->data, f->len);
   }
   uint32_t nenv = 0;
-  while (job->env && job->env[nenv]) nenv++;
+  while (env && env[nenv]) nenv++;
   if (nenv > LT__JAIL_MAX_ENV) return lt_error_set(LT_EINVAL, "sandbox: %u environment variables (at most %d)", nenv, LT__JAIL_MAX_ENV);
   lt_buf_append(b, &nenv, 4);
   for (uint32_t i = 0; i < nenv; i++) {
-    uint32_t n = (uint32_t)strlen(job->env[i]);
-    if (!strchr(job->env[i], '=')) return lt_error_set(LT_EINVAL, "sandbox: environment entry '%s' is not NAME=VALUE", job->env[i]);
+    uint32_t n = (uint32_t)strlen(env[i]);
+    if (!strchr(env[i], '=')) return lt_error_set(LT_EINVAL, "sandbox: environment entry '%s' is not NAME=VALUE", env[i]);
     lt_buf_append(b, &n, 4);
-    lt_buf_append(b, job->env[i], n + 1);
+    lt_buf_append(b, env[i], n + 1);
   }
+  const char *cwd = job->cwd ? job->cwd : "";
+  if (*cwd && *cwd != '/') return lt_error_set(LT_EINVAL, "sandbox: working directory '%s' is not absolute", cwd);
+  uint32_t n = (uint32_t)strlen(cwd);
+  lt_buf_append(b, &n, 4);
+  lt_buf_append(b, cwd, n + 1);
   if (lt_buf_ok(b) < 0) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   if (b->len - sizeof hdr > LT__JAIL_MAX_JOB) return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);
-  hdr[1] = (uint32_t)(b->len - sizeof hdr);
-  memcpy(b->data, hdr, sizeof hdr);
+  hdr.len = (uint32_t)(b->len - sizeof hdr);
+  memcpy(b->data, &hdr, sizeof hdr);
   return 0;
 }
 
-static int send_all(int fd, const char *p, size_t n) {
+int lt__send_fds(int sock, const void *p, size_t n, const int *fds, int nfds) {
+  union {
+    char c[CMSG_SPACE(3 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
   while (n) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    struct iovec iov = {(void *)p, n};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+      m.msg_control = u.c, m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+      struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+      h->cmsg_level = SOL_SOCKET, h->cmsg_type = SCM_RIGHTS, h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+      memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
+    }
+    ssize_t w = sendmsg(sock, &m, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return -1;
-    p += w;
+    p = (const char *)p + w;
     n -= (size_t)w;
+    nfds = 0;
   }
   return 0;
 }
@@ -257,13 +288,87 @@ static int drain(int fd, capture_t *c) {
   return 0;
 }
 
+int lt__io_run(lt__io_t *io, lt_sandbox_result_t *res, lt__jail_status_t *st) {
+  memset(st, 0, sizeof *st);
+  if (io->in >= 0) fcntl(io->in, F_SETFL, O_NONBLOCK);
+  size_t in_off = 0, in_len = io->stdin_data ? io->stdin_len : 0;
+  if (in_len == 0) close_fd(&io->in);
+  capture_t out = {.cap = io->cap}, err = {.cap = io->cap};
+  int killed = 0, done = 0;
+  double grace_end = 0; /* after the program ends or is killed: how long to wait for the pipes' EOF */
+  while (io->out >= 0 || io->err >= 0 || (io->status >= 0 && !done)) {
+    double now = lt_time_mono_s();
+    if (!killed && !done && now >= io->deadline) {
+      io->kill(io->ud);
+      killed = res->timed_out = 1;
+      res->wall_ms = (now - io->t0) * 1e3;
+      grace_end = now + 2;
+    }
+    if (grace_end > 0 && now >= grace_end) break; /* descendants cannot outlive init; this is a guard */
+    struct pollfd p[4];
+    int np = 0;
+    int *fds[] = {&io->out, &io->err, done ? NULL : &io->status, &io->in};
+    for (int i = 0; i < 4; i++)
+      if (fds[i] && *fds[i] >= 0) p[np++] = (struct pollfd){.fd = *fds[i], .events = i == 3 ? POLLOUT : POLLIN};
+    double until = grace_end > 0 ? grace_end : io->deadline;
+    int ms = (int)ceil((until - now) * 1e3);
+    if (poll(p, (nfds_t)np, ms < 0 ? 0 : ms) < 0 && errno != EINTR) break;
+    for (int i = 0; i < np; i++) {
+      if (!p[i].revents) continue;
+      int fd = p[i].fd;
+      if (fd == io->out && drain(fd, &out)) close_fd(&io->out);
+      else if (fd == io->err && drain(fd, &err)) close_fd(&io->err);
+      else if (fd == io->in) {
+        ssize_t w = send(fd, io->stdin_data + in_off, in_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) in_off += (size_t)w;
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == in_len) close_fd(&io->in);
+      } else if (fd == io->status) {
+        lt__jail_status_t s;
+        ssize_t n = read(fd, &s, sizeof s);
+        if (n < 0 && errno == EINTR) continue;
+        if (n == (ssize_t)sizeof s && !io->on_status(io->ud, &s)) continue;
+        if (n == (ssize_t)sizeof s) *st = s;
+        else close_fd(&io->status); /* init is gone */
+        done = 1;
+        if (!killed) res->wall_ms = (lt_time_mono_s() - io->t0) * 1e3;
+        if (grace_end == 0) grace_end = lt_time_mono_s() + 2;
+      }
+    }
+  }
+  close_fd(&io->in);
+  int rc = 0;
+  if (st->kind == LT__JAIL_SETUP_ERROR) {
+    rc = lt_error_set(LT_EINVAL, "sandbox: %s", st->msg);
+  } else if (st->kind == LT__JAIL_EXITED) {
+    res->exit_code = WIFEXITED(st->wstatus) ? WEXITSTATUS(st->wstatus) : -1;
+    res->signal = WIFSIGNALED(st->wstatus) ? WTERMSIG(st->wstatus) : 0;
+  } else if (killed) {
+    res->exit_code = -1;
+    res->signal = SIGKILL;
+  } else {
+    rc = lt_error_set(LT_ESYS, "sandbox: init died without reporting the program's end");
+  }
+  res->out_truncated = out.truncated, res->err_truncated = err.truncated;
+  res->out_len = out.b.len, res->err_len = err.b.len;
+  res->out = lt_buf_take(&out.b);
+  res->err = lt_buf_take(&err.b);
+  if (rc == 0 && (!res->out || !res->err)) rc = lt_error_set(LT_ENOMEM, "sandbox: out of memory");
+  if (rc < 0) lt_sandbox_result_free(res);
+  return rc;
+}
+
+static void kill_jail(void *ud) {
+  kill(((lt_sandbox_t *)ud)->pid, SIGKILL); /* init dies with the jail, and every process of the namespace with init */
+}
+
+static int any_status(void *ud, const lt__jail_status_t *st) { return 1; }
+
 int lt_sandbox_exec(lt_sandbox_t *sb, const lt_sandbox_job_t *job, lt_sandbox_result_t *res) {
   memset(res, 0, sizeof *res);
   lt_buf_t enc = {0};
-  int rc = encode_job(job, &enc);
-  double timeout = job->timeout_s > 0 ? job->timeout_s : sb->lim.timeout_s;
-  double t0 = lt_time_mono_s(), deadline = t0 + timeout;
-  if (rc == 0 && send_all(sb->ctl, enc.data, enc.len) != 0)
+  int rc = lt__job_encode(job, NULL, 1, 0, &enc);
+  double timeout = job->timeout_s > 0 ? job->timeout_s : sb->lim.timeout_s, t0 = lt_time_mono_s();
+  if (rc == 0 && lt__send_fds(sb->ctl, enc.data, enc.len, NULL, 0) != 0)
     rc = lt_error_set(LT_ESYS, "sandbox: the jail is gone (%s)", strerror(errno));
   lt_buf_free(&enc);
   close_fd(&sb->ctl);
@@ -271,70 +376,15 @@ int lt_sandbox_exec(lt_sandbox_t *sb, const lt_sandbox_job_t *job, lt_sandbox_re
     reap(sb);
     return rc;
   }
-  fcntl(sb->in, F_SETFL, O_NONBLOCK);
-  size_t in_off = 0, in_len = job->stdin_data ? job->stdin_len : 0;
-  if (in_len == 0) close_fd(&sb->in);
-  capture_t out = {.cap = sb->lim.output_bytes}, err = {.cap = sb->lim.output_bytes};
-  lt__jail_status_t st = {0};
-  size_t st_got = 0;
-  int killed = 0;
-  double grace_end = 0; /* after the program ends or is killed: how long to wait for the pipes' EOF */
-  while (sb->out >= 0 || sb->err >= 0 || sb->status >= 0) {
-    double now = lt_time_mono_s();
-    if (!killed && st.kind == 0 && now >= deadline) {
-      kill(sb->pid, SIGKILL); /* init dies with the jail, and every process of the namespace with init */
-      killed = res->timed_out = 1;
-      res->wall_ms = (now - t0) * 1e3;
-      grace_end = now + 2;
-    }
-    if (grace_end > 0 && now >= grace_end) break; /* descendants cannot outlive init; this is a guard */
-    struct pollfd p[4];
-    int np = 0;
-    int *fds[] = {&sb->out, &sb->err, &sb->status, &sb->in};
-    for (int i = 0; i < 4; i++)
-      if (*fds[i] >= 0) p[np++] = (struct pollfd){.fd = *fds[i], .events = i == 3 ? POLLOUT : POLLIN};
-    double until = grace_end > 0 ? grace_end : deadline;
-    int ms = (int)ceil((until - now) * 1e3);
-    if (poll(p, (nfds_t)np, ms < 0 ? 0 : ms) < 0 && errno != EINTR) break;
-    for (int i = 0; i < np; i++) {
-      if (!p[i].revents) continue;
-      int fd = p[i].fd;
-      if (fd == sb->out && drain(fd, &out)) close_fd(&sb->out);
-      else if (fd == sb->err && drain(fd, &err)) close_fd(&sb->err);
-      else if (fd == sb->in) {
-        ssize_t w = send(fd, job->stdin_data + in_off, in_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) in_off += (size_t)w;
-        if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == in_len) close_fd(&sb->in);
-      } else if (fd == sb->status) {
-        ssize_t n = read(fd, (char *)&st + st_got, sizeof st - st_got);
-        if (n > 0) st_got += (size_t)n;
-        if (n <= 0 || st_got == sizeof st) {
-          close_fd(&sb->status);
-          if (!killed) res->wall_ms = (lt_time_mono_s() - t0) * 1e3;
-          if (grace_end == 0) grace_end = lt_time_mono_s() + 2;
-        }
-      }
-    }
-  }
-  if (st_got == sizeof st && st.kind == LT__JAIL_SETUP_ERROR) {
-    rc = lt_error_set(LT_EINVAL, "sandbox: %s", st.msg);
-  } else if (st_got == sizeof st && st.kind == LT__JAIL_EXITED) {
-    res->exit_code = WIFEXITED(st.wstatus) ? WEXITSTATUS(st.wstatus) : -1;
-    res->signal = WIFSIGNALED(st.wstatus) ? WTERMSIG(st.wstatus) : 0;
-  } else if (killed) {
-    res->exit_code = -1;
-    res->signal = SIGKILL;
-  } else {
-    rc = lt_error_set(LT_ESYS, "sandbox: init died without reporting the program's end");
-  }
-  res->oom = lt__cgroup_oom_kills(&sb->cg) > 0;
-  res->out_truncated = out.truncated, res->err_truncated = err.truncated;
-  res->out_len = out.b.len, res->err_len = err.b.len;
-  res->out = lt_buf_take(&out.b);
-  res->err = lt_buf_take(&err.b);
-  if (rc == 0 && (!res->out || !res->err)) rc = lt_error_set(LT_ENOMEM, "sandbox: out of memory");
+  lt__io_t io = {.in = sb->in, .out = sb->out, .err = sb->err, .status = sb->status, .stdin_data = job->stdin_data,
+                 .stdin_len = job->stdin_len, .cap = sb->lim.output_bytes, .t0 = t0, .deadline = t0 + timeout,
+                 .kill = kill_jail, .on_status = any_status, .ud = sb};
+  sb->in = sb->out = sb->err = sb->status = -1; /* io's now */
+  lt__jail_status_t st;
+  rc = lt__io_run(&io, res, &st);
+  close_fd(&io.out), close_fd(&io.err), close_fd(&io.status);
+  if (rc == 0) res->oom = lt__cgroup_oom_kills(&sb->cg) > 0;
   reap(sb);
-  if (rc < 0) lt_sandbox_result_free(res);
   return rc;
 }
 

@@ -10,10 +10,19 @@
  * every remaining process of the namespace with it (setsid or not).  init dies
  * with J (PR_SET_PDEATHSIG), so killing J kills the whole tree.
  *
+ * A box (sandbox/image.h) is the same tree with another root and a longer life:
+ * an overlayfs over the image's unpacked root, its upper layer on a tmpfs of
+ * limits.file_mb mounted in the box's own namespaces; init then serves requests
+ * until its control socket closes: each RUN forks a program in its own process
+ * group on the pipes the request carried, each end is reported with the
+ * request's id, orphans are reaped as they come.
+ *
  * J and init fork with _Fork, not fork: the parent's atfork handlers (libuv's
  * re-creates its signal pipe, closing the fd numbers it had) would close the
  * channels that now sit at those numbers. */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -28,6 +37,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -36,9 +47,11 @@
 
 #include "sandbox/internal.h"
 
-#define ROOT "/tmp" /* any directory will do: it is covered in our mount namespace only */
+#define AREA "/tmp" /* any directory will do: it is covered in our mount namespace only */
 
 static int sync_fd = LT__JAIL_SYNC;
+static const char *root_dir = AREA; /* the new root while it is built: AREA (a sandbox), AREA "/root" (a box) */
+static int lower_fd = -1;           /* a box's image root, opened in the new mount namespace */
 
 static _Noreturn void fail(const char *what) {
   char msg[512];
@@ -76,7 +89,11 @@ static void make_readonly(const char *path) {
   check(mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | locked_flags(path), NULL), path);
 }
 
-static void path2(char *out, size_t n, const char *a, const char *b) { snprintf(out, n, "%s%s", a, b); }
+/* A path of the new root (made as a directory where the image has none: in a box, in its writable layer). */
+static void in_root(char *out, size_t n, const char *rel, int mkdir_mode) {
+  snprintf(out, n, "%s%s", root_dir, rel);
+  if (mkdir_mode) check(mkdir(out, (mode_t)mkdir_mode) != 0 && errno != EEXIST, out);
+}
 
 /* The host directories a program needs to run, read-only; nothing else of the host. */
 static void bind_system(void) {
@@ -85,7 +102,7 @@ static void bind_system(void) {
     struct stat st;
     char dst[256], link[256];
     if (lstat(dirs[i], &st) != 0) continue;
-    path2(dst, sizeof dst, ROOT, dirs[i]);
+    in_root(dst, sizeof dst, dirs[i], 0);
     if (S_ISLNK(st.st_mode)) {
       ssize_t n = readlink(dirs[i], link, sizeof link - 1);
       if (n < 0) fail(dirs[i]);
@@ -106,10 +123,11 @@ static void tmpfs(const char *dir, const char *opts) {
 
 static void bind_devices(void) {
   static const char *const devs[] = {"null", "zero", "full", "random", "urandom"};
-  char d[64], src[64], opts[64];
-  tmpfs(ROOT "/dev", "size=64k,mode=0755");
+  char dev[96], d[128], src[64];
+  in_root(dev, sizeof dev, "/dev", 0755);
+  tmpfs(dev, "size=64k,mode=0755");
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
-    snprintf(d, sizeof d, ROOT "/dev/%s", devs[i]);
+    snprintf(d, sizeof d, "%s/%s", dev, devs[i]);
     snprintf(src, sizeof src, "/dev/%s", devs[i]);
     int fd = open(d, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0) fail(d);
@@ -119,48 +137,96 @@ static void bind_devices(void) {
   static const char *const links[][2] = {
       {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-    snprintf(d, sizeof d, ROOT "/dev/%s", links[i][1]);
+    snprintf(d, sizeof d, "%s/%s", dev, links[i][1]);
     check(symlink(links[i][0], d), d);
   }
-  snprintf(opts, sizeof opts, "size=%dm,mode=1777", 16);
-  tmpfs(ROOT "/dev/shm", opts);
+  snprintf(d, sizeof d, "%s/shm", dev);
+  tmpfs(d, "size=16m,mode=1777");
 }
 
 /* The relay's host socket (opened as `sock_fd` before the new root covered its directory), at
  * LT__RELAY_SOCK inside: a bind mount of the socket file itself. */
-static void bind_relay(int sock_fd) {
-  char src[64];
-  check(mkdir(ROOT "/run", 0755), "/run");
-  int fd = open(ROOT LT__RELAY_SOCK, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+static void bind_relay(int sock_fd, int box) {
+  char src[64], run[96], sock[128];
+  in_root(run, sizeof run, "/run", 0755);
+  if (box) tmpfs(run, "size=64k,mode=0755"); /* the socket's file is not the episode's: kept out of its layer */
+  in_root(sock, sizeof sock, LT__RELAY_SOCK, 0);
+  int fd = open(sock, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
   if (fd < 0) fail(LT__RELAY_SOCK);
   close(fd);
   snprintf(src, sizeof src, "/proc/self/fd/%d", sock_fd);
-  check(mount(src, ROOT LT__RELAY_SOCK, NULL, MS_BIND, NULL), "bind the relay's socket");
+  check(mount(src, sock, NULL, MS_BIND, NULL), "bind the relay's socket");
   close(sock_fd);
 }
 
-static void build_root(const lt_sandbox_limits_t *l, const char *relay_sock) {
-  char opts[96];
+/* A box's root: the image's root (lower_fd) under a writable layer on a tmpfs of file_mb, which therefore bounds
+ * every write of the box.  *root and *upper: O_PATH fds for the parent's host-side access. */
+static void overlay_root(const lt__jail_t *j, int *root, int *upper) {
+  char opts[256];
+  struct stat st;
+  snprintf(opts, sizeof opts, "size=%dm,mode=0755", j->l->file_mb);
+  check(mount("tmpfs", AREA, "tmpfs", MS_NOSUID | MS_NODEV, opts), "the writable layer (tmpfs)");
+  check(mkdir(AREA "/upper", 0755) || mkdir(AREA "/work", 0700) || mkdir(AREA "/root", 0755), "the writable layer");
+  /* The overlay's root directory takes its upper directory's mode: make it the image's. */
+  check(fstat(lower_fd, &st) || chmod(AREA "/upper", st.st_mode & 07777), "the image's root");
+  snprintf(opts, sizeof opts, "lowerdir=/proc/self/fd/%d,upperdir=" AREA "/upper,workdir=" AREA "/work,userxattr",
+           lower_fd);
+  check(mount("overlay", AREA "/root", "overlay", MS_NOSUID | MS_NODEV, opts), "overlayfs in the user namespace");
+  close(lower_fd);
+  if ((*root = open(AREA "/root", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+      (*upper = open(AREA "/upper", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+    fail("open the new root");
+}
+
+static void build_root(const lt__jail_t *j, int *root, int *upper) {
+  char opts[96], d[96];
   check(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-  int sock_fd = relay_sock ? open(relay_sock, O_PATH | O_CLOEXEC) : -1;
-  if (relay_sock && sock_fd < 0) fail(relay_sock);
-  check(mount("tmpfs", ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"), "new root");
-  bind_system();
+  int sock_fd = j->relay_sock ? open(j->relay_sock, O_PATH | O_CLOEXEC) : -1;
+  if (j->relay_sock && sock_fd < 0) fail(j->relay_sock);
+  if (j->lower) {
+    root_dir = AREA "/root";
+    overlay_root(j, root, upper);
+  } else {
+    check(mount("tmpfs", AREA, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"), "new root");
+    bind_system();
+    /* A box's /tmp and working directory are its image's, in its writable layer. */
+    snprintf(opts, sizeof opts, "size=%dm,mode=1777", j->l->file_mb);
+    tmpfs(AREA "/tmp", opts);
+    snprintf(opts, sizeof opts, "size=%dm,mode=0755,uid=%d,gid=%d", j->l->file_mb, j->uid, j->gid);
+    tmpfs(AREA "/work", opts);
+  }
   bind_devices();
-  if (sock_fd >= 0) bind_relay(sock_fd);
-  snprintf(opts, sizeof opts, "size=%dm,mode=1777", l->file_mb);
-  tmpfs(ROOT "/tmp", opts);
-  snprintf(opts, sizeof opts, "size=%dm,mode=0755,uid=%d,gid=%d", l->file_mb, LT__JAIL_UID, LT__JAIL_UID);
-  tmpfs(ROOT "/work", opts);
+  if (sock_fd >= 0) bind_relay(sock_fd, j->lower != NULL);
   /* A fresh /proc is allowed only while the host's is still visible in this mount namespace. */
-  check(mkdir(ROOT "/proc", 0555), "/proc");
-  check(mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
-  check(mkdir(ROOT "/.old", 0700), "/.old");
-  check((int)syscall(SYS_pivot_root, ROOT, ROOT "/.old"), "pivot_root");
+  in_root(d, sizeof d, "/proc", 0555);
+  check(mount("proc", d, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+  /* pivot_root(".", "."): the old root lands on top of the new one, and is detached from there. */
+  check(chdir(root_dir), "chdir to the new root");
+  check((int)syscall(SYS_pivot_root, ".", "."), "pivot_root");
+  check(umount2(".", MNT_DETACH), "detach the host root");
   check(chdir("/"), "chdir /");
-  check(umount2("/.old", MNT_DETACH), "detach the host root");
-  check(rmdir("/.old"), "rmdir /.old");
-  check(mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL), "read-only root");
+  if (!j->lower)
+    check(mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL), "read-only root");
+}
+
+/* 'R', with a box's root and writable layer for the parent. */
+static void say_ready(int root, int upper) {
+  char c = 'R';
+  struct iovec iov = {&c, 1};
+  union {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (root >= 0) {
+    m.msg_control = u.buf, m.msg_controllen = sizeof u.buf;
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET, h->cmsg_type = SCM_RIGHTS, h->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    int fds[2] = {root, upper};
+    memcpy(CMSG_DATA(h), fds, sizeof fds);
+  }
+  if (sendmsg(sync_fd, &m, MSG_NOSIGNAL) != 1) _exit(1);
+  if (root >= 0) close(root), close(upper);
 }
 
 /* ---- init ------------------------------------------------------------------------- */
@@ -176,20 +242,23 @@ static int read_full(int fd, void *p, size_t n) {
   return 0;
 }
 
-static void report(int kind, int wstatus, const char *msg) {
-  lt__jail_status_t s = {.kind = kind, .wstatus = wstatus};
+static void report(int kind, uint32_t id, int wstatus, const char *msg) {
+  lt__jail_status_t s = {.kind = kind, .id = id, .wstatus = wstatus};
   if (msg) snprintf(s.msg, sizeof s.msg, "%s", msg);
   if (write(LT__JAIL_STATUS, &s, sizeof s) != (ssize_t)sizeof s) _exit(1);
 }
 
-static _Noreturn void setup_failed(const char *what) {
+/* A job that could not start: why, for its SETUP_ERROR. */
+typedef struct {
   char msg[200];
-  snprintf(msg, sizeof msg, "%s: %s", what, errno ? strerrordesc_np(errno) : "invalid job");
-  report(LT__JAIL_SETUP_ERROR, 0, msg);
-  _exit(0);
+} why_t;
+
+static int bad(why_t *w, const char *what) {
+  snprintf(w->msg, sizeof w->msg, "%s: %s", what, errno ? strerrordesc_np(errno) : "invalid job");
+  return -1;
 }
 
-/* A cursor over the job's bytes (layout in jail.h). */
+/* A cursor over the job's bytes (layout in internal.h). */
 typedef struct {
   const char *p, *end;
 } cur_t;
@@ -215,34 +284,41 @@ static int safe_relpath(const char *p) {
   return 1;
 }
 
-static void write_file(const char *rel, const char *data, uint64_t len, uint32_t mode) {
+/* A job's file, relative to its working directory: created in a sandbox's fresh /work, replaced in a box. */
+static int write_file(const char *cwd, const char *rel, const char *data, uint64_t len, uint32_t mode, int box, why_t *w) {
   char path[1024];
-  if (!safe_relpath(rel) || snprintf(path, sizeof path, "/work/%s", rel) >= (int)sizeof path) {
-    errno = EINVAL;
-    setup_failed(rel);
-  }
-  for (char *s = path + 6; (s = strchr(s, '/')); s++) { /* parents */
+  errno = 0;
+  if (!safe_relpath(rel) || snprintf(path, sizeof path, "%s/%s", cwd, rel) >= (int)sizeof path) return errno = EINVAL, bad(w, rel);
+  for (char *s = path + strlen(cwd) + 1; (s = strchr(s, '/')); s++) { /* parents */
     *s = 0;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) setup_failed(path);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return bad(w, path);
     *s = '/';
   }
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
-  if (fd < 0) setup_failed(path);
+  int fd = open(path, O_WRONLY | O_CREAT | (box ? O_TRUNC : O_EXCL) | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+  if (fd < 0) return bad(w, path);
   for (uint64_t off = 0; off < len;) {
-    ssize_t w = write(fd, data + off, len - off);
-    if (w <= 0) setup_failed(path);
-    off += (uint64_t)w;
+    ssize_t n = write(fd, data + off, len - off);
+    if (n <= 0) return close(fd), bad(w, path);
+    off += (uint64_t)n;
   }
   close(fd);
+  return 0;
 }
 
-/* argv[0] resolved in the sandbox's PATH; NULL if not found there. */
-static const char *resolve(const char *name, char *buf, size_t n) {
+/* argv[0] in the PATH of env (a box's), or the sandbox's; NULL if not found. */
+static const char *resolve(const char *name, char **env, int box, char *buf, size_t n) {
   if (strchr(name, '/')) return name;
-  static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-    snprintf(buf, n, "%s/%s", dirs[i], name);
+  const char *path = "/usr/local/bin:/usr/bin:/bin";
+  if (box) {
+    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    for (char **e = env; e && *e; e++)
+      if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  }
+  for (const char *p = path; *p;) {
+    size_t len = strcspn(p, ":");
+    snprintf(buf, n, "%.*s/%s", (int)len, len ? p : ".", name);
     if (access(buf, X_OK) == 0) return buf;
+    p += len + (p[len] == ':');
   }
   return NULL;
 }
@@ -252,26 +328,39 @@ static void limit(int res, rlim_t v) {
   setrlimit(res, &r);
 }
 
-static _Noreturn void program(const char *path, char **argv, char **env, const lt_sandbox_limits_t *l, int rlimit_memory,
-                              const void *filter) {
-  dup2(LT__JAIL_IN, 0);
-  dup2(LT__JAIL_OUT, 1);
-  dup2(LT__JAIL_ERR, 2);
+typedef struct {
+  uint32_t id;
+  char **argv, **env;
+  const char *cwd;
+  char *body; /* what the strings point into */
+} job_t;
+
+static _Noreturn void program(const lt__jail_t *j, const job_t *job, const int fds[3], int box) {
+  const lt_sandbox_limits_t *l = j->l;
+  dup2(fds[0], 0);
+  dup2(fds[1], 1);
+  dup2(fds[2], 2);
   close_range(3, ~0U, 0);
+  if (box) { /* its own process group, for the deadline and lt_box_proc_kill; the signals init blocked */
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+  }
   int cpu = l->cpu_s > 0 ? l->cpu_s : (int)l->timeout_s + 1;
   limit(RLIMIT_CPU, (rlim_t)cpu);
   limit(RLIMIT_NPROC, (rlim_t)l->nproc);
   limit(RLIMIT_FSIZE, (rlim_t)l->file_mb << 20);
   limit(RLIMIT_NOFILE, (rlim_t)l->nofile);
   limit(RLIMIT_CORE, 0);
-  if (rlimit_memory) limit(RLIMIT_AS, (rlim_t)l->memory_mb << 20);
-  /* No capability survives into the program, even through a file's capabilities. */
+  if (j->rlimit_memory) limit(RLIMIT_AS, (rlim_t)l->memory_mb << 20);
+  /* No capability survives into the program, even through a file's capabilities or uid 0. */
   for (int c = 0; c <= 63; c++)
     if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno == EINVAL) break;
   struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
   struct __user_cap_data_struct d[2] = {{0}};
   if (syscall(SYS_capset, &h, d) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-      (filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter) != 0)) {
+      (j->filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, j->filter) != 0)) {
     dprintf(2, "sandbox: cannot drop privileges: %s\n", strerrordesc_np(errno));
     _exit(126);
   }
@@ -279,95 +368,261 @@ static _Noreturn void program(const char *path, char **argv, char **env, const l
                                      "PYTHONDONTWRITEBYTECODE=1", "USER=sandbox"};
   char *envp[sizeof base / sizeof base[0] + LT__JAIL_MAX_ENV + 1];
   size_t ne = 0;
-  for (; ne < sizeof base / sizeof base[0]; ne++) envp[ne] = (char *)base[ne];
-  for (char **e = env; e && *e; e++) envp[ne++] = *e;
+  for (; !box && ne < sizeof base / sizeof base[0]; ne++) envp[ne] = (char *)base[ne];
+  for (char **e = job->env; e && *e; e++) envp[ne++] = *e;
   envp[ne] = NULL;
-  if (chdir("/work") == 0) execve(path ? path : argv[0], argv, envp);
-  dprintf(2, "sandbox: cannot run %s: %s\n", argv[0], strerrordesc_np(errno));
+  char buf[512];
+  const char *path = resolve(job->argv[0], job->env, box, buf, sizeof buf);
+  const char *cwd = job->cwd[0] ? job->cwd : "/work";
+  if (chdir(cwd) != 0) {
+    dprintf(2, "sandbox: cannot enter the working directory %s: %s\n", cwd, strerrordesc_np(errno));
+    _exit(126);
+  }
+  execve(path ? path : job->argv[0], job->argv, envp);
+  dprintf(2, "sandbox: cannot run %s: %s\n", job->argv[0], strerrordesc_np(errno));
   _exit(errno == ENOENT ? 127 : 126);
 }
 
-static _Noreturn void init_main(const lt_sandbox_limits_t *l, int rlimit_memory, const void *filter,
-                                const char *relay_sock) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  build_root(l, relay_sock); /* here, not in the jail process: /proc must be mounted from inside the pid namespace */
-  check(sethostname("sandbox", 7), "sethostname");
-  if (relay_sock) check(lt__relay_inside(l->port), "the port's forwarder (loopback up, listen on 127.0.0.1)");
-  say('R');
-  close(LT__JAIL_SYNC);
-  uint32_t hdr[2];
-  if (read_full(LT__JAIL_CTL, hdr, sizeof hdr) != 0) _exit(0); /* destroyed unused */
+/* Reads a request's header (with the fds a box's RUN carries) and its job; 0 at the control socket's end. */
+static int recv_req(lt__jail_req_t *r, int fds[3], int *nfds) {
+  union {
+    char buf[CMSG_SPACE(3 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct iovec iov = {r, sizeof *r};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+  ssize_t n;
+  while ((n = recvmsg(LT__JAIL_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return 0;
+  *nfds = 0;
+  for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+      *nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      if (*nfds > 3) _exit(1);
+      memcpy(fds, CMSG_DATA(h), (size_t)*nfds * sizeof(int));
+    }
+  if ((size_t)n < sizeof *r && read_full(LT__JAIL_CTL, (char *)r + n, sizeof *r - (size_t)n) != 0) return 0;
+  if (r->magic != LT__JAIL_MAGIC || r->len > LT__JAIL_MAX_JOB) _exit(1); /* only the parent writes here */
+  return 1;
+}
+
+/* Decodes a RUN's body and writes its files; -1 with w set. */
+static int parse_job(char *body, uint32_t len, int box, job_t *job, why_t *w) {
+  cur_t c = {body, body + len};
+  uint32_t argc = 0, nfiles = 0, nenv = 0, n;
   errno = 0;
-  if (hdr[0] != LT__JAIL_MAGIC || hdr[1] > LT__JAIL_MAX_JOB) setup_failed("job header");
-  char *job = malloc(hdr[1] ? hdr[1] : 1);
-  if (!job || read_full(LT__JAIL_CTL, job, hdr[1]) != 0) setup_failed("job");
-  close(LT__JAIL_CTL);
-  cur_t c = {job, job + hdr[1]};
-  uint32_t argc = 0, nfiles = 0, len;
-  if (take(&c, &argc, 4) != 0 || argc == 0 || argc > 4096) setup_failed("job argv");
-  char **argv = calloc(argc + 1, sizeof *argv);
-  if (!argv) setup_failed("job argv");
+  if (take(&c, &argc, 4) != 0 || argc == 0 || argc > 4096 || !(job->argv = calloc(argc + 1, sizeof *job->argv)))
+    return bad(w, "job argv");
   for (uint32_t i = 0; i < argc; i++)
-    if (!(argv[i] = (char *)take_str(&c, &len))) setup_failed("job argv");
-  if (take(&c, &nfiles, 4) != 0) setup_failed("job files");
-  for (uint32_t i = 0; i < nfiles; i++) {
+    if (!(job->argv[i] = (char *)take_str(&c, &n))) return bad(w, "job argv");
+  if (take(&c, &nfiles, 4) != 0) return bad(w, "job files");
+  const char *files = c.p;
+  for (uint32_t i = 0; i < nfiles; i++) { /* skipped here, written once the working directory is known */
     uint32_t mode;
     uint64_t dlen;
-    const char *p = take_str(&c, &len);
-    if (!p || take(&c, &mode, 4) != 0 || take(&c, &dlen, 8) != 0 || (uint64_t)(c.end - c.p) < dlen)
-      setup_failed("job files");
-    write_file(p, c.p, dlen, mode);
+    if (!take_str(&c, &n) || take(&c, &mode, 4) != 0 || take(&c, &dlen, 8) != 0 || (uint64_t)(c.end - c.p) < dlen)
+      return bad(w, "job files");
     c.p += dlen;
   }
-  uint32_t nenv = 0;
-  if (take(&c, &nenv, 4) != 0 || nenv > LT__JAIL_MAX_ENV) setup_failed("job env");
-  char **env = calloc(nenv + 1, sizeof *env);
-  if (!env) setup_failed("job env");
+  if (take(&c, &nenv, 4) != 0 || nenv > LT__JAIL_MAX_ENV || !(job->env = calloc(nenv + 1, sizeof *job->env)))
+    return bad(w, "job env");
   for (uint32_t i = 0; i < nenv; i++)
-    if (!(env[i] = (char *)take_str(&c, &len))) setup_failed("job env");
-  char buf[512];
-  const char *path = resolve(argv[0], buf, sizeof buf);
-  pid_t prog = _Fork(); /* a command not found fails in the program, as exit 127 with a message */
-  if (prog == 0) program(path, argv, env, l, rlimit_memory, filter);
+    if (!(job->env[i] = (char *)take_str(&c, &n))) return bad(w, "job env");
+  if (!(job->cwd = take_str(&c, &n))) return bad(w, "job cwd");
+  const char *cwd = job->cwd[0] ? job->cwd : "/work";
+  if (box) { /* a box's working directory is made where the image has none, as docker makes WorkingDir */
+    char d[1024];
+    snprintf(d, sizeof d, "%s", cwd);
+    for (char *s = d + 1;; s++)
+      if (*s == '/' || !*s) {
+        char was = *s;
+        *s = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) return bad(w, d);
+        if (!(*s = was)) break;
+      }
+  }
+  cur_t f = {files, c.end};
+  for (uint32_t i = 0; i < nfiles; i++) {
+    uint32_t mode = 0;
+    uint64_t dlen = 0;
+    const char *p = take_str(&f, &n);
+    take(&f, &mode, 4);
+    take(&f, &dlen, 8);
+    if (write_file(cwd, p, f.p, dlen, mode, box, w) != 0) return -1;
+    f.p += dlen;
+  }
+  return 0;
+}
+
+static void job_free(job_t *job) {
+  free(job->argv);
+  free(job->env);
+  free(job->body);
+  memset(job, 0, sizeof *job);
+}
+
+/* Reads and starts a RUN: the program's pid, or -1 (its SETUP_ERROR reported; the fds closed either way). */
+static pid_t run(const lt__jail_t *j, const lt__jail_req_t *r, const int fds[3], int box) {
+  job_t job = {.id = r->id};
+  why_t w;
+  pid_t pid = -1;
+  errno = 0;
+  job.body = malloc(r->len ? r->len : 1);
+  if (!job.body || read_full(LT__JAIL_CTL, job.body, r->len) != 0) _exit(0); /* the parent is gone mid-request */
+  if (parse_job(job.body, r->len, box, &job, &w) == 0) {
+    pid = _Fork(); /* a command not found fails in the program, as exit 127 with a message */
+    if (pid == 0) program(j, &job, fds, box);
+    if (pid < 0) bad(&w, job.argv[0]);
+  }
+  if (pid < 0) report(LT__JAIL_SETUP_ERROR, r->id, 0, w.msg);
+  else if (box) report(LT__JAIL_STARTED, r->id, 0, NULL);
+  job_free(&job);
+  return pid;
+}
+
+/* Every process below `top` (not top itself), from the box's /proc. */
+static void kill_below(pid_t top, int sig) {
+  enum { MAX = 65536 };
+  static pid_t pid[MAX], ppid[MAX];
+  static char mark[MAX];
+  int n = 0;
+  DIR *d = opendir("/proc");
+  for (struct dirent *e; d && n < MAX && (e = readdir(d));) {
+    char p[64], buf[512];
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (k <= 0) continue;
+    buf[k] = 0;
+    char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid": comm may hold anything */
+    int pp;
+    if (!rp || sscanf(rp + 1, " %*c %d", &pp) != 1) continue;
+    pid[n] = atoi(e->d_name), ppid[n] = pp, mark[n] = pid[n] == top;
+    n++;
+  }
+  if (d) closedir(d);
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < n; i++)
+      for (int k = 0; !mark[i] && k < n; k++)
+        if (mark[k] && ppid[i] == pid[k]) mark[i] = changed = 1;
+  }
+  for (int i = 0; i < n; i++)
+    if (mark[i] && pid[i] != top) kill(pid[i], sig);
+}
+
+typedef struct {
+  uint32_t id, flags;
+  pid_t pid;
+} running_t;
+
+/* A box's init: requests and ends until the control socket closes (the box destroyed). */
+static _Noreturn void serve(const lt__jail_t *j) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) _exit(1);
+  running_t *runs = NULL;
+  int nruns = 0, cap = 0;
+  for (;;) {
+    struct pollfd p[2] = {{.fd = LT__JAIL_CTL, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) _exit(1);
+    if (p[1].revents) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) > 0) {
+      }
+      int st;
+      for (pid_t w; (w = waitpid(-1, &st, WNOHANG)) > 0;) /* orphans land here too */
+        for (int i = 0; i < nruns; i++) {
+          if (runs[i].pid != w) continue;
+          if (runs[i].flags & LT__REQ_ONESHOT) kill(-w, SIGKILL); /* what it left in its group */
+          report(LT__JAIL_EXITED, runs[i].id, st, NULL);
+          runs[i] = runs[--nruns];
+          break;
+        }
+    }
+    if (!p[0].revents) continue;
+    lt__jail_req_t r;
+    int fds[3] = {-1, -1, -1}, nfds = 0;
+    if (!recv_req(&r, fds, &nfds)) _exit(0);
+    if (r.op == LT__REQ_KILL) {
+      for (int i = 0; i < nruns; i++)
+        if (runs[i].id == r.id) {
+          if (r.flags & LT__REQ_DESCENDANTS) kill_below(runs[i].pid, r.sig);
+          else kill(-runs[i].pid, r.sig);
+        }
+      continue;
+    }
+    if (nfds != 3) _exit(1);
+    if (nruns == cap) {
+      cap = cap ? cap * 2 : 16;
+      if (!(runs = realloc(runs, (size_t)cap * sizeof *runs))) _exit(1);
+    }
+    pid_t pid = run(j, &r, fds, 1);
+    for (int i = 0; i < 3; i++) close(fds[i]);
+    if (pid > 0) runs[nruns++] = (running_t){r.id, r.flags, pid};
+  }
+}
+
+static _Noreturn void init_main(const lt__jail_t *j) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int root = -1, upper = -1;
+  build_root(j, &root, &upper); /* here, not in the jail process: /proc must be mounted from inside the pid namespace */
+  check(sethostname("sandbox", 7), "sethostname");
+  if (j->relay_sock) check(lt__relay_inside(j->l->port), "the port's forwarder (loopback up, listen on 127.0.0.1)");
+  say_ready(root, upper);
+  close(LT__JAIL_SYNC);
+  if (j->lower) serve(j);
+  lt__jail_req_t r;
+  int fds[3], nfds;
+  if (!recv_req(&r, fds, &nfds)) _exit(0); /* destroyed unused */
+  static const int own[3] = {LT__JAIL_IN, LT__JAIL_OUT, LT__JAIL_ERR};
+  pid_t prog = run(j, &r, own, 0);
+  close(LT__JAIL_CTL);
   close(LT__JAIL_IN);
   close(LT__JAIL_OUT);
   close(LT__JAIL_ERR);
-  if (prog < 0) {
-    snprintf(buf, sizeof buf, "%s: cannot fork", argv[0]);
-    report(LT__JAIL_SETUP_ERROR, 0, buf);
-    _exit(0);
-  }
+  if (prog < 0) _exit(0);
   for (;;) { /* orphans land here too: reap them until the program itself ends */
     int st;
     pid_t w = waitpid(-1, &st, 0);
     if (w == prog) {
-      report(LT__JAIL_EXITED, st, NULL);
+      report(LT__JAIL_EXITED, r.id, st, NULL);
       _exit(0);
     }
     if (w < 0 && errno != EINTR) _exit(1);
   }
 }
 
-_Noreturn void lt__jail_main(const lt_sandbox_limits_t *l, int parent_is_root, int rlimit_memory, const void *filter,
-                             const char *relay_sock) {
+_Noreturn void lt__jail_main(const lt__jail_t *j) {
   check(unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID),
         "unshare (user, mount, net, ipc, uts, pid namespaces)");
   say('U');
   char go;
   if (read(LT__JAIL_SYNC, &go, 1) != 1 || go != 'G') _exit(1);
   /* Root's supplementary groups would open group-readable host files. */
-  if (parent_is_root) check(setgroups(0, NULL), "setgroups");
-  check(setresgid(LT__JAIL_UID, LT__JAIL_UID, LT__JAIL_UID), "setresgid");
-  check(setresuid(LT__JAIL_UID, LT__JAIL_UID, LT__JAIL_UID), "setresuid");
+  if (j->parent_is_root) check(setgroups(0, NULL), "setgroups");
+  /* The image root is opened here, in the new mount namespace (overlayfs takes its lower directories from the
+   * mounter's namespace only) and before the ids change: the cache's directories are the host user's, and need not
+   * be searchable by the box's one id.  init mounts it through /proc/self/fd. */
+  if (j->lower && (lower_fd = open(j->lower, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) fail(j->lower);
+  check(setresgid((gid_t)j->gid, (gid_t)j->gid, (gid_t)j->gid), "setresgid");
+  check(setresuid((uid_t)j->uid, (uid_t)j->uid, (uid_t)j->uid), "setresuid");
   pid_t init = _Fork();
   if (init < 0) fail("fork init");
-  if (init == 0) init_main(l, rlimit_memory, filter, relay_sock);
+  if (init == 0) init_main(j);
   close(LT__JAIL_SYNC);
   close(LT__JAIL_CTL);
   close(LT__JAIL_STATUS);
   close(LT__JAIL_IN);
   close(LT__JAIL_OUT);
   close(LT__JAIL_ERR);
+  if (lower_fd >= 0) close(lower_fd);
   int st;
   while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
   }

@@ -42,6 +42,9 @@ typedef struct {
 void lt_sandbox_limits_default(lt_sandbox_limits_t *l);
 /* The "sandbox" section of a config. */
 void lt_sandbox_limits_from_config(const lt_config_t *cfg, lt_sandbox_limits_t *l);
+/* Where task images are unpacked on this host (sandbox/image.h): sandbox.image_cache when set (cfg may be NULL),
+ * else $XDG_CACHE_HOME/longtail/images, ~/.cache/longtail/images, or /tmp/longtail-images-UID. */
+void lt_sandbox_image_cache(const lt_config_t *cfg, char *out, size_t cap);
 
 typedef struct {
   const char *path; /* relative to /work; subdirectories are made; no ".." */
@@ -58,6 +61,8 @@ typedef struct {
   const char *stdin_data;          /* NULL: empty stdin */
   size_t stdin_len;
   double timeout_s;                /* > 0: overrides the limits' deadline for this job */
+  const char *cwd;                 /* the working directory (absolute); NULL: /work, or a box's image's WorkingDir;
+                                      `files` are written relative to it */
 } lt_sandbox_job_t;
 
 typedef struct {

@@ -1003,6 +1003,9 @@ static int api_trajectory(lt_ui_t *u, const req_t *q, int64_t id, lt_ui_resp_t *
   ints(&b, &f, "seq_starts", t.seq_starts, t.seq_starts ? t.nseqs : 0);
   key(&b, &f, "messages");
   messages(&b, t.messages);
+  key(&b, &f, "diff"); /* the episode's changes (swe), as stored: at most 1 MiB (LT_PROTO_MAX_DIFF) */
+  if (t.diff && t.diff[0]) lt_json_quote(&b, t.diff);
+  else lt_buf_puts(&b, "null");
   lt_token_values_row_t v;
   if ((rc = lt_buffer_token_values_get(run->b, id, &v)) >= 0) {
     token_values(&b, &f, rc ? &v : NULL, t.ntokens);

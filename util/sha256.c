@@ -34,3 +34,17 @@ int lt_sha256_file(const char *path, char out[65]) {
   hex(d, out);
   return 0;
 }
+
+_Static_assert(sizeof(crypto_hash_sha256_state) <= sizeof(((lt_sha256_t *)0)->state), "lt_sha256_t too small");
+
+void lt_sha256_init(lt_sha256_t *h) { crypto_hash_sha256_init((crypto_hash_sha256_state *)h->state); }
+
+void lt_sha256_update(lt_sha256_t *h, const void *data, size_t n) {
+  crypto_hash_sha256_update((crypto_hash_sha256_state *)h->state, data, n);
+}
+
+void lt_sha256_final(lt_sha256_t *h, char out[65]) {
+  unsigned char d[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final((crypto_hash_sha256_state *)h->state, d);
+  hex(d, out);
+}

@@ -40,7 +40,7 @@ Test(cli, unknown_command_and_flag_exit_2) {
 
 Test(cli, every_command_has_help) {
   const char *cmds[] = {"train", "worker", "serve", "sft", "init", "stats", "export", "plot", "replay", "retrain", "inspect",
-                        "compare", "logprobs", "grad", "generate", "tokenize", "reward", "sandbox", "keygen", "config"};
+                        "compare", "logprobs", "grad", "generate", "tokenize", "reward", "sandbox", "swe", "keygen", "config"};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     lt_run_t r;
     const char *argv[] = {"longtail", cmds[i], "--help", NULL};

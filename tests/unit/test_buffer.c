@@ -392,11 +392,11 @@ Test(buffer, schema_1_is_migrated) {
                                   "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
                                   "pragma_table_info('prompts') WHERE name = 'copy_of'; SELECT count(*) FROM "
                                   "token_values\"", path), 0);
-  cr_expect_str_eq(r.out, "6\n2\n0\n1\n0\n", "migrated to schema 6 (quarantine and token_values tables, prompts.copy_of): %s%s",
+  cr_expect_str_eq(r.out, "7\n2\n0\n1\n0\n", "migrated to schema 7 (quarantine and token_values tables, prompts.copy_of): %s%s",
                    r.out, r.err);
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name = "
-                                  "'seq_starts'\"", path), 0);
-  cr_expect_str_eq(r.out, "1\n", "payloads.seq_starts (schema 5): %s%s", r.out, r.err);
+  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN "
+                                  "('seq_starts', 'diff')\"", path), 0);
+  cr_expect_str_eq(r.out, "2\n", "payloads.seq_starts (schema 5), payloads.diff (schema 7): %s%s", r.out, r.err);
   lt_run_free(&r);
   lt_test_rmdir(dir);
 }
@@ -627,6 +627,7 @@ Test(buffer, round_trips_every_column) {
   r.status = LT_TRAJ_ERROR, r.finish = LT_FINISH_TIMEOUT, r.reason = "tool_timeout", r.error = "it hung";
   r.turns = 3, r.eval = 1, r.gen_ms = 1.5, r.env_ms = 2.5, r.reward_ms = 3.5, r.temperature = 0.7;
   r.support = sup, r.nsupport_ids = 7, r.support_ids = ids, r.nseqs = 2, r.seq_starts = starts;
+  r.diff = "--- a/x\n+++ b/x\n";
   r.routing_layers = 2, r.routing_k = 2, r.routing_experts = 7, r.routing_ids = rids, r.routing_probs = rprobs;
   lt_traj_meta_t m = {.worker = "w9", .version_min = 5, .version_max = 6, .truncated = 1, .eval_round = 8,
                       .time_ms = 1234, .status = LT_SAMPLE_EVAL};
@@ -656,6 +657,7 @@ Test(buffer, round_trips_every_column) {
       {"payloads", "routing_k", "2"}, {"payloads", "routing_experts", "7"},
       {"payloads", "messages", "[{\"role\":\"user\",\"content\":\"1+1=\"}]"}, {"payloads", "support_ids", "28"},
       {"payloads", "temperature", "0.7"}, {"payloads", "seq_starts", "8"},
+      {"payloads", "diff", "--- a/x\n+++ b/x\n"},
   };
   sqlite3 *db;
   cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
@@ -706,6 +708,7 @@ Test(buffer, round_trips_every_column) {
   cr_expect_eq(t.finish, LT_FINISH_TIMEOUT);
   cr_expect_str_eq(t.reason, "tool_timeout");
   cr_expect_str_eq(t.error, "it hung");
+  cr_expect_str_eq(t.diff, "--- a/x\n+++ b/x\n");
   cr_expect_eq(t.turns, 3);
   cr_expect_eq(t.eval, 1);
   cr_expect_float_eq(t.gen_ms + 10 * t.env_ms + 100 * t.reward_ms, 1.5 + 25 + 350, 1e-9);

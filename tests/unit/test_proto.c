@@ -166,6 +166,25 @@ Test(proto, traj_roundtrip) {
   traj_fixture_free(&f);
 }
 
+/* An episode's diff rides in the TRAJ header (the swe environment's); one past LT_PROTO_MAX_DIFF is refused. */
+Test(proto, traj_diff_roundtrip_and_bounded) {
+  traj_fixture_t f;
+  traj_fixture(&f);
+  f.m.u.traj.diff = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b \"\\\n";
+  lt_msg_t d;
+  cr_assert_eq(roundtrip(&f.m, &d), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(d.u.traj.diff, f.m.u.traj.diff);
+  lt_msg_free(&d);
+  char *big = malloc(LT_PROTO_MAX_DIFF + 2);
+  memset(big, 'x', LT_PROTO_MAX_DIFF + 1);
+  big[LT_PROTO_MAX_DIFF + 1] = 0;
+  f.m.u.traj.diff = big;
+  cr_expect_eq(roundtrip(&f.m, &d), LT_EPROTO);
+  cr_expect(strstr(lt_error_msg(), "TRAJ.diff: string longer than"), "%s", lt_error_msg());
+  free(big);
+  traj_fixture_free(&f);
+}
+
 /* The sampling sets must tile support_ids exactly; ids are token ids. */
 Test(proto, traj_support_ids_checked) {
   traj_fixture_t f;

@@ -460,6 +460,9 @@ async function inspector(id) {
     el('dl', { class: 'facts' }, facts.concat(learnerFacts(t)).map(([k, v]) => [el('dt', {}, k), el('dd', {}, fmt(v))])),
     simpleTable('Reward components', ['component', 'value'], Object.entries(t.components)),
     el('h2', {}, 'Conversation'), el('div', { id: 'turns' }, t.messages.map((m, i) => turn(t.task_id, i, m))),
+    ...(t.diff ? [el('h2', {}, 'Diff'), el('pre', { class: 'diff', id: 'diff' }, t.diff.split('\n').map(l => el('span', {
+      class: /^(diff |--- |\+\+\+ )/.test(l) ? 'dh' : l[0] === '@' ? 'dat' : l[0] === '+' ? 'dadd' : l[0] === '-' ? 'ddel' : ''
+    }, l + '\n')))] : []),
     el('h2', {}, 'Tokens'), el('p', {}, el('label', {}, 'colour by ', by),
       el('span', { class: 'muted' }, ' — dashed: not trained on (loss mask 0)')), readout,
     box);
