@@ -121,6 +121,7 @@ def shape_py_last(rng, repo):
 
 def sh_repo(rng, repo, bug_fn, bug_body, hidden_case, symptom):
     gname, gexpr, garg, gwant = pick(rng, GOOD[:5])
+    gexpr = gexpr.replace("//", "/")  # Python's floor division is the shell's and C's /
     lib = pick(rng, MODULES)
     src = (f"# {repo}: small shell helpers (POSIX sh)\n\n{gname}() {{\n  echo $(({gexpr.format(v='$1')}))\n}}\n\n{bug_body}")
     cases = f'test_{gname}() {{ [ "$({gname} {garg})" = {gwant} ]; }}\n'
@@ -159,6 +160,7 @@ def shape_sh_upper(rng, repo):
 
 def c_repo(rng, repo, bug_fn, bug_sig, bug_body, hidden_expr, symptom):
     gname, gexpr, garg, gwant = pick(rng, GOOD)
+    gexpr = gexpr.replace("//", "/")
     name = pick(rng, MODULES)
     hdr = f"#ifndef {name.upper()}_H\n#define {name.upper()}_H\nint {gname}(int v);\n{bug_sig};\n#endif\n"
     src = f'/* {repo}: small integer helpers */\n#include "{name}.h"\n\nint {gname}(int v) {{ return {gexpr.format(v="v")}; }}\n\n{bug_body}'

@@ -41,7 +41,8 @@ typedef struct {
 static void swe_mini_add_repo(swe_mini_layer_t *l, const char *host, const char *in_image) {
   cr_assert_lt(l->n, 500);
   l->paths[l->n] = strdup(in_image);
-  l->e[l->n++] = (lt_test_entry_t){l->paths[l->n], 'd', 0, NULL, 0};
+  l->e[l->n] = (lt_test_entry_t){l->paths[l->n], 'd', 0, NULL, 0};
+  l->n++;
   DIR *d = opendir(host);
   cr_assert_not_null(d, "%s", host);
   for (struct dirent *de; (de = readdir(d));) {

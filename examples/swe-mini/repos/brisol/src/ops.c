@@ -1,7 +1,7 @@
 /* brisol: small integer helpers */
 #include "ops.h"
 
-int half(int v) { return v // 2; }
+int half(int v) { return v / 2; }
 
 int total(const int *a, int size) {
   int s = 0;

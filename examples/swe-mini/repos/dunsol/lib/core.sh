@@ -1,7 +1,7 @@
 # dunsol: small shell helpers (POSIX sh)
 
 half() {
-  echo $(($1 // 2))
+  echo $(($1 / 2))
 }
 
 combine() {

@@ -1,7 +1,7 @@
 # garlo: small shell helpers (POSIX sh)
 
 half() {
-  echo $(($1 // 2))
+  echo $(($1 / 2))
 }
 
 loud() {

@@ -1,7 +1,7 @@
 # mornu: small shell helpers (POSIX sh)
 
 half() {
-  echo $(($1 // 2))
+  echo $(($1 / 2))
 }
 
 big_enough() {

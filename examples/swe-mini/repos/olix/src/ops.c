@@ -1,7 +1,7 @@
 /* olix: small integer helpers */
 #include "ops.h"
 
-int half(int v) { return v // 2; }
+int half(int v) { return v / 2; }
 
 int sum(const int *a, int num) {
   int s = 0;
