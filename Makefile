@@ -11,6 +11,8 @@
 #   make retrain-check  the default job, then `longtail retrain` of it: every step bit-identical (docs/replay.md)
 #   make weights-bench  publish-to-last-worker time and daemon bytes, four ways of sending weights (root)
 #   make scale-swe  SCALE_SWE_ROOTS (1,000) task roots at once, idle shells in each: memory, fds, latency, leaks
+#   make swe-images the swe-mini task image from Debian's packages (mmdebstrap, root), an OCI layout (docs/swe.md)
+#   make swe-check  swe-mini's tasks validated in that image: every gold patch resolves, no task resolves unpatched
 #   make deps       install the Debian packages the build needs
 #   make lint       the layering rule of docs/architecture.md's folder table, and FORMAT_FILES against .clang-format
 #   make format     rewrites FORMAT_FILES with clang-format
@@ -126,7 +128,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all build run test test-asan test-build fuzz fuzz-build bench bench-build clean deps check-deps docs lint format \
-        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale retrain-check scale-swe weights-bench FORCE
+        test-gpu bench-gpu gpu-need gpu-build gpu-interop chaos soak scale scale-swe swe-images swe-check retrain-check \
+        weights-bench FORCE
 .DEFAULT_GOAL := all
 
 # The public targets check the Debian packages first, then build in a sub-make so that
@@ -297,6 +300,17 @@ SCALE_SWE_ROOTS ?= 1000
 scale-swe: check-deps
 	$(Q)$(MAKE) --no-print-directory $(BUILD)/bench/swe_env
 	$(Q)$(BUILD)/bench/swe_env --scale $(SCALE_SWE_ROOTS)
+
+# examples/swe-mini's image (docs/swe.md, "swe-mini"), under examples/swe-mini/images (git-ignored), and the check
+# that its tasks are real: each gold patch makes its FAIL_TO_PASS tests pass and keeps PASS_TO_PASS, and no task
+# resolves without one (training and held-out tasks).
+SWE_JOBS ?= 2
+swe-images:
+	$(Q)scripts/swe-images.sh
+
+swe-check: all
+	$(Q)for f in tasks heldout; do for p in gold none; do \
+	  $(BIN) swe validate examples/swe-mini/$$f.jsonl --patch $$p --jobs $(SWE_JOBS) >/dev/null || exit 1; done; done
 
 scale: all
 	$(Q)SCALE_WORKERS=$(SCALE_WORKERS) SCALE_SLOTS=$(SCALE_SLOTS) SCALE_SECONDS=$(SCALE_SECONDS) LT_BIN=$(abspath $(BIN)) scripts/scale.sh

@@ -21,6 +21,8 @@
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json.h"
+#include "util/rng.h"
 
 typedef struct {
   char domain[64];
@@ -36,6 +38,9 @@ typedef struct {
   lt__swe_images_t *images; /* made by the first open (only workers open) */
   int agent;                /* an agent domain's: its boxes reach the gateway (lt__swe_agent_mode) */
   lt_envs_t *envs;          /* the registry: its sandbox settings (attach) */
+  cJSON *demos;             /* params.demos: [{"row": training row, "turns": [...]}] */
+  uint64_t seed;
+  cJSON *demo_cache;        /* instance_id -> [messages, response]: a gold patch is played once per task */
 } swe_state_t;
 
 typedef struct {
@@ -56,6 +61,8 @@ static void swe_free(void *st) {
   lt__rows_close(&s->eval);
   lt__swe_images_free(s->images);
   pthread_mutex_destroy(&s->mu);
+  cJSON_Delete(s->demos);
+  cJSON_Delete(s->demo_cache);
   free(s->image), free(s->test_cmd), free(s->system), free(s->base_dir);
   free(s);
 }
@@ -90,23 +97,68 @@ static int tools_param(const char *dom, const cJSON *p, unsigned *tools) {
   return 0;
 }
 
+/* params.demos: {"instance_id": a training task's, "turns": [assistant, tool, ..., assistant]} per line (other keys
+ * ignored), each checked here naming file:line, kept as {"row", "turns"}. */
+static int demos_load(const swe_state_t *s, const char *path, cJSON **out) {
+  cJSON *ids = cJSON_CreateObject(), *all = cJSON_CreateArray(), *d = NULL;
+  int rc = ids && all ? 0 : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  for (uint32_t i = 0; rc == 0 && i < s->train.n; i++) { /* instance_id -> training row */
+    cJSON *r = NULL;
+    if ((rc = lt__rows_read(&s->train, i, &r)) == 0 && !cJSON_AddNumberToObject(ids, get(r, "instance_id")->valuestring, i))
+      rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+    cJSON_Delete(r);
+  }
+  lt_jsonl_t rd;
+  int opened = rc == 0 && (rc = lt_jsonl_open(&rd, path)) == 0;
+  if (rc < 0 && !opened && ids && all) lt_error_wrap(rc, "envs.%s.params.demos", s->domain);
+  while (opened && (rc = lt_jsonl_next(&rd, &d)) == 1) {
+    const cJSON *id = get(d, "instance_id"), *turns = get(d, "turns"), *row = cJSON_IsString(id) ? get(ids, id->valuestring) : NULL;
+    int n = cJSON_GetArraySize(turns), ok = cJSON_IsArray(turns) && n % 2 == 1;
+    for (const cJSON *t = ok ? turns->child : NULL; t; t = t->next) ok &= cJSON_IsString(t);
+    cJSON *e = row && ok ? cJSON_CreateObject() : NULL;
+    if (!row || !ok)
+      rc = lt_error_set(LT_ECONFIG, "envs.%s.params.demos: %s:%ld: %s", s->domain, path, rd.lineno,
+                        !row ? "\"instance_id\": not a training task's" : "\"turns\": expected an odd-length list of strings "
+                                                                           "(assistant, tool, ..., assistant)");
+    else if (!e || !cJSON_AddNumberToObject(e, "row", row->valuedouble) ||
+             !cJSON_AddItemToObject(e, "turns", cJSON_DetachItemFromObjectCaseSensitive(d, "turns")) || !cJSON_AddItemToArray(all, e))
+      rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+    else e = NULL;
+    cJSON_Delete(e);
+    cJSON_Delete(d);
+    if (rc < 0) break;
+  }
+  if (opened) lt_jsonl_close(&rd);
+  if (rc == 0 && !all->child) rc = lt_error_set(LT_ECONFIG, "envs.%s.params.demos: %s holds no demonstration", s->domain, path);
+  cJSON_Delete(ids);
+  if (rc < 0) {
+    cJSON_Delete(all);
+    return rc;
+  }
+  *out = all;
+  return 0;
+}
+
 static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
   static const char *const keys[] = {"tasks", "eval", "image", "test_cmd", "tools", "max_turns", "tool_timeout_s",
-                                     "test_timeout_s", "output_bytes", "tool_format", "system"};
+                                     "test_timeout_s", "output_bytes", "tool_format", "system", "demos"};
   for (const cJSON *c = p->child; c; c = c->next) {
     size_t i = 0;
     while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i], c->string)) i++;
     if (i == sizeof keys / sizeof keys[0])
       return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (swe takes tasks, eval, image, test_cmd, tools, "
-                                      "max_turns, tool_timeout_s, test_timeout_s, output_bytes, tool_format, system)", dom, c->string);
+                                      "max_turns, tool_timeout_s, test_timeout_s, output_bytes, tool_format, system, "
+                                      "demos)", dom, c->string);
   }
-  const cJSON *tasks = get(p, "tasks"), *ev = get(p, "eval"), *fmt = get(p, "tool_format");
+  const cJSON *tasks = get(p, "tasks"), *ev = get(p, "eval"), *fmt = get(p, "tool_format"), *demos = get(p, "demos");
   if (!cJSON_IsString(tasks)) return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
   if (ev && !cJSON_IsString(ev)) return lt_error_set(LT_ECONFIG, "envs.%s.params.eval: expected the path of a .jsonl file", dom);
+  if (demos && !cJSON_IsString(demos)) return lt_error_set(LT_ECONFIG, "envs.%s.params.demos: expected the path of a .jsonl file", dom);
   swe_state_t *s = calloc(1, sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "swe: out of memory");
   pthread_mutex_init(&s->mu, NULL);
   snprintf(s->domain, sizeof s->domain, "%s", dom);
+  s->seed = seed;
   s->train.fd = s->eval.fd = -1;
   double mt = 0, ob = 8192;
   int rc = num_param(dom, p, "tool_timeout_s", 0, 86400, 30, &s->tool_timeout_s);
@@ -140,6 +192,7 @@ static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state
   if (rc == 0) rc = lt__rows_open(ctx, key, tasks->valuestring, lt__swe_row_check, &s->dflt, seed, &s->train);
   snprintf(key, sizeof key, "envs.%s.params.eval", dom);
   if (rc == 0 && ev) rc = lt__rows_open(ctx, key, ev->valuestring, lt__swe_row_check, &s->dflt, seed, &s->eval);
+  if (rc == 0 && demos) rc = demos_load(s, demos->valuestring, &s->demos);
   if (rc < 0) {
     swe_free(s);
     return rc;
@@ -189,8 +242,10 @@ static cJSON *opening(const swe_state_t *s, const lt__swe_task_t *t) {
     lt_buf_puts(&b, "- edit(path, old_str, new_str): replaces old_str, which must occur exactly once, with new_str; "
                     "edit(path, file_text) creates a file; edit(path, insert_line, new_str) inserts new_str after that line.\n");
   /* The call format, written by text/ as the policy is to write it. */
-  cJSON *ex = cJSON_Parse(s->tools & 1 ? "[{\"function\": {\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}}]"
-                                       : "[{\"function\": {\"name\": \"view\", \"arguments\": {\"path\": \".\"}}}]");
+  cJSON *ex = cJSON_Parse(s->tools & 1   ? "[{\"function\": {\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}}]"
+                          : s->tools & 2 ? "[{\"function\": {\"name\": \"view\", \"arguments\": {\"path\": \".\"}}}]"
+                                         : "[{\"function\": {\"name\": \"edit\", \"arguments\": {\"path\": \"a.py\", "
+                                           "\"old_str\": \"x - 1\", \"new_str\": \"x\"}}}]");
   lt_buf_puts(&b, "\nCall a tool like this: ");
   if (ex) lt_toolcall_write(s->fmt, ex, &b);
   cJSON_Delete(ex);
@@ -209,6 +264,39 @@ static cJSON *opening(const swe_state_t *s, const lt__swe_task_t *t) {
     return NULL;
   }
   return m;
+}
+
+/* A demonstration of params.demos (drawn by index from the run's seed): the task's real opening chat, then the
+ * demonstration's turns, its last assistant turn the response. */
+static int demo_of_file(swe_state_t *s, uint64_t index, cJSON **messages, char **response) {
+  const cJSON *d = cJSON_GetArrayItem(s->demos, (int)(lt_rng_mix(s->seed ^ 0xde30, index) % (uint64_t)cJSON_GetArraySize(s->demos)));
+  cJSON *r = NULL;
+  lt__swe_task_t t;
+  char why[512];
+  int rc = lt__rows_read(&s->train, (uint32_t)get(d, "row")->valueint, &r);
+  if (rc == 0 && lt__swe_task_parse(r, &s->dflt, &t, why, sizeof why) < 0) rc = lt_error_set(LT_EINVAL, "envs.%s: %s", s->domain, why);
+  else if (rc == 0) {
+    *messages = opening(s, &t);
+    const cJSON *turn = get(d, "turns")->child;
+    for (int k = 0; *messages && turn->next; turn = turn->next, k++) {
+      cJSON *m = cJSON_CreateObject();
+      if (!m || !cJSON_AddStringToObject(m, "role", k % 2 ? "tool" : "assistant") ||
+          !cJSON_AddStringToObject(m, "content", turn->valuestring) || !cJSON_AddItemToArray(*messages, m)) {
+        cJSON_Delete(m);
+        cJSON_Delete(*messages);
+        *messages = NULL;
+      }
+    }
+    *response = *messages ? strdup(turn->valuestring) : NULL;
+    if (!*response) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+    lt__swe_task_free(&t);
+  }
+  cJSON_Delete(r);
+  if (rc < 0 && *messages) {
+    cJSON_Delete(*messages);
+    *messages = NULL;
+  }
+  return rc;
 }
 
 /* The domain's images, made on the first open with the sandbox section's limits, stretched to the longest
@@ -474,13 +562,15 @@ static int demo_file(swe_ep_t *e, const lt_patch_t *p, int i, cJSON *msgs) {
     rc = demo_call(e, msgs, "edit", kv);
   } else if (rc == 0) {
     const char *view[] = {"path", f->old_path, NULL};
-    rc = demo_call(e, msgs, "view", view);
+    if (e->s->tools & 2) rc = demo_call(e, msgs, "view", view); /* looked at first where the policy can look */
     int renamed = f->new_path && strcmp(f->old_path, f->new_path);
     if (rc == 0 && (!f->new_path || renamed)) { /* quoted for sh: the names come from the task's own patch */
       lt_buf_printf(&cmd, "%s '%s'", f->new_path ? "mv --" : "rm --", f->old_path);
       if (renamed) lt_buf_printf(&cmd, " '%s'", f->new_path);
       const char *kv[] = {"command", cmd.data, NULL};
-      rc = strchr(f->old_path, '\'') || (f->new_path && strchr(f->new_path, '\'')) ? LT_EUNSUPP : demo_call(e, msgs, "bash", kv);
+      rc = !(e->s->tools & 1) || strchr(f->old_path, '\'') || (f->new_path && strchr(f->new_path, '\''))
+               ? LT_EUNSUPP
+               : demo_call(e, msgs, "bash", kv);
     }
     if (rc == 0 && f->new_path && (olen != next.len || memcmp(old, next.data, olen)) &&
         (rc = edit_strings(old, olen, next.data ? next.data : "", next.len, &o, &n)) == 0) {
@@ -494,33 +584,63 @@ static int demo_file(swe_ep_t *e, const lt_patch_t *p, int i, cJSON *msgs) {
 }
 
 /* Training task `index` solved by its gold patch, played with the tools in a fresh root so that every answer is
- * the real one; the warm start trains on each call.  LT_EUNSUPP for a task without a gold patch, or one the tools
- * cannot replay (a binary or mode-only change). */
-static int swe_demo(void *st, uint64_t index, cJSON **messages, char **response) {
-  swe_state_t *s = st;
-  *messages = NULL, *response = NULL;
-  if (!(s->tools & 2) || !(s->tools & 4)) return lt_error_set(LT_EUNSUPP, "envs.%s: demonstrations use view and edit", s->domain);
+ * the real one (a file viewed first where the policy has view; a deletion or rename by bash); the warm start trains
+ * on each call.  A task's demonstration is played once and then copied from demo_cache.  LT_EUNSUPP for a task
+ * without a gold patch, or one the domain's tools cannot replay (a binary or mode-only change; no edit tool). */
+static int demo_of_gold(swe_state_t *s, uint64_t index, cJSON **messages, char **response) {
+  if (!(s->tools & 4)) return lt_error_set(LT_EUNSUPP, "envs.%s: demonstrations need the edit tool", s->domain);
   swe_ep_t *e = calloc(1, sizeof *e);
-  cJSON *spec = NULL;
+  cJSON *spec = NULL, *msgs = NULL;
   int rc = e ? swe_sample(s, index, 0, &spec) : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  const cJSON *id = rc == 0 ? get(spec, "instance_id") : NULL;
+  pthread_mutex_lock(&s->mu);
+  const cJSON *hit = cJSON_IsString(id) && s->demo_cache ? get(s->demo_cache, id->valuestring) : NULL;
+  if (hit) msgs = cJSON_Duplicate(hit->child, 1), *response = strdup(hit->child->next->valuestring);
+  pthread_mutex_unlock(&s->mu);
+  if (hit) {
+    cJSON_Delete(spec), free(e);
+    if (msgs && *response) return *messages = msgs, 0;
+    cJSON_Delete(msgs), free(*response), *response = NULL;
+    return lt_error_set(LT_ENOMEM, "swe: out of memory");
+  }
   if (rc == 0) e->row = spec, spec = NULL, rc = ep_root(s, e);
   lt_patch_t *p = NULL;
   if (rc == 0 && (!e->task.patch || !e->task.patch[0]))
     rc = lt_error_set(LT_EUNSUPP, "envs.%s: %s has no gold patch", s->domain, e->task.instance_id);
   if (rc == 0) rc = lt_patch_parse(e->task.patch, strlen(e->task.patch), &p);
-  cJSON *msgs = rc == 0 ? opening(s, &e->task) : NULL;
+  msgs = rc == 0 ? opening(s, &e->task) : NULL;
   if (rc == 0 && !msgs) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
   for (int i = 0; rc == 0 && i < lt_patch_nfiles(p); i++) rc = demo_file(e, p, i, msgs);
   lt_patch_free(p);
-  ep_free(e);
   if (rc == 0 && !(*response = strdup("I have made the change; the issue should be fixed now.")))
     rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+  if (rc == 0) { /* kept for the next draw of this task (a copy: the caller owns what it gets) */
+    cJSON *entry = cJSON_CreateArray();
+    pthread_mutex_lock(&s->mu);
+    if (!s->demo_cache) s->demo_cache = cJSON_CreateObject();
+    if (!entry || !s->demo_cache || !cJSON_AddItemToArray(entry, cJSON_Duplicate(msgs, 1)) ||
+        !cJSON_AddItemToArray(entry, cJSON_CreateString(*response)) || !entry->child || !entry->child->next ||
+        !cJSON_AddItemToObject(s->demo_cache, e->task.instance_id, entry))
+      cJSON_Delete(entry); /* not cached: played again next time */
+    pthread_mutex_unlock(&s->mu);
+  }
+  ep_free(e);
+  cJSON_Delete(spec);
   if (rc < 0) {
     cJSON_Delete(msgs);
+    free(*response);
+    *response = NULL;
     return rc;
   }
   *messages = msgs;
   return 0;
+}
+
+/* params.demos when the domain names them, else each training task's gold patch played in a root. */
+static int swe_demo(void *st, uint64_t index, cJSON **messages, char **response) {
+  swe_state_t *s = st;
+  *messages = NULL, *response = NULL;
+  return s->demos ? demo_of_file(s, index, messages, response) : demo_of_gold(s, index, messages, response);
 }
 
 void lt__swe_agent_mode(void *st) { ((swe_state_t *)st)->agent = 1; }

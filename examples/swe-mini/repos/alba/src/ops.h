@@ -1,0 +1,5 @@
+#ifndef OPS_H
+#define OPS_H
+int negate(int v);
+int absval(int v);
+#endif

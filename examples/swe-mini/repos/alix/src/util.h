@@ -1,0 +1,5 @@
+#ifndef UTIL_H
+#define UTIL_H
+int half(int v);
+int greater(int first, int second);
+#endif

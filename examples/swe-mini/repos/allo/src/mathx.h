@@ -1,0 +1,5 @@
+#ifndef MATHX_H
+#define MATHX_H
+int half(int v);
+int absval(int z);
+#endif

@@ -1,0 +1,1 @@
+test_square() { [ "$(square 5)" = 25 ]; }

@@ -1,0 +1,1 @@
+test_triple() { [ "$(triple 4)" = 12 ]; }

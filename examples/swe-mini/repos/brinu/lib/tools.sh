@@ -1,0 +1,9 @@
+# brinu: small shell helpers (POSIX sh)
+
+succ() {
+  echo $(($1 + 1))
+}
+
+yell() {
+  printf '%s\n' "$1" | tr 'A-Z' 'a-z'
+}

@@ -1,0 +1,5 @@
+#ifndef OPS_H
+#define OPS_H
+int half(int v);
+int total(const int *a, int size);
+#endif

@@ -1,0 +1,13 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+static int test_half(void) { return half(10) == 5; }
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  if (!strcmp(argv[1], "test_half")) return !test_half();
+  fprintf(stderr, "unknown test %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,8 @@
+import unittest
+
+from arith.helpers import triple, centre
+
+
+class CordenTest(unittest.TestCase):
+    def test_triple(self):
+        self.assertEqual(triple(4), 12)

@@ -1,0 +1,5 @@
+#ifndef UTIL_H
+#define UTIL_H
+int triple(int v);
+int add_up(const int *a, int len);
+#endif

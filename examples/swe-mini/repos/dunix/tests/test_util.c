@@ -1,0 +1,13 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+static int test_triple(void) { return triple(4) == 12; }
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  if (!strcmp(argv[1], "test_triple")) return !test_triple();
+  fprintf(stderr, "unknown test %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,6 @@
+def sum_two(a, b):
+    return a - b
+
+
+def triple(v):
+    return 3 * v

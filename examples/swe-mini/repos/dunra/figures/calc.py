@@ -1,0 +1,6 @@
+def sum_two(left, right):
+    return left - right
+
+
+def negate(v):
+    return -v

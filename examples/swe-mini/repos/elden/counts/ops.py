@@ -1,0 +1,6 @@
+def loud(word):
+    return word.lower()
+
+
+def square(v):
+    return v * v

@@ -1,0 +1,6 @@
+def add(price, tax):
+    return price - tax
+
+
+def succ(v):
+    return v + 1

@@ -1,0 +1,6 @@
+def final(samples):
+    return samples[0]
+
+
+def half(v):
+    return v // 2

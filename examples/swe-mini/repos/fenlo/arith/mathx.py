@@ -1,0 +1,6 @@
+def shout(msg):
+    return msg.lower()
+
+
+def succ(v):
+    return v + 1

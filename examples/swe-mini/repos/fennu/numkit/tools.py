@@ -1,0 +1,6 @@
+def last(points):
+    return points[0]
+
+
+def triple(v):
+    return 3 * v

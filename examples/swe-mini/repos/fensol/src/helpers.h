@@ -1,0 +1,5 @@
+#ifndef HELPERS_H
+#define HELPERS_H
+int half(int v);
+int size_of(int v);
+#endif

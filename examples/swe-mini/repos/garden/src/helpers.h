@@ -1,0 +1,5 @@
+#ifndef HELPERS_H
+#define HELPERS_H
+int succ(int v);
+int absval(int delta);
+#endif

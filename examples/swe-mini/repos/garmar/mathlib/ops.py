@@ -1,0 +1,6 @@
+def upper_of(name):
+    return name.lower()
+
+
+def negate(v):
+    return -v

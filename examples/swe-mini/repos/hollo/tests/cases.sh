@@ -1,0 +1,1 @@
+test_double() { [ "$(double 4)" = 8 ]; }

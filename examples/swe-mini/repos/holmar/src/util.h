@@ -1,0 +1,5 @@
+#ifndef UTIL_H
+#define UTIL_H
+int succ(int v);
+int max2(int price, int tax);
+#endif

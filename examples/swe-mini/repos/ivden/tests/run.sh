@@ -1,0 +1,4 @@
+# runs one test: sh tests/run.sh TEST
+. ./lib/funcs.sh
+. ./tests/cases.sh
+"$1"

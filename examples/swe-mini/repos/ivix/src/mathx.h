@@ -1,0 +1,5 @@
+#ifndef MATHX_H
+#define MATHX_H
+int negate(int v);
+int total(const int *a, int count);
+#endif

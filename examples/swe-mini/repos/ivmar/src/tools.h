@@ -1,0 +1,5 @@
+#ifndef TOOLS_H
+#define TOOLS_H
+int triple(int v);
+int bigger(int first, int second);
+#endif

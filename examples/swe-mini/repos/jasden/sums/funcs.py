@@ -1,0 +1,6 @@
+def last(xs):
+    return xs[0]
+
+
+def double(v):
+    return 2 * v

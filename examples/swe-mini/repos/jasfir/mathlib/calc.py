@@ -1,0 +1,6 @@
+def avg(data):
+    return sum(data) / (len(data) - 1)
+
+
+def succ(v):
+    return v + 1

@@ -1,0 +1,6 @@
+def yell(name):
+    return name.lower()
+
+
+def half(v):
+    return v // 2

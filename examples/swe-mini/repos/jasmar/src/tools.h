@@ -1,0 +1,5 @@
+#ifndef TOOLS_H
+#define TOOLS_H
+int succ(int v);
+int add_up(const int *a, int n);
+#endif

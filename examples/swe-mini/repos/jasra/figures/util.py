@@ -1,0 +1,6 @@
+def loud(s):
+    return s.lower()
+
+
+def negate(v):
+    return -v

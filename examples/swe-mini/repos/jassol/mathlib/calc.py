@@ -1,0 +1,6 @@
+def caps(note):
+    return note.lower()
+
+
+def triple(v):
+    return 3 * v

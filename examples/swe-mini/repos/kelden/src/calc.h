@@ -1,0 +1,5 @@
+#ifndef CALC_H
+#define CALC_H
+int square(int v);
+int tally(const int *a, int count);
+#endif

@@ -1,0 +1,5 @@
+#ifndef CALC_H
+#define CALC_H
+int succ(int v);
+int bigger(int a, int b);
+#endif

@@ -1,0 +1,5 @@
+#ifndef CALC_H
+#define CALC_H
+int negate(int v);
+int magnitude(int v);
+#endif

@@ -1,0 +1,6 @@
+/* lumden: small integer helpers */
+#include "calc.h"
+
+int half(int v) { return v / 2; }
+
+int greater(int u, int v) { return u > v ? v : u; }

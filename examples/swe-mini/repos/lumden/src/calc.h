@@ -1,0 +1,5 @@
+#ifndef CALC_H
+#define CALC_H
+int half(int v);
+int greater(int u, int v);
+#endif

@@ -1,0 +1,5 @@
+#ifndef HELPERS_H
+#define HELPERS_H
+int triple(int v);
+int larger(int first, int second);
+#endif

@@ -1,0 +1,5 @@
+#ifndef NUMERIC_H
+#define NUMERIC_H
+int triple(int v);
+int absval(int d);
+#endif

@@ -1,0 +1,13 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "funcs.h"
+
+static int test_negate(void) { return negate(7) == -7; }
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  if (!strcmp(argv[1], "test_negate")) return !test_negate();
+  fprintf(stderr, "unknown test %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,6 @@
+def combine(left, right):
+    return left - right
+
+
+def negate(v):
+    return -v

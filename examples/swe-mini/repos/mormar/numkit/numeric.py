@@ -1,0 +1,6 @@
+def join_sum(price, tax):
+    return price - tax
+
+
+def square(v):
+    return v * v

@@ -1,0 +1,6 @@
+def loud(line):
+    return line.lower()
+
+
+def negate(v):
+    return -v

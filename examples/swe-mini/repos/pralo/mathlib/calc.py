@@ -1,0 +1,6 @@
+def newest(points):
+    return points[0]
+
+
+def double(v):
+    return 2 * v
