@@ -14,14 +14,16 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-#define LT_BUFFER_SCHEMA 7 /* 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
-                              5: payloads.seq_starts; 6: token_values; 7: payloads.diff (docs/buffer.md) */
+/* The schema's version; 2: payloads.support_ids, payloads.temperature; 3: quarantine; 4: prompts.copy_of;
+ * 5: payloads.seq_starts; 6: token_values; 7: payloads.diff (docs/buffer.md). */
+#define LT_BUFFER_SCHEMA 7
 
-/* The trajectory's row and its payload, one column per line: X(column, SQL declaration, schema that added it).
+/* The trajectory's row and its payload, a table: X(column, SQL declaration, schema that added it).
  * The CREATE statements, the INSERTs (named parameters bound by column name), the SELECTs (read by the column's
  * enum, TC_x / PC_x), the migrations (ALTER TABLE for a column newer than the file) and the reads of an older file
  * (NULL for a column it does not have yet) are all generated from these lists: a new column is one line here, its
  * bind in lt_buffer_traj_insert and its read in lt_buffer_traj_load (buffer/round_trips_every_column checks each). */
+/* clang-format off (a table) */
 #define TRAJ_COLUMNS(X)                                                                                             \
   X(group_id, "INTEGER NOT NULL", 1) X(domain, "TEXT NOT NULL", 1) X(status, "TEXT NOT NULL", 1)                  \
   X(traj_status, "TEXT NOT NULL", 1) X(reward, "REAL", 1) X(components, "TEXT NOT NULL", 1)                       \
@@ -36,6 +38,7 @@
   X(routing_layers, "INTEGER NOT NULL DEFAULT 0", 1) X(routing_k, "INTEGER NOT NULL DEFAULT 0", 1)                \
   X(routing_experts, "INTEGER NOT NULL DEFAULT 0", 1) X(messages, "TEXT NOT NULL", 1) X(support_ids, "BLOB", 2)    \
   X(temperature, "REAL", 2) X(seq_starts, "BLOB", 5) X(diff, "TEXT", 7)
+/* clang-format on */
 
 #define COL_DECL(c, decl, since) ", " #c " " decl
 #define COL_NAME(c, decl, since) ", " #c
