@@ -21,7 +21,7 @@
 /* The trajectory's row and its payload, a table: X(column, SQL declaration, schema that added it).
  * The CREATE statements, the INSERTs (named parameters bound by column name), the SELECTs (read by the column's
  * enum, TC_x / PC_x), the migrations (ALTER TABLE for a column newer than the file) and the reads of an older file
- * (NULL for a column it does not have yet) are all generated from these lists: a new column is one line here, its
+ * (NULL for a column it does not have yet) are all generated from these lists: a new column is one entry here, its
  * bind in lt_buffer_traj_insert and its read in lt_buffer_traj_load (buffer/round_trips_every_column checks each). */
 /* clang-format off (a table) */
 #define TRAJ_COLUMNS(X)                                                                                             \
