@@ -165,7 +165,8 @@ static int leftover_cgroups(void) {
   while (f && fgets(line, sizeof line, f)) {
     char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
     if (b && (strstr(a, ":memory:") == a || strncmp(line, "0::", 3) == 0)) {
-      snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%.*s", line[0] == '0' ? "" : "memory", (int)strcspn(b + 1, "\n"), b + 1);
+      snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%.*s", line[0] == '0' ? "" : "memory", (int)strcspn(b + 1, "\n"),
+               b + 1);
       snprintf(own, sizeof own, "%s", dir);
     }
   }
@@ -221,13 +222,16 @@ static int bench_keys(const char *layout, const char *tmp, lt_image_t *img, cons
   usleep(300000);
   long rss = descendants_kb(getpid(), "Rss:", &procs), pss = descendants_kb(getpid(), "Pss:", &procs2);
   for (int i = 0; i < IDLE; i++) lt_box_proc_free(sh[i]), lt_box_destroy(boxes[i]);
-  fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss, pss);
+  fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss,
+          pss);
   double pm = np > 0 ? podman_ms(layout, tmp, np) : -1;
   if (pm > 0) fprintf(stderr, "podman run --rm (runc): p50 %.1f ms over %d runs\n", pm, np);
   printf("{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
          "\"swe_env_cycle_cpu_ms\": %.2f, \"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
          w50, w99, c50, c99, cold_cpu_ms, rss / IDLE, pss / IDLE);
-  if (pm > 0) printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50, pm / c50);
+  if (pm > 0)
+    printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50,
+           pm / c50);
   printf("}\n");
   free(cold);
   free(warm);
@@ -314,7 +318,8 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
           c99, down_s, procs_left, fds2 - fds0, cg2 - cg0);
   printf("{\"swe_scale_roots\": %d, \"swe_scale_up_s\": %.2f, \"swe_scale_ready_ms\": {\"p50\": %.3f, \"p99\": %.3f}, "
          "\"swe_scale_cmd_ms\": {\"p50\": %.3f, \"p99\": %.3f}, \"swe_scale_rss_kb_per_root\": %ld, "
-         "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, \"swe_scale_fds_per_root\": %.2f, "
+         "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, "
+         "\"swe_scale_fds_per_root\": %.2f, "
          "\"swe_scale_answered\": %d, \"swe_scale_down_s\": %.2f, \"swe_scale_left_processes\": %d, "
          "\"swe_scale_left_fds\": %d, \"swe_scale_left_cgroups\": %d, \"swe_scale_cache_lock_released\": %s}\n",
          made, up_s, r50, r99, c50, c99, made ? rss / made : 0, made ? pss / made : 0,

@@ -90,7 +90,8 @@ Test(box_escape, no_network_not_even_host_loopback) {
   int port, s = lt_test_listen_loopback(&port);
   cr_assert(s >= 0);
   char script[512];
-  snprintf(script, sizeof script, "echo hi | nc -w 2 127.0.0.1 %d && echo connected; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+  snprintf(script, sizeof script,
+           "echo hi | nc -w 2 127.0.0.1 %d && echo connected; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
            port);
   lt_sandbox_limits_t l = limits(10);
   lt_sandbox_result_t r = run_sh(&l, script);
@@ -235,9 +236,10 @@ Test(box_escape, image_setuid_devices_and_symlinks_out) {
   /* Device nodes are not made; the image's /dev is the box's own. */
   cr_expect(strstr(r.out, "/evil-dev: No such file") && strstr(r.out, "/dev/evil-null: No such file"), "%s", r.out);
   cr_expect(!strstr(r.out, "HOST-ONLY"), "an absolute symlink read the host: %s", r.out);
-  cr_expect(strstr(r.out, "lt-box-through-link\nlanded"), "the layer's file through its own symlink lands in the root: %s", r.out);
+  cr_expect(strstr(r.out, "lt-box-through-link\nlanded"), "the layer's file through its symlink lands in the root: %s",
+            r.out);
   lt_sandbox_result_free(&r);
-  cr_expect_eq(access("/tmp/lt-box-written", F_OK), -1, "the box wrote the host's /tmp through a symlink");
+  cr_expect_eq(access("/tmp/lt-box-written", F_OK), -1, "the box wrote the host's /tmp by a symlink");
   cr_expect_eq(access("/tmp/lt-box-written2", F_OK), -1);
   /* From the host side too, every path resolves inside the root. */
   char *s = NULL;
@@ -279,10 +281,12 @@ Test(box_escape, the_cached_image_is_never_written) {
   lt_sandbox_limits_t l = limits(10);
   lt_box_t *b = new_box(img, &l);
   lt_sandbox_result_t r = lt_test_box_sh(b, "chmod 777 /etc /etc/passwd; echo x > /etc/passwd; rm -rf /home; "
-                                            "mkdir /tmp/b; cat /bin/busybox > /tmp/b/busybox; chmod 755 /tmp/b/busybox; export PATH=/tmp/b; "
+                                            "mkdir /tmp/b; cat /bin/busybox > /tmp/b/busybox; "
+                                            "chmod 755 /tmp/b/busybox; export PATH=/tmp/b; "
                                             "exec /tmp/b/busybox sh -c 'busybox truncate -s 0 /bin/busybox; "
-                                            "busybox chmod 4777 /bin/busybox; busybox ls -l /bin/busybox'");
-  cr_expect(strstr(r.out, " 0 "), "the box's busybox was truncated in its view: %s %s", r.out, r.err);
+                                            "busybox chmod 4777 /bin/busybox; "
+                                            "busybox ls -l /bin/busybox'");
+  cr_expect(strstr(r.out, " 0 "), "the box's busybox is truncated in its view: %s %s", r.out, r.err);
   lt_sandbox_result_free(&r);
   lt_box_destroy(b);
   cr_assert_eq(stat(p, &after), 0);
