@@ -47,6 +47,10 @@
 
 #include "sandbox/internal.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define AREA "/tmp" /* any directory will do: it is covered in our mount namespace only */
 
 static int sync_fd = LT__JAIL_SYNC;
@@ -480,6 +484,9 @@ static int spawn_entry(void *arg) {
 static pid_t spawn(const lt__jail_t *j, const job_t *job, const int fds[3], int box) {
   static _Alignas(16) char stack[256 << 10]; /* the suspended init's: one child at a time uses it */
   spawn_t s = {j, job, fds, box};
+#ifdef __SANITIZE_ADDRESS__
+  __asan_unpoison_memory_region(stack, sizeof stack); /* the last child's frames left their redzones poisoned */
+#endif
   return clone(spawn_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &s);
 }
 
