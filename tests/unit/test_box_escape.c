@@ -73,12 +73,7 @@ Test(box_escape, no_privilege_inside) {
                                       "mount -t tmpfs none /tmp 2>/dev/null; echo mount=$?; "
                                       "unshare -r true 2>/dev/null; echo unshare=$?; "
                                       "mknod /tmp/mem c 1 1 2>/dev/null; echo mknod=$?; hostname");
-  cr_expect(strstr(r.out, "CapEff:\t0000000000000000"), "%s", r.out);
-  cr_expect(strstr(r.out, "CapBnd:\t0000000000000000"), "%s", r.out);
-  cr_expect(strstr(r.out, "NoNewPrivs:\t1"), "%s", r.out);
-  lt_sandbox_caps_t c;
-  lt_sandbox_probe(&c);
-  if (c.seccomp) cr_expect(strstr(r.out, "Seccomp:\t2"), "%s", r.out);
+  lt_test_expect_no_privilege(r.out);
   /* uid 0 of the image (it names no User) is the box's one id: root inside, no capability, nobody outside. */
   cr_expect(strstr(r.out, "\n0\nmount="), "%s", r.out);
   cr_expect(!strstr(r.out, "mount=0") && !strstr(r.out, "unshare=0") && !strstr(r.out, "mknod=0"), "%s", r.out);
@@ -226,10 +221,10 @@ Test(box_escape, image_setuid_devices_and_symlinks_out) {
   lt_sandbox_limits_t l = limits(10);
   lt_box_t *b = new_box(img, &l);
   lt_sandbox_result_t r = lt_test_box_sh(b, "id -u; stat -c %a /opt/suid/busybox; /opt/suid/busybox id -u; "
-                                    "/opt/suid/busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
-                                    "ls /evil-dev /dev/evil-null 2>&1; cat /dev/evil-null 2>&1; "
-                                    "cat /etc/hostfile 2>&1; ls /up/ /abs/; cat /up/lt-box-through-link; "
-                                    "echo written > /up/lt-box-written; echo written > /abs/lt-box-written2");
+                                            "/opt/suid/busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
+                                            "ls /evil-dev /dev/evil-null 2>&1; cat /dev/evil-null 2>&1; "
+                                            "cat /etc/hostfile 2>&1; ls /up/ /abs/; cat /up/lt-box-through-link; "
+                                            "echo written > /up/lt-box-written; echo written > /abs/lt-box-written2");
   /* The setuid bit is kept (images need it), but gives nothing: nosuid, no_new_privs, one id mapped. */
   cr_expect(strstr(r.out, "1000\n4755\n1000\n"), "%s", r.out);
   cr_expect(strstr(r.out, "Uid:\t1000\t1000\t1000\t1000\n") && strstr(r.out, "CapEff:\t0000000000000000"), "%s", r.out);
