@@ -8,7 +8,8 @@
  * storage once, untimed), `podman run --rm --network none`.  Idle: N boxes each with an idle shell, the resident
  * and proportional memory of their processes.
  *
- *   swe_env                      the `make bench` keys (LT_BENCH_SWE runs, default 200; LT_BENCH_PODMAN, 10)
+ *   swe_env                      the `make bench` keys (LT_BENCH_SWE runs, default 200; LT_BENCH_PODMAN, 10;
+ *                                LT_BENCH_SWE_ASKER_MB, default 0: memory this process holds, as a worker's model)
  *   swe_env --scale N            `make scale-swe`: N boxes at once, each with an idle persistent shell, as
  *                                agentic episodes waiting on the model are: memory, host fds, ready and command
  *                                latency with all of them up, then nothing left after they end
@@ -56,13 +57,43 @@ static double pct(double *v, int n, double p) {
   return v[i < n ? i : n - 1];
 }
 
-/* CPU seconds of this process and its reaped descendants (the boxes' jails, inits and programs once destroyed). */
+/* CPU seconds of our live children with what they reaped (/proc/PID/stat utime, stime, cutime, cstime): the jail
+ * maker (sandbox/zygote.c), whose children the boxes' jails are. */
+static double live_children_cpu_s(void) {
+  char p[128], line[1024];
+  double ticks = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *t; d && (t = readdir(d));) {
+    if (t->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "/proc/self/task/%s/children", t->d_name);
+    FILE *f = fopen(p, "re");
+    int child;
+    while (f && fscanf(f, "%d", &child) == 1) {
+      snprintf(p, sizeof p, "/proc/%d/stat", child);
+      FILE *s = fopen(p, "re");
+      char *e = s && fgets(line, sizeof line, s) ? strrchr(line, ')') : NULL;
+      unsigned long long u, st;
+      long long cu, cs;
+      /* after "pid (comm)": state and 10 fields, then utime stime cutime cstime */
+      if (e && sscanf(e + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &u, &st, &cu, &cs) == 4)
+        ticks += (double)(u + st) + (double)(cu + cs);
+      if (s) fclose(s);
+    }
+    if (f) fclose(f);
+  }
+  if (d) closedir(d);
+  return ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds of this process, its reaped descendants and the jail maker's (the boxes' jails, inits and programs
+ * once destroyed). */
 static double cpu_s(void) {
   struct rusage a, b;
   getrusage(RUSAGE_SELF, &a);
   getrusage(RUSAGE_CHILDREN, &b);
   return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-         (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) * 1e-6;
+         (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) * 1e-6 +
+         live_children_cpu_s();
 }
 
 /* Ready latencies (ms) of n boxes: from the pool when pool, else made cold. */
@@ -165,7 +196,8 @@ static int leftover_cgroups(void) {
   while (f && fgets(line, sizeof line, f)) {
     char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
     if (b && (strstr(a, ":memory:") == a || strncmp(line, "0::", 3) == 0)) {
-      snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%.*s", line[0] == '0' ? "" : "memory", (int)strcspn(b + 1, "\n"), b + 1);
+      snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%.*s", line[0] == '0' ? "" : "memory", (int)strcspn(b + 1, "\n"),
+               b + 1);
       snprintf(own, sizeof own, "%s", dir);
     }
   }
@@ -213,21 +245,27 @@ static int bench_keys(const char *layout, const char *tmp, lt_image_t *img, cons
   lt_box_t *boxes[IDLE];
   lt_box_proc_t *sh[IDLE];
   const char *const shell[] = {"sh", NULL};
-  int procs = 0, procs2 = 0;
+  int procs = 0, procs2 = 0, procs0 = 0;
+  /* What is there before them (the jail maker) is not a root's. */
+  long rss0 = descendants_kb(getpid(), "Rss:", &procs0), pss0 = descendants_kb(getpid(), "Pss:", &procs2);
+  procs = -procs0;
   for (int i = 0; i < IDLE; i++) {
     lt_sandbox_job_t job = {.argv = shell};
     if (lt_box_create(img, l, &boxes[i]) < 0 || lt_box_spawn(boxes[i], &job, NULL, &sh[i]) < 0) return fail("idle box");
   }
   usleep(300000);
-  long rss = descendants_kb(getpid(), "Rss:", &procs), pss = descendants_kb(getpid(), "Pss:", &procs2);
+  long rss = descendants_kb(getpid(), "Rss:", &procs) - rss0, pss = descendants_kb(getpid(), "Pss:", &procs2) - pss0;
   for (int i = 0; i < IDLE; i++) lt_box_proc_free(sh[i]), lt_box_destroy(boxes[i]);
-  fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss, pss);
+  fprintf(stderr, "idle: %d boxes with a shell each: %d processes, Rss %ld kB, Pss %ld kB in all\n", IDLE, procs, rss,
+          pss);
   double pm = np > 0 ? podman_ms(layout, tmp, np) : -1;
   if (pm > 0) fprintf(stderr, "podman run --rm (runc): p50 %.1f ms over %d runs\n", pm, np);
   printf("{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
          "\"swe_env_cycle_cpu_ms\": %.2f, \"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
          w50, w99, c50, c99, cold_cpu_ms, rss / IDLE, pss / IDLE);
-  if (pm > 0) printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50, pm / c50);
+  if (pm > 0)
+    printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50,
+           pm / c50);
   printf("}\n");
   free(cold);
   free(warm);
@@ -263,6 +301,13 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
   lt_box_proc_t **sh = calloc((size_t)n, sizeof *sh);
   double *ready = calloc((size_t)n, sizeof *ready), *cmd = calloc((size_t)n, sizeof *cmd);
   const char *const shell[] = {"sh", NULL};
+  /* One root made and destroyed first: the jail maker and its socket are the process's, not a root's. */
+  lt_box_t *first = NULL;
+  if (lt_box_create(img, &l, &first) < 0 || first_command(first) < 0) return fail("box");
+  lt_box_destroy(first);
+  usleep(200000);
+  int procs0 = 0;
+  descendants_kb(getpid(), "Rss:", &procs0);
   int fds0 = open_fds(), cg0 = leftover_cgroups();
   long avail0 = mem_available_kb();
   double t0 = lt_time_mono_s();
@@ -280,7 +325,7 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
   }
   double up_s = lt_time_mono_s() - t0;
   usleep(500000);
-  int procs = 0, procs2 = 0;
+  int procs = -procs0, procs2 = 0;
   long rss = descendants_kb(getpid(), "Rss:", &procs), pss = descendants_kb(getpid(), "Pss:", &procs2);
   long avail1 = mem_available_kb();
   int fds1 = open_fds();
@@ -296,7 +341,7 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
   for (int i = 0; i < made; i++) lt_box_proc_free(sh[i]), lt_box_destroy(boxes[i]);
   double down_s = lt_time_mono_s() - t1;
   usleep(200000);
-  int procs_left = 0;
+  int procs_left = -procs0;
   descendants_kb(getpid(), "Rss:", &procs_left);
   char digest[72];
   snprintf(digest, sizeof digest, "%s", lt_image_config(img)->digest);
@@ -314,7 +359,8 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
           c99, down_s, procs_left, fds2 - fds0, cg2 - cg0);
   printf("{\"swe_scale_roots\": %d, \"swe_scale_up_s\": %.2f, \"swe_scale_ready_ms\": {\"p50\": %.3f, \"p99\": %.3f}, "
          "\"swe_scale_cmd_ms\": {\"p50\": %.3f, \"p99\": %.3f}, \"swe_scale_rss_kb_per_root\": %ld, "
-         "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, \"swe_scale_fds_per_root\": %.2f, "
+         "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, "
+         "\"swe_scale_fds_per_root\": %.2f, "
          "\"swe_scale_answered\": %d, \"swe_scale_down_s\": %.2f, \"swe_scale_left_processes\": %d, "
          "\"swe_scale_left_fds\": %d, \"swe_scale_left_cgroups\": %d, \"swe_scale_cache_lock_released\": %s}\n",
          made, up_s, r50, r99, c50, c99, made ? rss / made : 0, made ? pss / made : 0,
@@ -331,6 +377,11 @@ int main(int argc, char **argv) {
   int n_scale = argc > 2 && strcmp(argv[1], "--scale") == 0 ? atoi(argv[2]) : 0;
   const char *ref = lt_test_busybox_image();
   if (!ref) return 1;
+  /* LT_BENCH_SWE_ASKER_MB: this process holds that much written memory first, as a worker holding a model does. */
+  size_t asker = getenv("LT_BENCH_SWE_ASKER_MB") ? (size_t)atol(getenv("LT_BENCH_SWE_ASKER_MB")) << 20 : 0;
+  char *held = asker ? malloc(asker) : NULL;
+  if (asker && !held) return 1;
+  for (size_t i = 0; i < asker; i += 4096) held[i] = 1;
   char tmpl[] = "/tmp/lt-bench-swe-XXXXXX", cache[64];
   if (!mkdtemp(tmpl)) return 1;
   snprintf(cache, sizeof cache, "%s/cache", tmpl);
@@ -346,5 +397,6 @@ int main(int argc, char **argv) {
   int rc = n_scale > 0 ? scale(cache, img, &l, n_scale) : bench_keys(layout, tmpl, img, &l);
   if (n_scale <= 0) lt_image_close(img);
   lt_fs_remove_tree(tmpl);
+  free(held);
   return rc;
 }

@@ -251,7 +251,7 @@ int lt_box_changes(lt_box_t *b, const char *dir, lt_box_change_t **out, int *n) 
     lt_box_changes_free(c.v, c.n);
     return lt_error_set(c.err, "box: reading its writable layer: %s", c.err == LT_ENOMEM ? "out of memory" : strerror(errno));
   }
-  qsort(c.v, (size_t)c.n, sizeof *c.v, by_path);
+  if (c.n) qsort(c.v, (size_t)c.n, sizeof *c.v, by_path);
   *out = c.v;
   *n = c.n;
   return 0;

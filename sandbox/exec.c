@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,12 +70,23 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+/* SIGKILL to the jail: init dies with it, and every process of the namespace with init. */
+static void kill_jail(lt_sandbox_t *sb) {
+  if (sb->pidfd >= 0) syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+  else if (sb->pid > 0) kill(sb->pid, SIGKILL);
+}
+
 static void reap(lt_sandbox_t *sb) {
-  if (sb->pid > 0) {
-    kill(sb->pid, SIGKILL);
+  kill_jail(sb);
+  if (sb->pidfd >= 0) { /* not our child: its pidfd turns readable when it has ended */
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+  } else if (sb->pid > 0) {
     while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR) {
     }
   }
+  close_fd(&sb->pidfd);
   close_fd(&sb->ctl);
   close_fd(&sb->status);
   close_fd(&sb->in);
@@ -101,14 +113,15 @@ static int write_map(pid_t pid, const char *file, const char *text) {
   return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-/* Puts the channels at the numbers the jail expects, whatever numbers they had. */
-static void arrange_fds(const int *fds, int n) {
-  int high[8];
-  for (int i = 0; i < n; i++) high[i] = fcntl(fds[i], F_DUPFD, 64);
-  for (int i = 0; i < n; i++) {
+/* The channels go to the numbers the jail expects, whatever numbers they had. */
+_Noreturn void lt__jail_start(const lt__jail_t *j, const int fds[6]) {
+  int high[6];
+  for (int i = 0; i < 6; i++) high[i] = fcntl(fds[i], F_DUPFD, 64);
+  for (int i = 0; i < 6; i++) {
     if (high[i] < 0 || dup2(high[i], LT__JAIL_CTL + i) < 0) _exit(1);
   }
-  close_range(LT__JAIL_CTL + n, ~0U, 0);
+  close_range(LT__JAIL_CTL + 6, ~0U, 0);
+  lt__jail_main(j);
 }
 
 /* One byte from the jail (with up to two fds: a box's 'R'), or its 'E' message; waits at most 10 s. */
@@ -139,7 +152,7 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, 
   lt_sandbox_t *sb = calloc(1, sizeof *sb);
   if (!sb) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
   sb->lim = *l;
-  sb->ctl = sb->status = sb->in = sb->out = sb->err = sb->root_fd = sb->upper_fd = -1;
+  sb->ctl = sb->status = sb->in = sb->out = sb->err = sb->root_fd = sb->upper_fd = sb->pidfd = -1;
   for (int i = 0; l->ro_dirs && l->ro_dirs[i]; i++) {
     int rc = i < LT_SANDBOX_MAX_RO
                  ? lt_sandbox_ro_check(l->ro_dirs[i])
@@ -174,24 +187,31 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, 
     return lt_error_set(lt_error_from_errno(err), "sandbox: cannot make its channels: %s", strerror(err));
   }
   int is_root = geteuid() == 0, box_fds[2] = {-1, -1};
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* The jail dies with the thread that made it; a parent gone before this line is caught by getppid. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-    int fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
-    arrange_fds(fds, 6);
-    lt__jail_t j = {.l = l, .parent_is_root = is_root, .rlimit_memory = sb->cg.version == 0, .filter = filter,
-                    .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower = lower,
-                    .uid = uid, .gid = gid};
-    lt__jail_main(&j);
+  lt__jail_t j = {.l = l, .parent_is_root = is_root, .rlimit_memory = sb->cg.version == 0, .filter = filter,
+                  .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower = lower, .uid = uid, .gid = gid};
+  int child_fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
+  pid_t pid = -1;
+  int zrc = lt__zygote_fork(&j, child_fds, &pid, &sb->pidfd);
+  if (zrc == LT_EUNSUPP) { /* no jail maker: fork it here */
+    pid_t parent = getpid();
+    pid = fork();
+    if (pid == 0) {
+      /* Here the jail dies with the thread that made it; a parent gone before this line is caught by getppid. */
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+      lt__jail_start(&j, child_fds);
+    }
+  } else if (zrc < 0) {
+    pid = -1;
+    errno = 0;
   }
   int err = errno;
   sb->pid = pid;
   sb->ctl = ctl[0], sb->status = st[0], sb->in = in[0], sb->out = o[0], sb->err = e[0];
   close(ctl[1]), close(sync[1]), close(st[1]), close(in[1]), close(o[1]), close(e[1]);
   int rc = 0;
-  if (pid < 0) {
+  if (zrc < 0 && zrc != LT_EUNSUPP) {
+    rc = zrc;
+  } else if (pid < 0) {
     rc = lt_error_set(LT_ESYS, "sandbox: fork: %s", strerror(err));
   } else if ((rc = expect(sync[0], 'U', pid, NULL)) == 0) {
     /* The one inside id is an unprivileged host id: nobody for root, else our own. */
@@ -272,9 +292,10 @@ int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t
 
 int lt__send_fds(int sock, const void *p, size_t n, const int *fds, int nfds) {
   union {
-    char c[CMSG_SPACE(3 * sizeof(int))];
+    char c[CMSG_SPACE(LT__MAX_FDS * sizeof(int))];
     struct cmsghdr align;
   } u;
+  if (nfds > LT__MAX_FDS) return -1;
   while (n) {
     struct iovec iov = {(void *)p, n};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -381,9 +402,7 @@ int lt__io_run(lt__io_t *io, lt_sandbox_result_t *res, lt__jail_status_t *st) {
   return rc;
 }
 
-static void kill_jail(void *ud) {
-  kill(((lt_sandbox_t *)ud)->pid, SIGKILL); /* init dies with the jail, and every process of the namespace with init */
-}
+static void kill_jail_cb(void *ud) { kill_jail(ud); }
 
 static int any_status(void *ud, const lt__jail_status_t *st) { return 1; }
 
@@ -402,7 +421,7 @@ int lt_sandbox_exec(lt_sandbox_t *sb, const lt_sandbox_job_t *job, lt_sandbox_re
   }
   lt__io_t io = {.in = sb->in, .out = sb->out, .err = sb->err, .status = sb->status, .stdin_data = job->stdin_data,
                  .stdin_len = job->stdin_len, .cap = sb->lim.output_bytes, .t0 = t0, .deadline = t0 + timeout,
-                 .kill = kill_jail, .on_status = any_status, .ud = sb};
+                 .kill = kill_jail_cb, .on_status = any_status, .ud = sb};
   sb->in = sb->out = sb->err = sb->status = -1; /* io's now */
   lt__jail_status_t st;
   rc = lt__io_run(&io, res, &st);

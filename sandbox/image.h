@@ -19,8 +19,9 @@
  * what changed under a directory (lt_box_changes), which with the image's own files gives a unified diff.
  *
  * Every call blocks; a box is used by one thread at a time, except that a spawned process's fds may be read and
- * written from any thread.  A box dies with the thread that made it (PR_SET_PDEATHSIG, as a sandbox does): make
- * boxes on a thread that outlives them (a pool's thread lives until lt_box_pool_free). */
+ * written from any thread.  A box lives until lt_box_destroy, at most as long as this process: its processes are
+ * forked by the jail maker (sandbox/zygote.c), which dies with the process (where the maker cannot start, a box
+ * dies with the thread that made it, as a sandbox does). */
 #ifndef LT_SANDBOX_IMAGE_H
 #define LT_SANDBOX_IMAGE_H
 
@@ -129,8 +130,8 @@ void lt_box_changes_free(lt_box_change_t *c, int n);
 
 /* ---- a warm pool per image ------------------------------------------------------- */
 
-/* Keeps `size` boxes over img ready, made by a background thread (sandbox.pool).  Thread-safe.  The boxes taken
- * from a pool die with it: free the pool after the last of them. */
+/* Keeps `size` boxes over img ready, made by a background thread (sandbox.pool).  Thread-safe.  A box taken is the
+ * taker's; lt_box_pool_free destroys those still waiting. */
 typedef struct lt_box_pool lt_box_pool_t;
 int lt_box_pool_create(lt_image_t *img, const lt_sandbox_limits_t *l, int size, lt_box_pool_t **out);
 /* A warm box, or one made now when none is ready; the caller destroys it (lt_box_destroy). */

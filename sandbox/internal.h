@@ -80,10 +80,17 @@ typedef struct {
  * unshared (the parent then writes the id maps and answers 'G'), 'R' when ready (a box's 'R' carries the fds of its
  * root and of its writable layer), or 'E' + text on failure. */
 _Noreturn void lt__jail_main(const lt__jail_t *j);
+/* In the forked child: the six channels (parent's order: ctl, sync, status, in, out, err) moved to LT__JAIL_*,
+ * every other fd closed, then lt__jail_main. */
+_Noreturn void lt__jail_start(const lt__jail_t *j, const int fds[6]);
+/* Forks the jail in the jail maker (sandbox/zygote.c): *pid, and *pidfd to signal it and see it end.  LT_EUNSUPP
+ * (no message) where there is no maker: the caller forks itself. */
+int lt__zygote_fork(const lt__jail_t *j, const int fds[6], pid_t *pid, int *pidfd);
 
 /* A sandbox's parent side (sandbox/exec.c), which a box is too. */
 struct lt_sandbox {
   pid_t pid; /* the jail process; init dies with it */
+  int pidfd; /* the jail's, when the jail maker forked it (not our child then); else -1 */
   int ctl, status, in, out, err;
   int root_fd, upper_fd; /* a box's (O_PATH): its root, and the upper directory of its overlay */
   lt__cgroup_t cg;
@@ -95,7 +102,8 @@ struct lt_sandbox {
 int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out);
 /* Encodes a RUN request (header included) for job with env as given (NULL: job->env). */
 int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t id, uint32_t flags, lt_buf_t *b);
-/* Sends all of p (the first send carries fds, nfds of them). */
+/* Sends all of p (the first send carries fds, nfds of them: at most LT__MAX_FDS, else -1). */
+#define LT__MAX_FDS 8
 int lt__send_fds(int sock, const void *p, size_t n, const int *fds, int nfds);
 
 /* The I/O of one running job: stdin fed, stdout and stderr captured (capped), the deadline enforced through

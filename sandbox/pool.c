@@ -1,7 +1,6 @@
 /* Warm pools: a background thread keeps `size` sandboxes (or boxes over one image) made, so that a run only pays
- * for sending its job.  Each sandbox still serves one job only; a box serves its taker until destroyed.  Both die
- * with the thread that made them (PR_SET_PDEATHSIG), which is the pool's own, so freeing the pool leaves nothing
- * behind. */
+ * for sending its job.  Each sandbox still serves one job only; a box serves its taker until destroyed.  Freeing a
+ * pool destroys what it still holds. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>

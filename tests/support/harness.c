@@ -194,6 +194,14 @@ int lt_test_wait(pid_t pid, double timeout_s) {
   }
 }
 
+int lt_test_procs_matching(const char *pattern) {
+  lt_run_t r;
+  lt_test_sh(&r, 10, "pgrep -f -c '%s'", pattern);
+  int n = atoi(r.out ? r.out : "0");
+  lt_run_free(&r);
+  return n;
+}
+
 int lt_test_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;

@@ -40,6 +40,8 @@ pid_t lt_test_spawn(const char *logdir, const char *name, const char *const *arg
 int lt_test_wait(pid_t pid, double timeout_s);
 /* A free TCP port on 127.0.0.1 (best effort: bound then released). */
 int lt_test_free_port(void);
+/* How many processes of this host have a command line matching the extended regex (pgrep -f -c). */
+int lt_test_procs_matching(const char *pattern);
 /* A listening TCP socket on 127.0.0.1, any port (*port); -1 on failure. */
 int lt_test_listen_loopback(int *port);
 

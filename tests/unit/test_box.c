@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sandbox/image.h"
+#include "tests/support/box.h"
 #include "tests/support/harness.h"
 #include "tests/support/image.h"
 #include "util/buf.h"
@@ -51,19 +52,11 @@ static lt_box_t *box(fix_t *f) {
   return b;
 }
 
-static lt_sandbox_result_t sh(lt_box_t *b, const char *script) {
-  const char *argv[] = {"sh", "-c", script, NULL};
-  lt_sandbox_job_t job = {.argv = argv};
-  lt_sandbox_result_t r;
-  cr_assert_eq(lt_box_exec(b, &job, &r), 0, "%s", lt_error_msg());
-  return r;
-}
-
 Test(box, runs_commands_in_the_image_root_with_its_config) {
   fix_t f;
   need_box(&f);
   lt_box_t *b = box(&f);
-  lt_sandbox_result_t r = sh(b, "echo hi; id -u; pwd; echo $HOME $PATH; ls /; cat /etc/passwd | head -1; ls /usr 2>&1; true");
+  lt_sandbox_result_t r = lt_test_box_sh(b, "echo hi; id -u; pwd; echo $HOME $PATH; ls /; cat /etc/passwd | head -1; ls /usr 2>&1; true");
   cr_expect_eq(r.exit_code, 0, "%s", r.err);
   cr_expect(strstr(r.out, "hi\n0\n/\n/root /usr/local/sbin"), "%s", r.out);
   cr_expect(strstr(r.out, "root:x:0:0:root:/root:/bin/sh"), "the image's /etc/passwd: %s", r.out);
@@ -73,33 +66,25 @@ Test(box, runs_commands_in_the_image_root_with_its_config) {
   fix_free(&f);
 }
 
-static int procs_matching(const char *marker) {
-  lt_run_t r;
-  lt_test_sh(&r, 10, "pgrep -f -c '%s'", marker);
-  int n = atoi(r.out ? r.out : "0");
-  lt_run_free(&r);
-  return n;
-}
-
 Test(box, each_box_is_a_fresh_root_and_its_writes_are_bounded) {
   fix_t f;
   need_box(&f);
   f.lim.file_mb = 8;
   lt_box_t *a = box(&f), *b = box(&f);
-  lt_sandbox_result_t r = sh(a, "echo changed > /etc/passwd && mkdir -p /testbed && echo new > /testbed/x && rm /bin/ls");
+  lt_sandbox_result_t r = lt_test_box_sh(a, "echo changed > /etc/passwd && mkdir -p /testbed && echo new > /testbed/x && rm /bin/ls");
   cr_expect_eq(r.exit_code, 0, "%s", r.err);
   lt_sandbox_result_free(&r);
-  r = sh(a, "cat /etc/passwd /testbed/x; ls /bin/ls 2>&1");
+  r = lt_test_box_sh(a, "cat /etc/passwd /testbed/x; ls /bin/ls 2>&1");
   cr_expect(strstr(r.out, "changed\nnew\n") && strstr(r.out, "No such file"), "a box keeps its own writes: %s", r.out);
   lt_sandbox_result_free(&r);
-  r = sh(b, "head -1 /etc/passwd; cat /testbed/x 2>&1; ls /bin/ls");
+  r = lt_test_box_sh(b, "head -1 /etc/passwd; cat /testbed/x 2>&1; ls /bin/ls");
   cr_expect(strstr(r.out, "root:x:0:0") && strstr(r.out, "No such file") && strstr(r.out, "/bin/ls"), "another box sees none: %s", r.out);
   lt_sandbox_result_free(&r);
   /* The writable layer holds file_mb in all: past it, ENOSPC (or the file-size limit), and the box goes on. */
-  r = sh(a, "dd if=/dev/zero of=/tmp/big bs=1M count=20 2>&1; ls -l /tmp/big; echo still here");
+  r = lt_test_box_sh(a, "dd if=/dev/zero of=/tmp/big bs=1M count=20 2>&1; ls -l /tmp/big; echo still here");
   cr_expect(strstr(r.out, "still here"), "%s", r.out);
   lt_sandbox_result_free(&r);
-  r = sh(a, "wc -c < /tmp/big");
+  r = lt_test_box_sh(a, "wc -c < /tmp/big");
   cr_expect_leq(atol(r.out), 8L << 20, "a file past the layer's size: %s", r.out);
   lt_sandbox_result_free(&r);
   lt_box_destroy(a);
@@ -147,13 +132,13 @@ Test(box, a_persistent_shell_keeps_its_directory_and_variables) {
   cr_expect(strstr(out, "/w/sub\nX=42\n") && strstr(out, "No such file") && strstr(out, "__END__1"), "%s", out);
   free(out);
   /* A one-shot command meanwhile is its own process, and sees the shell's files. */
-  lt_sandbox_result_t r = sh(b, "ls -d /w/sub; pwd");
+  lt_sandbox_result_t r = lt_test_box_sh(b, "ls -d /w/sub; pwd");
   cr_expect_str_eq(r.out, "/w/sub\n/\n");
   lt_sandbox_result_free(&r);
   /* A command that hangs is interrupted, the shell stays. */
   const char *hang = "sleep 7791\n";
   cr_assert_eq(write(lt_box_proc_stdin(p), hang, strlen(hang)), (ssize_t)strlen(hang));
-  for (double t0 = lt_time_mono_s(); procs_matching("sleep 779[1]") == 0 && lt_time_mono_s() - t0 < 10;) usleep(10000);
+  for (double t0 = lt_time_mono_s(); lt_test_procs_matching("sleep 779[1]") == 0 && lt_time_mono_s() - t0 < 10;) usleep(10000);
   cr_assert_eq(lt_box_proc_kill(p, SIGKILL, 1), 0, "%s", lt_error_msg());
   out = shell(p, "echo alive; pwd", 10);
   cr_expect(strstr(out, "alive\n/w/sub\n"), "%s", out);
@@ -183,20 +168,20 @@ Test(box, the_deadline_kills_a_commands_group_and_the_box_lives_on) {
   cr_expect(r.timed_out && r.signal == 9, "timed_out %d signal %d", r.timed_out, r.signal);
   cr_expect_lt(lt_time_mono_s() - t0, 3);
   lt_sandbox_result_free(&r);
-  cr_expect_eq(procs_matching("sleep 778[1]"), 0, "the command's group died at the deadline");
+  cr_expect_eq(lt_test_procs_matching("sleep 778[1]"), 0, "the command's group died at the deadline");
   /* What a command leaves in its group dies at its end; a setsid child lives until the box ends. */
-  r = sh(b, "sleep 7782 & setsid sleep 7783 & sleep 0.3; echo started");
+  r = lt_test_box_sh(b, "sleep 7782 & setsid sleep 7783 & sleep 0.3; echo started");
   cr_expect_str_eq(r.out, "started\n");
   lt_sandbox_result_free(&r);
   usleep(200000);
-  cr_expect_eq(procs_matching("sleep 778[2]"), 0);
-  cr_expect_eq(procs_matching("sleep 778[3]"), 1);
-  r = sh(b, "echo next");
+  cr_expect_eq(lt_test_procs_matching("sleep 778[2]"), 0);
+  cr_expect_eq(lt_test_procs_matching("sleep 778[3]"), 1);
+  r = lt_test_box_sh(b, "echo next");
   cr_expect_str_eq(r.out, "next\n");
   lt_sandbox_result_free(&r);
   lt_box_destroy(b);
-  for (double t1 = lt_time_mono_s(); procs_matching("sleep 778[3]") && lt_time_mono_s() - t1 < 5;) usleep(10000);
-  cr_expect_eq(procs_matching("sleep 778[3]"), 0, "a box's processes end with it");
+  for (double t1 = lt_time_mono_s(); lt_test_procs_matching("sleep 778[3]") && lt_time_mono_s() - t1 < 5;) usleep(10000);
+  cr_expect_eq(lt_test_procs_matching("sleep 778[3]"), 0, "a box's processes end with it");
   fix_free(&f);
 }
 
@@ -206,7 +191,7 @@ Test(box, host_side_files_stay_in_the_root) {
   f.lim.file_mb = 4;
   lt_box_t *b = box(&f);
   cr_assert_eq(lt_box_write_file(b, "/testbed/pkg/mod.py", "x = 1\n", 6, 0), 0, "%s", lt_error_msg());
-  lt_sandbox_result_t r = sh(b, "cat /testbed/pkg/mod.py; stat -c '%u %a' /testbed/pkg/mod.py /testbed/pkg; "
+  lt_sandbox_result_t r = lt_test_box_sh(b, "cat /testbed/pkg/mod.py; stat -c '%u %a' /testbed/pkg/mod.py /testbed/pkg; "
                                 "ln -s /etc/hostname /hn; ln -s ../../../../../../../tmp/lt-box-escape /out; "
                                 "mkdir -p /d && ln -s / /d/root");
   cr_expect_str_eq(r.out, "x = 1\n0 644\n0 755\n", "written as the box's user: %s %s", r.out, r.err);
@@ -224,7 +209,7 @@ Test(box, host_side_files_stay_in_the_root) {
   free(s);
   cr_expect_eq(lt_box_write_file(b, "/out", "escaped", 7, 0), 0, "%s", lt_error_msg());
   cr_expect_eq(access("/tmp/lt-box-escape", F_OK), -1, "a write through a symlink left the root");
-  r = sh(b, "cat /tmp/lt-box-escape");
+  r = lt_test_box_sh(b, "cat /tmp/lt-box-escape");
   cr_expect_str_eq(r.out, "escaped", "it landed in the box's own /tmp");
   lt_sandbox_result_free(&r);
   /* The box's mounts are not the root's files: /proc and /dev are out of reach from the host side. */
@@ -241,11 +226,11 @@ Test(box, host_side_files_stay_in_the_root) {
   cr_expect_eq(lt_box_read_file(b, "/testbed/pkg/mod.py", 100, &s, &n), 0);
   cr_expect_str_eq(s ? s : "", "x = 1\n", "a failed write leaves the old content");
   free(s);
-  r = sh(b, "ls -a /testbed/pkg /big 2>&1");
+  r = lt_test_box_sh(b, "ls -a /testbed/pkg /big 2>&1");
   cr_expect_str_eq(r.out, "ls: /big: No such file or directory\n/testbed/pkg:\n.\n..\nmod.py\n", "nothing half-written: %s", r.out);
   lt_sandbox_result_free(&r);
   cr_expect_eq(lt_box_write_file(b, "/testbed/run.sh", "#!/bin/sh\necho ran\n", 19, 0755), 0);
-  r = sh(b, "/testbed/run.sh");
+  r = lt_test_box_sh(b, "/testbed/run.sh");
   cr_expect_str_eq(r.out, "ran\n");
   lt_sandbox_result_free(&r);
   lt_box_destroy(b);
@@ -267,7 +252,7 @@ Test(box, changes_of_the_writable_layer) {
   fix_t f;
   need_box(&f);
   lt_box_t *b = box(&f);
-  lt_sandbox_result_t r = sh(b,
+  lt_sandbox_result_t r = lt_test_box_sh(b,
       "echo 'root:x:0:0:root:/root:/bin/ash' > /etc/passwd; "   /* modified */
       "touch /etc/group; "                                          /* copied up, content unchanged: not a change */
       "mkdir -p /new/deep && echo hi > /new/deep/f && ln -s f /new/deep/l; " /* added, a symlink too */
@@ -297,7 +282,7 @@ Test(box, changes_of_the_writable_layer) {
   cr_expect_str_eq(none, "", "a prefix is not a directory: %s", none);
   free(none);
   /* A file in an image directory removed with its directory. */
-  r = sh(b, "rm -rf /etc");
+  r = lt_test_box_sh(b, "rm -rf /etc");
   lt_sandbox_result_free(&r);
   char *etc = changes_text(b, "/etc");
   cr_expect_str_eq(etc, "D /etc/group 100644 0\nD /etc/passwd 100644 0\n", "%s", etc);
@@ -333,7 +318,7 @@ Test(box, a_pool_hands_out_fresh_warm_boxes) {
     lt_box_t *b;
     if (i == 0) usleep(500000); /* let the pool fill once: the first boxes are warm ones */
     cr_assert_eq(lt_box_pool_take(p, &b), 0, "%s", lt_error_msg());
-    lt_sandbox_result_t r = sh(b, "cat /tmp/mark 2>/dev/null || echo fresh; echo used > /tmp/mark");
+    lt_sandbox_result_t r = lt_test_box_sh(b, "cat /tmp/mark 2>/dev/null || echo fresh; echo used > /tmp/mark");
     cr_expect_str_eq(r.out, "fresh\n", "box %d saw an earlier episode's write", i);
     lt_sandbox_result_free(&r);
     lt_box_destroy(b);
@@ -377,5 +362,25 @@ Test(box, a_port_reaches_only_its_host_port) {
   lt_box_destroy(b);
   close(l);
   close(other);
+  fix_free(&f);
+}
+
+/* A box's processes are forked by the jail maker, not copied from the process asking: a worker holding a model
+ * (here 192 MB touched) does not hand its pages and page tables to every root's init. */
+Test(box, a_box_is_not_a_copy_of_a_large_asker) {
+  fix_t f;
+  need_box(&f);
+  size_t big = 192u << 20;
+  char *heap = malloc(big);
+  cr_assert(heap);
+  for (size_t i = 0; i < big; i += 4096) heap[i] = 1;
+  lt_box_t *b = box(&f);
+  lt_sandbox_result_t r = lt_test_box_sh(b, "grep VmRSS /proc/1/status");
+  long kb = 0;
+  cr_assert(sscanf(r.out, "VmRSS: %ld", &kb) == 1, "%s", r.out);
+  cr_expect_lt(kb, 48 << 10, "the box's init holds %ld kB: a copy of this process's 192 MB", kb);
+  lt_sandbox_result_free(&r);
+  lt_box_destroy(b);
+  free(heap);
   fix_free(&f);
 }

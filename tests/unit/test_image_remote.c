@@ -81,7 +81,7 @@ Test(image_remote, layout_and_archive_over_http_fill_the_cache) {
   cr_expect_str_eq(lt_image_config(a)->env[0], lt_image_config(want)->env[0]);
   snprintf(ref, sizeof ref, "oci-archive:http://127.0.0.1:%d/py.tar:latest", port);
   lt_image_t *b = open_ok(c3, ref);
-  cr_expect_str_eq(lt_image_rootfs(b) + strlen(c3), lt_image_rootfs(a) + strlen(c2), "the same entry, in its own cache");
+  cr_expect_str_eq(lt_image_rootfs(b) + strlen(c3), lt_image_rootfs(a) + strlen(c2), "the same entry, its own cache");
   lt_image_close(b);
   lt_image_close(a);
   /* Nothing downloaded is left beside the entries. */
