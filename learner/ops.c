@@ -2,10 +2,13 @@
 #include "learner/ops.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "util/error.h"
 
 const char *lt_ops_blas(void) {
   static char id[512];
@@ -13,9 +16,26 @@ const char *lt_ops_blas(void) {
   return id;
 }
 
+int lt_ops_threads(int n, const lt_cpus_t *cpus) {
+  return n > 0 ? n : cpus && cpus->n > 0 ? cpus->n : openblas_get_num_procs();
+}
+
 int lt_ops_blas_threads(int n) {
-  int k = n > 0 ? n : openblas_get_num_procs();
+  int k = lt_ops_threads(n, NULL);
   if (openblas_get_num_threads() != k) openblas_set_num_threads(k);
+  return k;
+}
+
+int lt_ops_blas_pin(int n, const lt_cpus_t *cpus) {
+  if (!cpus || cpus->n == 0) return lt_ops_blas_threads(n);
+  int k = lt_ops_threads(n, cpus), rc = lt_cpus_pin_self(cpus);
+  if (rc < 0) return lt_error_wrap(rc, "learner.cpus");
+  /* Setting the count (re)starts the BLAS's thread pool when a fork stopped it (its pre-fork handler does), from
+   * this now pinned thread; the threads it already had are pinned one by one (the last index is this thread). */
+  openblas_set_num_threads(k);
+  for (int i = 0; i < k - 1; i++)
+    if (openblas_setaffinity(i, sizeof cpus->set, (cpu_set_t *)&cpus->set) != 0)
+      return lt_error_set(LT_ESYS, "learner.cpus: cannot pin the BLAS's thread %d: %s", i, strerror(errno));
   return k;
 }
 

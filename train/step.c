@@ -257,7 +257,9 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   /* What retrain needs to reproduce the steps bit for bit besides the data (a resume on another machine records
    * its own). */
   char blas[640];
-  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(c, "learner.threads")));
+  lt_cpus_t cpus;
+  lt_cpus_config(c, "learner.cpus", &cpus); /* checked when the config was loaded */
+  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_threads((int)lt_config_int(c, "learner.threads"), &cpus));
   if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", blas);
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);

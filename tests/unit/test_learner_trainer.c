@@ -1,7 +1,9 @@
 /* The learner step end to end on a toy bandit: each objective moves the policy
  * toward the rewarded answer, the critic regresses returns, SFT lowers its
  * loss, and a saved trainer resumes to the bit-identical next step. */
+#include <cblas.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -608,4 +610,56 @@ Test(learner_trainer, token_values_do_not_depend_on_splits_or_threads) {
   lt_token_values_free(&vb);
   lt_trainer_free(ta);
   lt_trainer_free(tb);
+}
+
+/* learner.cpus (issue 44): a step pins the thread that runs it and every thread of its BLAS to those CPUs, and
+ * trains there; the thread that made the trainer is left where it was. */
+typedef struct {
+  lt_trainer_t *tr;
+  toy_t *t;
+  int rc, nblas, blas_pinned;
+  lt_cpus_t want, self;
+} pin_run_t;
+
+static void *pin_step(void *arg) {
+  pin_run_t *p = arg;
+  lt_step_stats_t st;
+  p->rc = lt_trainer_step(p->tr, &p->t->b, &st);
+  lt_cpus_get_self(&p->self);
+  p->nblas = openblas_get_num_threads();
+  for (int i = 0; i < p->nblas; i++) {
+    cpu_set_t s;
+    p->blas_pinned += openblas_getaffinity(i, sizeof s, &s) == 0 && CPU_EQUAL(&s, &p->want.set);
+  }
+  return NULL;
+}
+
+Test(learner_trainer, learner_cpus_pin_the_step_and_its_blas_threads) {
+  lt_cpus_t on, mine, after;
+  cr_assert_eq(lt_cpus_online(&on), 0);
+  if (on.n < 2) cr_skip_test("one CPU online: nothing to pin apart");
+  int last = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &on.set)) last = c;
+  char list[16];
+  snprintf(list, sizeof list, "%d", last);
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.threads = 2;
+  cr_assert_eq(lt_cpus_parse(list, &c.cpus), 0);
+  pin_run_t p = {.t = &t, .want = c.cpus};
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &p.tr), 0, "%s", lt_error_msg());
+  toy_rollout(&t, lt_trainer_policy(p.tr));
+  cr_assert_eq(lt_cpus_get_self(&mine), 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, pin_step, &p), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(p.rc, 0, "%s", lt_error_msg());
+  cr_expect(CPU_EQUAL(&p.self.set, &c.cpus.set), "the step's thread runs on %d CPUs, not CPU %d alone", p.self.n, last);
+  cr_expect_eq(p.nblas, 2);
+  cr_expect_eq(p.blas_pinned, 2, "%d of the BLAS's %d threads on CPU %d", p.blas_pinned, p.nblas, last);
+  cr_assert_eq(lt_cpus_get_self(&after), 0);
+  cr_expect(CPU_EQUAL(&after.set, &mine.set), "the test's own thread moved");
+  lt_trainer_free(p.tr);
 }
