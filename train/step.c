@@ -490,7 +490,9 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   }
   if (b.values && (rc = lt__token_values_store(l->buf, &p, &tv, l->step, 0, l->loss_json)) < 0) goto out;
   l->version++;
+  double tp = lt_time_mono_s();
   if ((rc = publish(l, l->version, r)) < 0) goto out;
+  r->publish_s = lt_time_mono_s() - tp;
   if (l->ckpt_every > 0 && l->step % l->ckpt_every == 0 && (rc = save_full(l)) < 0) goto out;
   double now = lt_time_mono_s();
   r->step = l->step;

@@ -53,7 +53,8 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
   char *m = lt_test_read(p);
   cr_assert(m && strstr(m, "\"mis/token_accept\"") && strstr(m, "\"critic/value_loss\"") &&
-            strstr(m, "\"routing/confidence_learner\""), "metrics.jsonl lacks learner metrics");
+            strstr(m, "\"routing/confidence_learner\"") && strstr(m, "\"learner/publish_s\""),
+            "metrics.jsonl lacks learner metrics");
   free(m);
   lt_test_rmdir(dir);
 }
