@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "text/chat_template.h"
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "text/tokenizer.h"
 #include "net/http.h"
@@ -79,9 +80,19 @@ static void on_turn(lt_gen_t *g, const lt_turn_t *t, const lt_prefill_routing_t 
   start_next(s);
 }
 
+/* The request's `model` chooses a LoRA adapter loaded under that name (vLLM's convention); any other name is the
+ * served model itself. */
+static int lora_choose(job_t *j) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(j->plan->body, "model");
+  int rc = cJSON_IsString(m) ? lt_gen_adapter(j->g, m->valuestring) : 0;
+  if (rc == LT_ENOENT || rc == LT_EUNSUPP) lt_error_clear();
+  return rc == LT_ENOENT || rc == LT_EUNSUPP ? 0 : rc;
+}
+
 static int start(job_t *j) {
   server_t *s = j->s;
   int rc = lt_gen_open(s->b, j->seed, &j->g);
+  if (rc == 0 && (rc = lora_choose(j)) < 0) lt_gen_close(j->g);
   if (rc < 0) return rc;
   lt_gen_watch(j->g, j->plan->top_logprobs, on_token, j);
   if ((rc = lt_gen_turn(j->g, j->plan->prompt, j->plan->nprompt, j->plan->max_new, &j->plan->sp, on_turn, j)) < 0) {
@@ -151,7 +162,7 @@ static void serve_cancel(void *ud, void *handle) {
 static int verify_checkpoint(server_t *s, const char *dir, const char *sha256) {
   if (!lt_fs_is_dir(dir)) return lt_error_set(LT_ENOENT, "%s: not a checkpoint directory", dir);
   char st[4200];
-  snprintf(st, sizeof st, "%s/model.safetensors", dir);
+  snprintf(st, sizeof st, "%s/%s", dir, lt_model_weights_file(dir)); /* an adapter's file for a LoRA version */
   if (sha256 && sha256[0]) {
     char got[65];
     int rc = lt_sha256_file(st, got);
@@ -169,6 +180,50 @@ static int verify_checkpoint(server_t *s, const char *dir, const char *sha256) {
   return rc;
 }
 
+/* The JSON object a POST route takes, or NULL when the request was answered with an error (405, 400). */
+static cJSON *post_body(lt_http_conn_t *c, const lt_http_req_t *req, const char *path) {
+  if (strcmp(req->method, "POST")) {
+    lt_oai_send_error(c, 405, NULL, NULL, "%s does not take %s", path, req->method);
+    return NULL;
+  }
+  cJSON *body = NULL;
+  if (lt_json_parse(req->body, req->body_len, "request body", &body) < 0 || !cJSON_IsObject(body)) {
+    lt_oai_send_error(c, 400, NULL, NULL, "%s", body ? "the body must be a JSON object" : lt_error_msg());
+    cJSON_Delete(body);
+    return NULL;
+  }
+  return body;
+}
+
+/* POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter {"lora_name"}, in vLLM's shapes
+ * and answers (a plain-text success, an OpenAI error naming what failed).  Returns 0 when path is neither. */
+static int lora_route(server_t *s, lt_http_conn_t *c, const lt_http_req_t *req, const char *path) {
+  int load = !strcmp(path, "/v1/load_lora_adapter");
+  if (!load && strcmp(path, "/v1/unload_lora_adapter")) return 0;
+  cJSON *body = post_body(c, req, path);
+  if (!body) return 1;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "lora_name");
+  const cJSON *dir = cJSON_GetObjectItemCaseSensitive(body, "lora_path");
+  int rc = 0;
+  if (!cJSON_IsString(name) || (load && !cJSON_IsString(dir)))
+    lt_oai_send_error(c, 400, cJSON_IsString(name) ? "lora_path" : "lora_name", NULL, "'%s' is required",
+                      cJSON_IsString(name) ? "lora_path" : "lora_name");
+  else if ((rc = load ? lt_backend_adapter_load(s->b, name->valuestring, dir->valuestring)
+                      : lt_backend_adapter_unload(s->b, name->valuestring)) < 0)
+    lt_oai_send_error(c, rc == LT_ENOENT && !load ? 404 : 400, load ? "lora_path" : "lora_name", NULL, "%s",
+                      lt_error_msg());
+  else {
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "Success: LoRA adapter '%s' %s successfully.", name->valuestring,
+                     load ? "added" : "removed");
+    LT_INFO("serve", "LoRA adapter %s %s%s", name->valuestring, load ? "loaded from " : "unloaded",
+            load ? dir->valuestring : "");
+    lt_http_respond(c, 200, "text/plain", msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1));
+  }
+  cJSON_Delete(body);
+  return 1;
+}
+
 static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
   server_t *s = ud;
   char path[256];
@@ -179,16 +234,8 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     static const char ok[] = "{\"status\":\"ok\"}";
     lt_http_respond(c, 200, "application/json", ok, sizeof ok - 1);
   } else if (!strcmp(path, "/update_weights_from_disk")) {
-    if (strcmp(req->method, "POST")) {
-      lt_oai_send_error(c, 405, NULL, NULL, "%s does not take %s", path, req->method);
-      return;
-    }
-    cJSON *body = NULL;
-    if (lt_json_parse(req->body, req->body_len, "request body", &body) < 0 || !cJSON_IsObject(body)) {
-      lt_oai_send_error(c, 400, NULL, NULL, "%s", body ? "the body must be a JSON object" : lt_error_msg());
-      cJSON_Delete(body);
-      return;
-    }
+    cJSON *body = post_body(c, req, path);
+    if (!body) return;
     /* SGLang's name and fields ("model_path"); "path" as longtail workers send it. */
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "model_path");
     if (!cJSON_IsString(p)) p = cJSON_GetObjectItemCaseSensitive(body, "path");
@@ -214,6 +261,7 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
       cJSON_Delete(o);
     }
     cJSON_Delete(body);
+  } else if (lora_route(s, c, req, path)) {
   } else if (!lt_oai_handle(s->oai, c, req)) {
     lt_oai_send_error(c, 404, NULL, NULL, "no route %s (try /v1/completions, /v1/chat/completions, /v1/models, /health)",
                       path);
@@ -233,6 +281,21 @@ static void on_signal(uv_signal_t *h, int sig) {
   lt_backend_close(s->b, on_stopped, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
+}
+
+/* --lora NAME=DIR, each. */
+static int lora_preload(server_t *s, const lt_arg_t *a) {
+  for (int i = 0; i < a->nvalues; i++) {
+    const char *eq = strchr(a->values[i], '=');
+    char name[128];
+    if (!eq || eq == a->values[i] || !eq[1] || (size_t)(eq - a->values[i]) >= sizeof name)
+      return lt_error_set(LT_EINVAL, "--lora %s: expected NAME=DIR", a->values[i]);
+    snprintf(name, sizeof name, "%.*s", (int)(eq - a->values[i]), a->values[i]);
+    int rc = lt_backend_adapter_load(s->b, name, eq + 1);
+    if (rc < 0) return lt_error_wrap(rc, "--lora %s", name);
+    LT_INFO("serve", "LoRA adapter %s from %s", name, eq + 1);
+  }
+  return 0;
 }
 
 /* Releases what setup made so far (the loop runs to let handles close). */
@@ -257,18 +320,23 @@ int lt_cmd_serve(int argc, char **argv) {
       {.name = "--max-context", .kind = LT_ARG_VALUE, .metavar = "N", .help = "tokens per request, prompt included (default: the model's)"},
       {.name = "--name", .kind = LT_ARG_VALUE, .metavar = "ID", .help = "model id in answers and /v1/models (default: the directory's name)"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "S", .help = "base of per-request seeds when a request gives none (default 0)"},
+      {.name = "--lora", .kind = LT_ARG_MULTI, .metavar = "NAME=DIR",
+       .help = "a LoRA adapter (PEFT's layout, e.g. a LoRA run's version) a request selects with \"model\": NAME; "
+               "repeatable; more load at run time with POST /v1/load_lora_adapter"},
       {.name = "--scripted", .kind = LT_ARG_VALUE, .metavar = "TEXT",
        .help = "serve the scripted fake policy instead of the model, for testing agent programs: each answer is filler "
                "then TEXT (a tool call, say); --model then only lends its chat template"},
   };
   lt_cmd_args_t c = {.command = "serve",
-                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] [--scripted TEXT]",
+                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] "
+                              "[--lora NAME=DIR]... [--scripted TEXT]",
                      .summary = "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
                                 "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
                                 "return_tokens_as_token_ids), GET /v1/models, /v1/models/{id} and /health, "
-                                "POST /update_weights_from_disk {\"model_path\": DIR}.  See docs/serve.md.",
+                                "POST /update_weights_from_disk {\"model_path\": DIR}, /v1/load_lora_adapter and "
+                                "/v1/unload_lora_adapter.  See docs/serve.md and docs/lora.md.",
                      .args = args,
-                     .nargs = 8,
+                     .nargs = 9,
                      .min_pos = 0,
                      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
@@ -295,6 +363,7 @@ int lt_cmd_serve(int argc, char **argv) {
                           .threads = lt_cli_threads(), .max_sessions = s->slots, .max_context = (int)maxctx,
                           .mean_tokens = 8, .answer = scripted};
   if ((rc = lt_backend_create(&s->loop, &bo, &s->b)) < 0) return setup_failed(s, rc);
+  if ((rc = lora_preload(s, lt_args_get(&c, "--lora"))) < 0) return setup_failed(s, rc);
   lt_backend_info(s->b, &s->info);
   if ((rc = lt_chat_template_load(dir, &s->chat)) < 0 && rc != LT_ENOENT) return setup_failed(s, rc);
   lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(s->b), .chat = s->chat, .model = s->model, .vocab = s->info.vocab,

@@ -25,6 +25,7 @@ int lt_cmd_worker(int argc, char **argv);
 int lt_cmd_serve(int argc, char **argv);
 int lt_cmd_sft(int argc, char **argv);
 int lt_cmd_init(int argc, char **argv);
+int lt_cmd_lora(int argc, char **argv);
 int lt_cmd_stats(int argc, char **argv);
 int lt_cmd_export(int argc, char **argv);
 int lt_cmd_plot(int argc, char **argv);

@@ -14,6 +14,7 @@ const lt_command_t lt_commands[] = {
     {"serve", lt_cmd_serve, "serve the builtin engine over an OpenAI-compatible HTTP API"},
     {"sft", lt_cmd_sft, "supervised fine-tuning (warm start) on demonstrations"},
     {"init", lt_cmd_init, "write a randomly initialised checkpoint from a model config"},
+    {"lora", lt_cmd_lora, "merge a LoRA version's adapter into its base as a whole checkpoint"},
     {"stats", lt_cmd_stats, "summarise a run (live or finished)"},
     {"export", lt_cmd_export, "export trajectories as chat JSONL or token records"},
     {"plot", lt_cmd_plot, "plot metrics of one or more runs (PNG/SVG)"},

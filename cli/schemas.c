@@ -25,7 +25,8 @@ int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *se
                           lt_all_nschemas);
   /* The learner's and the local workers' CPUs: online, and apart. */
   static const char *const cpu_keys[] = {"learner.cpus", "workers.cpus"};
-  if (rc == 0 && ((rc = lt_reward_ranges_check(cfg)) < 0 || (rc = lt_cpus_config_check(cfg, cpu_keys, 2)) < 0))
+  if (rc == 0 && ((rc = lt_reward_ranges_check(cfg)) < 0 || (rc = lt_learner_config_check(cfg)) < 0 ||
+                  (rc = lt_cpus_config_check(cfg, cpu_keys, 2)) < 0))
     lt_config_free(cfg);
   if (rc == 0) return 0;
   if (rc == LT_ECONFIG)

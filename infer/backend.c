@@ -308,6 +308,22 @@ int lt_backend_reload(lt_backend_t *b, const char *dir, const char *sha256, int6
   return 0;
 }
 
+static int no_adapters(void) {
+  return lt_error_set(LT_EUNSUPP, "this backend has no LoRA adapters by name (the builtin engine has them)");
+}
+
+int lt_backend_adapter_load(lt_backend_t *b, const char *name, const char *dir) {
+  return b->impl->adapter_load ? b->impl->adapter_load(b, name, dir) : no_adapters();
+}
+
+int lt_backend_adapter_unload(lt_backend_t *b, const char *name) {
+  return b->impl->adapter_unload ? b->impl->adapter_unload(b, name) : no_adapters();
+}
+
+int lt_gen_adapter(lt_gen_t *g, const char *name) {
+  return g->b->impl->gen_adapter ? g->b->impl->gen_adapter(g, name) : no_adapters();
+}
+
 static void on_closed(uv_handle_t *h) {
   lt_backend_t *b = h->data;
   if (--b->handles) return;

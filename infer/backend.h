@@ -50,6 +50,8 @@ typedef struct {
   const char *endpoint, *model;
   int timeout_ms, retries;
   const char *reload_url;    /* POSTed {"path": DIR} after new weights (NULL/empty: none) */
+  int lora;                  /* a LoRA run's versions go to the server by name (vLLM's /v1/load_lora_adapter) and
+                                requests name the current one (workers.openai.lora) */
   /* scripted: a fake policy whose turn lengths are long-tailed */
   int vocab;                 /* byte-tokenizer vocabulary size (0: LT_TOKENIZER_BYTE_VOCAB, the builtin models') */
   int mean_tokens;           /* typical turn length */
@@ -75,7 +77,13 @@ const lt_tokenizer_t *lt_backend_tokenizer(const lt_backend_t *b);
 int lt_backend_reload(lt_backend_t *b, const char *dir, const char *sha256, int64_t version);
 void lt_backend_close(lt_backend_t *b, void (*done)(void *), void *ud);
 
+/* LoRA adapters by name (builtin: lt_engine_adapter_load; others: LT_EUNSUPP). */
+int lt_backend_adapter_load(lt_backend_t *b, const char *name, const char *dir);
+int lt_backend_adapter_unload(lt_backend_t *b, const char *name);
+
 int lt_gen_open(lt_backend_t *b, uint64_t seed, lt_gen_t **out);
+/* The session generates with the adapter loaded as `name` (before its first turn); LT_ENOENT when none is. */
+int lt_gen_adapter(lt_gen_t *g, const char *name);
 /* Appends `append` to the session's context, then generates up to max_new
  * tokens.  cb runs on the loop when the turn ends (never inside the call). */
 int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, const lt_sampling_t *sp, lt_turn_cb cb,

@@ -80,4 +80,14 @@ static int b_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
 
 static int b_reload(lt_backend_t *b, const char *dir, const char *sha) { return lt_engine_reload(b->state, dir, sha); }
 
-const lt_backend_impl_t lt__backend_builtin = {b_init, b_fini, b_open, b_close, b_prefill, b_decode, b_reload};
+static int b_adapter_load(lt_backend_t *b, const char *name, const char *dir) {
+  return lt_engine_adapter_load(b->state, name, dir);
+}
+
+static int b_adapter_unload(lt_backend_t *b, const char *name) { return lt_engine_adapter_unload(b->state, name); }
+
+static int b_gen_adapter(lt_gen_t *g, const char *name) { return lt_session_adapter(g->impl, name); }
+
+const lt_backend_impl_t lt__backend_builtin = {b_init,   b_fini,          b_open,           b_close,      b_prefill,
+                                               b_decode, b_reload,        b_adapter_load,   b_adapter_unload,
+                                               b_gen_adapter};

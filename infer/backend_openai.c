@@ -7,11 +7,17 @@
  *
  * The model directory gives the tokenizer and the context length; the
  * server must serve the same weights (after each WEIGHTS message the worker
- * POSTs {"path", "model_path"} to workers.openai.reload_url when set). */
+ * POSTs {"path", "model_path"} to workers.openai.reload_url when set).  With
+ * workers.openai.lora a LoRA run's versions go to the server as adapters by
+ * name instead (vLLM's /v1/load_lora_adapter {"lora_name", "lora_path"}, as
+ * `longtail serve` has it): once loaded, requests name the version's
+ * adapter; the one before it stays loaded for requests still running, older
+ * ones are unloaded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "net/http.h"
 #include "infer/internal.h"
@@ -24,6 +30,13 @@ typedef struct {
   lt_httpc_t *cli;
   char url[1024], reload_url[1024], model[256];
   lt_httpc_opts_t ho;
+  /* workers.openai.lora */
+  int lora;
+  char base_model[256];              /* workers.openai.model: what a version without adapter is asked as */
+  char lora_url[1024], unload_url[1024];
+  char loaded[2][128];               /* the adapters on the server: the version in use and the one before */
+  char loading[128];                 /* the name being loaded */
+  int64_t named_version, loading_version; /* the versions of model and loading: what a request's tokens are */
 } state_t;
 
 typedef struct {
@@ -32,6 +45,7 @@ typedef struct {
   lt_httpc_req_t *inflight;
   int ready;               /* tokens of an answer were pushed; decode consumes the flag */
   uint64_t seed;
+  int64_t version;         /* workers.openai.lora: the version the request in flight named, -1: none */
 } sess_t;
 
 static int o_init(lt_backend_t *b, const lt_backend_opts_t *o) {
@@ -61,6 +75,11 @@ static int o_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   snprintf(s->url, sizeof s->url, "%.*s/v1/completions", (int)el, o->endpoint);
   snprintf(s->reload_url, sizeof s->reload_url, "%s", o->reload_url ? o->reload_url : "");
   snprintf(s->model, sizeof s->model, "%s", o->model ? o->model : "");
+  snprintf(s->base_model, sizeof s->base_model, "%s", s->model);
+  s->lora = o->lora;
+  s->named_version = o->version;
+  snprintf(s->lora_url, sizeof s->lora_url, "%.*s/v1/load_lora_adapter", (int)el, o->endpoint);
+  snprintf(s->unload_url, sizeof s->unload_url, "%.*s/v1/unload_lora_adapter", (int)el, o->endpoint);
   s->ho = (lt_httpc_opts_t){.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 120000, .retries = o->retries,
                             .backoff_ms = 250};
   b->state = s;
@@ -132,6 +151,7 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
       break;
     }
     if ((rc = lt__gen_push(g, id, cJSON_IsNumber(l) ? (float)l->valuedouble : 0.f, 0, NULL, NULL, NULL)) < 0) break;
+    if (ss->version >= 0) g->versions[g->n - 1] = (int32_t)ss->version; /* the adapter it asked for, not the newest */
     if ((rc = lt_ids_push(&ss->ctx, &ss->n, &ss->cap, id)) < 0) break;
     got++;
   }
@@ -153,6 +173,7 @@ static int request(lt_gen_t *g) {
   int room = g->b->info.max_context - ss->n, want = g->max_new - g->n;
   lt_buf_t body = {0};
   lt_buf_puts(&body, "{");
+  ss->version = s->lora ? s->named_version : -1;
   if (s->model[0]) { /* servers with one model take a request without a name */
     lt_buf_puts(&body, "\"model\":");
     lt_json_quote(&body, s->model);
@@ -199,19 +220,68 @@ static void on_reloaded(int rc, long status, const char *body, size_t len, const
   if (rc < 0) LT_ERROR("backend", "weights reload request failed: %s", err);
 }
 
-static int o_reload(lt_backend_t *b, const char *dir, const char *sha256) {
-  state_t *s = b->state;
-  if (!s->reload_url[0]) return 0; /* the server's weights are managed elsewhere */
+/* POSTs {"k1": v1, "k2": v2} (k2 NULL: the first pair alone) to url; cb gets the answer. */
+static int post_pair(state_t *s, const char *url, const char *k1, const char *v1, const char *k2, const char *v2,
+                     lt_httpc_cb cb, void *ud) {
   lt_buf_t body = {0};
-  lt_buf_puts(&body, "{\"path\":");
-  lt_json_quote(&body, dir);
-  lt_buf_puts(&body, ",\"model_path\":");
-  lt_json_quote(&body, dir);
-  lt_buf_puts(&body, "}");
+  lt_buf_putc(&body, '{');
+  lt_json_quote(&body, k1);
+  lt_buf_putc(&body, ':');
+  lt_json_quote(&body, v1);
+  if (k2) {
+    lt_buf_putc(&body, ',');
+    lt_json_quote(&body, k2);
+    lt_buf_putc(&body, ':');
+    lt_json_quote(&body, v2);
+  }
+  lt_buf_putc(&body, '}');
   int rc = body.oom ? lt_error_set(LT_ENOMEM, "backend openai: out of memory")
-                    : lt_httpc_request(s->cli, s->reload_url, (const char *)body.data, &s->ho, on_reloaded, NULL, NULL);
+                    : lt_httpc_request(s->cli, url, (const char *)body.data, &s->ho, cb, ud, NULL);
   lt_buf_free(&body);
   return rc;
 }
 
-const lt_backend_impl_t lt__backend_openai = {o_init, o_fini, o_open, o_close, o_prefill, o_decode, o_reload};
+static void on_unloaded(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
+  if (rc < 0) LT_WARN("backend", "unloading an old LoRA adapter failed: %s", err);
+}
+
+/* The adapter is on the server: requests name it from now on (their tokens are its version's), and the one two
+ * versions back goes. */
+static void on_lora_loaded(int rc, long status, const char *body, size_t len, const char *err, void *ud) {
+  state_t *s = ud;
+  if (rc < 0) {
+    LT_ERROR("backend", "loading the LoRA adapter %s into the server failed: %s", s->loading, err);
+    return;
+  }
+  if (s->loaded[1][0] && post_pair(s, s->unload_url, "lora_name", s->loaded[1], NULL, NULL, on_unloaded, NULL) < 0)
+    LT_WARN("backend", "cannot unload the LoRA adapter %s: %s", s->loaded[1], lt_error_msg());
+  memcpy(s->loaded[1], s->loaded[0], sizeof s->loaded[1]);
+  memcpy(s->loaded[0], s->loading, sizeof s->loaded[0]);
+  snprintf(s->model, sizeof s->model, "%s", s->loading);
+  s->named_version = s->loading_version;
+}
+
+/* workers.openai.lora: a version with an adapter is loaded by name ("longtail-vN", N from its folder); one without
+ * (the base, v0) is asked for by workers.openai.model again. */
+static int lora_reload(state_t *s, const char *dir, int64_t version) {
+  if (!lt_lora_is_dir(dir)) {
+    snprintf(s->model, sizeof s->model, "%s", s->base_model);
+    s->named_version = version;
+    return 0;
+  }
+  s->loading_version = version;
+  const char *base = strrchr(dir, '/');
+  snprintf(s->loading, sizeof s->loading, "longtail-%s", base && base[1] ? base + 1 : dir);
+  return post_pair(s, s->lora_url, "lora_name", s->loading, "lora_path", dir, on_lora_loaded, s);
+}
+
+static int o_reload(lt_backend_t *b, const char *dir, const char *sha256) {
+  state_t *s = b->state;
+  if (s->lora) return lora_reload(s, dir, b->reload_version);
+  if (!s->reload_url[0]) return 0; /* the server's weights are managed elsewhere */
+  return post_pair(s, s->reload_url, "path", dir, "model_path", dir, on_reloaded, NULL);
+}
+
+const lt_backend_impl_t lt__backend_openai = {.init = o_init,       .fini = o_fini,     .open = o_open,
+                                              .close = o_close,     .prefill = o_prefill, .decode = o_decode,
+                                              .reload = o_reload};

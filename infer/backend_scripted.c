@@ -99,4 +99,6 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
 
 static int s_reload(lt_backend_t *b, const char *dir, const char *sha) { return 0; }
 
-const lt_backend_impl_t lt__backend_scripted = {s_init, s_fini, s_open, s_close, s_prefill, s_decode, s_reload};
+const lt_backend_impl_t lt__backend_scripted = {.init = s_init,       .fini = s_fini,     .open = s_open,
+                                                .close = s_close,     .prefill = s_prefill, .decode = s_decode,
+                                                .reload = s_reload};

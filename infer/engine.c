@@ -2,10 +2,14 @@
 #include "infer/engine.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
@@ -23,7 +27,20 @@ struct lt_engine {
   float *scratch;  /* sampler: 2·V */
   lt_segment_t *segs;
   int open;        /* sessions open */
+  char base[PATH_MAX]; /* the folder the base weights came from: an adapter of this base loads alone (docs/lora.md) */
+  struct named *named; /* adapters loaded by name (lt_engine_adapter_load); m->lora is the version's own */
+  lt_segment_t *gsegs; /* a decode step's sessions of one adapter */
+  int *gidx;
 };
+
+/* An adapter a session asks for by name; freed when unloaded and no session uses it any more. */
+typedef struct named {
+  char name[128];
+  lt_lora_t *l;
+  int users;     /* sessions using it */
+  int unloaded;  /* its name is gone */
+  struct named *next;
+} named_t;
 
 struct lt_session {
   lt_engine_t *e;
@@ -37,6 +54,7 @@ struct lt_session {
   int ntop;
   int32_t top_ids[LT_ENGINE_MAX_TOP];
   float top_lps[LT_ENGINE_MAX_TOP];
+  named_t *adapter;     /* the adapter it generates with, or NULL: the engine's own version */
 };
 
 static int cmp_desc(const void *a, const void *b) {
@@ -127,6 +145,16 @@ void lt_sample_support_ids(const float *scratch, int support, int32_t *ids) {
   for (int i = 0; i < support; i++) memcpy(&ids[i], &scratch[2 * i + 1], sizeof(int32_t));
 }
 
+/* The folder whose model.safetensors a version's weights are: its own, or an adapter's base. */
+static int weights_dir(const char *dir, char out[PATH_MAX]) {
+  char base[4096];
+  int rc = 0;
+  if (strcmp(lt_model_weights_file(dir), "model.safetensors") && (rc = lt_lora_base_dir(dir, base, sizeof base)) == 0)
+    dir = base;
+  if (rc == 0 && !realpath(dir, out)) rc = lt_error_set(LT_ENOENT, "%s: %s", dir, strerror(errno));
+  return rc;
+}
+
 int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **out) {
   *out = NULL;
   if (opts->device && strcmp(opts->device, "cuda") == 0)
@@ -136,6 +164,7 @@ int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **
   e->opts = *opts;
   if (e->opts.max_sessions < 1) e->opts.max_sessions = 1;
   int rc = lt_model_load(dir, &e->m);
+  if (rc == 0) rc = weights_dir(dir, e->base);
   if (rc < 0) goto fail;
   if (e->m->cfg.critic) {
     rc = lt_error_set(LT_EINVAL, "%s: a value model (critic) cannot generate", dir);
@@ -149,7 +178,9 @@ int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **
   e->logits = malloc(sizeof(float) * (size_t)V * (size_t)e->opts.max_sessions);
   e->scratch = malloc(sizeof(float) * 2 * (size_t)V);
   e->segs = calloc((size_t)e->opts.max_sessions, sizeof *e->segs);
-  if (!e->logits || !e->scratch || !e->segs) {
+  e->gsegs = calloc((size_t)e->opts.max_sessions, sizeof *e->gsegs);
+  e->gidx = calloc((size_t)e->opts.max_sessions, sizeof *e->gidx);
+  if (!e->logits || !e->scratch || !e->segs || !e->gsegs || !e->gidx) {
     rc = lt_error_set(LT_ENOMEM, "engine: out of memory");
     goto fail;
   }
@@ -169,8 +200,70 @@ void lt_engine_free(lt_engine_t *e) {
   free(e->logits);
   free(e->scratch);
   free(e->segs);
+  free(e->gsegs);
+  free(e->gidx);
+  while (e->named) {
+    named_t *a = e->named;
+    e->named = a->next;
+    lt_lora_free(a->l);
+    free(a);
+  }
   free(e);
 }
+
+/* m's forward under adapter a (NULL: the version's own). */
+static int forward_with(lt_engine_t *e, const named_t *a, const lt_segment_t *segs, int n, float *logits) {
+  lt_lora_t *own = e->m->lora;
+  if (a) e->m->lora = a->l;
+  int rc = lt_model_forward_segments(e->m, e->acts, segs, n, logits);
+  e->m->lora = own;
+  return rc;
+}
+
+static named_t *named_find(const lt_engine_t *e, const char *name) {
+  for (named_t *a = e->named; a; a = a->next)
+    if (!a->unloaded && !strcmp(a->name, name)) return a;
+  return NULL;
+}
+
+/* Frees an unloaded adapter once no session uses it. */
+static void named_release(lt_engine_t *e, named_t *a) {
+  if (!a->unloaded || a->users) return;
+  for (named_t **p = &e->named; *p; p = &(*p)->next)
+    if (*p == a) {
+      *p = a->next;
+      break;
+    }
+  lt_lora_free(a->l);
+  free(a);
+}
+
+int lt_engine_adapter_load(lt_engine_t *e, const char *name, const char *dir) {
+  if (!name[0] || strlen(name) >= sizeof e->named->name) return lt_error_set(LT_EINVAL, "adapter name: 1 to 127 bytes");
+  if (named_find(e, name)) return lt_error_set(LT_EDUP, "the adapter '%s' is already loaded", name);
+  if (!lt_lora_is_dir(dir)) return lt_error_set(LT_ENOENT, "%s: no adapter_config.json (not a LoRA adapter)", dir);
+  named_t *a = calloc(1, sizeof *a);
+  if (!a) return lt_error_set(LT_ENOMEM, "out of memory");
+  int rc = lt_lora_load(dir, e->m, &a->l);
+  if (rc < 0) {
+    free(a);
+    return rc;
+  }
+  snprintf(a->name, sizeof a->name, "%s", name);
+  a->next = e->named;
+  e->named = a;
+  return 0;
+}
+
+int lt_engine_adapter_unload(lt_engine_t *e, const char *name) {
+  named_t *a = named_find(e, name);
+  if (!a) return lt_error_set(LT_ENOENT, "the adapter '%s' is not loaded", name);
+  a->unloaded = 1;
+  named_release(e, a);
+  return 0;
+}
+
+int lt_engine_adapter_known(const lt_engine_t *e, const char *name) { return named_find(e, name) != NULL; }
 
 void lt_engine_info(const lt_engine_t *e, lt_engine_info_t *info) {
   const lt_model_config_t *c = &e->m->cfg;
@@ -187,7 +280,7 @@ const struct lt_tokenizer *lt_engine_tokenizer(const lt_engine_t *e) { return e-
 
 int lt_engine_reload(lt_engine_t *e, const char *dir, const char *sha256) {
   char path[4096];
-  int rc = lt_path_join(path, sizeof path, dir, "model.safetensors");
+  int rc = lt_path_join(path, sizeof path, dir, lt_model_weights_file(dir));
   if (rc < 0) return rc;
   if (sha256 && sha256[0]) {
     char got[65];
@@ -202,7 +295,19 @@ int lt_engine_reload(lt_engine_t *e, const char *dir, const char *sha256) {
   if (c.vocab != o->vocab || c.hidden != o->hidden || c.layers != o->layers || c.experts != o->experts ||
       c.heads != o->heads || c.kv_heads != o->kv_heads || c.head_dim != o->head_dim || c.critic)
     return lt_error_set(LT_EINVAL, "%s: new weights have a different architecture", dir);
-  return lt_model_load_weights(e->m, dir);
+  /* A version switch within one base loads the adapter alone: the base's weights stay. */
+  char base[PATH_MAX];
+  if ((rc = weights_dir(dir, base)) < 0) return rc;
+  if (strcmp(base, e->base)) {
+    lt_model_detach_lora(e->m);
+    if ((rc = lt_model_load_weights(e->m, base)) < 0) return rc;
+    memcpy(e->base, base, sizeof base);
+  }
+  lt_lora_t *l = NULL;
+  if (lt_lora_is_dir(dir) && (rc = lt_lora_load(dir, e->m, &l)) < 0) return rc;
+  if (l) lt_model_attach_lora(e->m, l);
+  else lt_model_detach_lora(e->m);
+  return 0;
 }
 
 int lt_session_open(lt_engine_t *e, lt_session_t **out) {
@@ -243,7 +348,20 @@ void lt_session_close(lt_session_t *s) {
   free(s->next);
   free(s->support_ids);
   s->e->open--;
+  if (s->adapter) {
+    s->adapter->users--;
+    named_release(s->e, s->adapter);
+  }
   free(s);
+}
+
+int lt_session_adapter(lt_session_t *s, const char *name) {
+  named_t *a = name && name[0] ? named_find(s->e, name) : NULL;
+  if (name && name[0] && !a) return lt_error_set(LT_ENOENT, "the adapter '%s' is not loaded", name);
+  if (s->len) return lt_error_set(LT_EINVAL, "session: the adapter is chosen before its first token");
+  if (a) a->users++;
+  s->adapter = a;
+  return 0;
 }
 
 void lt_session_seed(lt_session_t *s, uint64_t seed) { lt_rng_seed(&s->rng, seed); }
@@ -301,7 +419,7 @@ int lt_session_prefill(lt_session_t *s, const int32_t *tokens, int n, uint16_t *
     size_t ro = (size_t)off * nml * K;
     lt_segment_t seg = {.tokens = tokens + off, .n = m, .pos0 = s->len, .k = s->k, .v = s->v,
                         .route_out_ids = rids && nml ? rids + ro : NULL, .route_out_probs = rprobs && nml ? rprobs + ro : NULL};
-    int rc = lt_model_forward_segments(e->m, e->acts, &seg, 1, s->next);
+    int rc = forward_with(e, s->adapter, &seg, 1, s->next);
     if (rc < 0) return rc;
     s->len += m;
   }
@@ -329,11 +447,20 @@ int lt_engine_decode(lt_engine_t *e, lt_session_t *const *ss, int n, const lt_sa
                                 .route_out_ids = rids && nml ? rids + ro : NULL,
                                 .route_out_probs = rprobs && nml ? rprobs + ro : NULL};
   }
-  int rc = lt_model_forward_segments(e->m, e->acts, e->segs, n, e->logits);
-  if (rc < 0) return rc;
+  /* One forward per adapter among the sessions (one in all when they share theirs). */
   for (int i = 0; i < n; i++) {
-    memcpy(ss[i]->next, e->logits + (size_t)i * V, sizeof(float) * (size_t)V);
-    ss[i]->len++;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = ss[j]->adapter == ss[i]->adapter;
+    if (seen) continue;
+    int g = 0;
+    for (int j = i; j < n; j++)
+      if (ss[j]->adapter == ss[i]->adapter) e->gidx[g] = j, e->gsegs[g++] = e->segs[j];
+    int rc = forward_with(e, ss[i]->adapter, e->gsegs, g, e->logits);
+    if (rc < 0) return rc;
+    for (int k = 0; k < g; k++) {
+      memcpy(ss[e->gidx[k]]->next, e->logits + (size_t)k * V, sizeof(float) * (size_t)V);
+      ss[e->gidx[k]]->len++;
+    }
   }
   return 0;
 }

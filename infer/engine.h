@@ -58,19 +58,31 @@ void lt_sample_logits(const float *logits, int V, const lt_sampling_t *p, lt_rng
  * ids[0 .. out->support). */
 void lt_sample_support_ids(const float *scratch, int support, int32_t *ids);
 
-/* Loads config.json + model.safetensors (+ tokenizer if present). */
+/* Loads config.json + model.safetensors (+ tokenizer if present); a LoRA
+ * adapter's folder gives its base with the adapter applied (learner/lora.h). */
 int lt_engine_load(const char *model_dir, const lt_engine_opts_t *opts, lt_engine_t **out);
 /* Swaps in new weights of the same architecture between decode steps (weight
- * sync); verifies model.safetensors against sha256 when non-NULL.  Open
+ * sync); verifies the weights file (model.safetensors, or an adapter's
+ * adapter_model.safetensors) against sha256 when non-NULL.  An adapter of
+ * the base already loaded costs an adapter load: the base stays.  Open
  * sessions keep their KV caches (multi-version trajectories). */
 int lt_engine_reload(lt_engine_t *e, const char *model_dir, const char *sha256);
 void lt_engine_info(const lt_engine_t *e, lt_engine_info_t *info);
+/* LoRA adapters by name (`longtail serve --lora`, /v1/load_lora_adapter): loads dir's adapter (PEFT's layout, of a
+ * model with this engine's shapes) as `name`; LT_EDUP when the name is taken.  Unloading frees it once no session
+ * uses it. */
+int lt_engine_adapter_load(lt_engine_t *e, const char *name, const char *dir);
+int lt_engine_adapter_unload(lt_engine_t *e, const char *name);
+int lt_engine_adapter_known(const lt_engine_t *e, const char *name);
 /* The engine's tokenizer (byte tokenizer if the model has none); owned by e. */
 const struct lt_tokenizer *lt_engine_tokenizer(const lt_engine_t *e);
 void lt_engine_free(lt_engine_t *e);
 
 int lt_session_open(lt_engine_t *e, lt_session_t **out);
 void lt_session_close(lt_session_t *s);
+/* The session generates with the adapter loaded as `name` (NULL or "": the engine's own weights); before its
+ * first token.  Sessions of different adapters decode in one step, one forward per adapter. */
+int lt_session_adapter(lt_session_t *s, const char *name);
 /* Seeds the session's sampling stream (deterministic per seed). */
 void lt_session_seed(lt_session_t *s, uint64_t seed);
 /* The Keep-Sampling-Mask set of the session's last sampled token (its

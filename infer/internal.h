@@ -58,6 +58,10 @@ typedef struct {
   /* One token for each of gens[0..n) (all with the same sampling): appends to g->tokens... */
   int (*decode)(lt_backend_t *b, lt_gen_t **gens, int n);
   int (*reload)(lt_backend_t *b, const char *dir, const char *sha256);
+  /* Optional (NULL: LT_EUNSUPP): LoRA adapters by name, and a session's choice of one. */
+  int (*adapter_load)(lt_backend_t *b, const char *name, const char *dir);
+  int (*adapter_unload)(lt_backend_t *b, const char *name);
+  int (*gen_adapter)(lt_gen_t *g, const char *name);
 } lt_backend_impl_t;
 
 struct lt_backend {

@@ -100,7 +100,8 @@ static void moe_backward(lt_model_t *m, lt_acts_t *a, int l, const float *dout, 
 
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues) {
   lt_acts_t *a = m->acts;
-  if (!a || !m->grads) return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
+  if (!a || !lt_model_trainable(m).grads)
+    return lt_error_set(LT_EINVAL, "backward: no training forward to differentiate");
   const lt_model_config_t *c = &m->cfg;
   int N = a->N, D = c->hidden, H = c->heads, KV = c->kv_heads, hd = c->head_dim, L = c->layers;
   int Hq = H * hd, Hk = KV * hd;
@@ -114,7 +115,7 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
         float *d = dhf + (size_t)r * D;
         for (int i = 0; i < D; i++) {
           d[i] += dvalues[r] * m->w.head[i];
-          m->g.head[i] += dvalues[r] * h[i];
+          m->g.head[i] += dvalues[r] * h[i]; /* trained under an adapter too (learner/lora.h) */
         }
       }
   } else if (dlogprobs) {
@@ -170,7 +171,7 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
     lt__proj_backward(m, l, LT_PROJ_V, 0, dh1, a->dv, a->h1[l], N);
     lt_rmsnorm_backward(a->dres, G->ln1, dh1, a->x[l], W->ln1, a->r1[l], N, D);
   }
-  for (int r = 0; r < N; r++) {
+  for (int r = 0; r < N && m->g.embed; r++) { /* a frozen base (an adapter) has none */
     float *d = m->g.embed + (size_t)a->tok[r] * D;
     const float *s = a->dres + (size_t)r * D;
     for (int i = 0; i < D; i++) d[i] += s[i];

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "learner/safetensors.h"
 #include "util/buf.h"
@@ -134,17 +135,31 @@ static int load_weights(lt_model_t *m, const char *dir, const char *file) {
 
 int lt_model_load_weights(lt_model_t *m, const char *dir) { return load_weights(m, dir, "model.safetensors"); }
 
-static int load(const char *dir, const char *file, lt_model_t **out) {
+/* dir's model: config.json and `master` (master.safetensors when it has one) or model.safetensors — dir's own, or
+ * for an adapter without weights of its own its base's — and dir's adapter attached when it has one. */
+static int load(const char *dir, int master, lt_model_t **out) {
   *out = NULL;
-  char path[4096];
-  int rc = lt_path_join(path, sizeof path, dir, "config.json");
-  if (rc < 0) return rc;
   if (!lt_fs_is_dir(dir)) return lt_error_set(LT_ENOENT, "%s: not a model directory", dir);
+  char base[4096], path[4096];
+  const char *wdir = dir;
+  int rc = 0, adapter = lt_lora_is_dir(dir);
+  if (adapter && strcmp(lt_model_weights_file(dir), "model.safetensors")) {
+    if ((rc = lt_lora_base_dir(dir, base, sizeof base)) < 0) return rc;
+    if (strcmp(lt_model_weights_file(base), "model.safetensors"))
+      return lt_error_set(LT_EFORMAT, "%s: its base %s is an adapter too (one level only)", dir, base);
+    wdir = base;
+  }
+  if ((rc = lt_path_join(path, sizeof path, wdir, "master.safetensors")) < 0) return rc;
+  const char *file = master && lt_fs_exists(path) ? "master.safetensors" : "model.safetensors";
+  if ((rc = lt_path_join(path, sizeof path, wdir, "config.json")) < 0) return rc;
   lt_model_config_t cfg;
   if ((rc = lt_model_config_load(path, &cfg)) < 0) return rc;
   lt_model_t *m;
+  lt_lora_t *l = NULL;
   if ((rc = lt_model_create(&cfg, &m)) < 0) return rc;
-  if ((rc = load_weights(m, dir, file)) < 0) {
+  if ((rc = load_weights(m, wdir, file)) == 0 && adapter && (rc = lt_lora_load(dir, m, &l)) == 0)
+    lt_model_attach_lora(m, l);
+  if (rc < 0) {
     lt_model_free(m);
     return rc;
   }
@@ -152,14 +167,9 @@ static int load(const char *dir, const char *file, lt_model_t **out) {
   return 0;
 }
 
-int lt_model_load(const char *dir, lt_model_t **out) { return load(dir, "model.safetensors", out); }
+int lt_model_load(const char *dir, lt_model_t **out) { return load(dir, 0, out); }
 
-int lt_model_load_master(const char *dir, lt_model_t **out) {
-  char path[4096];
-  int rc = lt_path_join(path, sizeof path, dir, "master.safetensors");
-  if (rc < 0) return rc;
-  return load(dir, lt_fs_exists(path) ? "master.safetensors" : "model.safetensors", out);
-}
+int lt_model_load_master(const char *dir, lt_model_t **out) { return load(dir, 1, out); }
 
 /* What Hugging Face's generate() reads beside config.json; a source
  * checkpoint's own file, copied with its tokenizer, replaces it. */

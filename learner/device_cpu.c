@@ -21,7 +21,11 @@ static int cpu_backward(lt__device_t *d, lt__dmodel_t *m, const float *dlogprobs
 
 static void cpu_zero_grad(lt__device_t *d, lt__dmodel_t *m) { lt_model_zero_grad(m->host); }
 
-static int cpu_reduce_grads(lt__device_t *d, lt__dmodel_t *m) { return lt_dist_sum_f32(m->host->grads, m->host->nparams); }
+/* Only the trainable parameters' gradients: an adapter's alone when the model has one. */
+static int cpu_reduce_grads(lt__device_t *d, lt__dmodel_t *m) {
+  lt_params_t p = lt_model_trainable(m->host);
+  return lt_dist_sum_f32(p.grads, p.n);
+}
 
 static int cpu_update(lt__device_t *d, lt__dmodel_t *m, double *gnorm, double *lr) {
   *lr = lt_optim_step(m->opt, m->host, gnorm);

@@ -9,8 +9,14 @@
 #include "util/log.h"
 
 static int cuda_open(lt__device_t *d, const lt_trainer_cfg_t *cfg) {
+  /* The adapters' maths has CPU code only: none for the GPU was written without a GPU to verify it on. */
+  if (cfg->lora.rank > 0 || cfg->critic_lora.rank > 0)
+    return lt_error_set(LT_ECONFIG, "learner.lora: the CUDA learner has no LoRA path (unverified on a GPU, so not "
+                        "written); train adapters on the CPU learner (learner.device \"cpu\") or set "
+                        "learner.lora.rank 0");
   if (cfg->actor_opt.kind != LT_OPT_ADAMW)
-    return lt_error_set(LT_ECONFIG, "learner.device cuda: the GPU optimizer is AdamW; learner.optimizer muon runs on the CPU");
+    return lt_error_set(LT_ECONFIG,
+                        "learner.device cuda: the GPU optimizer is AdamW; learner.optimizer muon runs on the CPU");
   lt_gpu_t *g;
   int rc = lt_gpu_open(0, &g);
   if (rc < 0) return lt_error_wrap(rc, "learner.device cuda");

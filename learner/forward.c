@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "learner/internal.h"
+#include "learner/lora.h"
 #include "learner/ops.h"
 #include "util/error.h"
 
@@ -211,6 +212,8 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
     N += sg->n;
   }
   if (N > a->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, a->max_tokens);
+  int rc = m->lora ? lt_lora_reserve(m->lora, (size_t)N) : 0; /* an expert's group has at most N rows too */
+  if (rc < 0) return rc;
   a->N = N;
   int row = 0;
   for (int s = 0; s < nseg; s++)
@@ -287,6 +290,7 @@ int lt_model_eval_alloc(lt_model_t *m, int max_tokens, int max_seq) {
 int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
   int rc = lt_model_eval_alloc(m, max_tokens, max_seq);
   if (rc < 0) return rc;
+  if (m->lora) return lt__lora_train_alloc(m);
   if (!m->grads) {
     m->grads = calloc(m->nparams, sizeof(float));
     if (!m->grads) return lt_error_set(LT_ENOMEM, "gradients: out of memory");
@@ -296,7 +300,8 @@ int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq) {
 }
 
 void lt_model_zero_grad(lt_model_t *m) {
-  if (m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
+  lt_params_t p = lt_model_trainable(m);
+  if (p.grads) memset(p.grads, 0, sizeof(float) * p.n);
 }
 
 float lt__head_temperature(const lt_batch_t *b, int i) {

@@ -87,6 +87,10 @@ void lt__proj_forward(const lt_model_t *m, int l, lt__proj p, int e, float *y, c
 void lt__proj_backward(lt_model_t *m, int l, lt__proj p, int e, float *dx, const float *dy, const float *x, int N);
 /* in and out sizes of projection p in layer l. */
 void lt__proj_shape(const lt_model_config_t *c, int l, lt__proj p, int *in, int *out);
+/* Projection p's matrix among a layer's views L (of m's parameters or gradients), expert e's in a MoE layer. */
+float *lt__proj_matrix(const lt_model_t *m, const lt_layer_w_t *L, int l, lt__proj p, int e);
+/* The adapter's gradient buffer (lt_model_train_alloc of a model with an adapter: its base keeps none). */
+int lt__lora_train_alloc(lt_model_t *m);
 
 /* ---- shared by forward.c, backward.c and params.c ---- */
 

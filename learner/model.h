@@ -135,6 +135,8 @@ typedef struct {
   const float *temperature;
 } lt_batch_t;
 
+typedef struct lt_lora lt_lora_t; /* learner/lora.h */
+
 typedef struct {
   lt_model_config_t cfg;
   float *params;       /* [nparams] */
@@ -149,7 +151,21 @@ typedef struct {
   lt_acts_t *acts;     /* training workspace (lt_model_train_alloc) */
   lt_batch_t last;     /* batch of the last training forward, for the backward */
   int threads;
+  lt_lora_t *lora;     /* an attached adapter (learner/lora.h), or NULL; with one the base is frozen: grads stays
+                          NULL and training updates the adapter */
 } lt_model_t;
+
+/* The parameters training updates, as one flat buffer with its tensor table: what optimizers and the ranks'
+ * all-reduce see. */
+typedef struct {
+  float *params, *grads;
+  size_t n;
+  const lt_tensor_t *tensors;
+  int ntensors;
+} lt_params_t;
+
+/* A model's trainable parameters: its adapter's when it has one, else all its weights. */
+lt_params_t lt_model_trainable(const lt_model_t *m);
 
 
 /* A run of tokens of one sequence at positions pos0 .. pos0+n−1.  In
@@ -200,10 +216,12 @@ int lt_model_make_critic(const lt_model_t *policy, lt_model_t **out);
 int lt_tensor_is_router(const lt_tensor_t *t);
 
 /* ---- checkpoints (learner/checkpoint.c) ---- */
-/* Loads config.json + model.safetensors (or a sharded index) from dir. */
+/* Loads config.json + model.safetensors (or a sharded index) from dir; a directory with an adapter
+ * (adapter_config.json, learner/lora.h) gets it attached, over its base's weights when it has none of its own. */
 int lt_model_load(const char *dir, lt_model_t **out);
 /* Writes config.json, generation_config.json and model.safetensors (F32)
- * atomically into dir: the one file the daemon hashes and workers load. */
+ * atomically into dir: the one file the daemon hashes and workers load.  The
+ * base's weights only: an attached adapter is saved by lt_lora_save. */
 int lt_model_save(const lt_model_t *m, const char *dir);
 /* The same, but weights over max_shard_bytes (> 0) go to Hugging Face's
  * shards, model-0000i-of-0000n.safetensors, with model.safetensors.index.json. */
@@ -227,13 +245,14 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
 /* Sizes the forward workspace for at most max_tokens packed tokens and
  * sequences of at most max_seq tokens (evaluation: no gradients). */
 int lt_model_eval_alloc(lt_model_t *m, int max_tokens, int max_seq);
-/* The same, plus the gradient buffer, for training. */
+/* The same, plus the gradient buffer of the trainable parameters (lt_model_trainable), for training. */
 int lt_model_train_alloc(lt_model_t *m, int max_tokens, int max_seq);
 int lt_model_forward(lt_model_t *m, const lt_batch_t *b, lt_fwd_out_t *out);
-/* Accumulates into m->grads the gradient of L given dL/dlogprobs[N] (policy)
- * or dL/dvalues[N] (critic), for the batch of the last forward. */
+/* Accumulates into the trainable parameters' gradients (m->grads, or its
+ * adapter's) the gradient of L given dL/dlogprobs[N] (policy) or
+ * dL/dvalues[N] (critic), for the batch of the last forward. */
 int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalues);
-void lt_model_zero_grad(lt_model_t *m);
+void lt_model_zero_grad(lt_model_t *m); /* the trainable parameters' */
 /* FLOPs of one forward over n tokens whose sequences have the given lengths. */
 double lt_model_forward_flops(const lt_model_config_t *cfg, const lt_batch_t *b);
 

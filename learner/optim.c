@@ -33,27 +33,28 @@ static int uses_muon(const lt_optim_cfg_t *c, const lt_tensor_t *t) {
 }
 
 int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t **out) {
+  lt_params_t p = lt_model_trainable(m); /* an adapter's, when the model has one */
   *out = NULL;
   lt_optim_t *o = calloc(1, sizeof *o);
   if (!o) return lt_error_set(LT_ENOMEM, "optimizer: out of memory");
   o->cfg = *cfg;
-  o->n = m->nparams;
-  o->ntensors = m->ntensors;
-  o->offsets = malloc(sizeof(size_t) * (size_t)(m->ntensors + 1));
+  o->n = p.n;
+  o->ntensors = p.ntensors;
+  o->offsets = malloc(sizeof(size_t) * (size_t)(p.ntensors + 1));
   if (!o->offsets) {
     free(o);
     return lt_error_set(LT_ENOMEM, "optimizer: out of memory");
   }
-  for (int i = 0; i < m->ntensors; i++) o->offsets[i] = m->tensors[i].offset;
-  o->offsets[m->ntensors] = m->nparams;
-  o->hi = m->nparams;
+  for (int i = 0; i < p.ntensors; i++) o->offsets[i] = p.tensors[i].offset;
+  o->offsets[p.ntensors] = p.n;
+  o->hi = p.n;
   lt_dist_shard(o->offsets, o->ntensors, lt_dist_rank(), lt_dist_size(), &o->lo, &o->hi);
   /* calloc(0) may return NULL: an empty shard still gets a valid pointer. */
   o->m = calloc(o->hi - o->lo + 1, sizeof(float));
   o->v = calloc(o->hi - o->lo + 1, sizeof(float));
   size_t big = 0;
-  for (int i = 0; i < m->ntensors; i++) {
-    const lt_tensor_t *t = &m->tensors[i];
+  for (int i = 0; i < p.ntensors; i++) {
+    const lt_tensor_t *t = &p.tensors[i];
     if (t->offset < o->lo || t->offset >= o->hi) continue;
     size_t mn = (size_t)(t->rows < t->cols ? t->rows : t->cols), mx = (size_t)(t->rows < t->cols ? t->cols : t->rows);
     size_t need = 3 * mn * mx + 2 * mn * mn;
@@ -63,7 +64,7 @@ int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t *
   o->scratch = big ? malloc(sizeof(float) * big) : NULL;
   if (!o->m || !o->v || (big && !o->scratch)) {
     lt_optim_free(o);
-    return lt_error_set(LT_ENOMEM, "optimizer state for %zu parameters: out of memory", m->nparams);
+    return lt_error_set(LT_ENOMEM, "optimizer state for %zu parameters: out of memory", p.n);
   }
   *out = o;
   return 0;
@@ -91,11 +92,12 @@ double lt_optim_lr(const lt_optim_cfg_t *c, int64_t step) {
 static int frozen(const lt_optim_t *o, const lt_tensor_t *t) { return o->cfg.freeze_router && lt_tensor_is_router(t); }
 
 double lt_grad_norm(const lt_optim_t *o, const lt_model_t *m) {
+  lt_params_t p = lt_model_trainable(m);
   double ss = 0;
-  for (int i = 0; i < m->ntensors; i++) {
-    const lt_tensor_t *t = &m->tensors[i];
+  for (int i = 0; i < p.ntensors; i++) {
+    const lt_tensor_t *t = &p.tensors[i];
     if (frozen(o, t)) continue;
-    const float *g = m->grads + t->offset;
+    const float *g = p.grads + t->offset;
     size_t n = (size_t)t->rows * t->cols;
     for (size_t k = 0; k < n; k++) ss += (double)g[k] * g[k];
   }
@@ -147,6 +149,7 @@ static void muon_update(lt_optim_t *o, float *w, const float *g, float *mom, int
 }
 
 double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
+  lt_params_t p = lt_model_trainable(m);
   const lt_optim_cfg_t *c = &o->cfg;
   double gnorm = lt_grad_norm(o, m);
   if (gnorm_out) *gnorm_out = gnorm;
@@ -154,11 +157,11 @@ double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
   double lr = lt_optim_lr(c, o->step);
   o->step++;
   double bc1 = 1.0 - pow(c->beta1, (double)o->step), bc2 = 1.0 - pow(c->beta2, (double)o->step);
-  for (int i = 0; i < m->ntensors; i++) {
-    const lt_tensor_t *t = &m->tensors[i];
+  for (int i = 0; i < p.ntensors; i++) {
+    const lt_tensor_t *t = &p.tensors[i];
     if (frozen(o, t) || t->offset < o->lo || t->offset >= o->hi) continue;
     size_t n = (size_t)t->rows * t->cols;
-    float *w = m->params + t->offset, *g = m->grads + t->offset, *mm = o->m + (t->offset - o->lo),
+    float *w = p.params + t->offset, *g = p.grads + t->offset, *mm = o->m + (t->offset - o->lo),
           *vv = o->v + (t->offset - o->lo);
     if (gscale != 1.0f)
       for (size_t k = 0; k < n; k++) g[k] *= gscale;
@@ -179,7 +182,7 @@ double lt_optim_step(lt_optim_t *o, lt_model_t *m, double *gnorm_out) {
 }
 
 int lt_optim_gather(const lt_optim_t *o, lt_model_t *m) {
-  return lt_dist_size() > 1 ? lt_dist_allgather_shards(m->params, o->offsets, o->ntensors) : 0;
+  return lt_dist_size() > 1 ? lt_dist_allgather_shards(lt_model_trainable(m).params, o->offsets, o->ntensors) : 0;
 }
 
 size_t lt_optim_state_bytes(const lt_optim_t *o) { return 2 * sizeof(float) * (o->hi - o->lo); }

@@ -1,4 +1,5 @@
-/* Optimizers over the contiguous parameter buffer: AdamW, and Muon
+/* Optimizers over the contiguous buffer of a model's trainable parameters (lt_model_trainable: its weights, or its
+ * adapter's): AdamW, and Muon
  * (Newton–Schulz orthogonalised momentum for 2-D hidden weight matrices, AdamW
  * for embeddings, the output head, norms and routers).  Warm-up + cosine
  * schedule, global-norm clipping, optional frozen router.  The state has the

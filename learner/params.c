@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "learner/internal.h"
+#include "learner/lora.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -195,6 +196,7 @@ int lt_model_create(const lt_model_config_t *cfg, lt_model_t **out) {
 
 void lt_model_free(lt_model_t *m) {
   if (!m) return;
+  lt_lora_free(m->lora);
   lt_acts_free(m->acts);
   free(m->params);
   free(m->grads);
@@ -236,3 +238,9 @@ int lt_model_make_critic(const lt_model_t *policy, lt_model_t **out) {
 }
 
 void lt__model_bind_grads(lt_model_t *m) { bind(m, m->grads, &m->g); }
+
+lt_params_t lt_model_trainable(const lt_model_t *m) {
+  const lt_lora_t *l = m->lora;
+  if (l) return (lt_params_t){l->params, l->grads, l->nparams, l->tensors, l->ntensors};
+  return (lt_params_t){m->params, m->grads, m->nparams, m->tensors, m->ntensors};
+}

@@ -1,6 +1,8 @@
 /* The projections of a layer's matrices (q_proj ... down_proj, an expert's in a MoE layer): the one forward/backward
- * pair every such matrix product of the learner and the builtin engine goes through. */
+ * pair every such matrix product of the learner and the builtin engine goes through, the base's and, when the model
+ * has one, its adapter's (learner/lora.c). */
 #include "learner/internal.h"
+#include "learner/lora.h"
 #include "learner/ops.h"
 
 void lt__proj_shape(const lt_model_config_t *c, int l, lt__proj p, int *in, int *out) {
@@ -12,8 +14,7 @@ void lt__proj_shape(const lt_model_config_t *c, int l, lt__proj p, int *in, int 
   *out = to_d ? D : other;
 }
 
-/* Projection p's matrix among a layer's views (of the parameters or the gradients), expert e's in a MoE layer. */
-static float *proj_matrix(const lt_model_t *m, const lt_layer_w_t *L, int l, lt__proj p, int e) {
+float *lt__proj_matrix(const lt_model_t *m, const lt_layer_w_t *L, int l, lt__proj p, int e) {
   float *const w[LT_PROJ_N] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
   int in, out;
   lt__proj_shape(&m->cfg, l, p, &in, &out);
@@ -23,14 +24,17 @@ static float *proj_matrix(const lt_model_t *m, const lt_layer_w_t *L, int l, lt_
 void lt__proj_forward(const lt_model_t *m, int l, lt__proj p, int e, float *y, const float *x, int N, int acc) {
   int in, out;
   lt__proj_shape(&m->cfg, l, p, &in, &out);
-  const float *W = proj_matrix(m, &m->w.layer[l], l, p, e);
+  const float *W = lt__proj_matrix(m, &m->w.layer[l], l, p, e);
   if (acc) lt_linear_forward_acc(y, x, W, N, in, out);
   else lt_linear_forward(y, x, W, N, in, out);
+  if (m->lora) lt_lora_forward(m->lora, l, p, e, y, x, N, in, out);
 }
 
 void lt__proj_backward(lt_model_t *m, int l, lt__proj p, int e, float *dx, const float *dy, const float *x, int N) {
   int in, out;
   lt__proj_shape(&m->cfg, l, p, &in, &out);
-  float *dW = m->grads ? proj_matrix(m, &m->g.layer[l], l, p, e) : NULL;
-  lt_linear_backward(dx, dW, dy, x, proj_matrix(m, &m->w.layer[l], l, p, e), N, in, out);
+  /* A model with an adapter keeps no gradient of its base (frozen). */
+  float *dW = m->grads ? lt__proj_matrix(m, &m->g.layer[l], l, p, e) : NULL;
+  if (m->lora) lt_lora_backward(m->lora, l, p, e, dx, dy, x, N, in, out);
+  lt_linear_backward(dx, dW, dy, x, lt__proj_matrix(m, &m->w.layer[l], l, p, e), N, in, out);
 }

@@ -1,6 +1,10 @@
 /* The config sections of the model and the learner: model.*, learner.*, sft.*. */
 #include "learner/schema.h"
 
+#include <stdio.h>
+
+#include "util/error.h"
+
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
 #define BIG 1e308
 
@@ -19,7 +23,7 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.steps", LT_CFG_INT, "0", 0, BIG, NULL, "learner steps before the run ends (0: until tasks run out)"},
     {"learner.actor_minibatches", LT_CFG_INT, "4", 1, 100000, NULL, "actor mini-batches per step (one epoch)"},
     {"learner.critic_minibatches", LT_CFG_INT, "12", 1, 100000, NULL, "critic mini-batches per step"},
-    {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when this build has it and a GPU is present, unless learner.optimizer is muon; cuda: insist)"},
+    {"learner.device", LT_CFG_ENUM, "\"auto\"", LT_CFG_NORANGE, "auto|cpu|cuda", "where the learner runs (auto: CUDA when this build has it and a GPU is present, unless learner.optimizer is muon or learner.lora is on; cuda: insist)"},
     {"learner.gpu.bf16", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "CUDA learner: matrix products with bf16 operands and fp32 accumulation (faster, less exact; off: fp32, what the CPU reference matches)"},
     {"learner.gpu.recompute", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "CUDA learner: keep one layer's activations and recompute each layer's forward in the backward (about a third more compute; long sequences of larger models fit one GPU)"},
     {"learner.threads", LT_CFG_INT, "0", 0, 1024, NULL, "CPU threads for the learner (0: all cores, or every CPU of learner.cpus)"},
@@ -29,6 +33,13 @@ static const lt_cfg_entry_t learner_e[] = {
     {"learner.warmup_steps", LT_CFG_INT, "20", 0, BIG, NULL, "actor linear warm-up, in learner steps (every mini-batch update of step k uses step k's rate)"},
     {"learner.weight_decay", LT_CFG_NUM, "0.1", 0, BIG, NULL, "decoupled weight decay"},
     {"learner.grad_clip", LT_CFG_NUM, "1.0", 0, BIG, NULL, "global gradient-norm clip (0: off)"},
+    {"learner.lora.rank", LT_CFG_INT, "0", 0, 4096, NULL, "LoRA: rank r of the policy's adapters, trained on the frozen base (docs/lora.md); 0: full training"},
+    {"learner.lora.alpha", LT_CFG_NUM, "32", 0, BIG, NULL, "LoRA: lora_alpha; the adapter's update B·A is scaled by alpha / r"},
+    {"learner.lora.targets", LT_CFG_STR_LIST, "[\"all-linear\"]", LT_CFG_NORANGE, NULL, "LoRA: the modules adapted, in Hugging Face's names: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj (a MoE layer's experts' included), or all-linear (all seven, as PEFT spells it; routers and the output head are never adapted)"},
+    {"learner.lora.init_seed", LT_CFG_INT, "0", 0, BIG, NULL, "LoRA: seed of A's Kaiming-uniform initialisation (B starts at zero, so the first version is the base)"},
+    {"learner.critic.lora.rank", LT_CFG_INT, "-1", -1, 4096, NULL, "LoRA: the critic's adapters (its score head trains fully beside them); -1: learner.lora's; 0: the critic trains fully"},
+    {"learner.critic.lora.alpha", LT_CFG_NUM, "-1", -1, BIG, NULL, "LoRA: the critic's lora_alpha; -1: learner.lora.alpha"},
+    {"learner.critic.lora.targets", LT_CFG_STR_LIST, "[]", LT_CFG_NORANGE, NULL, "LoRA: the critic's adapted modules; empty: learner.lora.targets"},
     {"learner.critic.lr", LT_CFG_NUM, "5e-6", 0, BIG, NULL, "critic peak learning rate"},
     {"learner.critic.warmup_steps", LT_CFG_INT, "50", 0, BIG, NULL, "critic linear warm-up, in learner steps"},
     {"learner.mispo.token_bounds", LT_CFG_NUM_LIST, "[0.5, 2.0]", 0, BIG, NULL, "MIS-PO token ratio bounds [ρ_min, ρ_max]"},
@@ -53,3 +64,40 @@ static const lt_cfg_entry_t sft_e[] = {
     {"sft.lr", LT_CFG_NUM, "1e-3", 0, BIG, NULL, "SFT peak learning rate"},
 };
 const lt_cfg_schema_t lt_sft_schema = {"sft", "Supervised warm start.", sft_e, N(sft_e)};
+
+/* The names of a string list (at most 64). */
+static int target_list(const lt_config_t *c, const char *key, const char **names, int *n) {
+  *n = 0;
+  for (const cJSON *e = lt_config_get(c, key)->child; e; e = e->next) {
+    if (*n == 64) return lt_error_set(LT_ECONFIG, "%s: more than 64 names", key);
+    names[(*n)++] = e->valuestring;
+  }
+  return 0;
+}
+
+int lt_learner_lora_cfg(const lt_config_t *c, int critic, lt_lora_cfg_t *out) {
+  const char *names[64];
+  int n, rc;
+  *out = (lt_lora_cfg_t){.rank = (int)lt_config_int(c, "learner.lora.rank"),
+                         .alpha = (float)lt_config_num(c, "learner.lora.alpha"),
+                         .init_seed = (uint64_t)lt_config_int(c, "learner.lora.init_seed")};
+  const char *tkey = "learner.lora.targets", *akey = "learner.lora.alpha";
+  if (critic) {
+    int r = (int)lt_config_int(c, "learner.critic.lora.rank");
+    double a = lt_config_num(c, "learner.critic.lora.alpha");
+    if (r >= 0) out->rank = r;
+    if (a >= 0) out->alpha = (float)a, akey = "learner.critic.lora.alpha";
+    if (cJSON_GetArraySize(lt_config_get(c, "learner.critic.lora.targets"))) tkey = "learner.critic.lora.targets";
+  }
+  if (out->rank == 0) return 0;
+  if (!(out->alpha > 0))
+    return lt_error_set(LT_ECONFIG, "%s: must be > 0 with a LoRA rank (the update is scaled by alpha / r)", akey);
+  if ((rc = target_list(c, tkey, names, &n)) < 0) return rc;
+  return lt_lora_targets_parse(names, n, tkey, &out->targets);
+}
+
+int lt_learner_config_check(const lt_config_t *c) {
+  lt_lora_cfg_t l;
+  int rc = lt_learner_lora_cfg(c, 0, &l);
+  return rc < 0 ? rc : lt_learner_lora_cfg(c, 1, &l);
+}

@@ -33,8 +33,25 @@ static int needs_critic(const lt_trainer_cfg_t *c) { return !c->loss.group_adv; 
 /* The objective's advantages come from a critic (not group baselines). */
 static int has_critic(const lt_trainer_t *t) { return t->model[LT__CRITIC].host != NULL; }
 
-/* The run keeps a KL reference (some domain's β > 0). */
-static int has_ref(const lt_trainer_t *t) { return t->model[LT__REF].host != NULL; }
+/* The run keeps a KL reference (some domain's β > 0): a model of its own, or the policy's base. */
+static int has_ref(const lt_trainer_t *t) { return t->model[LT__REF].host || t->cfg.ref_base; }
+
+/* Gives m the adapter c asks for (`what`: its key), or checks the one it carries has those settings. */
+static int adapt(lt_model_t *m, const lt_lora_cfg_t *c, const char *what) {
+  lt_lora_t *l = m->lora;
+  if (c->rank == 0 && l)
+    return lt_error_set(LT_ECONFIG, "%s: rank 0, but the model it starts from carries an adapter", what);
+  if (c->rank == 0) return 0;
+  if (l && (l->cfg.rank != c->rank || l->cfg.alpha != c->alpha || l->cfg.targets != c->targets))
+    return lt_error_set(LT_ECONFIG, "%s: rank %d, alpha %g, but the adapter the model carries has rank %d, alpha %g "
+                        "(or other target modules)", what, c->rank, (double)c->alpha, l->cfg.rank, (double)l->cfg.alpha);
+  if (l) return 0;
+  int rc = lt_lora_create(m, c, &l);
+  if (rc < 0) return rc;
+  lt_lora_init(l);
+  lt_model_attach_lora(m, l);
+  return 0;
+}
 
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out) {
@@ -46,6 +63,10 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
   t->base_lr = cfg->actor_opt.lr;
   int rc = 0;
   if (needs_critic(cfg) && !critic) rc = lt_model_make_critic(policy, &critic);
+  if (rc == 0) rc = adapt(policy, &cfg->lora, "learner.lora");
+  if (rc == 0 && critic) rc = adapt(critic, &cfg->critic_lora, "learner.critic.lora");
+  if (rc == 0 && cfg->ref_base && !policy->lora)
+    rc = lt_error_set(LT_EINVAL, "trainer: the KL reference is the policy's base, but the policy has no adapter");
   lt_model_t *host[LT__NMODELS] = {policy, critic, ref};
   for (int i = 0; i < LT__NMODELS; i++) {
     t->model[i] = (lt__dmodel_t){.id = (lt__model_id)i, .host = host[i]};
@@ -100,8 +121,14 @@ void lt_trainer_scale_lr(lt_trainer_t *t, double factor) {
   t->model[LT__POLICY].opt->cfg.lr = (float)(t->base_lr * t->lr_scale);
 }
 
+/* The model that computes model id: the policy computes the reference when that is its base. */
+static lt__model_id computed_by(const lt_trainer_t *t, lt__model_id id) {
+  return id == LT__REF && t->cfg.ref_base ? LT__POLICY : id;
+}
+
 /* Grows model id's workspace to hold n tokens in sequences of at most s. */
 static int ensure(lt_trainer_t *t, lt__model_id id, int n, int s) {
+  id = computed_by(t, id);
   lt__dmodel_t *m = &t->model[id];
   if (n <= m->cap_tokens && s <= m->cap_seq) return 0;
   int nn = n > m->cap_tokens ? n : m->cap_tokens, ss = s > m->cap_seq ? s : m->cap_seq;
@@ -112,8 +139,14 @@ static int ensure(lt_trainer_t *t, lt__model_id id, int n, int s) {
                                 lt__model_name(id), nn) : 0;
 }
 
+/* The reference as the policy's base: the policy's forward with its adapter left out. */
 static int forward(lt_trainer_t *t, lt__model_id id, const lt_batch_t *b, lt_fwd_out_t *o) {
-  return t->dev.impl->forward(&t->dev, &t->model[id], b, o);
+  lt__dmodel_t *m = &t->model[computed_by(t, id)];
+  lt_lora_t *base_only = id == LT__REF && t->cfg.ref_base ? m->host->lora : NULL;
+  if (base_only) base_only->off = 1;
+  int rc = t->dev.impl->forward(&t->dev, m, b, o);
+  if (base_only) base_only->off = 0;
+  return rc;
 }
 
 static int backward(lt_trainer_t *t, lt__model_id id, const float *dl, const float *dv) {
@@ -613,7 +646,8 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
   double l = 0, global = 0;
   zero_grad(t, LT__POLICY);
   if (a < e) {
-    if ((rc = ensure(t, LT__POLICY, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, LT__POLICY, &b, &o)) < 0) goto out;
+    if ((rc = ensure(t, LT__POLICY, Nr, max_seq_len(B, a, e))) < 0 || (rc = forward(t, LT__POLICY, &b, &o)) < 0)
+      goto out;
     for (int i = 0; i < Nr; i++) n += B->mask[t0 + i] != 0;
     for (int i = 0; i < Nr; i++)
       if (B->mask[t0 + i]) {
@@ -638,6 +672,17 @@ out:
 
 static int sub(char *out, size_t n, const char *dir, const char *name) { return lt_path_join(out, n, dir, name); }
 
+/* A model of the state: its (frozen) weights, and its adapter beside them. */
+static int save_model(const lt_model_t *m, const char *dir) {
+  int rc = lt_model_save_sharded(m, dir, LT_MODEL_SHARD_BYTES);
+  return rc == 0 && m->lora ? lt_lora_save(m->lora, dir, LT_ST_F32, ".") : rc;
+}
+
+static int load_model(lt_model_t *m, const char *dir) {
+  int rc = lt_model_load_weights(m, dir);
+  return rc == 0 && m->lora ? lt_lora_load_weights(m->lora, dir) : rc;
+}
+
 int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   char p[4096];
   lt__dmodel_t *P = &t->model[LT__POLICY], *C = &t->model[LT__CRITIC];
@@ -652,11 +697,10 @@ int lt_trainer_save(lt_trainer_t *t, const char *dir) {
   if (C->host && (orc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) orc = lt_optim_save(C->opt, p);
   if (rc == 0) rc = orc;
   if (!rank0 || rc < 0) return rc;
-  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_save_sharded(P->host, p, LT_MODEL_SHARD_BYTES);
-  /* The KL reference is not the policy a resume starts from: it travels with the state. */
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = save_model(P->host, p);
+  /* The KL reference is not the policy a resume starts from: it travels with the state (a base is in policy/). */
   if (rc == 0 && ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) rc = lt_model_save(ref, p);
-  if (rc == 0 && C->host && (rc = sub(p, sizeof p, dir, "critic")) == 0)
-    rc = lt_model_save_sharded(C->host, p, LT_MODEL_SHARD_BYTES);
+  if (rc == 0 && C->host && (rc = sub(p, sizeof p, dir, "critic")) == 0) rc = save_model(C->host, p);
   if (rc < 0) return rc;
   char js[256];
   /* %.17g: the learning-rate scale comes back bit-exact. */
@@ -687,7 +731,7 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   cJSON_Delete(j);
   lt__dmodel_t *P = &t->model[LT__POLICY], *C = &t->model[LT__CRITIC];
   lt_model_t *ref = t->model[LT__REF].host;
-  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = lt_model_load_weights(P->host, p);
+  if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = load_model(P->host, p);
   if (rc == 0 && ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
     if (lt_fs_is_dir(p)) rc = lt_model_load_weights(ref, p);
     else lt_log(LT_LOG_WARN, "learner", "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
@@ -695,7 +739,7 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   }
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(P->opt, p);
   if (rc == 0 && C->host) {
-    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = lt_model_load_weights(C->host, p);
+    if ((rc = sub(p, sizeof p, dir, "critic")) == 0) rc = load_model(C->host, p);
     if (rc == 0 && (rc = sub(p, sizeof p, dir, "critic_optim.safetensors")) == 0) rc = lt_optim_load(C->opt, p);
   }
   /* The host state is now the authority: the device copies are rebuilt from it at their next use. */

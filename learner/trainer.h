@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "learner/loss.h"
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "learner/optim.h"
 #include "util/cpus.h"
@@ -30,6 +31,10 @@ typedef struct {
                                 lt_trainer_save) */
   int gpu_bf16;              /* CUDA: matrix products with bf16 operands, fp32 accumulation (learner.gpu.bf16) */
   int gpu_recompute;         /* learner.gpu.recompute: lt_gpu_set_recompute */
+  lt_lora_cfg_t lora;        /* learner.lora: rank > 0 trains adapters on the frozen policy (learner/lora.h) */
+  lt_lora_cfg_t critic_lora; /* learner.critic.lora: the critic's (rank 0: it trains fully) */
+  int ref_base;              /* with lora: the KL reference is the policy's base, its adapters off (no model of
+                                its own) */
 } lt_trainer_cfg_t;
 
 typedef struct lt_trainer lt_trainer_t;
@@ -92,7 +97,10 @@ typedef struct {
 } lt_step_stats_t;
 
 /* policy: the trainer takes ownership; critic may be NULL (initialised from
- * the policy's trunk when the objective needs one); ref may be NULL (no KL). */
+ * the policy's trunk when the objective needs one); ref may be NULL (no KL,
+ * or cfg->ref_base).  With cfg->lora (cfg->critic_lora) the policy (critic)
+ * trains an adapter: the one it carries (lt_model_load of an adapter version),
+ * which must have those settings, else a new one (lt_lora_init). */
 int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_t *critic, lt_model_t *ref,
                       lt_trainer_t **out);
 void lt_trainer_free(lt_trainer_t *t);

@@ -45,5 +45,6 @@ static const lt_cfg_entry_t workers_e[] = {
     {"workers.openai.timeout_ms", LT_CFG_INT, "120000", 1, BIG, NULL, "per-request timeout"},
     {"workers.openai.retries", LT_CFG_INT, "3", 0, 100, NULL, "retries of transient failures, with back-off"},
     {"workers.openai.reload_url", LT_CFG_STR, "\"\"", LT_CFG_NORANGE, NULL, "URL the worker POSTs {\"path\": DIR} to after new weights (empty: none)"},
+    {"workers.openai.lora", LT_CFG_BOOL, "false", LT_CFG_NORANGE, NULL, "a LoRA run (learner.lora): each version's adapter is loaded into the server by name with POST /v1/load_lora_adapter {\"lora_name\": \"longtail-vN\", \"lora_path\": DIR} (vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING, `longtail serve`) and requests name it (docs/lora.md)"},
 };
 const lt_cfg_schema_t lt_workers_schema = {"workers", "Rollout worker processes.", workers_e, N(workers_e)};

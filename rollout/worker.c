@@ -236,7 +236,8 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                           .model = lt_config_str(&w->cfg, "workers.openai.model"),
                           .timeout_ms = (int)lt_config_int(&w->cfg, "workers.openai.timeout_ms"),
                           .retries = (int)lt_config_int(&w->cfg, "workers.openai.retries"),
-                          .reload_url = lt_config_str(&w->cfg, "workers.openai.reload_url")};
+                          .reload_url = lt_config_str(&w->cfg, "workers.openai.reload_url"),
+                          .lora = lt_config_bool(&w->cfg, "workers.openai.lora")};
   if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
   lt_tool_format tool_format;
   if ((rc = lt_agent_chat_load(model, lt_config_str(&w->cfg, "rollout.tool_format"), &w->chat, &tool_format)) < 0) return rc;

@@ -2,14 +2,14 @@
 # Debian packages longtail needs to build, test, fuzz, plot and benchmark (python3-zmq: the
 # third-party worker scripts/pyworker.py; nodejs: the agent gateway test's OpenAI SDK agent and the
 # tokenizer/template cross-checks; prometheus: promtool checks the metrics endpoint; chromium: the web
-# console's browser test).
+# console's browser test; python3-torch: the LoRA adapters' float64 parity test, tests/ref/lora_ref.py).
 #   scripts/deps.sh check    exit 0 if everything is installed, else list what is missing
 #   scripts/deps.sh install  install what is missing (root), or print the apt-get line
 set -u
 PKG_CONFIG_MODULES="libzmq libuv libcjson sqlite3 libcurl libseccomp openblas libsodium ompi-c libpcre2-8 libutf8proc libzstd criterion"
 DEBS="build-essential pkg-config libzmq3-dev libuv1-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev \
 libseccomp-dev libopenblas-dev libcriterion-dev libsodium-dev libpcre2-dev libutf8proc-dev libzstd-dev clang libclang-rt-14-dev gnuplot-nox bubblewrap \
-python3 python3-numpy python3-zmq nodejs prometheus iproute2 procps sqlite3 git ca-certificates openmpi-bin libopenmpi-dev nginx-light chromium"
+python3 python3-numpy python3-torch python3-zmq nodejs prometheus iproute2 procps sqlite3 git ca-certificates openmpi-bin libopenmpi-dev nginx-light chromium"
 
 missing_debs() {
   for p in $DEBS; do

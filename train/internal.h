@@ -43,7 +43,11 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc);
 int lt__dynamic_filter(const lt_config_t *c);
 /* Group-relative advantages without a critic: grpo, or gspo with learner.gspo.advantage "group". */
 int lt__group_advantages(const lt_config_t *c);
-int lt__learner_cuda(const lt_config_t *c, int muon); /* learner.device → 1 (CUDA), 0 (CPU) or < 0 */
+/* Writes the policy as the version in dir (train/publish.c): its weights in dtype; with an adapter, the adapter in
+ * PEFT's layout naming `base` (the run's first policy) and base's config.json, or (merged) the merged weights. */
+int lt__publish_version(const lt_model_t *policy, const char *dir, lt_st_dtype dtype, int merged, const char *base);
+int lt__learner_cuda(const lt_config_t *c, const char *cpu_only); /* learner.device → 1 (CUDA), 0 (CPU) or < 0; cpu_only:
+                                                                    what keeps this run on the CPU, or NULL */
 /* The order a step trains its trajectories in, so that its contiguous actor
  * and critic mini-batches are random draws, not arrival order: the set
  * sorted, then shuffled from (seed, step).  The learner and replay call it

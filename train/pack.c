@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "learner/device.h"
+#include "learner/schema.h"
 #include "train/internal.h"
 #include "util/error.h"
 #include "util/grow.h"
@@ -25,16 +26,14 @@ static int bounds(const lt_config_t *c, const char *path, double out[2]) {
 
 /* learner.device: cuda insists; auto takes a GPU only for what the GPU learner
  * supports.  1: CUDA learner, 0: CPU, or an LT_ECONFIG error. */
-int lt__learner_cuda(const lt_config_t *c, int muon) {
+int lt__learner_cuda(const lt_config_t *c, const char *cpu_only) {
   const char *dev = lt_config_str(c, "learner.device");
   int gpus = lt_device_cuda_count();
-  /* The GPU optimizer is AdamW; temperatures and Keep Sampling Mask run on both learners. */
-  const char *cpu_only = muon ? "learner.optimizer \"muon\"" : NULL;
   if (!strcmp(dev, "cuda")) {
+    if (cpu_only) return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
     if (!gpus)
       return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
                           lt_device_cuda_built() ? "machine has no usable GPU" : "build has no CUDA learner");
-    if (cpu_only) return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
     return 1;
   }
   if (strcmp(dev, "auto") || !gpus) return 0;
@@ -84,8 +83,16 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   tc->critic_opt.warmup = (int)lt_config_int(c, "learner.critic.warmup_steps");
   tc->critic_opt.weight_decay = 0;
   tc->critic_opt.grad_clip = (float)lt_config_num(c, "learner.grad_clip");
-  int rc = lt__learner_cuda(c, tc->actor_opt.kind == LT_OPT_MUON);
-  if (rc < 0) return rc;
+  int rc;
+  if ((rc = lt_learner_lora_cfg(c, 0, &tc->lora)) < 0 || (rc = lt_learner_lora_cfg(c, 1, &tc->critic_lora)) < 0) return rc;
+  tc->ref_base = tc->lora.rank > 0 && lt__domains_any_kl(c);
+  /* The GPU optimizer is AdamW, and the adapters have CPU code only (no GPU was lent to verify a CUDA one);
+   * temperatures and Keep Sampling Mask run on both learners. */
+  const char *cpu_only = tc->actor_opt.kind == LT_OPT_MUON ? "learner.optimizer \"muon\""
+                         : tc->lora.rank > 0 || tc->critic_lora.rank > 0
+                             ? "learner.lora (its maths has no CUDA code: none was written without a GPU to verify it)"
+                             : NULL;
+  if ((rc = lt__learner_cuda(c, cpu_only)) < 0) return rc;
   tc->cuda = rc;
   tc->gpu_bf16 = lt_config_bool(c, "learner.gpu.bf16");
   tc->gpu_recompute = lt_config_bool(c, "learner.gpu.recompute");

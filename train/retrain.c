@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "learner/dist.h"
+#include "learner/lora.h"
 #include "learner/ops.h"
 #include "learner/safetensors.h"
 #include "train/internal.h"
@@ -137,8 +138,9 @@ static int compare(lt_buffer_t *src, const lt_train_result_t *r, lt_retrain_resu
   snprintf(res->sha, sizeof res->sha, "%s", r->sha);
   snprintf(res->run_sha, sizeof res->run_sha, "%s", ck.sha256);
   char mine[4200], theirs[4200];
-  snprintf(mine, sizeof mine, "%s/model.safetensors", r->dir);
-  snprintf(theirs, sizeof theirs, "%s/model.safetensors", ck.path);
+  const char *file = lt_model_weights_file(r->dir); /* an adapter's file in a LoRA run */
+  snprintf(mine, sizeof mine, "%s/%s", r->dir, file);
+  snprintf(theirs, sizeof theirs, "%s/%s", ck.path, file);
   /* The run keeps its last few versions only: older ones can be told apart by their hash alone. */
   if (lt_fs_exists(theirs) && (rc = tensor_differing(mine, theirs, res->tensor, sizeof res->tensor)) < 0) return rc;
   return 0;

@@ -338,7 +338,7 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   tc.actor_opt.total = steps - tc.actor_opt.warmup;
   tc.actor_opt.min_lr_ratio = 0.1f;
   tc.actor_opt.weight_decay = 0.01f;
-  if ((rc = lt__learner_cuda(cfg, 0)) < 0) goto out;
+  if ((rc = lt__learner_cuda(cfg, NULL)) < 0) goto out;
   tc.cuda = rc;
   tc.gpu_recompute = lt_config_bool(cfg, "learner.gpu.recompute");
   if ((rc = lt_trainer_create(&tc, policy, NULL, NULL, &tr)) < 0) goto out;

@@ -44,6 +44,8 @@ struct lt_train {
   lt_st_dtype publish_dtype; /* checkpoint.publish_dtype */
   char publish_dir[4096];    /* checkpoint.publish_dir, "" when off */
   int publish_deltas;        /* checkpoint.publish_deltas */
+  int lora_merged;           /* checkpoint.lora_publish "merged" (with learner.lora) */
+  char lora_base[4096];      /* with learner.lora: the run's first policy, every adapter version's base */
   char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
@@ -153,7 +155,7 @@ int lt_train_build_trainer(const lt_config_t *c, const char *policy_dir, lt_trai
   const char *cp = lt_config_str(c, "model.critic_path");
   if (cp[0] && !tc.loss.group_adv && (rc = lt_model_load(cp, &critic)) == 0 && !critic->cfg.critic)
     rc = lt_error_set(LT_ECONFIG, "model.critic_path: %s is not a value model (no score head)", cp);
-  if (rc == 0 && lt__domains_any_kl(c)) rc = lt_model_load_master(policy_dir, &ref);
+  if (rc == 0 && lt__domains_any_kl(c) && !tc.ref_base) rc = lt_model_load_master(policy_dir, &ref);
   if (rc == 0) return lt_trainer_create(&tc, policy, critic, ref, out); /* it frees the models if it fails */
   lt_model_free(policy);
   lt_model_free(critic);
@@ -179,7 +181,11 @@ static void read_guards(const lt_config_t *c, guard_cfg_t *g) {
 /* Resume: the trainer of the last full checkpoint (or the first policy when there is none), and the buffer
  * rewound to its step. */
 static int resume(lt_train_t *l, char *v0, size_t cap) {
-  int rc = 0;
+  lt_ckpt_row_t first = {0};
+  int rc = lt_buffer_weights(l->buf, 1, &first);
+  if (rc < 0) return rc;
+  if (rc > 0) snprintf(l->lora_base, sizeof l->lora_base, "%s", first.path); /* the adapters' base: the first policy */
+  rc = 0;
   char *full = lt_buffer_meta_get(l->buf, "full_checkpoint");
   if (full && lt_fs_is_dir(full)) {
     /* Exact continuation: the trainer as it was at its last full checkpoint. */
@@ -194,8 +200,6 @@ static int resume(lt_train_t *l, char *v0, size_t cap) {
     }
   } else {
     /* No full checkpoint yet: start over from the first policy. */
-    lt_ckpt_row_t first = {0};
-    if ((rc = lt_buffer_weights(l->buf, 1, &first)) >= 0) rc = 0;
     snprintf(v0, cap, "%s", first.path);
     l->step = 0;
     l->version = 0;
@@ -236,11 +240,19 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   l->publish_dtype = strcmp(lt_config_str(c, "checkpoint.publish_dtype"), "bf16") ? LT_ST_F32 : LT_ST_BF16;
   snprintf(l->publish_dir, sizeof l->publish_dir, "%s", lt_config_str(c, "checkpoint.publish_dir"));
   l->publish_deltas = lt_config_bool(c, "checkpoint.publish_deltas");
+  l->lora_merged = !strcmp(lt_config_str(c, "checkpoint.lora_publish"), "merged");
+  snprintf(l->lora_base, sizeof l->lora_base, "%s", o->weights_dir);
   read_guards(c, &l->g);
   /* retrain trains another run's trajectories, which its own buffer does not hold */
   l->store_values = lt_config_bool(c, "learner.store_token_values") && !l->src;
   lt_trainer_cfg_t tc;
   if (lt__trainer_cfg(c, &tc) == 0) lt__loss_json(&tc.loss, l->loss_json, sizeof l->loss_json);
+  if (tc.lora.rank > 0 && !l->lora_merged && l->publish_dir[0]) {
+    lt__domains_free(&l->doms);
+    free(l);
+    return lt_error_set(LT_ECONFIG, "checkpoint.publish_dir: adapter versions name their base by its place in the run "
+                        "directory; with learner.lora set checkpoint.lora_publish \"merged\" to publish there");
+  }
   const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
   l->stale_auto = cJSON_IsString(ms);
   l->max_stale = cJSON_IsNumber(ms) ? (int)ms->valuedouble : 2;
@@ -265,7 +277,7 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
     rc = resume(l, v0, sizeof v0);
     if (rc == 0 && l->version != o->version) {
       char st[4200];
-      snprintf(st, sizeof st, "%s/model.safetensors", v0);
+      snprintf(st, sizeof st, "%s/%s", v0, lt_model_weights_file(v0));
       if ((rc = lt_sha256_file(st, l->sha)) == 0) snprintf(l->weights_dir, sizeof l->weights_dir, "%s", v0);
     }
   } else if (rc == 0) {
@@ -358,15 +370,17 @@ static int pack(lt_train_t *l, int64_t *ids, int n, lt__packed_t *p, lt_train_re
  * versions go. */
 static int publish(lt_train_t *l, int64_t v, lt_train_result_t *r) {
   if (policy_dir_of(l, v, r->dir, sizeof r->dir) < 0) return LT_EINVAL;
-  int rc = lt_model_save_as(lt_trainer_policy(l->tr), r->dir, l->publish_dtype);
+  int rc = lt__publish_version(lt_trainer_policy(l->tr), r->dir, l->publish_dtype, l->lora_merged, l->lora_base);
   if (rc == 0 && l->tok_src[0]) rc = lt_tokenizer_copy_files(l->tok_src, r->dir);
   char st[4200], prev[4200];
-  snprintf(st, sizeof st, "%s/model.safetensors", r->dir);
+  const char *file = lt_model_weights_file(r->dir); /* model.safetensors, or an adapter's file */
+  snprintf(st, sizeof st, "%s/%s", r->dir, file);
   if (rc == 0) rc = lt_sha256_file(st, r->sha);
-  if (rc == 0 && l->publish_deltas && v > 0 && policy_dir_of(l, v - 1, prev, sizeof prev - 20) == 0) {
-    /* A delta only where the previous version is still on disk (a resumed run may have pruned it). */
+  if (rc == 0 && l->publish_deltas && v > 0 && policy_dir_of(l, v - 1, prev, sizeof prev - 40) == 0) {
+    /* A delta only where the previous version is still on disk (a resumed run may have pruned it) and holds the
+     * same kind of file (v0, the base, is no adapter's predecessor). */
     char base[4300], delta[4300];
-    snprintf(base, sizeof base, "%s/model.safetensors", prev);
+    snprintf(base, sizeof base, "%s/%s", prev, file);
     snprintf(delta, sizeof delta, "%s/delta.zst", r->dir);
     if (lt_fs_exists(base)) rc = lt_delta_create(base, st, delta, NULL);
   }

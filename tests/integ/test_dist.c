@@ -281,3 +281,30 @@ Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {
   cr_expect(strstr(r.err, "rank 1 sent no heartbeat"), "%s", r.err);
   lt_run_free(&r);
 }
+
+/* LoRA under two learner ranks (docs/lora.md): the ranks build the same adapters, all-reduce their gradients alone
+ * and shard only their moments (the whole file holds the adapters' two moments, nothing of the frozen base), and the
+ * run retrains bit for bit on two ranks. */
+Test(dist, a_lora_run_under_two_ranks_trains_the_adapters_alone, .timeout = 300) {
+  char rd[4200], p[4300];
+  free(smoke_two_ranks("run-lora", "--set rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3",
+                       rd, sizeof rd));
+  snprintf(p, sizeof p, "%s/checkpoints/v3/adapter_model.safetensors", rd);
+  lt_st_file_t *f;
+  cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);
+  int64_t adapters = 0;
+  for (int i = 0; i < f->n; i++) adapters += lt_st_numel(&f->entries[i]);
+  lt_st_close(f);
+  snprintf(p, sizeof p, "%s/checkpoints/full-000003/actor_optim.safetensors", rd);
+  cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);
+  const lt_st_entry_t *m = lt_st_find(f, "exp_avg");
+  cr_assert_not_null(m);
+  cr_expect_eq(lt_st_numel(m), adapters, "moments for %lld values, the adapters have %lld", (long long)lt_st_numel(m),
+               (long long)adapters);
+  lt_st_close(f);
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 200, MPIRUN " 2 %s retrain %s --out %s-two", lt_test_bin(), rd, rd), 0);
+  cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "3 steps bit-identical"), "%s", r.out);
+  lt_run_free(&r);
+}

@@ -458,3 +458,110 @@ Test(serve, long_agent_requests_with_tools, .timeout = 120) {
   cJSON_Delete(body);
   serve_stop(&s);
 }
+
+/* The greedy logprobs serve gives for `model` (NULL: none named) on prompt [3, 17, 42, 99], and the difference to what
+ * `longtail logprobs --model ref` gives for the same tokens (the largest over the completion). */
+static double served_vs(const served_t *s, const char *model, const char *ref) {
+  char req[512];
+  snprintf(req, sizeof req, "{%s%s%s\"prompt\": [3, 17, 42, 99], \"max_tokens\": 6, \"temperature\": 0, \"logprobs\": 1,"
+           " \"return_tokens_as_token_ids\": true}", model ? "\"model\": \"" : "", model ? model : "", model ? "\", " : "");
+  int st;
+  cJSON *j = call(s->port, "POST", "/v1/completions", req, &st);
+  cr_assert_eq(st, 200);
+  const cJSON *toks = get(j, "choices.0.logprobs.tokens"), *lps = get(j, "choices.0.logprobs.token_logprobs");
+  char line[4096], in[4300];
+  size_t len = (size_t)snprintf(line, sizeof line, "{\"tokens\": [3, 17, 42, 99");
+  for (const cJSON *t = toks->child; t; t = t->next) len += (size_t)snprintf(line + len, sizeof line - len, ", %s", t->valuestring + 9);
+  snprintf(line + len, sizeof line - len, "]}\n");
+  snprintf(in, sizeof in, "%s/lora-seq.jsonl", s->dir);
+  cr_assert_eq(lt_test_write(in, line), 0);
+  lt_run_t r;
+  const char *lpv[] = {"longtail", "logprobs", "--model", ref, "--input", in, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, lpv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cJSON *rj = cJSON_Parse(r.out);
+  lt_run_free(&r);
+  double worst = 0;
+  int i = 0;
+  for (const cJSON *l = lps->child; l; l = l->next, i++)
+    worst = fmax(worst, fabs(l->valuedouble - cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "logprobs"), 4 + i)->valuedouble));
+  cJSON_Delete(rj);
+  cJSON_Delete(j);
+  return worst;
+}
+
+/* A LoRA run whose workers use the openai backend with workers.openai.lora: each version goes to serve as an adapter
+ * by name (/v1/load_lora_adapter) and the workers' requests name it, so the learner sees its own logprobs; then serve's
+ * adapters by name: loaded, chosen by a request's model, refused twice, unloaded.  Synchronous, so that step 2 trains
+ * on trajectories of v1 however loaded the machine. */
+Test(serve, lora_adapters_by_name_and_a_lora_run_against_serve, .timeout = 240) {
+  served_t s;
+  serve_start(&s, "oai-lora");
+  char rd[4300], cfg[4300], mp[4400], ep[128], v3[4400], body[4600];
+  snprintf(rd, sizeof rd, "%s/run", s.dir);
+  snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
+  snprintf(mp, sizeof mp, "model.path=%s", s.model);
+  snprintf(ep, sizeof ep, "workers.openai.endpoint=http://127.0.0.1:%d", s.port);
+  lt_run_t r;
+  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", mp, "--set", "workers.backend=openai", "--set", ep,
+                        "--set", "workers.openai.lora=true", "--set", "learner.lora.rank=8", "--set", "learner.lr=1e-3",
+                        "--set", "rewards.length_penalty.target=4", "--set", "scheduler.mode=sync", "--set", "learner.steps=3", NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 200, argv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  lt_run_free(&r);
+  /* The workers sampled from the learner's adapters: a trajectory of v1 has, token for token, the logprobs
+   * `longtail logprobs` gives under v1 (float noise apart). */
+  cr_assert_eq(lt_test_sh(&r, 60, "'%s' export %s --format tokens | grep -m1 '\"version_min\":1,\"version_max\":1,'",
+                          lt_test_bin(), rd), 0);
+  cJSON *t = cJSON_Parse(r.out);
+  lt_run_free(&r);
+  cr_assert_not_null(t, "no trajectory sampled from v1");
+  char *ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(t, "tokens")), in[4400], line[65536];
+  snprintf(line, sizeof line, "{\"tokens\": %s}\n", ids);
+  free(ids);
+  snprintf(in, sizeof in, "%s/v1.jsonl", s.dir);
+  cr_assert_eq(lt_test_write(in, line), 0);
+  snprintf(v3, sizeof v3, "%s/checkpoints/v1", rd);
+  const char *lpv[] = {"longtail", "logprobs", "--model", v3, "--input", in, NULL};
+  cr_assert_eq(lt_test_run(&r, NULL, 60, lpv), 0);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cJSON *ref = cJSON_Parse(r.out);
+  lt_run_free(&r);
+  const cJSON *vs = cJSON_GetObjectItem(t, "versions"), *lp = cJSON_GetObjectItem(t, "logprobs");
+  int checked = 0;
+  for (int i = 0; i < cJSON_GetArraySize(vs); i++) {
+    if (cJSON_GetArrayItem(vs, i)->valueint != 1) continue;
+    double want = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "logprobs"), i)->valuedouble;
+    cr_expect(fabs(cJSON_GetArrayItem(lp, i)->valuedouble - want) < 1e-3, "token %d: sampled at %g, v1 gives %g", i,
+              cJSON_GetArrayItem(lp, i)->valuedouble, want);
+    checked++;
+  }
+  cr_assert_gt(checked, 0);
+  cJSON_Delete(ref);
+  cJSON_Delete(t);
+  char log[4300];
+  snprintf(log, sizeof log, "%s/serve.err", s.dir);
+  char *l = lt_test_read(log);
+  cr_expect(l && strstr(l, "LoRA adapter longtail-v1 loaded from"), "serve loaded no adapter: %s", l ? l : "");
+  free(l);
+  /* By name: the request's model chooses the adapter; any other name is the served model. */
+  snprintf(v3, sizeof v3, "%s/checkpoints/v3", rd);
+  snprintf(body, sizeof body, "{\"lora_name\": \"v3\", \"lora_path\": \"%s\"}", v3);
+  char *a = lt_test_http(s.port, "POST", "/v1/load_lora_adapter", body);
+  cr_assert(a && atoi(a + 9) == 200 && strstr(a, "Success: LoRA adapter 'v3' added successfully."), "%s", a ? a : "");
+  free(a);
+  int st;
+  cJSON_Delete(call(s.port, "POST", "/v1/load_lora_adapter", body, &st));
+  cr_expect_eq(st, 400, "loaded twice");
+  cr_expect_lt(served_vs(&s, "v3", v3), 1e-3, "the adapter's answer is not v3's");
+  cr_expect_lt(served_vs(&s, "m", s.model), 1e-3, "the served model's answer is not the base's");
+  cr_expect_gt(served_vs(&s, "v3", s.model), 1e-3, "v3 answered as the base");
+  a = lt_test_http(s.port, "POST", "/v1/unload_lora_adapter", "{\"lora_name\": \"v3\"}");
+  cr_assert(a && atoi(a + 9) == 200, "%s", a ? a : "");
+  free(a);
+  cJSON_Delete(call(s.port, "POST", "/v1/unload_lora_adapter", "{\"lora_name\": \"v3\"}", &st));
+  cr_expect_eq(st, 404);
+  cJSON_Delete(call(s.port, "POST", "/v1/load_lora_adapter", "{\"lora_name\": \"x\"}", &st));
+  cr_expect_eq(st, 400, "no lora_path");
+  serve_stop(&s);
+}

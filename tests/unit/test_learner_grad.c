@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner/lora.h"
 #include "learner/model.h"
 #include "learner/ops.h"
 #include "util/error.h"
@@ -382,3 +383,58 @@ Test(learner_grad, keep_sampling_mask_values) {
     if (i != 7) cr_assert(fabsf(o.logprobs[i] - full[i]) > 1e-4f, "T = 0.5 changes the logprob at %d", i);
   lt_model_free(m);
 }
+
+/* ---- LoRA adapters (learner/lora.h) ---- */
+
+/* The adapters' gradients by finite differences on the tiny model, whose layers 0 and 2 are MoE (the experts'
+ * projections adapted) and layer 1 dense, every projection adapted: the base keeps no gradient (frozen), and each
+ * adapter tensor's directional derivative matches.  B is random so that A's gradient is not zero. */
+static void lora_fd(int critic) {
+  lt_model_t *m = tiny(1, 0, critic);
+  lt_lora_cfg_t lc = {.rank = 3, .alpha = 6, .targets = 0x7f, .init_seed = 5};
+  lt_lora_t *l;
+  cr_assert_eq(lt_lora_create(m, &lc, &l), 0, "%s", lt_error_msg());
+  lt_rng_t r;
+  lt_rng_seed(&r, 12);
+  fill(l->params, (int)l->nparams, &r, 0.3f);
+  lt_model_attach_lora(m, l);
+  cr_assert_eq(lt_model_train_alloc(m, 64, 32), 0);
+  cr_assert_null(m->grads, "the base keeps no gradient");
+  float c[12];
+  fill(c, 12, &r, 1);
+  uint16_t route[12 * 3 * 2];
+  objective(m, c, critic, NULL);
+  capture_routing(m, route);
+  lt_model_zero_grad(m);
+  cr_assert_eq(lt_model_backward(m, critic ? NULL : c, critic ? c : NULL), 0, "%s", lt_error_msg());
+  const float e = 1e-3f; /* a fourth-order difference: rounding and curvature both small */
+  float *dir = malloc(sizeof(float) * l->nparams), *saved = malloc(sizeof(float) * l->nparams);
+  memcpy(saved, l->params, sizeof(float) * l->nparams);
+  for (int t = 0; t < l->ntensors; t++) {
+    const lt_tensor_t *tt = &l->tensors[t];
+    size_t n = (size_t)tt->rows * tt->cols;
+    /* Along the gradient (scaled to unit RMS): a small gradient's signal stands above float rounding too. */
+    double an = 0, f[4], g2 = 0;
+    for (size_t i = 0; i < n; i++) g2 += (double)l->grads[tt->offset + i] * l->grads[tt->offset + i];
+    if (g2 > 0)
+      for (size_t i = 0; i < n; i++) dir[i] = (float)(l->grads[tt->offset + i] / sqrt(g2 / (double)n));
+    else
+      fill(dir, (int)n, &r, 1);
+    for (size_t i = 0; i < n; i++) an += (double)l->grads[tt->offset + i] * dir[i];
+    for (int k = 0; k < 4; k++) { /* at -2e, -e, +e, +2e */
+      float h = e * (k < 2 ? k - 2 : k - 1);
+      for (size_t i = 0; i < n; i++) l->params[tt->offset + i] = saved[tt->offset + i] + h * dir[i];
+      f[k] = objective(m, c, critic, route);
+    }
+    memcpy(l->params + tt->offset, saved + tt->offset, sizeof(float) * n);
+    /* An expert no token was routed to has none; every other module has one. */
+    if (!strstr(tt->name, ".experts.")) cr_expect(an != 0, "%s: a zero gradient", tt->name);
+    expect_close(an, (8 * (f[2] - f[1]) - (f[3] - f[0])) / (12 * e), 1e-2, 5e-4, tt->name, t);
+  }
+  free(dir);
+  free(saved);
+  lt_model_free(m);
+}
+
+Test(learner_grad, lora_adapters_dense_and_moe) { lora_fd(0); }
+Test(learner_grad, lora_critic_adapters_and_score_head) { lora_fd(1); }

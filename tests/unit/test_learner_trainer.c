@@ -663,3 +663,106 @@ Test(learner_trainer, learner_cpus_pin_the_step_and_its_blas_threads) {
   cr_expect(CPU_EQUAL(&after.set, &mine.set), "the test's own thread moved");
   lt_trainer_free(p.tr);
 }
+
+/* ---- LoRA (learner.lora, learner/lora.h) ---- */
+
+static lt_trainer_cfg_t lora_cfg(lt_objective obj) {
+  lt_trainer_cfg_t c = toy_cfg(obj);
+  c.lora = c.critic_lora = (lt_lora_cfg_t){.rank = 4, .alpha = 8, .targets = 0x7f, .init_seed = 1};
+  c.actor_opt.lr = 1e-2f; /* adapters take a larger rate than full training */
+  return c;
+}
+
+/* Every objective moves the policy through its adapters alone: the base stays bit for bit, the optimizer holds
+ * moments for the adapters only (the policy's and the critic's). */
+static void lora_improves(lt_objective obj, int group) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = lora_cfg(obj);
+  c.loss.group_adv = group;
+  lt_model_t *m = toy_model(3);
+  float *base = malloc(sizeof(float) * m->nparams);
+  memcpy(base, m->params, sizeof(float) * m->nparams);
+  lt_trainer_t *tr;
+  cr_assert_eq(lt_trainer_create(&c, m, NULL, NULL, &tr), 0, "%s", lt_error_msg());
+  lt_model_t *p = lt_trainer_policy(tr);
+  cr_assert_not_null(p->lora);
+  double before = preference(tr, &t);
+  cr_assert_eq(before, t.lp[1 * L + 2] - t.lp[0 * L + 2]);
+  lt_step_stats_t st;
+  for (int i = 0; i < 30; i++) {
+    toy_rollout(&t, lt_trainer_policy(tr));
+    cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
+    cr_assert(isfinite(st.actor_loss) && st.actor_grad_norm > 0);
+  }
+  double after = preference(tr, &t);
+  cr_assert_gt(after, before + 1.0, "%s: log p(5)/p(7) %.3f -> %.3f", lt_objective_name(obj), before, after);
+  cr_assert_eq(memcmp(p->params, base, sizeof(float) * p->nparams), 0, "the base moved");
+  cr_assert_null(p->grads, "the base has no gradient buffer");
+  size_t adapters = p->lora->nparams;
+  if (!group) adapters += p->lora->nparams + (size_t)p->cfg.hidden; /* the critic's, with its score head */
+  cr_assert_eq(lt_trainer_optim_bytes(tr), 2 * sizeof(float) * adapters, "optimizer state beyond the adapters");
+  lt_trainer_free(tr);
+  free(base);
+}
+
+Test(learner_trainer, lora_mispo_trains_the_adapters_alone) { lora_improves(LT_OBJ_MISPO, 0); }
+Test(learner_trainer, lora_ppo_trains_the_adapters_alone) { lora_improves(LT_OBJ_PPO, 0); }
+Test(learner_trainer, lora_grpo_trains_the_adapters_alone) { lora_improves(LT_OBJ_GRPO, 1); }
+Test(learner_trainer, lora_gspo_trains_the_adapters_alone) { lora_improves(LT_OBJ_GSPO, 0); }
+Test(learner_trainer, lora_tis_trains_the_adapters_alone) { lora_improves(LT_OBJ_TIS, 0); }
+
+/* With adapters the KL reference is the base, adapters off, with no second model: the same numbers as a trainer
+ * given the base as its reference model, to the bit. */
+Test(learner_trainer, lora_kl_reference_is_the_base) {
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = lora_cfg(LT_OBJ_MISPO);
+  c.loss.kl_coef = 0.5f;
+  lt_trainer_t *a, *b;
+  c.ref_base = 1;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &a), 0, "%s", lt_error_msg());
+  c.ref_base = 0;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, toy_model(3), &b), 0, "%s", lt_error_msg());
+  lt_step_stats_t sa, sb;
+  for (int i = 0; i < 4; i++) {
+    toy_rollout(&t, lt_trainer_policy(a));
+    cr_assert_eq(lt_trainer_step(a, &t.b, &sa), 0, "%s", lt_error_msg());
+    cr_assert_eq(lt_trainer_step(b, &t.b, &sb), 0, "%s", lt_error_msg());
+    cr_assert_eq(sa.kl_ref, sb.kl_ref, "step %d: KL %g vs %g", i, sa.kl_ref, sb.kl_ref);
+    cr_assert_eq(sa.actor_loss, sb.actor_loss);
+  }
+  cr_assert_gt(sa.kl_ref, 0, "the adapted policy moved away from its base");
+  lt_trainer_free(a);
+  lt_trainer_free(b);
+}
+
+/* A LoRA trainer's state (base, adapters, their moments) resumes to the bit-identical next step. */
+Test(learner_trainer, lora_resume_reproduces_the_next_step) {
+  char *dir = lt_test_tmpdir("trainer-lora");
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = lora_cfg(LT_OBJ_MISPO);
+  lt_trainer_t *a, *b;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &a), 0);
+  lt_step_stats_t s1, s2;
+  for (int i = 0; i < 3; i++) {
+    toy_rollout(&t, lt_trainer_policy(a));
+    cr_assert_eq(lt_trainer_step(a, &t.b, &s1), 0);
+  }
+  cr_assert_eq(lt_trainer_save(a, dir), 0, "%s", lt_error_msg());
+  toy_rollout(&t, lt_trainer_policy(a));
+  cr_assert_eq(lt_trainer_step(a, &t.b, &s1), 0);
+  c.lora.init_seed = 99; /* another initialisation, restored from the checkpoint */
+  c.critic_lora.init_seed = 99;
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &b), 0);
+  cr_assert_eq(lt_trainer_load(b, dir), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_trainer_step(b, &t.b, &s2), 0);
+  cr_assert_eq(s1.actor_loss, s2.actor_loss);
+  cr_assert_eq(s1.critic_loss, s2.critic_loss);
+  lt_lora_t *la = lt_trainer_policy(a)->lora, *lb = lt_trainer_policy(b)->lora;
+  cr_assert_eq(memcmp(la->params, lb->params, sizeof(float) * la->nparams), 0, "adapters differ after the resumed step");
+  lt_trainer_free(a);
+  lt_trainer_free(b);
+  lt_test_rmdir(dir);
+}
