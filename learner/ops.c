@@ -336,19 +336,31 @@ typedef struct {
   atomic_int next;
 } att_job_t;
 
+/* Where task (query block i0, head h) reads and writes: nb query rows from position p0 against ns keys from klo;
+ * qoff is its offset in q, out and dout (ldq apart), koff in k and v (ldk apart, its KV head). */
+typedef struct {
+  int nb, p0, klo, ns, ldq, ldk;
+  size_t qoff, koff;
+} att_block_t;
+
+static att_block_t att_block(const att_job_t *j, int i0, int h) {
+  att_block_t b = {.nb = j->T - i0 < ATT_BR ? j->T - i0 : ATT_BR, .p0 = j->S - j->T + i0, .ldq = j->H * j->hd,
+                   .ldk = j->KV * j->hd};
+  b.klo = key_lo(b.p0, j->window);
+  b.ns = b.p0 + b.nb - b.klo;
+  b.qoff = (size_t)i0 * b.ldq + (size_t)h * j->hd;
+  b.koff = (size_t)b.klo * b.ldk + (size_t)(h / (j->H / j->KV)) * j->hd;
+  return b;
+}
+
 /* One (query block, head) of the forward, P its score block. */
 static void att_fwd_task(const att_job_t *j, int i0, int h, float *P) {
-  float scale = 1.0f / sqrtf((float)j->hd);
-  int T = j->T, S = j->S, H = j->H, hd = j->hd, window = j->window, group = H / j->KV, ldq = H * hd,
-      ldk = j->KV * hd;
-  int nb = T - i0 < ATT_BR ? T - i0 : ATT_BR;
-  int p0 = S - T + i0, p1 = p0 + nb - 1;
-  int klo = key_lo(p0, window), ns = p1 - klo + 1;
-  int kh = h / group;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, scale, j->q + (size_t)i0 * ldq + h * hd, ldq,
-              j->k + (size_t)klo * ldk + kh * hd, ldk, 0.0f, P, ns);
-  for (int r = 0; r < nb; r++) {
-    int p = p0 + r, lo = key_lo(p, window) - klo, hi = p - klo;
+  att_block_t b = att_block(j, i0, h);
+  int ns = b.ns, hd = j->hd;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b.nb, ns, hd, 1.0f / sqrtf((float)hd), j->q + b.qoff, b.ldq,
+              j->k + b.koff, b.ldk, 0.0f, P, ns);
+  for (int r = 0; r < b.nb; r++) {
+    int p = b.p0 + r, lo = key_lo(p, j->window) - b.klo, hi = p - b.klo;
     float *row = P + (size_t)r * ns;
     float m = -FLT_MAX;
     for (int x = lo; x <= hi; x++)
@@ -360,29 +372,24 @@ static void att_fwd_task(const att_job_t *j, int i0, int h, float *P) {
     for (int x = hi + 1; x < ns; x++) row[x] = 0;
     float inv = (float)(1.0 / sum);
     for (int x = lo; x <= hi; x++) row[x] *= inv;
-    if (j->lse) j->lse[(size_t)(i0 + r) * H + h] = m + (float)log(sum);
+    if (j->lse) j->lse[(size_t)(i0 + r) * j->H + h] = m + (float)log(sum);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, ns, 1.0f, P, ns, j->v + (size_t)klo * ldk + kh * hd,
-              ldk, 0.0f, j->out + (size_t)i0 * ldq + h * hd, ldq);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b.nb, hd, ns, 1.0f, P, ns, j->v + b.koff, b.ldk, 0.0f,
+              j->out + b.qoff, b.ldq);
 }
 
 /* One head h over query block i0 of the backward, P and dP its score blocks. */
 static void att_bwd_task(const att_job_t *j, int i0, int h, float *P, float *dP) {
+  att_block_t b = att_block(j, i0, h);
   float scale = 1.0f / sqrtf((float)j->hd);
-  int T = j->T, S = j->S, H = j->H, hd = j->hd, window = j->window, group = H / j->KV, ldq = H * hd,
-      ldk = j->KV * hd;
-  int nb = T - i0 < ATT_BR ? T - i0 : ATT_BR;
-  int p0 = S - T + i0, p1 = p0 + nb - 1;
-  int klo = key_lo(p0, window), ns = p1 - klo + 1;
-  int kh = h / group;
-  const float *qb = j->q + (size_t)i0 * ldq + h * hd, *dob = j->dout + (size_t)i0 * ldq + h * hd;
-  const float *kb = j->k + (size_t)klo * ldk + kh * hd, *vb = j->v + (size_t)klo * ldk + kh * hd;
+  int nb = b.nb, ns = b.ns, hd = j->hd, ldq = b.ldq, ldk = b.ldk;
+  const float *qb = j->q + b.qoff, *dob = j->dout + b.qoff, *kb = j->k + b.koff, *vb = j->v + b.koff;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, scale, qb, ldq, kb, ldk, 0.0f, P, ns);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, ns, hd, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, ns);
   for (int r = 0; r < nb; r++) {
-    int p = p0 + r, lo = key_lo(p, window) - klo, hi = p - klo;
-    float L = j->lse[(size_t)(i0 + r) * H + h];
-    const float *o = j->o + (size_t)(i0 + r) * ldq + h * hd, *d = dob + (size_t)r * ldq;
+    int p = b.p0 + r, lo = key_lo(p, j->window) - b.klo, hi = p - b.klo;
+    float L = j->lse[(size_t)(i0 + r) * j->H + h];
+    const float *o = j->o + b.qoff + (size_t)r * ldq, *d = dob + (size_t)r * ldq;
     float Di = 0;
     for (int x = 0; x < hd; x++) Di += d[x] * o[x];
     float *pr = P + (size_t)r * ns, *dr = dP + (size_t)r * ns;
@@ -392,12 +399,9 @@ static void att_bwd_task(const att_job_t *j, int i0, int h, float *P, float *dP)
     for (int x = hi + 1; x < ns; x++) pr[x] = dr[x] = 0;
   }
   /* dq = dS·K (overwrites), dk += dSᵀ·Q, dv += Pᵀ·dO */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, ns, 1.0f, dP, ns, kb, ldk, 0.0f,
-              j->dq + (size_t)i0 * ldq + h * hd, ldq);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, dP, ns, qb, ldq, 1.0f,
-              j->dk + (size_t)klo * ldk + kh * hd, ldk);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, P, ns, dob, ldq, 1.0f,
-              j->dv + (size_t)klo * ldk + kh * hd, ldk);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, ns, 1.0f, dP, ns, kb, ldk, 0.0f, j->dq + b.qoff, ldq);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, dP, ns, qb, ldq, 1.0f, j->dk + b.koff, ldk);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, hd, nb, 1.0f, P, ns, dob, ldq, 1.0f, j->dv + b.koff, ldk);
 }
 
 /* The tasks a part claims; part 0 works in the caller's scratch, the others in their own (without one, a part
@@ -411,7 +415,8 @@ static void att_part(att_job_t *j, int i, int backward) {
       continue;
     }
     for (int i0 = 0; i0 < j->T; i0 += ATT_BR)
-      for (int h = t * group; h < (t + 1) * group; h++) att_bwd_task(j, i0, h, scratch, scratch + (size_t)ATT_BR * j->S);
+      for (int h = t * group; h < (t + 1) * group; h++)
+        att_bwd_task(j, i0, h, scratch, scratch + (size_t)ATT_BR * j->S);
   }
   if (i != 0) free(scratch);
 }
