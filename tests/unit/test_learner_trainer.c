@@ -665,6 +665,7 @@ Test(learner_trainer, learner_cpus_pin_the_step_and_its_threads) {
   cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &p.tr), 0, "%s", lt_error_msg());
   toy_rollout(&t, lt_trainer_policy(p.tr));
   cr_assert_eq(lt_cpus_get_self(&mine), 0);
+  lt_ops_blas_threads(2); /* threads started before, here, unpinned: the step must move them */
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, pin_step, &p), 0);
   pthread_join(th, NULL);
