@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,19 +47,29 @@ static inline double bench_run_cpu(char *const argv[], const char *out, double *
 
 static inline double bench_run(char *const argv[], const char *out) { return bench_run_cpu(argv, out, NULL); }
 
-/* CPU seconds the whole machine has been busy (user, nice, system, irq,
- * softirq from /proc/stat: idle, iowait and steal left out), or -1.  Whole
- * machine, because a round trip's work is spread over processes, their
- * threads and the kernel's; benchmarks run on an otherwise idle machine. */
-static inline double bench_cpu_busy_s(void) {
+/* CPU seconds the whole machine (cpu -1), or CPU number cpu, has been busy (user, nice, system, irq, softirq from
+ * /proc/stat: idle, iowait and steal left out), or -1.  Whole machine, because a round trip's work is spread over
+ * processes, their threads and the kernel's; one CPU, for what was pinned there (learner.cpus, workers.cpus);
+ * benchmarks run on an otherwise idle machine. */
+static inline double bench_cpu_busy(int cpu) {
   FILE *f = fopen("/proc/stat", "r");
   if (!f) return -1;
+  char line[512], want[32];
+  snprintf(want, sizeof want, cpu < 0 ? "cpu " : "cpu%d ", cpu);
   unsigned long long user, nice, sys, idle, iowait, irq, softirq;
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq, &softirq);
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, want, strlen(want))) {
+      n = sscanf(line + strlen(want), "%llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq,
+                 &softirq);
+      break;
+    }
   fclose(f);
   if (n != 7) return -1;
   return (double)(user + nice + sys + irq + softirq) / (double)sysconf(_SC_CLK_TCK);
 }
+
+static inline double bench_cpu_busy_s(void) { return bench_cpu_busy(-1); }
 
 static inline int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -10,6 +10,7 @@
 #include "bench/bench.h"
 #include "infer/engine.h"
 #include "learner/model.h"
+#include "learner/ops.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/time.h"
@@ -109,12 +110,15 @@ int main(void) {
   snprintf(cfgtiny, sizeof cfgtiny, "%s/configs/models/tiny-moe.json", root);
   if (!mkdtemp(tmp)) return 1;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  openblas_set_num_threads((int)cores);
   double g[REPS], s[REPS], dec[REPS], tiny[REPS];
   lt_model_t *m = load_config(cfg10, 1), *mt = load_config(cfgtiny, 1);
   for (int r = 0; r < REPS; r++) {
+    /* Each on every core: the learner as a step sets its threads (learner.threads 0), sgemm on OpenBLAS's own. */
+    lt_ops_blas_threads((int)cores);
     g[r] = learner_gflops(m, 8, 256);
+    openblas_set_num_threads((int)cores);
     s[r] = sgemm_gflops(&m->cfg, 8 * 256);
+    lt_ops_blas_threads((int)cores);
     double fl = 3.0 * 2.0 * (double)lt_model_active_params(&mt->cfg) * 2048;
     tiny[r] = learner_gflops(mt, 8, 256) * 1e9 / fl * 2048; /* tokens/s */
     dec[r] = decode_tps(cfg10, tmp, 8, 32, 64);

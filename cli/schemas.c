@@ -10,6 +10,7 @@
 #include "rollout/schema.h"
 #include "sandbox/schema.h"
 #include "train/schema.h"
+#include "util/cpus.h"
 #include "util/error.h"
 
 const lt_cfg_schema_t *const lt_all_schemas[] = {
@@ -22,7 +23,10 @@ const int lt_all_nschemas = (int)(sizeof lt_all_schemas / sizeof lt_all_schemas[
 int lt_cli_load_config(const char *command, const char *path, const lt_arg_t *sets, lt_config_t *cfg) {
   int rc = lt_config_load(cfg, path, sets ? sets->values : NULL, sets ? sets->nvalues : 0, lt_all_schemas,
                           lt_all_nschemas);
-  if (rc == 0 && ((rc = lt_reward_ranges_check(cfg)) < 0 || (rc = lt_learner_config_check(cfg)) < 0))
+  /* The learner's and the local workers' CPUs: online, and apart. */
+  static const char *const cpu_keys[] = {"learner.cpus", "workers.cpus"};
+  if (rc == 0 && ((rc = lt_reward_ranges_check(cfg)) < 0 || (rc = lt_learner_config_check(cfg)) < 0 ||
+                  (rc = lt_cpus_config_check(cfg, cpu_keys, 2)) < 0))
     lt_config_free(cfg);
   if (rc == 0) return 0;
   if (rc == LT_ECONFIG)

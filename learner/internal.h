@@ -92,6 +92,33 @@ float *lt__proj_matrix(const lt_model_t *m, const lt_layer_w_t *L, int l, lt__pr
 /* The adapter's gradient buffer (lt_model_train_alloc of a model with an adapter: its base keeps none). */
 int lt__lora_train_alloc(lt_model_t *m);
 
+/* ---- the team (learner/pool.c): the learner's threads ---- */
+
+/* Part `part` of `nparts` of some work. */
+typedef void (*lt__team_fn)(void *arg, int part, int nparts);
+/* n threads, the caller included (learner.threads): new ones start from the calling thread, on its CPUs.  n, or
+ * LT_ESYS when a thread could not start (the team keeps those it has). */
+int lt__team_size(int n);
+int lt__team_threads(void);
+/* Pins the team's threads but the caller's (which pins itself). */
+int lt__team_pin(const cpu_set_t *set);
+/* fn(arg, i, n) for each part i of n = lt__team_threads(): part 0 on the calling thread, part i on thread i; returns
+ * when all are done.  Nested inside a part, or while another thread uses the team, the parts run here, in order: the
+ * same parts, so the same results. */
+void lt__team_run(lt__team_fn fn, void *arg);
+/* [*lo, *hi) of part i of n over count items, cut at multiples of align. */
+static inline void lt__team_range(int count, int i, int n, int align, int *lo, int *hi) {
+  int blocks = (count + align - 1) / align;
+  *lo = (int)((long long)blocks * i / n) * align;
+  *hi = (int)((long long)blocks * (i + 1) / n) * align;
+  if (*hi > count) *hi = count;
+  if (*lo > count) *lo = count;
+}
+/* Row-major sgemm, C[M, N] = alpha · op(A) · op(B) + beta · C (ta, tb: transpose A, B), its rows (or columns) split
+ * among the team when it is worth it; each element of C is computed by one thread, the BLAS single-threaded. */
+void lt__gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc);
+
 /* ---- shared by forward.c, backward.c and params.c ---- */
 
 /* Binds m->g's views to m->grads (params.c). */

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "util/cpus.h"
+
 /* The BLAS build and the CPU kernel it picked ("OpenBLAS 0.3.21 ...; core Cooperlake"): bit-identical learner
  * steps need the same one (docs/replay.md). */
 const char *lt_ops_blas(void);
@@ -14,6 +16,12 @@ const char *lt_ops_blas(void);
  * engine in the same process sets its own.  A product split among another number of threads sums in another
  * order: learner.threads is part of what a step's result depends on.  Returns the number in use. */
 int lt_ops_blas_threads(int n);
+/* The same for a learner with learner.cpus (NULL or empty: not pinned, as lt_ops_blas_threads): n threads (0:
+ * every CPU of cpus), the calling thread and the BLAS's pinned to cpus.  The number in use, or LT_ESYS when the
+ * pinning failed (a CPU the process's cgroup does not allow). */
+int lt_ops_blas_pin(int n, const lt_cpus_t *cpus);
+/* The number lt_ops_blas_pin(n, cpus) would use, changing nothing. */
+int lt_ops_threads(int n, const lt_cpus_t *cpus);
 
 /* y[N, out] = x[N, in] · W[out, in]ᵀ  (Hugging Face Linear layout). */
 void lt_linear_forward(float *y, const float *x, const float *W, int N, int in, int out);

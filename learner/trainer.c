@@ -591,9 +591,11 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
 }
 
 int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t *st) {
-  lt_ops_blas_threads(t->cfg.threads);
+  int rc = lt_ops_blas_pin(t->cfg.threads, &t->cfg.cpus);
+  if (rc < 0) return rc;
   work_t w;
-  int k, rc = prepare(t, B, &w, &k, st);
+  int k;
+  rc = prepare(t, B, &w, &k, st);
   if (rc == 0) rc = actor_epoch(t, B, &w, k, st);
   if (rc == 0 && has_critic(t)) rc = critic_epoch(t, B, &w, st);
   if (rc == 0) t->steps++;
@@ -602,9 +604,11 @@ int lt_trainer_step(lt_trainer_t *t, const lt_train_batch_t *B, lt_step_stats_t 
 }
 
 int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_cfg_t *loss, lt_step_stats_t *st) {
-  lt_ops_blas_threads(t->cfg.threads);
+  int rc = lt_ops_blas_pin(t->cfg.threads, &t->cfg.cpus);
+  if (rc < 0) return rc;
   work_t w;
-  int k, rc = prepare(t, B, &w, &k, st);
+  int k;
+  rc = prepare(t, B, &w, &k, st);
   int nml = lt_model_moe_layers(lt_trainer_model_config(t)), K = lt_trainer_model_config(t)->topk;
   acc_t acc = {0};
   for (int j = 0; j < k && rc == 0; j++) {
@@ -623,8 +627,8 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
 }
 
 int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss) {
-  lt_ops_blas_threads(t->cfg.threads);
-  int rc = check_batch(B);
+  int rc = lt_ops_blas_pin(t->cfg.threads, &t->cfg.cpus);
+  if (rc >= 0) rc = check_batch(B);
   if (rc < 0) return rc;
   int N = B->start[B->nseq], n = 0, a, e;
   float *dl = calloc((size_t)N, sizeof(float));

@@ -16,6 +16,7 @@
 #include "learner/lora.h"
 #include "learner/model.h"
 #include "learner/optim.h"
+#include "util/cpus.h"
 
 typedef struct {
   lt_loss_cfg_t loss;
@@ -23,6 +24,7 @@ typedef struct {
   lt_optim_cfg_t actor_opt, critic_opt;
   int group_std;             /* group advantages (loss.group_adv): divide by the group's std */
   int threads;
+  lt_cpus_t cpus;            /* learner.cpus: the CPUs its threads (the BLAS's too) run on; cpus.n 0: not pinned */
   int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h), whose copy of
                                 each model is the authority; the host's is brought up to date where a
                                 checkpoint or a published version reads it (lt_trainer_policy,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "orchestrator/internal.h"
+#include "util/cpus.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -24,6 +25,7 @@ struct lt__spawn {
   lt_daemon_t *d;
   child_t *c;
   int n, stopping, closing;
+  lt_cpus_t cpus; /* workers.cpus */
 };
 
 static void start_child(child_t *c);
@@ -85,7 +87,12 @@ static void start_child(child_t *c) {
     uv_timer_start(&c->restart, on_restart, 50, 0);
     return;
   }
+  /* A child starts on the CPUs of the thread that forks it: the loop's, on workers.cpus for the fork alone. */
+  lt_cpus_t loop_cpus;
+  int moved = c->s->cpus.n && lt_cpus_get_self(&loop_cpus) == 0 && lt_cpus_pin_self(&c->s->cpus) == 0;
+  if (c->s->cpus.n && !moved) LT_WARN("spawn", "%s starts unpinned: workers.cpus: %s", name, lt_error_msg());
   int rc = uv_spawn(&d->loop, &c->proc, &po);
+  if (moved && lt_cpus_pin_self(&loop_cpus) < 0) LT_WARN("spawn", "the loop's CPUs back: %s", lt_error_msg());
   lt__trainer_fork_unlock(d);
   if (fd >= 0) close(fd);
   if (rc != 0) {
@@ -108,9 +115,15 @@ int lt__spawn_start(lt_daemon_t *d, int n) {
     return lt_error_set(LT_ENOMEM, "spawn: out of memory");
   }
   d->spawn = s;
+  lt_cpus_t here;
+  int rc = lt_cpus_config(d->cfg, "workers.cpus", &s->cpus);
+  /* Refused now, not at each start, when this process may not run there (a cgroup's cpuset). */
+  if (rc == 0 && s->cpus.n && (rc = lt_cpus_get_self(&here)) == 0 && (rc = lt_cpus_pin_self(&s->cpus)) == 0)
+    rc = lt_cpus_pin_self(&here);
+  if (rc < 0) return rc == LT_ECONFIG ? rc : lt_error_wrap(LT_ECONFIG, "workers.cpus");
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/logs", d->run_dir);
-  int rc = lt_fs_mkdirs(dir, 0755);
+  rc = lt_fs_mkdirs(dir, 0755);
   if (rc < 0) return rc;
   for (int i = 0; i < n; i++) {
     child_t *c = &s->c[i];

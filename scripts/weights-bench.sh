@@ -5,6 +5,9 @@
 #   bf16              whole bf16 files from the daemon (checkpoint.publish_dtype bf16, publish_deltas false)
 #   bf16_delta        bf16 + delta.zst against the version before (publish_deltas true)
 #   bf16_delta_cache  the same through an nginx proxy_cache as the workers' mirror (transport.weights_mirrors)
+#   lora_delta        learner.lora (rank WB_LORA_RANK, all-linear) on the frozen base, each version the merged model
+#                     as bf16 + delta.zst (checkpoint.lora_publish merged: the weights server carries whole models,
+#                     not adapters); skipped by a build without learner.lora
 # Topology, all inside this machine: a bridge in the root namespace; the daemon, the cache and each worker in a
 # network namespace of their own with a veth link to it, addresses in 10.241.0.0/24 (which only these namespaces
 # hold). Shaped with tc: the daemon's outgoing link and each worker's incoming link at WB_RATE (its one NIC), the
@@ -16,7 +19,7 @@
 # Needs root (ip netns, tc); one JSON line per mode in build/weights-bench/results.jsonl, a table at the end.
 #   WB_WORKERS=64 WB_VERSIONS=10 WB_MODEL=configs/models/moe-100m.json WB_RATE=1gbit WB_CACHE_RATE=10gbit
 #   WB_DELAY=0.5ms (needs sch_netem; skipped when the kernel lacks it) WB_GAP_S=5 WB_MODES="fp32 bf16 ..."
-#   WB_TIMEOUT_S=900 (per mode), LT_BIN=bin/longtail
+#   WB_TIMEOUT_S=900 (per mode), WB_LORA_RANK=8, LT_BIN=bin/longtail
 set -u
 cd "$(dirname "$0")/.."
 BIN=${LT_BIN:-$PWD/bin/longtail}
@@ -27,7 +30,8 @@ RATE=${WB_RATE:-1gbit}
 CACHE_RATE=${WB_CACHE_RATE:-10gbit}
 DELAY=${WB_DELAY:-0.5ms}
 GAP=${WB_GAP_S:-5}
-MODES=${WB_MODES:-fp32 bf16 bf16_delta bf16_delta_cache}
+MODES=${WB_MODES:-fp32 bf16 bf16_delta bf16_delta_cache lora_delta}
+LORA_RANK=${WB_LORA_RANK:-8}
 TIMEOUT=${WB_TIMEOUT_S:-900}
 OUT=$PWD/build/weights-bench
 NET=10.241.0
@@ -103,9 +107,10 @@ setup_net() {
 daemon_bytes() { ip netns exec "$TAG-d" cat "/sys/class/net/${TAG}pd/statistics/tx_bytes"; }
 
 config() { # FILE MODE
-  python3 - "$@" "$MODEL" "$W" "$GAP" "$NET" <<'EOF'
+  python3 - "$@" "$MODEL" "$W" "$GAP" "$NET" "$LORA_RANK" <<'EOF'
 import json, sys
 path, mode, model, w, gap, net = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+lora_rank = int(sys.argv[7])
 batch = max(4, (w + 3) // 4 * 4)  # one trajectory per worker per step, whole groups of 4
 c = {"run": {"seed": 3}, "model": {"init": model},
      "envs": {"arith": {"type": "arith", "params": {"digits_min": 1, "digits_max": 2, "ops": ["+"]}}},
@@ -124,10 +129,13 @@ c = {"run": {"seed": 3}, "model": {"init": model},
                    "weights_port": 8080, "weights_bind": net + ".2", "weights_host": net + ".2",
                    "weights_serve": "all"},
      "checkpoint": {"every": 0, "publish_dtype": "fp32" if mode == "fp32" else "bf16",
-                    "publish_deltas": mode.startswith("bf16_delta")},
+                    "publish_deltas": "delta" in mode},
      "eval": {"every": 0}, "monitor": {"progress": "off", "plot": False}}
 if mode == "bf16_delta_cache":
     c["transport"]["weights_mirrors"] = ["http://%s.3:8080/weights" % net]
+if mode == "lora_delta":
+    c["learner"]["lora"] = {"rank": lora_rank, "alpha": 32, "targets": ["all-linear"]}
+    c["checkpoint"]["lora_publish"] = "merged"
 json.dump(c, open(path, "w"), indent=1)
 EOF
 }
@@ -171,6 +179,9 @@ run_mode() { # MODE
   local mode=$1 dir=$OUT/$1
   rm -rf "$dir"; mkdir -p "$dir"
   config "$dir/cfg.json" "$mode"
+  if [ "$mode" = lora_delta ] && ! "$BIN" config --set learner.lora.rank=8 > /dev/null 2>&1; then
+    printf '{"mode": "%s", "skipped": "this build has no learner.lora (issue 43)"}\n' "$mode" | tee -a "$OUT/results.jsonl"; return
+  fi
   if [ "$mode" = bf16_delta_cache ]; then
     [ -x /usr/sbin/nginx ] || { printf '{"mode": "%s", "skipped": "nginx is not installed (scripts/deps.sh)"}\n' "$mode" | tee -a "$OUT/results.jsonl"; return; }
     start_nginx "$dir/nginx"

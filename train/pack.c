@@ -72,6 +72,7 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
     tc->loss.clip_lo = tc->loss.clip_hi = (float)lt_config_num(c, "learner.grpo.epsilon");
   }
   tc->threads = (int)lt_config_int(c, "learner.threads");
+  if (lt_cpus_config(c, "learner.cpus", &tc->cpus) < 0) return LT_ECONFIG;
   lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
   tc->actor_opt.lr = (float)lt_config_num(c, "learner.lr");
   tc->actor_opt.warmup = (int)lt_config_int(c, "learner.warmup_steps");

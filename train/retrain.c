@@ -178,7 +178,9 @@ int lt_retrain_follow(const lt_retrain_opts_t *o) {
  * machine may not have). */
 static void warn_blas(lt_buffer_t *src, const lt_config_t *cfg) {
   char *blas = lt_buffer_meta_get(src, "learner_blas"), mine[640];
-  snprintf(mine, sizeof mine, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(cfg, "learner.threads")));
+  lt_cpus_t cpus;
+  lt_cpus_config(cfg, "learner.cpus", &cpus); /* checked when the config was loaded */
+  snprintf(mine, sizeof mine, "%s; %d threads", lt_ops_blas(), lt_ops_threads((int)lt_config_int(cfg, "learner.threads"), &cpus));
   if (blas && strcmp(blas, mine))
     LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
                        "(OPENBLAS_CORETYPE picks a kernel, learner.threads the threads)", blas, mine);

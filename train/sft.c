@@ -312,6 +312,10 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   lt_chat_template_t *tmpl = NULL;
   lt_trainer_t *tr = NULL;
   pack_t all = {0}, p = {0};
+  /* The daemon's warm start runs on its loop's thread, which learner.cpus must not leave pinned: its CPUs back at
+   * the end. */
+  lt_cpus_t caller;
+  int restore = lt_cpus_get_self(&caller) == 0;
   int rc = lt_model_load(o->in_dir, &policy);
   if (rc == 0) rc = lt_tokenizer_for_model(o->in_dir, policy->cfg.vocab, &tok);
   /* Demonstrations in the format the agent loop prompts the policy in: the checkpoint's own chat template. */
@@ -326,6 +330,7 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
     goto out;
   }
   lt_trainer_cfg_t tc = {.actor_minibatches = 1, .critic_minibatches = 1, .threads = (int)lt_config_int(cfg, "learner.threads")};
+  if ((rc = lt_cpus_config(cfg, "learner.cpus", &tc.cpus)) < 0) goto out;
   lt_loss_cfg_default(&tc.loss, LT_OBJ_GRPO); /* no critic */
   lt_optim_cfg_default(&tc.actor_opt, LT_OPT_ADAMW);
   tc.actor_opt.lr = (float)lt_config_num(cfg, "sft.lr");
@@ -381,6 +386,7 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
   /* The tuned policy is a model folder like its source: it carries the tokenizer. */
   if (rc == 0) rc = lt_tokenizer_copy_files(o->in_dir, o->out_dir);
 out:
+  if (restore && lt_cpus_pin_self(&caller) < 0) LT_WARN("sft", "the caller's CPUs back: %s", lt_error_msg());
   pack_free(&all);
   pack_free(&p);
   lt_trainer_free(tr);

@@ -269,7 +269,9 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   /* What retrain needs to reproduce the steps bit for bit besides the data (a resume on another machine records
    * its own). */
   char blas[640];
-  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_blas_threads((int)lt_config_int(c, "learner.threads")));
+  lt_cpus_t cpus;
+  lt_cpus_config(c, "learner.cpus", &cpus); /* checked when the config was loaded */
+  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_threads((int)lt_config_int(c, "learner.threads"), &cpus));
   if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", blas);
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);
@@ -502,7 +504,9 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   }
   if (b.values && (rc = lt__token_values_store(l->buf, &p, &tv, l->step, 0, l->loss_json)) < 0) goto out;
   l->version++;
+  double tp = lt_time_mono_s();
   if ((rc = publish(l, l->version, r)) < 0) goto out;
+  r->publish_s = lt_time_mono_s() - tp;
   if (l->ckpt_every > 0 && l->step % l->ckpt_every == 0 && (rc = save_full(l)) < 0) goto out;
   double now = lt_time_mono_s();
   r->step = l->step;

@@ -45,6 +45,7 @@ typedef struct {
   char dir[4096], sha[65];   /* the published policy version */
   lt_step_stats_t st;
   double reward_mean, trunc_rate, turns_mean, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
+  double publish_s; /* of step_s: writing the version for the workers (save, SHA-256, delta) */
   double reward_min, reward_max; /* the batch's reward spread (the console's band around reward/mean) */
   int stale_min, stale_max;   /* the batch's staleness spread (the console's band around staleness/mean) */
   int stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, quarantined, max_staleness;

@@ -301,7 +301,7 @@ static int put(cJSON *root, const char *path, cJSON *val) {
   return 0;
 }
 
-static int apply_set(cJSON *root, const char *set) {
+static int apply_set(const lt_config_t *cfg, const char *set) {
   const char *eq = strchr(set, '=');
   if (!eq || eq == set) return lt_error_set(LT_ECONFIG, "--set '%s': expected path=value", set);
   char path[PATH_MAX_LEN];
@@ -310,10 +310,17 @@ static int apply_set(cJSON *root, const char *set) {
   memcpy(path, set, pl);
   path[pl] = 0;
   const char *v = eq + 1;
-  cJSON *val = cJSON_Parse(v);
+  /* The whole value must be JSON ("1-3" is text, not 1); a text key takes it as written (run.name=2024,
+   * learner.cpus=3). */
+  cJSON *val = cJSON_ParseWithOpts(v, NULL, 1);
+  const lt_cfg_entry_t *e = find_entry(cfg->schemas, cfg->nschemas, path);
+  if (val && !cJSON_IsString(val) && e && (e->type == LT_CFG_STR || e->type == LT_CFG_PATH)) {
+    cJSON_Delete(val);
+    val = NULL;
+  }
   if (!val) val = cJSON_CreateString(v);
   if (!val) return lt_error_set(LT_ENOMEM, "--set: out of memory");
-  int rc = put(root, path, val);
+  int rc = put(cfg->root, path, val);
   if (rc < 0) return lt_error_wrap(rc, "--set");
   return 0;
 }
@@ -347,7 +354,7 @@ int lt_config_from_json(lt_config_t *cfg, cJSON *root, const char *const *sets, 
   }
   cfg->root = root;
   int rc = 0;
-  for (int i = 0; i < nsets && rc == 0; i++) rc = apply_set(cfg->root, sets[i]);
+  for (int i = 0; i < nsets && rc == 0; i++) rc = apply_set(cfg, sets[i]);
   if (rc < 0) goto fail;
   rc = validate(cfg, cfg->root, "");
   if (rc < 0) goto fail;

@@ -17,6 +17,7 @@
 #include "proto/proto.h"
 #include "tests/support/harness.h"
 #include "tests/support/live.h"
+#include "util/cpus.h"
 #include "util/error.h"
 #include "util/time.h"
 
@@ -54,7 +55,8 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
   char *m = lt_test_read(p);
   cr_assert(m && strstr(m, "\"mis/token_accept\"") && strstr(m, "\"critic/value_loss\"") &&
-            strstr(m, "\"routing/confidence_learner\""), "metrics.jsonl lacks learner metrics");
+            strstr(m, "\"routing/confidence_learner\"") && strstr(m, "\"learner/publish_s\""),
+            "metrics.jsonl lacks learner metrics");
   free(m);
   lt_test_rmdir(dir);
 }
@@ -621,5 +623,71 @@ Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
   char *dl = lt_test_read(p);
   cr_expect_eq(st, 0, "daemon: exit %d: %s", st, dl ? dl : "");
   free(dl);
+  lt_test_rmdir(dir);
+}
+
+/* Cpus_allowed_list of /proc/PID[/task/TID]/status ("" when gone). */
+static void allowed_cpus(const char *status_path, char out[64]) {
+  char *s = lt_test_read(status_path), *p = s ? strstr(s, "Cpus_allowed_list:") : NULL;
+  out[0] = 0;
+  if (p) sscanf(p + strlen("Cpus_allowed_list:"), " %63s", out);
+  free(s);
+}
+
+/* learner.cpus and workers.cpus (issue 44): the local workers run on workers.cpus with every thread they start, the
+ * learner's threads (the trainer's and its BLAS's) on learner.cpus, and the daemon's loop stays where it was started. */
+Test(pipeline, learner_and_workers_run_on_their_cpus_and_the_loop_stays, .timeout = 120) {
+  lt_cpus_t on, self;
+  lt_cpus_online(&on);
+  if (on.n < 2) cr_skip_test("one CPU online: nothing to pin apart");
+  cr_assert_eq(lt_cpus_get_self(&self), 0);
+  int first = -1, last = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &on.set)) last = c, first = first < 0 ? c : first;
+  char *dir = lt_test_tmpdir("pin"), rd[4200], lset[64], wset[64], l[16], w[16], all[64];
+  snprintf(rd, sizeof rd, "%s/run", dir);
+  snprintf(l, sizeof l, "%d", first);
+  snprintf(w, sizeof w, "%d", last);
+  snprintf(lset, sizeof lset, "learner.cpus=%s", l);
+  snprintf(wset, sizeof wset, "workers.cpus=%s", w);
+  lt_cpus_format(&self, all, sizeof all); /* where the daemon starts: this test's CPUs */
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", lset, "--set", wset,
+                        "--set", "learner.threads=2", "--set", "scheduler.max_tasks=100000", "--set",
+                        "learner.steps=1000", NULL};
+  pid_t d = lt_test_spawn(dir, "daemon", argv);
+  cr_assert_gt(d, 0);
+  cr_assert_geq(lt_test_poll_stat(rd, "learner_step", NULL, 2, 60), 2, "no learner step");
+  char path[256], cpus[64];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)d);
+  allowed_cpus(path, cpus);
+  cr_expect_str_eq(cpus, all, "the daemon's loop was moved");
+  /* Its threads: the trainer's and the BLAS's (learner.threads 2) on learner.cpus, none on workers.cpus. */
+  int on_learner = 0, workers = 0;
+  lt_run_t r;
+  cr_assert_eq(lt_test_sh(&r, 10, "ls /proc/%d/task", (int)d), 0);
+  for (char *t = strtok(r.out, "\n"); t; t = strtok(NULL, "\n")) {
+    snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)d, t);
+    allowed_cpus(path, cpus);
+    on_learner += !strcmp(cpus, l);
+    cr_expect_str_neq(cpus, w, "daemon thread %s runs on workers.cpus", t);
+  }
+  lt_run_free(&r);
+  cr_expect_geq(on_learner, 2, "%d of the daemon's threads on learner.cpus", on_learner);
+  /* The workers: the daemon's children, every thread of theirs. */
+  cr_assert_eq(lt_test_sh(&r, 10, "for p in /proc/[0-9]*; do awk -v d=%d '$4 == d {print $1}' $p/stat 2>/dev/null; done",
+                          (int)d), 0);
+  for (char *c = strtok(r.out, "\n"); c; c = strtok(NULL, "\n")) {
+    lt_run_t tr;
+    cr_assert_eq(lt_test_sh(&tr, 10, "grep -h Cpus_allowed_list /proc/%s/task/*/status | sort -u", c), 0);
+    char want[128];
+    snprintf(want, sizeof want, "Cpus_allowed_list:\t%s\n", w);
+    cr_expect_str_eq(tr.out, want, "worker %s's threads: %s", c, tr.out);
+    workers++;
+    lt_run_free(&tr);
+  }
+  lt_run_free(&r);
+  cr_expect_eq(workers, 2, "%d local workers found", workers);
+  kill(d, SIGTERM);
+  cr_assert_eq(lt_test_wait(d, 60), 0);
   lt_test_rmdir(dir);
 }

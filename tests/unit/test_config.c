@@ -8,8 +8,10 @@
 
 #include "cli/commands.h"
 #include "orchestrator/daemon.h"
+#include "tests/support/harness.h"
 #include "train/internal.h"
 #include "util/config.h"
+#include "util/cpus.h"
 #include "util/error.h"
 
 static int load(const char *json, const char *const *sets, int nsets, lt_config_t *cfg) {
@@ -271,4 +273,60 @@ Test(config, domain_names_are_refused_at_load_unless_labels_and_file_names_take_
   cr_assert_eq(load("{\"envs\": {\"math-hard_2\": {\"type\": \"arith\"}, \"A9\": {\"type\": \"arith\"}}}", NULL, 0, &cfg), 0,
                "%s", lt_error_msg());
   lt_config_free(&cfg);
+}
+
+/* --set takes the whole value as JSON or as text: "12abc" is not 12 (cJSON stops at the first value), and a text key
+ * keeps a number-like value as written (learner.cpus=1, run.name=2024). */
+Test(config, set_values_are_whole_and_text_keys_keep_their_text) {
+  lt_config_t cfg;
+  const char *bad[] = {"scheduler.max_tasks=12abc"};
+  cr_assert_eq(load("{}", bad, 1, &cfg), LT_ECONFIG);
+  cr_expect(strstr(lt_error_msg(), "scheduler.max_tasks: expected integer, got string"), "%s", lt_error_msg());
+  const char *ok[] = {"run.name=2024", "learner.cpus=1", "workers.cpus=0", "scheduler.max_tasks=12"};
+  cr_assert_eq(load("{}", ok, 4, &cfg), 0, "%s", lt_error_msg());
+  cr_expect_str_eq(lt_config_str(&cfg, "run.name"), "2024");
+  cr_expect_str_eq(lt_config_str(&cfg, "learner.cpus"), "1");
+  cr_expect_eq(lt_config_int(&cfg, "scheduler.max_tasks"), 12);
+  lt_config_free(&cfg);
+}
+
+/* learner.cpus and workers.cpus (issue 44): lists as taskset takes them, of CPUs online, disjoint; a config that
+ * breaks one of these is refused when it is loaded, naming the key. */
+Test(config, cpu_lists_are_online_and_disjoint) {
+  static const char *const keys[] = {"learner.cpus", "workers.cpus"};
+  lt_cpus_t on;
+  cr_assert_eq(lt_cpus_online(&on), 0);
+  int last = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &on.set)) last = c;
+  char off[32], both[64], apart[2][32];
+  snprintf(off, sizeof off, "learner.cpus=%d", last + 1);
+  snprintf(both, sizeof both, "{\"learner\": {\"cpus\": \"0-%d\"}, \"workers\": {\"cpus\": \"%d\"}}", last, last);
+  snprintf(apart[0], sizeof apart[0], "learner.cpus=0");
+  snprintf(apart[1], sizeof apart[1], "workers.cpus=%d", last);
+  struct {
+    const char *json, *set, *want;
+  } cases[] = {{"{}", off, "learner.cpus: \""},
+               {both, NULL, "workers.cpus: \""},
+               {"{}", "workers.cpus=1-0", "workers.cpus: \"1-0\" is not a CPU list"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_config_t cfg;
+    cr_assert_eq(load(cases[i].json, &cases[i].set, cases[i].set ? 1 : 0, &cfg), 0, "%s", lt_error_msg());
+    cr_expect_eq(lt_cpus_config_check(&cfg, keys, 2), LT_ECONFIG, "case %zu", i);
+    cr_expect(strstr(lt_error_msg(), cases[i].want), "case %zu: %s", i, lt_error_msg());
+    lt_config_free(&cfg);
+  }
+  /* The loader the commands use refuses it (exit 2), and takes disjoint lists of online CPUs. */
+  char *dir = lt_test_tmpdir("cpus"), path[4200];
+  snprintf(path, sizeof path, "%s/c.json", dir);
+  cr_assert_eq(lt_test_write(path, both), 0);
+  lt_config_t cfg;
+  cr_expect_eq(lt_cli_load_config("config", path, NULL, &cfg), 2);
+  if (last > 0) {
+    const char *sets[] = {apart[0], apart[1]};
+    cr_assert_eq(load("{}", sets, 2, &cfg), 0, "%s", lt_error_msg());
+    cr_expect_eq(lt_cpus_config_check(&cfg, keys, 2), 0, "%s", lt_error_msg());
+    lt_config_free(&cfg);
+  }
+  lt_test_rmdir(dir);
 }

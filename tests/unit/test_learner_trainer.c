@@ -1,7 +1,12 @@
 /* The learner step end to end on a toy bandit: each objective moves the policy
  * toward the rewarded answer, the critic regresses returns, SFT lowers its
  * loss, and a saved trainer resumes to the bit-identical next step. */
+#include <cblas.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -618,6 +623,68 @@ Test(learner_trainer, token_values_do_not_depend_on_splits_or_threads) {
   lt_token_values_free(&vb);
   lt_trainer_free(ta);
   lt_trainer_free(tb);
+}
+
+/* learner.cpus (issue 44): a step pins the thread that runs it and every thread it computes on (learner.threads of
+ * them: the learner's team, or the BLAS's own when the team is one) to those CPUs, and trains there; the thread that
+ * made the trainer is left where it was. */
+typedef struct {
+  lt_trainer_t *tr;
+  toy_t *t;
+  int rc, pinned;
+  lt_cpus_t want, self;
+} pin_run_t;
+
+/* The process's threads whose CPU set is exactly `want` (/proc/self/task lists them all). */
+static int pin_count_threads_on(const cpu_set_t *want) {
+  DIR *d = opendir("/proc/self/task");
+  cr_assert(d, "/proc/self/task: %s", strerror(errno));
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    cpu_set_t s;
+    if (e->d_name[0] != '.' && sched_getaffinity((pid_t)atoi(e->d_name), sizeof s, &s) == 0) n += CPU_EQUAL(&s, want);
+  }
+  closedir(d);
+  return n;
+}
+
+static void *pin_step(void *arg) {
+  pin_run_t *p = arg;
+  lt_step_stats_t st;
+  p->rc = lt_trainer_step(p->tr, &p->t->b, &st);
+  lt_cpus_get_self(&p->self);
+  p->pinned = pin_count_threads_on(&p->want.set);
+  return NULL;
+}
+
+Test(learner_trainer, learner_cpus_pin_the_step_and_its_threads) {
+  lt_cpus_t on, mine, after;
+  cr_assert_eq(lt_cpus_online(&on), 0);
+  if (on.n < 2) cr_skip_test("one CPU online: nothing to pin apart");
+  int last = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &on.set)) last = c;
+  char list[16];
+  snprintf(list, sizeof list, "%d", last);
+  toy_t t;
+  toy_make(&t);
+  lt_trainer_cfg_t c = toy_cfg(LT_OBJ_MISPO);
+  c.threads = 2;
+  cr_assert_eq(lt_cpus_parse(list, &c.cpus), 0);
+  pin_run_t p = {.t = &t, .want = c.cpus};
+  cr_assert_eq(lt_trainer_create(&c, toy_model(3), NULL, NULL, &p.tr), 0, "%s", lt_error_msg());
+  toy_rollout(&t, lt_trainer_policy(p.tr));
+  cr_assert_eq(lt_cpus_get_self(&mine), 0);
+  lt_ops_blas_threads(2); /* threads started before, here, unpinned: the step must move them */
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, pin_step, &p), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(p.rc, 0, "%s", lt_error_msg());
+  cr_expect(CPU_EQUAL(&p.self.set, &c.cpus.set), "the step's thread runs on %d CPUs, not CPU %d alone", p.self.n, last);
+  cr_expect_geq(p.pinned, 2, "%d thread(s) on CPU %d alone: the step's and its other thread", p.pinned, last);
+  cr_assert_eq(lt_cpus_get_self(&after), 0);
+  cr_expect(CPU_EQUAL(&after.set, &mine.set), "the test's own thread moved");
+  lt_trainer_free(p.tr);
 }
 
 /* ---- LoRA (learner.lora, learner/lora.h) ---- */

@@ -10,6 +10,7 @@
 #include "tests/support/harness.h"
 #include "util/buf.h"
 #include "util/config.h"
+#include "util/cpus.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -282,4 +283,36 @@ Test(util, a_refused_lock_names_its_holder) {
   cr_expect_eq(lt_fs_lock_pid(p, &fd2, holder, sizeof holder), 0, "%s", lt_error_msg());
   close(fd2);
   lt_test_rmdir(dir);
+}
+
+/* CPU lists as taskset -c takes them and /sys writes them (learner.cpus, workers.cpus). */
+Test(util, cpu_lists_parse_and_format_like_taskset) {
+  struct {
+    const char *in, *out;
+    int n;
+  } ok[] = {{"0-3,8,10-11", "0-3,8,10-11", 7}, {"0-6:2", "0,2,4,6", 4}, {"5", "5", 1}, {"0-1\n", "0-1", 2},
+            {"3,1,2", "1-3", 3}, {"", "", 0}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    lt_cpus_t c;
+    char back[64];
+    cr_assert_eq(lt_cpus_parse(ok[i].in, &c), 0, "%s: %s", ok[i].in, lt_error_msg());
+    lt_cpus_format(&c, back, sizeof back);
+    cr_expect_str_eq(back, ok[i].out);
+    cr_expect_eq(c.n, ok[i].n, "%s", ok[i].in);
+  }
+  static const char *bad[] = {"1-0", "a", "0,", ",0", "0,,1", "0-", "-1", "0:2", "0-4:0", "0 1", "4096"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lt_cpus_t c;
+    cr_expect_eq(lt_cpus_parse(bad[i], &c), LT_EINVAL, "\"%s\" was taken", bad[i]);
+    cr_expect(strstr(lt_error_msg(), bad[i]), "%s", lt_error_msg());
+  }
+  /* This machine's CPUs online include the one this thread runs on, and pinning to them holds. */
+  lt_cpus_t on, self, back;
+  cr_assert_eq(lt_cpus_online(&on), 0);
+  cr_assert_gt(on.n, 0);
+  cr_assert_eq(lt_cpus_get_self(&self), 0);
+  cr_expect(CPU_ISSET(sched_getcpu(), &on.set));
+  cr_assert_eq(lt_cpus_pin_self(&self), 0);
+  cr_assert_eq(lt_cpus_get_self(&back), 0);
+  cr_expect(CPU_EQUAL(&self.set, &back.set));
 }
