@@ -160,6 +160,7 @@ def shape_sh_upper(rng, repo):
 
 def c_repo(rng, repo, bug_fn, bug_sig, bug_body, hidden_expr, symptom):
     gname, gexpr, garg, gwant = pick(rng, GOOD)
+    gname = "twice" if gname == "double" else gname  # `double` is a C keyword: such a repository does not build
     gexpr = gexpr.replace("//", "/")
     name = pick(rng, MODULES)
     hdr = f"#ifndef {name.upper()}_H\n#define {name.upper()}_H\nint {gname}(int v);\n{bug_sig};\n#endif\n"

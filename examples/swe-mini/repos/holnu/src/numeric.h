@@ -1,5 +1,5 @@
 #ifndef NUMERIC_H
 #define NUMERIC_H
-int double(int v);
+int twice(int v);
 int greater(int m, int n);
 #endif

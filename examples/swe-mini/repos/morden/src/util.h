@@ -1,5 +1,5 @@
 #ifndef UTIL_H
 #define UTIL_H
-int double(int v);
+int twice(int v);
 int dist0(int val);
 #endif

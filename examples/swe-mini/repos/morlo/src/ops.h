@@ -1,5 +1,5 @@
 #ifndef OPS_H
 #define OPS_H
-int double(int v);
+int twice(int v);
 int sum_all(const int *a, int num);
 #endif
