@@ -23,7 +23,8 @@
  * enum, TC_x / PC_x), the migrations (ALTER TABLE for a column newer than the file) and the reads of an older file
  * (NULL for a column it does not have yet) are all generated from these lists: a new column is one entry here, its
  * bind in lt_buffer_traj_insert and its read in lt_buffer_traj_load (buffer/round_trips_every_column checks each). */
-/* clang-format off (a table) */
+/* A table (clang-format leaves it as written): */
+/* clang-format off */
 #define TRAJ_COLUMNS(X)                                                                                             \
   X(group_id, "INTEGER NOT NULL", 1) X(domain, "TEXT NOT NULL", 1) X(status, "TEXT NOT NULL", 1)                  \
   X(traj_status, "TEXT NOT NULL", 1) X(reward, "REAL", 1) X(components, "TEXT NOT NULL", 1)                       \
