@@ -53,9 +53,18 @@ static void start_one(run_t *r) {
     fprintf(stderr, "bench agent: %s\n", lt_error_msg());
     exit(1);
   }
-  lt_task_t task = {.task_id = (uint64_t)r->started + 1, .group_id = 1, .domain = "arith", .env = "arith", .session = "",
-                    .seed = (int64_t)r->started, .temperature = 1, .top_p = 1, .max_new_tokens = 2 * TOKENS,
-                    .max_turns = 1, .max_context = 4 * TOKENS, .spec = spec};
+  lt_task_t task = {.task_id = (uint64_t)r->started + 1,
+                    .group_id = 1,
+                    .domain = "arith",
+                    .env = "arith",
+                    .session = "",
+                    .seed = (int64_t)r->started,
+                    .temperature = 1,
+                    .top_p = 1,
+                    .max_new_tokens = 2 * TOKENS,
+                    .max_turns = 1,
+                    .max_context = 4 * TOKENS,
+                    .spec = spec};
   lt_agent_t *a;
   r->started++;
   if (lt_agent_start(r->ctx, &task, on_done, r, &a) < 0) {
@@ -76,8 +85,12 @@ static double agent_ns_per_token(void) {
   lt_envs_t *envs;
   lt_rewarder_t *rw;
   lt_backend_t *be;
-  lt_backend_opts_t bo = {.kind = "scripted", .mean_tokens = TOKENS, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = SESSIONS, .max_context = 4 * TOKENS};
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .mean_tokens = TOKENS,
+                          .tail_fraction = 0,
+                          .tail_factor = 1,
+                          .max_sessions = SESSIONS,
+                          .max_context = 4 * TOKENS};
   if (lt_envs_create(&cfg, &loop, &envs) < 0 || lt_rewarder_create(&loop, &cfg, &rw) < 0 ||
       lt_backend_create(&loop, &bo, &be) < 0) {
     fprintf(stderr, "bench agent: %s\n", lt_error_msg());
@@ -131,8 +144,10 @@ int main(void) {
     fprintf(stderr, "rep %d: agent loop %.1f ns of CPU per generated token, copying it %.2f ns\n", r, a[r], c[r]);
   }
   double am = bench_median(a, REPS, NULL, NULL), cm = bench_median(c, REPS, NULL, NULL);
-  fprintf(stderr, "agent loop: %.1f ns per token (%d sessions, turns of ~%d tokens, scripted policy answering at once); "
-                  "copying a token into a trajectory: %.2f ns\n", am, SESSIONS, TOKENS, cm);
+  fprintf(stderr,
+          "agent loop: %.1f ns per token (%d sessions, turns of ~%d tokens, scripted policy answering at once); "
+          "copying a token into a trajectory: %.2f ns\n",
+          am, SESSIONS, TOKENS, cm);
   printf("{\"agent_cpu_ns_per_token\": %.4g, \"token_copy_ns\": %.4g}\n", am, cm);
   return 0;
 }

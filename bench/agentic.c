@@ -112,12 +112,38 @@ static int run_mode(const char *bin, const char *dir, const char *warm, const ch
   snprintf(pathset, sizeof pathset, "model.path=%s", warm);
   snprintf(lset, sizeof lset, "learner.cpus=%d", cpus[0]);
   snprintf(wset, sizeof wset, "workers.cpus=%d", cpus[1]);
-  char *argv[] = {(char *)bin, "train", "configs/agentic.json", "--run-dir", rd, "--log-level", "warn",
-                  "--set", seedset, "--set", modeset, "--set", pathset, "--set", "sft.enabled=false",
-                  "--set", "learner.steps=" LEARNER_STEPS, "--set", "eval.every=" EVAL_EVERY,
-                  "--set", "eval.prompts=" EVAL_PROMPTS, "--set", "checkpoint.every=0",
-                  "--set", "monitor.progress=off", "--set", "monitor.plot=false",
-                  split ? "--set" : NULL, lset, "--set", wset, NULL}; /* a shared run's list ends before the CPUs */
+  char *argv[] = {(char *)bin,
+                  "train",
+                  "configs/agentic.json",
+                  "--run-dir",
+                  rd,
+                  "--log-level",
+                  "warn",
+                  "--set",
+                  seedset,
+                  "--set",
+                  modeset,
+                  "--set",
+                  pathset,
+                  "--set",
+                  "sft.enabled=false",
+                  "--set",
+                  "learner.steps=" LEARNER_STEPS,
+                  "--set",
+                  "eval.every=" EVAL_EVERY,
+                  "--set",
+                  "eval.prompts=" EVAL_PROMPTS,
+                  "--set",
+                  "checkpoint.every=0",
+                  "--set",
+                  "monitor.progress=off",
+                  "--set",
+                  "monitor.plot=false",
+                  split ? "--set" : NULL,
+                  lset,
+                  "--set",
+                  wset,
+                  NULL}; /* a shared run's list ends before the CPUs */
   int64_t t0 = lt_time_wall_ms();
   double b0 = split ? bench_cpu_busy(cpus[0]) : 0, b1 = split ? bench_cpu_busy(cpus[1]) : 0;
   if ((r->wall = bench_run(argv, "/dev/null")) < 0) return -1;
@@ -148,7 +174,8 @@ static int run_seed(const char *bin, const char *dir, const char *warm, int i, s
     }
   /* Step 0 evaluates the shared warm start greedily in both modes: one score, one target. */
   if (r[0].v[0] != r[1].v[0])
-    fprintf(stderr, "seed %d: the two modes scored the warm start differently (%.3f, %.3f)\n", 1 + i, r[0].v[0], r[1].v[0]);
+    fprintf(stderr, "seed %d: the two modes scored the warm start differently (%.3f, %.3f)\n", 1 + i, r[0].v[0],
+            r[1].v[0]);
   double target = r[0].v[0] + TARGET_GAIN;
   int reached[2];
   for (int m = 0; m < 2; m++) {
@@ -163,11 +190,12 @@ static int run_seed(const char *bin, const char *dir, const char *warm, int i, s
   fprintf(stderr, "%s seed %d: warm start %.0f%%, target %.0f%%\n", g->cpus[0] >= 0 ? "split" : "shared", 1 + i,
           100 * r[0].v[0], 100 * target);
   for (int m = 0; m < 2; m++)
-    fprintf(stderr,
-            "  %-5s %4.0f s%s (final %.0f%%, %.0f s, %d steps); per step: learner %.1f s (publish %.2f s), wait %.1f s, "
-            "busy CPU: learner's %.1f s, workers' %.1f s\n",
-            modes[m], g->t[m][i], reached[m] ? "" : " (missed)", 100 * g->fin[m][i], g->wall[m][i], r[m].steps,
-            r[m].step_s, r[m].publish_s, r[m].wait_per_step, r[m].busy_learner, r[m].busy_workers);
+    fprintf(
+        stderr,
+        "  %-5s %4.0f s%s (final %.0f%%, %.0f s, %d steps); per step: learner %.1f s (publish %.2f s), wait %.1f s, "
+        "busy CPU: learner's %.1f s, workers' %.1f s\n",
+        modes[m], g->t[m][i], reached[m] ? "" : " (missed)", 100 * g->fin[m][i], g->wall[m][i], r[m].steps, r[m].step_s,
+        r[m].publish_s, r[m].wait_per_step, r[m].busy_learner, r[m].busy_workers);
   return 0;
 }
 
@@ -178,21 +206,24 @@ static void print_setting(setting_t *g, int *first) {
   const char *n = g->name;
   fprintf(stderr, "%s: time to the target, async %.2fx sooner (range %.2f-%.2f, %d of %d seeds)\n",
           n[0] ? "split cores" : "shared cores", speed, lo, hi, g->nsp, SEEDS);
-  printf("%s\"agentic_%stime_to_target_speedup\": %.4g, \"agentic_%stime_to_target_speedup_min\": %.4g, "
-         "\"agentic_%stime_to_target_speedup_max\": %.4g, \"agentic_%sseeds_compared\": %d",
-         *first ? "" : ", ", n, speed, n, lo, n, hi, n, g->nsp);
+  printf(
+      "%s\"agentic_%stime_to_target_speedup\": %.4g, \"agentic_%stime_to_target_speedup_min\": %.4g, "
+      "\"agentic_%stime_to_target_speedup_max\": %.4g, \"agentic_%sseeds_compared\": %d",
+      *first ? "" : ", ", n, speed, n, lo, n, hi, n, g->nsp);
   if (n[0]) printf(", \"agentic_%sruns_missing_target\": %d", n, g->missed);
   static const char *const modes[2] = {"sync", "async"};
   for (int m = 0; m < 2; m++) {
-    printf(", \"agentic_%s%s_time_to_target_s\": %.4g, \"agentic_%s%s_final_success\": %.4g, "
-           "\"agentic_%s%s_wall_s\": %.4g, \"agentic_%s%s_learner_wait_s_per_step\": %.4g",
-           n, modes[m], med(g->t[m]), n, modes[m], med(g->fin[m]), n, modes[m], med(g->wall[m]), n, modes[m],
-           med(g->wait[m]));
+    printf(
+        ", \"agentic_%s%s_time_to_target_s\": %.4g, \"agentic_%s%s_final_success\": %.4g, "
+        "\"agentic_%s%s_wall_s\": %.4g, \"agentic_%s%s_learner_wait_s_per_step\": %.4g",
+        n, modes[m], med(g->t[m]), n, modes[m], med(g->fin[m]), n, modes[m], med(g->wall[m]), n, modes[m],
+        med(g->wait[m]));
     if (n[0])
-      printf(", \"agentic_%s%s_learner_step_s\": %.4g, \"agentic_%s%s_publish_s\": %.4g, "
-             "\"agentic_%s%s_learner_cpu_busy_s_per_step\": %.4g, \"agentic_%s%s_workers_cpu_busy_s_per_step\": %.4g",
-             n, modes[m], med(g->step[m]), n, modes[m], med(g->pub[m]), n, modes[m], med(g->busy_l[m]), n, modes[m],
-             med(g->busy_w[m]));
+      printf(
+          ", \"agentic_%s%s_learner_step_s\": %.4g, \"agentic_%s%s_publish_s\": %.4g, "
+          "\"agentic_%s%s_learner_cpu_busy_s_per_step\": %.4g, \"agentic_%s%s_workers_cpu_busy_s_per_step\": %.4g",
+          n, modes[m], med(g->step[m]), n, modes[m], med(g->pub[m]), n, modes[m], med(g->busy_l[m]), n, modes[m],
+          med(g->busy_w[m]));
   }
   *first = 0;
 }

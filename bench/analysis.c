@@ -49,7 +49,8 @@ int main(void) {
     }
     ts[r] = s, ej_r[r] = n / tj, et_r[r] = n / tt, raw_r[r] = tr > 0 ? n / tr : 0;
     vs[r] = raw_r[r] > 0 ? ej_r[r] / raw_r[r] : 0;
-    fprintf(stderr, "rep %d: stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n",
+    fprintf(stderr,
+            "rep %d: stats %.2f s; export jsonl %.0f traj/s, tokens %.0f traj/s; raw sqlite3 -json scan %.0f rows/s\n",
             r, ts[r], ej_r[r], et_r[r], raw_r[r]);
   }
   lt_fs_remove_tree(dir);
@@ -57,11 +58,12 @@ int main(void) {
   double sm = bench_median(ts, REPS, &sl, &sh), jm = bench_median(ej_r, REPS, &jl, &jh);
   double tm = bench_median(et_r, REPS, &tl, &th), rm = bench_median(raw_r, REPS, NULL, NULL);
   double vm = bench_median(vs, REPS, NULL, NULL);
-  printf("{\"analysis_trajectories\": %ld, \"stats_1m_seconds\": %.4g, \"stats_1m_seconds_min\": %.4g, "
-         "\"stats_1m_seconds_max\": %.4g, \"export_trajectories_per_s\": %.4g, \"export_trajectories_per_s_min\": %.4g, "
-         "\"export_trajectories_per_s_max\": %.4g, \"export_tokens_traj_per_s\": %.4g, "
-         "\"export_tokens_traj_per_s_min\": %.4g, \"export_tokens_traj_per_s_max\": %.4g, "
-         "\"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
-         n, sm, sl, sh, jm, jl, jh, tm, tl, th, rm, vm);
+  printf(
+      "{\"analysis_trajectories\": %ld, \"stats_1m_seconds\": %.4g, \"stats_1m_seconds_min\": %.4g, "
+      "\"stats_1m_seconds_max\": %.4g, \"export_trajectories_per_s\": %.4g, \"export_trajectories_per_s_min\": %.4g, "
+      "\"export_trajectories_per_s_max\": %.4g, \"export_tokens_traj_per_s\": %.4g, "
+      "\"export_tokens_traj_per_s_min\": %.4g, \"export_tokens_traj_per_s_max\": %.4g, "
+      "\"raw_sqlite_json_rows_per_s\": %.4g, \"export_jsonl_vs_raw_sqlite\": %.4g}\n",
+      n, sm, sl, sh, jm, jl, jh, tm, tl, th, rm, vm);
   return 0;
 }

@@ -48,18 +48,19 @@ static int run_mode(const char *bin, const char *dir, const char *mode, int rep,
   char cfg[4200], rd[4200], js[2048];
   snprintf(cfg, sizeof cfg, "%s/cfg.json", dir);
   snprintf(rd, sizeof rd, "%s/%s-%d", dir, mode, rep);
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": %d}, \"model\": {\"init\": \"configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2}}},"
-           " \"learner\": {\"steps\": 16, \"batch\": {\"trajectories\": 32}, \"lr\": 1e-5, \"warmup_steps\": 0, \"threads\": 2,"
-           "   \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"mode\": \"%s\", \"group_size\": 4, \"max_staleness\": 4, \"queue_depth\": 96, \"dynamic_filter\": false},"
-           " \"rollout\": {\"max_new_tokens\": 4096, \"max_turns\": 1, \"max_context\": 8192},"
-           " \"workers\": {\"spawn_local\": 2, \"slots\": 16, \"backend\": \"scripted\","
-           "   \"scripted\": {\"mean_tokens\": 24, \"tail_fraction\": 0.05, \"tail_factor\": 76, \"token_us\": 1000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"}, \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0},"
-           " \"monitor\": {\"progress\": \"off\", \"plot\": false}}",
-           11 + rep, mode);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": %d}, \"model\": {\"init\": \"configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2}}},"
+      " \"learner\": {\"steps\": 16, \"batch\": {\"trajectories\": 32}, \"lr\": 1e-5, \"warmup_steps\": 0, \"threads\": 2,"
+      "   \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"mode\": \"%s\", \"group_size\": 4, \"max_staleness\": 4, \"queue_depth\": 96, \"dynamic_filter\": false},"
+      " \"rollout\": {\"max_new_tokens\": 4096, \"max_turns\": 1, \"max_context\": 8192},"
+      " \"workers\": {\"spawn_local\": 2, \"slots\": 16, \"backend\": \"scripted\","
+      "   \"scripted\": {\"mean_tokens\": 24, \"tail_fraction\": 0.05, \"tail_factor\": 76, \"token_us\": 1000}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"}, \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0},"
+      " \"monitor\": {\"progress\": \"off\", \"plot\": false}}",
+      11 + rep, mode);
   if (lt_fs_write_atomic(cfg, js, strlen(js)) < 0) return -1;
   char *argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--log-level", "warn", NULL};
   if ((r->wall = bench_run(argv, "/dev/null")) < 0) return -1;
@@ -100,9 +101,11 @@ int main(void) {
       fprintf(stderr, "bench async: a run failed (is %s built?); runs kept in %s\n", bin, dir);
       return 1;
     }
-    fprintf(stderr, "rep %d: sync %.1f s (%.2f traj/s, learner idle %.0f%%), async %.1f s (%.2f traj/s, idle %.0f%%, "
-                    "staleness %.2f)\n", i, s[i].wall, s[i].traj_per_s, 100 * s[i].idle, a[i].wall, a[i].traj_per_s,
-            100 * a[i].idle, a[i].stale_mean);
+    fprintf(stderr,
+            "rep %d: sync %.1f s (%.2f traj/s, learner idle %.0f%%), async %.1f s (%.2f traj/s, idle %.0f%%, "
+            "staleness %.2f)\n",
+            i, s[i].wall, s[i].traj_per_s, 100 * s[i].idle, a[i].wall, a[i].traj_per_s, 100 * a[i].idle,
+            a[i].stale_mean);
   }
   lt_fs_remove_tree(dir);
   double sp[REPS], st[REPS], at[REPS], ai[REPS], si[REPS], au[REPS], su[REPS], lo, hi;
@@ -123,13 +126,14 @@ int main(void) {
     for (int k = 0; k < 4; k++) hist[k] += a[i].stale_hist[k] / REPS, shist[k] += s[i].stale_hist[k] / REPS;
   }
   double msm = bench_median(sm, REPS, NULL, NULL), mssm = bench_median(ssm, REPS, NULL, NULL);
-  printf("{\"async_vs_sync_speedup\": %.4g, \"async_vs_sync_speedup_min\": %.4g, \"async_vs_sync_speedup_max\": %.4g, "
-         "\"async_learner_idle_fraction\": %.4g, \"sync_learner_idle_fraction\": %.4g, "
-         "\"async_trajectories_per_s\": %.4g, \"sync_trajectories_per_s\": %.4g, "
-         "\"async_worker_utilisation\": %.4g, \"sync_worker_utilisation\": %.4g, \"async_staleness_mean\": %.4g, "
-         "\"async_staleness_hist\": [%.3f, %.3f, %.3f, %.3f], \"sync_staleness_mean\": %.4g, "
-         "\"sync_staleness_hist\": [%.3f, %.3f, %.3f, %.3f]}\n",
-         speed, lo, hi, mai, msi, ma, ms, mau, msu, msm, hist[0], hist[1], hist[2], hist[3], mssm, shist[0], shist[1],
-         shist[2], shist[3]);
+  printf(
+      "{\"async_vs_sync_speedup\": %.4g, \"async_vs_sync_speedup_min\": %.4g, \"async_vs_sync_speedup_max\": %.4g, "
+      "\"async_learner_idle_fraction\": %.4g, \"sync_learner_idle_fraction\": %.4g, "
+      "\"async_trajectories_per_s\": %.4g, \"sync_trajectories_per_s\": %.4g, "
+      "\"async_worker_utilisation\": %.4g, \"sync_worker_utilisation\": %.4g, \"async_staleness_mean\": %.4g, "
+      "\"async_staleness_hist\": [%.3f, %.3f, %.3f, %.3f], \"sync_staleness_mean\": %.4g, "
+      "\"sync_staleness_hist\": [%.3f, %.3f, %.3f, %.3f]}\n",
+      speed, lo, hi, mai, msi, ma, ms, mau, msu, msm, hist[0], hist[1], hist[2], hist[3], mssm, shist[0], shist[1],
+      shist[2], shist[3]);
   return 0;
 }

@@ -36,7 +36,8 @@ static inline double bench_run_cpu(char *const argv[], const char *out, double *
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     /* Fields 14 and 15 (utime, stime) follow "pid (comm) state" and ten more; comm has no ')' here. */
-    if (!f || fscanf(f, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st_) != 2) ut = st_ = 0;
+    if (!f || fscanf(f, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st_) != 2)
+      ut = st_ = 0;
     if (f) fclose(f);
     *self_cpu = (double)(ut + st_) / (double)sysconf(_SC_CLK_TCK);
   }

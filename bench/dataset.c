@@ -42,8 +42,11 @@ int main(void) {
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) return 1;
   for (long i = 0; i < rows; i++)
-    fprintf(f, "{\"id\": \"q%ld\", \"prompt\": \"Tom has %ld apples and buys 7 more. How many apples does Tom have now?\", "
-               "\"answer\": \"%ld\", \"metadata\": {\"source\": \"synthetic\"}}\n", i, i, i + 7);
+    fprintf(
+        f,
+        "{\"id\": \"q%ld\", \"prompt\": \"Tom has %ld apples and buys 7 more. How many apples does Tom have now?\", "
+        "\"answer\": \"%ld\", \"metadata\": {\"source\": \"synthetic\"}}\n",
+        i, i, i + 7);
   if (fclose(f) != 0) return 1;
   char js[512];
   snprintf(js, sizeof js, "{\"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}}}", path);
@@ -75,9 +78,11 @@ int main(void) {
   double lo, hi, plo, phi, slo, shi;
   double l = bench_median(load, REPS, &lo, &hi), p = bench_median(plain, REPS, &plo, &phi),
          s = bench_median(sample, REPS, &slo, &shi);
-  printf("dataset: %ld rows: load %.2f s (%.2f-%.2f; plain read %.2f s), sample %.1f us (%.1f-%.1f), index +%ld MB\n", rows,
-         l, lo, hi, p, s, slo, shi, rss / 1024);
-  printf("{\"dataset_load_1m_rows_s\": %.3f, \"dataset_plain_read_s\": %.3f, \"dataset_sample_us\": %.2f, "
-         "\"dataset_index_rss_mb\": %ld}\n", l, p, s, rss / 1024);
+  printf("dataset: %ld rows: load %.2f s (%.2f-%.2f; plain read %.2f s), sample %.1f us (%.1f-%.1f), index +%ld MB\n",
+         rows, l, lo, hi, p, s, slo, shi, rss / 1024);
+  printf(
+      "{\"dataset_load_1m_rows_s\": %.3f, \"dataset_plain_read_s\": %.3f, \"dataset_sample_us\": %.2f, "
+      "\"dataset_index_rss_mb\": %ld}\n",
+      l, p, s, rss / 1024);
   return 0;
 }

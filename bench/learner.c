@@ -122,8 +122,8 @@ int main(void) {
     double fl = 3.0 * 2.0 * (double)lt_model_active_params(&mt->cfg) * 2048;
     tiny[r] = learner_gflops(mt, 8, 256) * 1e9 / fl * 2048; /* tokens/s */
     dec[r] = decode_tps(cfg10, tmp, 8, 32, 64);
-    fprintf(stderr, "rep %d: learner %.2f GFLOP/s, sgemm %.2f GFLOP/s, tiny-moe %.0f train tok/s, decode %.0f tok/s\n", r,
-            g[r], s[r], tiny[r], dec[r]);
+    fprintf(stderr, "rep %d: learner %.2f GFLOP/s, sgemm %.2f GFLOP/s, tiny-moe %.0f train tok/s, decode %.0f tok/s\n",
+            r, g[r], s[r], tiny[r], dec[r]);
   }
   lt_model_free(m);
   lt_model_free(mt);
@@ -131,10 +131,11 @@ int main(void) {
   double gl, gh, sl, sh, dl, dh;
   double gm = bench_median(g, REPS, &gl, &gh), sm = bench_median(s, REPS, &sl, &sh);
   double dm = bench_median(dec, REPS, &dl, &dh), tm = bench_median(tiny, REPS, NULL, NULL);
-  printf("{\"cpu_learner_gflops\": %.4g, \"cpu_learner_gflops_min\": %.4g, \"cpu_learner_gflops_max\": %.4g, "
-         "\"openblas_sgemm_gflops\": %.4g, \"openblas_sgemm_gflops_min\": %.4g, \"openblas_sgemm_gflops_max\": %.4g, "
-         "\"cpu_learner_vs_sgemm\": %.4g, \"decode_tokens_per_s\": %.4g, \"decode_tokens_per_s_min\": %.4g, "
-         "\"decode_tokens_per_s_max\": %.4g, \"tiny_moe_train_tokens_per_s\": %.4g, \"learner_threads\": %ld}\n",
-         gm, gl, gh, sm, sl, sh, gm / sm, dm, dl, dh, tm, cores);
+  printf(
+      "{\"cpu_learner_gflops\": %.4g, \"cpu_learner_gflops_min\": %.4g, \"cpu_learner_gflops_max\": %.4g, "
+      "\"openblas_sgemm_gflops\": %.4g, \"openblas_sgemm_gflops_min\": %.4g, \"openblas_sgemm_gflops_max\": %.4g, "
+      "\"cpu_learner_vs_sgemm\": %.4g, \"decode_tokens_per_s\": %.4g, \"decode_tokens_per_s_min\": %.4g, "
+      "\"decode_tokens_per_s_max\": %.4g, \"tiny_moe_train_tokens_per_s\": %.4g, \"learner_threads\": %ld}\n",
+      gm, gl, gh, sm, sl, sh, gm / sm, dm, dl, dh, tm, cores);
   return 0;
 }

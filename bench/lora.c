@@ -62,8 +62,14 @@ static lt_train_batch_t batch(void) {
   for (int i = 0; i < NS * T; i++) tok[i] = (int32_t)((i * 7919) % 250), lp[i] = -5.5f, mask[i] = i % T >= T / 2;
   for (int s = 0; s <= NS; s++) start[s] = s * T;
   for (int s = 0; s < NS; s++) reward[s] = s % 2, group[s] = 0;
-  return (lt_train_batch_t){.nseq = NS, .start = start, .tokens = tok, .logp_rollout = lp, .mask = mask,
-                            .reward = reward, .truncated = trunc_, .group = group};
+  return (lt_train_batch_t){.nseq = NS,
+                            .start = start,
+                            .tokens = tok,
+                            .logp_rollout = lp,
+                            .mask = mask,
+                            .reward = reward,
+                            .truncated = trunc_,
+                            .group = group};
 }
 
 /* CPU seconds of one learner step of a trainer made for this repetition (its first step, after a warm-up step). */
@@ -171,9 +177,10 @@ int main(void) {
   lt_engine_free(e);
   fprintf(stderr, "version switch: adapter %.2f ms, whole version %.2f ms\n", sw, swf);
   lt_fs_remove_tree(tmp);
-  printf("{\"lora_step_vs_full\": %.4g, \"lora_step_cpu_s\": %.4g, \"full_step_cpu_s\": %.4g, "
-         "\"lora_publish_bytes_ratio\": %.4g, \"lora_publish_bytes\": %ld, \"full_publish_bytes\": %ld, "
-         "\"lora_version_switch_ms\": %.4g, \"full_version_switch_ms\": %.4g}\n",
-         lm / fm, lm, fm, ratio, ab, fb, sw, swf);
+  printf(
+      "{\"lora_step_vs_full\": %.4g, \"lora_step_cpu_s\": %.4g, \"full_step_cpu_s\": %.4g, "
+      "\"lora_publish_bytes_ratio\": %.4g, \"lora_publish_bytes\": %ld, \"full_publish_bytes\": %ld, "
+      "\"lora_version_switch_ms\": %.4g, \"full_version_switch_ms\": %.4g}\n",
+      lm / fm, lm, fm, ratio, ab, fb, sw, swf);
   return 0;
 }

@@ -45,7 +45,7 @@
 
 #define WORKERS 2
 #define SLOTS 32
-#define TOKENS 96      /* generated tokens per scripted turn */
+#define TOKENS 96 /* generated tokens per scripted turn */
 #define INGEST_N 4000
 #define INGEST_TX 64
 #define WRITER_TX 4096 /* orchestrator/writer.c: most operations in one transaction */
@@ -66,7 +66,8 @@ typedef struct {
 /* One GET to 127.0.0.1:port, read to the end; 1 when it answered 200. */
 static int get(int port, const char *path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct sockaddr_in a = {
+      .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   char buf[65536];
   int ok = 0;
   if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
@@ -144,7 +145,7 @@ typedef struct {
   void *ctx;
   const char *endpoint;
   const lt_frames_t *traj;
-  size_t ack_len;      /* an ACK's total size, to tell it from a TASK */
+  size_t ack_len; /* an ACK's total size, to tell it from a TASK */
   volatile int stop;
 } dealer_arg_t;
 
@@ -257,8 +258,9 @@ static void fill_traj(lt_traj_t *t, int ntok, int layers, int k) {
   t->has_reward = 1;
   t->reward = 1;
   t->components = cJSON_Parse("{\"correct\": 1}");
-  t->messages = cJSON_Parse("[{\"role\": \"user\", \"content\": \"What is 123 + 456? Show your steps.\"},"
-                            " {\"role\": \"assistant\", \"content\": \"3+6=9 2+5=7 1+4=5 #### 579\"}]");
+  t->messages = cJSON_Parse(
+      "[{\"role\": \"user\", \"content\": \"What is 123 + 456? Show your steps.\"},"
+      " {\"role\": \"assistant\", \"content\": \"3+6=9 2+5=7 1+4=5 #### 579\"}]");
   t->turns = 1;
   t->ntokens = ntok;
   t->tokens = calloc((size_t)ntok, 4);
@@ -318,8 +320,10 @@ static double ingest_raw(const char *dir, size_t bytes, int rep, int n, int tx, 
   snprintf(path, sizeof path, "%s/raw-%zu-%d-%d.db", dir, bytes, rep, tx);
   sqlite3 *db;
   if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
-  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                   "CREATE TABLE t (task_id INTEGER PRIMARY KEY, payload BLOB)", NULL, NULL, NULL);
+  sqlite3_exec(db,
+               "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+               "CREATE TABLE t (task_id INTEGER PRIMARY KEY, payload BLOB)",
+               NULL, NULL, NULL);
   sqlite3_stmt *s;
   sqlite3_prepare_v2(db, "INSERT INTO t (task_id, payload) VALUES (?, ?)", -1, &s, NULL);
   char *blob = calloc(1, bytes);
@@ -356,9 +360,19 @@ int main(int argc, char **argv) {
   fill_traj(&tr, 20 + TOKENS, 0, 0);
   tr.task_id = 1;
   lt_msg_t mt = {.type = LT_MSG_TASK,
-                 .u.task = {.task_id = 1, .group_id = 1, .prompt_id = 1, .domain = "arith", .env = "arith", .session = "",
-                            .policy_version = 3, .seed = 7, .temperature = 1, .top_p = 1, .max_new_tokens = TOKENS,
-                            .max_turns = 1, .max_context = 1024,
+                 .u.task = {.task_id = 1,
+                            .group_id = 1,
+                            .prompt_id = 1,
+                            .domain = "arith",
+                            .env = "arith",
+                            .session = "",
+                            .policy_version = 3,
+                            .seed = 7,
+                            .temperature = 1,
+                            .top_p = 1,
+                            .max_new_tokens = TOKENS,
+                            .max_turns = 1,
+                            .max_context = 1024,
                             .spec = cJSON_Parse("{\"a\": 123, \"b\": 456, \"op\": \"+\", \"answer\": 579}")}};
   lt_msg_t mj = {.type = LT_MSG_TRAJ, .u.traj = tr};
   uint64_t ids[1] = {1};
@@ -403,10 +417,11 @@ int main(int argc, char **argv) {
     ir[r] = ingest_longtail(dir, &it, r);
     rr[r] = ingest_raw(dir, traj_bytes(&it), r, INGEST_N, INGEST_TX, NULL);
     ii[r] = ir[r] / rr[r];
-    fprintf(stderr,
-            "rep %d: dispatch %.0f/s (%.1f CPU us each, daemon %.1f), raw zmq %.0f/s (%.1f us; %.3fx); raw commit %.0f/s (%.1f us; "
-            "ceiling %.2fx; %.1f us in tx of %d); ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
-            r, dr[r], dc[r], dd[r], zr[r], zc[r], dz[r], cb[r], sc[r], ce[r], sf[r], SMALL_TX, ir[r], rr[r], ii[r]);
+    fprintf(
+        stderr,
+        "rep %d: dispatch %.0f/s (%.1f CPU us each, daemon %.1f), raw zmq %.0f/s (%.1f us; %.3fx); raw commit %.0f/s (%.1f us; "
+        "ceiling %.2fx; %.1f us in tx of %d); ingest %.0f/s vs raw %.0f/s (%.2fx)\n",
+        r, dr[r], dc[r], dd[r], zr[r], zc[r], dz[r], cb[r], sc[r], ce[r], sf[r], SMALL_TX, ir[r], rr[r], ii[r]);
   }
   lt_fs_remove_tree(dir);
   double dzl, dzh, iil, iih;
@@ -418,23 +433,30 @@ int main(int argc, char **argv) {
   double dcpu = bench_median(dc, REPS, NULL, NULL), zcpu = bench_median(zc, REPS, NULL, NULL);
   double scpu = bench_median(sc, REPS, NULL, NULL), dself = bench_median(dd, REPS, NULL, NULL);
   double small = bench_median(sf, REPS, NULL, NULL);
-  fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.3fx, range %.3f-%.3f)\n", d, z, ratio, dzl, dzh);
+  fprintf(stderr, "dispatch round trips/s: daemon %.0f, raw zmq %.0f (%.3fx, range %.3f-%.3f)\n", d, z, ratio, dzl,
+          dzh);
   fprintf(stderr, "raw sqlite3 inserts of the dispatched trajectory's bytes (%zu): %.0f/s (%.2fx raw zmq)\n",
           traj_bytes(&tr), commit, commit / z);
-  fprintf(stderr, "daemon CPU per trajectory (its threads only): %.1f us; a raw durable insert of its bytes in "
-                  "transactions of %d: %.1f us\n", dself, SMALL_TX, small);
-  fprintf(stderr, "CPU per round trip on %.0f cores: daemon %.1f us, raw zmq %.1f us, raw insert %.1f us; ceiling for "
-                  "messaging + one insert: %.2fx raw zmq (range %.2f-%.2f)\n", cores, dcpu, zcpu, scpu, ceil_, cel, ceh);
+  fprintf(stderr,
+          "daemon CPU per trajectory (its threads only): %.1f us; a raw durable insert of its bytes in "
+          "transactions of %d: %.1f us\n",
+          dself, SMALL_TX, small);
+  fprintf(stderr,
+          "CPU per round trip on %.0f cores: daemon %.1f us, raw zmq %.1f us, raw insert %.1f us; ceiling for "
+          "messaging + one insert: %.2fx raw zmq (range %.2f-%.2f)\n",
+          cores, dcpu, zcpu, scpu, ceil_, cel, ceh);
   fprintf(stderr, "ingest trajectories/s (%d tokens): buffer %.0f, raw sqlite3 %.0f (%.2fx, range %.2f-%.2f)\n",
           INGEST_TOKENS, ing, raw, iratio, iil, iih);
-  printf("{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
-         "\"dispatch_vs_raw_zmq_min\": %.4g, \"dispatch_vs_raw_zmq_max\": %.4g, \"ingest_trajectories_per_s\": %.4g, "
-         "\"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, \"sqlite_ingest_ratio_min\": %.4g, "
-         "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g, "
-         "\"dispatch_cpu_us_per_roundtrip\": %.4g, \"zmq_raw_cpu_us_per_roundtrip\": %.4g, "
-         "\"raw_sqlite_commit_cpu_us_per_row\": %.4g, \"dispatch_ceiling_vs_raw_zmq\": %.4g, "
-         "\"dispatch_ceiling_vs_raw_zmq_min\": %.4g, \"dispatch_ceiling_vs_raw_zmq_max\": %.4g, \"daemon_cpu_us_per_traj\": %.4g, "
-         "\"raw_sqlite_commit_cpu_us_per_row_tx16\": %.4g}\n",
-         d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit, dcpu, zcpu, scpu, ceil_, cel, ceh, dself, small);
+  printf(
+      "{\"dispatch_roundtrips_per_s\": %.4g, \"zmq_raw_roundtrips_per_s\": %.4g, \"dispatch_vs_raw_zmq\": %.4g, "
+      "\"dispatch_vs_raw_zmq_min\": %.4g, \"dispatch_vs_raw_zmq_max\": %.4g, \"ingest_trajectories_per_s\": %.4g, "
+      "\"raw_sqlite_inserts_per_s\": %.4g, \"sqlite_ingest_ratio\": %.4g, \"sqlite_ingest_ratio_min\": %.4g, "
+      "\"sqlite_ingest_ratio_max\": %.4g, \"pipeline_inflight\": %d, \"raw_sqlite_commit_bound_per_s\": %.4g, "
+      "\"dispatch_cpu_us_per_roundtrip\": %.4g, \"zmq_raw_cpu_us_per_roundtrip\": %.4g, "
+      "\"raw_sqlite_commit_cpu_us_per_row\": %.4g, \"dispatch_ceiling_vs_raw_zmq\": %.4g, "
+      "\"dispatch_ceiling_vs_raw_zmq_min\": %.4g, \"dispatch_ceiling_vs_raw_zmq_max\": %.4g, \"daemon_cpu_us_per_traj\": %.4g, "
+      "\"raw_sqlite_commit_cpu_us_per_row_tx16\": %.4g}\n",
+      d, z, ratio, dzl, dzh, ing, raw, iratio, iil, iih, WORKERS * SLOTS, commit, dcpu, zcpu, scpu, ceil_, cel, ceh,
+      dself, small);
   return 0;
 }

@@ -53,8 +53,14 @@ static int rank_main(int threads) {
   for (int i = 0; i < N; i++) tok[i] = (i * 7919) % 250, lp[i] = -5.5f, mask[i] = i % SEQ >= SEQ / 4;
   for (int s = 0; s <= NSEQ; s++) start[s] = s * SEQ;
   for (int s = 0; s < NSEQ; s++) reward[s] = s % 2, group[s] = s / 4;
-  lt_train_batch_t b = {.nseq = NSEQ, .start = start, .tokens = tok, .logp_rollout = lp, .mask = mask,
-                        .reward = reward, .truncated = trunc, .group = group};
+  lt_train_batch_t b = {.nseq = NSEQ,
+                        .start = start,
+                        .tokens = tok,
+                        .logp_rollout = lp,
+                        .mask = mask,
+                        .reward = reward,
+                        .truncated = trunc,
+                        .group = group};
   lt_step_stats_t st;
   if (lt_trainer_step(tr, &b, &st) < 0) die("warm-up step");
   double steps[REPS], reds[REPS];
@@ -71,7 +77,8 @@ static int rank_main(int threads) {
   }
   /* Actor and critic: one all-reduce each per mini-batch. */
   if (lt_dist_rank() == 0)
-    printf("%.6f %.6f %d %zu\n", bench_median(steps, REPS, NULL, NULL), bench_median(reds, REPS, NULL, NULL), 2, p->nparams);
+    printf("%.6f %.6f %d %zu\n", bench_median(steps, REPS, NULL, NULL), bench_median(reds, REPS, NULL, NULL), 2,
+           p->nparams);
   lt_trainer_free(tr);
   free(tok), free(lp), free(mask);
   lt_dist_finalize(0);
@@ -111,10 +118,11 @@ int main(int argc, char **argv) {
   double share = r2 * k2 / s2;
   fprintf(stderr, "learner step, moe-10m (%zu parameters), %d x %d tokens, MIS-PO + critic, AdamW:\n", np, NSEQ, SEQ);
   fprintf(stderr, "  1 rank  x %ld threads   %8.1f ms\n", cores, s1 * 1e3);
-  fprintf(stderr, "  2 ranks x %ld threads   %8.1f ms  (%.2fx), all-reduce %.1f ms x %d = %.1f%% of the step\n", cores / 2,
-          s2 * 1e3, s1 / s2, r2 * 1e3, k2, 100 * share);
-  printf("{\"ranks_step_ms_1\": %.3f, \"ranks_step_ms_2\": %.3f, \"ranks_speedup_2\": %.4f, \"ranks_allreduce_ms_2\": %.3f, "
-         "\"ranks_allreduce_share_2\": %.4f}\n",
-         s1 * 1e3, s2 * 1e3, s1 / s2, r2 * 1e3, share);
+  fprintf(stderr, "  2 ranks x %ld threads   %8.1f ms  (%.2fx), all-reduce %.1f ms x %d = %.1f%% of the step\n",
+          cores / 2, s2 * 1e3, s1 / s2, r2 * 1e3, k2, 100 * share);
+  printf(
+      "{\"ranks_step_ms_1\": %.3f, \"ranks_step_ms_2\": %.3f, \"ranks_speedup_2\": %.4f, \"ranks_allreduce_ms_2\": %.3f, "
+      "\"ranks_allreduce_share_2\": %.4f}\n",
+      s1 * 1e3, s2 * 1e3, s1 / s2, r2 * 1e3, share);
   return 0;
 }

@@ -126,8 +126,20 @@ static double podman_ms(const char *layout, const char *tmp, int n) {
   fclose(f);
   id[strcspn(id, "\n")] = 0;
   /* By the stored image's ID: an oci: reference would be copied into podman's storage again on every run. */
-  char *argv[] = {"podman", "run", "--rm", "--runtime", "runc", "--network", "none", "--ulimit", "nofile=1024:1024",
-                  "--ulimit", "nproc=1024:1024", id, "true", NULL};
+  char *argv[] = {"podman",
+                  "run",
+                  "--rm",
+                  "--runtime",
+                  "runc",
+                  "--network",
+                  "none",
+                  "--ulimit",
+                  "nofile=1024:1024",
+                  "--ulimit",
+                  "nproc=1024:1024",
+                  id,
+                  "true",
+                  NULL};
   double *v = calloc((size_t)n, sizeof *v);
   for (int i = 0; i < n; i++) {
     double t = bench_run(argv, "/dev/null");
@@ -260,9 +272,10 @@ static int bench_keys(const char *layout, const char *tmp, lt_image_t *img, cons
           pss);
   double pm = np > 0 ? podman_ms(layout, tmp, np) : -1;
   if (pm > 0) fprintf(stderr, "podman run --rm (runc): p50 %.1f ms over %d runs\n", pm, np);
-  printf("{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
-         "\"swe_env_cycle_cpu_ms\": %.2f, \"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
-         w50, w99, c50, c99, cold_cpu_ms, rss / IDLE, pss / IDLE);
+  printf(
+      "{\"swe_env_ready_ms\": {\"warm_p50\": %.3f, \"warm_p99\": %.3f, \"cold_p50\": %.3f, \"cold_p99\": %.3f}, "
+      "\"swe_env_cycle_cpu_ms\": %.2f, \"swe_env_idle_rss_kb\": %ld, \"swe_env_idle_pss_kb\": %ld",
+      w50, w99, c50, c99, cold_cpu_ms, rss / IDLE, pss / IDLE);
   if (pm > 0)
     printf(", \"swe_env_podman_ms\": %.1f, \"swe_env_vs_podman\": %.1f, \"swe_env_cold_vs_podman\": %.1f", pm, pm / w50,
            pm / c50);
@@ -357,15 +370,16 @@ static int scale(const char *cache, lt_image_t *img, const lt_sandbox_limits_t *
           made, up_s, r50, r99, procs, rss, made ? rss / made : 0, pss, made ? pss / made : 0, avail0 - avail1,
           made ? (avail0 - avail1) / made : 0, fds0, fds1, made ? (double)(fds1 - fds0) / made : 0, answered, made, c50,
           c99, down_s, procs_left, fds2 - fds0, cg2 - cg0);
-  printf("{\"swe_scale_roots\": %d, \"swe_scale_up_s\": %.2f, \"swe_scale_ready_ms\": {\"p50\": %.3f, \"p99\": %.3f}, "
-         "\"swe_scale_cmd_ms\": {\"p50\": %.3f, \"p99\": %.3f}, \"swe_scale_rss_kb_per_root\": %ld, "
-         "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, "
-         "\"swe_scale_fds_per_root\": %.2f, "
-         "\"swe_scale_answered\": %d, \"swe_scale_down_s\": %.2f, \"swe_scale_left_processes\": %d, "
-         "\"swe_scale_left_fds\": %d, \"swe_scale_left_cgroups\": %d, \"swe_scale_cache_lock_released\": %s}\n",
-         made, up_s, r50, r99, c50, c99, made ? rss / made : 0, made ? pss / made : 0,
-         made ? (avail0 - avail1) / made : 0, made ? (double)(fds1 - fds0) / made : 0, answered, down_s, procs_left,
-         fds2 - fds0, cg2 - cg0, locks_ok ? "true" : "false");
+  printf(
+      "{\"swe_scale_roots\": %d, \"swe_scale_up_s\": %.2f, \"swe_scale_ready_ms\": {\"p50\": %.3f, \"p99\": %.3f}, "
+      "\"swe_scale_cmd_ms\": {\"p50\": %.3f, \"p99\": %.3f}, \"swe_scale_rss_kb_per_root\": %ld, "
+      "\"swe_scale_pss_kb_per_root\": %ld, \"swe_scale_memavail_kb_per_root\": %ld, "
+      "\"swe_scale_fds_per_root\": %.2f, "
+      "\"swe_scale_answered\": %d, \"swe_scale_down_s\": %.2f, \"swe_scale_left_processes\": %d, "
+      "\"swe_scale_left_fds\": %d, \"swe_scale_left_cgroups\": %d, \"swe_scale_cache_lock_released\": %s}\n",
+      made, up_s, r50, r99, c50, c99, made ? rss / made : 0, made ? pss / made : 0, made ? (avail0 - avail1) / made : 0,
+      made ? (double)(fds1 - fds0) / made : 0, answered, down_s, procs_left, fds2 - fds0, cg2 - cg0,
+      locks_ok ? "true" : "false");
   free(boxes);
   free(sh);
   free(ready);

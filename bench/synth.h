@@ -26,12 +26,23 @@ static inline int bench_synthetic_buffer(const char *path, long n) {
     versions[i] = i >= 20 ? 3 : -1;
     support[i] = 0;
   }
-  lt_traj_t t = {.domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop",
-                 .error = "", .has_reward = 1, .components = cJSON_Parse("{\"correct\":1,\"format\":1}"),
+  lt_traj_t t = {.domain = "arith",
+                 .status = LT_TRAJ_OK,
+                 .finish = LT_FINISH_TERMINATED,
+                 .reason = "stop",
+                 .error = "",
+                 .has_reward = 1,
+                 .components = cJSON_Parse("{\"correct\":1,\"format\":1}"),
                  .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"12+34=\"},"
                                          "{\"role\":\"assistant\",\"content\":\"2+4=6 1+3=4 #### 46\"}]"),
-                 .turns = 1, .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask,
-                 .versions = versions, .support = support, .temperature = -1};
+                 .turns = 1,
+                 .ntokens = T,
+                 .tokens = tokens,
+                 .logprobs = logp,
+                 .loss_mask = mask,
+                 .versions = versions,
+                 .support = support,
+                 .temperature = -1};
   if (!t.components || !t.messages) return -1;
   lt_traj_meta_t m = {.worker = "w0", .version_min = 3, .version_max = 3, .eval_round = -1};
   for (long i = 0; i < n;) {
@@ -101,14 +112,26 @@ static inline int bench_synthetic_learner(const char *path, long n) {
       int ok = g >= 0.996 && g <= 1.001;
       for (int t = 0; t < T; t++) {
         int loss = t >= LOSS0, tok_ok = ratio[k][t] >= 0.5f && ratio[k][t] <= 2;
-        flags[k][t] = !loss ? 0 : (uint8_t)(LT_TOKV_LOSS | (tok_ok ? LT_TOKV_TOKEN_OK : 0) |
-                                            (ok ? LT_TOKV_TRAJ_OK : 0) | (tok_ok && ok ? LT_TOKV_KEPT : 0));
+        flags[k][t] = !loss ? 0
+                            : (uint8_t)(LT_TOKV_LOSS | (tok_ok ? LT_TOKV_TOKEN_OK : 0) | (ok ? LT_TOKV_TRAJ_OK : 0) |
+                                        (tok_ok && ok ? LT_TOKV_KEPT : 0));
       }
-      rows[k] = (lt_token_values_row_t){.task_id = i + 1, .step = s + 1, .loss = "{\"objective\":\"mispo\","
-                                        "\"token_bounds\":[0.5,2],\"traj_bounds\":[0.996,1.001],\"clip\":[0.8,1.2],"
-                                        "\"tis_cap\":2,\"delta\":0}", .traj_ratio = g, .traj_ok = ok, .ntokens = T,
-                                        .nspans = 1, .spans = spans, .ratio = ratio[k], .logp_old = logp_old[k],
-                                        .adv = adv[k], .entropy = entropy[k], .flags = flags[k]};
+      rows[k] = (lt_token_values_row_t){.task_id = i + 1,
+                                        .step = s + 1,
+                                        .loss =
+                                            "{\"objective\":\"mispo\","
+                                            "\"token_bounds\":[0.5,2],\"traj_bounds\":[0.996,1.001],\"clip\":[0.8,1.2],"
+                                            "\"tis_cap\":2,\"delta\":0}",
+                                        .traj_ratio = g,
+                                        .traj_ok = ok,
+                                        .ntokens = T,
+                                        .nspans = 1,
+                                        .spans = spans,
+                                        .ratio = ratio[k],
+                                        .logp_old = logp_old[k],
+                                        .adv = adv[k],
+                                        .entropy = entropy[k],
+                                        .flags = flags[k]};
     }
     int64_t filtered[8];
     for (int k = 0; k < 8; k++) filtered[k] = n / 2 + 8 * s + k + 1;
@@ -116,8 +139,7 @@ static inline int bench_synthetic_learner(const char *path, long n) {
     if ((rc = lt_buffer_token_values_put(b, rows, S)) == 0 &&
         (rc = lt_buffer_traj_mark(b, filtered, 8, LT_SAMPLE_FILTERED, s + 1)) == 0)
       rc = lt_buffer_commit(b);
-    else
-      lt_buffer_rollback(b);
+    else lt_buffer_rollback(b);
   }
   lt_buffer_close(b);
   return rc < 0 ? -1 : 0;

@@ -20,9 +20,10 @@
 
 /* Words of several scripts, numbers, punctuation, runs of spaces and newlines. */
 static char *corpus(size_t *len) {
-  static const char *words[] = {"the", "Tokenizer", "it's", "we'll", "don't", "hello", "world", "1234567", "3.14",
-                                "x=y+z;", "(a, b)", "\"quoted\"", "naïve", "café", "Привет", "мир", "中文字符", "你好",
-                                "عربي", "١٢٣", "😀", "👍🏽", "  ", "\n", "\n\n", "\t", "ＡＢＣ", "résumé", "---", "e\u0301"};
+  static const char *words[] = {
+      "the",    "Tokenizer",  "it's",  "we'll", "don't",  "hello", "world",    "1234567", "3.14", "x=y+z;",
+      "(a, b)", "\"quoted\"", "naïve", "café",  "Привет", "мир",   "中文字符", "你好",    "عربي", "١٢٣",
+      "😀",      "👍🏽",   "  ",    "\n",    "\n\n",   "\t",    "ＡＢＣ",   "résumé",  "---",  "e\u0301"};
   char *s = malloc(CORPUS + 64);
   if (!s) return NULL;
   size_t n = 0;

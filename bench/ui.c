@@ -64,11 +64,14 @@ int main(void) {
   char deep[96];
   snprintf(deep, sizeof deep, "/api/trajectories?offset=%ld", n / 10 * 9);
   enum { K = 6 };
-  const char *paths[K] = {"/api/trajectories", "/api/trajectories?status=ready&reward_min=1", traj,
-                          "/api/trajectories?sort=reward&order=desc", deep, filtered};
+  const char *paths[K] = {"/api/trajectories",
+                          "/api/trajectories?status=ready&reward_min=1",
+                          traj,
+                          "/api/trajectories?sort=reward&order=desc",
+                          deep,
+                          filtered};
   /* the trained trajectory with its stored values; the filtered one told apart by its step's stored rows */
-  const char *expect[K] = {NULL, NULL, "\"token_values\":{\"source\":\"stored\"", NULL, NULL,
-                           "by the dynamic filter"};
+  const char *expect[K] = {NULL, NULL, "\"token_values\":{\"source\":\"stored\"", NULL, NULL, "by the dynamic filter"};
   double ms[K][REPS];
   for (int r = 0; r < REPS; r++) {
     for (int k = 0; k < K; k++)
@@ -76,17 +79,19 @@ int main(void) {
         lt_fs_remove_tree(dir);
         return 1;
       }
-    fprintf(stderr, "rep %d: first page %.1f ms, filtered page %.1f ms, one trajectory %.1f ms, by reward %.1f ms, "
-            "90%% deep %.1f ms, a filtered trajectory %.1f ms\n", r, ms[0][r], ms[1][r], ms[2][r], ms[3][r], ms[4][r],
-            ms[5][r]);
+    fprintf(stderr,
+            "rep %d: first page %.1f ms, filtered page %.1f ms, one trajectory %.1f ms, by reward %.1f ms, "
+            "90%% deep %.1f ms, a filtered trajectory %.1f ms\n",
+            r, ms[0][r], ms[1][r], ms[2][r], ms[3][r], ms[4][r], ms[5][r]);
   }
   lt_fs_remove_tree(dir);
   double lo[K], hi[K], med[K];
   for (int k = 0; k < K; k++) med[k] = bench_median(ms[k], REPS, &lo[k], &hi[k]);
-  printf("{\"ui_trajectories\": %ld, \"ui_page_ms\": %.4g, \"ui_page_ms_min\": %.4g, \"ui_page_ms_max\": %.4g, "
-         "\"ui_filter_ms\": %.4g, \"ui_filter_ms_min\": %.4g, \"ui_filter_ms_max\": %.4g, \"ui_traj_ms\": %.4g, "
-         "\"ui_traj_ms_min\": %.4g, \"ui_traj_ms_max\": %.4g, \"ui_traj_filtered_ms\": %.4g, "
-         "\"ui_sort_reward_ms\": %.4g, \"ui_deep_page_ms\": %.4g}\n",
-         n, med[0], lo[0], hi[0], med[1], lo[1], hi[1], med[2], lo[2], hi[2], med[5], med[3], med[4]);
+  printf(
+      "{\"ui_trajectories\": %ld, \"ui_page_ms\": %.4g, \"ui_page_ms_min\": %.4g, \"ui_page_ms_max\": %.4g, "
+      "\"ui_filter_ms\": %.4g, \"ui_filter_ms_min\": %.4g, \"ui_filter_ms_max\": %.4g, \"ui_traj_ms\": %.4g, "
+      "\"ui_traj_ms_min\": %.4g, \"ui_traj_ms_max\": %.4g, \"ui_traj_filtered_ms\": %.4g, "
+      "\"ui_sort_reward_ms\": %.4g, \"ui_deep_page_ms\": %.4g}\n",
+      n, med[0], lo[0], hi[0], med[1], lo[1], hi[1], med[2], lo[2], hi[2], med[5], med[3], med[4]);
   return 0;
 }

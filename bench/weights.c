@@ -31,8 +31,20 @@ int main(void) {
   snprintf(cfg, sizeof cfg, "configs/smoke.json");
   snprintf(model, sizeof model, "model.init=%s/configs/models/moe-10m.json", getcwd(NULL, 0));
   /* Six learner steps of 32 trajectories; KEEP_VERSIONS leaves the last four versions with their deltas. */
-  char *const argv[] = {(char *)bin, "train", cfg, "--run-dir", rd, "--set", model, "--set", "learner.lr=1e-4",
-                        "--set", "checkpoint.publish_dtype=bf16", "--set", "scheduler.max_tasks=192", NULL};
+  char *const argv[] = {(char *)bin,
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        model,
+                        "--set",
+                        "learner.lr=1e-4",
+                        "--set",
+                        "checkpoint.publish_dtype=bf16",
+                        "--set",
+                        "scheduler.max_tasks=192",
+                        NULL};
   char log[600];
   snprintf(log, sizeof log, "%s/train.out", dir);
   double train_s = bench_run(argv, log);
@@ -74,14 +86,17 @@ int main(void) {
     return 1;
   }
   double lo, hi, alo, ahi;
-  double r = bench_median(ratio, n, &lo, &hi), a = bench_median(apply_ms, n, &alo, &ahi), c = bench_median(copy_ms, n, NULL, NULL);
-  fprintf(stderr, "weights: %d versions; delta/full bf16 median %.4f (%.4f-%.4f), delta/full fp32 %.4f; apply %.1f ms "
-                  "vs copying the whole bf16 file %.1f ms; training run %.0f s\n",
+  double r = bench_median(ratio, n, &lo, &hi), a = bench_median(apply_ms, n, &alo, &ahi),
+         c = bench_median(copy_ms, n, NULL, NULL);
+  fprintf(stderr,
+          "weights: %d versions; delta/full bf16 median %.4f (%.4f-%.4f), delta/full fp32 %.4f; apply %.1f ms "
+          "vs copying the whole bf16 file %.1f ms; training run %.0f s\n",
           n, r, lo, hi, r * (double)full_bf16 / (double)full_fp32, a, c, train_s);
-  printf("{\"weights_delta_ratio\": %.5f, \"weights_delta_ratio_min\": %.5f, \"weights_delta_ratio_max\": %.5f, "
-         "\"weights_delta_vs_fp32_ratio\": %.5f, \"weights_apply_ms\": %.2f, \"weights_full_copy_ms\": %.2f, "
-         "\"weights_versions_measured\": %d, \"weights_full_bf16_bytes\": %lld}\n",
-         r, lo, hi, r * (double)full_bf16 / (double)full_fp32, a, c, n, (long long)full_bf16);
+  printf(
+      "{\"weights_delta_ratio\": %.5f, \"weights_delta_ratio_min\": %.5f, \"weights_delta_ratio_max\": %.5f, "
+      "\"weights_delta_vs_fp32_ratio\": %.5f, \"weights_apply_ms\": %.2f, \"weights_full_copy_ms\": %.2f, "
+      "\"weights_versions_measured\": %d, \"weights_full_bf16_bytes\": %lld}\n",
+      r, lo, hi, r * (double)full_bf16 / (double)full_fp32, a, c, n, (long long)full_bf16);
   lt_fs_remove_tree(dir);
   return 0;
 }

@@ -111,25 +111,34 @@ int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const
   sqlite3_bind_int(s, 11, q->limit);
   sqlite3_bind_int64(s, 12, q->offset);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    lt_browse_row_t r = {
-        .task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1), .domain = text(s, 2),
-        .status = text(s, 3), .outcome = text(s, 4), .finish = text(s, 5), .reason = text(s, 6),
-        .worker = text(s, 7), .has_reward = sqlite3_column_type(s, 8) != SQLITE_NULL,
-        .reward = sqlite3_column_double(s, 8), .ntokens = sqlite3_column_int(s, 9),
-        .nturns = sqlite3_column_int(s, 10), .eval = sqlite3_column_int(s, 11),
-        .truncated = sqlite3_column_int(s, 12), .version_min = sqlite3_column_int64(s, 13),
-        .version_max = sqlite3_column_int64(s, 14), .time_ms = sqlite3_column_int64(s, 15),
-        .consumed_step = sqlite3_column_int64(s, 16)};
+    lt_browse_row_t r = {.task_id = sqlite3_column_int64(s, 0),
+                         .group_id = sqlite3_column_int64(s, 1),
+                         .domain = text(s, 2),
+                         .status = text(s, 3),
+                         .outcome = text(s, 4),
+                         .finish = text(s, 5),
+                         .reason = text(s, 6),
+                         .worker = text(s, 7),
+                         .has_reward = sqlite3_column_type(s, 8) != SQLITE_NULL,
+                         .reward = sqlite3_column_double(s, 8),
+                         .ntokens = sqlite3_column_int(s, 9),
+                         .nturns = sqlite3_column_int(s, 10),
+                         .eval = sqlite3_column_int(s, 11),
+                         .truncated = sqlite3_column_int(s, 12),
+                         .version_min = sqlite3_column_int64(s, 13),
+                         .version_max = sqlite3_column_int64(s, 14),
+                         .time_ms = sqlite3_column_int64(s, 15),
+                         .consumed_step = sqlite3_column_int64(s, 16)};
     if (fn(&r, ud)) break;
   }
   return finish(b, s, rc);
 }
 
-int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
-                            int (*fn)(int64_t step, double value, void *ud), void *ud) {
+int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max, int (*fn)(int64_t step, double value, void *ud),
+                            void *ud) {
   sqlite3_stmt *s;
-  int rc = prep(b, "SELECT step, value FROM metrics WHERE name = ?1 AND value IS NOT NULL ORDER BY step, time_ms LIMIT ?2",
-                &s);
+  int rc = prep(
+      b, "SELECT step, value FROM metrics WHERE name = ?1 AND value IS NOT NULL ORDER BY step, time_ms LIMIT ?2", &s);
   if (rc < 0) return rc;
   sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 2, max);
@@ -142,9 +151,10 @@ int lt_buffer_metric_band(lt_buffer_t *b, const char *lo_name, const char *hi_na
                           int (*fn)(int64_t step, double lo, double hi, void *ud), void *ud) {
   sqlite3_stmt *s;
   /* grouped: a resumed run may have recorded a step twice */
-  int rc = prep(b, "SELECT lo.step, min(lo.value), max(hi.value) FROM metrics lo JOIN metrics hi ON hi.name = ?2 "
-                   "AND hi.step = lo.step AND hi.value IS NOT NULL WHERE lo.name = ?1 AND lo.value IS NOT NULL "
-                   "GROUP BY lo.step ORDER BY lo.step LIMIT ?3",
+  int rc = prep(b,
+                "SELECT lo.step, min(lo.value), max(hi.value) FROM metrics lo JOIN metrics hi ON hi.name = ?2 "
+                "AND hi.step = lo.step AND hi.value IS NOT NULL WHERE lo.name = ?1 AND lo.value IS NOT NULL "
+                "GROUP BY lo.step ORDER BY lo.step LIMIT ?3",
                 &s);
   if (rc < 0) return rc;
   sqlite3_bind_text(s, 1, lo_name, -1, SQLITE_STATIC);
@@ -161,9 +171,10 @@ int lt_buffer_workers_list(lt_buffer_t *b, int max,
                            void *ud) {
   sqlite3_stmt *s;
   /* in flight: through the status index, only the dispatched tasks are read */
-  int rc = prep(b, "SELECT name, coalesce(host, ''), coalesce(slots, 0), coalesce(backend, ''), coalesce(first_ms, 0), "
-                   "coalesce(last_ms, 0), (SELECT count(*) FROM tasks k WHERE k.status = 'dispatched' AND "
-                   "k.worker = w.name) FROM workers w ORDER BY last_ms DESC, name LIMIT ?1",
+  int rc = prep(b,
+                "SELECT name, coalesce(host, ''), coalesce(slots, 0), coalesce(backend, ''), coalesce(first_ms, 0), "
+                "coalesce(last_ms, 0), (SELECT count(*) FROM tasks k WHERE k.status = 'dispatched' AND "
+                "k.worker = w.name) FROM workers w ORDER BY last_ms DESC, name LIMIT ?1",
                 &s);
   if (rc < 0) return rc;
   sqlite3_bind_int(s, 1, max);
@@ -177,8 +188,9 @@ int lt_buffer_workers_list(lt_buffer_t *b, int max,
 int lt_buffer_events_recent(lt_buffer_t *b, int guardrails, int max,
                             int (*fn)(int64_t time_ms, const char *kind, const char *detail, void *ud), void *ud) {
   sqlite3_stmt *s;
-  int rc = prep(b, "SELECT time_ms, kind, coalesce(detail, '') FROM events WHERE ?1 = 0 OR kind IN ('guardrail', "
-                   "'routing_alarm') ORDER BY id DESC LIMIT ?2",
+  int rc = prep(b,
+                "SELECT time_ms, kind, coalesce(detail, '') FROM events WHERE ?1 = 0 OR kind IN ('guardrail', "
+                "'routing_alarm') ORDER BY id DESC LIMIT ?2",
                 &s);
   if (rc < 0) return rc;
   sqlite3_bind_int(s, 1, guardrails);

@@ -72,8 +72,8 @@ static const char *SCHEMA[] = {
     "eval INTEGER NOT NULL DEFAULT 0, eval_round INTEGER NOT NULL DEFAULT -1, status TEXT NOT NULL, "
     "attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, version INTEGER NOT NULL DEFAULT -1)",
     "CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status)",
-    "CREATE TABLE IF NOT EXISTS trajectories(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL UNIQUE"
-    TRAJ_COLUMNS(COL_DECL) ")",
+    "CREATE TABLE IF NOT EXISTS trajectories(id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL UNIQUE" TRAJ_COLUMNS(
+        COL_DECL) ")",
     "CREATE INDEX IF NOT EXISTS traj_status ON trajectories(status)",
     "CREATE INDEX IF NOT EXISTS traj_group ON trajectories(group_id)",
     /* The mean reward of `stats` and the console (lt_buffer_reward_mean) read from this index alone: 0.10 s instead
@@ -106,39 +106,61 @@ static const char *SCHEMA[] = {
 };
 
 enum {
-  S_META_SET, S_META_GET, S_COUNTER_ADD, S_COUNTER_GET, S_PROMPT_INS, S_PROMPT_SPEC, S_TASK_INS, S_TASK_UPD,
-  S_TRAJ_INS, S_PAYLOAD_INS, S_TRAJ_GET, S_PAYLOAD_GET, S_TRAJ_MARK, S_READY, S_METRIC, S_EVENT, S_CKPT, S_WORKER,
-  S_COUNT_STATUS, S_N
+  S_META_SET,
+  S_META_GET,
+  S_COUNTER_ADD,
+  S_COUNTER_GET,
+  S_PROMPT_INS,
+  S_PROMPT_SPEC,
+  S_TASK_INS,
+  S_TASK_UPD,
+  S_TRAJ_INS,
+  S_PAYLOAD_INS,
+  S_TRAJ_GET,
+  S_PAYLOAD_GET,
+  S_TRAJ_MARK,
+  S_READY,
+  S_METRIC,
+  S_EVENT,
+  S_CKPT,
+  S_WORKER,
+  S_COUNT_STATUS,
+  S_N
 };
 
 static const char *STMTS[S_N] = {
     [S_META_SET] = "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2",
     [S_META_GET] = "SELECT value FROM meta WHERE key = ?1",
-    [S_COUNTER_ADD] = "INSERT INTO counters(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = value + ?2",
+    [S_COUNTER_ADD] =
+        "INSERT INTO counters(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = value + ?2",
     [S_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
     [S_PROMPT_INS] = "INSERT OR IGNORE INTO prompts(id, domain, spec, eval, copy_of) VALUES(?1, ?2, ?3, ?4, ?5)",
     [S_PROMPT_SPEC] = "SELECT spec FROM prompts WHERE id = ?1",
-    [S_TASK_INS] = "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
-                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [S_TASK_UPD] = "UPDATE tasks SET status = ?2, attempts = iif(?3 < 0, attempts, ?3), worker = ?4, version = ?5 WHERE id = ?1",
+    [S_TASK_INS] =
+        "INSERT INTO tasks(id, prompt_id, domain, eval, eval_round, status, attempts, worker, version) "
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [S_TASK_UPD] =
+        "UPDATE tasks SET status = ?2, attempts = iif(?3 < 0, attempts, ?3), worker = ?4, version = ?5 WHERE id = ?1",
     /* consumed_step is bound NULL: a new trajectory is ready */
-    [S_TRAJ_INS] = "INSERT OR IGNORE INTO trajectories(task_id" TRAJ_COLUMNS(COL_NAME) ") VALUES(?"
-                   TRAJ_COLUMNS(COL_PARAM) ")",
-    [S_PAYLOAD_INS] = "INSERT INTO payloads(task_id" PAYLOAD_COLUMNS(COL_NAME) ") VALUES(?"
-                      PAYLOAD_COLUMNS(COL_PARAM) ")",
+    [S_TRAJ_INS] =
+        "INSERT OR IGNORE INTO trajectories(task_id" TRAJ_COLUMNS(COL_NAME) ") VALUES(?" TRAJ_COLUMNS(COL_PARAM) ")",
+    [S_PAYLOAD_INS] =
+        "INSERT INTO payloads(task_id" PAYLOAD_COLUMNS(COL_NAME) ") VALUES(?" PAYLOAD_COLUMNS(COL_PARAM) ")",
     /* "SELECT task_id, …": column i + 1 is TC_x / PC_x = i */
     [S_TRAJ_GET] = "SELECT task_id" TRAJ_COLUMNS(COL_NAME) " FROM trajectories WHERE task_id = ?1",
     [S_PAYLOAD_GET] = "SELECT task_id" PAYLOAD_COLUMNS(COL_NAME) " FROM payloads WHERE task_id = ?1",
     [S_TRAJ_MARK] = "UPDATE trajectories SET status = ?2, consumed_step = ?3 WHERE task_id = ?1",
-    [S_READY] = "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
-                "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
-                "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed'), t.domain "
-                "FROM trajectories t WHERE t.status = 'ready' ORDER BY t.id LIMIT ?1",
+    [S_READY] =
+        "SELECT t.task_id, t.group_id, t.version_min, t.reward, t.truncated, "
+        "(SELECT count(*) FROM trajectories g WHERE g.group_id = t.group_id) + "
+        "(SELECT count(*) FROM tasks k WHERE k.prompt_id = t.group_id AND k.status = 'failed'), t.domain "
+        "FROM trajectories t WHERE t.status = 'ready' ORDER BY t.id LIMIT ?1",
     [S_METRIC] = "INSERT INTO metrics(step, name, value, time_ms) VALUES(?1, ?2, ?3, ?4)",
     [S_EVENT] = "INSERT INTO events(time_ms, kind, detail) VALUES(?1, ?2, ?3)",
     [S_CKPT] = "INSERT OR REPLACE INTO checkpoints(version, step, kind, path, sha256) VALUES(?1, ?2, ?3, ?4, ?5)",
-    [S_WORKER] = "INSERT INTO workers(name, host, slots, backend, first_ms, last_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?5) "
-                 "ON CONFLICT(name) DO UPDATE SET host = ?2, slots = ?3, backend = ?4, last_ms = ?5",
+    [S_WORKER] =
+        "INSERT INTO workers(name, host, slots, backend, first_ms, last_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?5) "
+        "ON CONFLICT(name) DO UPDATE SET host = ?2, slots = ?3, backend = ?4, last_ms = ?5",
     [S_COUNT_STATUS] = "SELECT count(*) FROM trajectories WHERE status = ?1",
 };
 
@@ -164,8 +186,7 @@ static int damaged(lt_buffer_t *b, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  if (!b->damage[0])
-    snprintf(b->damage, sizeof b->damage, "%s: damaged buffer: %s", b->path, detail);
+  if (!b->damage[0]) snprintf(b->damage, sizeof b->damage, "%s: damaged buffer: %s", b->path, detail);
   return lt_error_set(LT_ECORRUPT, "%s", b->damage);
 }
 
@@ -175,11 +196,11 @@ static int db_err(lt_buffer_t *b, int rc, const char *what) {
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
     return damaged(b, "%s, in: %.120s (`longtail stats RUN --check` checks the whole file)",
                    b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc), what);
-  int code = (rc & 0xff) == SQLITE_FULL ? LT_ENOSPC
+  int code = (rc & 0xff) == SQLITE_FULL                                   ? LT_ENOSPC
              : (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? LT_EBUSY
-             : (rc & 0xff) == SQLITE_CONSTRAINT ? LT_EDUP
+             : (rc & 0xff) == SQLITE_CONSTRAINT                           ? LT_EDUP
              : (rc & 0xff) == SQLITE_INTERRUPT ? LT_ETIMEDOUT /* past a reader's deadline (buffer/browse.c) */
-             : LT_EIO;
+                                               : LT_EIO;
   return lt_error_set(code, "%s: %s: %s", b->path, what, b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc));
 }
 
@@ -272,10 +293,11 @@ static int integrity(lt_buffer_t *b) {
  * scribbled write most likely hit: the roots and the newest rows.  Damage elsewhere shows when a read meets it. */
 static int probe(lt_buffer_t *b) {
   sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db,
-                              "SELECT m.type, m.name, m.tbl_name, (SELECT name FROM pragma_index_info(m.name) "
-                              "WHERE seqno = 0) FROM sqlite_master m WHERE m.type IN ('table', 'index') AND m.rootpage > 0",
-                              -1, &s, NULL);
+  int rc =
+      sqlite3_prepare_v2(b->db,
+                         "SELECT m.type, m.name, m.tbl_name, (SELECT name FROM pragma_index_info(m.name) "
+                         "WHERE seqno = 0) FROM sqlite_master m WHERE m.type IN ('table', 'index') AND m.rootpage > 0",
+                         -1, &s, NULL);
   if (rc != SQLITE_OK) return db_err(b, rc, "reading the schema");
   while (rc >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *type = (const char *)sqlite3_column_text(s, 0), *name = (const char *)sqlite3_column_text(s, 1),
@@ -283,9 +305,10 @@ static int probe(lt_buffer_t *b) {
     int index = type && !strcmp(type, "index");
     if (!name || !tbl || (index && !col)) continue; /* an index on an expression first: no column to order by */
     for (int desc = 0; desc < 2 && rc >= 0; desc++) {
-      char *sql = index ? sqlite3_mprintf("SELECT \"%w\" FROM \"%w\" INDEXED BY \"%w\" ORDER BY 1 %s LIMIT 1", col, tbl,
-                                          name, desc ? "DESC" : "")
-                        : sqlite3_mprintf("SELECT rowid FROM \"%w\" ORDER BY rowid %s LIMIT 1", name, desc ? "DESC" : "");
+      char *sql = index
+                      ? sqlite3_mprintf("SELECT \"%w\" FROM \"%w\" INDEXED BY \"%w\" ORDER BY 1 %s LIMIT 1", col, tbl,
+                                        name, desc ? "DESC" : "")
+                      : sqlite3_mprintf("SELECT rowid FROM \"%w\" ORDER BY rowid %s LIMIT 1", name, desc ? "DESC" : "");
       rc = sql ? exec(b, sql) : lt_error_set(LT_ENOMEM, "buffer: out of memory");
       sqlite3_free(sql);
       if (rc < 0 && rc != LT_ECORRUPT && rc != LT_ENOMEM) rc = 0; /* a walk the planner cannot make proves nothing */
@@ -306,7 +329,8 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
     return lt_error_set(LT_ENOMEM, "buffer: out of memory");
   }
   b->readonly = flags & LT_BUF_READONLY;
-  int oflags = b->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (flags & LT_BUF_CREATE ? SQLITE_OPEN_CREATE : 0);
+  int oflags =
+      b->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (flags & LT_BUF_CREATE ? SQLITE_OPEN_CREATE : 0);
   int rc = sqlite3_open_v2(path, &b->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     rc = db_err(b, rc, "cannot open");
@@ -334,7 +358,8 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
     }
     for (size_t i = 0; i < sizeof SCHEMA / sizeof SCHEMA[0] && rc == 0; i++) rc = exec(b, SCHEMA[i]);
     /* A new file is created at the current schema; an older one is migrated. */
-    if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" LT_STR(LT_BUFFER_SCHEMA) "')");
+    if (rc == 0)
+      rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" LT_STR(LT_BUFFER_SCHEMA) "')");
     if (rc == 0) rc = migrate(b);
     if (rc == 0) rc = exec(b, "INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'longtail-buffer')");
     if (rc == 0) rc = exec(b, "COMMIT");
@@ -347,8 +372,8 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
   /* Identify the file: a longtail buffer with a schema this build can read. */
   sqlite3_stmt *s;
   int ver = -1, fmt = 0;
-  if (sqlite3_prepare_v2(b->db, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'format')", -1, &s, NULL) ==
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(b->db, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'format')", -1, &s,
+                         NULL) == SQLITE_OK) {
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       const char *k = (const char *)sqlite3_column_text(s, 0), *v = (const char *)sqlite3_column_text(s, 1);
       if (k && v && !strcmp(k, "schema_version")) ver = atoi(v);
@@ -371,9 +396,9 @@ int lt_buffer_open(const char *path, int flags, lt_buffer_t **out) {
     return lt_error_set(LT_EVERSION, "%s: buffer schema %d is newer than this build's %d", path, ver, LT_BUFFER_SCHEMA);
   }
   for (int i = 0; i < S_N; i++) {
-    if (b->readonly && (i == S_META_SET || i == S_COUNTER_ADD || i == S_PROMPT_INS || i == S_TASK_INS || i == S_TASK_UPD ||
-                        i == S_TRAJ_INS || i == S_PAYLOAD_INS || i == S_TRAJ_MARK || i == S_METRIC || i == S_EVENT ||
-                        i == S_CKPT || i == S_WORKER))
+    if (b->readonly && (i == S_META_SET || i == S_COUNTER_ADD || i == S_PROMPT_INS || i == S_TASK_INS ||
+                        i == S_TASK_UPD || i == S_TRAJ_INS || i == S_PAYLOAD_INS || i == S_TRAJ_MARK || i == S_METRIC ||
+                        i == S_EVENT || i == S_CKPT || i == S_WORKER))
       continue;
     char *older = i == S_TRAJ_GET      ? select_older("trajectories", TRAJ_COLS, TC_N, ver)
                   : i == S_PAYLOAD_GET ? select_older("payloads", PAYLOAD_COLS, PC_N, ver)
@@ -421,10 +446,8 @@ static int stmt_run(lt_buffer_t *b, int i) {
 }
 
 static void bind_text(sqlite3_stmt *s, int i, const char *v) {
-  if (v)
-    sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-  else
-    sqlite3_bind_null(s, i);
+  if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(s, i);
 }
 
 int lt_buffer_meta_set(lt_buffer_t *b, const char *key, const char *value) {
@@ -509,18 +532,22 @@ int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int att
 
 int lt_buffer_tasks_open(lt_buffer_t *b, void (*fn)(const lt_task_row_t *t, void *ud), void *ud) {
   sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(b->db,
-                              "SELECT id, prompt_id, domain, eval, eval_round, status, attempts, worker, version FROM tasks "
-                              "WHERE status IN ('queued', 'dispatched') ORDER BY id",
-                              -1, &s, NULL);
+  int rc =
+      sqlite3_prepare_v2(b->db,
+                         "SELECT id, prompt_id, domain, eval, eval_round, status, attempts, worker, version FROM tasks "
+                         "WHERE status IN ('queued', 'dispatched') ORDER BY id",
+                         -1, &s, NULL);
   if (rc != SQLITE_OK) return db_err(b, rc, "open tasks");
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *st = (const char *)sqlite3_column_text(s, 5);
-    lt_task_row_t t = {.id = sqlite3_column_int64(s, 0), .prompt_id = sqlite3_column_int64(s, 1),
-                       .domain = (const char *)sqlite3_column_text(s, 2), .eval = sqlite3_column_int(s, 3),
+    lt_task_row_t t = {.id = sqlite3_column_int64(s, 0),
+                       .prompt_id = sqlite3_column_int64(s, 1),
+                       .domain = (const char *)sqlite3_column_text(s, 2),
+                       .eval = sqlite3_column_int(s, 3),
                        .eval_round = sqlite3_column_int64(s, 4),
                        .status = st && !strcmp(st, "dispatched") ? LT_TASK_DISPATCHED : LT_TASK_QUEUED,
-                       .attempts = sqlite3_column_int(s, 6), .worker = (const char *)sqlite3_column_text(s, 7),
+                       .attempts = sqlite3_column_int(s, 6),
+                       .worker = (const char *)sqlite3_column_text(s, 7),
                        .version = sqlite3_column_int64(s, 8)};
     fn(&t, ud);
   }
@@ -552,10 +579,8 @@ int lt_buffer_task_exists(lt_buffer_t *b, int64_t id) {
 }
 
 static void bind_blob(sqlite3_stmt *s, int i, const void *p, size_t n) {
-  if (p)
-    sqlite3_bind_blob64(s, i, p, n, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(s, i);
+  if (p) sqlite3_bind_blob64(s, i, p, n, SQLITE_STATIC);
+  else sqlite3_bind_null(s, i);
 }
 
 int lt_buffer_traj_insert(lt_buffer_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, int *duplicate) {
@@ -680,7 +705,8 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
     m->version_max = sqlite3_column_int64(s, TCOL(version_max));
     m->time_ms = sqlite3_column_int64(s, TCOL(time_ms));
     m->eval_round = sqlite3_column_int64(s, TCOL(eval_round));
-    m->consumed_step = sqlite3_column_type(s, TCOL(consumed_step)) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, TCOL(consumed_step));
+    m->consumed_step =
+        sqlite3_column_type(s, TCOL(consumed_step)) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, TCOL(consumed_step));
     const char *wk = (const char *)sqlite3_column_text(s, TCOL(worker));
     snprintf(m->loaded_worker, sizeof m->loaded_worker, "%s", wk ? wk : "");
     m->status = LT_SAMPLE_READY;
@@ -717,9 +743,10 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
   size_t nids = 0;
   for (size_t i = 0; t->support && i < T; i++) nids += t->support[i] > 0 ? (size_t)t->support[i] : 0;
   bad = bad || (sqlite3_column_type(s, PCOL(support_ids)) != SQLITE_NULL &&
-               col_blob(s, PCOL(support_ids), nids * 4, (void **)&t->support_ids));
+                col_blob(s, PCOL(support_ids), nids * 4, (void **)&t->support_ids));
   t->nsupport_ids = t->support_ids ? (int)nids : 0;
-  t->temperature = sqlite3_column_type(s, PCOL(temperature)) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, PCOL(temperature));
+  t->temperature =
+      sqlite3_column_type(s, PCOL(temperature)) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, PCOL(temperature));
   size_t nseq = (size_t)sqlite3_column_bytes(s, PCOL(seq_starts)) / 4;
   bad = bad || (nseq > 1 && col_blob(s, PCOL(seq_starts), nseq * 4, (void **)&t->seq_starts));
   t->nseqs = t->seq_starts ? (int)nseq : 0;
@@ -727,11 +754,13 @@ int lt_buffer_traj_load(lt_buffer_t *b, int64_t task_id, int what, lt_traj_t *t,
     bad = t->seq_starts[0] != 0 || t->seq_starts[i] <= t->seq_starts[i - 1] || t->seq_starts[i] >= t->ntokens;
   /* The messages are read only when asked for: packing a batch does not need them. */
   if (what == LT_LOAD_ALL && !(t->messages = col_json(s, PCOL(messages), "[]"))) bad = 1;
-  if (what == LT_LOAD_ALL && sqlite3_column_type(s, PCOL(diff)) != SQLITE_NULL && !(t->diff = col_dup(s, PCOL(diff)))) bad = 1;
+  if (what == LT_LOAD_ALL && sqlite3_column_type(s, PCOL(diff)) != SQLITE_NULL && !(t->diff = col_dup(s, PCOL(diff))))
+    bad = 1;
   sqlite3_reset(s);
   if (bad) {
     lt_traj_free(t);
-    return lt_error_set(LT_ECORRUPT, "%s: payload of task %lld has inconsistent array sizes", b->path, (long long)task_id);
+    return lt_error_set(LT_ECORRUPT, "%s: payload of task %lld has inconsistent array sizes", b->path,
+                        (long long)task_id);
   }
   return 0;
 }
@@ -742,10 +771,8 @@ int lt_buffer_traj_mark(lt_buffer_t *b, const int64_t *ids, int n, lt_sample_sta
   for (int i = 0; i < n; i++) {
     sqlite3_bind_int64(s, 1, ids[i]);
     bind_text(s, 2, tr_names[st]);
-    if (step >= 0)
-      sqlite3_bind_int64(s, 3, step);
-    else
-      sqlite3_bind_null(s, 3);
+    if (step >= 0) sqlite3_bind_int64(s, 3, step);
+    else sqlite3_bind_null(s, 3);
     int rc = stmt_run(b, S_TRAJ_MARK);
     if (rc < 0) return rc;
   }
@@ -757,9 +784,12 @@ int lt_buffer_ready(lt_buffer_t *b, lt_ready_t *out, int max, int *n) {
   sqlite3_bind_int(s, 1, max);
   int rc = SQLITE_DONE, k = 0;
   while (k < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0), .group_id = sqlite3_column_int64(s, 1),
-                          .version_min = sqlite3_column_int64(s, 2), .reward = sqlite3_column_double(s, 3),
-                          .truncated = sqlite3_column_int(s, 4), .group_done = sqlite3_column_int(s, 5)};
+    out[k] = (lt_ready_t){.task_id = sqlite3_column_int64(s, 0),
+                          .group_id = sqlite3_column_int64(s, 1),
+                          .version_min = sqlite3_column_int64(s, 2),
+                          .reward = sqlite3_column_double(s, 3),
+                          .truncated = sqlite3_column_int(s, 4),
+                          .group_done = sqlite3_column_int(s, 5)};
     const unsigned char *dom = sqlite3_column_text(s, 6);
     snprintf(out[k].domain, sizeof out[k].domain, "%s", dom ? (const char *)dom : "");
     k++;
@@ -846,8 +876,7 @@ int lt_buffer_traj_quarantine(lt_buffer_t *b, int64_t task_id, int64_t step, con
     if (got == 0)
       rc = lt_error_set(LT_ENOENT, "%s: task %lld has no %s to quarantine", b->path, (long long)task_id,
                         i < 3 ? "stored trajectory" : "task row or prompt");
-    else if (got < 0)
-      rc = got;
+    else if (got < 0) rc = got;
   }
   if (rc == 0) return lt_buffer_commit(b);
   lt_buffer_rollback(b);

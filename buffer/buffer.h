@@ -43,15 +43,15 @@ int64_t lt_buffer_counter(lt_buffer_t *b, const char *name);
 typedef enum { LT_TASK_QUEUED = 0, LT_TASK_DISPATCHED, LT_TASK_DONE, LT_TASK_FAILED } lt_task_status;
 
 typedef struct {
-  int64_t id;            /* task id */
-  int64_t prompt_id;     /* also the group id */
+  int64_t id;        /* task id */
+  int64_t prompt_id; /* also the group id */
   const char *domain;
-  int eval;              /* held-out evaluation task */
-  int64_t eval_round;    /* learner step of the evaluation (eval tasks) */
+  int eval;           /* held-out evaluation task */
+  int64_t eval_round; /* learner step of the evaluation (eval tasks) */
   lt_task_status status;
   int attempts;
   const char *worker;
-  int64_t version;       /* policy version at dispatch */
+  int64_t version; /* policy version at dispatch */
 } lt_task_row_t;
 
 /* copy_of: the prompt whose problem this one repeats as another group (pass-rate oversampling), or 0. */
@@ -61,7 +61,8 @@ int lt_buffer_prompt_insert(lt_buffer_t *b, int64_t id, const char *domain, cons
 char *lt_buffer_prompt_spec(lt_buffer_t *b, int64_t id);
 int lt_buffer_task_insert(lt_buffer_t *b, const lt_task_row_t *t);
 /* attempts < 0: the stored count stays (a result does not undo the attempts before it). */
-int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int attempts, const char *worker, int64_t version);
+int lt_buffer_task_update(lt_buffer_t *b, int64_t id, lt_task_status st, int attempts, const char *worker,
+                          int64_t version);
 /* Calls fn for every task whose status is not done/failed (resume). */
 int lt_buffer_tasks_open(lt_buffer_t *b, void (*fn)(const lt_task_row_t *t, void *ud), void *ud);
 int64_t lt_buffer_max_id(lt_buffer_t *b, const char *table);
@@ -94,8 +95,8 @@ typedef struct {
   int64_t time_ms;
   lt_sample_state status;
   /* filled by lt_buffer_traj_load only */
-  int64_t consumed_step;     /* learner step that trained on it (or marked it), -1 */
-  char loaded_worker[128];   /* the worker it came from */
+  int64_t consumed_step;   /* learner step that trained on it (or marked it), -1 */
+  char loaded_worker[128]; /* the worker it came from */
 } lt_traj_meta_t;
 
 /* Inserts a trajectory (the wire record, only read) as its row of `trajectories` and its payload
@@ -117,8 +118,8 @@ int lt_buffer_traj_rewind(lt_buffer_t *b, int64_t step);
 typedef struct {
   int64_t task_id, prompt_id;
   char domain[64];
-  int attempts;       /* the task's attempts so far */
-  char *spec;         /* its prompt's problem (JSON) */
+  int attempts; /* the task's attempts so far */
+  char *spec;   /* its prompt's problem (JSON) */
   char why[256];
 } lt_quarantined_t;
 
@@ -135,7 +136,7 @@ typedef struct {
   int64_t task_id, group_id, version_min;
   double reward;
   int truncated;
-  int group_done;      /* samples of its group that have ended (stored, or failed for good) */
+  int group_done; /* samples of its group that have ended (stored, or failed for good) */
   char domain[64];
 } lt_ready_t;
 
@@ -208,18 +209,18 @@ int lt_buffer_metric_names(lt_buffer_t *b, int (*fn)(const char *name, void *ud)
 
 /* Which trajectories an export reads. */
 typedef struct {
-  unsigned statuses;     /* bit (1 << lt_sample_state) per status wanted; 0: all */
+  unsigned statuses; /* bit (1 << lt_sample_state) per status wanted; 0: all */
   int has_min_reward;
   double min_reward;
-  int consumed;          /* only those a learner step consumed (or marked) ... */
+  int consumed;             /* only those a learner step consumed (or marked) ... */
   int64_t step_lo, step_hi; /* ... by steps in [step_lo, step_hi]; -1: open */
-  const char *domain;    /* NULL: all */
+  const char *domain;       /* NULL: all */
 } lt_traj_filter_t;
 
 /* Up to max trajectories after row id `after` in arrival order: task ids and row ids (the next page starts
  * after rowids[*n - 1]). */
-int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids,
-                        int64_t *rowids, int max, int *n);
+int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids, int64_t *rowids,
+                        int max, int *n);
 /* Workers heard from since since_ms (wall clock) that have not left or been declared dead after that
  * (worker_bye / worker_dead events). */
 int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms);
@@ -229,17 +230,17 @@ int64_t lt_buffer_workers_alive(lt_buffer_t *b, int64_t since_ms);
 /* One trajectory at one learner step.  The arrays hold the tokens of the trajectory's contexts the learner
  * packed, span after span (a context longer than the model's positions is cut). */
 typedef struct {
-  int64_t task_id, step;     /* step: the learner step that trained it (or, recomputed, whose weights were used) */
-  int recomputed;            /* 0: stored by that step; 1: recomputed afterwards (replay --fill-token-values) */
-  const char *loss;          /* JSON: the objective and the bounds the values were tested against */
-  double traj_ratio;         /* geometric-mean x_t over its loss tokens (the trajectory mask's test); NaN: none */
-  int traj_ok;               /* within the trajectory bounds */
-  int ntokens;               /* the trajectory's tokens */
+  int64_t task_id, step; /* step: the learner step that trained it (or, recomputed, whose weights were used) */
+  int recomputed;        /* 0: stored by that step; 1: recomputed afterwards (replay --fill-token-values) */
+  const char *loss;      /* JSON: the objective and the bounds the values were tested against */
+  double traj_ratio;     /* geometric-mean x_t over its loss tokens (the trajectory mask's test); NaN: none */
+  int traj_ok;           /* within the trajectory bounds */
+  int ntokens;           /* the trajectory's tokens */
   int nspans;
-  const int32_t *spans;      /* [2 * nspans]: (first token in the trajectory, length) of each packed context */
-  int n;                     /* Σ lengths (lt_buffer_token_values_get) */
+  const int32_t *spans; /* [2 * nspans]: (first token in the trajectory, length) of each packed context */
+  int n;                /* Σ lengths (lt_buffer_token_values_get) */
   const float *ratio, *logp_old, *adv, *entropy; /* [n] x_t (0 off the loss mask), log π_old, Â_t, entropy */
-  const uint8_t *flags;      /* [n] LT_TOKV_* bits of learner/loss.h (0 off the actor's loss mask) */
+  const uint8_t *flags; /* [n] LT_TOKV_* bits of learner/loss.h (0 off the actor's loss mask) */
 } lt_token_values_row_t;
 
 /* Stores rows (their arrays only read), replacing a row of the same task and step; in one transaction unless
@@ -258,26 +259,32 @@ int64_t lt_buffer_token_values_count(lt_buffer_t *b, int64_t step);
  * with LT_ETIMEDOUT.  The caller owns *deadline_ms and moves it before each request; NULL removes the limit. */
 void lt_buffer_set_deadline(lt_buffer_t *b, const int64_t *deadline_ms);
 
-typedef enum { LT_BROWSE_ID = 0, LT_BROWSE_REWARD, LT_BROWSE_TOKENS, LT_BROWSE_STALENESS, LT_BROWSE_VERSION,
-               LT_BROWSE_NSORTS } lt_browse_sort;
+typedef enum {
+  LT_BROWSE_ID = 0,
+  LT_BROWSE_REWARD,
+  LT_BROWSE_TOKENS,
+  LT_BROWSE_STALENESS,
+  LT_BROWSE_VERSION,
+  LT_BROWSE_NSORTS
+} lt_browse_sort;
 
 /* Which trajectories a page shows: NULL texts and the has_* flags cleared mean "any". */
 typedef struct {
   const char *domain;
-  const char *status;        /* lt_sample_state name: ready, consumed, ... */
-  const char *outcome;       /* the worker's traj_status: ok, reward_failed, ... */
-  const char *finish;        /* terminated, truncated, none */
+  const char *status;  /* lt_sample_state name: ready, consumed, ... */
+  const char *outcome; /* the worker's traj_status: ok, reward_failed, ... */
+  const char *finish;  /* terminated, truncated, none */
   int has_reward_min, has_reward_max;
   double reward_min, reward_max;
   int has_stale_min, has_stale_max;
   int64_t stale_min, stale_max; /* consumed_step − version_min (set only where a step consumed or marked it) */
   int has_version;
-  int64_t version;           /* version_min == version */
-  const char *text;          /* substring of the messages (a scan, bounded by the deadline) */
+  int64_t version;  /* version_min == version */
+  const char *text; /* substring of the messages (a scan, bounded by the deadline) */
   lt_browse_sort sort;
   int desc;
   int64_t offset;
-  int limit;                 /* rows wanted, ≤ 1000 */
+  int limit; /* rows wanted, ≤ 1000 */
 } lt_browse_query_t;
 
 /* One row of the trajectory table (texts valid during the callback only). */
@@ -288,15 +295,15 @@ typedef struct {
   double reward;
   int ntokens, nturns, eval, truncated;
   int64_t version_min, version_max, time_ms;
-  int64_t consumed_step;     /* -1: none */
+  int64_t consumed_step; /* -1: none */
 } lt_browse_row_t;
 
 /* The page of trajectories q asks for (fn per row, nonzero stops) and *total, the rows matching the filters. */
 int lt_buffer_browse(lt_buffer_t *b, const lt_browse_query_t *q, int (*fn)(const lt_browse_row_t *r, void *ud),
                      void *ud, int64_t *total);
 /* A metric's points in step order, at most max (the first max): fn per point. */
-int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max,
-                            int (*fn)(int64_t step, double value, void *ud), void *ud);
+int lt_buffer_metric_points(lt_buffer_t *b, const char *name, int max, int (*fn)(int64_t step, double value, void *ud),
+                            void *ud);
 /* The steps where both lo_name and hi_name were recorded (a band: reward/min and reward/max around reward/mean),
  * in step order, at most max: fn per step with the two values. */
 int lt_buffer_metric_band(lt_buffer_t *b, const char *lo_name, const char *hi_name, int max,

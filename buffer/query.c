@@ -57,10 +57,11 @@ static int ckpt_row(sqlite3_stmt *s, void *ud) {
 
 int lt_buffer_weights(lt_buffer_t *b, int oldest, lt_ckpt_row_t *out) {
   sqlite3_stmt *s;
-  int rc = prep(b, oldest ? "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' "
-                            "ORDER BY version LIMIT 1"
-                          : "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' "
-                            "ORDER BY version DESC LIMIT 1",
+  int rc = prep(b,
+                oldest ? "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' "
+                         "ORDER BY version LIMIT 1"
+                       : "SELECT version, path, sha256, step FROM checkpoints WHERE kind = 'weights' "
+                         "ORDER BY version DESC LIMIT 1",
                 &s);
   return rc < 0 ? rc : rows(b, s, ckpt_row, out);
 }
@@ -150,7 +151,8 @@ static int real_row(sqlite3_stmt *s, void *ud) {
 double lt_buffer_noise_level(lt_buffer_t *b, const char *domain) {
   sqlite3_stmt *s;
   double v = -1;
-  if (prep(b, "SELECT coalesce(max(json_extract(spec, '$.noise_level')), -1) FROM prompts WHERE eval = 0 AND domain = ?1",
+  if (prep(b,
+           "SELECT coalesce(max(json_extract(spec, '$.noise_level')), -1) FROM prompts WHERE eval = 0 AND domain = ?1",
            &s) == 0) {
     sqlite3_bind_text(s, 1, domain, -1, SQLITE_STATIC);
     rows(b, s, real_row, &v);
@@ -233,10 +235,12 @@ static int mean_row(sqlite3_stmt *s, void *ud) {
 int lt_buffer_metric_mean(lt_buffer_t *b, const char *name, lt_span_t span, int n, double *mean, int64_t *count) {
   static const char *sql[] = {
       [LT_SPAN_ALL] = "SELECT coalesce(avg(value), 0), count(*) FROM metrics WHERE name = ?1",
-      [LT_SPAN_FIRST] = "SELECT coalesce(avg(value), 0), count(*) FROM (SELECT value FROM metrics WHERE name = ?1 "
-                        "ORDER BY step, time_ms LIMIT ?2)",
-      [LT_SPAN_LAST] = "SELECT coalesce(avg(value), 0), count(*) FROM (SELECT value FROM metrics WHERE name = ?1 "
-                       "ORDER BY step DESC, time_ms DESC LIMIT ?2)",
+      [LT_SPAN_FIRST] =
+          "SELECT coalesce(avg(value), 0), count(*) FROM (SELECT value FROM metrics WHERE name = ?1 "
+          "ORDER BY step, time_ms LIMIT ?2)",
+      [LT_SPAN_LAST] =
+          "SELECT coalesce(avg(value), 0), count(*) FROM (SELECT value FROM metrics WHERE name = ?1 "
+          "ORDER BY step DESC, time_ms DESC LIMIT ?2)",
   };
   sqlite3_stmt *s;
   double v[2] = {0, 0};
@@ -266,10 +270,11 @@ static int point_row(sqlite3_stmt *s, void *ud) {
 int lt_buffer_metric_edge(lt_buffer_t *b, const char *name, lt_span_t edge, double *value, int64_t *step) {
   sqlite3_stmt *s;
   point_t p = {0, 0};
-  int rc = prep(b, edge == LT_SPAN_LAST ? "SELECT value, step FROM metrics WHERE name = ?1 "
-                                          "ORDER BY step DESC, time_ms DESC LIMIT 1"
-                                        : "SELECT value, step FROM metrics WHERE name = ?1 "
-                                          "ORDER BY step, time_ms LIMIT 1",
+  int rc = prep(b,
+                edge == LT_SPAN_LAST ? "SELECT value, step FROM metrics WHERE name = ?1 "
+                                       "ORDER BY step DESC, time_ms DESC LIMIT 1"
+                                     : "SELECT value, step FROM metrics WHERE name = ?1 "
+                                       "ORDER BY step, time_ms LIMIT 1",
                 &s);
   if (rc == 0) {
     sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
@@ -343,8 +348,8 @@ static int page_row(sqlite3_stmt *s, void *ud) {
   return ++p->n == p->max;
 }
 
-int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids,
-                        int64_t *rowids, int max, int *n) {
+int lt_buffer_traj_page(lt_buffer_t *b, const lt_traj_filter_t *f, int64_t after, int64_t *task_ids, int64_t *rowids,
+                        int max, int *n) {
   /* The wanted statuses as ",ready,consumed," so that one bound text tests membership. */
   char statuses[128] = ",";
   for (int i = 0; i < LT_SAMPLE_NSTATES; i++)

@@ -132,8 +132,9 @@ int lt_buffer_token_values_get(lt_buffer_t *b, int64_t task_id, lt_token_values_
   memset(r, 0, sizeof *r);
   sqlite3 *db = lt__buffer_db(b);
   /* The stored row of the step that trained it before any recomputed one; the newest step first. */
-  static const char *sql = "SELECT task_id, step, recomputed, loss, traj_ratio, traj_ok, ntokens, spans, n, data "
-                           "FROM token_values WHERE task_id = ?1 ORDER BY recomputed, step DESC LIMIT 1";
+  static const char *sql =
+      "SELECT task_id, step, recomputed, loss, traj_ratio, traj_ok, ntokens, spans, n, data "
+      "FROM token_values WHERE task_id = ?1 ORDER BY recomputed, step DESC LIMIT 1";
   sqlite3_stmt *s;
   int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
   if (rc != SQLITE_OK) {

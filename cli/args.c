@@ -124,7 +124,8 @@ int lt_args_parse(lt_cmd_args_t *c, int argc, char **argv) {
     f->set = 1;
   }
   if (c->npos < c->min_pos) return lt_args_usage_error(c, "missing argument");
-  if (c->max_pos >= 0 && c->npos > c->max_pos) return lt_args_usage_error(c, "unexpected argument '%s'", c->pos[c->max_pos]);
+  if (c->max_pos >= 0 && c->npos > c->max_pos)
+    return lt_args_usage_error(c, "unexpected argument '%s'", c->pos[c->max_pos]);
   return 0;
 }
 

@@ -13,7 +13,7 @@
 typedef enum { LT_ARG_FLAG, LT_ARG_VALUE, LT_ARG_MULTI } lt_arg_kind;
 
 typedef struct {
-  const char *name;    /* "--model" */
+  const char *name; /* "--model" */
   lt_arg_kind kind;
   const char *metavar; /* "DIR" */
   const char *help;
@@ -25,17 +25,17 @@ typedef struct {
 } lt_arg_t;
 
 typedef struct {
-  const char *command;  /* "logprobs" */
-  const char *usage;    /* "--model DIR --input FILE.jsonl" */
-  const char *summary;  /* one line */
-  const char *details;  /* optional paragraphs for --help */
+  const char *command; /* "logprobs" */
+  const char *usage;   /* "--model DIR --input FILE.jsonl" */
+  const char *summary; /* one line */
+  const char *details; /* optional paragraphs for --help */
   lt_arg_t *args;
   int nargs;
   int min_pos, max_pos; /* positional count bounds; max_pos < 0: unbounded */
   /* filled by the parser */
   const char *pos[LT_ARGS_MAX_POS];
   int npos;
-  int dashdash;         /* index in pos[] of the first argument after "--", or -1 */
+  int dashdash; /* index in pos[] of the first argument after "--", or -1 */
 } lt_cmd_args_t;
 
 /* Returns 0 to proceed, 1 if --help was printed (exit 0), or LT_EXIT_USAGE

@@ -18,14 +18,18 @@ static void summary(lt_buffer_t *b, const char *name, double out[3]) {
 
 int lt_cmd_compare(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "-o", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "also draw the dashboard of both runs (.png or .svg)"},
+      {.name = "-o",
+       .kind = LT_ARG_VALUE,
+       .metavar = "FILE",
+       .help = "also draw the dashboard of both runs (.png or .svg)"},
       {.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object instead of the table"},
       LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "compare",
                      .usage = "RUN_A RUN_B [-o FILE.png|svg] [--json] [--check]",
-                     .summary = "Shows the key metrics of two runs side by side: the whole-run mean and the mean of "
-                                "the last 5 recorded steps of each, and the first and last evaluation.",
+                     .summary =
+                         "Shows the key metrics of two runs side by side: the whole-run mean and the mean of "
+                         "the last 5 recorded steps of each, and the first and last evaluation.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 2,
@@ -43,10 +47,12 @@ int lt_cmd_compare(int argc, char **argv) {
   if (!strcmp(names[0], names[1]))
     for (int r = 0; r < 2; r++) snprintf(names[r], sizeof names[r], "%s", c.pos[r]);
   int json = lt_args_flag(&c, "--json");
-  cJSON *o = cJSON_CreateObject(), *runs = cJSON_AddArrayToObject(o, "runs"), *ms = cJSON_AddObjectToObject(o, "metrics");
+  cJSON *o = cJSON_CreateObject(), *runs = cJSON_AddArrayToObject(o, "runs"),
+        *ms = cJSON_AddObjectToObject(o, "metrics");
   for (int r = 0; r < 2; r++) cJSON_AddItemToArray(runs, cJSON_CreateString(names[r]));
-  if (!json) printf("%-34s %-27.27s %-27.27s\n%-34s %12s %12s   %12s %12s\n", "", names[0], names[1], "metric", "mean",
-                    "last 5", "mean", "last 5");
+  if (!json)
+    printf("%-34s %-27.27s %-27.27s\n%-34s %12s %12s   %12s %12s\n", "", names[0], names[1], "metric", "mean", "last 5",
+           "mean", "last 5");
   for (int p = 0; p < lt_cli_ndashboard; p++) {
     char tmp[256];
     snprintf(tmp, sizeof tmp, "%s", lt_cli_dashboard[p]);

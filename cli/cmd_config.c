@@ -13,8 +13,9 @@ int lt_cmd_config(int argc, char **argv) {
   };
   lt_cmd_args_t c = {.command = "config",
                      .usage = "[CONFIG] [--set PATH=VALUE ...] | --schema-md",
-                     .summary = "Prints the resolved config (defaults filled in, overrides applied) after validating "
-                                "it, or the reference of every key.",
+                     .summary =
+                         "Prints the resolved config (defaults filled in, overrides applied) after validating "
+                         "it, or the reference of every key.",
                      .args = args,
                      .nargs = 2,
                      .min_pos = 0,

@@ -55,7 +55,8 @@ static cJSON *openai_messages(const cJSON *stored) {
         cJSON_ReplaceItemViaPointer(calls, call, n);
         call = n;
       }
-    } else if (role && !strcmp(role, "tool") && next_result < nids && !cJSON_GetObjectItemCaseSensitive(c, "tool_call_id")) {
+    } else if (role && !strcmp(role, "tool") && next_result < nids &&
+               !cJSON_GetObjectItemCaseSensitive(c, "tool_call_id")) {
       cJSON_AddStringToObject(c, "tool_call_id", ids[next_result++]);
     }
     cJSON_AddItemToArray(out, c);
@@ -81,8 +82,7 @@ static void common(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m) {
   lt_buf_puts(b, ",\"reason\":");
   lt_json_quote(b, t->reason ? t->reason : "");
   lt_buf_printf(b, ",\"truncated\":%s,\"turns\":%d,\"version_min\":%lld,\"version_max\":%lld,\"consumed_step\":",
-                m->truncated ? "true" : "false", t->turns, (long long)m->version_min,
-                (long long)m->version_max);
+                m->truncated ? "true" : "false", t->turns, (long long)m->version_min, (long long)m->version_max);
   if (m->consumed_step >= 0) lt_buf_printf(b, "%lld", (long long)m->consumed_step);
   else lt_buf_puts(b, "null");
   lt_buf_puts(b, ",\"worker\":");
@@ -223,20 +223,31 @@ static void line_chat(lt_buf_t *b, const lt_traj_t *t, const lt_traj_meta_t *m, 
 
 int lt_cmd_export(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--format", .kind = LT_ARG_VALUE, .metavar = "F", .help = "jsonl (chat messages, default) | tokens (ids, logprobs, masks, versions, routing)"},
-      {.name = "--status", .kind = LT_ARG_VALUE, .metavar = "LIST", .help = "only these statuses, comma-separated (ready,consumed,stale,filtered,failed,eval)"},
+      {.name = "--format",
+       .kind = LT_ARG_VALUE,
+       .metavar = "F",
+       .help = "jsonl (chat messages, default) | tokens (ids, logprobs, masks, versions, routing)"},
+      {.name = "--status",
+       .kind = LT_ARG_VALUE,
+       .metavar = "LIST",
+       .help = "only these statuses, comma-separated (ready,consumed,stale,filtered,failed,eval)"},
       {.name = "--min-reward", .kind = LT_ARG_VALUE, .metavar = "R", .help = "only trajectories with reward >= R"},
-      {.name = "--step-range", .kind = LT_ARG_VALUE, .metavar = "A:B", .help = "only those consumed by learner steps A..B (either side may be empty)"},
+      {.name = "--step-range",
+       .kind = LT_ARG_VALUE,
+       .metavar = "A:B",
+       .help = "only those consumed by learner steps A..B (either side may be empty)"},
       {.name = "--domain", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "only this environment domain"},
       {.name = "-o", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "output file (default: stdout)"},
       LT_CLI_CHECK_ARG,
   };
   lt_cmd_args_t c = {.command = "export",
-                     .usage = "RUN --format jsonl|tokens [--status LIST] [--min-reward R] [--step-range A:B] "
-                              "[--domain NAME] [-o FILE] [--check]",
-                     .summary = "Writes the run's trajectories, one JSON object per line, in arrival order: chat "
-                                "messages in the OpenAI format (jsonl) or the token-level record a trainer needs "
-                                "(tokens, docs/trajectory-format.md). Streams in constant memory; works on a live run.",
+                     .usage =
+                         "RUN --format jsonl|tokens [--status LIST] [--min-reward R] [--step-range A:B] "
+                         "[--domain NAME] [-o FILE] [--check]",
+                     .summary =
+                         "Writes the run's trajectories, one JSON object per line, in arrival order: chat "
+                         "messages in the OpenAI format (jsonl) or the token-level record a trainer needs "
+                         "(tokens, docs/trajectory-format.md). Streams in constant memory; works on a live run.",
                      .args = args,
                      .nargs = 7,
                      .min_pos = 1,

@@ -46,23 +46,34 @@ static int emit(const lt_tokenizer_t *tok, job_t *j, lt_buf_t *b) {
 int lt_cmd_generate(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory"},
-      {.name = "--input", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "lines {\"prompt\": text} or {\"tokens\": [ids]} ('-': stdin)"},
-      {.name = "--temperature", .kind = LT_ARG_VALUE, .metavar = "T", .help = "sampling temperature (default 1; 0 = greedy)"},
+      {.name = "--input",
+       .kind = LT_ARG_VALUE,
+       .metavar = "FILE.jsonl",
+       .help = "lines {\"prompt\": text} or {\"tokens\": [ids]} ('-': stdin)"},
+      {.name = "--temperature",
+       .kind = LT_ARG_VALUE,
+       .metavar = "T",
+       .help = "sampling temperature (default 1; 0 = greedy)"},
       {.name = "--top-p", .kind = LT_ARG_VALUE, .metavar = "P", .help = "nucleus mass (default 1)"},
       {.name = "--top-k", .kind = LT_ARG_VALUE, .metavar = "K", .help = "top-k (default 0 = off)"},
-      {.name = "--max-tokens", .kind = LT_ARG_VALUE, .metavar = "N", .help = "tokens to generate per line (default 128)"},
+      {.name = "--max-tokens",
+       .kind = LT_ARG_VALUE,
+       .metavar = "N",
+       .help = "tokens to generate per line (default 128)"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "S", .help = "seed; line i uses S + i (default 0)"},
       {.name = "--chat", .kind = LT_ARG_FLAG, .help = "wrap a prompt as a user turn and open the assistant turn"},
   };
-  lt_cmd_args_t c = {.command = "generate",
-                     .usage = "--model DIR --input FILE.jsonl [--temperature T --top-p P --top-k K --max-tokens N --seed S] [--chat]",
-                     .summary = "Samples a completion per line and prints {\"text\", \"tokens\", \"logprobs\", "
-                                "\"finish_reason\"} (\"stop\" at a stop token, \"length\" at --max-tokens or the "
-                                "context limit). Prompts are encoded as they are unless --chat.",
-                     .args = args,
-                     .nargs = 8,
-                     .min_pos = 0,
-                     .max_pos = 0};
+  lt_cmd_args_t c = {
+      .command = "generate",
+      .usage = "--model DIR --input FILE.jsonl [--temperature T --top-p P --top-k K --max-tokens N --seed S] [--chat]",
+      .summary =
+          "Samples a completion per line and prints {\"text\", \"tokens\", \"logprobs\", "
+          "\"finish_reason\"} (\"stop\" at a stop token, \"length\" at --max-tokens or the "
+          "context limit). Prompts are encoded as they are unless --chat.",
+      .args = args,
+      .nargs = 8,
+      .min_pos = 0,
+      .max_pos = 0};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   const char *dir = lt_args_str(&c, "--model", NULL), *input = lt_args_str(&c, "--input", NULL);

@@ -22,10 +22,10 @@ typedef struct {
   float *logp_rollout, *adv;
   uint8_t *mask;
   int *start;
-  double *reward;     /* per sequence, for --step-out */
+  double *reward; /* per sequence, for --step-out */
   int64_t *group;
   uint8_t *truncated;
-  int *traj;          /* per sequence: its trajectory (consecutive lines with one "trajectory" are its contexts) */
+  int *traj; /* per sequence: its trajectory (consecutive lines with one "trajectory" are its contexts) */
   int n, nseq, cap, scap;
 } packed_t;
 
@@ -64,12 +64,13 @@ static int read_seq_fields(packed_t *p, const cJSON *line, const char *path, lon
   double r = 0;
   int64_t g = p->nseq, traj = -1 - (int64_t)p->nseq;
   int tr = 0, rc = 0;
-  if (cJSON_GetObjectItemCaseSensitive(line, "reward") && (rc = lt_json_get_f64(line, "reward", &r)) == 0 && !isfinite(r))
+  if (cJSON_GetObjectItemCaseSensitive(line, "reward") && (rc = lt_json_get_f64(line, "reward", &r)) == 0 &&
+      !isfinite(r))
     rc = lt_error_set(LT_EINVAL, "reward: not finite");
   if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "group")) rc = lt_json_get_i64(line, "group", &g);
   if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "truncated")) rc = lt_json_get_bool(line, "truncated", &tr);
-  if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "trajectory") && (rc = lt_json_get_i64(line, "trajectory", &traj)) == 0 &&
-      (traj < 0 || traj > INT32_MAX))
+  if (rc == 0 && cJSON_GetObjectItemCaseSensitive(line, "trajectory") &&
+      (rc = lt_json_get_i64(line, "trajectory", &traj)) == 0 && (traj < 0 || traj > INT32_MAX))
     rc = lt_error_set(LT_EINVAL, "trajectory: expected an integer in [0, 2^31)");
   if (rc < 0) return lt_error_wrap(rc, "%s:%ld", path, ln);
   p->traj[p->nseq] = (int)traj;
@@ -86,21 +87,28 @@ static int read_line(packed_t *p, const cJSON *line, const lt_model_t *m, const 
   int n, nm, nl, na;
   int rc = lt_cli_token_array(line, "tokens", m->cfg.vocab, 1, m->cfg.max_pos, path, ln, &toks, &n);
   if (rc == 0 && (rc = lt_json_get_i32_array(line, "loss_mask", &mask, &nm)) < 0) lt_error_wrap(rc, "%s:%ld", path, ln);
-  if (rc == 0 && (rc = lt_json_get_f32_array(line, "rollout_logprobs", &lp, &nl)) < 0) lt_error_wrap(rc, "%s:%ld", path, ln);
+  if (rc == 0 && (rc = lt_json_get_f32_array(line, "rollout_logprobs", &lp, &nl)) < 0)
+    lt_error_wrap(rc, "%s:%ld", path, ln);
   if (rc == 0 && (rc = lt_json_get_f32_array(line, "advantages", &adv, &na)) < 0) lt_error_wrap(rc, "%s:%ld", path, ln);
   if (rc == 0 && (nm != n || nl != n || na != n))
-    rc = lt_error_set(LT_EINVAL, "%s:%ld: loss_mask, rollout_logprobs and advantages must have the %d entries of tokens",
-                      path, ln, n);
+    rc =
+        lt_error_set(LT_EINVAL, "%s:%ld: loss_mask, rollout_logprobs and advantages must have the %d entries of tokens",
+                     path, ln, n);
   for (int i = 0; rc == 0 && i < n; i++) {
-    if (mask[i] != 0 && mask[i] != 1) rc = lt_error_set(LT_EINVAL, "%s:%ld: loss_mask[%d]: expected 0 or 1", path, ln, i);
-    else if (i == 0 && mask[0]) rc = lt_error_set(LT_EINVAL, "%s:%ld: loss_mask[0] must be 0 (nothing predicts the first token)", path, ln);
-    else if (!isfinite(lp[i]) || lp[i] > 0) rc = lt_error_set(LT_EINVAL, "%s:%ld: rollout_logprobs[%d]: expected a finite value ≤ 0", path, ln, i);
+    if (mask[i] != 0 && mask[i] != 1)
+      rc = lt_error_set(LT_EINVAL, "%s:%ld: loss_mask[%d]: expected 0 or 1", path, ln, i);
+    else if (i == 0 && mask[0])
+      rc = lt_error_set(LT_EINVAL, "%s:%ld: loss_mask[0] must be 0 (nothing predicts the first token)", path, ln);
+    else if (!isfinite(lp[i]) || lp[i] > 0)
+      rc = lt_error_set(LT_EINVAL, "%s:%ld: rollout_logprobs[%d]: expected a finite value ≤ 0", path, ln, i);
     else if (!isfinite(adv[i])) rc = lt_error_set(LT_EINVAL, "%s:%ld: advantages[%d]: not finite", path, ln, i);
   }
   if (rc == 0 && p->nseq + 2 > p->scap) {
     int sc = p->scap ? 2 * p->scap : 64;
-    void **arr[] = {(void **)&p->start, (void **)&p->reward, (void **)&p->group, (void **)&p->truncated, (void **)&p->traj};
-    const size_t size[] = {sizeof *p->start, sizeof *p->reward, sizeof *p->group, sizeof *p->truncated, sizeof *p->traj};
+    void **arr[] = {(void **)&p->start, (void **)&p->reward, (void **)&p->group, (void **)&p->truncated,
+                    (void **)&p->traj};
+    const size_t size[] = {sizeof *p->start, sizeof *p->reward, sizeof *p->group, sizeof *p->truncated,
+                           sizeof *p->traj};
     if ((rc = realloc_all(arr, size, 5, sc)) == 0) p->scap = sc;
   }
   if (rc == 0) rc = read_seq_fields(p, line, path, ln);
@@ -152,8 +160,13 @@ static int share_grad(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p,
   if (rc == 0 && b > a) {
     lt_batch_t bt = {.nseq = b - a, .start = starts, .tokens = p->tokens + t0};
     if ((rc = lt_model_forward(m, &bt, &fo)) == 0) {
-      lt_loss_in_t in = {.nseq = b - a, .start = starts, .logp = fo.logprobs, .logp_rollout = p->logp_rollout + t0,
-                         .adv = p->adv + t0, .mask = p->mask + t0, .traj = p->traj + a};
+      lt_loss_in_t in = {.nseq = b - a,
+                         .start = starts,
+                         .logp = fo.logprobs,
+                         .logp_rollout = p->logp_rollout + t0,
+                         .adv = p->adv + t0,
+                         .mask = p->mask + t0,
+                         .traj = p->traj + a};
       rc = lt_loss_compute(lc, &in, dlogp, st);
       conf = fo.routing_confidence * n;
     }
@@ -166,11 +179,23 @@ static int share_grad(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p,
     rc = lt_model_backward(m, dlogp, NULL);
   }
   if (rc == 0) rc = lt_dist_sum_f32(m->grads, m->nparams);
-  double v[9] = {st->loss * w, st->tokens_kept, st->trajs_kept, st->tokens, st->trajs, st->tokens_in_bounds,
-                 st->mismatch * st->tokens, st->clip_frac * st->tokens, conf};
+  double v[9] = {st->loss * w,
+                 st->tokens_kept,
+                 st->trajs_kept,
+                 st->tokens,
+                 st->trajs,
+                 st->tokens_in_bounds,
+                 st->mismatch * st->tokens,
+                 st->clip_frac * st->tokens,
+                 conf};
   if (rc == 0 && lt_dist_size() > 1 && (rc = lt_dist_sum_f64(v, 9)) == 0) {
-    *st = (lt_loss_stats_t){.loss = v[0], .tokens_kept = (int)v[1], .trajs_kept = (int)v[2], .tokens = (int)v[3],
-                            .trajs = (int)v[4], .tokens_in_bounds = (int)v[5], .mismatch = v[3] ? v[6] / v[3] : 0,
+    *st = (lt_loss_stats_t){.loss = v[0],
+                            .tokens_kept = (int)v[1],
+                            .trajs_kept = (int)v[2],
+                            .tokens = (int)v[3],
+                            .trajs = (int)v[4],
+                            .tokens_in_bounds = (int)v[5],
+                            .mismatch = v[3] ? v[6] / v[3] : 0,
                             .clip_frac = v[3] ? v[7] / v[3] : 0};
     conf = v[8];
   }
@@ -186,7 +211,9 @@ static int write_grads(const lt_model_t *m, const char *out) {
   if (!t) return lt_error_set(LT_ENOMEM, "grad: out of memory");
   for (int i = 0; i < m->ntensors; i++) {
     const lt_tensor_t *s = &m->tensors[i];
-    t[i] = (lt_st_tensor_t){.name = s->name, .ndim = s->ndim, .shape = {s->ndim == 1 ? s->cols : s->rows, s->cols},
+    t[i] = (lt_st_tensor_t){.name = s->name,
+                            .ndim = s->ndim,
+                            .shape = {s->ndim == 1 ? s->cols : s->rows, s->cols},
                             .data = m->grads + s->offset};
   }
   int rc = lt_st_write(out, t, m->ntensors, "{\"format\":\"pt\",\"content\":\"gradients\"}");
@@ -197,18 +224,24 @@ static int write_grads(const lt_model_t *m, const char *out) {
 /* One full learner step (π_old pre-pass, critic, advantages from the lines'
  * rewards, the objective, AdamW or Muon) on the batch; rank 0 writes the
  * trainer's state (policy/, critic/, optimizer files) to dir.  Takes m. */
-static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p, const char *optimizer, int minibatches,
-                        const char *dir, size_t *optim_bytes) {
-  lt_trainer_cfg_t tc = {.loss = *lc, .actor_minibatches = minibatches, .critic_minibatches = minibatches,
-                         .threads = lt_cli_threads()};
+static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *p, const char *optimizer,
+                        int minibatches, const char *dir, size_t *optim_bytes) {
+  lt_trainer_cfg_t tc = {
+      .loss = *lc, .actor_minibatches = minibatches, .critic_minibatches = minibatches, .threads = lt_cli_threads()};
   lt_opt_kind kind = strcmp(optimizer, "muon") == 0 ? LT_OPT_MUON : LT_OPT_ADAMW;
   lt_optim_cfg_default(&tc.actor_opt, kind);
   lt_optim_cfg_default(&tc.critic_opt, LT_OPT_ADAMW);
   lt_trainer_t *tr;
   int rc = lt_trainer_create(&tc, m, NULL, NULL, &tr);
   if (rc < 0) return rc;
-  lt_train_batch_t b = {.nseq = p->nseq, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp_rollout,
-                        .mask = p->mask, .reward = p->reward, .truncated = p->truncated, .group = p->group,
+  lt_train_batch_t b = {.nseq = p->nseq,
+                        .start = p->start,
+                        .tokens = p->tokens,
+                        .logp_rollout = p->logp_rollout,
+                        .mask = p->mask,
+                        .reward = p->reward,
+                        .truncated = p->truncated,
+                        .group = p->group,
                         .traj = p->traj};
   lt_step_stats_t st;
   rc = lt_trainer_step(tr, &b, &st);
@@ -221,23 +254,50 @@ static int learner_step(lt_model_t *m, const lt_loss_cfg_t *lc, const packed_t *
 int lt_cmd_grad(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory"},
-      {.name = "--batch", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "lines {tokens, loss_mask, rollout_logprobs, advantages}, optional trajectory: consecutive lines with one trajectory (≥ 0) are its contexts, one unit of the objective"},
+      {.name = "--batch",
+       .kind = LT_ARG_VALUE,
+       .metavar = "FILE.jsonl",
+       .help =
+           "lines {tokens, loss_mask, rollout_logprobs, advantages}, optional trajectory: consecutive lines with one trajectory (≥ 0) are its contexts, one unit of the objective"},
       {.name = "--loss", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "mispo | ppo | grpo | gspo"},
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "GRADS.safetensors", .help = "where to write the gradients (F32)"},
-      {.name = "--token-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "MIS token ratio bounds (default 0.5,2)"},
-      {.name = "--traj-bounds", .kind = LT_ARG_VALUE, .metavar = "LO,HI", .help = "MIS trajectory bounds (default 0.996,1.001)"},
+      {.name = "--out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "GRADS.safetensors",
+       .help = "where to write the gradients (F32)"},
+      {.name = "--token-bounds",
+       .kind = LT_ARG_VALUE,
+       .metavar = "LO,HI",
+       .help = "MIS token ratio bounds (default 0.5,2)"},
+      {.name = "--traj-bounds",
+       .kind = LT_ARG_VALUE,
+       .metavar = "LO,HI",
+       .help = "MIS trajectory bounds (default 0.996,1.001)"},
       {.name = "--clip", .kind = LT_ARG_VALUE, .metavar = "EPS", .help = "ratio clip ε (default 0.2; GSPO 1e-4)"},
-      {.name = "--delta", .kind = LT_ARG_VALUE, .metavar = "D", .help = "GRPO off-policy sequence masking threshold (default 0.1)"},
-      {.name = "--step-out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "also run one full learner step on the batch (lines may carry reward, group, truncated) and write its state to DIR; the JSON line gains optimizer_bytes, rank 0's share of the optimizer state"},
-      {.name = "--optimizer", .kind = LT_ARG_VALUE, .metavar = "NAME", .help = "adamw | muon for --step-out (default adamw)"},
-      {.name = "--minibatches", .kind = LT_ARG_VALUE, .metavar = "K", .help = "actor and critic mini-batches of --step-out (default 1)"},
+      {.name = "--delta",
+       .kind = LT_ARG_VALUE,
+       .metavar = "D",
+       .help = "GRPO off-policy sequence masking threshold (default 0.1)"},
+      {.name = "--step-out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help =
+           "also run one full learner step on the batch (lines may carry reward, group, truncated) and write its state to DIR; the JSON line gains optimizer_bytes, rank 0's share of the optimizer state"},
+      {.name = "--optimizer",
+       .kind = LT_ARG_VALUE,
+       .metavar = "NAME",
+       .help = "adamw | muon for --step-out (default adamw)"},
+      {.name = "--minibatches",
+       .kind = LT_ARG_VALUE,
+       .metavar = "K",
+       .help = "actor and critic mini-batches of --step-out (default 1)"},
   };
   lt_cmd_args_t c = {.command = "grad",
                      .usage = "--model DIR --batch FILE.jsonl --loss mispo|ppo|grpo|gspo --out GRADS.safetensors",
-                     .summary = "Evaluates the loss at the checkpoint's weights (π_old = πθ) and writes dLoss/dparameter "
-                                "for every parameter under the checkpoint's names and shapes; prints one JSON line "
-                                "{\"loss\", \"tokens_kept\", \"trajectories_kept\", ..., \"ranks\"}. Under mpirun/srun "
-                                "the ranks split the batch and rank 0 writes.",
+                     .summary =
+                         "Evaluates the loss at the checkpoint's weights (π_old = πθ) and writes dLoss/dparameter "
+                         "for every parameter under the checkpoint's names and shapes; prints one JSON line "
+                         "{\"loss\", \"tokens_kept\", \"trajectories_kept\", ..., \"ranks\"}. Under mpirun/srun "
+                         "the ranks split the batch and rank 0 writes.",
                      .args = args,
                      .nargs = 11,
                      .min_pos = 0,
@@ -246,13 +306,15 @@ int lt_cmd_grad(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : rc;
   const char *dir = lt_args_str(&c, "--model", NULL), *batch = lt_args_str(&c, "--batch", NULL);
   const char *loss = lt_args_str(&c, "--loss", NULL), *out = lt_args_str(&c, "--out", NULL);
-  if (!dir || !batch || !loss || !out) return lt_args_usage_error(&c, "--model, --batch, --loss and --out are required");
+  if (!dir || !batch || !loss || !out)
+    return lt_args_usage_error(&c, "--model, --batch, --loss and --out are required");
   int obj = lt_objective_parse(loss);
   if (obj < 0) return lt_args_usage_error(&c, "--loss: '%s' is not one of mispo|ppo|grpo|gspo", loss);
   lt_loss_cfg_t lc;
   lt_loss_cfg_default(&lc, (lt_objective)obj);
   double clip, delta;
-  if ((rc = bounds(&c, "--token-bounds", &lc.tok_lo, &lc.tok_hi)) || (rc = bounds(&c, "--traj-bounds", &lc.traj_lo, &lc.traj_hi)) ||
+  if ((rc = bounds(&c, "--token-bounds", &lc.tok_lo, &lc.tok_hi)) ||
+      (rc = bounds(&c, "--traj-bounds", &lc.traj_lo, &lc.traj_hi)) ||
       (rc = lt_args_double(&c, "--clip", lc.clip_lo, &clip)) || (rc = lt_args_double(&c, "--delta", lc.delta, &delta)))
     return rc;
   lc.clip_lo = lc.clip_hi = (float)clip;
@@ -295,11 +357,13 @@ int lt_cmd_grad(int argc, char **argv) {
     snprintf(obytes, sizeof obytes, ", \"optimizer_bytes\": %zu", ob);
   }
   if (rc == 0 && rank0)
-    printf("{\"loss\": %.9g, \"tokens_kept\": %d, \"trajectories_kept\": %d, \"tokens\": %d, \"trajectories\": %d, "
-           "\"token_accept_ratio\": %.6g, \"traj_accept_ratio\": %.6g, \"mismatch\": %.6g, \"clip_frac\": %.6g, "
-           "\"grad_norm\": %.9g, \"routing_confidence\": %s, \"ranks\": %d%s}\n",
-           st.loss, st.tokens_kept, st.trajs_kept, st.tokens, st.trajs, st.tokens ? (double)st.tokens_in_bounds / st.tokens : 0.0,
-           st.trajs ? (double)st.trajs_kept / st.trajs : 0.0, st.mismatch, st.clip_frac, sqrt(gn), rconf, lt_dist_size(), obytes);
+    printf(
+        "{\"loss\": %.9g, \"tokens_kept\": %d, \"trajectories_kept\": %d, \"tokens\": %d, \"trajectories\": %d, "
+        "\"token_accept_ratio\": %.6g, \"traj_accept_ratio\": %.6g, \"mismatch\": %.6g, \"clip_frac\": %.6g, "
+        "\"grad_norm\": %.9g, \"routing_confidence\": %s, \"ranks\": %d%s}\n",
+        st.loss, st.tokens_kept, st.trajs_kept, st.tokens, st.trajs,
+        st.tokens ? (double)st.tokens_in_bounds / st.tokens : 0.0, st.trajs ? (double)st.trajs_kept / st.trajs : 0.0,
+        st.mismatch, st.clip_frac, sqrt(gn), rconf, lt_dist_size(), obytes);
   packed_free(&p);
   lt_model_free(m);
   return rc < 0 ? lt_cli_fail("grad", rc) : 0;

@@ -19,7 +19,7 @@ static int parent_exists(const char *out) {
   memcpy(parent, out, n + 1);
   while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
   char *slash = strrchr(parent, '/');
-  if (!slash) return 0; /* in the working directory */
+  if (!slash) return 0;          /* in the working directory */
   if (slash == parent) return 0; /* under / */
   *slash = 0;
   if (!lt_fs_is_dir(parent)) return lt_error_set(LT_EIO, "cannot create %s: its folder %s does not exist", out, parent);
@@ -28,18 +28,24 @@ static int parent_exists(const char *out) {
 
 int lt_cmd_init(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "MODEL_CONFIG.json", .help = "a Hugging Face config.json (qwen3 or qwen3_moe)"},
+      {.name = "--config",
+       .kind = LT_ARG_VALUE,
+       .metavar = "MODEL_CONFIG.json",
+       .help = "a Hugging Face config.json (qwen3 or qwen3_moe)"},
       {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory to write"},
       {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "N", .help = "random seed (default 1)"},
       {.name = "--critic", .kind = LT_ARG_FLAG, .help = "write a value model (score head) instead of a policy"},
-      {.name = "--byte-tokenizer", .kind = LT_ARG_FLAG,
-       .help = "also write the byte tokenizer as tokenizer.json + tokenizer_config.json (ChatML template), so Hugging Face "
-               "tools load the folder with its tokenizer"},
+      {.name = "--byte-tokenizer",
+       .kind = LT_ARG_FLAG,
+       .help =
+           "also write the byte tokenizer as tokenizer.json + tokenizer_config.json (ChatML template), so Hugging Face "
+           "tools load the folder with its tokenizer"},
   };
   lt_cmd_args_t c = {.command = "init",
                      .usage = "--config MODEL_CONFIG.json --out DIR [--seed N] [--critic] [--byte-tokenizer]",
-                     .summary = "Writes config.json, generation_config.json and model.safetensors with weights drawn "
-                                "from N(0, initializer_range) (norms at 1), loadable by Hugging Face tools.",
+                     .summary =
+                         "Writes config.json, generation_config.json and model.safetensors with weights drawn "
+                         "from N(0, initializer_range) (norms at 1), loadable by Hugging Face tools.",
                      .args = args,
                      .nargs = 5,
                      .min_pos = 0,

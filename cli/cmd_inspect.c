@@ -40,15 +40,17 @@ int lt_cmd_inspect(int argc, char **argv) {
       {.name = "--color", .kind = LT_ARG_VALUE, .metavar = "WHEN", .help = "auto (a terminal) | always | never"},
       LT_CLI_CHECK_ARG,
   };
-  lt_cmd_args_t c = {.command = "inspect",
-                     .usage = "RUN --task ID [--color auto|always|never] [--check]",
-                     .summary = "Shows one trajectory: outcome, reward components, the conversation with tool calls "
-                                "and observations, the episode's diff (swe), and every token coloured by its rollout logprob (green likely, "
-                                "red unlikely; dim: not trained on).",
-                     .args = args,
-                     .nargs = 3,
-                     .min_pos = 1,
-                     .max_pos = 1};
+  lt_cmd_args_t c = {
+      .command = "inspect",
+      .usage = "RUN --task ID [--color auto|always|never] [--check]",
+      .summary =
+          "Shows one trajectory: outcome, reward components, the conversation with tool calls "
+          "and observations, the episode's diff (swe), and every token coloured by its rollout logprob (green likely, "
+          "red unlikely; dim: not trained on).",
+      .args = args,
+      .nargs = 3,
+      .min_pos = 1,
+      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   long long id;
@@ -108,8 +110,12 @@ int lt_cmd_inspect(int argc, char **argv) {
     for (const char *p = t.diff; *p;) {
       const char *nl = strchr(p, '\n');
       size_t n = nl ? (size_t)(nl - p) : strlen(p);
-      const char *style = !color ? "" : !strncmp(p, "+++", 3) || !strncmp(p, "---", 3) || !strncmp(p, "diff ", 5) ? BOLD
-                          : *p == '@' ? "\033[36m" : *p == '+' ? "\033[32m" : *p == '-' ? "\033[31m" : "";
+      const char *style = !color                                                                      ? ""
+                          : !strncmp(p, "+++", 3) || !strncmp(p, "---", 3) || !strncmp(p, "diff ", 5) ? BOLD
+                          : *p == '@'                                                                 ? "\033[36m"
+                          : *p == '+'                                                                 ? "\033[32m"
+                          : *p == '-'                                                                 ? "\033[31m"
+                                                                                                      : "";
       put_text(p, n, color, style);
       putchar('\n');
       p += n + (nl != NULL);
@@ -126,7 +132,8 @@ int lt_cmd_inspect(int argc, char **argv) {
     }
   printf("\n%s── tokens ──%s %d in context, %d generated (mean logprob %.3f, min %.3f)%s\n", color ? BOLD : "",
          color ? RESET : "", t.ntokens, gen, gen ? lpsum / gen : 0, lpmin,
-         color ? "; " DIM "dim: prompt/observation" RESET ", \033[32mgreen ≥ −0.1" RESET ", plain ≥ −1, "
+         color ? "; " DIM "dim: prompt/observation" RESET ", \033[32mgreen ≥ −0.1" RESET
+                 ", plain ≥ −1, "
                  "\033[33myellow ≥ −3" RESET ", \033[31mred < −3" RESET
                : "; generated tokens as [text|logprob], others plain");
   for (int i = 0; i < t.ntokens; i++) {

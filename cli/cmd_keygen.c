@@ -24,13 +24,17 @@ static int write_key(const char *path, const char *key, int mode) {
 
 int lt_cmd_keygen(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "PREFIX", .help = "write PREFIX.key (secret, mode 0600) and PREFIX.pub"},
+      {.name = "--out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "PREFIX",
+       .help = "write PREFIX.key (secret, mode 0600) and PREFIX.pub"},
   };
   lt_cmd_args_t c = {.command = "keygen",
                      .usage = "--out PREFIX",
-                     .summary = "Makes a ZeroMQ CURVE key pair (Z85 text). The daemon loads its secret key from "
-                                "transport.server_secret_key; workers are admitted when their .pub file is listed "
-                                "in transport.client_keys.",
+                     .summary =
+                         "Makes a ZeroMQ CURVE key pair (Z85 text). The daemon loads its secret key from "
+                         "transport.server_secret_key; workers are admitted when their .pub file is listed "
+                         "in transport.client_keys.",
                      .args = args,
                      .nargs = 1,
                      .min_pos = 0,

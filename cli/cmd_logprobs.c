@@ -13,14 +13,18 @@
 int lt_cmd_logprobs(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory"},
-      {.name = "--input", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "lines {\"tokens\": [ids]} ('-': stdin)"},
+      {.name = "--input",
+       .kind = LT_ARG_VALUE,
+       .metavar = "FILE.jsonl",
+       .help = "lines {\"tokens\": [ids]} ('-': stdin)"},
   };
   lt_cmd_args_t c = {.command = "logprobs",
                      .usage = "--model DIR --input FILE.jsonl",
-                     .summary = "For each line {\"tokens\": [ids]} prints {\"logprobs\", \"entropy\", "
-                                "\"routing_confidence\"}: logprobs[i] = log p(tokens[i] | tokens[<i]) (element 0 is "
-                                "0), entropy[i] of the distribution that predicted token i, and the mean top-k router "
-                                "mass over positions and MoE layers (null for dense models).",
+                     .summary =
+                         "For each line {\"tokens\": [ids]} prints {\"logprobs\", \"entropy\", "
+                         "\"routing_confidence\"}: logprobs[i] = log p(tokens[i] | tokens[<i]) (element 0 is "
+                         "0), entropy[i] of the distribution that predicted token i, and the mean top-k router "
+                         "mass over positions and MoE layers (null for dense models).",
                      .args = args,
                      .nargs = 2,
                      .min_pos = 0,

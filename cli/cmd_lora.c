@@ -10,17 +10,21 @@
 
 static int lora_merge(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR",
+      {.name = "--out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
        .help = "checkpoint directory to write (made if missing)"},
   };
   lt_cmd_args_t c = {.command = "lora merge",
                      .usage = "VERSION_DIR --out DIR",
-                     .summary = "Writes config.json, generation_config.json and model.safetensors (fp32) of the "
-                                "version's base with its adapter merged, W + (lora_alpha/r)·B·A, and its tokenizer "
-                                "files.",
-                     .details = "VERSION_DIR holds adapter_config.json and adapter_model.safetensors (a version of a "
-                                "run with learner.lora, or any PEFT LoRA adapter of a Qwen3 model); its base is its "
-                                "own model.safetensors or the folder base_model_name_or_path names.",
+                     .summary =
+                         "Writes config.json, generation_config.json and model.safetensors (fp32) of the "
+                         "version's base with its adapter merged, W + (lora_alpha/r)·B·A, and its tokenizer "
+                         "files.",
+                     .details =
+                         "VERSION_DIR holds adapter_config.json and adapter_model.safetensors (a version of a "
+                         "run with learner.lora, or any PEFT LoRA adapter of a Qwen3 model); its base is its "
+                         "own model.safetensors or the folder base_model_name_or_path names.",
                      .args = args,
                      .nargs = 1,
                      .min_pos = 1,
@@ -46,7 +50,8 @@ static int lora_merge(int argc, char **argv) {
 int lt_cmd_lora(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "merge")) return lora_merge(argc - 1, argv + 1);
   FILE *f = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr;
-  fprintf(f, "usage: longtail lora merge VERSION_DIR --out DIR\n\n"
-             "  merge   a LoRA version's base with its adapter merged, as a whole checkpoint\n");
+  fprintf(f,
+          "usage: longtail lora merge VERSION_DIR --out DIR\n\n"
+          "  merge   a LoRA version's base with its adapter merged, as a whole checkpoint\n");
   return f == stdout ? 0 : LT_EXIT_USAGE;
 }

@@ -15,7 +15,9 @@
 static void on_step(void *ud, const lt_train_result_t *r, int same) {
   (void)ud;
   printf("step %-5lld v%-5lld %s  %6.2f s  %s\n", (long long)r->step, (long long)r->version, r->sha, r->step_s,
-         same > 0 ? "identical" : same == 0 ? "DIFFERS" : "what-if");
+         same > 0    ? "identical"
+         : same == 0 ? "DIFFERS"
+                     : "what-if");
   fflush(stdout);
 }
 
@@ -23,8 +25,8 @@ static void on_step(void *ud, const lt_train_result_t *r, int same) {
  * local worker of the run ran. */
 static int evaluate(void *ud, const lt_config_t *cfg, const char *model_dir, int64_t version, double *accuracy) {
   (void)ud;
-  lt_eval_opts_t eo = {.cfg = cfg, .model_dir = model_dir, .version = version,
-                       .slots = (int)lt_config_int(cfg, "workers.slots")};
+  lt_eval_opts_t eo = {
+      .cfg = cfg, .model_dir = model_dir, .version = version, .slots = (int)lt_config_int(cfg, "workers.slots")};
   int correct, n;
   int rc = lt_rollout_evaluate(&eo, &correct, &n);
   if (rc < 0) return rc;
@@ -47,23 +49,36 @@ static int parse_steps(const char *s, long long *a, long long *b) {
 
 int lt_cmd_retrain(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "the new run folder (must not hold a run): every step's version in DIR/checkpoints/vN, metrics in DIR/buffer.db"},
-      {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "a what-if: override a key of the run's config (learner.objective, learner.lr, learner.kl_coef, the MIS bounds, ...); nothing is then compared"},
-      {.name = "--steps", .kind = LT_ARG_VALUE, .metavar = "A..B", .help = "write steps A to B only (A.., ..B; the steps before A are trained too, to reach A's weights)"},
+      {.name = "--out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help =
+           "the new run folder (must not hold a run): every step's version in DIR/checkpoints/vN, metrics in DIR/buffer.db"},
+      {.name = "--set",
+       .kind = LT_ARG_MULTI,
+       .metavar = "PATH=VALUE",
+       .help =
+           "a what-if: override a key of the run's config (learner.objective, learner.lr, learner.kl_coef, the MIS bounds, ...); nothing is then compared"},
+      {.name = "--steps",
+       .kind = LT_ARG_VALUE,
+       .metavar = "A..B",
+       .help = "write steps A to B only (A.., ..B; the steps before A are trained too, to reach A's weights)"},
   };
-  lt_cmd_args_t c = {.command = "retrain",
-                     .usage = "RUN --out DIR [--set PATH=VALUE ...] [--steps A..B]",
-                     .summary = "Trains a run's learner steps again, offline, each on exactly the trajectories the "
-                                "run's buffer says it consumed, from the run's starting policy, under its config, KL "
-                                "reference and seeds. Without --set every step's weights are compared with the run's "
-                                "published version (SHA-256): it stops at the first step that differs, naming it and "
-                                "its first differing tensor (exit 1). With --set the same batches train under other "
-                                "choices, into a run folder stats, plot and compare read, its versions evaluated on the run's held-out "
-                                "prompts with the builtin engine where the run evaluated its own (docs/replay.md).",
-                     .args = args,
-                     .nargs = 3,
-                     .min_pos = 1,
-                     .max_pos = 1};
+  lt_cmd_args_t c = {
+      .command = "retrain",
+      .usage = "RUN --out DIR [--set PATH=VALUE ...] [--steps A..B]",
+      .summary =
+          "Trains a run's learner steps again, offline, each on exactly the trajectories the "
+          "run's buffer says it consumed, from the run's starting policy, under its config, KL "
+          "reference and seeds. Without --set every step's weights are compared with the run's "
+          "published version (SHA-256): it stops at the first step that differs, naming it and "
+          "its first differing tensor (exit 1). With --set the same batches train under other "
+          "choices, into a run folder stats, plot and compare read, its versions evaluated on the run's held-out "
+          "prompts with the builtin engine where the run evaluated its own (docs/replay.md).",
+      .args = args,
+      .nargs = 3,
+      .min_pos = 1,
+      .max_pos = 1};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
   const char *out = lt_args_str(&c, "--out", NULL), *steps = lt_args_str(&c, "--steps", NULL);
@@ -72,8 +87,15 @@ int lt_cmd_retrain(int argc, char **argv) {
   if (steps && parse_steps(steps, &a, &b) < 0)
     return lt_args_usage_error(&c, "--steps: expected A..B with 1 <= A <= B, got '%s'", steps);
   const lt_arg_t *sets = lt_args_get(&c, "--set");
-  lt_retrain_opts_t o = {.run = c.pos[0], .out = out, .sets = sets->values, .nsets = sets->nvalues, .first = a,
-                         .last = b, .schemas = lt_all_schemas, .nschemas = lt_all_nschemas, .step = on_step,
+  lt_retrain_opts_t o = {.run = c.pos[0],
+                         .out = out,
+                         .sets = sets->values,
+                         .nsets = sets->nvalues,
+                         .first = a,
+                         .last = b,
+                         .schemas = lt_all_schemas,
+                         .nschemas = lt_all_nschemas,
+                         .step = on_step,
                          .eval = sets->nvalues > 0 ? evaluate : NULL}; /* identical weights score as the run's did */
   if (lt_dist_rank() > 0) return (rc = lt_retrain_follow(&o)) < 0 ? lt_cli_fail("retrain", rc) : 0;
   lt_retrain_result_t res;
@@ -95,10 +117,10 @@ int lt_cmd_retrain(int argc, char **argv) {
   }
   if (res.differs)
     printf("\nstep %lld differs from the run's version: %s here, %s in the run; %s%s\n", (long long)res.differs,
-           res.sha, res.run_sha, res.tensor[0] ? "first differing tensor " : "the run no longer keeps that version to name the tensor",
+           res.sha, res.run_sha,
+           res.tensor[0] ? "first differing tensor " : "the run no longer keeps that version to name the tensor",
            res.tensor);
-  else if (o.nsets == 0)
-    printf("\n%lld steps bit-identical to %s\n", (long long)res.steps, c.pos[0]);
+  else if (o.nsets == 0) printf("\n%lld steps bit-identical to %s\n", (long long)res.steps, c.pos[0]);
   printf("learner time %.2f s here, %.2f s in the run for the same steps\n", res.learner_s, res.run_learner_s);
   lt_cli_summarize("retrain", out, wall, 0, extra);
   return res.differs ? LT_EXIT_FAIL : 0;

@@ -14,7 +14,7 @@
 
 typedef struct {
   cJSON *line;
-  cJSON *ref;   /* owned when built from a string reference */
+  cJSON *ref; /* owned when built from a string reference */
   lt_reward_case_t k;
   lt_reward_result_t res;
   int done;
@@ -38,10 +38,8 @@ static void flush_done(state_t *st) {
     slot_t *s = &st->s[st->head % WINDOW];
     lt_buf_reset(&st->out);
     lt_buf_puts(&st->out, "{\"reward\":");
-    if (s->res.status == 0)
-      lt_json_num(&st->out, s->res.reward);
-    else
-      lt_buf_puts(&st->out, "null");
+    if (s->res.status == 0) lt_json_num(&st->out, s->res.reward);
+    else lt_buf_puts(&st->out, "null");
     lt_buf_printf(&st->out, ",\"status\":\"%s\",\"attempts\":%d,\"components\":", s->res.status == 0 ? "ok" : "failed",
                   s->res.attempts);
     char *c = cJSON_PrintUnformatted(s->res.components);
@@ -66,9 +64,13 @@ static void flush_done(state_t *st) {
 static int make_case(slot_t *s, const char *path, long ln) {
   const cJSON *l = s->line;
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(l, "prompt"), *r = cJSON_GetObjectItemCaseSensitive(l, "response");
-  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(l, "reference"), *d = cJSON_GetObjectItemCaseSensitive(l, "domain");
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(l, "reference"),
+              *d = cJSON_GetObjectItemCaseSensitive(l, "domain");
   if (!cJSON_IsString(p) || !cJSON_IsString(r))
-    return lt_error_set(LT_EINVAL, "%s:%ld: expected {\"prompt\", \"response\", \"reference\", \"domain\"?} with string prompt and response", path, ln);
+    return lt_error_set(
+        LT_EINVAL,
+        "%s:%ld: expected {\"prompt\", \"response\", \"reference\", \"domain\"?} with string prompt and response", path,
+        ln);
   if (d && !cJSON_IsString(d)) return lt_error_set(LT_EINVAL, "%s:%ld: domain: expected string", path, ln);
   if (cJSON_IsString(ref) || cJSON_IsNumber(ref)) {
     s->ref = cJSON_CreateObject();
@@ -83,8 +85,11 @@ static int make_case(slot_t *s, const char *path, long ln) {
   } else if (!cJSON_IsObject(ref)) {
     return lt_error_set(LT_EINVAL, "%s:%ld: reference: expected a string, number or object", path, ln);
   }
-  s->k = (lt_reward_case_t){.domain = d ? d->valuestring : NULL, .prompt = p->valuestring, .response = r->valuestring,
-                            .reference = s->ref ? s->ref : ref, .response_tokens = (int)strlen(r->valuestring)};
+  s->k = (lt_reward_case_t){.domain = d ? d->valuestring : NULL,
+                            .prompt = p->valuestring,
+                            .response = r->valuestring,
+                            .reference = s->ref ? s->ref : ref,
+                            .response_tokens = (int)strlen(r->valuestring)};
   const cJSON *rt = cJSON_GetObjectItemCaseSensitive(l, "response_tokens");
   if (cJSON_IsNumber(rt)) s->k.response_tokens = (int)rt->valuedouble;
   return 0;
@@ -92,15 +97,22 @@ static int make_case(slot_t *s, const char *path, long ln) {
 
 int lt_cmd_reward(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "CFG", .help = "a config (a file holding only a rewards section is fine)"},
-      {.name = "--input", .kind = LT_ARG_VALUE, .metavar = "CASES.jsonl", .help = "lines {prompt, response, reference, domain?} ('-': stdin)"},
+      {.name = "--config",
+       .kind = LT_ARG_VALUE,
+       .metavar = "CFG",
+       .help = "a config (a file holding only a rewards section is fine)"},
+      {.name = "--input",
+       .kind = LT_ARG_VALUE,
+       .metavar = "CASES.jsonl",
+       .help = "lines {prompt, response, reference, domain?} ('-': stdin)"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
   };
   lt_cmd_args_t c = {.command = "reward",
                      .usage = "--config CFG --input CASES.jsonl",
-                     .summary = "Scores each case with the reward the config gives its domain and prints "
-                                "{\"reward\": number|null, \"status\": \"ok\"|\"failed\", \"attempts\", \"components\"} "
-                                "in input order. A reference given as a string is the expected answer.",
+                     .summary =
+                         "Scores each case with the reward the config gives its domain and prints "
+                         "{\"reward\": number|null, \"status\": \"ok\"|\"failed\", \"attempts\", \"components\"} "
+                         "in input order. A reference given as a string is the expected answer.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 0,

@@ -24,11 +24,13 @@ static void print_json(const lt_sandbox_result_t *r) {
   lt_json_int(&b, r->exit_code);
   lt_buf_puts(&b, ",\"signal\":");
   lt_json_int(&b, r->signal);
-  lt_buf_printf(&b, ",\"timed_out\":%s,\"oom\":%s,\"stdout\":", r->timed_out ? "true" : "false", r->oom ? "true" : "false");
+  lt_buf_printf(&b, ",\"timed_out\":%s,\"oom\":%s,\"stdout\":", r->timed_out ? "true" : "false",
+                r->oom ? "true" : "false");
   lt_json_quote_n(&b, r->out, r->out_len);
   lt_buf_puts(&b, ",\"stderr\":");
   lt_json_quote_n(&b, r->err, r->err_len);
-  lt_buf_printf(&b, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s,\"wall_ms\":", r->out_truncated ? "true" : "false",
+  lt_buf_printf(&b,
+                ",\"stdout_truncated\":%s,\"stderr_truncated\":%s,\"wall_ms\":", r->out_truncated ? "true" : "false",
                 r->err_truncated ? "true" : "false");
   lt_json_num(&b, round(r->wall_ms * 1000) / 1000);
   lt_buf_puts(&b, "}\n");
@@ -75,33 +77,62 @@ static int run_in_image(const char *ref, const char *cache, const lt_sandbox_lim
 
 int lt_cmd_sandbox(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--timeout", .kind = LT_ARG_VALUE, .metavar = "S", .help = "wall-clock deadline in seconds (default sandbox.timeout_s)"},
+      {.name = "--timeout",
+       .kind = LT_ARG_VALUE,
+       .metavar = "S",
+       .help = "wall-clock deadline in seconds (default sandbox.timeout_s)"},
       {.name = "--memory", .kind = LT_ARG_VALUE, .metavar = "MB", .help = "memory limit (default sandbox.memory_mb)"},
-      {.name = "--json", .kind = LT_ARG_FLAG, .help = "print {exit_code, signal, timed_out, oom, stdout, stderr, wall_ms}"},
-      {.name = "--stdin", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "the program's stdin ('-': ours); default empty"},
-      {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "CFG", .help = "take the other limits from CFG's sandbox section"},
+      {.name = "--json",
+       .kind = LT_ARG_FLAG,
+       .help = "print {exit_code, signal, timed_out, oom, stdout, stderr, wall_ms}"},
+      {.name = "--stdin",
+       .kind = LT_ARG_VALUE,
+       .metavar = "FILE",
+       .help = "the program's stdin ('-': ours); default empty"},
+      {.name = "--config",
+       .kind = LT_ARG_VALUE,
+       .metavar = "CFG",
+       .help = "take the other limits from CFG's sandbox section"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
-      {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P",
+      {.name = "--port",
+       .kind = LT_ARG_VALUE,
+       .metavar = "P",
        .help = "the program's 127.0.0.1:P reaches this host's 127.0.0.1:P (its only network)"},
-      {.name = "--env", .kind = LT_ARG_MULTI, .metavar = "NAME", .help = "pass our environment variable NAME to the program"},
-      {.name = "--file", .kind = LT_ARG_MULTI, .metavar = "PATH",
+      {.name = "--env",
+       .kind = LT_ARG_MULTI,
+       .metavar = "NAME",
+       .help = "pass our environment variable NAME to the program"},
+      {.name = "--file",
+       .kind = LT_ARG_MULTI,
+       .metavar = "PATH",
        .help = "copy the file PATH into /work (with --image: the image's WorkingDir) under its base name"},
-      {.name = "--image", .kind = LT_ARG_VALUE, .metavar = "REF",
-       .help = "run in a fresh copy-on-write root of this image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE"},
-      {.name = "--cache", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "the image cache (default sandbox.image_cache)"},
-      {.name = "--ro", .kind = LT_ARG_MULTI, .metavar = "DIR",
+      {.name = "--image",
+       .kind = LT_ARG_VALUE,
+       .metavar = "REF",
+       .help =
+           "run in a fresh copy-on-write root of this image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE"},
+      {.name = "--cache",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help = "the image cache (default sandbox.image_cache)"},
+      {.name = "--ro",
+       .kind = LT_ARG_MULTI,
+       .metavar = "DIR",
        .help = "bind the host directory DIR (absolute) read-only at the same path (a program's node_modules)"},
   };
   lt_cmd_args_t c = {.command = "sandbox",
-                     .usage = "run [--image REF] [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] "
-                              "[--ro DIR] -- CMD ...",
-                     .summary = "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
-                                "read-only system, a private /tmp and /work, no network, a deadline that kills the "
-                                "whole process tree. With --image, the root is a fresh copy-on-write view of the "
-                                "image (its Env, WorkingDir and User apply), discarded at the end.",
-                     .details = "Without --json the program's output is passed through and its exit status is ours "
-                                "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
-                                "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
+                     .usage =
+                         "run [--image REF] [--timeout S] [--memory MB] [--json] [--port P] [--env NAME] [--file PATH] "
+                         "[--ro DIR] -- CMD ...",
+                     .summary =
+                         "Runs CMD isolated: new user/pid/net/mount/ipc/uts namespaces, seccomp, rlimits, a "
+                         "read-only system, a private /tmp and /work, no network, a deadline that kills the "
+                         "whole process tree. With --image, the root is a fresh copy-on-write view of the "
+                         "image (its Env, WorkingDir and User apply), discarded at the end.",
+                     .details =
+                         "Without --json the program's output is passed through and its exit status is ours "
+                         "(128+N for signal N, 124 at the deadline). With --json the exit status is 0 whenever "
+                         "the sandbox itself worked; docs/sandbox.md lists what is isolated.",
                      .args = args,
                      .nargs = 12,
                      .min_pos = 2,
@@ -110,7 +141,8 @@ int lt_cmd_sandbox(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : rc;
   if (strcmp(c.pos[0], "run") != 0) return lt_args_usage_error(&c, "unknown subcommand '%s' (expected run)", c.pos[0]);
   lt_config_t cfg;
-  if ((rc = lt_cli_load_config("sandbox", lt_args_str(&c, "--config", NULL), lt_args_get(&c, "--set"), &cfg))) return rc;
+  if ((rc = lt_cli_load_config("sandbox", lt_args_str(&c, "--config", NULL), lt_args_get(&c, "--set"), &cfg)))
+    return rc;
   lt_sandbox_limits_t lim;
   lt_sandbox_limits_from_config(&cfg, &lim);
   char cache[4096];
@@ -185,7 +217,8 @@ int lt_cmd_sandbox(int argc, char **argv) {
   int status = r.timed_out ? EXIT_TIMEOUT : r.signal ? 128 + r.signal : r.exit_code;
   if (r.timed_out) fprintf(stderr, "longtail sandbox: killed at the deadline (%g s)\n", lim.timeout_s);
   else if (r.oom) fprintf(stderr, "longtail sandbox: killed at the memory limit (%d MB)\n", lim.memory_mb);
-  if (r.out_truncated || r.err_truncated) fprintf(stderr, "longtail sandbox: output truncated at %zu bytes\n", lim.output_bytes);
+  if (r.out_truncated || r.err_truncated)
+    fprintf(stderr, "longtail sandbox: output truncated at %zu bytes\n", lim.output_bytes);
   lt_sandbox_result_free(&r);
   return status;
 }

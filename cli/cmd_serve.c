@@ -47,8 +47,8 @@ struct server {
   lt_backend_info_t info;
   char model[256];
   int slots, active;
-  job_t *queue, *running;   /* queue: FIFO, head first */
-  uv_timer_t kick;          /* starts queued jobs after a cancellation */
+  job_t *queue, *running; /* queue: FIFO, head first */
+  uv_timer_t kick;        /* starts queued jobs after a cancellation */
   int64_t version;
   uv_signal_t sigint, sigterm;
 };
@@ -60,7 +60,8 @@ static void unlink_job(job_t **list, job_t *j) {
   j->prev = j->next = NULL;
 }
 
-static int on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+static int on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
+                    void *ud) {
   job_t *j = ud;
   lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
   return lt_oai_gen_token(j->og, &t);
@@ -241,7 +242,8 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
       lt_oai_send_error(c, 400, "model_path", NULL, "'model_path' (a checkpoint directory) is required");
     } else if (verify_checkpoint(s, p->valuestring, cJSON_IsString(sha) ? sha->valuestring : NULL) < 0) {
       lt_oai_send_error(c, 400, "model_path", NULL, "%s", lt_error_msg());
-    } else if (lt_backend_reload(s->b, p->valuestring, cJSON_IsString(sha) ? sha->valuestring : NULL, s->version + 1) < 0) {
+    } else if (lt_backend_reload(s->b, p->valuestring, cJSON_IsString(sha) ? sha->valuestring : NULL, s->version + 1) <
+               0) {
       lt_oai_send_error(c, 500, NULL, NULL, "%s", lt_error_msg());
     } else {
       s->version++;
@@ -260,8 +262,9 @@ static void on_request(lt_http_conn_t *c, const lt_http_req_t *req, void *ud) {
     cJSON_Delete(body);
   } else if (lora_route(s, c, req, path)) {
   } else if (!lt_oai_handle(s->oai, c, req)) {
-    lt_oai_send_no_route(c, req, "", "GET /health, POST /update_weights_from_disk, POST /v1/load_lora_adapter, "
-                                      "POST /v1/unload_lora_adapter");
+    lt_oai_send_no_route(c, req, "",
+                         "GET /health, POST /update_weights_from_disk, POST /v1/load_lora_adapter, "
+                         "POST /v1/unload_lora_adapter");
   }
 }
 
@@ -311,28 +314,49 @@ static int setup_failed(server_t *s, int rc) {
 int lt_cmd_serve(int argc, char **argv) {
   lt_arg_t args[] = {
       {.name = "--model", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory (HF layout)"},
-      {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P", .help = "TCP port (default 8000; 0: any free port, printed)"},
+      {.name = "--port",
+       .kind = LT_ARG_VALUE,
+       .metavar = "P",
+       .help = "TCP port (default 8000; 0: any free port, printed)"},
       {.name = "--host", .kind = LT_ARG_VALUE, .metavar = "IP", .help = "address to listen on (default 127.0.0.1)"},
-      {.name = "--slots", .kind = LT_ARG_VALUE, .metavar = "N", .help = "requests generated at once (default 8); more wait"},
-      {.name = "--max-context", .kind = LT_ARG_VALUE, .metavar = "N", .help = "tokens per request, prompt included (default: the model's)"},
-      {.name = "--name", .kind = LT_ARG_VALUE, .metavar = "ID", .help = "model id in answers and /v1/models (default: the directory's name)"},
-      {.name = "--seed", .kind = LT_ARG_VALUE, .metavar = "S", .help = "base of per-request seeds when a request gives none (default 0)"},
-      {.name = "--lora", .kind = LT_ARG_MULTI, .metavar = "NAME=DIR",
+      {.name = "--slots",
+       .kind = LT_ARG_VALUE,
+       .metavar = "N",
+       .help = "requests generated at once (default 8); more wait"},
+      {.name = "--max-context",
+       .kind = LT_ARG_VALUE,
+       .metavar = "N",
+       .help = "tokens per request, prompt included (default: the model's)"},
+      {.name = "--name",
+       .kind = LT_ARG_VALUE,
+       .metavar = "ID",
+       .help = "model id in answers and /v1/models (default: the directory's name)"},
+      {.name = "--seed",
+       .kind = LT_ARG_VALUE,
+       .metavar = "S",
+       .help = "base of per-request seeds when a request gives none (default 0)"},
+      {.name = "--lora",
+       .kind = LT_ARG_MULTI,
+       .metavar = "NAME=DIR",
        .help = "a LoRA adapter (PEFT's layout, e.g. a LoRA run's version) a request selects with \"model\": NAME; "
                "repeatable; more load at run time with POST /v1/load_lora_adapter"},
-      {.name = "--scripted", .kind = LT_ARG_VALUE, .metavar = "TEXT",
+      {.name = "--scripted",
+       .kind = LT_ARG_VALUE,
+       .metavar = "TEXT",
        .help = "serve the scripted fake policy instead of the model, for testing agent programs: each answer is filler "
                "then TEXT (a tool call, say); --model then only lends its chat template"},
   };
   lt_cmd_args_t c = {.command = "serve",
-                     .usage = "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] "
-                              "[--lora NAME=DIR]... [--scripted TEXT]",
-                     .summary = "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
-                                "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
-                                 "return_tokens_as_token_ids), Anthropic's POST /v1/messages (and count_tokens), "
-                                 "OpenAI's POST /v1/responses, GET /v1/models, /v1/models/{id} and /health, "
-                                 "POST /update_weights_from_disk {\"model_path\": DIR}, /v1/load_lora_adapter and "
-                                 "/v1/unload_lora_adapter.  See docs/serve.md and docs/lora.md.",
+                     .usage =
+                         "--model DIR [--port P] [--host IP] [--slots N] [--max-context N] [--name ID] "
+                         "[--lora NAME=DIR]... [--scripted TEXT]",
+                     .summary =
+                         "Serves the builtin engine over an OpenAI-compatible HTTP API: POST /v1/completions "
+                         "and /v1/chat/completions (stream, stop, n, seed, tools, logprobs and top_logprobs, "
+                         "return_tokens_as_token_ids), Anthropic's POST /v1/messages (and count_tokens), "
+                         "OpenAI's POST /v1/responses, GET /v1/models, /v1/models/{id} and /health, "
+                         "POST /update_weights_from_disk {\"model_path\": DIR}, /v1/load_lora_adapter and "
+                         "/v1/unload_lora_adapter.  See docs/serve.md and docs/lora.md.",
                      .args = args,
                      .nargs = 9,
                      .min_pos = 0,
@@ -342,7 +366,8 @@ int lt_cmd_serve(int argc, char **argv) {
   const char *dir = lt_args_str(&c, "--model", NULL);
   if (!dir) return lt_args_usage_error(&c, "--model DIR is required");
   long long port, slots, maxctx, seed;
-  if ((rc = lt_args_long(&c, "--port", 8000, 0, 65535, &port)) || (rc = lt_args_long(&c, "--slots", 8, 1, 4096, &slots)) ||
+  if ((rc = lt_args_long(&c, "--port", 8000, 0, 65535, &port)) ||
+      (rc = lt_args_long(&c, "--slots", 8, 1, 4096, &slots)) ||
       (rc = lt_args_long(&c, "--max-context", 0, 0, 1 << 24, &maxctx)) ||
       (rc = lt_args_long(&c, "--seed", 0, 0, 1LL << 62, &seed)))
     return rc;
@@ -360,15 +385,24 @@ int lt_cmd_serve(int argc, char **argv) {
   s->kick.data = s;
   lt_log_set_process("serve");
   const char *scripted = lt_args_str(&c, "--scripted", NULL);
-  lt_backend_opts_t bo = {.kind = scripted ? "scripted" : "builtin", .model_dir = dir, .device = "cpu",
-                          .threads = lt_cli_threads(), .max_sessions = s->slots, .max_context = (int)maxctx,
-                          .mean_tokens = 8, .answer = scripted};
+  lt_backend_opts_t bo = {.kind = scripted ? "scripted" : "builtin",
+                          .model_dir = dir,
+                          .device = "cpu",
+                          .threads = lt_cli_threads(),
+                          .max_sessions = s->slots,
+                          .max_context = (int)maxctx,
+                          .mean_tokens = 8,
+                          .answer = scripted};
   if ((rc = lt_backend_create(&s->loop, &bo, &s->b)) < 0) return setup_failed(s, rc);
   if ((rc = lora_preload(s, lt_args_get(&c, "--lora"))) < 0) return setup_failed(s, rc);
   lt_backend_info(s->b, &s->info);
   if ((rc = lt_chat_template_load(dir, &s->chat)) < 0 && rc != LT_ENOENT) return setup_failed(s, rc);
-  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(s->b), .chat = s->chat, .model = s->model, .vocab = s->info.vocab,
-                      .max_context = s->info.max_context, .seed_base = (uint64_t)seed,
+  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(s->b),
+                      .chat = s->chat,
+                      .model = s->model,
+                      .vocab = s->info.vocab,
+                      .max_context = s->info.max_context,
+                      .seed_base = (uint64_t)seed,
                       .tool_format = lt_toolcall_format_detect(s->chat ? lt_chat_template_source(s->chat, 1) : NULL),
                       .hooks = {.ud = s, .generate = serve_generate, .cancel = serve_cancel}};
   if ((rc = lt_oai_create(&oo, &s->oai)) < 0) return setup_failed(s, rc);

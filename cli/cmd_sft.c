@@ -12,16 +12,20 @@
 
 int lt_cmd_sft(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--out", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "checkpoint directory to write the tuned policy to"},
+      {.name = "--out",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help = "checkpoint directory to write the tuned policy to"},
       {.name = "--metrics", .kind = LT_ARG_VALUE, .metavar = "FILE", .help = "append sft/loss lines (JSON) to FILE"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
   };
   lt_cmd_args_t c = {.command = "sft",
                      .usage = "CONFIG --out DIR [--metrics FILE] [--set PATH=VALUE ...]",
-                     .summary = "Supervised fine-tuning of the config's policy (model.path, or model.init drawn with "
-                                "run.seed) on sft.data (JSONL of {\"prompt\", \"response\"}) or, when that is empty, on "
-                                "the environments' demonstrations, rendered in the chat format the workers use. "
-                                "Writes a checkpoint that model.path can point at.",
+                     .summary =
+                         "Supervised fine-tuning of the config's policy (model.path, or model.init drawn with "
+                         "run.seed) on sft.data (JSONL of {\"prompt\", \"response\"}) or, when that is empty, on "
+                         "the environments' demonstrations, rendered in the chat format the workers use. "
+                         "Writes a checkpoint that model.path can point at.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 1,

@@ -80,8 +80,9 @@ int lt_cmd_stats(int argc, char **argv) {
                      LT_CLI_CHECK_ARG};
   lt_cmd_args_t c = {.command = "stats",
                      .usage = "RUN_DIR|DB [--json] [--check]",
-                     .summary = "Shows a run's policy version, learner step, tasks, trajectories by status, mean "
-                                "reward, workers and evaluations. Works on a live run.",
+                     .summary =
+                         "Shows a run's policy version, learner step, tasks, trajectories by status, mean "
+                         "reward, workers and evaluations. Works on a live run.",
                      .args = args,
                      .nargs = 2,
                      .min_pos = 1,
@@ -104,7 +105,8 @@ int lt_cmd_stats(int argc, char **argv) {
   cJSON_AddItemToObject(o, "tasks", counts(tk, tn, 4));
   for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rn[i] = lt_buffer_count_status(b, (lt_sample_state)i);
   const char *rk[LT_SAMPLE_NSTATES];
-  for (int i = 0; i < LT_SAMPLE_NSTATES; i++) rk[i] = lt_sample_state_name((lt_sample_state)i); /* every state, named once */
+  for (int i = 0; i < LT_SAMPLE_NSTATES; i++)
+    rk[i] = lt_sample_state_name((lt_sample_state)i); /* every state, named once */
   cJSON *tr = counts(rk, rn, LT_SAMPLE_NSTATES);
   cJSON_AddNumberToObject(tr, "duplicates_rejected", (double)dups);
   cJSON_AddItemToObject(o, "trajectories", tr);
@@ -151,10 +153,11 @@ int lt_cmd_stats(int argc, char **argv) {
     printf("policy version  %.0f (learner step %.0f)\n", num(o, "policy_version"), num(o, "learner_step"));
     printf("tasks           %.0f: %.0f queued, %.0f dispatched, %.0f done, %.0f failed\n", num(t, "total"),
            num(t, "queued"), num(t, "dispatched"), num(t, "done"), num(t, "failed"));
-    printf("trajectories    %.0f: %.0f ready, %.0f consumed, %.0f stale, %.0f filtered, %.0f failed, %.0f eval, "
-           "%.0f masked; %.0f duplicates rejected\n", num(tr, "total"), num(tr, "ready"), num(tr, "consumed"),
-           num(tr, "stale"), num(tr, "filtered"), num(tr, "failed"), num(tr, "eval"), num(tr, "masked"),
-           num(tr, "duplicates_rejected"));
+    printf(
+        "trajectories    %.0f: %.0f ready, %.0f consumed, %.0f stale, %.0f filtered, %.0f failed, %.0f eval, "
+        "%.0f masked; %.0f duplicates rejected\n",
+        num(tr, "total"), num(tr, "ready"), num(tr, "consumed"), num(tr, "stale"), num(tr, "filtered"),
+        num(tr, "failed"), num(tr, "eval"), num(tr, "masked"), num(tr, "duplicates_rejected"));
     printf("reward mean     %.4f\n", reward);
     printf("workers         %.0f seen, %lld alive\n", seen, (long long)alive);
     printf("eval (pass@1)  ");
@@ -163,9 +166,10 @@ int lt_cmd_stats(int argc, char **argv) {
     printf("%s\n", ev->child ? "" : " none yet");
     if (wt) {
       const cJSON *p = cJSON_GetObjectItemCaseSensitive(wt, "propagation_s");
-      printf("weights         %.0f versions reached every live worker (publish → last worker: p50 %.2f s, max %.2f s); "
-             "%.1f MB sent per version by the daemon; lag:", num(p, "versions"), num(p, "p50"), num(p, "max"),
-             num(wt, "bytes_sent_per_version") / 1e6);
+      printf(
+          "weights         %.0f versions reached every live worker (publish → last worker: p50 %.2f s, max %.2f s); "
+          "%.1f MB sent per version by the daemon; lag:",
+          num(p, "versions"), num(p, "p50"), num(p, "max"), num(wt, "bytes_sent_per_version") / 1e6);
       int lagging = 0;
       for (const cJSON *l = cJSON_GetObjectItemCaseSensitive(wt, "lag")->child; l; l = l->next)
         if (l->valuedouble > 0) {

@@ -15,8 +15,8 @@
 typedef enum { PATCH_GOLD, PATCH_NONE, PATCH_FILE } patch_mode;
 
 typedef struct {
-  char *patch;  /* what is judged (NULL: nothing) */
-  int run;      /* 0: no prediction for it, not judged */
+  char *patch; /* what is judged (NULL: nothing) */
+  int run;     /* 0: no prediction for it, not judged */
   int done;
   cJSON *result; /* the verdict, or {"instance_id", "resolved": false, "error"} */
   int failed;    /* the judge failed (the image, the test patch) */
@@ -82,9 +82,11 @@ static int load_predictions(const char *path, lt_swe_harness_t *h, item_t *items
   for (int i = 0; i < n && rc == 0; i++) {
     cJSON *row = NULL;
     if ((rc = lt_swe_harness_row(h, i, &row)) < 0) break;
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(by_id, cJSON_GetObjectItemCaseSensitive(row, "instance_id")->valuestring);
+    const cJSON *p =
+        cJSON_GetObjectItemCaseSensitive(by_id, cJSON_GetObjectItemCaseSensitive(row, "instance_id")->valuestring);
     items[i].run = p != NULL;
-    if (p && p->valuestring[0] && !(items[i].patch = strdup(p->valuestring))) rc = lt_error_set(LT_ENOMEM, "out of memory");
+    if (p && p->valuestring[0] && !(items[i].patch = strdup(p->valuestring)))
+      rc = lt_error_set(LT_ENOMEM, "out of memory");
     cJSON_Delete(row);
   }
   cJSON_Delete(by_id);
@@ -101,8 +103,10 @@ static void print_line(const cJSON *r, int json) {
     fflush(stdout);
     return;
   }
-  const cJSON *id = cJSON_GetObjectItemCaseSensitive(r, "instance_id"), *err = cJSON_GetObjectItemCaseSensitive(r, "error");
-  const cJSON *tests = cJSON_GetObjectItemCaseSensitive(r, "tests"), *secs = cJSON_GetObjectItemCaseSensitive(r, "seconds");
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(r, "instance_id"),
+              *err = cJSON_GetObjectItemCaseSensitive(r, "error");
+  const cJSON *tests = cJSON_GetObjectItemCaseSensitive(r, "tests"),
+              *secs = cJSON_GetObjectItemCaseSensitive(r, "seconds");
   printf("%-32s %s", cJSON_IsString(id) ? id->valuestring : "?",
          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "resolved")) ? "resolved" : "not resolved");
   for (const cJSON *list = tests ? tests->child : NULL; list; list = list->next) {
@@ -118,33 +122,42 @@ static void print_line(const cJSON *r, int json) {
 
 int lt_cmd_swe(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--patch", .kind = LT_ARG_VALUE, .metavar = "gold|none|FILE.jsonl",
+      {.name = "--patch",
+       .kind = LT_ARG_VALUE,
+       .metavar = "gold|none|FILE.jsonl",
        .help = "what each instance is judged with: its gold patch (default), nothing, or SWE-bench predictions "
                "({\"instance_id\", \"model_patch\"} per line)"},
       {.name = "--jobs", .kind = LT_ARG_VALUE, .metavar = "N", .help = "instances judged at once (default 1)"},
       {.name = "--json", .kind = LT_ARG_FLAG, .help = "one JSON object per instance"},
       {.name = "--test-timeout", .kind = LT_ARG_VALUE, .metavar = "S", .help = "seconds per test id (default 60)"},
-      {.name = "--config", .kind = LT_ARG_VALUE, .metavar = "CFG", .help = "take the boxes' limits from CFG's sandbox section"},
+      {.name = "--config",
+       .kind = LT_ARG_VALUE,
+       .metavar = "CFG",
+       .help = "take the boxes' limits from CFG's sandbox section"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
   };
   lt_cmd_args_t c = {.command = "swe",
                      .usage = "validate TASKS.jsonl [--patch gold|none|FILE.jsonl] [--jobs N] [--json]",
-                     .summary = "Judges a swe task set as the swe environment judges an episode: each instance's "
-                                "patch applied in a fresh root from its image, then its test_patch, then every "
-                                "FAIL_TO_PASS and PASS_TO_PASS test.",
-                     .details = "The exit status is 0 when every instance did what the mode expects (gold: resolved; "
-                                "none: not resolved; predictions: judged), 1 otherwise, 2 for a bad command line or "
-                                "tasks file. docs/envs.md (\"swe\") describes the rows and the verdict.",
+                     .summary =
+                         "Judges a swe task set as the swe environment judges an episode: each instance's "
+                         "patch applied in a fresh root from its image, then its test_patch, then every "
+                         "FAIL_TO_PASS and PASS_TO_PASS test.",
+                     .details =
+                         "The exit status is 0 when every instance did what the mode expects (gold: resolved; "
+                         "none: not resolved; predictions: judged), 1 otherwise, 2 for a bad command line or "
+                         "tasks file. docs/envs.md (\"swe\") describes the rows and the verdict.",
                      .args = args,
                      .nargs = (int)(sizeof args / sizeof args[0]),
                      .min_pos = 2,
                      .max_pos = 2};
   int rc = lt_args_parse(&c, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
-  if (strcmp(c.pos[0], "validate")) return lt_args_usage_error(&c, "unknown subcommand '%s' (expected validate)", c.pos[0]);
+  if (strcmp(c.pos[0], "validate"))
+    return lt_args_usage_error(&c, "unknown subcommand '%s' (expected validate)", c.pos[0]);
   long long jobs;
   double tt;
-  if ((rc = lt_args_long(&c, "--jobs", 1, 1, 256, &jobs)) || (rc = lt_args_double(&c, "--test-timeout", 60, &tt))) return rc;
+  if ((rc = lt_args_long(&c, "--jobs", 1, 1, 256, &jobs)) || (rc = lt_args_double(&c, "--test-timeout", 60, &tt)))
+    return rc;
   if (!(tt > 0)) return lt_args_usage_error(&c, "--test-timeout must be positive");
   const char *pm = lt_args_str(&c, "--patch", "gold");
   patch_mode mode = !strcmp(pm, "gold") ? PATCH_GOLD : !strcmp(pm, "none") ? PATCH_NONE : PATCH_FILE;
@@ -163,7 +176,8 @@ int lt_cmd_swe(int argc, char **argv) {
     cJSON *row = NULL;
     if ((rc = lt_swe_harness_row(h, i, &row)) < 0) break;
     const cJSON *gold = cJSON_GetObjectItemCaseSensitive(row, "patch");
-    if (mode == PATCH_GOLD && cJSON_IsString(gold) && gold->valuestring[0] && !(j.items[i].patch = strdup(gold->valuestring)))
+    if (mode == PATCH_GOLD && cJSON_IsString(gold) && gold->valuestring[0] &&
+        !(j.items[i].patch = strdup(gold->valuestring)))
       rc = lt_error_set(LT_ENOMEM, "out of memory");
     cJSON_Delete(row);
   }
@@ -193,10 +207,13 @@ int lt_cmd_swe(int argc, char **argv) {
     print_line(it->result, lt_args_flag(&c, "--json"));
   }
   for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
-  fprintf(stderr, "longtail swe: %d of %d instances judged (--patch %s): %d resolved, %d not, %d failed to run; %.1f s\n",
+  fprintf(stderr,
+          "longtail swe: %d of %d instances judged (--patch %s): %d resolved, %d not, %d failed to run; %.1f s\n",
           judged, n, pm, resolved, judged - resolved - errors, errors, lt_time_mono_s() - t0);
-  if (mode == PATCH_GOLD && wrong) fprintf(stderr, "longtail swe: %d instances do not resolve with their gold patch\n", wrong);
-  if (mode == PATCH_NONE && wrong) fprintf(stderr, "longtail swe: %d instances resolve (or fail) without a patch\n", wrong);
+  if (mode == PATCH_GOLD && wrong)
+    fprintf(stderr, "longtail swe: %d instances do not resolve with their gold patch\n", wrong);
+  if (mode == PATCH_NONE && wrong)
+    fprintf(stderr, "longtail swe: %d instances resolve (or fail) without a patch\n", wrong);
   for (int i = 0; i < n; i++) free(j.items[i].patch), cJSON_Delete(j.items[i].result);
   free(j.items);
   pthread_mutex_destroy(&j.mu);

@@ -31,15 +31,19 @@ static int render_line(const cJSON *line, lt_buf_t *out, void *ud) {
 
 int lt_cmd_template(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--tokenizer", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "model directory with tokenizer_config.json (or the file)"},
+      {.name = "--tokenizer",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help = "model directory with tokenizer_config.json (or the file)"},
       {.name = "--input", .kind = LT_ARG_VALUE, .metavar = "FILE.jsonl", .help = "input lines ('-': stdin)"},
   };
   lt_cmd_args_t c = {.command = "template",
                      .usage = "--tokenizer DIR --input FILE.jsonl",
-                     .summary = "Renders each line {\"messages\": [...], \"tools\": [...]?, \"add_generation_prompt\": "
-                                "bool?, ...} with the chat_template of DIR/tokenizer_config.json (its bos_token and "
-                                "eos_token too) and prints {\"text\": \"...\"}, or {\"error\": \"...\"} where the "
-                                "template raises. See docs/chat-templates.md.",
+                     .summary =
+                         "Renders each line {\"messages\": [...], \"tools\": [...]?, \"add_generation_prompt\": "
+                         "bool?, ...} with the chat_template of DIR/tokenizer_config.json (its bos_token and "
+                         "eos_token too) and prints {\"text\": \"...\"}, or {\"error\": \"...\"} where the "
+                         "template raises. See docs/chat-templates.md.",
                      .args = args,
                      .nargs = 2,
                      .min_pos = 0,

@@ -53,9 +53,10 @@ int lt_cmd_tokenize(int argc, char **argv) {
   };
   lt_cmd_args_t c = {.command = "tokenize",
                      .usage = "--tokenizer PATH --input FILE.jsonl [--decode]",
-                     .summary = "Encodes {\"text\"} lines to {\"ids\"} (no special tokens added), or with --decode "
-                                "{\"ids\"} to {\"text\"}. PATH is a tokenizer.json or a model directory; a model "
-                                "directory without tokenizer.json uses the byte tokenizer sized by its config.json.",
+                     .summary =
+                         "Encodes {\"text\"} lines to {\"ids\"} (no special tokens added), or with --decode "
+                         "{\"ids\"} to {\"text\"}. PATH is a tokenizer.json or a model directory; a model "
+                         "directory without tokenizer.json uses the byte tokenizer sized by its config.json.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 0,
@@ -66,7 +67,8 @@ int lt_cmd_tokenize(int argc, char **argv) {
   if (!path || !input) return lt_args_usage_error(&c, "--tokenizer and --input are required");
   lt_tokenizer_t *tok = NULL;
   char cfgpath[4096];
-  if (lt_fs_is_dir(path) && lt_path_join(cfgpath, sizeof cfgpath, path, "tokenizer.json") == 0 && !lt_fs_exists(cfgpath)) {
+  if (lt_fs_is_dir(path) && lt_path_join(cfgpath, sizeof cfgpath, path, "tokenizer.json") == 0 &&
+      !lt_fs_exists(cfgpath)) {
     lt_model_config_t mc;
     if (lt_path_join(cfgpath, sizeof cfgpath, path, "config.json") < 0) return lt_cli_fail("tokenize", LT_ERANGE);
     if ((rc = lt_model_config_load(cfgpath, &mc)) < 0) return lt_cli_fail("tokenize", rc);

@@ -41,8 +41,8 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
   /* A retrained run stores no trajectories of its own: what its steps trained on. */
   double trained;
   int64_t nsteps = 0;
-  int retrained = ntraj == 0 && lt_buffer_metric_mean(b, "batch/trajectories", LT_SPAN_ALL, 0, &trained, &nsteps) == 0 &&
-                  nsteps > 0;
+  int retrained = ntraj == 0 &&
+                  lt_buffer_metric_mean(b, "batch/trajectories", LT_SPAN_ALL, 0, &trained, &nsteps) == 0 && nsteps > 0;
   if (retrained) ntraj = (int64_t)(trained * (double)nsteps + 0.5);
   trajs[0] = (double)ntraj, trajs[1] = (double)ntrunc;
   if (lt_buffer_metric_edge(b, "eval/accuracy", LT_SPAN_FIRST, &e0[0], &at) > 0) e0[1] = (double)at;
@@ -88,7 +88,8 @@ void lt_cli_summarize(const char *command, const char *run_dir, double wall_s, i
   printf("   more              longtail stats %s; longtail plot %s --dashboard -o dash.png\n", run_dir, run_dir);
   char path[4200], *s = cJSON_Print(o);
   snprintf(path, sizeof path, "%s/summary.json", run_dir);
-  if (!s || lt_fs_write_atomic(path, s, strlen(s)) < 0) fprintf(stderr, "longtail %s: warning: %s not written\n", command, path);
+  if (!s || lt_fs_write_atomic(path, s, strlen(s)) < 0)
+    fprintf(stderr, "longtail %s: warning: %s not written\n", command, path);
   free(s);
   cJSON_Delete(o);
   cJSON_Delete(extra);
@@ -132,16 +133,20 @@ static int run_dir_of(const lt_config_t *cfg, const char *given, int resume, con
 
 int lt_cmd_train(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--run-dir", .kind = LT_ARG_VALUE, .metavar = "DIR", .help = "where the run lives (default: run.root/<name>, and runs/latest)"},
+      {.name = "--run-dir",
+       .kind = LT_ARG_VALUE,
+       .metavar = "DIR",
+       .help = "where the run lives (default: run.root/<name>, and runs/latest)"},
       {.name = "--resume", .kind = LT_ARG_FLAG, .help = "continue the run in --run-dir from its last checkpoint"},
       {.name = "--set", .kind = LT_ARG_MULTI, .metavar = "PATH=VALUE", .help = "override a config key"},
   };
   lt_cmd_args_t c = {.command = "train",
                      .usage = "CONFIG [--run-dir DIR] [--resume] [--set PATH=VALUE ...]",
-                     .summary = "Runs the training daemon: dispatches rollouts to workers (it starts "
-                                "workers.spawn_local of them itself), buffers trajectories in RUN_DIR/buffer.db and "
-                                "trains the policy. SIGINT/SIGTERM stop it cleanly; a second signal exits at once. "
-                                "At the end it prints a summary (also RUN_DIR/summary.json) and draws RUN_DIR/plot.png.",
+                     .summary =
+                         "Runs the training daemon: dispatches rollouts to workers (it starts "
+                         "workers.spawn_local of them itself), buffers trajectories in RUN_DIR/buffer.db and "
+                         "trains the policy. SIGINT/SIGTERM stop it cleanly; a second signal exits at once. "
+                         "At the end it prints a summary (also RUN_DIR/summary.json) and draws RUN_DIR/plot.png.",
                      .args = args,
                      .nargs = 3,
                      .min_pos = 1,
@@ -172,7 +177,12 @@ int lt_cmd_train(int argc, char **argv) {
   char used[4096] = "";
   int resume = lt_args_flag(&c, "--resume");
   rc = run_dir_of(&cfg, run_dir, resume, c.pos[0], used, sizeof used);
-  lt_daemon_opts_t o = {.reward_range = lt_reward_range, .ui_tokenizer = lt_cli_run_tokenizer, .cfg = &cfg, .run_dir = used, .resume = resume, .self_exe = exe};
+  lt_daemon_opts_t o = {.reward_range = lt_reward_range,
+                        .ui_tokenizer = lt_cli_run_tokenizer,
+                        .cfg = &cfg,
+                        .run_dir = used,
+                        .resume = resume,
+                        .self_exe = exe};
   double t0 = lt_time_mono_s();
   int code = rc < 0 ? lt_cli_fail("train", rc) : lt_daemon_run(&o);
   /* The other learner ranks stop even when the learner never started. */
@@ -186,8 +196,8 @@ int lt_cmd_train(int argc, char **argv) {
   if (!used[0] || !lt_fs_exists(db)) return code;
   int plotted = 0;
   if (plot) {
-    static const char *const panels[] = {"reward/mean", "eval/accuracy", "rollout/turns_mean", "rollout/truncation_rate",
-                                         "staleness/hist_*"};
+    static const char *const panels[] = {"reward/mean", "eval/accuracy", "rollout/turns_mean",
+                                         "rollout/truncation_rate", "staleness/hist_*"};
     char png[4200];
     snprintf(png, sizeof png, "%s/plot.png", used);
     const char *runs[] = {used};

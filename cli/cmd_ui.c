@@ -23,14 +23,18 @@ static void on_signal(uv_signal_t *h, int sig) {
 
 int lt_cmd_ui(int argc, char **argv) {
   lt_arg_t args[] = {
-      {.name = "--port", .kind = LT_ARG_VALUE, .metavar = "P", .help = "TCP port (default 8300; 0: any free port, printed)"},
+      {.name = "--port",
+       .kind = LT_ARG_VALUE,
+       .metavar = "P",
+       .help = "TCP port (default 8300; 0: any free port, printed)"},
       {.name = "--bind", .kind = LT_ARG_VALUE, .metavar = "ADDR", .help = "address to listen on (default 127.0.0.1)"},
   };
   lt_cmd_args_t a = {.command = "ui",
                      .usage = "RUN_DIR [--port P] [--bind ADDR]",
-                     .summary = "Serves a read-only web console of a run (overview, curves, trajectories and the "
-                                "trajectory inspector), live or finished; a folder of runs lists them.  Prints its "
-                                "address.  See docs/ui.md.",
+                     .summary =
+                         "Serves a read-only web console of a run (overview, curves, trajectories and the "
+                         "trajectory inspector), live or finished; a folder of runs lists them.  Prints its "
+                         "address.  See docs/ui.md.",
                      .args = args,
                      .nargs = 2,
                      .min_pos = 1,

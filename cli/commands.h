@@ -80,9 +80,11 @@ int lt_cli_open_run(const char *command, const char *arg, int check, lt_buffer_t
 int lt_cli_close_run(const char *command, lt_buffer_t *b, int code);
 /* The offline readers' --check: SQLite's full integrity check before reading (without it the open checks
  * cheaply; damage met while reading still exits 6). */
-#define LT_CLI_CHECK_ARG                                                                                              \
-  {.name = "--check", .kind = LT_ARG_FLAG,                                                                             \
-   .help = "first run SQLite's full integrity check of the buffer (reads all of it; exit 6 when damaged)"}
+#define LT_CLI_CHECK_ARG                                                                                   \
+  {                                                                                                        \
+    .name = "--check", .kind = LT_ARG_FLAG,                                                                \
+    .help = "first run SQLite's full integrity check of the buffer (reads all of it; exit 6 when damaged)" \
+  }
 
 /* What a run achieved, on stdout and in RUN_DIR/summary.json (`train`, `retrain`); EXTRA's members (taken
  * over, may be NULL) join the JSON. */

@@ -24,7 +24,8 @@ int lt_cli_token_array(const cJSON *line, const char *key, int vocab, int min_le
       return rc;
     }
   if (*n < min_len || *n > max_len) {
-    rc = lt_error_set(LT_ERANGE, "%s:%ld: %s has %d tokens, expected %d to %d", path, lineno, key, *n, min_len, max_len);
+    rc =
+        lt_error_set(LT_ERANGE, "%s:%ld: %s has %d tokens, expected %d to %d", path, lineno, key, *n, min_len, max_len);
     free(*out);
     *out = NULL;
     return rc;

@@ -19,7 +19,8 @@ const lt_command_t lt_commands[] = {
     {"export", lt_cmd_export, "export trajectories as chat JSONL or token records"},
     {"plot", lt_cmd_plot, "plot metrics of one or more runs (PNG/SVG)"},
     {"replay", lt_cmd_replay, "recompute logprobs and MIS masks of recorded trajectories under a checkpoint"},
-    {"retrain", lt_cmd_retrain, "train a run's learner steps again on the trajectories each consumed (bit-identical, or what-if)"},
+    {"retrain", lt_cmd_retrain,
+     "train a run's learner steps again on the trajectories each consumed (bit-identical, or what-if)"},
     {"inspect", lt_cmd_inspect, "render one trajectory for a terminal"},
     {"compare", lt_cmd_compare, "compare the metrics of two runs"},
     {"ui", lt_cmd_ui, "serve a run's web console (overview, curves, trajectories)"},
@@ -109,10 +110,8 @@ int main(int argc, char **argv) {
       best = lt_commands[k].name;
     }
   }
-  if (bd <= 2)
-    fprintf(stderr, "longtail: unknown command '%s' (did you mean '%s'?)\n", cmd, best);
-  else
-    fprintf(stderr, "longtail: unknown command '%s'\n", cmd);
+  if (bd <= 2) fprintf(stderr, "longtail: unknown command '%s' (did you mean '%s'?)\n", cmd, best);
+  else fprintf(stderr, "longtail: unknown command '%s'\n", cmd);
   usage(stderr);
   return LT_EXIT_USAGE;
 }

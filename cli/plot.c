@@ -55,12 +55,12 @@ typedef struct {
   char cur[128];   /* metric name of the open file */
   const char *dir; /* temporary directory */
   int *nfiles;
-  int64_t points;  /* in the open file */
+  int64_t points; /* in the open file */
   FILE *script;
-  int *first;      /* first curve of the panel */
+  int *first; /* first curve of the panel */
   const char *label;
   int nruns;
-  int err;         /* a data file could not be written */
+  int err; /* a data file could not be written */
 } series_t;
 
 static void series_close(series_t *s) {
@@ -103,9 +103,9 @@ static int series_row(const char *name, int64_t step, double value, void *ud) {
  * 5 s, so a name past the cut must still be offered.) */
 typedef struct {
   const char *want;
-  size_t len;      /* characters written */
-  int more;        /* names past the cut */
-  int best_d;      /* edit distance of best to want */
+  size_t len; /* characters written */
+  int more;   /* names past the cut */
+  int best_d; /* edit distance of best to want */
   char best[128];
 } names_t;
 
@@ -160,8 +160,8 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
     snprintf(tmp, sizeof tmp, "%s", panels[p]);
     for (char *save, *m = strtok_r(tmp, ",", &save); m; m = strtok_r(NULL, ",", &save))
       if (!name_ok(m)) {
-        fprintf(stderr, "longtail %s: error: metric '%s': names use letters, digits and _/.- (GLOB: * ? [])\n",
-                command, m);
+        fprintf(stderr, "longtail %s: error: metric '%s': names use letters, digits and _/.- (GLOB: * ? [])\n", command,
+                m);
         return LT_EXIT_USAGE;
       }
   }
@@ -169,7 +169,8 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
   char names[LT_ARGS_MAX_POS][128];
   int rc = 0;
   if (nruns > LT_ARGS_MAX_POS) nruns = LT_ARGS_MAX_POS;
-  for (int r = 0; r < nruns && !rc; r++) rc = lt_cli_open_run(command, runs[r], check, &bufs[r], names[r], sizeof names[r]);
+  for (int r = 0; r < nruns && !rc; r++)
+    rc = lt_cli_open_run(command, runs[r], check, &bufs[r], names[r], sizeof names[r]);
   const char *tmpdir = getenv("TMPDIR");
   for (int r = 0; r < nruns && !rc; r++)
     for (int q = 0; q < r; q++)
@@ -210,8 +211,7 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
     fputc('\n', sc);
     int first = 1, before = nfiles;
     for (int r = 0; r < nruns; r++) {
-      series_t s = {.dir = dirbuf, .nfiles = &nfiles, .script = sc, .first = &first, .label = names[r],
-                    .nruns = nruns};
+      series_t s = {.dir = dirbuf, .nfiles = &nfiles, .script = sc, .first = &first, .label = names[r], .nruns = nruns};
       char tmp[512];
       snprintf(tmp, sizeof tmp, "%s", panels[p]);
       for (char *save, *m = strtok_r(tmp, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
@@ -237,8 +237,9 @@ int lt_cli_plot(const char *command, const char *const *runs, int nruns, const c
         rc = LT_EXIT_USAGE;
         break;
       }
-      fprintf(sc, "set label 1 'no data' at graph 0.5,0.5 center\nset xrange [0:1]\nset yrange [0:1]\n"
-                  "plot -1 notitle\nunset label 1\nset autoscale\n");
+      fprintf(sc,
+              "set label 1 'no data' at graph 0.5,0.5 center\nset xrange [0:1]\nset yrange [0:1]\n"
+              "plot -1 notitle\nunset label 1\nset autoscale\n");
     } else {
       fputc('\n', sc);
     }

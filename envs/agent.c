@@ -15,7 +15,7 @@
 #include "util/log.h"
 
 typedef struct {
-  void *tasks;                  /* the state of tasks_impl over params.tasks */
+  void *tasks;                     /* the state of tasks_impl over params.tasks */
   const lt_env_impl_t *tasks_impl; /* dataset rows, or swe rows in an image */
   lt_envs_agent_t a;
 } agent_state_t;
@@ -82,8 +82,9 @@ static int agent_sandbox_keys(const char *dom, const cJSON *p, lt_envs_agent_t *
 }
 
 static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
-  static const char *const keys[] = {"command", "tasks", "timeout_s", "sandbox", "memory_mb", "read_only", "stdin",
-                                     "pass_answer", "honor_sampling", "image", "test_cmd", "test_timeout_s", "eval"};
+  static const char *const keys[] = {"command",   "tasks",          "timeout_s",   "sandbox",        "memory_mb",
+                                     "read_only", "stdin",          "pass_answer", "honor_sampling", "image",
+                                     "test_cmd",  "test_timeout_s", "eval"};
   for (const cJSON *c = p->child; c; c = c->next) {
     size_t i = 0;
     while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i], c->string)) i++;
@@ -100,10 +101,12 @@ static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
     if (!cJSON_IsString(c) || (c == cmd->child && !c->valuestring[0]))
       return lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected strings, the first (the program) not empty",
                           dom);
-  if (!cJSON_IsString(tasks)) return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
+  if (!cJSON_IsString(tasks))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
   int image = get(p, "image") != NULL;
   if (!image && (get(p, "test_cmd") || get(p, "test_timeout_s") || get(p, "eval")))
-    return lt_error_set(LT_ECONFIG, "envs.%s.params: test_cmd, test_timeout_s and eval go with image (a task's root)", dom);
+    return lt_error_set(LT_ECONFIG, "envs.%s.params: test_cmd, test_timeout_s and eval go with image (a task's root)",
+                        dom);
   if (to && (!cJSON_IsNumber(to) || !(to->valuedouble > 0) || to->valuedouble > 86400))
     return lt_error_set(LT_ECONFIG, "envs.%s.params.timeout_s: expected a number of seconds in (0, 86400]", dom);
   if (in && (!cJSON_IsString(in) || (strcmp(in->valuestring, "task") && strcmp(in->valuestring, "prompt"))))
@@ -124,20 +127,26 @@ static int agent_init(const char *dom, const cJSON *p, uint64_t seed, void **sta
   lt_sandbox_probe(&caps);
   if (rc == 0) rc = flag(dom, p, "sandbox", caps.userns || image, &s->a.sandbox);
   if (rc == 0 && image && !s->a.sandbox)
-    rc = lt_error_set(LT_ECONFIG, "envs.%s.params.sandbox: a program in an image runs in its box (leave sandbox out)", dom);
+    rc = lt_error_set(LT_ECONFIG, "envs.%s.params.sandbox: a program in an image runs in its box (leave sandbox out)",
+                      dom);
   if (rc == 0 && s->a.sandbox && !caps.userns)
-    rc = lt_error_set(LT_EUNSUPP, "envs.%s.params.sandbox: true, but this host gives no user namespaces, so there is no "
-                                  "sandbox (longtail --version); set false to run a trusted agent program as a plain child", dom);
+    rc = lt_error_set(LT_EUNSUPP,
+                      "envs.%s.params.sandbox: true, but this host gives no user namespaces, so there is no "
+                      "sandbox (longtail --version); set false to run a trusted agent program as a plain child",
+                      dom);
   if (rc == 0 && !s->a.sandbox && !get(p, "sandbox"))
-    LT_WARN("envs", "%s: agent programs run as plain child processes (no sandbox: this host gives no user namespaces)", dom);
+    LT_WARN("envs", "%s: agent programs run as plain child processes (no sandbox: this host gives no user namespaces)",
+            dom);
   if (rc == 0) rc = agent_sandbox_keys(dom, p, &s->a);
   int n = cJSON_GetArraySize(cmd), i = 0;
-  if (rc == 0 && !(s->a.argv = calloc((size_t)n + 1, sizeof *s->a.argv))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0 && !(s->a.argv = calloc((size_t)n + 1, sizeof *s->a.argv)))
+    rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   for (const cJSON *c = cmd->child; rc == 0 && c; c = c->next, i++)
     if (!(s->a.argv[i] = strdup(c->valuestring))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   /* The tasks' own params: the dataset's "train", or the swe environment's keys. */
   cJSON *dp = rc == 0 ? cJSON_CreateObject() : NULL;
-  if (rc == 0 && (!dp || !cJSON_AddStringToObject(dp, image ? "tasks" : "train", tasks->valuestring))) rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
+  if (rc == 0 && (!dp || !cJSON_AddStringToObject(dp, image ? "tasks" : "train", tasks->valuestring)))
+    rc = lt_error_set(LT_ENOMEM, "agent: out of memory");
   static const char *const swe_keys[] = {"image", "test_cmd", "test_timeout_s", "eval"};
   for (size_t k = 0; rc == 0 && image && k < sizeof swe_keys / sizeof swe_keys[0]; k++)
     if (get(p, swe_keys[k]) && !cJSON_AddItemToObject(dp, swe_keys[k], cJSON_Duplicate(get(p, swe_keys[k]), 1)))

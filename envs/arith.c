@@ -60,20 +60,24 @@ static int param_num(const char *dom, const cJSON *p, const char *k, double def,
 }
 
 static int arith_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
-  static const char *known[] = {"digits_min", "digits_max", "ops", "steps", "demo_error_rate", "eval_fraction", "system"};
+  static const char *known[] = {"digits_min",      "digits_max",    "ops",   "steps",
+                                "demo_error_rate", "eval_fraction", "system"};
   for (const cJSON *c = p->child; c; c = c->next) {
     size_t i = 0;
     while (i < sizeof known / sizeof known[0] && strcmp(known[i], c->string)) i++;
     if (i == sizeof known / sizeof known[0])
-      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (arith takes digits_min, digits_max, ops, steps, "
-                          "demo_error_rate, eval_fraction, system)", dom, c->string);
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.params.%s: unknown key (arith takes digits_min, digits_max, ops, steps, "
+                          "demo_error_rate, eval_fraction, system)",
+                          dom, c->string);
   }
   arith_t *a = calloc(1, sizeof *a);
   if (!a) return lt_error_set(LT_ENOMEM, "arith: out of memory");
   snprintf(a->domain, sizeof a->domain, "%s", dom);
   a->seed = seed;
   int rc;
-  if ((rc = param_int(dom, p, "digits_min", 1, 1, MAXD, &a->dmin)) || (rc = param_int(dom, p, "digits_max", 3, 1, MAXD, &a->dmax)) ||
+  if ((rc = param_int(dom, p, "digits_min", 1, 1, MAXD, &a->dmin)) ||
+      (rc = param_int(dom, p, "digits_max", 3, 1, MAXD, &a->dmax)) ||
       (rc = param_num(dom, p, "demo_error_rate", 0.0, 0, 1, &a->demo_error_rate)) ||
       (rc = param_num(dom, p, "eval_fraction", 0.1, 0.001, 0.5, &a->eval_fraction)))
     goto fail;
@@ -122,7 +126,8 @@ static void arith_free(void *s) {
 }
 
 static void random_number(lt_rng_t *r, int digits, char *out) {
-  for (int i = 0; i < digits; i++) out[i] = (char)('0' + (i == 0 && digits > 1 ? 1 + lt_rng_below(r, 9) : lt_rng_below(r, 10)));
+  for (int i = 0; i < digits; i++)
+    out[i] = (char)('0' + (i == 0 && digits > 1 ? 1 + lt_rng_below(r, 9) : lt_rng_below(r, 10)));
   out[digits] = 0;
 }
 
@@ -254,8 +259,7 @@ static int arith_demo(void *s, uint64_t index, cJSON **messages, char **response
   int wrong = lt_rng_uniform(&r) < a->demo_error_rate;
   lt_buf_t w = {0};
   char ans[2 * MAXD + 2];
-  if (a->steps)
-    solve(&p, wrong, &w, ans);
+  if (a->steps) solve(&p, wrong, &w, ans);
   else {
     solve(&p, wrong, NULL, ans);
     lt_buf_printf(&w, "#### %s", ans);
@@ -277,8 +281,10 @@ static int spec_problem(const arith_t *a, const cJSON *spec, problem_t *p) {
   if (!cJSON_IsString(x) || !cJSON_IsString(y) || !cJSON_IsString(op) || strlen(op->valuestring) != 1 ||
       !strchr("+-*", op->valuestring[0]) || strlen(x->valuestring) < 1 || strlen(x->valuestring) > MAXD ||
       strlen(y->valuestring) < 1 || strlen(y->valuestring) > MAXD ||
-      strspn(x->valuestring, "0123456789") != strlen(x->valuestring) || strspn(y->valuestring, "0123456789") != strlen(y->valuestring))
-    return lt_error_set(LT_EINVAL, "envs.%s: malformed arith spec (expected digit strings a, b and op + - *)", a->domain);
+      strspn(x->valuestring, "0123456789") != strlen(x->valuestring) ||
+      strspn(y->valuestring, "0123456789") != strlen(y->valuestring))
+    return lt_error_set(LT_EINVAL, "envs.%s: malformed arith spec (expected digit strings a, b and op + - *)",
+                        a->domain);
   strcpy(p->a, x->valuestring);
   strcpy(p->b, y->valuestring);
   p->op = op->valuestring[0];

@@ -131,17 +131,21 @@ static cJSON *make_second_largest(lt_rng_t *r, cJSON *args) {
 }
 
 static const task_t tasks[] = {
-    {"sum_divisible", "def solve(xs, k):", "Return the sum of the elements of the integer list xs that are divisible by k.",
+    {"sum_divisible",
+     "def solve(xs, k):", "Return the sum of the elements of the integer list xs that are divisible by k.",
      "def solve(xs, k):\n    return sum(x for x in xs if x % k == 0)\n", make_sum_div},
     {"running_max", "def solve(xs):", "Return the list whose i-th element is the largest of xs[0..i].",
      "def solve(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\n",
      make_running_max},
-    {"reverse_words", "def solve(s):", "Return the words of s (separated by single spaces) in reverse order, joined by single spaces.",
+    {"reverse_words",
+     "def solve(s):", "Return the words of s (separated by single spaces) in reverse order, joined by single spaces.",
      "def solve(s):\n    return ' '.join(reversed(s.split(' ')))\n", make_reverse_words},
-    {"count_vowels", "def solve(s):", "Return how many of the characters of the lowercase string s are vowels (a, e, i, o, u).",
+    {"count_vowels",
+     "def solve(s):", "Return how many of the characters of the lowercase string s are vowels (a, e, i, o, u).",
      "def solve(s):\n    return sum(c in 'aeiou' for c in s)\n", make_count_vowels},
     {"fib_mod", "def solve(n, m):", "Return F(n) mod m, where F(0) = 0, F(1) = 1 and F(n) = F(n-1) + F(n-2).",
-     "def solve(n, m):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, (a + b) % m\n    return a % m\n", make_fib_mod},
+     "def solve(n, m):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, (a + b) % m\n    return a % m\n",
+     make_fib_mod},
     {"is_prime", "def solve(n):", "Return True if the non-negative integer n is prime, else False.",
      "def solve(n):\n    if n < 2:\n        return False\n    d = 2\n    while d * d <= n:\n        if n % d == 0:\n            return False\n        d += 1\n    return True\n",
      make_is_prime},
@@ -205,7 +209,8 @@ char *lt_envs_code_extract(const char *text) {
 int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *tests, double test_timeout_s,
                       lt_envs_code_result_t *res) {
   memset(res, 0, sizeof *res);
-  if (!cJSON_IsArray(tests)) return lt_error_set(LT_EINVAL, "code tests: expected an array of {\"args\", \"expected\"}");
+  if (!cJSON_IsArray(tests))
+    return lt_error_set(LT_EINVAL, "code tests: expected an array of {\"args\", \"expected\"}");
   res->total = cJSON_GetArraySize(tests);
   cJSON *args = cJSON_CreateArray();
   for (const cJSON *t = tests->child; t; t = t->next) {
@@ -224,8 +229,8 @@ int lt_envs_code_test(lt_sandbox_pool_t *pool, const char *code, const cJSON *te
   lt_sandbox_file_t files[] = {{"harness.py", harness, sizeof harness - 1, 0},
                                {"solution.py", code, strlen(code), 0},
                                {"tests.json", args_json ? args_json : "[]", args_json ? strlen(args_json) : 2, 0}};
-  lt_sandbox_job_t job = {.argv = argv, .files = files, .nfiles = 3,
-                          .timeout_s = 2 + test_timeout_s * (res->total + 1)};
+  lt_sandbox_job_t job = {
+      .argv = argv, .files = files, .nfiles = 3, .timeout_s = 2 + test_timeout_s * (res->total + 1)};
   lt_sandbox_result_t r;
   int rc = args_json ? lt_sandbox_pool_run(pool, &job, &r) : lt_error_set(LT_ENOMEM, "out of memory");
   free(args_json);

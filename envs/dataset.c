@@ -29,7 +29,8 @@ static const char *messages_problem(const cJSON *m) {
     const cJSON *role = get(x, "role");
     if (!cJSON_IsObject(x) || !cJSON_IsString(role) || !cJSON_IsString(get(x, "content")))
       return "each message needs string \"role\" and \"content\"";
-    if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant"))
+    if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+        strcmp(role->valuestring, "assistant"))
       return "a message's role must be system, user or assistant";
     last = x;
   }
@@ -76,10 +77,13 @@ static void dataset_free(void *st) {
 static int dataset_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
   for (const cJSON *c = p->child; c; c = c->next)
     if (strcmp(c->string, "train") && strcmp(c->string, "eval") && strcmp(c->string, "system"))
-      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (dataset takes train, eval, system)", dom, c->string);
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (dataset takes train, eval, system)", dom,
+                          c->string);
   const cJSON *tr = get(p, "train"), *ev = get(p, "eval"), *sys = get(p, "system");
-  if (!cJSON_IsString(tr)) return lt_error_set(LT_ECONFIG, "envs.%s.params.train: expected the path of a .jsonl file", dom);
-  if (ev && !cJSON_IsString(ev)) return lt_error_set(LT_ECONFIG, "envs.%s.params.eval: expected the path of a .jsonl file", dom);
+  if (!cJSON_IsString(tr))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.train: expected the path of a .jsonl file", dom);
+  if (ev && !cJSON_IsString(ev))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.eval: expected the path of a .jsonl file", dom);
   if (sys && !cJSON_IsString(sys)) return lt_error_set(LT_ECONFIG, "envs.%s.params.system: expected string", dom);
   dataset_t *d = calloc(1, sizeof *d);
   if (!d) return lt_error_set(LT_ENOMEM, "dataset: out of memory");

@@ -27,7 +27,7 @@ void lt_envs_free(lt_envs_t *envs);
  * the loop's last run, then lt_envs_free after it. */
 void lt_envs_shutdown(lt_envs_t *envs);
 int lt_envs_count(const lt_envs_t *envs);
-const char *lt_envs_name(const lt_envs_t *envs, int i);  /* the domain name */
+const char *lt_envs_name(const lt_envs_t *envs, int i); /* the domain name */
 double lt_envs_weight(const lt_envs_t *envs, int i);
 /* Samples per prompt of domain i (its group): envs.<d>.group_size, else dflt (scheduler.group_size). */
 int lt_envs_group_size(const lt_envs_t *envs, int i, int dflt);
@@ -64,9 +64,10 @@ int lt_episode_open_async(lt_envs_t *envs, const char *domain, const cJSON *spec
 typedef struct {
   cJSON *observations; /* array of {"role":"tool","name":N,"content":C} to append; owned by the result */
   int done;            /* the environment ended the episode (terminated) */
-  const char *timeout;   /* "tool_timeout" | "sandbox_timeout" | NULL: a timeout ended the episode (the policy's failure) */
-  int error;           /* 0, or an LT_E* code: the environment failed (status env_error) */
-  char *error_msg;     /* detail when error != 0 */
+  const char
+      *timeout;    /* "tool_timeout" | "sandbox_timeout" | NULL: a timeout ended the episode (the policy's failure) */
+  int error;       /* 0, or an LT_E* code: the environment failed (status env_error) */
+  char *error_msg; /* detail when error != 0 */
 } lt_env_step_t;
 
 /* Called on the loop thread; the callee takes ownership of res's fields. */
@@ -110,10 +111,11 @@ int lt_envs_needs_sandbox(const lt_envs_t *envs, const char *domain);
 /* An `agent` domain's program (docs/agent-gateway.md): the worker's gateway
  * runs it per episode instead of stepping the environment. */
 typedef struct {
-  char **argv;        /* NULL-terminated */
-  double timeout_s;   /* seconds of its own after its first call (not waiting on the gateway), then killed (agent_timeout) */
-  int sandbox;        /* run it in the sandbox */
-  int memory_mb;      /* its sandbox's memory limit; 0: the run's sandbox.memory_mb */
+  char **argv; /* NULL-terminated */
+  double
+      timeout_s; /* seconds of its own after its first call (not waiting on the gateway), then killed (agent_timeout) */
+  int sandbox;   /* run it in the sandbox */
+  int memory_mb; /* its sandbox's memory limit; 0: the run's sandbox.memory_mb */
   char **read_only;   /* host directories bound read-only into its sandbox (absolute, NULL-terminated); NULL: none */
   int stdin_prompt;   /* stdin carries the task's prompt text (an agent CLI's -p), not the task's JSON */
   int pass_answer;    /* LONGTAIL_TASK and stdin carry the row's answer */

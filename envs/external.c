@@ -72,12 +72,14 @@ static int ext_init(const char *dom, const cJSON *p, uint64_t seed, void **state
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "timeout_s");
   int rc = 0, n = cJSON_GetArraySize(cmd);
   if (!cJSON_IsArray(cmd) || n == 0)
-    rc = lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected the program's argv, e.g. [\"python3\", \"env.py\"]", dom);
+    rc = lt_error_set(LT_ECONFIG, "envs.%s.params.command: expected the program's argv, e.g. [\"python3\", \"env.py\"]",
+                      dom);
   else if (t && (!cJSON_IsNumber(t) || t->valuedouble <= 0))
     rc = lt_error_set(LT_ECONFIG, "envs.%s.params.timeout_s: expected a positive number", dom);
   else if (dir && !cJSON_IsString(dir))
     rc = lt_error_set(LT_ECONFIG, "envs.%s.params.dir: expected a directory path", dom);
-  if (rc == 0 && !(s->argv = calloc((size_t)n + 1, sizeof *s->argv))) rc = lt_error_set(LT_ENOMEM, "external: out of memory");
+  if (rc == 0 && !(s->argv = calloc((size_t)n + 1, sizeof *s->argv)))
+    rc = lt_error_set(LT_ENOMEM, "external: out of memory");
   for (int i = 0; rc == 0 && i < n; i++) {
     const cJSON *a = cJSON_GetArrayItem(cmd, i);
     if (!cJSON_IsString(a)) rc = lt_error_set(LT_ECONFIG, "envs.%s.params.command[%d]: expected a string", dom, i);
@@ -93,7 +95,6 @@ static int ext_init(const char *dom, const cJSON *p, uint64_t seed, void **state
   return 0;
 }
 
-
 /* One call: the request on stdin, the answer's first line from stdout.
  * *timed_out: the sandbox's deadline ended it (no answer). */
 static int call(lt_episode_t *ep, cJSON *req, cJSON **answer, int *timed_out) {
@@ -107,8 +108,12 @@ static int call(lt_episode_t *ep, cJSON *req, cJSON **answer, int *timed_out) {
   if (!line) return lt_error_set(LT_ENOMEM, "external: out of memory");
   size_t n = strlen(line);
   line[n] = '\n'; /* the NUL becomes the line's end; the length says where it stops */
-  lt_sandbox_job_t job = {.argv = (const char *const *)s->argv, .files = s->files, .nfiles = s->nfiles,
-                          .stdin_data = line, .stdin_len = n + 1, .timeout_s = s->timeout_s};
+  lt_sandbox_job_t job = {.argv = (const char *const *)s->argv,
+                          .files = s->files,
+                          .nfiles = s->nfiles,
+                          .stdin_data = line,
+                          .stdin_len = n + 1,
+                          .timeout_s = s->timeout_s};
   lt_sandbox_result_t r;
   rc = lt_sandbox_pool_run(pool, &job, &r);
   free(line);
@@ -127,7 +132,8 @@ static int ext_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t s
   cJSON *req = lt__envproto_reset(spec, seed), *a;
   int timed_out, rc = call(ep, req, &a, &timed_out);
   cJSON_Delete(req);
-  if (rc == 0 && timed_out) rc = lt_error_set(LT_ETIMEDOUT, "envs.%s: reset did not answer in %g s", s->domain, s->timeout_s);
+  if (rc == 0 && timed_out)
+    rc = lt_error_set(LT_ETIMEDOUT, "envs.%s: reset did not answer in %g s", s->domain, s->timeout_s);
   if (rc == 0) rc = lt__envproto_opened(ep, s->domain, a, messages);
   cJSON_Delete(a);
   return rc;

@@ -19,10 +19,12 @@ typedef struct {
 } http_state_t;
 
 static int http_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
-  const cJSON *url = cJSON_GetObjectItemCaseSensitive(p, "endpoint"), *t = cJSON_GetObjectItemCaseSensitive(p, "timeout_ms");
+  const cJSON *url = cJSON_GetObjectItemCaseSensitive(p, "endpoint"),
+              *t = cJSON_GetObjectItemCaseSensitive(p, "timeout_ms");
   const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "retries");
   if (!cJSON_IsString(url) || strncmp(url->valuestring, "http", 4) != 0)
-    return lt_error_set(LT_ECONFIG, "envs.%s.params.endpoint: expected the environment's URL (http://host:port/path)", dom);
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.endpoint: expected the environment's URL (http://host:port/path)",
+                        dom);
   if ((t && (!cJSON_IsNumber(t) || t->valuedouble < 1)) || (r && (!cJSON_IsNumber(r) || r->valuedouble < 0)))
     return lt_error_set(LT_ECONFIG, "envs.%s.params: timeout_ms must be >= 1 and retries >= 0", dom);
   http_state_t *s = calloc(1, sizeof *s);
@@ -31,8 +33,8 @@ static int http_init(const char *dom, const cJSON *p, uint64_t seed, void **stat
     return lt_error_set(LT_ENOMEM, "http env: out of memory");
   }
   snprintf(s->domain, sizeof s->domain, "%s", dom);
-  s->opts = (lt_httpc_opts_t){.timeout_ms = t ? (int)t->valuedouble : 30000, .retries = r ? (int)r->valuedouble : 2,
-                              .backoff_ms = 200};
+  s->opts = (lt_httpc_opts_t){
+      .timeout_ms = t ? (int)t->valuedouble : 30000, .retries = r ? (int)r->valuedouble : 2, .backoff_ms = 200};
   *state = s;
   return 0;
 }
@@ -106,7 +108,6 @@ static void http_cancel(lt_episode_t *ep) {
   if (ep->io) lt_httpc_cancel(ep->io);
   ep->io = NULL;
 }
-
 
 const lt_env_impl_t lt__env_http = {
     .type = "http",

@@ -15,10 +15,10 @@
 typedef struct {
   int on;
   double instruction, tool_failure, tool_partial, tool_inconsistent; /* probabilities at level 1 */
-  double level_start, level_step, max_gap, clean_share, window;     /* the curriculum (docs/envs.md) */
-  double level;                       /* the curriculum's level now (the daemon's) */
+  double level_start, level_step, max_gap, clean_share, window;      /* the curriculum (docs/envs.md) */
+  double level;                                                      /* the curriculum's level now (the daemon's) */
   int clean_n, clean_ok, noisy_n, noisy_ok; /* outcomes at this level: clean tasks and tasks at `level` */
-  double last_gap;                    /* clean − noisy success rate at the last decision */
+  double last_gap;                          /* clean − noisy success rate at the last decision */
 } lt__noise_t;
 
 int lt__noise_parse(const char *domain, const cJSON *noise, lt__noise_t *out);
@@ -56,27 +56,27 @@ typedef struct lt_env_impl {
   void (*shutdown)(void *state);
   /* The episode ended (lt_episode_end): judges its end state into the reference; blocks (the thread pool). */
   int (*end)(lt_episode_t *ep, int score);
-  int (*max_turns)(void *state); /* turns per episode of the domain; 0: rollout.max_turns */
+  int (*max_turns)(void *state);                /* turns per episode of the domain; 0: rollout.max_turns */
   void (*attach)(void *state, lt_envs_t *envs); /* after init: the registry it belongs to (its sandbox settings) */
 } lt_env_impl_t;
 
 struct lt_episode {
   lt_envs_t *envs;
-  void *domain;          /* registry's domain record */
-  void *state;           /* the implementation's per-domain state */
-  void *data;            /* the implementation's per-episode data */
-  cJSON *reference;      /* set by open */
-  uv_timer_t timer;      /* delivers step results on the next loop turn */
+  void *domain;     /* registry's domain record */
+  void *state;      /* the implementation's per-domain state */
+  void *data;       /* the implementation's per-episode data */
+  cJSON *reference; /* set by open */
+  uv_timer_t timer; /* delivers step results on the next loop turn */
   lt_env_step_t result;
   lt_env_step_cb cb;
   void *ud;
   int pending;
-  uv_work_t work;        /* a blocking step on the thread pool */
+  uv_work_t work; /* a blocking step on the thread pool */
   char *work_text;
   const lt_tool_call_t *work_calls;
-  int work_ncalls;          /* the calls of the step in flight (blocking or asynchronous) */
+  int work_ncalls; /* the calls of the step in flight (blocking or asynchronous) */
   int closed;
-  double noise_level;       /* < 0: no noise in this episode */
+  double noise_level; /* < 0: no noise in this episode */
   lt_rng_t noise_rng;
   unsigned char *noise_failed; /* per call of the step in flight: failed by the wrapper, not run */
   char **noise_names;
@@ -86,16 +86,16 @@ struct lt_episode {
   uint64_t open_seed;
   int open_rc, opening;
   char *open_err;
-  int async_op;          /* an open_async/step_async is in flight */
-  void *io;              /* the implementation's in-flight request */
-  int judged;            /* set by an open whose end the environment judges (lt_episode_end) */
+  int async_op;             /* an open_async/step_async is in flight */
+  void *io;                 /* the implementation's in-flight request */
+  int judged;               /* set by an open whose end the environment judges (lt_episode_end) */
   lt_episode_end_cb end_cb; /* an end in flight (lt_episode_end) */
   int ending, end_score, end_rc;
   char *end_err;
 };
 
 void lt__episode_opened(lt_episode_t *ep, int rc, cJSON *messages); /* rc < 0: lt_error_msg() has the detail */
-void lt__episode_stepped(lt_episode_t *ep, int rc);                  /* ep->result filled */
+void lt__episode_stepped(lt_episode_t *ep, int rc);                 /* ep->result filled */
 uv_loop_t *lt__envs_loop(lt_envs_t *envs);
 
 /* The JSON protocol of external and http environments (envs/protocol.c). */
@@ -219,7 +219,8 @@ int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *dif
                   cJSON **result);
 
 /* The step of single-turn environments: the first response ends the episode. */
-int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res);
+int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls,
+                         lt_env_step_t *res);
 
 /* What boxes over images are made with: the sandbox section's limits, sandbox.pool, the image cache. */
 const lt_sandbox_limits_t *lt__envs_boxes(const lt_envs_t *envs, int *pool, const char **cache_dir, int *gateway_port);

@@ -27,8 +27,9 @@
 #include "util/rng.h"
 
 #define NKEYS 9
-static const char *const keys[NKEYS] = {"instruction", "tool_failure", "tool_partial", "tool_inconsistent", "level_start",
-                                        "level_step", "max_gap", "clean_share", "window"};
+static const char *const keys[NKEYS] = {"instruction",       "tool_failure", "tool_partial",
+                                        "tool_inconsistent", "level_start",  "level_step",
+                                        "max_gap",           "clean_share",  "window"};
 
 int lt__noise_parse(const char *dom, const cJSON *n, lt__noise_t *out) {
   memset(out, 0, sizeof *out);
@@ -39,20 +40,25 @@ int lt__noise_parse(const char *dom, const cJSON *n, lt__noise_t *out) {
   out->max_gap = 0.1;
   out->clean_share = 0.2;
   out->window = 32;
-  double *dst[NKEYS] = {&out->instruction, &out->tool_failure, &out->tool_partial, &out->tool_inconsistent,
-                        &out->level_start, &out->level_step, &out->max_gap, &out->clean_share, &out->window};
+  double *dst[NKEYS] = {&out->instruction,       &out->tool_failure, &out->tool_partial,
+                        &out->tool_inconsistent, &out->level_start,  &out->level_step,
+                        &out->max_gap,           &out->clean_share,  &out->window};
   for (const cJSON *c = n->child; c; c = c->next) {
     if (!strcmp(c->string, "ramp_tasks"))
-      return lt_error_set(LT_ECONFIG, "envs.%s.noise.ramp_tasks: removed, the curriculum is closed-loop (level_start, "
-                                      "level_step, max_gap, clean_share, window; docs/envs.md)", dom);
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.noise.ramp_tasks: removed, the curriculum is closed-loop (level_start, "
+                          "level_step, max_gap, clean_share, window; docs/envs.md)",
+                          dom);
     size_t i = 0;
     while (i < NKEYS && strcmp(keys[i], c->string)) i++;
     if (i == NKEYS)
-      return lt_error_set(LT_ECONFIG, "envs.%s.noise.%s: unknown key (instruction, tool_failure, tool_partial, "
-                                      "tool_inconsistent, level_start, level_step, max_gap, clean_share, window)",
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.noise.%s: unknown key (instruction, tool_failure, tool_partial, "
+                          "tool_inconsistent, level_start, level_step, max_gap, clean_share, window)",
                           dom, c->string);
     double lo = i == 8 ? 1 : 0, hi = i == 8 ? 1e9 : 1;
-    if (!cJSON_IsNumber(c) || c->valuedouble < lo || c->valuedouble > hi || (i == 8 && c->valuedouble != (int)c->valuedouble))
+    if (!cJSON_IsNumber(c) || c->valuedouble < lo || c->valuedouble > hi ||
+        (i == 8 && c->valuedouble != (int)c->valuedouble))
       return lt_error_set(LT_ECONFIG, "envs.%s.noise.%s: expected a%s in [%g, %g]", dom, c->string,
                           i == 8 ? "n integer" : " number", lo, hi);
     *dst[i] = c->valuedouble;

@@ -33,7 +33,8 @@ cJSON *lt__envproto_step(const lt_episode_t *ep, const char *text, const lt_tool
   for (int i = 0; i < ncalls; i++) {
     cJSON *c = cJSON_CreateObject(), *args = cJSON_AddObjectToObject(c, "args");
     cJSON_AddStringToObject(c, "name", calls[i].name);
-    for (int k = 0; k < calls[i].nargs; k++) cJSON_AddStringToObject(args, calls[i].args[k].name, calls[i].args[k].value);
+    for (int k = 0; k < calls[i].nargs; k++)
+      cJSON_AddStringToObject(args, calls[i].args[k].name, calls[i].args[k].value);
     cJSON_AddItemToArray(tc, c);
   }
   cJSON_AddItemToObject(req, "tool_calls", tc);
@@ -46,8 +47,7 @@ int lt__envproto_parse(const char *domain, const char *text, size_t len, cJSON *
   int rc = 0;
   if (!cJSON_IsObject(*answer))
     rc = lt_error_set(LT_EPROTO, "envs.%s: the answer is not a JSON object: %.200s", domain, text);
-  else if (err)
-    rc = lt_error_set(LT_EREMOTE, "envs.%s: %s", domain, cJSON_IsString(err) ? err->valuestring : "error");
+  else if (err) rc = lt_error_set(LT_EREMOTE, "envs.%s: %s", domain, cJSON_IsString(err) ? err->valuestring : "error");
   if (rc < 0) {
     cJSON_Delete(*answer);
     *answer = NULL;
@@ -87,7 +87,8 @@ void lt__envproto_stepped(lt_episode_t *ep, cJSON *answer, int ncalls, lt_env_st
   const cJSON *obs = cJSON_GetObjectItemCaseSensitive(answer, "observations");
   const cJSON *tr = cJSON_GetObjectItemCaseSensitive(answer, "truncated");
   for (const cJSON *o = cJSON_IsArray(obs) ? obs->child : NULL; o; o = o->next) {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"), *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"),
+                *content = cJSON_GetObjectItemCaseSensitive(o, "content");
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(o, "role");
     if (!cJSON_IsString(content)) continue;
     cJSON *m = cJSON_CreateObject();

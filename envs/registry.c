@@ -13,8 +13,8 @@ typedef struct {
   const lt_env_impl_t *impl;
   void *state;
   double weight;
-  int group;          /* envs.<d>.group_size, 0 when unset */
-  double pass;        /* envs.<d>.pass_threshold, else 0.5 */
+  int group;   /* envs.<d>.group_size, 0 when unset */
+  double pass; /* envs.<d>.pass_threshold, else 0.5 */
   lt__noise_t noise;
 } domain_t;
 
@@ -30,8 +30,8 @@ struct lt_envs {
   int gateway_port;  /* what agent programs in an image reach */
 };
 
-static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code, &lt__env_tools, &lt__env_external, &lt__env_http,
-                                              &lt__env_dataset, &lt__env_agent, &lt__env_swe};
+static const lt_env_impl_t *const impls[] = {&lt__env_arith, &lt__env_code,    &lt__env_tools, &lt__env_external,
+                                             &lt__env_http,  &lt__env_dataset, &lt__env_agent, &lt__env_swe};
 
 int lt__envs_pool(lt_envs_t *e, lt_sandbox_pool_t **out) {
   pthread_mutex_lock(&e->pool_mu);
@@ -207,7 +207,8 @@ int lt_envs_sample(lt_envs_t *e, const char *domain, uint64_t index, int eval, c
 
 int lt_envs_noise_record(lt_envs_t *e, int i, const cJSON *spec, int success, double *level, double *gap) {
   const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(spec, "noise_level");
-  if (i < 0 || i >= e->n || !cJSON_IsNumber(lvl) || !lt__noise_record(&e->d[i].noise, lvl->valuedouble, success)) return 0;
+  if (i < 0 || i >= e->n || !cJSON_IsNumber(lvl) || !lt__noise_record(&e->d[i].noise, lvl->valuedouble, success))
+    return 0;
   *level = e->d[i].noise.level;
   *gap = e->d[i].noise.last_gap;
   return 1;
@@ -238,7 +239,8 @@ static void open_noise(lt_episode_t *ep, int rc, const cJSON *spec, uint64_t see
   for (cJSON *m = rc == 0 && ep->noise_level > 0 && *messages ? (*messages)->child : NULL; m; m = m->next) {
     cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *c = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || strcmp(role->valuestring, "user") || !cJSON_IsString(c)) continue;
-    char *noisy = lt__noise_instruction(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring, spec, ep->reference);
+    char *noisy =
+        lt__noise_instruction(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring, spec, ep->reference);
     if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
     free(noisy);
   }
@@ -461,7 +463,8 @@ static void noise_after(lt_episode_t *ep, lt_env_step_t *res) {
     } else {
       if (!(m = cJSON_DetachItemFromArray(obs, 0))) continue;
       cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-      char *noisy = cJSON_IsString(c) ? lt__noise_observation(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring) : NULL;
+      char *noisy =
+          cJSON_IsString(c) ? lt__noise_observation(&d->noise, ep->noise_level, &ep->noise_rng, c->valuestring) : NULL;
       if (noisy) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(noisy));
       free(noisy);
     }
@@ -569,7 +572,9 @@ int lt_episode_step(lt_episode_t *ep, const char *text, const lt_tool_call_t *ca
     ep->cb = cb;
     ep->ud = ud;
     ep->pending = 1;
-    return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
+    return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0
+               ? 0
+               : lt_error_set(LT_ESYS, "episode: cannot start timer");
   }
   if (kept) calls = kept;
   ncalls = nkept;
@@ -617,7 +622,8 @@ static int step_start(lt_episode_t *ep, domain_t *d, const lt_tool_call_t *calls
   ep->cb = cb;
   ep->ud = ud;
   ep->pending = 1;
-  return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "episode: cannot start timer");
+  return uv_timer_start(&ep->timer, episode_deliver, 0, 0) == 0 ? 0
+                                                                : lt_error_set(LT_ESYS, "episode: cannot start timer");
 }
 
 const cJSON *lt_episode_reference(const lt_episode_t *ep) { return ep->reference; }
@@ -661,7 +667,8 @@ int lt_episode_end(lt_episode_t *ep, int score, lt_episode_end_cb cb, void *ud) 
   return 0;
 }
 
-int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls, lt_env_step_t *res) {
+int lt__step_single_turn(lt_episode_t *ep, const char *text, const lt_tool_call_t *calls, int ncalls,
+                         lt_env_step_t *res) {
   res->done = 1;
   return 0;
 }

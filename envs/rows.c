@@ -76,7 +76,8 @@ int lt__rows_open(const char *ctx, const char *key, const char *path, lt__row_ch
   lt_jsonl_close(&rd);
   if (rc < 0) return rc;
   if (s->n == 0) return lt_error_set(LT_EINVAL, "%s: %s has no rows", key, path);
-  if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return lt_error_set(LT_ECONFIG, "%s: %s: %s", key, path, strerror(errno));
+  if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return lt_error_set(LT_ECONFIG, "%s: %s: %s", key, path, strerror(errno));
   return 0;
 }
 
@@ -104,7 +105,8 @@ int lt__rows_read(const lt__rows_t *s, uint32_t row, cJSON **out) {
 /* Row `pos` of epoch `epoch`: a Fisher–Yates shuffle seeded by (run seed, epoch), kept for the current epoch. */
 static int rows_permuted(lt__rows_t *s, int64_t epoch, uint32_t pos, uint32_t *row) {
   if (s->perm_epoch != epoch) {
-    if (!s->perm && !(s->perm = malloc(s->n * sizeof *s->perm))) return lt_error_set(LT_ENOMEM, "%s: out of memory", s->path);
+    if (!s->perm && !(s->perm = malloc(s->n * sizeof *s->perm)))
+      return lt_error_set(LT_ENOMEM, "%s: out of memory", s->path);
     for (uint32_t i = 0; i < s->n; i++) s->perm[i] = i;
     lt_rng_t r;
     lt_rng_seed(&r, lt_rng_mix(s->seed, (uint64_t)epoch));

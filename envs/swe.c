@@ -40,7 +40,7 @@ typedef struct {
   lt_envs_t *envs;          /* the registry: its sandbox settings (attach) */
   cJSON *demos;             /* params.demos: [{"row": training row, "turns": [...]}] */
   uint64_t seed;
-  cJSON *demo_cache;        /* instance_id -> [messages, response]: a gold patch is played once per task */
+  cJSON *demo_cache; /* instance_id -> [messages, response]: a gold patch is played once per task */
 } swe_state_t;
 
 typedef struct {
@@ -78,7 +78,8 @@ static int num_param(const char *dom, const cJSON *p, const char *key, double lo
 static int str_param(const char *dom, const cJSON *p, const char *key, char **out) {
   const cJSON *v = get(p, key);
   if (!v) return 0;
-  if (!cJSON_IsString(v) || !v->valuestring[0]) return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: expected a non-empty string", dom, key);
+  if (!cJSON_IsString(v) || !v->valuestring[0])
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: expected a non-empty string", dom, key);
   return (*out = strdup(v->valuestring)) ? 0 : lt_error_set(LT_ENOMEM, "swe: out of memory");
 }
 
@@ -88,10 +89,13 @@ static int tools_param(const char *dom, const cJSON *p, unsigned *tools) {
   if (!v) return 0;
   *tools = 0;
   if (!cJSON_IsArray(v) || !v->child)
-    return lt_error_set(LT_ECONFIG, "envs.%s.params.tools: expected a non-empty list of \"bash\", \"view\", \"edit\"", dom);
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.tools: expected a non-empty list of \"bash\", \"view\", \"edit\"",
+                        dom);
   for (const cJSON *t = v->child; t; t = t->next) {
     int i = cJSON_IsString(t) ? lt__swe_tool_index(t->valuestring) : -1;
-    if (i < 0) return lt_error_set(LT_ECONFIG, "envs.%s.params.tools: %s is not a tool (bash, view, edit)", dom, cJSON_IsString(t) ? t->valuestring : "a non-string");
+    if (i < 0)
+      return lt_error_set(LT_ECONFIG, "envs.%s.params.tools: %s is not a tool (bash, view, edit)", dom,
+                          cJSON_IsString(t) ? t->valuestring : "a non-string");
     *tools |= 1u << i;
   }
   return 0;
@@ -104,7 +108,8 @@ static int demos_load(const swe_state_t *s, const char *path, cJSON **out) {
   int rc = ids && all ? 0 : lt_error_set(LT_ENOMEM, "swe: out of memory");
   for (uint32_t i = 0; rc == 0 && i < s->train.n; i++) { /* instance_id -> training row */
     cJSON *r = NULL;
-    if ((rc = lt__rows_read(&s->train, i, &r)) == 0 && !cJSON_AddNumberToObject(ids, get(r, "instance_id")->valuestring, i))
+    if ((rc = lt__rows_read(&s->train, i, &r)) == 0 &&
+        !cJSON_AddNumberToObject(ids, get(r, "instance_id")->valuestring, i))
       rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
     cJSON_Delete(r);
   }
@@ -112,16 +117,19 @@ static int demos_load(const swe_state_t *s, const char *path, cJSON **out) {
   int opened = rc == 0 && (rc = lt_jsonl_open(&rd, path)) == 0;
   if (rc < 0 && !opened && ids && all) lt_error_wrap(rc, "envs.%s.params.demos", s->domain);
   while (opened && (rc = lt_jsonl_next(&rd, &d)) == 1) {
-    const cJSON *id = get(d, "instance_id"), *turns = get(d, "turns"), *row = cJSON_IsString(id) ? get(ids, id->valuestring) : NULL;
+    const cJSON *id = get(d, "instance_id"), *turns = get(d, "turns"),
+                *row = cJSON_IsString(id) ? get(ids, id->valuestring) : NULL;
     int n = cJSON_GetArraySize(turns), ok = cJSON_IsArray(turns) && n % 2 == 1;
     for (const cJSON *t = ok ? turns->child : NULL; t; t = t->next) ok &= cJSON_IsString(t);
     cJSON *e = row && ok ? cJSON_CreateObject() : NULL;
     if (!row || !ok)
       rc = lt_error_set(LT_ECONFIG, "envs.%s.params.demos: %s:%ld: %s", s->domain, path, rd.lineno,
-                        !row ? "\"instance_id\": not a training task's" : "\"turns\": expected an odd-length list of strings "
-                                                                           "(assistant, tool, ..., assistant)");
+                        !row ? "\"instance_id\": not a training task's"
+                             : "\"turns\": expected an odd-length list of strings "
+                               "(assistant, tool, ..., assistant)");
     else if (!e || !cJSON_AddNumberToObject(e, "row", row->valuedouble) ||
-             !cJSON_AddItemToObject(e, "turns", cJSON_DetachItemFromObjectCaseSensitive(d, "turns")) || !cJSON_AddItemToArray(all, e))
+             !cJSON_AddItemToObject(e, "turns", cJSON_DetachItemFromObjectCaseSensitive(d, "turns")) ||
+             !cJSON_AddItemToArray(all, e))
       rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
     else e = NULL;
     cJSON_Delete(e);
@@ -129,7 +137,8 @@ static int demos_load(const swe_state_t *s, const char *path, cJSON **out) {
     if (rc < 0) break;
   }
   if (opened) lt_jsonl_close(&rd);
-  if (rc == 0 && !all->child) rc = lt_error_set(LT_ECONFIG, "envs.%s.params.demos: %s holds no demonstration", s->domain, path);
+  if (rc == 0 && !all->child)
+    rc = lt_error_set(LT_ECONFIG, "envs.%s.params.demos: %s holds no demonstration", s->domain, path);
   cJSON_Delete(ids);
   if (rc < 0) {
     cJSON_Delete(all);
@@ -140,20 +149,26 @@ static int demos_load(const swe_state_t *s, const char *path, cJSON **out) {
 }
 
 static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
-  static const char *const keys[] = {"tasks", "eval", "image", "test_cmd", "tools", "max_turns", "tool_timeout_s",
-                                     "test_timeout_s", "output_bytes", "tool_format", "system", "demos"};
+  static const char *const keys[] = {"tasks",        "eval",        "image",          "test_cmd",
+                                     "tools",        "max_turns",   "tool_timeout_s", "test_timeout_s",
+                                     "output_bytes", "tool_format", "system",         "demos"};
   for (const cJSON *c = p->child; c; c = c->next) {
     size_t i = 0;
     while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i], c->string)) i++;
     if (i == sizeof keys / sizeof keys[0])
-      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (swe takes tasks, eval, image, test_cmd, tools, "
-                                      "max_turns, tool_timeout_s, test_timeout_s, output_bytes, tool_format, system, "
-                                      "demos)", dom, c->string);
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.params.%s: unknown key (swe takes tasks, eval, image, test_cmd, tools, "
+                          "max_turns, tool_timeout_s, test_timeout_s, output_bytes, tool_format, system, "
+                          "demos)",
+                          dom, c->string);
   }
   const cJSON *tasks = get(p, "tasks"), *ev = get(p, "eval"), *fmt = get(p, "tool_format"), *demos = get(p, "demos");
-  if (!cJSON_IsString(tasks)) return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
-  if (ev && !cJSON_IsString(ev)) return lt_error_set(LT_ECONFIG, "envs.%s.params.eval: expected the path of a .jsonl file", dom);
-  if (demos && !cJSON_IsString(demos)) return lt_error_set(LT_ECONFIG, "envs.%s.params.demos: expected the path of a .jsonl file", dom);
+  if (!cJSON_IsString(tasks))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.tasks: expected the path of a .jsonl file", dom);
+  if (ev && !cJSON_IsString(ev))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.eval: expected the path of a .jsonl file", dom);
+  if (demos && !cJSON_IsString(demos))
+    return lt_error_set(LT_ECONFIG, "envs.%s.params.demos: expected the path of a .jsonl file", dom);
   swe_state_t *s = calloc(1, sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "swe: out of memory");
   pthread_mutex_init(&s->mu, NULL);
@@ -183,7 +198,8 @@ static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
-    if (!(s->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir))) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
+    if (!(s->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir)))
+      rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
   }
   s->dflt = (lt__swe_defaults_t){s->image, s->test_cmd};
   char ctx[96], key[128];
@@ -203,7 +219,8 @@ static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state
 
 static int swe_sample(void *st, uint64_t index, int eval, cJSON **spec) {
   swe_state_t *s = st;
-  if (eval && !s->eval.n) return lt_error_set(LT_EUNSUPP, "envs.%s: no held-out tasks to evaluate on (set params.eval)", s->domain);
+  if (eval && !s->eval.n)
+    return lt_error_set(LT_EUNSUPP, "envs.%s: no held-out tasks to evaluate on (set params.eval)", s->domain);
   lt__rows_t *rows = eval ? &s->eval : &s->train;
   uint32_t row;
   int64_t epoch;
@@ -229,20 +246,26 @@ static int swe_sample(void *st, uint64_t index, int eval, cJSON **spec) {
 /* The opening chat: the system message (the tools and how to call them), the issue as the user's. */
 static cJSON *opening(const swe_state_t *s, const lt__swe_task_t *t) {
   lt_buf_t b = {0};
-  lt_buf_printf(&b, "%s\nThe repository is at %s, inside a container: solve the issue the user describes by changing "
-                    "its files. Hidden tests judge your changes when you are done.\n\nTools:\n",
+  lt_buf_printf(&b,
+                "%s\nThe repository is at %s, inside a container: solve the issue the user describes by changing "
+                "its files. Hidden tests judge your changes when you are done.\n\nTools:\n",
                 s->system ? s->system : "You are a software engineer.", t->repo_dir);
   if (s->tools & 1)
-    lt_buf_printf(&b, "- bash(command): runs a command in a persistent shell started in %s (the working directory and "
-                      "variables persist); %g seconds per call; long output is cut in the middle.\n", t->repo_dir, s->tool_timeout_s);
+    lt_buf_printf(&b,
+                  "- bash(command): runs a command in a persistent shell started in %s (the working directory and "
+                  "variables persist); %g seconds per call; long output is cut in the middle.\n",
+                  t->repo_dir, s->tool_timeout_s);
   if (s->tools & 2)
-    lt_buf_puts(&b, "- view(path, view_range): shows a file with line numbers (view_range [start, end], end -1 for the "
-                    "last line), or lists a directory.\n");
+    lt_buf_puts(&b,
+                "- view(path, view_range): shows a file with line numbers (view_range [start, end], end -1 for the "
+                "last line), or lists a directory.\n");
   if (s->tools & 4)
-    lt_buf_puts(&b, "- edit(path, old_str, new_str): replaces old_str, which must occur exactly once, with new_str; "
-                    "edit(path, file_text) creates a file; edit(path, insert_line, new_str) inserts new_str after that line.\n");
+    lt_buf_puts(
+        &b,
+        "- edit(path, old_str, new_str): replaces old_str, which must occur exactly once, with new_str; "
+        "edit(path, file_text) creates a file; edit(path, insert_line, new_str) inserts new_str after that line.\n");
   /* The call format, written by text/ as the policy is to write it. */
-  cJSON *ex = cJSON_Parse(s->tools & 1   ? "[{\"function\": {\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}}]"
+  cJSON *ex = cJSON_Parse(s->tools & 1 ? "[{\"function\": {\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}}]"
                           : s->tools & 2 ? "[{\"function\": {\"name\": \"view\", \"arguments\": {\"path\": \".\"}}}]"
                                          : "[{\"function\": {\"name\": \"edit\", \"arguments\": {\"path\": \"a.py\", "
                                            "\"old_str\": \"x - 1\", \"new_str\": \"x\"}}}]");
@@ -269,12 +292,14 @@ static cJSON *opening(const swe_state_t *s, const lt__swe_task_t *t) {
 /* A demonstration of params.demos (drawn by index from the run's seed): the task's real opening chat, then the
  * demonstration's turns, its last assistant turn the response. */
 static int demo_of_file(swe_state_t *s, uint64_t index, cJSON **messages, char **response) {
-  const cJSON *d = cJSON_GetArrayItem(s->demos, (int)(lt_rng_mix(s->seed ^ 0xde30, index) % (uint64_t)cJSON_GetArraySize(s->demos)));
+  const cJSON *d =
+      cJSON_GetArrayItem(s->demos, (int)(lt_rng_mix(s->seed ^ 0xde30, index) % (uint64_t)cJSON_GetArraySize(s->demos)));
   cJSON *r = NULL;
   lt__swe_task_t t;
   char why[512];
   int rc = lt__rows_read(&s->train, (uint32_t)get(d, "row")->valueint, &r);
-  if (rc == 0 && lt__swe_task_parse(r, &s->dflt, &t, why, sizeof why) < 0) rc = lt_error_set(LT_EINVAL, "envs.%s: %s", s->domain, why);
+  if (rc == 0 && lt__swe_task_parse(r, &s->dflt, &t, why, sizeof why) < 0)
+    rc = lt_error_set(LT_EINVAL, "envs.%s: %s", s->domain, why);
   else if (rc == 0) {
     *messages = opening(s, &t);
     const cJSON *turn = get(d, "turns")->child;
@@ -310,7 +335,8 @@ static int swe_images(swe_state_t *s, lt__swe_images_t **out) {
     lt_sandbox_limits_t l = *lt__envs_boxes(s->envs, &pool, &cache, &port);
     if (l.timeout_s < s->tool_timeout_s) l.timeout_s = s->tool_timeout_s;
     if (l.timeout_s < s->test_timeout_s) l.timeout_s = s->test_timeout_s;
-    if (s->agent && port <= 0) rc = lt_error_set(LT_EINVAL, "envs.%s: an agent program in an image needs the worker's gateway", s->domain);
+    if (s->agent && port <= 0)
+      rc = lt_error_set(LT_EINVAL, "envs.%s: an agent program in an image needs the worker's gateway", s->domain);
     if (s->agent) l.port = port; /* its one network path (the judge's boxes come from the same pool) */
     if (rc == 0) rc = lt__swe_images_create(cache, &l, pool, &s->images);
   }
@@ -347,8 +373,11 @@ static int ep_root(swe_state_t *s, swe_ep_t *e) {
   int rc = swe_images(s, &im);
   if (rc == 0) rc = lt__swe_box(im, e->task.image, &e->ctx.box);
   if (rc < 0) return lt_error_wrap(rc, "envs.%s: %s", s->domain, e->task.instance_id);
-  e->ctx = (lt__swe_ctx_t){.box = e->ctx.box, .repo_dir = e->task.repo_dir, .tool_timeout_s = s->tool_timeout_s,
-                           .output_bytes = s->output_bytes, .tools = s->tools};
+  e->ctx = (lt__swe_ctx_t){.box = e->ctx.box,
+                           .repo_dir = e->task.repo_dir,
+                           .tool_timeout_s = s->tool_timeout_s,
+                           .output_bytes = s->output_bytes,
+                           .tools = s->tools};
   return 0;
 }
 
@@ -424,7 +453,8 @@ static int swe_end(lt_episode_t *ep, int score) {
   swe_state_t *s = e->s;
   lt_buf_t diff = {0};
   cJSON *skipped = cJSON_CreateArray(), *r = NULL;
-  int rc = skipped ? lt__swe_diff(e->ctx.box, e->task.repo_dir, &diff, skipped) : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  int rc = skipped ? lt__swe_diff(e->ctx.box, e->task.repo_dir, &diff, skipped)
+                   : lt_error_set(LT_ENOMEM, "swe: out of memory");
   ep_box_free(e); /* the judge has its own: one box fewer while the tests run */
   if (rc == 0 && lt_buf_ok(&diff) < 0) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
   if (rc == 0) {
@@ -489,7 +519,9 @@ static int edit_strings(const char *old, size_t olen, const char *new, size_t nl
     return lt_error_set(LT_ENOMEM, "swe: out of memory");
   }
   int p = 0, q = 0; /* common leading and trailing lines */
-  while (p < no && p < nn && ao[p + 1] - ao[p] == an[p + 1] - an[p] && !memcmp(old + ao[p], new + an[p], ao[p + 1] - ao[p])) p++;
+  while (p < no && p < nn && ao[p + 1] - ao[p] == an[p + 1] - an[p] &&
+         !memcmp(old + ao[p], new + an[p], ao[p + 1] - ao[p]))
+    p++;
   while (q < no - p && q < nn - p && ao[no - q] - ao[no - q - 1] == an[nn - q] - an[nn - q - 1] &&
          !memcmp(old + ao[no - q - 1], new + an[nn - q - 1], ao[no - q] - ao[no - q - 1]))
     q++;
@@ -554,7 +586,8 @@ static int demo_file(swe_ep_t *e, const lt_patch_t *p, int i, cJSON *msgs) {
   int rc = 0;
   if (f->old_path) {
     lt_buf_printf(&path, "%s/%s", e->task.repo_dir, f->old_path);
-    if ((rc = lt_box_read_file(e->ctx.box, path.data, 16u << 20, &old, &olen)) < 0) lt_error_wrap(rc, "swe: demonstration");
+    if ((rc = lt_box_read_file(e->ctx.box, path.data, 16u << 20, &old, &olen)) < 0)
+      lt_error_wrap(rc, "swe: demonstration");
   }
   if (rc == 0) rc = lt_patch_apply(p, i, old, olen, &next);
   if (rc == 0 && !f->old_path) {

@@ -32,8 +32,9 @@ int lt_swe_harness_open(const lt_config_t *cfg, const char *tasks, int pool, dou
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
   else snprintf(dir, sizeof dir, ".");
-  int rc = (h->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir)) ? 0
-                                                                                          : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  int rc = (h->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir))
+               ? 0
+               : lt_error_set(LT_ENOMEM, "swe: out of memory");
   if (rc == 0) rc = lt__rows_open("swe", "swe validate", tasks, lt__swe_row_check, NULL, 0, &h->rows);
   if (rc == 0) rc = lt__swe_images_create(cache, &l, pool, &h->images);
   if (rc < 0) {
@@ -55,7 +56,8 @@ int lt_swe_harness_judge(lt_swe_harness_t *h, int i, const char *patch, cJSON **
   if (rc < 0) return rc;
   lt__swe_task_t t;
   char why[512], *image = NULL;
-  if (lt__swe_task_parse(row, NULL, &t, why, sizeof why) < 0) rc = lt_error_set(LT_EINVAL, "swe: row %d: %s", i + 1, why);
+  if (lt__swe_task_parse(row, NULL, &t, why, sizeof why) < 0)
+    rc = lt_error_set(LT_EINVAL, "swe: row %d: %s", i + 1, why);
   else if (!(image = lt__swe_image_ref(t.image, h->base_dir))) rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
   if (rc == 0) {
     t.image = image;

@@ -105,7 +105,8 @@ char *lt__swe_image_ref(const char *ref, const char *base_dir) {
   for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++) {
     size_t k = strlen(transports[i]);
     const char *p = ref + k;
-    if (strncmp(ref, transports[i], k) || *p == '/' || !strncmp(p, "http://", 7) || !strncmp(p, "https://", 8) || !base_dir)
+    if (strncmp(ref, transports[i], k) || *p == '/' || !strncmp(p, "http://", 7) || !strncmp(p, "https://", 8) ||
+        !base_dir)
       continue;
     lt_buf_printf(&b, "%s%s/%s", transports[i], base_dir, p);
     return lt_buf_take(&b);
@@ -138,7 +139,8 @@ int lt__swe_diff(lt_box_t *b, const char *repo_dir, lt_buf_t *out, cJSON *skippe
     size_t olen = 0, nlen = 0;
     if (oreg) rc = lt_image_read_file(lt_box_image(b), c->path, DIFF_FILE_MAX, &old, &olen);
     if (rc == 0 && nreg) rc = lt_box_read_file(b, c->path, DIFF_FILE_MAX, &new, &nlen);
-    if (rc == 0) rc = lt_diff_file(out, rel, old, olen, (int)(c->old_mode & 0777), new, nlen, (int)(c->new_mode & 0777), 3);
+    if (rc == 0)
+      rc = lt_diff_file(out, rel, old, olen, (int)(c->old_mode & 0777), new, nlen, (int)(c->new_mode & 0777), 3);
     if (rc == LT_EUNSUPP || rc == LT_ERANGE) { /* binary, or too large for a text diff */
       if (skipped) cJSON_AddItemToArray(skipped, cJSON_CreateString(rel));
       rc = 0;
@@ -299,7 +301,8 @@ int lt__swe_judge(lt__swe_images_t *im, const lt__swe_task_t *t, const char *dif
   if (rc == 0 && applied && tp) {
     char twhy[1024];
     int a = lt__swe_apply(b, t->repo_dir, t->test_patch, NULL, twhy, sizeof twhy);
-    if (a == 1) rc = lt_error_set(LT_EINVAL, "swe: %s: its test_patch does not apply to its image: %s", t->instance_id, twhy);
+    if (a == 1)
+      rc = lt_error_set(LT_EINVAL, "swe: %s: its test_patch does not apply to its image: %s", t->instance_id, twhy);
     else rc = a;
   }
   if (rc == 0 && applied) {

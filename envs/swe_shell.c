@@ -79,8 +79,8 @@ static size_t capture_take(capture_t *c, lt_buf_t *out) {
 static int shell_spawn(lt__swe_shell_t *sh) {
   static const char *const argv[] = {"/bin/sh", NULL};
   /* Tools that page or ask for a terminal behave as in a pipe; Python writes no bytecode into the repository. */
-  static const char *const env[] = {"PAGER=cat", "GIT_PAGER=cat", "TERM=dumb", "PYTHONDONTWRITEBYTECODE=1",
-                                    "PYTHONUNBUFFERED=1", NULL};
+  static const char *const env[] = {
+      "PAGER=cat", "GIT_PAGER=cat", "TERM=dumb", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", NULL};
   lt_sandbox_job_t job = {.argv = argv, .env = env, .cwd = sh->cwd};
   lt_box_spawn_opts_t o = {.merge_stderr = 1};
   int rc = lt_box_spawn(sh->box, &job, &o, &sh->proc);
@@ -135,7 +135,8 @@ static void nonce_make(char *hex, size_t n) {
   if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) { /* never short for 12 bytes; a clock mix if it were */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)((uint64_t)ts.tv_nsec >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
+    for (size_t i = 0; i < sizeof r; i++)
+      r[i] = (unsigned char)((uint64_t)ts.tv_nsec >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
   }
   for (size_t i = 0; i < sizeof r && 2 * i + 2 < n; i++) snprintf(hex + 2 * i, 3, "%02x", r[i]);
 }
@@ -162,11 +163,14 @@ int lt__swe_shell_run(lt__swe_shell_t *sh, const char *cmd, double timeout_s, si
   nonce_make(nonce, sizeof nonce);
   int mlen = snprintf(marker, sizeof marker, "\n__LT_%s ", nonce);
   lt_buf_t script = {0};
-  lt_buf_printf(&script, "__lt_c=; while IFS= read -r __lt_l; do __lt_c=\"$__lt_c$__lt_l\n\"; done <<'__LT_%s'\n", nonce);
+  lt_buf_printf(&script, "__lt_c=; while IFS= read -r __lt_l; do __lt_c=\"$__lt_c$__lt_l\n\"; done <<'__LT_%s'\n",
+                nonce);
   lt_buf_puts(&script, cmd);
   if (!*cmd || cmd[strlen(cmd) - 1] != '\n') lt_buf_putc(&script, '\n');
-  lt_buf_printf(&script, "__LT_%s\nif ( eval \"__lt_f() {\n$__lt_c}\" ) 2>/dev/null; then eval \"$__lt_c\" </dev/null 2>&1; "
-                         "else ( eval \"__lt_f() {\n$__lt_c}\" ) 2>&1; fi\nprintf '\\n__LT_%s %%d\\n' \"$?\"\n", nonce, nonce);
+  lt_buf_printf(&script,
+                "__LT_%s\nif ( eval \"__lt_f() {\n$__lt_c}\" ) 2>/dev/null; then eval \"$__lt_c\" </dev/null 2>&1; "
+                "else ( eval \"__lt_f() {\n$__lt_c}\" ) 2>&1; fi\nprintf '\\n__LT_%s %%d\\n' \"$?\"\n",
+                nonce, nonce);
   if (lt_buf_ok(&script) < 0) {
     lt_buf_free(&script);
     return lt_error_set(LT_ENOMEM, "swe: out of memory");

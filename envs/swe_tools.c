@@ -91,7 +91,8 @@ static int read_error(const char *path, int rc, lt_buf_t *out) {
 static int write_file(const lt__swe_ctx_t *x, const char *path, const char *data, size_t len, lt_buf_t *out) {
   int rc = lt_box_write_file(x->box, path, data, len, 0);
   if (rc == LT_ENOSPC) lt_buf_printf(out, "Error: no space left for %s (the episode's writes are limited).", path);
-  else if (rc == LT_EINVAL || rc == LT_ENOENT) lt_buf_printf(out, "Error: %s cannot be written (%s).", path, lt_error_msg());
+  else if (rc == LT_EINVAL || rc == LT_ENOENT)
+    lt_buf_printf(out, "Error: %s cannot be written (%s).", path, lt_error_msg());
   else if (rc < 0) return lt_error_wrap(rc, "swe: writing %s in the box", path);
   return rc < 0 ? 1 : 0;
 }
@@ -170,7 +171,8 @@ static int tool_view(const lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *
     int n = count_lines(data, len);
     long a = 1, b = n;
     if (vr && (parse_range(vr, &a, &b) < 0 || a < 1 || (n && a > n) || (b != -1 && b < a))) {
-      lt_buf_printf(out, "Error: view_range %s: expected [start, end] with 1 <= start <= %d and end >= start or -1.", vr, n);
+      lt_buf_printf(out, "Error: view_range %s: expected [start, end] with 1 <= start <= %d and end >= start or -1.",
+                    vr, n);
     } else {
       if (b == -1 || b > n) b = n;
       lt_buf_t body = {0};
@@ -189,7 +191,8 @@ static int tool_view(const lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *
 static void snippet(lt_buf_t *out, const char *path, const char *s, size_t n, int first, int last, size_t cap) {
   lt_buf_t body = {0};
   numbered(&body, s, n, first - SNIPPET > 1 ? first - SNIPPET : 1, last + SNIPPET);
-  lt_buf_printf(out, "The file %s has been edited. Here's the result of running `cat -n` on a snippet of %s:\n", path, path);
+  lt_buf_printf(out, "The file %s has been edited. Here's the result of running `cat -n` on a snippet of %s:\n", path,
+                path);
   cap_text(out, body.data ? body.data : "", body.len, cap);
   lt_buf_puts(out, "Review the changes and make sure they are as expected. Edit the file again if necessary.");
   lt_buf_free(&body);
@@ -205,8 +208,9 @@ static int tool_edit(const lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *
   const char *p = arg(c, "path"), *old = arg(c, "old_str"), *new = arg(c, "new_str"), *text = arg(c, "file_text"),
              *ins = arg(c, "insert_line");
   if (!p || !*p || (!old && !text && !ins)) {
-    lt_buf_puts(out, "Error: edit needs a path and one of old_str (with new_str), file_text (a new file), or "
-                     "insert_line (with new_str).");
+    lt_buf_puts(out,
+                "Error: edit needs a path and one of old_str (with new_str), file_text (a new file), or "
+                "insert_line (with new_str).");
     return 0;
   }
   char *path = full_path(x, p), *data = NULL;
@@ -264,8 +268,10 @@ static int tool_edit(const lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *
     if (hits == 0) {
       lt_buf_printf(out, "Error: no replacement was performed: old_str did not appear verbatim in %s.", path);
     } else if (hits > 1) {
-      lt_buf_printf(out, "Error: no replacement was performed: old_str occurs %d times in %s (lines %s); make it unique "
-                         "with more context.", hits, path, lines.data);
+      lt_buf_printf(out,
+                    "Error: no replacement was performed: old_str occurs %d times in %s (lines %s); make it unique "
+                    "with more context.",
+                    hits, path, lines.data);
     } else {
       const char *rep = new ? new : "";
       lt_buf_t b = {0};
@@ -304,7 +310,9 @@ static int tool_bash(lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *out, i
   lt_buf_free(&raw);
   if (out->len && out->data[out->len - 1] != '\n') lt_buf_putc(out, '\n');
   if (r.timed_out) lt_buf_printf(out, "[killed after %g s: the command's time ran out]", x->tool_timeout_s);
-  else if (r.shell_ended) lt_buf_printf(out, "[the shell exited with status %d; the next command starts a new one in %s]", r.shell_exit, x->repo_dir);
+  else if (r.shell_ended)
+    lt_buf_printf(out, "[the shell exited with status %d; the next command starts a new one in %s]", r.shell_exit,
+                  x->repo_dir);
   else lt_buf_printf(out, "[exit status %d]", r.status);
   *timed_out = r.timed_out;
   return 0;
@@ -328,10 +336,12 @@ cJSON *lt__swe_tool_schemas(unsigned tools, double timeout_s) {
   char bash_desc[256];
   snprintf(bash_desc, sizeof bash_desc,
            "Run a shell command in a persistent shell (the working directory and variables persist between calls); "
-           "%g seconds per call.", timeout_s);
+           "%g seconds per call.",
+           timeout_s);
   static const char *const view_desc = "Show a file with line numbers, or the lines of view_range; list a directory.";
-  static const char *const edit_desc = "Replace old_str, which must occur exactly once, with new_str; or create a file "
-                                       "with file_text; or insert new_str after line insert_line.";
+  static const char *const edit_desc =
+      "Replace old_str, which must occur exactly once, with new_str; or create a file "
+      "with file_text; or insert new_str after line insert_line.";
   struct {
     const char *name, *desc, *props, *required;
   } defs[LT__SWE_NTOOLS] = {

@@ -179,13 +179,15 @@ static char *run_tool(const tools_state_t *s, tools_ep_t *e, const lt_tool_call_
     const cJSON *check = get(tool, "check");
     if (!*err && cJSON_IsString(check)) {
       cJSON *cr = query(e->db, check->valuestring, args, err, sizeof err);
-      if (!*err && !first_truthy(cr)) snprintf(err, sizeof err, "%s", get(tool, "error") ? get(tool, "error")->valuestring : "refused");
+      if (!*err && !first_truthy(cr))
+        snprintf(err, sizeof err, "%s", get(tool, "error") ? get(tool, "error")->valuestring : "refused");
       cJSON_Delete(cr);
     }
     const cJSON *upd = get(tool, "update");
     if (!*err && upd) {
       sqlite3_exec(e->db, "BEGIN", NULL, NULL, NULL);
-      for (const cJSON *u = upd->child; u && !*err; u = u->next) cJSON_Delete(query(e->db, u->valuestring, args, err, sizeof err));
+      for (const cJSON *u = upd->child; u && !*err; u = u->next)
+        cJSON_Delete(query(e->db, u->valuestring, args, err, sizeof err));
       sqlite3_exec(e->db, *err ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
     }
     const cJSON *q = get(tool, "query");
@@ -247,14 +249,16 @@ static int check_spec(tools_state_t *s) {
   const cJSON *sp = s->spec;
   if (!cJSON_IsArray(get(sp, "schema")) || !cJSON_IsArray(get(sp, "tools")) || !cJSON_IsArray(get(sp, "tasks")) ||
       !cJSON_IsString(get(sp, "state")) || !cJSON_IsString(get(sp, "system")))
-    return spec_error(s, "expected \"system\", \"schema\" (array), \"tools\" (array), \"tasks\" (array), \"state\" (query)");
+    return spec_error(
+        s, "expected \"system\", \"schema\" (array), \"tools\" (array), \"tasks\" (array), \"state\" (query)");
   for (const cJSON *q = get(sp, "schema")->child; q; q = q->next)
     if (!cJSON_IsString(q)) return spec_error(s, "schema: expected SQL strings");
   for (const cJSON *t = get(sp, "tools")->child; t; t = t->next) {
     if (!cJSON_IsString(get(t, "name")) || !cJSON_IsObject(get(t, "args")))
       return spec_error(s, "each tool needs \"name\" and \"args\" (object of string|integer|number)");
     for (const cJSON *a = get(t, "args")->child; a; a = a->next)
-      if (!cJSON_IsString(a) || (strcmp(a->valuestring, "string") && strcmp(a->valuestring, "integer") && strcmp(a->valuestring, "number")))
+      if (!cJSON_IsString(a) ||
+          (strcmp(a->valuestring, "string") && strcmp(a->valuestring, "integer") && strcmp(a->valuestring, "number")))
         return spec_error(s, "tool argument types are string, integer or number");
   }
   if (!get(sp, "tasks")->child) return spec_error(s, "no tasks");
@@ -291,11 +295,13 @@ static int fraction(const char *dom, const cJSON *p, const char *key, double def
 static int tools_init(const char *dom, const cJSON *p, uint64_t seed, void **state) {
   for (const cJSON *c = p ? p->child : NULL; c; c = c->next)
     if (strcmp(c->string, "spec") && strcmp(c->string, "demo_error_rate") && strcmp(c->string, "eval_fraction"))
-      return lt_error_set(LT_ECONFIG, "envs.%s.params.%s: unknown key (tools takes spec, demo_error_rate, eval_fraction)",
-                          dom, c->string);
+      return lt_error_set(LT_ECONFIG,
+                          "envs.%s.params.%s: unknown key (tools takes spec, demo_error_rate, eval_fraction)", dom,
+                          c->string);
   const cJSON *path = get(p, "spec");
   if (!cJSON_IsString(path))
-    return lt_error_set(LT_ECONFIG, "envs.%s.params.spec: the domain spec's path is required (e.g. configs/envs/bank.json)", dom);
+    return lt_error_set(LT_ECONFIG,
+                        "envs.%s.params.spec: the domain spec's path is required (e.g. configs/envs/bank.json)", dom);
   tools_state_t *s = calloc(1, sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "tools: out of memory");
   snprintf(s->domain, sizeof s->domain, "%s", dom);
@@ -432,7 +438,8 @@ static int new_ep(const tools_state_t *s, const cJSON *t, const cJSON *params, t
   for (const cJSON *q = setup ? setup->child : NULL; q && rc == 0; q = q->next) {
     char err[512] = "";
     cJSON *rows = query(e->db, q->valuestring, params, err, sizeof err);
-    if (!rows) rc = lt_error_set(LT_EINVAL, "tools (%s): a task's setup fails: %s", s->path, *err ? err : "out of memory");
+    if (!rows)
+      rc = lt_error_set(LT_EINVAL, "tools (%s): a task's setup fails: %s", s->path, *err ? err : "out of memory");
     cJSON_Delete(rows);
   }
   if (rc < 0) ep_free(e), e = NULL;
@@ -449,8 +456,9 @@ static char *tool_list(const tools_state_t *s) {
       lt_buf_printf(&b, "%s%s: %s", a == get(t, "args")->child ? "" : ", ", a->string, a->valuestring);
     lt_buf_printf(&b, "): %s\n", get(t, "description") ? get(t, "description")->valuestring : "");
   }
-  lt_buf_puts(&b, "\nCall a tool with <tool_call><name>TOOL</name><arg name=\"ARG\">VALUE</arg></tool_call>; "
-                  "results come back as tool messages.");
+  lt_buf_puts(&b,
+              "\nCall a tool with <tool_call><name>TOOL</name><arg name=\"ARG\">VALUE</arg></tool_call>; "
+              "results come back as tool messages.");
   return lt_buf_take(&b);
 }
 
@@ -475,7 +483,8 @@ static int tools_open(void *state, lt_episode_t *ep, const cJSON *spec, uint64_t
   tools_state_t *s = state;
   const cJSON *ti = get(spec, "task"), *params = get(spec, "params");
   const cJSON *t = cJSON_IsNumber(ti) ? cJSON_GetArrayItem(s->tasks, ti->valueint) : NULL;
-  if (!t || !cJSON_IsObject(params)) return lt_error_set(LT_EINVAL, "tools: the task spec names no task of %s", s->path);
+  if (!t || !cJSON_IsObject(params))
+    return lt_error_set(LT_EINVAL, "tools: the task spec names no task of %s", s->path);
   /* The expected end state: the reference solution applied to a fresh database. */
   tools_ep_t *ref;
   int rc = new_ep(s, t, params, &ref);
@@ -592,7 +601,9 @@ static int tools_demo(void *state, uint64_t index, cJSON **messages, char **resp
     free(call), free(obs);
     call_free(c);
   }
-  *response = rc < 0 ? NULL : cJSON_IsString(get(t, "answer")) ? fill(get(t, "answer")->valuestring, params) : strdup("Done.");
+  *response = rc < 0                             ? NULL
+              : cJSON_IsString(get(t, "answer")) ? fill(get(t, "answer")->valuestring, params)
+                                                 : strdup("Done.");
   ep_free(e);
   cJSON_Delete(spec);
   if (rc == 0 && !*response) rc = lt_error_set(LT_ENOMEM, "tools: out of memory");

@@ -22,8 +22,8 @@ int lt__gen_push(lt_gen_t *g, int32_t token, float logprob, int32_t support, con
     memcpy(g->sids + g->nsids, support_ids, sizeof *g->sids * (size_t)support);
     g->nsids += (size_t)support;
   }
-  lt_grow_t arr[] = {LT_GROW(g->tokens), LT_GROW(g->logprobs), LT_GROW(g->support), LT_GROW(g->versions),
-                     LT_GROW_K(g->rids, R), LT_GROW_K(g->rprobs, R)};
+  lt_grow_t arr[] = {LT_GROW(g->tokens),   LT_GROW(g->logprobs),  LT_GROW(g->support),
+                     LT_GROW(g->versions), LT_GROW_K(g->rids, R), LT_GROW_K(g->rprobs, R)};
   if (lt_grow(&g->cap, (size_t)g->n + 1, 64, arr, sizeof arr / sizeof *arr) < 0) return LT_ENOMEM;
   g->tokens[g->n] = token;
   g->logprobs[g->n] = logprob;
@@ -57,9 +57,17 @@ static void gen_free(lt_gen_t *g) {
 /* Ends g's turn and calls its callback (which may close g or other sessions). */
 static void complete(lt_gen_t *g, int err, const char *msg) {
   g->state = LT_GEN_IDLE;
-  lt_turn_t t = {.n = g->n, .tokens = g->tokens, .logprobs = g->logprobs, .support = g->support, .support_ids = g->sids,
+  lt_turn_t t = {.n = g->n,
+                 .tokens = g->tokens,
+                 .logprobs = g->logprobs,
+                 .support = g->support,
+                 .support_ids = g->sids,
                  .versions = g->versions,
-                 .routing_ids = g->rids, .routing_probs = g->rprobs, .stopped = g->stopped, .error = err, .error_msg = msg};
+                 .routing_ids = g->rids,
+                 .routing_probs = g->rprobs,
+                 .stopped = g->stopped,
+                 .error = err,
+                 .error_msg = msg};
   lt_prefill_routing_t pre = {g->pre_rids, g->pre_rprobs};
   g->cb(g, &t, &pre, g->ud);
 }
@@ -159,8 +167,7 @@ static int tick(lt_backend_t *b, int64_t *next) {
     if (rc < 0)
       LT_ERROR("backend", "weights %s (version %lld) not loaded: %s", b->reload_dir, (long long)b->reload_version,
                lt_error_msg());
-    else
-      b->info.version = b->reload_version;
+    else b->info.version = b->reload_version;
     free(b->reload_dir);
     b->reload_dir = NULL;
   }
@@ -225,7 +232,8 @@ static int tick(lt_backend_t *b, int64_t *next) {
     if (!used[i]) heap_put(b, dec[i]);
   for (int k = 0; k < ndone; k++) {
     lt_gen_t *g = done[k];
-    if (!g->closed && g->state == LT_GEN_DECODE) complete(g, err ? err : g->error, err ? msg : g->error ? g->error_msg : NULL);
+    if (!g->closed && g->state == LT_GEN_DECODE)
+      complete(g, err ? err : g->error, err ? msg : g->error ? g->error_msg : NULL);
   }
   b->stepping = 0;
   while (b->dead) {
@@ -270,12 +278,9 @@ int lt_backend_create(uv_loop_t *loop, const lt_backend_opts_t *o, lt_backend_t 
   lt_backend_t *b = calloc(1, sizeof *b);
   if (!b) return lt_error_set(LT_ENOMEM, "backend: out of memory");
   b->loop = loop;
-  if (!strcmp(o->kind, "builtin"))
-    b->impl = &lt__backend_builtin;
-  else if (!strcmp(o->kind, "scripted"))
-    b->impl = &lt__backend_scripted;
-  else if (!strcmp(o->kind, "openai"))
-    b->impl = &lt__backend_openai;
+  if (!strcmp(o->kind, "builtin")) b->impl = &lt__backend_builtin;
+  else if (!strcmp(o->kind, "scripted")) b->impl = &lt__backend_scripted;
+  else if (!strcmp(o->kind, "openai")) b->impl = &lt__backend_openai;
   else {
     free(b);
     return lt_error_set(LT_EUNSUPP, "backend '%s' is not available in this build", o->kind);
@@ -382,11 +387,13 @@ int lt_gen_turn(lt_gen_t *g, const int32_t *append, int nappend, int max_new, co
                 void *ud) {
   if (g->state != LT_GEN_IDLE) return lt_error_set(LT_EBUSY, "backend: a turn is already running");
   if (g->len + nappend > g->b->info.max_context)
-    return lt_error_set(LT_ERANGE, "backend: %d + %d tokens exceed the context of %d", g->len, nappend, g->b->info.max_context);
+    return lt_error_set(LT_ERANGE, "backend: %d + %d tokens exceed the context of %d", g->len, nappend,
+                        g->b->info.max_context);
   free(g->append);
   g->append = NULL;
   if (nappend) {
-    if (!(g->append = malloc(sizeof *append * (size_t)nappend))) return lt_error_set(LT_ENOMEM, "backend: out of memory");
+    if (!(g->append = malloc(sizeof *append * (size_t)nappend)))
+      return lt_error_set(LT_ENOMEM, "backend: out of memory");
     memcpy(g->append, append, sizeof *append * (size_t)nappend);
   }
   g->nappend = nappend;

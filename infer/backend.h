@@ -20,13 +20,13 @@ typedef struct {
   int n;
   const int32_t *tokens;
   const float *logprobs;
-  const int32_t *support;    /* size of each token's top-p/top-k set, 0: the whole vocabulary */
-  const int32_t *support_ids;/* the sets' ids, support[i] of them for token i (Keep Sampling Mask) */
-  const int32_t *versions;   /* policy version that produced each token */
+  const int32_t *support;      /* size of each token's top-p/top-k set, 0: the whole vocabulary */
+  const int32_t *support_ids;  /* the sets' ids, support[i] of them for token i (Keep Sampling Mask) */
+  const int32_t *versions;     /* policy version that produced each token */
   const uint16_t *routing_ids; /* [n][layers][k] or NULL */
   const float *routing_probs;
-  int stopped;               /* ended on a stop token (else the token budget) */
-  int error;                 /* LT_E* on failure */
+  int stopped; /* ended on a stop token (else the token budget) */
+  int error;   /* LT_E* on failure */
   const char *error_msg;
 } lt_turn_t;
 
@@ -39,9 +39,9 @@ typedef struct {
 typedef void (*lt_turn_cb)(lt_gen_t *g, const lt_turn_t *turn, const lt_prefill_routing_t *prefill, void *ud);
 
 typedef struct {
-  const char *kind;          /* "builtin" | "openai" | "scripted" */
-  const char *model_dir;     /* builtin: initial weights */
-  int64_t version;           /* the version of those weights: stamped on every token until a reload */
+  const char *kind;      /* "builtin" | "openai" | "scripted" */
+  const char *model_dir; /* builtin: initial weights */
+  int64_t version;       /* the version of those weights: stamped on every token until a reload */
   const char *device;
   int threads;
   int max_sessions;
@@ -49,24 +49,24 @@ typedef struct {
   /* openai */
   const char *endpoint, *model;
   int timeout_ms, retries;
-  const char *reload_url;    /* POSTed {"path": DIR} after new weights (NULL/empty: none) */
-  int lora;                  /* a LoRA run's versions go to the server by name (vLLM's /v1/load_lora_adapter) and
+  const char *reload_url; /* POSTed {"path": DIR} after new weights (NULL/empty: none) */
+  int lora;               /* a LoRA run's versions go to the server by name (vLLM's /v1/load_lora_adapter) and
                                 requests name the current one (workers.openai.lora) */
   /* scripted: a fake policy whose turn lengths are long-tailed */
-  int vocab;                 /* byte-tokenizer vocabulary size (0: LT_TOKENIZER_BYTE_VOCAB, the builtin models') */
-  int mean_tokens;           /* typical turn length */
-  double tail_fraction;      /* share of turns that are tail_factor times longer */
+  int vocab;            /* byte-tokenizer vocabulary size (0: LT_TOKENIZER_BYTE_VOCAB, the builtin models') */
+  int mean_tokens;      /* typical turn length */
+  double tail_fraction; /* share of turns that are tail_factor times longer */
   double tail_factor;
-  int token_us;              /* simulated time per token (0: as fast as possible) */
-  const char *answer;        /* each turn's ending (NULL: " #### 0"); may hold a tool call */
+  int token_us;       /* simulated time per token (0: as fast as possible) */
+  const char *answer; /* each turn's ending (NULL: " #### 0"); may hold a tool call */
 } lt_backend_opts_t;
 
 typedef struct {
-  int vocab;                 /* token ids in [0, vocab) are valid input */
+  int vocab; /* token ids in [0, vocab) are valid input */
   int routing_layers, routing_k, routing_experts;
   int max_context;
-  int64_t version;           /* weights version in use */
-  int support_known;         /* 1: each token's exact sampling set is recorded; 0: the server truncates
+  int64_t version;   /* weights version in use */
+  int support_known; /* 1: each token's exact sampling set is recorded; 0: the server truncates
                                 where it cannot be seen (openai), so the TRAJ carries no support */
 } lt_backend_info_t;
 

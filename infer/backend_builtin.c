@@ -6,8 +6,8 @@
 #include "util/error.h"
 
 static int b_init(lt_backend_t *b, const lt_backend_opts_t *o) {
-  lt_engine_opts_t eo = {.device = o->device, .threads = o->threads, .max_sessions = o->max_sessions,
-                         .max_context = o->max_context};
+  lt_engine_opts_t eo = {
+      .device = o->device, .threads = o->threads, .max_sessions = o->max_sessions, .max_context = o->max_context};
   lt_engine_t *e;
   int rc = lt_engine_load(o->model_dir, &eo, &e);
   if (rc < 0) return rc;
@@ -88,6 +88,5 @@ static int b_adapter_unload(lt_backend_t *b, const char *name) { return lt_engin
 
 static int b_gen_adapter(lt_gen_t *g, const char *name) { return lt_session_adapter(g->impl, name); }
 
-const lt_backend_impl_t lt__backend_builtin = {b_init,   b_fini,          b_open,           b_close,      b_prefill,
-                                               b_decode, b_reload,        b_adapter_load,   b_adapter_unload,
-                                               b_gen_adapter};
+const lt_backend_impl_t lt__backend_builtin = {b_init,   b_fini,   b_open,         b_close,          b_prefill,
+                                               b_decode, b_reload, b_adapter_load, b_adapter_unload, b_gen_adapter};

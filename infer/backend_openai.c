@@ -32,20 +32,20 @@ typedef struct {
   lt_httpc_opts_t ho;
   /* workers.openai.lora */
   int lora;
-  char base_model[256];              /* workers.openai.model: what a version without adapter is asked as */
+  char base_model[256]; /* workers.openai.model: what a version without adapter is asked as */
   char lora_url[1024], unload_url[1024];
-  char loaded[2][128];               /* the adapters on the server: the version in use and the one before */
-  char loading[128];                 /* the name being loaded */
+  char loaded[2][128];                    /* the adapters on the server: the version in use and the one before */
+  char loading[128];                      /* the name being loaded */
   int64_t named_version, loading_version; /* the versions of model and loading: what a request's tokens are */
 } state_t;
 
 typedef struct {
-  int32_t *ctx;            /* the whole context so far */
+  int32_t *ctx; /* the whole context so far */
   int n, cap;
   lt_httpc_req_t *inflight;
-  int ready;               /* tokens of an answer were pushed; decode consumes the flag */
+  int ready; /* tokens of an answer were pushed; decode consumes the flag */
   uint64_t seed;
-  int64_t version;         /* workers.openai.lora: the version the request in flight named, -1: none */
+  int64_t version; /* workers.openai.lora: the version the request in flight named, -1: none */
 } sess_t;
 
 static int o_init(lt_backend_t *b, const lt_backend_opts_t *o) {
@@ -80,8 +80,8 @@ static int o_init(lt_backend_t *b, const lt_backend_opts_t *o) {
   s->named_version = o->version;
   snprintf(s->lora_url, sizeof s->lora_url, "%.*s/v1/load_lora_adapter", (int)el, o->endpoint);
   snprintf(s->unload_url, sizeof s->unload_url, "%.*s/v1/unload_lora_adapter", (int)el, o->endpoint);
-  s->ho = (lt_httpc_opts_t){.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 120000, .retries = o->retries,
-                            .backoff_ms = 250};
+  s->ho = (lt_httpc_opts_t){
+      .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 120000, .retries = o->retries, .backoff_ms = 250};
   b->state = s;
   b->own_tok = tok;
   b->tok = tok;
@@ -145,8 +145,9 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
   for (const cJSON *t = rc ? NULL : toks->child, *l = rc ? NULL : lps->child; t && l; t = t->next, l = l->next) {
     int32_t id = token_id(t, g->b->info.vocab);
     if (id < 0) {
-      rc = lt_error_set(LT_EPROTO, "token %.40s is not \"token_id:N\" with N in the vocabulary: the server must honour "
-                                   "return_tokens_as_token_ids (vLLM, longtail serve)",
+      rc = lt_error_set(LT_EPROTO,
+                        "token %.40s is not \"token_id:N\" with N in the vocabulary: the server must honour "
+                        "return_tokens_as_token_ids (vLLM, longtail serve)",
                         cJSON_IsString(t) ? t->valuestring : "?");
       break;
     }
@@ -282,6 +283,10 @@ static int o_reload(lt_backend_t *b, const char *dir, const char *sha256) {
   return post_pair(s, s->reload_url, "path", dir, "model_path", dir, on_reloaded, NULL);
 }
 
-const lt_backend_impl_t lt__backend_openai = {.init = o_init,       .fini = o_fini,     .open = o_open,
-                                              .close = o_close,     .prefill = o_prefill, .decode = o_decode,
+const lt_backend_impl_t lt__backend_openai = {.init = o_init,
+                                              .fini = o_fini,
+                                              .open = o_open,
+                                              .close = o_close,
+                                              .prefill = o_prefill,
+                                              .decode = o_decode,
                                               .reload = o_reload};

@@ -89,7 +89,9 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
     if (g->due_ns > now) continue;
     for (int k = 0; k < len; k++) {
       int left = s->target - g->n;
-      int32_t tok = left <= 1 ? stop : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left] : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
+      int32_t tok = left <= 1          ? stop
+                    : left <= alen + 1 ? (unsigned char)answer[alen + 1 - left]
+                                       : 'a' + (int32_t)lt_rng_below(&s->rng, 26);
       int rc = lt__gen_push(g, tok, -0.5f, 0, NULL, NULL, NULL);
       if (rc < 0) return rc;
     }
@@ -99,6 +101,10 @@ static int s_decode(lt_backend_t *b, lt_gen_t **gens, int n) {
 
 static int s_reload(lt_backend_t *b, const char *dir, const char *sha) { return 0; }
 
-const lt_backend_impl_t lt__backend_scripted = {.init = s_init,       .fini = s_fini,     .open = s_open,
-                                                .close = s_close,     .prefill = s_prefill, .decode = s_decode,
+const lt_backend_impl_t lt__backend_scripted = {.init = s_init,
+                                                .fini = s_fini,
+                                                .open = s_open,
+                                                .close = s_close,
+                                                .prefill = s_prefill,
+                                                .decode = s_decode,
                                                 .reload = s_reload};

@@ -23,10 +23,10 @@ struct lt_engine {
   lt_tokenizer_t *tok;
   lt_acts_t *acts;
   lt_engine_opts_t opts;
-  float *logits;   /* [max(max_sessions, 1), V] */
-  float *scratch;  /* sampler: 2·V */
+  float *logits;  /* [max(max_sessions, 1), V] */
+  float *scratch; /* sampler: 2·V */
   lt_segment_t *segs;
-  int open;        /* sessions open */
+  int open;            /* sessions open */
   char base[PATH_MAX]; /* the folder the base weights came from: an adapter of this base loads alone (docs/lora.md) */
   struct named *named; /* adapters loaded by name (lt_engine_adapter_load); m->lora is the version's own */
   lt_segment_t *gsegs; /* a decode step's sessions of one adapter */
@@ -37,16 +37,16 @@ struct lt_engine {
 typedef struct named {
   char name[128];
   lt_lora_t *l;
-  int users;     /* sessions using it */
-  int unloaded;  /* its name is gone */
+  int users;    /* sessions using it */
+  int unloaded; /* its name is gone */
   struct named *next;
 } named_t;
 
 struct lt_session {
   lt_engine_t *e;
-  float **k, **v;  /* [layers][max_context, KV*hd] */
+  float **k, **v; /* [layers][max_context, KV*hd] */
   int len;
-  float *next;     /* [V] logits for the next position, valid when has_next */
+  float *next; /* [V] logits for the next position, valid when has_next */
   int has_next;
   lt_rng_t rng;
   int32_t *support_ids; /* [V] set of the last sampled token */
@@ -54,7 +54,7 @@ struct lt_session {
   int ntop;
   int32_t top_ids[LT_ENGINE_MAX_TOP];
   float top_lps[LT_ENGINE_MAX_TOP];
-  named_t *adapter;     /* the adapter it generates with, or NULL: the engine's own version */
+  named_t *adapter; /* the adapter it generates with, or NULL: the engine's own version */
 };
 
 static int cmp_desc(const void *a, const void *b) {
@@ -158,7 +158,9 @@ static int weights_dir(const char *dir, char out[PATH_MAX]) {
 int lt_engine_load(const char *dir, const lt_engine_opts_t *opts, lt_engine_t **out) {
   *out = NULL;
   if (opts->device && strcmp(opts->device, "cuda") == 0)
-    return lt_error_set(LT_EUNSUPP, "engine: device 'cuda': the builtin engine generates on the CPU only (the CUDA learner trains; CUDA inference is not implemented yet)");
+    return lt_error_set(
+        LT_EUNSUPP,
+        "engine: device 'cuda': the builtin engine generates on the CPU only (the CUDA learner trains; CUDA inference is not implemented yet)");
   lt_engine_t *e = calloc(1, sizeof *e);
   if (!e) return lt_error_set(LT_ENOMEM, "engine: out of memory");
   e->opts = *opts;
@@ -324,7 +326,8 @@ int lt_session_open(lt_engine_t *e, lt_session_t **out) {
   s->next = malloc(sizeof(float) * (size_t)c->vocab);
   s->support_ids = malloc(sizeof(int32_t) * (size_t)c->vocab);
   int ok = s->k && s->v && s->next && s->support_ids;
-  for (int l = 0; l < c->layers && ok; l++) ok = (s->k[l] = malloc(sizeof(float) * kv)) && (s->v[l] = malloc(sizeof(float) * kv));
+  for (int l = 0; l < c->layers && ok; l++)
+    ok = (s->k[l] = malloc(sizeof(float) * kv)) && (s->v[l] = malloc(sizeof(float) * kv));
   lt_rng_seed(&s->rng, 0);
   e->open++;
   *out = s;
@@ -417,8 +420,13 @@ int lt_session_prefill(lt_session_t *s, const int32_t *tokens, int n, uint16_t *
   for (int off = 0; off < n; off += PREFILL_CHUNK) {
     int m = n - off < PREFILL_CHUNK ? n - off : PREFILL_CHUNK;
     size_t ro = (size_t)off * nml * K;
-    lt_segment_t seg = {.tokens = tokens + off, .n = m, .pos0 = s->len, .k = s->k, .v = s->v,
-                        .route_out_ids = rids && nml ? rids + ro : NULL, .route_out_probs = rprobs && nml ? rprobs + ro : NULL};
+    lt_segment_t seg = {.tokens = tokens + off,
+                        .n = m,
+                        .pos0 = s->len,
+                        .k = s->k,
+                        .v = s->v,
+                        .route_out_ids = rids && nml ? rids + ro : NULL,
+                        .route_out_probs = rprobs && nml ? rprobs + ro : NULL};
     int rc = forward_with(e, s->adapter, &seg, 1, s->next);
     if (rc < 0) return rc;
     s->len += m;
@@ -443,7 +451,11 @@ int lt_engine_decode(lt_engine_t *e, lt_session_t *const *ss, int n, const lt_sa
     lt_sample_support_ids(e->scratch, out[i].support, s->support_ids);
     if (s->want_top) keep_top(s, s->next, e->scratch, params, &out[i], V);
     size_t ro = (size_t)i * nml * K;
-    e->segs[i] = (lt_segment_t){.tokens = &out[i].token, .n = 1, .pos0 = s->len, .k = s->k, .v = s->v,
+    e->segs[i] = (lt_segment_t){.tokens = &out[i].token,
+                                .n = 1,
+                                .pos0 = s->len,
+                                .k = s->k,
+                                .v = s->v,
                                 .route_out_ids = rids && nml ? rids + ro : NULL,
                                 .route_out_probs = rprobs && nml ? rprobs + ro : NULL};
   }

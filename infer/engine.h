@@ -17,35 +17,35 @@ typedef struct lt_engine lt_engine_t;
 typedef struct lt_session lt_session_t;
 
 typedef struct {
-  const char *device;  /* "cpu" (default) | "cuda" | "auto" */
-  int threads;         /* compute threads (0: all cores) */
-  int max_sessions;    /* sessions open at once (KV caches), e.g. the worker's slots */
-  int max_context;     /* tokens per session (≤ the model's max_position_embeddings) */
+  const char *device; /* "cpu" (default) | "cuda" | "auto" */
+  int threads;        /* compute threads (0: all cores) */
+  int max_sessions;   /* sessions open at once (KV caches), e.g. the worker's slots */
+  int max_context;    /* tokens per session (≤ the model's max_position_embeddings) */
 } lt_engine_opts_t;
 
 typedef struct {
   int vocab;
   int layers;
-  int moe_layers;      /* layers with a router (0 for dense models) */
-  int experts;         /* experts per MoE layer */
-  int topk;            /* experts per token */
+  int moe_layers; /* layers with a router (0 for dense models) */
+  int experts;    /* experts per MoE layer */
+  int topk;       /* experts per token */
   int max_context;
-  int64_t params;      /* parameter count */
+  int64_t params; /* parameter count */
 } lt_engine_info_t;
 
 typedef struct {
-  float temperature;   /* 0: greedy */
-  float top_p;         /* 1: off */
-  int top_k;           /* 0: off */
+  float temperature; /* 0: greedy */
+  float top_p;       /* 1: off */
+  int top_k;         /* 0: off */
 } lt_sampling_t;
 
 /* One sampled token and what the learner needs to know about it. */
 typedef struct {
   int32_t token;
-  float logprob;       /* log p(token) under the distribution it was drawn from: softmax(logits / T)
+  float logprob;   /* log p(token) under the distribution it was drawn from: softmax(logits / T)
                           renormalised over the top-p/top-k set (docs/losses.md); greedy: the full softmax at T = 1 */
-  int32_t support;     /* size of the top-p/top-k set it was drawn from; 0: the whole vocabulary */
-  float entropy;       /* entropy of softmax(logits / temperature) */
+  int32_t support; /* size of the top-p/top-k set it was drawn from; 0: the whole vocabulary */
+  float entropy;   /* entropy of softmax(logits / temperature) */
 } lt_sample_t;
 
 /* Samples one token from logits[V] (the engine's sampler, exported so every

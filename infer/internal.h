@@ -13,38 +13,38 @@ typedef enum { LT_GEN_IDLE, LT_GEN_PREFILL, LT_GEN_DECODE } lt_gen_state;
 
 struct lt_gen {
   lt_backend_t *b;
-  void *impl;              /* the implementation's session */
+  void *impl; /* the implementation's session */
   lt_gen_state state;
-  int32_t *append;         /* context tokens to add before generating */
+  int32_t *append; /* context tokens to add before generating */
   int nappend;
   int max_new;
   lt_sampling_t sp;
   lt_turn_cb cb;
   void *ud;
-  int len;                 /* tokens in the context */
+  int len; /* tokens in the context */
   /* this turn's output */
   int n;
   size_t cap;
   int32_t *tokens, *support, *versions;
-  int32_t *sids;           /* support ids of this turn's tokens */
+  int32_t *sids; /* support ids of this turn's tokens */
   size_t nsids, sids_cap;
   float *logprobs;
   uint16_t *rids, *pre_rids;
   float *rprobs, *pre_rprobs;
   int stopped;
-  int ended;               /* the watcher ended the turn */
-  int watched;             /* this turn's tokens reported to the watcher */
+  int ended;   /* the watcher ended the turn */
+  int watched; /* this turn's tokens reported to the watcher */
   lt_token_cb watch;
   void *watch_ud;
-  int want_top, ntop;      /* alternatives asked for; those of the last token (filled by the impl) */
+  int want_top, ntop; /* alternatives asked for; those of the last token (filled by the impl) */
   int32_t top_ids[LT_ENGINE_MAX_TOP];
   float top_lps[LT_ENGINE_MAX_TOP];
-  int error;               /* LT_E* of a failure that ends this session's turn */
+  int error; /* LT_E* of a failure that ends this session's turn */
   char error_msg[512];
-  int64_t due_ns;          /* when the next token is ready (scripted; openai: asleep while a request runs) */
-  int heap_at;             /* its place in the driver's heap of due times, -1: not waiting (idle, or being stepped) */
-  uint64_t heap_seq;       /* ties on due_ns go first in, first out */
-  int closed;              /* closed during a step: freed when the step ends */
+  int64_t due_ns;    /* when the next token is ready (scripted; openai: asleep while a request runs) */
+  int heap_at;       /* its place in the driver's heap of due times, -1: not waiting (idle, or being stepped) */
+  uint64_t heap_seq; /* ties on due_ns go first in, first out */
+  int closed;        /* closed during a step: freed when the step ends */
   struct lt_gen *prev, *next;
 };
 
@@ -68,12 +68,12 @@ struct lt_backend {
   uv_loop_t *loop;
   const lt_backend_impl_t *impl;
   void *state;
-  lt_tokenizer_t *own_tok;      /* scripted: the byte tokenizer */
+  lt_tokenizer_t *own_tok; /* scripted: the byte tokenizer */
   const lt_tokenizer_t *tok;
   lt_backend_info_t info;
-  uv_idle_t idle;               /* drives prefill and decode steps */
-  uv_timer_t timer;             /* scripted: wakes when the next token is due */
-  unsigned wakes;               /* lt__backend_wake calls: a step that asked for more must not end the ticking */
+  uv_idle_t idle;   /* drives prefill and decode steps */
+  uv_timer_t timer; /* scripted: wakes when the next token is due */
+  unsigned wakes;   /* lt__backend_wake calls: a step that asked for more must not end the ticking */
   lt_gen_t *gens;
   int ngens;
   /* Sessions with a turn running, by due_ns (a min-heap): a step pops the due
@@ -82,7 +82,7 @@ struct lt_backend {
   lt_gen_t **heap;
   int nheap, capheap;
   uint64_t heap_seq;
-  int stepping;                 /* in a step: closed sessions wait in `dead` */
+  int stepping; /* in a step: closed sessions wait in `dead` */
   lt_gen_t *dead;
   char *reload_dir, reload_sha[65];
   int64_t reload_version;
@@ -139,27 +139,27 @@ extern const lt__oai_dialect_t lt__oai_openai, lt__oai_messages, lt__oai_respons
 struct lt_oai_gen {
   lt__oai_call_t *call;
   int index;
-  void *handle;          /* the engine's */
-  int live;              /* generating: cancel it if the call fails */
-  int32_t *tokens;       /* every token reported, [0, n) */
+  void *handle;    /* the engine's */
+  int live;        /* generating: cancel it if the call fails */
+  int32_t *tokens; /* every token reported, [0, n) */
   float *logprobs;
   int n;
   size_t cap;
-  int *ntop;             /* alternatives per token (top_logprobs) */
-  int32_t *top_ids;      /* [cap][plan.top_logprobs] */
+  int *ntop;        /* alternatives per token (top_logprobs) */
+  int32_t *top_ids; /* [cap][plan.top_logprobs] */
   float *top_lps;
-  char *text;            /* the decoded text of the tokens (stop tokens excluded) */
+  char *text; /* the decoded text of the tokens (stop tokens excluded) */
   size_t tlen, tcap;
-  size_t sent;           /* bytes of text already streamed */
-  int tok_sent;          /* tokens whose logprobs were streamed */
-  int off_tok;           /* /v1/completions text_offset: tokens [0, off_tok) span off_at bytes */
+  size_t sent;  /* bytes of text already streamed */
+  int tok_sent; /* tokens whose logprobs were streamed */
+  int off_tok;  /* /v1/completions text_offset: tokens [0, off_tok) span off_at bytes */
   size_t off_at;
-  int cut;               /* a stop string matched: text ends before it */
-  int stop_index;        /* which one (k->stops[]) */
-  const char *finish;    /* "stop" | "length" | "tool_calls" once ended */
-  cJSON *tool_calls;     /* parsed from the text at the end (OpenAI's message.tool_calls) */
-  size_t content_len;    /* text before the first tool-call block */
-  int text_open;         /* messages/responses streams: the text block (message item) was opened */
+  int cut;            /* a stop string matched: text ends before it */
+  int stop_index;     /* which one (k->stops[]) */
+  const char *finish; /* "stop" | "length" | "tool_calls" once ended */
+  cJSON *tool_calls;  /* parsed from the text at the end (OpenAI's message.tool_calls) */
+  size_t content_len; /* text before the first tool-call block */
+  int text_open;      /* messages/responses streams: the text block (message item) was opened */
 };
 
 struct lt__oai_call {
@@ -167,20 +167,20 @@ struct lt__oai_call {
   const lt__oai_dialect_t *d;
   lt_http_conn_t *conn;
   lt__oai_call_t *prev, *next;
-  lt_oai_plan_t plan;    /* plan.body is owned */
-  cJSON *messages;       /* normalised (plan.messages) */
-  cJSON *tools;          /* converted to OpenAI's function tools (plan.tools), when the shape's differ */
-  int thinking;          /* the template's enable_thinking: -1 left to the template, 0 off, 1 on */
-  char *text;            /* the rendered prompt (plan.text) */
-  int32_t *ids;          /* rendered prompt */
+  lt_oai_plan_t plan; /* plan.body is owned */
+  cJSON *messages;    /* normalised (plan.messages) */
+  cJSON *tools;       /* converted to OpenAI's function tools (plan.tools), when the shape's differ */
+  int thinking;       /* the template's enable_thinking: -1 left to the template, 0 off, 1 on */
+  char *text;         /* the rendered prompt (plan.text) */
+  int32_t *ids;       /* rendered prompt */
   int nids, cap;
   int stream, include_usage, logprobs, token_ids, skip_special, parse_tools;
   const char *stops[LT_OAI_MAX_STOP];
   int nstops;
-  int count_only;        /* /v1/messages/count_tokens: render and count, generate nothing */
-  int streaming;         /* the stream's head went out */
-  int pending;           /* choices not ended */
-  int seq;               /* responses: the next event's sequence_number */
+  int count_only; /* /v1/messages/count_tokens: render and count, generate nothing */
+  int streaming;  /* the stream's head went out */
+  int pending;    /* choices not ended */
+  int seq;        /* responses: the next event's sequence_number */
   char id[64];
   double created;
   lt_oai_gen_t gens[LT_OAI_MAX_N];
@@ -192,7 +192,7 @@ struct lt_oai {
   int64_t version;
   uint64_t ncalls;
   lt__oai_call_t *calls;
-  char skipped[8][32];   /* tool types already logged as skipped (one line each, not one per call) */
+  char skipped[8][32]; /* tool types already logged as skipped (one line each, not one per call) */
   int nskipped;
 };
 
@@ -221,8 +221,8 @@ int lt__oai_blank(const char *s, size_t n);
 /* The member k of o unless it is absent or null. */
 const cJSON *lt__oai_field(const cJSON *o, const char *k);
 /* A number in [lo, hi] (integral when `integer`), or def when absent. */
-int lt__oai_num(const cJSON *body, const char *k, double def, double lo, double hi, int integer, double *out, char *param,
-                size_t plen);
+int lt__oai_num(const cJSON *body, const char *k, double def, double lo, double hi, int integer, double *out,
+                char *param, size_t plen);
 /* A boolean, 0 when absent. */
 int lt__oai_bool(const cJSON *body, const char *k, int *out, char *param, size_t plen);
 /* Every member of body is named in one of the NULL-terminated lists (b may be NULL); else LT_EUNSUPP naming it. */

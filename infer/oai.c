@@ -19,9 +19,10 @@
 cJSON *lt__oai_error_json(int status, const char *param, const char *code, const char *msg) {
   cJSON *e = cJSON_CreateObject();
   cJSON_AddStringToObject(e, "message", msg);
-  cJSON_AddStringToObject(e, "type", status == 401 ? "authentication_error"
-                                     : status >= 500 ? "server_error"
-                                                     : "invalid_request_error");
+  cJSON_AddStringToObject(e, "type",
+                          status == 401   ? "authentication_error"
+                          : status >= 500 ? "server_error"
+                                          : "invalid_request_error");
   if (param) cJSON_AddStringToObject(e, "param", param);
   else cJSON_AddNullToObject(e, "param");
   if (code) cJSON_AddStringToObject(e, "code", code);
@@ -83,13 +84,14 @@ const cJSON *lt__oai_field(const cJSON *o, const char *k) {
   return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-int lt__oai_num(const cJSON *body, const char *k, double def, double lo, double hi, int integer, double *out, char *param,
-                size_t plen) {
+int lt__oai_num(const cJSON *body, const char *k, double def, double lo, double hi, int integer, double *out,
+                char *param, size_t plen) {
   const cJSON *v = lt__oai_field(body, k);
   *out = def;
   if (!v) return 0;
   snprintf(param, plen, "%s", k);
-  if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi || (integer && floor(v->valuedouble) != v->valuedouble))
+  if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
+      (integer && floor(v->valuedouble) != v->valuedouble))
     return lt_error_set(LT_EINVAL, "'%s' must be %s in [%g, %g]", k, integer ? "an integer" : "a number", lo, hi);
   *out = v->valuedouble;
   return 0;
@@ -124,7 +126,8 @@ int lt__oai_stops(lt__oai_call_t *k, const char *key, char *param, size_t plen) 
   if (!one && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > LT_OAI_MAX_STOP))
     return lt_error_set(LT_EINVAL, "'%s' must be a string or a list of up to %d strings", key, LT_OAI_MAX_STOP);
   for (const cJSON *s = one ? one : v->child; s; s = one ? NULL : s->next) {
-    if (!cJSON_IsString(s) || !s->valuestring[0]) return lt_error_set(LT_EINVAL, "'%s' entries must be non-empty strings", key);
+    if (!cJSON_IsString(s) || !s->valuestring[0])
+      return lt_error_set(LT_EINVAL, "'%s' entries must be non-empty strings", key);
     k->stops[k->nstops++] = s->valuestring;
   }
   return 0;
@@ -151,7 +154,8 @@ int lt__oai_add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *descript
   if (!k->tools && !(k->tools = cJSON_CreateArray())) return lt_error_set(LT_ENOMEM, "out of memory");
   cJSON *t = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(t, "function");
   cJSON_AddItemToArray(k->tools, t);
-  int ok = fn && cJSON_AddStringToObject(t, "type", "function") && cJSON_AddItemToObject(fn, "name", cJSON_Duplicate(name, 1));
+  int ok = fn && cJSON_AddStringToObject(t, "type", "function") &&
+           cJSON_AddItemToObject(fn, "name", cJSON_Duplicate(name, 1));
   if (ok && description) ok = cJSON_AddItemToObject(fn, "description", cJSON_Duplicate(description, 1));
   if (ok && parameters) ok = cJSON_AddItemToObject(fn, "parameters", cJSON_Duplicate(parameters, 1));
   return ok ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
@@ -177,8 +181,9 @@ static int render_call(lt__oai_call_t *k, size_t *len) {
     rc = lt_chat_render(a->o.chat, a->o.tool_format, k->messages, k->plan.tools, 1, &k->text, len);
   } else {
     cJSON *vars = lt_chat_vars(k->messages, k->plan.tools, 1);
-    rc = vars && cJSON_AddBoolToObject(vars, "enable_thinking", k->thinking) ? lt_chat_template_render(a->o.chat, vars, &k->text, len)
-                                                                              : lt_error_set(LT_ENOMEM, "out of memory");
+    rc = vars && cJSON_AddBoolToObject(vars, "enable_thinking", k->thinking)
+             ? lt_chat_template_render(a->o.chat, vars, &k->text, len)
+             : lt_error_set(LT_ENOMEM, "out of memory");
     cJSON_Delete(vars);
   }
   if (rc == LT_EINVAL && a->o.chat) lt_error_wrap(rc, "chat template");
@@ -225,8 +230,12 @@ void lt__oai_context_full(lt__oai_call_t *k, int need) {
   if (k->d == &lt__oai_messages) /* Anthropic's words, which agents (Claude Code) read to compact their history */
     snprintf(msg, sizeof msg, "prompt is too long: %d tokens > %d maximum", need, a->o.max_context);
   else
-    snprintf(msg, sizeof msg, "this model's maximum context length is %d tokens; the messages take %d", a->o.max_context, need);
-  lt__oai_call_fail(k, 400, !k->plan.chat ? "prompt" : k->d == &lt__oai_responses ? "input" : "messages",
+    snprintf(msg, sizeof msg, "this model's maximum context length is %d tokens; the messages take %d",
+             a->o.max_context, need);
+  lt__oai_call_fail(k, 400,
+                    !k->plan.chat                ? "prompt"
+                    : k->d == &lt__oai_responses ? "input"
+                                                 : "messages",
                     "context_length_exceeded", msg);
 }
 
@@ -402,8 +411,8 @@ int lt_oai_handle(lt_oai_t *a, lt_http_conn_t *c, const lt_http_req_t *req) {
   char param[128] = "";
   int rc = parse(k, param, sizeof param);
   if (rc < 0) {
-    lt__oai_call_fail(k, rc == LT_ENOMEM ? 500 : 400, param[0] ? param : NULL, rc == LT_EUNSUPP ? "unsupported_parameter" : NULL,
-                      lt_error_msg());
+    lt__oai_call_fail(k, rc == LT_ENOMEM ? 500 : 400, param[0] ? param : NULL,
+                      rc == LT_EUNSUPP ? "unsupported_parameter" : NULL, lt_error_msg());
     return 1;
   }
   if (k->count_only) { /* /v1/messages/count_tokens: the prompt's tokens, nothing generated */

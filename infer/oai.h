@@ -43,7 +43,7 @@
 #include "net/http.h"
 #include "text/toolcall.h"
 
-#define LT_OAI_MAX_N 16           /* choices per request */
+#define LT_OAI_MAX_N 16            /* choices per request */
 #define LT_OAI_MAX_TOP_LOGPROBS 20 /* OpenAI's limit */
 
 typedef struct lt_oai lt_oai_t;
@@ -52,34 +52,34 @@ typedef struct lt_oai_gen lt_oai_gen_t; /* one choice being generated */
 /* What one call will generate: built by the layer, adjustable by prepare(). */
 typedef struct {
   /* the request, read-only */
-  int chat;                   /* 1: a conversation (chat completions, messages, responses), 0: /v1/completions */
-  const cJSON *body;          /* the whole request body, in the shape of its route */
-  const cJSON *messages;      /* chat: the conversation in OpenAI's chat shape, whatever the route's (content
+  int chat;              /* 1: a conversation (chat completions, messages, responses), 0: /v1/completions */
+  const cJSON *body;     /* the whole request body, in the shape of its route */
+  const cJSON *messages; /* chat: the conversation in OpenAI's chat shape, whatever the route's (content
                                  normalised to strings; assistant tool_calls, tool messages) */
-  const cJSON *tools;         /* chat: the tools as OpenAI function tools, or NULL */
-  const char *text;           /* chat: the rendered prompt, ntext bytes (what the prompt ids tokenize), for a
+  const cJSON *tools;    /* chat: the tools as OpenAI function tools, or NULL */
+  const char *text;      /* chat: the rendered prompt, ntext bytes (what the prompt ids tokenize), for a
                                  caller that matches turns against its own token record */
   size_t ntext;
-  void *session;              /* what authorize() set (NULL without it) */
-  int n;                      /* choices */
-  int requested_max;          /* max_tokens / max_completion_tokens as asked; -1: not given */
+  void *session;                                /* what authorize() set (NULL without it) */
+  int n;                                        /* choices */
+  int requested_max;                            /* max_tokens / max_completion_tokens as asked; -1: not given */
   float requested_temperature, requested_top_p; /* as asked (1 when not given) */
   /* the plan; prepare() may change any of these */
-  const int32_t *prompt;      /* the rendered prompt's token ids (the whole context) */
-  int nprompt;                /* prepare() may point prompt at memory it owns (token-exact reuse of
+  const int32_t *prompt; /* the rendered prompt's token ids (the whole context) */
+  int nprompt;           /* prepare() may point prompt at memory it owns (token-exact reuse of
                                  earlier turns); it must stay valid until answered() or the call's end */
-  int max_new;                /* tokens per choice: the request's, clamped to the room left in the context;
+  int max_new;           /* tokens per choice: the request's, clamped to the room left in the context;
                                  prepare() may clamp it further (the rollout's budget) */
-  lt_sampling_t sp;           /* the request's settings; prepare() overrides them with the rollout's */
-  uint64_t seed;              /* choice i uses seed + i */
-  int top_logprobs;           /* alternatives wanted per token, 0..LT_OAI_MAX_TOP_LOGPROBS */
+  lt_sampling_t sp;      /* the request's settings; prepare() overrides them with the rollout's */
+  uint64_t seed;         /* choice i uses seed + i */
+  int top_logprobs;      /* alternatives wanted per token, 0..LT_OAI_MAX_TOP_LOGPROBS */
 } lt_oai_plan_t;
 
 /* One choice's generation, as handed to the engine. */
 typedef struct {
-  const lt_oai_plan_t *plan;  /* prompt, max_new, sp, top_logprobs, session */
-  int index;                  /* choice index, 0..n-1 */
-  uint64_t seed;              /* plan->seed + index */
+  const lt_oai_plan_t *plan; /* prompt, max_new, sp, top_logprobs, session */
+  int index;                 /* choice index, 0..n-1 */
+  uint64_t seed;             /* plan->seed + index */
 } lt_oai_job_t;
 
 /* One generated token as the engine reports it.  top_* are the most likely
@@ -101,18 +101,18 @@ typedef struct {
   const int32_t *tokens;
   const float *logprobs;
   int n;
-  const char *finish_reason;  /* "stop" | "length" | "tool_calls" */
-  const char *text;           /* the content returned (stop string and tool-call blocks removed) */
+  const char *finish_reason; /* "stop" | "length" | "tool_calls" */
+  const char *text;          /* the content returned (stop string and tool-call blocks removed) */
 } lt_oai_choice_t;
 
 typedef struct {
-  const lt_oai_plan_t *plan;  /* prompt/nprompt as generated from, sp and max_new as used */
+  const lt_oai_plan_t *plan; /* prompt/nprompt as generated from, sp and max_new as used */
   int nchoices;
   const lt_oai_choice_t *choices;
 } lt_oai_result_t;
 
 typedef struct {
-  void *ud;                   /* first argument of every hook */
+  void *ud; /* first argument of every hook */
   /* Optional.  `bearer` is the API key: the token of "Authorization: Bearer
    * <token>", else the X-Api-Key header (Anthropic's SDKs), NULL without
    * either.  Returns 0 and may set *session (handed to every later hook of

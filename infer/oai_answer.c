@@ -133,7 +133,10 @@ int lt_oai_gen_token(lt_oai_gen_t *g, const lt_oai_token_t *t) {
 }
 
 static const char *call_marker(lt_tool_format f) {
-  return f == LT_TOOLFMT_DEEPSEEK ? "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call" : "<tool_call>";
+  return f == LT_TOOLFMT_DEEPSEEK ? "<\xef\xbd\x9c"
+                                    "tool\xe2\x96\x81"
+                                    "call"
+                                  : "<tool_call>";
 }
 
 /* Tool calls in the text → OpenAI's tool_calls (arguments as JSON text). */
@@ -160,7 +163,8 @@ static int parse_calls(lt__oai_call_t *k, lt_oai_gen_t *g) {
         cJSON_AddStringToObject(fn, "arguments", tc.arguments[i]);
       } else { /* xml: every value a string */
         cJSON *args = cJSON_CreateObject();
-        for (int j = 0; j < tc.calls[i].nargs; j++) cJSON_AddStringToObject(args, tc.calls[i].args[j].name, tc.calls[i].args[j].value);
+        for (int j = 0; j < tc.calls[i].nargs; j++)
+          cJSON_AddStringToObject(args, tc.calls[i].args[j].name, tc.calls[i].args[j].value);
         char *s = cJSON_PrintUnformatted(args);
         cJSON_AddStringToObject(fn, "arguments", s ? s : "{}");
         free(s);
@@ -191,7 +195,10 @@ static void complete(lt__oai_call_t *k) {
     for (int i = 0; i < k->plan.n; i++) {
       lt_oai_gen_t *g = &k->gens[i];
       texts[i] = strndup(g->text ? g->text : "", g->content_len);
-      ch[i] = (lt_oai_choice_t){.tokens = g->tokens, .logprobs = g->logprobs, .n = g->n, .finish_reason = g->finish,
+      ch[i] = (lt_oai_choice_t){.tokens = g->tokens,
+                                .logprobs = g->logprobs,
+                                .n = g->n,
+                                .finish_reason = g->finish,
                                 .text = texts[i] ? texts[i] : ""};
     }
     lt_oai_result_t r = {.plan = &k->plan, .nchoices = k->plan.n, .choices = ch};

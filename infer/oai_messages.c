@@ -26,11 +26,12 @@ static int anthropic_text(const cJSON *content, const char *where, lt_buf_t *out
     const cJSON *type = lt__oai_field(b, "type"), *text = lt__oai_field(b, "text");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
       snprintf(param, plen, "%s[%d].type", where, bi);
-      return lt_error_set(LT_EINVAL, "%s: only text blocks {\"type\": \"text\", \"text\": ...} are supported here (got %s)%s",
-                          param, cJSON_IsString(type) ? type->valuestring : "no type",
-                          cJSON_IsString(type) && (!strcmp(type->valuestring, "image") || !strcmp(type->valuestring, "document"))
-                              ? ": the policy reads text only"
-                              : "");
+      return lt_error_set(
+          LT_EINVAL, "%s: only text blocks {\"type\": \"text\", \"text\": ...} are supported here (got %s)%s", param,
+          cJSON_IsString(type) ? type->valuestring : "no type",
+          cJSON_IsString(type) && (!strcmp(type->valuestring, "image") || !strcmp(type->valuestring, "document"))
+              ? ": the policy reads text only"
+              : "");
     }
     if (bi) lt_buf_puts(out, "\n");
     lt_buf_puts(out, text->valuestring);
@@ -41,8 +42,9 @@ static int anthropic_text(const cJSON *content, const char *where, lt_buf_t *out
 /* A message's user text so far becomes a user message (tool results between text blocks keep their order). */
 static int anthropic_flush_user(lt__oai_call_t *k, lt_buf_t *text, int *have) {
   if (!*have) return 0;
-  int rc = lt_buf_ok(text) == 0 && lt__oai_add_message(k, "user", text->data ? text->data : "") ? 0
-                                                                                            : lt_error_set(LT_ENOMEM, "out of memory");
+  int rc = lt_buf_ok(text) == 0 && lt__oai_add_message(k, "user", text->data ? text->data : "")
+               ? 0
+               : lt_error_set(LT_ENOMEM, "out of memory");
   lt_buf_free(text);
   *have = 0;
   return rc;
@@ -73,7 +75,8 @@ static int anthropic_blocks(lt__oai_call_t *k, int mi, int assistant, const cJSO
     } else if (assistant && !strcmp(t, "tool_use")) {
       const cJSON *id = lt__oai_field(b, "id"), *name = lt__oai_field(b, "name"), *input = lt__oai_field(b, "input");
       if (!cJSON_IsString(id) || !cJSON_IsString(name) || (input && !cJSON_IsObject(input))) {
-        rc = lt_error_set(LT_EINVAL, "%s: a tool_use block needs a string 'id' and 'name' and an object 'input'", where);
+        rc =
+            lt_error_set(LT_EINVAL, "%s: a tool_use block needs a string 'id' and 'name' and an object 'input'", where);
         break;
       }
       cJSON *c = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(c, "function");
@@ -89,9 +92,11 @@ static int anthropic_blocks(lt__oai_call_t *k, int mi, int assistant, const cJSO
       snprintf(at, sizeof at, "%s.content", where);
       if (!cJSON_IsString(id)) {
         rc = lt_error_set(LT_EINVAL, "%s: a tool_result block needs a string 'tool_use_id'", where);
-      } else if ((rc = anthropic_flush_user(k, &text, &have)) == 0 && (!c || (rc = anthropic_text(c, at, &out, param, plen)) == 0)) {
+      } else if ((rc = anthropic_flush_user(k, &text, &have)) == 0 &&
+                 (!c || (rc = anthropic_text(c, at, &out, param, plen)) == 0)) {
         cJSON *m = lt__oai_add_message(k, "tool", out.data ? out.data : "");
-        if (!m || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) rc = lt_error_set(LT_ENOMEM, "out of memory");
+        if (!m || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring))
+          rc = lt_error_set(LT_ENOMEM, "out of memory");
       }
       lt_buf_free(&out);
     } else if (!(assistant && (!strcmp(t, "thinking") || !strcmp(t, "redacted_thinking")))) {
@@ -119,7 +124,8 @@ static int anthropic_messages(lt__oai_call_t *k, char *param, size_t plen) {
   int rc = 0;
   if (sys) {
     lt_buf_t b = {0};
-    if ((rc = anthropic_text(sys, "system", &b, param, plen)) == 0 && !lt__oai_add_message(k, "system", b.data ? b.data : ""))
+    if ((rc = anthropic_text(sys, "system", &b, param, plen)) == 0 &&
+        !lt__oai_add_message(k, "system", b.data ? b.data : ""))
       rc = lt_error_set(LT_ENOMEM, "out of memory");
     lt_buf_free(&b);
     if (rc < 0) return rc;
@@ -142,7 +148,8 @@ static int anthropic_messages(lt__oai_call_t *k, char *param, size_t plen) {
       return lt_error_set(LT_EINVAL, "%s must be a string or a list of content blocks", where);
     if (!strcmp(r, "system") || cJSON_IsString(content)) { /* a system entry inside messages is system text, in place */
       lt_buf_t b = {0};
-      if ((rc = anthropic_text(content, where, &b, param, plen)) == 0 && !lt__oai_add_message(k, r, b.data ? b.data : ""))
+      if ((rc = anthropic_text(content, where, &b, param, plen)) == 0 &&
+          !lt__oai_add_message(k, r, b.data ? b.data : ""))
         rc = lt_error_set(LT_ENOMEM, "out of memory");
       lt_buf_free(&b);
     } else {
@@ -160,7 +167,8 @@ static int anthropic_options(lt__oai_call_t *k, char *param, size_t plen) {
   if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
   int ti = 0, rc;
   for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
-    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"), *schema = lt__oai_field(t, "input_schema");
+    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"),
+                *schema = lt__oai_field(t, "input_schema");
     const cJSON *desc = lt__oai_field(t, "description");
     if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "custom"))) { /* a server or versioned tool */
       lt__oai_skip_tool(k->a, "/v1/messages", cJSON_IsString(type) ? type->valuestring : "?");
@@ -191,10 +199,10 @@ static int anthropic_options(lt__oai_call_t *k, char *param, size_t plen) {
 static int anthropic_parse(lt__oai_call_t *k, char *param, size_t plen) {
   const cJSON *body = k->plan.body;
   /* Accepted with no effect: what the policy cannot honour (prompt caching, context editing, effort). */
-  static const char *const common[] = {"model", "messages", "system", "tools", "tool_choice", "thinking",
-                                       "context_management", "output_config", NULL};
-  static const char *const create[] = {"max_tokens", "metadata", "stop_sequences", "stream", "temperature", "top_p",
-                                       "top_k", "service_tier", NULL};
+  static const char *const common[] = {"model",    "messages",           "system",        "tools", "tool_choice",
+                                       "thinking", "context_management", "output_config", NULL};
+  static const char *const create[] = {"max_tokens", "metadata", "stop_sequences", "stream", "temperature",
+                                       "top_p",      "top_k",    "service_tier",   NULL};
   int rc;
   if ((rc = lt__oai_known(body, common, k->count_only ? NULL : create, param, plen)) < 0 ||
       (rc = anthropic_options(k, param, plen)) < 0 || (rc = anthropic_messages(k, param, plen)) < 0)
@@ -243,8 +251,8 @@ static cJSON *anthropic_tool_use(const cJSON *call, int with_input) {
   return b;
 }
 
-static cJSON *anthropic_message(const lt__oai_call_t *k, cJSON *content, const char *stop_reason, const char *stop_sequence,
-                                int output_tokens) {
+static cJSON *anthropic_message(const lt__oai_call_t *k, cJSON *content, const char *stop_reason,
+                                const char *stop_sequence, int output_tokens) {
   cJSON *o = cJSON_CreateObject(), *u;
   cJSON_AddStringToObject(o, "id", k->id);
   cJSON_AddStringToObject(o, "type", "message");
@@ -321,7 +329,8 @@ static void anthropic_stream_choice_end(lt__oai_call_t *k, lt_oai_gen_t *g) {
   int index = g->text_open;
   for (const cJSON *c = g->tool_calls ? g->tool_calls->child : NULL; c; c = c->next, index++) {
     anthropic_block_event(k, "content_block_start", index, "content_block", anthropic_tool_use(c, 0));
-    const char *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments")->valuestring;
+    const char *args =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments")->valuestring;
     anthropic_delta(k, index, "input_json_delta", "partial_json", args, strlen(args));
     anthropic_block_event(k, "content_block_stop", index, NULL, NULL);
   }
@@ -388,12 +397,18 @@ static void anthropic_error(lt_http_conn_t *c, int status, const char *param, co
   lt__oai_send_json(c, status, anthropic_error_json(status, param, msg));
 }
 
-static void anthropic_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg) {
+static void anthropic_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code,
+                                   const char *msg) {
   (void)code;
   lt__oai_send_event(k, "error", anthropic_error_json(status, param, msg));
 }
 
-const lt__oai_dialect_t lt__oai_messages = {.id_prefix = "msg", .call_prefix = "toolu", .parse = anthropic_parse,
-                                            .stream_begin = anthropic_stream_begin, .stream_text = anthropic_stream_text,
-                                            .stream_choice_end = anthropic_stream_choice_end, .answer = anthropic_answer,
-                                            .error = anthropic_error, .stream_error = anthropic_stream_error};
+const lt__oai_dialect_t lt__oai_messages = {.id_prefix = "msg",
+                                            .call_prefix = "toolu",
+                                            .parse = anthropic_parse,
+                                            .stream_begin = anthropic_stream_begin,
+                                            .stream_text = anthropic_stream_text,
+                                            .stream_choice_end = anthropic_stream_choice_end,
+                                            .answer = anthropic_answer,
+                                            .error = anthropic_error,
+                                            .stream_error = anthropic_stream_error};

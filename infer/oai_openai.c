@@ -25,7 +25,8 @@ static int content_text(const cJSON *content, int mi, lt_buf_t *out, char *param
   if (!cJSON_IsArray(content)) return lt_error_set(LT_EINVAL, "%s must be a string or a list of text parts", param);
   int pi = 0;
   for (const cJSON *p = content->child; p; p = p->next, pi++) {
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type"), *text = cJSON_GetObjectItemCaseSensitive(p, "text");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type"),
+                *text = cJSON_GetObjectItemCaseSensitive(p, "text");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
       snprintf(param, plen, "messages[%d].content[%d].type", mi, pi);
       return lt_error_set(LT_EINVAL, "%s: only {\"type\": \"text\", \"text\": ...} parts are supported (got %s)", param,
@@ -53,7 +54,8 @@ static int normalize(const cJSON *msgs, cJSON **out, char *param, size_t plen) {
       break;
     }
     const char *r = role->valuestring;
-    if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+    if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") && strcmp(r, "assistant") &&
+        strcmp(r, "tool")) {
       rc = lt_error_set(LT_EINVAL, "%s: '%s' is not one of system, developer, user, assistant, tool", param, r);
       break;
     }
@@ -79,7 +81,8 @@ static int normalize(const cJSON *msgs, cJSON **out, char *param, size_t plen) {
     int ci = 0;
     for (const cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc && rc == 0; tc = tc->next, ci++) {
       const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-      const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+      const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
+                  *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
       snprintf(param, plen, "messages[%d].tool_calls[%d].function", mi, ci);
       if (!cJSON_IsString(name) || !(cJSON_IsString(args) || cJSON_IsObject(args)))
         rc = lt_error_set(LT_EINVAL, "%s needs a string 'name' and 'arguments' (JSON text)", param);
@@ -145,8 +148,10 @@ static int parse_tools(lt__oai_call_t *k, char *param, size_t plen) {
   if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
   int ti = 0;
   for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"), *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name"))) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"),
+                *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name"))) {
       snprintf(param, plen, "tools[%d]", ti);
       return lt_error_set(LT_EINVAL, "%s must be {\"type\": \"function\", \"function\": {\"name\": ...}}", param);
     }
@@ -166,12 +171,29 @@ static int openai_parse(lt__oai_call_t *k, char *param, size_t plen) {
   lt_oai_t *a = k->a;
   const cJSON *body = k->plan.body;
   int chat = k->plan.chat, rc;
-  static const char *const common[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "n", "stream",
-                                       "stream_options", "stop", "seed", "logprobs", "user", "presence_penalty",
-                                       "frequency_penalty", "logit_bias", "return_tokens_as_token_ids",
-                                       "skip_special_tokens", NULL};
-  static const char *const chat_only[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-                                          "parallel_tool_calls", "response_format", "store", "metadata", NULL};
+  static const char *const common[] = {"model",
+                                       "max_tokens",
+                                       "temperature",
+                                       "top_p",
+                                       "top_k",
+                                       "n",
+                                       "stream",
+                                       "stream_options",
+                                       "stop",
+                                       "seed",
+                                       "logprobs",
+                                       "user",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "logit_bias",
+                                       "return_tokens_as_token_ids",
+                                       "skip_special_tokens",
+                                       NULL};
+  static const char *const chat_only[] = {"messages",        "max_completion_tokens",
+                                          "top_logprobs",    "tools",
+                                          "tool_choice",     "parallel_tool_calls",
+                                          "response_format", "store",
+                                          "metadata",        NULL};
   static const char *const completion_only[] = {"prompt", "echo", "suffix", "best_of", NULL};
   if ((rc = lt__oai_known(body, common, chat ? chat_only : completion_only, param, plen)) < 0 ||
       (rc = neutral_only(body, param, plen)) < 0)
@@ -183,8 +205,8 @@ static int openai_parse(lt__oai_call_t *k, char *param, size_t plen) {
       (rc = lt__oai_num(body, "top_p", 1, 1e-9, 1, 0, &top_p, param, plen)) < 0 ||
       (rc = lt__oai_num(body, "top_k", 0, -1, 1 << 24, 1, &top_k, param, plen)) < 0 ||
       (rc = lt__oai_num(body, mk, -1, 1, 1 << 30, 1, &maxt, param, plen)) < 0 ||
-      (rc = lt__oai_num(body, "seed", (double)(a->o.seed_base + a->ncalls), -9007199254740991.0, 9007199254740991.0, 1, &seed,
-                param, plen)) < 0)
+      (rc = lt__oai_num(body, "seed", (double)(a->o.seed_base + a->ncalls), -9007199254740991.0, 9007199254740991.0, 1,
+                        &seed, param, plen)) < 0)
     return rc;
   const cJSON *lpv = lt__oai_field(body, "logprobs");
   if (chat) {
@@ -226,9 +248,11 @@ static int openai_parse(lt__oai_call_t *k, char *param, size_t plen) {
   snprintf(param, plen, "prompt");
   if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && !cJSON_IsNumber(p->child)) p = p->child;
   if (cJSON_IsString(p)) return lt_ids_text(a->o.tok, p->valuestring, &k->ids, &k->nids, &k->cap);
-  if (!cJSON_IsArray(p)) return lt_error_set(LT_EINVAL, "'prompt' must be a string or a list of token ids (one prompt)");
+  if (!cJSON_IsArray(p))
+    return lt_error_set(LT_EINVAL, "'prompt' must be a string or a list of token ids (one prompt)");
   for (const cJSON *e = p->child; e; e = e->next) {
-    if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= a->o.vocab || floor(e->valuedouble) != e->valuedouble)
+    if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= a->o.vocab ||
+        floor(e->valuedouble) != e->valuedouble)
       return lt_error_set(LT_EINVAL, "'prompt' token ids must be integers in [0, %d)", a->o.vocab);
     if ((rc = lt_ids_push(&k->ids, &k->nids, &k->cap, (int32_t)e->valuedouble)) < 0) return rc;
   }
@@ -254,7 +278,8 @@ static cJSON *token_entry(const lt__oai_call_t *k, int32_t id, float lp) {
   cJSON_AddStringToObject(e, "token", tt ? tt : "");
   cJSON_AddNumberToObject(e, "logprob", lp);
   cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
-  for (const unsigned char *p = (const unsigned char *)raw; p && *p; p++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber(*p));
+  for (const unsigned char *p = (const unsigned char *)raw; p && *p; p++)
+    cJSON_AddItemToArray(bytes, cJSON_CreateNumber(*p));
   free(tt);
   free(raw);
   return e;
@@ -321,7 +346,8 @@ static cJSON *usage_json(const lt__oai_call_t *k) {
 static cJSON *envelope(const lt__oai_call_t *k, int chunk) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "id", k->id);
-  cJSON_AddStringToObject(o, "object", k->plan.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+  cJSON_AddStringToObject(o, "object",
+                          k->plan.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
   cJSON_AddNumberToObject(o, "created", k->created);
   cJSON_AddStringToObject(o, "model", k->a->model);
   cJSON_AddNumberToObject(o, "policy_version", (double)k->a->version);
@@ -411,7 +437,8 @@ static void openai_stream_choice_end(lt__oai_call_t *k, lt_oai_gen_t *g) {
   size_t len = end > g->sent ? end - g->sent : 0;
   if (g->tool_calls && lt__oai_blank(text, len)) len = 0;
   cJSON *calls = g->tool_calls ? cJSON_Duplicate(g->tool_calls, 1) : NULL;
-  if (len || calls || (k->logprobs && g->n > from)) send_chunk(k, g, len ? text : NULL, len, 0, calls, from, k->logprobs ? g->n : from, NULL);
+  if (len || calls || (k->logprobs && g->n > from))
+    send_chunk(k, g, len ? text : NULL, len, 0, calls, from, k->logprobs ? g->n : from, NULL);
   g->sent = end;
   g->tok_sent = g->n;
   send_chunk(k, g, k->plan.chat ? NULL : "", 0, 0, NULL, 0, 0, g->finish);
@@ -433,7 +460,12 @@ static void openai_answer(lt__oai_call_t *k) {
   lt_http_stream_write(k->conn, done, sizeof done - 1);
 }
 
-const lt__oai_dialect_t lt__oai_openai = {.id_prefix = "chatcmpl", .call_prefix = "call", .parse = openai_parse,
-                                          .stream_begin = openai_stream_begin, .stream_text = openai_stream_text,
-                                          .stream_choice_end = openai_stream_choice_end, .answer = openai_answer,
-                                          .error = lt__oai_error, .stream_error = openai_stream_error};
+const lt__oai_dialect_t lt__oai_openai = {.id_prefix = "chatcmpl",
+                                          .call_prefix = "call",
+                                          .parse = openai_parse,
+                                          .stream_begin = openai_stream_begin,
+                                          .stream_text = openai_stream_text,
+                                          .stream_choice_end = openai_stream_choice_end,
+                                          .answer = openai_answer,
+                                          .error = lt__oai_error,
+                                          .stream_error = openai_stream_error};

@@ -30,8 +30,8 @@ static int responses_text(const cJSON *content, const char *where, lt_buf_t *out
     const cJSON *text = lt__oai_field(p, !strcmp(t, "refusal") ? "refusal" : "text");
     if (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "refusal")) {
       snprintf(param, plen, "%s[%d].type", where, pi);
-      return lt_error_set(LT_EINVAL, "%s: '%s' parts are not supported (text parts only%s)", param, t[0] ? t : "untyped",
-                          strncmp(t, "input_", 6) ? "" : ": the policy reads text only");
+      return lt_error_set(LT_EINVAL, "%s: '%s' parts are not supported (text parts only%s)", param,
+                          t[0] ? t : "untyped", strncmp(t, "input_", 6) ? "" : ": the policy reads text only");
     }
     if (!cJSON_IsString(text)) {
       snprintf(param, plen, "%s[%d]", where, pi);
@@ -55,7 +55,8 @@ static int responses_message(lt__oai_call_t *k, const char *role, const cJSON *c
 /* A function_call item: a call of the assistant message it follows (the calls of one answer come one after
  * another), else of a new assistant message. */
 static int responses_call(lt__oai_call_t *k, const cJSON *item, int follows_assistant, const char *where) {
-  const cJSON *id = lt__oai_field(item, "call_id"), *name = lt__oai_field(item, "name"), *args = lt__oai_field(item, "arguments");
+  const cJSON *id = lt__oai_field(item, "call_id"), *name = lt__oai_field(item, "name"),
+              *args = lt__oai_field(item, "arguments");
   if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
     return lt_error_set(LT_EINVAL, "%s: a function_call item needs string 'call_id', 'name' and 'arguments'", where);
   cJSON *m = follows_assistant ? cJSON_GetArrayItem(k->messages, cJSON_GetArraySize(k->messages) - 1)
@@ -78,8 +79,10 @@ static int responses_input(lt__oai_call_t *k, char *param, size_t plen) {
   if (ins && !cJSON_IsString(ins)) return lt_error_set(LT_EINVAL, "'instructions' must be a string");
   if (ins && !lt__oai_add_message(k, "system", ins->valuestring)) return lt_error_set(LT_ENOMEM, "out of memory");
   snprintf(param, plen, "input");
-  if (cJSON_IsString(input)) return lt__oai_add_message(k, "user", input->valuestring) ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
-  if (!cJSON_IsArray(input) || !input->child) return lt_error_set(LT_EINVAL, "'input' must be a string or a non-empty list of items");
+  if (cJSON_IsString(input))
+    return lt__oai_add_message(k, "user", input->valuestring) ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
+  if (!cJSON_IsArray(input) || !input->child)
+    return lt_error_set(LT_EINVAL, "'input' must be a string or a non-empty list of items");
   int ii = 0, after_assistant = 0; /* the last item was the assistant's (its message or one of its calls) */
   for (const cJSON *it = input->child; it; it = it->next, ii++) {
     const cJSON *type = lt__oai_field(it, "type"), *role = lt__oai_field(it, "role");
@@ -104,7 +107,8 @@ static int responses_input(lt__oai_call_t *k, char *param, size_t plen) {
       const cJSON *id = lt__oai_field(it, "call_id");
       char at[80];
       snprintf(at, sizeof at, "%s.output", where);
-      if (!cJSON_IsString(id)) return lt_error_set(LT_EINVAL, "%s: a function_call_output item needs a string 'call_id'", where);
+      if (!cJSON_IsString(id))
+        return lt_error_set(LT_EINVAL, "%s: a function_call_output item needs a string 'call_id'", where);
       if ((rc = responses_message(k, "tool", lt__oai_field(it, "output"), at, param, plen)) == 0 &&
           !cJSON_AddStringToObject(cJSON_GetArrayItem(k->messages, cJSON_GetArraySize(k->messages) - 1), "tool_call_id",
                                    id->valuestring))
@@ -114,8 +118,10 @@ static int responses_input(lt__oai_call_t *k, char *param, size_t plen) {
       continue;
     } else {
       snprintf(param, plen, "%s.type", where);
-      return lt_error_set(LT_EINVAL, "%s: '%s' items are not supported (message, function_call, function_call_output and "
-                                     "reasoning are)", param, t[0] ? t : "untyped");
+      return lt_error_set(LT_EINVAL,
+                          "%s: '%s' items are not supported (message, function_call, function_call_output and "
+                          "reasoning are)",
+                          param, t[0] ? t : "untyped");
     }
     if (rc < 0) return rc;
   }
@@ -129,7 +135,8 @@ static int responses_tools(lt__oai_call_t *k, char *param, size_t plen) {
   if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
   int ti = 0, rc;
   for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
-    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"), *desc = lt__oai_field(t, "description");
+    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"),
+                *desc = lt__oai_field(t, "description");
     const cJSON *params = lt__oai_field(t, "parameters");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) { /* web_search, file_search, namespace... */
       lt__oai_skip_tool(k->a, "/v1/responses", cJSON_IsString(type) ? type->valuestring : "?");
@@ -158,8 +165,9 @@ static int responses_options(lt__oai_call_t *k, char *param, size_t plen) {
   int flag, rc;
   if ((v = lt__oai_field(body, "previous_response_id"))) {
     snprintf(param, plen, "previous_response_id");
-    return lt_error_set(LT_EUNSUPP, "'previous_response_id' is not supported: this server stores no responses (as with "
-                                    "store: false); send the whole conversation in 'input'");
+    return lt_error_set(LT_EUNSUPP,
+                        "'previous_response_id' is not supported: this server stores no responses (as with "
+                        "store: false); send the whole conversation in 'input'");
   }
   if ((rc = lt__oai_bool(body, "background", &flag, param, plen)) < 0) return rc;
   if (flag) return lt_error_set(LT_EUNSUPP, "'background' is not supported (only false)");
@@ -189,11 +197,31 @@ static int responses_parse(lt__oai_call_t *k, char *param, size_t plen) {
   const cJSON *body = k->plan.body;
   /* metadata, user, safety_identifier, prompt_cache_key, service_tier, client_metadata (Codex), stream_options,
    * include and reasoning's summary are accepted with no effect: nothing is stored, cached or summarized. */
-  static const char *const known[] = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
-                                      "max_output_tokens", "temperature", "top_p", "stream", "store", "include",
-                                      "reasoning", "text", "truncation", "previous_response_id", "background",
-                                      "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier",
-                                      "client_metadata", "stream_options", NULL};
+  static const char *const known[] = {"model",
+                                      "input",
+                                      "instructions",
+                                      "tools",
+                                      "tool_choice",
+                                      "parallel_tool_calls",
+                                      "max_output_tokens",
+                                      "temperature",
+                                      "top_p",
+                                      "stream",
+                                      "store",
+                                      "include",
+                                      "reasoning",
+                                      "text",
+                                      "truncation",
+                                      "previous_response_id",
+                                      "background",
+                                      "metadata",
+                                      "user",
+                                      "safety_identifier",
+                                      "prompt_cache_key",
+                                      "service_tier",
+                                      "client_metadata",
+                                      "stream_options",
+                                      NULL};
   double temp, top_p, maxt;
   int rc;
   if ((rc = lt__oai_known(body, known, NULL, param, plen)) < 0 || (rc = responses_options(k, param, plen)) < 0 ||
@@ -260,7 +288,8 @@ static cJSON *responses_call_item(const lt__oai_call_t *k, const cJSON *c, int i
 }
 
 /* The response object: status "in_progress" with no output and usage yet, or the answer of choice 0. */
-static cJSON *responses_object(const lt__oai_call_t *k, const char *status, const char *error_code, const char *error_msg) {
+static cJSON *responses_object(const lt__oai_call_t *k, const char *status, const char *error_code,
+                               const char *error_msg) {
   const cJSON *body = k->plan.body;
   const lt_oai_gen_t *g = &k->gens[0];
   int done = !strcmp(status, "completed") || !strcmp(status, "incomplete");
@@ -276,7 +305,8 @@ static cJSON *responses_object(const lt__oai_call_t *k, const char *status, cons
   } else {
     cJSON_AddNullToObject(o, "error");
   }
-  if (!strcmp(status, "incomplete")) cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason", "max_output_tokens");
+  if (!strcmp(status, "incomplete"))
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason", "max_output_tokens");
   else cJSON_AddNullToObject(o, "incomplete_details");
   v = (cJSON *)lt__oai_field(body, "instructions");
   cJSON_AddItemToObject(o, "instructions", v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
@@ -350,7 +380,8 @@ static cJSON *responses_at(const lt__oai_call_t *k, const char *kind, int id, in
 
 static int responses_stream_begin(lt__oai_call_t *k) {
   int rc = responses_event_response(k, "response.created", responses_object(k, "in_progress", NULL, NULL));
-  return rc == 0 ? responses_event_response(k, "response.in_progress", responses_object(k, "in_progress", NULL, NULL)) : rc;
+  return rc == 0 ? responses_event_response(k, "response.in_progress", responses_object(k, "in_progress", NULL, NULL))
+                 : rc;
 }
 
 static void responses_open_message(lt__oai_call_t *k, lt_oai_gen_t *g) {
@@ -429,13 +460,23 @@ static void responses_answer(lt__oai_call_t *k) {
 }
 
 /* After the stream started: response.failed, with the error in the response (as Codex reads it). */
-static void responses_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code, const char *msg) {
+static void responses_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code,
+                                   const char *msg) {
   (void)param;
   responses_event_response(k, "response.failed",
-                           responses_object(k, "failed", code ? code : status >= 500 ? "server_error" : "invalid_request", msg));
+                           responses_object(k, "failed",
+                                            code            ? code
+                                            : status >= 500 ? "server_error"
+                                                            : "invalid_request",
+                                            msg));
 }
 
-const lt__oai_dialect_t lt__oai_responses = {.id_prefix = "resp", .call_prefix = "call", .parse = responses_parse,
-                                             .stream_begin = responses_stream_begin, .stream_text = responses_stream_text,
-                                             .stream_choice_end = responses_stream_choice_end, .answer = responses_answer,
-                                             .error = lt__oai_error, .stream_error = responses_stream_error};
+const lt__oai_dialect_t lt__oai_responses = {.id_prefix = "resp",
+                                             .call_prefix = "call",
+                                             .parse = responses_parse,
+                                             .stream_begin = responses_stream_begin,
+                                             .stream_text = responses_stream_text,
+                                             .stream_choice_end = responses_stream_choice_end,
+                                             .answer = responses_answer,
+                                             .error = lt__oai_error,
+                                             .stream_error = responses_stream_error};

@@ -153,9 +153,9 @@ int lt_model_backward(lt_model_t *m, const float *dlogprobs, const float *dvalue
     for (int s = 0; s < m->last.nseq; s++) {
       int off = m->last.start[s], T = m->last.start[s + 1] - off;
       size_t oq = (size_t)off * Hq, ok = (size_t)off * Hk;
-      lt_attention_backward(a->dq + oq, a->dk + ok, a->dv + ok, a->datt + oq, a->att[l] + oq, a->lse[l] + (size_t)off * H,
-                            a->q[l] + oq, a->k[l] + ok, a->v[l] + ok, T, T, H, KV, hd, c->sliding[l] ? c->window : 0,
-                            a->attn_scratch);
+      lt_attention_backward(a->dq + oq, a->dk + ok, a->dv + ok, a->datt + oq, a->att[l] + oq,
+                            a->lse[l] + (size_t)off * H, a->q[l] + oq, a->k[l] + ok, a->v[l] + ok, T, T, H, KV, hd,
+                            c->sliding[l] ? c->window : 0, a->attn_scratch);
     }
     lt_rope_apply(a->dq, a->pos, N, H, hd, m->rope_cos, m->rope_sin, 1);
     lt_rope_apply(a->dk, a->pos, N, KV, hd, m->rope_cos, m->rope_sin, 1);

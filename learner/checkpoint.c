@@ -53,7 +53,8 @@ static int shards_open(const char *dir, const char *file, shards_t *s) {
   /* Open each distinct shard once; the file names are checked to stay inside dir. */
   for (cJSON *e = map->child; e; e = e->next) {
     if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || e->valuestring[0] == '.')
-      return lt_error_set(LT_EFORMAT, "%s: weight_map.%s: expected a file name in the model directory", path, e->string);
+      return lt_error_set(LT_EFORMAT, "%s: weight_map.%s: expected a file name in the model directory", path,
+                          e->string);
     int seen = 0;
     for (int i = 0; i < s->n && !seen; i++) {
       const char *base = strrchr(s->files[i]->path, '/');
@@ -104,12 +105,11 @@ static int load_weights(lt_model_t *m, const char *dir, const char *file) {
                           : (e->ndim == 2 && e->shape[0] == t->rows && e->shape[1] == t->cols);
     if (!ok) {
       char want[64], got[96];
-      if (t->ndim == 1)
-        snprintf(want, sizeof want, "[%d]", t->cols);
-      else
-        snprintf(want, sizeof want, "[%d, %d]", t->rows, t->cols);
+      if (t->ndim == 1) snprintf(want, sizeof want, "[%d]", t->cols);
+      else snprintf(want, sizeof want, "[%d, %d]", t->rows, t->cols);
       int g = snprintf(got, sizeof got, "[");
-      for (int d = 0; d < e->ndim; d++) g += snprintf(got + g, sizeof got - (size_t)g, d ? ", %lld" : "%lld", (long long)e->shape[d]);
+      for (int d = 0; d < e->ndim; d++)
+        g += snprintf(got + g, sizeof got - (size_t)g, d ? ", %lld" : "%lld", (long long)e->shape[d]);
       snprintf(got + g, sizeof got - (size_t)g, "]");
       rc = lt_error_set(LT_EFORMAT, "%s: tensor '%s' has shape %s, expected %s", dir, t->name, got, want);
       break;
@@ -120,7 +120,8 @@ static int load_weights(lt_model_t *m, const char *dir, const char *file) {
     size_t n = (size_t)(t->ndim == 1 ? 1 : t->rows) * (size_t)t->cols;
     const float *v = m->params + t->offset;
     for (size_t k = 0; rc == 0 && k < n; k++)
-      if (!isfinite(v[k])) rc = lt_error_set(LT_ECORRUPT, "%s: tensor '%s' holds %g at element %zu", dir, t->name, (double)v[k], k);
+      if (!isfinite(v[k]))
+        rc = lt_error_set(LT_ECORRUPT, "%s: tensor '%s' holds %g at element %zu", dir, t->name, (double)v[k], k);
   }
   /* Extra tensors mean the config and the weights disagree. */
   for (int k = 0; k < s.n && rc == 0; k++)
@@ -180,7 +181,8 @@ static int write_generation_config(const lt_model_t *m, const char *dir) {
   if (m->cfg.eos_id >= 0) lt_buf_printf(&b, ",\n  \"eos_token_id\": %d", m->cfg.eos_id);
   lt_buf_puts(&b, "\n}\n");
   char path[4096];
-  int rc = lt_buf_ok(&b) < 0 ? lt_error_set(LT_ENOMEM, "out of memory") : lt_path_join(path, sizeof path, dir, "generation_config.json");
+  int rc = lt_buf_ok(&b) < 0 ? lt_error_set(LT_ENOMEM, "out of memory")
+                             : lt_path_join(path, sizeof path, dir, "generation_config.json");
   if (rc == 0) rc = lt_fs_write_atomic(path, b.data, b.len);
   lt_buf_free(&b);
   return rc;
@@ -240,7 +242,8 @@ static int save_shards(const lt_model_t *m, const char *dir, int64_t max_bytes) 
   if (rc == 0) rc = lt_fs_write_atomic(path, idx.data, idx.len);
   lt_buf_free(&idx);
   /* A single file left from before would shadow the index when loading. */
-  if (rc == 0 && lt_path_join(path, sizeof path, dir, "model.safetensors") == 0 && lt_fs_exists(path) && unlink(path) < 0)
+  if (rc == 0 && lt_path_join(path, sizeof path, dir, "model.safetensors") == 0 && lt_fs_exists(path) &&
+      unlink(path) < 0)
     rc = lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
   return rc;
 }
@@ -291,6 +294,7 @@ int lt_model_save_as(const lt_model_t *m, const char *dir, lt_st_dtype dtype) {
   if (rc < 0) return rc;
   if (dtype != LT_ST_F32) return write_shard(m, dir, "master.safetensors", 0, m->ntensors, LT_ST_F32);
   /* An fp32 version is its own master: a stale one from before would be read instead of it. */
-  if (lt_fs_exists(path) && unlink(path) < 0) return lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
+  if (lt_fs_exists(path) && unlink(path) < 0)
+    return lt_error_set(LT_EIO, "cannot remove %s: %s", path, strerror(errno));
   return 0;
 }

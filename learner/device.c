@@ -43,7 +43,8 @@ int lt__device_pick(const lt_trainer_cfg_t *cfg, const lt__device_impl_t **out) 
   if (cfg->cuda) *out = &lt__device_cuda;
 #else
   if (cfg->cuda)
-    return lt_error_set(LT_EUNSUPP, "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");
+    return lt_error_set(LT_EUNSUPP,
+                        "learner.device cuda: this build has no CUDA learner (make CUDA=1 on a machine with nvcc)");
 #endif
   return 0;
 }

@@ -38,7 +38,15 @@ static void cpu_pull(lt__device_t *d, lt__dmodel_t *m, int moments) {}
 static void cpu_drop(lt__device_t *d, lt__dmodel_t *m) {}
 
 const lt__device_impl_t lt__device_cpu = {
-    .name = "cpu", .open = cpu_open, .close = cpu_close, .reserve = cpu_reserve, .forward = cpu_forward,
-    .backward = cpu_backward, .zero_grad = cpu_zero_grad, .reduce_grads = cpu_reduce_grads, .update = cpu_update,
-    .pull = cpu_pull, .drop = cpu_drop,
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .reserve = cpu_reserve,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .zero_grad = cpu_zero_grad,
+    .reduce_grads = cpu_reduce_grads,
+    .update = cpu_update,
+    .pull = cpu_pull,
+    .drop = cpu_drop,
 };

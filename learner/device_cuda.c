@@ -11,7 +11,8 @@
 static int cuda_open(lt__device_t *d, const lt_trainer_cfg_t *cfg) {
   /* The adapters' maths has CPU code only: none for the GPU was written without a GPU to verify it on. */
   if (cfg->lora.rank > 0 || cfg->critic_lora.rank > 0)
-    return lt_error_set(LT_ECONFIG, "learner.lora: the CUDA learner has no LoRA path (unverified on a GPU, so not "
+    return lt_error_set(LT_ECONFIG,
+                        "learner.lora: the CUDA learner has no LoRA path (unverified on a GPU, so not "
                         "written); train adapters on the CPU learner (learner.device \"cpu\") or set "
                         "learner.lora.rank 0");
   if (cfg->actor_opt.kind != LT_OPT_ADAMW)
@@ -86,8 +87,16 @@ static int cuda_update(lt__device_t *d, lt__dmodel_t *m, double *gnorm, double *
 }
 
 const lt__device_impl_t lt__device_cuda = {
-    .name = "cuda", .open = cuda_open, .close = cuda_close, .reserve = cuda_reserve, .forward = cuda_forward,
-    .backward = cuda_backward, .zero_grad = cuda_zero_grad, .reduce_grads = cuda_reduce_grads, .update = cuda_update,
-    .pull = cuda_pull, .drop = cuda_drop,
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .reserve = cuda_reserve,
+    .forward = cuda_forward,
+    .backward = cuda_backward,
+    .zero_grad = cuda_zero_grad,
+    .reduce_grads = cuda_reduce_grads,
+    .update = cuda_update,
+    .pull = cuda_pull,
+    .drop = cuda_drop,
 };
 #endif

@@ -89,16 +89,20 @@ static void *hb_main(void *arg) {
 int lt_dist_heartbeats(double interval_s, double window_s) {
   if (g_size < 2 || g_hb_on) return 0;
   if (g_thread_level < MPI_THREAD_MULTIPLE) {
-    lt_log(LT_LOG_WARN, "learner", "MPI offers no MPI_THREAD_MULTIPLE: learner ranks run without heartbeats (a hung rank "
-           "is found after %.0f s)", g_timeout);
+    lt_log(LT_LOG_WARN, "learner",
+           "MPI offers no MPI_THREAD_MULTIPLE: learner ranks run without heartbeats (a hung rank "
+           "is found after %.0f s)",
+           g_timeout);
     return 0;
   }
-  if (!(g_hb_seen = malloc(sizeof(double) * (size_t)g_size))) return lt_error_set(LT_ENOMEM, "heartbeats: out of memory");
+  if (!(g_hb_seen = malloc(sizeof(double) * (size_t)g_size)))
+    return lt_error_set(LT_ENOMEM, "heartbeats: out of memory");
   for (int r = 0; r < g_size; r++) g_hb_seen[r] = MPI_Wtime();
   if (MPI_Comm_dup(MPI_COMM_WORLD, &g_hb_comm) != MPI_SUCCESS) return lt_error_set(LT_EUNREACH, "MPI_Comm_dup failed");
   g_hb_interval = interval_s;
   g_hb_window = window_s;
-  if (pthread_create(&g_hb_thread, NULL, hb_main, NULL) != 0) return lt_error_set(LT_ESYS, "cannot start the heartbeat thread");
+  if (pthread_create(&g_hb_thread, NULL, hb_main, NULL) != 0)
+    return lt_error_set(LT_ESYS, "cannot start the heartbeat thread");
   g_hb_on = 1;
   return 0;
 }
@@ -155,8 +159,8 @@ static int wait_req(MPI_Request *req, const char *what) {
     double silent;
     int who = silent_rank(&silent);
     if (who >= 0)
-      return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s: rank %d sent no heartbeat for %.1f s (dead or hung)", g_rank,
-                          g_size, what, who, silent);
+      return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s: rank %d sent no heartbeat for %.1f s (dead or hung)",
+                          g_rank, g_size, what, who, silent);
     /* The request stays pending: the caller fails and lt_dist_finalize aborts the job. */
     if (MPI_Wtime() > deadline)
       return lt_error_set(LT_ETIMEDOUT, "rank %d of %d: %s did not complete within %.0f s (another rank died or hangs)",
@@ -175,13 +179,16 @@ static int sum(void *v, size_t n, MPI_Datatype type, size_t esize, const char *w
     size_t k = n - off < CHUNK ? n - off : CHUNK;
     MPI_Request req;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)v + off * esize, (int)k, type, MPI_SUM, MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS) return lt_error_set(LT_EUNREACH, "rank %d: %s: MPI_Iallreduce failed (code %d)", g_rank, what, rc);
+    if (rc != MPI_SUCCESS)
+      return lt_error_set(LT_EUNREACH, "rank %d: %s: MPI_Iallreduce failed (code %d)", g_rank, what, rc);
     if ((rc = wait_req(&req, what)) < 0) return rc;
   }
   return 0;
 }
 
-int lt_dist_sum_f64(double *v, int n) { return g_size > 1 ? sum(v, (size_t)n, MPI_DOUBLE, sizeof *v, "sum of step statistics") : 0; }
+int lt_dist_sum_f64(double *v, int n) {
+  return g_size > 1 ? sum(v, (size_t)n, MPI_DOUBLE, sizeof *v, "sum of step statistics") : 0;
+}
 int lt_dist_sum_f32(float *v, size_t n) { return g_size > 1 ? sum(v, n, MPI_FLOAT, sizeof *v, "all-reduce") : 0; }
 
 int lt_dist_bcast(void *buf, size_t bytes) {
@@ -265,7 +272,8 @@ static int shard_collective(int all, const float *local, float *buf, const size_
   MPI_Request req;
   rc = all ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD, &req)
            : MPI_Igatherv(local, counts[g_rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
-  rc = rc != MPI_SUCCESS ? lt_error_set(LT_EUNREACH, "rank %d: %s failed (MPI code %d)", g_rank, what, rc) : wait_req(&req, what);
+  rc = rc != MPI_SUCCESS ? lt_error_set(LT_EUNREACH, "rank %d: %s failed (MPI code %d)", g_rank, what, rc)
+                         : wait_req(&req, what);
   free(counts), free(displs);
   return rc;
 }
@@ -291,7 +299,8 @@ static int nccl_comm(void) {
   int rc = lt_dist_bcast(&id, sizeof id);
   if (rc < 0) return rc;
   ncclResult_t nr = ncclCommInitRank(&g_nccl, g_size, id, g_rank);
-  if (nr != ncclSuccess) return lt_error_set(LT_EDEVICE, "rank %d: ncclCommInitRank: %s", g_rank, ncclGetErrorString(nr));
+  if (nr != ncclSuccess)
+    return lt_error_set(LT_EDEVICE, "rank %d: ncclCommInitRank: %s", g_rank, ncclGetErrorString(nr));
   return 0;
 }
 

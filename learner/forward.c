@@ -22,8 +22,8 @@ static int max_inter(const lt_model_config_t *c) {
 
 void lt_acts_free(lt_acts_t *a) {
   if (!a) return;
-  float **fl[] = {a->x, a->h1, a->r1, a->qp, a->q, a->rq, a->kp, a->k, a->rk, a->v, a->att, a->lse, a->x2,
-                  a->h2, a->r2, a->g, a->u, a->probs, a->wts, a->y};
+  float **fl[] = {a->x,   a->h1,  a->r1, a->qp, a->q,  a->rq, a->kp, a->k,     a->rk,  a->v,
+                  a->att, a->lse, a->x2, a->h2, a->r2, a->g,  a->u,  a->probs, a->wts, a->y};
   for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
     if (!fl[i]) continue;
     for (int l = 0; fl[i][l]; l++) free(fl[i][l]);
@@ -39,9 +39,11 @@ void lt_acts_free(lt_acts_t *a) {
     for (int l = 0; il[i][l]; l++) free(il[i][l]);
     free(il[i]);
   }
-  void *flat[] = {a->hf, a->rf, a->logprobs, a->entropy, a->values, a->head_lse, a->route_conf, a->pos, a->tok,
-                  a->last, a->attn_scratch, a->head_scratch, a->head_sel, a->act, a->xe, a->rlogits, a->dres, a->dx2, a->dh,
-                  a->dq, a->datt, a->dk, a->dkp, a->dv, a->dg, a->du, a->dact, a->dy, a->dxe, a->dw};
+  void *flat[] = {a->hf,         a->rf,  a->logprobs, a->entropy, a->values,       a->head_lse,
+                  a->route_conf, a->pos, a->tok,      a->last,    a->attn_scratch, a->head_scratch,
+                  a->head_sel,   a->act, a->xe,       a->rlogits, a->dres,         a->dx2,
+                  a->dh,         a->dq,  a->datt,     a->dk,      a->dkp,          a->dv,
+                  a->dg,         a->du,  a->dact,     a->dy,      a->dxe,          a->dw};
   for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) free(flat[i]);
   free(a);
 }
@@ -98,7 +100,8 @@ int lt_acts_create(const lt_model_config_t *c, int max_tokens, int max_seq, int 
   SL(eoff, moe ? E + 1 : 0, int);
   SL(y, moe ? N * K * D : 0, float);
 #undef SL
-#define AL(field, n) if (!(a->field = calloc(nonzero(n), sizeof *a->field))) fail = 1
+#define AL(field, n) \
+  if (!(a->field = calloc(nonzero(n), sizeof *a->field))) fail = 1
   AL(hf, N * D);
   AL(rf, N);
   AL(logprobs, N);
@@ -211,7 +214,8 @@ int lt_model_forward_segments(lt_model_t *m, lt_acts_t *a, const lt_segment_t *s
       return lt_error_set(LT_EINVAL, "forward: segment %d starts at %d without a cache", s, sg->pos0);
     N += sg->n;
   }
-  if (N > a->max_tokens) return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, a->max_tokens);
+  if (N > a->max_tokens)
+    return lt_error_set(LT_ERANGE, "forward: %d tokens exceed the workspace (%d)", N, a->max_tokens);
   int rc = m->lora ? lt_lora_reserve(m->lora, (size_t)N) : 0; /* an expert's group has at most N rows too */
   if (rc < 0) return rc;
   a->N = N;
@@ -426,7 +430,8 @@ double lt_model_forward_flops(const lt_model_config_t *c, const lt_batch_t *b) {
     double T = b->start[s + 1] - b->start[s];
     for (int l = 0; l < c->layers; l++) {
       double pairs = T * (T + 1) / 2;
-      if (c->sliding[l] && c->window > 0 && T > c->window) pairs = (double)c->window * T - (double)c->window * (c->window - 1) / 2;
+      if (c->sliding[l] && c->window > 0 && T > c->window)
+        pairs = (double)c->window * T - (double)c->window * (c->window - 1) / 2;
       flops += 4.0 * c->head_dim * c->heads * pairs;
     }
   }

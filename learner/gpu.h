@@ -71,7 +71,8 @@ void lt_gpu_linear_backward(lt_gpu_t *g, float *dx, float *dW, const float *dy, 
 void lt_gpu_gemm_bf16(lt_gpu_t *g, float *C, const void *A, const void *B, int M, int N, int K);
 /* fp32 → bf16 (round to nearest even) of n values. */
 void lt_gpu_to_bf16(lt_gpu_t *g, void *dst, const float *src, size_t n);
-void lt_gpu_rmsnorm_forward(lt_gpu_t *g, float *out, float *rstd, const float *x, const float *w, int N, int D, float eps);
+void lt_gpu_rmsnorm_forward(lt_gpu_t *g, float *out, float *rstd, const float *x, const float *w, int N, int D,
+                            float eps);
 void lt_gpu_rmsnorm_backward(lt_gpu_t *g, float *dx, float *dw, const float *dout, const float *x, const float *w,
                              const float *rstd, int N, int D);
 void lt_gpu_rope_apply(lt_gpu_t *g, float *x, const int *pos, int N, int heads, int hd, const float *cos,
@@ -81,8 +82,8 @@ void lt_gpu_swiglu_backward(lt_gpu_t *g, float *dgate, float *dup, const float *
                             size_t n);
 /* Fused attention for one sequence (no [T, S] score matrix in memory):
  * lt_attention_forward's contract; dq overwritten, dk/dv accumulated. */
-void lt_gpu_attention_forward(lt_gpu_t *g, float *out, float *lse, const float *q, const float *k, const float *v, int T,
-                              int S, int H, int KV, int hd, int window);
+void lt_gpu_attention_forward(lt_gpu_t *g, float *out, float *lse, const float *q, const float *k, const float *v,
+                              int T, int S, int H, int KV, int hd, int window);
 void lt_gpu_attention_backward(lt_gpu_t *g, float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                                int KV, int hd, int window);

@@ -15,9 +15,9 @@ extern "C" {
 /* ---- the models a trainer holds, by name ---- */
 
 typedef enum {
-  LT__POLICY,   /* the actor: trained, published */
-  LT__CRITIC,   /* the value model: trained, never published */
-  LT__REF,      /* the KL reference: scored, never trained */
+  LT__POLICY, /* the actor: trained, published */
+  LT__CRITIC, /* the value model: trained, never published */
+  LT__REF,    /* the KL reference: scored, never trained */
   LT__NMODELS
 } lt__model_id;
 

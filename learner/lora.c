@@ -31,8 +31,10 @@ int lt_lora_targets_parse(const char *const *names, int n, const char *what, uns
     if (p < LT_PROJ_N) t |= 1u << p;
     else if (!strcmp(names[i], "all-linear")) t |= ALL_TARGETS;
     else
-      return lt_error_set(LT_ECONFIG, "%s: \"%s\" is not a projection of this model (q_proj k_proj v_proj o_proj "
-                          "gate_proj up_proj down_proj, the experts' in a MoE layer; or all-linear)", what, names[i]);
+      return lt_error_set(LT_ECONFIG,
+                          "%s: \"%s\" is not a projection of this model (q_proj k_proj v_proj o_proj "
+                          "gate_proj up_proj down_proj, the experts' in a MoE layer; or all-linear)",
+                          what, names[i]);
   }
   if (!t) return lt_error_set(LT_ECONFIG, "%s: no target module", what);
   *targets = t;
@@ -298,7 +300,8 @@ int lt_lora_load_weights(lt_lora_t *l, const char *dir) {
     int known = 0;
     for (int k = 0; k < l->ntensors && !known; k++) known = !strcmp(f->entries[i].name, l->tensors[k].name);
     if (!known)
-      rc = lt_error_set(LT_EFORMAT, "%s: tensor '%s' is not a module of this model's adapter", path, f->entries[i].name);
+      rc =
+          lt_error_set(LT_EFORMAT, "%s: tensor '%s' is not a module of this model's adapter", path, f->entries[i].name);
   }
   lt_st_close(f);
   return rc;
@@ -323,8 +326,7 @@ int lt_lora_load(const char *dir, const lt_model_t *m, lt_lora_t **out) {
   else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_dora")) ||
            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_rslora")))
     rc = lt_error_set(LT_EUNSUPP, "%s: DoRA and rsLoRA adapters are not supported (plain LoRA only)", what);
-  else
-    rc = config_targets(cJSON_GetObjectItemCaseSensitive(j, "target_modules"), what, &c.targets);
+  else rc = config_targets(cJSON_GetObjectItemCaseSensitive(j, "target_modules"), what, &c.targets);
   cJSON_Delete(j);
   c.rank = (int)r;
   c.alpha = (float)alpha;
@@ -367,9 +369,10 @@ int lt_lora_save(const lt_lora_t *l, const char *dir, lt_st_dtype dtype, const c
   lt_buf_t b = {0};
   lt_buf_puts(&b, "{\n  \"base_model_name_or_path\": ");
   lt_json_quote(&b, base);
-  lt_buf_printf(&b, ",\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n  \"inference_mode\": true,\n"
-                    "  \"init_lora_weights\": true,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": 0.0,\n"
-                    "  \"modules_to_save\": %s,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"target_modules\": [",
+  lt_buf_printf(&b,
+                ",\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n  \"inference_mode\": true,\n"
+                "  \"init_lora_weights\": true,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": 0.0,\n"
+                "  \"modules_to_save\": %s,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"target_modules\": [",
                 (double)l->cfg.alpha, l->score >= 0 ? "[\"score\"]" : "null", l->cfg.rank);
   for (int p = 0, k = 0; p < LT_PROJ_N; p++)
     if (l->cfg.targets & (1u << p)) lt_buf_printf(&b, "%s\"%s\"", k++ ? ", " : "", lt_lora_target_names[p]);

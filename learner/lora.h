@@ -37,17 +37,17 @@ int lt_lora_targets_parse(const char *const *names, int n, const char *what, uns
 
 struct lt_lora {
   lt_lora_cfg_t cfg;
-  float scale;          /* alpha / r */
-  float *params;        /* [nparams] */
-  float *grads;         /* [nparams], or NULL until lt_model_train_alloc */
+  float scale;   /* alpha / r */
+  float *params; /* [nparams] */
+  float *grads;  /* [nparams], or NULL until lt_model_train_alloc */
   size_t nparams;
   lt_tensor_t *tensors; /* PEFT names, A before B of each module */
   int ntensors;
-  int nexp;             /* slots per projection: the experts of a MoE model, else 1 */
-  size_t *a_at;         /* [layers][7][nexp]: offset of A in params, B follows it; SIZE_MAX: not adapted */
-  int score;            /* the tensor index of a value model's score head, or -1 */
-  int off;              /* 1: the adapter is left out of the forward (the base alone: the KL reference) */
-  float *scratch;       /* [2][scratch_rows, r]: x·Aᵀ and its gradient */
+  int nexp;       /* slots per projection: the experts of a MoE model, else 1 */
+  size_t *a_at;   /* [layers][7][nexp]: offset of A in params, B follows it; SIZE_MAX: not adapted */
+  int score;      /* the tensor index of a value model's score head, or -1 */
+  int off;        /* 1: the adapter is left out of the forward (the base alone: the KL reference) */
+  float *scratch; /* [2][scratch_rows, r]: x·Aᵀ and its gradient */
   size_t scratch_rows;
 };
 

@@ -162,8 +162,7 @@ int lt_loss_compute_marked(const lt_loss_cfg_t *cfg, const lt_loss_in_t *in, flo
         g = -w * d * A;
         kept = 1;
         break;
-      case LT_OBJ_N:
-        break;
+      case LT_OBJ_N: break;
       }
       clipped_n += clipped;
       st->tokens_kept += kept;

@@ -44,15 +44,15 @@ typedef struct {
 
 typedef struct {
   double loss;
-  int tokens;          /* loss-mask tokens */
-  int tokens_kept;     /* loss tokens that pass every mask (and, for clipped objectives, are not clipped) */
-  int tokens_in_bounds;/* loss tokens whose x_t passes the token mask */
-  int trajs;           /* trajectories with at least one loss token */
-  int trajs_kept;      /* ... whose trajectory mask passes */
-  double mismatch;     /* mean |log x_t| = mean |log π_old − log π_rollout| over loss tokens */
-  double kl_rollout;   /* mean (x_t − 1 − log x_t): KL(π_rollout ‖ π_old) estimate (k3) */
-  double clip_frac;    /* fraction of loss tokens whose clipped term was active (TIS: whose weight was capped) */
-  double kl_ref;       /* mean unbiased KL to the reference (when kl_coef > 0) */
+  int tokens;           /* loss-mask tokens */
+  int tokens_kept;      /* loss tokens that pass every mask (and, for clipped objectives, are not clipped) */
+  int tokens_in_bounds; /* loss tokens whose x_t passes the token mask */
+  int trajs;            /* trajectories with at least one loss token */
+  int trajs_kept;       /* ... whose trajectory mask passes */
+  double mismatch;      /* mean |log x_t| = mean |log π_old − log π_rollout| over loss tokens */
+  double kl_rollout;    /* mean (x_t − 1 − log x_t): KL(π_rollout ‖ π_old) estimate (k3) */
+  double clip_frac;     /* fraction of loss tokens whose clipped term was active (TIS: whose weight was capped) */
+  double kl_ref;        /* mean unbiased KL to the reference (when kl_coef > 0) */
 } lt_loss_stats_t;
 
 /* Computes the loss and dlogp[N] = dLoss/dlogπθ (zero outside the mask).

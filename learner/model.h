@@ -19,58 +19,58 @@
 #define LT_MAX_LAYERS 256
 
 typedef struct {
-  int vocab;           /* vocab_size */
-  int hidden;          /* hidden_size */
-  int inter;           /* intermediate_size (dense MLP layers) */
-  int moe_inter;       /* moe_intermediate_size */
-  int layers;          /* num_hidden_layers */
-  int heads;           /* num_attention_heads */
-  int kv_heads;        /* num_key_value_heads */
+  int vocab;     /* vocab_size */
+  int hidden;    /* hidden_size */
+  int inter;     /* intermediate_size (dense MLP layers) */
+  int moe_inter; /* moe_intermediate_size */
+  int layers;    /* num_hidden_layers */
+  int heads;     /* num_attention_heads */
+  int kv_heads;  /* num_key_value_heads */
   int head_dim;
-  int experts;         /* num_experts (0: dense model) */
-  int topk;            /* num_experts_per_tok */
-  int norm_topk;       /* norm_topk_prob */
-  float eps;           /* rms_norm_eps */
+  int experts;   /* num_experts (0: dense model) */
+  int topk;      /* num_experts_per_tok */
+  int norm_topk; /* norm_topk_prob */
+  float eps;     /* rms_norm_eps */
   float rope_theta;
-  int max_pos;         /* max_position_embeddings */
-  int tied;            /* tie_word_embeddings */
-  int window;          /* sliding_window (tokens, 0: none) */
+  int max_pos;                    /* max_position_embeddings */
+  int tied;                       /* tie_word_embeddings */
+  int window;                     /* sliding_window (tokens, 0: none) */
   uint8_t sliding[LT_MAX_LAYERS]; /* layer uses sliding-window attention */
   uint8_t moe[LT_MAX_LAYERS];     /* layer uses the MoE block */
-  int critic;          /* value model: score head [1, hidden] instead of lm_head */
-  int bos_id, eos_id;  /* -1 when unknown */
-  char model_type[32]; /* "qwen3" | "qwen3_moe" */
+  int critic;                     /* value model: score head [1, hidden] instead of lm_head */
+  int bos_id, eos_id;             /* -1 when unknown */
+  char model_type[32];            /* "qwen3" | "qwen3_moe" */
 } lt_model_config_t;
 
 /* One named tensor of the parameter buffer. */
 typedef struct {
   char name[96];
-  size_t offset;       /* in floats */
-  int ndim;            /* 1 (norm weights) or 2 */
-  int rows, cols;      /* 1-D tensors have rows = 1 */
+  size_t offset;  /* in floats */
+  int ndim;       /* 1 (norm weights) or 2 */
+  int rows, cols; /* 1-D tensors have rows = 1 */
 } lt_tensor_t;
 
 /* Views into the parameter (or gradient) buffer for one layer. */
 typedef struct {
-  float *ln1;          /* [D] input_layernorm */
-  float *wq;           /* [H*hd, D] */
-  float *wk;           /* [KV*hd, D] */
-  float *wv;           /* [KV*hd, D] */
-  float *wo;           /* [D, H*hd] */
-  float *qnorm;        /* [hd] */
-  float *knorm;        /* [hd] */
-  float *ln2;          /* [D] post_attention_layernorm */
-  float *router;       /* [E, D] (MoE layers) */
-  float *w_gate;       /* [I, D] dense, or [E][Im, D] experts */
-  float *w_up;         /* same shape as w_gate */
-  float *w_down;       /* [D, I] dense, or [E][D, Im] experts */
+  float *ln1;    /* [D] input_layernorm */
+  float *wq;     /* [H*hd, D] */
+  float *wk;     /* [KV*hd, D] */
+  float *wv;     /* [KV*hd, D] */
+  float *wo;     /* [D, H*hd] */
+  float *qnorm;  /* [hd] */
+  float *knorm;  /* [hd] */
+  float *ln2;    /* [D] post_attention_layernorm */
+  float *router; /* [E, D] (MoE layers) */
+  float *w_gate; /* [I, D] dense, or [E][Im, D] experts */
+  float *w_up;   /* same shape as w_gate */
+  float *w_down; /* [D, I] dense, or [E][D, Im] experts */
 } lt_layer_w_t;
 
 typedef struct {
-  float *embed;        /* [V, D] */
+  float *embed; /* [V, D] */
   lt_layer_w_t layer[LT_MAX_LAYERS];
-  float *norm;         /* [D] */
-  float *head;         /* [V, D] lm_head (== embed when tied), or [1, D] score (critic) */
+  float *norm; /* [D] */
+  float *head; /* [V, D] lm_head (== embed when tied), or [1, D] score (critic) */
 } lt_model_weights_t;
 
 /* Activation workspace, sized once for a maximum shape.  Training mode keeps
@@ -79,36 +79,36 @@ typedef struct {
  * intermediate size and k × moe_intermediate_size. */
 typedef struct {
   int max_tokens, max_seq, train;
-  int N;                     /* tokens of the last forward */
+  int N; /* tokens of the last forward */
   /* per layer (index 0 only in inference mode) */
-  float **x;                 /* [L+1][N, D] residual stream entering layer l; x[L] leaves the last */
-  float **h1, **r1;          /* ln1 output [N, D], its rstd [N] */
-  float **qp, **q, **rq;     /* q before norm [N, H*hd], after norm + rope, rstd [N*H] */
-  float **kp, **k, **rk;     /* same for k [N, KV*hd], rstd [N*KV] */
-  float **v;                 /* [N, KV*hd] */
-  float **att, **lse;        /* attention output [N, H*hd], row log-sum-exp [N*H] */
-  float **x2;                /* residual after attention [N, D] */
-  float **h2, **r2;          /* ln2 output, rstd */
-  float **g, **u;            /* dense gate/up [N, I], or experts' [N*k, Im] in routed order */
-  float **probs;             /* router softmax [N, E] */
-  uint16_t **ids;            /* chosen experts [N, k] */
-  float **wts;               /* combine weights [N, k] */
-  int **perm;                /* routed order: perm[r] = token*k + slot, grouped by expert */
-  int **eoff;                /* [E+1] start of each expert's group in routed order */
-  float **y;                 /* expert outputs [N*k, D] in routed order */
-  float *hf, *rf;            /* final norm output [N, D], rstd [N] */
+  float **x;             /* [L+1][N, D] residual stream entering layer l; x[L] leaves the last */
+  float **h1, **r1;      /* ln1 output [N, D], its rstd [N] */
+  float **qp, **q, **rq; /* q before norm [N, H*hd], after norm + rope, rstd [N*H] */
+  float **kp, **k, **rk; /* same for k [N, KV*hd], rstd [N*KV] */
+  float **v;             /* [N, KV*hd] */
+  float **att, **lse;    /* attention output [N, H*hd], row log-sum-exp [N*H] */
+  float **x2;            /* residual after attention [N, D] */
+  float **h2, **r2;      /* ln2 output, rstd */
+  float **g, **u;        /* dense gate/up [N, I], or experts' [N*k, Im] in routed order */
+  float **probs;         /* router softmax [N, E] */
+  uint16_t **ids;        /* chosen experts [N, k] */
+  float **wts;           /* combine weights [N, k] */
+  int **perm;            /* routed order: perm[r] = token*k + slot, grouped by expert */
+  int **eoff;            /* [E+1] start of each expert's group in routed order */
+  float **y;             /* expert outputs [N*k, D] in routed order */
+  float *hf, *rf;        /* final norm output [N, D], rstd [N] */
   float *logprobs, *entropy, *values, *head_lse; /* [N] */
-  float *route_conf;         /* [N] top-k mass summed over MoE layers */
-  int *pos;                  /* [N] position of each token */
-  int32_t *tok;              /* [N] token ids */
-  int *last;                 /* [N] 1 if the token ends its segment */
+  float *route_conf;                             /* [N] top-k mass summed over MoE layers */
+  int *pos;                                      /* [N] position of each token */
+  int32_t *tok;                                  /* [N] token ids */
+  int *last;                                     /* [N] 1 if the token ends its segment */
   /* scratch */
-  float *attn_scratch;       /* [LT_ATT_SCRATCH(max_seq)] */
-  float *head_scratch;       /* [LT_HEAD_CHUNK, V] */
-  float *head_sel;           /* [V] keep-sampling-mask scratch (set membership, gradients) */
-  float *act;                /* [N, I] SwiGLU output */
-  float *xe;                 /* [N*k, D] gathered expert inputs */
-  float *rlogits;            /* [N, E] router logits / their gradient */
+  float *attn_scratch; /* [LT_ATT_SCRATCH(max_seq)] */
+  float *head_scratch; /* [LT_HEAD_CHUNK, V] */
+  float *head_sel;     /* [V] keep-sampling-mask scratch (set membership, gradients) */
+  float *act;          /* [N, I] SwiGLU output */
+  float *xe;           /* [N*k, D] gathered expert inputs */
+  float *rlogits;      /* [N, E] router logits / their gradient */
   /* gradients of activations (training mode) */
   float *dres, *dx2, *dh, *dq, *datt, *dk, *dkp, *dv, *dg, *du, *dact, *dy, *dxe, *dw;
 } lt_acts_t;
@@ -118,8 +118,8 @@ typedef struct {
 /* A packed batch: sequence s is tokens[start[s] .. start[s+1]). */
 typedef struct {
   int nseq;
-  const int *start;          /* [nseq + 1] */
-  const int32_t *tokens;     /* [N] */
+  const int *start;      /* [nseq + 1] */
+  const int32_t *tokens; /* [N] */
   /* Keep Routing: expert ids to use instead of the router's top-k,
    * [N][moe_layers][topk] in MoE-layer order; NULL: route normally. */
   const uint16_t *route_ids;
@@ -139,19 +139,19 @@ typedef struct lt_lora lt_lora_t; /* learner/lora.h */
 
 typedef struct {
   lt_model_config_t cfg;
-  float *params;       /* [nparams] */
-  float *grads;        /* [nparams] or NULL until lt_model_train_alloc */
+  float *params; /* [nparams] */
+  float *grads;  /* [nparams] or NULL until lt_model_train_alloc */
   size_t nparams;
   lt_tensor_t *tensors;
   int ntensors;
-  lt_model_weights_t w;      /* views into params */
-  lt_model_weights_t g;      /* views into grads */
-  float *rope_cos;     /* [max_pos, hd/2] */
+  lt_model_weights_t w; /* views into params */
+  lt_model_weights_t g; /* views into grads */
+  float *rope_cos;      /* [max_pos, hd/2] */
   float *rope_sin;
-  lt_acts_t *acts;     /* training workspace (lt_model_train_alloc) */
-  lt_batch_t last;     /* batch of the last training forward, for the backward */
+  lt_acts_t *acts; /* training workspace (lt_model_train_alloc) */
+  lt_batch_t last; /* batch of the last training forward, for the backward */
   int threads;
-  lt_lora_t *lora;     /* an attached adapter (learner/lora.h), or NULL; with one the base is frozen: grads stays
+  lt_lora_t *lora; /* an attached adapter (learner/lora.h), or NULL; with one the base is frozen: grads stays
                           NULL and training updates the adapter */
 } lt_model_t;
 
@@ -166,7 +166,6 @@ typedef struct {
 
 /* A model's trainable parameters: its adapter's when it has one, else all its weights. */
 lt_params_t lt_model_trainable(const lt_model_t *m);
-
 
 /* A run of tokens of one sequence at positions pos0 .. pos0+n−1.  In
  * inference, k/v point at the session's per-layer caches [max_ctx, KV*hd]
@@ -184,9 +183,9 @@ typedef struct {
 /* Per-token outputs of a training forward.  Arrays are [N] and owned by the
  * workspace (valid until the next forward). */
 typedef struct {
-  const float *logprobs;   /* log p(tokens[i] | tokens[<i]) of the same sequence; 0 at sequence starts */
-  const float *entropy;    /* entropy of the distribution that predicted token i; 0 at starts */
-  const float *values;     /* critic: V(state after tokens[..i]) at every position */
+  const float *logprobs;     /* log p(tokens[i] | tokens[<i]) of the same sequence; 0 at sequence starts */
+  const float *entropy;      /* entropy of the distribution that predicted token i; 0 at starts */
+  const float *values;       /* critic: V(state after tokens[..i]) at every position */
   double routing_confidence; /* mean over tokens and MoE layers of the top-k mass; -1 for dense */
   const float *route_conf;   /* [N] each token's top-k mass summed over MoE layers; NULL for dense */
 } lt_fwd_out_t;

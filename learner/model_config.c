@@ -74,10 +74,8 @@ static int parse_layer_types(rd_t *r, lt_model_config_t *c, int use_sliding, int
                           c->layers);
     int i = 0;
     for (const cJSON *e = lt->child; e; e = e->next, i++) {
-      if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0)
-        c->sliding[i] = 0;
-      else if (cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0)
-        c->sliding[i] = 1;
+      if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0) c->sliding[i] = 0;
+      else if (cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0) c->sliding[i] = 1;
       else
         return lt_error_set(LT_EFORMAT, "%s: layer_types[%d]: expected \"full_attention\" or \"sliding_attention\"",
                             r->what, i);
@@ -179,7 +177,8 @@ int lt_model_config_parse(const char *text, size_t len, const char *what, lt_mod
     rc = lt_error_set(LT_EUNSUPP, "%s: attention_bias: true is not supported", what);
     goto out;
   }
-  if ((n = cJSON_GetObjectItemCaseSensitive(root, "hidden_act")) && (!cJSON_IsString(n) || strcmp(n->valuestring, "silu"))) {
+  if ((n = cJSON_GetObjectItemCaseSensitive(root, "hidden_act")) &&
+      (!cJSON_IsString(n) || strcmp(n->valuestring, "silu"))) {
     rc = lt_error_set(LT_EUNSUPP, "%s: hidden_act: only \"silu\" is supported", what);
     goto out;
   }
@@ -225,8 +224,8 @@ char *lt_model_config_json(const lt_model_config_t *c) {
   const char *arch = c->critic ? (is_moe ? "Qwen3MoeForTokenClassification" : "Qwen3ForTokenClassification")
                                : (is_moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM");
   lt_buf_printf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, c->model_type);
-  lt_buf_printf(&b, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n", c->vocab, c->hidden,
-                c->layers);
+  lt_buf_printf(&b, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n", c->vocab,
+                c->hidden, c->layers);
   lt_buf_printf(&b, "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n", c->heads,
                 c->kv_heads, c->head_dim);
   if (c->inter > 0) lt_buf_printf(&b, "  \"intermediate_size\": %d,\n", c->inter);
@@ -243,8 +242,8 @@ char *lt_model_config_json(const lt_model_config_t *c) {
       }
     lt_buf_puts(&b, "],\n");
   }
-  lt_buf_printf(&b, "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.9g,\n", c->max_pos,
-                c->eps, c->rope_theta);
+  lt_buf_printf(&b, "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.9g,\n",
+                c->max_pos, c->eps, c->rope_theta);
   lt_buf_printf(&b, "  \"tie_word_embeddings\": %s,\n", c->tied ? "true" : "false");
   int any_sliding = 0;
   for (int i = 0; i < c->layers; i++) any_sliding |= c->sliding[i];
@@ -259,8 +258,9 @@ char *lt_model_config_json(const lt_model_config_t *c) {
   if (c->critic) lt_buf_puts(&b, "  \"num_labels\": 1,\n");
   if (c->bos_id >= 0) lt_buf_printf(&b, "  \"bos_token_id\": %d,\n", c->bos_id);
   if (c->eos_id >= 0) lt_buf_printf(&b, "  \"eos_token_id\": %d,\n", c->eos_id);
-  lt_buf_puts(&b, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
-                  "  \"rope_scaling\": null,\n  \"torch_dtype\": \"float32\"\n}\n");
+  lt_buf_puts(&b,
+              "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
+              "  \"rope_scaling\": null,\n  \"torch_dtype\": \"float32\"\n}\n");
   return lt_buf_take(&b);
 }
 
@@ -276,10 +276,8 @@ int64_t lt_model_active_params(const lt_model_config_t *c) {
   int64_t total = 0;
   for (int i = 0; i < c->layers; i++) {
     total += attn;
-    if (c->moe[i])
-      total += D * c->experts + 3 * D * c->moe_inter * c->topk;
-    else
-      total += 3 * D * c->inter;
+    if (c->moe[i]) total += D * c->experts + 3 * D * c->moe_inter * c->topk;
+    else total += 3 * D * c->inter;
   }
   total += D * (c->critic ? 1 : c->vocab);
   return total;

@@ -105,8 +105,20 @@ static void gemm_range(void *p, int lo, int hi) {
 void lt__gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc) {
   if (M == 0 || N == 0) return;
-  gemm_job_t g = {ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, M >= N,
-                  alpha, beta, A, B, C};
+  gemm_job_t g = {ta ? CblasTrans : CblasNoTrans,
+                  tb ? CblasTrans : CblasNoTrans,
+                  M,
+                  N,
+                  K,
+                  lda,
+                  ldb,
+                  ldc,
+                  M >= N,
+                  alpha,
+                  beta,
+                  A,
+                  B,
+                  C};
   int n = lt__team_threads();
   /* Parts of at least 16 rows (or columns), whole multiples of 16: the kernels' blocks. */
   if (g.by_rows ? M < 16 * n : N < 16 * n) g.by_rows = !g.by_rows;
@@ -211,7 +223,8 @@ static void rope_rows(void *p, int lo, int hi) {
   }
 }
 
-void lt_rope_apply(float *x, const int *pos, int N, int heads, int hd, const float *cos, const float *sin, int inverse) {
+void lt_rope_apply(float *x, const int *pos, int N, int heads, int hd, const float *cos, const float *sin,
+                   int inverse) {
   rope_job_t j = {x, pos, heads, hd, cos, sin, inverse ? -1.0f : 1.0f};
   par_range(rope_rows, &j, N, 1, (double)N * heads * hd);
 }
@@ -344,8 +357,8 @@ typedef struct {
 } att_block_t;
 
 static att_block_t att_block(const att_job_t *j, int i0, int h) {
-  att_block_t b = {.nb = j->T - i0 < ATT_BR ? j->T - i0 : ATT_BR, .p0 = j->S - j->T + i0, .ldq = j->H * j->hd,
-                   .ldk = j->KV * j->hd};
+  att_block_t b = {
+      .nb = j->T - i0 < ATT_BR ? j->T - i0 : ATT_BR, .p0 = j->S - j->T + i0, .ldq = j->H * j->hd, .ldk = j->KV * j->hd};
   b.klo = key_lo(b.p0, j->window);
   b.ns = b.p0 + b.nb - b.klo;
   b.qoff = (size_t)i0 * b.ldq + (size_t)h * j->hd;
@@ -429,8 +442,19 @@ static double att_work(int T, int S, int H, int hd) { return 2.0 * T * ((double)
 
 void lt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int T, int S, int H,
                           int KV, int hd, int window, float *scratch) {
-  att_job_t j = {.out = out, .lse = lse, .scratch = scratch, .q = q, .k = k, .v = v, .T = T, .S = S, .H = H, .KV = KV,
-                 .hd = hd, .window = window, .ntasks = H * ((T + ATT_BR - 1) / ATT_BR)};
+  att_job_t j = {.out = out,
+                 .lse = lse,
+                 .scratch = scratch,
+                 .q = q,
+                 .k = k,
+                 .v = v,
+                 .T = T,
+                 .S = S,
+                 .H = H,
+                 .KV = KV,
+                 .hd = hd,
+                 .window = window,
+                 .ntasks = H * ((T + ATT_BR - 1) / ATT_BR)};
   atomic_init(&j.next, 0);
   if (lt__team_threads() == 1 || att_work(T, S, H, hd) < PAR_MIN_WORK) att_fwd_part(&j, 0, 1);
   else lt__team_run(att_fwd_part, &j);
@@ -439,8 +463,23 @@ void lt_attention_forward(float *out, float *lse, const float *q, const float *k
 void lt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, const float *k, const float *v, int T, int S, int H, int KV, int hd,
                            int window, float *scratch) {
-  att_job_t j = {.dq = dq, .dk = dk, .dv = dv, .lse = (float *)lse, .scratch = scratch, .q = q, .k = k, .v = v,
-                 .dout = dout, .o = out, .T = T, .S = S, .H = H, .KV = KV, .hd = hd, .window = window, .ntasks = KV};
+  att_job_t j = {.dq = dq,
+                 .dk = dk,
+                 .dv = dv,
+                 .lse = (float *)lse,
+                 .scratch = scratch,
+                 .q = q,
+                 .k = k,
+                 .v = v,
+                 .dout = dout,
+                 .o = out,
+                 .T = T,
+                 .S = S,
+                 .H = H,
+                 .KV = KV,
+                 .hd = hd,
+                 .window = window,
+                 .ntasks = KV};
   atomic_init(&j.next, 0);
   if (lt__team_threads() == 1 || att_work(T, S, H, hd) < PAR_MIN_WORK) att_bwd_part(&j, 0, 1);
   else lt__team_run(att_bwd_part, &j);

@@ -29,7 +29,8 @@ void lt_optim_cfg_default(lt_optim_cfg_t *c, lt_opt_kind kind) {
 /* Muon updates hidden 2-D matrices; embeddings, the head (lm_head or score)
  * and routers stay with AdamW, as is usual for Muon. */
 static int uses_muon(const lt_optim_cfg_t *c, const lt_tensor_t *t) {
-  return c->kind == LT_OPT_MUON && t->ndim == 2 && strncmp(t->name, "model.layers.", 13) == 0 && !lt_tensor_is_router(t);
+  return c->kind == LT_OPT_MUON && t->ndim == 2 && strncmp(t->name, "model.layers.", 13) == 0 &&
+         !lt_tensor_is_router(t);
 }
 
 int lt_optim_create(const lt_optim_cfg_t *cfg, const lt_model_t *m, lt_optim_t **out) {
@@ -132,10 +133,8 @@ static void muon_update(lt_optim_t *o, float *w, const float *g, float *mom, int
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < cols; j++) {
       float v = g[(size_t)i * cols + j] + c->muon_momentum * mom[(size_t)i * cols + j];
-      if (tr)
-        X[(size_t)j * rows + i] = v;
-      else
-        X[(size_t)i * cols + j] = v;
+      if (tr) X[(size_t)j * rows + i] = v;
+      else X[(size_t)i * cols + j] = v;
     }
   newton_schulz(X, r, cl, c->muon_steps, A, B, T);
   /* 0.2·sqrt(max dim) matches AdamW's update RMS, so one learning rate serves both. */
@@ -197,7 +196,8 @@ int lt_optim_save(const lt_optim_t *o, const char *path) {
     int r1 = lt_dist_gather_shards(o->m, m, o->offsets, o->ntensors);
     int r2 = lt_dist_gather_shards(o->v, v, o->offsets, o->ntensors);
     rc = r1 < 0 ? r1 : r2;
-    if (rc == 0 && rank == 0 && (!m || !v)) rc = lt_error_set(LT_ENOMEM, "%s: out of memory gathering the optimizer state", path);
+    if (rc == 0 && rank == 0 && (!m || !v))
+      rc = lt_error_set(LT_ENOMEM, "%s: out of memory gathering the optimizer state", path);
   }
   if (rc == 0 && rank == 0) {
     lt_st_tensor_t t[2] = {{"exp_avg", 1, {(int64_t)o->n}, m}, {"exp_avg_sq", 1, {(int64_t)o->n}, v}};

@@ -15,7 +15,7 @@ typedef enum { LT_OPT_ADAMW = 0, LT_OPT_MUON } lt_opt_kind;
 
 typedef struct {
   lt_opt_kind kind;
-  float lr;            /* peak learning rate */
+  float lr; /* peak learning rate */
   float beta1, beta2, eps;
   float weight_decay;  /* decoupled */
   int warmup;          /* linear warm-up steps */
@@ -39,13 +39,13 @@ typedef struct {
  * so every rank ends the step with the same parameters. */
 typedef struct {
   lt_optim_cfg_t cfg;
-  size_t n;            /* parameters of the model */
-  size_t lo, hi;       /* this rank's shard (0, n with one rank) */
-  size_t *offsets;     /* [ntensors + 1] tensor boundaries, for the collectives */
+  size_t n;        /* parameters of the model */
+  size_t lo, hi;   /* this rank's shard (0, n with one rank) */
+  size_t *offsets; /* [ntensors + 1] tensor boundaries, for the collectives */
   int ntensors;
-  float *m, *v;        /* [hi - lo] first/second moments of the shard (Muon keeps its momentum in m) */
-  int64_t step;        /* updates done */
-  float *scratch;      /* Newton–Schulz work space */
+  float *m, *v;   /* [hi - lo] first/second moments of the shard (Muon keeps its momentum in m) */
+  int64_t step;   /* updates done */
+  float *scratch; /* Newton–Schulz work space */
   size_t scratch_len;
 } lt_optim_t;
 

@@ -99,8 +99,8 @@ static void bind(const lt_model_t *m, float *base, lt_model_weights_t *w) {
   w->embed = at(base, m, "model.embed_tokens.weight");
   for (int l = 0; l < c->layers; l++) {
     lt_layer_w_t *L = &w->layer[l];
-#define V(field, suffix)                                            \
-  snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);           \
+#define V(field, suffix)                                  \
+  snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix); \
   L->field = at(base, m, n);
     V(ln1, "input_layernorm.weight");
     V(wq, "self_attn.q_proj.weight");

@@ -20,15 +20,18 @@ typedef struct {
   pthread_cond_t go, done;
   pthread_mutex_t busy; /* held by the thread running a team call: another caller (or a nested call) runs inline */
   pthread_t worker[TEAM_MAX];
-  int n;                /* threads in the team, the caller included: worker i is part i + 1 */
+  int n; /* threads in the team, the caller included: worker i is part i + 1 */
   lt__team_fn fn;
   void *arg;
-  atomic_uint gen;      /* bumped for each call */
-  atomic_int pending;   /* workers still running the current call */
+  atomic_uint gen;    /* bumped for each call */
+  atomic_int pending; /* workers still running the current call */
 } team_t;
 
-static team_t team = {.lock = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
-                      .done = PTHREAD_COND_INITIALIZER, .busy = PTHREAD_MUTEX_INITIALIZER, .n = 1};
+static team_t team = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                      .go = PTHREAD_COND_INITIALIZER,
+                      .done = PTHREAD_COND_INITIALIZER,
+                      .busy = PTHREAD_MUTEX_INITIALIZER,
+                      .n = 1};
 
 static inline void team_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -17,10 +17,10 @@ typedef struct {
   int32_t op;
   int32_t nseq, ntok, route_len; /* CMD_STEP: sequences, tokens, route ids per token */
   int32_t has_support, has_route, has_kl, has_temp, has_skip;
-  int32_t has_values;            /* CMD_STEP: rank 0 collects token values, so every rank gathers the marks */
-  int64_t nsids;                 /* CMD_STEP: Keep-Sampling-Mask ids (Σ support), 0: none */
-  double factor;                 /* CMD_SCALE_LR */
-  char path[4096];               /* CMD_INIT, CMD_SAVE, CMD_LOAD */
+  int32_t has_values; /* CMD_STEP: rank 0 collects token values, so every rank gathers the marks */
+  int64_t nsids;      /* CMD_STEP: Keep-Sampling-Mask ids (Σ support), 0: none */
+  double factor;      /* CMD_SCALE_LR */
+  char path[4096];    /* CMD_INIT, CMD_SAVE, CMD_LOAD */
 } cmd_t;
 
 static int g_stopped;
@@ -93,9 +93,15 @@ static int bcast_batch(const cmd_t *c, lt_train_batch_t *b, void **own, int recv
 int lt_ranks_step(lt_trainer_t *t, const lt_train_batch_t *b, lt_step_stats_t *st) {
   if (lt_dist_size() > 1) {
     const lt_model_config_t *mc = lt_trainer_model_config(t);
-    cmd_t c = {.op = CMD_STEP, .nseq = b->nseq, .ntok = b->start[b->nseq], .has_support = b->support != NULL,
-               .has_route = b->route_ids != NULL, .has_kl = b->kl_coef != NULL, .route_len = lt_model_moe_layers(mc) * mc->topk,
-               .has_temp = b->temperature != NULL, .has_skip = b->actor_skip != NULL,
+    cmd_t c = {.op = CMD_STEP,
+               .nseq = b->nseq,
+               .ntok = b->start[b->nseq],
+               .has_support = b->support != NULL,
+               .has_route = b->route_ids != NULL,
+               .has_kl = b->kl_coef != NULL,
+               .route_len = lt_model_moe_layers(mc) * mc->topk,
+               .has_temp = b->temperature != NULL,
+               .has_skip = b->actor_skip != NULL,
                .has_values = b->values != NULL};
     /* Every rank scores its share under the rollout's own sampling distribution (docs/losses.md). */
     for (int i = 0; b->support && b->support_ids && i < c.ntok; i++) c.nsids += b->support[i] > 0 ? b->support[i] : 0;
@@ -129,7 +135,9 @@ static int follow_step(lt_trainer_t *t, const cmd_t *c) {
   enum { NARR = 13 }; /* the arrays bcast_batch sends */
   void *own[NARR] = {0};
   lt_train_batch_t b = {.nseq = c->nseq};
-  int rc = c->nseq > 0 && c->ntok >= 0 && c->route_len >= 0 && c->nsids >= 0 ? 0 : lt_error_set(LT_EPROTO, "learner rank: malformed step command");
+  int rc = c->nseq > 0 && c->ntok >= 0 && c->route_len >= 0 && c->nsids >= 0
+               ? 0
+               : lt_error_set(LT_EPROTO, "learner rank: malformed step command");
   if (rc == 0) rc = bcast_batch(c, &b, own, 1);
   lt_token_values_t v = {0};
   if (rc == 0 && c->has_values && (rc = lt_token_values_alloc(&v, c->ntok, c->nseq)) == 0) b.values = &v;

@@ -76,12 +76,9 @@ static int parse_entry(lt_st_file_t *f, const cJSON *j, lt_st_entry_t *e) {
   if (!cJSON_IsObject(j) || !cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off) ||
       cJSON_GetArraySize(off) != 2)
     return lt_error_set(LT_EFORMAT, "%s: tensor '%s': expected {dtype, shape, data_offsets}", p, nm);
-  if (strcmp(dt->valuestring, "F32") == 0)
-    e->dtype = LT_ST_F32;
-  else if (strcmp(dt->valuestring, "BF16") == 0)
-    e->dtype = LT_ST_BF16;
-  else if (strcmp(dt->valuestring, "F16") == 0)
-    e->dtype = LT_ST_F16;
+  if (strcmp(dt->valuestring, "F32") == 0) e->dtype = LT_ST_F32;
+  else if (strcmp(dt->valuestring, "BF16") == 0) e->dtype = LT_ST_BF16;
+  else if (strcmp(dt->valuestring, "F16") == 0) e->dtype = LT_ST_F16;
   else
     return lt_error_set(LT_EUNSUPP, "%s: tensor '%s': dtype %s is not supported (F32, BF16, F16)", p, nm,
                         dt->valuestring);
@@ -99,8 +96,10 @@ static int parse_entry(lt_st_file_t *f, const cJSON *j, lt_st_entry_t *e) {
   double b = off->child->valuedouble, en = off->child->next->valuedouble;
   if (!cJSON_IsNumber(off->child) || !cJSON_IsNumber(off->child->next) || b < 0 || en < b ||
       en > (double)f->data_size || b != floor(b) || en != floor(en))
-    return lt_error_set(LT_EFORMAT, "%s: tensor '%s': data_offsets [%.0f, %.0f] outside the %zu-byte data section "
-                        "(truncated file?)", p, nm, b, en, f->data_size);
+    return lt_error_set(LT_EFORMAT,
+                        "%s: tensor '%s': data_offsets [%.0f, %.0f] outside the %zu-byte data section "
+                        "(truncated file?)",
+                        p, nm, b, en, f->data_size);
   e->begin = (size_t)b;
   e->end = (size_t)en;
   if ((int64_t)(e->end - e->begin) != numel * (int64_t)dtype_size(e->dtype))
@@ -232,7 +231,8 @@ int lt_st_write(const char *path, const lt_st_tensor_t *t, int n, const char *me
 }
 
 int lt_st_write_as(const char *path, const lt_st_tensor_t *t, int n, const char *metadata_json, lt_st_dtype dtype) {
-  if (dtype != LT_ST_F32 && dtype != LT_ST_BF16) return lt_error_set(LT_EUNSUPP, "%s: only F32 and BF16 are written", path);
+  if (dtype != LT_ST_F32 && dtype != LT_ST_BF16)
+    return lt_error_set(LT_EUNSUPP, "%s: only F32 and BF16 are written", path);
   size_t esz = dtype_size(dtype);
   lt_buf_t h = {0};
   lt_buf_putc(&h, '{');

@@ -15,18 +15,18 @@ typedef struct {
   lt_st_dtype dtype;
   int ndim;
   int64_t shape[4];
-  size_t begin, end;   /* byte offsets in the data section */
+  size_t begin, end; /* byte offsets in the data section */
 } lt_st_entry_t;
 
 typedef struct {
   char *path;
-  const uint8_t *map;  /* whole file (mmap) */
+  const uint8_t *map; /* whole file (mmap) */
   size_t size;
   const uint8_t *data; /* start of the data section */
   size_t data_size;
   lt_st_entry_t *entries;
   int n;
-  void *meta;          /* the __metadata__ object (cJSON), or NULL */
+  void *meta; /* the __metadata__ object (cJSON), or NULL */
 } lt_st_file_t;
 
 int lt_st_open(const char *path, lt_st_file_t **out);

@@ -43,8 +43,10 @@ static int adapt(lt_model_t *m, const lt_lora_cfg_t *c, const char *what) {
     return lt_error_set(LT_ECONFIG, "%s: rank 0, but the model it starts from carries an adapter", what);
   if (c->rank == 0) return 0;
   if (l && (l->cfg.rank != c->rank || l->cfg.alpha != c->alpha || l->cfg.targets != c->targets))
-    return lt_error_set(LT_ECONFIG, "%s: rank %d, alpha %g, but the adapter the model carries has rank %d, alpha %g "
-                        "(or other target modules)", what, c->rank, (double)c->alpha, l->cfg.rank, (double)l->cfg.alpha);
+    return lt_error_set(LT_ECONFIG,
+                        "%s: rank %d, alpha %g, but the adapter the model carries has rank %d, alpha %g "
+                        "(or other target modules)",
+                        what, c->rank, (double)c->alpha, l->cfg.rank, (double)l->cfg.alpha);
   if (l) return 0;
   int rc = lt_lora_create(m, c, &l);
   if (rc < 0) return rc;
@@ -82,8 +84,8 @@ int lt_trainer_create(const lt_trainer_cfg_t *cfg, lt_model_t *policy, lt_model_
     return rc;
   }
   if (lt_dist_size() > 1)
-    lt_log(LT_LOG_INFO, "learner", "rank %d of %d: %.1f MiB of optimizer state (ZeRO-1 shard)", lt_dist_rank(), lt_dist_size(),
-           lt_trainer_optim_bytes(t) / 1048576.0);
+    lt_log(LT_LOG_INFO, "learner", "rank %d of %d: %.1f MiB of optimizer state (ZeRO-1 shard)", lt_dist_rank(),
+           lt_dist_size(), lt_trainer_optim_bytes(t) / 1048576.0);
   *out = t;
   return 0;
 }
@@ -136,7 +138,8 @@ static int ensure(lt_trainer_t *t, lt__model_id id, int n, int s) {
   m->cap_tokens = rc < 0 ? 0 : nn;
   m->cap_seq = rc < 0 ? 0 : ss;
   return rc < 0 ? lt_error_wrap(rc, "learner (%s): the %s's workspace for %d tokens", t->dev.impl->name,
-                                lt__model_name(id), nn) : 0;
+                                lt__model_name(id), nn)
+                : 0;
 }
 
 /* The reference as the policy's base: the policy's forward with its adapter left out. */
@@ -203,7 +206,9 @@ static void chunk_make(const lt_train_batch_t *B, int nml, int K, int s0, int s1
     if (B->start[s + 1] - B->start[s] > c->maxlen) c->maxlen = B->start[s + 1] - B->start[s];
   size_t ids = 0; /* support ids of the tokens before the chunk */
   for (int i = 0; B->support && i < c->t0; i++) ids += (size_t)B->support[i];
-  c->b = (lt_batch_t){.nseq = s1 - s0, .start = starts, .tokens = B->tokens + c->t0,
+  c->b = (lt_batch_t){.nseq = s1 - s0,
+                      .start = starts,
+                      .tokens = B->tokens + c->t0,
                       .route_ids = B->route_ids ? B->route_ids + (size_t)c->t0 * nml * K : NULL,
                       .support = B->support ? B->support + c->t0 : NULL,
                       .support_ids = B->support && B->support_ids ? B->support_ids + ids : NULL,
@@ -229,7 +234,7 @@ static int max_seq_len(const lt_train_batch_t *B, int a, int e) {
 
 typedef struct {
   int N, *bounds, *starts;
-  int ntraj, *tseq;          /* [ntraj + 1] each trajectory's first sequence: chunks split between
+  int ntraj, *tseq; /* [ntraj + 1] each trajectory's first sequence: chunks split between
                                 trajectories, never inside one */
   float *logp_old, *logp_ref, *values, *adv, *target, *dbuf, *entropy;
   double *rhat, *gadv;
@@ -269,8 +274,8 @@ static int work_alloc(work_t *w, const lt_train_batch_t *B, int chunks) {
   w->gadv = calloc((size_t)B->nseq, sizeof(double));
   w->amask = malloc(N ? N : 1);
   w->tseq = malloc(sizeof(int) * (size_t)(B->nseq + 1));
-  if (!w->tseq || !w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv || !w->target || !w->dbuf ||
-      !w->entropy || !w->rhat || !w->gadv) {
+  if (!w->tseq || !w->amask || !w->bounds || !w->starts || !w->logp_old || !w->logp_ref || !w->values || !w->adv ||
+      !w->target || !w->dbuf || !w->entropy || !w->rhat || !w->gadv) {
     work_free(w);
     return lt_error_set(LT_ENOMEM, "learner step: out of memory for %zu tokens", N);
   }
@@ -286,9 +291,14 @@ static void chunk_share(const lt_train_batch_t *B, const work_t *w, int j, int *
 
 int lt_token_values_alloc(lt_token_values_t *v, int ntokens, int nseq) {
   size_t n = ntokens > 0 ? (size_t)ntokens : 1, s = nseq > 0 ? (size_t)nseq : 1;
-  *v = (lt_token_values_t){.ntokens = ntokens, .nseq = nseq, .ratio = malloc(sizeof(float) * n),
-                           .logp_old = malloc(sizeof(float) * n), .adv = malloc(sizeof(float) * n),
-                           .entropy = malloc(sizeof(float) * n), .flags = malloc(n), .traj_ratio = malloc(sizeof(float) * s)};
+  *v = (lt_token_values_t){.ntokens = ntokens,
+                           .nseq = nseq,
+                           .ratio = malloc(sizeof(float) * n),
+                           .logp_old = malloc(sizeof(float) * n),
+                           .adv = malloc(sizeof(float) * n),
+                           .entropy = malloc(sizeof(float) * n),
+                           .flags = malloc(n),
+                           .traj_ratio = malloc(sizeof(float) * s)};
   if (v->ratio && v->logp_old && v->adv && v->entropy && v->flags && v->traj_ratio) return 0;
   lt_token_values_free(v);
   return lt_error_set(LT_ENOMEM, "token values: out of memory for %d tokens", ntokens);
@@ -307,10 +317,12 @@ void lt_token_values_free(lt_token_values_t *v) {
 static int check_batch(const lt_train_batch_t *B) {
   if (B->nseq < 1) return lt_error_set(LT_EINVAL, "learner step: empty batch");
   if (B->values && (B->values->ntokens < B->start[B->nseq] || B->values->nseq < B->nseq))
-    return lt_error_set(LT_EINVAL, "learner step: token values sized for %d tokens in %d sequences, the batch has %d in %d",
+    return lt_error_set(LT_EINVAL,
+                        "learner step: token values sized for %d tokens in %d sequences, the batch has %d in %d",
                         B->values->ntokens, B->values->nseq, B->start[B->nseq], B->nseq);
   for (int s = 0; s < B->nseq; s++)
-    if (B->start[s + 1] - B->start[s] < 2) return lt_error_set(LT_EINVAL, "learner step: sequence %d has fewer than 2 tokens", s);
+    if (B->start[s + 1] - B->start[s] < 2)
+      return lt_error_set(LT_EINVAL, "learner step: sequence %d has fewer than 2 tokens", s);
   return 0;
 }
 
@@ -438,10 +450,16 @@ static int marks_gather(const lt_train_batch_t *B, float *scratch) {
 /* The actor loss's inputs for chunk c, at log πθ = logp. */
 static lt_loss_in_t loss_in(const lt_trainer_t *t, const lt_train_batch_t *B, const work_t *w, const chunk_t *c,
                             const float *logp) {
-  return (lt_loss_in_t){.nseq = c->b.nseq, .start = c->start, .logp = logp, .logp_old = w->logp_old + c->t0,
-                        .logp_rollout = B->logp_rollout + c->t0, .logp_ref = has_ref(t) ? w->logp_ref + c->t0 : NULL,
-                        .adv = w->adv + c->t0, .mask = w->amask + c->t0,
-                        .kl_coef = B->kl_coef ? B->kl_coef + c->s0 : NULL, .traj = B->traj ? B->traj + c->s0 : NULL};
+  return (lt_loss_in_t){.nseq = c->b.nseq,
+                        .start = c->start,
+                        .logp = logp,
+                        .logp_old = w->logp_old + c->t0,
+                        .logp_rollout = B->logp_rollout + c->t0,
+                        .logp_ref = has_ref(t) ? w->logp_ref + c->t0 : NULL,
+                        .adv = w->adv + c->t0,
+                        .mask = w->amask + c->t0,
+                        .kl_coef = B->kl_coef ? B->kl_coef + c->s0 : NULL,
+                        .traj = B->traj ? B->traj + c->s0 : NULL};
 }
 
 static int actor_epoch(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int k, lt_step_stats_t *st) {
@@ -535,7 +553,8 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
   memset(w, 0, sizeof *w); /* work_free is safe whatever fails */
   int rc = check_batch(B);
   if (rc < 0) return rc;
-  int chunks = t->cfg.actor_minibatches > t->cfg.critic_minibatches ? t->cfg.actor_minibatches : t->cfg.critic_minibatches;
+  int chunks =
+      t->cfg.actor_minibatches > t->cfg.critic_minibatches ? t->cfg.actor_minibatches : t->cfg.critic_minibatches;
   if ((rc = work_alloc(w, B, chunks < 1 ? 1 : chunks)) < 0) return rc;
   int k = *k_ = split(w->ntraj, t->cfg.actor_minibatches, w->bounds);
   if ((rc = pre_pass(t, B, w, k, &st->routing_confidence)) < 0) return rc;
@@ -582,7 +601,8 @@ static int prepare(lt_trainer_t *t, const lt_train_batch_t *B, work_t *w, int *k
     memcpy(v->logp_old, w->logp_old, sizeof(float) * (size_t)N);
     memcpy(v->adv, w->adv, sizeof(float) * (size_t)N);
     memcpy(v->entropy, w->entropy, sizeof(float) * (size_t)N);
-    for (int i = 0; i < N; i++) v->ratio[i] = B->mask[i] ? (float)exp((double)w->logp_old[i] - B->logp_rollout[i]) : 0.0f;
+    for (int i = 0; i < N; i++)
+      v->ratio[i] = B->mask[i] ? (float)exp((double)w->logp_old[i] - B->logp_rollout[i]) : 0.0f;
     /* Each rank writes the marks of its share: zeros elsewhere make the ranks' sum a gather. */
     memset(v->flags, 0, (size_t)N);
     memset(v->traj_ratio, 0, sizeof(float) * (size_t)B->nseq);
@@ -618,7 +638,8 @@ int lt_trainer_replay(lt_trainer_t *t, const lt_train_batch_t *B, const lt_loss_
     lt_loss_in_t in = loss_in(t, B, &w, &c, w.logp_old + c.t0);
     lt_loss_stats_t ls;
     lt_loss_marks_t mk;
-    if ((rc = lt_loss_compute_marked(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls, marks_at(B, c.t0, c.s0, &mk))) == 0)
+    if ((rc = lt_loss_compute_marked(loss ? loss : &t->cfg.loss, &in, w.dbuf + c.t0, &ls,
+                                     marks_at(B, c.t0, c.s0, &mk))) == 0)
       acc_add(&acc, &ls);
   }
   if (rc == 0) acc_finish(&acc, st);
@@ -661,7 +682,7 @@ int lt_trainer_sft_step(lt_trainer_t *t, const lt_train_batch_t *B, double *loss
     double g, lr;
     if ((rc = optim_step(t, LT__POLICY, &g, &lr)) < 0) goto out;
     t->steps++;
-    }
+  }
 out:
   free(starts);
   free(dl);
@@ -734,8 +755,11 @@ int lt_trainer_load(lt_trainer_t *t, const char *dir) {
   if ((rc = sub(p, sizeof p, dir, "policy")) == 0) rc = load_model(P->host, p);
   if (rc == 0 && ref && (rc = sub(p, sizeof p, dir, "ref")) == 0) {
     if (lt_fs_is_dir(p)) rc = lt_model_load_weights(ref, p);
-    else lt_log(LT_LOG_WARN, "learner", "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
-                "reference stays the model it was created with", dir);
+    else
+      lt_log(LT_LOG_WARN, "learner",
+             "%s: no ref/ (a checkpoint from before the KL reference was saved): the KL "
+             "reference stays the model it was created with",
+             dir);
   }
   if (rc == 0 && (rc = sub(p, sizeof p, dir, "actor_optim.safetensors")) == 0) rc = lt_optim_load(P->opt, p);
   if (rc == 0 && C->host) {

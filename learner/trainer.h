@@ -22,7 +22,7 @@ typedef struct {
   lt_loss_cfg_t loss;
   int actor_minibatches, critic_minibatches;
   lt_optim_cfg_t actor_opt, critic_opt;
-  int group_std;             /* group advantages (loss.group_adv): divide by the group's std */
+  int group_std; /* group advantages (loss.group_adv): divide by the group's std */
   int threads;
   lt_cpus_t cpus;            /* learner.cpus: the CPUs its threads (the BLAS's too) run on; cpus.n 0: not pinned */
   int cuda;                  /* 1: forward, backward and AdamW on GPU 0 (learner/gpu.h), whose copy of
@@ -43,13 +43,13 @@ typedef struct lt_trainer lt_trainer_t;
  * its loss used, at the batch's packed positions.  Filled on every rank's whole batch (the ranks' shares are
  * gathered), on the CPU and the CUDA learner alike (the loss runs on the host). */
 typedef struct {
-  int ntokens, nseq;  /* sizes it was allocated for */
-  float *ratio;       /* [N] x_t = π_old/π_rollout on loss-mask tokens (0 elsewhere) */
-  float *logp_old;    /* [N] log π_old: the policy before the update */
-  float *adv;         /* [N] Â_t (0 off the loss mask) */
-  float *entropy;     /* [N] the policy's entropy at t (π_old's) */
-  uint8_t *flags;     /* [N] LT_TOKV_* (learner/loss.h) of the actor's loss tokens, 0 elsewhere */
-  float *traj_ratio;  /* [nseq] its trajectory's geometric-mean x_t, the trajectory mask's test (NaN: no loss token) */
+  int ntokens, nseq; /* sizes it was allocated for */
+  float *ratio;      /* [N] x_t = π_old/π_rollout on loss-mask tokens (0 elsewhere) */
+  float *logp_old;   /* [N] log π_old: the policy before the update */
+  float *adv;        /* [N] Â_t (0 off the loss mask) */
+  float *entropy;    /* [N] the policy's entropy at t (π_old's) */
+  uint8_t *flags;    /* [N] LT_TOKV_* (learner/loss.h) of the actor's loss tokens, 0 elsewhere */
+  float *traj_ratio; /* [nseq] its trajectory's geometric-mean x_t, the trajectory mask's test (NaN: no loss token) */
 } lt_token_values_t;
 
 int lt_token_values_alloc(lt_token_values_t *v, int ntokens, int nseq);
@@ -58,25 +58,25 @@ void lt_token_values_free(lt_token_values_t *v);
 /* A batch: packed sequences with what the workers recorded. */
 typedef struct {
   int nseq;
-  const int *start;          /* [nseq + 1] */
-  const int32_t *tokens;     /* [N] */
-  const float *logp_rollout; /* [N] */
-  const uint8_t *mask;       /* [N] */
-  const int32_t *support;    /* [N] Keep Sampling Mask set sizes (lt_batch_t), or NULL: full softmax */
-  const int32_t *support_ids;/* the sets' ids, support[i] for token i, in token order */
-  const float *temperature;  /* [N] temperature each token was sampled at, or NULL: 1 */
-  const uint8_t *actor_skip; /* [nseq] or NULL: 1 leaves the sequence out of the actor loss (its sampling
+  const int *start;           /* [nseq + 1] */
+  const int32_t *tokens;      /* [N] */
+  const float *logp_rollout;  /* [N] */
+  const uint8_t *mask;        /* [N] */
+  const int32_t *support;     /* [N] Keep Sampling Mask set sizes (lt_batch_t), or NULL: full softmax */
+  const int32_t *support_ids; /* the sets' ids, support[i] for token i, in token order */
+  const float *temperature;   /* [N] temperature each token was sampled at, or NULL: 1 */
+  const uint8_t *actor_skip;  /* [nseq] or NULL: 1 leaves the sequence out of the actor loss (its sampling
                                 distribution cannot be reproduced); the critic still trains on it */
-  const uint16_t *route_ids; /* [N][moe_layers][topk] or NULL */
-  const double *reward;      /* [nseq] */
-  const uint8_t *truncated;  /* [nseq] */
-  const int64_t *group;      /* [nseq] group ids */
-  const float *kl_coef;      /* [nseq] KL coefficient of each sequence (its domain's), or NULL: the loss's */
-  const int *traj;           /* [nseq] the trajectory of each sequence, or NULL: each sequence is one.  A trajectory's
+  const uint16_t *route_ids;  /* [N][moe_layers][topk] or NULL */
+  const double *reward;       /* [nseq] */
+  const uint8_t *truncated;   /* [nseq] */
+  const int64_t *group;       /* [nseq] group ids */
+  const float *kl_coef;       /* [nseq] KL coefficient of each sequence (its domain's), or NULL: the loss's */
+  const int *traj;            /* [nseq] the trajectory of each sequence, or NULL: each sequence is one.  A trajectory's
                                 contexts are consecutive sequences with the same value and the same reward, group and
                                 truncation; the trajectory is the unit of the objectives, group baselines and
                                 bootstrapping (lt_loss_in_t), and mini-batches never split one */
-  lt_token_values_t *values; /* out, or NULL (nothing collected, no cost): what lt_trainer_step or
+  lt_token_values_t *values;  /* out, or NULL (nothing collected, no cost): what lt_trainer_step or
                                 lt_trainer_replay computed for each token, sized for this batch */
 } lt_train_batch_t;
 
@@ -86,14 +86,14 @@ typedef struct {
   double token_accept, traj_accept; /* MIS acceptance ratios (token mask, trajectory mask) */
   double kept_fraction;             /* loss tokens that passed every mask */
   double mismatch, kl_rollout, clip_frac, kl_ref;
-  double entropy;                   /* mean policy entropy on loss tokens */
-  double routing_confidence;        /* learner-side Σk, -1 for dense */
+  double entropy;            /* mean policy entropy on loss tokens */
+  double routing_confidence; /* learner-side Σk, -1 for dense */
   double value_mean, return_mean, adv_mean, adv_std;
-  double adv_min, adv_max;          /* Â's spread over the loss tokens (0 without any) */
+  double adv_min, adv_max; /* Â's spread over the loss tokens (0 without any) */
   double lr, critic_lr;
-  int tokens, trajectories;        /* trajectories: whole ones, whatever their contexts */
-  int actor_skipped;                /* sequences actor_skip left out of the actor loss */
-  int actor_skipped_updates;        /* actor mini-batches with no kept token: no optimizer update at all */
+  int tokens, trajectories;  /* trajectories: whole ones, whatever their contexts */
+  int actor_skipped;         /* sequences actor_skip left out of the actor loss */
+  int actor_skipped_updates; /* actor mini-batches with no kept token: no optimizer update at all */
 } lt_step_stats_t;
 
 /* policy: the trainer takes ownership; critic may be NULL (initialised from

@@ -97,8 +97,8 @@ int lt_zsock_curve_server(lt_zsock_t *z, const char *secret_z85) {
 
 int lt_zsock_curve_client(lt_zsock_t *z, const char *server_pub, const char *pub, const char *sec) {
   void *s = lt_zsock_handle(z);
-  if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40) != 0 || zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
-      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40) != 0)
+  if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40) != 0 ||
+      zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 || zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40) != 0)
     return lt_error_set(LT_EUNSUPP, "CURVE client: %s (is libzmq built with CURVE?)", zmq_strerror(zmq_errno()));
   return 0;
 }
@@ -162,16 +162,23 @@ void lt_zap_close(lt_zap_t *h) {
 int lt_curve_serve(uv_loop_t *loop, void *ctx, const char *secret_path, const char *client_keys, const char *local_dir,
                    char secret[41], lt_zap_t **zap) {
   if (!zmq_has("curve")) return lt_error_set(LT_EUNSUPP, "transport.curve: this libzmq was built without CURVE");
-  if (!*secret_path) return lt_error_set(LT_ECONFIG, "transport.server_secret_key: required with transport.curve (make one with `longtail keygen --out daemon`)");
+  if (!*secret_path)
+    return lt_error_set(
+        LT_ECONFIG,
+        "transport.server_secret_key: required with transport.curve (make one with `longtail keygen --out daemon`)");
   int rc = lt_curve_read_key(secret_path, "transport.server_secret_key", secret);
   lt_curve_keys_t keys = {0};
   if (rc == 0 && *client_keys) rc = lt_curve_load_keys(client_keys, "transport.client_keys", &keys);
   else if (rc == 0 && !local_dir)
-    rc = lt_error_set(LT_ECONFIG, "transport.client_keys: required with transport.curve and no local workers (the workers' .pub files)");
+    rc = lt_error_set(
+        LT_ECONFIG,
+        "transport.client_keys: required with transport.curve and no local workers (the workers' .pub files)");
   char p[4300], pub[41], lpub[41], lsec[41], line[64];
-  if (rc == 0 && zmq_curve_public(pub, secret) != 0) rc = lt_error_set(LT_ECONFIG, "transport.server_secret_key: not a secret key");
+  if (rc == 0 && zmq_curve_public(pub, secret) != 0)
+    rc = lt_error_set(LT_ECONFIG, "transport.server_secret_key: not a secret key");
   if (rc == 0 && local_dir) { /* local workers get their own pair, admitted for this run only */
-    if (zmq_curve_keypair(lpub, lsec) != 0) rc = lt_error_set(LT_ESYS, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
+    if (zmq_curve_keypair(lpub, lsec) != 0)
+      rc = lt_error_set(LT_ESYS, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
     if (rc == 0) rc = lt_curve_keys_add(&keys, lpub, "local workers", "this run's key pair");
     if (rc == 0) rc = lt_fs_mkdirs(local_dir, 0700);
     const char *files[][2] = {{"local-worker.key", lsec}, {"local-worker.pub", lpub}, {"server.pub", pub}};

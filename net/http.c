@@ -22,16 +22,16 @@ struct lt_http_conn {
   lt_http_conn_t *prev, *next;
   int state;
   int open_handles;
-  int gone;            /* the client left while the handler worked */
-  char *buf;           /* head + body as received */
+  int gone;  /* the client left while the handler worked */
+  char *buf; /* head + body as received */
   size_t len, cap;
-  size_t head_len;     /* bytes up to and including the blank line; 0 until seen */
-  size_t body_len;     /* from Content-Length */
-  size_t path_off;     /* the method is at 0; both NUL-terminated in buf */
-  size_t auth_off;     /* the Authorization value in buf; 0: none */
-  size_t key_off;      /* the X-Api-Key value in buf; 0: none */
-  size_t range_off;    /* the Range value in buf; 0: none */
-  size_t inm_off;      /* the If-None-Match value in buf; 0: none */
+  size_t head_len;  /* bytes up to and including the blank line; 0 until seen */
+  size_t body_len;  /* from Content-Length */
+  size_t path_off;  /* the method is at 0; both NUL-terminated in buf */
+  size_t auth_off;  /* the Authorization value in buf; 0: none */
+  size_t key_off;   /* the X-Api-Key value in buf; 0: none */
+  size_t range_off; /* the Range value in buf; 0: none */
+  size_t inm_off;   /* the If-None-Match value in buf; 0: none */
   uv_write_t wr;
   char *out;
   /* streaming a file */
@@ -39,10 +39,10 @@ struct lt_http_conn {
   uv_file fd;
   int64_t off, size;
   char *chunk;
-  int fs_busy;         /* a read is in flight: memory is freed by its callback */
-  int64_t *sent;       /* lt_http_file_opts_t.sent: body bytes written so far are added here */
-  int64_t writing;     /* body bytes of the write in flight */
-  int freed;           /* handles closed while a read was in flight */
+  int fs_busy;     /* a read is in flight: memory is freed by its callback */
+  int64_t *sent;   /* lt_http_file_opts_t.sent: body bytes written so far are added here */
+  int64_t writing; /* body bytes of the write in flight */
+  int freed;       /* handles closed while a read was in flight */
   lt_http_target_t target;
 };
 
@@ -113,13 +113,9 @@ static const char *reason(int status) {
   }
 }
 
-static void on_written(uv_write_t *w, int status) {
-  conn_close(w->data);
-}
+static void on_written(uv_write_t *w, int status) { conn_close(w->data); }
 
-int lt_http_conn_alive(const lt_http_conn_t *c) {
-  return !c->gone;
-}
+int lt_http_conn_alive(const lt_http_conn_t *c) { return !c->gone; }
 
 /* Sends head and body, then closes. */
 static int respond_raw(lt_http_conn_t *c, const char *head, size_t n, const char *body, size_t len) {
@@ -334,15 +330,19 @@ int lt_http_respond_file_opts(lt_http_conn_t *c, const char *ctype, const char *
     uv_fs_close(NULL, &req, c->fd, NULL);
     c->fd = -1;
     char h[256];
-    int n = snprintf(h, sizeof h, "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
-                     "Content-Length: 0\r\nConnection: close\r\n\r\n", (long long)total);
+    int n = snprintf(h, sizeof h,
+                     "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
+                     "Content-Length: 0\r\nConnection: close\r\n\r\n",
+                     (long long)total);
     return respond_raw(c, h, (size_t)n, NULL, 0);
   }
   c->off = from;
   c->size = to;
   c->sent = o ? o->sent : NULL;
   char head[1024], cr[128] = "";
-  if (ranged) snprintf(cr, sizeof cr, "Content-Range: bytes %lld-%lld/%lld\r\n", (long long)from, (long long)to - 1, (long long)total);
+  if (ranged)
+    snprintf(cr, sizeof cr, "Content-Range: bytes %lld-%lld/%lld\r\n", (long long)from, (long long)to - 1,
+             (long long)total);
   int n = snprintf(head, sizeof head,
                    "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n%s%s%sConnection: close\r\n\r\n",
                    ranged ? "206 Partial Content" : "200 OK", ctype ? ctype : "application/octet-stream",
@@ -479,8 +479,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     snprintf(why, sizeof why, "malformed request target: %s\n", lt_error_msg());
     return reject(c, 400, why);
   }
-  lt_http_req_t req = {.method = c->buf, .path = c->target.path, .target = &c->target, .body = c->buf + c->head_len,
-                       .body_len = c->body_len, .authorization = c->auth_off ? c->buf + c->auth_off : NULL,
+  lt_http_req_t req = {.method = c->buf,
+                       .path = c->target.path,
+                       .target = &c->target,
+                       .body = c->buf + c->head_len,
+                       .body_len = c->body_len,
+                       .authorization = c->auth_off ? c->buf + c->auth_off : NULL,
                        .api_key = c->key_off ? c->buf + c->key_off : NULL};
   c->state = HANDLING;
   uv_timer_stop(&c->timer);
@@ -490,7 +494,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 /* ---- the request target ---- */
 
 static int hexval(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 /* Percent-decodes s[0..n) into out ('+' is a space where plus); the length, or -1 on a bad escape, a NUL or no
@@ -534,7 +541,8 @@ int lt_http_target_parse(const char *target, lt_http_target_t *t) {
       if (k > 0) {
         q->key = t->store + used;
         used += (size_t)k + 1;
-        v = percent_decode(eq ? eq + 1 : end, eq ? (size_t)(end - eq - 1) : 0, t->store + used, sizeof t->store - used, 1);
+        v = percent_decode(eq ? eq + 1 : end, eq ? (size_t)(end - eq - 1) : 0, t->store + used, sizeof t->store - used,
+                           1);
       }
       if (v < 0)
         return lt_error_set(LT_EINVAL, "the query: a bad escape, an escaped NUL or over %zu bytes", sizeof t->store);
@@ -619,9 +627,7 @@ int lt_http_listen(uv_loop_t *loop, const lt_http_opts_t *o, lt_http_handler h, 
   return 0;
 }
 
-int lt_http_port(const lt_http_server_t *s) {
-  return s->port;
-}
+int lt_http_port(const lt_http_server_t *s) { return s->port; }
 
 static void server_maybe_done(lt_http_server_t *s) {
   if (s->closing != 2 || s->nconns) return;

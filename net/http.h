@@ -34,10 +34,10 @@ int lt_http_target_parse(const char *target, lt_http_target_t *t);
 const char *lt_http_param(const lt_http_target_t *t, const char *key);
 
 typedef struct {
-  const char *method;  /* "GET" */
-  const char *path;    /* "/v1/models": target->path (a handler that routes a prefix away may point further in) */
+  const char *method; /* "GET" */
+  const char *path;   /* "/v1/models": target->path (a handler that routes a prefix away may point further in) */
   const lt_http_target_t *target; /* the path and the query's parameters, decoded */
-  const char *body;    /* NUL-terminated, body_len bytes */
+  const char *body;               /* NUL-terminated, body_len bytes */
   size_t body_len;
   const char *authorization; /* the Authorization header's value, NULL without one */
   const char *api_key;       /* the X-Api-Key header's value (Anthropic's SDKs send their key there), or NULL */
@@ -49,11 +49,11 @@ typedef struct {
 typedef void (*lt_http_handler)(lt_http_conn_t *c, const lt_http_req_t *req, void *ud);
 
 typedef struct {
-  const char *host;      /* "127.0.0.1" */
-  int port;              /* 0: any free port (see lt_http_port) */
-  size_t max_body;       /* bytes; larger requests get 413 */
-  int max_conns;         /* beyond this, new connections are closed at once */
-  int timeout_ms;        /* a request not complete by then gets 408 */
+  const char *host; /* "127.0.0.1" */
+  int port;         /* 0: any free port (see lt_http_port) */
+  size_t max_body;  /* bytes; larger requests get 413 */
+  int max_conns;    /* beyond this, new connections are closed at once */
+  int timeout_ms;   /* a request not complete by then gets 408 */
 } lt_http_opts_t;
 
 int lt_http_listen(uv_loop_t *loop, const lt_http_opts_t *o, lt_http_handler h, void *ud, lt_http_server_t **out);
@@ -70,10 +70,11 @@ typedef struct {
   const char *etag;          /* quoted, e.g. "\"<sha256>\"", or NULL */
   const char *cache_control; /* e.g. "public, max-age=31536000, immutable", or NULL */
   int ranges;
-  int64_t *sent;             /* set: the body bytes written are added to it as they go (a download cut short
+  int64_t *sent; /* set: the body bytes written are added to it as they go (a download cut short
                                 counts what was sent); it must outlive the response */
 } lt_http_file_opts_t;
-int lt_http_respond_file_opts(lt_http_conn_t *c, const char *content_type, const char *path, const lt_http_file_opts_t *o);
+int lt_http_respond_file_opts(lt_http_conn_t *c, const char *content_type, const char *path,
+                              const lt_http_file_opts_t *o);
 /* A streamed response (server-sent events): the head goes out with
  * chunked transfer encoding, then each lt_http_stream_write is one chunk,
  * queued in order without blocking; lt_http_stream_end sends the last chunk
@@ -102,9 +103,9 @@ typedef void (*lt_httpc_cb)(int rc, long status, const char *body, size_t len, c
 
 typedef struct {
   const char *out_path; /* set: the body goes to this file (written whole, then renamed into place) */
-  int timeout_ms;      /* whole request, per attempt */
-  int retries;         /* further attempts on connection failures, timeouts, 429 and 5xx */
-  int backoff_ms;      /* first retry delay, doubled each time (capped at 10 s) */
+  int timeout_ms;       /* whole request, per attempt */
+  int retries;          /* further attempts on connection failures, timeouts, 429 and 5xx */
+  int backoff_ms;       /* first retry delay, doubled each time (capped at 10 s) */
 } lt_httpc_opts_t;
 
 int lt_httpc_create(uv_loop_t *loop, lt_httpc_t **out);

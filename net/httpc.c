@@ -18,11 +18,11 @@ struct sock;
 
 struct lt_httpc {
   uv_loop_t *loop;
-  struct sock *socks;  /* sockets being polled */
+  struct sock *socks; /* sockets being polled */
   CURLM *multi;
   uv_timer_t timer;
   lt_httpc_req_t *reqs;
-  int handles;        /* open uv handles owned by the client (timer and polls) */
+  int handles; /* open uv handles owned by the client (timer and polls) */
   int closing;
   void (*done)(void *);
   void *done_ud;
@@ -31,7 +31,7 @@ struct lt_httpc {
 struct lt_httpc_req {
   lt_httpc_t *c;
   lt_httpc_req_t *prev, *next;
-  CURL *easy;          /* NULL between attempts */
+  CURL *easy; /* NULL between attempts */
   struct curl_slist *headers;
   char *url, *body, *out_path;
   FILE *out;           /* out_path's temporary file during an attempt */
@@ -90,9 +90,7 @@ static void easy_done(lt_httpc_req_t *r) {
   r->easy = NULL;
 }
 
-static void tmp_path(const lt_httpc_req_t *r, char *out, size_t cap) {
-  snprintf(out, cap, "%s.part", r->out_path);
-}
+static void tmp_path(const lt_httpc_req_t *r, char *out, size_t cap) { snprintf(out, cap, "%s.part", r->out_path); }
 
 enum { OUT_DROP, OUT_KEEP, OUT_PAUSE };
 

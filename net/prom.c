@@ -10,8 +10,8 @@
 #include "util/error.h"
 
 typedef struct {
-  char family[96];  /* longtail_reward_by_domain */
-  char label[96];   /* domain="arith", or "" */
+  char family[96]; /* longtail_reward_by_domain */
+  char label[96];  /* domain="arith", or "" */
   double v;
 } gauge_t;
 
@@ -29,7 +29,8 @@ struct lt_prom {
 static const struct {
   const char *suffix, *base;
   double scale;
-} units[] = {{"_per_s", "_per_second", 1}, {"_ms", "_seconds", 1e-3}, {"_s", "_seconds", 1}, {"_mb", "_bytes", 1048576}};
+} units[] = {
+    {"_per_s", "_per_second", 1}, {"_ms", "_seconds", 1e-3}, {"_s", "_seconds", 1}, {"_mb", "_bytes", 1048576}};
 
 /* name → family; returns the factor to its base unit. */
 static double family_of(const lt_prom_t *p, const char *name, char *family, size_t fcap) {

@@ -9,7 +9,7 @@
 #include "net/http.h"
 #include "util/error.h"
 
-static const char *const served[] = {"config.json",     "model.safetensors",     "tokenizer.json",
+static const char *const served[] = {"config.json",           "model.safetensors",      "tokenizer.json",
                                      "tokenizer_config.json", "generation_config.json", "delta.zst"};
 
 struct lt_wserver {
@@ -18,8 +18,8 @@ struct lt_wserver {
   struct {
     int64_t version, bytes_sent;
     char sha[65], dir[4096];
-  } pubs[8];         /* a ring: the k-th version published in slot k % 8 */
-  int npubs;         /* slots in use */
+  } pubs[8]; /* a ring: the k-th version published in slot k % 8 */
+  int npubs; /* slots in use */
   int64_t npublished;
 };
 
@@ -46,7 +46,9 @@ static void by_hash(lt_wserver_t *s, lt_http_conn_t *c, const char *p) {
   snprintf(path, sizeof path, "%s/%s", s->pubs[i].dir, file);
   snprintf(etag, sizeof etag, "\"%.64s-%s\"", p, file);
   /* The slot stays put while its version is served (a ring, reused only 8 versions later). */
-  lt_http_file_opts_t o = {.etag = etag, .cache_control = "public, max-age=31536000, immutable", .ranges = 1,
+  lt_http_file_opts_t o = {.etag = etag,
+                           .cache_control = "public, max-age=31536000, immutable",
+                           .ranges = 1,
                            .sent = &s->pubs[i].bytes_sent};
   lt_http_respond_file_opts(c, strstr(file, ".json") ? "application/json" : "application/octet-stream", path, &o);
 }

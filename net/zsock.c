@@ -99,7 +99,8 @@ int lt_zsock_start(lt_zsock_t *z, lt_zsock_recv_cb cb, void *ud) {
   z->ud = ud;
   int fd;
   size_t len = sizeof fd;
-  if (zmq_getsockopt(z->sock, ZMQ_FD, &fd, &len) != 0) return lt_error_set(LT_ESYS, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
+  if (zmq_getsockopt(z->sock, ZMQ_FD, &fd, &len) != 0)
+    return lt_error_set(LT_ESYS, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
   if (uv_poll_init(z->loop, &z->poll, fd) != 0) return lt_error_set(LT_ESYS, "uv_poll_init failed");
   z->poll.data = z;
   LT_ASSERT(uv_idle_init(z->loop, &z->idle) == 0, "uv_idle_init");

@@ -20,7 +20,6 @@
 
 #define CRON_MS 100
 
-
 /* ---- metrics and events ---- */
 
 typedef struct {
@@ -227,9 +226,7 @@ static void daemon_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void 
     }
     break;
   }
-  default:
-    d->malformed++;
-    answer_error(d, rid, rlen, m.id, LT_EPROTO, "unexpected message type");
+  default: d->malformed++; answer_error(d, rid, rlen, m.id, LT_EPROTO, "unexpected message type");
   }
   lt_msg_free(&m);
 }
@@ -333,10 +330,13 @@ static void progress(lt_daemon_t *d, int64_t now) {
   for (int i = 0; i < d->nworkers; i++) alive += d->workers[i].alive;
   char acc[16] = "-";
   if (d->last_accuracy >= 0) snprintf(acc, sizeof acc, "%.1f%%", 100 * d->last_accuracy);
-  fprintf(stderr, "%sstep %lld/%lld | v%lld | reward %.3f | eval %s%s | %.0f tok/s | trajectories %lld | workers %d | ETA %s%s",
+  fprintf(stderr,
+          "%sstep %lld/%lld | v%lld | reward %.3f | eval %s%s | %.0f tok/s | trajectories %lld | workers %d | ETA %s%s",
           tty ? "\r" : "", (long long)d->step, (long long)d->steps, (long long)d->version,
-          d->step ? d->last_reward : d->reward_n ? d->reward_sum / d->reward_n : 0, acc, d->eval_round >= 0 ? " (evaluating)" : "",
-          d->last_tokens_per_s, (long long)d->trajs_in, alive, eta,
+          d->step       ? d->last_reward
+          : d->reward_n ? d->reward_sum / d->reward_n
+                        : 0,
+          acc, d->eval_round >= 0 ? " (evaluating)" : "", d->last_tokens_per_s, (long long)d->trajs_in, alive, eta,
           tty ? "   " : "\n");
 }
 
@@ -363,7 +363,8 @@ static void report_health(lt_daemon_t *d, int64_t now) {
   }
   long pages = 0, resident = 0;
   FILE *f = fopen("/proc/self/statm", "re");
-  if (f && fscanf(f, "%ld %ld", &pages, &resident) == 2) lt__metric(d, "daemon/rss_mb", resident * (sysconf(_SC_PAGESIZE) / 1024.0) / 1024.0);
+  if (f && fscanf(f, "%ld %ld", &pages, &resident) == 2)
+    lt__metric(d, "daemon/rss_mb", resident * (sysconf(_SC_PAGESIZE) / 1024.0) / 1024.0);
   if (f) fclose(f);
   lt__weights_report(d);
 }
@@ -418,8 +419,10 @@ static int open_socket(lt_daemon_t *d) {
                         lt_config_str(d->cfg, "transport.client_keys"),
                         lt_config_int(d->cfg, "workers.spawn_local") > 0 ? dir : NULL, secret, &d->zap);
   else if (!lt_endpoint_is_loopback(ep) && !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
-    return lt_error_set(LT_ECONFIG, "transport.endpoint: %s is not loopback; use transport.curve (docs/operations.md), "
-                        "tunnel to a loopback endpoint, or set transport.allow_insecure_remote on a trusted network", ep);
+    return lt_error_set(LT_ECONFIG,
+                        "transport.endpoint: %s is not loopback; use transport.curve (docs/operations.md), "
+                        "tunnel to a loopback endpoint, or set transport.allow_insecure_remote on a trusted network",
+                        ep);
   if (rc == 0)
     rc = lt_zsock_listen(&d->loop, d->zctx, ep, lt_config_int(d->cfg, "transport.max_message_mb") << 20,
                          curve ? secret : NULL, "transport.endpoint", &d->z, d->endpoint, sizeof d->endpoint);
@@ -456,8 +459,10 @@ static int setup(lt_daemon_t *d) {
   if (rc < 0) return rc;
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
   if (!d->o.resume && lt_fs_exists(p))
-    return lt_error_set(LT_EINVAL, "%s already holds a run: use --resume to continue it, or another --run-dir", d->run_dir);
-  if (d->o.resume && !lt_fs_exists(p)) return lt_error_set(LT_ENOENT, "--resume: %s holds no run (no buffer.db)", d->run_dir);
+    return lt_error_set(LT_EINVAL, "%s already holds a run: use --resume to continue it, or another --run-dir",
+                        d->run_dir);
+  if (d->o.resume && !lt_fs_exists(p))
+    return lt_error_set(LT_ENOENT, "--resume: %s holds no run (no buffer.db)", d->run_dir);
   snprintf(p, sizeof p, "%s/checkpoints", d->run_dir);
   if ((rc = lt_fs_mkdirs(p, 0755)) < 0) return rc;
   snprintf(p, sizeof p, "%s/buffer.db", d->run_dir);
@@ -471,7 +476,8 @@ static int setup(lt_daemon_t *d) {
   if (rc == 0 && !d->o.resume) rc = lt_buffer_meta_set(d->buf, "run", lt_config_str(d->cfg, "run.name"));
   if (rc < 0) return rc;
   snprintf(p, sizeof p, "%s/metrics.jsonl", d->run_dir);
-  if (!(d->metrics = fopen(p, "a"))) return lt_error_set(lt_error_from_errno(errno), "cannot open %s: %s", p, strerror(errno));
+  if (!(d->metrics = fopen(p, "a")))
+    return lt_error_set(lt_error_from_errno(errno), "cannot open %s: %s", p, strerror(errno));
   if ((rc = lt_envs_create(d->cfg, NULL, &d->envs)) < 0) return rc;
   int ndom = lt_envs_count(d->envs);
   d->domain_index = calloc((size_t)ndom, sizeof *d->domain_index);
@@ -485,9 +491,9 @@ static int setup(lt_daemon_t *d) {
   for (int i = 0; i < ndom; i++) {
     const cJSON *r = ratios ? cJSON_GetObjectItemCaseSensitive(ratios, lt_envs_name(d->envs, i)) : NULL;
     d->domain_weight[i] = cJSON_IsNumber(r) ? r->valuedouble : lt_envs_weight(d->envs, i);
-    rc = d->o.reward_range ? d->o.reward_range(d->cfg, lt_envs_name(d->envs, i), &d->reward_range[i][0],
-                                               &d->reward_range[i][1])
-                           : 0;
+    rc = d->o.reward_range
+             ? d->o.reward_range(d->cfg, lt_envs_name(d->envs, i), &d->reward_range[i][0], &d->reward_range[i][1])
+             : 0;
     if (rc < 0) return rc;
     d->reward_bounded[i] = rc;
   }

@@ -13,10 +13,10 @@
 #include "util/config.h"
 
 typedef struct {
-  lt_config_t *cfg;          /* validated job config (owned by the caller) */
-  const char *run_dir;       /* the run's directory (it exists; cli/cmd_train.c names it) */
+  lt_config_t *cfg;    /* validated job config (owned by the caller) */
+  const char *run_dir; /* the run's directory (it exists; cli/cmd_train.c names it) */
   int resume;
-  const char *self_exe;      /* this binary, to spawn local workers */
+  const char *self_exe; /* this binary, to spawn local workers */
   /* The rewards a domain can produce (rewards/ lt_reward_range): 1 with [*lo, *hi], 0 unbounded, < 0 an error.
    * Given by the caller so that the daemon does not reach into rewards/; NULL: every domain unbounded. */
   int (*reward_range)(const lt_config_t *cfg, const char *domain, double *lo, double *hi);

@@ -15,15 +15,15 @@
 typedef struct {
   lt_daemon_t *d;
   int64_t prompt_id;
-  int64_t copy_of;  /* the prompt this one repeats as another group (pass-rate oversampling), or 0 */
+  int64_t copy_of; /* the prompt this one repeats as another group (pass-rate oversampling), or 0 */
   int dom;
-  int64_t index;    /* the domain's sample index its spec came from */
+  int64_t index; /* the domain's sample index its spec came from */
   char domain[64];
   char *spec;
   int eval;
-  int history;      /* look the task's pass rate up (scheduler.pass_rate_oversample) */
+  int history;          /* look the task's pass rate up (scheduler.pass_rate_oversample) */
   int64_t seen, passed; /* the task's history: trajectories, and those that passed (lt_buffer_task_history) */
-  int extra;        /* what the history says: more groups of the same task */
+  int extra;            /* what the history says: more groups of the same task */
   int n;
   lt_task_row_t rows[];
 } create_op_t;
@@ -33,7 +33,8 @@ static int create_write(lt_buffer_t *b, void *arg) {
   /* On the writer's thread: the buffer handle is its own.  A failed lookup leaves the task one group. */
   double pass = lt_envs_pass_threshold(op->d->envs, op->dom);
   if (op->history && lt_buffer_task_history(b, op->domain, op->spec, pass, &op->seen, &op->passed) == 0)
-    op->extra = lt_train_oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
+    op->extra =
+        lt_train_oversample_groups(op->seen, op->passed, op->d->oversample_max, op->d->oversample_min_history) - 1;
   int rc = lt_buffer_prompt_insert(b, op->prompt_id, op->domain, op->spec, op->eval, op->copy_of);
   for (int i = 0; i < op->n && rc == 0; i++) rc = lt_buffer_task_insert(b, &op->rows[i]);
   return rc;
@@ -57,9 +58,11 @@ static void create_done(void *arg, int rc) {
     }
     lt__queue_push(d, t, t->eval);
   }
-  if (rc < 0) LT_ERROR("scheduler", "prompt %lld not recorded (%s): retrying later", (long long)op->prompt_id, lt_error_msg());
+  if (rc < 0)
+    LT_ERROR("scheduler", "prompt %lld not recorded (%s): retrying later", (long long)op->prompt_id, lt_error_msg());
   /* Pass-rate oversampling (seed 004 §3.3.3): a hard task is repeated as more groups, each its own baseline. */
-  for (int i = 0; rc == 0 && i < op->extra && !d->stopping && !d->finishing && (!d->max_tasks || d->tasks_created < d->max_tasks);
+  for (int i = 0;
+       rc == 0 && i < op->extra && !d->stopping && !d->finishing && (!d->max_tasks || d->tasks_created < d->max_tasks);
        i++)
     if (create_prompt_at(d, op->dom, 0, op->n, op->index, op->prompt_id) < 0) break;
   if (op->extra > 0 && rc == 0)
@@ -111,8 +114,13 @@ static int create_prompt_at(lt_daemon_t *d, int dom, int eval, int n, int64_t in
     t->worker = -1;
     t->version = -1;
     t->spec = cJSON_Duplicate(spec, 1);
-    op->rows[i] = (lt_task_row_t){.id = t->id, .prompt_id = t->prompt_id, .domain = op->domain, .eval = eval,
-                                  .eval_round = t->eval_round, .status = LT_TASK_QUEUED, .version = -1};
+    op->rows[i] = (lt_task_row_t){.id = t->id,
+                                  .prompt_id = t->prompt_id,
+                                  .domain = op->domain,
+                                  .eval = eval,
+                                  .eval_round = t->eval_round,
+                                  .status = LT_TASK_QUEUED,
+                                  .version = -1};
     op->n = i + 1;
     d->tasks_created += !eval;
     if (eval) d->eval_pending++, d->eval_total++;
@@ -217,8 +225,7 @@ static int send_tasks(lt_daemon_t *d, int w, lt__task_t **ts, int n) {
     int rc = lt__send(d, w, &m);
     if (rc == 0)
       for (; sent < n; sent++) dispatched(d, w, ts[sent]);
-    else if (rc == LT_EBUSY || rc == LT_EUNREACH)
-      goto unsent;
+    else if (rc == LT_EBUSY || rc == LT_EUNREACH) goto unsent;
     /* else a batch too large to encode goes a TASK each */
   }
   for (; sent < n; sent++) {

@@ -24,10 +24,10 @@ typedef struct {
   lt_traj_t t;
   lt_traj_meta_t meta;
   char worker[128];
-  int known;       /* the task is open in memory */
-  int masked;      /* a timeout kept out of the losses (rollout.on_timeout mask) */
+  int known;  /* the task is open in memory */
+  int masked; /* a timeout kept out of the losses (rollout.on_timeout mask) */
   int duplicate;
-  int missing;     /* unknown task (not in this run) */
+  int missing; /* unknown task (not in this run) */
 } ingest_op_t;
 
 static int ingest_write(lt_buffer_t *b, void *arg) {
@@ -39,7 +39,8 @@ static int ingest_write(lt_buffer_t *b, void *arg) {
   int rc = lt_buffer_traj_insert(b, &op->t, &op->meta, &op->duplicate);
   /* Also on a duplicate: the task may have been dispatched again since its
    * result was stored, and that row must not stay open. */
-  if (rc == 0) rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, -1, op->worker, op->meta.version_min);
+  if (rc == 0)
+    rc = lt_buffer_task_update(b, (int64_t)op->t.task_id, LT_TASK_DONE, -1, op->worker, op->meta.version_min);
   if (rc == 0 && op->duplicate) rc = lt_buffer_counter_add(b, "duplicates_rejected", 1);
   return rc;
 }
@@ -152,11 +153,13 @@ static void ingest_done(void *arg, int rc) {
       lt__queue_push(d, open_task, 1);
     if (rc == LT_ENOSPC && d->accepting) {
       d->accepting = 0;
-      lt__event(d, "disk_full", "%s: %s — not accepting trajectories until space returns", lt_buffer_path(d->buf), lt_error_msg());
+      lt__event(d, "disk_full", "%s: %s — not accepting trajectories until space returns", lt_buffer_path(d->buf),
+                lt_error_msg());
       LT_ERROR("daemon", "disk full under %s: trajectories are kept by the workers until space returns", d->run_dir);
     }
   } else if (op->missing) {
-    lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = LT_ENOENT, .message = "task unknown to this run", .ref = id}};
+    lt_msg_t m = {.type = LT_MSG_ERROR,
+                  .u.error = {.code = LT_ENOENT, .message = "task unknown to this run", .ref = id}};
     lt__send_to(d, op->rid, op->rid_len, &m);
   } else {
     ack(d, op->rid, op->rid_len, id, op->duplicate);
@@ -177,7 +180,8 @@ static void ingest_done(void *arg, int rc) {
         if (task->status == LT_TASK_DISPATCHED && task->worker >= 0 &&
             (op->rid_len != d->workers[task->worker].rid_len ||
              memcmp(op->rid, d->workers[task->worker].rid, op->rid_len))) {
-          lt_msg_t m = {.type = LT_MSG_ABORT, .u.abort = {.task_id = id, .reason = "result arrived from another worker"}};
+          lt_msg_t m = {.type = LT_MSG_ABORT,
+                        .u.abort = {.task_id = id, .reason = "result arrived from another worker"}};
           lt__send(d, task->worker, &m);
         }
         task_finished(d, task, &op->t);
@@ -194,13 +198,15 @@ static void ingest_done(void *arg, int rc) {
   lt__check_done(d);
 }
 
-void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why) {
+void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code,
+                     const char *why) {
   d->malformed++;
   d->refused++;
   int w = lt__worker_find(d, rid, len);
   LT_WARN("daemon", "refused a trajectory for task %llu from %s: %s", (unsigned long long)task_id,
           w >= 0 ? d->workers[w].name : "an unknown peer", why);
-  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)why, .ref = msg_id, .task_id = task_id}};
+  lt_msg_t m = {.type = LT_MSG_ERROR,
+                .u.error = {.code = code, .message = (char *)why, .ref = msg_id, .task_id = task_id}};
   lt__send_to(d, rid, len, &m);
   /* A worker whose results are refused gets no task for a while (0.5 s,
    * doubling to 60 s while it keeps failing), so the honest ones take the
@@ -268,11 +274,16 @@ void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, l
   snprintf(op->worker, sizeof op->worker, "%s", w >= 0 ? d->workers[w].name : "?");
   int64_t vmin, vmax;
   lt_traj_versions(&op->t, &vmin, &vmax);
-  op->meta = (lt_traj_meta_t){.worker = op->worker, .version_min = vmin, .version_max = vmax,
+  op->meta = (lt_traj_meta_t){.worker = op->worker,
+                              .version_min = vmin,
+                              .version_max = vmax,
                               .truncated = op->t.finish == LT_FINISH_TRUNCATED,
-                              .eval_round = task ? task->eval_round : -1, .time_ms = lt_time_wall_ms(),
-                              .status = op->t.eval ? LT_SAMPLE_EVAL : op->masked ? LT_SAMPLE_MASKED
-                                        : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY : LT_SAMPLE_FAILED};
+                              .eval_round = task ? task->eval_round : -1,
+                              .time_ms = lt_time_wall_ms(),
+                              .status = op->t.eval                   ? LT_SAMPLE_EVAL
+                                        : op->masked                 ? LT_SAMPLE_MASKED
+                                        : op->t.status == LT_TRAJ_OK ? LT_SAMPLE_READY
+                                                                     : LT_SAMPLE_FAILED};
   if (lt_writer_submit(d->writer, ingest_write, ingest_done, op) < 0) {
     if (task) task->storing--;
     lt_traj_free(&op->t);

@@ -20,30 +20,30 @@ typedef struct {
   char domain[64];
   int eval;
   int64_t eval_round;
-  int status;                /* lt_task_status */
+  int status; /* lt_task_status */
   int attempts;
-  int worker;                /* index in the registry, -1 */
+  int worker; /* index in the registry, -1 */
   int64_t dispatched_ms;
-  int64_t version;           /* policy version at dispatch */
-  int queued;                /* in the FIFO */
-  int storing;               /* results being committed: never dispatched meanwhile */
-  int slot_free;             /* its worker's slot was given back (its result arrived) */
-  int64_t qnext;             /* queue link (task id, 0 = end) */
-  cJSON *spec;               /* the prompt's problem */
+  int64_t version; /* policy version at dispatch */
+  int queued;      /* in the FIFO */
+  int storing;     /* results being committed: never dispatched meanwhile */
+  int slot_free;   /* its worker's slot was given back (its result arrived) */
+  int64_t qnext;   /* queue link (task id, 0 = end) */
+  cJSON *spec;     /* the prompt's problem */
 } lt__task_t;
 
 typedef struct {
   char name[128];
-  uint8_t rid[256];          /* ZeroMQ routing id */
+  uint8_t rid[256]; /* ZeroMQ routing id */
   size_t rid_len;
   int slots, inflight, alive;
-  int batch;                 /* its HELLO said batch: it takes several tasks in one TASKS */
-  int picked;                /* tasks picked for it in this dispatch, not sent yet */
-  int owned;                 /* our tasks it runs (dispatched, slot not yet free); inflight may be more (its heartbeat) */
+  int batch;  /* its HELLO said batch: it takes several tasks in one TASKS */
+  int picked; /* tasks picked for it in this dispatch, not sent yet */
+  int owned;  /* our tasks it runs (dispatched, slot not yet free); inflight may be more (its heartbeat) */
   int64_t last_seen_ms;
   int64_t policy_version;
-  int64_t lag_reported;      /* weights/lag/<name> last written, -1 before */
-  int refusals;              /* results refused in a row: it gets no task until benched_until_ms */
+  int64_t lag_reported; /* weights/lag/<name> last written, -1 before */
+  int refusals;         /* results refused in a row: it gets no task until benched_until_ms */
   int64_t benched_until_ms;
   char backend[32];
   char host[256];
@@ -60,7 +60,7 @@ struct lt_daemon {
   lt_zap_t *zap; /* CURVE: admits the listed worker keys */
   char endpoint[512];
   char run_dir[4096];
-  int lock_fd;               /* RUN_DIR/daemon.lock (lt_fs_lock_pid); -1 */
+  int lock_fd; /* RUN_DIR/daemon.lock (lt_fs_lock_pid); -1 */
   lt_buffer_t *buf;
   lt_writer_t *writer;
   lt_envs_t *envs;
@@ -77,49 +77,49 @@ struct lt_daemon {
   int hb_ms, liveness;
   int64_t last_beat_ms, last_persist_ms, last_timeout_scan_ms;
   /* tasks */
-  lt__task_t **tasks;        /* open-addressing table by id */
+  lt__task_t **tasks; /* open-addressing table by id */
   size_t tcap, tcount;
-  int64_t qhead, qtail;      /* FIFO of queued task ids */
+  int64_t qhead, qtail; /* FIFO of queued task ids */
   int64_t next_task_id, next_prompt_id;
-  int64_t *domain_index;     /* per-domain prompt counters */
+  int64_t *domain_index; /* per-domain prompt counters */
   int64_t tasks_created, tasks_done, tasks_failed;
   int64_t tasks_done_before; /* done before a resume: such a run is not one where every task failed */
   char last_failure[256];    /* why the last task or episode failed (the error of a run where all did) */
   int open_train, open_eval; /* tasks not yet done */
   int64_t max_tasks;
-  int64_t max_context;       /* rollout.max_context: longer results are refused */
-  int vocab;                 /* the model's: token ids at or past it are refused */
-  cJSON *model_info;         /* WELCOME.model */
-  lt_task_t task_base;       /* a TASK's fields fixed for the run (sampling, limits), read once */
+  int64_t max_context; /* rollout.max_context: longer results are refused */
+  int vocab;           /* the model's: token ids at or past it are refused */
+  cJSON *model_info;   /* WELCOME.model */
+  lt_task_t task_base; /* a TASK's fields fixed for the run (sampling, limits), read once */
   uint64_t run_seed;
-  int batch;                 /* learner.batch.trajectories */
+  int batch; /* learner.batch.trajectories */
   /* scheduler.* and eval.every, read once (the loop does not look keys up per task) */
   int max_attempts;
   int64_t task_timeout_ms, eval_every;
-  double *domain_weight;     /* per domain: scheduler.domain_ratios, else the environment's weight */
-  double (*reward_range)[2]; /* per domain: the rewards it can produce (lt_reward_range) */
-  int *reward_bounded;       /* per domain: 0 when any finite reward goes (an env reward without a range) */
-  int oversample_max;        /* scheduler.pass_rate_oversample.max_groups (1: off) */
+  double *domain_weight;          /* per domain: scheduler.domain_ratios, else the environment's weight */
+  double (*reward_range)[2];      /* per domain: the rewards it can produce (lt_reward_range) */
+  int *reward_bounded;            /* per domain: 0 when any finite reward goes (an env reward without a range) */
+  int oversample_max;             /* scheduler.pass_rate_oversample.max_groups (1: off) */
   int64_t oversample_min_history; /* scheduler.pass_rate_oversample.min_history */
-  int open_target;           /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
+  int open_target;                /* async: tasks kept open or waiting for the learner (queue depth × oversample) */
   int group_size;
-  int sync;                  /* scheduler.mode sync */
-  int mask_timeouts;         /* rollout.on_timeout mask: a timeout is stored masked, out of every loss */
+  int sync;          /* scheduler.mode sync */
+  int mask_timeouts; /* rollout.on_timeout mask: a timeout is stored masked, out of every loss */
   int64_t timeouts_masked, timeouts_masked_told; /* masked timeouts stored / already in rollout/timeouts_masked */
   int64_t failed[LT_TRAJ_NSTATUS], failed_told[LT_TRAJ_NSTATUS]; /* failed episodes by status / in rollout/failed/S */
   int64_t failed_said_ms, failed_unsaid, trainable; /* the last failure logged, those since; trainable ones stored */
-  int64_t sync_released;     /* sync mode: training tasks released for the current step */
+  int64_t sync_released;                            /* sync mode: training tasks released for the current step */
   /* policy */
   int64_t version;
   char weights_dir[4096];
   char weights_sha[65];
-  int64_t step, steps;       /* learner steps done / wanted (0: unbounded) */
+  int64_t step, steps; /* learner steps done / wanted (0: unbounded) */
   /* evaluation */
-  int64_t eval_round;        /* step of the round in flight, -1 */
+  int64_t eval_round; /* step of the round in flight, -1 */
   int eval_pending, eval_total, eval_correct;
-  int (*eval_dom)[2];        /* per domain: this round's passed and finished held-out tasks */
-  int64_t eval_next;         /* step of the next evaluation */
-  double last_accuracy;      /* of the last finished round, -1 before the first */
+  int (*eval_dom)[2];                    /* per domain: this round's passed and finished held-out tasks */
+  int64_t eval_next;                     /* step of the next evaluation */
+  double last_accuracy;                  /* of the last finished round, -1 before the first */
   double last_reward, last_tokens_per_s; /* of the last learner step (progress line) */
   /* counters for stats */
   int64_t trajs_in, dups, malformed, refused;
@@ -132,36 +132,36 @@ struct lt_daemon {
   /* While a TRAJS is ingested: dispatch once after its last element, so the
    * slots it frees are filled by one TASKS instead of a TASK per element. */
   int dispatch_held, dispatch_wanted;
-  int64_t ready_pending;     /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
+  int64_t ready_pending; /* ready trajectories the learner has not taken or dropped yet (back-pressure) */
   double reward_sum;
   int64_t reward_n;
   /* lifecycle */
   int stopping, exit_code, finishing;
   int64_t stop_deadline_ms;
-  int accepting;             /* 0 while the disk is full */
+  int accepting; /* 0 while the disk is full */
   uint64_t seq;
   lt__trainer_t *trainer;
   /* local workers */
   struct lt__spawn *spawn;
-  FILE *metrics;             /* metrics.jsonl */
-  int metrics_failing;       /* its last write failed (said once) */
-  struct lt_prom *prom;      /* Prometheus endpoint (net/prom.h), NULL when off */
+  FILE *metrics;              /* metrics.jsonl */
+  int metrics_failing;        /* its last write failed (said once) */
+  struct lt_prom *prom;       /* Prometheus endpoint (net/prom.h), NULL when off */
   struct lt_wserver *wserver; /* weights over HTTP (net/wserver.h), NULL when off */
   lt_ui_server_t *ui;         /* the console (monitor.ui_port) in its own thread, NULL when off */
-  char weights_base[512];    /* http://HOST:PORT/weights */
+  char weights_base[512];     /* http://HOST:PORT/weights */
   /* The versions published lately, until every live worker runs them (weights/propagation_s). */
   struct {
     int64_t version, published_ms;
-    int reached;             /* every live worker has reported it */
-  } pubs[8];                 /* a ring: version k of the run's publishes in slot k % 8 */
-  int npubs;                 /* slots in use */
+    int reached; /* every live worker has reported it */
+  } pubs[8];     /* a ring: version k of the run's publishes in slot k % 8 */
+  int npubs;     /* slots in use */
   int64_t npublished;
   float propagation_s[1024]; /* publish → the last live worker on it, per version (the newest 1024) */
   int npropagation;
-  char delta_base[65];       /* the current version's delta.zst applies to this model file; "" none */
+  char delta_base[65]; /* the current version's delta.zst applies to this model file; "" none */
   int64_t delta_bytes;
-  struct cJSON *mirrors;     /* transport.weights_mirrors as the current version's URLs */
-  char hostname[256];        /* this machine's, to tell remote workers from local ones */
+  struct cJSON *mirrors; /* transport.weights_mirrors as the current version's URLs */
+  char hostname[256];    /* this machine's, to tell remote workers from local ones */
   int64_t started_ms;
 };
 
@@ -221,7 +221,8 @@ void lt__broadcast(lt_daemon_t *d, lt_msg_t *m);
 void lt__on_traj(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, lt_traj_t *t);
 /* Answers a trajectory that will never be stored (ERROR naming the message and
  * its task) and requeues the task at once. */
-void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code, const char *why);
+void lt__traj_refuse(lt_daemon_t *d, const void *rid, size_t len, uint64_t msg_id, uint64_t task_id, int code,
+                     const char *why);
 
 /* trainer_thread.c: the trainer thread, driving the step driver (train/step.c) */
 int lt__trainer_start(lt_daemon_t *d);

@@ -60,9 +60,24 @@ static void start_child(child_t *c) {
   char skey[4200], wkey[4200];
   snprintf(skey, sizeof skey, "%s/curve/server.pub", d->run_dir);
   snprintf(wkey, sizeof wkey, "%s/curve/local-worker", d->run_dir);
-  char *args[32] = {(char *)d->o.self_exe, "worker", "--connect", d->endpoint, "--name", name, "--slots", slots,
-                     "--threads", threads, "--backend", (char *)lt_config_str(d->cfg, "workers.backend"), "--device",
-                     (char *)device, "--spool", spool, "--daemon-gone", "30"};
+  char *args[32] = {(char *)d->o.self_exe,
+                    "worker",
+                    "--connect",
+                    d->endpoint,
+                    "--name",
+                    name,
+                    "--slots",
+                    slots,
+                    "--threads",
+                    threads,
+                    "--backend",
+                    (char *)lt_config_str(d->cfg, "workers.backend"),
+                    "--device",
+                    (char *)device,
+                    "--spool",
+                    spool,
+                    "--daemon-gone",
+                    "30"};
   int na = 18;
   if (lt_config_bool(d->cfg, "transport.curve")) {
     args[na++] = "--server-key", args[na++] = skey;
@@ -73,11 +88,16 @@ static void start_child(child_t *c) {
   if (pd[0]) args[na++] = "--weights-dir", args[na++] = (char *)pd;
   args[na] = NULL;
   int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  uv_stdio_container_t io[3] = {{.flags = UV_IGNORE}, {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd},
+  uv_stdio_container_t io[3] = {{.flags = UV_IGNORE},
+                                {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd},
                                 {.flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = fd}};
   /* Its own session: a terminal's Ctrl-C reaches the daemon only, which then
    * says BYE; and workers outlive a killed daemon to deliver to its restart. */
-  uv_process_options_t po = {.file = d->o.self_exe, .args = args, .exit_cb = on_exit_cb, .stdio = io, .stdio_count = 3,
+  uv_process_options_t po = {.file = d->o.self_exe,
+                             .args = args,
+                             .exit_cb = on_exit_cb,
+                             .stdio = io,
+                             .stdio_count = 3,
                              .flags = UV_PROCESS_DETACHED};
   c->proc.data = c;
   /* fork() runs OpenBLAS's pre-fork handler, which joins its thread pool: it

@@ -139,7 +139,8 @@ typedef struct {
 
 static int task_update_write(lt_buffer_t *b, void *arg) {
   task_upd_t *u = arg;
-  return lt_buffer_task_update(b, u->id, (lt_task_status)u->status, u->attempts, u->worker[0] ? u->worker : NULL, u->version);
+  return lt_buffer_task_update(b, u->id, (lt_task_status)u->status, u->attempts, u->worker[0] ? u->worker : NULL,
+                               u->version);
 }
 
 void lt__task_persist(lt_daemon_t *d, const lt__task_t *t) {
@@ -186,12 +187,19 @@ void lt__task_reopen(lt_daemon_t *d, const lt_quarantined_t *q) {
   lt__task_t *t = calloc(1, sizeof *t);
   if (!t || !q->spec || !(t->spec = cJSON_Parse(q->spec))) {
     free(t);
-    lt__event(d, "task_failed", "task %lld cannot run again after its trajectory was quarantined: its prompt is unreadable",
+    lt__event(d, "task_failed",
+              "task %lld cannot run again after its trajectory was quarantined: its prompt is unreadable",
               (long long)q->task_id);
     return;
   }
-  *t = (lt__task_t){.id = q->task_id, .prompt_id = q->prompt_id, .eval_round = -1, .status = LT_TASK_QUEUED,
-                    .attempts = q->attempts, .worker = -1, .version = -1, .spec = t->spec};
+  *t = (lt__task_t){.id = q->task_id,
+                    .prompt_id = q->prompt_id,
+                    .eval_round = -1,
+                    .status = LT_TASK_QUEUED,
+                    .attempts = q->attempts,
+                    .worker = -1,
+                    .version = -1,
+                    .spec = t->spec};
   snprintf(t->domain, sizeof t->domain, "%s", q->domain);
   if (lt__task_put(d, t) < 0) {
     LT_ERROR("scheduler", "task %lld cannot run again: %s", (long long)t->id, lt_error_msg());
@@ -219,7 +227,8 @@ static void resume_task(const lt_task_row_t *r, void *ud) {
   lt__task_t *t = calloc(1, sizeof *t);
   char *spec = lt_buffer_prompt_spec(d->buf, r->prompt_id);
   if (!t || !spec || !(t->spec = cJSON_Parse(spec))) {
-    c->rc = lt_error_set(LT_ECORRUPT, "task %lld: its prompt %lld is missing or unreadable", (long long)r->id, (long long)r->prompt_id);
+    c->rc = lt_error_set(LT_ECORRUPT, "task %lld: its prompt %lld is missing or unreadable", (long long)r->id,
+                         (long long)r->prompt_id);
     free(spec);
     free(t);
     return;

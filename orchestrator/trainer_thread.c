@@ -20,7 +20,7 @@ enum { RES_STEP, RES_EVENT, RES_SKIP, RES_FAILED, RES_STOPPED };
 typedef struct res {
   int kind;
   lt_train_result_t r;
-  int flushed;              /* RES_SKIP: nothing trainable although no more data will come */
+  int flushed; /* RES_SKIP: nothing trainable although no more data will come */
   char event_kind[32], *detail;
   struct res *next;
 } res_t;
@@ -28,7 +28,7 @@ typedef struct res {
 struct lt__trainer {
   lt_daemon_t *d;
   lt_bridge_t *br;
-  uv_mutex_t compute;       /* held by the thread while it computes (see lt__trainer_fork_lock) */
+  uv_mutex_t compute; /* held by the thread while it computes (see lt__trainer_fork_lock) */
   /* under the bridge's lock */
   int quit, wake, paused, flush;
   res_t *head, *tail;
@@ -70,7 +70,8 @@ static int try_step(lt__trainer_t *l, int flush) {
   if (!r) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   int rc = lt_train_step(l->train, flush, &r->r);
   if (rc == 1) r->kind = RES_STEP;
-  else if (rc == 0 && (flush || r->r.marked_stale || r->r.filtered || r->r.quarantined)) r->kind = RES_SKIP, r->flushed = flush;
+  else if (rc == 0 && (flush || r->r.marked_stale || r->r.filtered || r->r.quarantined))
+    r->kind = RES_SKIP, r->flushed = flush;
   else {
     free(r);
     return rc;
@@ -212,9 +213,17 @@ int lt__trainer_start(lt_daemon_t *d) {
   lt__trainer_t *l = calloc(1, sizeof *l);
   if (!l) return lt_error_set(LT_ENOMEM, "learner: out of memory");
   l->d = d;
-  lt_train_opts_t o = {.cfg = d->cfg, .run_dir = d->run_dir, .weights_dir = d->weights_dir, .version = d->version,
-                       .step = d->step, .steps = d->steps, .group_size = d->group_size, .sync = d->sync,
-                       .resume = d->o.resume, .event = post_event, .ud = l};
+  lt_train_opts_t o = {.cfg = d->cfg,
+                       .run_dir = d->run_dir,
+                       .weights_dir = d->weights_dir,
+                       .version = d->version,
+                       .step = d->step,
+                       .steps = d->steps,
+                       .group_size = d->group_size,
+                       .sync = d->sync,
+                       .resume = d->o.resume,
+                       .event = post_event,
+                       .ud = l};
   int rc = lt_train_open(&o, &l->train);
   if (rc == 0 && d->o.resume) {
     int64_t version;

@@ -21,12 +21,15 @@ int lt__weights_start(lt_daemon_t *d) {
   /* A download carries one weights file (and its delta): an adapter needs its base beside it (docs/lora.md). */
   if (lt_config_int(d->cfg, "learner.lora.rank") > 0 &&
       strcmp(lt_config_str(d->cfg, "checkpoint.lora_publish"), "merged"))
-    return lt_error_set(LT_ECONFIG, "transport.weights_port: workers on other hosts download whole versions; with "
+    return lt_error_set(LT_ECONFIG,
+                        "transport.weights_port: workers on other hosts download whole versions; with "
                         "learner.lora set checkpoint.lora_publish \"merged\" (local workers read adapters in place)");
   const char *bind = lt_config_str(d->cfg, "transport.weights_bind");
   if (strncmp(bind, "127.", 4) && strcmp(bind, "::1") && !lt_config_bool(d->cfg, "transport.allow_insecure_remote"))
-    return lt_error_set(LT_ECONFIG, "transport.weights_bind: %s is not loopback; set transport.allow_insecure_remote on "
-                        "a trusted network (the weights are served without authentication)", bind);
+    return lt_error_set(LT_ECONFIG,
+                        "transport.weights_bind: %s is not loopback; set transport.allow_insecure_remote on "
+                        "a trusted network (the weights are served without authentication)",
+                        bind);
   int rc = lt_wserver_listen(&d->loop, bind, port, d->run_dir, &d->wserver);
   if (rc < 0) return rc;
   lt_wserver_publish(d->wserver, d->version, d->weights_dir, d->weights_sha); /* the version the run starts from */

@@ -106,7 +106,8 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
       t->dispatched_ms = lt_time_mono_ms();
       wk->inflight++;
       wk->owned++;
-    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free && t->worker == w) { /* kept across the reconnect */
+    } else if (t && t->status == LT_TASK_DISPATCHED && !t->slot_free &&
+               t->worker == w) { /* kept across the reconnect */
       wk->inflight++;
       wk->owned++;
     } else if (!t || t->worker != w) {
@@ -118,10 +119,15 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
   char url[1024];
   const char *loc = lt__weights_location(d, w, url, sizeof url);
   lt_msg_t m = {.type = LT_MSG_WELCOME};
-  m.u.welcome = (lt_welcome_t){.worker_id = wk->name, .run = (char *)lt_config_str(d->cfg, "run.name"),
-                               .heartbeat_ms = d->hb_ms, .liveness = d->liveness, .policy_version = d->version,
-                               .weights_location = (char *)loc, .settings = settings(d),
-                               .model = d->model_info, .batch = wk->batch,
+  m.u.welcome = (lt_welcome_t){.worker_id = wk->name,
+                               .run = (char *)lt_config_str(d->cfg, "run.name"),
+                               .heartbeat_ms = d->hb_ms,
+                               .liveness = d->liveness,
+                               .policy_version = d->version,
+                               .weights_location = (char *)loc,
+                               .settings = settings(d),
+                               .model = d->model_info,
+                               .batch = wk->batch,
                                .weights_mirrors = loc != d->weights_dir ? d->mirrors : NULL};
   memcpy(m.u.welcome.sha256, d->weights_sha, sizeof d->weights_sha);
   lt__send(d, w, &m);
@@ -212,7 +218,8 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     if (!wk->alive || now - wk->last_seen_ms <= dead_after) continue;
     wk->alive = 0;
     int requeued = lt__worker_requeue_all(d, w, "worker died", NULL, 0);
-    lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name, (long long)(now - wk->last_seen_ms), requeued);
+    lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name,
+              (long long)(now - wk->last_seen_ms), requeued);
     /* The survivors may be idle: nothing else would hand them the requeued tasks. */
     lt__scheduler_dispatch(d);
   }

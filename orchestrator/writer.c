@@ -27,9 +27,9 @@ struct lt_writer {
   uv_loop_t *loop;
   lt_buffer_t *b;
   lt_bridge_t *br;
-  list_t local;    /* queued on the loop during this turn */
-  list_t todo;     /* handed to the thread */
-  list_t done;     /* committed, completions pending */
+  list_t local; /* queued on the loop during this turn */
+  list_t todo;  /* handed to the thread */
+  list_t done;  /* committed, completions pending */
   uv_prepare_t prepare;
   int stopping, running, backlog, disk_full; /* running: the prepare handle and the bridge, until closed */
   void (*stop_cb)(void *);

@@ -105,8 +105,7 @@ static int integer(dec_t *d, const char *k, int64_t lo, int64_t hi, int required
   if (!cJSON_IsNumber(n) || n->valuedouble != floor(n->valuedouble))
     return BAD(d, "%s.%s: expected integer", d->type, k);
   if (n->valuedouble < (double)lo || n->valuedouble > (double)hi)
-    return BAD(d, "%s.%s: %.0f out of range [%lld, %lld]", d->type, k, n->valuedouble, (long long)lo,
-               (long long)hi);
+    return BAD(d, "%s.%s: %.0f out of range [%lld, %lld]", d->type, k, n->valuedouble, (long long)lo, (long long)hi);
   *out = (int64_t)n->valuedouble;
   return 0;
 }
@@ -166,7 +165,9 @@ static int string_max(dec_t *d, const char *k, int required, size_t max, char **
   return 0;
 }
 
-static int string(dec_t *d, const char *k, int required, char **out) { return string_max(d, k, required, LT_PROTO_MAX_STR, out); }
+static int string(dec_t *d, const char *k, int required, char **out) {
+  return string_max(d, k, required, LT_PROTO_MAX_STR, out);
+}
 
 static int sha(dec_t *d, const char *k, char out[65]) {
   const cJSON *n = get(d, k);
@@ -344,8 +345,10 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
     if (!cJSON_IsObject(c) || !cJSON_IsString(role)) return BAD(d, "TRAJ.messages: each message needs a role");
   }
 
-  fspec_t sp[F_N] = {LT_TRAJ_TOKEN_ARRAYS(FRAME_SPEC)[F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0},
-                     [F_SEQ_STARTS] = {"seq_starts", "i32", 4, NULL, 0}};
+  fspec_t sp[F_N] = {
+      LT_TRAJ_TOKEN_ARRAYS(FRAME_SPEC)[F_SUPPORT_IDS] = {"support_ids", "i32", 4, NULL, 0}, [F_SEQ_STARTS] = {
+                                                                                                "seq_starts", "i32", 4,
+                                                                                                NULL, 0}};
 #undef FRAME_SPEC
   if ((rc = bind_frames(d, frames, n, sp, F_N))) return rc;
   for (int k = 0; k < F_N; k++)
@@ -393,7 +396,8 @@ static int decode_traj(dec_t *d, const lt_frame_t *frames, int n, lt_traj_t *t) 
     if (!isfinite(t->logprobs[i]) || t->logprobs[i] > 1e-3f)
       return BAD(d, "TRAJ.logprobs[%zu]: expected a finite log-probability ≤ 0", i);
     if (t->versions[i] < -1) return BAD(d, "TRAJ.versions[%zu]: expected ≥ -1", i);
-    if (t->loss_mask[i] && t->versions[i] < 0) return BAD(d, "TRAJ.versions[%zu]: generated token without a version", i);
+    if (t->loss_mask[i] && t->versions[i] < 0)
+      return BAD(d, "TRAJ.versions[%zu]: generated token without a version", i);
     if (t->support && t->support[i] < 0) return BAD(d, "TRAJ.support[%zu]: negative", i);
   }
   if (t->support_ids) { /* the sets must tile the ids frame exactly */
@@ -623,7 +627,8 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
     return mirrors(d, "mirrors", &x->mirrors);
   }
   case LT_MSG_ABORT:
-    if ((rc = idf(d, "task_id", 0, &m->u.abort.task_id)) || (rc = string(d, "reason", 0, &m->u.abort.reason))) return rc;
+    if ((rc = idf(d, "task_id", 0, &m->u.abort.task_id)) || (rc = string(d, "reason", 0, &m->u.abort.reason)))
+      return rc;
     return 0;
   case LT_MSG_ERROR:
     if ((rc = integer(d, "code", LT_ECODE_MIN, 0, 1, 0, &v))) return rc;
@@ -638,7 +643,8 @@ static int decode_body(dec_t *d, const lt_frame_t *frames, int n, lt_msg_t *m) {
 int lt_proto_decode(const lt_frame_t *frames, int n, lt_msg_t *out) {
   memset(out, 0, sizeof *out);
   if (n < 1) return lt_error_set(LT_EPROTO, "empty message");
-  if (n > LT_PROTO_MAX_FRAMES) return lt_error_set(LT_EPROTO, "%d frames exceeds the limit of %d", n, LT_PROTO_MAX_FRAMES);
+  if (n > LT_PROTO_MAX_FRAMES)
+    return lt_error_set(LT_EPROTO, "%d frames exceeds the limit of %d", n, LT_PROTO_MAX_FRAMES);
   const lt_frame_t *f0 = &frames[0];
   if (f0->len == 0) return lt_error_set(LT_EPROTO, "empty header frame");
   if (f0->len > LT_PROTO_MAX_HEADER) return lt_error_set(LT_EPROTO, "header of %zu bytes exceeds the limit", f0->len);

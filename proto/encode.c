@@ -37,10 +37,10 @@ static void boolean(enc_t *e, const char *k, int v) {
 static void json(enc_t *e, const char *k, const cJSON *v, int array) {
   /* A reference, not a copy: the header only lives until it is printed (a
    * long conversation is not duplicated per message). */
-  cJSON *c = !v                ? (array ? cJSON_CreateArray() : cJSON_CreateObject())
-            : cJSON_IsArray(v)  ? cJSON_CreateArrayReference(v->child)
-            : cJSON_IsObject(v) ? cJSON_CreateObjectReference(v->child)
-                                : cJSON_Duplicate(v, 1);
+  cJSON *c = !v                  ? (array ? cJSON_CreateArray() : cJSON_CreateObject())
+             : cJSON_IsArray(v)  ? cJSON_CreateArrayReference(v->child)
+             : cJSON_IsObject(v) ? cJSON_CreateObjectReference(v->child)
+                                 : cJSON_Duplicate(v, 1);
   if (!c || !cJSON_AddItemToObject(e->h, k, c)) {
     cJSON_Delete(c);
     e->bad = LT_ENOMEM;
@@ -139,7 +139,8 @@ static void encode_body(enc_t *e, const lt_msg_t *m) {
     num(e, "liveness", x->liveness);
     num(e, "policy_version", (double)x->policy_version);
     str(e, "weights_location", x->weights_location);
-    if (x->weights_mirrors && cJSON_GetArraySize(x->weights_mirrors) > 0) json(e, "weights_mirrors", x->weights_mirrors, 1);
+    if (x->weights_mirrors && cJSON_GetArraySize(x->weights_mirrors) > 0)
+      json(e, "weights_mirrors", x->weights_mirrors, 1);
     str(e, "sha256", x->sha256);
     json(e, "settings", x->settings, 0);
     if (x->model) json(e, "model", x->model, 0);
@@ -285,7 +286,8 @@ int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out) {
   cJSON_Delete(e.h);
   if (!text) {
     out->n = 0;
-    if (e.bad == LT_ENOMEM || !e.bad) return lt_error_set(LT_ENOMEM, "encode %s: out of memory", lt_msg_type_name(m->type));
+    if (e.bad == LT_ENOMEM || !e.bad)
+      return lt_error_set(LT_ENOMEM, "encode %s: out of memory", lt_msg_type_name(m->type));
     return e.bad;
   }
   if (len > LT_PROTO_MAX_HEADER) {
@@ -301,8 +303,10 @@ int lt_proto_encode(const lt_msg_t *m, lt_frames_t *out) {
 
 int lt_proto_trajs_join(uint64_t id, const lt_frame_t *const *msgs, const int *nframes, int n, lt_frames_t *out) {
   memset(out, 0, sizeof *out);
-  if (n < 1 || n > LT_PROTO_MAX_TRAJS) return lt_error_set(LT_EINVAL, "TRAJS: %d trajectories, expected 1..%d", n, LT_PROTO_MAX_TRAJS);
-  if (id > LT_PROTO_MAX_ID) return lt_error_set(LT_EINVAL, "TRAJS: id %llu exceeds %llu", (unsigned long long)id, LT_PROTO_MAX_ID);
+  if (n < 1 || n > LT_PROTO_MAX_TRAJS)
+    return lt_error_set(LT_EINVAL, "TRAJS: %d trajectories, expected 1..%d", n, LT_PROTO_MAX_TRAJS);
+  if (id > LT_PROTO_MAX_ID)
+    return lt_error_set(LT_EINVAL, "TRAJS: id %llu exceeds %llu", (unsigned long long)id, LT_PROTO_MAX_ID);
   lt_buf_t h = {0};
   size_t blob = 0;
   lt_buf_printf(&h, "{\"v\":%d,\"type\":\"TRAJS\",\"id\":%llu,\"trajs\":[", LT_PROTO_VERSION, (unsigned long long)id);

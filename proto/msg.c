@@ -5,8 +5,8 @@
 #include "proto/proto.h"
 #include "util/grow.h"
 
-static const char *type_names[LT_MSG_NTYPES] = {
-    NULL, "HELLO", "WELCOME", "TASK", "TRAJ", "ACK", "HEARTBEAT", "WEIGHTS", "ABORT", "ERROR", "BYE", "TASKS", "TRAJS"};
+static const char *type_names[LT_MSG_NTYPES] = {NULL,      "HELLO", "WELCOME", "TASK", "TRAJ",  "ACK",  "HEARTBEAT",
+                                                "WEIGHTS", "ABORT", "ERROR",   "BYE",  "TASKS", "TRAJS"};
 
 static const char *status_names[LT_TRAJ_NSTATUS] = {"ok", "reward_failed", "env_error", "aborted", "error"};
 
@@ -19,9 +19,7 @@ static int parse_in(const char *const *names, int n, int first, const char *s) {
   return -1;
 }
 
-const char *lt_msg_type_name(lt_msg_type t) {
-  return (t > 0 && t < LT_MSG_NTYPES) ? type_names[t] : "?";
-}
+const char *lt_msg_type_name(lt_msg_type t) { return (t > 0 && t < LT_MSG_NTYPES) ? type_names[t] : "?"; }
 int lt_msg_type_parse(const char *s) { return parse_in(type_names, LT_MSG_NTYPES, 1, s); }
 
 const char *lt_traj_status_name(lt_traj_status s) {

@@ -21,15 +21,15 @@
 
 #define LT_PROTO_VERSION 1
 #define LT_PROTO_MAX_FRAMES 16
-#define LT_PROTO_MAX_HEADER (8u << 20)    /* bytes of JSON in frame 0 */
-#define LT_PROTO_MAX_TOKENS (1 << 22)     /* tokens in one trajectory */
-#define LT_PROTO_MAX_ROUTING (1u << 28)   /* routing entries (tokens × layers × k) */
-#define LT_PROTO_MAX_STR 4096             /* names, reasons, paths */
-#define LT_PROTO_MAX_DIFF (1u << 20)      /* TRAJ.diff: an episode's changes as a unified diff */
-#define LT_PROTO_MAX_IDS 65536            /* task ids in one ACK or HELLO */
-#define LT_PROTO_MAX_KEYS 256             /* keys in one protocol object (a header, an element, components) */
-#define LT_PROTO_MAX_BATCH 256            /* tasks in one TASKS */
-#define LT_PROTO_MAX_TRAJS 64             /* trajectories in one TRAJS */
+#define LT_PROTO_MAX_HEADER (8u << 20)     /* bytes of JSON in frame 0 */
+#define LT_PROTO_MAX_TOKENS (1 << 22)      /* tokens in one trajectory */
+#define LT_PROTO_MAX_ROUTING (1u << 28)    /* routing entries (tokens × layers × k) */
+#define LT_PROTO_MAX_STR 4096              /* names, reasons, paths */
+#define LT_PROTO_MAX_DIFF (1u << 20)       /* TRAJ.diff: an episode's changes as a unified diff */
+#define LT_PROTO_MAX_IDS 65536             /* task ids in one ACK or HELLO */
+#define LT_PROTO_MAX_KEYS 256              /* keys in one protocol object (a header, an element, components) */
+#define LT_PROTO_MAX_BATCH 256             /* tasks in one TASKS */
+#define LT_PROTO_MAX_TRAJS 64              /* trajectories in one TRAJS */
 #define LT_PROTO_TRAJS_MAX_BYTES (1 << 20) /* a TRAJS's frames: the smallest transport.max_message_mb */
 /* Ids and seeds travel as JSON numbers, which cJSON prints with 15 significant
  * digits: larger integers would not survive the trip. */
@@ -53,34 +53,35 @@ typedef enum {
 
 /* worker → daemon: first message after (re)connecting. */
 typedef struct {
-  char *name;          /* stable worker name, e.g. host:pid or --name */
-  int slots;           /* concurrent sessions it runs */
-  char *backend;       /* "builtin" | "openai" | "scripted" */
-  char *device;        /* "cpu" | "cuda" */
+  char *name;    /* stable worker name, e.g. host:pid or --name */
+  int slots;     /* concurrent sessions it runs */
+  char *backend; /* "builtin" | "openai" | "scripted" */
+  char *device;  /* "cpu" | "cuda" */
   char *host;
   int64_t pid;
   int64_t policy_version; /* version of the weights it has loaded, -1 if none */
-  uint64_t *pending;   /* finished, unacknowledged task ids it will resend */
+  uint64_t *pending;      /* finished, unacknowledged task ids it will resend */
   int npending;
-  uint64_t *running;   /* task ids of the sessions it is still running (after a daemon restart) */
+  uint64_t *running; /* task ids of the sessions it is still running (after a daemon restart) */
   int nrunning;
-  int batch;           /* 1: it accepts TASKS (several tasks in one message) */
+  int batch; /* 1: it accepts TASKS (several tasks in one message) */
 } lt_hello_t;
 
 /* daemon → worker: answer to HELLO. */
 typedef struct {
-  char *worker_id;     /* id the daemon knows the worker by */
-  char *run;           /* run name */
+  char *worker_id; /* id the daemon knows the worker by */
+  char *run;       /* run name */
   int heartbeat_ms;
-  int liveness;        /* missed heartbeats before the peer counts as dead */
+  int liveness; /* missed heartbeats before the peer counts as dead */
   int64_t policy_version;
   char *weights_location; /* where the current weights are ("" if builtin init) */
   cJSON *weights_mirrors; /* optional: other locations of the same files, tried first (as WEIGHTS.mirrors), or NULL */
   char sha256[65];
-  cJSON *settings;     /* rollout/envs/rewards config sections, an object */
-  cJSON *model;        /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid
+  cJSON *settings; /* rollout/envs/rewards config sections, an object */
+  cJSON *
+      model; /* {"vocab_size", "eos_ids", "chat_format" ("chatml" or "chat_template")}: what a worker needs to produce valid
                         * trajectories without a checkpoint; an object (empty if not sent) */
-  int batch;           /* 1: the daemon accepts TRAJS from this worker (its HELLO said batch) */
+  int batch; /* 1: the daemon accepts TRAJS from this worker (its HELLO said batch) */
 } lt_welcome_t;
 
 /* daemon → worker: one rollout to run. */
@@ -90,23 +91,23 @@ typedef struct {
   int64_t prompt_id;
   char *domain;
   char *env;
-  char *session;       /* sticky-session key (multi-turn KV reuse), may be "" */
+  char *session;          /* sticky-session key (multi-turn KV reuse), may be "" */
   int64_t policy_version; /* version at dispatch */
   int attempt;
   int64_t seed;
   double temperature, top_p;
-  int top_k;           /* 0 = off */
-  int max_new_tokens;  /* per turn */
+  int top_k;          /* 0 = off */
+  int max_new_tokens; /* per turn */
   int max_turns;
   int max_context;
-  int eval;            /* 1: held-out evaluation sample (greedy, not trained on) */
-  cJSON *spec;         /* environment-specific problem description, an object */
+  int eval;    /* 1: held-out evaluation sample (greedy, not trained on) */
+  cJSON *spec; /* environment-specific problem description, an object */
 } lt_task_t;
 
 /* daemon → worker, only to a worker whose HELLO said batch: several TASKs at once. */
 typedef struct {
   lt_task_t *tasks;
-  int n;               /* 1..LT_PROTO_MAX_BATCH */
+  int n; /* 1..LT_PROTO_MAX_BATCH */
 } lt_tasks_t;
 
 typedef enum {
@@ -131,13 +132,13 @@ typedef enum {
  * codec's frames (named as the member), lt_traj_free, lt_traj_reserve and the agent loop's copies between
  * contexts walk this list, so that a new per-token field is its member below and a row here
  * (docs/architecture.md, "A per-token field"). */
-#define LT_TRAJ_TOKEN_ARRAYS(X)      \
-  X(tokens, "i32", 4, 0, 1)          \
-  X(logprobs, "f32", 4, 0, 1)        \
-  X(loss_mask, "u8", 1, 0, 1)        \
-  X(versions, "i32", 4, 0, 1)        \
-  X(support, "i32", 4, 0, 0)         \
-  X(routing_ids, "u16", 2, 1, 0)     \
+#define LT_TRAJ_TOKEN_ARRAYS(X)  \
+  X(tokens, "i32", 4, 0, 1)      \
+  X(logprobs, "f32", 4, 0, 1)    \
+  X(loss_mask, "u8", 1, 0, 1)    \
+  X(versions, "i32", 4, 0, 1)    \
+  X(support, "i32", 4, 0, 0)     \
+  X(routing_ids, "u16", 2, 1, 0) \
   X(routing_probs, "f32", 4, 1, 0)
 
 /* worker → daemon: a finished rollout: the one record of a trajectory from the agent loop to packing (the agent
@@ -149,32 +150,33 @@ typedef struct {
   char *domain;
   lt_traj_status status;
   lt_finish finish;
-  char *reason;        /* "stop","env_done","context_limit","turn_limit","agent_timeout","tool_timeout",... */
-  char *error;         /* detail for non-OK statuses, "" otherwise */
+  char *reason; /* "stop","env_done","context_limit","turn_limit","agent_timeout","tool_timeout",... */
+  char *error;  /* detail for non-OK statuses, "" otherwise */
   int has_reward;
   double reward;
-  cJSON *components;   /* object: reward component name → number */
+  cJSON *components; /* object: reward component name → number */
   int turns;
   int eval;
   double gen_ms, env_ms, reward_ms; /* time spent in each phase */
-  cJSON *messages;     /* array: chat messages {role, content, tool_calls?} */
-  char *diff;          /* the episode's changes as a unified diff (the swe environment's), NULL or "" for none */
+  cJSON *messages;                  /* array: chat messages {role, content, tool_calls?} */
+  char *diff; /* the episode's changes as a unified diff (the swe environment's), NULL or "" for none */
   int ntokens;
-  int32_t *tokens;     /* [ntokens] */
-  float *logprobs;     /* [ntokens] rollout logprob of generated tokens, 0 elsewhere */
-  uint8_t *loss_mask;  /* [ntokens] 1 where the policy generated the token */
-  int32_t *versions;   /* [ntokens] policy version per generated token, -1 elsewhere */
-  double temperature;  /* the temperature the tokens were sampled at; < 0: not sent (the TASK's applies) */
-  int32_t *support;    /* [ntokens] or NULL: size of the top-p/top-k set each token was drawn from, 0: whole vocabulary */
-  int nsupport_ids;    /* Σ support */
-  int32_t *support_ids;/* [nsupport_ids] or NULL: the sets' token ids, support[i] of them for token i, in token order */
+  int32_t *tokens;    /* [ntokens] */
+  float *logprobs;    /* [ntokens] rollout logprob of generated tokens, 0 elsewhere */
+  uint8_t *loss_mask; /* [ntokens] 1 where the policy generated the token */
+  int32_t *versions;  /* [ntokens] policy version per generated token, -1 elsewhere */
+  double temperature; /* the temperature the tokens were sampled at; < 0: not sent (the TASK's applies) */
+  int32_t *support; /* [ntokens] or NULL: size of the top-p/top-k set each token was drawn from, 0: whole vocabulary */
+  int nsupport_ids; /* Σ support */
+  int32_t
+      *support_ids;    /* [nsupport_ids] or NULL: the sets' token ids, support[i] of them for token i, in token order */
   int routing_layers;  /* MoE layers recorded (0: no routing frames) */
   int routing_k;       /* experts per token */
   int routing_experts; /* experts per layer (ids are < this) */
   uint16_t *routing_ids; /* [ntokens, routing_layers, routing_k] */
   float *routing_probs;  /* [ntokens, routing_layers, routing_k], before renormalisation */
-  int nseqs;           /* contexts the arrays hold one after another (0 or 1: one) */
-  int32_t *seq_starts; /* [nseqs] or NULL: where each starts; [0] = 0, increasing, < ntokens (an agent program's
+  int nseqs;             /* contexts the arrays hold one after another (0 or 1: one) */
+  int32_t *seq_starts;   /* [nseqs] or NULL: where each starts; [0] = 0, increasing, < ntokens (an agent program's
                           calls that diverged from the earlier turns, docs/agent-gateway.md) */
   /* Room in the arrays while the agent loop fills them (lt_traj_reserve); never sent, 0 in a decoded or loaded
    * record (whose arrays are exactly as long as their counts). */
@@ -186,15 +188,15 @@ typedef struct {
  * stands for: a malformed one (rc[i] < 0, why[i] naming it, trajs[i] holding
  * only its task_id when that could be read) does not refuse the others. */
 typedef struct {
-  lt_traj_t *trajs;    /* [n] */
-  int *rc;             /* [n]: 0, or the element's LT_EPROTO */
-  char **why;          /* [n]: the element's error, NULL when rc[i] is 0 */
-  int n;               /* 1..LT_PROTO_MAX_TRAJS */
+  lt_traj_t *trajs; /* [n] */
+  int *rc;          /* [n]: 0, or the element's LT_EPROTO */
+  char **why;       /* [n]: the element's error, NULL when rc[i] is 0 */
+  int n;            /* 1..LT_PROTO_MAX_TRAJS */
 } lt_trajs_t;
 
 typedef struct {
   uint64_t *task_ids;
-  uint8_t *duplicate;  /* per id: 1 if it was already committed */
+  uint8_t *duplicate; /* per id: 1 if it was already committed */
   int n;
 } lt_ack_t;
 
@@ -203,31 +205,31 @@ typedef struct {
   int inflight;
   int slots;
   int64_t policy_version;
-  int unacked;         /* finished trajectories waiting for ACK (worker) */
+  int unacked; /* finished trajectories waiting for ACK (worker) */
 } lt_heartbeat_t;
 
 typedef struct {
   int64_t version;
-  char *location;      /* local directory, or http URL */
-  char sha256[65];     /* of model.safetensors */
+  char *location;  /* local directory, or http URL */
+  char sha256[65]; /* of model.safetensors */
   int64_t bytes;
   /* Optional (docs/protocol.md): <location>/delta.zst turns the version whose model.safetensors has SHA-256
    * delta_base into this one; mirrors are other locations of the same files, tried first. */
   char delta_base[65]; /* "" when there is no delta */
   int64_t delta_bytes;
-  cJSON *mirrors;      /* array of URL strings, or NULL */
+  cJSON *mirrors; /* array of URL strings, or NULL */
 } lt_weights_t;
 
 typedef struct {
-  uint64_t task_id;    /* 0: all in-flight tasks of this worker */
+  uint64_t task_id; /* 0: all in-flight tasks of this worker */
   char *reason;
 } lt_abort_t;
 
 typedef struct {
-  int code;            /* LT_E* */
+  int code; /* LT_E* */
   char *message;
-  uint64_t ref;        /* id of the offending message, 0 if unknown */
-  uint64_t task_id;    /* the task concerned (a refused TRAJ, a TASK answered busy), 0 if none */
+  uint64_t ref;     /* id of the offending message, 0 if unknown */
+  uint64_t task_id; /* the task concerned (a refused TRAJ, a TASK answered busy), 0 if none */
 } lt_errmsg_t;
 
 typedef struct {
@@ -236,7 +238,7 @@ typedef struct {
 
 typedef struct {
   lt_msg_type type;
-  uint64_t id;         /* per-sender sequence number */
+  uint64_t id; /* per-sender sequence number */
   union {
     lt_hello_t hello;
     lt_welcome_t welcome;
@@ -256,7 +258,7 @@ typedef struct {
 typedef struct {
   void *data;
   size_t len;
-  int owned;           /* 1: data is malloc'd by the encoder */
+  int owned; /* 1: data is malloc'd by the encoder */
 } lt_frame_t;
 
 typedef struct {
@@ -290,10 +292,10 @@ int lt_traj_reserve(lt_traj_t *t, int more);
 
 /* What a trajectory is checked against (trajcheck.c). */
 typedef struct {
-  int vocab;            /* token ids are in [0, vocab) */
-  int64_t max_tokens;   /* 0: no limit */
-  int64_t max_version;  /* generated tokens' versions are in [0, max_version] */
-  int reward_bounded;   /* a reward is in [reward_lo, reward_hi] (the domain's range); 0: finite is enough */
+  int vocab;           /* token ids are in [0, vocab) */
+  int64_t max_tokens;  /* 0: no limit */
+  int64_t max_version; /* generated tokens' versions are in [0, max_version] */
+  int reward_bounded;  /* a reward is in [reward_lo, reward_hi] (the domain's range); 0: finite is enough */
   double reward_lo, reward_hi;
 } lt_traj_limits_t;
 /* 0, or LT_ERANGE/LT_EINVAL with the first problem (token index, value) as the message.  Refuses a finish

@@ -51,14 +51,17 @@ int lt_traj_correct(const lt_traj_t *t, double pass_threshold) {
 int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
   /* Only a budget is bootstrapped: a cut for any other reason would be paid the critic's optimism. */
   if (t->finish == LT_FINISH_TRUNCATED && !lt_reason_truncates(t->reason) && !lt_reason_is_timeout(t->reason))
-    return lt_error_set(LT_EINVAL, "finish truncated with reason '%s': only max_new_tokens, context_limit and turn_limit "
-                        "truncate; a timeout's reason ends in _timeout", t->reason ? t->reason : "");
+    return lt_error_set(LT_EINVAL,
+                        "finish truncated with reason '%s': only max_new_tokens, context_limit and turn_limit "
+                        "truncate; a timeout's reason ends in _timeout",
+                        t->reason ? t->reason : "");
   if (t->finish == LT_FINISH_TIMEOUT && !lt_reason_is_timeout(t->reason))
     return lt_error_set(LT_EINVAL, "finish timeout with reason '%s': a timeout's reason ends in _timeout",
                         t->reason ? t->reason : "");
   /* The limit is per context: a trajectory of several (an edited or compacted history) may hold more. */
   for (int k = 0; lim->max_tokens > 0 && k < (t->nseqs > 1 ? t->nseqs : 1); k++) {
-    int a = t->nseqs > 1 ? t->seq_starts[k] : 0, b = t->nseqs > 1 && k + 1 < t->nseqs ? t->seq_starts[k + 1] : t->ntokens;
+    int a = t->nseqs > 1 ? t->seq_starts[k] : 0,
+        b = t->nseqs > 1 && k + 1 < t->nseqs ? t->seq_starts[k + 1] : t->ntokens;
     if (b - a > lim->max_tokens)
       return lt_error_set(LT_ERANGE, "%d tokens%s: longer than rollout.max_context (%lld)", b - a,
                           t->nseqs > 1 ? " in one context" : "", (long long)lim->max_tokens);
@@ -66,9 +69,10 @@ int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
   if (t->has_reward && !isfinite(t->reward)) return lt_error_set(LT_ERANGE, "reward is not finite");
   /* Rounding in the shaping sums may land a hair outside the exact bound. */
   double slack = 1e-9 * (1 + fabs(lim->reward_lo) + fabs(lim->reward_hi));
-  if (t->has_reward && lim->reward_bounded && (t->reward < lim->reward_lo - slack || t->reward > lim->reward_hi + slack))
-    return lt_error_set(LT_ERANGE, "reward %g outside what domain %s's reward can produce [%g, %g]", t->reward, t->domain,
-                        lim->reward_lo, lim->reward_hi);
+  if (t->has_reward && lim->reward_bounded &&
+      (t->reward < lim->reward_lo - slack || t->reward > lim->reward_hi + slack))
+    return lt_error_set(LT_ERANGE, "reward %g outside what domain %s's reward can produce [%g, %g]", t->reward,
+                        t->domain, lim->reward_lo, lim->reward_hi);
   if (t->status == LT_TRAJ_OK && !t->has_reward) return lt_error_set(LT_EINVAL, "status ok without a reward");
   for (int i = 0; i < t->ntokens; i++) {
     if (t->tokens[i] < 0 || t->tokens[i] >= lim->vocab)
@@ -76,11 +80,13 @@ int lt_traj_check(const lt_traj_t *t, const lt_traj_limits_t *lim) {
     if (!t->loss_mask[i]) continue;
     /* A generated token's version is one the daemon published, not a later one. */
     if (t->versions[i] < 0 || t->versions[i] > lim->max_version)
-      return lt_error_set(LT_ERANGE, "token %d: policy version %d outside [0, %lld]", i, t->versions[i], (long long)lim->max_version);
+      return lt_error_set(LT_ERANGE, "token %d: policy version %d outside [0, %lld]", i, t->versions[i],
+                          (long long)lim->max_version);
     if (!isfinite(t->logprobs[i]) || t->logprobs[i] > 0)
       return lt_error_set(LT_ERANGE, "token %d: logprob %g is not a finite value <= 0", i, (double)t->logprobs[i]);
     if (t->support && t->support[i] > lim->vocab) /* (0: not recorded) */
-      return lt_error_set(LT_ERANGE, "token %d: sampling support %d exceeds the vocabulary (%d)", i, t->support[i], lim->vocab);
+      return lt_error_set(LT_ERANGE, "token %d: sampling support %d exceeds the vocabulary (%d)", i, t->support[i],
+                          lim->vocab);
   }
   size_t nr = (size_t)t->ntokens * (size_t)t->routing_layers * (size_t)t->routing_k;
   for (size_t i = 0; t->routing_probs && i < nr; i++)

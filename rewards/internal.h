@@ -5,7 +5,15 @@
 
 #include "rewards/reward.h"
 
-typedef enum { LT_RW_RULE, LT_RW_ENV, LT_RW_CODE, LT_RW_GENRM, LT_RW_VERIFIER, LT_RW_RUBRIC, LT_RW_MATH } lt__reward_type;
+typedef enum {
+  LT_RW_RULE,
+  LT_RW_ENV,
+  LT_RW_CODE,
+  LT_RW_GENRM,
+  LT_RW_VERIFIER,
+  LT_RW_RUBRIC,
+  LT_RW_MATH
+} lt__reward_type;
 
 typedef struct {
   double tolerance;
@@ -38,18 +46,51 @@ char *lt__math_normalize(const char *latex);
 #define LT__MATH_VAR_LEN 24
 
 /* Node kinds; from LT_MN_TUPLE on they are not scalars. */
-enum { LT_MN_NUM, LT_MN_VAR, LT_MN_ADD, LT_MN_SUB, LT_MN_MUL, LT_MN_DIV, LT_MN_NEG, LT_MN_POW, LT_MN_FACT,
-       LT_MN_BINOM, LT_MN_FN, LT_MN_TUPLE, LT_MN_SET, LT_MN_LIST, LT_MN_UNION, LT_MN_EQ };
-enum { LT_MF_SIN, LT_MF_COS, LT_MF_TAN, LT_MF_SEC, LT_MF_CSC, LT_MF_COT, LT_MF_ASIN, LT_MF_ACOS, LT_MF_ATAN, LT_MF_LN,
-       LT_MF_LOG, LT_MF_EXP, LT_MF_SQRT, LT_MF_ABS, LT_MF_SINH, LT_MF_COSH, LT_MF_TANH };
+enum {
+  LT_MN_NUM,
+  LT_MN_VAR,
+  LT_MN_ADD,
+  LT_MN_SUB,
+  LT_MN_MUL,
+  LT_MN_DIV,
+  LT_MN_NEG,
+  LT_MN_POW,
+  LT_MN_FACT,
+  LT_MN_BINOM,
+  LT_MN_FN,
+  LT_MN_TUPLE,
+  LT_MN_SET,
+  LT_MN_LIST,
+  LT_MN_UNION,
+  LT_MN_EQ
+};
+enum {
+  LT_MF_SIN,
+  LT_MF_COS,
+  LT_MF_TAN,
+  LT_MF_SEC,
+  LT_MF_CSC,
+  LT_MF_COT,
+  LT_MF_ASIN,
+  LT_MF_ACOS,
+  LT_MF_ATAN,
+  LT_MF_LN,
+  LT_MF_LOG,
+  LT_MF_EXP,
+  LT_MF_SQRT,
+  LT_MF_ABS,
+  LT_MF_SINH,
+  LT_MF_COSH,
+  LT_MF_TANH
+};
 
 typedef struct {
   int kind;
-  int fn;        /* function (LT_MF_*), variable index, or a list's item count */
-  int a, b;      /* operands; a list's first item */
-  int next;      /* next item of the list this node is in, -1 at the end */
+  int fn;           /* function (LT_MF_*), variable index, or a list's item count */
+  int a, b;         /* operands; a list's first item */
+  int next;         /* next item of the list this node is in, -1 at the end */
   char open, close; /* a tuple's brackets: () [] (] [) */
-  long double v; /* a number's value */
+  long double v;    /* a number's value */
 } lt__mnode_t;
 
 /* Both sides of a comparison parse into one pool, so that they share variables. */

@@ -27,11 +27,11 @@ struct lt__judge {
   uv_loop_t *loop;
   lt_httpc_t *http;
   char *url, *model;
-  cJSON *extra;             /* merged into each request body */
+  cJSON *extra; /* merged into each request body */
   int timeout_ms, retries, backoff_ms, max_tokens, max_inflight, inflight;
   char *prompt[NPAT];
   regex_t pat[NPAT];
-  regex_t *zero;            /* rewards.genrm.zero_patterns */
+  regex_t *zero; /* rewards.genrm.zero_patterns */
   int nzero;
   double scale, center, len_coef, min_language, rubric_partial, check_penalty;
   int len_target, check;
@@ -78,7 +78,8 @@ static const char *const default_pattern[NPAT] = {
     "<verdict>[[:space:]]*(satisfied|partially|unsatisfied)[[:space:]]*</verdict>",
     "<flawed>[[:space:]]*(True|False|true|false)[[:space:]]*</flawed>",
 };
-static const char *const key_prefix[NPAT] = {"rewards.genrm", "rewards.verifier", "rewards.rubric", "rewards.genrm.reasoning_check"};
+static const char *const key_prefix[NPAT] = {"rewards.genrm", "rewards.verifier", "rewards.rubric",
+                                             "rewards.genrm.reasoning_check"};
 
 static const char *cfg_str_or(const lt_config_t *cfg, const char *path, const char *dflt) {
   const char *s = lt_config_str(cfg, path);
@@ -125,8 +126,9 @@ int lt__judge_create(uv_loop_t *loop, const lt_config_t *cfg, lt__judge_t **out)
   *out = NULL;
   const char *endpoint = lt_config_str(cfg, "rewards.genrm.endpoint");
   if (!endpoint || !*endpoint)
-    return lt_error_set(LT_ECONFIG, "rewards.genrm.endpoint: a judge reward (genrm, verifier, rubric) needs the URL of "
-                                    "an OpenAI-compatible server");
+    return lt_error_set(LT_ECONFIG,
+                        "rewards.genrm.endpoint: a judge reward (genrm, verifier, rubric) needs the URL of "
+                        "an OpenAI-compatible server");
   lt__judge_t *j = calloc(1, sizeof *j);
   if (!j) return lt_error_set(LT_ENOMEM, "judge: out of memory");
   j->loop = loop;
@@ -170,8 +172,10 @@ int lt__judge_create(uv_loop_t *loop, const lt_config_t *cfg, lt__judge_t **out)
   }
   const cJSON *zp = lt_config_get(cfg, "rewards.genrm.zero_patterns");
   int nz = cJSON_IsArray(zp) ? cJSON_GetArraySize(zp) : 0;
-  if (rc == 0 && zp && !cJSON_IsArray(zp)) rc = lt_error_set(LT_ECONFIG, "rewards.genrm.zero_patterns: expected an array");
-  if (rc == 0 && nz && !(j->zero = calloc((size_t)nz, sizeof *j->zero))) rc = lt_error_set(LT_ENOMEM, "judge: out of memory");
+  if (rc == 0 && zp && !cJSON_IsArray(zp))
+    rc = lt_error_set(LT_ECONFIG, "rewards.genrm.zero_patterns: expected an array");
+  if (rc == 0 && nz && !(j->zero = calloc((size_t)nz, sizeof *j->zero)))
+    rc = lt_error_set(LT_ENOMEM, "judge: out of memory");
   for (int i = 0; i < nz && rc == 0; i++) {
     const cJSON *p = cJSON_GetArrayItem(zp, i);
     snprintf(key, sizeof key, "rewards.genrm.zero_patterns[%d]", i);
@@ -271,7 +275,10 @@ static void finish(lt__judge_req_t *r, int status, const char *err) {
 static void fill(lt_buf_t *b, const char *tmpl, const lt__judge_req_t *r) {
   struct {
     const char *key, *val;
-  } v[] = {{"{question}", r->question}, {"{response}", r->response}, {"{reference}", r->reference}, {"{judgment}", r->judgment}};
+  } v[] = {{"{question}", r->question},
+           {"{response}", r->response},
+           {"{reference}", r->reference},
+           {"{judgment}", r->judgment}};
   for (const char *p = tmpl; *p;) {
     int hit = 0;
     for (size_t i = 0; i < sizeof v / sizeof v[0] && !hit; i++) {
@@ -398,8 +405,9 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
       return;
     }
     snprintf(why, sizeof why, "%s: %s", j->url,
-             !a ? "the reply is not JSON" : !cJSON_IsString(c) ? "the reply has no choices[0].message.content"
-                                                                 : "the reply has no verdict matching the pattern");
+             !a                   ? "the reply is not JSON"
+             : !cJSON_IsString(c) ? "the reply has no choices[0].message.content"
+                                  : "the reply has no verdict matching the pattern");
     cJSON_Delete(a);
   } else {
     snprintf(why, sizeof why, "%s", err ? err : lt_strerror(rc));
@@ -412,8 +420,8 @@ static void on_answer(int rc, long status, const char *body, size_t len, const c
     return;
   }
   char msg[700];
-  snprintf(msg, sizeof msg, "%s reward: %s (after %d attempt%s)", r->stage ? "reasoning check" : "judge", why, r->res.attempts,
-           r->res.attempts == 1 ? "" : "s");
+  snprintf(msg, sizeof msg, "%s reward: %s (after %d attempt%s)", r->stage ? "reasoning check" : "judge", why,
+           r->res.attempts, r->res.attempts == 1 ? "" : "s");
   finish(r, rc == LT_ETIMEDOUT ? LT_ETIMEDOUT : rc == LT_EUNREACH ? LT_EUNREACH : LT_EREMOTE, msg);
 }
 

@@ -11,11 +11,11 @@
 #include "rewards/internal.h"
 #include "util/error.h"
 
-#define MAX_ANSWER 4096  /* longer "answers" are not answers (and bound the work) */
-#define MAX_BARE 200     /* a whole response up to this long, on one line, may be the answer */
-#define POINTS 8         /* random points at which expressions in variables are compared */
-#define MIN_POINTS 3     /* ... of which at least this many must be defined on both sides */
-#define TOL_FLOOR 1e-12  /* rounding of long double evaluation, even with tolerance 0 */
+#define MAX_ANSWER 4096 /* longer "answers" are not answers (and bound the work) */
+#define MAX_BARE 200    /* a whole response up to this long, on one line, may be the answer */
+#define POINTS 8        /* random points at which expressions in variables are compared */
+#define MIN_POINTS 3    /* ... of which at least this many must be defined on both sides */
+#define TOL_FLOOR 1e-12 /* rounding of long double evaluation, even with tolerance 0 */
 
 char *lt_reward_math_extract(const char *r) {
   char *a = lt__reward_last_boxed(r);

@@ -51,14 +51,14 @@ static const struct {
   const char *name;
   int fn;
 } fns[] = {
-    {"sin", LT_MF_SIN},   {"cos", LT_MF_COS},   {"tan", LT_MF_TAN},   {"sec", LT_MF_SEC},       {"csc", LT_MF_CSC},
-    {"cot", LT_MF_COT},   {"arcsin", LT_MF_ASIN}, {"arccos", LT_MF_ACOS}, {"arctan", LT_MF_ATAN}, {"ln", LT_MF_LN},
-    {"log", LT_MF_LOG},   {"exp", LT_MF_EXP},   {"sqrt", LT_MF_SQRT}, {"sinh", LT_MF_SINH},     {"cosh", LT_MF_COSH},
-    {"tanh", LT_MF_TANH},
+    {"sin", LT_MF_SIN},     {"cos", LT_MF_COS},   {"tan", LT_MF_TAN},     {"sec", LT_MF_SEC},
+    {"csc", LT_MF_CSC},     {"cot", LT_MF_COT},   {"arcsin", LT_MF_ASIN}, {"arccos", LT_MF_ACOS},
+    {"arctan", LT_MF_ATAN}, {"ln", LT_MF_LN},     {"log", LT_MF_LOG},     {"exp", LT_MF_EXP},
+    {"sqrt", LT_MF_SQRT},   {"sinh", LT_MF_SINH}, {"cosh", LT_MF_COSH},   {"tanh", LT_MF_TANH},
 };
-static const char *const greek[] = {"alpha", "beta",  "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta",
-                                    "theta", "vartheta", "kappa", "lambda", "mu",   "nu",  "xi",  "rho",
-                                    "sigma", "tau",   "phi",   "varphi", "chi",   "psi",   "omega"};
+static const char *const greek[] = {"alpha", "beta",     "gamma", "delta",  "epsilon", "varepsilon", "zeta", "eta",
+                                    "theta", "vartheta", "kappa", "lambda", "mu",      "nu",         "xi",   "rho",
+                                    "sigma", "tau",      "phi",   "varphi", "chi",     "psi",        "omega"};
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
 
 static int var(parser_t *p, const char *name, size_t len) {
@@ -123,7 +123,8 @@ static int number(parser_t *p) {
     s = r + nr + 1;
   }
   /* Scientific notation only with digits after the e (2e is 2 times e). */
-  if (k + 8 < sizeof buf && (*s == 'e' || *s == 'E') && (isdigit((unsigned char)s[1]) || ((s[1] == '-' || s[1] == '+') && isdigit((unsigned char)s[2])))) {
+  if (k + 8 < sizeof buf && (*s == 'e' || *s == 'E') &&
+      (isdigit((unsigned char)s[1]) || ((s[1] == '-' || s[1] == '+') && isdigit((unsigned char)s[2])))) {
     buf[k++] = *s++;
     if (*s == '-' || *s == '+') buf[k++] = *s++;
     while (isdigit((unsigned char)*s) && k + 1 < sizeof buf) buf[k++] = *s++;
@@ -167,7 +168,7 @@ static int function(parser_t *p, int fn) {
     a = power(p);
     while (a >= 0) {
       ws(p);
-      if (!(isalnum((unsigned char)*p->s) || *p->s == '(' )) break;
+      if (!(isalnum((unsigned char)*p->s) || *p->s == '(')) break;
       int b = power(p);
       a = b < 0 ? b : node(p, LT_MN_MUL, a, b);
     }
@@ -314,7 +315,8 @@ static int starts_factor(parser_t *p) {
   char c = *p->s;
   if (isalpha((unsigned char)c) || c == '(') return 1;
   if (c != '\\' || !isalpha((unsigned char)p->s[1])) return 0;
-  static const char *const operators[] = {"cdot", "times", "div", "cup", "in", "le", "leq", "leqslant", "lt", "ge", "geq", "geqslant", "gt", "ne", "neq", "pm", "mp"};
+  static const char *const operators[] = {"cdot", "times", "div",      "cup", "in", "le",  "leq", "leqslant", "lt",
+                                          "ge",   "geq",   "geqslant", "gt",  "ne", "neq", "pm",  "mp"};
   size_t n = 0;
   while (isalpha((unsigned char)p->s[1 + n])) n++;
   for (int i = 0; i < COUNT(operators); i++)
@@ -459,8 +461,8 @@ static int is_name(const char *s, const char *e) {
   const char *w = s += command;
   while (s < e && isalpha((unsigned char)*s)) s++;
   if (s == w || (s - w > 1 && !command)) return 0; /* xy is a product, \theta a name */
-  if (s < e && *s == '_') s = e; /* a subscripted name */
-  if (s < e && *s == '(' && e[-1] == ')') { /* arguments are names: f(x), g(a, b), not x(x+1) */
+  if (s < e && *s == '_') s = e;                   /* a subscripted name */
+  if (s < e && *s == '(' && e[-1] == ')') {        /* arguments are names: f(x), g(a, b), not x(x+1) */
     for (s++; s < e - 1 && (isalpha((unsigned char)*s) || *s == ',' || *s == ' '); s++) {}
     s += s == e - 1;
   }

@@ -14,27 +14,47 @@
 
 /* Replaced by nothing (or a space, for the spacing ones). */
 static const char *const dropped[] = {
-    "\\displaystyle", "\\textstyle", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\biggl", "\\biggr", "\\big", "\\Big",
-    "\\bigg", "\\Bigg", "\\degree", "\\circ", "\\%", "\\$", "\\!", "\\(", "\\)", "\\[", "\\]",
+    "\\displaystyle",
+    "\\textstyle",
+    "\\bigl",
+    "\\bigr",
+    "\\Bigl",
+    "\\Bigr",
+    "\\biggl",
+    "\\biggr",
+    "\\big",
+    "\\Big",
+    "\\bigg",
+    "\\Bigg",
+    "\\degree",
+    "\\circ",
+    "\\%",
+    "\\$",
+    "\\!",
+    "\\(",
+    "\\)",
+    "\\[",
+    "\\]",
 };
 static const char *const spaces[] = {"\\quad", "\\qquad", "\\,", "\\;", "\\:", "\\ ", "~", "\\enspace"};
 /* Wrappers whose braces are dropped and whose content is kept. */
-static const char *const wrappers[] = {"\\text{",   "\\textbf{", "\\textrm{", "\\textit{", "\\mathrm{",  "\\mathbf{",
+static const char *const wrappers[] = {"\\text{",   "\\textbf{", "\\textrm{", "\\textit{", "\\mathrm{", "\\mathbf{",
                                        "\\mathit{", "\\mbox{",   "\\textup{", "\\boxed{",  "\\mathsf{"};
 /* Unicode symbols a model may write instead of LaTeX. */
 static const char *const unicode[][2] = {
-    {"\xcf\x80", "\\pi "},    {"\xe2\x88\x9a", "\\sqrt"}, {"\xc3\x97", "\\times "}, {"\xc2\xb7", "\\cdot "},
-    {"\xe2\x8b\x85", "\\cdot "}, {"\xe2\x88\x92", "-"},     {"\xc3\xb7", "\\div "},   {"\xe2\x88\x9e", "\\infty "},
-    {"\xe2\x88\xaa", "\\cup "},   {"\xe2\x89\xa4", "\\le "},   {"\xe2\x89\xa5", "\\ge "},
-    {"\xc2\xb1", "\\pm "},
+    {"\xcf\x80", "\\pi "},       {"\xe2\x88\x9a", "\\sqrt"}, {"\xc3\x97", "\\times "},  {"\xc2\xb7", "\\cdot "},
+    {"\xe2\x8b\x85", "\\cdot "}, {"\xe2\x88\x92", "-"},      {"\xc3\xb7", "\\div "},    {"\xe2\x88\x9e", "\\infty "},
+    {"\xe2\x88\xaa", "\\cup "},  {"\xe2\x89\xa4", "\\le "},  {"\xe2\x89\xa5", "\\ge "}, {"\xc2\xb1", "\\pm "},
 };
 /* Trailing words that name a unit, not a value. */
 static const char *const units[] = {
-    "cm", "mm", "km", "meter", "meters", "metre", "metres", "centimeters", "kilometers", "inch", "inches", "ft",
-    "feet", "foot", "yard", "yards", "mile", "miles", "units", "unit", "square", "sq", "cubic", "degrees", "degree",
-    "dollars", "dollar", "cents", "cent", "hours", "hour", "hrs", "minutes", "minute", "min", "seconds", "second",
-    "sec", "kg", "grams", "gram", "pounds", "pound", "lbs", "lb", "mph", "days", "day", "weeks", "week", "years",
-    "year", "months", "month", "percent", "liters", "litres", "liter", "ml", "m", "s", "g",
+    "cm",      "mm",     "km",     "meter", "meters", "metre",   "metres", "centimeters", "kilometers",
+    "inch",    "inches", "ft",     "feet",  "foot",   "yard",    "yards",  "mile",        "miles",
+    "units",   "unit",   "square", "sq",    "cubic",  "degrees", "degree", "dollars",     "dollar",
+    "cents",   "cent",   "hours",  "hour",  "hrs",    "minutes", "minute", "min",         "seconds",
+    "second",  "sec",    "kg",     "grams", "gram",   "pounds",  "pound",  "lbs",         "lb",
+    "mph",     "days",   "day",    "weeks", "week",   "years",   "year",   "months",      "month",
+    "percent", "liters", "litres", "liter", "ml",     "m",       "s",      "g",
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -68,7 +88,7 @@ static void strip_units(char *s) {
   for (;;) {
     size_t n = strlen(s), w;
     while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
-    size_t pw = n >= 2 && s[n - 2] == '^' && isdigit((unsigned char)s[n - 1])                                    ? 2
+    size_t pw = n >= 2 && s[n - 2] == '^' && isdigit((unsigned char)s[n - 1])                                   ? 2
                 : n >= 4 && !strncmp(s + n - 4, "^{", 2) && isdigit((unsigned char)s[n - 2]) && s[n - 1] == '}' ? 4
                                                                                                                 : 0;
     size_t end = n - pw;

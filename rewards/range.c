@@ -55,6 +55,7 @@ int lt_reward_ranges_check(const lt_config_t *cfg) {
   double lo, hi;
   int rc = lt_reward_range(cfg, NULL, &lo, &hi);
   const cJSON *doms = lt_config_get(cfg, "rewards.domains");
-  for (const cJSON *d = doms ? doms->child : NULL; d && rc >= 0; d = d->next) rc = lt_reward_range(cfg, d->string, &lo, &hi);
+  for (const cJSON *d = doms ? doms->child : NULL; d && rc >= 0; d = d->next)
+    rc = lt_reward_range(cfg, d->string, &lo, &hi);
   return rc < 0 ? rc : 0;
 }

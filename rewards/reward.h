@@ -24,12 +24,12 @@ typedef struct {
 } lt_reward_case_t;
 
 typedef struct {
-  int status;               /* 0: ok; otherwise the LT_E* code of the failure (no reward) */
-  double reward;            /* valid when status == 0 */
-  cJSON *components;        /* object: component name → number; owned by the result */
-  int attempts;             /* calls made (1 for local verifiers) */
-  char *error;              /* detail when status != 0 */
-  int zeroed;               /* a rule zeroed it (GenRM zero patterns, language): shaping leaves it at 0 */
+  int status;        /* 0: ok; otherwise the LT_E* code of the failure (no reward) */
+  double reward;     /* valid when status == 0 */
+  cJSON *components; /* object: component name → number; owned by the result */
+  int attempts;      /* calls made (1 for local verifiers) */
+  char *error;       /* detail when status != 0 */
+  int zeroed;        /* a rule zeroed it (GenRM zero patterns, language): shaping leaves it at 0 */
 } lt_reward_result_t;
 
 /* Called on the loop thread; the callee takes ownership of res's fields. */

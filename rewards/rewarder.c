@@ -14,10 +14,10 @@ typedef struct job {
   void *ud;
   lt_reward_result_t res;
   uv_timer_t timer;
-  lt__judge_req_t *jr; /* a judge call in flight */
+  lt__judge_req_t *jr;  /* a judge call in flight */
   char *shape_response; /* what shaping needs once the judge or the tests answer */
   int shape_tokens, shape_malformed;
-  uv_work_t work;       /* code tests on the thread pool */
+  uv_work_t work; /* code tests on the thread pool */
   char *code;
   cJSON *tests;
   lt_envs_code_result_t cres;
@@ -30,13 +30,13 @@ struct lt_rewarder {
   uv_loop_t *loop;
   lt__reward_cfg_t cfg;
   lt__reward_type dflt;
-  cJSON *domains;  /* rewards.domains copy */
+  cJSON *domains;     /* rewards.domains copy */
   lt__judge_t *judge; /* when some domain's reward is a judge's */
   lt_sandbox_limits_t sandbox;
   int pool_size;
   double test_timeout_s;
   lt_sandbox_pool_t *pool; /* made at the first code reward */
-  job_t *jobs;     /* in flight */
+  job_t *jobs;             /* in flight */
   int closing, handles;
   void (*done)(void *);
   void *done_ud;
@@ -155,8 +155,8 @@ static void on_judge(lt_reward_result_t *res, void *ud) {
   cJSON_Delete(j->res.components);
   j->res = *res;
   /* The judge's case is gone by now; the shaping terms it needs were kept. */
-  lt_reward_case_t k = {.response = j->shape_response, .response_tokens = j->shape_tokens,
-                        .malformed_tool_calls = j->shape_malformed};
+  lt_reward_case_t k = {
+      .response = j->shape_response, .response_tokens = j->shape_tokens, .malformed_tool_calls = j->shape_malformed};
   settle(j->r, &k, j);
   complete(j);
 }
@@ -185,8 +185,8 @@ static void code_done(uv_work_t *w, int status) {
     cJSON_AddNumberToObject(j->res.components, "code_tests_total", j->cres.total);
     cJSON_AddNumberToObject(j->res.components, "code", j->res.reward);
   }
-  lt_reward_case_t k = {.response = j->shape_response, .response_tokens = j->shape_tokens,
-                        .malformed_tool_calls = j->shape_malformed};
+  lt_reward_case_t k = {
+      .response = j->shape_response, .response_tokens = j->shape_tokens, .malformed_tool_calls = j->shape_malformed};
   settle(j->r, &k, j);
   complete(j);
 }

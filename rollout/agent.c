@@ -102,8 +102,9 @@ static char *agent_episode_diff(const lt_agent_t *a) {
   size_t keep = LT_PROTO_MAX_DIFF - 128;
   while (keep && d->valuestring[keep - 1] != '\n') keep--;
   char *s = malloc(LT_PROTO_MAX_DIFF + 1);
-  if (s) snprintf(s, LT_PROTO_MAX_DIFF + 1, "%.*s# longtail: the diff was cut here, at %zu of its %zu bytes\n", (int)keep,
-                  d->valuestring, keep, n);
+  if (s)
+    snprintf(s, LT_PROTO_MAX_DIFF + 1, "%.*s# longtail: the diff was cut here, at %zu of its %zu bytes\n", (int)keep,
+             d->valuestring, keep, n);
   return s;
 }
 
@@ -151,7 +152,8 @@ static void agent_deliver(lt_agent_t *a) {
     t->routing_ids = NULL, t->routing_probs = NULL;
     t->routing_layers = t->routing_k = t->routing_experts = 0;
   }
-  if (t->nseqs <= 1) { /* one context: no seq_starts frame (several: an agent program's calls that diverged, or the loop's rewrites) */
+  if (t->nseqs <=
+      1) { /* one context: no seq_starts frame (several: an agent program's calls that diverged, or the loop's rewrites) */
     free(t->seq_starts);
     t->seq_starts = NULL, t->nseqs = 0;
   }
@@ -208,10 +210,14 @@ static void agent_score(lt_agent_t *a) {
     if (cJSON_IsString(r) && !strcmp(r->valuestring, "user"))
       first_user = cJSON_GetObjectItemCaseSensitive(m, "content");
   }
-  lt_reward_case_t k = {.domain = a->task.domain, .prompt = cJSON_IsString(first_user) ? first_user->valuestring : "",
-                        .response = a->last_text ? a->last_text : "", .reference = lt_episode_reference(a->ep),
-                        .messages = a->messages, .response_tokens = a->generated,
-                        .truncated = a->finish == LT_FINISH_TRUNCATED, .malformed_tool_calls = a->malformed};
+  lt_reward_case_t k = {.domain = a->task.domain,
+                        .prompt = cJSON_IsString(first_user) ? first_user->valuestring : "",
+                        .response = a->last_text ? a->last_text : "",
+                        .reference = lt_episode_reference(a->ep),
+                        .messages = a->messages,
+                        .response_tokens = a->generated,
+                        .truncated = a->finish == LT_FINISH_TRUNCATED,
+                        .malformed_tool_calls = a->malformed};
   a->t_reward = lt_time_mono_s();
   a->state = LT__EP_SCORING;
   if (lt_rewarder_score(a->ctx->rewarder, &k, agent_on_reward, a) < 0) {
@@ -247,8 +253,7 @@ static void agent_reward(lt_agent_t *a) {
   }
   if (a->status == LT_TRAJ_OK && !a->has_reward) /* an agent program may have reported its own */
     agent_score(a);
-  else
-    agent_ended(a);
+  else agent_ended(a);
 }
 
 /* The environment judged the end state: its verdict is in the reference; rc < 0: it could not (env_error). */
@@ -272,7 +277,8 @@ void lt__agent_end(lt_agent_t *a, lt_traj_status st, lt_finish fin, const char *
   a->error = err ? strdup(err) : NULL;
   agent_halt(a);
   /* swe judges its end state (a timeout gets its diff, not its tests); 1: nothing to judge */
-  int rc = a->status == LT_TRAJ_OK && a->ep ? lt_episode_end(a->ep, a->finish != LT_FINISH_TIMEOUT, agent_on_judged, a) : 1;
+  int rc =
+      a->status == LT_TRAJ_OK && a->ep ? lt_episode_end(a->ep, a->finish != LT_FINISH_TIMEOUT, agent_on_judged, a) : 1;
   if (rc == 0) a->state = LT__EP_JUDGING;
   else if (rc < 0) agent_on_judged(a->ep, rc, a);
   else agent_reward(a);
@@ -324,7 +330,8 @@ int lt_agent_start(lt_agent_ctx_t *ctx, const lt_task_t *task, lt_agent_done_cb 
   const lt_envs_agent_t *prog = ctx->envs && a->task.domain ? lt_envs_agent(ctx->envs, a->task.domain) : NULL;
   int rc = !a->task.domain || !a->task.env || !a->task.session || !a->task.spec || !a->messages
                ? lt_error_set(LT_ENOMEM, "out of memory")
-               : prog ? lt__play_new(a, prog) : lt__loop_new(a);
+           : prog ? lt__play_new(a, prog)
+                  : lt__loop_new(a);
   if (rc < 0) {
     lt__agent_end(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "worker_error", lt_error_msg());
     return 0;

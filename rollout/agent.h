@@ -27,9 +27,9 @@ typedef enum { LT_COMPRESS_NONE, LT_COMPRESS_SUMMARY, LT_COMPRESS_DISCARD_ALL, L
 typedef struct {
   int keep_reasoning_latest; /* a new user message drops the <think> blocks of earlier assistant turns */
   lt_compression compression;
-  int threshold;             /* context tokens that trigger compression (0: off) */
-  int max_resets;            /* rewrites per episode, then the limits truncate as usual */
-  int summary_tokens;        /* budget of the policy's own summary */
+  int threshold;      /* context tokens that trigger compression (0: off) */
+  int max_resets;     /* rewrites per episode, then the limits truncate as usual */
+  int summary_tokens; /* budget of the policy's own summary */
   const char *summary_prompt;
 } lt_context_opts_t;
 
@@ -42,7 +42,7 @@ typedef struct {
   lt_rewarder_t *rewarder;
   lt_backend_t *backend;
   lt_context_opts_t context;
-  int *fault_in_step;        /* LT_FAULT=kill_in_step=N: the process dies while the Nth tool call runs */
+  int *fault_in_step;             /* LT_FAULT=kill_in_step=N: the process dies while the Nth tool call runs */
   const lt_chat_template_t *chat; /* the checkpoint's own chat template; NULL: ChatML */
   lt_tool_format tool_format;     /* how the policy writes tool calls */
   lt_gateway_t *gateway;          /* serves the programs of `agent` domains (NULL: the run has none) */

@@ -26,7 +26,7 @@ struct lt_gateway_session {
     PLAY_SIDE
   } kind; /* the episode's calls one after another, or one made while another was answered */
   lt__play_t *play;
-  play_side_t *side;                  /* PLAY_SIDE: that call */
+  play_side_t *side; /* PLAY_SIDE: that call */
 };
 
 struct lt__play {
@@ -34,19 +34,19 @@ struct lt__play {
   lt_agent_t *a;
   const lt_envs_agent_t *opts;
   lt_program_t *prog;
-  lt_oai_gen_t *og;         /* the call being generated */
-  int committed;            /* the record's tokens up to the last answered call */
+  lt_oai_gen_t *og; /* the call being generated */
+  int committed;    /* the record's tokens up to the last answered call */
   int committed_sids;
-  int call_gen;             /* where the call in flight's generated tokens start */
-  int32_t *prompt;          /* the call's whole context: the record, then what it adds */
+  int call_gen;    /* where the call in flight's generated tokens start */
+  int32_t *prompt; /* the call's whole context: the record, then what it adds */
   int capprompt;
-  const char *limit;        /* "turn_limit" | "context_limit": the gateway ended the episode */
-  int gen_base;             /* where the generation session's context starts in the record */
-  double call_temp;         /* honor_sampling: the episode's temperature, < 0 before the first call */
-  double t_call;            /* when the call in flight started generating */
-  play_side_t *sides;       /* side calls not yet ended */
-  lt_traj_t side;           /* the answered ones' contexts (arrays only), before the record's in the TRAJ */
-  uint64_t nsides;          /* side calls so far (their sessions' seeds) */
+  const char *limit;  /* "turn_limit" | "context_limit": the gateway ended the episode */
+  int gen_base;       /* where the generation session's context starts in the record */
+  double call_temp;   /* honor_sampling: the episode's temperature, < 0 before the first call */
+  double t_call;      /* when the call in flight started generating */
+  play_side_t *sides; /* side calls not yet ended */
+  lt_traj_t side;     /* the answered ones' contexts (arrays only), before the record's in the TRAJ */
+  uint64_t nsides;    /* side calls so far (their sessions' seeds) */
 };
 
 /* A call of the episode that arrived while another was being answered (an
@@ -57,12 +57,12 @@ struct play_side {
   lt_gateway_session_t session; /* PLAY_SIDE */
   play_side_t *next;
   lt_gen_t *gen;
-  lt_oai_gen_t *og;         /* being generated */
-  const int32_t *prompt;    /* the layer's rendered ids (valid until the call ends) */
+  lt_oai_gen_t *og;      /* being generated */
+  const int32_t *prompt; /* the layer's rendered ids (valid until the call ends) */
   int nprompt;
-  lt_traj_t rec;            /* its prompt (loss mask 0) and what it generated (arrays only) */
-  int gen_at;               /* where rec's generated tokens start */
-  int held;                 /* it holds the program's clock (lt_program_hold) until freed */
+  lt_traj_t rec; /* its prompt (loss mask 0) and what it generated (arrays only) */
+  int gen_at;    /* where rec's generated tokens start */
+  int held;      /* it holds the program's clock (lt_program_hold) until freed */
 };
 
 #define LIMIT_GRACE_MS 2000 /* after the call past a limit, the program's time to exit before its group is killed */
@@ -82,7 +82,8 @@ int lt__play_new(lt_agent_t *a, const lt_envs_agent_t *opts) {
   p->a = a;
   p->opts = opts;
   p->call_temp = -1;
-  p->side = (lt_traj_t){.routing_layers = a->traj.routing_layers, .routing_k = a->traj.routing_k,
+  p->side = (lt_traj_t){.routing_layers = a->traj.routing_layers,
+                        .routing_k = a->traj.routing_k,
                         .routing_experts = a->traj.routing_experts};
   a->play = p;
   return 0;
@@ -372,7 +373,8 @@ static int play_prepare(lt_gateway_session_t *s, lt_oai_plan_t *plan) {
   }
   if (!p->opts->honor_sampling) {
     plan->sp = (lt_sampling_t){.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
-                               .top_p = (float)a->task.top_p, .top_k = a->task.top_k};
+                               .top_p = (float)a->task.top_p,
+                               .top_k = a->task.top_k};
   } else if (p->call_temp >= 0 && p->call_temp != plan->sp.temperature) {
     return lt_error_set(LT_EINVAL,
                         "temperature: an episode samples at one temperature (%g so far), the learner corrects for it",
@@ -381,9 +383,12 @@ static int play_prepare(lt_gateway_session_t *s, lt_oai_plan_t *plan) {
   play_side_t *side = NULL;
   if (p->og) { /* another call is being answered: this one is a context of its own, as rendered */
     if (!(side = calloc(1, sizeof *side))) return lt_error_set(LT_ENOMEM, "agent: out of memory");
-    *side = (play_side_t){.session = {.kind = PLAY_SIDE, .play = p, .side = side}, .next = p->sides,
-                          .prompt = plan->prompt, .nprompt = plan->nprompt,
-                          .rec = {.routing_layers = a->traj.routing_layers, .routing_k = a->traj.routing_k,
+    *side = (play_side_t){.session = {.kind = PLAY_SIDE, .play = p, .side = side},
+                          .next = p->sides,
+                          .prompt = plan->prompt,
+                          .nprompt = plan->nprompt,
+                          .rec = {.routing_layers = a->traj.routing_layers,
+                                  .routing_k = a->traj.routing_k,
                                   .routing_experts = a->traj.routing_experts}};
     p->sides = side;
   } else {
@@ -528,6 +533,8 @@ static void play_answered(lt_gateway_session_t *s, const lt_oai_result_t *r) {
   a->messages = msgs;
 }
 
-const lt_gateway_session_ops_t lt_agent_gateway_ops = {.prepare = play_prepare, .generate = play_generate,
-                                                       .cancel = play_cancel, .context_limit = play_context_limit,
+const lt_gateway_session_ops_t lt_agent_gateway_ops = {.prepare = play_prepare,
+                                                       .generate = play_generate,
+                                                       .cancel = play_cancel,
+                                                       .context_limit = play_context_limit,
                                                        .answered = play_answered};

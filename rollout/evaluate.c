@@ -11,7 +11,7 @@
 
 typedef struct {
   lt_agent_ctx_t *ctx;
-  lt_task_t base;            /* the run's TASK settings */
+  lt_task_t base; /* the run's TASK settings */
   uint64_t seed;
   int n, next, running, slots, correct, rc;
 } round_t;
@@ -70,14 +70,20 @@ int lt_rollout_evaluate(const lt_eval_opts_t *o, int *correct, int *n) {
     if (lt_envs_agent(envs, lt_envs_name(envs, i)))
       rc = lt_error_set(LT_EUNSUPP, "domain %s runs agent programs: evaluate it with a run", lt_envs_name(envs, i));
   if (rc == 0) rc = lt_rewarder_create(&loop, c, &rw);
-  lt_backend_opts_t bo = {.kind = "builtin", .model_dir = o->model_dir, .version = o->version, .device = "cpu",
-                          .threads = 1, .max_sessions = o->slots,
+  lt_backend_opts_t bo = {.kind = "builtin",
+                          .model_dir = o->model_dir,
+                          .version = o->version,
+                          .device = "cpu",
+                          .threads = 1,
+                          .max_sessions = o->slots,
                           .max_context = (int)lt_config_int(c, "rollout.max_context")};
   if (rc == 0) rc = lt_backend_create(&loop, &bo, &be);
   if (rc == 0) rc = lt_agent_chat_load(o->model_dir, lt_config_str(c, "rollout.tool_format"), &chat, &fmt);
   lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .chat = chat, .tool_format = fmt};
   lt_agent_context_config(c, &ctx.context);
-  round_t r = {.ctx = &ctx, .seed = (uint64_t)lt_config_int(c, "run.seed"), .n = (int)lt_config_int(c, "eval.prompts"),
+  round_t r = {.ctx = &ctx,
+               .seed = (uint64_t)lt_config_int(c, "run.seed"),
+               .n = (int)lt_config_int(c, "eval.prompts"),
                .slots = o->slots > 0 ? o->slots : 1};
   lt_task_settings(c, &r.base);
   r.base.policy_version = o->version;

@@ -7,10 +7,10 @@
 #include "util/config.h"
 
 typedef struct {
-  const lt_config_t *cfg;  /* the run's: envs, rewards, rollout.*, eval.prompts, run.seed */
-  const char *model_dir;   /* the policy version evaluated */
+  const lt_config_t *cfg; /* the run's: envs, rewards, rollout.*, eval.prompts, run.seed */
+  const char *model_dir;  /* the policy version evaluated */
   int64_t version;
-  int slots;               /* episodes at once */
+  int slots; /* episodes at once */
 } lt_eval_opts_t;
 
 /* The eval.prompts held-out prompts a round of the run used (prompt i of domain i mod the domains, sampled as

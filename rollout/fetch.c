@@ -26,16 +26,16 @@ enum { WORK_NONE, WORK_HASH, WORK_APPLY, WORK_SHARED };
 struct lt_fetch {
   lt_httpc_t *c;
   lt_httpc_req_t *req;
-  uv_work_t work;      /* hashing or applying, off the loop (a large model takes seconds) */
+  uv_work_t work; /* hashing or applying, off the loop (a large model takes seconds) */
   int working, kind, cancelled, work_rc;
   char work_err[512];
   char got[65];
   char *urls[MAXURLS];
-  int nurls, ui;       /* the source being tried */
+  int nurls, ui; /* the source being tried */
   char dir[4096], sha[65], delta_base[65], base_dir[4096], shared[4096];
-  int delta;           /* this source's delta is still worth trying */
+  int delta; /* this source's delta is still worth trying */
   lt_httpc_opts_t o;
-  int retries;         /* the daemon's; a mirror gets at most one */
+  int retries; /* the daemon's; a mirror gets at most one */
   int next;
   lt_fetch_stats_t st;
   lt_fetch_cb cb;
@@ -230,7 +230,8 @@ static void start_source(lt_fetch_t *f) {
 
 int lt_fetch_start(lt_httpc_t *c, const lt_fetch_opts_t *o, lt_fetch_cb cb, void *ud, lt_fetch_t **out) {
   *out = NULL;
-  if (o->nurls < 1 || o->nurls > MAXURLS) return lt_error_set(LT_EINVAL, "fetch: %d sources (1 to %d)", o->nurls, MAXURLS);
+  if (o->nurls < 1 || o->nurls > MAXURLS)
+    return lt_error_set(LT_EINVAL, "fetch: %d sources (1 to %d)", o->nurls, MAXURLS);
   int rc = lt_fs_mkdirs(o->dir, 0755);
   if (rc < 0) return rc;
   lt_fetch_t *f = calloc(1, sizeof *f);

@@ -17,24 +17,23 @@
 
 typedef struct lt_fetch lt_fetch_t;
 
-
 typedef struct {
   const char *const *urls; /* the version's locations, tried in order: mirrors first, the daemon's last */
   int nurls;
-  const char *dir;         /* where a download goes (created) */
-  const char *sha256;      /* of model.safetensors; "" or NULL: no check (and no delta, no shared folder) */
-  const char *delta_base;  /* SHA-256 of base_dir's model.safetensors, which <url>/delta.zst applies to; NULL: none */
-  const char *base_dir;    /* the version this worker holds */
-  const char *shared;      /* a folder of versions by SHA-256 (checkpoint.publish_dir), or NULL */
+  const char *dir;        /* where a download goes (created) */
+  const char *sha256;     /* of model.safetensors; "" or NULL: no check (and no delta, no shared folder) */
+  const char *delta_base; /* SHA-256 of base_dir's model.safetensors, which <url>/delta.zst applies to; NULL: none */
+  const char *base_dir;   /* the version this worker holds */
+  const char *shared;     /* a folder of versions by SHA-256 (checkpoint.publish_dir), or NULL */
   int timeout_ms, retries;
 } lt_fetch_opts_t;
 
 /* What the last finished fetch did, for logs and metrics. */
 typedef struct {
-  int64_t bytes;           /* downloaded */
-  int delta;               /* 1: model.safetensors was rebuilt from a delta */
-  int source;              /* index in urls of the source used; -1: the shared folder */
-  char from[2048];         /* that source's URL or folder */
+  int64_t bytes;   /* downloaded */
+  int delta;       /* 1: model.safetensors was rebuilt from a delta */
+  int source;      /* index in urls of the source used; -1: the shared folder */
+  char from[2048]; /* that source's URL or folder */
 } lt_fetch_stats_t;
 
 /* rc 0: dir holds a verified checkpoint (st: how it came); else err says which file and why. */

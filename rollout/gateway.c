@@ -32,11 +32,15 @@ struct lt_gateway {
 
 static int gateway_authorize(void *ud, const char *bearer, void **session) {
   lt_gateway_t *gw = ud;
-  if (!bearer || !bearer[0]) return lt_error_set(LT_EINVAL, "missing API key: send the episode's key (OPENAI_API_KEY) as a bearer token or X-Api-Key");
+  if (!bearer || !bearer[0])
+    return lt_error_set(LT_EINVAL,
+                        "missing API key: send the episode's key (OPENAI_API_KEY) as a bearer token or X-Api-Key");
   for (int i = 0; i < gw->n; i++)
     if (!strcmp(gw->e[i].token, bearer)) {
       if (gw->e[i].id != gw->cur_id)
-        return lt_error_set(LT_EINVAL, "this API key belongs to another episode: call your own OPENAI_BASE_URL with your own OPENAI_API_KEY");
+        return lt_error_set(
+            LT_EINVAL,
+            "this API key belongs to another episode: call your own OPENAI_BASE_URL with your own OPENAI_API_KEY");
       *session = gw->e[i].session;
       return 0;
     }
@@ -104,7 +108,10 @@ int lt_gateway_create(uv_loop_t *loop, const lt_gateway_opts_t *o, lt_gateway_t 
   /* Agent programs send long system prompts and tool schemas: bodies up to 16 MiB. */
   /* Several connections per episode (SDKs keep a pool), so one program's idle ones never crowd out the others'. */
   int conns = o->slots > 0 ? 4 * o->slots : 256;
-  lt_http_opts_t ho = {.host = "127.0.0.1", .port = 0, .max_body = 16u << 20, .max_conns = conns < 256 ? 256 : conns,
+  lt_http_opts_t ho = {.host = "127.0.0.1",
+                       .port = 0,
+                       .max_body = 16u << 20,
+                       .max_conns = conns < 256 ? 256 : conns,
                        .timeout_ms = 60000};
   if (rc == 0) rc = lt_http_listen(loop, &ho, gateway_on_request, gw, &gw->http);
   if (rc < 0) {
@@ -121,7 +128,8 @@ int lt_gateway_port(const lt_gateway_t *gw) { return gw->port; }
 
 int lt_gateway_admit(lt_gateway_t *gw, lt_gateway_session_t *session, char token[65], char url[LT_GATEWAY_URL_MAX]) {
   unsigned char raw[24];
-  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return lt_error_set(LT_EIO, "gateway: no random bytes for a token");
+  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+    return lt_error_set(LT_EIO, "gateway: no random bytes for a token");
   memcpy(token, "lt-", 3);
   for (size_t i = 0; i < sizeof raw; i++) snprintf(token + 3 + 2 * i, 3, "%02x", raw[i]);
   if (gw->n == gw->cap) {

@@ -17,7 +17,7 @@
 typedef struct lt_program lt_program_t;
 
 typedef struct {
-  int exit_code;         /* -1 when a signal ended it */
+  int exit_code; /* -1 when a signal ended it */
   int signal;
   int timed_out;         /* the deadline killed it */
   const char *last_line; /* its stdout's last non-empty line ("" if none) */

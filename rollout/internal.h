@@ -9,13 +9,13 @@
 
 /* The episode's lifecycle (the table of transitions is in rollout/agent.c's opening comment). */
 typedef enum {
-  LT__EP_OPENING,   /* its environment opens (off the loop where that blocks) */
-  LT__EP_RUNNING,   /* its mode plays it: the loop's turns, or the program's calls */
-  LT__EP_JUDGING,   /* ended; its environment judges the end state (swe: the diff and the hidden tests) */
-  LT__EP_SCORING,   /* ended; the reward is in flight */
-  LT__EP_ENDED,     /* the outcome is final; the delivery waits on the timer */
-  LT__EP_DROPPED,   /* discarded while the reward was in flight: closes when it lands */
-  LT__EP_CLOSING,   /* the timer closes; then the one free (agent_destroy) */
+  LT__EP_OPENING, /* its environment opens (off the loop where that blocks) */
+  LT__EP_RUNNING, /* its mode plays it: the loop's turns, or the program's calls */
+  LT__EP_JUDGING, /* ended; its environment judges the end state (swe: the diff and the hidden tests) */
+  LT__EP_SCORING, /* ended; the reward is in flight */
+  LT__EP_ENDED,   /* the outcome is final; the delivery waits on the timer */
+  LT__EP_DROPPED, /* discarded while the reward was in flight: closes when it lands */
+  LT__EP_CLOSING, /* the timer closes; then the one free (agent_destroy) */
 } lt__ep_state;
 
 typedef struct lt__loop lt__loop_t; /* rollout/loop.c */
@@ -23,23 +23,23 @@ typedef struct lt__play lt__play_t; /* rollout/agent_gateway.c */
 
 struct lt_agent {
   lt_agent_ctx_t *ctx;
-  lt_task_t task;           /* copy; spec owned */
+  lt_task_t task; /* copy; spec owned */
   lt_agent_done_cb cb;
   void *ud;
   lt__ep_state state;
   lt_episode_t *ep;
-  uv_timer_t timer;         /* the delivery, on the loop */
-  lt__loop_t *loop;         /* exactly one of the modes: the builtin loop, */
-  lt__play_t *play;         /* or the program of an `agent` domain */
-  lt_traj_t traj;           /* the trajectory so far, the TRAJ it becomes: its tokens are one or more contexts one
+  uv_timer_t timer; /* the delivery, on the loop */
+  lt__loop_t *loop; /* exactly one of the modes: the builtin loop, */
+  lt__play_t *play; /* or the program of an `agent` domain */
+  lt_traj_t traj;   /* the trajectory so far, the TRAJ it becomes: its tokens are one or more contexts one
                                after another (seq_starts: a diverging call or a context rewrite starts one) */
-  lt_gen_t *gen;            /* the generation session of the current context */
-  int32_t *append;          /* context tokens the next turn prefills */
+  lt_gen_t *gen;    /* the generation session of the current context */
+  int32_t *append;  /* context tokens the next turn prefills */
   int nappend, capappend;
-  cJSON *messages;          /* the conversation (the reward's and export's) */
-  char *last_text;          /* the policy's last answer */
+  cJSON *messages; /* the conversation (the reward's and export's) */
+  char *last_text; /* the policy's last answer */
   int turns, generated, malformed;
-  double temperature;       /* what it sampled with (an agent program's own with params.honor_sampling) */
+  double temperature; /* what it sampled with (an agent program's own with params.honor_sampling) */
   double t_gen, t_env, t_reward, t0;
   /* outcome */
   lt_traj_status status;

@@ -13,12 +13,12 @@
 #include "util/time.h"
 
 struct lt__loop {
-  char *stop_text;      /* the stop token that ended the last turn (chat templates) */
+  char *stop_text;         /* the stop token that ended the last turn (chat templates) */
   const char *done_reason; /* the outcome's reason should the environment end the episode after this turn */
-  int seg_turns;        /* turns since the last context rewrite */
-  int resets;           /* context rewrites so far */
-  cJSON *opening;       /* the environment's opening chat, for discard-all restarts */
-  lt_gen_t *sgen;       /* the policy summarizing its own context */
+  int seg_turns;           /* turns since the last context rewrite */
+  int resets;              /* context rewrites so far */
+  cJSON *opening;          /* the environment's opening chat, for discard-all restarts */
+  lt_gen_t *sgen;          /* the policy summarizing its own context */
 };
 
 int lt__loop_new(lt_agent_t *a) {
@@ -307,8 +307,7 @@ static void loop_on_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
   } else if (l->seg_turns >= a->task.max_turns) { /* hybrid: out of turns, start over from the question */
     if ((rc = loop_restart(a, l->opening, "discard_all", 1)) < 0)
       lt__agent_end(a, LT_TRAJ_ERROR, LT_FINISH_NONE, "worker_error", lt_error_msg());
-    else
-      loop_next_turn(a);
+    else loop_next_turn(a);
   } else { /* observations become the next context, then the assistant speaks again */
     for (const cJSON *m = obs ? obs->child : NULL; m; m = m->next) {
       const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
@@ -440,7 +439,8 @@ static void loop_next_turn(lt_agent_t *a) {
     return;
   }
   int max_new = a->task.max_new_tokens < room ? a->task.max_new_tokens : room;
-  lt_sampling_t sp = {.temperature = a->task.eval ? 0.0f : (float)a->task.temperature, .top_p = (float)a->task.top_p,
+  lt_sampling_t sp = {.temperature = a->task.eval ? 0.0f : (float)a->task.temperature,
+                      .top_p = (float)a->task.top_p,
                       .top_k = a->task.top_k};
   a->t0 = lt_time_mono_s();
   if (lt_gen_turn(a->gen, a->append, a->nappend, max_new, &sp, loop_on_turn, a) < 0)

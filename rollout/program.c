@@ -22,8 +22,8 @@
 #include "util/error.h"
 
 #define LINE_MAX_BYTES (1u << 20) /* the last stdout line kept; longer ones are cut */
-#define TAIL_BYTES 2048 /* of stderr and of stdout, each, kept to explain a failure */
-#define DRAIN_MS 2000 /* after the leader's exit, how long its pipes may stay open */
+#define TAIL_BYTES 2048           /* of stderr and of stdout, each, kept to explain a failure */
+#define DRAIN_MS 2000             /* after the leader's exit, how long its pipes may stay open */
 #define START_GRACE_MS 60000 /* before its first call: timeout_s plus this to make it (start-up is not the policy's) */
 #define GUARD_FACTOR 4       /* the sandbox's own wall-clock guard, in timeout_s (see sandboxed()) */
 
@@ -33,13 +33,13 @@ struct lt_program {
   uv_process_t proc;
   const lt_program_ops_t *ops; /* a program started elsewhere (lt_program_attach): its exit polled, killed by ops */
   void *ops_ctx;
-  uv_timer_t poll;             /* (with ops: in place of proc) */
+  uv_timer_t poll; /* (with ops: in place of proc) */
   uv_pipe_t in, out, err;
   uv_timer_t deadline;
   uv_write_t wr;
   uv_shutdown_t sd;
-  char *line;          /* what stdin receives */
-  lt_buf_t cur, last;  /* stdout's line in progress and its last complete non-empty one */
+  char *line;         /* what stdin receives */
+  lt_buf_t cur, last; /* stdout's line in progress and its last complete non-empty one */
   char err_tail[TAIL_BYTES], out_tail[TAIL_BYTES];
   size_t err_len, out_len;
   lt_program_exit_cb cb;
@@ -89,9 +89,12 @@ static void maybe_done(lt_program_t *p, int force) {
     lt_buf_reset(&p->last);
     lt_buf_append(&p->last, p->cur.data, p->cur.len);
   }
-  lt_program_result_t r = {.exit_code = p->term_signal ? -1 : (int)p->status, .signal = p->term_signal,
-                           .timed_out = p->timed_out, .last_line = p->last.data ? p->last.data : "",
-                           .err_tail = p->err_tail, .out_tail = p->out_tail};
+  lt_program_result_t r = {.exit_code = p->term_signal ? -1 : (int)p->status,
+                           .signal = p->term_signal,
+                           .timed_out = p->timed_out,
+                           .last_line = p->last.data ? p->last.data : "",
+                           .err_tail = p->err_tail,
+                           .out_tail = p->out_tail};
   p->err_tail[p->err_len] = 0;
   p->out_tail[p->out_len] = 0;
   cb(p, &r, p->ud);
@@ -104,7 +107,7 @@ static void program_exited(lt_program_t *p, int64_t status, int sig) {
   p->exited = 1;
   p->status = status;
   p->term_signal = sig;
-  kill_group(p); /* what it left running dies with it */
+  kill_group(p);   /* what it left running dies with it */
   if (p->killed) { /* nobody waits for the result any more */
     close_all(p);
     return;
@@ -278,15 +281,28 @@ static char **sandboxed(char *const *argv, const char *const *env_set, double ti
     free(w);
     return NULL;
   }
-  const char *head[] = {program_keep(keep, &nk, cap, "%s", exe), "sandbox", "run", "--stdin", "-", "--timeout",
+  const char *head[] = {program_keep(keep, &nk, cap, "%s", exe),
+                        "sandbox",
+                        "run",
+                        "--stdin",
+                        "-",
+                        "--timeout",
                         program_keep(keep, &nk, cap, "%.0f", GUARD_FACTOR * timeout_s + 2 * START_GRACE_MS / 1000),
-                        "--port", program_keep(keep, &nk, cap, "%d", lim->port), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.memory_mb=%d", lim->memory_mb), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.cpu_s=%d", lim->cpu_s), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.nproc=%d", lim->nproc), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.file_mb=%d", lim->file_mb), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.nofile=%d", lim->nofile), "--set",
-                        program_keep(keep, &nk, cap, "sandbox.output_bytes=%zu", lim->output_bytes), "--set",
+                        "--port",
+                        program_keep(keep, &nk, cap, "%d", lim->port),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.memory_mb=%d", lim->memory_mb),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.cpu_s=%d", lim->cpu_s),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.nproc=%d", lim->nproc),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.file_mb=%d", lim->file_mb),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.nofile=%d", lim->nofile),
+                        "--set",
+                        program_keep(keep, &nk, cap, "sandbox.output_bytes=%zu", lim->output_bytes),
+                        "--set",
                         program_keep(keep, &nk, cap, "sandbox.max_connections=%d", lim->max_conns)};
   int ok = 1;
   for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) ok &= (w[o++] = (char *)head[i]) != NULL;

@@ -49,38 +49,39 @@ typedef struct {
   uint64_t id;
   char *blob;
   size_t len;
-  int file;            /* index in files[]; IN_MEMORY, or WRITING while its batch is written */
+  int file;                      /* index in files[]; IN_MEMORY, or WRITING while its batch is written */
   const lt_spool_batch_t *batch; /* the batch writing it */
 } entry_t;
 
 enum { IN_MEMORY = -1, WRITING = -2 };
 
 struct lt_spool_batch {
-  char path[4096];     /* its segment */
-  int fi, fd, fresh;   /* the segment (index, descriptor); fresh: no batch of it is on disk yet (sync its directory too) */
-  uint64_t off;        /* where in the segment */
+  char path[4096]; /* its segment */
+  int fi, fd,
+      fresh;    /* the segment (index, descriptor); fresh: no batch of it is on disk yet (sync its directory too) */
+  uint64_t off; /* where in the segment */
   char *buf;
   size_t len;
 };
 
 typedef struct {
   char name[64];
-  int live;            /* records of it not yet acknowledged */
-  int fd, writing;     /* a segment: its descriptor while open, batches being written to it */
-  int fresh;           /* a segment none of whose batches is on disk yet */
+  int live;        /* records of it not yet acknowledged */
+  int fd, writing; /* a segment: its descriptor while open, batches being written to it */
+  int fresh;       /* a segment none of whose batches is on disk yet */
 } file_t;
 
 struct lt_spool {
   char *dir;
-  int lock;            /* flock'ed dir/.lock: one worker per spool */
+  int lock; /* flock'ed dir/.lock: one worker per spool */
   entry_t *e;
   int n, cap;
   file_t *f;
   int nf, capf;
-  uint64_t seq;        /* next file number */
-  int seg;             /* the segment batches are appended to (index in f[], -1: none) */
-  uint64_t seg_len;    /* bytes appended to it so far */
-  uint64_t *acked;     /* task ids whose records in the current segment were acknowledged since its last batch */
+  uint64_t seq;     /* next file number */
+  int seg;          /* the segment batches are appended to (index in f[], -1: none) */
+  uint64_t seg_len; /* bytes appended to it so far */
+  uint64_t *acked;  /* task ids whose records in the current segment were acknowledged since its last batch */
   int nacked, capacked;
 };
 
@@ -235,7 +236,8 @@ static int spool_load_file(lt_spool_t *s, const char *path, const char *name, in
       int note = kind == 's' && len - off >= 10 && !memcmp(blob + off, ACK_MAGIC, 6);
       if (note) memcpy(&cnt, blob + off + 6, 4);
       size_t end = !note ? batch_end(blob, len, off, kind == 's' ? SEGMENT_MAGIC : BATCH_MAGIC, &cnt)
-                   : cnt <= (len - off - 10) / 8 ? off + 10 + 8 * (size_t)cnt : 0;
+                   : cnt <= (len - off - 10) / 8 ? off + 10 + 8 * (size_t)cnt
+                                                 : 0;
       if (!end || (kind == 's' && !hashed(blob, len, off, end))) break;
       if (note) forget(s, blob + off + 10, cnt, fi);
       else rc = load_batch(s, blob, off, cnt, fi);
@@ -244,8 +246,10 @@ static int spool_load_file(lt_spool_t *s, const char *path, const char *name, in
   }
   free(blob);
   if (rc == 0 && off < len)
-    LT_WARN("spool", "%s: %s at byte %zu (%zu bytes ignored)", path,
-            kind == 's' ? "a torn or damaged batch (a crash while it was written, or the disk)" : "not a valid spool file", off, len - off);
+    LT_WARN(
+        "spool", "%s: %s at byte %zu (%zu bytes ignored)", path,
+        kind == 's' ? "a torn or damaged batch (a crash while it was written, or the disk)" : "not a valid spool file",
+        off, len - off);
   if (s->f[fi].live == 0) unlink_file(s, fi);
   return rc;
 }
@@ -286,7 +290,9 @@ int lt_spool_open(const char *dir, lt_spool_t **out) {
     unsigned long long id = strtoull(c == 'b' || c == 's' ? de->d_name + 1 : de->d_name, &end, 10);
     int num = c == 'b' || c == 's';
     int kind = !isdigit((unsigned char)de->d_name[num]) ? 0 /* not ours: "s-1.spool" would wrap the numbering */
-               : num && !strcmp(end, ".spool") ? c : !num && !strcmp(end, ".traj") ? 't' : 0;
+               : num && !strcmp(end, ".spool")          ? c
+               : !num && !strcmp(end, ".traj")          ? 't'
+                                                        : 0;
     if (!kind || lt_path_join(path, sizeof path, dir, de->d_name) < 0) continue;
     if (kind != 't' && id >= s->seq) s->seq = id + 1;
     rc = spool_load_file(s, path, de->d_name, kind, id);
@@ -320,7 +326,8 @@ static void seal(lt_spool_t *s) {
 static int segment_new(lt_spool_t *s) {
   char name[64], path[4096];
   snprintf(name, sizeof name, "s%llu.spool", (unsigned long long)s->seq);
-  if (lt_path_join(path, sizeof path, s->dir, name) < 0) return lt_error_set(LT_ERANGE, "spool %s: path too long", s->dir);
+  if (lt_path_join(path, sizeof path, s->dir, name) < 0)
+    return lt_error_set(LT_ERANGE, "spool %s: path too long", s->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return lt_error_set(lt_error_from_errno(errno), "spool: cannot create %s: %s", path, strerror(errno));
   int fi = add_file(s, name, 0);

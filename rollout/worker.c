@@ -33,7 +33,7 @@ typedef struct {
   void *zctx;
   lt_zsock_t *z;
   uv_timer_t hb;
-  uv_prepare_t flush;  /* before the loop sleeps: spool what finished, then send it */
+  uv_prepare_t flush; /* before the loop sleeps: spool what finished, then send it */
   lt_spool_writer_t *spool_writer;
   /* weights over HTTP (a daemon on another host) */
   lt_httpc_t *http;
@@ -58,7 +58,7 @@ typedef struct {
   lt_chat_template_t *chat;
   lt_agent_ctx_t actx;
   int fault_after_traj, fault_in_step; /* LT_FAULT countdowns (0: off) */
-  lt_agent_t **agents; /* [slots] */
+  lt_agent_t **agents;                 /* [slots] */
   int inflight;
   int64_t version;
   int hb_ms, liveness;
@@ -71,11 +71,11 @@ typedef struct {
   lt_outbox_t *outbox;
   char host[256];
   char pub[41], server_pub[41]; /* CURVE public keys (Z85) of this worker and of the daemon it expects; "" without */
-  int bad_handshakes;  /* handshakes failed in a row without a reason the daemon gave (0 after one succeeded) */
+  int bad_handshakes;   /* handshakes failed in a row without a reason the daemon gave (0 after one succeeded) */
   const char *bad_last; /* the last one: how it failed, libzmq's value, where */
   uint32_t bad_value;
   char bad_endpoint[256];
-  int tcp_connected;   /* a TCP connection was made since the last retry */
+  int tcp_connected; /* a TCP connection was made since the last retry */
 } worker_t;
 
 static void send_msg(worker_t *w, lt_msg_t *m) {
@@ -96,10 +96,18 @@ static void send_hello(worker_t *w) {
   for (int i = 0; running && i < w->o.slots; i++)
     if (w->agents[i]) running[nr++] = lt_agent_task_id(w->agents[i]);
   lt_msg_t m = {.type = LT_MSG_HELLO};
-  m.u.hello = (lt_hello_t){.name = (char *)w->o.name, .slots = w->o.slots, .backend = (char *)w->o.backend,
-                           .device = (char *)w->o.device, .host = w->host, .pid = getpid(),
-                           .policy_version = w->backend ? w->version : -1, .pending = pending, .npending = pending ? n : 0,
-                           .running = running, .nrunning = nr, .batch = 1};
+  m.u.hello = (lt_hello_t){.name = (char *)w->o.name,
+                           .slots = w->o.slots,
+                           .backend = (char *)w->o.backend,
+                           .device = (char *)w->o.device,
+                           .host = w->host,
+                           .pid = getpid(),
+                           .policy_version = w->backend ? w->version : -1,
+                           .pending = pending,
+                           .npending = pending ? n : 0,
+                           .running = running,
+                           .nrunning = nr,
+                           .batch = 1};
   send_msg(w, &m);
   w->hello_id = m.id;
   free(pending);
@@ -124,7 +132,9 @@ static int send_traj(worker_t *w, uint64_t task_id, const lt_frame_t *fr, int n)
   return fr ? lt_outbox_add(w->outbox, task_id, fr, n) : lt_outbox_flush(w->outbox);
 }
 
-static void worker_send_frames(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) { send_traj(ud, task_id, fr, n); }
+static void worker_send_frames(uint64_t task_id, const lt_frame_t *fr, int n, void *ud) {
+  send_traj(ud, task_id, fr, n);
+}
 
 /* Group commit: everything that finished in this loop iteration goes to disk
  * in one batch (one fsync, on the spool writer's thread), and only then to the
@@ -190,13 +200,15 @@ static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) {
     }
     lt_frames_free(&fr);
   } else {
-    LT_ERROR("worker", "task %llu: cannot encode the trajectory: %s", (unsigned long long)traj->u.traj.task_id, lt_error_msg());
+    LT_ERROR("worker", "task %llu: cannot encode the trajectory: %s", (unsigned long long)traj->u.traj.task_id,
+             lt_error_msg());
   }
   lt_msg_free(traj);
 }
 
 static void send_error(worker_t *w, int code, uint64_t ref, uint64_t task_id, const char *msg) {
-  lt_msg_t m = {.type = LT_MSG_ERROR, .u.error = {.code = code, .message = (char *)msg, .ref = ref, .task_id = task_id}};
+  lt_msg_t m = {.type = LT_MSG_ERROR,
+                .u.error = {.code = code, .message = (char *)msg, .ref = ref, .task_id = task_id}};
   send_msg(w, &m);
 }
 
@@ -215,16 +227,22 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
     char desc[160];
     lt_sandbox_probe(&caps);
     lt_sandbox_caps_describe(&caps, desc, sizeof desc);
-    if (!caps.userns) LT_ERROR("worker", "domain %s needs the sandbox, which cannot run here (%s): its episodes will end as env_error",
-                                lt_envs_name(w->envs, i), desc);
+    if (!caps.userns)
+      LT_ERROR("worker", "domain %s needs the sandbox, which cannot run here (%s): its episodes will end as env_error",
+               lt_envs_name(w->envs, i), desc);
     else LT_INFO("worker", "sandbox: %s", desc);
     break;
   }
   const char *model = w->o.model && w->o.model[0] ? w->o.model : wl->weights_location;
   if (strcmp(w->o.backend, "scripted") && (!model || !model[0]))
     return lt_error_set(LT_EINVAL, "no weights: the daemon announced none and --model was not given");
-  lt_backend_opts_t bo = {.kind = w->o.backend, .model_dir = model, .version = wl->policy_version, .device = w->o.device, .threads = w->o.threads,
-                          .max_sessions = 2 * w->o.slots, .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
+  lt_backend_opts_t bo = {.kind = w->o.backend,
+                          .model_dir = model,
+                          .version = wl->policy_version,
+                          .device = w->o.device,
+                          .threads = w->o.threads,
+                          .max_sessions = 2 * w->o.slots,
+                          .max_context = (int)lt_config_int(&w->cfg, "rollout.max_context"),
                           .mean_tokens = (int)lt_config_int(&w->cfg, "workers.scripted.mean_tokens"),
                           .tail_fraction = lt_config_num(&w->cfg, "workers.scripted.tail_fraction"),
                           .tail_factor = lt_config_num(&w->cfg, "workers.scripted.tail_factor"),
@@ -238,19 +256,31 @@ static int configure(worker_t *w, lt_welcome_t *wl) {
                           .lora = lt_config_bool(&w->cfg, "workers.openai.lora")};
   if ((rc = lt_backend_create(&w->loop, &bo, &w->backend)) < 0) return rc;
   lt_tool_format tool_format;
-  if ((rc = lt_agent_chat_load(model, lt_config_str(&w->cfg, "rollout.tool_format"), &w->chat, &tool_format)) < 0) return rc;
-  if (w->chat) LT_INFO("worker", "prompts through %s's chat template; tool calls in the %s format", model, lt_toolcall_format_name(tool_format));
+  if ((rc = lt_agent_chat_load(model, lt_config_str(&w->cfg, "rollout.tool_format"), &w->chat, &tool_format)) < 0)
+    return rc;
+  if (w->chat)
+    LT_INFO("worker", "prompts through %s's chat template; tool calls in the %s format", model,
+            lt_toolcall_format_name(tool_format));
   w->version = wl->policy_version;
-  w->actx = (lt_agent_ctx_t){
-      .loop = &w->loop, .envs = w->envs, .rewarder = w->rewarder, .backend = w->backend, .cfg = &w->cfg,
-      .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL, .chat = w->chat, .tool_format = tool_format};
+  w->actx = (lt_agent_ctx_t){.loop = &w->loop,
+                             .envs = w->envs,
+                             .rewarder = w->rewarder,
+                             .backend = w->backend,
+                             .cfg = &w->cfg,
+                             .fault_in_step = w->fault_in_step > 0 ? &w->fault_in_step : NULL,
+                             .chat = w->chat,
+                             .tool_format = tool_format};
   lt_agent_context_config(&w->cfg, &w->actx.context);
   for (int i = 0; i < lt_envs_count(w->envs); i++) /* agent programs call the policy through the gateway */
     if (lt_envs_agent(w->envs, lt_envs_name(w->envs, i))) {
       lt_backend_info_t bi;
       lt_backend_info(w->backend, &bi);
-      lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w->backend), .chat = w->chat, .tool_format = tool_format,
-                              .vocab = bi.vocab, .max_context = bi.max_context, .slots = w->o.slots,
+      lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w->backend),
+                              .chat = w->chat,
+                              .tool_format = tool_format,
+                              .vocab = bi.vocab,
+                              .max_context = bi.max_context,
+                              .slots = w->o.slots,
                               .ops = lt_agent_gateway_ops};
       if ((rc = lt_gateway_create(&w->loop, &go, &w->actx.gateway)) < 0) return rc;
       lt_gateway_set_version(w->actx.gateway, w->version);
@@ -292,8 +322,8 @@ static void on_fetched(int rc, const char *dir, const lt_fetch_stats_t *st, cons
   snprintf(w->have_sha, sizeof w->have_sha, "%s", w->fetch_sha);
   snprintf(w->have_dir, sizeof w->have_dir, "%s", dir);
   if (w->pending_settings) { /* the first weights: now the worker can start */
-    lt_welcome_t wl = {.settings = w->pending_settings, .weights_location = (char *)dir,
-                       .policy_version = w->fetch_version};
+    lt_welcome_t wl = {
+        .settings = w->pending_settings, .weights_location = (char *)dir, .policy_version = w->fetch_version};
     rc = configure(w, &wl);
     cJSON_Delete(w->pending_settings);
     w->pending_settings = NULL;
@@ -354,8 +384,15 @@ static int fetch_weights(worker_t *w, const char *url, const char *sha, int64_t 
   for (const cJSON *m = mirrors ? mirrors->child : NULL; m && n < 16; m = m->next) urls[n++] = m->valuestring;
   urls[n++] = url;
   int delta = delta_base && delta_base[0] && !strcmp(delta_base, w->have_sha);
-  lt_fetch_opts_t fo = {.urls = urls, .nurls = n, .dir = dir, .sha256 = w->fetch_sha, .delta_base = delta ? delta_base : NULL,
-                        .base_dir = w->have_dir, .shared = w->o.weights_dir, .timeout_ms = 600000, .retries = 5};
+  lt_fetch_opts_t fo = {.urls = urls,
+                        .nurls = n,
+                        .dir = dir,
+                        .sha256 = w->fetch_sha,
+                        .delta_base = delta ? delta_base : NULL,
+                        .base_dir = w->have_dir,
+                        .shared = w->o.weights_dir,
+                        .timeout_ms = 600000,
+                        .retries = 5};
   return lt_fetch_start(w->http, &fo, on_fetched, w, &w->fetch);
 }
 
@@ -416,13 +453,15 @@ static void on_error(worker_t *w, const lt_errmsg_t *e) {
   /* Naming a task: that task's result is refused for good (unknown task,
    * invalid trajectory), as a TRAJ or as an element of a TRAJS. */
   if (e->task_id && lt_spool_drop(w->spool, e->task_id)) {
-    LT_WARN("worker", "the daemon refused the result of task %llu (%s): dropped", (unsigned long long)e->task_id, e->message);
+    LT_WARN("worker", "the daemon refused the result of task %llu (%s): dropped", (unsigned long long)e->task_id,
+            e->message);
   } else if (!e->task_id && (n = lt_outbox_refused(w->outbox, e->ref, tasks)) >= 0) {
     /* A TRAJS refused as a whole (or an element whose task could not be
      * read): its trajectories go again a TRAJ each, each then ACKed or
      * refused by its task. */
-    if (n) LT_WARN("worker", "the daemon refused TRAJS %llu (%s): its %d trajectories go again a TRAJ each",
-                   (unsigned long long)e->ref, e->message, n);
+    if (n)
+      LT_WARN("worker", "the daemon refused TRAJS %llu (%s): its %d trajectories go again a TRAJ each",
+              (unsigned long long)e->ref, e->message, n);
     send_singly(w, tasks, n);
   } else if (!e->task_id && e->ref && e->ref == w->hello_id) {
     /* Saying HELLO again would be refused again (a bad name, another protocol version). */
@@ -476,7 +515,8 @@ static void worker_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void 
       stop(w, lt_error_exit_code(rc));
       break;
     }
-    if (!w->welcomed) LT_INFO("worker", "%s: connected, %d slots, policy version %lld", w->o.name, w->o.slots, (long long)w->version);
+    if (!w->welcomed)
+      LT_INFO("worker", "%s: connected, %d slots, policy version %lld", w->o.name, w->o.slots, (long long)w->version);
     w->welcomed = 1;
     resend_spool(w);
     break;
@@ -493,7 +533,8 @@ static void worker_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void 
                         m.u.weights.mirrors) < 0)
         LT_ERROR("worker", "weights version %lld: %s", (long long)m.u.weights.version, lt_error_msg());
     } else if (w->backend && m.u.weights.version > w->version) {
-      lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL, m.u.weights.version);
+      lt_backend_reload(w->backend, m.u.weights.location, m.u.weights.sha256[0] ? m.u.weights.sha256 : NULL,
+                        m.u.weights.version);
       w->version = m.u.weights.version;
       lt_gateway_set_version(w->actx.gateway, w->version);
     }
@@ -553,15 +594,21 @@ static void on_handshake(int event, uint32_t value, const char *endpoint, void *
   if (event == ZMQ_EVENT_CONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED || event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
     return;
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-    LT_ERROR("worker", "the daemon at %s refused this worker's CURVE key %s (ZAP status %u): add that public key (%s.pub) "
-             "to the daemon's transport.client_keys; exiting", endpoint, w->pub, value, w->o.key);
+    LT_ERROR("worker",
+             "the daemon at %s refused this worker's CURVE key %s (ZAP status %u): add that public key (%s.pub) "
+             "to the daemon's transport.client_keys; exiting",
+             endpoint, w->pub, value, w->o.key);
   } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
     if (w->pub[0])
-      LT_ERROR("worker", "the daemon at %s does not use CURVE (this worker does, key %s): drop --server-key and --key, "
-               "or set the daemon's transport.curve; exiting", endpoint, w->pub);
+      LT_ERROR("worker",
+               "the daemon at %s does not use CURVE (this worker does, key %s): drop --server-key and --key, "
+               "or set the daemon's transport.curve; exiting",
+               endpoint, w->pub);
     else
-      LT_ERROR("worker", "the daemon at %s requires CURVE: pass --server-key (its public key) and --key (this worker's "
-               "pair, from `longtail keygen`); exiting", endpoint);
+      LT_ERROR("worker",
+               "the daemon at %s requires CURVE: pass --server-key (its public key) and --key (this worker's "
+               "pair, from `longtail keygen`); exiting",
+               endpoint);
   } else {
     w->bad_last = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail";
     w->bad_value = value;
@@ -595,8 +642,9 @@ static int worker_open_socket(worker_t *w) {
     memset(sec, 0, sizeof sec);
     if (rc < 0) return rc;
   }
-  int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
   if ((rc = lt_zsock_monitor(w->z, w->zctx, events, on_handshake, w)) < 0) return rc;
   if (zmq_connect(s, w->o.connect) != 0)
     return lt_error_set(LT_EINVAL, "cannot connect to %s: %s", w->o.connect, zmq_strerror(zmq_errno()));
@@ -618,8 +666,8 @@ static void on_heartbeat(uv_timer_t *t) {
       return;
     }
     if ((now - w->gone_since) / 1000.0 > w->o.daemon_gone_s) {
-      LT_ERROR("worker", "daemon at %s unreachable for %.0f s: exiting (%d trajectories stay in the spool)", w->o.connect,
-               w->o.daemon_gone_s, lt_spool_count(w->spool));
+      LT_ERROR("worker", "daemon at %s unreachable for %.0f s: exiting (%d trajectories stay in the spool)",
+               w->o.connect, w->o.daemon_gone_s, lt_spool_count(w->spool));
       stop(w, LT_EXIT_UNREACH);
       return;
     }
@@ -639,8 +687,11 @@ static void on_heartbeat(uv_timer_t *t) {
   if (now - w->last_beat < w->hb_ms) return;
   w->last_beat = now;
   lt_msg_t m = {.type = LT_MSG_HEARTBEAT,
-                .u.heartbeat = {.t_ms = lt_time_wall_ms(), .inflight = w->inflight, .slots = w->o.slots,
-                                .policy_version = w->version, .unacked = lt_spool_count(w->spool)}};
+                .u.heartbeat = {.t_ms = lt_time_wall_ms(),
+                                .inflight = w->inflight,
+                                .slots = w->o.slots,
+                                .policy_version = w->version,
+                                .unacked = lt_spool_count(w->spool)}};
   send_msg(w, &m);
 }
 
@@ -691,7 +742,8 @@ int lt_worker_run(const lt_worker_opts_t *o) {
       lt_spool_drop(w->spool, lt_spool_id(w->spool, i));
     }
   }
-  if (lt_spool_count(w->spool)) LT_INFO("worker", "%d unacknowledged trajectories in %s will be resent", lt_spool_count(w->spool), o->spool);
+  if (lt_spool_count(w->spool))
+    LT_INFO("worker", "%d unacknowledged trajectories in %s will be resent", lt_spool_count(w->spool), o->spool);
   w->agents = calloc((size_t)o->slots, sizeof *w->agents);
   if (w->agents && (rc = lt_outbox_create(send_out, w, &w->seq, &w->outbox)) < 0) {
     free(w->agents);

@@ -8,10 +8,10 @@
 #include "util/config.h"
 
 typedef struct {
-  const char *connect;     /* daemon endpoint */
-  const char *name;        /* stable name (routing id and spool) */
+  const char *connect; /* daemon endpoint */
+  const char *name;    /* stable name (routing id and spool) */
   int slots;
-  const char *backend;     /* builtin | openai | scripted */
+  const char *backend; /* builtin | openai | scripted */
   const char *device;
   int threads;
   const char *model;       /* weights to start from; default: the daemon's (WELCOME) */

@@ -120,7 +120,10 @@ static int send_run(lt_box_t *b, const lt_sandbox_job_t *job, uint32_t id, uint3
 }
 
 static int send_kill(lt_box_t *b, uint32_t id, int sig, int descendants) {
-  lt__jail_req_t r = {.magic = LT__JAIL_MAGIC, .op = LT__REQ_KILL, .id = id, .sig = sig,
+  lt__jail_req_t r = {.magic = LT__JAIL_MAGIC,
+                      .op = LT__REQ_KILL,
+                      .id = id,
+                      .sig = sig,
                       .flags = descendants ? LT__REQ_DESCENDANTS : 0};
   return lt__send_fds(b->sb->ctl, &r, sizeof r, NULL, 0) == 0 ? 0 : lt_error_set(LT_ESYS, "box: its init is gone");
 }
@@ -174,9 +177,18 @@ int lt_box_exec(lt_box_t *b, const lt_sandbox_job_t *job, lt_sandbox_result_t *r
     close(in[0]), close(o[0]), close(e[0]);
     return rc;
   }
-  lt__io_t io = {.in = in[0], .out = o[0], .err = e[0], .status = b->sb->status, .stdin_data = job->stdin_data,
-                 .stdin_len = job->stdin_len, .cap = b->sb->lim.output_bytes, .t0 = t0, .deadline = t0 + timeout,
-                 .kill = exec_kill, .on_status = exec_status, .ud = &x};
+  lt__io_t io = {.in = in[0],
+                 .out = o[0],
+                 .err = e[0],
+                 .status = b->sb->status,
+                 .stdin_data = job->stdin_data,
+                 .stdin_len = job->stdin_len,
+                 .cap = b->sb->lim.output_bytes,
+                 .t0 = t0,
+                 .deadline = t0 + timeout,
+                 .kill = exec_kill,
+                 .on_status = exec_status,
+                 .ud = &x};
   lt__jail_status_t st;
   rc = lt__io_run(&io, res, &st);
   if (io.status < 0) b->sb->status = -1; /* closed by the loop: init is gone */
@@ -210,8 +222,10 @@ int lt_box_spawn(lt_box_t *b, const lt_sandbox_job_t *job, const lt_box_spawn_op
   for (double end = lt_time_mono_s() + 30; rc == 0;) {
     int r = next_status(b, end - lt_time_mono_s(), &st);
     if (r < 0) rc = r;
-    else if (r == 0 && lt_time_mono_s() >= end) rc = lt_error_set(LT_ETIMEDOUT, "box: init did not start the program in 30 s");
-    else if (r == 1 && st.id == p->id && st.kind == LT__JAIL_SETUP_ERROR) rc = lt_error_set(LT_EINVAL, "box: %s", st.msg);
+    else if (r == 0 && lt_time_mono_s() >= end)
+      rc = lt_error_set(LT_ETIMEDOUT, "box: init did not start the program in 30 s");
+    else if (r == 1 && st.id == p->id && st.kind == LT__JAIL_SETUP_ERROR)
+      rc = lt_error_set(LT_EINVAL, "box: %s", st.msg);
     else if (r == 1 && st.id == p->id) break;
     else if (r == 1) note(b, &st);
   }

@@ -85,7 +85,8 @@ int lt_box_write_file(lt_box_t *b, const char *path, const void *data, size_t le
     if (w <= 0) rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : LT_EIO, "%s: %s", shown, strerror(errno));
     else off += (size_t)w;
   }
-  if (rc == 0 && fchmod(fd, (mode_t)(mode ? mode : 0644)) != 0) rc = lt_error_set(LT_EIO, "%s: chmod: %s", shown, strerror(errno));
+  if (rc == 0 && fchmod(fd, (mode_t)(mode ? mode : 0644)) != 0)
+    rc = lt_error_set(LT_EIO, "%s: chmod: %s", shown, strerror(errno));
   if (rc == 0 && renameat(dir, tmp, dir, base) != 0)
     rc = lt_error_set(errno == ENOSPC ? LT_ENOSPC : lt_error_from_errno(errno), "%s: %s", shown, strerror(errno));
   if (fd >= 0) close(fd);
@@ -163,7 +164,8 @@ static int differ(int ua, const char *name, int la, const struct stat *us, const
     return na != nb || na < 0 || memcmp(a, b, (size_t)na) != 0;
   }
   if (!S_ISREG(us->st_mode)) return 0;
-  int fa = openat(ua, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), fb = openat(la, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fa = openat(ua, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC),
+      fb = openat(la, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   int diff = fa < 0 || fb < 0;
   static _Thread_local char x[65536], y[65536];
   while (!diff) {
@@ -215,7 +217,8 @@ static void walk(changes_t *c, int upper, int lower, int hidden, const char *pat
     int fd = dup(lower);
     DIR *l = fd >= 0 ? fdopendir(fd) : NULL;
     for (struct dirent *e; l && (e = readdir(l));) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || fstatat(dirfd(d), e->d_name, &us, AT_SYMLINK_NOFOLLOW) == 0)
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+          fstatat(dirfd(d), e->d_name, &us, AT_SYMLINK_NOFOLLOW) == 0)
         continue;
       snprintf(p, sizeof p, "%s/%s", path, e->d_name);
       if (fstatat(lower, e->d_name, &ls, AT_SYMLINK_NOFOLLOW) == 0) deleted(c, lower, e->d_name, p, &ls);
@@ -249,7 +252,8 @@ int lt_box_changes(lt_box_t *b, const char *dir, lt_box_change_t **out, int *n) 
   walk(&c, upper, lower, 0, "");
   if (c.err) {
     lt_box_changes_free(c.v, c.n);
-    return lt_error_set(c.err, "box: reading its writable layer: %s", c.err == LT_ENOMEM ? "out of memory" : strerror(errno));
+    return lt_error_set(c.err, "box: reading its writable layer: %s",
+                        c.err == LT_ENOMEM ? "out of memory" : strerror(errno));
   }
   if (c.n) qsort(c.v, (size_t)c.n, sizeof *c.v, by_path);
   *out = c.v;

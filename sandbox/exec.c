@@ -80,11 +80,9 @@ static void reap(lt_sandbox_t *sb) {
   kill_jail(sb);
   if (sb->pidfd >= 0) { /* not our child: its pidfd turns readable when it has ended */
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
-    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
-    }
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {}
   } else if (sb->pid > 0) {
-    while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR) {}
   }
   close_fd(&sb->pidfd);
   close_fd(&sb->ctl);
@@ -144,7 +142,8 @@ static int expect(int fd, char want, pid_t pid, int *fds) {
     buf[n] = 0;
     return lt_error_set(LT_EUNSUPP, "sandbox: %s", buf + 1);
   }
-  return lt_error_set(LT_ESYS, "sandbox: the jail process %d %s", (int)pid, r == 0 ? "did not answer in 10 s" : "died while starting");
+  return lt_error_set(LT_ESYS, "sandbox: the jail process %d %s", (int)pid,
+                      r == 0 ? "did not answer in 10 s" : "died while starting");
 }
 
 int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out) {
@@ -187,8 +186,14 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, 
     return lt_error_set(lt_error_from_errno(err), "sandbox: cannot make its channels: %s", strerror(err));
   }
   int is_root = geteuid() == 0, box_fds[2] = {-1, -1};
-  lt__jail_t j = {.l = l, .parent_is_root = is_root, .rlimit_memory = sb->cg.version == 0, .filter = filter,
-                  .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL, .lower = lower, .uid = uid, .gid = gid};
+  lt__jail_t j = {.l = l,
+                  .parent_is_root = is_root,
+                  .rlimit_memory = sb->cg.version == 0,
+                  .filter = filter,
+                  .relay_sock = sb->relay ? lt__relay_path(sb->relay) : NULL,
+                  .lower = lower,
+                  .uid = uid,
+                  .gid = gid};
   int child_fds[] = {ctl[1], sync[1], st[1], in[1], o[1], e[1]};
   pid_t pid = -1;
   int zrc = lt__zygote_fork(&j, child_fds, &pid, &sb->pidfd);
@@ -223,10 +228,8 @@ int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, 
     if (!ok) rc = lt_error_set(LT_EUNSUPP, "sandbox: cannot write the user namespace's id maps: %s", strerror(errno));
     else if (lt__cgroup_attach(&sb->cg, pid) != 0)
       rc = lt_error_set(LT_ESYS, "sandbox: cannot join cgroup %s: %s", sb->cg.mem, strerror(errno));
-    else if (write(sync[0], "G", 1) != 1)
-      rc = lt_error_set(LT_ESYS, "sandbox: the jail process died while starting");
-    else
-      rc = expect(sync[0], 'R', pid, lower ? box_fds : NULL);
+    else if (write(sync[0], "G", 1) != 1) rc = lt_error_set(LT_ESYS, "sandbox: the jail process died while starting");
+    else rc = expect(sync[0], 'R', pid, lower ? box_fds : NULL);
     sb->root_fd = box_fds[0], sb->upper_fd = box_fds[1];
     if (rc == 0 && lower && sb->upper_fd < 0) rc = lt_error_set(LT_ESYS, "sandbox: the box's root did not arrive");
   }
@@ -270,11 +273,13 @@ int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t
   }
   uint32_t nenv = 0;
   while (env && env[nenv]) nenv++;
-  if (nenv > LT__JAIL_MAX_ENV) return lt_error_set(LT_EINVAL, "sandbox: %u environment variables (at most %d)", nenv, LT__JAIL_MAX_ENV);
+  if (nenv > LT__JAIL_MAX_ENV)
+    return lt_error_set(LT_EINVAL, "sandbox: %u environment variables (at most %d)", nenv, LT__JAIL_MAX_ENV);
   lt_buf_append(b, &nenv, 4);
   for (uint32_t i = 0; i < nenv; i++) {
     uint32_t n = (uint32_t)strlen(env[i]);
-    if (!strchr(env[i], '=')) return lt_error_set(LT_EINVAL, "sandbox: environment entry '%s' is not NAME=VALUE", env[i]);
+    if (!strchr(env[i], '='))
+      return lt_error_set(LT_EINVAL, "sandbox: environment entry '%s' is not NAME=VALUE", env[i]);
     lt_buf_append(b, &n, 4);
     lt_buf_append(b, env[i], n + 1);
   }
@@ -284,7 +289,8 @@ int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t
   lt_buf_append(b, &n, 4);
   lt_buf_append(b, cwd, n + 1);
   if (lt_buf_ok(b) < 0) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
-  if (b->len - sizeof hdr > LT__JAIL_MAX_JOB) return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);
+  if (b->len - sizeof hdr > LT__JAIL_MAX_JOB)
+    return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);
   hdr.len = (uint32_t)(b->len - sizeof hdr);
   memcpy(b->data, &hdr, sizeof hdr);
   return 0;
@@ -419,9 +425,18 @@ int lt_sandbox_exec(lt_sandbox_t *sb, const lt_sandbox_job_t *job, lt_sandbox_re
     reap(sb);
     return rc;
   }
-  lt__io_t io = {.in = sb->in, .out = sb->out, .err = sb->err, .status = sb->status, .stdin_data = job->stdin_data,
-                 .stdin_len = job->stdin_len, .cap = sb->lim.output_bytes, .t0 = t0, .deadline = t0 + timeout,
-                 .kill = kill_jail_cb, .on_status = any_status, .ud = sb};
+  lt__io_t io = {.in = sb->in,
+                 .out = sb->out,
+                 .err = sb->err,
+                 .status = sb->status,
+                 .stdin_data = job->stdin_data,
+                 .stdin_len = job->stdin_len,
+                 .cap = sb->lim.output_bytes,
+                 .t0 = t0,
+                 .deadline = t0 + timeout,
+                 .kill = kill_jail_cb,
+                 .on_status = any_status,
+                 .ud = sb};
   sb->in = sb->out = sb->err = sb->status = -1; /* io's now */
   lt__jail_status_t st;
   rc = lt__io_run(&io, res, &st);

@@ -31,8 +31,7 @@ unsigned lt__box_host_gid(void) { return geteuid() == 0 ? LT__NOBODY : (unsigned
 static int set_lock(int fd, short type) {
   struct flock l = {.l_type = type, .l_whence = SEEK_SET};
   int r;
-  while ((r = fcntl(fd, F_OFD_SETLKW, &l)) < 0 && errno == EINTR) {
-  }
+  while ((r = fcntl(fd, F_OFD_SETLKW, &l)) < 0 && errno == EINTR) {}
   return r;
 }
 
@@ -40,8 +39,8 @@ static int set_lock(int fd, short type) {
 
 static int check_layer(const lt__source_t *s, const lt__blob_t *b, const char *raw_hex) {
   if (strcmp(b->digest + 7, raw_hex) == 0 || (b->alt[0] && strcmp(b->alt + 7, raw_hex) == 0)) return 0;
-  return lt_error_set(LT_ECORRUPT, "%s: layer %s: digest mismatch (its bytes hash to sha256:%s)", s->ref,
-                      b->digest, raw_hex);
+  return lt_error_set(LT_ECORRUPT, "%s: layer %s: digest mismatch (its bytes hash to sha256:%s)", s->ref, b->digest,
+                      raw_hex);
 }
 
 /* Into a temporary directory of cache/tmp, then renamed to `entry`: only ever whole. */
@@ -76,7 +75,8 @@ static int unpack(lt__source_t *s, const char *cache, const char *entry) {
     close(fd);
     if (rc == 0) rc = check_layer(s, b, hex);
   }
-  if (rc == 0 && lt__dirmode_apply(&dirs, root) != 0) rc = lt_error_set(LT_EIO, "%s: directory modes: %s", s->ref, strerror(errno));
+  if (rc == 0 && lt__dirmode_apply(&dirs, root) != 0)
+    rc = lt_error_set(LT_EIO, "%s: directory modes: %s", s->ref, strerror(errno));
   int rfd = root >= 0 ? openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (rc == 0 && (rfd < 0 || syncfs(rfd) != 0)) rc = lt_error_set(LT_EIO, "%s: sync: %s", t, strerror(errno));
   if (rc == 0 && rename(t, entry) != 0) rc = lt_error_set(lt_error_from_errno(errno), "%s: %s", entry, strerror(errno));
@@ -160,15 +160,18 @@ static int map_user(lt_image_t *img, char *home, size_t hcap) {
     long n = strtol(u, &end, 10);
     uid = lookup_id(img->rootfs_fd, "/etc/passwd", u, &gid, home, hcap);
     if (uid < 0 && !*end && n >= 0) uid = n, gid = 0;
-    else if (uid < 0) return lt_error_set(LT_EFORMAT, "%s: User '%s' is not in the image's /etc/passwd", img->ref, img->cfg.user);
+    else if (uid < 0)
+      return lt_error_set(LT_EFORMAT, "%s: User '%s' is not in the image's /etc/passwd", img->ref, img->cfg.user);
   }
   if (g && *g) {
     long n = strtol(g, &end, 10);
     gid = lookup_id(img->rootfs_fd, "/etc/group", g, NULL, NULL, 0);
     if (gid < 0 && !*end && n >= 0) gid = n;
-    else if (gid < 0) return lt_error_set(LT_EFORMAT, "%s: group '%s' of User is not in the image's /etc/group", img->ref, g);
+    else if (gid < 0)
+      return lt_error_set(LT_EFORMAT, "%s: group '%s' of User is not in the image's /etc/group", img->ref, g);
   }
-  if (uid > 65535 || gid > 65535) return lt_error_set(LT_EUNSUPP, "%s: User '%s' maps to ids past 65535", img->ref, img->cfg.user);
+  if (uid > 65535 || gid > 65535)
+    return lt_error_set(LT_EUNSUPP, "%s: User '%s' maps to ids past 65535", img->ref, img->cfg.user);
   img->cfg.uid = (int)uid, img->cfg.gid = (int)gid;
   return 0;
 }
@@ -196,13 +199,16 @@ static int load_config(lt_image_t *img, const char *entry) {
   int rc = lt_json_parse_file(p, &doc);
   if (rc < 0) return lt_error_wrap(rc, "%s", img->ref);
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(doc, "config");
-  const cJSON *wd = cJSON_GetObjectItemCaseSensitive(c, "WorkingDir"), *user = cJSON_GetObjectItemCaseSensitive(c, "User");
+  const cJSON *wd = cJSON_GetObjectItemCaseSensitive(c, "WorkingDir"),
+              *user = cJSON_GetObjectItemCaseSensitive(c, "User");
   img->cfg.env = str_array(cJSON_GetObjectItemCaseSensitive(c, "Env"), NULL);
-  img->cfg.cmd = str_array(cJSON_GetObjectItemCaseSensitive(c, "Entrypoint"), cJSON_GetObjectItemCaseSensitive(c, "Cmd"));
+  img->cfg.cmd =
+      str_array(cJSON_GetObjectItemCaseSensitive(c, "Entrypoint"), cJSON_GetObjectItemCaseSensitive(c, "Cmd"));
   img->cfg.workdir = strdup(cJSON_IsString(wd) && wd->valuestring[0] == '/' ? wd->valuestring : "/");
   img->cfg.user = strdup(cJSON_IsString(user) ? user->valuestring : "");
   cJSON_Delete(doc);
-  if (!img->cfg.env || !img->cfg.cmd || !img->cfg.workdir || !img->cfg.user) return lt_error_set(LT_ENOMEM, "%s: out of memory", img->ref);
+  if (!img->cfg.env || !img->cfg.cmd || !img->cfg.workdir || !img->cfg.user)
+    return lt_error_set(LT_ENOMEM, "%s: out of memory", img->ref);
   char home[512] = "";
   rc = map_user(img, home, sizeof home);
   if (rc < 0) return rc;
@@ -239,7 +245,8 @@ int lt_image_open(const char *cache_dir, const char *ref, lt_image_t **out) {
   snprintf(entry, sizeof entry, "%s/images/%s", cache_dir, src.key + 7);
   snprintf(root, sizeof root, "%s/rootfs", entry);
   img->lock = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (img->lock < 0 || set_lock(img->lock, F_RDLCK) != 0) rc = lt_error_set(LT_EIO, "%s: %s: %s", ref, lp, strerror(errno));
+  if (img->lock < 0 || set_lock(img->lock, F_RDLCK) != 0)
+    rc = lt_error_set(LT_EIO, "%s: %s: %s", ref, lp, strerror(errno));
   if (rc == 0 && !lt_fs_is_dir(root)) {
     /* Our shared lock goes before the exclusive one is asked for: two openers upgrading at once would wait on
      * each other.  Whoever gets it first unpacks; the others find the entry when their turn comes. */
@@ -247,8 +254,7 @@ int lt_image_open(const char *cache_dir, const char *ref, lt_image_t **out) {
     snprintf(images, sizeof images, "%s/images", cache_dir);
     if (set_lock(img->lock, F_UNLCK) != 0 || set_lock(img->lock, F_WRLCK) != 0)
       rc = lt_error_set(LT_EIO, "%s: %s: %s", ref, lp, strerror(errno));
-    else if ((rc = lt_fs_mkdirs(images, 0700)) == 0 && !lt_fs_is_dir(root))
-      rc = unpack(&src, cache_dir, entry);
+    else if ((rc = lt_fs_mkdirs(images, 0700)) == 0 && !lt_fs_is_dir(root)) rc = unpack(&src, cache_dir, entry);
     if (rc == 0 && set_lock(img->lock, F_RDLCK) != 0) rc = lt_error_set(LT_EIO, "%s: %s: %s", ref, lp, strerror(errno));
   }
   lt__source_close(&src);
@@ -291,7 +297,8 @@ int lt__read_in(int root, const char *path, size_t max, char **out, size_t *len)
   int rc = 0;
   if (fstat(fd, &st) != 0) rc = lt_error_set(LT_EIO, "/%s: %s", path, strerror(errno));
   else if (!S_ISREG(st.st_mode)) rc = lt_error_set(LT_EINVAL, "/%s: not a regular file", path);
-  else if ((size_t)st.st_size > max) rc = lt_error_set(LT_ERANGE, "/%s: %lld bytes (at most %zu)", path, (long long)st.st_size, max);
+  else if ((size_t)st.st_size > max)
+    rc = lt_error_set(LT_ERANGE, "/%s: %lld bytes (at most %zu)", path, (long long)st.st_size, max);
   char *buf = rc == 0 ? malloc((size_t)st.st_size + 1) : NULL;
   if (rc == 0 && !buf) rc = lt_error_set(LT_ENOMEM, "/%s: out of memory", path);
   size_t got = 0;

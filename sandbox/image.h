@@ -35,15 +35,15 @@
 typedef struct lt_image lt_image_t;
 
 typedef struct {
-  char digest[72];  /* "sha256:<hex>": the cache key (an OCI manifest's digest; a Docker image's config digest) */
-  char **env;       /* the config's Env, NAME=VALUE, NULL-terminated (never NULL), with PATH and HOME (the user's in
+  char digest[72]; /* "sha256:<hex>": the cache key (an OCI manifest's digest; a Docker image's config digest) */
+  char **env;      /* the config's Env, NAME=VALUE, NULL-terminated (never NULL), with PATH and HOME (the user's in
                        the image's /etc/passwd, else "/") added where it names none, as docker does */
-  char *workdir;    /* WorkingDir; "/" when the image names none */
-  char *user;       /* User as written; "" when none */
-  int uid, gid;     /* what User maps to (a name through the image's /etc/passwd and /etc/group); 0 for none.
+  char *workdir;   /* WorkingDir; "/" when the image names none */
+  char *user;      /* User as written; "" when none */
+  int uid, gid;    /* what User maps to (a name through the image's /etc/passwd and /etc/group); 0 for none.
                        A box's processes run as this uid/gid, and every file of the root appears owned by it
                        (ownership inside an image is not kept: the box's user namespace maps one id) */
-  char **cmd;       /* Entrypoint then Cmd, NULL-terminated (never NULL; informational: boxes run what they are told) */
+  char **cmd;      /* Entrypoint then Cmd, NULL-terminated (never NULL; informational: boxes run what they are told) */
 } lt_image_config_t;
 
 /* Opens an image, unpacking it into the cache under cache_dir the first time (one unpacker at a time per image,
@@ -89,7 +89,7 @@ int lt_box_exec(lt_box_t *b, const lt_sandbox_job_t *job, lt_sandbox_result_t *r
  * job (limits.cpu_s, else the default deadline rounded up). */
 typedef struct lt_box_proc lt_box_proc_t;
 typedef struct {
-  int merge_stderr;   /* 1: stderr goes to the stdout pipe (lt_box_proc_stderr is then -1) */
+  int merge_stderr; /* 1: stderr goes to the stdout pipe (lt_box_proc_stderr is then -1) */
 } lt_box_spawn_opts_t;
 int lt_box_spawn(lt_box_t *b, const lt_sandbox_job_t *job, const lt_box_spawn_opts_t *o, lt_box_proc_t **out);
 int lt_box_proc_stdin(const lt_box_proc_t *p);  /* write end; -1 once lt_box_proc_close_stdin */
@@ -121,7 +121,7 @@ int lt_box_write_file(lt_box_t *b, const char *path, const void *data, size_t le
  * (lt_image_read_file), the new side the box's (lt_box_read_file). */
 typedef enum { LT_BOX_ADDED = 'A', LT_BOX_MODIFIED = 'M', LT_BOX_DELETED = 'D' } lt_box_change_kind;
 typedef struct {
-  char *path;                 /* absolute inside the root */
+  char *path; /* absolute inside the root */
   lt_box_change_kind kind;
   uint32_t old_mode, new_mode; /* st_mode (type and permission bits); 0 on the side where it does not exist */
 } lt_box_change_t;

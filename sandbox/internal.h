@@ -24,9 +24,9 @@ void lt__relay_stop(lt__relay_t *r);
 int lt__relay_inside(int port);
 
 typedef struct {
-  int version;          /* 0: none, 1, 2 */
-  char mem[512];        /* the memory cgroup's directory ("" when none) */
-  char pids[512];       /* the pids cgroup's directory (v1; same as mem for v2) */
+  int version;    /* 0: none, 1, 2 */
+  char mem[512];  /* the memory cgroup's directory ("" when none) */
+  char pids[512]; /* the pids cgroup's directory (v1; same as mem for v2) */
 } lt__cgroup_t;
 
 /* Makes a cgroup with the limits; version 0 (and no error) where the host has none we may use. */
@@ -39,7 +39,7 @@ int lt__cgroup_probe(void);
 
 /* The fds the jail's processes find their channels on (sandbox/jail.c). */
 enum { LT__JAIL_CTL = 3, LT__JAIL_SYNC, LT__JAIL_STATUS, LT__JAIL_IN, LT__JAIL_OUT, LT__JAIL_ERR };
-#define LT__JAIL_UID 1000              /* a sandbox program's uid and gid inside */
+#define LT__JAIL_UID 1000 /* a sandbox program's uid and gid inside */
 #define LT__JAIL_MAGIC 0x4c54534au
 #define LT__JAIL_MAX_ENV 1024
 #define LT__JAIL_MAX_JOB (256u << 20)
@@ -123,7 +123,8 @@ int lt__io_run(lt__io_t *io, lt_sandbox_result_t *res, lt__jail_status_t *st);
 
 /* ---- a warm pool (sandbox/pool.c): made by a background thread ---------------------- */
 typedef struct lt__warm lt__warm_t;
-int lt__warm_create(int size, int (*make)(void *ud, void **out), void (*destroy)(void *item), void *ud, lt__warm_t **out);
+int lt__warm_create(int size, int (*make)(void *ud, void **out), void (*destroy)(void *item), void *ud,
+                    lt__warm_t **out);
 /* A warm item, or NULL when none is ready. */
 void *lt__warm_take(lt__warm_t *w);
 void lt__warm_free(lt__warm_t *w);
@@ -154,7 +155,7 @@ typedef struct {
   struct {
     char *path;
     unsigned mode;
-  } *v;
+  } * v;
   size_t n, cap;
 } lt__dirmode_t;
 int lt__dirmode_add(lt__dirmode_t *d, const char *path, unsigned mode);
@@ -162,9 +163,9 @@ int lt__dirmode_apply(lt__dirmode_t *d, int root);
 void lt__dirmode_free(lt__dirmode_t *d);
 
 typedef struct {
-  int fd;            /* the blob, read to its end */
-  const char *what;  /* "REF: layer sha256:…", for messages */
-  int chown;         /* 1: every file to uid:gid */
+  int fd;           /* the blob, read to its end */
+  const char *what; /* "REF: layer sha256:…", for messages */
+  int chown;        /* 1: every file to uid:gid */
   unsigned uid, gid;
 } lt__layer_t;
 /* Applies a layer (tar, gzip or zstd) to the directory root; raw_hex: the SHA-256 of the blob's bytes. */
@@ -172,17 +173,17 @@ int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char ra
 
 /* Where an image's manifest, config and layers are, once its reference is resolved (sandbox/source.c). */
 typedef struct {
-  char path[256];    /* the blob inside the layout (checked: no "..") */
-  char digest[72];   /* what its bytes must hash to: the manifest's digest (OCI) or the config's diff_id (Docker) */
-  char alt[72];      /* Docker: a layer stored compressed is named by its own digest, which may match instead */
+  char path[256];  /* the blob inside the layout (checked: no "..") */
+  char digest[72]; /* what its bytes must hash to: the manifest's digest (OCI) or the config's diff_id (Docker) */
+  char alt[72];    /* Docker: a layer stored compressed is named by its own digest, which may match instead */
 } lt__blob_t;
 
 typedef struct {
   const char *ref;
-  char key[72];      /* "sha256:<hex>": the OCI manifest's digest, a Docker image's config digest */
-  int dir_fd;        /* the layout: the user's directory, or the archive unpacked in tmp */
-  char url[2048];    /* oci:http(s)://…: the layout's URL; its files are downloaded into tmp when first opened */
-  char tmp[4096];    /* a temporary directory this source made ("" for none); removed by lt__source_close */
+  char key[72];   /* "sha256:<hex>": the OCI manifest's digest, a Docker image's config digest */
+  int dir_fd;     /* the layout: the user's directory, or the archive unpacked in tmp */
+  char url[2048]; /* oci:http(s)://…: the layout's URL; its files are downloaded into tmp when first opened */
+  char tmp[4096]; /* a temporary directory this source made ("" for none); removed by lt__source_close */
   int tmp_lock;
   lt__blob_t config;
   lt__blob_t *layers;
@@ -210,8 +211,8 @@ typedef struct lt_box_proc lt_box_proc_t;
 struct lt_box {
   lt_sandbox_t *sb;
   lt_image_t *img;
-  uint32_t next_id;        /* of requests */
-  lt_box_proc_t **procs;   /* spawned and not freed */
+  uint32_t next_id;      /* of requests */
+  lt_box_proc_t **procs; /* spawned and not freed */
   int nprocs;
 };
 

@@ -138,8 +138,10 @@ static void bind_devices(void) {
     close(fd);
     check(mount(src, d, NULL, MS_BIND, NULL), src);
   }
-  static const char *const links[][2] = {
-      {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+  static const char *const links[][2] = {{"/proc/self/fd", "fd"},
+                                         {"/proc/self/fd/0", "stdin"},
+                                         {"/proc/self/fd/1", "stdout"},
+                                         {"/proc/self/fd/2", "stderr"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
     snprintf(d, sizeof d, "%s/%s", dev, links[i][1]);
     check(symlink(links[i][0], d), d);
@@ -321,10 +323,12 @@ static int safe_relpath(const char *p) {
 }
 
 /* A job's file, relative to its working directory: created in a sandbox's fresh /work, replaced in a box. */
-static int write_file(const char *cwd, const char *rel, const char *data, uint64_t len, uint32_t mode, int box, why_t *w) {
+static int write_file(const char *cwd, const char *rel, const char *data, uint64_t len, uint32_t mode, int box,
+                      why_t *w) {
   char path[1024];
   errno = 0;
-  if (!safe_relpath(rel) || snprintf(path, sizeof path, "%s/%s", cwd, rel) >= (int)sizeof path) return errno = EINVAL, bad(w, rel);
+  if (!safe_relpath(rel) || snprintf(path, sizeof path, "%s/%s", cwd, rel) >= (int)sizeof path)
+    return errno = EINVAL, bad(w, rel);
   for (char *s = path + strlen(cwd) + 1; (s = strchr(s, '/')); s++) { /* parents */
     *s = 0;
     if (mkdir(path, 0755) != 0 && errno != EEXIST) return bad(w, path);
@@ -400,8 +404,8 @@ static _Noreturn void program(const lt__jail_t *j, const job_t *job, const int f
     dprintf(2, "sandbox: cannot drop privileges: %s\n", strerrordesc_np(errno));
     _exit(126);
   }
-  static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8",
-                                     "PYTHONDONTWRITEBYTECODE=1", "USER=sandbox"};
+  static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work",  "TMPDIR=/tmp", "LANG=C.UTF-8",
+                                     "PYTHONDONTWRITEBYTECODE=1",         "USER=sandbox"};
   char *envp[sizeof base / sizeof base[0] + LT__JAIL_MAX_ENV + 1];
   size_t ne = 0;
   for (; !box && ne < sizeof base / sizeof base[0]; ne++) envp[ne] = (char *)base[ne];
@@ -428,8 +432,7 @@ static int recv_req(lt__jail_req_t *r, int fds[3], int *nfds) {
   struct iovec iov = {r, sizeof *r};
   struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   ssize_t n;
-  while ((n = recvmsg(LT__JAIL_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
+  while ((n = recvmsg(LT__JAIL_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
   if (n <= 0) return 0;
   *nfds = 0;
   for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
@@ -593,8 +596,7 @@ static _Noreturn void serve(const lt__jail_t *j) {
     if (poll(p, 2, -1) < 0 && errno != EINTR) _exit(1);
     if (p[1].revents) {
       struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) > 0) {
-      }
+      while (read(sfd, &si, sizeof si) > 0) {}
       int st;
       for (pid_t w; (w = waitpid(-1, &st, WNOHANG)) > 0;) /* orphans land here too */
         for (int i = 0; i < nruns; i++) {
@@ -683,7 +685,6 @@ _Noreturn void lt__jail_main(const lt__jail_t *j) {
   close(LT__JAIL_ERR);
   if (lower_fd >= 0) close(lower_fd);
   int st;
-  while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(init, &st, 0) < 0 && errno == EINTR) {}
   _exit(0);
 }

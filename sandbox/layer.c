@@ -26,7 +26,8 @@
 #include "util/sha256.h"
 
 int lt__openat_in(int root, const char *path, int flags, int mode) {
-  struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC, .mode = (uint64_t)(flags & O_CREAT ? mode : 0),
+  struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC,
+                         .mode = (uint64_t)(flags & O_CREAT ? mode : 0),
                          .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
   long fd;
   do fd = syscall(SYS_openat2, root, *path ? path : ".", &how, sizeof how);
@@ -135,12 +136,12 @@ static int src_drain(src_t *s) {
 
 typedef struct {
   int root;
-  const char *what;      /* "REF: layer DIGEST", for messages */
-  int chown;             /* 1: every file to uid:gid (longtail runs as root) */
+  const char *what; /* "REF: layer DIGEST", for messages */
+  int chown;        /* 1: every file to uid:gid (longtail runs as root) */
   uid_t uid;
   gid_t gid;
   pathset_t made;
-  lt__dirmode_t *dirs;   /* directories whose mode is applied at the end (see lt__layer_apply) */
+  lt__dirmode_t *dirs; /* directories whose mode is applied at the end (see lt__layer_apply) */
 } apply_t;
 
 /* "./a//b/" → "a/b"; "" for the root; -1 for a name with a ".." component. */
@@ -250,12 +251,14 @@ static int apply_entry(apply_t *ap, struct archive *a, struct archive_entry *e) 
   if (strncmp(last, ".wh.", 4) == 0) {
     if (strcmp(last, ".wh..wh..opq") == 0) {
       path[last - path ? last - path - 1 : 0] = 0;
-      if (make_opaque(ap, path) != 0) FAIL(lt_error_from_errno(errno), "%s: opaque directory '%s': %s", ap->what, path, strerror(errno));
+      if (make_opaque(ap, path) != 0)
+        FAIL(lt_error_from_errno(errno), "%s: opaque directory '%s': %s", ap->what, path, strerror(errno));
       return rc;
     }
     snprintf(target, sizeof target, "%.*s%s", (int)(last - path), path, last + 4);
     int pfd = open_parent(ap, target, &base);
-    if (pfd < 0) return errno == ENOENT ? 0 : lt_error_set(LT_EIO, "%s: whiteout '%s': %s", ap->what, name, strerror(errno));
+    if (pfd < 0)
+      return errno == ENOENT ? 0 : lt_error_set(LT_EIO, "%s: whiteout '%s': %s", ap->what, name, strerror(errno));
     if (lt__remove_at(pfd, base) != 0) FAIL(LT_EIO, "%s: whiteout '%s': %s", ap->what, name, strerror(errno));
     close(pfd);
     return rc;
@@ -295,7 +298,8 @@ static int apply_entry(apply_t *ap, struct archive *a, struct archive_entry *e) 
       break;
     }
     if (ok && ap->chown) ok = fchownat(pfd, base, ap->uid, ap->gid, AT_SYMLINK_NOFOLLOW) == 0;
-    if (ok && type != AE_IFLNK && type != AE_IFDIR) ok = (fd >= 0 ? fchmod(fd, perm) : fchmodat(pfd, base, perm, 0)) == 0;
+    if (ok && type != AE_IFLNK && type != AE_IFDIR)
+      ok = (fd >= 0 ? fchmod(fd, perm) : fchmodat(pfd, base, perm, 0)) == 0;
     if (ok && type != AE_IFDIR) {
       struct timespec t[2] = {{archive_entry_mtime(e), archive_entry_mtime_nsec(e)},
                               {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
@@ -347,8 +351,7 @@ int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char ra
   struct archive *a = archive_read_new();
   int rc = 0;
   if (!a || archive_read_support_filter_gzip(a) != ARCHIVE_OK || archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
-      archive_read_support_format_tar(a) != ARCHIVE_OK ||
-      archive_read_open(a, s, NULL, src_read, NULL) != ARCHIVE_OK)
+      archive_read_support_format_tar(a) != ARCHIVE_OK || archive_read_open(a, s, NULL, src_read, NULL) != ARCHIVE_OK)
     FAIL(LT_EFORMAT, "%s: not a tar: %s", l->what, a ? archive_error_string(a) : "out of memory");
   struct archive_entry *e;
   int r = ARCHIVE_OK;

@@ -45,7 +45,8 @@ static void *refill(void *arg) {
   return NULL;
 }
 
-int lt__warm_create(int size, int (*make)(void *ud, void **out), void (*destroy)(void *item), void *ud, lt__warm_t **out) {
+int lt__warm_create(int size, int (*make)(void *ud, void **out), void (*destroy)(void *item), void *ud,
+                    lt__warm_t **out) {
   *out = NULL;
   lt__warm_t *w = calloc(1, sizeof *w);
   if (!w || !(w->ready = calloc((size_t)(size > 0 ? size : 1), sizeof *w->ready))) {
@@ -90,7 +91,9 @@ struct lt_sandbox_pool {
   lt__warm_t *w;
 };
 
-static int make_sandbox(void *ud, void **out) { return lt_sandbox_create(&((lt_sandbox_pool_t *)ud)->lim, (lt_sandbox_t **)out); }
+static int make_sandbox(void *ud, void **out) {
+  return lt_sandbox_create(&((lt_sandbox_pool_t *)ud)->lim, (lt_sandbox_t **)out);
+}
 static void destroy_sandbox(void *item) { lt_sandbox_destroy(item); }
 
 int lt_sandbox_pool_create(const lt_sandbox_limits_t *l, int size, lt_sandbox_pool_t **out) {

@@ -30,5 +30,7 @@ void lt_sandbox_probe(lt_sandbox_caps_t *caps) {
 
 void lt_sandbox_caps_describe(const lt_sandbox_caps_t *c, char *buf, size_t n) {
   snprintf(buf, n, "userns=%s, seccomp=%s, memory=%s", c->userns ? "yes" : "no", c->seccomp ? "yes" : "no",
-           c->cgroup == 2 ? "cgroup-v2" : c->cgroup == 1 ? "cgroup-v1" : "rlimit (no OOM report)");
+           c->cgroup == 2   ? "cgroup-v2"
+           : c->cgroup == 1 ? "cgroup-v1"
+                            : "rlimit (no OOM report)");
 }

@@ -73,8 +73,8 @@ static int unix_connect(const char *path) {
 }
 
 static struct sockaddr_in loopback(int port) {
-  return (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  return (struct sockaddr_in){
+      .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 }
 
 /* ---- inside ---------------------------------------------------------------------- */

@@ -17,9 +17,9 @@
 
 /* What the host lets the sandbox use; probed once, cached. */
 typedef struct {
-  int userns;         /* unprivileged user + pid/net/mount/ipc/uts namespaces */
-  int seccomp;        /* seccomp filters */
-  int cgroup;         /* 0: none (memory by RLIMIT_AS, no OOM report); 1: cgroup v1; 2: cgroup v2 */
+  int userns;  /* unprivileged user + pid/net/mount/ipc/uts namespaces */
+  int seccomp; /* seccomp filters */
+  int cgroup;  /* 0: none (memory by RLIMIT_AS, no OOM report); 1: cgroup v1; 2: cgroup v2 */
 } lt_sandbox_caps_t;
 
 void lt_sandbox_probe(lt_sandbox_caps_t *caps);
@@ -27,16 +27,16 @@ void lt_sandbox_probe(lt_sandbox_caps_t *caps);
 void lt_sandbox_caps_describe(const lt_sandbox_caps_t *caps, char *buf, size_t n);
 
 typedef struct {
-  double timeout_s;    /* wall-clock deadline: the whole tree is killed after it */
-  int memory_mb;       /* resident memory (cgroup) or address space (rlimit) */
-  int cpu_s;           /* RLIMIT_CPU per process; 0: the deadline rounded up */
-  int nproc;           /* processes and threads */
-  int file_mb;         /* largest file written; also the size of /tmp and /work */
-  int nofile;          /* open files per process */
-  size_t output_bytes; /* kept of stdout and of stderr each; the rest is read and dropped */
-  int port;            /* > 0: the program's 127.0.0.1:port reaches the host's 127.0.0.1:port, and nothing
+  double timeout_s;           /* wall-clock deadline: the whole tree is killed after it */
+  int memory_mb;              /* resident memory (cgroup) or address space (rlimit) */
+  int cpu_s;                  /* RLIMIT_CPU per process; 0: the deadline rounded up */
+  int nproc;                  /* processes and threads */
+  int file_mb;                /* largest file written; also the size of /tmp and /work */
+  int nofile;                 /* open files per process */
+  size_t output_bytes;        /* kept of stdout and of stderr each; the rest is read and dropped */
+  int port;                   /* > 0: the program's 127.0.0.1:port reaches the host's 127.0.0.1:port, and nothing
                           else does (the loopback is up, AF_INET/AF_INET6 sockets allowed); 0: no network */
-  int max_conns;       /* with a port: connections open through it at once; one past it is closed at once */
+  int max_conns;              /* with a port: connections open through it at once; one past it is closed at once */
   const char *const *ro_dirs; /* host directories bound read-only at their own path (an agent's node_modules),
                                  NULL-terminated, absolute, at most LT_SANDBOX_MAX_RO; NULL: none */
 } lt_sandbox_limits_t;
@@ -57,30 +57,30 @@ typedef struct {
   const char *path; /* relative to /work; subdirectories are made; no ".." */
   const char *data;
   size_t len;
-  int mode;         /* 0: 0644 */
+  int mode; /* 0: 0644 */
 } lt_sandbox_file_t;
 
 typedef struct {
-  const char *const *argv;         /* argv[0] is looked up in PATH=/usr/local/bin:/usr/bin:/bin */
-  const lt_sandbox_file_t *files;  /* written to /work (the working directory) first */
+  const char *const *argv;        /* argv[0] is looked up in PATH=/usr/local/bin:/usr/bin:/bin */
+  const lt_sandbox_file_t *files; /* written to /work (the working directory) first */
   int nfiles;
-  const char *const *env;          /* NAME=VALUE added to the program's environment; NULL: none */
-  const char *stdin_data;          /* NULL: empty stdin */
+  const char *const *env; /* NAME=VALUE added to the program's environment; NULL: none */
+  const char *stdin_data; /* NULL: empty stdin */
   size_t stdin_len;
-  double timeout_s;                /* > 0: overrides the limits' deadline for this job */
-  const char *cwd;                 /* the working directory (absolute); NULL: /work, or a box's image's WorkingDir;
+  double timeout_s; /* > 0: overrides the limits' deadline for this job */
+  const char *cwd;  /* the working directory (absolute); NULL: /work, or a box's image's WorkingDir;
                                       `files` are written relative to it */
 } lt_sandbox_job_t;
 
 typedef struct {
-  int exit_code;        /* -1 when killed by a signal */
-  int signal;           /* 0 unless killed by a signal */
-  int timed_out;        /* the deadline killed it */
-  int oom;              /* the memory cgroup killed it (only reported where a cgroup is used) */
-  char *out, *err;      /* NUL-terminated, at most output_bytes each */
+  int exit_code;   /* -1 when killed by a signal */
+  int signal;      /* 0 unless killed by a signal */
+  int timed_out;   /* the deadline killed it */
+  int oom;         /* the memory cgroup killed it (only reported where a cgroup is used) */
+  char *out, *err; /* NUL-terminated, at most output_bytes each */
   size_t out_len, err_len;
   int out_truncated, err_truncated;
-  double wall_ms;       /* from the job's start to the program's end */
+  double wall_ms; /* from the job's start to the program's end */
 } lt_sandbox_result_t;
 
 void lt_sandbox_result_free(lt_sandbox_result_t *r);

@@ -21,16 +21,55 @@
 #include "sandbox/internal.h"
 
 static const char *const denied[] = {
-    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "ptrace", "process_vm_readv",
-    "process_vm_writev", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
-    "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd", "swapon", "swapoff", "reboot", "acct",
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "syslog", "quotactl", "open_by_handle_at",
-    "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register", "fanotify_init", "fsopen",
-    "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "lookup_dcookie", "vhangup", "personality",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "userfaultfd",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "syslog",
+    "quotactl",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "fanotify_init",
+    "fsopen",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "lookup_dcookie",
+    "vhangup",
+    "personality",
 };
 
-static const int ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS,
-                               CLONE_NEWCGROUP};
+static const int ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,   CLONE_NEWNET,
+                               CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP};
 
 static struct sock_fprog progs[2]; /* [inet] */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -75,7 +114,8 @@ static void compile_one(int inet) {
   /* The filter is exported, not loaded here: no_new_privs is the child's business. */
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
   int fd = -1;
-  if (build(ctx, inet) == 0 && (fd = memfd_create("lt-seccomp", MFD_CLOEXEC)) >= 0 && seccomp_export_bpf(ctx, fd) == 0) {
+  if (build(ctx, inet) == 0 && (fd = memfd_create("lt-seccomp", MFD_CLOEXEC)) >= 0 &&
+      seccomp_export_bpf(ctx, fd) == 0) {
     off_t len = lseek(fd, 0, SEEK_END);
     struct sock_filter *f = len > 0 ? malloc((size_t)len) : NULL;
     if (f && pread(fd, f, (size_t)len, 0) == len) {

@@ -37,7 +37,8 @@ static int parse_ref(const char *ref, int *kind, char *path, size_t cap, char *t
   for (size_t i = 0; i < sizeof t / sizeof t[0] && !rest; i++)
     if (strncmp(ref, t[i].prefix, strlen(t[i].prefix)) == 0) rest = ref + strlen(t[i].prefix), *kind = t[i].kind;
   if (!rest)
-    return lt_error_set(LT_EUNSUPP, "%s: unsupported transport (oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE)", ref);
+    return lt_error_set(LT_EUNSUPP,
+                        "%s: unsupported transport (oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE)", ref);
   const char *slash = strrchr(rest, '/'), *colon = strrchr(slash ? slash : rest, ':');
   size_t n = colon ? (size_t)(colon - rest) : strlen(rest);
   if (n == 0 || n >= cap) return lt_error_set(LT_EINVAL, "%s: no %s", ref, *kind == SRC_OCI ? "directory" : "file");
@@ -57,7 +58,8 @@ static int valid_digest(const char *d) {
 }
 
 static int blob_from_digest(const char *ref, const char *what, const char *digest, lt__blob_t *b) {
-  if (!valid_digest(digest)) return lt_error_set(LT_EFORMAT, "%s: %s: digest '%s' is not sha256:<64 hex>", ref, what, digest ? digest : "");
+  if (!valid_digest(digest))
+    return lt_error_set(LT_EFORMAT, "%s: %s: digest '%s' is not sha256:<64 hex>", ref, what, digest ? digest : "");
   snprintf(b->digest, sizeof b->digest, "%s", digest);
   snprintf(b->path, sizeof b->path, "blobs/sha256/%s", digest + 7);
   return 0;
@@ -142,7 +144,7 @@ static int download(const char *url, const char *to) {
 /* ---- opening blobs -------------------------------------------------------------- */
 
 static int clean_rel(const char *p) {
-  if (!p || !*p || *p == '/' || strlen(p) >= sizeof ((lt__blob_t *)0)->path) return 0;
+  if (!p || !*p || *p == '/' || strlen(p) >= sizeof((lt__blob_t *)0)->path) return 0;
   for (const char *s = p; *s;) {
     size_t n = strcspn(s, "/");
     if (n == 2 && s[0] == '.' && s[1] == '.') return 0;
@@ -194,13 +196,16 @@ int lt__source_read(lt__source_t *s, const lt__blob_t *b, const char *what, size
   int r = read_fd(fd, max, out, len);
   int e = errno;
   close(fd);
-  if (r < 0) return lt_error_set(e == EFBIG ? LT_ERANGE : LT_EIO, "%s: %s %s: %s", s->ref, what, b->digest, e == EFBIG ? "too large" : strerror(e));
+  if (r < 0)
+    return lt_error_set(e == EFBIG ? LT_ERANGE : LT_EIO, "%s: %s %s: %s", s->ref, what, b->digest,
+                        e == EFBIG ? "too large" : strerror(e));
   char hex[65];
   lt_sha256_buf(*out, *len, hex);
   if (b->digest[0] && strcmp(hex, b->digest + 7) != 0) {
     free(*out);
     *out = NULL;
-    return lt_error_set(LT_ECORRUPT, "%s: %s %s: digest mismatch (its bytes hash to sha256:%s)", s->ref, what, b->digest, hex);
+    return lt_error_set(LT_ECORRUPT, "%s: %s %s: digest mismatch (its bytes hash to sha256:%s)", s->ref, what,
+                        b->digest, hex);
   }
   return 0;
 }
@@ -221,7 +226,10 @@ static const char *host_arch(void) {
   static char arch[64];
   if (!arch[0]) {
     struct utsname u;
-    const char *a = uname(&u) != 0 ? "amd64" : strcmp(u.machine, "x86_64") == 0 ? "amd64" : strcmp(u.machine, "aarch64") == 0 ? "arm64" : u.machine;
+    const char *a = uname(&u) != 0                      ? "amd64"
+                    : strcmp(u.machine, "x86_64") == 0  ? "amd64"
+                    : strcmp(u.machine, "aarch64") == 0 ? "arm64"
+                                                        : u.machine;
     snprintf(arch, sizeof arch, "%s", a);
   }
   return arch;
@@ -244,7 +252,8 @@ static const cJSON *pick(lt__source_t *s, const cJSON *index, const char *tag, i
   int n = 0;
   cJSON_ArrayForEach(m, ms) {
     n++;
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(m, "annotations"), *pl = cJSON_GetObjectItemCaseSensitive(m, "platform");
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(m, "annotations"),
+                *pl = cJSON_GetObjectItemCaseSensitive(m, "platform");
     const char *name = str_at(ann, "org.opencontainers.image.ref.name");
     if (!nested && tag[0]) {
       size_t nl = name ? strlen(name) : 0, tl = strlen(tag);
@@ -258,14 +267,17 @@ static const cJSON *pick(lt__source_t *s, const cJSON *index, const char *tag, i
   if (found) return found;
   if (!nested && tag[0]) return lt_error_set(LT_ENOENT, "%s: no manifest tagged '%s' in index.json", s->ref, tag), NULL;
   if (n == 1) return cJSON_GetArrayItem(ms, 0);
-  if (nested) lt_error_set(LT_ENOENT, "%s: no manifest for this host's platform (linux/%s) in the image index", s->ref, host_arch());
+  if (nested)
+    lt_error_set(LT_ENOENT, "%s: no manifest for this host's platform (linux/%s) in the image index", s->ref,
+                 host_arch());
   else lt_error_set(LT_ENOENT, "%s: index.json holds %d manifests: name one with :TAG", s->ref, n);
   return NULL;
 }
 
 static int accept_layer(lt__source_t *s, const char *mt, const char *digest) {
   if (!mt) return 0;
-  if (strstr(mt, "encrypted")) return lt_error_set(LT_EUNSUPP, "%s: layer %s: encrypted layers are not supported", s->ref, digest);
+  if (strstr(mt, "encrypted"))
+    return lt_error_set(LT_EUNSUPP, "%s: layer %s: encrypted layers are not supported", s->ref, digest);
   static const char *const ok[] = {"application/vnd.oci.image.layer.", "application/vnd.docker.image.rootfs."};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     if (strncmp(mt, ok[i], strlen(ok[i])) == 0 && strstr(mt, ".tar")) return 0;
@@ -275,17 +287,21 @@ static int accept_layer(lt__source_t *s, const char *mt, const char *digest) {
 static int take_layers(lt__source_t *s, const cJSON *arr, int oci) {
   int n = cJSON_GetArraySize(arr);
   if (!cJSON_IsArray(arr)) return lt_error_set(LT_EFORMAT, "%s: the manifest has no layers array", s->ref);
-  if (!(s->layers = calloc((size_t)(n ? n : 1), sizeof *s->layers))) return lt_error_set(LT_ENOMEM, "%s: out of memory", s->ref);
+  if (!(s->layers = calloc((size_t)(n ? n : 1), sizeof *s->layers)))
+    return lt_error_set(LT_ENOMEM, "%s: out of memory", s->ref);
   const cJSON *l;
   int rc = 0;
   cJSON_ArrayForEach(l, arr) {
     lt__blob_t *b = &s->layers[s->nlayers];
     if (oci) {
       const char *d = str_at(l, "digest");
-      if ((rc = blob_from_digest(s->ref, "layer", d, b)) < 0 || (rc = accept_layer(s, str_at(l, "mediaType"), d)) < 0) return rc;
+      if ((rc = blob_from_digest(s->ref, "layer", d, b)) < 0 || (rc = accept_layer(s, str_at(l, "mediaType"), d)) < 0)
+        return rc;
     } else {
       const char *p = cJSON_IsString(l) ? l->valuestring : NULL;
-      if (!clean_rel(p)) return lt_error_set(LT_EFORMAT, "%s: manifest.json: layer path '%s' is not inside the archive", s->ref, p ? p : "");
+      if (!clean_rel(p))
+        return lt_error_set(LT_EFORMAT, "%s: manifest.json: layer path '%s' is not inside the archive", s->ref,
+                            p ? p : "");
       snprintf(b->path, sizeof b->path, "%s", p);
       const char *hex = strncmp(p, "blobs/sha256/", 13) == 0 ? p + 13 : NULL;
       if (hex) snprintf(b->alt, sizeof b->alt, "sha256:%s", hex);
@@ -338,16 +354,19 @@ static int open_docker(lt__source_t *s) {
   if (rc < 0) return rc;
   const cJSON *img = cJSON_GetArrayItem(m, 0);
   if (cJSON_GetArraySize(m) != 1 || !cJSON_IsObject(img))
-    rc = lt_error_set(LT_EFORMAT, "%s: manifest.json must list exactly one image (it lists %d)", s->ref, cJSON_GetArraySize(m));
+    rc = lt_error_set(LT_EFORMAT, "%s: manifest.json must list exactly one image (it lists %d)", s->ref,
+                      cJSON_GetArraySize(m));
   const char *cp = rc == 0 ? str_at(img, "Config") : NULL;
-  if (rc == 0 && !clean_rel(cp)) rc = lt_error_set(LT_EFORMAT, "%s: manifest.json: Config '%s' is not inside the archive", s->ref, cp ? cp : "");
+  if (rc == 0 && !clean_rel(cp))
+    rc = lt_error_set(LT_EFORMAT, "%s: manifest.json: Config '%s' is not inside the archive", s->ref, cp ? cp : "");
   if (rc == 0) {
     snprintf(s->config.path, sizeof s->config.path, "%s", cp);
     /* The config's digest is the image's ID; where its name says it ("<hex>.json", "blobs/sha256/<hex>"), it is checked */
     const char *base = strrchr(cp, '/') ? strrchr(cp, '/') + 1 : cp;
     char d[80];
     snprintf(d, sizeof d, "sha256:%.64s", base);
-    if (valid_digest(d) && (strlen(base) == 64 || strcmp(base + 64, ".json") == 0)) snprintf(s->config.digest, sizeof s->config.digest, "%s", d);
+    if (valid_digest(d) && (strlen(base) == 64 || strcmp(base + 64, ".json") == 0))
+      snprintf(s->config.digest, sizeof s->config.digest, "%s", d);
     char *text;
     size_t len;
     if ((rc = lt__source_read(s, &s->config, "config", MAX_JSON, &text, &len)) == 0) {
@@ -361,7 +380,8 @@ static int open_docker(lt__source_t *s) {
   if (rc == 0) rc = take_layers(s, cJSON_GetObjectItemCaseSensitive(img, "Layers"), 0);
   const cJSON *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "rootfs"), "diff_ids");
   if (rc == 0 && cJSON_GetArraySize(ids) != s->nlayers)
-    rc = lt_error_set(LT_EFORMAT, "%s: %d layers but %d diff_ids in the config", s->ref, s->nlayers, cJSON_GetArraySize(ids));
+    rc = lt_error_set(LT_EFORMAT, "%s: %d layers but %d diff_ids in the config", s->ref, s->nlayers,
+                      cJSON_GetArraySize(ids));
   for (int i = 0; rc == 0 && i < s->nlayers; i++) {
     const cJSON *id = cJSON_GetArrayItem(ids, i);
     if (!valid_digest(cJSON_IsString(id) ? id->valuestring : NULL))

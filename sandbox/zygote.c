@@ -53,8 +53,7 @@ static int recv_with_fds(int sock, void *buf, size_t n, int *fds, int nfds) {
   struct iovec iov = {buf, n};
   struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.c, .msg_controllen = sizeof u.c};
   ssize_t got;
-  while ((got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
+  while ((got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
   int k = 0;
   for (struct cmsghdr *h = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
     if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
@@ -72,10 +71,8 @@ static int recv_with_fds(int sock, void *buf, size_t n, int *fds, int nfds) {
  * stays its own until then, so the pidfd opened right after fork names the jail and no other process. */
 static void reap_jails(int sfd) {
   struct signalfd_siginfo si;
-  while (read(sfd, &si, sizeof si) > 0) {
-  }
-  while (waitpid(-1, NULL, WNOHANG) > 0) {
-  }
+  while (read(sfd, &si, sizeof si) > 0) {}
+  while (waitpid(-1, NULL, WNOHANG) > 0) {}
 }
 
 static _Noreturn void serve(int sock) {
@@ -99,12 +96,18 @@ static _Noreturn void serve(int sock) {
     if (rc != 6 || r->magic != ZMAGIC) _exit(1);
     r->lower[sizeof r->lower - 1] = r->relay[sizeof r->relay - 1] = 0;
     int nro = 0;
-    for (; nro < LT_SANDBOX_MAX_RO && r->ro[nro][0]; nro++) r->ro[nro][sizeof r->ro[nro] - 1] = 0, r->ro_ptr[nro] = r->ro[nro];
+    for (; nro < LT_SANDBOX_MAX_RO && r->ro[nro][0]; nro++)
+      r->ro[nro][sizeof r->ro[nro] - 1] = 0, r->ro_ptr[nro] = r->ro[nro];
     r->ro_ptr[nro] = NULL;
     r->l.ro_dirs = nro ? r->ro_ptr : NULL;
-    lt__jail_t j = {.l = &r->l, .parent_is_root = r->parent_is_root, .rlimit_memory = r->rlimit_memory,
-                    .filter = lt__sandbox_seccomp_prog(r->inet), .relay_sock = r->relay[0] ? r->relay : NULL,
-                    .lower = r->lower[0] ? r->lower : NULL, .uid = r->uid, .gid = r->gid};
+    lt__jail_t j = {.l = &r->l,
+                    .parent_is_root = r->parent_is_root,
+                    .rlimit_memory = r->rlimit_memory,
+                    .filter = lt__sandbox_seccomp_prog(r->inet),
+                    .relay_sock = r->relay[0] ? r->relay : NULL,
+                    .lower = r->lower[0] ? r->lower : NULL,
+                    .uid = r->uid,
+                    .gid = r->gid};
     pid_t me = getpid(), pid = fork();
     if (pid == 0) {
       sigprocmask(SIG_SETMASK, &old, NULL); /* init and the jail wait for their own children */
@@ -134,8 +137,8 @@ __attribute__((constructor)) static void zygote_takeover(void) {
 
 /* ---- the asker's side ----------------------------------------------------------------- */
 
-static int zsock = -1;          /* ours; -1: no maker, fork jails here */
-static pid_t zowner;            /* the process that started the maker: a child forked later forks its own jails */
+static int zsock = -1; /* ours; -1: no maker, fork jails here */
+static pid_t zowner;   /* the process that started the maker: a child forked later forks its own jails */
 static pthread_mutex_t zmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t zonce = PTHREAD_ONCE_INIT;
 static sem_t zstarted;
@@ -190,8 +193,7 @@ static void start(void) {
     close(sv[0]), close(sv[1]);
     zsock = -1;
   } else {
-    while (sem_wait(&zstarted) != 0 && errno == EINTR) {
-    }
+    while (sem_wait(&zstarted) != 0 && errno == EINTR) {}
   }
   pthread_attr_destroy(&a);
 }
@@ -201,12 +203,18 @@ int lt__zygote_fork(const lt__jail_t *j, const int fds[6], pid_t *pid, int *pidf
   if (zsock < 0 || getpid() != zowner) return LT_EUNSUPP; /* a forked child must not share the maker's socket */
   zreq_t *r = calloc(1, sizeof *r);
   if (!r) return lt_error_set(LT_ENOMEM, "sandbox: out of memory");
-  *r = (zreq_t){.magic = ZMAGIC, .l = *j->l, .parent_is_root = j->parent_is_root, .rlimit_memory = j->rlimit_memory,
-                .uid = j->uid, .gid = j->gid, .inet = j->l->port > 0};
+  *r = (zreq_t){.magic = ZMAGIC,
+                .l = *j->l,
+                .parent_is_root = j->parent_is_root,
+                .rlimit_memory = j->rlimit_memory,
+                .uid = j->uid,
+                .gid = j->gid,
+                .inet = j->l->port > 0};
   r->l.ro_dirs = NULL;
   int long_ro = 0;
   for (int i = 0; j->l->ro_dirs && j->l->ro_dirs[i]; i++)
-    long_ro |= i >= LT_SANDBOX_MAX_RO || snprintf(r->ro[i], sizeof r->ro[i], "%s", j->l->ro_dirs[i]) >= (int)sizeof r->ro[i];
+    long_ro |=
+        i >= LT_SANDBOX_MAX_RO || snprintf(r->ro[i], sizeof r->ro[i], "%s", j->l->ro_dirs[i]) >= (int)sizeof r->ro[i];
   if (long_ro || (j->lower && snprintf(r->lower, sizeof r->lower, "%s", j->lower) >= (int)sizeof r->lower) ||
       (j->relay_sock && snprintf(r->relay, sizeof r->relay, "%s", j->relay_sock) >= (int)sizeof r->relay)) {
     free(r);
@@ -215,8 +223,8 @@ int lt__zygote_fork(const lt__jail_t *j, const int fds[6], pid_t *pid, int *pidf
   int32_t answer = 0;
   *pidfd = -1;
   pthread_mutex_lock(&zmu);
-  int got = lt__send_fds(zsock, r, sizeof *r, fds, 6) == 0 ? recv_with_fds(zsock, &answer, sizeof answer, pidfd, 1)
-                                                            : -2;
+  int got =
+      lt__send_fds(zsock, r, sizeof *r, fds, 6) == 0 ? recv_with_fds(zsock, &answer, sizeof answer, pidfd, 1) : -2;
   pthread_mutex_unlock(&zmu);
   free(r);
   if (got < 0) return lt_error_set(LT_ESYS, "sandbox: the jail maker is gone");

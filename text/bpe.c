@@ -30,16 +30,16 @@ typedef struct {
   pcre2_code *re;
   split_behavior behavior;
   int invert;
-  int jit;           /* compiled: pcre2_jit_match, which skips pcre2_match's checks */
+  int jit; /* compiled: pcre2_jit_match, which skips pcre2_match's checks */
 } stage_t;
 
 typedef struct lt_bpe {
-  char **tok;          /* id → raw bytes */
+  char **tok; /* id → raw bytes */
   uint32_t *toklen;
   int ntok;
-  int32_t *vh;         /* open-addressing table of ids keyed by their bytes */
+  int32_t *vh; /* open-addressing table of ids keyed by their bytes */
   size_t vcap;
-  uint64_t *mkey;      /* merges: (left << 32 | right) → rank, result */
+  uint64_t *mkey; /* merges: (left << 32 | right) → rank, result */
   int32_t *mrank, *mres;
   size_t mcap;
   int32_t byte_id[256];
@@ -149,7 +149,8 @@ static int unsupported(const char *path, const char *what) {
 
 /* The White_Space property, what \s means to Hugging Face's regex engines;
  * PCRE2's own \s also takes U+180E. */
-#define WHITE_SPACE "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WHITE_SPACE \
+  "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 /* pat with \s and \S spelled as White_Space classes (inside a class, \s
  * as its members); NULL when out of memory. */
@@ -195,7 +196,8 @@ static int add_stage(lt_bpe_t *b, const char *path, const char *pat, int literal
   if (!re) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    return lt_error_set(LT_EUNSUPP, "%s: pre-tokenizer pattern %.80s: %s at offset %zu", path, pat, (const char *)msg, (size_t)at);
+    return lt_error_set(LT_EUNSUPP, "%s: pre-tokenizer pattern %.80s: %s at offset %zu", path, pat, (const char *)msg,
+                        (size_t)at);
   }
   /* Without JIT (no executable memory) pcre2_match interprets: slower, same pieces. */
   int jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
@@ -206,20 +208,23 @@ static int add_stage(lt_bpe_t *b, const char *path, const char *pat, int literal
 static int add_split(lt_bpe_t *b, const cJSON *split, const char *path) {
   static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
   const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
-  const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex"), *str = cJSON_GetObjectItemCaseSensitive(pat, "String");
+  const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex"),
+              *str = cJSON_GetObjectItemCaseSensitive(pat, "String");
   const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
   int k = 0;
   while (cJSON_IsString(beh) && k < 5 && strcmp(beh->valuestring, names[k])) k++;
   if ((!cJSON_IsString(rx) && !cJSON_IsString(str)) || !cJSON_IsString(beh) || k == 5)
     return unsupported(path, "this Split pre-tokenizer");
-  return add_stage(b, path, cJSON_IsString(rx) ? rx->valuestring : str->valuestring, !cJSON_IsString(rx), (split_behavior)k,
-                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(split, "invert")));
+  return add_stage(b, path, cJSON_IsString(rx) ? rx->valuestring : str->valuestring, !cJSON_IsString(rx),
+                   (split_behavior)k, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(split, "invert")));
 }
 
 /* ByteLevel: its regex split (use_regex, the default) and its byte alphabet; last. */
 static int add_byte_level(lt_bpe_t *b, const cJSON *bl, const char *path) {
   b->add_prefix_space = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(bl, "add_prefix_space"));
-  return cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(bl, "use_regex")) ? 0 : add_stage(b, path, PAT_GPT2, 0, SPLIT_ISOLATED, 0);
+  return cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(bl, "use_regex"))
+             ? 0
+             : add_stage(b, path, PAT_GPT2, 0, SPLIT_ISOLATED, 0);
 }
 
 /* The normalizer (none or NFC) and the pre-tokenizer: Split stages, then ByteLevel. */
@@ -230,9 +235,13 @@ static int parse_pipeline(lt_bpe_t *b, const cJSON *root, const char *path) {
                            ? cJSON_GetObjectItemCaseSensitive(norm, "normalizers")
                            : NULL; /* a Sequence of NFCs (or of nothing: DeepSeek-V3's) */
   if (nlist && !cJSON_IsArray(nlist)) return unsupported(path, "this normalizer sequence");
-  for (const cJSON *n = nlist ? nlist->child : norm && !cJSON_IsNull(norm) ? norm : NULL; n; n = nlist ? n->next : NULL) {
+  for (const cJSON *n = nlist                         ? nlist->child
+                        : norm && !cJSON_IsNull(norm) ? norm
+                                                      : NULL;
+       n; n = nlist ? n->next : NULL) {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(n, "type");
-    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "NFC") != 0) return unsupported(path, "normalizer other than NFC");
+    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "NFC") != 0)
+      return unsupported(path, "normalizer other than NFC");
     b->nfc = 1;
   }
   const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
@@ -244,7 +253,8 @@ static int parse_pipeline(lt_bpe_t *b, const cJSON *root, const char *path) {
   int rc = 0, byte_level = 0;
   for (const cJSON *p = cJSON_IsArray(list) ? list->child : NULL; p && rc == 0; p = p->next) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "type");
-    if (byte_level || !cJSON_IsString(st)) return unsupported(path, "a pre_tokenizer sequence other than Splits then ByteLevel");
+    if (byte_level || !cJSON_IsString(st))
+      return unsupported(path, "a pre_tokenizer sequence other than Splits then ByteLevel");
     if (strcmp(st->valuestring, "Split") == 0) {
       rc = add_split(b, p, path);
     } else if (strcmp(st->valuestring, "ByteLevel") == 0) {
@@ -269,7 +279,8 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
   b->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
   const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-  if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) return lt_error_set(LT_EFORMAT, "%s: model.vocab / model.merges missing", path);
+  if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+    return lt_error_set(LT_EFORMAT, "%s: model.vocab / model.merges missing", path);
   int maxid = -1;
   size_t maxlen = 0; /* longest vocabulary string: bounds every conversion buffer below */
   for (const cJSON *e = vocab->child; e; e = e->next) {
@@ -287,8 +298,7 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
   b->ntok = maxid + 1;
   b->tok = calloc((size_t)b->ntok, sizeof *b->tok);
   b->toklen = calloc((size_t)b->ntok, sizeof *b->toklen);
-  for (b->vcap = 1; b->vcap < 2 * (size_t)b->ntok + 16; b->vcap *= 2) {
-  }
+  for (b->vcap = 1; b->vcap < 2 * (size_t)b->ntok + 16; b->vcap *= 2) {}
   b->vh = malloc(sizeof *b->vh * b->vcap);
   if (!b->tok || !b->toklen || !b->vh) return lt_error_set(LT_ENOMEM, "%s: out of memory", path);
   memset(b->vh, 0xff, sizeof *b->vh * b->vcap);
@@ -309,10 +319,8 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
     }
     /* Strings outside the byte alphabet stay as UTF-8 text (they are only reachable as whole tokens). */
     const char *src = e->string;
-    if (unalphabet(e->string, n, 512, inv, buf, &len))
-      src = buf;
-    else
-      len = n;
+    if (unalphabet(e->string, n, 512, inv, buf, &len)) src = buf;
+    else len = n;
     if (!(b->tok[id] = malloc(len + 1))) {
       rc = lt_error_set(LT_ENOMEM, "%s: out of memory", path);
       break;
@@ -331,8 +339,7 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
     b->byte_id[c] = vocab_find(b, &ch, 1);
   }
   size_t nm = (size_t)cJSON_GetArraySize(merges);
-  for (b->mcap = 1; b->mcap < 2 * nm + 16; b->mcap *= 2) {
-  }
+  for (b->mcap = 1; b->mcap < 2 * nm + 16; b->mcap *= 2) {}
   b->mkey = malloc(sizeof *b->mkey * b->mcap);
   b->mrank = malloc(sizeof *b->mrank * b->mcap);
   b->mres = malloc(sizeof *b->mres * b->mcap);
@@ -352,7 +359,8 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
       ll = (size_t)(sp - l);
       r = sp + 1;
       rl = strlen(r);
-    } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) && cJSON_IsString(e->child->next)) {
+    } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) &&
+               cJSON_IsString(e->child->next)) {
       l = e->child->valuestring; /* ["left", "right"] */
       ll = strlen(l);
       r = e->child->next->valuestring;
@@ -362,7 +370,8 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
       break;
     }
     size_t lbl, rbl;
-    if (ll > maxlen || rl > maxlen || !unalphabet(l, ll, 512, inv, lb, &lbl) || !unalphabet(r, rl, 512, inv, rb, &rbl)) {
+    if (ll > maxlen || rl > maxlen || !unalphabet(l, ll, 512, inv, lb, &lbl) ||
+        !unalphabet(r, rl, 512, inv, rb, &rbl)) {
       rc = lt_error_set(LT_EFORMAT, "%s: model.merges[%d]: not in the byte-level alphabet", path, rank);
       break;
     }
@@ -380,7 +389,8 @@ static int load_model(lt_tokenizer_t *t, lt_bpe_t *b, const cJSON *root, const c
   free(rb);
   if (rc < 0) return rc;
   for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"),
+                *content = cJSON_GetObjectItemCaseSensitive(e, "content");
     if (!cJSON_IsNumber(id) || !cJSON_IsString(content) || !content->valuestring[0])
       return lt_error_set(LT_EFORMAT, "%s: added_tokens: each needs an id and a non-empty content", path);
     if ((rc = lt__tok_add_special(t, content->valuestring, (int32_t)id->valuedouble)) < 0) return rc;
@@ -465,8 +475,10 @@ static int segment(pre_t *p, int k, pending_t *q, size_t start, size_t end, int 
     if (match) return 0;
     join = 0;
     break;
-  case SPLIT_MERGED_PREV: join = match && !q->last_match; break;                /* a match ends the piece before it */
-  case SPLIT_MERGED_NEXT: join = !match && q->last_match && q->end > q->start; break; /* a match starts the piece after it */
+  case SPLIT_MERGED_PREV: join = match && !q->last_match; break; /* a match ends the piece before it */
+  case SPLIT_MERGED_NEXT:
+    join = !match && q->last_match && q->end > q->start;
+    break; /* a match starts the piece after it */
   case SPLIT_CONTIGUOUS: join = match == q->last_match; break;
   default: join = 0;
   }
@@ -519,7 +531,9 @@ typedef struct {
   int n, cap;
 } heap_t;
 
-static int cand_less(const cand_t *a, const cand_t *b) { return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos); }
+static int cand_less(const cand_t *a, const cand_t *b) {
+  return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
 
 static int heap_push(heap_t *q, cand_t c) {
   if (q->n == q->cap) {
@@ -657,7 +671,8 @@ static int encode_plain(const lt_tokenizer_t *t, const char *s, size_t n, int32_
   }
   pre_t p = {.b = b, .s = s, .ids = ids, .nids = nids, .cap = cap};
   for (int k = 0; k < b->nstages && rc == 0; k++)
-    if (!(p.md[k] = pcre2_match_data_create_from_pattern(b->stage[k].re, NULL))) rc = lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
+    if (!(p.md[k] = pcre2_match_data_create_from_pattern(b->stage[k].re, NULL)))
+      rc = lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
   if (rc == 0 && len) rc = split(&p, 0, 0, len);
   for (int k = 0; k < b->nstages; k++) pcre2_match_data_free(p.md[k]);
   free(pre);
@@ -726,7 +741,8 @@ int lt__bpe_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_
  * renders the byte tokenizer's chats in. */
 int lt_tokenizer_byte_write(int vocab_size, const char *dir) {
   static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-  if (vocab_size < 259) return lt_error_set(LT_EINVAL, "byte tokenizer: vocab_size %d < 259 (256 bytes + 3 specials)", vocab_size);
+  if (vocab_size < 259)
+    return lt_error_set(LT_EINVAL, "byte tokenizer: vocab_size %d < 259 (256 bytes + 3 specials)", vocab_size);
   uint32_t map[256];
   byte_alphabet(map);
   lt_buf_t b = {0}, c = {0};
@@ -735,15 +751,19 @@ int lt_tokenizer_byte_write(int vocab_size, const char *dir) {
     char name[32];
     if (id < 259) snprintf(name, sizeof name, "%s", specials[id - 256]);
     else snprintf(name, sizeof name, "<|reserved_%d|>", id - 259);
-    lt_buf_printf(&b, "%s\n  {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-                  "\"normalized\": false, \"special\": true}", id > 256 ? "," : "", id, name);
+    lt_buf_printf(
+        &b,
+        "%s\n  {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+        "\"normalized\": false, \"special\": true}",
+        id > 256 ? "," : "", id, name);
   }
-  lt_buf_puts(&b, "],\n \"normalizer\": null,\n \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-                  "\"trim_offsets\": true, \"use_regex\": true},\n \"post_processor\": null,\n \"decoder\": {\"type\": "
-                  "\"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n \"model\": "
-                  "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
-                  "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false, "
-                  "\"vocab\": {");
+  lt_buf_puts(&b,
+              "],\n \"normalizer\": null,\n \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+              "\"trim_offsets\": true, \"use_regex\": true},\n \"post_processor\": null,\n \"decoder\": {\"type\": "
+              "\"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n \"model\": "
+              "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
+              "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false, "
+              "\"vocab\": {");
   for (int i = 0; i < 256; i++) {
     char ch[8];
     ch[lt_utf8_encode(map[i], ch)] = 0;
@@ -752,13 +772,16 @@ int lt_tokenizer_byte_write(int vocab_size, const char *dir) {
     lt_buf_printf(&b, ": %d", i);
   }
   lt_buf_puts(&b, "}, \"merges\": []}}\n");
-  lt_buf_puts(&c, "{\"bos_token\": null, \"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\", \"unk_token\": null, "
-                  "\"clean_up_tokenization_spaces\": false, \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n \"chat_template\": ");
+  lt_buf_puts(
+      &c,
+      "{\"bos_token\": null, \"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\", \"unk_token\": null, "
+      "\"clean_up_tokenization_spaces\": false, \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n \"chat_template\": ");
   lt_json_quote(&c, LT_CHATML_TEMPLATE);
   lt_buf_puts(&c, "}\n");
   char path[4096];
   int rc = lt_buf_ok(&b) < 0 || lt_buf_ok(&c) < 0 ? lt_error_set(LT_ENOMEM, "out of memory") : 0;
-  if (rc == 0 && (rc = lt_path_join(path, sizeof path, dir, "tokenizer.json")) == 0) rc = lt_fs_write_atomic(path, b.data, b.len);
+  if (rc == 0 && (rc = lt_path_join(path, sizeof path, dir, "tokenizer.json")) == 0)
+    rc = lt_fs_write_atomic(path, b.data, b.len);
   if (rc == 0 && (rc = lt_path_join(path, sizeof path, dir, "tokenizer_config.json")) == 0)
     rc = lt_fs_write_atomic(path, c.data, c.len);
   lt_buf_free(&b);

@@ -33,7 +33,8 @@ static cJSON *token_value(const cJSON *cfg, const char *key) {
 }
 
 static int add(lt_chat_template_t *t, const char *path, const char *name, const char *src) {
-  if (t->n == MAX_TEMPLATES) return lt_error_set(LT_EFORMAT, "%s: chat_template: more than %d named templates", path, MAX_TEMPLATES);
+  if (t->n == MAX_TEMPLATES)
+    return lt_error_set(LT_EFORMAT, "%s: chat_template: more than %d named templates", path, MAX_TEMPLATES);
   int i = t->n;
   if (!(t->name[i] = strdup(name)) || !(t->src[i] = strdup(src))) {
     free(t->name[i]);
@@ -49,7 +50,8 @@ int lt_chat_template_load(const char *path, lt_chat_template_t **out) {
   *out = NULL;
   char file[4096];
   if (lt_fs_is_dir(path)) {
-    if (lt_path_join(file, sizeof file, path, "tokenizer_config.json") < 0) return lt_error_set(LT_ERANGE, "%s: path too long", path);
+    if (lt_path_join(file, sizeof file, path, "tokenizer_config.json") < 0)
+      return lt_error_set(LT_ERANGE, "%s: path too long", path);
   } else if (strlen(path) >= sizeof file) {
     return lt_error_set(LT_ERANGE, "%s: path too long", path);
   } else {
@@ -72,7 +74,8 @@ int lt_chat_template_load(const char *path, lt_chat_template_t **out) {
   } else if (cJSON_IsArray(ct)) {
     const cJSON *it;
     cJSON_ArrayForEach(it, ct) {
-      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name"), *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name"),
+                  *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
       if (!cJSON_IsString(nm) || !cJSON_IsString(tp)) {
         rc = lt_error_set(LT_EFORMAT, "%s: chat_template: expected a list of {\"name\", \"template\"} strings", file);
         break;
@@ -202,7 +205,8 @@ static int chatml_close(chatml_t *c) {
 }
 
 /* One message: its content, then its calls (tool_calls, or NULL) in tool format fmt. */
-static int chatml_message(chatml_t *c, const char *role, const char *content, lt_tool_format fmt, const cJSON *tool_calls) {
+static int chatml_message(chatml_t *c, const char *role, const char *content, lt_tool_format fmt,
+                          const cJSON *tool_calls) {
   int rc = chatml_open(c, role);
   if (rc == 0) rc = put_text(c, content);
   if (rc == 0 && tool_calls) {
@@ -227,9 +231,11 @@ static int render_chatml(chatml_t *c, lt_tool_format fmt, const cJSON *msgs, con
     free(s);
   }
   for (const cJSON *m = msgs ? msgs->child : NULL; m && rc == 0; m = m->next) {
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    rc = chatml_message(c, cJSON_IsString(role) ? role->valuestring : "", cJSON_IsString(content) ? content->valuestring : "",
-                        fmt, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"));
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    rc = chatml_message(c, cJSON_IsString(role) ? role->valuestring : "",
+                        cJSON_IsString(content) ? content->valuestring : "", fmt,
+                        cJSON_GetObjectItemCaseSensitive(m, "tool_calls"));
   }
   if (rc == 0 && gen) rc = chatml_open(c, "assistant");
   return rc;
@@ -285,7 +291,8 @@ static int turn_starts(const lt_chat_template_t *t, lt_tool_format fmt, const cJ
       size_t plen = 0;
       rc = lt_chat_render(t, fmt, before, NULL, 1, &pre, &plen);
       if (rc == 0 && (plen > flen || memcmp(pre, full, plen)))
-        rc = lt_error_set(LT_EINVAL, "chat template: the messages before message %d render differently once it follows", k + 1);
+        rc = lt_error_set(LT_EINVAL, "chat template: the messages before message %d render differently once it follows",
+                          k + 1);
       if (rc == 0) at[(*nturn)++] = plen;
       free(pre);
     }
@@ -295,16 +302,18 @@ static int turn_starts(const lt_chat_template_t *t, lt_tool_format fmt, const cJ
   return rc;
 }
 
-int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
-                       int all_turns, int32_t **ids, uint8_t **gen, int *n) {
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok,
+                       const cJSON *messages, int all_turns, int32_t **ids, uint8_t **gen, int *n) {
   *ids = NULL, *gen = NULL, *n = 0;
   int nmsg = cJSON_GetArraySize(messages), cap = 0, nturn = 0;
   const cJSON *last = nmsg ? cJSON_GetArrayItem(messages, nmsg - 1) : NULL;
-  if (!last || !is_assistant(last)) return lt_error_set(LT_EINVAL, "the conversation does not end with the assistant's turn");
+  if (!last || !is_assistant(last))
+    return lt_error_set(LT_EINVAL, "the conversation does not end with the assistant's turn");
   char *full = NULL;
   size_t flen = 0, *at = malloc(sizeof *at * (size_t)nmsg);
   int *span = malloc(sizeof *span * 2 * (size_t)nmsg); /* each turn's generated ids: [span[2k], span[2k + 1]) */
-  int rc = at && span ? lt_chat_render(t, fmt, messages, NULL, 0, &full, &flen) : lt_error_set(LT_ENOMEM, "out of memory");
+  int rc =
+      at && span ? lt_chat_render(t, fmt, messages, NULL, 0, &full, &flen) : lt_error_set(LT_ENOMEM, "out of memory");
   if (rc == 0) rc = turn_starts(t, fmt, messages, all_turns, full, flen, at, &nturn);
   /* Tokenized piece by piece at the turns' boundaries, which follow a template's markup (a newline, a special
    * token), so the ids are those of the whole render. */
@@ -357,6 +366,8 @@ int lt_chat_message(const lt_tokenizer_t *t, lt_role role, const char *content, 
 }
 
 lt_role lt_role_parse(const char *r) {
-  return !strcmp(r, "system") ? LT_ROLE_SYSTEM : !strcmp(r, "user") ? LT_ROLE_USER : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT : LT_ROLE_TOOL;
+  return !strcmp(r, "system")      ? LT_ROLE_SYSTEM
+         : !strcmp(r, "user")      ? LT_ROLE_USER
+         : !strcmp(r, "assistant") ? LT_ROLE_ASSISTANT
+                                   : LT_ROLE_TOOL;
 }
-

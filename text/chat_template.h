@@ -55,8 +55,8 @@ int lt_chat_render(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON 
  * eos_token; the last turn to the end of the render when it has none).  The last message is trained and must be the assistant's; with
  * all_turns every assistant message is.  A template that renders a trained turn's earlier messages
  * differently once the turn follows is LT_EINVAL.  *ids and *gen are malloc'd. */
-int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok, const cJSON *messages,
-                       int all_turns, int32_t **ids, uint8_t **gen, int *n);
+int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt_tokenizer_t *tok,
+                       const cJSON *messages, int all_turns, int32_t **ids, uint8_t **gen, int *n);
 
 /* ---- ChatML ----
  *   <|im_start|>ROLE\nCONTENT<|im_end|>\n
@@ -66,8 +66,9 @@ int lt_chat_render_ids(const lt_chat_template_t *t, lt_tool_format fmt, const lt
 #define LT_CHATML_END "<|im_end|>"
 /* ChatML as a chat template (for checkpoints without one of their own);
  * renders tool-less conversations as lt_chat_render(NULL, ...) does. */
-#define LT_CHATML_TEMPLATE                                                                                          \
-  "{% for message in messages %}{{ '" LT_CHATML_START "' + message['role'] + '\\n' + message['content'] + '" LT_CHATML_END \
+#define LT_CHATML_TEMPLATE                                             \
+  "{% for message in messages %}{{ '" LT_CHATML_START                  \
+  "' + message['role'] + '\\n' + message['content'] + '" LT_CHATML_END \
   "' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '" LT_CHATML_START "assistant\\n' }}{% endif %}"
 
 typedef enum { LT_ROLE_SYSTEM, LT_ROLE_USER, LT_ROLE_ASSISTANT, LT_ROLE_TOOL } lt_role;

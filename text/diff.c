@@ -44,7 +44,9 @@ static dline_t *diff_lines(const char *s, size_t len, int *n) {
   return l;
 }
 
-static int line_eq(const dline_t *x, const dline_t *y) { return x->h == y->h && x->n == y->n && !memcmp(x->p, y->p, x->n); }
+static int line_eq(const dline_t *x, const dline_t *y) {
+  return x->h == y->h && x->n == y->n && !memcmp(x->p, y->p, x->n);
+}
 
 static void myers_region(myers_t *m, int a0, int a1, int b0, int b1);
 
@@ -175,12 +177,12 @@ static void put_hunks(lt_buf_t *out, const edit_t *e, int ne, int context) {
 
 static int binary(const char *s, size_t n) { return s && memchr(s, 0, n) != NULL; }
 
-int lt_diff_file(lt_buf_t *out, const char *path, const char *old, size_t olen, int omode, const char *new,
-                 size_t nlen, int nmode, int context) {
+int lt_diff_file(lt_buf_t *out, const char *path, const char *old, size_t olen, int omode, const char *new, size_t nlen,
+                 int nmode, int context) {
   if (binary(old, olen) || binary(new, nlen)) return LT_EUNSUPP;
   if (!path || !*path || strchr(path, '\n')) return lt_error_set(LT_EINVAL, "diff: a path a diff cannot name");
   omode = omode ? omode & 0777 : 0644, nmode = nmode ? nmode & 0777 : 0644;
-  int same = old && new && olen == nlen && !memcmp(old, new, olen);
+  int same = old && new &&olen == nlen && !memcmp(old, new, olen);
   if (same && omode == nmode) return 0;
   int na = 0, nb = 0, rc = 0;
   dline_t *a = diff_lines(old ? old : "", old ? olen : 0, &na), *b = diff_lines(new ? new : "", new ? nlen : 0, &nb);

@@ -23,8 +23,8 @@
  * are equal), LT_EUNSUPP for a binary version (a NUL byte: a text diff cannot
  * carry it; nothing appended), LT_EINVAL for a path a diff cannot name, or
  * LT_ENOMEM. */
-int lt_diff_file(lt_buf_t *out, const char *path, const char *old, size_t olen, int omode, const char *new,
-                 size_t nlen, int nmode, int context);
+int lt_diff_file(lt_buf_t *out, const char *path, const char *old, size_t olen, int omode, const char *new, size_t nlen,
+                 int nmode, int context);
 
 typedef struct lt_patch lt_patch_t;
 

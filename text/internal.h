@@ -27,7 +27,7 @@ struct lt_tokenizer {
   lt_special_t *special; /* special and added tokens */
   int nspecial, capspecial;
   uint8_t special_first[256]; /* 1 if some special token starts with this byte */
-  struct lt_bpe *bpe;    /* LT_TOK_BPE */
+  struct lt_bpe *bpe;         /* LT_TOK_BPE */
 };
 
 int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id);
@@ -59,22 +59,22 @@ typedef enum {
   JN_TUPLE,
   JN_OBJECT,
   JN_IDENT,
-  JN_CALL,    /* a(args) */
-  JN_MEMBER,  /* a.b / a[b] (flag: computed) */
-  JN_SLICE,   /* a, b, c: start, stop, step (any NULL) */
-  JN_UNARY,   /* op: "not", "-", "+" */
-  JN_BINARY,  /* op, a, b */
-  JN_FILTER,  /* a | b (b: IDENT or CALL) */
-  JN_TEST,    /* a is [not] name (flag: negate) */
-  JN_SELECT,  /* a if b (no else) */
-  JN_TERNARY, /* a: condition, b: true, c: false */
-  JN_KWARG,   /* name = a */
-  JN_SPREAD,  /* *a */
-  JN_KWSPREAD,/* **a */
-  JN_IF,      /* a: test, list: body, list2: alternate */
-  JN_FOR,     /* a: target, b: iterable, list: body, list2: else */
-  JN_SET,     /* a: target, b: value or NULL with list: body */
-  JN_MACRO,   /* str: name, args, list: body */
+  JN_CALL,        /* a(args) */
+  JN_MEMBER,      /* a.b / a[b] (flag: computed) */
+  JN_SLICE,       /* a, b, c: start, stop, step (any NULL) */
+  JN_UNARY,       /* op: "not", "-", "+" */
+  JN_BINARY,      /* op, a, b */
+  JN_FILTER,      /* a | b (b: IDENT or CALL) */
+  JN_TEST,        /* a is [not] name (flag: negate) */
+  JN_SELECT,      /* a if b (no else) */
+  JN_TERNARY,     /* a: condition, b: true, c: false */
+  JN_KWARG,       /* name = a */
+  JN_SPREAD,      /* *a */
+  JN_KWSPREAD,    /* **a */
+  JN_IF,          /* a: test, list: body, list2: alternate */
+  JN_FOR,         /* a: target, b: iterable, list: body, list2: else */
+  JN_SET,         /* a: target, b: value or NULL with list: body */
+  JN_MACRO,       /* str: name, args, list: body */
   JN_CALLBLOCK,   /* a: call, args: caller's parameters, list: body */
   JN_FILTERBLOCK, /* a: filter, list: body */
   JN_BREAK,

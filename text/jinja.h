@@ -32,7 +32,6 @@ void lt_jinja_free(lt_jinja_t *t);
  * *out is malloc'd and NUL-terminated.  A template that raises (raise_exception,
  * a type error, a limit) returns LT_EINVAL with its message in lt_error_msg();
  * the message of raise_exception("...") is exactly its argument. */
-int lt_jinja_render(const lt_jinja_t *t, const cJSON *vars, const lt_jinja_limits_t *limits, char **out,
-                    size_t *len);
+int lt_jinja_render(const lt_jinja_t *t, const cJSON *vars, const lt_jinja_limits_t *limits, char **out, size_t *len);
 
 #endif

@@ -197,7 +197,10 @@ static const char *type_name(jv v) {
   case JV_FLOAT: return "FloatValue";
   case JV_STR: return "StringValue";
   case JV_ARRAY: return v.u.a->tuple ? "TupleValue" : "ArrayValue";
-  case JV_OBJECT: return v.u.o->kind == JO_NAMESPACE ? "NamespaceValue" : v.u.o->kind == JO_KWARGS ? "KeywordArgumentsValue" : "ObjectValue";
+  case JV_OBJECT:
+    return v.u.o->kind == JO_NAMESPACE ? "NamespaceValue"
+           : v.u.o->kind == JO_KWARGS  ? "KeywordArgumentsValue"
+                                       : "ObjectValue";
   case JV_FUNC: return "FunctionValue";
   }
   return "?";
@@ -213,8 +216,12 @@ static int tostr(ev_t *e, jv v, lt_buf_t *b);
 /* JavaScript's String(x.value): what + ~ and join see. */
 static void raw_str(ev_t *e, jv v, lt_buf_t *b, int nullish_empty) {
   switch (v.t) {
-  case JV_UNDEF: if (!nullish_empty) lt_buf_puts(b, "undefined"); break;
-  case JV_NONE: if (!nullish_empty) lt_buf_puts(b, "null"); break;
+  case JV_UNDEF:
+    if (!nullish_empty) lt_buf_puts(b, "undefined");
+    break;
+  case JV_NONE:
+    if (!nullish_empty) lt_buf_puts(b, "null");
+    break;
   case JV_BOOL: lt_buf_puts(b, v.u.b ? "true" : "false"); break;
   case JV_INT:
   case JV_FLOAT: lt__jinja_num(b, v.u.n); break;
@@ -259,10 +266,8 @@ static int tojson(ev_t *e, jv v, const json_opts_t *o, int depth, int undef_null
   case JV_BOOL: lt_buf_puts(b, v.u.b ? "true" : "false"); break;
   case JV_INT:
   case JV_FLOAT:
-    if (isfinite(v.u.n))
-      lt__jinja_num(b, v.u.n);
-    else
-      lt_buf_puts(b, "null");
+    if (isfinite(v.u.n)) lt__jinja_num(b, v.u.n);
+    else lt_buf_puts(b, "null");
     break;
   case JV_STR: lt__jinja_quote(b, v.u.s.p, v.u.s.len, o->ascii); break;
   case JV_ARRAY:
@@ -284,7 +289,9 @@ static int tojson(ev_t *e, jv v, const json_opts_t *o, int depth, int undef_null
       }
       for (int i = 0; i < n; i++) order[i] = i;
       for (int i = 1; i < n; i++) /* insertion sort: stable, objects are small */
-        for (int j = i; j > 0 && key_cmp(v.u.o->k[order[j - 1]], v.u.o->klen[order[j - 1]], v.u.o->k[order[j]], v.u.o->klen[order[j]]) > 0; j--) {
+        for (int j = i; j > 0 && key_cmp(v.u.o->k[order[j - 1]], v.u.o->klen[order[j - 1]], v.u.o->k[order[j]],
+                                         v.u.o->klen[order[j]]) > 0;
+             j--) {
           int t = order[j];
           order[j] = order[j - 1];
           order[j - 1] = t;
@@ -323,12 +330,9 @@ static int tostr(ev_t *e, jv v, lt_buf_t *b) {
   static const json_opts_t plain = {.indent = -1};
   switch (v.t) {
   case JV_FLOAT:
-    if (v.u.n == 0 && signbit(v.u.n))
-      lt_buf_puts(b, "-0.0");
-    else if (isfinite(v.u.n) && v.u.n == floor(v.u.n) && fabs(v.u.n) < 1e21)
-      lt_buf_printf(b, "%.1f", v.u.n);
-    else
-      lt__jinja_num(b, v.u.n);
+    if (v.u.n == 0 && signbit(v.u.n)) lt_buf_puts(b, "-0.0");
+    else if (isfinite(v.u.n) && v.u.n == floor(v.u.n) && fabs(v.u.n) < 1e21) lt_buf_printf(b, "%.1f", v.u.n);
+    else lt__jinja_num(b, v.u.n);
     return 0;
   case JV_ARRAY: return tojson(e, v, &plain, 0, 0, b);
   case JV_OBJECT:
@@ -396,7 +400,8 @@ static int compare(ev_t *e, jv a, jv b, int case_sensitive, int *out) {
     double x = numval(a), y = numval(b);
     return *out = x < y ? -1 : x > y ? 1 : 0, 0;
   }
-  if (strcmp(type_name(a), type_name(b)) != 0) return fail(e, "Cannot compare different types: %s and %s", type_name(a), type_name(b));
+  if (strcmp(type_name(a), type_name(b)) != 0)
+    return fail(e, "Cannot compare different types: %s and %s", type_name(a), type_name(b));
   if (a.t != JV_STR) return fail(e, "Cannot compare type: %s", type_name(a));
   size_t n = a.u.s.len < b.u.s.len ? a.u.s.len : b.u.s.len;
   for (size_t i = 0; i < n; i++) {
@@ -518,11 +523,13 @@ static int eval_args(ev_t *e, const lt__jlist_t *l, env_t *s, args_t *a) {
     }
     if (eval(e, x->a, s, &v) < 0) return -1;
     if (x->kind == JN_KWARG) {
-      if (obj_find(a->kw, x->str, strlen(x->str)) >= 0) return fail(e, "Got multiple values for keyword argument '%s'", x->str);
+      if (obj_find(a->kw, x->str, strlen(x->str)) >= 0)
+        return fail(e, "Got multiple values for keyword argument '%s'", x->str);
       if (obj_setc(e, a->kw, x->str, v) < 0) return -1;
       continue;
     }
-    if (!is_mapping(v) || v.u.o->kind == JO_KWARGS) return fail(e, "Argument after ** must be a mapping, not %s", type_name(v));
+    if (!is_mapping(v) || v.u.o->kind == JO_KWARGS)
+      return fail(e, "Argument after ** must be a mapping, not %s", type_name(v));
     for (int k = 0; k < v.u.o->n; k++) {
       if (obj_find(a->kw, v.u.o->k[k], v.u.o->klen[k]) >= 0)
         return fail(e, "Got multiple values for keyword argument '%.*s'", (int)v.u.o->klen[k], v.u.o->k[k]);
@@ -561,7 +568,6 @@ static int mkfn(ev_t *e, int kind, int id, jv self, jv *out) {
   *out = (jv){.t = JV_FUNC, .u.f = f};
   return 0;
 }
-
 
 static int items_of(ev_t *e, const lt__jobj_t *o, int what, jv *out) { /* 0 items, 1 keys, 2 values */
   if (mkarr(e, o->n, out) < 0) return -1;
@@ -663,7 +669,8 @@ static int jb_namespace(ev_t *e, jv self, jv *a, int n, jv *out) {
     } else if (a[0].t == JV_ARRAY) {
       for (int i = 0; i < a[0].u.a->n; i++) {
         jv p = a[0].u.a->v[i];
-        if (p.t != JV_ARRAY || p.u.a->n != 2) return fail(e, "namespace expected an object or an iterable of [key, value] pairs");
+        if (p.t != JV_ARRAY || p.u.a->n != 2)
+          return fail(e, "namespace expected an object or an iterable of [key, value] pairs");
         if (p.u.a->v[0].t != JV_STR) return fail(e, "namespace keys must be strings");
         if (obj_set(e, out->u.o, p.u.a->v[0].u.s.p, p.u.a->v[0].u.s.len, p.u.a->v[1]) < 0) return -1;
       }
@@ -769,7 +776,8 @@ static int affix(ev_t *e, jv self, jv *a, int n, int at_end, jv *out) {
   if (n == 0) return fail(e, "%s() requires at least one argument", name);
   jv pat = a[0];
   int cnt = pat.t == JV_ARRAY ? pat.u.a->n : 1, hit = 0;
-  if (pat.t != JV_STR && pat.t != JV_ARRAY) return fail(e, "startswith()/endswith() argument must be a string or tuple of strings");
+  if (pat.t != JV_STR && pat.t != JV_ARRAY)
+    return fail(e, "startswith()/endswith() argument must be a string or tuple of strings");
   for (int i = 0; i < cnt && !hit; i++) {
     jv p = pat.t == JV_ARRAY ? pat.u.a->v[i] : pat;
     if (p.t != JV_STR) return fail(e, "startswith()/endswith() tuple elements must be strings");
@@ -897,8 +905,7 @@ static int jb_dictsort(ev_t *e, jv self, jv *a, int n, jv *out) {
   int by_value = 0;
   if (by.t != JV_UNDEF) {
     if (by.t != JV_STR) return fail(e, "by must be a string");
-    if (by.u.s.len == 5 && memcmp(by.u.s.p, "value", 5) == 0)
-      by_value = 1;
+    if (by.u.s.len == 5 && memcmp(by.u.s.p, "value", 5) == 0) by_value = 1;
     else if (!(by.u.s.len == 3 && memcmp(by.u.s.p, "key", 3) == 0))
       return fail(e, "by must be either 'key' or 'value'");
   }
@@ -917,16 +924,16 @@ static const struct {
   int on;
   jbuiltin_fn fn;
 } BUILTINS[] = {
-    {"namespace", ON_GLOBAL, jb_namespace},     {"raise_exception", ON_GLOBAL, jb_raise_exception},
-    {"range", ON_GLOBAL, jb_range},             {"strftime_now", ON_GLOBAL, jb_strftime_now},
-    {"upper", ON_STRING, jb_upper},             {"lower", ON_STRING, jb_lower},
-    {"strip", ON_STRING, jb_strip},             {"title", ON_STRING, jb_title},
-    {"capitalize", ON_STRING, jb_capitalize},   {"rstrip", ON_STRING, jb_rstrip},
-    {"lstrip", ON_STRING, jb_lstrip},           {"startswith", ON_STRING, jb_startswith},
-    {"endswith", ON_STRING, jb_endswith},       {"split", ON_STRING, jb_split},
-    {"replace", ON_STRING, jb_replace},         {"get", ON_MAPPING, jb_get},
-    {"items", ON_MAPPING, jb_items},            {"keys", ON_MAPPING, jb_keys},
-    {"values", ON_MAPPING, jb_values},          {"dictsort", ON_MAPPING, jb_dictsort},
+    {"namespace", ON_GLOBAL, jb_namespace},   {"raise_exception", ON_GLOBAL, jb_raise_exception},
+    {"range", ON_GLOBAL, jb_range},           {"strftime_now", ON_GLOBAL, jb_strftime_now},
+    {"upper", ON_STRING, jb_upper},           {"lower", ON_STRING, jb_lower},
+    {"strip", ON_STRING, jb_strip},           {"title", ON_STRING, jb_title},
+    {"capitalize", ON_STRING, jb_capitalize}, {"rstrip", ON_STRING, jb_rstrip},
+    {"lstrip", ON_STRING, jb_lstrip},         {"startswith", ON_STRING, jb_startswith},
+    {"endswith", ON_STRING, jb_endswith},     {"split", ON_STRING, jb_split},
+    {"replace", ON_STRING, jb_replace},       {"get", ON_MAPPING, jb_get},
+    {"items", ON_MAPPING, jb_items},          {"keys", ON_MAPPING, jb_keys},
+    {"values", ON_MAPPING, jb_values},        {"dictsort", ON_MAPPING, jb_dictsort},
 };
 #define NBUILTINS ((int)(sizeof BUILTINS / sizeof BUILTINS[0]))
 
@@ -1022,10 +1029,8 @@ static int call_value(ev_t *e, jv fn, jv *a, int n, env_t *s, jv *out) {
   env_t *m = env_new(e, f->kind == F_CALLER ? f->scope : s);
   lt_buf_t b = {0};
   char name[160];
-  if (f->kind == F_CALLER)
-    snprintf(name, sizeof name, "None");
-  else
-    snprintf(name, sizeof name, "'%s'", def->str);
+  if (f->kind == F_CALLER) snprintf(name, sizeof name, "None");
+  else snprintf(name, sizeof name, "'%s'", def->str);
   int rc = !m ? -1 : bind_params(e, def, &def->args, a, n, m, name);
   if (rc == 0) rc = exec_list(e, &def->list, m, &b);
   if (rc > 0) rc = fail(e, "break or continue outside a loop");
@@ -1045,7 +1050,8 @@ static int slice_idx(ev_t *e, jv v, int *set, double *out) {
 static int eval_slice(ev_t *e, jv obj, const jnode *sl, env_t *s, jv *out) {
   if (obj.t != JV_ARRAY && obj.t != JV_STR) return fail(e, "Slice object must be an array or string");
   jv va = UNDEF, vb = UNDEF, vc = UNDEF;
-  if ((sl->a && eval(e, sl->a, s, &va) < 0) || (sl->b && eval(e, sl->b, s, &vb) < 0) || (sl->c && eval(e, sl->c, s, &vc) < 0))
+  if ((sl->a && eval(e, sl->a, s, &va) < 0) || (sl->b && eval(e, sl->b, s, &vb) < 0) ||
+      (sl->c && eval(e, sl->c, s, &vc) < 0))
     return -1;
   int has_a, has_b, has_c;
   double start = 0, stop = 0, stp = 1;
@@ -1219,11 +1225,13 @@ static const struct {
   int int_only; /* odd and even refuse anything but an integer */
   jtest_fn fn;
 } TESTS[] = {
-    {"boolean", 0, jt_boolean}, {"callable", 0, jt_callable}, {"odd", 1, jt_odd},           {"even", 1, jt_even},
-    {"false", 0, jt_false},     {"true", 0, jt_true},         {"none", 0, jt_none},         {"string", 0, jt_string},
-    {"number", 0, jt_number},   {"integer", 0, jt_integer},   {"iterable", 0, jt_iterable}, {"mapping", 0, jt_mapping},
-    {"sequence", 0, jt_sequence}, {"lower", 0, jt_lower},     {"upper", 0, jt_upper},       {"defined", 0, jt_defined},
-    {"undefined", 0, jt_undefined}, {"equalto", 0, jt_equalto}, {"eq", 0, jt_equalto},
+    {"boolean", 0, jt_boolean},   {"callable", 0, jt_callable},   {"odd", 1, jt_odd},
+    {"even", 1, jt_even},         {"false", 0, jt_false},         {"true", 0, jt_true},
+    {"none", 0, jt_none},         {"string", 0, jt_string},       {"number", 0, jt_number},
+    {"integer", 0, jt_integer},   {"iterable", 0, jt_iterable},   {"mapping", 0, jt_mapping},
+    {"sequence", 0, jt_sequence}, {"lower", 0, jt_lower},         {"upper", 0, jt_upper},
+    {"defined", 0, jt_defined},   {"undefined", 0, jt_undefined}, {"equalto", 0, jt_equalto},
+    {"eq", 0, jt_equalto},
 };
 
 static int test_value(ev_t *e, const char *name, jv v, jv arg, int *out) {
@@ -1343,9 +1351,7 @@ static int jf_lower(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map
 static int jf_title(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 2, out); }
 static int jf_capitalize(ev_t *e, const jfilter_call_t *c, jv *out) { return case_map(e, c->v, 3, out); }
 static int jf_trim(ev_t *e, const jfilter_call_t *c, jv *out) { return jb_strip(e, c->v, NULL, 0, out); }
-static int jf_abs(ev_t *e, const jfilter_call_t *c, jv *out) {
-  return *out = num(c->v.t == JV_INT, fabs(c->v.u.n)), 0;
-}
+static int jf_abs(ev_t *e, const jfilter_call_t *c, jv *out) { return *out = num(c->v.t == JV_INT, fabs(c->v.u.n)), 0; }
 static int jf_bool(ev_t *e, const jfilter_call_t *c, jv *out) { return *out = c->v, 0; }
 
 /* int and float: a string parsed as JavaScript would (else the default); a bare int floors a number, a called one
@@ -1560,11 +1566,15 @@ static int filter_unknown(ev_t *e, const char *name, jv v, int called) {
   static const struct {
     unsigned kind;
     const char *cls;
-  } C[] = {{T_ARR, "ArrayValue"}, {T_STR, "StringValue"}, {T_MAP, "ObjectValue"}, {T_NUM, "NumericValue"},
+  } C[] = {{T_ARR, "ArrayValue"},
+           {T_STR, "StringValue"},
+           {T_MAP, "ObjectValue"},
+           {T_NUM, "NumericValue"},
            {T_BOOL, "BooleanValue"}};
   unsigned k = value_kind(v);
   for (size_t i = 0; i < sizeof C / sizeof C[0]; i++)
-    if (C[i].kind == k && (!called || k & (T_ARR | T_STR | T_MAP))) return fail(e, "Unknown %s filter: %s", C[i].cls, name);
+    if (C[i].kind == k && (!called || k & (T_ARR | T_STR | T_MAP)))
+      return fail(e, "Unknown %s filter: %s", C[i].cls, name);
   return fail(e, "Cannot apply filter \"%s\" to type: %s", name, type_name(v));
 }
 
@@ -1581,7 +1591,8 @@ static int apply_filter(ev_t *e, jv v, const jnode *f, env_t *s, jv *out) {
   jfilter_call_t c = {.name = called ? f->a->str : f->str, .v = v, .call = called ? f : NULL, .s = s};
   int row = -1;
   for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0] && row < 0; i++)
-    if (!strcmp(FILTERS[i].name, c.name) && ((called ? FILTERS[i].called : FILTERS[i].bare) & value_kind(v))) row = (int)i;
+    if (!strcmp(FILTERS[i].name, c.name) && ((called ? FILTERS[i].called : FILTERS[i].bare) & value_kind(v)))
+      row = (int)i;
   args_t a;
   if (called && (row < 0 || !(FILTERS[row].flags & RAW))) { /* arguments are evaluated before the filter is sought */
     if (eval_args(e, &f->args, s, &a) < 0) return -1;
@@ -1726,16 +1737,15 @@ static int eval(ev_t *e, const jnode *n, env_t *s, jv *out) {
   case JN_TEST: {
     jv v;
     int r = 0;
-    if ((rc = eval(e, n->a, s, &v)) == 0 && (rc = test_value(e, n->str, v, UNDEF, &r)) == 0) *out = boolean(n->flag ? !r : r);
+    if ((rc = eval(e, n->a, s, &v)) == 0 && (rc = test_value(e, n->str, v, UNDEF, &r)) == 0)
+      *out = boolean(n->flag ? !r : r);
     break;
   }
   case JN_SELECT: {
     jv t;
     if ((rc = eval(e, n->b, s, &t)) < 0) break;
-    if (truthy(t))
-      rc = eval(e, n->a, s, out);
-    else
-      *out = UNDEF;
+    if (truthy(t)) rc = eval(e, n->a, s, out);
+    else *out = UNDEF;
     break;
   }
   case JN_TERNARY: {
@@ -1753,7 +1763,8 @@ static int assign(ev_t *e, const jnode *target, jv v, env_t *s) {
   if (target->kind == JN_IDENT) return env_set(e, s, target->str, v);
   if (target->kind == JN_TUPLE) {
     if (v.t != JV_ARRAY) return fail(e, "Cannot unpack non-iterable type in set: %s", type_name(v));
-    if (v.u.a->n != target->list.n) return fail(e, "Too %s items to unpack in set", target->list.n > v.u.a->n ? "few" : "many");
+    if (v.u.a->n != target->list.n)
+      return fail(e, "Too %s items to unpack in set", target->list.n > v.u.a->n ? "few" : "many");
     for (int i = 0; i < target->list.n; i++) {
       if (target->list.v[i]->kind != JN_IDENT) return fail(e, "Cannot unpack to non-identifier in set");
       if (env_set(e, s, target->list.v[i]->str, v.u.a->v[i]) < 0) return -1;
@@ -1763,8 +1774,10 @@ static int assign(ev_t *e, const jnode *target, jv v, env_t *s) {
   if (target->kind == JN_MEMBER) {
     jv obj;
     if (eval(e, target->a, s, &obj) < 0) return -1;
-    if (obj.t != JV_OBJECT || obj.u.o->kind != JO_NAMESPACE) return fail(e, "cannot assign attribute on non-namespace object");
-    if (target->flag || target->b->kind != JN_IDENT) return fail(e, "Cannot assign to member with non-identifier property");
+    if (obj.t != JV_OBJECT || obj.u.o->kind != JO_NAMESPACE)
+      return fail(e, "cannot assign attribute on non-namespace object");
+    if (target->flag || target->b->kind != JN_IDENT)
+      return fail(e, "Cannot assign to member with non-identifier property");
     return obj_set(e, obj.u.o, target->b->str, target->b->len, v);
   }
   return fail(e, "Invalid LHS inside assignment expression");
@@ -1793,7 +1806,8 @@ static int exec_for(ev_t *e, const jnode *n, env_t *s, lt_buf_t *sink) {
     jv cur = it.u.a->v[i];
     if (n->a->kind == JN_TUPLE) {
       if (cur.t != JV_ARRAY || cur.u.a->tuple) return fail(e, "Cannot unpack non-iterable type: %s", type_name(cur));
-      if (cur.u.a->n != n->a->list.n) return fail(e, "Too %s items to unpack", n->a->list.n > cur.u.a->n ? "few" : "many");
+      if (cur.u.a->n != n->a->list.n)
+        return fail(e, "Too %s items to unpack", n->a->list.n > cur.u.a->n ? "few" : "many");
     }
     if (test) {
       env_t *ls = env_new(e, scope);
@@ -1887,8 +1901,7 @@ static int exec(ev_t *e, const jnode *n, env_t *s, lt_buf_t *sink) {
       rc = -1;
       break;
     }
-    if ((rc = call_value(e, fn, fa, a.n + 1, ns, &r)) == 0 && (rc = tostr(e, r, sink)) == 0) {
-    }
+    if ((rc = call_value(e, fn, fa, a.n + 1, ns, &r)) == 0 && (rc = tostr(e, r, sink)) == 0) {}
     break;
   }
   case JN_FILTERBLOCK: {
@@ -1935,7 +1948,8 @@ static int from_json(ev_t *e, const cJSON *j, jv *out, int depth) {
   if (depth > 512) return fail(e, "input nested too deeply");
   if (cJSON_IsNull(j)) return *out = NONE, 0;
   if (cJSON_IsBool(j)) return *out = boolean(cJSON_IsTrue(j)), 0;
-  if (cJSON_IsNumber(j)) return *out = num(j->valuedouble == floor(j->valuedouble) && isfinite(j->valuedouble), j->valuedouble), 0;
+  if (cJSON_IsNumber(j))
+    return *out = num(j->valuedouble == floor(j->valuedouble) && isfinite(j->valuedouble), j->valuedouble), 0;
   if (cJSON_IsString(j)) return *out = (jv){.t = JV_STR, .u.s = {j->valuestring, strlen(j->valuestring)}}, 0;
   if (cJSON_IsArray(j)) {
     if (mkarr(e, cJSON_GetArraySize(j), out) < 0) return -1;

@@ -31,10 +31,10 @@ typedef enum {
   T_DOT,
   T_COLON,
   T_PIPE,
-  T_ADD,  /* + - ~ */
-  T_MUL,  /* * / // % */
-  T_POW,  /* ** */
-  T_CMP,  /* < > <= >= == != */
+  T_ADD, /* + - ~ */
+  T_MUL, /* * / // % */
+  T_POW, /* ** */
+  T_CMP, /* < > <= >= == != */
   T_UNARY,
   T_COMMENT
 } tok_type;
@@ -236,20 +236,20 @@ static const struct {
   const char *s;
   tok_type t;
 } TABLE[] = {{"{%", T_OPEN_STMT}, {"%}", T_CLOSE_STMT}, {"{{", T_OPEN_EXPR}, {"}}", T_CLOSE_EXPR}, {"(", T_LPAREN},
-             {")", T_RPAREN},     {"{", T_LBRACE},      {"}", T_RBRACE},     {"[", T_LBRACKET},   {"]", T_RBRACKET},
-             {",", T_COMMA},      {".", T_DOT},         {":", T_COLON},      {"|", T_PIPE},       {"<=", T_CMP},
-             {">=", T_CMP},       {"==", T_CMP},        {"!=", T_CMP},       {"<", T_CMP},        {">", T_CMP},
-             {"+", T_ADD},        {"-", T_ADD},         {"~", T_ADD},        {"**", T_POW},       {"*", T_MUL},
+             {")", T_RPAREN},     {"{", T_LBRACE},      {"}", T_RBRACE},     {"[", T_LBRACKET},    {"]", T_RBRACKET},
+             {",", T_COMMA},      {".", T_DOT},         {":", T_COLON},      {"|", T_PIPE},        {"<=", T_CMP},
+             {">=", T_CMP},       {"==", T_CMP},        {"!=", T_CMP},       {"<", T_CMP},         {">", T_CMP},
+             {"+", T_ADD},        {"-", T_ADD},         {"~", T_ADD},        {"**", T_POW},        {"*", T_MUL},
              {"//", T_MUL},       {"/", T_MUL},         {"%", T_MUL},        {"=", T_EQUALS}};
 
 static int tokenize(parser_t *p, const char *src, size_t len) {
   const char *c = src, *end = src + len;
   int line = 1, curly = 0;
   lt_buf_t s = {0};
-#define ADV(n)                                                                                                      \
-  do {                                                                                                              \
-    for (size_t i_ = 0, n_ = (size_t)(n); i_ < n_ && c < end; i_++, c++)                                            \
-      if (*c == '\n') line++;                                                                                       \
+#define ADV(n)                                                           \
+  do {                                                                   \
+    for (size_t i_ = 0, n_ = (size_t)(n); i_ < n_ && c < end; i_++, c++) \
+      if (*c == '\n') line++;                                            \
   } while (0)
   while (c < end) {
     tok_type last = p->ntok ? p->toks[p->ntok - 1].t : T_CLOSE_STMT;
@@ -402,7 +402,9 @@ static int list_add(parser_t *p, lt__jlist_t *l, lt__jnode_t *n) {
   return 0;
 }
 
-static int cur_line(parser_t *p) { return p->cur < p->ntok ? p->toks[p->cur].line : p->ntok ? p->toks[p->ntok - 1].line : 1; }
+static int cur_line(parser_t *p) {
+  return p->cur < p->ntok ? p->toks[p->cur].line : p->ntok ? p->toks[p->ntok - 1].line : 1;
+}
 static int is(parser_t *p, tok_type t) { return p->cur < p->ntok && p->toks[p->cur].t == t; }
 static int is_ident(parser_t *p, int off, const char *name) {
   return p->cur + off < p->ntok && p->toks[p->cur + off].t == T_IDENT && strcmp(p->toks[p->cur + off].s, name) == 0;
@@ -492,12 +494,12 @@ static int parse_args(parser_t *p, lt__jlist_t *args, int params) {
         for (int i = 0; i < args->n; i++)
           if (strcmp(args->v[i]->str, arg->str) == 0) return fail(p, arg->line, "duplicate parameter %s", arg->str);
       }
-      if (arg->kind == JN_KWARG)
-        saw_kw = 1;
+      if (arg->kind == JN_KWARG) saw_kw = 1;
       else if (saw_kw)
-        return fail(p, arg->line, params ? "non-default parameter after a default one" : "positional argument after a keyword argument");
-      else if (saw_spread)
-        return fail(p, arg->line, "positional argument after * unpacking");
+        return fail(
+            p, arg->line,
+            params ? "non-default parameter after a default one" : "positional argument after a keyword argument");
+      else if (saw_spread) return fail(p, arg->line, "positional argument after * unpacking");
     }
     if (list_add(p, args, arg) < 0) return -1;
     if (is(p, T_COMMA)) p->cur++;
@@ -594,10 +596,10 @@ static lt__jnode_t *parse_primary(parser_t *p) {
       lt_buf_append(&s, p->toks[p->cur].s, p->toks[p->cur].n);
       p->cur++;
     }
-    if (lt_buf_ok(&s) < 0 || !(n = node(p, JN_TEXT)) || !(n->str = lt__jarena_strdup(&p->tpl->arena, s.data ? s.data : "", s.len)))
+    if (lt_buf_ok(&s) < 0 || !(n = node(p, JN_TEXT)) ||
+        !(n->str = lt__jarena_strdup(&p->tpl->arena, s.data ? s.data : "", s.len)))
       n = NULL, fail(p, t->line, "out of memory");
-    else
-      n->len = s.len;
+    else n->len = s.len;
     lt_buf_free(&s);
     break;
   }
@@ -635,7 +637,8 @@ static lt__jnode_t *parse_primary(parser_t *p) {
         n = NULL;
         break;
       }
-      if (list_add(p, &n->list, parse_expr(p)) < 0 || expect(p, T_COLON, ":") < 0 || list_add(p, &n->list2, parse_expr(p)) < 0) {
+      if (list_add(p, &n->list, parse_expr(p)) < 0 || expect(p, T_COLON, ":") < 0 ||
+          list_add(p, &n->list2, parse_expr(p)) < 0) {
         n = NULL;
         break;
       }
@@ -643,8 +646,7 @@ static lt__jnode_t *parse_primary(parser_t *p) {
     }
     if (n) p->cur++;
     break;
-  default:
-    fail(p, t->line, "unexpected '%s'", t->s);
+  default: fail(p, t->line, "unexpected '%s'", t->s);
   }
   p->depth--;
   return n;
@@ -911,15 +913,12 @@ static lt__jnode_t *parse_any(parser_t *p) {
       n->len = t->n;
     }
     break;
-  case T_OPEN_STMT:
-    n = parse_statement(p);
-    break;
+  case T_OPEN_STMT: n = parse_statement(p); break;
   case T_OPEN_EXPR:
     p->cur++;
     if ((n = parse_expr(p)) && expect(p, T_CLOSE_EXPR, "}}") < 0) n = NULL;
     break;
-  default:
-    fail(p, t->line, "unexpected '%s'", t->s);
+  default: fail(p, t->line, "unexpected '%s'", t->s);
   }
   p->depth--;
   return n;
@@ -939,6 +938,7 @@ int lt__jinja_parse(lt_jinja_t *t, const char *src, size_t len) {
       if (list_add(&p, &t->root->list, parse_any(&p)) < 0) break;
   }
   free(p.toks);
-  if (p.err[0]) return lt_error_set(strstr(p.err, "out of memory") ? LT_ENOMEM : LT_EFORMAT, "template:%d: %s", p.line, p.err);
+  if (p.err[0])
+    return lt_error_set(strstr(p.err, "out of memory") ? LT_ENOMEM : LT_EFORMAT, "template:%d: %s", p.line, p.err);
   return 0;
 }

@@ -66,8 +66,8 @@ int lt__jinja_space(const char *p, const char *end) {
   if (c == ' ' || (c >= 9 && c <= 13)) return 1;
   uint32_t cp;
   int n = c < 0x80 ? 0 : lt_utf8_decode(p, (size_t)(end - p), &cp);
-  if (n && (cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-      cp == 0x205f || cp == 0x3000 || cp == 0xfeff))
+  if (n && (cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+            cp == 0x202f || cp == 0x205f || cp == 0x3000 || cp == 0xfeff))
     return n;
   return 0;
 }
@@ -137,13 +137,34 @@ void lt__jinja_quote(lt_buf_t *b, const char *s, size_t n, int ensure_ascii) {
   for (size_t i = 0; i < n;) {
     unsigned char c = (unsigned char)s[i];
     switch (c) {
-    case '"': lt_buf_puts(b, "\\\""); i++; continue;
-    case '\\': lt_buf_puts(b, "\\\\"); i++; continue;
-    case '\b': lt_buf_puts(b, "\\b"); i++; continue;
-    case '\f': lt_buf_puts(b, "\\f"); i++; continue;
-    case '\n': lt_buf_puts(b, "\\n"); i++; continue;
-    case '\r': lt_buf_puts(b, "\\r"); i++; continue;
-    case '\t': lt_buf_puts(b, "\\t"); i++; continue;
+    case '"':
+      lt_buf_puts(b, "\\\"");
+      i++;
+      continue;
+    case '\\':
+      lt_buf_puts(b, "\\\\");
+      i++;
+      continue;
+    case '\b':
+      lt_buf_puts(b, "\\b");
+      i++;
+      continue;
+    case '\f':
+      lt_buf_puts(b, "\\f");
+      i++;
+      continue;
+    case '\n':
+      lt_buf_puts(b, "\\n");
+      i++;
+      continue;
+    case '\r':
+      lt_buf_puts(b, "\\r");
+      i++;
+      continue;
+    case '\t':
+      lt_buf_puts(b, "\\t");
+      i++;
+      continue;
     default: break;
     }
     if (c < 0x20) {
@@ -166,8 +187,8 @@ void lt__jinja_quote(lt_buf_t *b, const char *s, size_t n, int ensure_ascii) {
         cp = ((c & 0x0fu) << 12) | (((unsigned char)s[i + 1] & 0x3fu) << 6) | ((unsigned char)s[i + 2] & 0x3fu);
         len = 3;
       } else if (c >= 0xf0 && c < 0xf5 && i + 3 < n) {
-        cp = ((c & 0x07u) << 18) | (((unsigned char)s[i + 1] & 0x3fu) << 12) | (((unsigned char)s[i + 2] & 0x3fu) << 6) |
-             ((unsigned char)s[i + 3] & 0x3fu);
+        cp = ((c & 0x07u) << 18) | (((unsigned char)s[i + 1] & 0x3fu) << 12) |
+             (((unsigned char)s[i + 2] & 0x3fu) << 6) | ((unsigned char)s[i + 3] & 0x3fu);
         len = 4;
       }
       if (cp >= 0x10000) {

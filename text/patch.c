@@ -30,9 +30,9 @@ typedef struct {
   char *oldp, *newp;
   hunk_t *h;
   int caph;
-  int git;       /* a `diff --git` section */
-  int seen_hdr;  /* its --- / +++ pair was read */
-  int renamed;   /* rename from / to gave the names */
+  int git;      /* a `diff --git` section */
+  int seen_hdr; /* its --- / +++ pair was read */
+  int renamed;  /* rename from / to gave the names */
   int created, deleted, old_mode;
 } pfile_t;
 
@@ -85,8 +85,14 @@ static char *read_name(const char *s, size_t n, const char **rest) {
         i--;
         o[k++] = (char)v;
       } else {
-        o[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'a' ? '\a' : c == 'b' ? '\b'
-               : c == 'f' ? '\f' : c == 'v' ? '\v' : c;
+        o[k++] = c == 'n'   ? '\n'
+                 : c == 't' ? '\t'
+                 : c == 'r' ? '\r'
+                 : c == 'a' ? '\a'
+                 : c == 'b' ? '\b'
+                 : c == 'f' ? '\f'
+                 : c == 'v' ? '\v'
+                            : c;
       }
     }
     if (i >= n) {
@@ -187,9 +193,10 @@ static int read_hunk(lt_patch_t *p, reader_t *r, hunk_t *h) {
     if (!next_line(r, &s, &n))
       return lt_error_set(LT_EINVAL, "patch: hunk at line %d ends early (the patch is cut short)", h->lineno);
     if (n && s[n - 1] == '\r' && n == 1) n = 0; /* an empty context line from a CRLF editor */
-    char op = n ? s[0] : ' '; /* an empty line is an empty context line whose space was trimmed */
+    char op = n ? s[0] : ' ';                   /* an empty line is an empty context line whose space was trimmed */
     if (op == '\\') {
-      if (p->nlines == h->first) return lt_error_set(LT_EINVAL, "patch: line %d: a no-newline marker first in a hunk", r->lineno);
+      if (p->nlines == h->first)
+        return lt_error_set(LT_EINVAL, "patch: line %d: a no-newline marker first in a hunk", r->lineno);
       p->lines[p->nlines - 1].eol = 0;
       continue;
     }
@@ -227,7 +234,8 @@ static int git_names(reader_t *r, pfile_t *f, const char *s, size_t n) {
     const char *x = memchr(s, '/', i), *y = memchr(s + i + 1, '/', n - i - 1);
     if (x && y && (size_t)(s + i - x) == (size_t)(s + n - y) && !memcmp(x, y, (size_t)(s + i - x)))
       return (f->oldp = clean_path(r, strndup(s, i), 1)) && (f->newp = clean_path(r, strndup(s + i + 1, n - i - 1), 1))
-                 ? 0 : LT_EINVAL;
+                 ? 0
+                 : LT_EINVAL;
   }
   return 0; /* names from the --- / +++ lines or the rename header */
 }
@@ -240,8 +248,8 @@ static int git_mode(const char *s, size_t n) {
   return (m & 0170000) == 0100000 ? m & 0777 : 0;
 }
 
-static const char *const hdr_kw[] = {"old mode ", "new mode ", "deleted file mode ", "new file mode ", "rename from ",
-                                     "rename to ", "copy from ", "copy to "};
+static const char *const hdr_kw[] = {"old mode ",    "new mode ",  "deleted file mode ", "new file mode ",
+                                     "rename from ", "rename to ", "copy from ",         "copy to "};
 
 /* A line of a git section's extended header; 1 when it was one, < 0 on error. */
 static int git_header(reader_t *r, pfile_t *f, const char *s, size_t n) {
@@ -288,9 +296,7 @@ static int name_pair(reader_t *r, pfile_t *f, const char *a, size_t an, const ch
   return 0;
 }
 
-static void file_free(pfile_t *f) {
-  free(f->oldp), free(f->newp), free(f->h);
-}
+static void file_free(pfile_t *f) { free(f->oldp), free(f->newp), free(f->h); }
 
 void lt_patch_free(lt_patch_t *p) {
   if (!p) return;
@@ -315,7 +321,8 @@ static int add_hunk(lt_patch_t *p, pfile_t *f, reader_t *r, const char *s, size_
 /* The file's final shape: which side exists, its mode; a section that changes nothing is an error. */
 static int file_finish(pfile_t *f, int lineno) {
   if (!f->oldp && !f->newp) return lt_error_set(LT_EINVAL, "patch: the section at line %d names no file", lineno);
-  if (f->created && f->deleted) return lt_error_set(LT_EINVAL, "patch: the section at line %d both creates and deletes", lineno);
+  if (f->created && f->deleted)
+    return lt_error_set(LT_EINVAL, "patch: the section at line %d both creates and deletes", lineno);
   if (!f->oldp) f->oldp = strdup(f->newp);
   if (!f->newp) f->newp = strdup(f->oldp);
   if (!f->oldp || !f->newp) return lt_error_set(LT_ENOMEM, "patch: out of memory");
@@ -440,8 +447,10 @@ int lt_patch_apply(const lt_patch_t *p, int i, const char *old, size_t olen, lt_
           at = c[k];
     }
     if (at < 0) {
-      rc = lt_error_set(LT_EINVAL, "patch: %s: hunk %d (@@ -%d,%d +%d,%d @@, patch line %d) does not apply: its lines "
-                        "are not in the file", name, hi + 1, h->os, h->on, h->ns, h->nn, h->lineno);
+      rc = lt_error_set(LT_EINVAL,
+                        "patch: %s: hunk %d (@@ -%d,%d +%d,%d @@, patch line %d) does not apply: its lines "
+                        "are not in the file",
+                        name, hi + 1, h->os, h->on, h->ns, h->nn, h->lineno);
       break;
     }
     for (int k = cursor; k < at; k++) lt_buf_append(out, fl[k].s, fl[k].n);

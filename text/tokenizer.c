@@ -29,7 +29,8 @@ int lt__tok_add_special(lt_tokenizer_t *t, const char *text, int32_t id) {
 
 int lt_tokenizer_byte(int vocab_size, lt_tokenizer_t **out) {
   *out = NULL;
-  if (vocab_size < 259) return lt_error_set(LT_EINVAL, "byte tokenizer: vocab_size %d < 259 (256 bytes + 3 specials)", vocab_size);
+  if (vocab_size < 259)
+    return lt_error_set(LT_EINVAL, "byte tokenizer: vocab_size %d < 259 (256 bytes + 3 specials)", vocab_size);
   lt_tokenizer_t *t = calloc(1, sizeof *t);
   if (!t) return lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
   t->kind = LT_TOK_BYTE;
@@ -102,7 +103,8 @@ int lt_tokenizer_encode(const lt_tokenizer_t *t, const char *text, size_t len, i
   return *ids ? 0 : lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
 }
 
-int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len) {
+int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text,
+                        size_t *len) {
   if (t->kind == LT_TOK_BPE) return lt__bpe_decode(t, ids, n, skip_special, text, len);
   char *s = malloc((size_t)n * 16 + 1);
   if (!s) return lt_error_set(LT_ENOMEM, "tokenizer: out of memory");
@@ -148,7 +150,7 @@ int lt_tokenizer_for_model(const char *dir, int vocab, lt_tokenizer_t **out) {
 
 int lt_tokenizer_copy_files(const char *src, const char *dst) {
   static const char *names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                                "merges.txt", "generation_config.json"};
+                                "merges.txt",     "generation_config.json"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char a[4096], b[4096];
     int rc = lt_path_join(a, sizeof a, src, names[i]);

@@ -32,8 +32,7 @@ int lt_tokenizer_encode(const lt_tokenizer_t *t, const char *text, size_t len, i
 /* Decodes ids to bytes (malloc'd, NUL-terminated; may be invalid UTF-8 when a
  * multi-byte character is split across a boundary). Special tokens render as
  * their text unless skip_special. */
-int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text,
-                        size_t *len);
+int lt_tokenizer_decode(const lt_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len);
 /* Id of a special token by its text ("<|im_end|>"), or -1. */
 int32_t lt_tokenizer_special(const lt_tokenizer_t *t, const char *text);
 /* Ids that end an assistant turn (<|im_end|>, <|endoftext|>, the model's eos). */

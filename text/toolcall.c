@@ -25,7 +25,8 @@ static void ws(cur_t *c) {
 }
 
 static int name_char(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+         ch == '.';
 }
 
 /* Text up to `stop`, entity-decoded, at most max bytes; NULL on malformed input. */
@@ -42,7 +43,9 @@ static char *text_until(cur_t *c, const char *stop, size_t max, int *oom) {
   size_t k = 0;
   for (const char *s = c->p; s < q;) {
     if (*s == '&') {
-      static const struct { const char *e, c; } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
+      static const struct {
+        const char *e, c;
+      } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
       size_t i = 0;
       for (; i < 5; i++) {
         size_t el = strlen(ents[i].e);
@@ -268,7 +271,8 @@ static int parse_blocks(lt_tool_format f, const char *text, size_t len, lt_toolc
     }
     lt_tool_call_t *k = &out->calls[out->ncalls];
     char *aj = NULL;
-    int r = f == LT_TOOLFMT_DEEPSEEK ? deepseek_call(s, (size_t)(e - s), k, &aj) : qwen_call(s, (size_t)(e - s), k, &aj);
+    int r =
+        f == LT_TOOLFMT_DEEPSEEK ? deepseek_call(s, (size_t)(e - s), k, &aj) : qwen_call(s, (size_t)(e - s), k, &aj);
     if (r == 1) {
       out->arguments[out->ncalls++] = aj;
     } else {
@@ -297,7 +301,8 @@ void lt_toolcall_write(lt_tool_format f, const cJSON *tool_calls, lt_buf_t *out)
   int first = 1;
   for (const cJSON *tc = cJSON_IsArray(tool_calls) ? tool_calls->child : NULL; tc; tc = tc->next) {
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
+                *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
     if (!cJSON_IsString(name)) continue;
     cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : cJSON_Duplicate(args, 1);
     if (f == LT_TOOLFMT_XML) {

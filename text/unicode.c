@@ -24,7 +24,8 @@ int lt_uni_nfc(const char *s, size_t n, char **out, size_t *outlen) {
     return 0;
   }
   utf8proc_uint8_t *o = NULL;
-  utf8proc_ssize_t k = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &o, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+  utf8proc_ssize_t k =
+      utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &o, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
   if (k < 0) {
     if (k == UTF8PROC_ERROR_NOMEM) return lt_error_set(LT_ENOMEM, "NFC: out of memory");
     size_t at = 0; /* where the text stops being UTF-8, for the message */

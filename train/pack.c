@@ -30,7 +30,8 @@ int lt__learner_cuda(const lt_config_t *c, const char *cpu_only) {
   const char *dev = lt_config_str(c, "learner.device");
   int gpus = lt_device_cuda_count();
   if (!strcmp(dev, "cuda")) {
-    if (cpu_only) return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
+    if (cpu_only)
+      return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" does not support %s (CPU learner only)", cpu_only);
     if (!gpus)
       return lt_error_set(LT_ECONFIG, "learner.device: \"cuda\" but this %s (use \"auto\" or \"cpu\")",
                           lt_device_cuda_built() ? "machine has no usable GPU" : "build has no CUDA learner");
@@ -56,7 +57,8 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   int obj = lt_objective_parse(lt_config_str(c, "learner.objective"));
   lt_loss_cfg_default(&tc->loss, (lt_objective)obj);
   double tb[2], jb[2];
-  if (bounds(c, "learner.mispo.token_bounds", tb) < 0 || bounds(c, "learner.mispo.traj_bounds", jb) < 0) return LT_ECONFIG;
+  if (bounds(c, "learner.mispo.token_bounds", tb) < 0 || bounds(c, "learner.mispo.traj_bounds", jb) < 0)
+    return LT_ECONFIG;
   if (obj == LT_OBJ_MISPO || obj == LT_OBJ_GSPO) {
     tc->loss.tok_lo = (float)tb[0], tc->loss.tok_hi = (float)tb[1];
     tc->loss.traj_lo = (float)jb[0], tc->loss.traj_hi = (float)jb[1];
@@ -73,7 +75,8 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   }
   tc->threads = (int)lt_config_int(c, "learner.threads");
   if (lt_cpus_config(c, "learner.cpus", &tc->cpus) < 0) return LT_ECONFIG;
-  lt_optim_cfg_default(&tc->actor_opt, !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
+  lt_optim_cfg_default(&tc->actor_opt,
+                       !strcmp(lt_config_str(c, "learner.optimizer"), "muon") ? LT_OPT_MUON : LT_OPT_ADAMW);
   tc->actor_opt.lr = (float)lt_config_num(c, "learner.lr");
   tc->actor_opt.warmup = (int)lt_config_int(c, "learner.warmup_steps");
   tc->actor_opt.weight_decay = (float)lt_config_num(c, "learner.weight_decay");
@@ -84,7 +87,8 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
   tc->critic_opt.weight_decay = 0;
   tc->critic_opt.grad_clip = (float)lt_config_num(c, "learner.grad_clip");
   int rc;
-  if ((rc = lt_learner_lora_cfg(c, 0, &tc->lora)) < 0 || (rc = lt_learner_lora_cfg(c, 1, &tc->critic_lora)) < 0) return rc;
+  if ((rc = lt_learner_lora_cfg(c, 0, &tc->lora)) < 0 || (rc = lt_learner_lora_cfg(c, 1, &tc->critic_lora)) < 0)
+    return rc;
   tc->ref_base = tc->lora.rank > 0 && lt__domains_any_kl(c);
   /* The GPU optimizer is AdamW, and the adapters have CPU code only (no GPU was lent to verify a CUDA one);
    * temperatures and Keep Sampling Mask run on both learners. */
@@ -101,7 +105,8 @@ int lt__trainer_cfg(const lt_config_t *c, lt_trainer_cfg_t *tc) {
 
 /* The first column of the first row, as text (4096 bytes at ud). */
 void lt__packed_free(lt__packed_t *p) {
-  free(p->start), free(p->traj), free(p->off), free(p->tlen), free(p->tokens), free(p->support), free(p->sids), free(p->logp), free(p->temp), free(p->mask);
+  free(p->start), free(p->traj), free(p->off), free(p->tlen), free(p->tokens), free(p->support), free(p->sids),
+      free(p->logp), free(p->temp), free(p->mask);
   free(p->trunc), free(p->no_support), free(p->no_route), free(p->skip), free(p->route);
   free(p->reward), free(p->kl), free(p->group), free(p->ids), free(p->vmin), free(p->bad), free(p->bad_why);
   memset(p, 0, sizeof *p);
@@ -122,12 +127,20 @@ void lt__packed_batch(lt__packed_t *p, int keep_routing, int keep_sampling_mask,
     p->skip_routing += nr;
     memset(p->skip + s0, ns || nr, (size_t)(s1 - s0));
   }
-  *b = (lt_train_batch_t){.nseq = p->n, .start = p->start, .tokens = p->tokens, .logp_rollout = p->logp, .mask = p->mask,
+  *b = (lt_train_batch_t){.nseq = p->n,
+                          .start = p->start,
+                          .tokens = p->tokens,
+                          .logp_rollout = p->logp,
+                          .mask = p->mask,
                           .support = keep_sampling_mask ? p->support : NULL,
-                          .support_ids = keep_sampling_mask ? p->sids : NULL, .temperature = p->temp,
+                          .support_ids = keep_sampling_mask ? p->sids : NULL,
+                          .temperature = p->temp,
                           .actor_skip = p->skip,
                           .route_ids = keep_routing && p->has_route ? p->route : NULL,
-                          .reward = p->reward, .truncated = p->trunc, .group = p->group, .kl_coef = p->kl,
+                          .reward = p->reward,
+                          .truncated = p->trunc,
+                          .group = p->group,
+                          .kl_coef = p->kl,
                           .traj = p->traj};
 }
 
@@ -173,9 +186,9 @@ static int pack_support(lt__packed_t *p, const lt_traj_t *t, int a, int N, int T
  * of several contexts packs each as its own sequence). */
 static int grow_seqs(lt__packed_t *p, int need) {
   size_t old = p->cap;
-  lt_grow_t arr[] = {LT_GROW(p->start), LT_GROW(p->traj),  LT_GROW(p->off),        LT_GROW(p->tlen),
-                     LT_GROW(p->reward), LT_GROW(p->kl),   LT_GROW(p->group),      LT_GROW(p->trunc),
-                     LT_GROW(p->no_support), LT_GROW(p->no_route), LT_GROW(p->skip), LT_GROW(p->ids),
+  lt_grow_t arr[] = {LT_GROW(p->start),      LT_GROW(p->traj),     LT_GROW(p->off),   LT_GROW(p->tlen),
+                     LT_GROW(p->reward),     LT_GROW(p->kl),       LT_GROW(p->group), LT_GROW(p->trunc),
+                     LT_GROW(p->no_support), LT_GROW(p->no_route), LT_GROW(p->skip),  LT_GROW(p->ids),
                      LT_GROW(p->vmin)};
   int rc = lt_grow(&p->cap, (size_t)need + 1, 16, arr, sizeof arr / sizeof *arr); /* + 1: start has n + 1 */
   if (rc < 0 || p->cap == old) return rc;
@@ -199,12 +212,12 @@ static int unusable(const lt_traj_t *t, int vocab, char *why, size_t cap) {
 
 /* Packs tokens [a, end) of t as sequence `packed`, a context of the batch's trajectory `traj`, at token *N. */
 static int pack_one(lt__packed_t *p, const lt_traj_t *t, const lt_traj_meta_t *m, int a, int end, int packed, int traj,
-                    int *N, size_t *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp, int task_truncates,
-                    double *conf, int *nconf) {
+                    int *N, size_t *cap, const lt_model_t *pol, int R, int nml, int K, double task_temp,
+                    int task_truncates, double *conf, int *nconf) {
   int T = end - a > pol->cfg.max_pos ? pol->cfg.max_pos : end - a, n0 = *N;
   p->ids[packed] = t->task_id;
-  lt_grow_t arr[] = {LT_GROW(p->tokens), LT_GROW(p->support), LT_GROW(p->logp), LT_GROW(p->temp), LT_GROW(p->mask),
-                     LT_GROW_K(p->route, R)};
+  lt_grow_t arr[] = {LT_GROW(p->tokens), LT_GROW(p->support), LT_GROW(p->logp),
+                     LT_GROW(p->temp),   LT_GROW(p->mask),    LT_GROW_K(p->route, R)};
   if (lt_grow(cap, (size_t)(n0 + T), 4096, arr, sizeof arr / sizeof *arr) < 0) return LT_ENOMEM;
   memcpy(p->tokens + n0, t->tokens + a, sizeof(int32_t) * (size_t)T);
   memcpy(p->logp + n0, t->logprobs + a, sizeof(float) * (size_t)T);
@@ -280,7 +293,8 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
     }
     for (int k = 0; k < nseq && rc == 0; k++) {
       int a = nseq > 1 ? t.seq_starts[k] : 0, end = k + 1 < nseq ? t.seq_starts[k + 1] : t.ntokens;
-      rc = pack_one(p, &t, &m, a, end, packed, ntraj, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf, &nconf);
+      rc = pack_one(p, &t, &m, a, end, packed, ntraj, &N, &cap, pol, R, nml, K, task_temp, task_truncates, &conf,
+                    &nconf);
       p->start[++packed] = N;
     }
     if (rc < 0) {
@@ -314,4 +328,3 @@ int lt__batch_pack(lt_buffer_t *buf, const lt_model_t *pol, const lt_config_t *c
   p->route_rollout = nconf ? conf / nconf : -1;
   return rc;
 }
-

@@ -63,7 +63,8 @@ int lt_train_publish_copy(const char *dir, const char *publish_dir, const char *
     if (!lt_fs_is_dir(a)) rc = lt_fs_copy_file(a, b);
   }
   if (d) closedir(d);
-  if (rc == 0 && rename(tmp, dst) < 0 && !lt_fs_is_dir(dst)) rc = lt_error_set(LT_EIO, "cannot rename %s into %s", tmp, dst);
+  if (rc == 0 && rename(tmp, dst) < 0 && !lt_fs_is_dir(dst))
+    rc = lt_error_set(LT_EIO, "cannot rename %s into %s", tmp, dst);
   if (rc == 0) rc = lt_fs_sync_dir(publish_dir);
   if (lt_fs_is_dir(tmp)) lt_fs_remove_tree(tmp);
   return rc < 0 ? lt_error_wrap(rc, "checkpoint.publish_dir") : 0;

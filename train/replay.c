@@ -83,16 +83,18 @@ static int step_load(lt_buffer_t *b, const lt_config_t *cfg, int64_t step, const
     rc = lt_error_set(LT_ENOENT, "%s: learner step %lld trained on no recorded trajectories", lt_buffer_path(b),
                       (long long)step);
   if (rc == 0 && !lt_fs_is_dir(model))
-    rc = lt_error_set(LT_ENOENT, "%s: no such checkpoint (a run keeps its last 4 weight versions; give --model a "
-                                 "full checkpoint, checkpoints/full-NNNNNN, or the weights the step started from)", model);
+    rc = lt_error_set(LT_ENOENT,
+                      "%s: no such checkpoint (a run keeps its last 4 weight versions; give --model a "
+                      "full checkpoint, checkpoints/full-NNNNNN, or the weights the step started from)",
+                      model);
   if (rc == 0) rc = make_trainer(cfg, model, &s->tr, &s->have_critic);
   if (rc == 0) {
     lt__batch_shuffle(ids, s->nids, (uint64_t)lt_config_int(cfg, "run.seed"), step);
     rc = lt__batch_pack(b, lt_trainer_policy(s->tr), cfg, ids, s->nids, &s->p);
   }
   if (rc == 0)
-    lt__packed_batch(&s->p, lt_config_bool(cfg, "learner.keep_routing"), lt_config_bool(cfg, "learner.keep_sampling_mask"),
-                     &s->batch);
+    lt__packed_batch(&s->p, lt_config_bool(cfg, "learner.keep_routing"),
+                     lt_config_bool(cfg, "learner.keep_sampling_mask"), &s->batch);
   free(ids);
   if (rc < 0) step_free(s);
   return rc;
@@ -142,8 +144,8 @@ int lt_replay(const lt_replay_opts_t *o, cJSON **out) {
   /* Without the step's critic the advantages, hence the loss, are not the learner's. */
   add_stats(cJSON_AddObjectToObject(res, "recomputed"), &st, s.have_critic);
   cJSON *logged = cJSON_AddObjectToObject(res, "logged");
-  static const char *logged_names[] = {"mis/token_accept", "mis/traj_accept", "mis/kept_fraction",
-                                       "mismatch/abs_log_ratio", "mismatch/kl", "actor/loss"};
+  static const char *logged_names[] = {"mis/token_accept",       "mis/traj_accept", "mis/kept_fraction",
+                                       "mismatch/abs_log_ratio", "mismatch/kl",     "actor/loss"};
   for (size_t i = 0; i < sizeof logged_names / sizeof *logged_names; i++) {
     double v;
     if (lt_buffer_metric_at(b, step, logged_names[i], &v) > 0) cJSON_AddNumberToObject(logged, logged_names[i], v);
@@ -243,13 +245,15 @@ int lt_replay_fill(const lt_replay_opts_t *o, cJSON **out) {
     if (stored < 0) rc = (int)stored;
     else if (stored > 0) snprintf(why, sizeof why, "the step stored its own values");
     else if (!model[0])
-      snprintf(why, sizeof why, "the weights it started from are not kept (checkpoints/v%lld): `longtail retrain` "
-               "rebuilds every version, then --step %lld --model RETRAINED/checkpoints/v%lld", (long long)step - 1,
-               (long long)step, (long long)step - 1);
+      snprintf(why, sizeof why,
+               "the weights it started from are not kept (checkpoints/v%lld): `longtail retrain` "
+               "rebuilds every version, then --step %lld --model RETRAINED/checkpoints/v%lld",
+               (long long)step - 1, (long long)step, (long long)step - 1);
     else {
       int64_t *ids = NULL;
       int n = 0;
-      if ((rc = lt_buffer_step_batch(b, step, &ids, &n)) == 0 && n == 0) snprintf(why, sizeof why, "it trained nothing");
+      if ((rc = lt_buffer_step_batch(b, step, &ids, &n)) == 0 && n == 0)
+        snprintf(why, sizeof why, "it trained nothing");
       free(ids);
       if (rc == 0 && !why[0]) rc = fill_step(b, &cfg, step, model, filled);
     }

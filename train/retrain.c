@@ -27,8 +27,9 @@ int lt__retrain_batch(lt_buffer_t *src, int64_t step, uint64_t seed, int64_t **o
                       (long long)miss[0], nm);
   if (rc == 0) rc = lt_buffer_step_batch(src, step, &ids, &n);
   if (rc == 0 && n == 0)
-    rc = lt_error_set(LT_ECORRUPT, "the buffer records no trajectory it trained on (they are gone, or the "
-                                 "guardrails.grad_spike guardrail rolled the step back: retrain does not replay rollbacks)");
+    rc = lt_error_set(LT_ECORRUPT,
+                      "the buffer records no trajectory it trained on (they are gone, or the "
+                      "guardrails.grad_spike guardrail rolled the step back: retrain does not replay rollbacks)");
   if (rc == 0) rc = lt_buffer_step_quarantined(src, step, &q, &nq);
   int64_t *all = rc == 0 ? realloc(ids, sizeof *ids * (size_t)(n + nq + 1)) : NULL;
   if (rc == 0 && !all) rc = lt_error_set(LT_ENOMEM, "retrain: out of memory");
@@ -123,7 +124,8 @@ static int evaluate(const lt_retrain_opts_t *o, const lt_config_t *cfg, lt_buffe
   double acc;
   int rc = o->eval ? lt_buffer_metric_at(src, step, "eval/accuracy", &acc) : 0;
   if (rc <= 0) return rc;
-  if ((rc = o->eval(o->ud, cfg, dir, step, &acc)) < 0) return lt_error_wrap(rc, "evaluating version %lld", (long long)step);
+  if ((rc = o->eval(o->ud, cfg, dir, step, &acc)) < 0)
+    return lt_error_wrap(rc, "evaluating version %lld", (long long)step);
   return lt_buffer_metric(ob, step, "eval/accuracy", acc, lt_time_wall_ms());
 }
 
@@ -132,7 +134,8 @@ static int compare(lt_buffer_t *src, const lt_train_result_t *r, lt_retrain_resu
   lt_ckpt_row_t ck;
   int rc = lt_buffer_weights_at(src, r->version, &ck);
   if (rc < 0) return rc;
-  if (rc == 0 || !ck.sha256[0]) return lt_error_set(LT_ENOENT, "the run recorded no version %lld", (long long)r->version);
+  if (rc == 0 || !ck.sha256[0])
+    return lt_error_set(LT_ENOENT, "the run recorded no version %lld", (long long)r->version);
   if (!strcmp(ck.sha256, r->sha)) return 1;
   res->differs = r->step;
   snprintf(res->sha, sizeof res->sha, "%s", r->sha);
@@ -180,10 +183,13 @@ static void warn_blas(lt_buffer_t *src, const lt_config_t *cfg) {
   char *blas = lt_buffer_meta_get(src, "learner_blas"), mine[640];
   lt_cpus_t cpus;
   lt_cpus_config(cfg, "learner.cpus", &cpus); /* checked when the config was loaded */
-  snprintf(mine, sizeof mine, "%s; %d threads", lt_ops_blas(), lt_ops_threads((int)lt_config_int(cfg, "learner.threads"), &cpus));
+  snprintf(mine, sizeof mine, "%s; %d threads", lt_ops_blas(),
+           lt_ops_threads((int)lt_config_int(cfg, "learner.threads"), &cpus));
   if (blas && strcmp(blas, mine))
-    LT_WARN("retrain", "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
-                       "(OPENBLAS_CORETYPE picks a kernel, learner.threads the threads)", blas, mine);
+    LT_WARN("retrain",
+            "the run's learner ran on %s, this one on %s: its steps may not be reproduced bit for bit "
+            "(OPENBLAS_CORETYPE picks a kernel, learner.threads the threads)",
+            blas, mine);
   free(blas);
 }
 

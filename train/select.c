@@ -59,7 +59,8 @@ static int group_rows(const lt__select_t *l, const lt_ready_t *rows, int live, g
       }
     G->complete = f->group_done >= size;
     /* A truncated member's return is the critic's V(s_T), not its reward: equal rewards say nothing then. */
-    G->zero_var = l->dynfilter && size > 1 && G->members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
+    G->zero_var =
+        l->dynfilter && size > 1 && G->members >= 2 && rmax - rmin < 1e-9 && !(l->critic_returns && truncated);
   }
   free(gids);
   free(at);
@@ -73,7 +74,8 @@ static int group_rows(const lt__select_t *l, const lt_ready_t *rows, int live, g
  * share of the batch, and a second fills what is left from any domain, so a fast domain cannot crowd a slow one
  * out while the learner still never waits for the slow one.  Returns the number of trajectories chosen into ids
  * (0: not enough yet). */
-int lt__select_batch(lt_buffer_t *buf, const lt__select_t *l, int flush, int64_t *ids, int *marked_stale, int *filtered) {
+int lt__select_batch(lt_buffer_t *buf, const lt__select_t *l, int flush, int64_t *ids, int *marked_stale,
+                     int *filtered) {
   int cap = l->batch * 8 + 1024, n = 0;
   lt_ready_t *rows = malloc(sizeof *rows * (size_t)cap);
   int64_t *stale = malloc(sizeof(int64_t) * (size_t)cap), *filt = malloc(sizeof(int64_t) * (size_t)cap);

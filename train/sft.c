@@ -48,7 +48,8 @@ static int chatml_example(const lt_tokenizer_t *tok, const cJSON *messages, cons
   int cap = 0, rc = 0, nspan = 0, span[64][2];
   int32_t end = lt_tokenizer_special(tok, "<|im_end|>");
   for (const cJSON *m = messages->child; m && rc == 0; m = m->next) {
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
       rc = lt_error_set(LT_EFORMAT, "demonstration message without string role/content");
     } else if (assistant_turns && lt_role_parse(role->valuestring) == LT_ROLE_ASSISTANT && nspan < 64) {
@@ -74,8 +75,8 @@ static int chatml_example(const lt_tokenizer_t *tok, const cJSON *messages, cons
   return 0;
 }
 
-int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, const cJSON *messages, const char *response,
-                    int assistant_turns, int32_t **ids, uint8_t **mask, int *n) {
+int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, const cJSON *messages,
+                    const char *response, int assistant_turns, int32_t **ids, uint8_t **mask, int *n) {
   *ids = NULL, *mask = NULL, *n = 0;
   int rc;
   if (!chat) {
@@ -85,14 +86,13 @@ int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, c
     rc = all && resp ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
     for (const cJSON *m = messages->child; m && rc == 0; m = m->next)
       if (!cJSON_AddItemReferenceToArray(all, (cJSON *)m)) rc = lt_error_set(LT_ENOMEM, "out of memory");
-    if (rc == 0 && (!cJSON_AddStringToObject(resp, "role", "assistant") || !cJSON_AddStringToObject(resp, "content", response) ||
-                    !cJSON_AddItemToArray(all, resp)))
+    if (rc == 0 && (!cJSON_AddStringToObject(resp, "role", "assistant") ||
+                    !cJSON_AddStringToObject(resp, "content", response) || !cJSON_AddItemToArray(all, resp)))
       rc = lt_error_set(LT_ENOMEM, "out of memory");
-    else if (rc == 0)
-      resp = NULL; /* the array owns it */
+    else if (rc == 0) resp = NULL; /* the array owns it */
     if (rc == 0)
-      rc = lt_chat_render_ids(chat, lt_toolcall_format_detect(lt_chat_template_source(chat, 0)), tok, all, assistant_turns,
-                              ids, mask, n);
+      rc = lt_chat_render_ids(chat, lt_toolcall_format_detect(lt_chat_template_source(chat, 0)), tok, all,
+                              assistant_turns, ids, mask, n);
     cJSON_Delete(resp);
     cJSON_Delete(all);
   }
@@ -106,7 +106,8 @@ int lt__sft_example(const lt_tokenizer_t *tok, const lt_chat_template_t *chat, c
 /* Appends one demonstration to the pack; 1 if it does not fit in max_len.
  * The response carries the loss, and so do the chat's assistant turns when
  * assistant_turns is set (an environment's multi-turn episode). */
-static int render(const chat_t *c, const cJSON *messages, const char *response, int assistant_turns, int max_len, pack_t *p) {
+static int render(const chat_t *c, const cJSON *messages, const char *response, int assistant_turns, int max_len,
+                  pack_t *p) {
   int32_t *ids;
   uint8_t *mask;
   int n, rc = lt__sft_example(c->tok, c->chat, messages, response, assistant_turns, &ids, &mask, &n);
@@ -138,7 +139,8 @@ static int load_jsonl(const char *path, const chat_t *chat, int max_len, pack_t 
   cJSON *o;
   int skipped = 0;
   while ((rc = lt_jsonl_next(&r, &o)) == 1) {
-    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *re = cJSON_GetObjectItemCaseSensitive(o, "response");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt"),
+                *re = cJSON_GetObjectItemCaseSensitive(o, "response");
     cJSON *msgs = NULL;
     if (cJSON_IsString(pr)) {
       msgs = cJSON_CreateArray();
@@ -148,7 +150,8 @@ static int load_jsonl(const char *path, const chat_t *chat, int max_len, pack_t 
       cJSON_AddItemToArray(msgs, m);
     }
     if (!cJSON_IsString(re) || !(cJSON_IsArray(pr) || msgs)) {
-      rc = lt_error_set(LT_EFORMAT, "%s:%ld: expected {\"prompt\": string or messages, \"response\": string}", path, r.lineno);
+      rc = lt_error_set(LT_EFORMAT, "%s:%ld: expected {\"prompt\": string or messages, \"response\": string}", path,
+                        r.lineno);
     } else {
       rc = render(chat, msgs ? msgs : pr, re->valuestring, 0, max_len, all);
       if (rc < 0) lt_error_wrap(rc, "%s:%ld", path, r.lineno);
@@ -173,7 +176,8 @@ static int env_batch(lt_envs_t *envs, const chat_t *chat, int max_len, int batch
   double total = 0;
   for (int i = 0; i < nd; i++) total += lt_envs_weight(envs, i);
   while (p->nseq < batch) {
-    if (++tries > 100 * batch) return lt_error_set(LT_EUNSUPP, "sft: no environment produced demonstrations that fit the context");
+    if (++tries > 100 * batch)
+      return lt_error_set(LT_EUNSUPP, "sft: no environment produced demonstrations that fit the context");
     double u = lt_rng_uniform(rng) * total;
     int d = 0;
     while (d < nd - 1 && u >= lt_envs_weight(envs, d)) u -= lt_envs_weight(envs, d++);
@@ -248,8 +252,8 @@ int lt_train_initial_policy(const lt_config_t *cfg, lt_envs_t *envs, const char 
     char sft[4200];
     snprintf(sft, sizeof sft, "%s/checkpoints/v0-sft", run_dir);
     int progress = strcmp(lt_config_str(cfg, "monitor.progress"), "off") != 0;
-    lt_sft_opts_t so = {.cfg = cfg, .envs = envs, .in_dir = dir, .out_dir = sft, .metrics = metrics, .buf = buf,
-                        .progress = progress};
+    lt_sft_opts_t so = {
+        .cfg = cfg, .envs = envs, .in_dir = dir, .out_dir = sft, .metrics = metrics, .buf = buf, .progress = progress};
     LT_INFO("sft", "warm start: %lld steps of %lld sequences", (long long)lt_config_int(cfg, "sft.steps"),
             (long long)lt_config_int(cfg, "sft.batch"));
     if ((rc = lt_sft_run(&so, sft_loss)) < 0) return lt_error_wrap(rc, "sft warm start");
@@ -329,7 +333,8 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
     rc = lt_error_set(LT_ECONFIG, "sft.data is empty and there are no environments to draw demonstrations from");
     goto out;
   }
-  lt_trainer_cfg_t tc = {.actor_minibatches = 1, .critic_minibatches = 1, .threads = (int)lt_config_int(cfg, "learner.threads")};
+  lt_trainer_cfg_t tc = {
+      .actor_minibatches = 1, .critic_minibatches = 1, .threads = (int)lt_config_int(cfg, "learner.threads")};
   if ((rc = lt_cpus_config(cfg, "learner.cpus", &tc.cpus)) < 0) goto out;
   lt_loss_cfg_default(&tc.loss, LT_OBJ_GRPO); /* no critic */
   lt_optim_cfg_default(&tc.actor_opt, LT_OPT_ADAMW);
@@ -377,8 +382,8 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss) {
     if (o->metrics && (rc = lt_jsonl_write_metric(o->metrics, s, lt_time_wall_ms(), "sft/loss", loss)) < 0) goto out;
     if (o->progress && (s % 25 == 0 || s == steps - 1)) {
       double el = lt_time_mono_s() - t0;
-      fprintf(stderr, "sft step %lld/%lld | loss %.4f | %.1f s | ETA %.0f s\n", (long long)s + 1, (long long)steps, loss, el,
-              el / (double)(s + 1) * (double)(steps - s - 1));
+      fprintf(stderr, "sft step %lld/%lld | loss %.4f | %.1f s | ETA %.0f s\n", (long long)s + 1, (long long)steps,
+              loss, el, el / (double)(s + 1) * (double)(steps - s - 1));
     }
   }
   *final_loss = ntail ? tail / ntail : 0;

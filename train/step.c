@@ -21,8 +21,8 @@
 #include "util/sha256.h"
 #include "util/time.h"
 
-#define AUTO_STALE_MAX 8  /* ceiling of scheduler.max_staleness auto */
-#define KEEP_VERSIONS 4   /* weight directories kept for workers still loading them */
+#define AUTO_STALE_MAX 8 /* ceiling of scheduler.max_staleness auto */
+#define KEEP_VERSIONS 4  /* weight directories kept for workers still loading them */
 
 enum { MITIGATE_NONE, MITIGATE_KEEP_ROUTING, MITIGATE_STALENESS };
 
@@ -38,30 +38,30 @@ struct lt_train {
   void *event_ud;
   char run_dir[4096];
   lt_buffer_t *buf;
-  lt_buffer_t *src;         /* retrain: the run whose steps are trained again (lt_train_opts_t.source) */
+  lt_buffer_t *src; /* retrain: the run whose steps are trained again (lt_train_opts_t.source) */
   lt_trainer_t *tr;
   char tok_src[4096];
-  lt_st_dtype publish_dtype; /* checkpoint.publish_dtype */
-  char publish_dir[4096];    /* checkpoint.publish_dir, "" when off */
-  int publish_deltas;        /* checkpoint.publish_deltas */
-  int lora_merged;           /* checkpoint.lora_publish "merged" (with learner.lora) */
-  char lora_base[4096];      /* with learner.lora: the run's first policy, every adapter version's base */
+  lt_st_dtype publish_dtype;       /* checkpoint.publish_dtype */
+  char publish_dir[4096];          /* checkpoint.publish_dir, "" when off */
+  int publish_deltas;              /* checkpoint.publish_deltas */
+  int lora_merged;                 /* checkpoint.lora_publish "merged" (with learner.lora) */
+  char lora_base[4096];            /* with learner.lora: the run's first policy, every adapter version's base */
   char weights_dir[4096], sha[65]; /* where it starts (lt_train_position) */
   int64_t version, step, steps_wanted, last_full;
   char last_full_dir[4096];
   int batch, group, dynfilter, max_stale, stale_auto;
-  lt__domains_t doms;       /* envs.<d>.group_size and batch_share */
-  int critic_returns;       /* the objective trains on R̂ (V(s_T) when truncated), not the raw reward */
-  uint64_t seed;            /* run.seed: each step's mini-batch order */
+  lt__domains_t doms;                   /* envs.<d>.group_size and batch_share */
+  int critic_returns;                   /* the objective trains on R̂ (V(s_T) when truncated), not the raw reward */
+  uint64_t seed;                        /* run.seed: each step's mini-batch order */
   int keep_routing, keep_sampling_mask; /* batches carry the rollout's expert ids / sampling supports */
   int64_t ckpt_every;
   int ckpt_keep;
   guard_cfg_t g;
-  double grad_mean;         /* running mean of the actor gradient norm (guardrails.grad_spike) */
+  double grad_mean; /* running mean of the actor gradient norm (guardrails.grad_spike) */
   int grad_seen;
   double last_step_end;
-  int store_values;         /* learner.store_token_values: each step's per-token values to the buffer */
-  char loss_json[512];      /* the objective and bounds they are tested against, stored with them */
+  int store_values;    /* learner.store_token_values: each step's per-token values to the buffer */
+  char loss_json[512]; /* the objective and bounds they are tested against, stored with them */
 };
 
 static void event(lt_train_t *l, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -123,7 +123,8 @@ static int load_scheduler(lt_train_t *l, const char *dir) {
     return lt_error_set(LT_EFORMAT, "%s: expected step, version, max_staleness, keep_routing", p);
   }
   /* Absent from checkpoints written before it was kept: the guard starts over. */
-  const cJSON *gm = cJSON_GetObjectItemCaseSensitive(j, "grad_mean"), *gn = cJSON_GetObjectItemCaseSensitive(j, "grad_seen");
+  const cJSON *gm = cJSON_GetObjectItemCaseSensitive(j, "grad_mean"),
+              *gn = cJSON_GetObjectItemCaseSensitive(j, "grad_seen");
   l->grad_mean = cJSON_IsNumber(gm) ? gm->valuedouble : 0;
   l->grad_seen = cJSON_IsNumber(gn) ? (int)gn->valuedouble : 0;
   cJSON_Delete(j);
@@ -250,7 +251,8 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   if (tc.lora.rank > 0 && !l->lora_merged && l->publish_dir[0]) {
     lt__domains_free(&l->doms);
     free(l);
-    return lt_error_set(LT_ECONFIG, "checkpoint.publish_dir: adapter versions name their base by its place in the run "
+    return lt_error_set(LT_ECONFIG,
+                        "checkpoint.publish_dir: adapter versions name their base by its place in the run "
                         "directory; with learner.lora set checkpoint.lora_publish \"merged\" to publish there");
   }
   const cJSON *ms = lt_config_get(c, "scheduler.max_staleness");
@@ -271,7 +273,8 @@ int lt_train_open(const lt_train_opts_t *o, lt_train_t **out) {
   char blas[640];
   lt_cpus_t cpus;
   lt_cpus_config(c, "learner.cpus", &cpus); /* checked when the config was loaded */
-  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(), lt_ops_threads((int)lt_config_int(c, "learner.threads"), &cpus));
+  snprintf(blas, sizeof blas, "%s; %d threads", lt_ops_blas(),
+           lt_ops_threads((int)lt_config_int(c, "learner.threads"), &cpus));
   if (rc == 0 && !l->src) rc = lt_buffer_meta_set(l->buf, "learner_blas", blas);
   if (rc == 0 && o->resume) {
     rc = resume(l, v0, sizeof v0);
@@ -402,9 +405,10 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
   int nml = lt_model_moe_layers(lt_trainer_model_config(l->tr));
   *rollback = 0;
   if (gs > 0 && l->grad_seen >= 5 && st->actor_grad_norm > gs * l->grad_mean) {
-    event(l, "guardrail", "step %lld: actor gradient norm %.4g is %.1fx its running mean %.4g: rolling back to the "
-               "last good checkpoint and skipping the batch", (long long)l->step, st->actor_grad_norm,
-               st->actor_grad_norm / l->grad_mean, l->grad_mean);
+    event(l, "guardrail",
+          "step %lld: actor gradient norm %.4g is %.1fx its running mean %.4g: rolling back to the "
+          "last good checkpoint and skipping the batch",
+          (long long)l->step, st->actor_grad_norm, st->actor_grad_norm / l->grad_mean, l->grad_mean);
     *rollback = 1;
     return 0;
   }
@@ -415,18 +419,22 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
   int tighten = 0;
   if (mm > 0 && st->mismatch > mm) {
     event(l, "guardrail", "step %lld: train-rollout mismatch %.4f > guardrails.max_mismatch %.4f: tightening staleness",
-               (long long)l->step, st->mismatch, mm);
+          (long long)l->step, st->mismatch, mm);
     tighten = 1;
   }
   if (ta > 0 && st->token_accept < ta) {
-    event(l, "guardrail", "step %lld: MIS token acceptance %.3f < guardrails.min_token_accept %.3f: tightening "
-               "staleness%s", (long long)l->step, st->token_accept, ta, nml && !l->keep_routing ? ", keep_routing on" : "");
+    event(l, "guardrail",
+          "step %lld: MIS token acceptance %.3f < guardrails.min_token_accept %.3f: tightening "
+          "staleness%s",
+          (long long)l->step, st->token_accept, ta, nml && !l->keep_routing ? ", keep_routing on" : "");
     tighten = 1;
     if (nml) l->keep_routing = 1;
   }
   if (ja > 0 && st->traj_accept < ja) {
-    event(l, "guardrail", "step %lld: MIS trajectory acceptance %.3f < guardrails.min_traj_accept %.3f: tightening "
-               "staleness", (long long)l->step, st->traj_accept, ja);
+    event(l, "guardrail",
+          "step %lld: MIS trajectory acceptance %.3f < guardrails.min_traj_accept %.3f: tightening "
+          "staleness",
+          (long long)l->step, st->traj_accept, ja);
     tighten = 1;
   }
   if (tighten && l->max_stale > 0) l->max_stale--;
@@ -436,7 +444,7 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
       int rc = lt_ranks_scale_lr(l->tr, 0.5);
       if (rc < 0) return rc;
       event(l, "guardrail", "step %lld: entropy %.4f < guardrails.min_entropy %.4f: actor learning rate halved",
-                 (long long)l->step, st->entropy, me);
+            (long long)l->step, st->entropy, me);
     }
   }
   double conf = st->routing_confidence >= 0 ? st->routing_confidence : 1;
@@ -445,9 +453,10 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
     const char *did = "none";
     if (g->mitigation == MITIGATE_KEEP_ROUTING && !l->keep_routing) l->keep_routing = 1, did = "keep_routing on";
     else if (g->mitigation == MITIGATE_STALENESS && l->max_stale > 0) l->max_stale = 0, did = "max_staleness 0";
-    event(l, "routing_alarm", "step %lld: routing confidence %.4f < monitor.routing_confidence_floor %.4f "
-               "(learner %.4f, rollout %.4f); mitigation: %s", (long long)l->step, conf, floor, st->routing_confidence,
-               r->route_rollout, did);
+    event(l, "routing_alarm",
+          "step %lld: routing confidence %.4f < monitor.routing_confidence_floor %.4f "
+          "(learner %.4f, rollout %.4f); mitigation: %s",
+          (long long)l->step, conf, floor, st->routing_confidence, r->route_rollout, did);
   }
   /* scheduler.max_staleness auto: follow the measured mismatch. */
   if (l->stale_auto && !tighten) {
@@ -455,11 +464,11 @@ static int guardrails(lt_train_t *l, lt_train_result_t *r, int *rollback) {
     if (st->mismatch > target && l->max_stale > 0) {
       l->max_stale--;
       event(l, "staleness", "step %lld: mismatch %.4f > %.4f: max_staleness auto -> %d", (long long)l->step,
-                 st->mismatch, target, l->max_stale);
+            st->mismatch, target, l->max_stale);
     } else if (st->mismatch < target / 2 && l->max_stale < AUTO_STALE_MAX) {
       l->max_stale++;
       event(l, "staleness", "step %lld: mismatch %.4f < %.4f: max_staleness auto -> %d", (long long)l->step,
-                 st->mismatch, target / 2, l->max_stale);
+            st->mismatch, target / 2, l->max_stale);
     }
   }
   return 0;
@@ -471,8 +480,14 @@ int lt_train_step(lt_train_t *l, int flush, lt_train_result_t *r) {
   lt__packed_t p = {0};
   lt_token_values_t tv = {0};
   int rc = 0, n;
-  lt__select_t sel = {.batch = l->batch, .group = l->group, .dynfilter = l->dynfilter, .critic_returns = l->critic_returns,
-                      .max_stale = l->max_stale, .doms = &l->doms, .version = l->version, .step = l->step};
+  lt__select_t sel = {.batch = l->batch,
+                      .group = l->group,
+                      .dynfilter = l->dynfilter,
+                      .critic_returns = l->critic_returns,
+                      .max_stale = l->max_stale,
+                      .doms = &l->doms,
+                      .version = l->version,
+                      .step = l->step};
   if (l->src) n = lt__retrain_batch(l->src, l->step + 1, l->seed, &ids);
   else if ((ids = malloc(sizeof(int64_t) * (size_t)(l->batch * 8 + 1024))))
     n = lt__select_batch(l->buf, &sel, flush, ids, &r->marked_stale, &r->filtered);
@@ -523,7 +538,6 @@ out:
   free(ids);
   return rc;
 }
-
 
 void lt_train_result_free(lt_train_result_t *r) {
   for (int i = 0; r->requeue && i < r->quarantined; i++) lt_buffer_quarantined_free(&r->requeue[i]);

@@ -35,10 +35,19 @@ int lt__token_values_store(lt_buffer_t *b, const lt__packed_t *p, const lt_token
       spans[2 * s + 1] = p->start[s + 1] - p->start[s];
     }
     for (int t = a; t < p->start[s1]; t++) traj_ok |= (v->flags[t] & LT_TOKV_TRAJ_OK) != 0;
-    rows[k] = (lt_token_values_row_t){.task_id = p->ids[s0], .step = step, .recomputed = recomputed, .loss = loss_json,
-                                      .traj_ratio = v->traj_ratio[s0], .traj_ok = traj_ok, .ntokens = p->tlen[s0],
-                                      .nspans = s1 - s0, .spans = spans + 2 * s0, .ratio = v->ratio + a,
-                                      .logp_old = v->logp_old + a, .adv = v->adv + a, .entropy = v->entropy + a,
+    rows[k] = (lt_token_values_row_t){.task_id = p->ids[s0],
+                                      .step = step,
+                                      .recomputed = recomputed,
+                                      .loss = loss_json,
+                                      .traj_ratio = v->traj_ratio[s0],
+                                      .traj_ok = traj_ok,
+                                      .ntokens = p->tlen[s0],
+                                      .nspans = s1 - s0,
+                                      .spans = spans + 2 * s0,
+                                      .ratio = v->ratio + a,
+                                      .logp_old = v->logp_old + a,
+                                      .adv = v->adv + a,
+                                      .entropy = v->entropy + a,
                                       .flags = v->flags + a};
   }
   int rc = lt_buffer_token_values_put(b, rows, ntraj);

@@ -22,14 +22,14 @@
 /* ---- the step driver (train/step.c) ---- */
 
 typedef struct {
-  const lt_config_t *cfg;    /* learner.*, scheduler.*, guardrails.*, checkpoint.*, monitor.routing_* */
-  const char *run_dir;       /* checkpoints/ and buffer.db live here */
-  const char *weights_dir;   /* the policy of `version` (its tokenizer files travel with every version) */
-  int64_t version, step;     /* where the run is */
-  int64_t steps;             /* learner steps wanted (0: unbounded) */
-  int group_size;            /* samples per prompt */
-  int sync;                  /* scheduler.mode sync: strict on-policy */
-  int resume;                /* continue from the run's last full checkpoint */
+  const lt_config_t *cfg;  /* learner.*, scheduler.*, guardrails.*, checkpoint.*, monitor.routing_* */
+  const char *run_dir;     /* checkpoints/ and buffer.db live here */
+  const char *weights_dir; /* the policy of `version` (its tokenizer files travel with every version) */
+  int64_t version, step;   /* where the run is */
+  int64_t steps;           /* learner steps wanted (0: unbounded) */
+  int group_size;          /* samples per prompt */
+  int sync;                /* scheduler.mode sync: strict on-policy */
+  int resume;              /* continue from the run's last full checkpoint */
   /* Retrain (train/retrain.c): the buffer of the run being trained again, read-only.  Each step then trains on
    * the trajectories it says that step consumed, instead of choosing from RUN_DIR/buffer.db's; nothing is
    * marked, no version is pruned. */
@@ -42,15 +42,15 @@ typedef struct {
 /* What one step did. */
 typedef struct {
   int64_t step, version;
-  char dir[4096], sha[65];   /* the published policy version */
+  char dir[4096], sha[65]; /* the published policy version */
   lt_step_stats_t st;
   double reward_mean, trunc_rate, turns_mean, stale_mean, route_rollout, step_s, gen_tokens, wait_s;
-  double publish_s; /* of step_s: writing the version for the workers (save, SHA-256, delta) */
+  double publish_s;              /* of step_s: writing the version for the workers (save, SHA-256, delta) */
   double reward_min, reward_max; /* the batch's reward spread (the console's band around reward/mean) */
-  int stale_min, stale_max;   /* the batch's staleness spread (the console's band around staleness/mean) */
+  int stale_min, stale_max;      /* the batch's staleness spread (the console's band around staleness/mean) */
   int stale_hist[LT_TRAIN_STALE_BINS], marked_stale, filtered, quarantined, max_staleness;
   int skip_sampling, skip_routing; /* trajectories left out of the actor loss, and why */
-  int ranks;                 /* learner ranks that trained it (learner/ranks) */
+  int ranks;                       /* learner ranks that trained it (learner/ranks) */
   int ndom;
   char dom[LT_TRAIN_MAX_DOMAINS][64];
   double dom_reward[LT_TRAIN_MAX_DOMAINS];
@@ -110,13 +110,13 @@ int lt_train_follow(const lt_config_t *cfg);
 /* ---- supervised warm start (train/sft.c): `longtail sft`, and `train` with sft.enabled ---- */
 
 typedef struct {
-  const lt_config_t *cfg;  /* sft.*, learner.threads, run.seed */
-  lt_envs_t *envs;         /* demonstrations when sft.data is empty */
-  const char *in_dir;      /* policy to start from */
-  const char *out_dir;     /* where the tuned policy is written */
-  FILE *metrics;           /* metrics.jsonl, or NULL */
-  lt_buffer_t *buf;        /* run buffer for the sft/loss metric, or NULL */
-  int progress;            /* progress lines on stderr */
+  const lt_config_t *cfg; /* sft.*, learner.threads, run.seed */
+  lt_envs_t *envs;        /* demonstrations when sft.data is empty */
+  const char *in_dir;     /* policy to start from */
+  const char *out_dir;    /* where the tuned policy is written */
+  FILE *metrics;          /* metrics.jsonl, or NULL */
+  lt_buffer_t *buf;       /* run buffer for the sft/loss metric, or NULL */
+  int progress;           /* progress lines on stderr */
 } lt_sft_opts_t;
 
 /* The policy a job starts from: model.path, or model.init drawn with run.seed
@@ -146,15 +146,15 @@ int lt_sft_run(const lt_sft_opts_t *o, double *final_loss);
  * other mask bounds would have kept ---- */
 
 typedef struct {
-  const char *run;              /* run directory */
-  const char *model;            /* policy weights (checkpoints/vN) or a full checkpoint (policy/, critic/);
+  const char *run;                       /* run directory */
+  const char *model;                     /* policy weights (checkpoints/vN) or a full checkpoint (policy/, critic/);
                                    NULL: the run's checkpoints/v<step − 1>, the weights the step started from */
-  int64_t step;                 /* learner step whose batch is replayed; 0: the last one */
-  const double *token_bounds;   /* what-if [lo, hi], or NULL */
-  const double *traj_bounds;    /* what-if [lo, hi], or NULL */
+  int64_t step;                          /* learner step whose batch is replayed; 0: the last one */
+  const double *token_bounds;            /* what-if [lo, hi], or NULL */
+  const double *traj_bounds;             /* what-if [lo, hi], or NULL */
   const lt_cfg_schema_t *const *schemas; /* to read the run's recorded config */
   int nschemas;
-  int check;                    /* SQLite's full integrity check of the buffer first (else the cheap one) */
+  int check; /* SQLite's full integrity check of the buffer first (else the cheap one) */
 } lt_replay_opts_t;
 
 /* *out: {"step", "model", "trajectories", "tokens", "objective", "recomputed": {...}, "logged": {...},
@@ -171,12 +171,12 @@ int lt_replay_fill(const lt_replay_opts_t *o, cJSON **out);
  * trajectories it consumed, from the run's starting policy (docs/replay.md) ---- */
 
 typedef struct {
-  const char *run;              /* the run directory retrained */
-  const char *out;              /* DIR: a run folder of its own (buffer.db with metrics and checkpoints, every
+  const char *run;         /* the run directory retrained */
+  const char *out;         /* DIR: a run folder of its own (buffer.db with metrics and checkpoints, every
                                    version in checkpoints/vN) */
-  const char *const *sets;      /* --set overrides of the run's config: a what-if (none: checked bit for bit) */
+  const char *const *sets; /* --set overrides of the run's config: a what-if (none: checked bit for bit) */
   int nsets;
-  int64_t first, last;          /* steps A..B written (0: from the first, to the last); those before A are trained
+  int64_t first, last; /* steps A..B written (0: from the first, to the last); those before A are trained
                                    too, to reach A's weights */
   const lt_cfg_schema_t *const *schemas; /* to read the run's recorded config */
   int nschemas;
@@ -189,10 +189,10 @@ typedef struct {
 } lt_retrain_opts_t;
 
 typedef struct {
-  int64_t steps;                /* steps written */
-  int64_t differs;              /* the first step whose weights differ from the run's (0: none) */
-  char tensor[256];             /* its first differing tensor ("": the run no longer keeps that version) */
-  char sha[65], run_sha[65];    /* that step's weights here and in the run */
+  int64_t steps;                   /* steps written */
+  int64_t differs;                 /* the first step whose weights differ from the run's (0: none) */
+  char tensor[256];                /* its first differing tensor ("": the run no longer keeps that version) */
+  char sha[65], run_sha[65];       /* that step's weights here and in the run */
   double learner_s, run_learner_s; /* the written steps' learner time here and in the run (learner/step_s) */
 } lt_retrain_result_t;
 

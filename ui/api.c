@@ -21,8 +21,8 @@
 
 enum {
   MAX_RUNS = 256,
-  QUERY_MS = 2000,       /* a request's SQL time */
-  TURN_CAP = 64 * 1024,  /* bytes of one message's text per answer; the rest by ?turn=&offset= */
+  QUERY_MS = 2000,      /* a request's SQL time */
+  TURN_CAP = 64 * 1024, /* bytes of one message's text per answer; the rest by ?turn=&offset= */
   MAX_SERIES = 16,
   MAX_POINTS = 100000,
 };
@@ -143,7 +143,8 @@ static int fail(lt_ui_resp_t *r, int status, const char *fmt, ...) {
 
 /* A failed query: past its time limit is 503 (try a narrower filter), anything else 500. */
 static int query_failed(lt_ui_resp_t *r, int rc) {
-  if (rc == LT_ETIMEDOUT) return fail(r, 503, "the query ran past its time limit (%d ms): narrow the filters", QUERY_MS);
+  if (rc == LT_ETIMEDOUT)
+    return fail(r, 503, "the query ran past its time limit (%d ms): narrow the filters", QUERY_MS);
   return fail(r, 500, "%s", lt_error_msg());
 }
 
@@ -161,7 +162,8 @@ static int only(const lt_http_target_t *q, const char *const *allowed, lt_ui_res
 }
 
 /* An integer parameter in [lo, hi]: 1 set, 0 absent, -1 malformed (answered with 400). */
-static int int_param(const lt_http_target_t *q, const char *key, int64_t lo, int64_t hi, int64_t *out, lt_ui_resp_t *r) {
+static int int_param(const lt_http_target_t *q, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                     lt_ui_resp_t *r) {
   const char *v = lt_http_param(q, key);
   if (!v) return 0;
   char *end;
@@ -465,7 +467,8 @@ static int api_metrics(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
   int names = 0;
   for (int i = 0; i < q->nparams; i++)
     if (!strcmp(q->params[i].key, "name")) {
-      if (!q->params[i].value[0] || strlen(q->params[i].value) > 200) return fail(r, 400, "a metric name is 1 to 200 bytes");
+      if (!q->params[i].value[0] || strlen(q->params[i].value) > 200)
+        return fail(r, 400, "a metric name is 1 to 200 bytes");
       if (++names > MAX_SERIES) return fail(r, 400, "at most %d metrics at once", MAX_SERIES);
     }
   run_t *run = pick_run(u, q, r);
@@ -534,10 +537,9 @@ static int row_item(const lt_browse_row_t *t, void *ud) {
 }
 
 static int api_trajectories(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t *r) {
-  static const char *const allowed[] = {"run",           "domain",        "status",  "outcome", "finish",
-                                        "reward_min",    "reward_max",    "staleness_min",    "staleness_max",
-                                        "version",       "q",             "sort",    "order",   "offset",
-                                        "limit",         NULL};
+  static const char *const allowed[] = {
+      "run",           "domain",  "status", "outcome", "finish", "reward_min", "reward_max", "staleness_min",
+      "staleness_max", "version", "q",      "sort",    "order",  "offset",     "limit",      NULL};
   static const char *const sorts[LT_BROWSE_NSORTS] = {"id", "reward", "ntokens", "staleness", "version"};
   if (only(q, allowed, r) < 0) return -1;
   lt_browse_query_t bq = {.limit = 50};
@@ -549,7 +551,8 @@ static int api_trajectories(lt_ui_t *u, const lt_http_target_t *q, lt_ui_resp_t 
   if (text_param(q, "status", 64, &bq.status, r) < 0) return -1;
   if (bq.status) {
     int ok = 0;
-    for (int i = 0; i < LT_SAMPLE_NSTATES && !ok; i++) ok = !strcmp(bq.status, lt_sample_state_name((lt_sample_state)i));
+    for (int i = 0; i < LT_SAMPLE_NSTATES && !ok; i++)
+      ok = !strcmp(bq.status, lt_sample_state_name((lt_sample_state)i));
     if (!ok) return fail(r, 400, "status must be ready, consumed, stale, filtered, failed or eval");
   }
   if ((bq.has_reward_min = num_param(q, "reward_min", &bq.reward_min, r)) < 0 ||
@@ -748,12 +751,16 @@ static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, co
   case LT_SAMPLE_CONSUMED:
     verdict = "trained";
     if (!here)
-      snprintf(why, sizeof why, "trained by step %lld (no per-token values stored for that step: "
-               "learner.store_token_values off, or a run from before them)", (long long)step);
+      snprintf(why, sizeof why,
+               "trained by step %lld (no per-token values stored for that step: "
+               "learner.store_token_values off, or a run from before them)",
+               (long long)step);
     else if (!loss && masked) {
       verdict = "left_out";
-      snprintf(why, sizeof why, "step %lld left it out of the actor loss: its sampling sets or expert routing "
-               "cannot be reproduced (the critic trained on it)", (long long)step);
+      snprintf(why, sizeof why,
+               "step %lld left it out of the actor loss: its sampling sets or expert routing "
+               "cannot be reproduced (the critic trained on it)",
+               (long long)step);
     } else if (!kept) {
       verdict = "rejected";
       snprintf(why, sizeof why, "step %lld took it, but none of its %d loss tokens contributed%s", (long long)step,
@@ -766,19 +773,25 @@ static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, co
     if (stored < 0) return (int)stored;
     if (here) {
       verdict = "rolled_back";
-      snprintf(why, sizeof why, "step %lld computed it, then a guardrail rolled the step back: its update was "
-               "discarded", (long long)step);
+      snprintf(why, sizeof why,
+               "step %lld computed it, then a guardrail rolled the step back: its update was "
+               "discarded",
+               (long long)step);
     } else if (stored > 0)
       snprintf(why, sizeof why, "filtered at step %lld by the dynamic filter: its group's rewards had no variance",
                (long long)step);
     else
-      snprintf(why, sizeof why, "filtered at step %lld: the dynamic filter (a group without reward variance) or a "
-               "guardrail rollback of that step", (long long)step);
+      snprintf(why, sizeof why,
+               "filtered at step %lld: the dynamic filter (a group without reward variance) or a "
+               "guardrail rollback of that step",
+               (long long)step);
     break;
   }
   case LT_SAMPLE_STALE:
-    snprintf(why, sizeof why, "stale at step %lld: generated from policy version %lld, more versions behind than "
-             "scheduler.max_staleness allowed", (long long)step, (long long)m->version_min);
+    snprintf(why, sizeof why,
+             "stale at step %lld: generated from policy version %lld, more versions behind than "
+             "scheduler.max_staleness allowed",
+             (long long)step, (long long)m->version_min);
     break;
   case LT_SAMPLE_MASKED:
     snprintf(why, sizeof why, "masked: its episode timed out under rollout.on_timeout \"mask\" (kept, never trained)");
@@ -786,11 +799,8 @@ static int training(lt_buf_t *b, int *f, lt_buffer_t *db, const lt_traj_t *t, co
   case LT_SAMPLE_FAILED:
     snprintf(why, sizeof why, "failed (%s): no usable reward, never trained", lt_traj_status_name(t->status));
     break;
-  case LT_SAMPLE_EVAL:
-    snprintf(why, sizeof why, "a held-out evaluation sample: never trained");
-    break;
-  default:
-    snprintf(why, sizeof why, "not yet selected: waiting for a learner step (and for the rest of its group)");
+  case LT_SAMPLE_EVAL: snprintf(why, sizeof why, "a held-out evaluation sample: never trained"); break;
+  default: snprintf(why, sizeof why, "not yet selected: waiting for a learner step (and for the rest of its group)");
   }
   key(b, f, "training");
   lt_buf_putc(b, '{');
@@ -908,7 +918,8 @@ static int api_trajectory(lt_ui_t *u, const lt_http_target_t *q, int64_t id, lt_
   lt_buf_putc(&b, ']');
   key(&b, &f, "loss_mask");
   lt_buf_putc(&b, '[');
-  for (int i = 0; i < t.ntokens; i++) lt_buf_puts(&b, i ? (t.loss_mask[i] ? ",1" : ",0") : (t.loss_mask[i] ? "1" : "0"));
+  for (int i = 0; i < t.ntokens; i++)
+    lt_buf_puts(&b, i ? (t.loss_mask[i] ? ",1" : ",0") : (t.loss_mask[i] ? "1" : "0"));
   lt_buf_putc(&b, ']');
   ints(&b, &f, "versions", t.versions, t.ntokens);
   /* each token's own text (a piece of a multi-byte character shows as U+FFFD), null without a tokenizer */

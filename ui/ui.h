@@ -28,8 +28,8 @@ int lt_ui_multi(const lt_ui_t *u);
 
 typedef struct {
   int status;
-  const char *type;   /* Content-Type */
-  const char *body;   /* owned when owned != NULL */
+  const char *type; /* Content-Type */
+  const char *body; /* owned when owned != NULL */
   size_t len;
   char *owned;
 } lt_ui_resp_t;

@@ -69,8 +69,8 @@ int lt_edit_distance(const char *a, const char *b) {
 }
 
 /* The best sibling name for an unknown key under `parent` ("" at top). */
-static void suggest(const lt_cfg_schema_t *const *sc, int ns, const char *parent, const char *key,
-                    char *out, size_t cap) {
+static void suggest(const lt_cfg_schema_t *const *sc, int ns, const char *parent, const char *key, char *out,
+                    size_t cap) {
   int best = 1 << 30;
   out[0] = 0;
   size_t plen = strlen(parent);
@@ -115,8 +115,7 @@ static void suggest(const lt_cfg_schema_t *const *sc, int ns, const char *parent
 
 static int check_num(const lt_cfg_entry_t *e, const char *path, double v) {
   if (e->min <= e->max && (v < e->min || v > e->max)) {
-    if (e->max >= 1e300)
-      return lt_error_set(LT_ECONFIG, "%s: %g is below the minimum %g", path, v, e->min);
+    if (e->max >= 1e300) return lt_error_set(LT_ECONFIG, "%s: %g is below the minimum %g", path, v, e->min);
     return lt_error_set(LT_ECONFIG, "%s: %g is outside [%g, %g]", path, v, e->min, e->max);
   }
   return 0;
@@ -154,8 +153,7 @@ static int choices_error(const lt_cfg_entry_t *e, const char *path, const char *
     c = bar ? bar + 1 : NULL;
   }
   if (best <= 2)
-    return lt_error_set(LT_ECONFIG, "%s: '%s' is not one of %s (did you mean '%s'?)", path, got, e->choices,
-                        sug);
+    return lt_error_set(LT_ECONFIG, "%s: '%s' is not one of %s (did you mean '%s'?)", path, got, e->choices, sug);
   return lt_error_set(LT_ECONFIG, "%s: '%s' is not one of %s", path, got, e->choices);
 }
 
@@ -195,8 +193,7 @@ static int check_value(const lt_cfg_entry_t *e, const char *path, const cJSON *n
     int i = 0;
     for (const cJSON *c = n->child; c; c = c->next, i++) {
       if (e->type == LT_CFG_NUM_LIST) {
-        if (!cJSON_IsNumber(c))
-          return lt_error_set(LT_ECONFIG, "%s[%d]: expected number, got %s", path, i, jtype(c));
+        if (!cJSON_IsNumber(c)) return lt_error_set(LT_ECONFIG, "%s[%d]: expected number, got %s", path, i, jtype(c));
         char p[PATH_MAX_LEN];
         snprintf(p, sizeof p, "%s[%d]", path, i);
         int rc = check_num(e, p, c->valuedouble);
@@ -223,8 +220,10 @@ static int check_name(const char *path, const char *key) {
   if (key[n] == 0 && n >= 1 && n <= 64 && key[0] != '_' && key[0] != '-') return 0;
   lt_buf_t b = {0};
   lt_json_quote(&b, key);
-  int rc = lt_error_set(LT_ECONFIG, "%s: %.80s is not a name: 1 to 64 letters, digits, '_' and '-', starting with a "
-                        "letter or digit (it becomes a Prometheus label and a file name)", path, b.data ? b.data : "");
+  int rc = lt_error_set(LT_ECONFIG,
+                        "%s: %.80s is not a name: 1 to 64 letters, digits, '_' and '-', starting with a "
+                        "letter or digit (it becomes a Prometheus label and a file name)",
+                        path, b.data ? b.data : "");
   lt_buf_free(&b);
   return rc;
 }
@@ -294,10 +293,8 @@ static int put(cJSON *root, const char *path, cJSON *val) {
     cJSON_Delete(val);
     return lt_error_set(LT_ECONFIG, "%s: a parent of this key is not an object", path);
   }
-  if (cJSON_GetObjectItemCaseSensitive(parent, last))
-    cJSON_ReplaceItemInObjectCaseSensitive(parent, last, val);
-  else
-    cJSON_AddItemToObject(parent, last, val);
+  if (cJSON_GetObjectItemCaseSensitive(parent, last)) cJSON_ReplaceItemInObjectCaseSensitive(parent, last, val);
+  else cJSON_AddItemToObject(parent, last, val);
   return 0;
 }
 
@@ -390,7 +387,8 @@ static void merge_into(cJSON *base, cJSON *child) {
 static void resolve_paths(cJSON *obj, const char *prefix, const char *dir, const lt_cfg_schema_t *const *sc, int ns) {
   for (cJSON *c = obj->child; c; c = c->next) {
     char p[PATH_MAX_LEN];
-    if (!c->string || snprintf(p, sizeof p, "%s%s%s", prefix, prefix[0] ? "." : "", c->string) >= (int)sizeof p) continue;
+    if (!c->string || snprintf(p, sizeof p, "%s%s%s", prefix, prefix[0] ? "." : "", c->string) >= (int)sizeof p)
+      continue;
     if (cJSON_IsObject(c)) {
       resolve_paths(c, p, dir, sc, ns);
       continue;
@@ -398,7 +396,8 @@ static void resolve_paths(cJSON *obj, const char *prefix, const char *dir, const
     const lt_cfg_entry_t *e = find_entry(sc, ns, p);
     if (!e || e->type != LT_CFG_PATH || !cJSON_IsString(c) || !c->valuestring[0] || c->valuestring[0] == '/') continue;
     char full[4096];
-    if (snprintf(full, sizeof full, "%s/%s", dir, c->valuestring) >= (int)sizeof full || access(full, F_OK) != 0) continue;
+    if (snprintf(full, sizeof full, "%s/%s", dir, c->valuestring) >= (int)sizeof full || access(full, F_OK) != 0)
+      continue;
     cJSON_SetValuestring(c, full);
   }
 }
@@ -489,7 +488,9 @@ double lt_config_num(const lt_config_t *cfg, const char *path) {
   return need(cfg, path, cJSON_IsNumber, "number")->valuedouble;
 }
 
-int lt_config_bool(const lt_config_t *cfg, const char *path) { return cJSON_IsTrue(need(cfg, path, cJSON_IsBool, "boolean")); }
+int lt_config_bool(const lt_config_t *cfg, const char *path) {
+  return cJSON_IsTrue(need(cfg, path, cJSON_IsBool, "boolean"));
+}
 
 const char *lt_config_str(const lt_config_t *cfg, const char *path) {
   return need(cfg, path, cJSON_IsString, "string")->valuestring;
@@ -528,31 +529,29 @@ static const char *type_doc(const lt_cfg_entry_t *e, char *buf, size_t cap) {
     }
     buf[n] = 0;
   }
-  if ((e->type == LT_CFG_INT || e->type == LT_CFG_NUM || e->type == LT_CFG_INT_OR_ENUM ||
-       e->type == LT_CFG_NUM_LIST) &&
+  if ((e->type == LT_CFG_INT || e->type == LT_CFG_NUM || e->type == LT_CFG_INT_OR_ENUM || e->type == LT_CFG_NUM_LIST) &&
       e->min <= e->max && n >= 0 && (size_t)n < cap) {
-    if (e->max >= 1e300)
-      snprintf(buf + n, cap - (size_t)n, ", ≥ %g", e->min);
-    else
-      snprintf(buf + n, cap - (size_t)n, ", in [%g, %g]", e->min, e->max);
+    if (e->max >= 1e300) snprintf(buf + n, cap - (size_t)n, ", ≥ %g", e->min);
+    else snprintf(buf + n, cap - (size_t)n, ", in [%g, %g]", e->min, e->max);
   }
   return buf;
 }
 
 void lt_config_doc_markdown(const lt_cfg_schema_t *const *schemas, int nschemas, lt_buf_t *out) {
-  lt_buf_puts(out, "# Configuration reference\n\n"
-                   "Generated by `bin/longtail config --schema-md` from the schema in the code; "
-                   "`make docs` rewrites this file and a test fails when it is stale.\n\n"
-                   "A config is a JSON object. Every key below is optional and takes its default when absent; "
-                   "unknown keys are errors. `--set path=value` overrides any key from the command line "
-                   "(the value is parsed as JSON, and taken as a string when it is not JSON). "
-                   "A `*` in a path stands for a name you choose (a domain, a map key). "
-                   "`\"extends\": \"base.json\"` (relative to the file) starts from another config and "
-                   "overrides its keys, objects merged key by key (configs/ablation-*.json extend "
-                   "configs/default.json). Keys of type *path* given as relative paths are taken from the "
-                   "folder of the config file that sets them, as `extends` is, so a config runs from any working "
-                   "directory (a relative path that names nothing there is taken from the working directory; "
-                   "`--set` values are taken from the working directory).\n\n");
+  lt_buf_puts(out,
+              "# Configuration reference\n\n"
+              "Generated by `bin/longtail config --schema-md` from the schema in the code; "
+              "`make docs` rewrites this file and a test fails when it is stale.\n\n"
+              "A config is a JSON object. Every key below is optional and takes its default when absent; "
+              "unknown keys are errors. `--set path=value` overrides any key from the command line "
+              "(the value is parsed as JSON, and taken as a string when it is not JSON). "
+              "A `*` in a path stands for a name you choose (a domain, a map key). "
+              "`\"extends\": \"base.json\"` (relative to the file) starts from another config and "
+              "overrides its keys, objects merged key by key (configs/ablation-*.json extend "
+              "configs/default.json). Keys of type *path* given as relative paths are taken from the "
+              "folder of the config file that sets them, as `extends` is, so a config runs from any working "
+              "directory (a relative path that names nothing there is taken from the working directory; "
+              "`--set` values are taken from the working directory).\n\n");
   for (int i = 0; i < nschemas; i++) {
     const lt_cfg_schema_t *s = schemas[i];
     lt_buf_printf(out, "## %s\n\n", s->section);

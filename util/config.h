@@ -30,7 +30,7 @@ typedef enum {
 } lt_cfg_type;
 
 typedef struct {
-  const char *path;    /* "learner.batch.trajectories"; a "*" segment matches any map key */
+  const char *path; /* "learner.batch.trajectories"; a "*" segment matches any map key */
   lt_cfg_type type;
   const char *def;     /* default as JSON text, or NULL: no default (key is optional) */
   double min, max;     /* inclusive range for INT/NUM (and list elements); unused if min > max */
@@ -48,10 +48,10 @@ typedef struct {
 #define LT_CFG_NORANGE 1, 0
 
 typedef struct {
-  cJSON *root;                        /* complete tree: file + overrides + defaults */
+  cJSON *root; /* complete tree: file + overrides + defaults */
   const lt_cfg_schema_t *const *schemas;
   int nschemas;
-  char source[512];                   /* file the config came from ("" if none) */
+  char source[512]; /* file the config came from ("" if none) */
 } lt_config_t;
 
 /* Loads `path` (NULL: only defaults and overrides).  `sets` are "a.b.c=value"

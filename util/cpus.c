@@ -100,8 +100,8 @@ int lt_cpus_config_check(const lt_config_t *cfg, const char *const *keys, int n)
     for (int j = 0; j < i; j++) {
       int c = cpus_common(&seen[i].set, &seen[j].set);
       if (c >= 0)
-        return lt_error_set(LT_ECONFIG, "%s: \"%s\" shares CPU %d with %s \"%s\"; the lists must be disjoint", keys[i], v,
-                            c, keys[j], lt_config_str(cfg, keys[j]));
+        return lt_error_set(LT_ECONFIG, "%s: \"%s\" shares CPU %d with %s \"%s\"; the lists must be disjoint", keys[i],
+                            v, c, keys[j], lt_config_str(cfg, keys[j]));
     }
   }
   return 0;

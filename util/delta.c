@@ -172,7 +172,9 @@ int lt_delta_apply(const char *base, const char *delta, const char *out) {
   FILE *fd = fopen(delta, "rb"), *fb = fopen(base, "rb");
   unsigned char bsha[32], tsha[32], got[32];
   int64_t tsize = 0;
-  int rc = !fd ? io_err("cannot open", delta) : !fb ? io_err("cannot open", base) : read_head(fd, delta, bsha, tsha, &tsize);
+  int rc = !fd   ? io_err("cannot open", delta)
+           : !fb ? io_err("cannot open", base)
+                 : read_head(fd, delta, bsha, tsha, &tsize);
   size_t zcap = ZSTD_DStreamInSize(), ocap = ZSTD_DStreamOutSize();
   unsigned char *z = malloc(zcap), *x = malloc(ocap), *b = malloc(ocap);
   ZSTD_DCtx *dx = ZSTD_createDCtx();
@@ -195,7 +197,8 @@ int lt_delta_apply(const char *base, const char *delta, const char *out) {
           break;
         }
         if (written + (int64_t)xo.pos > tsize) {
-          rc = lt_error_set(LT_ECORRUPT, "%s: the delta holds more than the %lld bytes it announces", delta, (long long)tsize);
+          rc = lt_error_set(LT_ECORRUPT, "%s: the delta holds more than the %lld bytes it announces", delta,
+                            (long long)tsize);
           break;
         }
         read_full(fb, b, xo.pos, 1);
@@ -207,7 +210,8 @@ int lt_delta_apply(const char *base, const char *delta, const char *out) {
     }
     if (rc == 0 && (ferror(fd) || ferror(fb))) rc = lt_error_set(LT_EIO, "cannot read %s or %s", delta, base);
     if (rc == 0 && (zret != 0 || written != tsize))
-      rc = lt_error_set(LT_ECORRUPT, "%s: torn delta (%lld of %lld bytes)", delta, (long long)written, (long long)tsize);
+      rc =
+          lt_error_set(LT_ECORRUPT, "%s: torn delta (%lld of %lld bytes)", delta, (long long)written, (long long)tsize);
     if (rc == 0) {
       crypto_hash_sha256_final(&st, got);
       if (memcmp(got, tsha, 32)) {
@@ -215,8 +219,10 @@ int lt_delta_apply(const char *base, const char *delta, const char *out) {
         hex(tsha, want);
         hex(got, have);
         hex(bsha, from);
-        rc = lt_error_set(LT_ECORRUPT, "%s: reconstructed sha256 %.12s, announced %.12s (a delta against sha256 %.12s: "
-                          "is %s that file?)", delta, have, want, from, base);
+        rc = lt_error_set(LT_ECORRUPT,
+                          "%s: reconstructed sha256 %.12s, announced %.12s (a delta against sha256 %.12s: "
+                          "is %s that file?)",
+                          delta, have, want, from, base);
       }
     }
     int frc = out_finish(&o, rc == 0);

@@ -57,10 +57,8 @@ int lt_error_wrap(int code, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, errmsg, sizeof old);
-  if (old[0])
-    snprintf(errmsg, sizeof errmsg, "%s: %s", prefix, old);
-  else
-    snprintf(errmsg, sizeof errmsg, "%s: %s", prefix, lt_strerror(code));
+  if (old[0]) snprintf(errmsg, sizeof errmsg, "%s: %s", prefix, old);
+  else snprintf(errmsg, sizeof errmsg, "%s: %s", prefix, lt_strerror(code));
   return code;
 }
 
@@ -78,15 +76,12 @@ int lt_error_exit_code(int code) {
   case LT_EUNSUPP:
   case LT_EVERSION:
   case LT_EPROTO:
-  case LT_ENOENT: /* a named file or key that is not there is bad input */
-    return LT_EXIT_USAGE;
+  case LT_ENOENT: /* a named file or key that is not there is bad input */ return LT_EXIT_USAGE;
   case LT_EIO:
-  case LT_ENOSPC:
-    return LT_EXIT_IO;
+  case LT_ENOSPC: return LT_EXIT_IO;
   case LT_EUNREACH:
   case LT_ETIMEDOUT:
-  case LT_EREMOTE:
-    return LT_EXIT_UNREACH;
+  case LT_EREMOTE: return LT_EXIT_UNREACH;
   case LT_EDEVICE: return LT_EXIT_DEVICE;
   case LT_ECORRUPT: return LT_EXIT_CORRUPT;
   default: return LT_EXIT_FAIL;

@@ -11,41 +11,41 @@
 
 enum {
   LT_OK = 0,
-  LT_EINVAL = -1,    /* invalid argument or input data */
-  LT_ENOMEM = -2,    /* allocation failed */
-  LT_EIO = -3,       /* read/write/fsync failed */
-  LT_ENOSPC = -4,    /* disk full */
-  LT_ENOENT = -5,    /* file or key not found */
-  LT_EPROTO = -6,    /* malformed wire message */
-  LT_EVERSION = -7,  /* unsupported protocol/schema version */
-  LT_ECONFIG = -8,   /* invalid configuration */
-  LT_ERANGE = -9,    /* value out of range */
-  LT_EFORMAT = -10,  /* malformed file (JSON, safetensors, tokenizer) */
-  LT_EUNSUPP = -11,  /* valid but not supported by this build */
-  LT_ETIMEDOUT = -12,/* deadline passed */
-  LT_EUNREACH = -13, /* remote peer or server unreachable */
-  LT_EREMOTE = -14,  /* remote answered with an error */
-  LT_EBUSY = -15,    /* resource busy or locked */
-  LT_ECORRUPT = -16, /* data failed an integrity check */
-  LT_EDUP = -17,     /* duplicate (already present) */
-  LT_EDEVICE = -18,  /* accelerator error */
-  LT_ESYS = -19,     /* other system call failure (errno in the message) */
-  LT_ECANCELED = -20,/* operation aborted */
+  LT_EINVAL = -1,     /* invalid argument or input data */
+  LT_ENOMEM = -2,     /* allocation failed */
+  LT_EIO = -3,        /* read/write/fsync failed */
+  LT_ENOSPC = -4,     /* disk full */
+  LT_ENOENT = -5,     /* file or key not found */
+  LT_EPROTO = -6,     /* malformed wire message */
+  LT_EVERSION = -7,   /* unsupported protocol/schema version */
+  LT_ECONFIG = -8,    /* invalid configuration */
+  LT_ERANGE = -9,     /* value out of range */
+  LT_EFORMAT = -10,   /* malformed file (JSON, safetensors, tokenizer) */
+  LT_EUNSUPP = -11,   /* valid but not supported by this build */
+  LT_ETIMEDOUT = -12, /* deadline passed */
+  LT_EUNREACH = -13,  /* remote peer or server unreachable */
+  LT_EREMOTE = -14,   /* remote answered with an error */
+  LT_EBUSY = -15,     /* resource busy or locked */
+  LT_ECORRUPT = -16,  /* data failed an integrity check */
+  LT_EDUP = -17,      /* duplicate (already present) */
+  LT_EDEVICE = -18,   /* accelerator error */
+  LT_ESYS = -19,      /* other system call failure (errno in the message) */
+  LT_ECANCELED = -20, /* operation aborted */
   LT_ECODE_MIN = -20
 };
 
 /* Exit codes of the longtail binary (docs/exit-codes.md). */
 enum {
   LT_EXIT_OK = 0,
-  LT_EXIT_FAIL = 1,     /* runtime failure not covered below */
-  LT_EXIT_USAGE = 2,    /* bad command line, config or input data */
-  LT_EXIT_IO = 3,       /* file system: unreadable, unwritable, disk full */
-  LT_EXIT_UNREACH = 4,  /* a server or peer could not be reached */
-  LT_EXIT_DEVICE = 5,   /* accelerator failure */
-  LT_EXIT_CORRUPT = 6,  /* a data file failed its integrity check */
-  LT_EXIT_AUTH = 7,     /* the daemon refused this worker's CURVE handshake (its key, or the daemon's) */
+  LT_EXIT_FAIL = 1,      /* runtime failure not covered below */
+  LT_EXIT_USAGE = 2,     /* bad command line, config or input data */
+  LT_EXIT_IO = 3,        /* file system: unreadable, unwritable, disk full */
+  LT_EXIT_UNREACH = 4,   /* a server or peer could not be reached */
+  LT_EXIT_DEVICE = 5,    /* accelerator failure */
+  LT_EXIT_CORRUPT = 6,   /* a data file failed its integrity check */
+  LT_EXIT_AUTH = 7,      /* the daemon refused this worker's CURVE handshake (its key, or the daemon's) */
   LT_EXIT_UNTRAINED = 8, /* a training run ended without one trainable trajectory (every episode failed) */
-  LT_EXIT_INTERNAL = 70 /* a bug: an invariant did not hold */
+  LT_EXIT_INTERNAL = 70  /* a bug: an invariant did not hold */
 };
 
 const char *lt_strerror(int code);

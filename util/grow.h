@@ -12,8 +12,10 @@ typedef struct {
 } lt_grow_t;
 
 /* An array of one element per entry, and of k elements per entry (routing: layers x experts). */
-#define LT_GROW(arr) {&(arr), sizeof *(arr)}
-#define LT_GROW_K(arr, k) {&(arr), sizeof *(arr) * (size_t)(k)}
+#define LT_GROW(arr) \
+  { &(arr), sizeof *(arr) }
+#define LT_GROW_K(arr, k) \
+  { &(arr), sizeof *(arr) * (size_t)(k) }
 
 /* Makes the n arrays hold at least `need` entries: *cap doubles (from `first` when it is 0) until it does, and
  * every array is reallocated to the new capacity.  0, or LT_ENOMEM with *cap unchanged (every array still

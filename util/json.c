@@ -82,8 +82,7 @@ int lt_json_get_i64(const cJSON *obj, const char *key, int64_t *out) {
   int rc;
   const cJSON *it = field(obj, key, &rc);
   if (!it) return rc;
-  if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-      fabs(it->valuedouble) > 9007199254740992.0)
+  if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || fabs(it->valuedouble) > 9007199254740992.0)
     return lt_error_set(LT_EINVAL, "%s: expected integer", key);
   *out = (int64_t)it->valuedouble;
   return 0;
@@ -230,10 +229,29 @@ void lt_json_int(lt_buf_t *b, long long v) {
 
 /* 10^0 .. 10^22 (past 2^64 from 10^20 on). */
 #define P19 ((unsigned __int128)10000000000000000000ull)
-static const unsigned __int128 p10[23] = {
-    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull, 1000000000ull,
-    10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull, 1000000000000000ull,
-    10000000000000000ull, 100000000000000000ull, 1000000000000000000ull, P19, P19 * 10, P19 * 100, P19 * 1000};
+static const unsigned __int128 p10[23] = {1ull,
+                                          10ull,
+                                          100ull,
+                                          1000ull,
+                                          10000ull,
+                                          100000ull,
+                                          1000000ull,
+                                          10000000ull,
+                                          100000000ull,
+                                          1000000000ull,
+                                          10000000000ull,
+                                          100000000000ull,
+                                          1000000000000ull,
+                                          10000000000000ull,
+                                          100000000000000ull,
+                                          1000000000000000ull,
+                                          10000000000000000ull,
+                                          100000000000000000ull,
+                                          1000000000000000000ull,
+                                          P19,
+                                          P19 * 10,
+                                          P19 * 100,
+                                          P19 * 1000};
 #undef P19
 
 /* printf's "%.<prec>g" (prec 9 or 17) of a non-integer 1e-5 <= |v| < 10^prec,
@@ -247,7 +265,7 @@ static int gprec(double v, int prec, char *out) {
   int ex;
   double fr = frexp(a, &ex); /* a = fr·2^ex, fr in [0.5, 1) */
   uint64_t m = (uint64_t)ldexp(fr, 53);
-  int s = 53 - ex;           /* a = m / 2^s; s > 0 as a is not an integer */
+  int s = 53 - ex; /* a = m / 2^s; s > 0 as a is not an integer */
   int d = (int)floor(log10(a));
   uint64_t q = 0;
   for (int tries = 0; tries < 3; tries++) {
@@ -255,8 +273,14 @@ static int gprec(double v, int prec, char *out) {
     if (k < 0 || k > 22) return 0;
     unsigned __int128 n = (unsigned __int128)m * p10[k];
     unsigned __int128 w = n >> s, rem = n - (w << s), half = (unsigned __int128)1 << (s - 1);
-    if (w < lo) { d--; continue; }
-    if (w >= hi) { d++; continue; }
+    if (w < lo) {
+      d--;
+      continue;
+    }
+    if (w >= hi) {
+      d++;
+      continue;
+    }
     q = (uint64_t)w;
     if (rem > half || (rem == half && (q & 1))) q++;
     if (q == hi) q = (uint64_t)lo, d++;
@@ -390,8 +414,7 @@ int lt_jsonl_next(lt_jsonl_t *r, cJSON **out) {
     errno = 0;
     ssize_t n = getline(&r->line, &r->cap, r->f);
     if (n < 0) {
-      if (ferror(r->f))
-        return lt_error_set(LT_EIO, "%s:%ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
+      if (ferror(r->f)) return lt_error_set(LT_EIO, "%s:%ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
       return 0;
     }
     r->lineno++;

@@ -19,9 +19,7 @@ void lt_log_set_level(lt_log_level level) { g_level = level; }
 lt_log_level lt_log_get_level(void) { return g_level; }
 void lt_log_set_format(lt_log_format fmt) { g_format = fmt; }
 
-void lt_log_set_process(const char *name) {
-  snprintf(g_process, sizeof g_process, "%s", name ? name : "");
-}
+void lt_log_set_process(const char *name) { snprintf(g_process, sizeof g_process, "%s", name ? name : ""); }
 
 int lt_log_level_parse(const char *s) {
   for (int i = 0; i <= LT_LOG_OFF; i++)
@@ -42,8 +40,8 @@ void lt_log(lt_log_level level, const char *component, const char *fmt, ...) {
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
   char when[40];
-  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+           tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 
   FILE *out = stderr;
   pthread_mutex_lock(&g_lock);
@@ -61,8 +59,8 @@ void lt_log(lt_log_level level, const char *component, const char *fmt, ...) {
     if (b.data) fwrite(b.data, 1, b.len, out);
     lt_buf_free(&b);
   } else {
-    fprintf(out, "%s %-5s [%s%s%s] %s\n", when, level_names[level], g_process,
-            g_process[0] ? "/" : "", component ? component : "", msg);
+    fprintf(out, "%s %-5s [%s%s%s] %s\n", when, level_names[level], g_process, g_process[0] ? "/" : "",
+            component ? component : "", msg);
   }
   fflush(out);
   pthread_mutex_unlock(&g_lock);

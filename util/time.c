@@ -22,6 +22,5 @@ int64_t lt_time_wall_ms(void) {
 
 void lt_time_sleep_ms(int64_t ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }

@@ -72,10 +72,8 @@ static stat_t bench_gemm(int bf16) {
   for (int rep = -1; rep < REPS; rep++) {
     lt_gpu_timer_t *t = lt_gpu_timer_start(G);
     for (int i = 0; i < iters; i++) {
-      if (bf16)
-        lt_gpu_gemm_bf16(G, C, a16, b16, n, n, n);
-      else
-        lt_gpu_linear_forward(G, C, A, B, n, n, n);
+      if (bf16) lt_gpu_gemm_bf16(G, C, a16, b16, n, n, n);
+      else lt_gpu_linear_forward(G, C, A, B, n, n, n);
     }
     double s = lt_gpu_timer_stop(G, t);
     if (rep >= 0) v[rep] = 2.0 * n * (double)n * n * iters / s / 1e12;
@@ -107,7 +105,7 @@ static const shape_t SHAPES[] = {
 typedef struct {
   stat_t tok_s, tflops;
   double params;
-  int recompute; /* 1: it fitted only with learner.gpu.recompute */
+  int recompute;    /* 1: it fitted only with learner.gpu.recompute */
   char status[256]; /* "ok" or why the shape did not run */
 } train_t;
 
@@ -247,7 +245,8 @@ int main(int argc, char **argv) {
   printf("%-44s %9.1f TFLOP/s (%.1f–%.1f)\n", "cuBLAS fp32 SGEMM 8192³ (no TF32)", g32.med, g32.lo, g32.hi);
   base_t B = {dev, peak, g16, g32};
   train_t tr[NSHAPES];
-  for (int i = 0; i < NSHAPES; i++) memset(&tr[i], 0, sizeof tr[i]), snprintf(tr[i].status, sizeof tr[i].status, "not run");
+  for (int i = 0; i < NSHAPES; i++)
+    memset(&tr[i], 0, sizeof tr[i]), snprintf(tr[i].status, sizeof tr[i].status, "not run");
   write_results(argc > 1 ? argv[1] : NULL, &B, tr);
   lt_model_t *m = NULL;
   const char *root = getenv("LT_ROOT"), *loaded = NULL;
@@ -269,12 +268,12 @@ int main(int argc, char **argv) {
     }
     bench_train(m, sh, &tr[i]);
     if (strcmp(tr[i].status, "ok") == 0)
-      printf("train %-10s %-3s (%.2fB params, %d tok/step%s) %9.0f tok/s (%.0f–%.0f)  %.1f TFLOP/s  MFU %.1f%%  of GEMM %.1f%%\n",
-             sh->shape, sh->len, tr[i].params / 1e9, sh->tokens, tr[i].recompute ? ", recompute" : "", tr[i].tok_s.med,
-             tr[i].tok_s.lo, tr[i].tok_s.hi,
-             tr[i].tflops.med, peak ? 100 * tr[i].tflops.med / peak : 0, 100 * tr[i].tflops.med / g16.med);
-    else
-      printf("train %-10s %-3s: %s\n", sh->shape, sh->len, tr[i].status);
+      printf(
+          "train %-10s %-3s (%.2fB params, %d tok/step%s) %9.0f tok/s (%.0f–%.0f)  %.1f TFLOP/s  MFU %.1f%%  of GEMM %.1f%%\n",
+          sh->shape, sh->len, tr[i].params / 1e9, sh->tokens, tr[i].recompute ? ", recompute" : "", tr[i].tok_s.med,
+          tr[i].tok_s.lo, tr[i].tok_s.hi, tr[i].tflops.med, peak ? 100 * tr[i].tflops.med / peak : 0,
+          100 * tr[i].tflops.med / g16.med);
+    else printf("train %-10s %-3s: %s\n", sh->shape, sh->len, tr[i].status);
     fflush(stdout);
     write_results(argc > 1 ? argv[1] : NULL, &B, tr);
   }

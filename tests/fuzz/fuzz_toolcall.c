@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (tc.calls[i].nargs < 0 || tc.calls[i].nargs > LT_TOOLCALL_MAX_ARGS) abort();
       if (f != LT_TOOLFMT_XML && (!tc.arguments[i] || strlen(tc.arguments[i]) > LT_TOOLCALL_MAX_VALUE)) abort();
       for (int k = 0; k < tc.calls[i].nargs; k++)
-        if (!tc.calls[i].args[k].name || !tc.calls[i].args[k].value || strlen(tc.calls[i].args[k].value) > LT_TOOLCALL_MAX_VALUE)
+        if (!tc.calls[i].args[k].name || !tc.calls[i].args[k].value ||
+            strlen(tc.calls[i].args[k].value) > LT_TOOLCALL_MAX_VALUE)
           abort();
     }
     lt_toolcalls_free(&tc);

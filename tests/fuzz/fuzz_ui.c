@@ -25,10 +25,23 @@ static void make_run(void) {
   const char *msgs[2] = {"[{\"role\":\"user\",\"content\":\"<script>x</script>\xff\"}]", "not json \xc3"};
   for (int i = 0; i < 2; i++) {
     /* the second's text is no JSON: the record has no messages, as the buffer reads damaged text */
-    lt_traj_t t = {.task_id = (uint64_t)i + 1, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK,
-                   .finish = LT_FINISH_TERMINATED, .reason = "", .error = "", .components = cJSON_Parse("{\"correct\":1}"),
-                   .messages = cJSON_Parse(msgs[i]), .has_reward = 1, .reward = i, .ntokens = 2, .tokens = tok,
-                   .logprobs = lp, .loss_mask = mask, .versions = ver, .temperature = 1};
+    lt_traj_t t = {.task_id = (uint64_t)i + 1,
+                   .group_id = 1,
+                   .domain = "arith",
+                   .status = LT_TRAJ_OK,
+                   .finish = LT_FINISH_TERMINATED,
+                   .reason = "",
+                   .error = "",
+                   .components = cJSON_Parse("{\"correct\":1}"),
+                   .messages = cJSON_Parse(msgs[i]),
+                   .has_reward = 1,
+                   .reward = i,
+                   .ntokens = 2,
+                   .tokens = tok,
+                   .logprobs = lp,
+                   .loss_mask = mask,
+                   .versions = ver,
+                   .temperature = 1};
     lt_traj_meta_t m = {.worker = "w", .eval_round = -1, .version_max = 1, .status = LT_SAMPLE_READY};
     int dup;
     if (lt_buffer_traj_insert(b, &t, &m, &dup) < 0) abort();

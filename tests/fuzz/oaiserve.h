@@ -33,8 +33,8 @@ static inline int lt_fuzz_oai_generate(void *ud, lt_oai_gen_t *og, const lt_oai_
   int rc = lt_gen_open(f->backend, job->seed, &g);
   if (rc < 0) return rc;
   lt_gen_watch(g, job->plan->top_logprobs, lt_fuzz_oai_token, og);
-  if ((rc = lt_gen_turn(g, job->plan->prompt, job->plan->nprompt, job->plan->max_new, &job->plan->sp,
-                        lt_fuzz_oai_turn, og)) < 0) {
+  if ((rc = lt_gen_turn(g, job->plan->prompt, job->plan->nprompt, job->plan->max_new, &job->plan->sp, lt_fuzz_oai_turn,
+                        og)) < 0) {
     lt_gen_close(g);
     return rc;
   }
@@ -52,13 +52,20 @@ static inline void lt_fuzz_oai_request(lt_http_conn_t *c, const lt_http_req_t *r
 static inline int lt_fuzz_oai_start(lt_fuzz_oai_t *f) {
   memset(f, 0, sizeof *f);
   if (uv_loop_init(&f->srv.loop) != 0) return -1;
-  lt_backend_opts_t bo = {.kind = "scripted", .max_sessions = 64, .max_context = 2048, .mean_tokens = 6,
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .max_sessions = 64,
+                          .max_context = 2048,
+                          .mean_tokens = 6,
                           .answer = "<tool_call><name>lookup</name><arg name=\"q\">paris</arg></tool_call>"};
   if (lt_backend_create(&f->srv.loop, &bo, &f->backend) < 0) return -1;
   lt_backend_info_t bi;
   lt_backend_info(f->backend, &bi);
-  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(f->backend), .tool_format = LT_TOOLFMT_XML, .model = "policy",
-                      .vocab = bi.vocab, .max_context = bi.max_context, .seed_base = 1,
+  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(f->backend),
+                      .tool_format = LT_TOOLFMT_XML,
+                      .model = "policy",
+                      .vocab = bi.vocab,
+                      .max_context = bi.max_context,
+                      .seed_base = 1,
                       .hooks = {.ud = f, .generate = lt_fuzz_oai_generate, .cancel = lt_fuzz_oai_cancel}};
   if (lt_oai_create(&oo, &f->oai) < 0) return -1;
   /* The gateway's body limit is 16 MiB; fuzz inputs stay under 64 KiB, so a smaller one lets seeds reach 413. */
@@ -72,7 +79,8 @@ static inline int lt_fuzz_oai_start(lt_fuzz_oai_t *f) {
  * /v1/messages/count_tokens when the input starts with '#', which is dropped) and to /v1/responses. */
 static inline char *lt_fuzz_messages_send(lt_fuzz_server_t *s, const uint8_t *data, size_t size, size_t *len) {
   int count = size && data[0] == '#';
-  return lt_fuzz_server_post(s, count ? "/v1/messages/count_tokens" : "/v1/messages?beta=true", data + count, size - count, len);
+  return lt_fuzz_server_post(s, count ? "/v1/messages/count_tokens" : "/v1/messages?beta=true", data + count,
+                             size - count, len);
 }
 
 static inline char *lt_fuzz_responses_send(lt_fuzz_server_t *s, const uint8_t *data, size_t size, size_t *len) {

@@ -30,10 +30,11 @@ static inline int lt_fuzz_check_seeds_as(lt_fuzz_server_t *s, const char *corpus
     size_t len, alen;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     cr_assert_eq(lt_fs_read_file(path, 1 << 20, &data, &len), 0);
-    char *answer = send ? send(s, (const uint8_t *)data, len, &alen) : lt_fuzz_server_exchange(s, (const uint8_t *)data, len, &alen);
+    char *answer = send ? send(s, (const uint8_t *)data, len, &alen)
+                        : lt_fuzz_server_exchange(s, (const uint8_t *)data, len, &alen);
     cr_assert_not_null(answer);
-    cr_expect_eq(lt_fuzz_status(answer), want, "%s/%s: answered %.*s", corpus, e->d_name, (int)(alen < 300 ? alen : 300),
-                 answer);
+    cr_expect_eq(lt_fuzz_status(answer), want, "%s/%s: answered %.*s", corpus, e->d_name,
+                 (int)(alen < 300 ? alen : 300), answer);
     free(answer);
     free(data);
     seen++;

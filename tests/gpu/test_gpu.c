@@ -95,8 +95,10 @@ static void test_linear(int bf16) {
   double b = bf16 ? 1e-2 : 1e-5;
   float *hy = fetch(gy, N * out), *hdx = fetch(gdx, N * in), *hdW = fetch(gdW, out * in);
   check(bf16 ? "linear forward (bf16 operands)" : "linear forward", rel_err(hy, y, N * out), b);
-  check(bf16 ? "linear backward dx (bf16, accumulating)" : "linear backward dx (accumulating)", rel_err(hdx, dx, N * in), b);
-  check(bf16 ? "linear backward dW (bf16, accumulating)" : "linear backward dW (accumulating)", rel_err(hdW, dW, out * in), b);
+  check(bf16 ? "linear backward dx (bf16, accumulating)" : "linear backward dx (accumulating)",
+        rel_err(hdx, dx, N * in), b);
+  check(bf16 ? "linear backward dW (bf16, accumulating)" : "linear backward dW (accumulating)",
+        rel_err(hdW, dW, out * in), b);
   void *v[] = {x, W, dy, y, dx, dW, dx0, dW0, hy, hdx, hdW};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) free(v[i]);
   void *d[] = {gx, gW, gdy, gy, gdx, gdW};
@@ -209,10 +211,11 @@ static void test_attention(int T, int S, int H, int KV, int hd, int window, int 
   float *a = fetch(go, nq), *b = fetch(gl, T * H), *c = fetch(gdq, nq), *d = fetch(gdk, nk), *e = fetch(gdv, nk);
   char what[128];
   const char *names[] = {"out", "lse", "dq", "dk (accumulating)", "dv (accumulating)"};
-  double errs[] = {rel_err(a, out, nq), rel_err(b, lse, T * H), rel_err(c, dq, nq), rel_err(d, dk, nk), rel_err(e, dv, nk)};
+  double errs[] = {rel_err(a, out, nq), rel_err(b, lse, T * H), rel_err(c, dq, nq), rel_err(d, dk, nk),
+                   rel_err(e, dv, nk)};
   for (int i = 0; i < 5; i++) {
-    snprintf(what, sizeof what, "%sattention T=%d S=%d H=%d KV=%d hd=%d W=%d %s", flash ? "flash " : "", T, S, H, KV, hd,
-             window, names[i]);
+    snprintf(what, sizeof what, "%sattention T=%d S=%d H=%d KV=%d hd=%d W=%d %s", flash ? "flash " : "", T, S, H, KV,
+             hd, window, names[i]);
     check(what, errs[i], flash ? 2e-2 : 1e-5);
   }
   if (flash) { /* the same backward again from the same dk, dv: the same bits */
@@ -258,7 +261,8 @@ static void test_router(int norm_topk) {
   uint16_t *forced = malloc(sizeof(uint16_t) * N * K);
   for (int t = 0; t < N; t++)
     for (int j = 0; j < K; j++) forced[t * K + j] = (uint16_t)((ids[t * K + j] + 1) % E);
-  for (int t = 0; t < N; t++) mass[t] = lt_router_forward(p + t * E, ids + t * K, w + t * K, z + t * E, E, K, norm_topk, forced + t * K);
+  for (int t = 0; t < N; t++)
+    mass[t] = lt_router_forward(p + t * E, ids + t * K, w + t * K, z + t * E, E, K, norm_topk, forced + t * K);
   uint16_t *gforced = dup_dev(forced, sizeof(uint16_t) * N * K);
   lt_gpu_router_forward(G, gp, gids, gw, gm, gz, N, E, K, norm_topk, gforced);
   float *fm = fetch(gm, N), *fw = fetch(gw, N * K);
@@ -310,7 +314,13 @@ static void test_head(void) {
   lt_loss_cfg_t cfg;
   lt_loss_cfg_default(&cfg, LT_OBJ_MISPO);
   static const int traj[] = {0, 0, 1}; /* sequences 1 and 2 are contexts of one trajectory */
-  lt_loss_in_t in = {.nseq = nseq, .start = start, .logp = lp, .logp_old = old, .logp_rollout = roll, .adv = adv, .mask = mask,
+  lt_loss_in_t in = {.nseq = nseq,
+                     .start = start,
+                     .logp = lp,
+                     .logp_old = old,
+                     .logp_rollout = roll,
+                     .adv = adv,
+                     .mask = mask,
                      .traj = traj};
   lt_loss_stats_t st;
   lt_loss_compute(&cfg, &in, dlp, &st);
@@ -359,7 +369,7 @@ static void test_head_options(void) {
     dlp[r] = (float)lt_rng_normal(&R);
     keep_off[r] = nids;
     keep_n[r] = r % 3 == 0 ? 0 : 1 + (int)lt_rng_below(&R, 39); /* every third row: the whole vocabulary */
-    for (int i = 0; i < keep_n[r]; i++) /* some sets hold their target, some a duplicate id */
+    for (int i = 0; i < keep_n[r]; i++)                         /* some sets hold their target, some a duplicate id */
       ids[nids + i] = i == 0 && r % 2 ? target[r] : i == 2 ? ids[nids] : (int32_t)lt_rng_below(&R, V);
     nids += keep_n[r];
   }
@@ -385,11 +395,13 @@ static void test_head_options(void) {
     lse[r] = (float)L;
     lp[r] = (float)(zr[t] * it[r] - L);
     for (int j = 0; j < V; j++)
-      if (!keep_n[r] || mark[j]) dz[(size_t)r * V + j] = (float)(dlp[r] * it[r] * ((j == t) - exp((double)zr[j] * it[r] - L)));
+      if (!keep_n[r] || mark[j])
+        dz[(size_t)r * V + j] = (float)(dlp[r] * it[r] * ((j == t) - exp((double)zr[j] * it[r] - L)));
     memset(mark, 0, V);
   }
   float *gz = dup_dev(z, NF((size_t)n * V)), *git = dup_dev(it, sizeof it), *gd = dup_dev(dlp, sizeof dlp);
-  int *gt = dup_dev(target, sizeof target), *gkn = dup_dev(keep_n, sizeof keep_n), *gko = dup_dev(keep_off, sizeof keep_off);
+  int *gt = dup_dev(target, sizeof target), *gkn = dup_dev(keep_n, sizeof keep_n),
+      *gko = dup_dev(keep_off, sizeof keep_off);
   int32_t *gids = dup_dev(ids, sizeof(int32_t) * (size_t)nids);
   uint8_t *gmark = dup_dev(NULL, (size_t)n * V);
   float *gl = dup_dev(NULL, NF(n)), *glp = dup_dev(NULL, NF(n)), *ge = dup_dev(NULL, NF(n));
@@ -451,7 +463,8 @@ static void test_optimizer(void) {
   lt_dist_shard(o->offsets, o->ntensors, 1, 2, &lo, &hi);
   float *p0 = malloc(NF(P));
   memcpy(p0, m->params, NF(P));
-  float *gp = dup_dev(m->params, NF(P)), *gg = dup_dev(NULL, NF(P)), *gm = dup_dev(NULL, NF(P)), *gv = dup_dev(NULL, NF(P));
+  float *gp = dup_dev(m->params, NF(P)), *gg = dup_dev(NULL, NF(P)), *gm = dup_dev(NULL, NF(P)),
+        *gv = dup_dev(NULL, NF(P));
   float *sp = dup_dev(m->params, NF(P)), *sm = dup_dev(NULL, NF(hi - lo)), *sv = dup_dev(NULL, NF(hi - lo));
   double gn_cpu = 0, gn_gpu = 0, gn_shard = 0, lr_gpu = 0;
   for (int s = 0; s < 3; s++) {
@@ -478,7 +491,8 @@ static void test_optimizer(void) {
   lt_gpu_free(sp), lt_gpu_free(sm), lt_gpu_free(sv);
   lt_optim_cfg_t muon = oc;
   muon.kind = LT_OPT_MUON;
-  require(lt_gpu_adamw_step(G, &muon, m, gp, gg, gm, gv, 0, P, 3, NULL, NULL) == LT_EUNSUPP, "GPU optimizer refuses Muon");
+  require(lt_gpu_adamw_step(G, &muon, m, gp, gg, gm, gv, 0, P, 3, NULL, NULL) == LT_EUNSUPP,
+          "GPU optimizer refuses Muon");
   free(hp), free(hm), free(hv);
   lt_gpu_free(gp), lt_gpu_free(gg), lt_gpu_free(gm), lt_gpu_free(gv);
   lt_optim_free(o);
@@ -492,7 +506,8 @@ static const int bstart[] = {0, 37, 107, 128};
 
 /* sampling: per-token temperatures (some 0: greedy, scored at T = 1) and Keep
  * Sampling Mask sets on every other token, through the forward and the backward. */
-static void test_model(const char *name, const char *moe, const char *extra, int critic, int keep_routing, int sampling) {
+static void test_model(const char *name, const char *moe, const char *extra, int critic, int keep_routing,
+                       int sampling) {
   lt_model_t *m = model(moe, extra, critic, 11);
   if (lt_model_train_alloc(m, NTOK, 128) < 0) exit(1);
   lt_gpu_model_t *gm;
@@ -588,7 +603,8 @@ static void test_recompute_memory(void) {
   int H = c->heads, KV = c->kv_heads, hd = c->head_dim;
   size_t layer = (size_t)8192 * 4 * (3 * c->hidden + 3 * H * hd + 3 * KV * hd + 2 * c->inter + 2 + 2 * H + KV);
   char what[160];
-  snprintf(what, sizeof what, "recompute: workspace %.1f MiB -> %.1f MiB (%d layers of %.1f MiB each: saves >= %d of them)",
+  snprintf(what, sizeof what,
+           "recompute: workspace %.1f MiB -> %.1f MiB (%d layers of %.1f MiB each: saves >= %d of them)",
            used[0] / 1048576.0, used[1] / 1048576.0, c->layers, layer / 1048576.0, c->layers - 1);
   require(used[0] > used[1] && used[0] - used[1] >= (size_t)(c->layers - 1) * layer * 9 / 10, what);
   lt_model_free(m);
@@ -658,8 +674,15 @@ static lt_train_batch_t trainer_batch(lt_trainer_cfg_t *tc) {
   lt_optim_cfg_default(&tc->actor_opt, LT_OPT_ADAMW);
   lt_optim_cfg_default(&tc->critic_opt, LT_OPT_ADAMW);
   tc->actor_opt.lr = tc->critic_opt.lr = 1e-3f;
-  return (lt_train_batch_t){.nseq = 4, .start = tb_start, .tokens = tokens, .logp_rollout = tb_logp, .mask = tb_mask,
-                            .reward = tb_reward, .truncated = tb_trunc, .group = tb_group, .traj = tb_traj};
+  return (lt_train_batch_t){.nseq = 4,
+                            .start = tb_start,
+                            .tokens = tokens,
+                            .logp_rollout = tb_logp,
+                            .mask = tb_mask,
+                            .reward = tb_reward,
+                            .truncated = tb_trunc,
+                            .group = tb_group,
+                            .traj = tb_traj};
 }
 
 static void test_trainer(void) {
@@ -693,14 +716,17 @@ static void test_trainer(void) {
   check("trainer token values, cuda vs cpu: log π_old", rel_err(vg.logp_old, vc.logp_old, (size_t)N), 1e-4);
   check("trainer token values, cuda vs cpu: advantage", rel_err(vg.adv, vc.adv, (size_t)N), 1e-4);
   check("trainer token values, cuda vs cpu: entropy", rel_err(vg.entropy, vc.entropy, (size_t)N), 1e-4);
-  check("trainer token values, cuda vs cpu: trajectory ratio", rel_err(vg.traj_ratio, vc.traj_ratio, (size_t)B.nseq), 1e-4);
+  check("trainer token values, cuda vs cpu: trajectory ratio", rel_err(vg.traj_ratio, vc.traj_ratio, (size_t)B.nseq),
+        1e-4);
   int differ = 0;
   for (int i = 0; i < N; i++) differ += vg.flags[i] != vc.flags[i];
   check("trainer token values, cuda vs cpu: flags differing", differ, 0);
   lt_token_values_free(&vc);
   lt_token_values_free(&vg);
-  float x[] = {(float)b.actor_loss, (float)b.critic_loss, (float)b.token_accept, (float)b.value_mean, (float)b.actor_grad_norm};
-  float y[] = {(float)a.actor_loss, (float)a.critic_loss, (float)a.token_accept, (float)a.value_mean, (float)a.actor_grad_norm};
+  float x[] = {(float)b.actor_loss, (float)b.critic_loss, (float)b.token_accept, (float)b.value_mean,
+               (float)b.actor_grad_norm};
+  float y[] = {(float)a.actor_loss, (float)a.critic_loss, (float)a.token_accept, (float)a.value_mean,
+               (float)a.actor_grad_norm};
   const char *nm[] = {"actor loss", "critic loss", "MIS token acceptance", "critic value mean", "actor gradient norm"};
   char what[128];
   for (int i = 0; i < 5; i++) {
@@ -745,8 +771,10 @@ static void test_trainer_repeatable(void) {
   size_t differ = 0;
   for (size_t i = 0; i < a->nparams; i++) differ += memcmp(&a->params[i], &b->params[i], sizeof(float)) != 0;
   char what[160];
-  snprintf(what, sizeof what, "trainer: two CUDA learners, 3 steps on the same batch: bit-identical weights (%zu of %zu "
-           "differ)", differ, a->nparams);
+  snprintf(what, sizeof what,
+           "trainer: two CUDA learners, 3 steps on the same batch: bit-identical weights (%zu of %zu "
+           "differ)",
+           differ, a->nparams);
   require(differ == 0, what);
   require(!memcmp(&st[0].actor_grad_norm, &st[1].actor_grad_norm, sizeof(double)) &&
               !memcmp(&st[0].actor_loss, &st[1].actor_loss, sizeof(double)),
@@ -795,7 +823,8 @@ int main(void) {
              ", \"tie_word_embeddings\": true, \"sliding_window\": 9, \"layer_types\": [\"sliding_attention\","
              " \"full_attention\", \"sliding_attention\"]",
              0, 0, 0);
-  test_model("MoE + dense layer, keep-routing, sampling, recompute", "qwen3_moe", ", \"mlp_only_layers\": [1]", 0, 1, 1);
+  test_model("MoE + dense layer, keep-routing, sampling, recompute", "qwen3_moe", ", \"mlp_only_layers\": [1]", 0, 1,
+             1);
   test_model("critic, recompute", "qwen3", "", 1, 0, 0);
   lt_gpu_set_recompute(G, 0);
   test_recompute_memory();

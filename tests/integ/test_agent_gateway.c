@@ -43,20 +43,23 @@ static int job_status(job_t *j, const char *tag, int rows, int max_tasks, int gr
   snprintf(j->log, sizeof j->log, "%s/calls.jsonl", j->dir);
   FILE *f = fopen(tasks, "w");
   cr_assert_not_null(f);
-  for (int i = 0; i < rows; i++) fprintf(f, "{\"id\": \"t%d\", \"prompt\": \"What is %d+%d?\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
+  for (int i = 0; i < rows; i++)
+    fprintf(f, "{\"id\": \"t%d\", \"prompt\": \"What is %d+%d?\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
   fclose(f);
   snprintf(envs, sizeof envs, envs_fmt, j->log, tasks, j->log, tasks, j->log, tasks, j->log, tasks, tasks);
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
-           " \"learner\": {\"enabled\": %s, \"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
-           " \"rollout\": %s,"
-           " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}%s}",
-           lt_test_root(), envs, frozen ? "false" : "true", group, max_tasks, rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "", scripted_answer ? scripted_answer : "",
-           scripted_answer ? "\"" : "", scripted_more, lt_test_free_port(), more);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 7}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"}, \"envs\": %s,"
+      " \"learner\": {\"enabled\": %s, \"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 60},"
+      " \"rollout\": %s,"
+      " \"workers\": {\"spawn_local\": 1, \"slots\": 3, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
+      "   \"scripted\": {\"mean_tokens\": 12, \"tail_fraction\": 0%s%s%s%s}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
+      " \"eval\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}%s}",
+      lt_test_root(), envs, frozen ? "false" : "true", group, max_tasks,
+      rollout ? rollout : "{\"max_new_tokens\": 160, \"max_turns\": 8}", scripted_answer ? ", \"answer\": \"" : "",
+      scripted_answer ? scripted_answer : "", scripted_answer ? "\"" : "", scripted_more, lt_test_free_port(), more);
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", j->rd, NULL};
   pid_t d = lt_test_spawn(j->dir, "daemon", argv);
@@ -77,10 +80,11 @@ static void run_job(job_t *j, const char *tag, int rows, int max_tasks, int grou
 
 /* One domain "chat" of the urllib agent in `mode` (the format's %s: its log, its tasks), with extra params. */
 static void python_envs(char *envs, size_t cap, const char *mode, const char *params) {
-  snprintf(envs, cap,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\","
-           " \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false%s}}}",
-           lt_test_root(), mode, params);
+  snprintf(
+      envs, cap,
+      "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\", \"%%s\","
+      " \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false%s}}}",
+      lt_test_root(), mode, params);
 }
 
 /* The run's trajectories as `longtail export --format F` lines (a JSON array). */
@@ -99,7 +103,8 @@ static cJSON *export(const job_t *j, const char *format) {
 static void need_sandbox(void) {
   lt_sandbox_caps_t caps;
   lt_sandbox_probe(&caps);
-  if (!caps.userns) cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
+  if (!caps.userns)
+    cr_skip_test("this host gives no user namespaces: no sandbox (agent programs run as plain children)");
 }
 
 /* The agents' log: one object per line. */
@@ -121,7 +126,8 @@ static double num(const cJSON *o, const char *k) { return cJSON_GetObjectItemCas
 
 /* A tokens/2 line's sequences one after another, as a tokens/1 line's arrays (caller deletes). */
 static cJSON *flatten(const cJSON *tr) {
-  cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"), *mask = cJSON_AddArrayToObject(o, "loss_mask");
+  cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"),
+        *mask = cJSON_AddArrayToObject(o, "loss_mask");
   const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(tr, "sequences");
   for (const cJSON *s = seqs ? seqs->child : NULL; s || !seqs; s = s ? s->next : NULL) {
     const cJSON *from = seqs ? s : tr;
@@ -148,8 +154,10 @@ static int span_is(const lt_tokenizer_t *tok, const cJSON *toks, int start, int 
 }
 
 /* any_order: a call's context may come anywhere in the trajectory (calls made at once), else in the log's order. */
-static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON *calls, const char *key, int any_order) {
-  const cJSON *toks = cJSON_GetObjectItemCaseSensitive(tr, "tokens"), *mask = cJSON_GetObjectItemCaseSensitive(tr, "loss_mask");
+static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON *calls, const char *key,
+                        int any_order) {
+  const cJSON *toks = cJSON_GetObjectItemCaseSensitive(tr, "tokens"),
+              *mask = cJSON_GetObjectItemCaseSensitive(tr, "loss_mask");
   int n = cJSON_GetArraySize(toks), at = 0, nspan = 0, start[64], len[64], used[64] = {0};
   while (nspan < 64) { /* the generated spans, in order */
     while (at < n && cJSON_GetArrayItem(mask, at)->valueint == 0) at++;
@@ -176,7 +184,8 @@ static int matches_flat(const lt_tokenizer_t *tok, const cJSON *tr, const cJSON 
 /* Does trajectory `tr` (export tokens) hold exactly the answers of the episode
  * `key` in the log: one generated span per call, as many tokens as it was told,
  * the same text? */
-static int matches(const lt_tokenizer_t *tok, const cJSON *tr_line, const cJSON *calls, const char *key, int any_order) {
+static int matches(const lt_tokenizer_t *tok, const cJSON *tr_line, const cJSON *calls, const char *key,
+                   int any_order) {
   cJSON *flat = flatten(tr_line);
   int ok = matches_flat(tok, flat, calls, key, any_order);
   cJSON_Delete(flat);
@@ -211,7 +220,6 @@ static void check_token_exact_as(const job_t *j, int expect, int any_order) {
 
 static void check_token_exact(const job_t *j, int expect) { check_token_exact_as(j, expect, 0); }
 
-
 Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent, .timeout = 240) {
   char envs[4096];
   python_envs(envs, sizeof envs, "normal", "");
@@ -228,7 +236,8 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
     cr_assert_str_eq(str(t, "reason"), "agent_done");
   }
   cJSON_Delete(tr);
-  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4, "too few trained");
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4,
+                "too few trained");
   /* the compacted history started a second context: export shows both */
   tr = export(&j, "tokens");
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -246,12 +255,14 @@ Test(agent_gateway, python_urllib_agent_trains_on_exactly_the_tokens_it_was_sent
 Test(agent_gateway, node_openai_sdk_agent_streams_calls_tools_and_trains_token_exact, .timeout = 300) {
   lt_test_need_openai_sdk();
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\"],"
-           " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
-           lt_test_root());
+  snprintf(
+      envs, sizeof envs,
+      "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\"],"
+      " \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
+      lt_test_root());
   job_t j;
-  run_job(&j, "gw_node", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
+  run_job(&j, "gw_node", 4, 4, 2,
+          "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>", envs);
   check_token_exact(&j, 4);
   cJSON *calls = read_log(j.log);
   int streamed = 0, with_tools = 0;
@@ -310,7 +321,8 @@ static void sdk_agent_trains_token_exact(const char *tag, const char *script) {
       cr_assert_eq(num(r404, "status"), 404);
       const char *b = str(r404, "body");
       cr_assert(strstr(b, "POST /e/ID/v1/messages") && strstr(b, "POST /e/ID/v1/responses") &&
-                strstr(b, "POST /e/ID/v1/chat/completions") && strstr(b, "GET /e/ID/v1/models"), "%s", b);
+                    strstr(b, "POST /e/ID/v1/chat/completions") && strstr(b, "GET /e/ID/v1/models"),
+                "%s", b);
       continue;
     }
     answers++;
@@ -351,12 +363,14 @@ Test(agent_gateway, responses_api_agent_with_tools_trains_token_exact, .timeout 
 Test(agent_gateway, concurrent_calls_of_one_episode_are_contexts_of_its_trajectory, .timeout = 300) {
   lt_test_need_openai_sdk();
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\","
-           " \"concurrent\"], \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
-           lt_test_root());
+  snprintf(
+      envs, sizeof envs,
+      "{\"sdk\": {\"type\": \"agent\", \"params\": {\"command\": [\"node\", \"%s/tests/integ/agents/openai_sdk_agent.mjs\", \"%%s\","
+      " \"concurrent\"], \"tasks\": \"%%s\", \"timeout_s\": 60, \"sandbox\": false}}}",
+      lt_test_root());
   job_t j;
-  run_job_with(&j, "gw_conc", 4, 4, 2, "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>",
+  run_job_with(&j, "gw_conc", 4, 4, 2,
+               "<tool_call><name>add</name><arg name=\\\"a\\\">1</arg><arg name=\\\"b\\\">2</arg></tool_call>",
                ", \"token_us\": 20000", NULL, 0, envs);
   cJSON *tr = export(&j, "jsonl");
   cr_assert_eq(cJSON_GetArraySize(tr), 4);
@@ -382,9 +396,11 @@ Test(agent_gateway, concurrent_calls_of_one_episode_are_contexts_of_its_trajecto
   check_token_exact_as(&j, 4, 1);
   tr = export(&j, "tokens");
   for (const cJSON *t = tr->child; t; t = t->next)
-    cr_assert_geq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2, "the title is a context of its own");
+    cr_assert_geq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "sequences")), 2,
+                  "the title is a context of its own");
   cJSON_Delete(tr);
-  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4, "too few trained");
+  cr_assert_geq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 4,
+                "too few trained");
   lt_test_rmdir(j.dir);
 }
 
@@ -411,14 +427,17 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
   const char *modes[] = {"crash", "hang", "garbage", "stale"};
   strcpy(envs, "{");
   for (int i = 0; i < 4; i++) {
-    snprintf(one, sizeof one,
-             "%s\"%s\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-             " \"%%s\", \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": %d, \"sandbox\": false}}",
-             i ? ", " : "", modes[i], lt_test_root(), modes[i], i == 1 ? 3 : 30);
+    snprintf(
+        one, sizeof one,
+        "%s\"%s\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+        " \"%%s\", \"%s\"], \"tasks\": \"%%s\", \"timeout_s\": %d, \"sandbox\": false}}",
+        i ? ", " : "", modes[i], lt_test_root(), modes[i], i == 1 ? 3 : 30);
     strcat(envs, one);
   }
-  strcat(envs, ", \"missing\": {\"type\": \"agent\", \"params\": {\"command\": [\"/nonexistent/agent-program\"], \"tasks\": \"%s\","
-               " \"sandbox\": false}}}");
+  strcat(
+      envs,
+      ", \"missing\": {\"type\": \"agent\", \"params\": {\"command\": [\"/nonexistent/agent-program\"], \"tasks\": \"%s\","
+      " \"sandbox\": false}}}");
   job_t j;
   run_job(&j, "gw_bad", 4, 20, 1, NULL, envs);
   cJSON *tr = export(&j, "jsonl");
@@ -487,12 +506,13 @@ Test(agent_gateway, crashes_hangs_garbage_and_stale_keys_end_cleanly, .timeout =
  * env_error "before any answered call". */
 Test(agent_gateway, time_spent_waiting_on_the_engine_is_not_the_programs, .timeout = 240) {
   char envs[4096];
-  snprintf(envs, sizeof envs,
-           "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
-           " \"late\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"%%s\", \"late_hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
-           lt_test_root(), lt_test_root());
+  snprintf(
+      envs, sizeof envs,
+      "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
+      " \"late\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"%%s\", \"late_hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
+      lt_test_root(), lt_test_root());
   job_t j;
   run_job_with(&j, "gw_slow", 4, 6, 1, NULL, ", \"token_us\": 500000", NULL, 0, envs);
   cJSON *tr = export(&j, "jsonl");
@@ -512,15 +532,16 @@ Test(agent_gateway, time_spent_waiting_on_the_engine_is_not_the_programs, .timeo
  * domain that ends well still trains. */
 Test(agent_gateway, on_timeout_mask_keeps_timeouts_out_of_the_losses_and_counts_them, .timeout = 300) {
   char envs[8192];
-  snprintf(envs, sizeof envs,
-           "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
-           " \"ok\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}}}",
-           lt_test_root(), lt_test_root());
+  snprintf(
+      envs, sizeof envs,
+      "{\"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}},"
+      " \"ok\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}}}",
+      lt_test_root(), lt_test_root());
   job_t j;
-  run_job_with(&j, "gw_mask", 4, 16, 1, NULL, "", "{\"max_new_tokens\": 160, \"max_turns\": 8, \"on_timeout\": \"mask\"}",
-               0, envs);
+  run_job_with(&j, "gw_mask", 4, 16, 1, NULL, "",
+               "{\"max_new_tokens\": 160, \"max_turns\": 8, \"on_timeout\": \"mask\"}", 0, envs);
   cJSON *tr = export(&j, "jsonl");
   int hangs = 0, oks = 0;
   for (const cJSON *t = tr->child; t; t = t->next) {
@@ -539,8 +560,9 @@ Test(agent_gateway, on_timeout_mask_keeps_timeouts_out_of_the_losses_and_counts_
   cr_assert_gt(hangs, 0);
   cr_assert_gt(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 0, "nothing trained");
   cr_assert_eq(lt_test_sql1(j.db, "SELECT count(*) FROM trajectories WHERE status = 'masked'"), hangs);
-  cr_assert_eq(lt_test_sql1(j.db, "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name = 'rollout/timeouts_masked'"),
-               hangs, "rollout/timeouts_masked counts every masked timeout");
+  cr_assert_eq(
+      lt_test_sql1(j.db, "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name = 'rollout/timeouts_masked'"),
+      hangs, "rollout/timeouts_masked counts every masked timeout");
   lt_test_rmdir(j.dir);
 }
 
@@ -552,7 +574,8 @@ static char *sequences_of(const job_t *j, const char *dom) {
   char *seq[64];
   int n = 0;
   for (const cJSON *t = tr->child; t && n < 64; t = t->next)
-    if (!strcmp(str(t, "domain"), dom)) seq[n++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(t, "sequences"));
+    if (!strcmp(str(t, "domain"), dom))
+      seq[n++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(t, "sequences"));
   cJSON_Delete(tr);
   qsort(seq, (size_t)n, sizeof *seq, cmp_str);
   size_t len = 1;
@@ -574,12 +597,13 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
   int l = lt_test_listen_loopback(&port);
   cr_assert_geq(l, 0);
   char envs[4096], plain[4096];
-  snprintf(envs, sizeof envs,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"-%%s\", \"probe:%d\"], \"tasks\": \"%%s\", \"timeout_s\": 30}},"
-           " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"-%%s\", \"hang_setsid\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": true}}}",
-           lt_test_root(), port, lt_test_root());
+  snprintf(
+      envs, sizeof envs,
+      "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"-%%s\", \"probe:%d\"], \"tasks\": \"%%s\", \"timeout_s\": 30}},"
+      " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"-%%s\", \"hang_setsid\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": true}}}",
+      lt_test_root(), port, lt_test_root());
   job_t j;
   run_job_with(&j, "gw_sandbox", 4, 8, 2, NULL, "", NULL, 1, envs);
   cJSON *tr = export(&j, "jsonl");
@@ -608,12 +632,13 @@ Test(agent_gateway, sandboxed_agent_reaches_only_its_gateway_and_trains_the_same
   cr_assert_eq(atoi(r.out), 0, "sandboxed agent processes outlived their episodes");
   lt_run_free(&r);
   /* the same run without the sandbox, under the same (frozen) policy: the same tokens, task by task */
-  snprintf(plain, sizeof plain,
-           "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"-%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}},"
-           " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
-           " \"-%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
-           lt_test_root(), lt_test_root());
+  snprintf(
+      plain, sizeof plain,
+      "{\"chat\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"-%%s\", \"normal\"], \"tasks\": \"%%s\", \"timeout_s\": 30, \"sandbox\": false}},"
+      " \"hang\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"%s/tests/integ/agents/urllib_agent.py\","
+      " \"-%%s\", \"hang\"], \"tasks\": \"%%s\", \"timeout_s\": 3, \"sandbox\": false}}}",
+      lt_test_root(), lt_test_root());
   job_t u;
   run_job_with(&u, "gw_plain", 4, 8, 2, NULL, "", NULL, 1, plain);
   char *a = sequences_of(&j, "chat"), *b = sequences_of(&u, "chat");
@@ -778,7 +803,8 @@ Test(agent_gateway, sandboxed_programs_take_the_runs_sandbox_section_and_their_d
   lt_test_rmdir(j.dir);
   python_envs(envs, sizeof envs, "normal", ", \"memory_mb\": 1024");
   job_t k;
-  cr_assert_eq(job_status(&k, "gw_memory_plain", 4, 4, 2, NULL, "", NULL, 0, "", envs), 2, "memory_mb without a sandbox");
+  cr_assert_eq(job_status(&k, "gw_memory_plain", 4, 4, 2, NULL, "", NULL, 0, "", envs), 2,
+               "memory_mb without a sandbox");
   snprintf(path, sizeof path, "%s/daemon.err", k.dir);
   char *err = lt_test_read(path);
   cr_assert(

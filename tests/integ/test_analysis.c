@@ -20,8 +20,8 @@ static void record_run(const char *dir, const char *name, int seed) {
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   snprintf(seedset, sizeof seedset, "run.seed=%d", seed);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", seedset, "--set", "eval.every=2",
-                        "--set", "eval.prompts=16", NULL};
+  const char *argv[] = {"longtail", "train",        cfg,     "--run-dir",       rd,  "--set", seedset,
+                        "--set",    "eval.every=2", "--set", "eval.prompts=16", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   char console[4300]; /* the summary ends with the console's command (make run, README) */
@@ -65,9 +65,11 @@ Test(analysis, plot_metrics_dashboard_and_errors, .timeout = 180) {
   record_run(dir, "a", 7);
   record_run(dir, "b", 8);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "cd %s && longtail() { '%s' \"$@\"; }; longtail plot a --metric reward/mean "
-                                   "--metric 'mis/*' -o m.png && longtail plot a b --dashboard -o d.svg",
-                          dir, lt_test_bin()), 0);
+  cr_assert_eq(lt_test_sh(&r, 60,
+                          "cd %s && longtail() { '%s' \"$@\"; }; longtail plot a --metric reward/mean "
+                          "--metric 'mis/*' -o m.png && longtail plot a b --dashboard -o d.svg",
+                          dir, lt_test_bin()),
+               0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   char p[4300];
@@ -135,8 +137,18 @@ static void tight_run(const char *rd) {
   char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "learner.mispo.traj_bounds=[0.999999,1.000001]",
-                        "--set", "learner.mispo.token_bounds=[0.99999,1.00001]", "--set", "learner.lr=1e-3", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        "learner.mispo.traj_bounds=[0.999999,1.000001]",
+                        "--set",
+                        "learner.mispo.token_bounds=[0.99999,1.00001]",
+                        "--set",
+                        "learner.lr=1e-3",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
@@ -157,11 +169,14 @@ Test(analysis, replay_reproduces_the_logged_acceptance_ratios, .timeout = 120) {
     cr_assert_eq(r.status, 0, "%s", r.err);
     cJSON *j = cJSON_Parse(r.out);
     cr_assert(j, "%s", r.out);
-    static const char *pairs[][2] = {{"token_accept", "mis/token_accept"}, {"traj_accept", "mis/traj_accept"},
-                                     {"kept_fraction", "mis/kept_fraction"}, {"mismatch_abs_log_ratio", "mismatch/abs_log_ratio"}};
+    static const char *pairs[][2] = {{"token_accept", "mis/token_accept"},
+                                     {"traj_accept", "mis/traj_accept"},
+                                     {"kept_fraction", "mis/kept_fraction"},
+                                     {"mismatch_abs_log_ratio", "mismatch/abs_log_ratio"}};
     for (int k = 0; k < 4; k++) {
       double a = field(j, "recomputed", pairs[k][0]), b = field(j, "logged", pairs[k][1]);
-      cr_expect(a == b || fabs(a - b) <= 1e-12 * fabs(b), "step %d %s: replay %.17g, learner %.17g", step, pairs[k][0], a, b);
+      cr_expect(a == b || fabs(a - b) <= 1e-12 * fabs(b), "step %d %s: replay %.17g, learner %.17g", step, pairs[k][0],
+                a, b);
     }
     below_one += field(j, "recomputed", "traj_accept") < 1;
     /* What if: the default trajectory bounds keep everything here. */
@@ -197,7 +212,8 @@ Test(analysis, replay_fills_the_token_values_a_run_did_not_store, .timeout = 150
   cr_assert_eq(lt_buffer_step_batch(b, 3, &ids, &n), 0);
   cr_assert_gt(n, 0);
   lt_token_values_row_t *kept = calloc((size_t)n, sizeof *kept);
-  for (int i = 0; i < n; i++) cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &kept[i]), 1, "task %lld", (long long)ids[i]);
+  for (int i = 0; i < n; i++)
+    cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &kept[i]), 1, "task %lld", (long long)ids[i]);
   lt_buffer_close(b);
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 '%s' 'DELETE FROM token_values WHERE step = 3'", db), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
@@ -220,11 +236,13 @@ Test(analysis, replay_fills_the_token_values_a_run_did_not_store, .timeout = 150
   for (int i = 0; i < n; i++) {
     lt_token_values_row_t v;
     cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &v), 1);
-    cr_assert(v.recomputed && v.step == 3 && v.n == kept[i].n && v.traj_ok == kept[i].traj_ok, "task %lld", (long long)ids[i]);
+    cr_assert(v.recomputed && v.step == 3 && v.n == kept[i].n && v.traj_ok == kept[i].traj_ok, "task %lld",
+              (long long)ids[i]);
     cr_assert(strstr(v.loss, "checkpoints/v2"), "the weights are named: %s", v.loss);
     cr_assert_eq(memcmp(v.flags, kept[i].flags, (size_t)v.n), 0, "task %lld: the masks differ", (long long)ids[i]);
     for (int t = 0; t < v.n; t++) {
-      cr_assert_float_eq(v.ratio[t], kept[i].ratio[t], 1e-6 * kept[i].ratio[t], "task %lld token %d", (long long)ids[i], t);
+      cr_assert_float_eq(v.ratio[t], kept[i].ratio[t], 1e-6 * kept[i].ratio[t], "task %lld token %d", (long long)ids[i],
+                         t);
       cr_assert_float_eq(v.logp_old[t], kept[i].logp_old[t], 1e-5, "task %lld token %d", (long long)ids[i], t);
       cr_assert(isnan(v.adv[t]), "no critic in checkpoints/v2: no advantages");
       rejected += (v.flags[t] & LT_TOKV_LOSS) && !(v.flags[t] & LT_TOKV_TOKEN_OK);
@@ -254,14 +272,17 @@ Test(analysis, sampling_settings_keep_the_ratios_at_one, .timeout = 180) {
     snprintf(rd, sizeof rd, "%s/run", dir);
     snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
     lt_run_t r;
-    const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", settings[k][0], "--set", settings[k][1],
-                          "--set", settings[k][2], NULL};
+    const char *argv[] = {"longtail", "train",        cfg,     "--run-dir",    rd,  "--set", settings[k][0],
+                          "--set",    settings[k][1], "--set", settings[k][2], NULL};
     cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
     cr_assert_eq(r.status, 0, "%s", r.err);
     lt_run_free(&r);
-    cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT min(value) FROM metrics WHERE name = 'mis/traj_accept' "
-                                    "AND step <= 2; SELECT max(value) FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
-                                    "AND step <= 2\"", rd), 0);
+    cr_assert_eq(lt_test_sh(&r, 30,
+                            "sqlite3 %s/buffer.db \"SELECT min(value) FROM metrics WHERE name = 'mis/traj_accept' "
+                            "AND step <= 2; SELECT max(value) FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
+                            "AND step <= 2\"",
+                            rd),
+                 0);
     double accept = -1, mism = -1;
     cr_assert_eq(sscanf(r.out, "%lf %lf", &accept, &mism), 2, "%s", r.out);
     cr_expect_geq(accept, 0.9, "%s: mis/traj_accept %g", settings[k][0], accept);
@@ -316,7 +337,8 @@ Test(analysis, export_streams_both_formats_with_filters, .timeout = 120) {
   cr_expect_eq(lines, 96 + 16 * 2, "every trajectory, eval samples included"); /* eval rounds at steps 0 and 2 */
   lt_run_free(&r);
   /* tokens: arrays agree with ntokens; the step filter matches the buffer. */
-  const char *t[] = {"longtail", "export", rd, "--format", "tokens", "--status", "consumed", "--step-range", "2:2", NULL};
+  const char *t[] = {"longtail", "export",       rd,    "--format", "tokens", "--status",
+                     "consumed", "--step-range", "2:2", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, t), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   int n = 0;
@@ -331,13 +353,17 @@ Test(analysis, export_streams_both_formats_with_filters, .timeout = 120) {
     cr_expect_eq(cJSON_GetObjectItem(o, "temperature")->valuedouble, 1, "the sampling temperature is recorded");
     cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "support_ids")), "smoke samples the whole vocabulary");
     const cJSON *rt = cJSON_GetObjectItem(o, "routing");
-    cr_expect(cJSON_IsNull(rt) || cJSON_GetArraySize(cJSON_GetObjectItem(rt, "ids")) ==
-                                      T * cJSON_GetObjectItem(rt, "layers")->valueint * cJSON_GetObjectItem(rt, "k")->valueint);
+    cr_expect(cJSON_IsNull(rt) ||
+              cJSON_GetArraySize(cJSON_GetObjectItem(rt, "ids")) ==
+                  T * cJSON_GetObjectItem(rt, "layers")->valueint * cJSON_GetObjectItem(rt, "k")->valueint);
     cJSON_Delete(o);
   }
   lt_run_free(&r);
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE consumed_step = 2 AND "
-                                   "status = 'consumed'\"", rd), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE consumed_step = 2 AND "
+                          "status = 'consumed'\"",
+                          rd),
+               0);
   cr_expect_eq(n, atoi(r.out));
   cr_expect_gt(n, 0);
   lt_run_free(&r);

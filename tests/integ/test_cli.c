@@ -39,8 +39,9 @@ Test(cli, unknown_command_and_flag_exit_2) {
 }
 
 Test(cli, every_command_has_help) {
-  const char *cmds[] = {"train", "worker", "serve", "sft", "init", "stats", "export", "plot", "replay", "retrain", "inspect",
-                        "compare", "logprobs", "grad", "generate", "tokenize", "reward", "sandbox", "swe", "keygen", "config"};
+  const char *cmds[] = {"train",    "worker",   "serve",   "sft",     "init",    "stats",    "export",
+                        "plot",     "replay",   "retrain", "inspect", "compare", "logprobs", "grad",
+                        "generate", "tokenize", "reward",  "sandbox", "swe",     "keygen",   "config"};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     lt_run_t r;
     const char *argv[] = {"longtail", cmds[i], "--help", NULL};
@@ -108,17 +109,19 @@ Test(cli, set_override_is_validated) {
 
 Test(cli, shipped_configs_validate) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "cd '%s' && for f in configs/*.json; do '%s' config \"$f\" >/dev/null || "
-                                  "{ echo \"FAILED: $f\"; exit 1; }; done",
-                          lt_test_root(), lt_test_bin()), 0);
+  cr_assert_eq(lt_test_sh(&r, 60,
+                          "cd '%s' && for f in configs/*.json; do '%s' config \"$f\" >/dev/null || "
+                          "{ echo \"FAILED: $f\"; exit 1; }; done",
+                          lt_test_root(), lt_test_bin()),
+               0);
   cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
   lt_run_free(&r);
 }
 
 Test(cli, config_reference_is_current) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "'%s' config --schema-md | diff -u '%s/docs/config.md' -", lt_test_bin(),
-                          lt_test_root()), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 60, "'%s' config --schema-md | diff -u '%s/docs/config.md' -", lt_test_bin(), lt_test_root()), 0);
   cr_assert_eq(r.status, 0, "docs/config.md is stale; run 'make docs':\n%s", r.out);
   lt_run_free(&r);
 }
@@ -146,10 +149,12 @@ Test(cli, keygen_writes_a_curve_pair) {
 /* `make chaos CHAOS=typo` must fail before it runs anything, naming the scenarios it knows (issue 36). */
 Test(cli, chaos_refuses_an_unknown_scenario) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "LT_BIN=/nonexistent '%s/scripts/chaos.sh' workers_sigkill nosuch", lt_test_root()), 0);
+  cr_assert_eq(lt_test_sh(&r, 30, "LT_BIN=/nonexistent '%s/scripts/chaos.sh' workers_sigkill nosuch", lt_test_root()),
+               0);
   cr_expect_eq(r.status, 2, "exit %d: %s%s", r.status, r.out, r.err);
   cr_expect(strstr(r.err, "unknown scenario 'nosuch'"), "%s", r.err);
-  cr_expect(strstr(r.err, "workers_sigkill") && strstr(r.err, "corrupt_buffer"), "the known scenarios are listed: %s", r.err);
+  cr_expect(strstr(r.err, "workers_sigkill") && strstr(r.err, "corrupt_buffer"), "the known scenarios are listed: %s",
+            r.err);
   cr_expect(!strstr(r.err, "fault window"), "no scenario ran: %s", r.err);
   lt_run_free(&r);
 }

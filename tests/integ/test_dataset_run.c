@@ -46,19 +46,21 @@ Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, 
   char *dir = run_paths("ds_resume", data, cfg, rd, db);
   FILE *f = fopen(data, "w");
   cr_assert_not_null(f);
-  for (int i = 0; i < ROWS; i++) fprintf(f, "{\"id\": \"q%d\", \"prompt\": \"%d+%d=\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
+  for (int i = 0; i < ROWS; i++)
+    fprintf(f, "{\"id\": \"q%d\", \"prompt\": \"%d+%d=\", \"answer\": \"%d\"}\n", i, i, i, 2 * i);
   fclose(f);
   char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 8}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": 2, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), data, GROUP, ROWS * GROUP * EPOCHS, lt_test_free_port());
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 8}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": %d, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+      " \"workers\": {\"spawn_local\": 2, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
+      "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
+      " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
+      lt_test_root(), data, GROUP, ROWS * GROUP * EPOCHS, lt_test_free_port());
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
   pid_t d = lt_test_spawn(dir, "daemon1", argv);
@@ -80,22 +82,31 @@ Test(dataset_run, sigkill_then_resume_uses_each_row_group_size_times_per_epoch, 
   cr_assert_eq(st, 0, "resumed daemon exit %d", st);
   /* Each (epoch, row) is one prompt; each epoch has every row; each prompt has GROUP trajectories. */
   cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0"), ROWS * EPOCHS);
-  cr_assert_eq(lt_test_sql1(db, "SELECT count(DISTINCT json_extract(spec, '$.epoch') || ':' || json_extract(spec, '$.row')) "
-                         "FROM prompts WHERE eval = 0"), ROWS * EPOCHS);
+  cr_assert_eq(
+      lt_test_sql1(db,
+                   "SELECT count(DISTINCT json_extract(spec, '$.epoch') || ':' || json_extract(spec, '$.row')) "
+                   "FROM prompts WHERE eval = 0"),
+      ROWS * EPOCHS);
   for (int e = 0; e < EPOCHS; e++) {
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT count(DISTINCT json_extract(spec, '$.row')) FROM prompts WHERE eval = 0 AND "
-                              "json_extract(spec, '$.epoch') = %d AND json_extract(spec, '$.row') BETWEEN 1 AND %d", e, ROWS);
+    snprintf(sql, sizeof sql,
+             "SELECT count(DISTINCT json_extract(spec, '$.row')) FROM prompts WHERE eval = 0 AND "
+             "json_extract(spec, '$.epoch') = %d AND json_extract(spec, '$.row') BETWEEN 1 AND %d",
+             e, ROWS);
     cr_assert_eq(lt_test_sql1(db, sql), ROWS, "epoch %d does not use every row once", e);
   }
   cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM trajectories"), ROWS * GROUP * EPOCHS);
   char per[256];
-  snprintf(per, sizeof per, "SELECT count(*) FROM (SELECT p.id FROM prompts p JOIN trajectories t ON t.group_id = p.id "
-                            "GROUP BY p.id HAVING count(*) = %d)", GROUP);
+  snprintf(per, sizeof per,
+           "SELECT count(*) FROM (SELECT p.id FROM prompts p JOIN trajectories t ON t.group_id = p.id "
+           "GROUP BY p.id HAVING count(*) = %d)",
+           GROUP);
   cr_assert_eq(lt_test_sql1(db, per), ROWS * EPOCHS);
   /* The row's answer reached the trajectory's prompt (the spec carried the row). */
-  cr_assert_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.answer') = "
-                         "CAST(2 * (json_extract(spec, '$.row') - 1) AS TEXT)"), ROWS * EPOCHS);
+  cr_assert_eq(lt_test_sql1(db,
+                            "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.answer') = "
+                            "CAST(2 * (json_extract(spec, '$.row') - 1) AS TEXT)"),
+               ROWS * EPOCHS);
   /* export shows each row's prompt and answer. */
   lt_run_t r;
   const char *ex[] = {"longtail", "export", rd, NULL};
@@ -137,19 +148,27 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
   snprintf(rd, sizeof rd, "%s/run", dir);
   /* tiny-moe sized for the small Qwen2 tokenizer (394 ids, <|im_end|> = 393). */
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sed -e 's/\"vocab_size\": 264/\"vocab_size\": 400/' -e 's/\"eos_token_id\": 258/\"eos_token_id\": 393/' "
-                                  "%s/configs/models/tiny-moe.json > %s", lt_test_root(), mcfg), 0);
+  cr_assert_eq(
+      lt_test_sh(
+          &r, 30,
+          "sed -e 's/\"vocab_size\": 264/\"vocab_size\": 400/' -e 's/\"eos_token_id\": 258/\"eos_token_id\": 393/' "
+          "%s/configs/models/tiny-moe.json > %s",
+          lt_test_root(), mcfg),
+      0);
   cr_assert_eq(r.status, 0);
   lt_run_free(&r);
   const char *init[] = {"longtail", "init", "--config", mcfg, "--out", src, NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, init), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
-  cr_assert_eq(lt_test_sh(&r, 10, "cp %s/tests/ref/tokenizer/qwen2-small.json %s/tokenizer.json", lt_test_root(), src), 0);
+  cr_assert_eq(lt_test_sh(&r, 10, "cp %s/tests/ref/tokenizer/qwen2-small.json %s/tokenizer.json", lt_test_root(), src),
+               0);
   lt_run_free(&r);
   snprintf(p, sizeof p, "%s/tokenizer_config.json", src);
-  cr_assert_eq(lt_test_write(p, "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
-                                "{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}\n"), 0);
+  cr_assert_eq(lt_test_write(p,
+                             "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
+                             "{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}\n"),
+               0);
   snprintf(p, sizeof p, "%s/generation_config.json", src);
   unlink(p); /* the source has none: the run writes one */
   /* Sharded as the Hub's larger models are: the run starts from the shards. */
@@ -167,15 +186,16 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
   for (int i = 0; i < 8; i++) fprintf(f, "{\"prompt\": \"what is %d plus %d?\", \"answer\": %d}\n", i, i, 2 * i);
   fclose(f);
   char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 2}, \"model\": {\"path\": \"%s\"},"
-           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 8}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"dynamic_filter\": false},"
-           " \"rollout\": {\"max_new_tokens\": 8, \"max_turns\": 1},"
-           " \"workers\": {\"spawn_local\": 1, \"slots\": 4}, \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
-           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
-           src, data);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 2}, \"model\": {\"path\": \"%s\"},"
+      " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 8}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"dynamic_filter\": false},"
+      " \"rollout\": {\"max_new_tokens\": 8, \"max_turns\": 1},"
+      " \"workers\": {\"spawn_local\": 1, \"slots\": 4}, \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+      " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 1}, \"monitor\": {\"progress\": \"off\"}}",
+      src, data);
   cr_assert_eq(lt_test_write(cfg, js), 0);
   const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 150, train), 0);
@@ -198,7 +218,8 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
     cr_expect_eq(access(p, R_OK), 0, "%s is missing", p);
     snprintf(p, sizeof p, "%s/%s/config.json", rd, folders[k]);
     char *c = lt_test_read(p);
-    cr_expect(c && strstr(c, "\"model_type\": \"qwen3_moe\"") && strstr(c, "\"vocab_size\": 400"), "%s", c ? c : "missing");
+    cr_expect(c && strstr(c, "\"model_type\": \"qwen3_moe\"") && strstr(c, "\"vocab_size\": 400"), "%s",
+              c ? c : "missing");
     free(c);
   }
   lt_test_rmdir(dir);
@@ -211,20 +232,22 @@ Test(dataset_run, a_sharded_hugging_face_source_trains_into_hugging_face_folders
 Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
   char data[4200], cfg[4200], rd[4200], db[4300];
   char *dir = run_paths("ds_oversample", data, cfg, rd, db);
-  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
+  cr_assert_eq(
+      lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
   char js[2048];
   /* queue_depth 2: one group open at a time, so each prompt is made after the ones before it have ended. */
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"queue_depth\": 2, \"dynamic_filter\": false,"
-           "   \"task_timeout_s\": 20, \"pass_rate_oversample\": {\"max_groups\": 3, \"min_history\": 2}},"
-           " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
-           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
-           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), data);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 16, \"queue_depth\": 2, \"dynamic_filter\": false,"
+      "   \"task_timeout_s\": 20, \"pass_rate_oversample\": {\"max_groups\": 3, \"min_history\": 2}},"
+      " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
+      "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+      " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+      lt_test_root(), data);
   train_ok(cfg, js, rd, 120);
   const char *epoch1 = "FROM prompts WHERE eval = 0 AND json_extract(spec, '$.epoch') = 1";
   char sql[512];
@@ -234,8 +257,9 @@ Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
   cr_expect_eq(lt_test_sql1(db, sql), 1, "the easy row: one group");
   snprintf(sql, sizeof sql, "SELECT count(*) %s AND copy_of IS NOT NULL", epoch1);
   cr_expect_eq(lt_test_sql1(db, sql), 2);
-  cr_expect_eq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.epoch') = 2 AND copy_of IS NULL"), 2,
-               "the third epoch has both rows");
+  cr_expect_eq(
+      lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE json_extract(spec, '$.epoch') = 2 AND copy_of IS NULL"), 2,
+      "the third epoch has both rows");
   cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM events WHERE kind = 'pass_rate_oversample'"), 1);
   lt_test_rmdir(dir);
 }
@@ -246,27 +270,32 @@ Test(dataset_run, a_task_that_never_passes_gets_more_groups) {
 Test(dataset_run, the_noise_level_rises_when_noisy_episodes_succeed_like_clean_ones) {
   char data[4200], cfg[4200], rd[4200], db[4300];
   char *dir = run_paths("ds_noise", data, cfg, rd, db);
-  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"zero plus zero\", \"answer\": \"0\"}\n"
-                                   "{\"prompt\": \"zero times seven\", \"answer\": \"0\"}\n"), 0);
+  cr_assert_eq(lt_test_write(data,
+                             "{\"prompt\": \"zero plus zero\", \"answer\": \"0\"}\n"
+                             "{\"prompt\": \"zero times seven\", \"answer\": \"0\"}\n"),
+               0);
   char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"},"
-           "   \"noise\": {\"instruction\": 1, \"level_start\": 0.2, \"level_step\": 0.4, \"clean_share\": 0.5, \"window\": 2}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 48, \"queue_depth\": 2, \"dynamic_filter\": false,"
-           "   \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
-           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
-           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), data);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"},"
+      "   \"noise\": {\"instruction\": 1, \"level_start\": 0.2, \"level_step\": 0.4, \"clean_share\": 0.5, \"window\": 2}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 2}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 48, \"queue_depth\": 2, \"dynamic_filter\": false,"
+      "   \"task_timeout_s\": 20},"
+      " \"workers\": {\"spawn_local\": 1, \"slots\": 2, \"backend\": \"scripted\","
+      "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+      " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+      lt_test_root(), data);
   train_ok(cfg, js, rd, 120);
   cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM events WHERE kind = 'noise_level'"), 1, "the level rose");
-  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') = 0"),
-                2, "clean prompts measure the gap");
-  cr_expect_geq(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') > 0.5"),
-                1, "prompts were dispatched at a raised level");
+  cr_expect_geq(
+      lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') = 0"), 2,
+      "clean prompts measure the gap");
+  cr_expect_geq(
+      lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE eval = 0 AND json_extract(spec, '$.noise_level') > 0.5"), 1,
+      "prompts were dispatched at a raised level");
   lt_test_rmdir(dir);
 }
 
@@ -275,25 +304,29 @@ Test(dataset_run, the_noise_level_rises_when_noisy_episodes_succeed_like_clean_o
 Test(dataset_run, each_domain_has_its_group_size) {
   char data[4200], cfg[4200], rd[4200], db[4300];
   char *dir = run_paths("ds_groups", data, cfg, rd, db);
-  cr_assert_eq(lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
+  cr_assert_eq(
+      lt_test_write(data, "{\"prompt\": \"0+0=\", \"answer\": \"0\"}\n{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"), 0);
   char js[2048];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"three\": {\"type\": \"dataset\", \"group_size\": 3, \"params\": {\"train\": \"%s\"}},"
-           "   \"two\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 24, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": 1, \"slots\": 4, \"backend\": \"scripted\","
-           "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
-           " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
-           lt_test_root(), data, data);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 5}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"three\": {\"type\": \"dataset\", \"group_size\": 3, \"params\": {\"train\": \"%s\"}},"
+      "   \"two\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 4}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": 2, \"max_tasks\": 24, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+      " \"workers\": {\"spawn_local\": 1, \"slots\": 4, \"backend\": \"scripted\","
+      "   \"scripted\": {\"mean_tokens\": 8, \"token_us\": 100}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:*\"},"
+      " \"eval\": {\"every\": 0}, \"checkpoint\": {\"every\": 0}, \"monitor\": {\"progress\": \"off\"}}",
+      lt_test_root(), data, data);
   train_ok(cfg, js, rd, 120);
   cr_assert_gt(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE domain = 'three'"), 0);
   cr_assert_gt(lt_test_sql1(db, "SELECT count(*) FROM prompts WHERE domain = 'two'"), 0);
-  cr_expect_eq(lt_test_sql1(db, "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
-                         "k.prompt_id = p.id WHERE p.eval = 0 GROUP BY p.id) WHERE n != (CASE domain WHEN 'three' "
-                         "THEN 3 ELSE 2 END)"), 0, "a prompt with another group size");
+  cr_expect_eq(lt_test_sql1(db,
+                            "SELECT count(*) FROM (SELECT p.domain, count(k.id) AS n FROM prompts p JOIN tasks k ON "
+                            "k.prompt_id = p.id WHERE p.eval = 0 GROUP BY p.id) WHERE n != (CASE domain WHEN 'three' "
+                            "THEN 3 ELSE 2 END)"),
+               0, "a prompt with another group size");
   cr_expect_gt(lt_test_sql1(db, "SELECT count(*) FROM trajectories WHERE domain = 'three' AND status = 'consumed'"), 0,
                "the learner trained the groups of three");
   lt_test_rmdir(dir);

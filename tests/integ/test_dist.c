@@ -14,7 +14,8 @@
 
 /* Open MPI keeps allocations past MPI_Finalize, many in components it has unloaded, and LeakSanitizer
  * takes minutes to symbolize them at exit under make test-asan: the ranks check memory errors, not leaks. */
-#define MPIRUN "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np"
+#define MPIRUN \
+  "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np"
 
 static char *dir;
 static char model[4096];
@@ -34,7 +35,8 @@ static void write_batch(const char *path) {
     fprintf(f, "], \"loss_mask\": [");
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", i >= 2);
     fprintf(f, "], \"rollout_logprobs\": [");
-    for (int i = 0; i < n; i++) fprintf(f, "%s%.4f", i ? ", " : "", i >= 2 ? -3.0 - (x = x * 1103515245u + 12345u) % 400 / 100.0 : 0.0);
+    for (int i = 0; i < n; i++)
+      fprintf(f, "%s%.4f", i ? ", " : "", i >= 2 ? -3.0 - (x = x * 1103515245u + 12345u) % 400 / 100.0 : 0.0);
     fprintf(f, "], \"advantages\": [");
     for (int i = 0; i < n; i++) fprintf(f, "%s%.2f", i ? ", " : "", i >= 2 ? (s % 3 - 1) * 0.7 : 0.0);
     int t = s == 2 ? 1 : s;
@@ -90,8 +92,9 @@ static cJSON *run_grad(int ranks, const char *loss, const char *opt, const char 
   lt_run_t r;
   char launch[128] = "";
   if (ranks) snprintf(launch, sizeof launch, MPIRUN " %d", ranks);
-  cr_assert_eq(lt_test_sh(&r, 200, "%s %s grad --model %s --batch %s/b.jsonl --loss %s --out %s/%s.grads --step-out %s/%s "
-                                   "--optimizer %s --minibatches 2 --traj-bounds 0.001,1000",
+  cr_assert_eq(lt_test_sh(&r, 200,
+                          "%s %s grad --model %s --batch %s/b.jsonl --loss %s --out %s/%s.grads --step-out %s/%s "
+                          "--optimizer %s --minibatches 2 --traj-bounds 0.001,1000",
                           launch, lt_test_bin(), model, dir, loss, dir, tag, dir, tag, opt),
                0);
   cr_assert_eq(r.status, 0, "%s", r.err);
@@ -107,11 +110,13 @@ static void same_as_one_process(const char *loss, const char *opt) {
   cr_expect_eq(cJSON_GetObjectItem(two, "ranks")->valueint, 2);
   const char *same[] = {"tokens", "trajectories", "tokens_kept", "trajectories_kept"};
   for (int i = 0; i < 4; i++)
-    cr_expect_eq(cJSON_GetObjectItem(one, same[i])->valueint, cJSON_GetObjectItem(two, same[i])->valueint, "%s", same[i]);
+    cr_expect_eq(cJSON_GetObjectItem(one, same[i])->valueint, cJSON_GetObjectItem(two, same[i])->valueint, "%s",
+                 same[i]);
   double l1 = cJSON_GetObjectItem(one, "loss")->valuedouble, l2 = cJSON_GetObjectItem(two, "loss")->valuedouble;
   cr_expect(fabs(l1 - l2) <= 1e-5 * fabs(l1) + 1e-7, "loss %g vs %g", l1, l2);
   /* ZeRO-1: each of two ranks holds about half of the optimizer state. */
-  double b1 = cJSON_GetObjectItem(one, "optimizer_bytes")->valuedouble, b2 = cJSON_GetObjectItem(two, "optimizer_bytes")->valuedouble;
+  double b1 = cJSON_GetObjectItem(one, "optimizer_bytes")->valuedouble,
+         b2 = cJSON_GetObjectItem(two, "optimizer_bytes")->valuedouble;
   cr_expect(b2 < 0.6 * b1 && b2 > 0.4 * b1, "optimizer bytes %g on 1 rank, %g on rank 0 of 2", b1, b2);
   char a[4200], b[4200];
   const char *files[] = {".grads", "/policy/model.safetensors", "/actor_optim.safetensors"};
@@ -138,7 +143,8 @@ Test(dist, gspo_two_ranks_match_one_process) { same_as_one_process("gspo", "muon
 /* More ranks than a mini-batch has sequences: some shares are empty. */
 Test(dist, ranks_with_empty_shares_still_match) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "head -n 2 %s/b.jsonl > %s/b2.jsonl && mv %s/b2.jsonl %s/b.jsonl", dir, dir, dir, dir), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 60, "head -n 2 %s/b.jsonl > %s/b2.jsonl && mv %s/b2.jsonl %s/b.jsonl", dir, dir, dir, dir), 0);
   lt_run_free(&r);
   cJSON *one = run_grad(0, "mispo", "adamw", "one"), *three = run_grad(3, "mispo", "adamw", "three");
   cr_expect_eq(cJSON_GetObjectItem(three, "ranks")->valueint, 3);
@@ -153,9 +159,10 @@ Test(dist, ranks_with_empty_shares_still_match) {
 /* A rank that fails stops the whole job with its error, not a hang. */
 Test(dist, a_failing_rank_stops_every_rank) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 100, MPIRUN " 2 %s grad --model %s/nonexistent --batch %s/b.jsonl --loss mispo --out %s/x",
-                          lt_test_bin(), dir, dir, dir),
-               0);
+  cr_assert_eq(
+      lt_test_sh(&r, 100, MPIRUN " 2 %s grad --model %s/nonexistent --batch %s/b.jsonl --loss mispo --out %s/x",
+                 lt_test_bin(), dir, dir, dir),
+      0);
   cr_expect_neq(r.status, 0);
   cr_expect(r.secs < 60, "took %.1f s", r.secs);
   cr_expect(strstr(r.err, "nonexistent"), "%s", r.err);
@@ -176,9 +183,10 @@ static char *smoke_two_ranks(const char *name, const char *extra, char *rd, size
   lt_run_t r;
   char p[4300];
   snprintf(rd, cap, "%s/%s", dir, name);
-  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false %s",
-                          lt_test_root(), lt_test_bin(), rd, extra),
-               0);
+  cr_assert_eq(
+      lt_test_sh(&r, 200, "cd %s && " MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false %s",
+                 lt_test_root(), lt_test_bin(), rd, extra),
+      0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
@@ -209,7 +217,8 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
     cr_assert_eq(lt_buffer_token_values_get(b, ids[i], &v), 1, "task %lld", (long long)ids[i]);
     int loss = 0;
     for (int t = 0; t < v.n; t++) loss += (v.flags[t] & LT_TOKV_LOSS) != 0;
-    cr_expect(loss > 0 && v.traj_ratio > 0, "task %lld: %d loss tokens, ratio %g", (long long)ids[i], loss, v.traj_ratio);
+    cr_expect(loss > 0 && v.traj_ratio > 0, "task %lld: %d loss tokens, ratio %g", (long long)ids[i], loss,
+              v.traj_ratio);
     lt_buffer_token_values_free(&v);
   }
   free(ids);
@@ -218,9 +227,10 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
   lt_st_file_t *f;
   cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);
   lt_st_close(f);
-  cr_assert_eq(lt_test_sh(&r, 200, "cd %s && %s train configs/smoke.json --run-dir %s --resume --set monitor.plot=false",
-                          lt_test_root(), lt_test_bin(), rd),
-               0);
+  cr_assert_eq(
+      lt_test_sh(&r, 200, "cd %s && %s train configs/smoke.json --run-dir %s --resume --set monitor.plot=false",
+                 lt_test_root(), lt_test_bin(), rd),
+      0);
   cr_expect_eq(r.status, 0, "%s", r.err);
   cr_expect(strstr(r.err, "resuming at learner step"), "%s", r.err);
   lt_run_free(&r);
@@ -231,9 +241,9 @@ Test(dist, smoke_run_under_two_ranks_completes_and_resumes_on_one, .timeout = 30
  * trajectory (a rank that scored its share at temperature 1 would reject about half of them). */
 Test(dist, ranks_score_the_rollout_temperature_and_kept_sets, .timeout = 300) {
   char rd[4200];
-  char *m = smoke_two_ranks("run-sampling",
-                            "--set rollout.temperature=0.7 --set rollout.top_k=20 --set learner.keep_sampling_mask=true", rd,
-                            sizeof rd);
+  char *m = smoke_two_ranks(
+      "run-sampling", "--set rollout.temperature=0.7 --set rollout.top_k=20 --set learner.keep_sampling_mask=true", rd,
+      sizeof rd);
   const char *key = "\"name\": \"mis/traj_accept\", \"value\": ";
   const char *at = strstr(m, key);
   cr_assert_not_null(at, "%s", m);
@@ -266,16 +276,18 @@ Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {
   lt_run_t r;
   char rd[4200];
   snprintf(rd, sizeof rd, "%s/hang", dir);
-  cr_assert_eq(lt_test_sh(&r, 150,
-                          "cd %s && (" MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false "
-                          "--set scheduler.max_tasks=100000 > %s.out 2> %s.err & echo $! > %s.pid); "
-                          "for i in $(seq 100); do sleep 0.2; grep -q 'learner/ranks' %s/metrics.jsonl 2>/dev/null && break; done; "
-                          "for p in $(pgrep -f -- '--run-dir %s '); do "
-                          "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && kill -STOP $p; done; "
-                          "t0=$(date +%%s); while kill -0 $(cat %s.pid) 2>/dev/null; do sleep 0.2; done; "
-                          "echo $(( $(date +%%s) - t0 )); cat %s.err >&2",
-                          lt_test_root(), lt_test_bin(), rd, rd, rd, rd, rd, rd, rd, rd),
-               0);
+  cr_assert_eq(
+      lt_test_sh(
+          &r, 150,
+          "cd %s && (" MPIRUN " 2 %s train configs/smoke.json --run-dir %s --set monitor.plot=false "
+          "--set scheduler.max_tasks=100000 > %s.out 2> %s.err & echo $! > %s.pid); "
+          "for i in $(seq 100); do sleep 0.2; grep -q 'learner/ranks' %s/metrics.jsonl 2>/dev/null && break; done; "
+          "for p in $(pgrep -f -- '--run-dir %s '); do "
+          "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && kill -STOP $p; done; "
+          "t0=$(date +%%s); while kill -0 $(cat %s.pid) 2>/dev/null; do sleep 0.2; done; "
+          "echo $(( $(date +%%s) - t0 )); cat %s.err >&2",
+          lt_test_root(), lt_test_bin(), rd, rd, rd, rd, rd, rd, rd, rd),
+      0);
   int secs = atoi(r.out);
   cr_expect_leq(secs, 30, "the job took %d s to end after the rank stopped", secs);
   cr_expect(strstr(r.err, "rank 1 sent no heartbeat"), "%s", r.err);
@@ -287,8 +299,9 @@ Test(dist, a_hung_rank_is_named_within_the_liveness_window, .timeout = 200) {
  * run retrains bit for bit on two ranks. */
 Test(dist, a_lora_run_under_two_ranks_trains_the_adapters_alone, .timeout = 300) {
   char rd[4200], p[4300];
-  free(smoke_two_ranks("run-lora", "--set rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3",
-                       rd, sizeof rd));
+  free(smoke_two_ranks("run-lora",
+                       "--set rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3", rd,
+                       sizeof rd));
   snprintf(p, sizeof p, "%s/checkpoints/v3/adapter_model.safetensors", rd);
   lt_st_file_t *f;
   cr_assert_eq(lt_st_open(p, &f), 0, "%s", p);

@@ -34,7 +34,9 @@ TestSuite(learner_cli, .init = setup, .fini = teardown, .timeout = 120);
 
 Test(learner_cli, grad_mispo_on_policy_keeps_everything) {
   lt_run_t r;
-  const char *lp[] = {"longtail", "logprobs", "--model", model, "--input", file("t.jsonl", "{\"tokens\": [72, 105, 33, 10, 258]}\n"), NULL};
+  const char *lp[] = {"longtail", "logprobs", "--model",
+                      model,      "--input",  file("t.jsonl", "{\"tokens\": [72, 105, 33, 10, 258]}\n"),
+                      NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, lp), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cJSON *j = cJSON_Parse(r.out);
@@ -46,12 +48,15 @@ Test(learner_cli, grad_mispo_on_policy_keeps_everything) {
   cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(j, "routing_confidence")));
   lt_run_free(&r);
   char line[1024];
-  snprintf(line, sizeof line,
-           "{\"tokens\": [72, 105, 33, 10, 258], \"loss_mask\": [0, 0, 1, 1, 1], \"rollout_logprobs\": [0, 0, %.9g, %.9g, %.9g], "
-           "\"advantages\": [0, 0, 1, 1, 1]}\n", l[2], l[3], l[4]);
+  snprintf(
+      line, sizeof line,
+      "{\"tokens\": [72, 105, 33, 10, 258], \"loss_mask\": [0, 0, 1, 1, 1], \"rollout_logprobs\": [0, 0, %.9g, %.9g, %.9g], "
+      "\"advantages\": [0, 0, 1, 1, 1]}\n",
+      l[2], l[3], l[4]);
   char out[4200];
   snprintf(out, sizeof out, "%s/g.safetensors", dir);
-  const char *g[] = {"longtail", "grad", "--model", model, "--batch", file("b.jsonl", line), "--loss", "mispo", "--out", out, NULL};
+  const char *g[] = {"longtail", "grad",  "--model", model, "--batch", file("b.jsonl", line),
+                     "--loss",   "mispo", "--out",   out,   NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, g), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cJSON *s = cJSON_Parse(r.out);
@@ -72,21 +77,34 @@ Test(learner_cli, grad_mispo_on_policy_keeps_everything) {
 
 Test(learner_cli, bad_inputs_exit_2_naming_the_line) {
   lt_run_t r;
-  const char *a[] = {"longtail", "logprobs", "--model", model, "--input", file("bad.jsonl", "{\"tokens\": [1, 2]}\n{\"tokens\": [1, 99999]}\n"), NULL};
+  const char *a[] = {"longtail", "logprobs", "--model",
+                     model,      "--input",  file("bad.jsonl", "{\"tokens\": [1, 2]}\n{\"tokens\": [1, 99999]}\n"),
+                     NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, a), 0);
   cr_expect_eq(r.status, 2);
   cr_expect(strstr(r.err, "bad.jsonl:2") && strstr(r.err, "tokens[1]"), "%s", r.err);
   lt_run_free(&r);
   char out[4200];
   snprintf(out, sizeof out, "%s/g.safetensors", dir);
-  const char *b[] = {"longtail", "grad", "--model", model, "--batch",
-                     file("b2.jsonl", "{\"tokens\": [1, 2], \"loss_mask\": [1, 1], \"rollout_logprobs\": [0, -1], \"advantages\": [0, 1]}\n"),
-                     "--loss", "mispo", "--out", out, NULL};
+  const char *b[] = {
+      "longtail",
+      "grad",
+      "--model",
+      model,
+      "--batch",
+      file("b2.jsonl",
+           "{\"tokens\": [1, 2], \"loss_mask\": [1, 1], \"rollout_logprobs\": [0, -1], \"advantages\": [0, 1]}\n"),
+      "--loss",
+      "mispo",
+      "--out",
+      out,
+      NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, b), 0);
   cr_expect_eq(r.status, 2);
   cr_expect(strstr(r.err, "loss_mask[0]"), "%s", r.err);
   lt_run_free(&r);
-  const char *c[] = {"longtail", "grad", "--model", model, "--batch", file("b3.jsonl", "{\"tokens\": [1, 2]}\n"), "--loss", "sgd", "--out", out, NULL};
+  const char *c[] = {"longtail", "grad", "--model", model, "--batch", file("b3.jsonl", "{\"tokens\": [1, 2]}\n"),
+                     "--loss",   "sgd",  "--out",   out,   NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 60, c), 0);
   cr_expect_eq(r.status, 2);
   lt_run_free(&r);
@@ -99,7 +117,8 @@ Test(learner_cli, bad_inputs_exit_2_naming_the_line) {
 Test(learner_cli, generate_is_deterministic_and_tokenize_round_trips) {
   lt_run_t r1, r2;
   char *in = file("p.jsonl", "{\"prompt\": \"12+34=\"}\n{\"tokens\": [257, 117, 115]}\n{\"prompt\": \"hello\"}\n");
-  const char *g[] = {"longtail", "generate", "--model", model, "--input", in, "--max-tokens", "16", "--seed", "7", NULL};
+  const char *g[] = {"longtail",     "generate", "--model", model, "--input", in,
+                     "--max-tokens", "16",       "--seed",  "7",   NULL};
   cr_assert_eq(lt_test_run(&r1, NULL, 60, g), 0);
   cr_assert_eq(lt_test_run(&r2, NULL, 60, g), 0);
   cr_assert_eq(r1.status, 0, "%s", r1.err);
@@ -110,12 +129,20 @@ Test(learner_cli, generate_is_deterministic_and_tokenize_round_trips) {
   cr_expect(strstr(r1.out, "\"finish_reason\":"), "%s", r1.out);
   lt_run_free(&r1);
   lt_run_free(&r2);
-  const char *t[] = {"longtail", "tokenize", "--tokenizer", model, "--input", file("x.jsonl", "{\"text\": \"héllo\"}\n"), NULL};
+  const char *t[] = {
+      "longtail", "tokenize", "--tokenizer", model, "--input", file("x.jsonl", "{\"text\": \"héllo\"}\n"), NULL};
   cr_assert_eq(lt_test_run(&r1, NULL, 60, t), 0);
   cr_expect_eq(r1.status, 0, "%s", r1.err);
   cr_expect_str_eq(r1.out, "{\"ids\":[104,195,169,108,108,111]}\n");
   lt_run_free(&r1);
-  const char *td[] = {"longtail", "tokenize", "--tokenizer", model, "--decode", "--input", file("y.jsonl", "{\"ids\": [104, 105, 258]}\n"), NULL};
+  const char *td[] = {"longtail",
+                      "tokenize",
+                      "--tokenizer",
+                      model,
+                      "--decode",
+                      "--input",
+                      file("y.jsonl", "{\"ids\": [104, 105, 258]}\n"),
+                      NULL};
   cr_assert_eq(lt_test_run(&r1, NULL, 60, td), 0);
   cr_expect_str_eq(r1.out, "{\"text\":\"hi<|im_end|>\"}\n");
   lt_run_free(&r1);

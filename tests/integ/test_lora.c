@@ -22,7 +22,8 @@ static void lora_run(const char *rd, const char *extra) {
                           "'%s' train '%s/configs/smoke.json' --run-dir '%s' --set monitor.plot=false --set "
                           "rewards.length_penalty.target=4 --set learner.lora.rank=8 --set learner.lr=1e-3 "
                           "--set scheduler.mode=sync --set learner.steps=3 %s",
-                          lt_test_bin(), lt_test_root(), rd, extra), 0);
+                          lt_test_bin(), lt_test_root(), rd, extra),
+               0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
 }
@@ -36,8 +37,11 @@ static int exists(const char *rd, int v, const char *file) {
 /* The logprobs `longtail logprobs` gives for one sequence under model dir. */
 static void logprobs(const char *dir, double *out, int n) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 60, "echo '{\"tokens\": [1, 5, 7, 9, 3, 2, 11, 4]}' | '%s' logprobs --model '%s' "
-                          "--input /dev/stdin", lt_test_bin(), dir), 0);
+  cr_assert_eq(lt_test_sh(&r, 60,
+                          "echo '{\"tokens\": [1, 5, 7, 9, 3, 2, 11, 4]}' | '%s' logprobs --model '%s' "
+                          "--input /dev/stdin",
+                          lt_test_bin(), dir),
+               0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cJSON *j = cJSON_Parse(r.out);
   const cJSON *lp = cJSON_GetObjectItem(j, "logprobs");
@@ -93,8 +97,11 @@ Test(lora, a_run_publishes_adapters_workers_run_them_retrain_and_merge, .timeout
   cr_assert(strstr(r.out, "3 steps bit-identical"), "%s", r.out);
   lt_run_free(&r);
   for (int v = 1; v <= 3; v++) {
-    cr_assert_eq(lt_test_sh(&r, 30, "cmp '%s/checkpoints/v%d/adapter_model.safetensors' "
-                            "'%s/checkpoints/v%d/adapter_model.safetensors'", rd, v, out, v), 0);
+    cr_assert_eq(lt_test_sh(&r, 30,
+                            "cmp '%s/checkpoints/v%d/adapter_model.safetensors' "
+                            "'%s/checkpoints/v%d/adapter_model.safetensors'",
+                            rd, v, out, v),
+                 0);
     cr_assert_eq(r.status, 0, "v%d: %s", v, r.out);
     lt_run_free(&r);
   }

@@ -55,7 +55,7 @@ Test(pipeline, smoke_run_trains_and_exits_0, .timeout = 120) {
   snprintf(p, sizeof p, "%s/metrics.jsonl", rd);
   char *m = lt_test_read(p);
   cr_assert(m && strstr(m, "\"mis/token_accept\"") && strstr(m, "\"critic/value_loss\"") &&
-            strstr(m, "\"routing/confidence_learner\"") && strstr(m, "\"learner/publish_s\""),
+                strstr(m, "\"routing/confidence_learner\"") && strstr(m, "\"learner/publish_s\""),
             "metrics.jsonl lacks learner metrics");
   free(m);
   lt_test_rmdir(dir);
@@ -69,19 +69,23 @@ Test(pipeline, all_rejected_tokens_publish_the_v0_actor_unchanged, .timeout = 12
   char rd[4200];
   snprintf(rd, sizeof rd, "%s/run", dir);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd,
-                        "--set", "learner.mispo.token_bounds=[1.5,2.0]", NULL};
+  const char *argv[] = {
+      "longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", "learner.mispo.token_bounds=[1.5,2.0]",
+      NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   char db[4300];
   snprintf(db, sizeof db, "%s/buffer.db", rd);
-  cr_assert_eq(lt_test_sql1(db, "SELECT CAST(max(value) * 1000 AS INTEGER) FROM metrics WHERE name = 'mis/kept_fraction'"), 0);
+  cr_assert_eq(
+      lt_test_sql1(db, "SELECT CAST(max(value) * 1000 AS INTEGER) FROM metrics WHERE name = 'mis/kept_fraction'"), 0);
   cr_assert_gt(lt_test_sql1(db, "SELECT sum(value) FROM metrics WHERE name = 'actor/skipped_updates'"), 0);
   long long versions = lt_test_sql1(db, "SELECT max(version) FROM checkpoints");
   cr_assert_geq(versions, 2);
   for (long long v = 1; v <= versions; v++) {
-    cr_assert_eq(lt_test_sh(&r, 30, "cmp %s/checkpoints/v0/model.safetensors %s/checkpoints/v%lld/model.safetensors", rd, rd, v), 0);
+    cr_assert_eq(
+        lt_test_sh(&r, 30, "cmp %s/checkpoints/v0/model.safetensors %s/checkpoints/v%lld/model.safetensors", rd, rd, v),
+        0);
     cr_assert_eq(r.status, 0, "v%lld's actor differs from v0's: %s", v, r.out);
     lt_run_free(&r);
   }
@@ -98,12 +102,30 @@ Test(pipeline, bounded_run_trains_the_remainder_behind_several_batches, .timeout
   char rd[4200];
   snprintf(rd, sizeof rd, "%s/run", dir);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd,
-                        "--set", "learner.batch.trajectories=16", "--set", "learner.actor_minibatches=1",
-                        "--set", "learner.critic_minibatches=1", "--set", "scheduler.max_tasks=100",
-                        "--set", "scheduler.queue_depth=100", "--set", "scheduler.max_staleness=100",
-                        "--set", "workers.slots=32", "--set", "workers.backend=scripted",
-                        "--set", "workers.scripted.mean_tokens=16", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        "learner.batch.trajectories=16",
+                        "--set",
+                        "learner.actor_minibatches=1",
+                        "--set",
+                        "learner.critic_minibatches=1",
+                        "--set",
+                        "scheduler.max_tasks=100",
+                        "--set",
+                        "scheduler.queue_depth=100",
+                        "--set",
+                        "scheduler.max_staleness=100",
+                        "--set",
+                        "workers.slots=32",
+                        "--set",
+                        "workers.backend=scripted",
+                        "--set",
+                        "workers.scripted.mean_tokens=16",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "exit %d (124: it never ended): %s", r.status, r.err);
   lt_run_free(&r);
@@ -124,8 +146,16 @@ Test(pipeline, learner_start_failure_exits_with_its_reason, .timeout = 60) {
   char rd[4200];
   snprintf(rd, sizeof rd, "%s/run", dir);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", "learner.device=cuda",
-                        "--set", "learner.keep_sampling_mask=true", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        "learner.device=cuda",
+                        "--set",
+                        "learner.keep_sampling_mask=true",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 30, argv), 0);
   cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
   cr_assert(strstr(r.err, "learner.device"), "%s", r.err);
@@ -139,8 +169,18 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   snprintf(rd, sizeof rd, "%s/run", dir);
   int port = lt_test_free_port();
   snprintf(portset, sizeof portset, "monitor.prometheus_port=%d", port);
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset,
-                        "--set", "scheduler.max_tasks=100000", "--set", "learner.steps=30", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        portset,
+                        "--set",
+                        "scheduler.max_tasks=100000",
+                        "--set",
+                        "learner.steps=30",
+                        NULL};
   pid_t d = lt_test_spawn(dir, "daemon", argv);
   cr_assert_gt(d, 0);
   char *body = NULL;
@@ -151,9 +191,12 @@ Test(pipeline, prometheus_endpoint_serves_live_metrics, .timeout = 120) {
   }
   cr_assert(body && strstr(body, "HTTP/1.1 200 OK") && strstr(body, "text/plain; version=0.0.4"), "%s",
             body ? body : "unreachable");
-  static const char *want[] = {"# TYPE longtail_learner_steps_total counter", "longtail_workers_alive 2",
-                               "longtail_reward_mean ", "longtail_reward_by_domain{domain=\"arith\"} ",
-                               "longtail_staleness_trajectories{staleness=\"0\"} ", "longtail_critic_value_loss ",
+  static const char *want[] = {"# TYPE longtail_learner_steps_total counter",
+                               "longtail_workers_alive 2",
+                               "longtail_reward_mean ",
+                               "longtail_reward_by_domain{domain=\"arith\"} ",
+                               "longtail_staleness_trajectories{staleness=\"0\"} ",
+                               "longtail_critic_value_loss ",
                                "longtail_routing_confidence_learner "};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(body, want[i]), "missing %s", want[i]);
   /* Every family has one TYPE line (Prometheus rejects repeats). */
@@ -177,8 +220,8 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
   snprintf(portset, sizeof portset, "transport.weights_port=%d", lt_test_free_port());
   lt_run_t r;
   /* weights_serve all: the local workers are treated as remote and download every version. */
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset,
-                        "--set", "transport.weights_serve=all", NULL};
+  const char *argv[] = {"longtail", "train", config_path("smoke.json"),     "--run-dir", rd, "--set",
+                        portset,    "--set", "transport.weights_serve=all", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_expect(strstr(r.err, "weights served at http://"), "%s", r.err);
@@ -191,8 +234,11 @@ Test(pipeline, workers_fetch_weights_over_http, .timeout = 120) {
   /* Each worker's cache holds a downloaded, verified checkpoint identical to the daemon's. */
   for (int k = 0; k < 2; k++) {
     /* (a download the run's end cut short leaves a folder without its model: the newest whole one counts) */
-    cr_assert_eq(lt_test_sh(&r, 30, "cd %s/spool/local-%d.weights && v=$(ls -d v*/model.safetensors | sort -V | tail -1) && "
-                                    "cmp $v %s/checkpoints/$v && echo SAME", rd, k, rd), 0);
+    cr_assert_eq(lt_test_sh(&r, 30,
+                            "cd %s/spool/local-%d.weights && v=$(ls -d v*/model.safetensors | sort -V | tail -1) && "
+                            "cmp $v %s/checkpoints/$v && echo SAME",
+                            rd, k, rd),
+                 0);
     cr_expect(strstr(r.out, "SAME"), "local-%d: %s %s", k, r.out, r.err);
     lt_run_free(&r);
   }
@@ -207,14 +253,25 @@ Test(pipeline, publish_deltas_off_sends_whole_files, .timeout = 120) {
   snprintf(rd, sizeof rd, "%s/run", dir);
   snprintf(portset, sizeof portset, "transport.weights_port=%d", lt_test_free_port());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset, "--set",
-                        "transport.weights_serve=all", "--set", "checkpoint.publish_deltas=false", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        portset,
+                        "--set",
+                        "transport.weights_serve=all",
+                        "--set",
+                        "checkpoint.publish_deltas=false",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
-  cr_assert_eq(lt_test_sh(&r, 10, "ls -d %s/checkpoints/v* | wc -l; ls %s/checkpoints/v*/delta.zst 2>/dev/null | wc -l; "
-                                  "cat %s/logs/local-*.log | grep -c 'weights version [1-9][0-9]* from'; "
-                                  "cat %s/logs/local-*.log | grep -c 'a delta against'",
+  cr_assert_eq(lt_test_sh(&r, 10,
+                          "ls -d %s/checkpoints/v* | wc -l; ls %s/checkpoints/v*/delta.zst 2>/dev/null | wc -l; "
+                          "cat %s/logs/local-*.log | grep -c 'weights version [1-9][0-9]* from'; "
+                          "cat %s/logs/local-*.log | grep -c 'a delta against'",
                           rd, rd, rd, rd),
                0);
   int versions = 0, deltas = -1, whole = 0, applied = -1;
@@ -236,8 +293,18 @@ Test(pipeline, a_weights_client_hanging_up_mid_download_does_not_kill_the_daemon
   snprintf(rd, sizeof rd, "%s/run", dir);
   int port = lt_test_free_port();
   snprintf(portset, sizeof portset, "transport.weights_port=%d", port);
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", portset,
-                        "--set", "scheduler.max_tasks=100000", "--set", "learner.steps=30", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        portset,
+                        "--set",
+                        "scheduler.max_tasks=100000",
+                        "--set",
+                        "learner.steps=30",
+                        NULL};
   pid_t d = lt_test_spawn(dir, "daemon", argv);
   cr_assert_gt(d, 0);
   char *body = NULL;
@@ -256,7 +323,8 @@ Test(pipeline, a_weights_client_hanging_up_mid_download_does_not_kill_the_daemon
     int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
     cr_assert_geq(fd, 0);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     const char req[] = "GET /weights/0/model.safetensors HTTP/1.1\r\nHost: test\r\n\r\n";
     cr_assert_eq(write(fd, req, sizeof req - 1), (ssize_t)sizeof req - 1);
@@ -326,7 +394,11 @@ Test(pipeline, daemon_sigkill_then_resume_loses_and_duplicates_nothing, .timeout
   cr_assert_geq(lt_test_at(s, "learner_step", NULL), 3);
   cJSON_Delete(s);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db 'PRAGMA integrity_check; SELECT count(DISTINCT task_id) FROM trajectories;'", rd), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 30,
+                 "sqlite3 %s/buffer.db 'PRAGMA integrity_check; SELECT count(DISTINCT task_id) FROM trajectories;'",
+                 rd),
+      0);
   cr_assert(strstr(r.out, "ok\n160"), "%s", r.out);
   lt_run_free(&r);
   lt_test_rmdir(dir);
@@ -341,7 +413,8 @@ Test(pipeline, worker_sigkill_mid_task_requeues_each_task_once, .timeout = 240) 
   snprintf(sp1, sizeof sp1, "%s/spool1", dir);
   snprintf(sp2, sizeof sp2, "%s/spool2", dir);
   const char *w1[] = {"longtail", "worker", "--connect", ep, "--slots", "4", "--name", "victim", "--spool", sp1, NULL};
-  const char *w2[] = {"longtail", "worker", "--connect", ep, "--slots", "4", "--name", "survivor", "--spool", sp2, NULL};
+  const char *w2[] = {"longtail", "worker",   "--connect", ep,  "--slots", "4",
+                      "--name",   "survivor", "--spool",   sp2, NULL};
   pid_t p1 = lt_test_spawn(dir, "w1", w1), p2 = lt_test_spawn(dir, "w2", w2);
   cr_assert_geq(lt_test_poll_stat(rd, "tasks", "done", 8, 60), 8);
   kill(p1, SIGKILL);
@@ -354,8 +427,11 @@ Test(pipeline, worker_sigkill_mid_task_requeues_each_task_once, .timeout = 240) 
   cr_assert_eq(lt_test_at(s, "trajectories", "total"), 96);
   cJSON_Delete(s);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM events WHERE kind = 'worker_dead'; "
-                                  "SELECT count(*) FROM tasks WHERE attempts > 0\"", rd), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s/buffer.db \"SELECT count(*) FROM events WHERE kind = 'worker_dead'; "
+                          "SELECT count(*) FROM tasks WHERE attempts > 0\"",
+                          rd),
+               0);
   cr_assert(!strncmp(r.out, "1\n", 2), "the killed worker was not declared dead: %s", r.out);
   lt_run_free(&r);
   lt_test_rmdir(dir);
@@ -384,7 +460,8 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
    * that does not exist, and a frame past transport.max_message_mb. */
   const char *future = "{\"v\": 99, \"type\": \"HELLO\", \"id\": 1}";
   zmq_send(s, future, strlen(future), 0);
-  const char *ghost = "{\"v\": 1, \"type\": \"HEARTBEAT\", \"id\": 2, \"t_ms\": 1, \"inflight\": 0, \"slots\": 1, \"policy_version\": 0, \"unacked\": 0}";
+  const char *ghost =
+      "{\"v\": 1, \"type\": \"HEARTBEAT\", \"id\": 2, \"t_ms\": 1, \"inflight\": 0, \"slots\": 1, \"policy_version\": 0, \"unacked\": 0}";
   zmq_send(s, ghost, strlen(ghost), 0);
   /* (Before the oversized frame, which makes ZeroMQ drop the connection.)
    * A well-formed TRAJ longer than the context any worker was given. */
@@ -392,10 +469,21 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   int32_t *tok = calloc(LONG, 4), *ver = calloc(LONG, 4);
   float *lp = calloc(LONG, 4);
   uint8_t *mask = calloc(LONG, 1);
-  lt_msg_t lm = {.type = LT_MSG_TRAJ, .id = 3,
-                 .u.traj = {.task_id = 1, .group_id = 1, .domain = "arith", .reason = "stop", .error = "", .has_reward = 1,
-                            .components = cJSON_CreateObject(), .messages = cJSON_CreateArray(), .ntokens = LONG,
-                            .tokens = tok, .logprobs = lp, .loss_mask = mask, .versions = ver}};
+  lt_msg_t lm = {.type = LT_MSG_TRAJ,
+                 .id = 3,
+                 .u.traj = {.task_id = 1,
+                            .group_id = 1,
+                            .domain = "arith",
+                            .reason = "stop",
+                            .error = "",
+                            .has_reward = 1,
+                            .components = cJSON_CreateObject(),
+                            .messages = cJSON_CreateArray(),
+                            .ntokens = LONG,
+                            .tokens = tok,
+                            .logprobs = lp,
+                            .loss_mask = mask,
+                            .versions = ver}};
   lt_frames_t fr;
   cr_assert_eq(lt_proto_encode(&lm, &fr), 0);
   for (int i = 0; i < fr.n; i++) zmq_send(s, fr.f[i].data, fr.f[i].len, i + 1 < fr.n ? ZMQ_SNDMORE : 0);
@@ -426,7 +514,8 @@ Test(pipeline, hostile_peers_leave_the_daemon_serving, .timeout = 180) {
   char logp[4300];
   snprintf(logp, sizeof logp, "%s/daemon.err", dir);
   char *log = lt_test_read(logp);
-  cr_expect(log && strstr(log, "5000 tokens: longer than rollout.max_context"), "the oversized result was not refused: %s", log ? log : "");
+  cr_expect(log && strstr(log, "5000 tokens: longer than rollout.max_context"),
+            "the oversized result was not refused: %s", log ? log : "");
   free(log);
   lt_test_rmdir(dir);
 }
@@ -447,13 +536,28 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
   float lp[4] = {0, 0, -0.5f, -0.5f};
   uint8_t mask[4] = {0, 0, 1, 1};
   ver[2] = ver[3] = (int32_t)task.u.task.policy_version;
-  lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 2,
-                 .u.traj = {.task_id = id, .group_id = task.u.task.group_id, .domain = task.u.task.domain,
-                            .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
-                            .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
-                            .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
-                            .loss_mask = mask, .versions = ver}};
-  lt_msg_t busy = {.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = task.id, .task_id = id}};
+  lt_msg_t tr = {.type = LT_MSG_TRAJ,
+                 .id = 2,
+                 .u.traj = {.task_id = id,
+                            .group_id = task.u.task.group_id,
+                            .domain = task.u.task.domain,
+                            .status = LT_TRAJ_OK,
+                            .finish = LT_FINISH_TERMINATED,
+                            .reason = "stop",
+                            .error = "",
+                            .has_reward = 1,
+                            .reward = 1,
+                            .components = cJSON_CreateObject(),
+                            .messages = cJSON_CreateArray(),
+                            .turns = 1,
+                            .ntokens = 4,
+                            .tokens = tok,
+                            .logprobs = lp,
+                            .loss_mask = mask,
+                            .versions = ver}};
+  lt_msg_t busy = {.type = LT_MSG_ERROR,
+                   .id = 3,
+                   .u.error = {.code = LT_EBUSY, .message = "all slots busy", .ref = task.id, .task_id = id}};
   lt_test_peer_send(s, &tr);
   lt_test_peer_send(s, &busy); /* right behind: the daemon reads both before the commit ends */
   cJSON_Delete(tr.u.traj.components), cJSON_Delete(tr.u.traj.messages);
@@ -462,7 +566,8 @@ Test(pipeline, busy_reply_during_a_commit_leaves_the_task_done, .timeout = 120) 
   usleep(500000); /* anything written after the result has landed by now */
   lt_run_t r;
   cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT status FROM tasks WHERE id = %llu\"", rd,
-                          (unsigned long long)id), 0);
+                          (unsigned long long)id),
+               0);
   cr_expect_str_eq(r.out, "done\n", "task %llu is '%s' after its result was stored", (unsigned long long)id, r.out);
   lt_run_free(&r);
   zmq_close(s);
@@ -534,11 +639,12 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   snprintf(spk, sizeof spk, "%s/daemon.pub", dir);
   snprintf(k1, sizeof k1, "%s/w1", dir);
   snprintf(k2, sizeof k2, "%s/w2", dir);
-  const char *w1[] = {"longtail", "worker", "--connect", ep, "--name", "w1", "--backend", "scripted", "--server-key", spk,
-                      "--key", k1, "--daemon-gone", "20", NULL};
-  const char *w2[] = {"longtail", "worker", "--connect", ep, "--name", "w2", "--backend", "scripted", "--server-key", spk,
-                      "--key", k2, "--daemon-gone", "20", NULL};
-  const char *w3[] = {"longtail", "worker", "--connect", ep, "--name", "w3", "--backend", "scripted", "--daemon-gone", "20", NULL};
+  const char *w1[] = {"longtail",     "worker", "--connect", ep, "--name",        "w1", "--backend", "scripted",
+                      "--server-key", spk,      "--key",     k1, "--daemon-gone", "20", NULL};
+  const char *w2[] = {"longtail",     "worker", "--connect", ep, "--name",        "w2", "--backend", "scripted",
+                      "--server-key", spk,      "--key",     k2, "--daemon-gone", "20", NULL};
+  const char *w3[] = {"longtail",  "worker",   "--connect",     ep,   "--name", "w3",
+                      "--backend", "scripted", "--daemon-gone", "20", NULL};
   pid_t p1 = lt_test_spawn(dir, "w1", w1), p2 = lt_test_spawn(dir, "w2", w2), p3 = lt_test_spawn(dir, "w3", w3);
   int st = lt_test_wait(d, 150);
   cr_assert_eq(st, 0, "daemon exit %d", st);
@@ -547,15 +653,20 @@ Test(pipeline, curve_admits_only_listed_workers, .timeout = 180) {
   cr_expect_eq(lt_test_at(s, "workers", "seen"), 2, "only local-0 and w1 may be seen");
   cJSON_Delete(s);
   lt_run_t q;
-  cr_assert_eq(lt_test_sh(&q, 30, "sqlite3 %s/buffer.db \"SELECT name FROM workers ORDER BY name\"; grep -c 'refused a worker' %s/daemon.err",
-                          rd, dir), 0);
+  cr_assert_eq(
+      lt_test_sh(
+          &q, 30,
+          "sqlite3 %s/buffer.db \"SELECT name FROM workers ORDER BY name\"; grep -c 'refused a worker' %s/daemon.err",
+          rd, dir),
+      0);
   cr_expect(strstr(q.out, "local-0\nw1\n"), "%s", q.out);
   cr_expect(!strstr(q.out, "w2") && !strstr(q.out, "w3"), "%s", q.out);
   lt_run_free(&q);
   char log[4400];
   snprintf(log, sizeof log, "%s/daemon.err", dir);
   char *dl = lt_test_read(log);
-  cr_expect(dl && strstr(dl, "refused a worker") && strstr(dl, "unknown key"), "the daemon says whom it refused: %s", dl ? dl : "");
+  cr_expect(dl && strstr(dl, "refused a worker") && strstr(dl, "unknown key"), "the daemon says whom it refused: %s",
+            dl ? dl : "");
   free(dl);
   kill(p1, SIGTERM), kill(p2, SIGTERM), kill(p3, SIGTERM);
   lt_test_wait(p1, 30), lt_test_wait(p2, 30), lt_test_wait(p3, 30);
@@ -603,15 +714,17 @@ Test(pipeline, curve_refused_worker_says_why_and_exits_7, .timeout = 180) {
       {"a wrong daemon key", wrong, k1, "its public key is not", pub2, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const char *wa[16] = {"longtail", "worker", "--connect", ep, "--name", "wx", "--backend", "scripted", "--daemon-gone", "5"};
+    const char *wa[16] = {"longtail",  "worker",   "--connect",     ep, "--name", "wx",
+                          "--backend", "scripted", "--daemon-gone", "5"};
     int n = 10;
-    if (cases[i].server_key) wa[n++] = "--server-key", wa[n++] = cases[i].server_key, wa[n++] = "--key", wa[n++] = cases[i].key;
+    if (cases[i].server_key)
+      wa[n++] = "--server-key", wa[n++] = cases[i].server_key, wa[n++] = "--key", wa[n++] = cases[i].key;
     wa[n] = NULL;
     lt_run_t r;
     cr_assert_eq(lt_test_run(&r, NULL, 60, wa), 0);
     cr_expect_eq(r.status, 7, "%s: exit %d after %.1f s: %s", cases[i].what, r.status, r.secs, r.err);
-    cr_expect(strstr(r.err, cases[i].says) && strstr(r.err, ep) && strstr(r.err, cases[i].names), "%s: %s", cases[i].what,
-              r.err);
+    cr_expect(strstr(r.err, cases[i].says) && strstr(r.err, ep) && strstr(r.err, cases[i].names), "%s: %s",
+              cases[i].what, r.err);
     if (cases[i].at_once) cr_expect(!strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
     /* said before the daemon was missed: the diagnosis comes first */
     else cr_expect(strstr(r.err, cases[i].says) < strstr(r.err, "daemon silent"), "%s: %s", cases[i].what, r.err);
@@ -651,9 +764,22 @@ Test(pipeline, learner_and_workers_run_on_their_cpus_and_the_loop_stays, .timeou
   snprintf(lset, sizeof lset, "learner.cpus=%s", l);
   snprintf(wset, sizeof wset, "workers.cpus=%s", w);
   lt_cpus_format(&self, all, sizeof all); /* where the daemon starts: this test's CPUs */
-  const char *argv[] = {"longtail", "train", config_path("smoke.json"), "--run-dir", rd, "--set", lset, "--set", wset,
-                        "--set", "learner.threads=2", "--set", "scheduler.max_tasks=100000", "--set",
-                        "learner.steps=1000", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        config_path("smoke.json"),
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        lset,
+                        "--set",
+                        wset,
+                        "--set",
+                        "learner.threads=2",
+                        "--set",
+                        "scheduler.max_tasks=100000",
+                        "--set",
+                        "learner.steps=1000",
+                        NULL};
   pid_t d = lt_test_spawn(dir, "daemon", argv);
   cr_assert_gt(d, 0);
   cr_assert_geq(lt_test_poll_stat(rd, "learner_step", NULL, 2, 60), 2, "no learner step");
@@ -674,8 +800,10 @@ Test(pipeline, learner_and_workers_run_on_their_cpus_and_the_loop_stays, .timeou
   lt_run_free(&r);
   cr_expect_geq(on_learner, 2, "%d of the daemon's threads on learner.cpus", on_learner);
   /* The workers: the daemon's children, every thread of theirs. */
-  cr_assert_eq(lt_test_sh(&r, 10, "for p in /proc/[0-9]*; do awk -v d=%d '$4 == d {print $1}' $p/stat 2>/dev/null; done",
-                          (int)d), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 10, "for p in /proc/[0-9]*; do awk -v d=%d '$4 == d {print $1}' $p/stat 2>/dev/null; done",
+                 (int)d),
+      0);
   for (char *c = strtok(r.out, "\n"); c; c = strtok(NULL, "\n")) {
     lt_run_t tr;
     cr_assert_eq(lt_test_sh(&tr, 10, "grep -h Cpus_allowed_list /proc/%s/task/*/status | sort -u", c), 0);

@@ -142,12 +142,25 @@ Test(reliability, out_of_vocabulary_or_out_of_range_trajectory_is_refused_and_it
   int32_t tok[4] = {1, 2, 1264, 4}, ver[4] = {-1, -1, 0, 0};
   float lp[4] = {0, 0, -0.5f, -0.5f};
   uint8_t mask[4] = {0, 0, 1, 1};
-  lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 77,
-                 .u.traj = {.task_id = task.u.task.task_id, .group_id = task.u.task.group_id, .domain = task.u.task.domain,
-                            .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "",
-                            .has_reward = 1, .reward = 1, .components = cJSON_CreateObject(),
-                            .messages = cJSON_CreateArray(), .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
-                            .loss_mask = mask, .versions = ver}};
+  lt_msg_t tr = {.type = LT_MSG_TRAJ,
+                 .id = 77,
+                 .u.traj = {.task_id = task.u.task.task_id,
+                            .group_id = task.u.task.group_id,
+                            .domain = task.u.task.domain,
+                            .status = LT_TRAJ_OK,
+                            .finish = LT_FINISH_TERMINATED,
+                            .reason = "stop",
+                            .error = "",
+                            .has_reward = 1,
+                            .reward = 1,
+                            .components = cJSON_CreateObject(),
+                            .messages = cJSON_CreateArray(),
+                            .turns = 1,
+                            .ntokens = 4,
+                            .tokens = tok,
+                            .logprobs = lp,
+                            .loss_mask = mask,
+                            .versions = ver}};
   lt_test_peer_send(s, &tr);
   lt_msg_t err;
   cr_assert(lt_test_peer_recv(s, LT_MSG_ERROR, &err, 10), "no ERROR for an out-of-vocabulary TRAJ");
@@ -200,20 +213,26 @@ static int64_t quarantine_run(rel_run_t *r, const char *tag, int max_attempts) {
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   int64_t bad = sql1(r->rd, "SELECT min(task_id) FROM trajectories WHERE status = 'ready'");
-  cr_assert_eq(lt_test_sh(&out, 30, "sqlite3 %s/buffer.db \"UPDATE payloads SET tokens = X'F0040000' || substr(tokens, 5) "
-                                     "WHERE task_id = %lld\"", r->rd, (long long)bad), 0);
+  cr_assert_eq(lt_test_sh(&out, 30,
+                          "sqlite3 %s/buffer.db \"UPDATE payloads SET tokens = X'F0040000' || substr(tokens, 5) "
+                          "WHERE task_id = %lld\"",
+                          r->rd, (long long)bad),
+               0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   if (max_attempts > 0) {
     cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"max_tasks\": 32,/\"max_tasks\": 32, \"max_attempts\": %d,/' %s",
-                            max_attempts, r->cfg), 0);
+                            max_attempts, r->cfg),
+                 0);
     lt_run_free(&out);
   }
   pid_t d = rel_daemon(r, "resumed", 1);
   cr_assert_eq(lt_test_wait(d, 120), 0, "the resumed run did not complete");
   char q[256];
-  snprintf(q, sizeof q, "SELECT count(*) FROM quarantine WHERE task_id = %lld AND why LIKE '%%1264%%' AND step >= 1 "
-                        "AND length(tokens) > 0", (long long)bad);
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM quarantine WHERE task_id = %lld AND why LIKE '%%1264%%' AND step >= 1 "
+           "AND length(tokens) > 0",
+           (long long)bad);
   cr_expect_eq(sql1(r->rd, q), 1, "the quarantined record is kept for inspection");
   cr_expect_eq(sql1(r->rd, "SELECT value FROM counters WHERE name = 'trajectories_quarantined'"), 1);
   cr_expect_eq(sql1(r->rd, "SELECT count(*) FROM events WHERE kind = 'quarantined' AND detail LIKE '%1264%'"), 1);
@@ -228,9 +247,11 @@ static int64_t quarantine_run(rel_run_t *r, const char *tag, int max_attempts) {
 Test(reliability, learner_quarantines_an_unusable_trajectory_and_its_task_runs_again, .timeout = 180) {
   rel_run_t r;
   int64_t bad = quarantine_run(&r, "quarantine", 0);
-  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 32, "the new attempt was trained on");
+  cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 32,
+               "the new attempt was trained on");
   char q[256];
-  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'done' AND attempts = 1", (long long)bad);
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'done' AND attempts = 1",
+           (long long)bad);
   cr_expect_eq(sql1(r.rd, q), 1, "the task ran again, its attempt counted");
   lt_test_rmdir(r.dir);
 }
@@ -241,10 +262,12 @@ Test(reliability, a_quarantined_task_is_bounded_by_max_attempts, .timeout = 180)
   rel_run_t r;
   int64_t bad = quarantine_run(&r, "quarantine-max", 1);
   char q[256];
-  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'failed' AND attempts = 1", (long long)bad);
+  snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %lld AND status = 'failed' AND attempts = 1",
+           (long long)bad);
   cr_expect_eq(sql1(r.rd, q), 1, "the quarantined task failed after its one attempt");
   cr_expect_eq(sql1(r.rd, "SELECT count(*) FROM trajectories WHERE status = 'consumed'"), 31);
-  snprintf(q, sizeof q, "SELECT count(*) FROM events WHERE kind = 'task_failed' AND detail LIKE 'task %lld %%quarantined%%'",
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM events WHERE kind = 'task_failed' AND detail LIKE 'task %lld %%quarantined%%'",
            (long long)bad);
   cr_expect_eq(sql1(r.rd, q), 1, "the failure names the quarantine");
   lt_test_rmdir(r.dir);
@@ -273,7 +296,8 @@ Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .tim
   rel_run_t r;
   rel_prepare(&r, "allfail", 0, 4, "\"learner\": {\"enabled\": false}");
   lt_run_t out;
-  cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"max_tasks\": 4,/\"max_tasks\": 4, \"max_attempts\": 1,/' %s", r.cfg), 0);
+  cr_assert_eq(lt_test_sh(&out, 10, "sed -i 's/\"max_tasks\": 4,/\"max_tasks\": 4, \"max_attempts\": 1,/' %s", r.cfg),
+               0);
   lt_run_free(&out);
   pid_t d = rel_daemon(&r, "daemon", 0);
   void *ctx = zmq_ctx_new();
@@ -281,9 +305,12 @@ Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .tim
   void *s = lt_test_peer_hello(ctx, r.ep, "refuser", &task);
   for (int i = 0; i < 4; i++) { /* a worker that cannot run any task (as with an impossible limit) */
     if (i > 0) cr_assert(lt_test_peer_recv(s, LT_MSG_TASK, &task, 10), "no TASK %d", i);
-    lt_msg_t e = {.type = LT_MSG_ERROR, .id = (uint64_t)(10 + i),
-                  .u.error = {.code = LT_EINVAL, .message = "max_new_tokens beyond what this worker allows",
-                              .ref = task.id, .task_id = task.u.task.task_id}};
+    lt_msg_t e = {.type = LT_MSG_ERROR,
+                  .id = (uint64_t)(10 + i),
+                  .u.error = {.code = LT_EINVAL,
+                              .message = "max_new_tokens beyond what this worker allows",
+                              .ref = task.id,
+                              .task_id = task.u.task.task_id}};
     lt_test_peer_send(s, &e);
     lt_msg_free(&task);
   }
@@ -294,7 +321,8 @@ Test(reliability, run_whose_tasks_all_failed_exits_nonzero_with_the_reason, .tim
   char p[4300];
   snprintf(p, sizeof p, "%s/daemon.err", r.dir);
   char *log = lt_test_read(p);
-  cr_expect(log && strstr(log, "all 4 tasks failed") && strstr(log, "beyond what this worker allows"), "%s", log ? log : "");
+  cr_expect(log && strstr(log, "all 4 tasks failed") && strstr(log, "beyond what this worker allows"), "%s",
+            log ? log : "");
   free(log);
   lt_test_rmdir(r.dir);
 }
@@ -324,7 +352,11 @@ Test(reliability, readers_of_a_corrupt_buffer_exit_6, .timeout = 120) {
   cr_assert_eq(lt_test_run(&out, NULL, 90, argv), 0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
-  cr_assert_eq(lt_test_sh(&out, 10, "python3 -c \"f = open('%s/buffer.db', 'r+b'); f.seek(4096 + 8); f.write(bytes(range(256)) * 8)\"", r.rd), 0);
+  cr_assert_eq(
+      lt_test_sh(&out, 10,
+                 "python3 -c \"f = open('%s/buffer.db', 'r+b'); f.seek(4096 + 8); f.write(bytes(range(256)) * 8)\"",
+                 r.rd),
+      0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   const char *cmds[][8] = {{"longtail", "stats", r.rd, NULL},
@@ -390,8 +422,10 @@ Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
   /* a domain's reward spread is labelled like its mean, not taken for a domain named "<domain>/min" */
   static const char *spread[] = {"longtail_reward_by_domain{domain=\"arith\"} ",
                                  "longtail_reward_min_by_domain{domain=\"arith\"} ",
-                                 "longtail_reward_max_by_domain{domain=\"arith\"} ", "longtail_staleness_min ",
-                                 "longtail_advantage_min ", "longtail_advantage_max "};
+                                 "longtail_reward_max_by_domain{domain=\"arith\"} ",
+                                 "longtail_staleness_min ",
+                                 "longtail_advantage_min ",
+                                 "longtail_advantage_max "};
   for (size_t i = 0; i < sizeof spread / sizeof *spread; i++) cr_expect(strstr(body, spread[i]), "no %s", spread[i]);
   cr_expect_null(strstr(body, "/min\""), "a spread labelled as a domain: %s", body);
   char p[4300];
@@ -414,7 +448,10 @@ Test(reliability, prometheus_exposition_passes_promtool, .timeout = 120) {
 Test(reliability, third_party_worker_from_the_protocol_docs_completes_a_run, .timeout = 180) {
   lt_run_t out;
   /* (a python3 first on PATH, e.g. pyenv's, may lack Debian's python3-zmq) */
-  cr_assert_eq(lt_test_sh(&out, 10, "for p in python3 /usr/bin/python3; do $p -c 'import zmq' 2>/dev/null && echo $p && break; done"), 0);
+  cr_assert_eq(
+      lt_test_sh(&out, 10,
+                 "for p in python3 /usr/bin/python3; do $p -c 'import zmq' 2>/dev/null && echo $p && break; done"),
+      0);
   char py[256];
   snprintf(py, sizeof py, "%s", out.out);
   py[strcspn(py, "\n")] = 0;
@@ -477,7 +514,8 @@ Test(reliability, bye_with_a_running_task_counts_an_attempt, .timeout = 60) {
   snprintf(q, sizeof q, "SELECT attempts FROM tasks WHERE id = %llu", (unsigned long long)p.task.u.task.task_id);
   long long attempts = 0;
   for (int i = 0; i < 50 && attempts == 0; i++, usleep(100000)) attempts = sql1(p.r.rd, q);
-  cr_expect_eq(attempts, 1, "task %llu: %lld attempts after its worker left", (unsigned long long)p.task.u.task.task_id, attempts);
+  cr_expect_eq(attempts, 1, "task %llu: %lld attempts after its worker left", (unsigned long long)p.task.u.task.task_id,
+               attempts);
   peer_run_end(&p);
 }
 
@@ -490,9 +528,17 @@ Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .tim
   peer_run_start(&p, "keeprunning", "keeper");
   uint64_t running[1] = {p.task.u.task.task_id};
   for (int i = 0; i < 4; i++) { /* more reconnects than scheduler.max_attempts (3) */
-    lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 10 + (uint64_t)i,
-                      .u.hello = {.name = "keeper", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                  .pid = 1, .policy_version = 0, .running = running, .nrunning = 1}};
+    lt_msg_t hello = {.type = LT_MSG_HELLO,
+                      .id = 10 + (uint64_t)i,
+                      .u.hello = {.name = "keeper",
+                                  .slots = 1,
+                                  .backend = "scripted",
+                                  .device = "cpu",
+                                  .host = "test",
+                                  .pid = 1,
+                                  .policy_version = 0,
+                                  .running = running,
+                                  .nrunning = 1}};
     lt_test_peer_send(p.s, &hello);
     lt_msg_t welcome;
     cr_assert(lt_test_peer_recv(p.s, LT_MSG_WELCOME, &welcome, 5.0), "no WELCOME for reconnect %d", i + 1);
@@ -502,7 +548,8 @@ Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .tim
   char q[160];
   snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = %llu AND status = 'dispatched' AND attempts = 0",
            (unsigned long long)running[0]);
-  cr_expect_eq(sql1(p.r.rd, q), 1, "task %llu lost attempts (or its dispatch) over 4 reconnects", (unsigned long long)running[0]);
+  cr_expect_eq(sql1(p.r.rd, q), 1, "task %llu lost attempts (or its dispatch) over 4 reconnects",
+               (unsigned long long)running[0]);
   cr_expect_eq(sql1(p.r.rd, "SELECT count(*) FROM events WHERE kind = 'task_failed'"), 0);
   peer_run_end(&p);
 }
@@ -518,9 +565,17 @@ Test(reliability, a_hello_cannot_take_over_another_workers_task, .timeout = 60) 
   int linger = 0;
   zmq_setsockopt(thief, ZMQ_LINGER, &linger, sizeof linger);
   cr_assert_eq(zmq_connect(thief, p.r.ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = "thief", .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 2, .policy_version = 0, .running = running, .nrunning = 1}};
+  lt_msg_t hello = {.type = LT_MSG_HELLO,
+                    .id = 1,
+                    .u.hello = {.name = "thief",
+                                .slots = 1,
+                                .backend = "scripted",
+                                .device = "cpu",
+                                .host = "test",
+                                .pid = 2,
+                                .policy_version = 0,
+                                .running = running,
+                                .nrunning = 1}};
   lt_test_peer_send(thief, &hello);
   lt_msg_t ab;
   cr_assert(lt_test_peer_recv(thief, LT_MSG_ABORT, &ab, 5.0), "no ABORT for a task the newcomer was never given");
@@ -540,11 +595,13 @@ Test(reliability, a_hello_cannot_take_over_another_workers_task, .timeout = 60) 
 Test(reliability, config_paths_resolve_against_the_config_folder, .timeout = 60) {
   char *dir = lt_test_tmpdir("cfgpaths");
   lt_run_t out;
-  cr_assert_eq(lt_test_sh(&out, 10, "mkdir -p %s/sub/models && cp %s/configs/models/tiny-moe.json %s/sub/models/m.json && "
-                                    "echo '{\"extends\": \"sub/base.json\"}' > %s/top.json && "
-                                    "echo '{\"model\": {\"init\": \"models/m.json\"}, \"envs\": {\"t\": {\"type\": \"tools\", "
-                                    "\"params\": {\"spec\": \"%s/configs/envs/bank.json\"}}}}' > %s/sub/base.json",
-                          dir, lt_test_root(), dir, dir, lt_test_root(), dir), 0);
+  cr_assert_eq(lt_test_sh(&out, 10,
+                          "mkdir -p %s/sub/models && cp %s/configs/models/tiny-moe.json %s/sub/models/m.json && "
+                          "echo '{\"extends\": \"sub/base.json\"}' > %s/top.json && "
+                          "echo '{\"model\": {\"init\": \"models/m.json\"}, \"envs\": {\"t\": {\"type\": \"tools\", "
+                          "\"params\": {\"spec\": \"%s/configs/envs/bank.json\"}}}}' > %s/sub/base.json",
+                          dir, lt_test_root(), dir, dir, lt_test_root(), dir),
+               0);
   cr_assert_eq(out.status, 0, "%s", out.err);
   lt_run_free(&out);
   /* From another working directory: the base's path is taken from the base's folder. */
@@ -576,9 +633,16 @@ static void *batch_run(rel_run_t *r, const char *tag, pid_t *d, void **ctx) {
 }
 
 static lt_msg_t batch_hello(const char *name, int slots, int batch) {
-  return (lt_msg_t){.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = (char *)name, .slots = slots, .backend = "scripted", .device = "cpu",
-                                .host = "test", .pid = 1, .policy_version = -1, .batch = batch}};
+  return (lt_msg_t){.type = LT_MSG_HELLO,
+                    .id = 1,
+                    .u.hello = {.name = (char *)name,
+                                .slots = slots,
+                                .backend = "scripted",
+                                .device = "cpu",
+                                .host = "test",
+                                .pid = 1,
+                                .policy_version = -1,
+                                .batch = batch}};
 }
 
 /* Issue 22: a worker that announces batch in HELLO gets the tasks ready for it
@@ -619,11 +683,25 @@ static void batch_results(const lt_tasks_t *tasks, int bad, lt_frames_t *one) {
   static uint8_t mask[4] = {0, 0, 1, 1};
   for (int i = 0; i < tasks->n; i++) {
     lt_task_t *t = &tasks->tasks[i];
-    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
-                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
-                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
-                              .turns = 1, .eval = t->eval, .ntokens = 4, .tokens = tok, .logprobs = i == bad ? badlp : lp,
-                              .loss_mask = mask, .versions = ver, .temperature = -1}};
+    lt_msg_t tr = {.type = LT_MSG_TRAJ,
+                   .id = 10 + (uint64_t)i,
+                   .u.traj = {.task_id = t->task_id,
+                              .group_id = t->group_id,
+                              .domain = t->domain,
+                              .status = LT_TRAJ_OK,
+                              .finish = LT_FINISH_TERMINATED,
+                              .reason = "stop",
+                              .error = "",
+                              .has_reward = 1,
+                              .reward = 1,
+                              .turns = 1,
+                              .eval = t->eval,
+                              .ntokens = 4,
+                              .tokens = tok,
+                              .logprobs = i == bad ? badlp : lp,
+                              .loss_mask = mask,
+                              .versions = ver,
+                              .temperature = -1}};
     cr_assert_eq(lt_proto_encode(&tr, &one[i]), 0, "%s", lt_error_msg());
   }
 }
@@ -678,8 +756,9 @@ Test(reliability, a_batching_worker_sends_its_results_in_one_trajs, .timeout = 6
   cr_assert(lt_test_peer_recv(s, LT_MSG_ACK, &ack, 10), "no ACK");
   cr_assert_eq(ack.u.ack.n, 2, "the commit's ACKs in one message (%d ids)", ack.u.ack.n);
   for (int i = 0; i < 2; i++) {
-    cr_expect(ack.u.ack.task_ids[i] == m.u.tasks.tasks[0].task_id || ack.u.ack.task_ids[i] == m.u.tasks.tasks[1].task_id,
-              "ACK for task %llu", (unsigned long long)ack.u.ack.task_ids[i]);
+    cr_expect(
+        ack.u.ack.task_ids[i] == m.u.tasks.tasks[0].task_id || ack.u.ack.task_ids[i] == m.u.tasks.tasks[1].task_id,
+        "ACK for task %llu", (unsigned long long)ack.u.ack.task_ids[i]);
     cr_expect_eq(ack.u.ack.duplicate[i], 0);
   }
   lt_msg_free(&ack);
@@ -753,13 +832,14 @@ Test(reliability, a_trajs_element_with_a_key_twice_is_refused_naming_no_other_ta
   }
   cr_expect_eq(acked, 2, "elements 0 and 2 were not both ACKed");
   char q[160];
-  snprintf(q, sizeof q, "SELECT count(*) FROM trajectories WHERE task_id IN (%llu, %llu)", (unsigned long long)t[0].task_id,
-           (unsigned long long)t[2].task_id);
+  snprintf(q, sizeof q, "SELECT count(*) FROM trajectories WHERE task_id IN (%llu, %llu)",
+           (unsigned long long)t[0].task_id, (unsigned long long)t[2].task_id);
   cr_expect_eq(sql1(r.rd, q), 2);
   cr_expect_eq(kill(d, 0), 0, "the daemon is gone");
   lt_msg_t hb = {.type = LT_MSG_HEARTBEAT, .id = 30, .u.heartbeat = {.slots = 3, .policy_version = -1}};
   lt_test_peer_send(s, &hb);
-  cr_expect(!lt_test_peer_recv(s, LT_MSG_ERROR, &err, 1.0), "the daemon forgot the worker after the refusal (its heartbeat got an ERROR)");
+  cr_expect(!lt_test_peer_recv(s, LT_MSG_ERROR, &err, 1.0),
+            "the daemon forgot the worker after the refusal (its heartbeat got an ERROR)");
   lt_frames_free(&fr);
   for (int i = 0; i < 3; i++) lt_frames_free(&one[i]);
   lt_msg_free(&m);
@@ -788,8 +868,8 @@ static pid_t played_worker(const char *dir, const char *spool, void **ctx, void 
   zmq_setsockopt(*s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(*s, ZMQ_RCVTIMEO, &to, sizeof to);
   cr_assert_eq(zmq_bind(*s, ep), 0);
-  const char *argv[] = {"longtail", "worker", "--connect", ep, "--backend", "scripted", "--slots", "2",
-                        "--name", "refused", "--spool", spool, NULL};
+  const char *argv[] = {"longtail", "worker", "--connect", ep,        "--backend", "scripted", "--slots",
+                        "2",        "--name", "refused",   "--spool", spool,       NULL};
   pid_t wp = lt_test_spawn(dir, "worker", argv);
   cr_assert_gt(wp, 0);
   return wp;
@@ -813,10 +893,23 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
   float lp[4] = {0, 0, -0.5f, -0.5f};
   uint8_t mask[4] = {0, 0, 1, 1};
   for (int i = 0; i < 5; i++) { /* message ids 10..14, from the earlier run */
-    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 10 + (uint64_t)i,
-                   .u.traj = {.task_id = 101 + (uint64_t)i, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK,
-                              .finish = LT_FINISH_TERMINATED, .reason = "stop", .error = "", .has_reward = 1, .reward = 1,
-                              .ntokens = 4, .tokens = tok, .logprobs = lp, .loss_mask = mask, .versions = ver, .temperature = -1}};
+    lt_msg_t tr = {.type = LT_MSG_TRAJ,
+                   .id = 10 + (uint64_t)i,
+                   .u.traj = {.task_id = 101 + (uint64_t)i,
+                              .group_id = 1,
+                              .domain = "arith",
+                              .status = LT_TRAJ_OK,
+                              .finish = LT_FINISH_TERMINATED,
+                              .reason = "stop",
+                              .error = "",
+                              .has_reward = 1,
+                              .reward = 1,
+                              .ntokens = 4,
+                              .tokens = tok,
+                              .logprobs = lp,
+                              .loss_mask = mask,
+                              .versions = ver,
+                              .temperature = -1}};
     lt_frames_t fr;
     cr_assert_eq(lt_proto_encode(&tr, &fr), 0);
     cr_assert_eq(lt_spool_put(sp, tr.u.traj.task_id, &fr), 0);
@@ -844,8 +937,12 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
     switch (m.type) {
     case LT_MSG_HELLO:
       hellos++;
-      r = (lt_msg_t){.type = LT_MSG_WELCOME, .id = 1,
-                     .u.welcome = {.worker_id = "refused", .heartbeat_ms = 200, .liveness = 50, .batch = 1,
+      r = (lt_msg_t){.type = LT_MSG_WELCOME,
+                     .id = 1,
+                     .u.welcome = {.worker_id = "refused",
+                                   .heartbeat_ms = 200,
+                                   .liveness = 50,
+                                   .batch = 1,
                                    .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
                                    .model = cJSON_CreateObject()}};
       router_send(s, rid, rlen, &r);
@@ -855,14 +952,17 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
     case LT_MSG_TRAJS:
       trajs++;
       cr_expect_gt(m.id, 14, "TRAJS id %llu reuses an id of the earlier run's messages", (unsigned long long)m.id);
-      r = (lt_msg_t){.type = LT_MSG_ERROR, .id = 2, .u.error = {.code = LT_EPROTO, .message = "refused as a whole", .ref = m.id}};
+      r = (lt_msg_t){
+          .type = LT_MSG_ERROR, .id = 2, .u.error = {.code = LT_EPROTO, .message = "refused as a whole", .ref = m.id}};
       router_send(s, rid, rlen, &r);
       break;
     case LT_MSG_TRAJ: {
       uint64_t task = m.u.traj.task_id;
       cr_assert(task >= 101 && task <= 105, "TRAJ for task %llu", (unsigned long long)task);
       singles[task - 101]++;
-      if (task == 105) r = (lt_msg_t){.type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EPROTO, .message = "unreadable", .ref = m.id}};
+      if (task == 105)
+        r = (lt_msg_t){
+            .type = LT_MSG_ERROR, .id = 3, .u.error = {.code = LT_EPROTO, .message = "unreadable", .ref = m.id}};
       else r = (lt_msg_t){.type = LT_MSG_ACK, .id = 3, .u.ack = {.task_ids = &task, .n = 1}};
       router_send(s, rid, rlen, &r);
       int all = 1;
@@ -881,7 +981,8 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
   lt_test_wait(wp, 10);
   cr_expect_eq(hellos, 1, "%d HELLOs: the refusal made the worker reconnect", hellos);
   cr_expect_eq(trajs, 1, "%d TRAJS: the refused one went again as a TRAJS", trajs);
-  for (int i = 0; i < 5; i++) cr_expect_eq(singles[i], 1, "task %d's trajectory came %d times as a TRAJ", 101 + i, singles[i]);
+  for (int i = 0; i < 5; i++)
+    cr_expect_eq(singles[i], 1, "task %d's trajectory came %d times as a TRAJ", 101 + i, singles[i]);
   cr_expect_eq(unacked, 0, "the worker's spool still holds %d trajectories (the refused one is dropped)", unacked);
   zmq_close(s);
   zmq_ctx_term(ctx);
@@ -907,7 +1008,8 @@ Test(reliability, a_refused_hello_ends_the_worker_instead_of_a_loop, .timeout = 
     if (!got) continue;
     if (m.type == LT_MSG_HELLO) {
       hellos++;
-      lt_msg_t r = {.type = LT_MSG_ERROR, .id = 1, .u.error = {.code = LT_EPROTO, .message = "HELLO.name: refused", .ref = m.id}};
+      lt_msg_t r = {
+          .type = LT_MSG_ERROR, .id = 1, .u.error = {.code = LT_EPROTO, .message = "HELLO.name: refused", .ref = m.id}};
       router_send(s, rid, rlen, &r);
     }
     lt_msg_free(&m);
@@ -917,7 +1019,8 @@ Test(reliability, a_refused_hello_ends_the_worker_instead_of_a_loop, .timeout = 
   cr_expect_eq(code, 1, "the worker's exit code: %d", code);
   snprintf(log, sizeof log, "%s/worker.err", dir);
   char *text = lt_test_read(log);
-  cr_expect(text && strstr(text, "refused this worker's HELLO: HELLO.name: refused"), "worker log: %s", text ? text : "(none)");
+  cr_expect(text && strstr(text, "refused this worker's HELLO: HELLO.name: refused"), "worker log: %s",
+            text ? text : "(none)");
   free(text);
   zmq_close(s);
   zmq_ctx_term(ctx);
@@ -949,14 +1052,29 @@ Test(reliability, a_played_workers_timeout_is_stored_as_a_failure_never_a_trunca
     lt_finish finish;
     const char *reason;
     double reward;
-  } claim[3] = {{LT_FINISH_TRUNCATED, "agent_timeout", 0.9}, {LT_FINISH_TERMINATED, "tool_timeout", 1}, {LT_FINISH_TRUNCATED, "gave_up", 0.5}};
+  } claim[3] = {{LT_FINISH_TRUNCATED, "agent_timeout", 0.9},
+                {LT_FINISH_TERMINATED, "tool_timeout", 1},
+                {LT_FINISH_TRUNCATED, "gave_up", 0.5}};
   for (int i = 0; i < 3; i++) {
     lt_task_t *t = &task[i].u.task;
-    lt_msg_t tr = {.type = LT_MSG_TRAJ, .id = 40 + (uint64_t)i,
-                   .u.traj = {.task_id = t->task_id, .group_id = t->group_id, .domain = t->domain, .status = LT_TRAJ_OK,
-                              .finish = claim[i].finish, .reason = (char *)claim[i].reason, .error = "", .has_reward = 1,
-                              .reward = claim[i].reward, .turns = 1, .ntokens = 4, .tokens = tok, .logprobs = lp,
-                              .loss_mask = mask, .versions = ver, .temperature = -1}};
+    lt_msg_t tr = {.type = LT_MSG_TRAJ,
+                   .id = 40 + (uint64_t)i,
+                   .u.traj = {.task_id = t->task_id,
+                              .group_id = t->group_id,
+                              .domain = t->domain,
+                              .status = LT_TRAJ_OK,
+                              .finish = claim[i].finish,
+                              .reason = (char *)claim[i].reason,
+                              .error = "",
+                              .has_reward = 1,
+                              .reward = claim[i].reward,
+                              .turns = 1,
+                              .ntokens = 4,
+                              .tokens = tok,
+                              .logprobs = lp,
+                              .loss_mask = mask,
+                              .versions = ver,
+                              .temperature = -1}};
     lt_test_peer_send(s, &tr);
   }
   int acked = 0, refused = 0;
@@ -976,8 +1094,9 @@ Test(reliability, a_played_workers_timeout_is_stored_as_a_failure_never_a_trunca
   cr_expect_eq(refused, 1, "a truncation for no budget was not refused");
   for (int i = 0; i < 2; i++) {
     char q[256];
-    snprintf(q, sizeof q, "SELECT count(*) FROM trajectories WHERE task_id = %llu AND truncated = 0 AND finish = 'timeout' "
-                          "AND reason = '%s' AND traj_status = 'ok' AND status = 'ready' AND reward = -1",
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM trajectories WHERE task_id = %llu AND truncated = 0 AND finish = 'timeout' "
+             "AND reason = '%s' AND traj_status = 'ok' AND status = 'ready' AND reward = -1",
              (unsigned long long)task[i].u.task.task_id, claim[i].reason);
     cr_expect_eq(sql1(r.rd, q), 1, "task %d (%s) is not stored as a failure", i, claim[i].reason);
   }

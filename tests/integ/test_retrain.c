@@ -21,8 +21,20 @@ static void smoke_run(const char *rd, int eval) {
   char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "monitor.plot=false", "--set", PENALTY,
-                        eval ? "--set" : NULL, "eval.every=2", "--set", "eval.prompts=16", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        "monitor.plot=false",
+                        "--set",
+                        PENALTY,
+                        eval ? "--set" : NULL,
+                        "eval.every=2",
+                        "--set",
+                        "eval.prompts=16",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
@@ -126,8 +138,8 @@ Test(retrain, run_interrupted_and_resumed_bit_identical, .timeout = 240) {
   snprintf(out, sizeof out, "%s/again", dir);
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   /* Fewer slots: the tasks in flight when SIGINT comes leave steps for the resumed daemon. */
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "monitor.plot=false", "--set", PENALTY,
-                        "--set", "workers.slots=2", NULL};
+  const char *argv[] = {"longtail", "train", cfg,     "--run-dir",       rd,  "--set", "monitor.plot=false",
+                        "--set",    PENALTY, "--set", "workers.slots=2", NULL};
   pid_t d = lt_test_spawn(dir, "daemon1", argv);
   cr_assert_gt(d, 0);
   cr_assert_geq(lt_test_poll_stat(rd, "learner_step", NULL, 1, 60), 1, "no learner step before SIGINT");
@@ -137,8 +149,9 @@ Test(retrain, run_interrupted_and_resumed_bit_identical, .timeout = 240) {
   double before = lt_test_at(s, "learner_step", NULL);
   cJSON_Delete(s);
   cr_assert_lt(before, 3, "the interrupted run finished all its steps");
-  const char *argv2[] = {"longtail", "train", cfg, "--run-dir", rd, "--resume", "--set", "monitor.plot=false",
-                         "--set", PENALTY, "--set", "workers.slots=2", NULL};
+  const char *argv2[] = {
+      "longtail", "train", cfg,     "--run-dir",       rd,  "--resume", "--set", "monitor.plot=false",
+      "--set",    PENALTY, "--set", "workers.slots=2", NULL};
   lt_run_t r;
   cr_assert_eq(lt_test_run(&r, NULL, 90, argv2), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);

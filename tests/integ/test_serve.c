@@ -94,10 +94,17 @@ Test(serve, an_unknown_route_names_the_routes, .timeout = 120) {
   cJSON *j = call(s.port, "POST", "/v1/message", "{}", &status);
   const char *msg = cJSON_GetStringValue(get(j, "error.message"));
   cr_expect_eq(status, 404);
-  static const char *routes[] = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/messages,",
-                                 "POST /v1/messages/count_tokens", "POST /v1/responses", "GET /v1/models",
-                                 "GET /v1/models/{id}", "GET /health", "POST /update_weights_from_disk",
-                                 "POST /v1/load_lora_adapter", "POST /v1/unload_lora_adapter"};
+  static const char *routes[] = {"POST /v1/chat/completions",
+                                 "POST /v1/completions",
+                                 "POST /v1/messages,",
+                                 "POST /v1/messages/count_tokens",
+                                 "POST /v1/responses",
+                                 "GET /v1/models",
+                                 "GET /v1/models/{id}",
+                                 "GET /health",
+                                 "POST /update_weights_from_disk",
+                                 "POST /v1/load_lora_adapter",
+                                 "POST /v1/unload_lora_adapter"};
   for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
     cr_expect(msg && strstr(msg, routes[i]), "%s not named: %s", routes[i], msg ? msg : "no message");
   cJSON_Delete(j);
@@ -115,10 +122,11 @@ Test(serve, an_unknown_route_names_the_routes, .timeout = 120) {
  * tokenizer makes one token per byte), and a template that raises is a 400. */
 Test(serve, chat_prompts_use_the_checkpoints_template, .timeout = 120) {
   served_t s;
-  serve_start_with(&s, "serve_tpl",
-                   "{\"bos_token\": \"<B>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}"
-                   "{% if m.content == 'bad' %}{{ raise_exception('no bad words') }}{% endif %}[{{ m.role }}] {{ m.content }}|"
-                   "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}\"}");
+  serve_start_with(
+      &s, "serve_tpl",
+      "{\"bos_token\": \"<B>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}"
+      "{% if m.content == 'bad' %}{{ raise_exception('no bad words') }}{% endif %}[{{ m.role }}] {{ m.content }}|"
+      "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}\"}");
   int st;
   cJSON *j = call(s.port, "POST", "/v1/chat/completions",
                   "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2, \"seed\": 1}", &st);
@@ -145,8 +153,9 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
   cr_expect(st == 200 && !strcmp(get(j, "data.0.id")->valuestring, "m"), "models");
   cJSON_Delete(j);
   /* A completion from token ids, with the sampled tokens' ids and logprobs. */
-  const char *req = "{\"prompt\": [3, 17, 42, 99], \"max_tokens\": 12, \"temperature\": 1.0, \"seed\": 11,"
-                    " \"logprobs\": 1, \"return_tokens_as_token_ids\": true}";
+  const char *req =
+      "{\"prompt\": [3, 17, 42, 99], \"max_tokens\": 12, \"temperature\": 1.0, \"seed\": 11,"
+      " \"logprobs\": 1, \"return_tokens_as_token_ids\": true}";
   j = call(s.port, "POST", "/v1/completions", req, &st);
   cr_assert_eq(st, 200);
   const cJSON *toks = get(j, "choices.0.logprobs.tokens"), *lps = get(j, "choices.0.logprobs.token_logprobs");
@@ -183,16 +192,18 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
   const cJSON *rl = cJSON_GetObjectItem(ref, "logprobs");
   int i = 0;
   for (const cJSON *l = lps->child; l; l = l->next, i++)
-    cr_expect(fabs(l->valuedouble - cJSON_GetArrayItem(rl, 4 + i)->valuedouble) < 1e-3, "token %d: served %g, reference %g",
-              i, l->valuedouble, cJSON_GetArrayItem(rl, 4 + i)->valuedouble);
+    cr_expect(fabs(l->valuedouble - cJSON_GetArrayItem(rl, 4 + i)->valuedouble) < 1e-3,
+              "token %d: served %g, reference %g", i, l->valuedouble, cJSON_GetArrayItem(rl, 4 + i)->valuedouble);
   cJSON_Delete(ref);
   cJSON_Delete(j);
   /* Chat: a message list in, an assistant message and per-token logprobs out. */
   j = call(s.port, "POST", "/v1/chat/completions",
            "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 5, \"logprobs\": true}", &st);
   cr_expect_eq(st, 200);
-  cr_expect(cJSON_IsString(get(j, "choices.0.message.content")) && !strcmp(get(j, "object")->valuestring, "chat.completion"));
-  cr_expect_eq(cJSON_GetArraySize(get(j, "choices.0.logprobs.content")), (int)get(j, "usage.completion_tokens")->valuedouble);
+  cr_expect(cJSON_IsString(get(j, "choices.0.message.content")) &&
+            !strcmp(get(j, "object")->valuestring, "chat.completion"));
+  cr_expect_eq(cJSON_GetArraySize(get(j, "choices.0.logprobs.content")),
+               (int)get(j, "usage.completion_tokens")->valuedouble);
   cJSON_Delete(j);
   /* Errors: the OpenAI error object with a 4xx status; the server keeps serving. */
   static const struct {
@@ -203,7 +214,8 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
       {"/v1/completions", "{\"prompt\": [999999]}", "prompt", 400},
       {"/v1/completions", "{\"prompt\": \"x\", \"stop\": [1]}", "stop", 400},
       {"/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
-      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"frobnicate\": 1}", "frobnicate", 400},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"frobnicate\": 1}",
+       "frobnicate", 400},
       {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
        "messages[0].content[0].type", 400},
       {"/v1/completions", "[1, 2]", NULL, 400},
@@ -214,7 +226,8 @@ Test(serve, openai_api_answers_match_the_reference_logprobs, .timeout = 120) {
     j = call(s.port, "POST", bad[k].path, bad[k].body, &st);
     cr_expect_eq(st, bad[k].status, "%s %s: %d", bad[k].path, bad[k].body, st);
     cr_expect(j && cJSON_IsString(get(j, "error.message")), "%s: no error object", bad[k].body);
-    if (bad[k].param) cr_expect(cJSON_IsString(get(j, "error.param")) && !strcmp(get(j, "error.param")->valuestring, bad[k].param));
+    if (bad[k].param)
+      cr_expect(cJSON_IsString(get(j, "error.param")) && !strcmp(get(j, "error.param")->valuestring, bad[k].param));
     cJSON_Delete(j);
   }
   j = call(s.port, "GET", "/health", NULL, &st);
@@ -233,18 +246,21 @@ Test(serve, training_with_the_openai_backend_against_serve, .timeout = 180) {
   snprintf(ep, sizeof ep, "workers.openai.endpoint=http://127.0.0.1:%d", s.port);
   snprintf(rl, sizeof rl, "workers.openai.reload_url=http://127.0.0.1:%d/update_weights_from_disk", s.port);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", mp, "--set", "workers.backend=openai",
-                        "--set", ep, "--set", rl, NULL};
+  const char *argv[] = {"longtail", "train", cfg,     "--run-dir", rd,  "--set", mp, "--set", "workers.backend=openai",
+                        "--set",    ep,      "--set", rl,          NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 150, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   /* Every task produced a trajectory the learner took (consumed) or dropped as too old (stale: how many depends on
    * how far the learner ran ahead, which a loaded machine changes), and the learner saw the served logprobs as its
    * own (same weights): the first step's mismatch is float noise. */
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE status IN "
-                                   "('consumed', 'stale'); SELECT count(*) > 0 FROM trajectories WHERE status = "
-                                   "'consumed'; SELECT value < 1e-4 FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
-                                   "AND step = 1;\"", rd), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE status IN "
+                          "('consumed', 'stale'); SELECT count(*) > 0 FROM trajectories WHERE status = "
+                          "'consumed'; SELECT value < 1e-4 FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
+                          "AND step = 1;\"",
+                          rd),
+               0);
   cr_expect_str_eq(r.out, "96\n1\n1\n");
   lt_run_free(&r);
   /* The workers asked the server to load each new policy. */
@@ -277,14 +293,20 @@ Test(serve, update_weights_from_disk_verifies_before_answering, .timeout = 120) 
   cr_expect_eq(update_weights(&s, p, NULL), 400, "a missing folder was taken");
   snprintf(p, sizeof p, "%s/garbage", s.dir);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 10, "mkdir -p %s && echo '{}' > %s/config.json && head -c 300 /dev/urandom > %s/model.safetensors", p, p, p), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 10, "mkdir -p %s && echo '{}' > %s/config.json && head -c 300 /dev/urandom > %s/model.safetensors",
+                 p, p, p),
+      0);
   lt_run_free(&r);
   cr_expect_eq(update_weights(&s, p, NULL), 400, "a garbage folder was taken");
   /* The served model's own files, one float turned into a NaN. */
   snprintf(p, sizeof p, "%s/nan", s.dir);
-  cr_assert_eq(lt_test_sh(&r, 10, "cp -r %s %s && python3 -c \"import struct; f = open('%s/model.safetensors', 'r+b'); "
-                                  "n = struct.unpack('<Q', f.read(8))[0]; f.seek(8 + n); f.write(struct.pack('<f', float('nan')))\"",
-                          s.model, p, p), 0);
+  cr_assert_eq(
+      lt_test_sh(&r, 10,
+                 "cp -r %s %s && python3 -c \"import struct; f = open('%s/model.safetensors', 'r+b'); "
+                 "n = struct.unpack('<Q', f.read(8))[0]; f.seek(8 + n); f.write(struct.pack('<f', float('nan')))\"",
+                 s.model, p, p),
+      0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   cr_expect_eq(update_weights(&s, p, NULL), 400, "a checkpoint with a NaN was taken");
@@ -318,8 +340,11 @@ static void sdk_script_drives_serve(const char *tag, const char *script) {
   serve_start_with(&s, tag, cfg);
   serve_start_ex(&sc, scripted_tag, cfg, (const char *[]){"--scripted", WEATHER_CALL, NULL});
   free(cfg);
-  lt_test_sh(&r, 200, "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/%s' http://127.0.0.1:%d "
-             "http://127.0.0.1:%d 2>&1", lt_test_root(), lt_test_root(), script, s.port, sc.port);
+  lt_test_sh(
+      &r, 200,
+      "LT_NODE_PATH='%s/tests/integ/agents/node_modules' node '%s/tests/integ/openai-sdk/%s' http://127.0.0.1:%d "
+      "http://127.0.0.1:%d 2>&1",
+      lt_test_root(), lt_test_root(), script, s.port, sc.port);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   cr_log_info("%s", r.out);
   lt_run_free(&r);
@@ -332,9 +357,7 @@ static void sdk_script_drives_serve(const char *tag, const char *script) {
  * usage as the plain call), stop, n = 2, top_logprobs, a 400 naming an
  * unsupported field, and a tools round trip against the scripted policy.  The
  * SDK is the agent tests' (tests/integ/agents/package-lock.json). */
-Test(serve, the_openai_sdk_drives_serve, .timeout = 400) {
-  sdk_script_drives_serve("serve_sdk", "sdk.mjs");
-}
+Test(serve, the_openai_sdk_drives_serve, .timeout = 400) { sdk_script_drives_serve("serve_sdk", "sdk.mjs"); }
 
 /* The official `@anthropic-ai/sdk` (Messages API) and `openai` (Responses API) SDKs, pinned, against serve
  * (tests/integ/openai-sdk/agent_apis.mjs): a call and its stream (parsed by the SDKs' MessageStream and
@@ -357,7 +380,8 @@ Test(serve, stream_is_server_sent_events_with_usage, .timeout = 120) {
                          " \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"logprobs\": true}");
   cr_assert(a);
   cr_expect(strstr(a, "HTTP/1.1 200") == a && strstr(a, "Content-Type: text/event-stream") &&
-            strstr(a, "Transfer-Encoding: chunked"), "%s", a);
+                strstr(a, "Transfer-Encoding: chunked"),
+            "%s", a);
   cr_expect(strstr(a, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"), "no role event: %s", a);
   const char *done = strstr(a, "data: [DONE]\n\n");
   cr_expect(done && strstr(done, "\r\n0\r\n\r\n"), "no [DONE] and last chunk: %s", a);
@@ -386,7 +410,8 @@ Test(serve, stream_is_server_sent_events_with_usage, .timeout = 120) {
     cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     static const char body[] = "{\"prompt\": [1, 2], \"max_tokens\": 900, \"stream\": true}";
     char req[256];
-    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1,
+                     body);
     cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
     char buf[512];
     cr_expect_gt(recv(fd, buf, sizeof buf, 0), 0);
@@ -434,7 +459,8 @@ Test(serve, choices_stop_alternatives_and_a_full_context, .timeout = 120) {
     snprintf(body, sizeof body, "{\"prompt\": [5, 6, 7], \"max_tokens\": 8, \"seed\": 2, \"stop\": \"%s\"}", stop);
     cJSON *c = call(s.port, "POST", "/v1/completions", body, &st);
     cr_expect_eq(st, 200);
-    cr_expect_eq(strncmp(get(c, "choices.0.text")->valuestring, text, strlen(get(c, "choices.0.text")->valuestring)), 0);
+    cr_expect_eq(strncmp(get(c, "choices.0.text")->valuestring, text, strlen(get(c, "choices.0.text")->valuestring)),
+                 0);
     cr_expect_eq(strlen(get(c, "choices.0.text")->valuestring), (size_t)(strchr(text, stop[0]) - text));
     cr_expect_str_eq(get(c, "choices.0.finish_reason")->valuestring, "stop");
     cJSON_Delete(c);
@@ -444,7 +470,8 @@ Test(serve, choices_stop_alternatives_and_a_full_context, .timeout = 120) {
   snprintf(big, sizeof big, "{\"messages\": [{\"role\": \"user\", \"content\": \"%0100d\"}]}", 0);
   j = call(s.port, "POST", "/v1/chat/completions", big, &st);
   cr_expect_eq(st, 400);
-  cr_expect(cJSON_IsString(get(j, "error.code")) && !strcmp(get(j, "error.code")->valuestring, "context_length_exceeded"));
+  cr_expect(cJSON_IsString(get(j, "error.code")) &&
+            !strcmp(get(j, "error.code")->valuestring, "context_length_exceeded"));
   cJSON_Delete(j);
   j = call(s.port, "GET", "/v1/models/anything", NULL, &st);
   cr_expect(st == 200 && !strcmp(get(j, "id")->valuestring, "anything"));
@@ -464,9 +491,11 @@ Test(serve, choices_stop_alternatives_and_a_full_context, .timeout = 120) {
 Test(serve, long_agent_requests_with_tools, .timeout = 120) {
   served_t s;
   char *cfg = sdk_template();
-  serve_start_ex(&s, "serve_agentreq", cfg, (const char *[]){"--scripted", WEATHER_CALL, "--max-context", "65536", NULL});
+  serve_start_ex(&s, "serve_agentreq", cfg,
+                 (const char *[]){"--scripted", WEATHER_CALL, "--max-context", "65536", NULL});
   free(cfg);
-  cJSON *body = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(body, "messages"), *tools = cJSON_AddArrayToObject(body, "tools");
+  cJSON *body = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(body, "messages"),
+        *tools = cJSON_AddArrayToObject(body, "tools");
   char *sys = malloc(48 * 1024 + 1);
   for (int i = 0; i < 48 * 1024; i++) sys[i] = "You are a careful agent. "[i % 25];
   sys[48 * 1024] = 0;
@@ -481,7 +510,8 @@ Test(serve, long_agent_requests_with_tools, .timeout = 120) {
   cJSON_AddItemToArray(msgs, m);
   for (int i = 0; i < 6; i++) {
     char t[512];
-    snprintf(t, sizeof t, "{\"type\": \"function\", \"function\": {\"name\": \"%s\", \"description\": \"tool %d\","
+    snprintf(t, sizeof t,
+             "{\"type\": \"function\", \"function\": {\"name\": \"%s\", \"description\": \"tool %d\","
              " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}",
              i ? "other_tool" : "get_weather", i);
     cJSON_AddItemToArray(tools, cJSON_Parse(t));
@@ -501,7 +531,8 @@ Test(serve, long_agent_requests_with_tools, .timeout = 120) {
   b = cJSON_PrintUnformatted(body);
   char *a = lt_test_http(s.port, "POST", "/v1/chat/completions", b);
   cr_expect(a && strstr(a, "\"finish_reason\":\"tool_calls\"") && strstr(a, "\"name\":\"get_weather\"") &&
-            strstr(a, "data: [DONE]"), "%s", a);
+                strstr(a, "data: [DONE]"),
+            "%s", a);
   free(a);
   free(b);
   cJSON_Delete(body);
@@ -512,15 +543,18 @@ Test(serve, long_agent_requests_with_tools, .timeout = 120) {
  * `longtail logprobs --model ref` gives for the same tokens (the largest over the completion). */
 static double served_vs(const served_t *s, const char *model, const char *ref) {
   char req[512];
-  snprintf(req, sizeof req, "{%s%s%s\"prompt\": [3, 17, 42, 99], \"max_tokens\": 6, \"temperature\": 0, \"logprobs\": 1,"
-           " \"return_tokens_as_token_ids\": true}", model ? "\"model\": \"" : "", model ? model : "", model ? "\", " : "");
+  snprintf(req, sizeof req,
+           "{%s%s%s\"prompt\": [3, 17, 42, 99], \"max_tokens\": 6, \"temperature\": 0, \"logprobs\": 1,"
+           " \"return_tokens_as_token_ids\": true}",
+           model ? "\"model\": \"" : "", model ? model : "", model ? "\", " : "");
   int st;
   cJSON *j = call(s->port, "POST", "/v1/completions", req, &st);
   cr_assert_eq(st, 200);
   const cJSON *toks = get(j, "choices.0.logprobs.tokens"), *lps = get(j, "choices.0.logprobs.token_logprobs");
   char line[4096], in[4300];
   size_t len = (size_t)snprintf(line, sizeof line, "{\"tokens\": [3, 17, 42, 99");
-  for (const cJSON *t = toks->child; t; t = t->next) len += (size_t)snprintf(line + len, sizeof line - len, ", %s", t->valuestring + 9);
+  for (const cJSON *t = toks->child; t; t = t->next)
+    len += (size_t)snprintf(line + len, sizeof line - len, ", %s", t->valuestring + 9);
   snprintf(line + len, sizeof line - len, "]}\n");
   snprintf(in, sizeof in, "%s/lora-seq.jsonl", s->dir);
   cr_assert_eq(lt_test_write(in, line), 0);
@@ -533,7 +567,8 @@ static double served_vs(const served_t *s, const char *model, const char *ref) {
   double worst = 0;
   int i = 0;
   for (const cJSON *l = lps->child; l; l = l->next, i++)
-    worst = fmax(worst, fabs(l->valuedouble - cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "logprobs"), 4 + i)->valuedouble));
+    worst =
+        fmax(worst, fabs(l->valuedouble - cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "logprobs"), 4 + i)->valuedouble));
   cJSON_Delete(rj);
   cJSON_Delete(j);
   return worst;
@@ -552,16 +587,38 @@ Test(serve, lora_adapters_by_name_and_a_lora_run_against_serve, .timeout = 240) 
   snprintf(mp, sizeof mp, "model.path=%s", s.model);
   snprintf(ep, sizeof ep, "workers.openai.endpoint=http://127.0.0.1:%d", s.port);
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", mp, "--set", "workers.backend=openai", "--set", ep,
-                        "--set", "workers.openai.lora=true", "--set", "learner.lora.rank=8", "--set", "learner.lr=1e-3",
-                        "--set", "rewards.length_penalty.target=4", "--set", "scheduler.mode=sync", "--set", "learner.steps=3", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        mp,
+                        "--set",
+                        "workers.backend=openai",
+                        "--set",
+                        ep,
+                        "--set",
+                        "workers.openai.lora=true",
+                        "--set",
+                        "learner.lora.rank=8",
+                        "--set",
+                        "learner.lr=1e-3",
+                        "--set",
+                        "rewards.length_penalty.target=4",
+                        "--set",
+                        "scheduler.mode=sync",
+                        "--set",
+                        "learner.steps=3",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 200, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   /* The workers sampled from the learner's adapters: a trajectory of v1 has, token for token, the logprobs
    * `longtail logprobs` gives under v1 (float noise apart). */
   cr_assert_eq(lt_test_sh(&r, 60, "'%s' export %s --format tokens | grep -m1 '\"version_min\":1,\"version_max\":1,'",
-                          lt_test_bin(), rd), 0);
+                          lt_test_bin(), rd),
+               0);
   cJSON *t = cJSON_Parse(r.out);
   lt_run_free(&r);
   cr_assert_not_null(t, "no trajectory sampled from v1");

@@ -15,11 +15,36 @@ Test(showcase, agentic_runs_end_to_end_with_evaluations, .timeout = 240) {
   snprintf(rd, sizeof rd, "%s/run", dir);
   snprintf(cfg, sizeof cfg, "%s/configs/agentic.json", lt_test_root());
   lt_run_t r;
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "sft.steps=2", "--set", "sft.batch=2",
-                        "--set", "learner.steps=2", "--set", "learner.batch.trajectories=8", "--set",
-                        "scheduler.group_size=4", "--set", "rollout.max_turns=3", "--set", "rollout.max_new_tokens=24",
-                        "--set", "eval.every=1", "--set", "eval.prompts=4", "--set", "checkpoint.every=0", "--set",
-                        "transport.endpoint=tcp://127.0.0.1:*", "--set", "monitor.progress=off", NULL};
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        "sft.steps=2",
+                        "--set",
+                        "sft.batch=2",
+                        "--set",
+                        "learner.steps=2",
+                        "--set",
+                        "learner.batch.trajectories=8",
+                        "--set",
+                        "scheduler.group_size=4",
+                        "--set",
+                        "rollout.max_turns=3",
+                        "--set",
+                        "rollout.max_new_tokens=24",
+                        "--set",
+                        "eval.every=1",
+                        "--set",
+                        "eval.prompts=4",
+                        "--set",
+                        "checkpoint.every=0",
+                        "--set",
+                        "transport.endpoint=tcp://127.0.0.1:*",
+                        "--set",
+                        "monitor.progress=off",
+                        NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 200, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
@@ -37,7 +62,8 @@ Test(showcase, agentic_runs_end_to_end_with_evaluations, .timeout = 240) {
   lt_run_free(&r);
   /* Multi-turn episodes: the turns metric was recorded, and the run's plot was drawn. */
   cr_assert_eq(lt_test_sh(&r, 30, "'%s' plot %s --metric rollout/turns_mean --metric 'staleness/hist_*' -o %s/t.png",
-                          lt_test_bin(), rd, dir), 0);
+                          lt_test_bin(), rd, dir),
+               0);
   cr_expect_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
   char p[4300];

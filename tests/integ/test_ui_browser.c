@@ -91,8 +91,22 @@ Test(ui_browser, daemon_serves_its_console_while_live, .timeout = 180) {
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   int port = lt_test_free_port();
   snprintf(set, sizeof set, "monitor.ui_port=%d", port);
-  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", set, "--set", "scheduler.max_tasks=100000",
-                         "--set", "learner.steps=30", "--set", "eval.every=1", "--set", "eval.prompts=8", NULL};
+  const char *train[] = {"longtail",
+                         "train",
+                         cfg,
+                         "--run-dir",
+                         rd,
+                         "--set",
+                         set,
+                         "--set",
+                         "scheduler.max_tasks=100000",
+                         "--set",
+                         "learner.steps=30",
+                         "--set",
+                         "eval.every=1",
+                         "--set",
+                         "eval.prompts=8",
+                         NULL};
   pid_t d = lt_test_spawn(dir, "daemon", train);
   cr_assert_gt(d, 0);
   char *body = NULL;
@@ -136,8 +150,8 @@ Test(ui_browser, console_in_chromium_on_a_finished_run, .timeout = 300) {
   char *dir = lt_test_tmpdir("ui-browser"), rd[4200], cfg[4200];
   snprintf(rd, sizeof rd, "%s/smoke", dir);
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
-  const char *train[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", "eval.every=2", "--set",
-                         "eval.prompts=16", NULL};
+  const char *train[] = {"longtail", "train",        cfg,     "--run-dir",       rd,
+                         "--set",    "eval.every=2", "--set", "eval.prompts=16", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 120, train), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
@@ -160,10 +174,11 @@ Test(ui_browser, console_in_chromium_on_a_finished_run, .timeout = 300) {
   console_start(&lc, logs, live);
   console_start(&mc, mlogs, dir); /* the folder holding both runs */
   const char *shots = getenv("LT_UI_SHOTS") ? getenv("LT_UI_SHOTS") : dir;
-  cr_assert_eq(lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d '%s' '%s/buffer.db' '%s' %d %d %g",
-                          lt_test_root(), c.url, shots, LT_UIRUN_HOSTILE, lc.url, live, mc.url, LT_UIRUN_VALUES,
-                          LT_UIRUN_REJECTED, LT_UIRUN_REJECTED_X),
-               0);
+  cr_assert_eq(
+      lt_test_sh(&r, 240, "node '%s/tests/integ/ui/browser.mjs' '%s' '%s' %d '%s' '%s/buffer.db' '%s' %d %d %g",
+                 lt_test_root(), c.url, shots, LT_UIRUN_HOSTILE, lc.url, live, mc.url, LT_UIRUN_VALUES,
+                 LT_UIRUN_REJECTED, LT_UIRUN_REJECTED_X),
+      0);
   cr_assert_eq(r.status, 0, "browser test:\n%s\n%s", r.out, r.err);
   cr_log_info("%s", r.out);
   lt_run_free(&r);

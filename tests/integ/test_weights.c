@@ -24,8 +24,17 @@ static void smoke_run(const char *dir, char *rd, size_t cap, const char *const *
   char cfg[4200];
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   /* Six learner steps: versions enough to see deltas, however fast the machine ends the run. */
-  const char *argv[32] = {"longtail", "train", cfg, "--run-dir", rd, "--set", port, "--set", "transport.weights_serve=all",
-                          "--set", "scheduler.max_tasks=192"};
+  const char *argv[32] = {"longtail",
+                          "train",
+                          cfg,
+                          "--run-dir",
+                          rd,
+                          "--set",
+                          port,
+                          "--set",
+                          "transport.weights_serve=all",
+                          "--set",
+                          "scheduler.max_tasks=192"};
   int n = 11;
   for (int i = 0; i < nsets && n < 30; i++) {
     argv[n++] = "--set";
@@ -62,8 +71,11 @@ static int same_sha(const char *a, const char *b) {
 static void workers_hold_the_last_version(const char *rd) {
   lt_run_t r;
   for (int k = 0; k < 2; k++) {
-    cr_assert_eq(lt_test_sh(&r, 30, "cd %s/spool/local-%d.weights && v=$(ls -d v*/model.safetensors | sort -V | tail -1) && "
-                                    "cmp $v %s/checkpoints/$v && echo SAME", rd, k, rd), 0);
+    cr_assert_eq(lt_test_sh(&r, 30,
+                            "cd %s/spool/local-%d.weights && v=$(ls -d v*/model.safetensors | sort -V | tail -1) && "
+                            "cmp $v %s/checkpoints/$v && echo SAME",
+                            rd, k, rd),
+                 0);
     cr_expect(strstr(r.out, "SAME"), "local-%d: %s %s", k, r.out, r.err);
     lt_run_free(&r);
   }
@@ -116,31 +128,32 @@ static pid_t start_nginx(const char *dir, int port, int daemon_port) {
   snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
   lt_fs_mkdirs(cache, 0755);
   char *text;
-  int n = asprintf(&text,
-                   "%s"
-                   "worker_processes 1;\nerror_log %s/nginx-error.log;\npid %s/nginx.pid;\n"
-                   "events { worker_connections 256; }\n"
-                   "http {\n"
-                   "  log_format cache '$uri $upstream_cache_status $status';\n"
-                   "  access_log %s/nginx-access.log cache;\n"
-                   "  keepalive_timeout 0;\n" /* lt_test_http reads to the end of the connection */
-                   "  proxy_cache_path %s levels=1:2 keys_zone=weights:10m max_size=10g inactive=7d use_temp_path=off;\n"
-                   "  client_body_temp_path %s/tmp; proxy_temp_path %s/tmp; fastcgi_temp_path %s/tmp;\n"
-                   "  uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
-                   "  server {\n"
-                   "    listen 127.0.0.1:%d;\n"
-                   "    location /weights/sha256/ {\n"
-                   "      proxy_pass http://127.0.0.1:%d;\n"
-                   "      proxy_cache weights;\n"
-                   "      proxy_cache_valid 200 7d;\n"
-                   "      proxy_cache_lock on;\n"
-                   "      proxy_cache_lock_timeout 600s;\n"
-                   "      proxy_cache_revalidate on;\n"
-                   "      add_header X-Cache-Status $upstream_cache_status;\n"
-                   "    }\n"
-                   "  }\n"
-                   "}\n",
-                   getuid() == 0 ? "user root;\n" : "", dir, dir, dir, cache, dir, dir, dir, dir, dir, port, daemon_port);
+  int n =
+      asprintf(&text,
+               "%s"
+               "worker_processes 1;\nerror_log %s/nginx-error.log;\npid %s/nginx.pid;\n"
+               "events { worker_connections 256; }\n"
+               "http {\n"
+               "  log_format cache '$uri $upstream_cache_status $status';\n"
+               "  access_log %s/nginx-access.log cache;\n"
+               "  keepalive_timeout 0;\n" /* lt_test_http reads to the end of the connection */
+               "  proxy_cache_path %s levels=1:2 keys_zone=weights:10m max_size=10g inactive=7d use_temp_path=off;\n"
+               "  client_body_temp_path %s/tmp; proxy_temp_path %s/tmp; fastcgi_temp_path %s/tmp;\n"
+               "  uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
+               "  server {\n"
+               "    listen 127.0.0.1:%d;\n"
+               "    location /weights/sha256/ {\n"
+               "      proxy_pass http://127.0.0.1:%d;\n"
+               "      proxy_cache weights;\n"
+               "      proxy_cache_valid 200 7d;\n"
+               "      proxy_cache_lock on;\n"
+               "      proxy_cache_lock_timeout 600s;\n"
+               "      proxy_cache_revalidate on;\n"
+               "      add_header X-Cache-Status $upstream_cache_status;\n"
+               "    }\n"
+               "  }\n"
+               "}\n",
+               getuid() == 0 ? "user root;\n" : "", dir, dir, dir, cache, dir, dir, dir, dir, dir, port, daemon_port);
   cr_assert_gt(n, 0);
   cr_assert_eq(lt_test_write(conf, text), 0);
   free(text);
@@ -165,13 +178,27 @@ Test(weights, a_real_nginx_cache_fans_versions_out_and_the_daemon_is_the_fallbac
   free(up);
   /* The first mirror answers nothing (a rack cache that is down): the workers go on to nginx. */
   char mirrors[512], port[64], cfg[4200], rd[4200];
-  snprintf(mirrors, sizeof mirrors, "transport.weights_mirrors=[\"http://127.0.0.1:%d/weights\", \"http://127.0.0.1:%d/weights\"]",
+  snprintf(mirrors, sizeof mirrors,
+           "transport.weights_mirrors=[\"http://127.0.0.1:%d/weights\", \"http://127.0.0.1:%d/weights\"]",
            lt_test_free_port(), nport);
   snprintf(port, sizeof port, "transport.weights_port=%d", dport);
   snprintf(cfg, sizeof cfg, "%s/configs/smoke.json", lt_test_root());
   snprintf(rd, sizeof rd, "%s/run", dir);
-  const char *argv[] = {"longtail", "train", cfg, "--run-dir", rd, "--set", port, "--set", "transport.weights_serve=all",
-                        "--set", "checkpoint.publish_dtype=bf16", "--set", mirrors, "--set", "scheduler.max_tasks=192",
+  const char *argv[] = {"longtail",
+                        "train",
+                        cfg,
+                        "--run-dir",
+                        rd,
+                        "--set",
+                        port,
+                        "--set",
+                        "transport.weights_serve=all",
+                        "--set",
+                        "checkpoint.publish_dtype=bf16",
+                        "--set",
+                        mirrors,
+                        "--set",
+                        "scheduler.max_tasks=192",
                         NULL};
   lt_run_t r;
   cr_assert_eq(lt_test_run(&r, NULL, 150, argv), 0);

@@ -8,10 +8,10 @@
 #include <sys/types.h>
 
 typedef struct {
-  int status;   /* exit code, or 128 + signal */
-  char *out;    /* captured stdout (NUL-terminated) */
-  char *err;    /* captured stderr */
-  double secs;  /* wall time */
+  int status;      /* exit code, or 128 + signal */
+  char *out;       /* captured stdout (NUL-terminated) */
+  char *err;       /* captured stderr */
+  double secs;     /* wall time */
   double cpu_secs; /* user + system CPU of the process and of the children it reaped (a daemon's workers): what a
                       time bound should use, as a loaded machine stretches wall time but not this */
 } lt_run_t;

@@ -48,11 +48,14 @@ static int add_entry(struct archive *a, const lt_test_entry_t *e) {
   case 'l': archive_entry_set_filetype(ae, AE_IFLNK), archive_entry_set_symlink(ae, e->data); break;
   case 'h': archive_entry_set_filetype(ae, AE_IFREG), archive_entry_set_hardlink(ae, e->data); break;
   case 'p': archive_entry_set_filetype(ae, AE_IFIFO); break;
-  case 'c': archive_entry_set_filetype(ae, AE_IFCHR), archive_entry_set_rdevmajor(ae, 1), archive_entry_set_rdevminor(ae, 3); break;
+  case 'c':
+    archive_entry_set_filetype(ae, AE_IFCHR), archive_entry_set_rdevmajor(ae, 1), archive_entry_set_rdevminor(ae, 3);
+    break;
   default: archive_entry_set_filetype(ae, AE_IFREG), archive_entry_set_size(ae, (la_int64_t)len); break;
   }
   int rc = archive_write_header(a, ae) == ARCHIVE_OK ? 0 : fail(e->path, archive_error_string(a));
-  if (rc == 0 && len && archive_write_data(a, data, len) != (la_ssize_t)len) rc = fail(e->path, archive_error_string(a));
+  if (rc == 0 && len && archive_write_data(a, data, len) != (la_ssize_t)len)
+    rc = fail(e->path, archive_error_string(a));
   archive_entry_free(ae);
   free(host);
   return rc;
@@ -80,9 +83,12 @@ static int write_layer(const lt_test_layer_t *l, lt_buf_t *tar, lt_buf_t *blob) 
   archive_entry_set_pathname(ae, "layer");
   archive_entry_set_filetype(ae, AE_IFREG);
   archive_entry_set_size(ae, (la_int64_t)tar->len);
-  rc = f == ARCHIVE_OK && archive_write_set_format_raw(a) == ARCHIVE_OK && archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
-               archive_write_open(a, blob, NULL, buf_write, NULL) == ARCHIVE_OK && archive_write_header(a, ae) == ARCHIVE_OK &&
-               archive_write_data(a, tar->data, tar->len) == (la_ssize_t)tar->len && archive_write_close(a) == ARCHIVE_OK
+  rc = f == ARCHIVE_OK && archive_write_set_format_raw(a) == ARCHIVE_OK &&
+               archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
+               archive_write_open(a, blob, NULL, buf_write, NULL) == ARCHIVE_OK &&
+               archive_write_header(a, ae) == ARCHIVE_OK &&
+               archive_write_data(a, tar->data, tar->len) == (la_ssize_t)tar->len &&
+               archive_write_close(a) == ARCHIVE_OK
            ? 0
            : fail(l->compression, archive_error_string(a));
   archive_entry_free(ae);
@@ -120,7 +126,8 @@ int lt_test_oci_write(const char *dir, const char *tag, const lt_test_layer_t *l
     if (rc == 0) {
       lt_sha256_buf(tar.data, tar.len, hex);
       const char *c = layers[i].compression;
-      lt_buf_printf(&layers_json, "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar%s%s\",\"digest\":\"%s\",\"size\":%zu}",
+      lt_buf_printf(&layers_json,
+                    "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar%s%s\",\"digest\":\"%s\",\"size\":%zu}",
                     i ? "," : "", c ? "+" : "", c ? c : "", d, blob.len);
       lt_buf_printf(&diff_ids, "%s\"sha256:%s\"", i ? "," : "", hex);
     }
@@ -128,25 +135,30 @@ int lt_test_oci_write(const char *dir, const char *tag, const lt_test_layer_t *l
     lt_buf_free(&blob);
   }
   char cfg_digest[72];
-  lt_buf_printf(&doc, "{\"architecture\":\"%s\",\"os\":\"linux\",\"config\":%s,\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[%s]}}",
-                host_arch(), config_json ? config_json : "{}", diff_ids.data ? diff_ids.data : "");
+  lt_buf_printf(
+      &doc,
+      "{\"architecture\":\"%s\",\"os\":\"linux\",\"config\":%s,\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[%s]}}",
+      host_arch(), config_json ? config_json : "{}", diff_ids.data ? diff_ids.data : "");
   if (rc == 0) rc = lt_buf_ok(&doc) == 0 ? put_blob(dir, doc.data, doc.len, cfg_digest) : -1;
   size_t cfg_len = doc.len;
   lt_buf_reset(&doc);
-  lt_buf_printf(&doc,
-                "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":"
-                "\"application/vnd.oci.image.config.v1+json\",\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
-                cfg_digest, cfg_len, layers_json.data ? layers_json.data : "");
+  lt_buf_printf(
+      &doc,
+      "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":"
+      "\"application/vnd.oci.image.config.v1+json\",\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
+      cfg_digest, cfg_len, layers_json.data ? layers_json.data : "");
   if (rc == 0) rc = lt_buf_ok(&doc) == 0 ? put_blob(dir, doc.data, doc.len, d) : -1;
   size_t man_len = doc.len;
   lt_buf_reset(&doc);
-  lt_buf_printf(&doc,
-                "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":"
-                "\"%s\",\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%s\"}}]}",
-                d, man_len, tag);
+  lt_buf_printf(
+      &doc,
+      "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":"
+      "\"%s\",\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%s\"}}]}",
+      d, man_len, tag);
   char path[4096];
   snprintf(path, sizeof path, "%s/index.json", dir);
-  if (rc == 0 && (lt_buf_ok(&doc) < 0 || lt_fs_write_atomic(path, doc.data, doc.len) < 0)) rc = fail(path, "cannot write");
+  if (rc == 0 && (lt_buf_ok(&doc) < 0 || lt_fs_write_atomic(path, doc.data, doc.len) < 0))
+    rc = fail(path, "cannot write");
   snprintf(path, sizeof path, "%s/oci-layout", dir);
   const char *layout = "{\"imageLayoutVersion\":\"1.0.0\"}";
   if (rc == 0 && lt_fs_write_atomic(path, layout, strlen(layout)) < 0) rc = fail(path, "cannot write");
@@ -164,7 +176,8 @@ int lt_test_oci_write(const char *dir, const char *tag, const lt_test_layer_t *l
 static int is_static_elf(const char *path) {
   FILE *f = fopen(path, "rb");
   Elf64_Ehdr h;
-  int ok = f && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0 && h.e_ident[EI_CLASS] == ELFCLASS64;
+  int ok = f && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0 &&
+           h.e_ident[EI_CLASS] == ELFCLASS64;
   for (int i = 0; ok && i < h.e_phnum; i++) {
     Elf64_Phdr p;
     ok = fseek(f, (long)(h.e_phoff + (Elf64_Off)i * h.e_phentsize), SEEK_SET) == 0 && fread(&p, sizeof p, 1, f) == 1 &&
@@ -180,8 +193,13 @@ lt_test_layer_t lt_test_busybox_layer(void) {
   static int n;
   if (n == 0) {
     static const lt_test_entry_t base[] = {
-        {"bin", 'd', 0, NULL, 0}, {"etc", 'd', 0, NULL, 0}, {"tmp", 'd', 01777, NULL, 0}, {"root", 'd', 0700, NULL, 0},
-        {"home", 'd', 0, NULL, 0}, {"home/user", 'd', 0, NULL, 0}, {"bin/busybox", 'F', 0755, BUSYBOX, 0},
+        {"bin", 'd', 0, NULL, 0},
+        {"etc", 'd', 0, NULL, 0},
+        {"tmp", 'd', 01777, NULL, 0},
+        {"root", 'd', 0700, NULL, 0},
+        {"home", 'd', 0, NULL, 0},
+        {"home/user", 'd', 0, NULL, 0},
+        {"bin/busybox", 'F', 0755, BUSYBOX, 0},
         {"etc/passwd", 'f', 0, "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n", 0},
         {"etc/group", 'f', 0, "root:x:0:\nuser:x:1000:\n", 0},
     };
@@ -217,7 +235,8 @@ const char *lt_test_busybox_image(void) {
   if (lt_fs_exists(index)) return ref;
   snprintf(tmp, sizeof tmp, "%s.tmp-%d", dir, (int)getpid());
   lt_test_layer_t l = lt_test_busybox_layer();
-  const char *cfg = "{\"Env\":[\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"],\"Cmd\":[\"/bin/sh\"]}";
+  const char *cfg =
+      "{\"Env\":[\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"],\"Cmd\":[\"/bin/sh\"]}";
   if (lt_test_oci_write(tmp, "latest", &l, 1, cfg, NULL) < 0) {
     lt_fs_remove_tree(tmp);
     ref[0] = 0;

@@ -14,17 +14,18 @@
 
 void lt_test_fault_config(const char *path, int port, int spawn, int tasks, const char *extra) {
   char js[4096];
-  snprintf(js, sizeof js,
-           "{\"run\": {\"seed\": 3}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
-           " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
-           " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
-           " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
-           " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
-           "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
-           " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
-           " \"checkpoint\": {\"every\": 1}%s%s%s}",
-           lt_test_root(), tasks, spawn, port, strstr(extra, "\"monitor\"") ? "" : ", \"monitor\": {\"progress\": \"off\"}",
-           extra[0] ? ", " : "", extra);
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 3}, \"model\": {\"init\": \"%s/configs/models/tiny-moe.json\"},"
+      " \"envs\": {\"arith\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 2, \"ops\": [\"+\"]}}},"
+      " \"learner\": {\"batch\": {\"trajectories\": 16}, \"threads\": 1, \"actor_minibatches\": 1, \"critic_minibatches\": 1},"
+      " \"scheduler\": {\"group_size\": 4, \"max_tasks\": %d, \"dynamic_filter\": false, \"task_timeout_s\": 20},"
+      " \"workers\": {\"spawn_local\": %d, \"slots\": 4, \"backend\": \"scripted\", \"daemon_gone_s\": 20,"
+      "   \"scripted\": {\"mean_tokens\": 16, \"token_us\": 3000}},"
+      " \"transport\": {\"endpoint\": \"tcp://127.0.0.1:%d\", \"heartbeat_ms\": 200, \"liveness\": 5},"
+      " \"checkpoint\": {\"every\": 1}%s%s%s}",
+      lt_test_root(), tasks, spawn, port, strstr(extra, "\"monitor\"") ? "" : ", \"monitor\": {\"progress\": \"off\"}",
+      extra[0] ? ", " : "", extra);
   cr_assert_eq(lt_test_write(path, js), 0);
 }
 
@@ -78,9 +79,15 @@ void *lt_test_peer_hello(void *ctx, const char *ep, const char *name, lt_msg_t *
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
   cr_assert_eq(zmq_connect(s, ep), 0);
-  lt_msg_t hello = {.type = LT_MSG_HELLO, .id = 1,
-                    .u.hello = {.name = (char *)name, .slots = 1, .backend = "scripted", .device = "cpu", .host = "test",
-                                .pid = 1, .policy_version = -1}};
+  lt_msg_t hello = {.type = LT_MSG_HELLO,
+                    .id = 1,
+                    .u.hello = {.name = (char *)name,
+                                .slots = 1,
+                                .backend = "scripted",
+                                .device = "cpu",
+                                .host = "test",
+                                .pid = 1,
+                                .policy_version = -1}};
   int got = 0;
   for (int i = 0; i < 60 && !got; i++) {
     lt_test_peer_send(s, &hello);

@@ -26,9 +26,18 @@ static void add_values(lt_buffer_t *b) {
                      adv[4] = {0, 0.25f, 0.25f, 0.25f}, ent[4] = {0.5f, 1.25f, 0.75f, 2};
   static const uint8_t flags[4] = {0, 1 | 2 | 4 | 16, 1 | 2 | 4 | 16, 1 | 4}; /* LT_TOKV_* of learner/loss.h */
   static const int32_t spans[4] = {0, 2, 2, 2};
-  lt_token_values_row_t v = {.task_id = LT_UIRUN_VALUES, .step = 5, .traj_ratio = 1.4658972, .traj_ok = 1, .ntokens = 4,
+  lt_token_values_row_t v = {.task_id = LT_UIRUN_VALUES,
+                             .step = 5,
+                             .traj_ratio = 1.4658972,
+                             .traj_ok = 1,
+                             .ntokens = 4,
                              .loss = "{\"objective\":\"mispo\",\"token_bounds\":[0.5,2],\"traj_bounds\":[0.5,2]}",
-                             .nspans = 2, .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent,
+                             .nspans = 2,
+                             .spans = spans,
+                             .ratio = ratio,
+                             .logp_old = lpo,
+                             .adv = adv,
+                             .entropy = ent,
                              .flags = flags};
   cr_assert_eq(lt_buffer_token_values_put(b, &v, 1), 0, "%s", lt_error_msg());
 }
@@ -37,16 +46,34 @@ static void add(lt_buffer_t *b, int64_t task, const char *domain, double reward,
   static int32_t tokens[4] = {'h', 'i', '<', '\n'}, versions[4] = {-1, 3, 3, 4}, seq_starts[2] = {0, 2};
   static float logp[4] = {0, -0.5f, -0.25f, -2};
   static uint8_t mask[4] = {0, 1, 1, 1};
-  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)task, .domain = (char *)domain, .status = LT_TRAJ_OK,
-                 .finish = task % 4 ? LT_FINISH_TERMINATED : LT_FINISH_TRUNCATED, .reason = task % 4 ? "" : "max_new_tokens",
-                 .error = "", .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
-                 .messages = cJSON_Parse(messages), .turns = 2, .ntokens = 4, .tokens = tokens, .logprobs = logp,
-                 .loss_mask = mask, .versions = versions, .temperature = 1};
+  lt_traj_t r = {.task_id = (uint64_t)task,
+                 .group_id = (uint64_t)task,
+                 .domain = (char *)domain,
+                 .status = LT_TRAJ_OK,
+                 .finish = task % 4 ? LT_FINISH_TERMINATED : LT_FINISH_TRUNCATED,
+                 .reason = task % 4 ? "" : "max_new_tokens",
+                 .error = "",
+                 .has_reward = 1,
+                 .reward = reward,
+                 .components = cJSON_Parse("{\"correct\":1}"),
+                 .messages = cJSON_Parse(messages),
+                 .turns = 2,
+                 .ntokens = 4,
+                 .tokens = tokens,
+                 .logprobs = logp,
+                 .loss_mask = mask,
+                 .versions = versions,
+                 .temperature = 1};
   if (task == LT_UIRUN_VALUES) r.nseqs = 2, r.seq_starts = seq_starts; /* an agent program's two contexts */
   if (task == LT_UIRUN_HOSTILE) r.diff = (char *)lt_uirun_hostile_diff;
   cr_assert(r.components && r.messages, "%s", messages);
-  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = task % 4 == 0, .eval_round = -1,
-                      .time_ms = 1000 + task, .status = LT_SAMPLE_READY};
+  lt_traj_meta_t m = {.worker = "w1",
+                      .version_min = 3,
+                      .version_max = 4,
+                      .truncated = task % 4 == 0,
+                      .eval_round = -1,
+                      .time_ms = 1000 + task,
+                      .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
   cJSON_Delete(r.components);
@@ -62,7 +89,9 @@ void lt_test_uirun(const char *dir, int hostile_only) {
   int64_t consumed[10];
   for (int i = 1; i <= (hostile_only ? 0 : LT_UIRUN_N); i++) {
     char msg[128];
-    snprintf(msg, sizeof msg, "[{\"role\":\"user\",\"content\":\"question %d\"},{\"role\":\"assistant\",\"content\":\"answer %d\"}]", i, i);
+    snprintf(msg, sizeof msg,
+             "[{\"role\":\"user\",\"content\":\"question %d\"},{\"role\":\"assistant\",\"content\":\"answer %d\"}]", i,
+             i);
     add(b, i, i % 2 ? "arith" : "code", i / 20.0, msg);
     if (i <= 10) consumed[i - 1] = i;
   }

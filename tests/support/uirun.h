@@ -6,12 +6,12 @@
 #include <stddef.h>
 
 enum {
-  LT_UIRUN_N = 20,          /* tasks 1..20: odd arith, even code; reward task/20; 1..10 consumed at step 5 */
-  LT_UIRUN_HOSTILE = 1000,  /* script, markup, invalid UTF-8 and ANSI escapes in its messages, markup in its diff */
-  LT_UIRUN_HUGE = 1001,     /* one message of LT_UIRUN_HUGE_BYTES bytes of two-byte characters */
+  LT_UIRUN_N = 20,         /* tasks 1..20: odd arith, even code; reward task/20; 1..10 consumed at step 5 */
+  LT_UIRUN_HOSTILE = 1000, /* script, markup, invalid UTF-8 and ANSI escapes in its messages, markup in its diff */
+  LT_UIRUN_HUGE = 1001,    /* one message of LT_UIRUN_HUGE_BYTES bytes of two-byte characters */
   LT_UIRUN_HUGE_BYTES = 200000,
-  LT_UIRUN_VALUES = 7,      /* two contexts (tokens 0-1, 2-3) with the values step 5 stored: x_t 1, 0.9, 3.5 ... */
-  LT_UIRUN_REJECTED = 3,    /* ... so that its token 3 fails the token bounds [0.5, 2] (x_t = LT_UIRUN_REJECTED_X) */
+  LT_UIRUN_VALUES = 7,   /* two contexts (tokens 0-1, 2-3) with the values step 5 stored: x_t 1, 0.9, 3.5 ... */
+  LT_UIRUN_REJECTED = 3, /* ... so that its token 3 fails the token bounds [0.5, 2] (x_t = LT_UIRUN_REJECTED_X) */
 };
 #define LT_UIRUN_REJECTED_X 3.5
 

@@ -87,26 +87,49 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
   int timeout_in = timeout_step;
   cr_assert_eq(lt_http_listen(&loop, &ho, user_env, &timeout_in, &hs), 0);
   char json[512];
-  snprintf(json, sizeof json, "{\"envs\": {\"u\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/\"}}}%s}",
+  snprintf(json, sizeof json,
+           "{\"envs\": {\"u\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/\"}}}%s}",
            lt_http_port(hs), timeout_step ? ", \"rewards\": {\"range\": [-2, 1]}" : "");
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+               lt_error_msg());
   lt_envs_t *envs;
   lt_rewarder_t *rw;
   cr_assert_eq(lt_envs_create(&cfg, &loop, &envs), 0, "%s", lt_error_msg());
   cr_assert_eq(lt_rewarder_create(&loop, &cfg, &rw), 0);
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = 4, .max_context = 4096,
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .vocab = 264,
+                          .mean_tokens = 4,
+                          .tail_fraction = 0,
+                          .tail_factor = 1,
+                          .max_sessions = 4,
+                          .max_context = 4096,
                           .answer = answer};
   lt_backend_t *be;
   cr_assert_eq(lt_backend_create(&loop, &bo, &be), 0, "%s", lt_error_msg());
-  lt_agent_ctx_t ctx = {.loop = &loop, .envs = envs, .rewarder = rw, .backend = be, .context = *co, .chat = chat,
-                        .tool_format = fmt, .cfg = &cfg};
+  lt_agent_ctx_t ctx = {.loop = &loop,
+                        .envs = envs,
+                        .rewarder = rw,
+                        .backend = be,
+                        .context = *co,
+                        .chat = chat,
+                        .tool_format = fmt,
+                        .cfg = &cfg};
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(envs, "u", 0, 0, &spec), 0);
   if (spec_tools) cJSON_AddItemToObject(spec, "tools", cJSON_Parse(spec_tools));
-  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "u", .env = "http", .session = "", .seed = 3, .temperature = 1,
-                    .top_p = 1, .max_new_tokens = 128, .max_turns = max_turns, .max_context = 4096, .spec = spec};
+  lt_task_t task = {.task_id = 1,
+                    .group_id = 1,
+                    .domain = "u",
+                    .env = "http",
+                    .session = "",
+                    .seed = 3,
+                    .temperature = 1,
+                    .top_p = 1,
+                    .max_new_tokens = 128,
+                    .max_turns = max_turns,
+                    .max_context = 4096,
+                    .spec = spec};
   lt_agent_t *a;
   memset(g, 0, sizeof *g);
   cr_assert_eq(uv_async_init(&loop, &abort_trigger, on_abort_trigger), 0);
@@ -134,7 +157,8 @@ static void run_with(const lt_context_opts_t *co, int max_turns, const lt_chat_t
 }
 
 static void run(const lt_context_opts_t *co, int max_turns, got_t *g, char **text) {
-  run_with(co, max_turns, NULL, LT_TOOLFMT_XML, "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>", 0, g, text);
+  run_with(co, max_turns, NULL, LT_TOOLFMT_XML, "<think>PLAN-SECRET</think> <tool_call><name>ask</name></tool_call>", 0,
+           g, text);
 }
 
 /* A checkpoint with its own chat template: prompts are the template's text,
@@ -146,10 +170,11 @@ Test(agent, prompts_follow_the_models_chat_template) {
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   FILE *f = fopen(path, "w");
   cr_assert(f);
-  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<<{{ m.role }}>>{{ m.content }}"
-        "{{ '<|im_end|>' if m.role == 'assistant' }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}"
-        "{# <tool_call>{json}</tool_call> #}\"}",
-        f);
+  fputs(
+      "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<<{{ m.role }}>>{{ m.content }}"
+      "{{ '<|im_end|>' if m.role == 'assistant' }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}"
+      "{# <tool_call>{json}</tool_call> #}\"}",
+      f);
   fclose(f);
   lt_chat_template_t *chat;
   lt_tool_format fmt;
@@ -190,9 +215,10 @@ Test(agent, an_empty_tools_list_renders_as_no_tools) {
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   FILE *f = fopen(path, "w");
   cr_assert(f);
-  fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"[BOS]{% for m in messages %}<<{{ m.role }}>>"
-        "{% if tools is defined %}TOOLS{% endif %}{{ m.content }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}\"}",
-        f);
+  fputs(
+      "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"[BOS]{% for m in messages %}<<{{ m.role }}>>"
+      "{% if tools is defined %}TOOLS{% endif %}{{ m.content }}\\n{% endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}\"}",
+      f);
   fclose(f);
   lt_chat_template_t *chat;
   lt_tool_format fmt;
@@ -254,7 +280,8 @@ Test(agent, discard_all_and_summary_compress_past_the_threshold) {
   lt_traj_t *t = &g.traj.u.traj;
   cr_expect_eq(markers(t->messages, "discard_all"), 2, "two resets, then the limits apply as usual");
   cr_expect_eq(count(text, "ORIGINAL-QUESTION"), 1, "a reset restarts from the original question");
-  cr_expect_lt(count(text, "PLAN-SECRET"), t->turns, "the last context holds its own turns (%d turns in all)", t->turns);
+  cr_expect_lt(count(text, "PLAN-SECRET"), t->turns, "the last context holds its own turns (%d turns in all)",
+               t->turns);
   cr_expect_gt(t->turns, 8, "resets gave the episode more turns than one context allows");
   /* The contexts before each reset stay in the trajectory: every turn it generated trains. */
   cr_expect_eq(t->nseqs, 3, "two resets: three contexts");
@@ -266,7 +293,10 @@ Test(agent, discard_all_and_summary_compress_past_the_threshold) {
   free(text), free(g.all);
   lt_msg_free(&g.traj);
 
-  co = (lt_context_opts_t){.compression = LT_COMPRESS_SUMMARY, .threshold = 120, .max_resets = 1, .summary_tokens = 32,
+  co = (lt_context_opts_t){.compression = LT_COMPRESS_SUMMARY,
+                           .threshold = 120,
+                           .max_resets = 1,
+                           .summary_tokens = 32,
                            .summary_prompt = "SUMMARIZE-NOW"};
   run(&co, 8, &g, &text);
   t = &g.traj.u.traj;

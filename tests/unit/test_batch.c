@@ -34,8 +34,15 @@ Test(batch, missing_records_mask_one_trajectory_not_the_batch) {
   int32_t support[6] = {0};
   float temp[6] = {1, 1, 1, 1, 1, 1};
   uint8_t no_support[3] = {0, 1, 0}, no_route[3] = {0, 0, 1}, skip[3];
-  lt__packed_t p = {.n = 3, .start = start, .route = route, .support = support, .temp = temp,
-                    .no_support = no_support, .no_route = no_route, .skip = skip, .has_route = 1};
+  lt__packed_t p = {.n = 3,
+                    .start = start,
+                    .route = route,
+                    .support = support,
+                    .temp = temp,
+                    .no_support = no_support,
+                    .no_route = no_route,
+                    .skip = skip,
+                    .has_route = 1};
   lt_train_batch_t b;
   lt__packed_batch(&p, 1, 1, &b);
   cr_assert_eq(b.route_ids, route, "Keep Routing stays on");
@@ -57,8 +64,14 @@ Test(batch, a_context_that_cannot_be_reproduced_leaves_its_trajectory_out) {
   int32_t support[6] = {0};
   float temp[6] = {1, 1, 1, 1, 1, 1};
   uint8_t no_support[3] = {0, 1, 0}, no_route[3] = {0, 0, 0}, skip[3];
-  lt__packed_t p = {.n = 3, .start = start, .traj = traj, .support = support, .temp = temp,
-                    .no_support = no_support, .no_route = no_route, .skip = skip};
+  lt__packed_t p = {.n = 3,
+                    .start = start,
+                    .traj = traj,
+                    .support = support,
+                    .temp = temp,
+                    .no_support = no_support,
+                    .no_route = no_route,
+                    .skip = skip};
   lt_train_batch_t b;
   lt__packed_batch(&p, 0, 1, &b);
   cr_assert(skip[0] == 1 && skip[1] == 1, "both contexts of trajectory 0");

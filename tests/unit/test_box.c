@@ -56,7 +56,8 @@ Test(box, runs_commands_in_the_image_root_with_its_config) {
   fix_t f;
   need_box(&f);
   lt_box_t *b = box(&f);
-  lt_sandbox_result_t r = lt_test_box_sh(b, "echo hi; id -u; pwd; echo $HOME $PATH; ls /; cat /etc/passwd | head -1; ls /usr 2>&1; true");
+  lt_sandbox_result_t r =
+      lt_test_box_sh(b, "echo hi; id -u; pwd; echo $HOME $PATH; ls /; cat /etc/passwd | head -1; ls /usr 2>&1; true");
   cr_expect_eq(r.exit_code, 0, "%s", r.err);
   cr_expect(strstr(r.out, "hi\n0\n/\n/root /usr/local/sbin"), "%s", r.out);
   cr_expect(strstr(r.out, "root:x:0:0:root:/root:/bin/sh"), "the image's /etc/passwd: %s", r.out);
@@ -71,14 +72,16 @@ Test(box, each_box_is_a_fresh_root_and_its_writes_are_bounded) {
   need_box(&f);
   f.lim.file_mb = 8;
   lt_box_t *a = box(&f), *b = box(&f);
-  lt_sandbox_result_t r = lt_test_box_sh(a, "echo changed > /etc/passwd && mkdir -p /testbed && echo new > /testbed/x && rm /bin/ls");
+  lt_sandbox_result_t r =
+      lt_test_box_sh(a, "echo changed > /etc/passwd && mkdir -p /testbed && echo new > /testbed/x && rm /bin/ls");
   cr_expect_eq(r.exit_code, 0, "%s", r.err);
   lt_sandbox_result_free(&r);
   r = lt_test_box_sh(a, "cat /etc/passwd /testbed/x; ls /bin/ls 2>&1");
   cr_expect(strstr(r.out, "changed\nnew\n") && strstr(r.out, "No such file"), "a box keeps its own writes: %s", r.out);
   lt_sandbox_result_free(&r);
   r = lt_test_box_sh(b, "head -1 /etc/passwd; cat /testbed/x 2>&1; ls /bin/ls");
-  cr_expect(strstr(r.out, "root:x:0:0") && strstr(r.out, "No such file") && strstr(r.out, "/bin/ls"), "another box sees none: %s", r.out);
+  cr_expect(strstr(r.out, "root:x:0:0") && strstr(r.out, "No such file") && strstr(r.out, "/bin/ls"),
+            "another box sees none: %s", r.out);
   lt_sandbox_result_free(&r);
   /* The writable layer holds file_mb in all: past it, ENOSPC (or the file-size limit), and the box goes on. */
   r = lt_test_box_sh(a, "dd if=/dev/zero of=/tmp/big bs=1M count=20 2>&1; ls -l /tmp/big; echo still here");
@@ -138,7 +141,8 @@ Test(box, a_persistent_shell_keeps_its_directory_and_variables) {
   /* A command that hangs is interrupted, the shell stays. */
   const char *hang = "sleep 7791\n";
   cr_assert_eq(write(lt_box_proc_stdin(p), hang, strlen(hang)), (ssize_t)strlen(hang));
-  for (double t0 = lt_time_mono_s(); lt_test_procs_matching("sleep 779[1]") == 0 && lt_time_mono_s() - t0 < 10;) usleep(10000);
+  for (double t0 = lt_time_mono_s(); lt_test_procs_matching("sleep 779[1]") == 0 && lt_time_mono_s() - t0 < 10;)
+    usleep(10000);
   cr_assert_eq(lt_box_proc_kill(p, SIGKILL, 1), 0, "%s", lt_error_msg());
   out = shell(p, "echo alive; pwd", 10);
   cr_expect(strstr(out, "alive\n/w/sub\n"), "%s", out);
@@ -180,7 +184,8 @@ Test(box, the_deadline_kills_a_commands_group_and_the_box_lives_on) {
   cr_expect_str_eq(r.out, "next\n");
   lt_sandbox_result_free(&r);
   lt_box_destroy(b);
-  for (double t1 = lt_time_mono_s(); lt_test_procs_matching("sleep 778[3]") && lt_time_mono_s() - t1 < 5;) usleep(10000);
+  for (double t1 = lt_time_mono_s(); lt_test_procs_matching("sleep 778[3]") && lt_time_mono_s() - t1 < 5;)
+    usleep(10000);
   cr_expect_eq(lt_test_procs_matching("sleep 778[3]"), 0, "a box's processes end with it");
   fix_free(&f);
 }
@@ -191,9 +196,10 @@ Test(box, host_side_files_stay_in_the_root) {
   f.lim.file_mb = 4;
   lt_box_t *b = box(&f);
   cr_assert_eq(lt_box_write_file(b, "/testbed/pkg/mod.py", "x = 1\n", 6, 0), 0, "%s", lt_error_msg());
-  lt_sandbox_result_t r = lt_test_box_sh(b, "cat /testbed/pkg/mod.py; stat -c '%u %a' /testbed/pkg/mod.py /testbed/pkg; "
-                                "ln -s /etc/hostname /hn; ln -s ../../../../../../../tmp/lt-box-escape /out; "
-                                "mkdir -p /d && ln -s / /d/root");
+  lt_sandbox_result_t r = lt_test_box_sh(b,
+                                         "cat /testbed/pkg/mod.py; stat -c '%u %a' /testbed/pkg/mod.py /testbed/pkg; "
+                                         "ln -s /etc/hostname /hn; ln -s ../../../../../../../tmp/lt-box-escape /out; "
+                                         "mkdir -p /d && ln -s / /d/root");
   cr_expect_str_eq(r.out, "x = 1\n0 644\n0 755\n", "written as the box's user: %s %s", r.out, r.err);
   lt_sandbox_result_free(&r);
   char *s = NULL;
@@ -227,7 +233,8 @@ Test(box, host_side_files_stay_in_the_root) {
   cr_expect_str_eq(s ? s : "", "x = 1\n", "a failed write leaves the old content");
   free(s);
   r = lt_test_box_sh(b, "ls -a /testbed/pkg /big 2>&1");
-  cr_expect_str_eq(r.out, "ls: /big: No such file or directory\n/testbed/pkg:\n.\n..\nmod.py\n", "nothing half-written: %s", r.out);
+  cr_expect_str_eq(r.out, "ls: /big: No such file or directory\n/testbed/pkg:\n.\n..\nmod.py\n",
+                   "nothing half-written: %s", r.out);
   lt_sandbox_result_free(&r);
   cr_expect_eq(lt_box_write_file(b, "/testbed/run.sh", "#!/bin/sh\necho ran\n", 19, 0755), 0);
   r = lt_test_box_sh(b, "/testbed/run.sh");
@@ -252,15 +259,16 @@ Test(box, changes_of_the_writable_layer) {
   fix_t f;
   need_box(&f);
   lt_box_t *b = box(&f);
-  lt_sandbox_result_t r = lt_test_box_sh(b,
-      "echo 'root:x:0:0:root:/root:/bin/ash' > /etc/passwd; "   /* modified */
-      "touch /etc/group; "                                          /* copied up, content unchanged: not a change */
-      "mkdir -p /new/deep && echo hi > /new/deep/f && ln -s f /new/deep/l; " /* added, a symlink too */
-      "rm /bin/ls /bin/cat; "                                       /* deleted (symlinks of the image) */
-      "chmod 600 /etc/passwd; chmod 700 /bin/busybox; "             /* mode changes */
-      "echo tmp > /tmp/t && rm /tmp/t; "                            /* made and removed: nothing */
-      "rm -rf /home; mkdir /home; echo again > /home/x; "           /* a directory replaced: opaque */
-      "ln -sf sh /bin/ash");                                        /* a symlink retargeted: modified */
+  lt_sandbox_result_t r =
+      lt_test_box_sh(b,
+                     "echo 'root:x:0:0:root:/root:/bin/ash' > /etc/passwd; " /* modified */
+                     "touch /etc/group; " /* copied up, content unchanged: not a change */
+                     "mkdir -p /new/deep && echo hi > /new/deep/f && ln -s f /new/deep/l; " /* added, a symlink too */
+                     "rm /bin/ls /bin/cat; "                             /* deleted (symlinks of the image) */
+                     "chmod 600 /etc/passwd; chmod 700 /bin/busybox; "   /* mode changes */
+                     "echo tmp > /tmp/t && rm /tmp/t; "                  /* made and removed: nothing */
+                     "rm -rf /home; mkdir /home; echo again > /home/x; " /* a directory replaced: opaque */
+                     "ln -sf sh /bin/ash");                              /* a symlink retargeted: modified */
   cr_expect_eq(r.exit_code, 0, "%s", r.err);
   lt_sandbox_result_free(&r);
   char *all = changes_text(b, "/");
@@ -276,7 +284,9 @@ Test(box, changes_of_the_writable_layer) {
                    "%s", all);
   free(all);
   char *bin = changes_text(b, "/bin/");
-  cr_expect_str_eq(bin, "M /bin/ash 120777 120777\nM /bin/busybox 100755 100700\nD /bin/cat 120777 0\nD /bin/ls 120777 0\n", "%s", bin);
+  cr_expect_str_eq(bin,
+                   "M /bin/ash 120777 120777\nM /bin/busybox 100755 100700\nD /bin/cat 120777 0\nD /bin/ls 120777 0\n",
+                   "%s", bin);
   free(bin);
   char *none = changes_text(b, "/bi");
   cr_expect_str_eq(none, "", "a prefix is not a directory: %s", none);
@@ -338,8 +348,8 @@ Test(box, a_port_reaches_only_its_host_port) {
   f.lim.port = port;
   lt_box_t *b = box(&f);
   char script[256];
-  snprintf(script, sizeof script, "echo ping | nc -w 2 127.0.0.1 %d; echo rc=$?; echo x | nc -w 1 127.0.0.1 %d; echo rc=$?",
-           port, other_port);
+  snprintf(script, sizeof script,
+           "echo ping | nc -w 2 127.0.0.1 %d; echo rc=$?; echo x | nc -w 1 127.0.0.1 %d; echo rc=$?", port, other_port);
   const char *argv[] = {"sh", "-c", script, NULL};
   lt_sandbox_job_t job = {.argv = argv};
   lt_sandbox_result_t r;

@@ -69,10 +69,11 @@ TestSuite(box_escape, .fini = cleanup);
 Test(box_escape, no_privilege_inside) {
   need_box();
   lt_sandbox_limits_t l = limits(10);
-  lt_sandbox_result_t r = run_sh(&l, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; "
-                                      "mount -t tmpfs none /tmp 2>/dev/null; echo mount=$?; "
-                                      "unshare -r true 2>/dev/null; echo unshare=$?; "
-                                      "mknod /tmp/mem c 1 1 2>/dev/null; echo mknod=$?; hostname");
+  lt_sandbox_result_t r = run_sh(&l,
+                                 "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; "
+                                 "mount -t tmpfs none /tmp 2>/dev/null; echo mount=$?; "
+                                 "unshare -r true 2>/dev/null; echo unshare=$?; "
+                                 "mknod /tmp/mem c 1 1 2>/dev/null; echo mknod=$?; hostname");
   lt_test_expect_no_privilege(r.out);
   /* uid 0 of the image (it names no User) is the box's one id: root inside, no capability, nobody outside. */
   cr_expect(strstr(r.out, "\n0\nmount="), "%s", r.out);
@@ -86,8 +87,7 @@ Test(box_escape, no_network_not_even_host_loopback) {
   cr_assert(s >= 0);
   char script[512];
   snprintf(script, sizeof script,
-           "echo hi | nc -w 2 127.0.0.1 %d && echo connected; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
-           port);
+           "echo hi | nc -w 2 127.0.0.1 %d && echo connected; cat /proc/net/dev | tail -n +3 | cut -d: -f1", port);
   lt_sandbox_limits_t l = limits(10);
   lt_sandbox_result_t r = run_sh(&l, script);
   cr_expect(!strstr(r.out, "connected"), "%s", r.out);
@@ -169,8 +169,9 @@ Test(box_escape, the_root_and_tmp_share_one_write_budget) {
   need_box();
   lt_sandbox_limits_t l = limits(20);
   l.file_mb = 4;
-  lt_sandbox_result_t r = run_sh(&l, "head -c 3000000 /dev/zero > /a; head -c 3000000 /dev/zero > /tmp/b; echo rc=$?; "
-                                      "cat /a /tmp/b | wc -c");
+  lt_sandbox_result_t r = run_sh(&l,
+                                 "head -c 3000000 /dev/zero > /a; head -c 3000000 /dev/zero > /tmp/b; echo rc=$?; "
+                                 "cat /a /tmp/b | wc -c");
   const char *rc = strstr(r.out, "rc=1\n");
   long total = rc ? atol(rc + 5) : -1;
   cr_expect(total > 3000000 && total <= 4 << 20, "%ld bytes written in a 4 MB layer: %s %s", total, r.out, r.err);
@@ -220,11 +221,12 @@ Test(box_escape, image_setuid_devices_and_symlinks_out) {
   cr_expect_eq(access(host_landed, F_OK), -1, "a layer wrote through a symlink onto the host");
   lt_sandbox_limits_t l = limits(10);
   lt_box_t *b = new_box(img, &l);
-  lt_sandbox_result_t r = lt_test_box_sh(b, "id -u; stat -c %a /opt/suid/busybox; /opt/suid/busybox id -u; "
-                                            "/opt/suid/busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
-                                            "ls /evil-dev /dev/evil-null 2>&1; cat /dev/evil-null 2>&1; "
-                                            "cat /etc/hostfile 2>&1; ls /up/ /abs/; cat /up/lt-box-through-link; "
-                                            "echo written > /up/lt-box-written; echo written > /abs/lt-box-written2");
+  lt_sandbox_result_t r = lt_test_box_sh(b,
+                                         "id -u; stat -c %a /opt/suid/busybox; /opt/suid/busybox id -u; "
+                                         "/opt/suid/busybox grep -E '^(Uid|CapEff):' /proc/self/status; "
+                                         "ls /evil-dev /dev/evil-null 2>&1; cat /dev/evil-null 2>&1; "
+                                         "cat /etc/hostfile 2>&1; ls /up/ /abs/; cat /up/lt-box-through-link; "
+                                         "echo written > /up/lt-box-written; echo written > /abs/lt-box-written2");
   /* The setuid bit is kept (images need it), but gives nothing: nosuid, no_new_privs, one id mapped. */
   cr_expect(strstr(r.out, "1000\n4755\n1000\n"), "%s", r.out);
   cr_expect(strstr(r.out, "Uid:\t1000\t1000\t1000\t1000\n") && strstr(r.out, "CapEff:\t0000000000000000"), "%s", r.out);
@@ -275,12 +277,13 @@ Test(box_escape, the_cached_image_is_never_written) {
   cr_assert_eq(stat(p, &before), 0);
   lt_sandbox_limits_t l = limits(10);
   lt_box_t *b = new_box(img, &l);
-  lt_sandbox_result_t r = lt_test_box_sh(b, "chmod 777 /etc /etc/passwd; echo x > /etc/passwd; rm -rf /home; "
-                                            "mkdir /tmp/b; cat /bin/busybox > /tmp/b/busybox; "
-                                            "chmod 755 /tmp/b/busybox; export PATH=/tmp/b; "
-                                            "exec /tmp/b/busybox sh -c 'busybox truncate -s 0 /bin/busybox; "
-                                            "busybox chmod 4777 /bin/busybox; "
-                                            "busybox ls -l /bin/busybox'");
+  lt_sandbox_result_t r = lt_test_box_sh(b,
+                                         "chmod 777 /etc /etc/passwd; echo x > /etc/passwd; rm -rf /home; "
+                                         "mkdir /tmp/b; cat /bin/busybox > /tmp/b/busybox; "
+                                         "chmod 755 /tmp/b/busybox; export PATH=/tmp/b; "
+                                         "exec /tmp/b/busybox sh -c 'busybox truncate -s 0 /bin/busybox; "
+                                         "busybox chmod 4777 /bin/busybox; "
+                                         "busybox ls -l /bin/busybox'");
   cr_expect(strstr(r.out, " 0 "), "the box's busybox is truncated in its view: %s %s", r.out, r.err);
   lt_sandbox_result_free(&r);
   lt_box_destroy(b);

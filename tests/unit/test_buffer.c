@@ -22,11 +22,23 @@ static uint8_t mask[T] = {0, 0, 1, 1, 1, 1};
 
 /* The wire record a worker sends: its strings and arrays borrowed, its JSON made here (free with rec_free). */
 static lt_traj_t rec(int64_t task, int64_t group, const char *domain, double reward) {
-  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)group, .domain = (char *)domain,
-                 .status = LT_TRAJ_OK, .finish = LT_FINISH_TRUNCATED, .reason = "context_limit", .error = "",
-                 .has_reward = 1, .reward = reward, .components = cJSON_Parse("{\"correct\":1}"),
-                 .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"1+1=\"}]"), .turns = 2,
-                 .ntokens = T, .tokens = tokens, .logprobs = logp, .loss_mask = mask, .versions = versions,
+  lt_traj_t r = {.task_id = (uint64_t)task,
+                 .group_id = (uint64_t)group,
+                 .domain = (char *)domain,
+                 .status = LT_TRAJ_OK,
+                 .finish = LT_FINISH_TRUNCATED,
+                 .reason = "context_limit",
+                 .error = "",
+                 .has_reward = 1,
+                 .reward = reward,
+                 .components = cJSON_Parse("{\"correct\":1}"),
+                 .messages = cJSON_Parse("[{\"role\":\"user\",\"content\":\"1+1=\"}]"),
+                 .turns = 2,
+                 .ntokens = T,
+                 .tokens = tokens,
+                 .logprobs = logp,
+                 .loss_mask = mask,
+                 .versions = versions,
                  .support = support};
   cr_assert(r.components && r.messages);
   return r;
@@ -50,8 +62,13 @@ static lt_buffer_t *fresh(char **dir, char *path, size_t cap) {
 
 static void insert(lt_buffer_t *b, int64_t task, int64_t group, const char *domain, double reward, int *dup) {
   lt_traj_t r = rec(task, group, domain, reward);
-  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = -1,
-                      .time_ms = task, .status = LT_SAMPLE_READY};
+  lt_traj_meta_t m = {.worker = "w1",
+                      .version_min = 3,
+                      .version_max = 4,
+                      .truncated = 1,
+                      .eval_round = -1,
+                      .time_ms = task,
+                      .status = LT_SAMPLE_READY};
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, dup), 0, "%s", lt_error_msg());
   rec_free(&r);
 }
@@ -153,17 +170,39 @@ Test(buffer, token_values_round_trip_and_rewind) {
   float ratio[3] = {1, 3.5f, 0.75f}, lpo[3] = {-1, -2, -3}, adv[3] = {0.5f, 0.5f, -0.25f}, ent[3] = {2, 1, 0};
   uint8_t flags[3] = {1 | 2 | 4 | 16, 1 | 4, 0};
   int32_t spans[4] = {1, 2, 4, 1};
-  lt_token_values_row_t rows[2] = {
-      {.task_id = 7, .step = 3, .recomputed = 1, .loss = "{}", .traj_ratio = NAN, .ntokens = T, .nspans = 2,
-       .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent, .flags = flags},
-      {.task_id = 7, .step = 5, .loss = "{\"objective\":\"mispo\"}", .traj_ratio = 1.25, .traj_ok = 1, .ntokens = T,
-       .nspans = 2, .spans = spans, .ratio = ratio, .logp_old = lpo, .adv = adv, .entropy = ent, .flags = flags}};
+  lt_token_values_row_t rows[2] = {{.task_id = 7,
+                                    .step = 3,
+                                    .recomputed = 1,
+                                    .loss = "{}",
+                                    .traj_ratio = NAN,
+                                    .ntokens = T,
+                                    .nspans = 2,
+                                    .spans = spans,
+                                    .ratio = ratio,
+                                    .logp_old = lpo,
+                                    .adv = adv,
+                                    .entropy = ent,
+                                    .flags = flags},
+                                   {.task_id = 7,
+                                    .step = 5,
+                                    .loss = "{\"objective\":\"mispo\"}",
+                                    .traj_ratio = 1.25,
+                                    .traj_ok = 1,
+                                    .ntokens = T,
+                                    .nspans = 2,
+                                    .spans = spans,
+                                    .ratio = ratio,
+                                    .logp_old = lpo,
+                                    .adv = adv,
+                                    .entropy = ent,
+                                    .flags = flags}};
   cr_assert_eq(lt_buffer_token_values_put(b, rows, 2), 0, "%s", lt_error_msg());
   lt_token_values_row_t v;
   cr_assert_eq(lt_buffer_token_values_get(b, 7, &v), 1, "%s", lt_error_msg());
   cr_assert(v.step == 5 && !v.recomputed && v.traj_ok && v.traj_ratio == 1.25 && v.ntokens == T && v.n == 3);
   cr_assert(v.nspans == 2 && !memcmp(v.spans, spans, sizeof spans));
-  cr_assert(!memcmp(v.ratio, ratio, sizeof ratio) && !memcmp(v.logp_old, lpo, sizeof lpo) && !memcmp(v.adv, adv, sizeof adv));
+  cr_assert(!memcmp(v.ratio, ratio, sizeof ratio) && !memcmp(v.logp_old, lpo, sizeof lpo) &&
+            !memcmp(v.adv, adv, sizeof adv));
   cr_assert(!memcmp(v.entropy, ent, sizeof ent) && !memcmp(v.flags, flags, sizeof flags));
   cr_assert_str_eq(v.loss, "{\"objective\":\"mispo\"}");
   lt_buffer_token_values_free(&v);
@@ -182,8 +221,14 @@ Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
   char *dir, path[4200];
   lt_buffer_t *b = fresh(&dir, path, sizeof path);
   cr_assert_eq(lt_buffer_prompt_insert(b, 7, "arith", "{\"q\":\"1+1\"}", 0, 0), 0);
-  lt_task_row_t task = {.id = 3, .prompt_id = 7, .domain = "arith", .eval_round = -1, .status = LT_TASK_DISPATCHED,
-                        .attempts = 1, .worker = "w1", .version = 0};
+  lt_task_row_t task = {.id = 3,
+                        .prompt_id = 7,
+                        .domain = "arith",
+                        .eval_round = -1,
+                        .status = LT_TASK_DISPATCHED,
+                        .attempts = 1,
+                        .worker = "w1",
+                        .version = 0};
   cr_assert_eq(lt_buffer_task_insert(b, &task), 0, "%s", lt_error_msg());
   /* A result does not undo the attempts before it. */
   cr_assert_eq(lt_buffer_task_update(b, 3, LT_TASK_DONE, -1, "w1", 3), 0);
@@ -211,8 +256,11 @@ Test(buffer, quarantine_moves_a_trajectory_aside_and_reopens_its_task) {
   cr_expect_null(q.spec);
   lt_buffer_close(b);
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT task_id, step, why, worker, reward, length(tokens) FROM "
-                                  "quarantine ORDER BY id\"", path), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s \"SELECT task_id, step, why, worker, reward, length(tokens) FROM "
+                          "quarantine ORDER BY id\"",
+                          path),
+               0);
   cr_expect_str_eq(r.out, "3|4|token 0: id 1264 outside the vocabulary|w1|0.5|24\n3|5|again|w1|1.0|24\n", "%s%s", r.out,
                    r.err);
   lt_run_free(&r);
@@ -269,8 +317,8 @@ Test(buffer, named_queries) {
   lt_traj_filter_t f = {.step_lo = -1, .step_hi = -1, .domain = "arith"};
   cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
   cr_assert_eq(k, 2);
-  f = (lt_traj_filter_t){.statuses = 1u << LT_SAMPLE_READY, .has_min_reward = 1, .min_reward = 0.5, .step_lo = -1,
-                         .step_hi = -1};
+  f = (lt_traj_filter_t){
+      .statuses = 1u << LT_SAMPLE_READY, .has_min_reward = 1, .min_reward = 0.5, .step_lo = -1, .step_hi = -1};
   cr_assert_eq(lt_buffer_traj_page(b, &f, 0, task, row, 8, &k), 0);
   cr_assert_eq(k, 1);
   cr_assert_eq(task[0], 2);
@@ -292,8 +340,11 @@ Test(buffer, named_queries) {
   /* The mean reads the partial index traj_ok_reward, not the table (stats_1m_seconds): its WHERE must keep
    * implying the index's, or SQLite silently scans every row again. */
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"EXPLAIN QUERY PLAN SELECT coalesce(avg(reward), 0) FROM trajectories "
-                                  "WHERE eval = 0 AND traj_status = 'ok'\"", path), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s \"EXPLAIN QUERY PLAN SELECT coalesce(avg(reward), 0) FROM trajectories "
+                          "WHERE eval = 0 AND traj_status = 'ok'\"",
+                          path),
+               0);
   cr_expect(strstr(r.out, "INDEX traj_ok_reward"), "%s%s", r.out, r.err);
   lt_run_free(&r);
   lt_test_rmdir(dir);
@@ -309,9 +360,10 @@ Test(buffer, damage_is_reported_not_trusted) {
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
   cr_assert_eq(sqlite3_exec(db, "UPDATE payloads SET logprobs = x'00' WHERE task_id = 1", NULL, NULL, NULL), SQLITE_OK);
-  cr_assert_eq(sqlite3_exec(db, "INSERT INTO trajectories(task_id, group_id, domain, status, traj_status, components, "
-                                "finish, reason, truncated, ntokens, nturns, version_min, version_max, time_ms) "
-                                "VALUES(2, 1, 'arith', 'ready', 'ok', '{}', 'none', '', 0, 0, 0, 0, 0, 0)",
+  cr_assert_eq(sqlite3_exec(db,
+                            "INSERT INTO trajectories(task_id, group_id, domain, status, traj_status, components, "
+                            "finish, reason, truncated, ntokens, nturns, version_min, version_max, time_ms) "
+                            "VALUES(2, 1, 'arith', 'ready', 'ok', '{}', 'none', '', 0, 0, 0, 0, 0, 0)",
                             NULL, NULL, NULL),
                SQLITE_OK);
   sqlite3_close(db);
@@ -387,15 +439,21 @@ Test(buffer, schema_1_is_migrated) {
   cr_assert_eq(lt_buffer_open(path, 0, &b), 0, "%s", lt_error_msg());
   expect_unknown_sampling(b);
   lt_buffer_close(b);
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT value FROM meta WHERE key = 'schema_version'; "
-                                  "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
-                                  "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
-                                  "pragma_table_info('prompts') WHERE name = 'copy_of'; SELECT count(*) FROM "
-                                  "token_values\"", path), 0);
-  cr_expect_str_eq(r.out, "7\n2\n0\n1\n0\n", "migrated to schema 7 (quarantine and token_values tables, prompts.copy_of): %s%s",
-                   r.out, r.err);
-  cr_assert_eq(lt_test_sh(&r, 30, "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN "
-                                  "('seq_starts', 'diff')\"", path), 0);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s \"SELECT value FROM meta WHERE key = 'schema_version'; "
+                          "SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN ('support_ids', "
+                          "'temperature'); SELECT count(*) FROM quarantine; SELECT count(*) FROM "
+                          "pragma_table_info('prompts') WHERE name = 'copy_of'; SELECT count(*) FROM "
+                          "token_values\"",
+                          path),
+               0);
+  cr_expect_str_eq(r.out, "7\n2\n0\n1\n0\n",
+                   "migrated to schema 7 (quarantine and token_values tables, prompts.copy_of): %s%s", r.out, r.err);
+  cr_assert_eq(lt_test_sh(&r, 30,
+                          "sqlite3 %s \"SELECT count(*) FROM pragma_table_info('payloads') WHERE name IN "
+                          "('seq_starts', 'diff')\"",
+                          path),
+               0);
   cr_expect_str_eq(r.out, "2\n", "payloads.seq_starts (schema 5), payloads.diff (schema 7): %s%s", r.out, r.err);
   lt_run_free(&r);
   lt_test_rmdir(dir);
@@ -469,12 +527,12 @@ Test(buffer, task_history_counts_the_domains_success) {
     double reward;
     const char *components;
   } rows[] = {
-      {0.3, "{\"genrm_win_rate\":0.3}"},       /* below the threshold: a failure */
-      {0.2, "{\"code\":0.2}"},                 /* a partial score: a failure */
-      {0.7, "{\"genrm_win_rate\":0.7}"},       /* at or above: a pass */
+      {0.3, "{\"genrm_win_rate\":0.3}"},                /* below the threshold: a failure */
+      {0.2, "{\"code\":0.2}"},                          /* a partial score: a failure */
+      {0.7, "{\"genrm_win_rate\":0.7}"},                /* at or above: a pass */
       {0.6, "{\"correct\":1,\"length_penalty\":-0.4}"}, /* the verdict decides */
-      {0.1, "{\"correct\":0,\"format\":1}"},  /* a format bonus is not a pass */
-      {0.5, "{\"verifier\":0}"},              /* the judge's verdict, whatever the reward */
+      {0.1, "{\"correct\":0,\"format\":1}"},            /* a format bonus is not a pass */
+      {0.5, "{\"verifier\":0}"},                        /* the judge's verdict, whatever the reward */
   };
   lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .eval_round = -1, .status = LT_SAMPLE_READY};
   for (int i = 0; i < 6; i++) {
@@ -509,8 +567,8 @@ Test(buffer, gives_back_the_wire_record_it_stored) {
   in.support = sup, in.support_ids = ids, in.nsupport_ids = 8, in.temperature = 0.7, in.eval = 1;
   in.gen_ms = 12.5, in.env_ms = 3.25, in.reward_ms = 0.5, in.nseqs = 2, in.seq_starts = starts;
   in.routing_layers = 2, in.routing_k = 2, in.routing_experts = 8, in.routing_ids = rids, in.routing_probs = rprobs;
-  lt_traj_meta_t m = {.worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = 2,
-                      .status = LT_SAMPLE_EVAL};
+  lt_traj_meta_t m = {
+      .worker = "w1", .version_min = 3, .version_max = 4, .truncated = 1, .eval_round = 2, .status = LT_SAMPLE_EVAL};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &in, &m, &dup), 0, "%s", lt_error_msg());
   lt_traj_t out;
@@ -594,9 +652,9 @@ Test(buffer, damage_met_while_reading_is_exit_6_with_or_without_check, .timeout 
   int64_t total, trunc; /* the totals read every trajectory row: they meet the page */
   lt_buffer_traj_totals(b, &total, &trunc);
   cr_assert_eq(lt_buffer_damaged(b), LT_ECORRUPT);
-  cr_expect(strstr(lt_error_msg(), "damaged buffer") && strstr(lt_error_msg(), "malformed") &&
-                strstr(lt_error_msg(), path),
-            "%s", lt_error_msg());
+  cr_expect(
+      strstr(lt_error_msg(), "damaged buffer") && strstr(lt_error_msg(), "malformed") && strstr(lt_error_msg(), path),
+      "%s", lt_error_msg());
   lt_buffer_close(b);
   for (int k = 0; k < 2; k++) {
     cr_assert_eq(lt_test_run(&r, NULL, 30, k ? checked : export), 0);
@@ -629,8 +687,13 @@ Test(buffer, round_trips_every_column) {
   r.support = sup, r.nsupport_ids = 7, r.support_ids = ids, r.nseqs = 2, r.seq_starts = starts;
   r.diff = "--- a/x\n+++ b/x\n";
   r.routing_layers = 2, r.routing_k = 2, r.routing_experts = 7, r.routing_ids = rids, r.routing_probs = rprobs;
-  lt_traj_meta_t m = {.worker = "w9", .version_min = 5, .version_max = 6, .truncated = 1, .eval_round = 8,
-                      .time_ms = 1234, .status = LT_SAMPLE_EVAL};
+  lt_traj_meta_t m = {.worker = "w9",
+                      .version_min = 5,
+                      .version_max = 6,
+                      .truncated = 1,
+                      .eval_round = 8,
+                      .time_ms = 1234,
+                      .status = LT_SAMPLE_EVAL};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
   int64_t id = 41;
@@ -641,22 +704,45 @@ Test(buffer, round_trips_every_column) {
   static const struct {
     const char *table, *column, *expect;
   } C[] = {
-      {"trajectories", "id", "1"}, {"trajectories", "task_id", "41"}, {"trajectories", "group_id", "40"},
-      {"trajectories", "domain", "arith"}, {"trajectories", "status", "consumed"},
-      {"trajectories", "traj_status", "error"}, {"trajectories", "reward", "0.75"},
-      {"trajectories", "components", "{\"correct\":1}"}, {"trajectories", "finish", "timeout"},
-      {"trajectories", "reason", "tool_timeout"}, {"trajectories", "truncated", "1"},
-      {"trajectories", "ntokens", "6"}, {"trajectories", "nturns", "3"}, {"trajectories", "version_min", "5"},
-      {"trajectories", "version_max", "6"}, {"trajectories", "worker", "w9"}, {"trajectories", "gen_ms", "1.5"},
-      {"trajectories", "env_ms", "2.5"}, {"trajectories", "reward_ms", "3.5"}, {"trajectories", "time_ms", "1234"},
-      {"trajectories", "consumed_step", "9"}, {"trajectories", "eval", "1"}, {"trajectories", "eval_round", "8"},
+      {"trajectories", "id", "1"},
+      {"trajectories", "task_id", "41"},
+      {"trajectories", "group_id", "40"},
+      {"trajectories", "domain", "arith"},
+      {"trajectories", "status", "consumed"},
+      {"trajectories", "traj_status", "error"},
+      {"trajectories", "reward", "0.75"},
+      {"trajectories", "components", "{\"correct\":1}"},
+      {"trajectories", "finish", "timeout"},
+      {"trajectories", "reason", "tool_timeout"},
+      {"trajectories", "truncated", "1"},
+      {"trajectories", "ntokens", "6"},
+      {"trajectories", "nturns", "3"},
+      {"trajectories", "version_min", "5"},
+      {"trajectories", "version_max", "6"},
+      {"trajectories", "worker", "w9"},
+      {"trajectories", "gen_ms", "1.5"},
+      {"trajectories", "env_ms", "2.5"},
+      {"trajectories", "reward_ms", "3.5"},
+      {"trajectories", "time_ms", "1234"},
+      {"trajectories", "consumed_step", "9"},
+      {"trajectories", "eval", "1"},
+      {"trajectories", "eval_round", "8"},
       {"trajectories", "error", "it hung"},
-      {"payloads", "task_id", "41"}, {"payloads", "tokens", "24"}, {"payloads", "logprobs", "24"},
-      {"payloads", "loss_mask", "6"}, {"payloads", "versions", "24"}, {"payloads", "support", "24"},
-      {"payloads", "routing_ids", "48"}, {"payloads", "routing_probs", "96"}, {"payloads", "routing_layers", "2"},
-      {"payloads", "routing_k", "2"}, {"payloads", "routing_experts", "7"},
-      {"payloads", "messages", "[{\"role\":\"user\",\"content\":\"1+1=\"}]"}, {"payloads", "support_ids", "28"},
-      {"payloads", "temperature", "0.7"}, {"payloads", "seq_starts", "8"},
+      {"payloads", "task_id", "41"},
+      {"payloads", "tokens", "24"},
+      {"payloads", "logprobs", "24"},
+      {"payloads", "loss_mask", "6"},
+      {"payloads", "versions", "24"},
+      {"payloads", "support", "24"},
+      {"payloads", "routing_ids", "48"},
+      {"payloads", "routing_probs", "96"},
+      {"payloads", "routing_layers", "2"},
+      {"payloads", "routing_k", "2"},
+      {"payloads", "routing_experts", "7"},
+      {"payloads", "messages", "[{\"role\":\"user\",\"content\":\"1+1=\"}]"},
+      {"payloads", "support_ids", "28"},
+      {"payloads", "temperature", "0.7"},
+      {"payloads", "seq_starts", "8"},
       {"payloads", "diff", "--- a/x\n+++ b/x\n"},
   };
   sqlite3 *db;
@@ -690,7 +776,8 @@ Test(buffer, round_trips_every_column) {
   }
   /* blobs of one length each: their bytes too */
   sqlite3_stmt *v;
-  cr_assert_eq(sqlite3_prepare_v2(db, "SELECT tokens, logprobs, versions, support FROM payloads", -1, &v, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(db, "SELECT tokens, logprobs, versions, support FROM payloads", -1, &v, NULL),
+               SQLITE_OK);
   cr_assert_eq(sqlite3_step(v), SQLITE_ROW);
   cr_expect_eq(memcmp(sqlite3_column_blob(v, 0), tokens, sizeof tokens), 0);
   cr_expect_eq(memcmp(sqlite3_column_blob(v, 1), logp, sizeof logp), 0);

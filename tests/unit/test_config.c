@@ -82,7 +82,8 @@ Test(config, ranges_and_enums) {
 Test(config, int_or_enum_and_maps) {
   lt_config_t cfg;
   cr_assert_eq(load("{\"scheduler\": {\"max_staleness\": \"auto\", \"domain_ratios\": {\"math\": 2, \"code\": 1}}}",
-                    NULL, 0, &cfg), 0);
+                    NULL, 0, &cfg),
+               0);
   cr_assert_str_eq(lt_config_get(&cfg, "scheduler.max_staleness")->valuestring, "auto");
   cr_assert_float_eq(lt_config_get(&cfg, "scheduler.domain_ratios.math")->valuedouble, 2.0, 1e-12);
   lt_config_free(&cfg);
@@ -147,7 +148,7 @@ Test(config, extends_merges_objects_and_reports_its_chain) {
   fclose(f);
   lt_config_t cfg;
   cr_assert_eq(lt_config_load(&cfg, leaf, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
-  cr_expect_eq(lt_config_num(&cfg, "learner.lr"), 0.5);            /* from the base */
+  cr_expect_eq(lt_config_num(&cfg, "learner.lr"), 0.5);              /* from the base */
   cr_expect_str_eq(lt_config_str(&cfg, "learner.objective"), "ppo"); /* from the middle */
   cr_expect_eq(lt_config_int(&cfg, "learner.batch.trajectories"), 16);
   cr_expect_eq(lt_config_int(&cfg, "run.seed"), 3);
@@ -243,8 +244,8 @@ Test(config, the_metarm_key_is_refused_naming_reasoning_check) {
   const char *set[] = {"rewards.genrm.metarm.penalty=0.3"};
   cr_assert_eq(load("{}", set, 1, &cfg), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "rewards.genrm.reasoning_check"), "%s", lt_error_msg());
-  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"reasoning_check\": {\"enabled\": true}}}}", NULL, 0, &cfg), 0,
-               "%s", lt_error_msg());
+  cr_assert_eq(load("{\"rewards\": {\"genrm\": {\"reasoning_check\": {\"enabled\": true}}}}", NULL, 0, &cfg), 0, "%s",
+               lt_error_msg());
   cr_expect(lt_config_bool(&cfg, "rewards.genrm.reasoning_check.enabled"));
   lt_config_free(&cfg);
 }
@@ -260,8 +261,12 @@ Test(config, domain_names_are_refused_at_load_unless_labels_and_file_names_take_
                                         "{\"envs\": {\"caf\u00e9\": {\"type\": \"arith\"}}}",
                                         "{\"scheduler\": {\"domain_ratios\": {\"a b\": 1}}}",
                                         "{\"rewards\": {\"domains\": {\"x\\n\": {}}}}"};
-  static const char *const where[] = {"envs: \"ar\\\"i\\\\th\" is not a name", "envs: \"a/b\"", "envs: \"-x\"",
-                                      "envs: \"caf\u00e9\"", "scheduler.domain_ratios: \"a b\"", "rewards.domains: \"x\\n\""};
+  static const char *const where[] = {"envs: \"ar\\\"i\\\\th\" is not a name",
+                                      "envs: \"a/b\"",
+                                      "envs: \"-x\"",
+                                      "envs: \"caf\u00e9\"",
+                                      "scheduler.domain_ratios: \"a b\"",
+                                      "rewards.domains: \"x\\n\""};
   for (int i = 0; i < 6; i++) {
     cr_expect_eq(load(refused[i], NULL, 0, &cfg), LT_ECONFIG, "%s was accepted", refused[i]);
     cr_expect(strstr(lt_error_msg(), where[i]) && strstr(lt_error_msg(), "letters, digits, '_' and '-'"), "%s",
@@ -270,8 +275,9 @@ Test(config, domain_names_are_refused_at_load_unless_labels_and_file_names_take_
   char long_name[128];
   snprintf(long_name, sizeof long_name, "{\"envs\": {\"%065d\": {\"type\": \"arith\"}}}", 0);
   cr_expect_eq(load(long_name, NULL, 0, &cfg), LT_ECONFIG, "a 65-character name");
-  cr_assert_eq(load("{\"envs\": {\"math-hard_2\": {\"type\": \"arith\"}, \"A9\": {\"type\": \"arith\"}}}", NULL, 0, &cfg), 0,
-               "%s", lt_error_msg());
+  cr_assert_eq(
+      load("{\"envs\": {\"math-hard_2\": {\"type\": \"arith\"}, \"A9\": {\"type\": \"arith\"}}}", NULL, 0, &cfg), 0,
+      "%s", lt_error_msg());
   lt_config_free(&cfg);
 }
 

@@ -13,8 +13,10 @@
 
 static int make_envs(const char *train, const char *eval, const char *extra, lt_envs_t **out) {
   char js[8192];
-  snprintf(js, sizeof js, "{\"run\": {\"seed\": 11}, \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"%s%s%s%s}}}}",
-           train, eval ? ", \"eval\": \"" : "", eval ? eval : "", eval ? "\"" : "", extra ? extra : "");
+  snprintf(
+      js, sizeof js,
+      "{\"run\": {\"seed\": 11}, \"envs\": {\"qa\": {\"type\": \"dataset\", \"params\": {\"train\": \"%s\"%s%s%s%s}}}}",
+      train, eval ? ", \"eval\": \"" : "", eval ? eval : "", eval ? "\"" : "", extra ? extra : "");
   lt_config_t cfg;
   cJSON *root = cJSON_Parse(js);
   cr_assert_not_null(root);
@@ -31,7 +33,8 @@ static char *write_rows(const char *dir, const char *name, int n) {
   snprintf(path, sizeof p[0], "%s/%s", dir, name);
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
-  for (int i = 0; i < n; i++) fprintf(f, "{\"id\": \"r%d\", \"prompt\": \"question %d\", \"answer\": \"%d\"}\n", i, i, i);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "{\"id\": \"r%d\", \"prompt\": \"question %d\", \"answer\": \"%d\"}\n", i, i, i);
   fclose(f);
   return path;
 }
@@ -85,7 +88,8 @@ Test(dataset, bad_rows_are_errors_naming_file_and_line) {
     const char *row, *why;
   } cases[] = {
       {"{\"prompt\": \"q\"}", "\"answer\""},
-      {"{\"prompt\": \"q\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"1\"}", "exactly one"},
+      {"{\"prompt\": \"q\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"1\"}",
+       "exactly one"},
       {"{\"messages\": [{\"role\": \"assistant\", \"content\": \"q\"}], \"answer\": \"1\"}", "user"},
       {"{\"messages\": [{\"role\": \"user\"}], \"answer\": \"1\"}", "content"},
       {"{\"prompt\": \"q\", \"answer\": \"1\", \"tools\": {}}", "tools"},
@@ -119,10 +123,12 @@ Test(dataset, bad_rows_are_errors_naming_file_and_line) {
 
 Test(dataset, spec_carries_the_row_and_the_episode_its_answer) {
   char *dir = lt_test_tmpdir("ds_spec");
-  const char *path = file_with(dir, "m.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
-                                   "\"content\": \"hello\"}, {\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4.1, "
-                                   "\"id\": \"x1\", \"domain\": \"algebra\", \"metadata\": {\"level\": 3}, "
-                                   "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]}\n");
+  const char *path =
+      file_with(dir, "m.jsonl",
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
+                "\"content\": \"hello\"}, {\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4.1, "
+                "\"id\": \"x1\", \"domain\": \"algebra\", \"metadata\": {\"level\": 3}, "
+                "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]}\n");
   lt_envs_t *e;
   cr_assert_eq(make_envs(path, NULL, ", \"system\": \"Be brief.\"", &e), 0, "%s", lt_error_msg());
   cJSON *s;
@@ -175,8 +181,9 @@ Test(dataset, eval_reads_the_held_out_file_in_order) {
 
 Test(dataset, blank_lines_crlf_and_a_missing_last_newline_read_back) {
   char *dir = lt_test_tmpdir("ds_blank");
-  const char *path = file_with(dir, "b.jsonl", "\n\n{\"prompt\": \"a\", \"answer\": \"1\"}\r\n\n  {\"prompt\": \"b\", "
-                                               "\"answer\": \"2\"}  \n{\"prompt\": \"c\", \"answer\": \"3\"}");
+  const char *path = file_with(dir, "b.jsonl",
+                               "\n\n{\"prompt\": \"a\", \"answer\": \"1\"}\r\n\n  {\"prompt\": \"b\", "
+                               "\"answer\": \"2\"}  \n{\"prompt\": \"c\", \"answer\": \"3\"}");
   lt_envs_t *e;
   cr_assert_eq(make_envs(path, path, NULL, &e), 0, "%s", lt_error_msg());
   for (int i = 0; i < 3; i++) {

@@ -59,7 +59,8 @@ Test(delta, rebuilds_the_next_version_bit_for_bit_and_is_small) {
   struct stat sd, sf;
   stat(d, &sd);
   stat(b, &sf);
-  cr_expect_lt(sd.st_size, sf.st_size / 5, "a 2%% change: %lld of %lld bytes", (long long)sd.st_size, (long long)sf.st_size);
+  cr_expect_lt(sd.st_size, sf.st_size / 5, "a 2%% change: %lld of %lld bytes", (long long)sd.st_size,
+               (long long)sf.st_size);
   cr_assert_eq(lt_delta_apply(a, d, out), 0, "%s", lt_error_msg());
   cr_expect(same_file(out, b), "the rebuilt file is the target");
   lt_test_rmdir(dir);

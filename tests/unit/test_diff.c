@@ -93,7 +93,8 @@ Test(diff, random_edits_agree_with_gnu_patch_git_apply_and_gnu_diff) {
       cr_assert_eq(lt_test_write(path, a), 0);
       snprintf(path, sizeof path, "%s/d.patch", dir);
       cr_assert_eq(lt_test_write(path, d.data), 0);
-      cr_assert_eq(SH(&rr, "cd %s/w && patch -p1 -s --fuzz=0 < ../d.patch", dir), 0, "%s%s\n%s", rr.out, rr.err, d.data);
+      cr_assert_eq(SH(&rr, "cd %s/w && patch -p1 -s --fuzz=0 < ../d.patch", dir), 0, "%s%s\n%s", rr.out, rr.err,
+                   d.data);
       lt_run_free(&rr);
       cr_assert_eq(SH(&rr, "cd %s/g && git apply --unsafe-paths ../d.patch", dir), 0, "%s\n%s", rr.err, d.data);
       lt_run_free(&rr);
@@ -114,7 +115,8 @@ Test(diff, random_edits_agree_with_gnu_patch_git_apply_and_gnu_diff) {
       int gd, gi, md, mi;
       count_changes(rr.out, &gd, &gi);
       count_changes(d.data, &md, &mi);
-      cr_expect_eq(md + mi, gd + gi, "ours %d+%d lines, GNU diff --minimal %d+%d:\n%s\n%s", md, mi, gd, gi, d.data, rr.out);
+      cr_expect_eq(md + mi, gd + gi, "ours %d+%d lines, GNU diff --minimal %d+%d:\n%s\n%s", md, mi, gd, gi, d.data,
+                   rr.out);
       /* GNU diff's and git diff's output applied by ours */
       char *mine = apply_mine(rr.out, a);
       cr_expect_str_eq(mine ? mine : "(refused)", b, "%s\n%s", lt_error_msg(), rr.out);
@@ -146,17 +148,25 @@ Test(diff, new_deleted_mode_and_quoted_files_apply_with_git) {
   cr_assert_eq(lt_diff_file(&d, "dir with space/\xc3\xa9t\xc3\xa9.txt", "a\n", 2, 0644, "b\n", 2, 0644, 3), 0);
   cr_assert_eq(lt_diff_file(&d, "empty", NULL, 0, 0, "", 0, 0, 3), 0);
   lt_buf_putc(&d, 0);
-  cr_expect(strstr(d.data, "new file mode 100755\n--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1 @@\n+print(1)\n"), "%s", d.data);
-  cr_expect(strstr(d.data, "deleted file mode 100644\n--- a/old.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-bye\n-now\n\\ No newline"));
+  cr_expect(strstr(d.data, "new file mode 100755\n--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1 @@\n+print(1)\n"), "%s",
+            d.data);
+  cr_expect(strstr(
+      d.data, "deleted file mode 100644\n--- a/old.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-bye\n-now\n\\ No newline"));
   cr_expect(strstr(d.data, "old mode 100644\nnew mode 100755\n"));
   lt_run_t rr;
-  cr_assert_eq(SH(&rr, "cd %s && mkdir -p 'dir with space' && printf 'bye\\nnow' > old.txt && echo > run.sh && "
-                                   "printf 'a\\n' > 'dir with space/\xc3\xa9t\xc3\xa9.txt'", dir), 0);
+  cr_assert_eq(SH(&rr,
+                  "cd %s && mkdir -p 'dir with space' && printf 'bye\\nnow' > old.txt && echo > run.sh && "
+                  "printf 'a\\n' > 'dir with space/\xc3\xa9t\xc3\xa9.txt'",
+                  dir),
+               0);
   lt_run_free(&rr);
   snprintf(path, sizeof path, "%s/d.patch", dir);
   lt_test_write(path, d.data);
-  cr_assert_eq(SH(&rr, "cd %s && git apply d.patch && test -x run.sh && test -x pkg/new.py && ! test -e old.txt "
-                                   "&& test -e empty && cat 'dir with space/\xc3\xa9t\xc3\xa9.txt'", dir), 0, "%s\n%s", rr.err, d.data);
+  cr_assert_eq(SH(&rr,
+                  "cd %s && git apply d.patch && test -x run.sh && test -x pkg/new.py && ! test -e old.txt "
+                  "&& test -e empty && cat 'dir with space/\xc3\xa9t\xc3\xa9.txt'",
+                  dir),
+               0, "%s\n%s", rr.err, d.data);
   cr_expect_str_eq(rr.out, "b\n");
   lt_run_free(&rr);
   /* ours reads the same five sections */
@@ -193,10 +203,10 @@ Test(diff, exact_context_with_offsets_no_fuzz_like_gnu_patch) {
   char *dir = lt_test_tmpdir("diff_fuzz"), path[512];
   const char *patch = "--- a/f\n+++ b/f\n@@ -3,7 +3,7 @@\n c\n d\n e\n-f\n+F\n g\n h\n i\n";
   const char *cases[][2] = {
-      {"a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n", "a\nb\nc\nd\ne\nF\ng\nh\ni\nj\n"},          /* in place */
+      {"a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n", "a\nb\nc\nd\ne\nF\ng\nh\ni\nj\n"},                   /* in place */
       {"0\n1\n2\na\nb\nc\nd\ne\nf\ng\nh\ni\nj\n", "0\n1\n2\na\nb\nc\nd\ne\nF\ng\nh\ni\nj\n"}, /* offset +3 */
-      {"a\nb\nc\nd\nE\nf\ng\nh\ni\nj\n", NULL},                                       /* a context line differs */
-      {"a\nb\nc\nd\ne\nf \ng\nh\ni\nj\n", NULL},                                      /* the deleted line differs */
+      {"a\nb\nc\nd\nE\nf\ng\nh\ni\nj\n", NULL},  /* a context line differs */
+      {"a\nb\nc\nd\ne\nf \ng\nh\ni\nj\n", NULL}, /* the deleted line differs */
   };
   snprintf(path, sizeof path, "%s/p", dir);
   lt_test_write(path, patch);
@@ -238,8 +248,10 @@ Test(diff, malformed_binary_and_escaping_patches_are_refused) {
       {"diff --git a/x b/x\nrename from x\nrename to ../../y\n", LT_EINVAL, "leaves the tree"},
       {"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n", LT_EINVAL, "hunk at line 3 ends early"},
       {"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n-b\n+c\n", LT_EINVAL, "line 5: hunk at line 3 holds other lines"},
-      {"diff --git a/f.png b/f.png\nindex 1..2 100644\nBinary files a/f.png and b/f.png differ\n", LT_EUNSUPP, "binary"},
-      {"diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+t\n", LT_EUNSUPP, "mode 120000"},
+      {"diff --git a/f.png b/f.png\nindex 1..2 100644\nBinary files a/f.png and b/f.png differ\n", LT_EUNSUPP,
+       "binary"},
+      {"diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+t\n", LT_EUNSUPP,
+       "mode 120000"},
       {"just some text\n", LT_EINVAL, "no file in it"},
       {"--- a/f\n+++ b/f\n@@ -x +1 @@\n", LT_EINVAL, "malformed hunk header"},
   };
@@ -250,9 +262,10 @@ Test(diff, malformed_binary_and_escaping_patches_are_refused) {
     cr_expect_null(p);
   }
   /* a rename with a change; prose before and after sections is ignored */
-  const char *ren = "From: someone\nSubject: move it\n\ndiff --git a/old name.py b/new.py\nsimilarity index 80%\n"
-                    "rename from old name.py\nrename to new.py\nindex 1..2 100644\n--- a/old name.py\n+++ b/new.py\n"
-                    "@@ -1,2 +1,2 @@\n a\n-b\n+c\n-- \n2.39.2\n";
+  const char *ren =
+      "From: someone\nSubject: move it\n\ndiff --git a/old name.py b/new.py\nsimilarity index 80%\n"
+      "rename from old name.py\nrename to new.py\nindex 1..2 100644\n--- a/old name.py\n+++ b/new.py\n"
+      "@@ -1,2 +1,2 @@\n a\n-b\n+c\n-- \n2.39.2\n";
   lt_patch_t *p;
   cr_assert_eq(lt_patch_parse(ren, strlen(ren), &p), 0, "%s", lt_error_msg());
   cr_expect_str_eq(lt_patch_file(p, 0)->old_path, "old name.py");

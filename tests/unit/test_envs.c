@@ -27,8 +27,10 @@ static lt_envs_t *make_envs(const char *json, uv_loop_t *loop) {
 static const char *spec_str(const cJSON *s, const char *k) { return cJSON_GetObjectItem(s, k)->valuestring; }
 
 Test(envs, arith_problems_are_deterministic_and_correct) {
-  lt_envs_t *e = make_envs("{\"envs\": {\"math\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 13, "
-                           "\"ops\": [\"+\", \"-\", \"*\"]}}}}", NULL);
+  lt_envs_t *e = make_envs(
+      "{\"envs\": {\"math\": {\"type\": \"arith\", \"params\": {\"digits_min\": 1, \"digits_max\": 13, "
+      "\"ops\": [\"+\", \"-\", \"*\"]}}}}",
+      NULL);
   for (uint64_t i = 0; i < 300; i++) {
     cJSON *s1, *s2;
     cr_assert_eq(lt_envs_sample(e, "math", i, 0, &s1), 0);
@@ -54,9 +56,10 @@ Test(envs, an_environment_declares_whether_it_needs_the_sandbox) {
 }
 
 Test(envs, held_out_problems_never_appear_in_training) {
-  lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 2, \"digits_max\": 2}}}}", NULL);
+  lt_envs_t *e =
+      make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 2, \"digits_max\": 2}}}}", NULL);
   /* 2-digit addition has 8100 problems: sample heavily from both splits. */
-  char (*seen)[16] = calloc(8000, 16);
+  char(*seen)[16] = calloc(8000, 16);
   int nseen = 0;
   for (uint64_t i = 0; i < 8000; i++) {
     cJSON *s;
@@ -70,7 +73,8 @@ Test(envs, held_out_problems_never_appear_in_training) {
     cr_assert_eq(lt_envs_sample(e, "m", i, 1, &s), 0);
     char key[16];
     snprintf(key, sizeof key, "%s+%s", spec_str(s, "a"), spec_str(s, "b"));
-    for (int k = 0; k < nseen; k++) cr_assert_str_neq(seen[k], key, "held-out problem %s was sampled for training", key);
+    for (int k = 0; k < nseen; k++)
+      cr_assert_str_neq(seen[k], key, "held-out problem %s was sampled for training", key);
     distinct_eval++;
     cJSON_Delete(s);
   }
@@ -80,8 +84,10 @@ Test(envs, held_out_problems_never_appear_in_training) {
 }
 
 Test(envs, worked_steps_and_demonstration_errors) {
-  lt_envs_t *e = make_envs("{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 3, \"digits_max\": 3, "
-                           "\"demo_error_rate\": 1.0}}}}", NULL);
+  lt_envs_t *e = make_envs(
+      "{\"envs\": {\"m\": {\"type\": \"arith\", \"params\": {\"digits_min\": 3, \"digits_max\": 3, "
+      "\"demo_error_rate\": 1.0}}}}",
+      NULL);
   /* With every demonstration wrong, problems with a carry get the wrong answer in the demo. */
   int with_carry = 0, wrong = 0;
   for (uint64_t i = 0; i < 200; i++) {
@@ -166,9 +172,7 @@ static int have_sandbox(void) {
   return c.userns;
 }
 
-static void on_code_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) {
-  *(lt_env_step_t *)ud = *res;
-}
+static void on_code_step(lt_episode_t *ep, lt_env_step_t *res, void *ud) { *(lt_env_step_t *)ud = *res; }
 
 /* Every task's reference solution passes all its tests in the sandbox, through
  * an episode on the loop (the step runs on the thread pool); a wrong one does not. */
@@ -206,7 +210,8 @@ Test(envs, code_tasks_reference_solutions_pass_in_the_sandbox, .timeout = 120) {
     /* A wrong program on the same episode scores below 1, and "passed" printouts earn nothing. */
     res.done = -1;
     cr_assert_eq(lt_episode_step(ep, "```python\ndef solve(*a):\n    print('R 0 1')\n    return 0\n```", NULL, 0,
-                                 on_code_step, &res), 0);
+                                 on_code_step, &res),
+                 0);
     while (res.done == -1) uv_run(&loop, UV_RUN_ONCE);
     cr_expect_lt(cJSON_GetObjectItem(lt_episode_reference(ep), "score")->valuedouble, 1.0, "task %s", task);
     cJSON_Delete(res.observations);
@@ -284,26 +289,31 @@ Test(envs, tools_domains_reference_solutions_succeed) {
       cr_assert_eq(lt_envs_sample(e, "t", i, i % 5 == 0, &spec), 0, "%s", lt_error_msg());
       int ti = cJSON_GetObjectItem(spec, "task")->valueint;
       tasks_seen[ti] = 1;
-      const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), ti), *params = cJSON_GetObjectItem(spec, "params");
+      const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), ti),
+                  *params = cJSON_GetObjectItem(spec, "params");
       lt_episode_t *ep;
       cr_assert_eq(lt_episode_open(e, "t", spec, 1, &ep, &msgs), 0, "%s", lt_error_msg());
-      cr_expect(strstr(cJSON_GetArrayItem(msgs, 0)->child->next->valuestring, "<tool_call>"), "the system prompt shows the call format");
+      cr_expect(strstr(cJSON_GetArrayItem(msgs, 0)->child->next->valuestring, "<tool_call>"),
+                "the system prompt shows the call format");
       /* Answering at once fails (nothing done, or no answer given). */
       if (i % 3 == 0) {
         lt_env_step_t r0 = step_now(&loop, ep, "Done!", NULL, 0);
-        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), "task %d succeeded without acting", ti);
+        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")),
+                  "task %d succeeded without acting", ti);
         cJSON_Delete(r0.observations);
       }
       for (const cJSON *st = cJSON_GetObjectItem(task, "solution")->child; st; st = st->next) {
         const cJSON *args = cJSON_GetObjectItem(st, "args");
         lt_tool_arg_t a[8];
         int na = 0;
-        for (const cJSON *x = args->child; x; x = x->next, na++) a[na] = (lt_tool_arg_t){x->string, fill_params(x->valuestring, params)};
+        for (const cJSON *x = args->child; x; x = x->next, na++)
+          a[na] = (lt_tool_arg_t){x->string, fill_params(x->valuestring, params)};
         lt_tool_call_t call = {cJSON_GetObjectItem(st, "tool")->valuestring, a, na};
         lt_env_step_t r = step_now(&loop, ep, "calling", &call, 1);
         cr_expect_eq(r.done, 0);
         /* Cut here (token or turn limit), the episode has a verdict: not succeeded. */
-        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), "no verdict before the final reply");
+        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(lt_episode_reference(ep), "success")),
+                  "no verdict before the final reply");
         const char *obs = cJSON_GetObjectItem(cJSON_GetArrayItem(r.observations, 0), "content")->valuestring;
         cr_expect(strstr(obs, "\"ok\":true"), "%s: %s", call.name, obs);
         cJSON_Delete(r.observations);
@@ -316,7 +326,8 @@ Test(envs, tools_domains_reference_solutions_succeed) {
       lt_env_step_t fin = step_now(&loop, ep, text, NULL, 0);
       cr_expect_eq(fin.done, 1);
       int ok = cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success"));
-      cr_expect(ok, "%s task %d (index %llu): the reference solution did not succeed", domains[d], ti, (unsigned long long)i);
+      cr_expect(ok, "%s task %d (index %llu): the reference solution did not succeed", domains[d], ti,
+                (unsigned long long)i);
       successes += ok;
       cJSON_Delete(fin.observations);
       free(reply);
@@ -324,7 +335,8 @@ Test(envs, tools_domains_reference_solutions_succeed) {
       cJSON_Delete(spec), cJSON_Delete(msgs);
     }
     cr_expect_eq(successes, 30);
-    for (int t = 0; t < cJSON_GetArraySize(cJSON_GetObjectItem(dspec, "tasks")); t++) cr_expect(tasks_seen[t], "task %d never sampled", t);
+    for (int t = 0; t < cJSON_GetArraySize(cJSON_GetObjectItem(dspec, "tasks")); t++)
+      cr_expect(tasks_seen[t], "task %d never sampled", t);
     cJSON_Delete(dspec);
     uv_run(&loop, UV_RUN_DEFAULT);
     lt_envs_free(e);
@@ -342,7 +354,8 @@ Test(envs, tools_demos_and_held_out_split) {
   cr_assert_eq(lt_json_parse_file(path, &dspec), 0);
   const cJSON *tasks = cJSON_GetObjectItem(dspec, "tasks");
   for (int wrong = 0; wrong < 2; wrong++) {
-    snprintf(json, sizeof json, "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"demo_error_rate\": %d}}}}",
+    snprintf(json, sizeof json,
+             "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"demo_error_rate\": %d}}}}",
              path, wrong);
     lt_envs_t *e = make_envs(json, NULL);
     for (uint64_t i = 0; i < 40; i++) {
@@ -390,7 +403,8 @@ Test(envs, tools_demos_and_held_out_split) {
   lt_envs_free(e);
   /* A bad parameter names itself. */
   lt_config_t cfg;
-  snprintf(json, sizeof json, "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"eval_fraction\": 2}}}}", path);
+  snprintf(json, sizeof json,
+           "{\"envs\": {\"p\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\", \"eval_fraction\": 2}}}}", path);
   cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
   cr_expect_eq(lt_envs_create(&cfg, NULL, &e), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "envs.p.params.eval_fraction"), "%s", lt_error_msg());
@@ -436,8 +450,12 @@ Test(envs, tools_enforce_dependencies_and_types) {
   cJSON_Delete(spec), cJSON_Delete(msgs);
   /* A broken spec is a config error naming the file. */
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"envs\": {\"x\": {\"type\": \"tools\", \"params\": {\"spec\": \"/nonexistent.json\"}}}}"),
-                                   NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_assert_eq(
+      lt_config_from_json(
+          &cfg,
+          cJSON_Parse("{\"envs\": {\"x\": {\"type\": \"tools\", \"params\": {\"spec\": \"/nonexistent.json\"}}}}"),
+          NULL, 0, lt_all_schemas, lt_all_nschemas),
+      0);
   lt_envs_t *bad_envs;
   cr_expect_eq(lt_envs_create(&cfg, &loop, &bad_envs), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "envs.x.params.spec"), "%s", lt_error_msg());
@@ -493,10 +511,11 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
    * fails on an instance (here NULL into NOT NULL) is an error naming the spec when the task is opened. */
   char *dir = lt_test_tmpdir("setup"), bad[4300];
   snprintf(bad, sizeof bad, "%s/bad.json", dir);
-  const char *fmt = "{\"name\": \"b\", \"system\": \"s\", \"schema\": [\"CREATE TABLE t(x INTEGER NOT NULL)\"], "
-                    "\"tools\": [{\"name\": \"look\", \"args\": {}, \"query\": \"SELECT x FROM t\"}], "
-                    "\"tasks\": [{\"pick\": \"SELECT 1 AS one\", \"instruction\": \"Look.\", \"setup\": [\"%s\"], "
-                    "\"solution\": [{\"tool\": \"look\", \"args\": {}}]}], \"state\": \"SELECT x FROM t\"}";
+  const char *fmt =
+      "{\"name\": \"b\", \"system\": \"s\", \"schema\": [\"CREATE TABLE t(x INTEGER NOT NULL)\"], "
+      "\"tools\": [{\"name\": \"look\", \"args\": {}, \"query\": \"SELECT x FROM t\"}], "
+      "\"tasks\": [{\"pick\": \"SELECT 1 AS one\", \"instruction\": \"Look.\", \"setup\": [\"%s\"], "
+      "\"solution\": [{\"tool\": \"look\", \"args\": {}}]}], \"state\": \"SELECT x FROM t\"}";
   char text[1024];
   snprintf(text, sizeof text, fmt, "INSERT INTO missing VALUES (:one)");
   lt_test_write(bad, text);
@@ -528,9 +547,10 @@ Test(envs, tools_task_setup_hides_the_instance_state) {
 Test(envs, noise_curriculum_is_closed_loop) {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  lt_envs_t *e = make_envs("{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"instruction\": 1, \"level_start\": 0.2, "
-                           "\"level_step\": 0.3, \"max_gap\": 0.1, \"clean_share\": 0.25, \"window\": 4}}}}",
-                           &loop);
+  lt_envs_t *e = make_envs(
+      "{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"instruction\": 1, \"level_start\": 0.2, "
+      "\"level_step\": 0.3, \"max_gap\": 0.1, \"clean_share\": 0.25, \"window\": 4}}}}",
+      &loop);
   cJSON *clean = NULL, *noisy = NULL;
   int nclean = 0;
   for (uint64_t i = 0; i < 400; i++) {
@@ -576,8 +596,10 @@ Test(envs, noise_curriculum_is_closed_loop) {
   lt_envs_free(e);
   /* The open-loop ramp is gone: its key is refused naming the closed loop's. */
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"ramp_tasks\": 10}}}}"),
-                                   NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_assert_eq(lt_config_from_json(
+                   &cfg, cJSON_Parse("{\"envs\": {\"a\": {\"type\": \"arith\", \"noise\": {\"ramp_tasks\": 10}}}}"),
+                   NULL, 0, lt_all_schemas, lt_all_nschemas),
+               0);
   cr_expect_lt(lt_envs_create(&cfg, &loop, &e), 0);
   cr_expect(strstr(lt_error_msg(), "ramp_tasks: removed") && strstr(lt_error_msg(), "max_gap"), "%s", lt_error_msg());
   lt_config_free(&cfg);
@@ -591,11 +613,13 @@ Test(envs, noise_curriculum_is_closed_loop) {
 Test(envs, noise_keeps_tasks_solvable) {
   char path[4200], noisy_json[2048], clean_json[2048];
   snprintf(path, sizeof path, "%s/configs/envs/bank.json", lt_test_root());
-  snprintf(clean_json, sizeof clean_json, "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
-  snprintf(noisy_json, sizeof noisy_json,
-           "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}, \"noise\": {\"instruction\": 1, "
-           "\"tool_failure\": 0.5, \"tool_partial\": 1, \"tool_inconsistent\": 1}}}}",
-           path);
+  snprintf(clean_json, sizeof clean_json,
+           "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}}}}", path);
+  snprintf(
+      noisy_json, sizeof noisy_json,
+      "{\"envs\": {\"bank\": {\"type\": \"tools\", \"params\": {\"spec\": \"%s\"}, \"noise\": {\"instruction\": 1, "
+      "\"tool_failure\": 0.5, \"tool_partial\": 1, \"tool_inconsistent\": 1}}}}",
+      path);
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_envs_t *clean = make_envs(clean_json, &loop), *noisy = make_envs(noisy_json, &loop);
@@ -623,7 +647,8 @@ Test(envs, noise_keeps_tasks_solvable) {
       names++;
       cr_expect(strstr(c2, name->valuestring), "noise changed the customer's name '%s': %s", name->valuestring, c2);
     }
-    const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), cJSON_GetObjectItem(s2, "task")->valueint);
+    const cJSON *task =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(dspec, "tasks"), cJSON_GetObjectItem(s2, "task")->valueint);
     const cJSON *params = cJSON_GetObjectItem(s2, "params");
     for (const cJSON *st = cJSON_GetObjectItem(task, "solution")->child; st; st = st->next) {
       lt_tool_arg_t a[8];
@@ -685,9 +710,10 @@ static void on_opened(lt_episode_t *ep, int rc, cJSON *messages, void *ud) {
 
 static lt_envs_t *external_envs(uv_loop_t *loop, const char *dir, const char *cmd_json) {
   char json[2048];
-  snprintf(json, sizeof json,
-           "{\"envs\": {\"ext\": {\"type\": \"external\", \"params\": {\"command\": %s, \"dir\": \"%s\", \"timeout_s\": 3}}}}",
-           cmd_json, dir);
+  snprintf(
+      json, sizeof json,
+      "{\"envs\": {\"ext\": {\"type\": \"external\", \"params\": {\"command\": %s, \"dir\": \"%s\", \"timeout_s\": 3}}}}",
+      cmd_json, dir);
   return make_envs(json, loop);
 }
 
@@ -770,7 +796,8 @@ Test(envs, external_program_faults, .timeout = 120) {
       cr_expect(r.error_msg && strstr(r.error_msg, "envs.ext"), "%s: %s", modes[i], r.error_msg ? r.error_msg : "");
     } else {
       cr_expect_eq(r.error, 0);
-      cr_expect(r.done && r.timeout && !strcmp(r.timeout, "sandbox_timeout"), "a hung step ends the episode as a timeout");
+      cr_expect(r.done && r.timeout && !strcmp(r.timeout, "sandbox_timeout"),
+                "a hung step ends the episode as a timeout");
     }
     cJSON_Delete(r.observations);
     free(r.error_msg);
@@ -843,8 +870,10 @@ Test(envs, http_environment_plays_and_fails_cleanly, .timeout = 60) {
   lt_http_opts_t ho = {.host = "127.0.0.1", .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
   cr_assert_eq(lt_http_listen(&loop, &ho, counter_handler, &srv, &hs), 0);
   char json[512];
-  snprintf(json, sizeof json, "{\"envs\": {\"c\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/env\", "
-           "\"timeout_ms\": 300, \"retries\": 1}}}}", lt_http_port(hs));
+  snprintf(json, sizeof json,
+           "{\"envs\": {\"c\": {\"type\": \"http\", \"params\": {\"endpoint\": \"http://127.0.0.1:%d/env\", "
+           "\"timeout_ms\": 300, \"retries\": 1}}}}",
+           lt_http_port(hs));
   lt_envs_t *e = make_envs(json, &loop);
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(e, "c", 0, 0, &spec), 0);
@@ -900,7 +929,8 @@ Test(envs, agent_params_are_checked_and_exposed) {
   char *dir = lt_test_tmpdir("agentenv");
   char tasks[4200], js[8192];
   snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", dir);
-  cr_assert_eq(lt_test_write(tasks, "{\"prompt\": \"1+1?\", \"answer\": \"2\"}\n{\"prompt\": \"2+2?\", \"answer\": 4}\n"), 0);
+  cr_assert_eq(
+      lt_test_write(tasks, "{\"prompt\": \"1+1?\", \"answer\": \"2\"}\n{\"prompt\": \"2+2?\", \"answer\": 4}\n"), 0);
   const char *bad[][2] = {
       {"\"command\": [], \"tasks\": \"%s\"", "params.command"},
       {"\"command\": [\"x\", 3], \"tasks\": \"%s\"", "params.command"},
@@ -915,16 +945,18 @@ Test(envs, agent_params_are_checked_and_exposed) {
     snprintf(params, sizeof params, bad[i][0], i == 6 ? dir : tasks);
     snprintf(js, sizeof js, "{\"envs\": {\"a\": {\"type\": \"agent\", \"params\": {%s}}}}", params);
     lt_config_t cfg;
-    cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(js), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+    cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(js), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+                 lt_error_msg());
     lt_envs_t *e;
     cr_expect_lt(lt_envs_create(&cfg, NULL, &e), 0, "accepted: %s", params);
     cr_expect(strstr(lt_error_msg(), bad[i][1]), "%s: %s", params, lt_error_msg());
     lt_config_free(&cfg);
   }
-  snprintf(js, sizeof js,
-           "{\"envs\": {\"a\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"agent.py\"], \"tasks\": \"%s\","
-           " \"timeout_s\": 5, \"honor_sampling\": true}}, \"m\": {\"type\": \"arith\"}}}",
-           tasks);
+  snprintf(
+      js, sizeof js,
+      "{\"envs\": {\"a\": {\"type\": \"agent\", \"params\": {\"command\": [\"python3\", \"agent.py\"], \"tasks\": \"%s\","
+      " \"timeout_s\": 5, \"honor_sampling\": true}}, \"m\": {\"type\": \"arith\"}}}",
+      tasks);
   lt_envs_t *e = make_envs(js, NULL);
   const lt_envs_agent_t *a = lt_envs_agent(e, "a");
   cr_assert_not_null(a);
@@ -949,8 +981,10 @@ Test(envs, agent_params_are_checked_and_exposed) {
 
 /* A domain's group size and pass threshold, read once by the registry for the daemon and the offline evaluation. */
 Test(envs, a_domain_says_its_group_size_and_pass_threshold) {
-  lt_envs_t *e = make_envs("{\"envs\": {\"a\": {\"type\": \"arith\", \"group_size\": 3, \"pass_threshold\": 0.9},"
-                           " \"b\": {\"type\": \"arith\"}}}", NULL);
+  lt_envs_t *e = make_envs(
+      "{\"envs\": {\"a\": {\"type\": \"arith\", \"group_size\": 3, \"pass_threshold\": 0.9},"
+      " \"b\": {\"type\": \"arith\"}}}",
+      NULL);
   int a = lt_envs_index(e, "a"), b = lt_envs_index(e, "b");
   cr_expect_eq(lt_envs_group_size(e, a, 8), 3);
   cr_expect_eq(lt_envs_group_size(e, b, 8), 8, "unset: scheduler.group_size");

@@ -18,7 +18,8 @@
 /* ---- the fault-injecting endpoint ---- */
 
 typedef struct {
-  const char *const *script; /* per request: "500", "400", "hang", "garbage", "noverdict", "slow:<content>", else content */
+  const char *const
+      *script; /* per request: "500", "400", "hang", "garbage", "noverdict", "slow:<content>", else content */
   int nscript, requests, inflight, max_inflight;
   char *last_body;
   uv_loop_t *loop;
@@ -66,7 +67,8 @@ static void fault_handler(lt_http_conn_t *c, const lt_http_req_t *req, void *ud)
   else if (strcmp(what, "400") == 0) lt_http_respond(c, 400, "application/json", "{\"error\":\"bad\"}", 15);
   else if (strcmp(what, "hang") == 0) {
   } /* never answers: the client's timeout must fire (the server frees it at close) */
-  else if (strcmp(what, "garbage") == 0) lt_http_respond(c, 200, "application/json", "<html>", 6);
+  else if (strcmp(what, "garbage") == 0)
+    lt_http_respond(c, 200, "application/json", "<html>", 6);
   else if (strcmp(what, "noverdict") == 0) reply_ok(c, "I think it is fine.");
   else if (strncmp(what, "slow:", 5) == 0) {
     pending_t *p = calloc(1, sizeof *p);
@@ -101,9 +103,10 @@ static void rig_start(rig_t *g, const char *const *script, int n, const char *re
   cr_assert_eq(lt_http_listen(&g->loop, &o, fault_handler, &g->f, &g->srv), 0, "%s", lt_error_msg());
   char url[128], json[4096];
   snprintf(url, sizeof url, "http://127.0.0.1:%d", lt_http_port(g->srv));
-  snprintf(json, sizeof json,
-           "{\"rewards\": {\"genrm\": {\"endpoint\": \"%s\", \"model\": \"judge\", \"backoff_ms\": 1, \"timeout_ms\": 2000%s}}}",
-           endpoint ? endpoint : url, rewards_json);
+  snprintf(
+      json, sizeof json,
+      "{\"rewards\": {\"genrm\": {\"endpoint\": \"%s\", \"model\": \"judge\", \"backoff_ms\": 1, \"timeout_ms\": 2000%s}}}",
+      endpoint ? endpoint : url, rewards_json);
   lt_config_t cfg;
   cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s: %s",
                lt_error_msg(), json);
@@ -113,7 +116,8 @@ static void rig_start(rig_t *g, const char *const *script, int n, const char *re
 
 static void rig_score(rig_t *g, const char *domain, const char *response, int tokens) {
   cJSON *ref = cJSON_Parse("{\"answer\": \"The reference answer.\"}");
-  lt_reward_case_t k = {.domain = domain, .prompt = "Q?", .response = response, .reference = ref, .response_tokens = tokens};
+  lt_reward_case_t k = {
+      .domain = domain, .prompt = "Q?", .response = response, .reference = ref, .response_tokens = tokens};
   cr_assert_eq(lt_rewarder_score(g->rw, &k, on_res, g), 0, "%s", lt_error_msg());
   cJSON_Delete(ref); /* the rewarder copies what it needs */
 }
@@ -141,11 +145,11 @@ static double comp(const lt_reward_result_t *r, const char *k) {
   return v->valuedouble;
 }
 
-
 Test(genrm, transient_failures_are_retried_then_the_win_rate_is_the_reward) {
   const char *script[] = {"500", "garbage", "noverdict", "Better. <confidence>8</confidence>"};
   rig_t g;
-  rig_start(&g, script, 4, ", \"retries\": 3}, \"type\": \"genrm\", \"domains\": {}, \"rule\": {\"tolerance\": 0", NULL);
+  rig_start(&g, script, 4, ", \"retries\": 3}, \"type\": \"genrm\", \"domains\": {}, \"rule\": {\"tolerance\": 0",
+            NULL);
   rig_score(&g, "chat", "A candidate.", 10);
   rig_wait(&g, 1);
   cr_expect_eq(g.res[0].status, 0, "%s", g.res[0].error);
@@ -156,7 +160,8 @@ Test(genrm, transient_failures_are_retried_then_the_win_rate_is_the_reward) {
   /* The request carried the question, response and reference, and the model. */
   cJSON *body = cJSON_Parse(g.f.last_body);
   const char *content = cJSON_GetArrayItem(cJSON_GetObjectItem(body, "messages"), 0)->child->next->valuestring;
-  cr_expect(strstr(content, "Q?") && strstr(content, "A candidate.") && strstr(content, "The reference answer."), "%s", content);
+  cr_expect(strstr(content, "Q?") && strstr(content, "A candidate.") && strstr(content, "The reference answer."), "%s",
+            content);
   cr_expect_str_eq(cJSON_GetObjectItem(body, "model")->valuestring, "judge");
   cJSON_Delete(body);
   rig_stop(&g);
@@ -183,7 +188,8 @@ Test(genrm, a_reward_that_cannot_be_obtained_fails_without_a_value) {
   rig_stop(&g);
 
   const char *hang[] = {"hang", "<confidence>5</confidence>"}; /* a timeout is */
-  rig_start(&g, hang, 2, ", \"retries\": 1, \"timeout_ms\": 300}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0", NULL);
+  rig_start(&g, hang, 2, ", \"retries\": 1, \"timeout_ms\": 300}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0",
+            NULL);
   rig_score(&g, NULL, "x", 1);
   rig_wait(&g, 1);
   cr_expect_eq(g.res[0].status, 0, "%s", g.res[0].error);
@@ -203,10 +209,11 @@ Test(genrm, a_reward_that_cannot_be_obtained_fails_without_a_value) {
 Test(genrm, length_penalty_and_rule_flags) {
   const char *script[] = {"<confidence>8</confidence>"};
   rig_t g;
-  rig_start(&g, script, 1,
-            ", \"length_penalty\": {\"target\": 100, \"coef\": 1}, \"zero_patterns\": [\"\\\\[citation needed\\\\]\"]}, "
-            "\"language\": {\"script\": \"latin\"}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0",
-            NULL);
+  rig_start(
+      &g, script, 1,
+      ", \"length_penalty\": {\"target\": 100, \"coef\": 1}, \"zero_patterns\": [\"\\\\[citation needed\\\\]\"]}, "
+      "\"language\": {\"script\": \"latin\"}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0",
+      NULL);
   rig_score(&g, NULL, "Long answer", 300);
   rig_wait(&g, 1);
   rig_score(&g, NULL, "As shown [citation needed].", 10);
@@ -228,11 +235,12 @@ Test(genrm, length_penalty_and_rule_flags) {
 }
 
 Test(genrm, verifier_rubric_and_reasoning_check) {
-  const char *script[] = {"Yes. <correct>True</correct>", "<verdict>partially</verdict>", "<verdict>satisfied</verdict>",
-                          "<correct>False</correct>"};
+  const char *script[] = {"Yes. <correct>True</correct>", "<verdict>partially</verdict>",
+                          "<verdict>satisfied</verdict>", "<correct>False</correct>"};
   rig_t g;
   rig_start(&g, script, 4,
-            "}, \"type\": \"verifier\", \"domains\": {\"report\": {\"type\": \"rubric\"}}, \"rule\": {\"tolerance\": 0", NULL);
+            "}, \"type\": \"verifier\", \"domains\": {\"report\": {\"type\": \"rubric\"}}, \"rule\": {\"tolerance\": 0",
+            NULL);
   rig_score(&g, "math", "x = 2", 5);
   rig_wait(&g, 1);
   rig_score(&g, "report", "r1", 5);
@@ -254,7 +262,10 @@ Test(genrm, verifier_rubric_and_reasoning_check) {
 
   const char *meta[] = {"<confidence>10</confidence>", "<flawed>True</flawed>", "<confidence>10</confidence>",
                         "<flawed>False</flawed>"};
-  rig_start(&g, meta, 4, ", \"reasoning_check\": {\"enabled\": true, \"penalty\": 0.5}}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0", NULL);
+  rig_start(
+      &g, meta, 4,
+      ", \"reasoning_check\": {\"enabled\": true, \"penalty\": 0.5}}, \"type\": \"genrm\", \"rule\": {\"tolerance\": 0",
+      NULL);
   rig_score(&g, NULL, "a", 5);
   rig_wait(&g, 1);
   rig_score(&g, NULL, "b", 5);
@@ -297,13 +308,17 @@ Test(genrm, config_errors_are_clear) {
   uv_loop_init(&loop);
   lt_rewarder_t *rw;
   cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"rewards\": {\"type\": \"genrm\"}}"), NULL, 0, lt_all_schemas,
-                                   lt_all_nschemas), 0);
+                                   lt_all_nschemas),
+               0);
   cr_expect_eq(lt_rewarder_create(&loop, &cfg, &rw), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "rewards.genrm.endpoint"), "%s", lt_error_msg());
   lt_config_free(&cfg);
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse("{\"rewards\": {\"domains\": {\"d\": {\"type\": \"rubric\"}}, "
-                                                     "\"genrm\": {\"endpoint\": \"http://x\"}, \"rubric\": {\"pattern\": \"verdict\"}}}"),
-                                   NULL, 0, lt_all_schemas, lt_all_nschemas), 0);
+  cr_assert_eq(lt_config_from_json(
+                   &cfg,
+                   cJSON_Parse("{\"rewards\": {\"domains\": {\"d\": {\"type\": \"rubric\"}}, "
+                               "\"genrm\": {\"endpoint\": \"http://x\"}, \"rubric\": {\"pattern\": \"verdict\"}}}"),
+                   NULL, 0, lt_all_schemas, lt_all_nschemas),
+               0);
   cr_expect_eq(lt_rewarder_create(&loop, &cfg, &rw), LT_ECONFIG);
   cr_expect(strstr(lt_error_msg(), "rewards.rubric.pattern"), "%s", lt_error_msg());
   lt_config_free(&cfg);

@@ -77,9 +77,7 @@ static char *exchange(int port, const char *req, size_t len, size_t chunk, int p
 }
 
 /* One request sent at once. */
-static char *ask(int port, const char *req) {
-  return exchange(port, req, strlen(req), 1 << 20, 0, 0);
-}
+static char *ask(int port, const char *req) { return exchange(port, req, strlen(req), 1 << 20, 0, 0); }
 
 static void *client(void *arg) {
   fixture_t *f = arg;
@@ -340,24 +338,30 @@ static char cached_path[256];
 static void cache_handler(lt_http_conn_t *c, const lt_http_req_t *r, void *ud) {
   fixture_t *f = ud;
   f->handled++;
-  lt_http_file_opts_t o = {.etag = "\"abc-model\"", .cache_control = "public, max-age=31536000, immutable", .ranges = 1};
+  lt_http_file_opts_t o = {
+      .etag = "\"abc-model\"", .cache_control = "public, max-age=31536000, immutable", .ranges = 1};
   lt_http_respond_file_opts(c, NULL, cached_path, &o);
 }
 
 static void *cache_client(void *arg) {
   fixture_t *f = arg;
   char *r = ask(f->port, "GET /m HTTP/1.1\r\n\r\n");
-  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Content-Length: 100\r\n") && strstr(r, "ETag: \"abc-model\"\r\n") &&
-                strstr(r, "Cache-Control: public, max-age=31536000, immutable\r\n") && strstr(r, "Accept-Ranges: bytes\r\n"),
+  cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Content-Length: 100\r\n") &&
+                strstr(r, "ETag: \"abc-model\"\r\n") &&
+                strstr(r, "Cache-Control: public, max-age=31536000, immutable\r\n") &&
+                strstr(r, "Accept-Ranges: bytes\r\n"),
             "%s", r);
   free(r);
   r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=10-19\r\n\r\n");
   cr_expect(strstr(r, "HTTP/1.1 206 Partial Content\r\n") && strstr(r, "Content-Range: bytes 10-19/100\r\n") &&
-                strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\nKLMNOPQRST") && strlen(strstr(r, "\r\n\r\n")) == 14,
+                strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\nKLMNOPQRST") &&
+                strlen(strstr(r, "\r\n\r\n")) == 14,
             "%s", r);
   free(r);
   r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=95-\r\n\r\n");
-  cr_expect(strstr(r, "Content-Range: bytes 95-99/100\r\n") && strstr(r, "\r\n\r\n") && strlen(strstr(r, "\r\n\r\n")) == 9, "%s", r);
+  cr_expect(
+      strstr(r, "Content-Range: bytes 95-99/100\r\n") && strstr(r, "\r\n\r\n") && strlen(strstr(r, "\r\n\r\n")) == 9,
+      "%s", r);
   free(r);
   r = ask(f->port, "GET /m HTTP/1.1\r\nRange: bytes=-3\r\n\r\n");
   cr_expect(strstr(r, "Content-Range: bytes 97-99/100\r\n"), "%s", r);
@@ -370,7 +374,8 @@ static void *cache_client(void *arg) {
   cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n") && strstr(r, "Content-Length: 100\r\n"), "%s", r);
   free(r);
   r = ask(f->port, "GET /m HTTP/1.1\r\nIf-None-Match: \"abc-model\"\r\n\r\n");
-  cr_expect(strstr(r, "HTTP/1.1 304 Not Modified\r\n") && strstr(r, "ETag: \"abc-model\"\r\n") && !strstr(r, "ABC"), "%s", r);
+  cr_expect(strstr(r, "HTTP/1.1 304 Not Modified\r\n") && strstr(r, "ETag: \"abc-model\"\r\n") && !strstr(r, "ABC"),
+            "%s", r);
   free(r);
   r = ask(f->port, "GET /m HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n");
   cr_expect(strstr(r, "HTTP/1.1 200 OK\r\n"), "%s", r);
@@ -417,7 +422,8 @@ static void *dropper(void *arg) {
     d->conns++;
     char req[2048] = {0};
     size_t got = 0;
-    for (ssize_t n; !strstr(req, "\r\n\r\n") && (n = recv(s, req + got, sizeof req - 1 - got, 0)) > 0;) got += (size_t)n;
+    for (ssize_t n; !strstr(req, "\r\n\r\n") && (n = recv(s, req + got, sizeof req - 1 - got, 0)) > 0;)
+      got += (size_t)n;
     char head[256];
     const char *rg = strcasestr(req, "\r\nRange: bytes=");
     if (k == 0) { /* half the body, then the connection breaks */
@@ -427,8 +433,10 @@ static void *dropper(void *arg) {
     } else if (rg) {
       sscanf(rg + 2, "%127[^\r]", d->range);
       long from = strtol(rg + 15, NULL, 10);
-      int n = snprintf(head, sizeof head, "HTTP/1.1 206 Partial Content\r\nContent-Length: %ld\r\nContent-Range: bytes %ld-%zu/%zu\r\n\r\n",
-                       (long)sizeof body - from, from, sizeof body - 1, sizeof body);
+      int n =
+          snprintf(head, sizeof head,
+                   "HTTP/1.1 206 Partial Content\r\nContent-Length: %ld\r\nContent-Range: bytes %ld-%zu/%zu\r\n\r\n",
+                   (long)sizeof body - from, from, sizeof body - 1, sizeof body);
       send(s, head, (size_t)n, MSG_NOSIGNAL);
       send(s, body + from, sizeof body - (size_t)from, MSG_NOSIGNAL);
     } else {

@@ -21,30 +21,48 @@
 #include "util/sha256.h"
 #include "util/time.h"
 
-#define E(p, t, m, d) {p, t, m, d, 0}
+#define E(p, t, m, d) \
+  { p, t, m, d, 0 }
 
 /* Three layers exercising what an unpacker must get right (the tests below assert each). */
 static const lt_test_entry_t l1[] = {
-    E("a", 'd', 0, NULL), E("a/b", 'd', 0, NULL), E("a/f1", 'f', 0, "one"), E("a/b/f2", 'f', 0640, "two"),
-    E("a/keep", 'f', 0, "keep"), E("a/h", 'h', 0, "a/f1"), E("a/l", 'l', 0777, "/etc/passwd"),
-    E("d", 'd', 0, NULL), E("d/x", 'f', 0, "x"), E("d/sub", 'd', 0, NULL), E("d/sub/y", 'f', 0, "y"),
-    E("bin", 'd', 0, NULL), E("bin/su", 'f', 04755, "#!/bin/sh\nid\n"), E("esc", 'l', 0777, "../../../../etc"),
-    E("etc", 'd', 0, NULL), E("p", 'p', 0600, NULL), E("nul", 'c', 0666, NULL), E("sticky", 'd', 01777, NULL),
+    E("a", 'd', 0, NULL),
+    E("a/b", 'd', 0, NULL),
+    E("a/f1", 'f', 0, "one"),
+    E("a/b/f2", 'f', 0640, "two"),
+    E("a/keep", 'f', 0, "keep"),
+    E("a/h", 'h', 0, "a/f1"),
+    E("a/l", 'l', 0777, "/etc/passwd"),
+    E("d", 'd', 0, NULL),
+    E("d/x", 'f', 0, "x"),
+    E("d/sub", 'd', 0, NULL),
+    E("d/sub/y", 'f', 0, "y"),
+    E("bin", 'd', 0, NULL),
+    E("bin/su", 'f', 04755, "#!/bin/sh\nid\n"),
+    E("esc", 'l', 0777, "../../../../etc"),
+    E("etc", 'd', 0, NULL),
+    E("p", 'p', 0600, NULL),
+    E("nul", 'c', 0666, NULL),
+    E("sticky", 'd', 01777, NULL),
 };
 static const lt_test_entry_t l2[] = {
-    E("a/.wh.f1", 'f', 0, ""), E("d/.wh..wh..opq", 'f', 0, ""), E("d/z", 'f', 0, "z"), E("d/sub", 'd', 0, NULL),
-    E("esc/through-link", 'f', 0, "inside"), E("x/y/z/deep", 'f', 0755, "made parents"),
+    E("a/.wh.f1", 'f', 0, ""), E("d/.wh..wh..opq", 'f', 0, ""),         E("d/z", 'f', 0, "z"),
+    E("d/sub", 'd', 0, NULL),  E("esc/through-link", 'f', 0, "inside"), E("x/y/z/deep", 'f', 0755, "made parents"),
 };
 static const lt_test_entry_t l3[] = {
-    E("a/b/.wh.f2", 'f', 0, ""), E("ro", 'd', 0555, NULL), E("ro/f", 'f', 0444, "in a read-only dir"),
+    E("a/b/.wh.f2", 'f', 0, ""),
+    E("ro", 'd', 0555, NULL),
+    E("ro/f", 'f', 0444, "in a read-only dir"),
     E("a/b2", 'h', 0, "a/keep"),
 };
 
 /* zstd: the second layer's compression (umoci 0.4 reads only gzip). */
 static char *make_layers_image(const char *dir, char *digest, int zstd) {
-  lt_test_layer_t layers[] = {{l1, sizeof l1 / sizeof l1[0], "gzip"}, {l2, sizeof l2 / sizeof l2[0], zstd ? "zstd" : "gzip"},
+  lt_test_layer_t layers[] = {{l1, sizeof l1 / sizeof l1[0], "gzip"},
+                              {l2, sizeof l2 / sizeof l2[0], zstd ? "zstd" : "gzip"},
                               {l3, sizeof l3 / sizeof l3[0], NULL}};
-  cr_assert_eq(lt_test_oci_write(dir, "v1", layers, 3, "{\"Env\":[\"A=1\",\"PATH=/bin\"],\"WorkingDir\":\"/a\"}", digest), 0);
+  cr_assert_eq(
+      lt_test_oci_write(dir, "v1", layers, 3, "{\"Env\":[\"A=1\",\"PATH=/bin\"],\"WorkingDir\":\"/a\"}", digest), 0);
   char *ref = malloc(4200);
   snprintf(ref, 4200, "oci:%s:v1", dir);
   return ref;
@@ -196,7 +214,8 @@ Test(image, same_tree_as_umoci) {
   lt_image_t *img = open_ok(cache, ref);
   char theirs[4300];
   snprintf(theirs, sizeof theirs, "%s/rootfs", bundle);
-  snprintf(layout, sizeof layout, "%s/nul", theirs); /* umoci --rootless leaves an empty file for a device; we skip it */
+  snprintf(layout, sizeof layout, "%s/nul",
+           theirs); /* umoci --rootless leaves an empty file for a device; we skip it */
   unlink(layout);
   char *a = tree(lt_image_rootfs(img)), *b = tree(theirs);
   cr_expect_str_eq(a, b, "ours:\n%s\numoci's:\n%s", a, b);
@@ -287,7 +306,7 @@ Test(image, corrupt_or_missing_layers_are_refused_naming_them) {
   char *md = strstr(idx, "sha256:") + 7;
   snprintf(blob, sizeof blob, "%s/blobs/sha256/%.64s", layout, md);
   cr_assert_eq(lt_fs_read_file(blob, 1 << 20, &man, &n), 0);
-  char *last = strrchr(man, '"' ) , *ld = NULL;
+  char *last = strrchr(man, '"'), *ld = NULL;
   for (char *s = man; (s = strstr(s, "sha256:")); s++) ld = s; /* the last digest: the third layer */
   (void)last;
   char digest[72];
@@ -301,8 +320,8 @@ Test(image, corrupt_or_missing_layers_are_refused_naming_them) {
   cr_assert_eq(lt_fs_write_atomic(blob, tar, n), 0);
   lt_image_t *img = NULL;
   cr_expect_eq(lt_image_open(cache, ref, &img), LT_ECORRUPT);
-  cr_expect(strstr(lt_error_msg(), ref) && strstr(lt_error_msg(), digest) && strstr(lt_error_msg(), "digest mismatch"), "%s",
-            lt_error_msg());
+  cr_expect(strstr(lt_error_msg(), ref) && strstr(lt_error_msg(), digest) && strstr(lt_error_msg(), "digest mismatch"),
+            "%s", lt_error_msg());
   snprintf(blob, sizeof blob, "%s/images", cache);
   cr_expect_eq(count_entries(blob), 0, "nothing half-made is kept");
   snprintf(blob, sizeof blob, "%s/tmp", cache);
@@ -335,7 +354,8 @@ Test(image, entries_leaving_the_root_are_refused) {
     snprintf(ref, sizeof ref, "oci:%s:t", layout);
     lt_image_t *img = NULL;
     cr_expect_eq(lt_image_open(cache, ref, &img), LT_EINVAL, "case %d", i);
-    cr_expect(strstr(lt_error_msg(), "leaves the root") && strstr(lt_error_msg(), ref) && strstr(lt_error_msg(), "layer sha256:"),
+    cr_expect(strstr(lt_error_msg(), "leaves the root") && strstr(lt_error_msg(), ref) &&
+                  strstr(lt_error_msg(), "layer sha256:"),
               "%s", lt_error_msg());
   }
   lt_run_t r;
@@ -351,7 +371,8 @@ Test(image, config_user_maps_through_the_image_passwd) {
   char *dir = lt_test_tmpdir("img"), layout[4200], cache[4200], ref[4400], cfg[256];
   snprintf(cache, sizeof cache, "%s/cache", dir);
   static const lt_test_entry_t etc[] = {
-      E("etc", 'd', 0, NULL), E("etc/passwd", 'f', 0, "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n"),
+      E("etc", 'd', 0, NULL),
+      E("etc/passwd", 'f', 0, "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n"),
       E("etc/group", 'f', 0, "root:x:0:\nuser:x:1000:\n")};
   lt_test_layer_t l = {etc, 3, NULL};
   for (int i = 0; i < 4; i++) {

@@ -90,8 +90,9 @@ Test(image_remote, layout_and_archive_over_http_fill_the_cache) {
   cr_expect_str_eq(r.out, "", "%s", r.out);
   lt_run_free(&r);
   /* A layer changed on the server: refused, naming the reference and the layer; no entry is made. */
-  lt_test_sh(&r, 10, "cd '%s/py/blobs/sha256' && for f in *; do s=$(stat -c %%s $f); [ $s -gt 100000 ] && "
-                     "printf 'X' | dd of=$f bs=1 seek=5000 conv=notrunc 2>/dev/null && echo $f; done",
+  lt_test_sh(&r, 10,
+             "cd '%s/py/blobs/sha256' && for f in *; do s=$(stat -c %%s $f); [ $s -gt 100000 ] && "
+             "printf 'X' | dd of=$f bs=1 seek=5000 conv=notrunc 2>/dev/null && echo $f; done",
              served);
   cr_assert(r.out && strlen(r.out) >= 64, "no layer blob found: %s", r.err);
   char layer[80];

@@ -55,7 +55,7 @@ static int prepare(void *ud, lt_oai_plan_t *p) {
   f->asked_temperature = p->requested_temperature;
   p->sp = (lt_sampling_t){.temperature = 1.0f, .top_p = 1.0f}; /* the rollout's settings, not the request's */
   f->max_before = p->max_new;
-  if (p->max_new > 120) p->max_new = 120;                     /* the rollout's budget */
+  if (p->max_new > 120) p->max_new = 120; /* the rollout's budget */
   return 0;
 }
 
@@ -75,11 +75,13 @@ static void answered(void *ud, const lt_oai_result_t *r) {
   for (int i = 0; i < r->nchoices; i++) f->answered_tokens += r->choices[i].n;
   snprintf(f->answered_finish, sizeof f->answered_finish, "%s", r->choices[0].finish_reason);
   snprintf(f->answered_text, sizeof f->answered_text, "%s", r->choices[0].text);
-  memcpy(f->answered_ids, r->choices[0].tokens, sizeof(int32_t) * (size_t)(r->choices[0].n < 4096 ? r->choices[0].n : 4096));
+  memcpy(f->answered_ids, r->choices[0].tokens,
+         sizeof(int32_t) * (size_t)(r->choices[0].n < 4096 ? r->choices[0].n : 4096));
 }
 
 /* The engine: one scripted session per choice. */
-static int on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps, void *ud) {
+static int on_token(lt_gen_t *g, int32_t token, float logprob, int ntop, const int32_t *ids, const float *lps,
+                    void *ud) {
   lt_oai_token_t t = {.token = token, .logprob = logprob, .ntop = ntop, .top_ids = ids, .top_logprobs = lps};
   return lt_oai_gen_token(ud, &t);
 }
@@ -95,7 +97,8 @@ static int generate(void *ud, lt_oai_gen_t *og, const lt_oai_job_t *job, void **
   int rc = lt_gen_open(f->b, job->seed, &g);
   if (rc < 0) return rc;
   lt_gen_watch(g, job->plan->top_logprobs, on_token, og);
-  if ((rc = lt_gen_turn(g, job->plan->prompt, job->plan->nprompt, job->plan->max_new, &job->plan->sp, on_turn, og)) < 0) {
+  if ((rc = lt_gen_turn(g, job->plan->prompt, job->plan->nprompt, job->plan->max_new, &job->plan->sp, on_turn, og)) <
+      0) {
     lt_gen_close(g);
     return rc;
   }
@@ -121,14 +124,23 @@ static void on_stop(uv_async_t *a) {
 static void fx_init(fx_t *f, const char *answer) {
   memset(f, 0, sizeof *f);
   uv_loop_init(&f->loop);
-  lt_backend_opts_t bo = {.kind = "scripted", .max_sessions = 8, .max_context = 600, .mean_tokens = 6, .answer = answer};
+  lt_backend_opts_t bo = {
+      .kind = "scripted", .max_sessions = 8, .max_context = 600, .mean_tokens = 6, .answer = answer};
   cr_assert_eq(lt_backend_create(&f->loop, &bo, &f->b), 0, "%s", lt_error_msg());
   lt_backend_info_t bi;
   lt_backend_info(f->b, &bi);
-  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(f->b), .tool_format = LT_TOOLFMT_XML, .model = "policy", .vocab = bi.vocab,
+  lt_oai_opts_t oo = {.tok = lt_backend_tokenizer(f->b),
+                      .tool_format = LT_TOOLFMT_XML,
+                      .model = "policy",
+                      .vocab = bi.vocab,
                       .max_context = bi.max_context,
-                      .hooks = {.ud = f, .authorize = authorize, .prepare = prepare, .generate = generate, .cancel = cancel,
-                                .context_limit = context_limit, .answered = answered}};
+                      .hooks = {.ud = f,
+                                .authorize = authorize,
+                                .prepare = prepare,
+                                .generate = generate,
+                                .cancel = cancel,
+                                .context_limit = context_limit,
+                                .answered = answered}};
   cr_assert_eq(lt_oai_create(&oo, &f->oai), 0);
   lt_http_opts_t ho = {.host = "127.0.0.1", .port = 0, .max_body = 1 << 20, .max_conns = 16, .timeout_ms = 5000};
   cr_assert_eq(lt_http_listen(&f->loop, &ho, on_request, f, &f->http), 0);
@@ -144,8 +156,9 @@ static char *ask(int port, const char *token, const char *body) {
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof a), 0);
   char head[512];
-  int n = snprintf(head, sizeof head, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n",
-                   token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "", strlen(body));
+  int n =
+      snprintf(head, sizeof head, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n",
+               token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "", strlen(body));
   send(s, head, (size_t)n, MSG_NOSIGNAL);
   send(s, body, strlen(body), MSG_NOSIGNAL);
   size_t cap = 1 << 16, got = 0;
@@ -162,9 +175,10 @@ static cJSON *body_of(const char *answer) {
 
 static void *client(void *arg) {
   fx_t *f = arg;
-  const char *req = "{\"model\": \"gpt-x\", \"messages\": [{\"role\": \"user\", \"content\": \"find paris\"}],"
-                    " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"lookup\"}}],"
-                    " \"temperature\": 0.2, \"max_tokens\": 32000}";
+  const char *req =
+      "{\"model\": \"gpt-x\", \"messages\": [{\"role\": \"user\", \"content\": \"find paris\"}],"
+      " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"lookup\"}}],"
+      " \"temperature\": 0.2, \"max_tokens\": 32000}";
   /* Without a token, or with another episode's: 401 in OpenAI's shape, nothing generated. */
   char *a = ask(f->port, NULL, req);
   cr_expect(strstr(a, "HTTP/1.1 401") == a, "%s", a);
@@ -203,7 +217,8 @@ static void *client(void *arg) {
   cr_expect_str_eq(f->answered_finish, "stop");
   cr_expect(f->answered_tokens > 6 && f->answered_ids[f->answered_tokens - 1] == '>', "last recorded token %d",
             f->answered_ids[f->answered_tokens - 1]);
-  cr_expect(!strstr(f->answered_text, "<tool_call><name>") && strstr(f->answered_text, "<tool_call>"), "%s", f->answered_text);
+  cr_expect(!strstr(f->answered_text, "<tool_call><name>") && strstr(f->answered_text, "<tool_call>"), "%s",
+            f->answered_text);
   free(a);
   /* A context that no longer fits: the hook, then context_length_exceeded. */
   char big[1024];

@@ -33,8 +33,14 @@ static double cpu_s(void) {
 
 /* Opens `n` sessions and starts a turn in each; returns the backend. */
 static lt_backend_t *start(uv_loop_t *loop, int token_us, int n, lt_gen_t **gens, turn_t *turns) {
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 8, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = n, .max_context = 4096, .token_us = token_us};
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .vocab = 264,
+                          .mean_tokens = 8,
+                          .tail_fraction = 0,
+                          .tail_factor = 1,
+                          .max_sessions = n,
+                          .max_context = 4096,
+                          .token_us = token_us};
   lt_backend_t *b;
   cr_assert_eq(lt_backend_create(loop, &bo, &b), 0, "%s", lt_error_msg());
   lt_sampling_t sp = {.temperature = 1, .top_p = 1};
@@ -137,8 +143,14 @@ Test(scripted, a_callback_may_close_the_backend_mid_step) {
   enum { N = 300 };
   uv_loop_t loop;
   uv_loop_init(&loop);
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 8, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = N, .max_context = 4096, .token_us = 0};
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .vocab = 264,
+                          .mean_tokens = 8,
+                          .tail_fraction = 0,
+                          .tail_factor = 1,
+                          .max_sessions = N,
+                          .max_context = 4096,
+                          .token_us = 0};
   lt_backend_t *b;
   cr_assert_eq(lt_backend_create(&loop, &bo, &b), 0, "%s", lt_error_msg());
   lt_sampling_t sp = {.temperature = 1, .top_p = 1};

@@ -23,8 +23,8 @@ static double wdot(const float *a, const float *w, int n) {
 
 /* Relative agreement of an analytic and a numerical derivative. */
 static void expect_close(double an, double fd, double rtol, double atol, const char *what, int i) {
-  cr_expect(fabs(an - fd) <= atol + rtol * fmax(fabs(an), fabs(fd)), "%s[%d]: analytic %.6g vs numeric %.6g", what, i, an,
-            fd);
+  cr_expect(fabs(an - fd) <= atol + rtol * fmax(fabs(an), fabs(fd)), "%s[%d]: analytic %.6g vs numeric %.6g", what, i,
+            an, fd);
 }
 
 Test(learner_grad, rmsnorm) {
@@ -194,8 +194,9 @@ Test(learner_grad, router_topk_and_backward) {
   float conf = lt_router_forward(probs, ids, w, logits, E, K, 0, forced);
   cr_expect_eq(ids[0], 4);
   cr_expect_float_eq(w[0], probs[4], 1e-7);
-  cr_expect_float_eq(conf, probs[4] + probs[0], 1e-7,
-                     "under Keep Routing the confidence is the router's mass on the replayed experts, not its own top-k");
+  cr_expect_float_eq(
+      conf, probs[4] + probs[0], 1e-7,
+      "under Keep Routing the confidence is the router's mass on the replayed experts, not its own top-k");
   for (int norm = 0; norm < 2; norm++) {
     float dw[K] = {0.7f, -1.3f}, dl[E];
     lt_router_forward(probs, ids, w, logits, E, K, norm, NULL);
@@ -249,8 +250,13 @@ static const float *g_temp;
  * route != NULL the experts are pinned (keep-routing), which keeps the
  * function smooth under perturbations that would flip a top-k choice. */
 static double objective(lt_model_t *m, const float *c, int critic, const uint16_t *route) {
-  lt_batch_t b = {.nseq = 2, .start = starts, .tokens = toks, .route_ids = route, .support = g_support,
-                  .support_ids = g_support_ids, .temperature = g_temp};
+  lt_batch_t b = {.nseq = 2,
+                  .start = starts,
+                  .tokens = toks,
+                  .route_ids = route,
+                  .support = g_support,
+                  .support_ids = g_support_ids,
+                  .temperature = g_temp};
   lt_fwd_out_t o;
   cr_assert_eq(lt_model_forward(m, &b, &o), 0);
   const float *x = critic ? o.values : o.logprobs;
@@ -418,8 +424,7 @@ static void lora_fd(int critic) {
     for (size_t i = 0; i < n; i++) g2 += (double)l->grads[tt->offset + i] * l->grads[tt->offset + i];
     if (g2 > 0)
       for (size_t i = 0; i < n; i++) dir[i] = (float)(l->grads[tt->offset + i] / sqrt(g2 / (double)n));
-    else
-      fill(dir, (int)n, &r, 1);
+    else fill(dir, (int)n, &r, 1);
     for (size_t i = 0; i < n; i++) an += (double)l->grads[tt->offset + i] * dir[i];
     for (int k = 0; k < 4; k++) { /* at -2e, -e, +e, +2e */
       float h = e * (k < 2 ? k - 2 : k - 1);

@@ -159,7 +159,8 @@ static void torch_parity(int moe, unsigned targets) {
   lt_buf_free(&b);
   lt_run_t run;
   cr_assert_eq(lt_test_sh(&run, 120, "/usr/bin/python3 '%s/tests/ref/lora_ref.py' '%s/base' '%s/adapter' < '%s'",
-                          lt_test_root(), d, d, in), 0);
+                          lt_test_root(), d, d, in),
+               0);
   cr_assert_eq(run.status, 0, "reference failed: %s", run.err);
   cJSON *j = cJSON_Parse(run.out);
   cr_assert_not_null(j, "reference output: %s", run.out);
@@ -271,8 +272,8 @@ Test(learner_lora, validator_names_an_unknown_target) {
   cr_expect(strstr(lt_error_msg(), "learner.lora.targets") && strstr(lt_error_msg(), "\"c_attn\""), "%s",
             lt_error_msg());
   lt_config_free(&cfg);
-  cr_assert_eq(load_cfg("{\"learner\": {\"lora\": {\"rank\": 8}, \"critic\": {\"lora\": {\"targets\": [\"gate\"]}}}}",
-                        &cfg), 0);
+  cr_assert_eq(
+      load_cfg("{\"learner\": {\"lora\": {\"rank\": 8}, \"critic\": {\"lora\": {\"targets\": [\"gate\"]}}}}", &cfg), 0);
   cr_expect_eq(lt_learner_config_check(&cfg), LT_ECONFIG, "a MoE router is never adapted");
   cr_expect(strstr(lt_error_msg(), "learner.critic.lora.targets") && strstr(lt_error_msg(), "\"gate\""), "%s",
             lt_error_msg());

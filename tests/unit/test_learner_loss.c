@@ -95,7 +95,8 @@ Test(learner_loss, ppo_clip_hand_computed) {
   float logp[4] = {0, logf(1.5f), logf(1.5f), logf(0.9f)}, old[4] = {0, 0, 0, 0}, adv[4] = {0, 1, -1, 1}, d[4];
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_PPO);
-  lt_loss_in_t in = {.nseq = 1, .start = one_seq, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask4};
+  lt_loss_in_t in = {
+      .nseq = 1, .start = one_seq, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask4};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   /* t1: r = 1.5, A = +1 → clipped 1.2, no gradient; t2: A = −1 → min(−1.5, −1.2) = −1.5, unclipped;
@@ -167,8 +168,8 @@ Test(learner_loss, critic_advantages_bootstrap_truncated_trajectories) {
   double reward[2] = {1.0, 1.0}, rhat[2];
   uint8_t trunc[2] = {0, 1};
   lt_adv_critic(2, st2, mask, values, reward, trunc, NULL, adv, tgt, rhat);
-  cr_expect_float_eq(rhat[0], 1.0, 1e-12);  /* complete: the reward */
-  cr_expect_float_eq(rhat[1], 0.7, 1e-6);   /* truncated: V(s_T), the value after the last token */
+  cr_expect_float_eq(rhat[0], 1.0, 1e-12);       /* complete: the reward */
+  cr_expect_float_eq(rhat[1], 0.7, 1e-6);        /* truncated: V(s_T), the value after the last token */
   cr_expect_float_eq(adv[2], 1.0f - 0.2f, 1e-6); /* Â_t = R̂ − V(s_t), V(s_t) read before token t */
   cr_expect_float_eq(adv[3], 1.0f - 0.3f, 1e-6);
   cr_expect_float_eq(adv[5], 0.7f - 0.5f, 1e-6);
@@ -213,8 +214,16 @@ static void loss_fd(lt_objective obj, int kl, const int *traj) {
   c.clip_lo = c.clip_hi = obj == LT_OBJ_GSPO ? 0.5f : 0.2f;
   c.kl_coef = kl ? 0.3f : 0.0f;
   static const float per_seq[3] = {0.1f, 0.0f, 0.7f};
-  lt_loss_in_t in = {.nseq = 3, .start = st3, .logp = logp, .logp_old = old, .logp_rollout = roll, .logp_ref = ref,
-                     .adv = adv, .mask = mask, .kl_coef = kl == 2 ? per_seq : NULL, .traj = traj};
+  lt_loss_in_t in = {.nseq = 3,
+                     .start = st3,
+                     .logp = logp,
+                     .logp_old = old,
+                     .logp_rollout = roll,
+                     .logp_ref = ref,
+                     .adv = adv,
+                     .mask = mask,
+                     .kl_coef = kl == 2 ? per_seq : NULL,
+                     .traj = traj};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   const float e = 1e-3f;
@@ -229,7 +238,10 @@ static void loss_fd(lt_objective obj, int kl, const int *traj) {
     logp[i] = s;
     double fd = (p - m) / (2 * e);
     cr_expect(fabs(fd - d[i]) < 2e-3 + 1e-2 * fabs(fd), "%s%s%s: dlogp[%d] %g vs %g", lt_objective_name(obj),
-              kl == 2 ? "+kl per sequence" : kl ? "+kl" : "", traj ? " (2 contexts + 1)" : "", i, d[i], fd);
+              kl == 2 ? "+kl per sequence"
+              : kl    ? "+kl"
+                      : "",
+              traj ? " (2 contexts + 1)" : "", i, d[i], fd);
   }
 }
 
@@ -253,7 +265,8 @@ Test(learner_loss, kl_coefficient_per_sequence) {
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_MISPO);
   c.kl_coef = 0.4f;
-  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_rollout = logp, .logp_ref = ref, .adv = adv, .mask = mask};
+  lt_loss_in_t in = {
+      .nseq = 2, .start = st2, .logp = logp, .logp_rollout = logp, .logp_ref = ref, .adv = adv, .mask = mask};
   lt_loss_stats_t all, per, none;
   cr_assert_eq(lt_loss_compute(&c, &in, d_all, &all), 0);
   const float same[2] = {0.4f, 0.4f}, first_only[2] = {0.4f, 0.0f};
@@ -279,8 +292,14 @@ Test(learner_loss, kl_unbiased_ratio_is_over_the_rollout_probability) {
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_PPO);
   c.kl_coef = 0.5f;
-  lt_loss_in_t in = {.nseq = 1, .start = st1, .logp = logp, .logp_old = logp, .logp_rollout = roll, .logp_ref = ref,
-                     .adv = adv, .mask = mask};
+  lt_loss_in_t in = {.nseq = 1,
+                     .start = st1,
+                     .logp = logp,
+                     .logp_old = logp,
+                     .logp_rollout = roll,
+                     .logp_ref = ref,
+                     .adv = adv,
+                     .mask = mask};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   /* ρ = e^(log πθ − log π_rollout): e^0.2 and e^−0.1; z = log π_ref − log πθ: 0.5 and −0.2. */
@@ -306,7 +325,8 @@ Test(learner_loss, gspo_group_form_weighs_each_sequence_once) {
   lt_loss_cfg_default(&c, LT_OBJ_GSPO);
   c.clip_lo = c.clip_hi = 0.2f;
   c.group_adv = 1;
-  lt_loss_in_t in = {.nseq = 2, .start = st2, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask};
+  lt_loss_in_t in = {
+      .nseq = 2, .start = st2, .logp = logp, .logp_old = old, .logp_rollout = old, .adv = adv, .mask = mask};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   /* s₁ = 1.0304545 is inside [0.8, 1.2]: term s₁·1; s₂ = 0.7408182 is clipped to 0.8: term 0.8·(−0.5) = −0.4. */
@@ -335,8 +355,8 @@ Test(learner_loss, mispo_trajectory_mask_spans_every_context) {
   float adv[9] = {0, 1, 2, 0, -1, 1, 0, 0.5f, 1};
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_MISPO); /* trajectory bounds [0.996, 1.001] */
-  lt_loss_in_t in = {.nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = ctx3_mask,
-                     .traj = ctx3_traj};
+  lt_loss_in_t in = {
+      .nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = ctx3_mask, .traj = ctx3_traj};
   lt_loss_stats_t st;
   /* Context 1 alone has mean 1.002 (outside), the trajectory 1.002^(2/6) = 1.000667 (inside): all six train. */
   double x[9] = {1, 1.002, 1.002, 1, 1, 1, 1, 1, 1};
@@ -384,7 +404,8 @@ Test(learner_loss, grpo_weighs_a_trajectory_once_whatever_its_contexts) {
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_GRPO);
   c.delta = 0; /* the unmasked weights first; r = 1, nothing clipped */
-  lt_loss_in_t in = {.nseq = 4, .start = st4, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask, .traj = traj};
+  lt_loss_in_t in = {
+      .nseq = 4, .start = st4, .logp = logp, .logp_rollout = roll, .adv = adv, .mask = mask, .traj = traj};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_eq(st.trajs, 2);
@@ -413,8 +434,8 @@ Test(learner_loss, gspo_ratio_spans_every_context) {
   float adv[9] = {0, 1, 2, 0, -1, 1, 0, 0.5f, 1};
   lt_loss_cfg_t c;
   lt_loss_cfg_default(&c, LT_OBJ_GSPO);
-  lt_loss_in_t in = {.nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = logp, .adv = adv, .mask = ctx3_mask,
-                     .traj = ctx3_traj};
+  lt_loss_in_t in = {
+      .nseq = 3, .start = ctx3, .logp = logp, .logp_rollout = logp, .adv = adv, .mask = ctx3_mask, .traj = ctx3_traj};
   lt_loss_stats_t st;
   cr_assert_eq(lt_loss_compute(&c, &in, d, &st), 0);
   cr_expect_float_eq(st.loss, -4.5 / 6, 1e-6); /* r = 1: −(1/6) Σ A */

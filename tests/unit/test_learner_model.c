@@ -51,12 +51,11 @@ static void to_bf16(const char *dir) {
     const lt_st_entry_t *e = &f->entries[i];
     size_t nb = (size_t)lt_st_numel(e) * 2;
     char shape[64];
-    if (e->ndim == 1)
-      snprintf(shape, sizeof shape, "[%lld]", (long long)e->shape[0]);
-    else
-      snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)e->shape[0], (long long)e->shape[1]);
-    hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
-                           i ? "," : "", e->name, shape, off, off + nb);
+    if (e->ndim == 1) snprintf(shape, sizeof shape, "[%lld]", (long long)e->shape[0]);
+    else snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)e->shape[0], (long long)e->shape[1]);
+    hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl,
+                           "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}", i ? "," : "",
+                           e->name, shape, off, off + nb);
     off += nb;
   }
   hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, "}");
@@ -92,7 +91,8 @@ static void compare_with_reference(const char *dir, double tol) {
   lt_run_t a, b;
   cr_assert_eq(lt_test_sh(&a, 120, "'%s' logprobs --model '%s' --input '%s'", lt_test_bin(), dir, in), 0);
   cr_assert_eq(a.status, 0, "%s", a.err);
-  cr_assert_eq(lt_test_sh(&b, 120, "/usr/bin/python3 '%s/tests/ref/qwen3_ref.py' '%s' < '%s'", lt_test_root(), dir, in), 0);
+  cr_assert_eq(lt_test_sh(&b, 120, "/usr/bin/python3 '%s/tests/ref/qwen3_ref.py' '%s' < '%s'", lt_test_root(), dir, in),
+               0);
   cr_assert_eq(b.status, 0, "reference failed: %s", b.err);
   char *pa = a.out, *pb = b.out;
   int lines = 0;
@@ -107,8 +107,10 @@ static void compare_with_reference(const char *dir, double tol) {
     cr_assert_eq(lt_json_get_f32_array(ja, "logprobs", &la, &na), 0);
     cr_assert_eq(lt_json_get_f32_array(jb, "logprobs", &lb, &nb), 0);
     cr_assert_eq(na, nb);
-    for (int i = 0; i < na; i++) cr_expect(fabs(la[i] - lb[i]) <= tol, "line %d token %d: %g vs reference %g", lines, i, la[i], lb[i]);
-    const cJSON *ca = cJSON_GetObjectItem(ja, "routing_confidence"), *cb = cJSON_GetObjectItem(jb, "routing_confidence");
+    for (int i = 0; i < na; i++)
+      cr_expect(fabs(la[i] - lb[i]) <= tol, "line %d token %d: %g vs reference %g", lines, i, la[i], lb[i]);
+    const cJSON *ca = cJSON_GetObjectItem(ja, "routing_confidence"),
+                *cb = cJSON_GetObjectItem(jb, "routing_confidence");
     cr_expect(cJSON_IsNull(ca) == cJSON_IsNull(cb));
     if (cJSON_IsNumber(ca) && cJSON_IsNumber(cb)) cr_expect(fabs(ca->valuedouble - cb->valuedouble) < 1e-5);
     free(la), free(lb);
@@ -133,7 +135,8 @@ Test(learner_model, matches_reference_moe_sliding_untied, .timeout = 120) {
 
 Test(learner_model, matches_reference_moe_tied_sparse_step, .timeout = 120) {
   char *d = lt_test_tmpdir("ref");
-  make_ckpt(d, "qwen3_moe", "\"norm_topk_prob\": false, \"tie_word_embeddings\": true, \"decoder_sparse_step\": 2", 4, 0.3f);
+  make_ckpt(d, "qwen3_moe", "\"norm_topk_prob\": false, \"tie_word_embeddings\": true, \"decoder_sparse_step\": 2", 4,
+            0.3f);
   compare_with_reference(d, 1e-4);
   lt_test_rmdir(d);
 }
@@ -147,25 +150,33 @@ Test(learner_model, matches_reference_dense_bf16, .timeout = 120) {
 }
 
 Test(learner_model, config_refusals_name_the_field) {
-  struct { const char *json, *needle; } cases[] = {
+  struct {
+    const char *json, *needle;
+  } cases[] = {
       {"{\"model_type\": \"llama\"}", "model_type"},
       {"{\"model_type\": \"qwen3\", \"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
-       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"attention_bias\": true}", "attention_bias"},
+       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"attention_bias\": true}",
+       "attention_bias"},
       {"{\"model_type\": \"qwen3\", \"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
-       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"hidden_act\": \"gelu\"}", "hidden_act"},
+       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"hidden_act\": \"gelu\"}",
+       "hidden_act"},
       {"{\"model_type\": \"qwen3\", \"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
-       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\"}}", "rope_scaling"},
+       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
+       "rope_scaling"},
       {"{\"model_type\": \"qwen3\", \"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 3, "
-       "\"num_key_value_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8}", "num_key_value_heads"},
+       "\"num_key_value_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8}",
+       "num_key_value_heads"},
       {"{\"model_type\": \"qwen3\", \"vocab_size\": \"x\"}", "vocab_size"},
       {"{\"model_type\": \"qwen3_moe\", \"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
-       "\"max_position_embeddings\": 8, \"num_experts\": 2, \"num_experts_per_tok\": 3, \"moe_intermediate_size\": 4}", "num_experts_per_tok"},
+       "\"max_position_embeddings\": 8, \"num_experts\": 2, \"num_experts_per_tok\": 3, \"moe_intermediate_size\": 4}",
+       "num_experts_per_tok"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     lt_model_config_t c;
     int rc = lt_model_config_parse(cases[i].json, strlen(cases[i].json), "cfg.json", &c);
     cr_expect_lt(rc, 0, "case %zu accepted", i);
-    cr_expect(strstr(lt_error_msg(), cases[i].needle), "case %zu: '%s' does not name %s", i, lt_error_msg(), cases[i].needle);
+    cr_expect(strstr(lt_error_msg(), cases[i].needle), "case %zu: '%s' does not name %s", i, lt_error_msg(),
+              cases[i].needle);
   }
 }
 
@@ -185,10 +196,12 @@ Test(learner_model, save_load_identity_and_bad_files) {
   /* A shape mismatch, a missing tensor, a truncated file. */
   char p[4300];
   snprintf(p, sizeof p, "%s/model.safetensors", d2);
-  lt_st_tensor_t t[2] = {{"model.embed_tokens.weight", 2, {300, 31}, a->params}, {"model.norm.weight", 1, {32}, a->params}};
+  lt_st_tensor_t t[2] = {{"model.embed_tokens.weight", 2, {300, 31}, a->params},
+                         {"model.norm.weight", 1, {32}, a->params}};
   cr_assert_eq(lt_st_write(p, t, 2, NULL), 0);
   cr_expect_eq(lt_model_load(d2, &b), LT_EFORMAT);
-  cr_expect(strstr(lt_error_msg(), "model.embed_tokens.weight") && strstr(lt_error_msg(), "[300, 31]"), "%s", lt_error_msg());
+  cr_expect(strstr(lt_error_msg(), "model.embed_tokens.weight") && strstr(lt_error_msg(), "[300, 31]"), "%s",
+            lt_error_msg());
   t[0].shape[1] = 32;
   cr_assert_eq(lt_st_write(p, t, 2, NULL), 0);
   cr_expect_eq(lt_model_load(d2, &b), LT_EFORMAT);
@@ -219,7 +232,8 @@ Test(learner_model, sharded_checkpoint_loads) {
   for (int i = 0; i < a->ntensors; i++) {
     const lt_tensor_t *s = &a->tensors[i];
     t[i] = (lt_st_tensor_t){s->name, s->ndim, {s->ndim == 1 ? s->cols : s->rows, s->cols}, a->params + s->offset};
-    lt_buf_printf(&j, "%s\"%s\": \"%s\"", i ? ", " : "", s->name, i < half ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors");
+    lt_buf_printf(&j, "%s\"%s\": \"%s\"", i ? ", " : "", s->name,
+                  i < half ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors");
   }
   lt_buf_puts(&j, "}}");
   cr_assert_eq(lt_st_write(p1, t, half, NULL), 0);
@@ -256,7 +270,8 @@ Test(learner_model, large_save_is_sharded_with_an_index) {
   cr_assert_eq(lt_json_parse_file(p, &idx), 0, "%s", lt_error_msg());
   cJSON *map = cJSON_GetObjectItem(idx, "weight_map");
   cr_assert_eq(cJSON_GetArraySize(map), a->ntensors);
-  cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(idx, "metadata"), "total_size")->valuedouble, (double)a->nparams * 4);
+  cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(idx, "metadata"), "total_size")->valuedouble,
+               (double)a->nparams * 4);
   const char *last = cJSON_GetArrayItem(map, a->ntensors - 1)->valuestring;
   cr_expect(!strncmp(last, "model-0000", 10) && strstr(last, "-of-0000") && strstr(last, ".safetensors"), "%s", last);
   int nshards = atoi(last + 6);
@@ -288,8 +303,9 @@ Test(learner_model, large_save_is_sharded_with_an_index) {
  * multi-turn prefill, gives the logprobs and routing of a full forward. */
 Test(learner_model, kv_cache_batched_decode_equals_full_forward, .timeout = 120) {
   char *d = lt_test_tmpdir("engine");
-  make_ckpt(d, "qwen3_moe", "\"norm_topk_prob\": true, \"sliding_window\": 6, \"layer_types\": "
-                            "[\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"]",
+  make_ckpt(d, "qwen3_moe",
+            "\"norm_topk_prob\": true, \"sliding_window\": 6, \"layer_types\": "
+            "[\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"]",
             21, 0.25f);
   lt_engine_opts_t eo = {.device = "cpu", .threads = 1, .max_sessions = 3, .max_context = 128};
   lt_engine_t *e;
@@ -436,7 +452,8 @@ Test(learner_model, sampled_logprobs_equal_training_forward, .timeout = 120) {
     }
     lt_session_close(s);
     int start[2] = {0, P + GEN};
-    lt_batch_t b = {.nseq = 1, .start = start, .tokens = toks, .support = support, .support_ids = ids, .temperature = temp};
+    lt_batch_t b = {
+        .nseq = 1, .start = start, .tokens = toks, .support = support, .support_ids = ids, .temperature = temp};
     lt_fwd_out_t fo;
     cr_assert_eq(lt_model_forward(m, &b, &fo), 0, "%s", lt_error_msg());
     for (int t = P; t < P + GEN; t++)
@@ -452,9 +469,10 @@ Test(learner_model, sampled_logprobs_equal_training_forward, .timeout = 120) {
 
 /* A tiny model memorises one sequence: the loss falls. */
 static double train_steps(lt_opt_kind kind, int steps) {
-  char json[] = "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 20, \"hidden_size\": 16, \"num_hidden_layers\": 2,"
-                " \"num_attention_heads\": 2, \"head_dim\": 8, \"moe_intermediate_size\": 16, \"num_experts\": 4,"
-                " \"num_experts_per_tok\": 2, \"max_position_embeddings\": 32, \"norm_topk_prob\": true}";
+  char json[] =
+      "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 20, \"hidden_size\": 16, \"num_hidden_layers\": 2,"
+      " \"num_attention_heads\": 2, \"head_dim\": 8, \"moe_intermediate_size\": 16, \"num_experts\": 4,"
+      " \"num_experts_per_tok\": 2, \"max_position_embeddings\": 32, \"norm_topk_prob\": true}";
   lt_model_config_t c;
   cr_assert_eq(lt_model_config_parse(json, strlen(json), "t", &c), 0);
   lt_model_t *m;
@@ -537,12 +555,14 @@ Test(learner_model, optimizer_state_round_trips_bit_exactly) {
     for (size_t i = 0; i < a->nparams; i++) a->grads[i] = b->grads[i] = (float)lt_rng_normal(&r);
     lt_optim_step(oa, a, NULL);
     lt_optim_step(ob, b, NULL);
-    cr_expect_eq(memcmp(a->params, b->params, sizeof(float) * a->nparams), 0, "resumed optimizer diverged (kind %d)", kind);
+    cr_expect_eq(memcmp(a->params, b->params, sizeof(float) * a->nparams), 0, "resumed optimizer diverged (kind %d)",
+                 kind);
     /* The frozen router did not move. */
     lt_model_t *orig;
     cr_assert_eq(lt_model_load(d, &orig), 0);
     const lt_tensor_t *rt = lt_model_tensor(a, "model.layers.0.mlp.gate.weight");
-    cr_expect_eq(memcmp(a->params + rt->offset, orig->params + rt->offset, sizeof(float) * (size_t)rt->rows * rt->cols), 0);
+    cr_expect_eq(memcmp(a->params + rt->offset, orig->params + rt->offset, sizeof(float) * (size_t)rt->rows * rt->cols),
+                 0);
     lt_model_free(orig);
     lt_optim_free(oa), lt_optim_free(ob);
     lt_model_free(a), lt_model_free(b);

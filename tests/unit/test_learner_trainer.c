@@ -18,8 +18,8 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-#define NS 8   /* sequences */
-#define L 4    /* tokens each: BOS, prompt, answer, end */
+#define NS 8 /* sequences */
+#define L 4  /* tokens each: BOS, prompt, answer, end */
 
 static lt_model_t *toy_model(uint64_t seed) {
   const char *json =
@@ -58,8 +58,14 @@ static void toy_make(toy_t *t) {
     t->group[s] = prompt;
     t->start[s + 1] = (s + 1) * L;
   }
-  t->b = (lt_train_batch_t){.nseq = NS, .start = t->start, .tokens = t->tok, .logp_rollout = t->lp, .mask = t->mask,
-                            .reward = t->reward, .truncated = t->trunc, .group = t->group};
+  t->b = (lt_train_batch_t){.nseq = NS,
+                            .start = t->start,
+                            .tokens = t->tok,
+                            .logp_rollout = t->lp,
+                            .mask = t->mask,
+                            .reward = t->reward,
+                            .truncated = t->trunc,
+                            .group = t->group};
 }
 
 /* The rollout logprobs as the current policy would have produced them (on-policy). */
@@ -213,7 +219,8 @@ Test(learner_trainer, routing_confidence_over_generated_tokens) {
   for (int i = 0; i < NS * L; i++)
     if (t.mask[i]) gen += o.route_conf[i] / nml, n++;
   gen /= n;
-  cr_assert(fabs(gen - o.routing_confidence) > 1e-4, "prompt and generated tokens must differ for the test to mean anything");
+  cr_assert(fabs(gen - o.routing_confidence) > 1e-4,
+            "prompt and generated tokens must differ for the test to mean anything");
   lt_step_stats_t st;
   cr_assert_eq(lt_trainer_replay(tr, &t.b, NULL, &st), 0);
   cr_assert_float_eq(st.routing_confidence, gen, 1e-6);
@@ -259,7 +266,8 @@ Test(learner_trainer, keep_routing_reaches_the_critic) {
   t.b.route_ids = route;
   lt_step_stats_t st;
   cr_assert_eq(lt_trainer_step(tr, &t.b, &st), 0, "%s", lt_error_msg());
-  cr_assert_float_eq(st.critic_loss, pinned, 1e-6, "critic loss %g: pinned %g, own routing %g", st.critic_loss, pinned, own);
+  cr_assert_float_eq(st.critic_loss, pinned, 1e-6, "critic loss %g: pinned %g, own routing %g", st.critic_loss, pinned,
+                     own);
   lt_model_free(copy);
   lt_trainer_free(tr);
 }
@@ -504,8 +512,14 @@ Test(learner_trainer, a_step_does_not_depend_on_the_process_blas_threads) {
   for (int s = 0; s <= S; s++) start[s] = s * T;
   for (int i = 0; i < S * T; i++) tok[i] = (int32_t)((i * 7919u + 13u) % 258u), mask[i] = i % T >= 8;
   for (int s = 0; s < S; s++) reward[s] = s % 3 == 0, group[s] = s / 2;
-  lt_train_batch_t b = {.nseq = S, .start = start, .tokens = tok, .logp_rollout = lp, .mask = mask, .reward = reward,
-                        .truncated = trunc, .group = group};
+  lt_train_batch_t b = {.nseq = S,
+                        .start = start,
+                        .tokens = tok,
+                        .logp_rollout = lp,
+                        .mask = mask,
+                        .reward = reward,
+                        .truncated = trunc,
+                        .group = group};
   float *w[2] = {NULL, NULL};
   size_t n = 0;
   for (int k = 0; k < 2; k++) {

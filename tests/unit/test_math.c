@@ -20,7 +20,8 @@ static lt_reward_result_t score(const char *rewards, const char *response, const
   char json[512];
   snprintf(json, sizeof json, "{\"rewards\": %s}", rewards);
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+               lt_error_msg());
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_rewarder_t *r;
@@ -166,7 +167,9 @@ Test(math, hostile_input_is_bounded) {
   cr_expect_eq(lt_reward_math_equal("a+b+c+d+f+g+h+j+k+l", "a", 1e-6, &why), LT_EINVAL, "too many variables");
   cr_expect_eq(lt_reward_math_equal("2^{2^{2^{2^{2^{2}}}}}", "3", 1e-6, &why), 0);
   cr_expect_eq(lt_reward_math_equal("99999999999999999999999999999999999999999999999999999999999999999999999999999999"
-                                    "99999999999999999999", "1", 1e-6, &why), LT_EINVAL);
+                                    "99999999999999999999",
+                                    "1", 1e-6, &why),
+               LT_EINVAL);
   cr_expect_eq(lt_reward_math_equal("\\{\\{\\{\\{", "1", 1e-6, &why), LT_EINVAL);
   cr_expect_eq(lt_reward_math_equal("\\text{\\text{", "1", 1e-6, &why), LT_EINVAL);
   free(s);
@@ -184,7 +187,8 @@ Test(math, cli_scores_the_common_cases) {
   char *want = lt_test_read(in);
   int lines = 0, agree = 0;
   for (char *o = r.out, *w = want; o && *o && w && *w; lines++) {
-    int got = strncmp(o, "{\"reward\":1,", 12) == 0, exp = strstr(w, "\"expected\": 1") && strstr(w, "\"expected\": 1") < strchr(w, '\n');
+    int got = strncmp(o, "{\"reward\":1,", 12) == 0,
+        exp = strstr(w, "\"expected\": 1") && strstr(w, "\"expected\": 1") < strchr(w, '\n');
     agree += got == exp;
     o = strchr(o, '\n'), w = strchr(w, '\n');
     if (o) o++;

@@ -51,10 +51,23 @@ static void traj(uint64_t task, int T, size_t pad, lt_frames_t *out) {
   memset(reason, 'r', pad + 1);
   reason[pad + 1] = 0;
   for (int i = 0; i < T; i++) ver[i] = -1;
-  lt_msg_t m = {.type = LT_MSG_TRAJ, .id = task,
-                .u.traj = {.task_id = task, .group_id = 1, .domain = "d", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED,
-                           .reason = reason, .error = "", .has_reward = 1, .reward = 0, .ntokens = T, .tokens = tok,
-                           .logprobs = lp, .loss_mask = mask, .versions = ver, .temperature = -1}};
+  lt_msg_t m = {.type = LT_MSG_TRAJ,
+                .id = task,
+                .u.traj = {.task_id = task,
+                           .group_id = 1,
+                           .domain = "d",
+                           .status = LT_TRAJ_OK,
+                           .finish = LT_FINISH_TERMINATED,
+                           .reason = reason,
+                           .error = "",
+                           .has_reward = 1,
+                           .reward = 0,
+                           .ntokens = T,
+                           .tokens = tok,
+                           .logprobs = lp,
+                           .loss_mask = mask,
+                           .versions = ver,
+                           .temperature = -1}};
   lt_frames_t fr;
   cr_assert_eq(lt_proto_encode(&m, &fr), 0, "%s", lt_error_msg());
   /* The frames borrow the arrays: keep owned copies, as the spool does. */
@@ -125,12 +138,13 @@ Test(outbox, batches_stay_within_the_byte_cap) {
   for (int i = 0; i < k; i++) add(o, want[i], &fr[i]);
   cr_assert_eq(lt_outbox_flush(o), 0);
   cr_assert_eq(s.ntasks, k, "%d trajectories left, %d were added", s.ntasks, k);
-  for (int i = 0; i < k; i++) cr_expect_eq(s.tasks[i], want[i], "trajectory %d is task %llu", i, (unsigned long long)s.tasks[i]);
+  for (int i = 0; i < k; i++)
+    cr_expect_eq(s.tasks[i], want[i], "trajectory %d is task %llu", i, (unsigned long long)s.tasks[i]);
   int trajs = 0, big = 0;
   for (int i = 0; i < s.n; i++) {
     if (s.bytes[i] > LT_PROTO_TRAJS_MAX_BYTES) {
-      cr_expect_eq(s.type[i], LT_MSG_TRAJ, "message %d: a %s of %zu bytes, past the cap", i, lt_msg_type_name(s.type[i]),
-                   s.bytes[i]);
+      cr_expect_eq(s.type[i], LT_MSG_TRAJ, "message %d: a %s of %zu bytes, past the cap", i,
+                   lt_msg_type_name(s.type[i]), s.bytes[i]);
       big++;
     }
     trajs += s.type[i] == LT_MSG_TRAJS;

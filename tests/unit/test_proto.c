@@ -38,8 +38,15 @@ static int decode_json(const char *json, lt_msg_t *out) {
 Test(proto, hello_roundtrip) {
   uint64_t pending[] = {5, 9, LT_PROTO_MAX_ID};
   lt_msg_t m = {.type = LT_MSG_HELLO, .id = 1};
-  m.u.hello = (lt_hello_t){.name = "w1", .slots = 4, .backend = "builtin", .device = "cpu", .host = "h", .pid = 77,
-                           .policy_version = 3, .pending = pending, .npending = 3};
+  m.u.hello = (lt_hello_t){.name = "w1",
+                           .slots = 4,
+                           .backend = "builtin",
+                           .device = "cpu",
+                           .host = "h",
+                           .pid = 77,
+                           .policy_version = 3,
+                           .pending = pending,
+                           .npending = 3};
   lt_msg_t d;
   cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
   cr_assert_eq(d.type, LT_MSG_HELLO);
@@ -55,8 +62,13 @@ Test(proto, hello_roundtrip) {
 Test(proto, welcome_roundtrip) {
   cJSON *settings = cJSON_Parse("{\"rollout\": {\"max_turns\": 4}}");
   lt_msg_t m = {.type = LT_MSG_WELCOME, .id = 2};
-  m.u.welcome = (lt_welcome_t){.worker_id = "w-1", .run = "r", .heartbeat_ms = 500, .liveness = 3,
-                               .policy_version = 0, .weights_location = "/x", .settings = settings};
+  m.u.welcome = (lt_welcome_t){.worker_id = "w-1",
+                               .run = "r",
+                               .heartbeat_ms = 500,
+                               .liveness = 3,
+                               .policy_version = 0,
+                               .weights_location = "/x",
+                               .settings = settings};
   memset(m.u.welcome.sha256, 'a', 64);
   m.u.welcome.sha256[64] = 0;
   lt_msg_t d;
@@ -72,10 +84,23 @@ Test(proto, welcome_roundtrip) {
 Test(proto, task_roundtrip) {
   cJSON *spec = cJSON_Parse("{\"problem\": \"1+2\", \"answer\": \"3\"}");
   lt_msg_t m = {.type = LT_MSG_TASK, .id = 3};
-  m.u.task = (lt_task_t){.task_id = 42, .group_id = 7, .prompt_id = 11, .domain = "arith", .env = "arith",
-                         .session = "s", .policy_version = 5, .attempt = 1, .seed = -12345, .temperature = 0.7,
-                         .top_p = 0.95, .top_k = 20, .max_new_tokens = 128, .max_turns = 3, .max_context = 1024,
-                         .eval = 1, .spec = spec};
+  m.u.task = (lt_task_t){.task_id = 42,
+                         .group_id = 7,
+                         .prompt_id = 11,
+                         .domain = "arith",
+                         .env = "arith",
+                         .session = "s",
+                         .policy_version = 5,
+                         .attempt = 1,
+                         .seed = -12345,
+                         .temperature = 0.7,
+                         .top_p = 0.95,
+                         .top_k = 20,
+                         .max_new_tokens = 128,
+                         .max_turns = 3,
+                         .max_context = 1024,
+                         .eval = 1,
+                         .spec = spec};
   lt_msg_t d;
   cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
   lt_task_t *t = &d.u.task;
@@ -117,15 +142,35 @@ static void traj_fixture(traj_fixture_t *f) {
     f->rprobs[i] = 0.25f;
   }
   f->components = cJSON_Parse("{\"correct\": 1, \"length_penalty\": -0.1}");
-  f->messages = cJSON_Parse("[{\"role\": \"user\", \"content\": \"1+2\"}, {\"role\": \"assistant\", \"content\": \"3\"}]");
+  f->messages =
+      cJSON_Parse("[{\"role\": \"user\", \"content\": \"1+2\"}, {\"role\": \"assistant\", \"content\": \"3\"}]");
   f->m = (lt_msg_t){.type = LT_MSG_TRAJ, .id = 4};
-  f->m.u.traj = (lt_traj_t){.task_id = 42, .group_id = 7, .domain = "arith", .status = LT_TRAJ_OK,
-                            .finish = LT_FINISH_TRUNCATED, .reason = "context_limit", .error = "", .has_reward = 1,
-                            .reward = 0.9, .components = f->components, .turns = 1, .gen_ms = 12.5,
-                            .messages = f->messages, .ntokens = 6, .tokens = f->tokens, .logprobs = f->logprobs,
-                            .loss_mask = f->mask, .versions = f->versions, .support = f->support,
-                            .support_ids = f->support_ids, .nsupport_ids = 30, .temperature = 0.7,
-                            .routing_layers = 2, .routing_k = 2, .routing_experts = 8, .routing_ids = f->rids,
+  f->m.u.traj = (lt_traj_t){.task_id = 42,
+                            .group_id = 7,
+                            .domain = "arith",
+                            .status = LT_TRAJ_OK,
+                            .finish = LT_FINISH_TRUNCATED,
+                            .reason = "context_limit",
+                            .error = "",
+                            .has_reward = 1,
+                            .reward = 0.9,
+                            .components = f->components,
+                            .turns = 1,
+                            .gen_ms = 12.5,
+                            .messages = f->messages,
+                            .ntokens = 6,
+                            .tokens = f->tokens,
+                            .logprobs = f->logprobs,
+                            .loss_mask = f->mask,
+                            .versions = f->versions,
+                            .support = f->support,
+                            .support_ids = f->support_ids,
+                            .nsupport_ids = 30,
+                            .temperature = 0.7,
+                            .routing_layers = 2,
+                            .routing_k = 2,
+                            .routing_experts = 8,
+                            .routing_ids = f->rids,
                             .routing_probs = f->rprobs};
 }
 
@@ -285,7 +330,8 @@ Test(proto, small_messages_roundtrip) {
   cr_assert_eq(d.u.ack.duplicate[1], 1);
   lt_msg_free(&d);
 
-  m = (lt_msg_t){.type = LT_MSG_HEARTBEAT, .id = 6,
+  m = (lt_msg_t){.type = LT_MSG_HEARTBEAT,
+                 .id = 6,
                  .u.heartbeat = {.t_ms = 123456, .inflight = 2, .slots = 4, .policy_version = 9, .unacked = 1}};
   cr_assert_eq(roundtrip(&m, &d), 0);
   cr_assert_eq(d.u.heartbeat.t_ms, 123456);
@@ -327,21 +373,24 @@ Test(proto, rejects_bad_headers) {
   cr_assert_eq(decode_json("{\"v\":2,\"type\":\"BYE\",\"id\":1}", &d), LT_EVERSION);
   cr_assert(strstr(lt_error_msg(), "version 2"), "%s", lt_error_msg());
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"NOPE\",\"id\":1}", &d), LT_EPROTO);
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\"}", &d), LT_EPROTO);                   /* no id */
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":-1}", &d), LT_EPROTO);         /* negative id */
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1e300}", &d), LT_EPROTO);      /* huge id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\"}", &d), LT_EPROTO);              /* no id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":-1}", &d), LT_EPROTO);    /* negative id */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1e300}", &d), LT_EPROTO); /* huge id */
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1.5}", &d), LT_EPROTO);
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1,\"reason\":5}", &d), LT_EPROTO); /* wrong type */
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":1,\"reason\":5}", &d), LT_EPROTO);     /* wrong type */
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\"}", &d), LT_EPROTO); /* no slots */
   cr_assert(strstr(lt_error_msg(), "HELLO.slots: missing"), "%s", lt_error_msg());
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\",\"slots\":0}", &d), LT_EPROTO);
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"TASK\",\"id\":1,\"task_id\":1,\"group_id\":1,\"env\":\"a\","
-                           "\"policy_version\":0,\"max_new_tokens\":8,\"max_context\":8,\"top_p\":1.5}", &d),
+                           "\"policy_version\":0,\"max_new_tokens\":8,\"max_context\":8,\"top_p\":1.5}",
+                           &d),
                LT_EPROTO);
   cr_assert(strstr(lt_error_msg(), "TASK.top_p"), "%s", lt_error_msg());
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"WEIGHTS\",\"id\":1,\"version\":1,\"location\":\"x\",\"sha256\":\"zz\"}", &d),
+  cr_assert_eq(
+      decode_json("{\"v\":1,\"type\":\"WEIGHTS\",\"id\":1,\"version\":1,\"location\":\"x\",\"sha256\":\"zz\"}", &d),
+      LT_EPROTO);
+  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"ACK\",\"id\":1,\"task_ids\":[1,2],\"duplicate\":[true]}", &d),
                LT_EPROTO);
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"ACK\",\"id\":1,\"task_ids\":[1,2],\"duplicate\":[true]}", &d), LT_EPROTO);
   /* A NUL inside the header. */
   lt_frame_t f = {"{\"v\":1,\0}", 9, 0};
   cr_assert_eq(lt_proto_decode(&f, 1, &d), LT_EPROTO);
@@ -355,7 +404,8 @@ Test(proto, rejects_bad_headers) {
     cr_assert_eq(decode_json(j, &d), LT_EPROTO, "case %zu", i);
     cr_assert(strstr(lt_error_msg(), "UTF-8"), "%s", lt_error_msg());
   }
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\xc3\xa9\xf0\x9f\x98\x80\",\"slots\":1}", &d), 0);
+  cr_assert_eq(
+      decode_json("{\"v\":1,\"type\":\"HELLO\",\"id\":1,\"name\":\"w\xc3\xa9\xf0\x9f\x98\x80\",\"slots\":1}", &d), 0);
   lt_msg_free(&d);
   /* Binary frames on a message type that has none. */
   lt_frame_t two[2] = {{"{\"v\":1,\"type\":\"BYE\",\"id\":1}", 27, 0}, {"x", 1, 0}};
@@ -398,11 +448,13 @@ static void wrong_dtype(lt_frame_t *fr, int *n, char *h, size_t c) {
   replace(h, c, "\"name\":\"tokens\",\"dtype\":\"i32\"", "\"name\":\"tokens\",\"dtype\":\"f32\"");
 }
 static void huge_count(lt_frame_t *fr, int *n, char *h, size_t c) {
-  replace(h, c, "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":6", "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":4294967296");
+  replace(h, c, "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":6",
+          "\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":4294967296");
 }
 static void count_mismatch(lt_frame_t *fr, int *n, char *h, size_t c) {
   /* logprobs declares and carries 5 entries while tokens has 6. */
-  replace(h, c, "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":6", "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":5");
+  replace(h, c, "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":6",
+          "\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":5");
   fr[2].len = 20;
 }
 static void unknown_frame(lt_frame_t *fr, int *n, char *h, size_t c) {
@@ -429,7 +481,9 @@ static void missing_version(lt_frame_t *fr, int *n, char *h, size_t c) {
   static int32_t v[6] = {-1, -1, -1, -1, 4, 4};
   fr[4].data = v;
 }
-static void bad_status(lt_frame_t *fr, int *n, char *h, size_t c) { replace(h, c, "\"status\":\"ok\"", "\"status\":\"great\""); }
+static void bad_status(lt_frame_t *fr, int *n, char *h, size_t c) {
+  replace(h, c, "\"status\":\"ok\"", "\"status\":\"great\"");
+}
 
 Test(proto, traj_rejects_malformed_frames) {
   expect_traj_refused(drop_last_frame, "binary frames");
@@ -479,13 +533,16 @@ static const struct {
     {"refuse_trajs_empty", LT_EPROTO, -1, "TRAJS.trajs: 0 trajectories, expected 1..64"},
     {"refuse_trajs_65", LT_EPROTO, -1, "TRAJS.trajs: 65 trajectories, expected 1..64"},
     {"refuse_trajs_not_object", LT_EPROTO, -1, "TRAJS.trajs[0]: expected object"},
-    {"refuse_trajs_past_blob", LT_EPROTO, -1, "TRAJS.trajs[1].frames[0]: the arrays run past the binary frame's 65 bytes"},
-    {"refuse_trajs_blob_left_over", LT_EPROTO, -1, "TRAJS: the elements describe 65 bytes of arrays, the binary frame has 69"},
+    {"refuse_trajs_past_blob", LT_EPROTO, -1,
+     "TRAJS.trajs[1].frames[0]: the arrays run past the binary frame's 65 bytes"},
+    {"refuse_trajs_blob_left_over", LT_EPROTO, -1,
+     "TRAJS: the elements describe 65 bytes of arrays, the binary frame has 69"},
     {"refuse_trajs_no_blob", LT_EPROTO, -1, "TRAJS: expected one binary frame, got 0"},
     {"refuse_trajs_two_blobs", LT_EPROTO, -1, "TRAJS: expected one binary frame, got 2"},
     {"refuse_trajs_elem_dup_key", LT_EPROTO, 1, "TRAJS.trajs[1]: key \"task_id\" appears twice"},
     {"refuse_trajs_elem_type", LT_EPROTO, 0, "TRAJS.trajs[0].type: expected \"TRAJ\""},
-    {"refuse_trajs_elem_malformed", LT_EPROTO, 1, "TRAJS.trajs[1]: TRAJ.logprobs[0]: expected a finite log-probability"},
+    {"refuse_trajs_elem_malformed", LT_EPROTO, 1,
+     "TRAJS.trajs[1]: TRAJ.logprobs[0]: expected a finite log-probability"},
 };
 
 /* The fuzzer's seeds must stay what they are named for, or fuzzing starts
@@ -519,11 +576,12 @@ Test(proto, fuzz_seed_corpus_decodes_or_is_refused_as_named) {
         cr_expect_eq(m.u.trajs.rc[i], want ? refused_seeds[r].rc : 0, "%s: element %d: %s", e->d_name, i,
                      m.u.trajs.why[i] ? m.u.trajs.why[i] : "accepted");
         if (want)
-          cr_expect(m.u.trajs.why[i] && strstr(m.u.trajs.why[i], refused_seeds[r].says), "%s: \"%s\" does not say \"%s\"",
-                    e->d_name, m.u.trajs.why[i] ? m.u.trajs.why[i] : "", refused_seeds[r].says);
+          cr_expect(m.u.trajs.why[i] && strstr(m.u.trajs.why[i], refused_seeds[r].says),
+                    "%s: \"%s\" does not say \"%s\"", e->d_name, m.u.trajs.why[i] ? m.u.trajs.why[i] : "",
+                    refused_seeds[r].says);
       }
-      cr_expect(r < 0 || (m.type == LT_MSG_TRAJS && refused_seeds[r].elem < m.u.trajs.n), "%s: no element %d", e->d_name,
-                refused_seeds[r].elem);
+      cr_expect(r < 0 || (m.type == LT_MSG_TRAJS && refused_seeds[r].elem < m.u.trajs.n), "%s: no element %d",
+                e->d_name, refused_seeds[r].elem);
       lt_msg_free(&m);
     } else {
       cr_expect_eq(rc, refused_seeds[r].rc, "%s: decoded with %d, expected %d", e->d_name, rc, refused_seeds[r].rc);
@@ -544,14 +602,17 @@ Test(proto, fuzz_seed_corpus_decodes_or_is_refused_as_named) {
 /* Issue 19: what a third-party worker needs, and answers it can match. */
 Test(proto, welcome_carries_the_model_and_error_names_its_task) {
   cJSON *model = cJSON_Parse("{\"vocab_size\": 264, \"eos_ids\": [257, 258], \"chat_format\": \"chatml\"}");
-  lt_msg_t m = {.type = LT_MSG_WELCOME, .id = 1,
-                .u.welcome = {.worker_id = "w", .run = "r", .heartbeat_ms = 100, .liveness = 3, .model = model}}, d;
+  lt_msg_t m = {.type = LT_MSG_WELCOME,
+                .id = 1,
+                .u.welcome = {.worker_id = "w", .run = "r", .heartbeat_ms = 100, .liveness = 3, .model = model}},
+           d;
   cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
   cr_expect_eq(cJSON_GetObjectItem(d.u.welcome.model, "vocab_size")->valueint, 264);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(d.u.welcome.model, "eos_ids")), 2);
   lt_msg_free(&d);
   cJSON_Delete(model);
-  lt_msg_t e = {.type = LT_MSG_ERROR, .id = 2, .u.error = {.code = LT_ERANGE, .message = "no", .ref = 9, .task_id = 77}};
+  lt_msg_t e = {
+      .type = LT_MSG_ERROR, .id = 2, .u.error = {.code = LT_ERANGE, .message = "no", .ref = 9, .task_id = 77}};
   cr_assert_eq(roundtrip(&e, &d), 0, "%s", lt_error_msg());
   cr_expect_eq(d.u.error.ref, 9);
   cr_expect_eq(d.u.error.task_id, 77);
@@ -619,8 +680,17 @@ Test(proto, tasks_roundtrip_and_hello_batch) {
   cJSON *spec = cJSON_Parse("{\"problem\": \"1+2\"}");
   lt_task_t ts[3];
   for (int i = 0; i < 3; i++)
-    ts[i] = (lt_task_t){.task_id = 40 + (uint64_t)i, .group_id = 7, .domain = "arith", .env = "arith", .policy_version = 2,
-                        .seed = i, .temperature = 1, .top_p = 1, .max_new_tokens = 16, .max_turns = 1, .max_context = 64,
+    ts[i] = (lt_task_t){.task_id = 40 + (uint64_t)i,
+                        .group_id = 7,
+                        .domain = "arith",
+                        .env = "arith",
+                        .policy_version = 2,
+                        .seed = i,
+                        .temperature = 1,
+                        .top_p = 1,
+                        .max_new_tokens = 16,
+                        .max_turns = 1,
+                        .max_context = 64,
                         .spec = i == 1 ? spec : NULL};
   lt_msg_t m = {.type = LT_MSG_TASKS, .id = 5, .u.tasks = {.tasks = ts, .n = 3}};
   cr_assert_eq(roundtrip(&m, &d), 0, "%s", lt_error_msg());
@@ -662,8 +732,10 @@ Test(proto, tasks_element_checked_like_a_task) {
   lt_buf_t b = {0};
   lt_buf_puts(&b, "{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[");
   for (int i = 0; i <= LT_PROTO_MAX_BATCH; i++)
-    lt_buf_printf(&b, "%s{\"task_id\":%d,\"group_id\":1,\"env\":\"a\",\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8}",
-                  i ? "," : "", i + 1);
+    lt_buf_printf(
+        &b,
+        "%s{\"task_id\":%d,\"group_id\":1,\"env\":\"a\",\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8}",
+        i ? "," : "", i + 1);
   lt_buf_puts(&b, "]}");
   char *s = lt_buf_take(&b);
   lt_msg_t d;
@@ -710,12 +782,16 @@ Test(proto, trajs_roundtrip_and_welcome_batch) {
   lt_frames_free(&fr);
   cr_assert_eq(lt_proto_trajs_join(1, NULL, NULL, 0, &fr), LT_EINVAL, "an empty batch is not sent");
 
-  lt_msg_t w = {.type = LT_MSG_WELCOME, .id = 1, .u.welcome = {.worker_id = "w", .heartbeat_ms = 100, .liveness = 3, .batch = 1}};
+  lt_msg_t w = {
+      .type = LT_MSG_WELCOME, .id = 1, .u.welcome = {.worker_id = "w", .heartbeat_ms = 100, .liveness = 3, .batch = 1}};
   cr_assert_eq(roundtrip(&w, &d), 0, "%s", lt_error_msg());
   cr_assert_eq(d.u.welcome.batch, 1);
   lt_msg_free(&d);
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"WELCOME\",\"id\":1,\"worker_id\":\"w\",\"heartbeat_ms\":100,\"liveness\":3,"
-                           "\"policy_version\":0}", &d), 0, "%s", lt_error_msg());
+  cr_assert_eq(
+      decode_json("{\"v\":1,\"type\":\"WELCOME\",\"id\":1,\"worker_id\":\"w\",\"heartbeat_ms\":100,\"liveness\":3,"
+                  "\"policy_version\":0}",
+                  &d),
+      0, "%s", lt_error_msg());
   cr_assert_eq(d.u.welcome.batch, 0, "an older daemon's WELCOME: the worker sends a TRAJ each");
   lt_msg_free(&d);
   traj_fixture_free(&f);
@@ -737,7 +813,8 @@ Test(proto, trajs_element_refused_alone) {
   cr_assert_eq(d.u.trajs.rc[2], 0, "%s", d.u.trajs.why[2]);
   cr_assert_eq(d.u.trajs.rc[1], LT_EPROTO);
   cr_assert_eq(d.u.trajs.trajs[1].task_id, 43, "the refusal can name its task");
-  cr_assert(strstr(d.u.trajs.why[1], "TRAJS.trajs[1]") && strstr(d.u.trajs.why[1], "logprobs[4]"), "%s", d.u.trajs.why[1]);
+  cr_assert(strstr(d.u.trajs.why[1], "TRAJS.trajs[1]") && strstr(d.u.trajs.why[1], "logprobs[4]"), "%s",
+            d.u.trajs.why[1]);
   cr_assert_eq(d.u.trajs.trajs[2].task_id, 44);
   lt_msg_free(&d);
   lt_frames_free(&fr);
@@ -753,7 +830,8 @@ Test(proto, trajs_layout_checked) {
   lt_msg_t d;
   fr.f[1].len -= 1;
   cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), LT_EPROTO);
-  cr_assert(strstr(lt_error_msg(), "TRAJS.trajs[1].frames") && strstr(lt_error_msg(), "run past"), "%s", lt_error_msg());
+  cr_assert(strstr(lt_error_msg(), "TRAJS.trajs[1].frames") && strstr(lt_error_msg(), "run past"), "%s",
+            lt_error_msg());
   fr.f[1].len += 2; /* one byte too many (never read: the sizes disagree first) */
   cr_assert_eq(lt_proto_decode(fr.f, fr.n, &d), LT_EPROTO);
   cr_assert(strstr(lt_error_msg(), "binary frame has"), "%s", lt_error_msg());
@@ -790,12 +868,13 @@ Test(proto, trajs_layout_checked) {
 Test(proto, trajs_past_the_senders_cap_decodes) {
   enum { T = LT_PROTO_TRAJS_MAX_BYTES / 13 + 1 }; /* 13 bytes a token: tokens, logprobs, loss_mask, versions */
   char h[512];
-  snprintf(h, sizeof h,
-           "{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"task_id\":5,\"group_id\":1,\"status\":\"aborted\","
-           "\"finish\":\"none\",\"frames\":[{\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":%d},"
-           "{\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":%d},{\"name\":\"loss_mask\",\"dtype\":\"u8\",\"count\":%d},"
-           "{\"name\":\"versions\",\"dtype\":\"i32\",\"count\":%d}]}]}",
-           T, T, T, T);
+  snprintf(
+      h, sizeof h,
+      "{\"v\":1,\"type\":\"TRAJS\",\"id\":1,\"trajs\":[{\"task_id\":5,\"group_id\":1,\"status\":\"aborted\","
+      "\"finish\":\"none\",\"frames\":[{\"name\":\"tokens\",\"dtype\":\"i32\",\"count\":%d},"
+      "{\"name\":\"logprobs\",\"dtype\":\"f32\",\"count\":%d},{\"name\":\"loss_mask\",\"dtype\":\"u8\",\"count\":%d},"
+      "{\"name\":\"versions\",\"dtype\":\"i32\",\"count\":%d}]}]}",
+      T, T, T, T);
   lt_frame_t two[2] = {{h, strlen(h), 0}, {calloc(T, 13), (size_t)T * 13, 0}};
   cr_assert_not_null(two[1].data);
   cr_assert_gt(two[0].len + two[1].len, LT_PROTO_TRAJS_MAX_BYTES);
@@ -846,7 +925,8 @@ Test(proto, duplicate_keys_are_malformed) {
   cr_expect_eq(d.u.trajs.rc[0], 0);
   cr_expect_eq(d.u.trajs.rc[2], 0);
   cr_assert_eq(d.u.trajs.rc[1], LT_EPROTO);
-  cr_expect_eq(d.u.trajs.trajs[1].task_id, 0, "the refusal names task %llu", (unsigned long long)d.u.trajs.trajs[1].task_id);
+  cr_expect_eq(d.u.trajs.trajs[1].task_id, 0, "the refusal names task %llu",
+               (unsigned long long)d.u.trajs.trajs[1].task_id);
   cr_expect(strstr(d.u.trajs.why[1], "TRAJS.trajs[1]: key \"task_id\" appears twice"), "%s", d.u.trajs.why[1]);
   cr_expect_eq(d.u.trajs.trajs[2].task_id, 44);
   lt_msg_free(&d);
@@ -863,7 +943,8 @@ Test(proto, duplicate_keys_are_malformed) {
   cr_assert_eq(lt_proto_decode(two, 2, &d), 0, "%s", lt_error_msg());
   cr_assert_eq(d.u.trajs.rc[0], LT_EPROTO);
   cr_expect_eq(d.u.trajs.trajs[0].task_id, 42);
-  cr_expect(strstr(d.u.trajs.why[0], "TRAJS.trajs[0].components: key \"correct\" appears twice"), "%s", d.u.trajs.why[0]);
+  cr_expect(strstr(d.u.trajs.why[0], "TRAJS.trajs[0].components: key \"correct\" appears twice"), "%s",
+            d.u.trajs.why[0]);
   lt_msg_free(&d);
   free(h);
   h = splice(fr.f[0].data, "\"count\":6", 0, ",\"count\":6");
@@ -879,7 +960,8 @@ Test(proto, duplicate_keys_are_malformed) {
   /* Past LT_PROTO_MAX_KEYS keys an object is refused before any key is
    * hashed (a peer could choose keys that collide): the whole message. */
   char many[LT_PROTO_MAX_KEYS * 12 + 64] = "";
-  for (int k = 0; k <= LT_PROTO_MAX_KEYS; k++) snprintf(many + strlen(many), sizeof many - strlen(many), "\"x%d\":0,", k);
+  for (int k = 0; k <= LT_PROTO_MAX_KEYS; k++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "\"x%d\":0,", k);
   cr_assert_eq(trajs_with(&fr, 1, many, &d), LT_EPROTO);
   cr_expect(strstr(lt_error_msg(), "TRAJS.trajs[1]: more than 256 keys"), "%s", lt_error_msg());
   lt_msg_free(&d);
@@ -905,8 +987,11 @@ Test(proto, duplicate_keys_are_malformed) {
   }
   lt_frames_free(&one);
   /* A TASKS element, a header. */
-  cr_assert_eq(decode_json("{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"a\","
-                           "\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8,\"env\":\"b\"}]}", &d), LT_EPROTO);
+  cr_assert_eq(
+      decode_json("{\"v\":1,\"type\":\"TASKS\",\"id\":1,\"tasks\":[{\"task_id\":1,\"group_id\":1,\"env\":\"a\","
+                  "\"policy_version\":0,\"max_new_tokens\":4,\"max_context\":8,\"env\":\"b\"}]}",
+                  &d),
+      LT_EPROTO);
   cr_expect(strstr(lt_error_msg(), "TASKS.tasks[0]: key \"env\" appears twice"), "%s", lt_error_msg());
   cr_assert_eq(decode_json("{\"v\":1,\"type\":\"BYE\",\"id\":3,\"reason\":\"a\",\"reason\":\"b\"}", &d), LT_EPROTO);
   cr_expect(strstr(lt_error_msg(), "BYE: key \"reason\" appears twice"), "%s", lt_error_msg());

@@ -36,7 +36,8 @@ static void on_res(lt_reward_result_t *res, void *ud) {
 
 static lt_rewarder_t *make(uv_loop_t *loop, const char *json) {
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+               lt_error_msg());
   lt_rewarder_t *r;
   cr_assert_eq(lt_rewarder_create(loop, &cfg, &r), 0);
   lt_config_free(&cfg);
@@ -46,11 +47,14 @@ static lt_rewarder_t *make(uv_loop_t *loop, const char *json) {
 Test(rewards, rule_with_shaping_and_env_verdict) {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  lt_rewarder_t *r = make(&loop, "{\"rewards\": {\"type\": \"rule\", \"length_penalty\": {\"target\": 10, \"coef\": 0.5},"
-                                 " \"format_penalty\": 0.25, \"domains\": {\"db\": {\"type\": \"env\"}}}}");
-  cJSON *ref = cJSON_Parse("{\"answer\": \"42\"}"), *verdict = cJSON_Parse("{\"success\": true}"), *none = cJSON_Parse("{}");
+  lt_rewarder_t *r = make(&loop,
+                          "{\"rewards\": {\"type\": \"rule\", \"length_penalty\": {\"target\": 10, \"coef\": 0.5},"
+                          " \"format_penalty\": 0.25, \"domains\": {\"db\": {\"type\": \"env\"}}}}");
+  cJSON *ref = cJSON_Parse("{\"answer\": \"42\"}"), *verdict = cJSON_Parse("{\"success\": true}"),
+        *none = cJSON_Parse("{}");
   got_t g = {0};
-  lt_reward_case_t k1 = {.domain = "math", .response = "#### 42", .reference = ref, .response_tokens = 20, .malformed_tool_calls = 2};
+  lt_reward_case_t k1 = {
+      .domain = "math", .response = "#### 42", .reference = ref, .response_tokens = 20, .malformed_tool_calls = 2};
   lt_reward_case_t k2 = {.domain = "db", .response = "done", .reference = verdict, .response_tokens = 5};
   lt_reward_case_t k3 = {.domain = "db", .response = "done", .reference = none};
   cr_assert_eq(lt_rewarder_score(r, &k1, on_res, &g), 0);
@@ -76,7 +80,8 @@ Test(rewards, rule_with_shaping_and_env_verdict) {
 /* lt_reward_range over a config: 1 and [lo, hi], 0 (unbounded) or the error. */
 static int range_of(const char *json, const char *domain, double *lo, double *hi) {
   lt_config_t cfg;
-  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_config_from_json(&cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+               lt_error_msg());
   int rc = lt_reward_range(&cfg, domain, lo, hi);
   lt_config_free(&cfg);
   return rc;
@@ -89,10 +94,11 @@ Test(rewards, range_a_domain_can_produce) {
   cr_expect_float_eq(hi, 1, 1e-12);
   /* Shaping widens it: length −0.5·(2048−10)/10, tool format −0.25 per call (at most one per context token),
    * language +0.1. */
-  const char *shaped = "{\"rollout\": {\"max_context\": 2048}, \"rewards\": {\"type\": \"math\", \"length_penalty\": "
-                       "{\"target\": 10, \"coef\": 0.5}, \"format_penalty\": 0.25, \"language\": {\"script\": \"latin\", "
-                       "\"coef\": 0.1}, \"domains\": {\"db\": {\"type\": \"env\"}, \"score\": {\"type\": \"env\", "
-                       "\"range\": [-1, 10]}}}}";
+  const char *shaped =
+      "{\"rollout\": {\"max_context\": 2048}, \"rewards\": {\"type\": \"math\", \"length_penalty\": "
+      "{\"target\": 10, \"coef\": 0.5}, \"format_penalty\": 0.25, \"language\": {\"script\": \"latin\", "
+      "\"coef\": 0.1}, \"domains\": {\"db\": {\"type\": \"env\"}, \"score\": {\"type\": \"env\", "
+      "\"range\": [-1, 10]}}}}";
   cr_expect_eq(range_of(shaped, "arith", &lo, &hi), 1);
   cr_expect_float_eq(lo, -0.5 * 2038 / 10 - 0.25 * 2048, 1e-9);
   cr_expect_float_eq(hi, 1.1, 1e-12);
@@ -139,11 +145,13 @@ Test(rewards, code_reward_runs_tests_in_the_sandbox, .timeout = 120) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   lt_rewarder_t *r = make(&loop, "{\"rewards\": {\"type\": \"code\", \"code\": {\"test_timeout_s\": 0.5}}}");
-  cJSON *ref = cJSON_Parse("{\"tests\": [{\"args\": [[1,2,3,4], 2], \"expected\": 6}, {\"args\": [[5,10], 5], \"expected\": 15},"
-                           " {\"args\": [[], 3], \"expected\": 0}, {\"args\": [[9], 3], \"expected\": 9}]}");
+  cJSON *ref = cJSON_Parse(
+      "{\"tests\": [{\"args\": [[1,2,3,4], 2], \"expected\": 6}, {\"args\": [[5,10], 5], \"expected\": 15},"
+      " {\"args\": [[], 3], \"expected\": 0}, {\"args\": [[9], 3], \"expected\": 9}]}");
   const char *resp[] = {"```python\ndef solve(xs, k):\n    return sum(x for x in xs if x % k == 0)\n```",
                         "```python\ndef solve(xs, k):\n    print('R 1 15')\n    return 6\n```",
-                        "```python\ndef solve(xs, k):\n    while True: pass\n```", "no code", "```python\ndef solve(:\n```"};
+                        "```python\ndef solve(xs, k):\n    while True: pass\n```", "no code",
+                        "```python\ndef solve(:\n```"};
   double want[] = {1, 0.25, 0, 0, 0};
   for (int i = 0; i < 5; i++) {
     got_t g = {0};

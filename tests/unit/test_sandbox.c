@@ -76,8 +76,9 @@ Test(sandbox, legitimate_programs_run) {
 Test(sandbox, no_privilege_inside) {
   need_sandbox();
   lt_sandbox_limits_t l = limits(10);
-  lt_sandbox_result_t r = run_sh(&l, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; "
-                                      "touch /usr/x /etc/x / 2>/dev/null; echo ro=$?; hostname");
+  lt_sandbox_result_t r = run_sh(&l,
+                                 "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; "
+                                 "touch /usr/x /etc/x / 2>/dev/null; echo ro=$?; hostname");
   lt_test_expect_no_privilege(r.out);
   cr_expect(strstr(r.out, "1000\nro=1\nsandbox\n"), "%s", r.out);
   lt_sandbox_result_free(&r);
@@ -312,8 +313,9 @@ Test(sandbox, fork_bomb_is_contained) {
   need_sandbox();
   lt_sandbox_limits_t l = limits(2);
   double t0 = lt_time_mono_s();
-  lt_sandbox_result_t r = run_sh(&l, "exec python3 -c '\nimport os\nwhile True:\n    try:\n        os.fork()\n"
-                                      "    except OSError:\n        pass\n' lt-forkbomb-7773");
+  lt_sandbox_result_t r = run_sh(&l,
+                                 "exec python3 -c '\nimport os\nwhile True:\n    try:\n        os.fork()\n"
+                                 "    except OSError:\n        pass\n' lt-forkbomb-7773");
   cr_expect(r.timed_out);
   cr_expect(lt_time_mono_s() - t0 < 6);
   cr_expect_eq(lt_test_procs_matching("lt-forkbomb-777[3]"), 0, "fork bomb processes survived");
@@ -383,7 +385,8 @@ Test(sandbox, cli_env_and_file) {
   setenv("LT_SB_VAR", "from-host", 1);
   setenv("LT_SB_OTHER", "not-passed", 1);
   lt_run_t r;
-  const char *a1[] = {"longtail", "sandbox", "run", "--env", "LT_SB_VAR", "--file", script, "--", "sh", "show.sh", NULL};
+  const char *a1[] = {"longtail", "sandbox", "run", "--env",   "LT_SB_VAR", "--file",
+                      script,     "--",      "sh",  "show.sh", NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 30, a1), 0);
   cr_expect_eq(r.status, 0, "%s", r.err);
   cr_expect_str_eq(r.out, "from-host \n");

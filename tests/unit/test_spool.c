@@ -312,8 +312,7 @@ Test(spool, batch_written_off_thread_tracks_drops_and_failures) {
   cr_assert_eq(lt_spool_batch_done(s, b, lt_spool_batch_write(b), count_sent, NULL), 1, "only record 1 is left");
   cr_expect_eq(sent, 1);
   cr_expect_eq(lt_spool_pending(s), 2, "4 and the new 3");
-  for (int i = 0; i < lt_spool_count(s); i++)
-    cr_expect_eq(lt_spool_durable(s, i), lt_spool_id(s, i) == 1);
+  for (int i = 0; i < lt_spool_count(s); i++) cr_expect_eq(lt_spool_durable(s, i), lt_spool_id(s, i) == 1);
   /* A write that fails (its directory is gone): nothing sent, the records pending again. */
   cr_assert_eq(lt_spool_batch_take(s, &b), 2);
   lt_test_rmdir(dir);

@@ -22,14 +22,14 @@
 
 #define CALC "add() { echo $(($1 - $2)); }\nmul() { echo $(($1 * $2)); }\n"
 #define CASES "test_mul() { [ \"$(mul 3 4)\" = 12 ]; }\n"
-#define GOLD                                                                                                  \
+#define GOLD                                                                                                       \
   "diff --git a/calc.sh b/calc.sh\n--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,2 @@\n-add() { echo $(($1 - $2)); }\n" \
   "+add() { echo $(($1 + $2)); }\n mul() { echo $(($1 * $2)); }\n"
-#define TEST_PATCH                                                                                                \
+#define TEST_PATCH                                                                                            \
   "diff --git a/tests/cases.sh b/tests/cases.sh\n--- a/tests/cases.sh\n+++ b/tests/cases.sh\n@@ -1 +1,2 @@\n" \
   " test_mul() { [ \"$(mul 3 4)\" = 12 ]; }\n+test_add() { [ \"$(add 2 3)\" = 5 ]; }\n"
 /* What an agent that cannot fix the bug might try: make the judging test pass by itself. */
-#define CHEAT                                                                                                     \
+#define CHEAT                                                                                                 \
   "diff --git a/tests/cases.sh b/tests/cases.sh\n--- a/tests/cases.sh\n+++ b/tests/cases.sh\n@@ -1 +1,2 @@\n" \
   " test_mul() { [ \"$(mul 3 4)\" = 12 ]; }\n+test_add() { true; }\n"
 
@@ -71,7 +71,9 @@ static void fixture(fixture_t *f, const char *tag, const char *extra) {
   };
   lt_test_layer_t layers[2] = {base, {repo, (int)(sizeof repo / sizeof repo[0]), "gzip"}};
   snprintf(f->image, sizeof f->image, "%s/images/calc", f->dir);
-  cr_assert_eq(lt_test_oci_write(f->image, "latest", layers, 2, "{\"Env\":[\"PATH=/bin\"],\"WorkingDir\":\"/testbed\"}", NULL), 0);
+  cr_assert_eq(
+      lt_test_oci_write(f->image, "latest", layers, 2, "{\"Env\":[\"PATH=/bin\"],\"WorkingDir\":\"/testbed\"}", NULL),
+      0);
   cJSON *row = cJSON_CreateObject();
   cJSON_AddStringToObject(row, "instance_id", "calc-1");
   cJSON_AddStringToObject(row, "problem_statement", "add(2, 3) prints -1; it should print 5.");
@@ -119,19 +121,23 @@ Test(swe, bad_rows_stop_the_run_naming_file_line_and_field) {
       {"{\"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"x {test}\", \"image\": \"oci:i\"}",
        "\"instance_id\": required"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": \"[\\\"t\\\"\", \"test_cmd\": \"x {test}\", "
-       "\"image\": \"oci:i\"}", "\"FAIL_TO_PASS\": a string must hold a JSON list"},
+       "\"image\": \"oci:i\"}",
+       "\"FAIL_TO_PASS\": a string must hold a JSON list"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [], \"test_cmd\": \"x {test}\", \"image\": \"oci:i\"}",
        "\"FAIL_TO_PASS\": at least one"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"PASS_TO_PASS\": [3], "
-       "\"test_cmd\": \"x {test}\", \"image\": \"oci:i\"}", "\"PASS_TO_PASS\": test id 1"},
+       "\"test_cmd\": \"x {test}\", \"image\": \"oci:i\"}",
+       "\"PASS_TO_PASS\": test id 1"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"x\", \"image\": \"oci:i\"}",
        "\"test_cmd\": must hold {test}"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"x {test}\"}",
        "\"image\": required"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"x {test}\", "
-       "\"image\": \"oci:i\", \"repo_dir\": \"testbed\"}", "\"repo_dir\": expected an absolute path"},
+       "\"image\": \"oci:i\", \"repo_dir\": \"testbed\"}",
+       "\"repo_dir\": expected an absolute path"},
       {"{\"instance_id\": \"a\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"x {test}\", "
-       "\"image\": \"oci:i\", \"test_patch\": \"--- a/x\\n+++ b/x\\n@@ -1,2 +1,2 @@\\n-a\\n\"}", "\"test_patch\": patch: hunk"},
+       "\"image\": \"oci:i\", \"test_patch\": \"--- a/x\\n+++ b/x\\n@@ -1,2 +1,2 @@\\n-a\\n\"}",
+       "\"test_patch\": patch: hunk"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char body[4096];
@@ -357,12 +363,14 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   cJSON_Delete(msgs);
   const char *v1[] = {"path", "/testbed/calc.sh", "view_range", "[2, -1]", NULL};
   char *o = call(&loop, ep, "view", v1, NULL);
-  cr_expect_str_eq(o, "Here's the result of running `cat -n` on /testbed/calc.sh:\n     2\tmul() { echo $(($1 * $2)); }\n");
+  cr_expect_str_eq(
+      o, "Here's the result of running `cat -n` on /testbed/calc.sh:\n     2\tmul() { echo $(($1 * $2)); }\n");
   free(o);
   const char *v2[] = {"path", ".", NULL};
   o = call(&loop, ep, "view", v2, NULL);
   cr_expect(strstr(o, "in /testbed, excluding hidden items:\n/testbed/calc.sh\n") && strstr(o, "\n/testbed/tests/\n") &&
-            strstr(o, "/testbed/tests/run.sh\n"), "%s", o);
+                strstr(o, "/testbed/tests/run.sh\n"),
+            "%s", o);
   free(o);
   const char *e1[] = {"path", "calc.sh", "old_str", "$((", "new_str", "$[", NULL};
   o = call(&loop, ep, "edit", e1, NULL);
@@ -391,7 +399,9 @@ Test(swe, view_edit_and_the_hidden_tests_judge, .timeout = 120) {
   cr_expect_eq(end_ep(&loop, ep, 1), 1);
   const cJSON *ref = lt_episode_reference(ep);
   const char *diff = str(ref, "diff");
-  EXPECT_IN(diff, "--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,3 @@\n-add() { echo $(($1 - $2)); }\n+# calc\n+add() { echo $(($1 + $2)); }\n");
+  EXPECT_IN(
+      diff,
+      "--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,3 @@\n-add() { echo $(($1 - $2)); }\n+# calc\n+add() { echo $(($1 + $2)); }\n");
   EXPECT_IN(diff, "new file mode 100644\n--- /dev/null\n+++ b/notes/NEW.md\n@@ -0,0 +1 @@\n+fixed add\n");
   cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(ref, "success")), "resolved");
   const cJSON *c = cJSON_GetObjectItem(ref, "components");
@@ -432,27 +442,54 @@ static void on_agent_done(lt_agent_t *a, lt_msg_t *traj, void *ud) { *(lt_msg_t 
 static void episode(const char *json, const char *answer, int gateway, lt_msg_t *m) {
   worker_t w = {0};
   uv_loop_init(&w.loop);
-  cr_assert_eq(lt_config_from_json(&w.cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
+  cr_assert_eq(lt_config_from_json(&w.cfg, cJSON_Parse(json), NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s",
+               lt_error_msg());
   cr_assert_eq(lt_envs_create(&w.cfg, &w.loop, &w.envs), 0, "%s", lt_error_msg());
   cr_assert_eq(lt_rewarder_create(&w.loop, &w.cfg, &w.rw), 0);
-  lt_backend_opts_t bo = {.kind = "scripted", .vocab = 264, .mean_tokens = 4, .tail_fraction = 0, .tail_factor = 1,
-                          .max_sessions = 4, .max_context = 16384, .answer = answer};
+  lt_backend_opts_t bo = {.kind = "scripted",
+                          .vocab = 264,
+                          .mean_tokens = 4,
+                          .tail_fraction = 0,
+                          .tail_factor = 1,
+                          .max_sessions = 4,
+                          .max_context = 16384,
+                          .answer = answer};
   cr_assert_eq(lt_backend_create(&w.loop, &bo, &w.be), 0, "%s", lt_error_msg());
   if (gateway) {
     lt_backend_info_t bi;
     lt_backend_info(w.be, &bi);
-    lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w.be), .tool_format = LT_TOOLFMT_XML, .vocab = bi.vocab,
-                            .max_context = bi.max_context, .slots = 4, .ops = lt_agent_gateway_ops};
+    lt_gateway_opts_t go = {.tok = lt_backend_tokenizer(w.be),
+                            .tool_format = LT_TOOLFMT_XML,
+                            .vocab = bi.vocab,
+                            .max_context = bi.max_context,
+                            .slots = 4,
+                            .ops = lt_agent_gateway_ops};
     cr_assert_eq(lt_gateway_create(&w.loop, &go, &w.gw), 0, "%s", lt_error_msg());
     lt_envs_set_gateway(w.envs, lt_gateway_port(w.gw));
   }
   lt_context_opts_t co = {0};
-  lt_agent_ctx_t ctx = {.loop = &w.loop, .envs = w.envs, .rewarder = w.rw, .backend = w.be, .context = co,
-                        .gateway = w.gw, .tool_format = LT_TOOLFMT_XML, .cfg = &w.cfg};
+  lt_agent_ctx_t ctx = {.loop = &w.loop,
+                        .envs = w.envs,
+                        .rewarder = w.rw,
+                        .backend = w.be,
+                        .context = co,
+                        .gateway = w.gw,
+                        .tool_format = LT_TOOLFMT_XML,
+                        .cfg = &w.cfg};
   cJSON *spec;
   cr_assert_eq(lt_envs_sample(w.envs, "swe", 0, 0, &spec), 0);
-  lt_task_t task = {.task_id = 1, .group_id = 1, .domain = "swe", .env = "swe", .session = "", .seed = 3, .temperature = 1,
-                    .top_p = 1, .max_new_tokens = 256, .max_turns = 8, .max_context = 16384, .spec = spec};
+  lt_task_t task = {.task_id = 1,
+                    .group_id = 1,
+                    .domain = "swe",
+                    .env = "swe",
+                    .session = "",
+                    .seed = 3,
+                    .temperature = 1,
+                    .top_p = 1,
+                    .max_new_tokens = 256,
+                    .max_turns = 8,
+                    .max_context = 16384,
+                    .spec = spec};
   lt_agent_t *a;
   memset(m, 0, sizeof *m);
   cr_assert_eq(lt_agent_start(&ctx, &task, on_agent_done, m, &a), 0);
@@ -476,9 +513,10 @@ Test(swe, demonstrations_replay_the_gold_patch, .timeout = 120) {
   if (!have_boxes()) cr_skip_test("no user namespaces: no boxes here");
   /* a second task whose change is the second of two equal lines: its old_str takes the line before to be unique */
   fixture_t f;
-  fixture(&f, "swe_demo", "{\"instance_id\": \"dup-1\", \"problem_statement\": \"p\", \"image\": \"oci:images/calc:latest\", "
-                           "\"patch\": \"--- a/dup.txt\\n+++ b/dup.txt\\n@@ -1,3 +1,3 @@\\n x\\n-x\\n+z\\n y\\n\", "
-                           "\"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"true {test}\"}\n");
+  fixture(&f, "swe_demo",
+          "{\"instance_id\": \"dup-1\", \"problem_statement\": \"p\", \"image\": \"oci:images/calc:latest\", "
+          "\"patch\": \"--- a/dup.txt\\n+++ b/dup.txt\\n@@ -1,3 +1,3 @@\\n x\\n-x\\n+z\\n y\\n\", "
+          "\"FAIL_TO_PASS\": [\"t\"], \"test_cmd\": \"true {test}\"}\n");
   int rc;
   lt_envs_t *e = swe_envs(&f, NULL, NULL, &rc);
   cr_assert_eq(rc, 0, "%s", lt_error_msg());
@@ -493,13 +531,16 @@ Test(swe, demonstrations_replay_the_gold_patch, .timeout = 120) {
     EXPECT_IN(str(cJSON_GetArrayItem(msgs, 5), "content"), "has been edited");
     if (strstr(str(cJSON_GetArrayItem(msgs, 2), "content"), "calc.sh")) {
       seen |= 1;
-      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 2), "content"), "<tool_call><name>view</name><arg name=\"path\">calc.sh</arg></tool_call>");
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 2), "content"),
+                "<tool_call><name>view</name><arg name=\"path\">calc.sh</arg></tool_call>");
       EXPECT_IN(str(cJSON_GetArrayItem(msgs, 3), "content"), "     1\tadd() { echo $(($1 - $2)); }");
-      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"), "<arg name=\"old_str\">add() { echo $(($1 - $2)); }\n</arg>"
-                                                              "<arg name=\"new_str\">add() { echo $(($1 + $2)); }\n</arg>");
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"),
+                "<arg name=\"old_str\">add() { echo $(($1 - $2)); }\n</arg>"
+                "<arg name=\"new_str\">add() { echo $(($1 + $2)); }\n</arg>");
     } else {
       seen |= 2;
-      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"), "<arg name=\"old_str\">x\nx\n</arg><arg name=\"new_str\">x\nz\n</arg>");
+      EXPECT_IN(str(cJSON_GetArrayItem(msgs, 4), "content"),
+                "<arg name=\"old_str\">x\nx\n</arg><arg name=\"new_str\">x\nz\n</arg>");
     }
     cJSON_Delete(msgs);
     free(resp);
@@ -540,13 +581,16 @@ Test(swe, the_agent_loop_carries_the_diff_and_the_verdict, .timeout = 120) {
   fixture_t f;
   fixture(&f, "swe_agent", NULL);
   char json[9000];
-  snprintf(json, sizeof json,
-           "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"swe\", \"params\": "
-           "{\"tasks\": \"%s\", \"max_turns\": 2}}}, \"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
-           f.cache, f.tasks);
+  snprintf(
+      json, sizeof json,
+      "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"swe\", \"params\": "
+      "{\"tasks\": \"%s\", \"max_turns\": 2}}}, \"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
+      f.cache, f.tasks);
   lt_msg_t m;
-  episode(json, "<tool_call><name>edit</name><arg name=\"path\">calc.sh</arg><arg name=\"old_str\">$1 - $2</arg>"
-                "<arg name=\"new_str\">$1 + $2</arg></tool_call>", 0, &m);
+  episode(json,
+          "<tool_call><name>edit</name><arg name=\"path\">calc.sh</arg><arg name=\"old_str\">$1 - $2</arg>"
+          "<arg name=\"new_str\">$1 + $2</arg></tool_call>",
+          0, &m);
   const lt_traj_t *t = &m.u.traj;
   cr_expect_eq(t->status, LT_TRAJ_OK, "%s", t->error);
   cr_expect_str_eq(t->reason ? t->reason : "", "turn_limit", "params.max_turns (2) in place of the task's 8");
@@ -567,21 +611,24 @@ Test(swe, an_agent_program_runs_inside_the_tasks_root, .timeout = 120) {
   fixture(&f, "swe_agentimg", NULL);
   char script[4400];
   snprintf(script, sizeof script, "%s/agent.sh", f.dir);
-  cr_assert_eq(lt_test_write(script,
-                             "case \"$LONGTAIL_TASK\" in *test_patch*|*FAIL_TO_PASS*|*'\"patch\"'*) echo judge leaked >&2; exit 3;; esac\n"
-                             "[ \"$(pwd)\" = /testbed ] || { echo \"in $(pwd)\" >&2; exit 5; }\n"
-                             "wget -q -O /tmp/answer --header \"Authorization: Bearer $OPENAI_API_KEY\" --header "
-                             "'Content-Type: application/json' --post-data "
-                             "'{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"fix\"}], \"max_tokens\": 4}' "
-                             "\"$OPENAI_BASE_URL/chat/completions\" || { echo no gateway >&2; exit 4; }\n"
-                             "sed -i 's/$1 - $2/$1 + $2/' calc.sh\n"),
-               0);
+  cr_assert_eq(
+      lt_test_write(
+          script,
+          "case \"$LONGTAIL_TASK\" in *test_patch*|*FAIL_TO_PASS*|*'\"patch\"'*) echo judge leaked >&2; exit 3;; esac\n"
+          "[ \"$(pwd)\" = /testbed ] || { echo \"in $(pwd)\" >&2; exit 5; }\n"
+          "wget -q -O /tmp/answer --header \"Authorization: Bearer $OPENAI_API_KEY\" --header "
+          "'Content-Type: application/json' --post-data "
+          "'{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"fix\"}], \"max_tokens\": 4}' "
+          "\"$OPENAI_BASE_URL/chat/completions\" || { echo no gateway >&2; exit 4; }\n"
+          "sed -i 's/$1 - $2/$1 + $2/' calc.sh\n"),
+      0);
   char json[9000];
-  snprintf(json, sizeof json,
-           "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"agent\", \"params\": "
-           "{\"command\": [\"/bin/sh\", \"%s\"], \"tasks\": \"%s\", \"image\": \"oci:images/calc:latest\", \"timeout_s\": 60}}}, "
-           "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
-           f.cache, script, f.tasks);
+  snprintf(
+      json, sizeof json,
+      "{\"sandbox\": {\"image_cache\": \"%s\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"agent\", \"params\": "
+      "{\"command\": [\"/bin/sh\", \"%s\"], \"tasks\": \"%s\", \"image\": \"oci:images/calc:latest\", \"timeout_s\": 60}}}, "
+      "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
+      f.cache, script, f.tasks);
   lt_msg_t m;
   episode(json, "fixed", 1, &m);
   const lt_traj_t *t = &m.u.traj;
@@ -600,11 +647,14 @@ Test(swe, an_agent_program_runs_inside_the_tasks_root, .timeout = 120) {
 Test(swe, validate_with_gold_none_and_predictions, .timeout = 180) {
   if (!have_boxes()) cr_skip_test("no user namespaces: no boxes here");
   /* a second task whose gold patch is wrong: gold must say so */
-  const char *broken = "{\"instance_id\": \"calc-broken\", \"problem_statement\": \"p\", \"image\": \"oci:images/calc:latest\", "
-                       "\"patch\": \"--- a/calc.sh\\n+++ b/calc.sh\\n@@ -2 +2 @@\\n-mul() { echo $(($1 * $2)); }\\n+mul() { :; }\\n\", "
-                       "\"test_patch\": " "\"" "diff --git a/tests/cases.sh b/tests/cases.sh\\n--- a/tests/cases.sh\\n+++ b/tests/cases.sh\\n"
-                       "@@ -1 +1,2 @@\\n test_mul() { [ \\\"$(mul 3 4)\\\" = 12 ]; }\\n+test_add() { [ \\\"$(add 2 3)\\\" = 5 ]; }\\n\", "
-                       "\"FAIL_TO_PASS\": [\"test_add\"], \"PASS_TO_PASS\": [\"test_mul\"], \"test_cmd\": \"sh tests/run.sh {test}\"}\n";
+  const char *broken =
+      "{\"instance_id\": \"calc-broken\", \"problem_statement\": \"p\", \"image\": \"oci:images/calc:latest\", "
+      "\"patch\": \"--- a/calc.sh\\n+++ b/calc.sh\\n@@ -2 +2 @@\\n-mul() { echo $(($1 * $2)); }\\n+mul() { :; }\\n\", "
+      "\"test_patch\": "
+      "\""
+      "diff --git a/tests/cases.sh b/tests/cases.sh\\n--- a/tests/cases.sh\\n+++ b/tests/cases.sh\\n"
+      "@@ -1 +1,2 @@\\n test_mul() { [ \\\"$(mul 3 4)\\\" = 12 ]; }\\n+test_add() { [ \\\"$(add 2 3)\\\" = 5 ]; }\\n\", "
+      "\"FAIL_TO_PASS\": [\"test_add\"], \"PASS_TO_PASS\": [\"test_mul\"], \"test_cmd\": \"sh tests/run.sh {test}\"}\n";
   fixture_t f;
   fixture(&f, "swe_validate", NULL);
   lt_run_t r;
@@ -639,34 +689,39 @@ Test(swe, validate_with_gold_none_and_predictions, .timeout = 180) {
   cr_assert_eq(lt_test_run(&r, NULL, 120, pr), 0);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   j = cJSON_Parse(r.out);
-  cr_expect(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "resolved")) && cJSON_IsTrue(cJSON_GetObjectItem(j, "applied")), "%s", r.out);
+  cr_expect(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "resolved")) && cJSON_IsTrue(cJSON_GetObjectItem(j, "applied")),
+            "%s", r.out);
   cJSON_Delete(j);
   lt_run_free(&r);
   /* a fix that hangs: its test times out (--test-timeout), the instance is judged and not resolved */
-  cJSON_ReplaceItemInObject(p1, "model_patch", cJSON_CreateString("--- a/calc.sh\n+++ b/calc.sh\n@@ -1 +1 @@\n"
-                                                                  "-add() { echo $(($1 - $2)); }\n+add() { sleep 30; }\n"));
+  cJSON_ReplaceItemInObject(p1, "model_patch",
+                            cJSON_CreateString("--- a/calc.sh\n+++ b/calc.sh\n@@ -1 +1 @@\n"
+                                               "-add() { echo $(($1 - $2)); }\n+add() { sleep 30; }\n"));
   free(l1);
   l1 = cJSON_PrintUnformatted(p1);
   snprintf(body, sizeof body, "%s\n", l1);
   cr_assert_eq(lt_test_write(preds, body), 0);
-  const char *slow[] = {"longtail", "swe", "validate", f.tasks, "--patch", preds, "--json", "--test-timeout", "1", "--set", set, NULL};
+  const char *slow[] = {"longtail",       "swe", "validate", f.tasks, "--patch", preds, "--json",
+                        "--test-timeout", "1",   "--set",    set,     NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 120, slow), 0);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   j = cJSON_Parse(r.out);
-  cr_expect(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "resolved")) && cJSON_IsTrue(cJSON_GetObjectItem(j, "timed_out")) &&
-                !strcmp(str(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tests"), "FAIL_TO_PASS"), "test_add"), "timeout"),
-            "%s", r.out);
+  cr_expect(
+      j && cJSON_IsFalse(cJSON_GetObjectItem(j, "resolved")) && cJSON_IsTrue(cJSON_GetObjectItem(j, "timed_out")) &&
+          !strcmp(str(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tests"), "FAIL_TO_PASS"), "test_add"), "timeout"),
+      "%s", r.out);
   cJSON_Delete(j);
   lt_run_free(&r);
-  cJSON_ReplaceItemInObject(p1, "model_patch", cJSON_CreateString("--- a/calc.sh\n+++ b/calc.sh\n@@ -1 +1 @@\n-nothing like this\n+x\n"));
+  cJSON_ReplaceItemInObject(p1, "model_patch",
+                            cJSON_CreateString("--- a/calc.sh\n+++ b/calc.sh\n@@ -1 +1 @@\n-nothing like this\n+x\n"));
   free(l1);
   l1 = cJSON_PrintUnformatted(p1);
   snprintf(body, sizeof body, "%s\n", l1);
   cr_assert_eq(lt_test_write(preds, body), 0);
   cr_assert_eq(lt_test_run(&r, NULL, 120, pr), 0);
   j = cJSON_Parse(r.out);
-  cr_expect(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "applied")) && strstr(str(j, "error"), "does not apply"),
-            "%s", r.out);
+  cr_expect(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "applied")) && strstr(str(j, "error"), "does not apply"), "%s",
+            r.out);
   cJSON_Delete(j);
   lt_run_free(&r);
   free(l1);
@@ -679,7 +734,8 @@ Test(swe, validate_with_gold_none_and_predictions, .timeout = 180) {
   const char *gold2[] = {"longtail", "swe", "validate", f.tasks, "--jobs", "2", "--set", set, NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 120, gold2), 0);
   cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
-  cr_expect(strstr(r.out, "calc-1 ") && strstr(r.out, "calc-broken") && strstr(r.err, "1 instances do not resolve with their gold patch"),
+  cr_expect(strstr(r.out, "calc-1 ") && strstr(r.out, "calc-broken") &&
+                strstr(r.err, "1 instances do not resolve with their gold patch"),
             "%s%s", r.out, r.err);
   lt_run_free(&r);
   lt_test_rmdir(f.dir);

@@ -106,7 +106,8 @@ static void swe_mini_image(const char *dir, swe_mini_layer_t *l, char *ref, size
   lt_test_layer_t layers[2] = {lt_test_busybox_layer(), {l->e, l->n, "gzip"}};
   char img[4200];
   snprintf(img, sizeof img, "%s/images/mini", dir);
-  cr_assert_eq(lt_test_oci_write(img, "latest", layers, 2, "{\"Env\":[\"PATH=/bin\"],\"WorkingDir\":\"/testbed\"}", NULL), 0);
+  cr_assert_eq(
+      lt_test_oci_write(img, "latest", layers, 2, "{\"Env\":[\"PATH=/bin\"],\"WorkingDir\":\"/testbed\"}", NULL), 0);
   snprintf(ref, n, "oci:%s:latest", img);
 }
 
@@ -142,7 +143,8 @@ Test(swe_mini, shell_tasks_resolve_with_gold_and_not_without, .timeout = 240) {
   cr_expect_eq(swe_mini_count(r.out, "\"resolved\":true"), rows, "%s%s", r.out, r.err);
   cr_expect_eq(swe_mini_count(r.out, "\"FAIL_TO_PASS\":{\"test_"), rows, "%s", r.out);
   lt_run_free(&r);
-  const char *none[] = {"longtail", "swe", "validate", tasks, "--patch", "none", "--jobs", "2", "--json", "--set", set, NULL};
+  const char *none[] = {"longtail", "swe", "validate", tasks,   "--patch", "none",
+                        "--jobs",   "2",   "--json",   "--set", set,       NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 200, none), 0);
   cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
   cr_expect_eq(swe_mini_count(r.out, "\"resolved\":false"), rows, "%s%s", r.out, r.err);
@@ -170,10 +172,12 @@ static void swe_mini_on_end(lt_episode_t *ep, int rc, void *ud) { *(int *)ud = r
 
 static lt_envs_t *swe_mini_envs(const char *dir, const char *tasks, const char *demos, uv_loop_t *loop, int *rc) {
   char json[13000];
-  snprintf(json, sizeof json,
-           "{\"sandbox\": {\"image_cache\": \"%s/cache\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"swe\", \"params\": "
-           "{\"tasks\": \"%s\", \"demos\": \"%s\", \"tools\": [\"edit\"], \"max_turns\": 2}}}, "
-           "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}", dir, tasks, demos);
+  snprintf(
+      json, sizeof json,
+      "{\"sandbox\": {\"image_cache\": \"%s/cache\", \"pool\": 1}, \"envs\": {\"swe\": {\"type\": \"swe\", \"params\": "
+      "{\"tasks\": \"%s\", \"demos\": \"%s\", \"tools\": [\"edit\"], \"max_turns\": 2}}}, "
+      "\"rewards\": {\"type\": \"rule\", \"domains\": {\"swe\": {\"type\": \"env\"}}}}",
+      dir, tasks, demos);
   lt_config_t cfg;
   cJSON *root = cJSON_Parse(json);
   cr_assert_eq(lt_config_from_json(&cfg, root, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
@@ -251,7 +255,8 @@ Test(swe_mini, demonstrations_are_what_the_environment_answers, .timeout = 120) 
   cr_assert_eq(lt_episode_end(ep, 1, swe_mini_on_end, &done), 0, "%s", lt_error_msg());
   while (!done) uv_run(&loop, UV_RUN_ONCE);
   cr_expect_eq(done, 1);
-  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success")), "the demonstration's edit did not resolve %s", id);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(lt_episode_reference(ep), "success")),
+            "the demonstration's edit did not resolve %s", id);
   lt_episode_close(ep);
   cJSON_Delete(opened), cJSON_Delete(spec), cJSON_Delete(dm);
   free(resp);

@@ -91,7 +91,8 @@ Test(jinja, every_filter_builtin_and_test_has_a_recorded_case) {
       char a[80], b[80];
       snprintf(a, sizeof a, forms[kind][0], name);
       snprintf(b, sizeof b, forms[kind][1], name);
-      cr_expect(strstr(all, a) || strstr(all, b), "no construct case uses %s (add one, with the reference's output)", a);
+      cr_expect(strstr(all, a) || strstr(all, b), "no construct case uses %s (add one, with the reference's output)",
+                a);
     }
   cr_expect_geq(rows, 60);
   free(all);
@@ -143,13 +144,16 @@ Test(jinja, hostile_templates_end_with_errors) {
   cr_expect_eq(render(src, NULL, &lim, &out), LT_EINVAL);
   cr_expect(strstr(lt_error_msg(), "step limit"), "%s", lt_error_msg());
   /* quadratic memory */
-  cr_expect_eq(render("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
-                      NULL, &lim, &out),
-               LT_EINVAL);
+  cr_expect_eq(
+      render(
+          "{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+          NULL, &lim, &out),
+      LT_EINVAL);
   cr_expect(strstr(lt_error_msg(), "memory"), "%s", lt_error_msg());
   /* output */
   lt_jinja_limits_t roomy = {.max_memory = 256 << 20, .max_output = 1 << 20};
-  cr_expect_eq(render("{% for i in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}", NULL, &roomy, &out), LT_EINVAL);
+  cr_expect_eq(render("{% for i in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}", NULL, &roomy, &out),
+               LT_EINVAL);
   cr_expect(strstr(lt_error_msg(), "output"), "%s", lt_error_msg());
   /* unbounded recursion */
   cr_expect_eq(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, &lim, &out), LT_EINVAL);
@@ -183,8 +187,10 @@ static char *write_config(const char *dir, const char *json) {
 
 Test(chat_template, string_and_named_forms_with_added_token_bos) {
   char *dir = lt_test_tmpdir("chat_template");
-  free(write_config(dir, "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<B>\"}, \"eos_token\": \"<E>\","
-                         " \"chat_template\": \"{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}\"}"));
+  free(write_config(
+      dir,
+      "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<B>\"}, \"eos_token\": \"<E>\","
+      " \"chat_template\": \"{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}\"}"));
   lt_chat_template_t *t;
   cr_assert_eq(lt_chat_template_load(dir, &t), 0, "%s", lt_error_msg());
   cJSON *v = cJSON_Parse("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
@@ -200,8 +206,9 @@ Test(chat_template, string_and_named_forms_with_added_token_bos) {
   free(text);
   lt_chat_template_free(t);
 
-  free(write_config(dir, "{\"chat_template\": [{\"name\": \"default\", \"template\": \"plain\"},"
-                         " {\"name\": \"tool_use\", \"template\": \"tools:{{ tools | length }}\"}]}"));
+  free(write_config(dir,
+                    "{\"chat_template\": [{\"name\": \"default\", \"template\": \"plain\"},"
+                    " {\"name\": \"tool_use\", \"template\": \"tools:{{ tools | length }}\"}]}"));
   cr_assert_eq(lt_chat_template_load(dir, &t), 0, "%s", lt_error_msg());
   cr_assert_eq(lt_chat_template_render(t, v, &text, &len), 0);
   cr_expect_str_eq(text, "plain");
@@ -236,13 +243,15 @@ static char *chat(const lt_chat_template_t *t, lt_tool_format fmt, const cJSON *
  * tools (the agent loop passed it, the OpenAI layer did not). */
 Test(chat_template, empty_tools_render_as_none) {
   char *dir = lt_test_tmpdir("chat_vars");
-  free(write_config(dir, "{\"chat_template\": \"{% if tools is defined %}T{{ tools | length }}|{% endif %}"
-                         "{% for m in messages %}{{ m.content }}{% endfor %}{{ add_generation_prompt }}\"}"));
+  free(write_config(dir,
+                    "{\"chat_template\": \"{% if tools is defined %}T{{ tools | length }}|{% endif %}"
+                    "{% for m in messages %}{{ m.content }}{% endfor %}{{ add_generation_prompt }}\"}"));
   lt_chat_template_t *t;
   cr_assert_eq(lt_chat_template_load(dir, &t), 0, "%s", lt_error_msg());
   cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"hi\"}]"), *none = cJSON_Parse("[]"),
         *one = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");
-  char *a = chat(t, LT_TOOLFMT_XML, msgs, none, 1), *b = chat(t, LT_TOOLFMT_XML, msgs, NULL, 1), *c = chat(t, LT_TOOLFMT_XML, msgs, one, 0);
+  char *a = chat(t, LT_TOOLFMT_XML, msgs, none, 1), *b = chat(t, LT_TOOLFMT_XML, msgs, NULL, 1),
+       *c = chat(t, LT_TOOLFMT_XML, msgs, one, 0);
   cr_expect_str_eq(a, "hitrue");
   cr_expect_str_eq(b, "hitrue");
   cr_expect_str_eq(c, "T1|hifalse");
@@ -259,7 +268,8 @@ static int32_t *chatml_ids(const lt_tokenizer_t *tok, const cJSON *msgs, int *n)
   *n = 0;
   for (const cJSON *m = msgs->child; m; m = m->next)
     cr_assert_eq(lt_chat_message(tok, lt_role_parse(cJSON_GetObjectItem(m, "role")->valuestring),
-                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, n, &cap), 0);
+                                 cJSON_GetObjectItem(m, "content")->valuestring, &ids, n, &cap),
+                 0);
   cr_assert_eq(lt_chat_open(tok, LT_ROLE_ASSISTANT, &ids, n, &cap), 0);
   return ids;
 }
@@ -269,15 +279,21 @@ static int32_t *chatml_ids(const lt_tokenizer_t *tok, const cJSON *msgs, int *n)
  * ids are those of the text itself, special tokens by id for the byte
  * tokenizer and, for a tokenizer.json one, exactly its encoding of the text. */
 Test(chat_template, chatml_text_tokens_and_template_agree) {
-  cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"hi\"},"
-                            " {\"role\": \"assistant\", \"content\": \"yo\"}]");
+  cJSON *msgs = cJSON_Parse(
+      "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"hi\"},"
+      " {\"role\": \"assistant\", \"content\": \"yo\"}]");
   char *text = chat(NULL, LT_TOOLFMT_XML, msgs, NULL, 1);
-  cr_expect_str_eq(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
-                         "<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>assistant\n");
+  cr_expect_str_eq(text,
+                   "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                   "<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>assistant\n");
   char *jin;
-  cr_assert_eq(render(LT_CHATML_TEMPLATE, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": "
-                      "\"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}], \"add_generation_prompt\": true}",
-                      NULL, &jin), 0, "%s", lt_error_msg());
+  cr_assert_eq(
+      render(
+          LT_CHATML_TEMPLATE,
+          "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": "
+          "\"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}], \"add_generation_prompt\": true}",
+          NULL, &jin),
+      0, "%s", lt_error_msg());
   cr_expect_str_eq(jin, text);
   lt_tokenizer_t *tok;
   cr_assert_eq(lt_tokenizer_byte(264, &tok), 0);
@@ -305,22 +321,31 @@ Test(chat_template, chatml_text_tokens_and_template_agree) {
   cJSON_AddItemToObject(cJSON_GetArrayItem(msgs, 2), "tool_calls",
                         cJSON_Parse("[{\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}}]"));
   text = chat(NULL, LT_TOOLFMT_QWEN, msgs, tools, 0);
-  cr_expect(strstr(text, "<|im_start|>system\n# Tools\n[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]<|im_end|>\n"), "%s", text);
-  cr_expect(strstr(text, "<|im_start|>assistant\nyo<tool_call>{\"name\": \"f\", \"arguments\": {\"x\":1}}</tool_call><|im_end|>\n"), "%s", text);
+  cr_expect(
+      strstr(text, "<|im_start|>system\n# Tools\n[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]<|im_end|>\n"),
+      "%s", text);
+  cr_expect(
+      strstr(text,
+             "<|im_start|>assistant\nyo<tool_call>{\"name\": \"f\", \"arguments\": {\"x\":1}}</tool_call><|im_end|>\n"),
+      "%s", text);
   free(text);
   cJSON_Delete(tools), cJSON_Delete(msgs);
 }
 
 Test(chat_template, cli_renders_lines_and_reports_raises) {
   char *dir = lt_test_tmpdir("template_cli");
-  free(write_config(dir, "{\"eos_token\": \"</s>\", \"chat_template\": \"{% for m in messages %}{% if m.role == 'bad' %}"
-                         "{{ raise_exception('bad role at ' ~ loop.index0) }}{% endif %}[{{ m.role }}] {{ m.content }}"
-                         "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}\"}"));
+  free(write_config(dir,
+                    "{\"eos_token\": \"</s>\", \"chat_template\": \"{% for m in messages %}{% if m.role == 'bad' %}"
+                    "{{ raise_exception('bad role at ' ~ loop.index0) }}{% endif %}[{{ m.role }}] {{ m.content }}"
+                    "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}\"}"));
   char in[4096];
   snprintf(in, sizeof in, "%s/in.jsonl", dir);
-  cr_assert_eq(lt_test_write(in, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi \\\"there\\\"\"}], \"add_generation_prompt\": true}\n"
-                                 "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"bad\", \"content\": \"b\"}]}\n"),
-               0);
+  cr_assert_eq(
+      lt_test_write(
+          in,
+          "{\"messages\": [{\"role\": \"user\", \"content\": \"hi \\\"there\\\"\"}], \"add_generation_prompt\": true}\n"
+          "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"bad\", \"content\": \"b\"}]}\n"),
+      0);
   lt_run_t r;
   const char *argv[] = {"longtail", "template", "--tokenizer", dir, "--input", in, NULL};
   cr_assert_eq(lt_test_run(&r, NULL, 30, argv), 0);

@@ -33,7 +33,8 @@ static void check_fixture(const char *name, int nfc) {
     int nw, ng;
     cr_assert_eq(lt_json_get_i32_array(e, "ids", &want, &nw), 0);
     cr_assert_eq(lt_tokenizer_encode(t, text, strlen(text), &got, &ng), 0);
-    cr_expect(ng == nw && memcmp(got, want, sizeof(int32_t) * (size_t)ng) == 0, "%s: case %d differs: %s", name, n, text);
+    cr_expect(ng == nw && memcmp(got, want, sizeof(int32_t) * (size_t)ng) == 0, "%s: case %d differs: %s", name, n,
+              text);
     /* Decoding gives back the (normalised) text. */
     char *dec, *norm;
     size_t dl, nl;
@@ -89,11 +90,13 @@ Test(tokenizer, byte_tokenizer_and_chat_format) {
 }
 
 Test(tokenizer, nfc) {
-  struct { const char *in, *out; } cases[] = {
-      {"e\xcc\x81", "\xc3\xa9"},                         /* e + acute → é */
-      {"\xe2\x84\xab", "\xc3\x85"},                      /* Angstrom sign → Å (singleton) */
+  struct {
+    const char *in, *out;
+  } cases[] = {
+      {"e\xcc\x81", "\xc3\xa9"},                                /* e + acute → é */
+      {"\xe2\x84\xab", "\xc3\x85"},                             /* Angstrom sign → Å (singleton) */
       {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"}, /* Hangul jamo → syllable */
-      {"a\xcc\xa3\xcc\x87", "\xe1\xba\xa1\xcc\x87"},     /* reordering: dot below before dot above */
+      {"a\xcc\xa3\xcc\x87", "\xe1\xba\xa1\xcc\x87"},            /* reordering: dot below before dot above */
       {"plain ascii", "plain ascii"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -112,7 +115,8 @@ Test(tokenizer, refuses_what_it_cannot_honour) {
   char *dir = lt_test_tmpdir("tok");
   char p[4096];
   snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-  lt_test_write(p, "{\"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {}}");
+  lt_test_write(p,
+                "{\"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {}}");
   lt_tokenizer_t *t;
   cr_expect_eq(lt_tokenizer_load(dir, &t), LT_EUNSUPP);
   cr_expect(strstr(lt_error_msg(), "normalizer"), "%s", lt_error_msg());
@@ -134,7 +138,8 @@ Test(tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer)
   cr_assert_eq(lt_tokenizer_load(dir, &hf), 0, "%s", lt_error_msg());
   cr_assert_eq(lt_tokenizer_byte(264, &byte), 0);
   static const char *const sp[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-  for (int i = 0; i < 3; i++) cr_expect_eq(lt_tokenizer_special(hf, sp[i]), lt_tokenizer_special(byte, sp[i]), "%s", sp[i]);
+  for (int i = 0; i < 3; i++)
+    cr_expect_eq(lt_tokenizer_special(hf, sp[i]), lt_tokenizer_special(byte, sp[i]), "%s", sp[i]);
   char cp[4096];
   snprintf(cp, sizeof cp, "%s/tests/ref/tokenizer/cases.jsonl", lt_test_root());
   lt_jsonl_t cases;
@@ -166,7 +171,8 @@ Test(tokenizer, byte_tokenizer_as_hugging_face_files_matches_the_byte_tokenizer)
   cJSON *cfg;
   cr_assert_eq(lt_json_parse_file(p, &cfg), 0, "%s", lt_error_msg());
   const cJSON *tpl = cJSON_GetObjectItem(cfg, "chat_template");
-  cr_expect(cJSON_IsString(tpl) && strstr(tpl->valuestring, "<|im_start|>") && strstr(tpl->valuestring, "add_generation_prompt"));
+  cr_expect(cJSON_IsString(tpl) && strstr(tpl->valuestring, "<|im_start|>") &&
+            strstr(tpl->valuestring, "add_generation_prompt"));
   cr_expect_str_eq(cJSON_GetObjectItem(cfg, "eos_token")->valuestring, "<|im_end|>");
   cJSON_Delete(cfg);
   cr_expect_lt(lt_tokenizer_byte_write(200, dir), 0);
@@ -185,15 +191,20 @@ static char *pieces_of(const char *split, const char *words, const char *text) {
   snprintf(p, sizeof p, "%s/tokenizer.json", dir);
   lt_buf_t v = {0};
   int id = 0;
-  for (const char *c = "abcdefghijklmnopqrstuvwxyz-1234"; *c; c++) lt_buf_printf(&v, "%s\"%c\": %d", id ? ", " : "", *c, id), id++;
+  for (const char *c = "abcdefghijklmnopqrstuvwxyz-1234"; *c; c++)
+    lt_buf_printf(&v, "%s\"%c\": %d", id ? ", " : "", *c, id), id++;
   lt_buf_printf(&v, ", \"\\u0120\": %d", id++); /* ' ' in the byte-level alphabet */
   char w[64];
-  for (const char *s = words; sscanf(s, "%63s", w) == 1; s = strstr(s, w) + strlen(w)) lt_buf_printf(&v, ", \"%s\": %d", w, id++);
+  for (const char *s = words; sscanf(s, "%63s", w) == 1; s = strstr(s, w) + strlen(w))
+    lt_buf_printf(&v, ", \"%s\": %d", w, id++);
   cr_assert_eq(lt_buf_ok(&v), 0);
-  cr_assert(asprintf(&json, "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
-                            "\"pretokenizers\": [%s, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
-                            "\"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"vocab\": {%s}, \"merges\": []}}",
-                   split, v.data) > 0);
+  cr_assert(
+      asprintf(
+          &json,
+          "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
+          "\"pretokenizers\": [%s, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
+          "\"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"vocab\": {%s}, \"merges\": []}}",
+          split, v.data) > 0);
   lt_test_write(p, json);
   lt_tokenizer_t *t;
   cr_assert_eq(lt_tokenizer_load(p, &t), 0, "%s", lt_error_msg());
@@ -220,7 +231,9 @@ static char *pieces_of(const char *split, const char *words, const char *text) {
  * "-" on "the-final--countdown", invert, and a regex of none of the known
  * families.  A piece missing from the vocabulary would come out as letters. */
 Test(tokenizer, split_pre_tokenizers_of_every_behaviour) {
-  static const struct { const char *behavior, *words, *want; } cases[] = {
+  static const struct {
+    const char *behavior, *words, *want;
+  } cases[] = {
       {"Removed", "the final countdown", "the|final|countdown"},
       {"Isolated", "the final countdown", "the|-|final|-|-|countdown"},
       {"MergedWithPrevious", "the- final- countdown", "the-|final-|-|countdown"},
@@ -229,20 +242,23 @@ Test(tokenizer, split_pre_tokenizers_of_every_behaviour) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char split[256];
-    snprintf(split, sizeof split, "{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"%s\", \"invert\": false}",
+    snprintf(split, sizeof split,
+             "{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"%s\", \"invert\": false}",
              cases[i].behavior);
     char *got = pieces_of(split, cases[i].words, "the-final--countdown");
     cr_expect_str_eq(got, cases[i].want, "%s", cases[i].behavior);
     free(got);
   }
   /* invert: the matches are the pieces kept */
-  char *got = pieces_of("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[a-z]+\"}, \"behavior\": \"Removed\", \"invert\": true}",
-                        "the final countdown", "the-final--countdown");
+  char *got = pieces_of(
+      "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[a-z]+\"}, \"behavior\": \"Removed\", \"invert\": true}",
+      "the final countdown", "the-final--countdown");
   cr_expect_str_eq(got, "the|final|countdown");
   free(got);
   /* a pattern of no known family: digits in pairs, lookahead, \s */
-  got = pieces_of("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\d{1,2}|[a-z]+(?=\\\\s)|\\\\s\"}, \"behavior\": \"Isolated\"}",
-                  "12 34 ab", "1234ab cd");
+  got = pieces_of(
+      "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\d{1,2}|[a-z]+(?=\\\\s)|\\\\s\"}, \"behavior\": \"Isolated\"}",
+      "12 34 ab", "1234ab cd");
   cr_expect_str_eq(got, "12|34|ab| |c|d");
   free(got);
 }

