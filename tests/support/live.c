@@ -29,9 +29,12 @@ void lt_test_fault_config(const char *path, int port, int spawn, int tasks, cons
   cr_assert_eq(lt_test_write(path, js), 0);
 }
 
+/* Under one lock: `npm ci` empties node_modules before it fills it, and the scripts' "installed already" check can
+ * pass while another test's install is half done (a fresh clone's first run failed that way). */
 void lt_test_need_npm(const char *script, const char *what) {
   lt_run_t r;
-  cr_assert_eq(lt_test_sh(&r, 960, "%s/scripts/%s", lt_test_root(), script), 0);
+  cr_assert_eq(lt_test_sh(&r, 960, "flock %s/.npm-install.lock %s/scripts/%s", lt_test_root(), lt_test_root(), script),
+               0);
   int have = r.status == 0;
   lt_run_free(&r);
   /* CI reaches the npm registry: there a missing package is a failure, not a skip. */
