@@ -251,12 +251,14 @@ Test(serve, training_with_the_openai_backend_against_serve, .timeout = 180) {
   cr_assert_eq(lt_test_run(&r, NULL, 150, argv), 0);
   cr_assert_eq(r.status, 0, "%s", r.err);
   lt_run_free(&r);
-  /* Every task produced a trajectory the learner took (consumed) or dropped as too old (stale: how many depends on
-   * how far the learner ran ahead, which a loaded machine changes), and the learner saw the served logprobs as its
-   * own (same weights): the first step's mismatch is float noise. */
+  /* Every task produced a trajectory that the learner took (consumed), dropped as too old (stale) or had not reached
+   * when the run ended (ready: a last batch short of 32) — how many of each depends on how far the learner ran
+   * ahead, which a loaded machine changes (92 consumed or stale under make test-asan) — none failed, some were
+   * trained, and the learner saw the served logprobs as its own (same weights): the first step's mismatch is float
+   * noise. */
   cr_assert_eq(lt_test_sh(&r, 30,
                           "sqlite3 %s/buffer.db \"SELECT count(*) FROM trajectories WHERE status IN "
-                          "('consumed', 'stale'); SELECT count(*) > 0 FROM trajectories WHERE status = "
+                          "('consumed', 'stale', 'ready'); SELECT count(*) > 0 FROM trajectories WHERE status = "
                           "'consumed'; SELECT value < 1e-4 FROM metrics WHERE name = 'mismatch/abs_log_ratio' "
                           "AND step = 1;\"",
                           rd),
