@@ -163,10 +163,11 @@ def c_repo(rng, repo, bug_fn, bug_sig, bug_body, hidden_expr, symptom):
     gname = "twice" if gname == "double" else gname  # `double` is a C keyword: such a repository does not build
     gexpr = gexpr.replace("//", "/")
     name = pick(rng, MODULES)
-    hdr = f"#ifndef {name.upper()}_H\n#define {name.upper()}_H\nint {gname}(int v);\n{bug_sig};\n#endif\n"
+    hdr = f"/* {repo}: the integer helpers of src/{name}.c */\n#ifndef {name.upper()}_H\n#define {name.upper()}_H\nint {gname}(int v);\n{bug_sig};\n#endif\n"
     src = f'/* {repo}: small integer helpers */\n#include "{name}.h"\n\nint {gname}(int v) {{ return {gexpr.format(v="v")}; }}\n\n{bug_body}'
     def test(extra_fn, extra_case):
-        return (f'#include <stdio.h>\n#include <string.h>\n\n#include "{name}.h"\n\n'
+        return (f'/* {repo}: tests of src/{name}.c; argv[1] names the one to run */\n'
+                f'#include <stdio.h>\n#include <string.h>\n\n#include "{name}.h"\n\n'
                 f"static int test_{gname}(void) {{ return {gname}({garg}) == {gwant}; }}\n{extra_fn}\n"
                 f"int main(int argc, char **argv) {{\n  if (argc < 2) return 2;\n"
                 f'  if (!strcmp(argv[1], "test_{gname}")) return !test_{gname}();\n{extra_case}'

@@ -1,3 +1,4 @@
+/* alba: the integer helpers of src/ops.c */
 #ifndef OPS_H
 #define OPS_H
 int negate(int v);

@@ -1,3 +1,4 @@
+/* allo: the integer helpers of src/mathx.c */
 #ifndef MATHX_H
 #define MATHX_H
 int half(int v);

@@ -1,3 +1,4 @@
+/* allo: tests of src/mathx.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

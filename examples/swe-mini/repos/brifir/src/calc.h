@@ -1,3 +1,4 @@
+/* brifir: the integer helpers of src/calc.c */
 #ifndef CALC_H
 #define CALC_H
 int negate(int v);

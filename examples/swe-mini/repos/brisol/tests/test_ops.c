@@ -1,3 +1,4 @@
+/* brisol: tests of src/ops.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* dunix: the integer helpers of src/util.c */
 #ifndef UTIL_H
 #define UTIL_H
 int triple(int v);

@@ -1,3 +1,4 @@
+/* fenix: the integer helpers of src/lib.c */
 #ifndef LIB_H
 #define LIB_H
 int triple(int v);

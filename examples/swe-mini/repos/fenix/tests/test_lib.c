@@ -1,3 +1,4 @@
+/* fenix: tests of src/lib.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* fensol: the integer helpers of src/helpers.c */
 #ifndef HELPERS_H
 #define HELPERS_H
 int half(int v);

@@ -1,3 +1,4 @@
+/* garden: tests of src/helpers.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

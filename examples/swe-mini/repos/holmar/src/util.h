@@ -1,3 +1,4 @@
+/* holmar: the integer helpers of src/util.c */
 #ifndef UTIL_H
 #define UTIL_H
 int succ(int v);

@@ -1,3 +1,4 @@
+/* holnu: the integer helpers of src/numeric.c */
 #ifndef NUMERIC_H
 #define NUMERIC_H
 int twice(int v);

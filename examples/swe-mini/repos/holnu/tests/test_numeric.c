@@ -1,3 +1,4 @@
+/* holnu: tests of src/numeric.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* ivix: the integer helpers of src/mathx.c */
 #ifndef MATHX_H
 #define MATHX_H
 int negate(int v);

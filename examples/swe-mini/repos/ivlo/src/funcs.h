@@ -1,3 +1,4 @@
+/* ivlo: the integer helpers of src/funcs.c */
 #ifndef FUNCS_H
 #define FUNCS_H
 int negate(int v);

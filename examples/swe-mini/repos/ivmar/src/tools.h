@@ -1,3 +1,4 @@
+/* ivmar: the integer helpers of src/tools.c */
 #ifndef TOOLS_H
 #define TOOLS_H
 int triple(int v);

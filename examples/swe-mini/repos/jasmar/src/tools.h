@@ -1,3 +1,4 @@
+/* jasmar: the integer helpers of src/tools.c */
 #ifndef TOOLS_H
 #define TOOLS_H
 int succ(int v);

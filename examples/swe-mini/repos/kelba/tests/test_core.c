@@ -1,3 +1,4 @@
+/* kelba: tests of src/core.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

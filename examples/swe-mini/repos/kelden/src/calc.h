@@ -1,3 +1,4 @@
+/* kelden: the integer helpers of src/calc.c */
 #ifndef CALC_H
 #define CALC_H
 int square(int v);

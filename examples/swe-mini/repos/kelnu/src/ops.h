@@ -1,3 +1,4 @@
+/* kelnu: the integer helpers of src/ops.c */
 #ifndef OPS_H
 #define OPS_H
 int negate(int v);

@@ -1,3 +1,4 @@
+/* lumden: tests of src/calc.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

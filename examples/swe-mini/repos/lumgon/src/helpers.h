@@ -1,3 +1,4 @@
+/* lumgon: the integer helpers of src/helpers.c */
 #ifndef HELPERS_H
 #define HELPERS_H
 int triple(int v);

@@ -1,3 +1,4 @@
+/* morba: the integer helpers of src/funcs.c */
 #ifndef FUNCS_H
 #define FUNCS_H
 int negate(int v);

@@ -1,3 +1,4 @@
+/* morden: the integer helpers of src/util.c */
 #ifndef UTIL_H
 #define UTIL_H
 int twice(int v);

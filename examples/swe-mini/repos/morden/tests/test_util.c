@@ -1,3 +1,4 @@
+/* morden: tests of src/util.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* morlo: the integer helpers of src/ops.c */
 #ifndef OPS_H
 #define OPS_H
 int twice(int v);

@@ -1,3 +1,4 @@
+/* morra: the integer helpers of src/funcs.c */
 #ifndef FUNCS_H
 #define FUNCS_H
 int half(int v);

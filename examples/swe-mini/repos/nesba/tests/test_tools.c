@@ -1,3 +1,4 @@
+/* nesba: tests of src/tools.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* olba: tests of src/funcs.c; argv[1] names the one to run */
 #include <stdio.h>
 #include <string.h>
 

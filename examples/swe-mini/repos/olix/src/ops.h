@@ -1,3 +1,4 @@
+/* olix: the integer helpers of src/ops.c */
 #ifndef OPS_H
 #define OPS_H
 int half(int v);

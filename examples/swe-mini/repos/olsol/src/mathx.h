@@ -1,3 +1,4 @@
+/* olsol: the integer helpers of src/mathx.c */
 #ifndef MATHX_H
 #define MATHX_H
 int half(int v);
