@@ -250,20 +250,8 @@ static void build_root(const lt__jail_t *j, int *root, int *upper) {
 /* 'R', with a box's root and writable layer for the parent. */
 static void say_ready(int root, int upper) {
   char c = 'R';
-  struct iovec iov = {&c, 1};
-  union {
-    char buf[CMSG_SPACE(2 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (root >= 0) {
-    m.msg_control = u.buf, m.msg_controllen = sizeof u.buf;
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    h->cmsg_level = SOL_SOCKET, h->cmsg_type = SCM_RIGHTS, h->cmsg_len = CMSG_LEN(2 * sizeof(int));
-    int fds[2] = {root, upper};
-    memcpy(CMSG_DATA(h), fds, sizeof fds);
-  }
-  if (sendmsg(sync_fd, &m, MSG_NOSIGNAL) != 1) _exit(1);
+  int fds[2] = {root, upper};
+  if (lt__send_fds(sync_fd, &c, 1, fds, root >= 0 ? 2 : 0) != 0) _exit(1);
   if (root >= 0) close(root), close(upper);
 }
 
