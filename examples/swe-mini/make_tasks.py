@@ -5,7 +5,8 @@ supervised warm start's demonstrations (docs/swe.md, "swe-mini").
 The repositories are generated from twelve bug shapes (six in Python with unittest, three in POSIX shell, three in C
 with make), each instance with its own names, files and numbers: a repository is a package with a correct function
 and a buggy one, the tests of the correct one (PASS_TO_PASS), and a hidden test of the buggy one that the task's
-test_patch adds (FAIL_TO_PASS).  The gold patch is the one-expression fix.  Deterministic: the same files every run.
+test_patch adds (FAIL_TO_PASS).  The gold patch is the one-expression fix.  A demonstration fixes its task with its
+shape's `sed` through the bash tool (FIXES), or gives up.  Deterministic: the same files every run.
 
     python3 examples/swe-mini/make_tasks.py           # rewrites repos/, tasks.jsonl, heldout.jsonl, demos.jsonl
     python3 examples/swe-mini/make_tasks.py --check   # exit 1 if the committed files differ from what it writes
@@ -14,6 +15,7 @@ import difflib
 import json
 import os
 import random
+import re
 import shutil
 import sys
 
@@ -226,21 +228,48 @@ def statement(path, symptom, old, new):
     return f"{path}: {symptom}. The faulty expression is `{old}`; it should be `{new}`."
 
 
-def edit_call(path, old, new):
-    return (f'<tool_call><name>edit</name><arg name="path">{path}</arg><arg name="old_str">{old}</arg>'
-            f'<arg name="new_str">{new}</arg></tool_call>')
+# What a demonstration runs: one `sed` per bug shape, written against the shape and not the repository (its
+# pattern names no file, function or variable of any one task), so that a policy that learns it solves held-out
+# repositories of the same shape it has never seen.  Each is the fix an engineer who knows the bug would type; the
+# generator checks that on every repository it rewrites exactly the gold patch's expression and nothing else.
+FIXES = {
+    "py_range": (r"range\(1, ([a-z]+)\)", r"range(1, \1 + 1)", "*/*.py"),
+    "py_mean": (r"\(len\(([a-z]+)\) - 1\)", r"len(\1)", "*/*.py"),
+    "py_max": (r" < ", r" > ", "*/*.py"),
+    "py_sub": (r" - ", r" + ", "*/*.py"),
+    "py_upper": (r"lower\(\)", r"upper()", "*/*.py"),
+    "py_last": (r"\[0\]", r"[-1]", "*/*.py"),
+    "sh_ge": (r"-gt", r"-ge", "lib/*.sh"),
+    "sh_sum": (r" - ", r" + ", "lib/*.sh"),
+    "sh_upper": (r"tr 'A-Z' 'a-z'", r"tr 'a-z' 'A-Z'", "lib/*.sh"),
+    "c_loop": (r" - 1;", r";", "src/*.c"),
+    "c_max": (r"\? ([a-z]+) : ([a-z]+)", r"? \2 : \1", "src/*.c"),
+    "c_abs": (r"\? ([a-z]+) : -", r"? -\1 : ", "src/*.c"),
+}
 
 
-def edit_answer(full, text, old, new):
-    """The edit tool's answer (envs/swe_tools.c): the lines around the change, as `cat -n` numbers them."""
-    at = text.index(old)
-    after = text[:at] + new + text[at + len(old):]
-    l0 = text[:at].count("\n") + 1
-    lines = after.splitlines()
-    first, last = max(1, l0 - 4), l0 + (new.count("\n") + 1) + 4
-    body = "".join(f"{k:6d}\t{lines[k - 1]}\n" for k in range(first, min(last, len(lines)) + 1))
-    return (f"The file {full} has been edited. Here's the result of running `cat -n` on a snippet of {full}:\n{body}"
-            "Review the changes and make sure they are as expected. Edit the file again if necessary.")
+def fix_command(shape):
+    pat, rep, glob = FIXES[shape]
+    q = '"' if "'" in pat else "'"
+    return f"sed -i -E {q}s/{pat}/{rep}/{q} {glob}"
+
+
+def fix_applied(shape, files):
+    """What fix_command does to the repository's files: sed -E's first match on each line, as Python's re sees it
+    (the patterns use nothing the two read differently)."""
+    pat, rep, glob = FIXES[shape]
+    d, ext = glob.split("/*")
+    out = {}
+    for p, c in files.items():
+        top, _, name = p.partition("/")
+        if "/" in name or not name.endswith(ext) or (d != "*" and top != d):
+            continue
+        out[p] = "".join(re.sub(pat, rep, line, count=1) for line in c.splitlines(True))
+    return out
+
+
+def bash_call(command):
+    return f'<tool_call><name>bash</name><arg name="command">{command}</arg></tool_call>'
 
 
 def main():
@@ -275,13 +304,15 @@ def main():
                "FAIL_TO_PASS": [ids[0]], "PASS_TO_PASS": [ids[1]], "test_cmd": test_cmd,
                "shape": SHAPES[s].__name__[len("shape_"):]}
         rows["heldout.jsonl" if held else "tasks.jsonl"].append(row)
+        changed = {p: c for p, c in fix_applied(row["shape"], files).items() if c != files[p]}
+        assert changed == {path: fixed}, (repo, row["shape"], sorted(changed))
         if held:
             continue
         for d in range(DEMOS_PER_TASK):
             stop = rng.random() < DEMO_STOP_RATE
             demos.append({"instance_id": row["instance_id"], "stops_early": stop,
-                          "turns": ["I could not find the bug." if stop else edit_call(path, old, new)]
-                          + ([] if stop else [edit_answer(f"/testbed/{repo}/{path}", src, old, new), "Fixed."])})
+                          "turns": ["I could not find the bug." if stop else bash_call(fix_command(row["shape"]))]
+                          + ([] if stop else ["[exit status 0]", "Fixed."])})
     for name, rs in rows.items():
         out[name] = "".join(json.dumps(r) + "\n" for r in rs)
     out["demos.jsonl"] = "".join(json.dumps(d) + "\n" for d in demos)
