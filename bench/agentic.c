@@ -106,6 +106,7 @@ static int run_mode(const char *bin, const char *dir, const char *warm, const ch
                     run_t *r) {
   char rd[4200], seedset[64], modeset[64], pathset[4300], db[4300], lset[64], wset[64];
   int split = cpus[0] >= 0;
+  *r = (run_t){0}; /* a shared run measures no CPU's busy time: it prints 0, not the last split run's */
   snprintf(rd, sizeof rd, "%s/%s%s-%d", dir, split ? "split-" : "", mode, seed);
   snprintf(seedset, sizeof seedset, "run.seed=%d", seed);
   snprintf(modeset, sizeof modeset, "scheduler.mode=%s", mode);
