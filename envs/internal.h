@@ -164,7 +164,6 @@ typedef struct {
   int restarted;   /* the shell had ended before this call: a new one started in the task's directory */
   int shell_ended; /* the command ended the shell (exit, exec, set -e): shell_exit its status */
   int shell_exit;
-  size_t total, cut; /* bytes of output, and how many of them were left out (the middle) */
 } lt__swe_run_t;
 
 int lt__swe_shell_start(lt_box_t *box, const char *cwd, lt__swe_shell_t **out);
@@ -187,13 +186,10 @@ typedef struct {
 } lt__swe_ctx_t;
 
 int lt__swe_tool_index(const char *name); /* -1: not a tool */
-const char *lt__swe_tool_name(int i);
 /* One call: the answer appended to out (an error of the policy's is an answer); *timed_out for a bash call past
  * its deadline.  < 0 only for the box's own failures. */
 int lt__swe_tool(lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *out, int *timed_out);
 cJSON *lt__swe_tool_schemas(unsigned tools, double timeout_s);
-/* Valid UTF-8 for the policy: other bytes (NUL too) become U+FFFD. */
-void lt__swe_clean(lt_buf_t *out, const char *s, size_t n);
 
 /* Images, their boxes and the judge (envs/swe_judge.c). */
 typedef struct lt__swe_images lt__swe_images_t;

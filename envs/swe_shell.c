@@ -66,14 +66,13 @@ static void capture_put(capture_t *c, const char *s, size_t n) {
   }
 }
 
-/* The captured output into out (head, a note of what was cut, tail); returns the bytes cut. */
-static size_t capture_take(capture_t *c, lt_buf_t *out) {
+/* The captured output into out (head, a note of what was cut, tail). */
+static void capture_take(capture_t *c, lt_buf_t *out) {
   size_t cut = c->total - c->head.len - c->tail_len;
   lt_buf_append(out, c->head.data, c->head.len);
   if (cut) lt_buf_printf(out, LT__SWE_CUT_NOTE, cut);
   size_t start = (c->tail_pos + c->tail_max - c->tail_len) % (c->tail_max ? c->tail_max : 1);
   for (size_t i = 0; i < c->tail_len; i++) lt_buf_putc(out, c->tail[(start + i) % c->tail_max]);
-  return cut;
 }
 
 static int shell_spawn(lt__swe_shell_t *sh) {
@@ -244,8 +243,7 @@ int lt__swe_shell_run(lt__swe_shell_t *sh, const char *cmd, double timeout_s, si
   capture_put(&c, win, wlen);
   if (done) r->status = atoi(status_text);
   if (r->timed_out) r->status = -1;
-  r->total = c.total;
-  r->cut = capture_take(&c, out);
+  capture_take(&c, out);
   lt_buf_free(&c.head);
   free(c.tail);
   lt_buf_free(&script);

@@ -25,10 +25,8 @@ int lt__swe_tool_index(const char *name) {
   return -1;
 }
 
-const char *lt__swe_tool_name(int i) { return tool_names[i]; }
-
 /* Text the policy reads: valid UTF-8 (other bytes, NUL included, become U+FFFD). */
-void lt__swe_clean(lt_buf_t *out, const char *s, size_t n) {
+static void swe_clean(lt_buf_t *out, const char *s, size_t n) {
   for (size_t i = 0; i < n;) {
     uint32_t cp;
     int k = s[i] ? lt_utf8_decode(s + i, n - i, &cp) : 0;
@@ -40,13 +38,13 @@ void lt__swe_clean(lt_buf_t *out, const char *s, size_t n) {
 /* s cut to cap bytes: its first and last halves around a note of what was cut. */
 static void cap_text(lt_buf_t *out, const char *s, size_t n, size_t cap) {
   if (n <= cap) {
-    lt__swe_clean(out, s, n);
+    swe_clean(out, s, n);
     return;
   }
   size_t head = cap / 2, tail = cap - head;
-  lt__swe_clean(out, s, head);
+  swe_clean(out, s, head);
   lt_buf_printf(out, LT__SWE_CUT_NOTE, n - head - tail);
-  lt__swe_clean(out, s + n - tail, tail);
+  swe_clean(out, s + n - tail, tail);
 }
 
 static const char *arg(const lt_tool_call_t *c, const char *name) {
@@ -105,7 +103,7 @@ static void numbered(lt_buf_t *out, const char *s, size_t n, int from, int to) {
     size_t e = nl ? (size_t)(nl - s) : n;
     if (line >= from) {
       lt_buf_printf(out, "%6d\t", line);
-      lt__swe_clean(out, s + i, e - i);
+      swe_clean(out, s + i, e - i);
       lt_buf_putc(out, '\n');
     }
     i = nl ? e + 1 : n;
@@ -306,7 +304,7 @@ static int tool_bash(lt__swe_ctx_t *x, const lt_tool_call_t *c, lt_buf_t *out, i
     return rc;
   }
   if (r.restarted) lt_buf_printf(out, "[the shell had exited: a new shell started in %s]\n", x->repo_dir);
-  lt__swe_clean(out, raw.data ? raw.data : "", raw.len);
+  swe_clean(out, raw.data ? raw.data : "", raw.len);
   lt_buf_free(&raw);
   if (out->len && out->data[out->len - 1] != '\n') lt_buf_putc(out, '\n');
   if (r.timed_out) lt_buf_printf(out, "[killed after %g s: the command's time ran out]", x->tool_timeout_s);

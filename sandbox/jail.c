@@ -357,7 +357,6 @@ static void limit(int res, rlim_t v) {
 }
 
 typedef struct {
-  uint32_t id;
   char **argv, **env;
   const char *cwd;
   char *body; /* what the strings point into */
@@ -515,7 +514,7 @@ static pid_t spawn(const lt__jail_t *j, const job_t *job, const int fds[3], int 
 
 /* Reads and starts a RUN: the program's pid, or -1 (its SETUP_ERROR reported; the fds closed either way). */
 static pid_t run(const lt__jail_t *j, const lt__jail_req_t *r, const int fds[3], int box) {
-  job_t job = {.id = r->id};
+  job_t job = {0};
   why_t w;
   pid_t pid = -1;
   errno = 0;

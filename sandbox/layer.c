@@ -104,7 +104,6 @@ static void set_free(pathset_t *s) {
 typedef struct {
   int fd;
   lt_sha256_t h;
-  uint64_t bytes;
   char buf[1 << 16];
 } src_t;
 
@@ -118,7 +117,6 @@ static la_ssize_t src_read(struct archive *a, void *ud, const void **out) {
     return -1;
   }
   lt_sha256_update(&s->h, s->buf, (size_t)n);
-  s->bytes += (uint64_t)n;
   *out = s->buf;
   return n;
 }
@@ -345,7 +343,6 @@ int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char ra
   src_t *s = malloc(sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "%s: out of memory", l->what);
   s->fd = l->fd;
-  s->bytes = 0;
   lt_sha256_init(&s->h);
   apply_t ap = {.root = root, .what = l->what, .chown = l->chown, .uid = l->uid, .gid = l->gid, .dirs = dirs};
   struct archive *a = archive_read_new();
