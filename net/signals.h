@@ -1,4 +1,5 @@
-/* SIGINT and SIGTERM on a libuv loop: how the daemon, `longtail serve` and `longtail ui` learn to stop. */
+/* SIGINT and SIGTERM on a libuv loop: how the daemon, a worker, `longtail serve` and `longtail ui` learn
+ * to stop. */
 #ifndef LT_NET_SIGNALS_H
 #define LT_NET_SIGNALS_H
 

@@ -12,6 +12,7 @@
 
 #include "envs/env.h"
 #include "net/curve.h"
+#include "net/signals.h"
 #include "net/zsock.h"
 #include "rewards/reward.h"
 #include "rollout/agent.h"
@@ -768,11 +769,11 @@ int lt_worker_run(const lt_worker_opts_t *o) {
     w->exit_code = lt_error_exit_code(rc);
     goto out;
   }
-  uv_signal_init(&w->loop, &w->sigint);
-  uv_signal_init(&w->loop, &w->sigterm);
-  w->sigint.data = w->sigterm.data = w;
-  uv_signal_start(&w->sigint, worker_on_signal, SIGINT);
-  uv_signal_start(&w->sigterm, worker_on_signal, SIGTERM);
+  if ((rc = lt_signals_watch(&w->loop, &w->sigint, &w->sigterm, worker_on_signal, w)) < 0) {
+    LT_ERROR("worker", "%s", lt_error_msg());
+    w->exit_code = lt_error_exit_code(rc);
+    goto out;
+  }
   send_hello(w);
   uv_run(&w->loop, UV_RUN_DEFAULT);
 out:

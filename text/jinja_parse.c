@@ -8,6 +8,7 @@
 
 #include "text/internal.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 #define MAX_DEPTH 200 /* nesting of expressions and blocks */
 
@@ -186,19 +187,6 @@ static int hexval(char c) {
   return -1;
 }
 
-static void put_utf8(lt_buf_t *b, unsigned cp) {
-  if (cp < 0x80) {
-    lt_buf_putc(b, (char)cp);
-  } else if (cp < 0x800) {
-    lt_buf_putc(b, (char)(0xc0 | (cp >> 6)));
-    lt_buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-  } else {
-    lt_buf_putc(b, (char)(0xe0 | (cp >> 12)));
-    lt_buf_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-    lt_buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-  }
-}
-
 /* A string literal's body up to the closing quote q, escapes decoded. */
 static int lex_string(parser_t *p, const char **pp, const char *end, char q, int line, lt_buf_t *s) {
   const char *c = *pp;
@@ -217,7 +205,8 @@ static int lex_string(parser_t *p, const char **pp, const char *end, char q, int
           cp = cp * 16 + (unsigned)h;
         }
         c += n;
-        put_utf8(s, cp);
+        char u[4];
+        lt_buf_append(s, u, (size_t)lt_utf8_encode(cp, u));
         continue;
       }
       const char *from = "ntrbfv'\"\\", *to = "\n\t\r\b\f\v'\"\\";
