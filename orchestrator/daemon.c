@@ -208,7 +208,7 @@ static void daemon_on_recv(lt_zsock_t *z, const lt_frame_t *frames, int n, void 
   case LT_MSG_BYE:
     if (w >= 0 && d->workers[w].alive) {
       d->workers[w].alive = 0;
-      lt__worker_requeue_all(d, w, "worker left", NULL, 0);
+      lt__worker_requeue_all(d, w, 1, "worker left", NULL, 0);
       lt__event(d, "worker_bye", "%s: %s", d->workers[w].name, m.u.bye.reason);
       lt__scheduler_dispatch(d);
     }

@@ -47,6 +47,7 @@ typedef struct {
   int64_t benched_until_ms;
   char backend[32];
   char host[256];
+  int64_t pid; /* its HELLO's: the same process again after a reconnect, or a new one */
 } lt__worker_t;
 
 typedef struct lt__trainer lt__trainer_t;
@@ -209,7 +210,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now);
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
 /* Requeues every task dispatched to worker w (it died, left or reconnected), each losing an attempt, except those
  * in keep[0..nkeep) (sorted here: a reconnecting worker's running sessions); returns how many. */
-int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *keep, int nkeep);
+int lt__worker_requeue_all(lt_daemon_t *d, int w, int count_attempt, const char *why, uint64_t *keep, int nkeep);
 void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
 /* Sends the ACKs of this loop turn, one message per peer; frees them with `release`. */
 void lt__acks_flush(lt_daemon_t *d, int release);

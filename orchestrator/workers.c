@@ -80,14 +80,20 @@ void lt__on_hello(lt_daemon_t *d, const void *rid, size_t len, lt_hello_t *h) {
     /* The same worker again (it reconnected): what we thought it was running
      * either comes back as TRAJ or is gone with its old socket, unless its
      * HELLO says a session still runs it (then it keeps it, attempt and all:
-     * a loaded daemon that fell silent for a while must not fail tasks). */
-    lt__worker_requeue_all(d, w, "worker reconnected", h->running, h->nrunning);
+     * a loaded daemon that fell silent for a while must not fail tasks).  A
+     * task is charged an attempt only when its process is another one (the
+     * old one died on it); the same process lost it in transit, which a
+     * daemon restart does to every task sent before the HELLO's answer. */
+    const lt__worker_t *old = &d->workers[w];
+    int same = h->pid > 0 && old->pid == h->pid && !strncmp(old->host, h->host, sizeof old->host - 1);
+    lt__worker_requeue_all(d, w, !same, "worker reconnected", h->running, h->nrunning);
   }
   lt__worker_t *wk = &d->workers[w];
   int was_alive = wk->alive;
   snprintf(wk->name, sizeof wk->name, "%s", h->name);
   snprintf(wk->backend, sizeof wk->backend, "%s", h->backend);
   wk->slots = h->slots;
+  wk->pid = h->pid;
   wk->batch = h->batch;
   wk->alive = 1;
   wk->inflight = wk->owned = 0;
@@ -170,7 +176,7 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *keep, int nkeep) {
+int lt__worker_requeue_all(lt_daemon_t *d, int w, int count_attempt, const char *why, uint64_t *keep, int nkeep) {
   if (nkeep > 0) qsort(keep, (size_t)nkeep, sizeof *keep, cmp_u64);
   /* Ids first: a requeue can remove a task (out of attempts) and shift the
    * table, and rescanning after each one cost O(table) per task. */
@@ -181,7 +187,7 @@ int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *kee
   if (n && !ids) { /* out of memory: one at a time, rescanning */
     for (size_t i = 0; i < d->tcap; i++)
       if (runs_on(d->tasks[i], w)) {
-        lt__requeue(d, d->tasks[i], 1, why);
+        lt__requeue(d, d->tasks[i], count_attempt, why);
         done++;
         i = (size_t)-1;
       }
@@ -193,7 +199,7 @@ int lt__worker_requeue_all(lt_daemon_t *d, int w, const char *why, uint64_t *kee
       lt__task_t *t = lt__task_get(d, ids[i]);
       uint64_t id = (uint64_t)ids[i];
       if (nkeep > 0 && bsearch(&id, keep, (size_t)nkeep, sizeof *keep, cmp_u64)) continue;
-      if (runs_on(t, w)) lt__requeue(d, t, 1, why), done++;
+      if (runs_on(t, w)) lt__requeue(d, t, count_attempt, why), done++;
     }
   }
   free(ids);
@@ -217,7 +223,7 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now) {
     lt__worker_t *wk = &d->workers[w];
     if (!wk->alive || now - wk->last_seen_ms <= dead_after) continue;
     wk->alive = 0;
-    int requeued = lt__worker_requeue_all(d, w, "worker died", NULL, 0);
+    int requeued = lt__worker_requeue_all(d, w, 1, "worker died", NULL, 0);
     lt__event(d, "worker_dead", "%s silent for %lld ms; %d tasks requeued", wk->name,
               (long long)(now - wk->last_seen_ms), requeued);
     /* The survivors may be idle: nothing else would hand them the requeued tasks. */

@@ -474,7 +474,10 @@ static void on_error(worker_t *w, const lt_errmsg_t *e) {
              (unsigned long long)lt_spool_id(w->spool, i), e->message);
     lt_spool_drop(w->spool, lt_spool_id(w->spool, i));
   } else if (e->code == LT_EPROTO && !e->task_id) {
-    send_hello(w); /* the daemon does not know us (it restarted) */
+    /* The daemon does not know us (it restarted).  Heartbeats queued while it was down are all refused at once;
+     * only a refusal of one sent after our last HELLO asks for another (one per queued heartbeat made the
+     * daemon requeue, per HELLO, the tasks it had just sent us). */
+    if (e->ref > w->hello_id) send_hello(w);
   } else {
     LT_WARN("worker", "daemon error: %s", e->message);
   }

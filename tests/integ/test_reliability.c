@@ -554,6 +554,42 @@ Test(reliability, reconnect_keeps_running_sessions_without_losing_attempts, .tim
   peer_run_end(&p);
 }
 
+/* CI's chaos run (stop 48): after a daemon restart a worker's queued heartbeats were refused at once, each
+ * refusal brought a HELLO, and each HELLO requeued, an attempt charged, the tasks dispatched to it since the last
+ * one: three in a few milliseconds failed a task that never ran.  A HELLO from the same process (pid and host)
+ * requeues what it does not list at no cost; one from another process (the old one died on it) costs an attempt. */
+static long long attempts_after(peer_run_t *p, uint64_t pid, long long want) {
+  lt_msg_t hello = {.type = LT_MSG_HELLO,
+                    .id = 20 + pid,
+                    .u.hello = {.name = "hopper",
+                                .slots = 1,
+                                .backend = "scripted",
+                                .device = "cpu",
+                                .host = "test",
+                                .pid = (int64_t)pid,
+                                .policy_version = 0}};
+  lt_test_peer_send(p->s, &hello);
+  lt_msg_t task;
+  cr_assert(lt_test_peer_recv(p->s, LT_MSG_TASK, &task, 5.0), "the requeued task was not dispatched again");
+  cr_assert_eq(task.u.task.task_id, p->task.u.task.task_id);
+  lt_msg_free(&task);
+  char q[128];
+  snprintf(q, sizeof q, "SELECT attempts FROM tasks WHERE id = %llu", (unsigned long long)p->task.u.task.task_id);
+  long long attempts = -1;
+  for (int i = 0; i < 50 && attempts != want; i++, usleep(100000)) attempts = sql1(p->r.rd, q);
+  return attempts;
+}
+
+Test(reliability, a_reconnect_costs_an_attempt_only_when_the_process_is_another, .timeout = 60) {
+  peer_run_t p;
+  peer_run_start(&p, "samepid", "hopper"); /* its HELLO says pid 1 */
+  for (int i = 0; i < 4; i++)              /* more than scheduler.max_attempts (3) */
+    cr_expect_eq(attempts_after(&p, 1, 0), 0, "the same process's reconnect %d cost an attempt", i + 1);
+  cr_expect_eq(attempts_after(&p, 2, 1), 1, "a new process's HELLO cost no attempt");
+  cr_expect_eq(sql1(p.r.rd, "SELECT count(*) FROM events WHERE kind = 'task_failed'"), 0);
+  peer_run_end(&p);
+}
+
 /* A HELLO that lists another worker's running task does not take it over: the
  * task stays with its worker and the newcomer is told to ABORT it (a HELLO is
  * only trusted for the sessions the daemon gave that worker). */
@@ -984,6 +1020,59 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
   for (int i = 0; i < 5; i++)
     cr_expect_eq(singles[i], 1, "task %d's trajectory came %d times as a TRAJ", 101 + i, singles[i]);
   cr_expect_eq(unacked, 0, "the worker's spool still holds %d trajectories (the refused one is dropped)", unacked);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  lt_test_rmdir(dir);
+}
+
+/* The worker's half of the stop-48 failure: heartbeats refused by a daemon that does not know the worker (it
+ * restarted while they were queued) bring one HELLO, not one per refusal. */
+Test(reliability, queued_heartbeats_refused_together_bring_one_hello, .timeout = 60) {
+  char *dir = lt_test_tmpdir("hellostorm");
+  char spool[4200];
+  snprintf(spool, sizeof spool, "%s/spool", dir);
+  void *ctx, *s;
+  pid_t wp = played_worker(dir, spool, &ctx, &s);
+  uint64_t beats[64];
+  int hellos = 0, nbeats = 0, refused = 0;
+  char rid[256];
+  size_t rlen = 0;
+  for (double t0 = lt_time_mono_ns() / 1e9, now = t0; now - t0 < 20; now = lt_time_mono_ns() / 1e9) {
+    lt_msg_t m;
+    int got = lt_test_recv(s, rid, &rlen, &m);
+    cr_assert_geq(got, 0, "the worker sent a malformed message: %s", lt_error_msg());
+    if (got && m.type == LT_MSG_HELLO) {
+      hellos++;
+      lt_msg_t r = {.type = LT_MSG_WELCOME,
+                    .id = 1,
+                    .u.welcome = {.worker_id = "refused",
+                                  .heartbeat_ms = 200,
+                                  .liveness = 50, /* no reconnect of its own in this test */
+                                  .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
+                                  .model = cJSON_CreateObject()}};
+      router_send(s, rid, rlen, &r);
+      cJSON_Delete(r.u.welcome.settings);
+      cJSON_Delete(r.u.welcome.model);
+    } else if (got && m.type == LT_MSG_HEARTBEAT && hellos == 1 && !refused && nbeats < 64) {
+      beats[nbeats++] = m.id;
+    }
+    if (got) lt_msg_free(&m);
+    if (nbeats >= 5 && !refused) { /* the restarted daemon answers them all */
+      for (int i = 0; i < nbeats; i++) {
+        lt_msg_t e = {.type = LT_MSG_ERROR,
+                      .id = 2,
+                      .u.error = {.code = LT_EPROTO, .message = "unknown worker: send HELLO", .ref = beats[i]}};
+        router_send(s, rid, rlen, &e);
+      }
+      refused = 1;
+      t0 = now - 18; /* two more seconds for the HELLOs they bring */
+    }
+  }
+  kill(wp, SIGTERM);
+  lt_test_wait(wp, 10);
+  cr_assert(refused, "the worker sent %d heartbeats after its WELCOME", nbeats);
+  cr_expect_eq(hellos, 2, "%d HELLOs after %d heartbeats were refused at once (want the first and one more)", hellos,
+               nbeats);
   zmq_close(s);
   zmq_ctx_term(ctx);
   lt_test_rmdir(dir);
