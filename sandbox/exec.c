@@ -126,17 +126,12 @@ _Noreturn void lt__jail_start(const lt__jail_t *j, const int fds[6]) {
 static int expect(int fd, char want, pid_t pid, int *fds) {
   struct pollfd p = {.fd = fd, .events = POLLIN};
   char buf[512];
-  union {
-    char c[CMSG_SPACE(2 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {buf, sizeof buf - 1};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.c, .msg_controllen = sizeof u.c};
+  int got[2], ngot = 0;
   int r = poll(&p, 1, 10000);
-  ssize_t n = r > 0 ? recvmsg(fd, &m, MSG_CMSG_CLOEXEC) : -1;
-  for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(2 * sizeof(int)) && fds)
-      memcpy(fds, CMSG_DATA(h), 2 * sizeof(int));
+  ssize_t n = r > 0 ? lt__recv_fds(fd, buf, sizeof buf - 1, got, 2, &ngot) : -1;
+  if (fds && ngot == 2) memcpy(fds, got, sizeof got);
+  else
+    for (int i = 0; i < ngot; i++) close(got[i]);
   if (n > 0 && buf[0] == want) return 0;
   if (n > 1 && buf[0] == 'E') {
     buf[n] = 0;
@@ -293,31 +288,6 @@ int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t
     return lt_error_set(LT_ERANGE, "sandbox: job over %u bytes", LT__JAIL_MAX_JOB);
   hdr.len = (uint32_t)(b->len - sizeof hdr);
   memcpy(b->data, &hdr, sizeof hdr);
-  return 0;
-}
-
-int lt__send_fds(int sock, const void *p, size_t n, const int *fds, int nfds) {
-  union {
-    char c[CMSG_SPACE(LT__MAX_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  if (nfds > LT__MAX_FDS) return -1;
-  while (n) {
-    struct iovec iov = {(void *)p, n};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds > 0) {
-      m.msg_control = u.c, m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-      struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-      h->cmsg_level = SOL_SOCKET, h->cmsg_type = SCM_RIGHTS, h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-      memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
-    }
-    ssize_t w = sendmsg(sock, &m, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p = (const char *)p + w;
-    n -= (size_t)w;
-    nfds = 0;
-  }
   return 0;
 }
 

@@ -102,9 +102,12 @@ struct lt_sandbox {
 int lt__sandbox_start(const lt_sandbox_limits_t *l, const char *lower, int uid, int gid, lt_sandbox_t **out);
 /* Encodes a RUN request (header included) for job with env as given (NULL: job->env). */
 int lt__job_encode(const lt_sandbox_job_t *job, const char *const *env, uint32_t id, uint32_t flags, lt_buf_t *b);
-/* Sends all of p (the first send carries fds, nfds of them: at most LT__MAX_FDS, else -1). */
+/* sandbox/fdpass.c.  Sends all of p (the first send carries fds, nfds of them: at most LT__MAX_FDS, else -1). */
 #define LT__MAX_FDS 8
 int lt__send_fds(int sock, const void *p, size_t n, const int *fds, int nfds);
+/* One recvmsg of at most n bytes (EINTR retried): the bytes read (0 at the peer's end, -1 on error), and in *nfds
+ * the fds that came with them (close-on-exec), at most maxfds: any beyond are closed. */
+ssize_t lt__recv_fds(int sock, void *p, size_t n, int *fds, int maxfds, int *nfds);
 
 /* The I/O of one running job: stdin fed, stdout and stderr captured (capped), the deadline enforced through
  * kill(ud), its end seen through on_status (which returns 1 for the job's own EXITED or SETUP_ERROR). */

@@ -412,22 +412,8 @@ static _Noreturn void program(const lt__jail_t *j, const job_t *job, const int f
 
 /* Reads a request's header (with the fds a box's RUN carries) and its job; 0 at the control socket's end. */
 static int recv_req(lt__jail_req_t *r, int fds[3], int *nfds) {
-  union {
-    char buf[CMSG_SPACE(3 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {r, sizeof *r};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-  ssize_t n;
-  while ((n = recvmsg(LT__JAIL_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
+  ssize_t n = lt__recv_fds(LT__JAIL_CTL, r, sizeof *r, fds, 3, nfds);
   if (n <= 0) return 0;
-  *nfds = 0;
-  for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-      *nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      if (*nfds > 3) _exit(1);
-      memcpy(fds, CMSG_DATA(h), (size_t)*nfds * sizeof(int));
-    }
   if ((size_t)n < sizeof *r && read_full(LT__JAIL_CTL, (char *)r + n, sizeof *r - (size_t)n) != 0) return 0;
   if (r->magic != LT__JAIL_MAGIC || r->len > LT__JAIL_MAX_JOB) _exit(1); /* only the parent writes here */
   return 1;

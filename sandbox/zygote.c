@@ -46,24 +46,8 @@ extern char **environ;
 
 /* A whole message of n bytes with at most nfds fds: how many fds came, -1 for a short message, -2 at the end. */
 static int recv_with_fds(int sock, void *buf, size_t n, int *fds, int nfds) {
-  union {
-    char c[CMSG_SPACE(LT__MAX_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {buf, n};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.c, .msg_controllen = sizeof u.c};
-  ssize_t got;
-  while ((got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
-  int k = 0;
-  for (struct cmsghdr *h = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-      int have = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int)), tmp[LT__MAX_FDS];
-      memcpy(tmp, CMSG_DATA(h), (size_t)have * sizeof(int));
-      for (int i = 0; i < have; i++) {
-        if (k < nfds) fds[k++] = tmp[i];
-        else close(tmp[i]);
-      }
-    }
+  int k;
+  ssize_t got = lt__recv_fds(sock, buf, n, fds, nfds, &k);
   return got <= 0 ? -2 : got == (ssize_t)n ? k : -1;
 }
 
