@@ -73,6 +73,19 @@ static void check(int rc, const char *what) {
   if (rc != 0) fail(what);
 }
 
+/* mkdir -p of path from its byte `from` on, its last component too when `last`; -1 (errno set) with path cut
+ * after the component that could not be made, for the message. */
+static int mkdirs_from(char *path, size_t from, int last) {
+  for (char *s = path + from;; s++)
+    if (*s == '/' || !*s) {
+      char was = *s;
+      if (!was && !last) return 0;
+      *s = 0;
+      if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+      if (!(*s = was)) return 0;
+    }
+}
+
 static unsigned long locked_flags(const char *path) {
   struct statvfs v;
   unsigned long f = 0;
@@ -199,14 +212,7 @@ static void bind_ro_dirs(const lt_sandbox_limits_t *l) {
   for (int i = 0; l->ro_dirs && l->ro_dirs[i]; i++) {
     char dst[512], src[64];
     snprintf(dst, sizeof dst, "%s%s", root_dir, l->ro_dirs[i]);
-    for (char *p = dst + strlen(root_dir) + 1;; p++)
-      if (*p == '/' || !*p) {
-        char c = *p;
-        *p = 0;
-        check(mkdir(dst, 0755) != 0 && errno != EEXIST, dst + strlen(root_dir));
-        *p = c;
-        if (!c) break;
-      }
+    check(mkdirs_from(dst, strlen(root_dir) + 1, 1), dst + strlen(root_dir));
     snprintf(src, sizeof src, "/proc/self/fd/%d", ro_fd[i]);
     check(mount(src, dst, NULL, MS_BIND | MS_REC, NULL), l->ro_dirs[i]);
     make_readonly(dst);
@@ -317,11 +323,7 @@ static int write_file(const char *cwd, const char *rel, const char *data, uint64
   errno = 0;
   if (!safe_relpath(rel) || snprintf(path, sizeof path, "%s/%s", cwd, rel) >= (int)sizeof path)
     return errno = EINVAL, bad(w, rel);
-  for (char *s = path + strlen(cwd) + 1; (s = strchr(s, '/')); s++) { /* parents */
-    *s = 0;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) return bad(w, path);
-    *s = '/';
-  }
+  if (mkdirs_from(path, strlen(cwd) + 1, 0) != 0) return bad(w, path); /* its parents */
   int fd = open(path, O_WRONLY | O_CREAT | (box ? O_TRUNC : O_EXCL) | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
   if (fd < 0) return bad(w, path);
   for (uint64_t off = 0; off < len;) {
@@ -446,13 +448,7 @@ static int parse_job(char *body, uint32_t len, int box, job_t *job, why_t *w) {
   if (box) { /* a box's working directory is made where the image has none, as docker makes WorkingDir */
     char d[1024];
     snprintf(d, sizeof d, "%s", cwd);
-    for (char *s = d + 1;; s++)
-      if (*s == '/' || !*s) {
-        char was = *s;
-        *s = 0;
-        if (mkdir(d, 0755) != 0 && errno != EEXIST) return bad(w, d);
-        if (!(*s = was)) break;
-      }
+    if (mkdirs_from(d, 1, 1) != 0) return bad(w, d);
   }
   cur_t f = {files, c.end};
   for (uint32_t i = 0; i < nfiles; i++) {
