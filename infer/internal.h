@@ -116,7 +116,7 @@ typedef struct lt__oai_call lt__oai_call_t;
  * arguments as JSON text or an object) with plan.tools (OpenAI function tools) for the core to render, or
  * prompt ids (completions).  The writers answer in the shape's JSON and server-sent events. */
 typedef struct {
-  const char *id_prefix;   /* of the call's id ("chatcmpl", "msg", "resp") */
+  const char *id_prefix; /* of the call's id, separator included as each API writes it ("chatcmpl-", "msg_", "resp_") */
   const char *call_prefix; /* of its tool calls' ids ("call", "toolu") */
   int (*parse)(lt__oai_call_t *k, char *param, size_t plen);
   /* The stream's head went out (status 200, text/event-stream): the first events. */

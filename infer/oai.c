@@ -256,7 +256,7 @@ static void start(lt__oai_call_t *k) {
   }
   room = a->o.max_context - k->plan.nprompt;
   if (k->plan.max_new > room) k->plan.max_new = room;
-  snprintf(k->id, sizeof k->id, "%s-%llu", k->plan.chat ? k->d->id_prefix : "cmpl", (unsigned long long)a->ncalls);
+  snprintf(k->id, sizeof k->id, "%s%llu", k->plan.chat ? k->d->id_prefix : "cmpl-", (unsigned long long)a->ncalls);
   k->created = (double)time(NULL);
   if (k->stream && (rc = lt__oai_stream_begin(k)) < 0) {
     lt__oai_call_fail(k, 500, NULL, NULL, "the stream could not start");

@@ -403,7 +403,7 @@ static void anthropic_stream_error(lt__oai_call_t *k, int status, const char *pa
   lt__oai_send_event(k, "error", anthropic_error_json(status, param, msg));
 }
 
-const lt__oai_dialect_t lt__oai_messages = {.id_prefix = "msg",
+const lt__oai_dialect_t lt__oai_messages = {.id_prefix = "msg_",
                                             .call_prefix = "toolu",
                                             .parse = anthropic_parse,
                                             .stream_begin = anthropic_stream_begin,

@@ -460,7 +460,7 @@ static void openai_answer(lt__oai_call_t *k) {
   lt_http_stream_write(k->conn, done, sizeof done - 1);
 }
 
-const lt__oai_dialect_t lt__oai_openai = {.id_prefix = "chatcmpl",
+const lt__oai_dialect_t lt__oai_openai = {.id_prefix = "chatcmpl-",
                                           .call_prefix = "call",
                                           .parse = openai_parse,
                                           .stream_begin = openai_stream_begin,

@@ -471,7 +471,7 @@ static void responses_stream_error(lt__oai_call_t *k, int status, const char *pa
                                             msg));
 }
 
-const lt__oai_dialect_t lt__oai_responses = {.id_prefix = "resp",
+const lt__oai_dialect_t lt__oai_responses = {.id_prefix = "resp_",
                                              .call_prefix = "call",
                                              .parse = responses_parse,
                                              .stream_begin = responses_stream_begin,
