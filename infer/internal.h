@@ -233,8 +233,11 @@ int lt__oai_stops(lt__oai_call_t *k, const char *key, char *param, size_t plen);
 void lt__oai_sampling(lt__oai_call_t *k, double temp, double top_p, double top_k, double maxt, double seed);
 /* Logs once per layer that tools of `type` are skipped (the policy has only the function tools). */
 void lt__oai_skip_tool(lt_oai_t *a, const char *api, const char *type);
-/* Appends an OpenAI function tool {type: function, function: {name, description, parameters}} to k->tools. */
-int lt__oai_add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *description, const cJSON *parameters);
+/* The body's `tools`, flat tools {type, name, description, <schema_key>} (Anthropic's custom tools, the Responses
+ * API's function tools), as OpenAI's chat tools in k->tools (plan.tools, parse_tools set): those of type `type`,
+ * and untyped ones when `untyped`; any other type (a server tool) is skipped, logged once. */
+int lt__oai_flat_tools(lt__oai_call_t *k, const char *api, const char *type, int untyped, const char *schema_key,
+                       int schema_required, char *param, size_t plen);
 /* Appends a message {role, content} to k->messages; returns it (NULL: out of memory). */
 cJSON *lt__oai_add_message(lt__oai_call_t *k, const char *role, const char *content);
 

@@ -150,7 +150,8 @@ void lt__oai_skip_tool(lt_oai_t *a, const char *api, const char *type) {
   LT_INFO("oai", "%s: tools of type '%s' are skipped: the policy calls function tools only (logged once)", api, type);
 }
 
-int lt__oai_add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *description, const cJSON *parameters) {
+/* An OpenAI function tool {type: function, function: {name, description, parameters}} appended to k->tools. */
+static int add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *description, const cJSON *parameters) {
   if (!k->tools && !(k->tools = cJSON_CreateArray())) return lt_error_set(LT_ENOMEM, "out of memory");
   cJSON *t = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(t, "function");
   cJSON_AddItemToArray(k->tools, t);
@@ -159,6 +160,31 @@ int lt__oai_add_tool(lt__oai_call_t *k, const cJSON *name, const cJSON *descript
   if (ok && description) ok = cJSON_AddItemToObject(fn, "description", cJSON_Duplicate(description, 1));
   if (ok && parameters) ok = cJSON_AddItemToObject(fn, "parameters", cJSON_Duplicate(parameters, 1));
   return ok ? 0 : lt_error_set(LT_ENOMEM, "out of memory");
+}
+
+int lt__oai_flat_tools(lt__oai_call_t *k, const char *api, const char *type, int untyped, const char *schema_key,
+                       int schema_required, char *param, size_t plen) {
+  const cJSON *tools = lt__oai_field(k->plan.body, "tools");
+  snprintf(param, plen, "tools");
+  if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
+  int ti = 0, rc;
+  for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
+    const cJSON *ty = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"),
+                *desc = lt__oai_field(t, "description"), *schema = lt__oai_field(t, schema_key);
+    if (ty ? !cJSON_IsString(ty) || strcmp(ty->valuestring, type) : !untyped) {
+      lt__oai_skip_tool(k->a, api, cJSON_IsString(ty) ? ty->valuestring : "?");
+      continue;
+    }
+    snprintf(param, plen, "tools[%d]", ti);
+    if (!cJSON_IsString(name) || (desc && !cJSON_IsString(desc)) ||
+        (schema ? !cJSON_IsObject(schema) : schema_required))
+      return lt_error_set(LT_EINVAL, "%s: a %s tool needs a string 'name' %s an object '%s'%s", param, type,
+                          schema_required ? "and" : "(and", schema_key, schema_required ? "" : ")");
+    if ((rc = add_tool(k, name, desc, schema)) < 0) return rc;
+  }
+  k->plan.tools = k->tools;
+  k->parse_tools = k->tools != NULL;
+  return 0;
 }
 
 cJSON *lt__oai_add_message(lt__oai_call_t *k, const char *role, const char *content) {

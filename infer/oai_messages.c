@@ -162,25 +162,9 @@ static int anthropic_messages(lt__oai_call_t *k, char *param, size_t plen) {
 
 /* tools (custom tools: name, description, input_schema) as function tools; tool_choice; thinking. */
 static int anthropic_options(lt__oai_call_t *k, char *param, size_t plen) {
-  const cJSON *body = k->plan.body, *tools = lt__oai_field(body, "tools"), *choice = lt__oai_field(body, "tool_choice");
-  snprintf(param, plen, "tools");
-  if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
-  int ti = 0, rc;
-  for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
-    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"),
-                *schema = lt__oai_field(t, "input_schema");
-    const cJSON *desc = lt__oai_field(t, "description");
-    if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "custom"))) { /* a server or versioned tool */
-      lt__oai_skip_tool(k->a, "/v1/messages", cJSON_IsString(type) ? type->valuestring : "?");
-      continue;
-    }
-    snprintf(param, plen, "tools[%d]", ti);
-    if (!cJSON_IsString(name) || !cJSON_IsObject(schema) || (desc && !cJSON_IsString(desc)))
-      return lt_error_set(LT_EINVAL, "%s needs a string 'name' and an object 'input_schema'", param);
-    if ((rc = lt__oai_add_tool(k, name, desc, schema)) < 0) return rc;
-  }
-  k->plan.tools = k->tools;
-  k->parse_tools = k->tools != NULL;
+  const cJSON *body = k->plan.body, *choice = lt__oai_field(body, "tool_choice");
+  int rc = lt__oai_flat_tools(k, "/v1/messages", "custom", 1, "input_schema", 1, param, plen);
+  if (rc < 0) return rc;
   snprintf(param, plen, "tool_choice");
   const cJSON *ct = lt__oai_field(choice, "type");
   const char *c = cJSON_IsString(ct) ? ct->valuestring : "";

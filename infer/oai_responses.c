@@ -130,25 +130,9 @@ static int responses_input(lt__oai_call_t *k, char *param, size_t plen) {
 
 /* Function tools (flat: name, description, parameters) as OpenAI's chat tools; other tool types are skipped. */
 static int responses_tools(lt__oai_call_t *k, char *param, size_t plen) {
-  const cJSON *body = k->plan.body, *tools = lt__oai_field(body, "tools"), *choice = lt__oai_field(body, "tool_choice");
-  snprintf(param, plen, "tools");
-  if (tools && !cJSON_IsArray(tools)) return lt_error_set(LT_EINVAL, "'tools' must be a list");
-  int ti = 0, rc;
-  for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next, ti++) {
-    const cJSON *type = lt__oai_field(t, "type"), *name = lt__oai_field(t, "name"),
-                *desc = lt__oai_field(t, "description");
-    const cJSON *params = lt__oai_field(t, "parameters");
-    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) { /* web_search, file_search, namespace... */
-      lt__oai_skip_tool(k->a, "/v1/responses", cJSON_IsString(type) ? type->valuestring : "?");
-      continue;
-    }
-    snprintf(param, plen, "tools[%d]", ti);
-    if (!cJSON_IsString(name) || (desc && !cJSON_IsString(desc)) || (params && !cJSON_IsObject(params)))
-      return lt_error_set(LT_EINVAL, "%s: a function tool needs a string 'name' (and an object 'parameters')", param);
-    if ((rc = lt__oai_add_tool(k, name, desc, params)) < 0) return rc;
-  }
-  k->plan.tools = k->tools;
-  k->parse_tools = k->tools != NULL;
+  const cJSON *choice = lt__oai_field(k->plan.body, "tool_choice");
+  int rc = lt__oai_flat_tools(k, "/v1/responses", "function", 0, "parameters", 0, param, plen);
+  if (rc < 0) return rc;
   snprintf(param, plen, "tool_choice");
   if (choice && !cJSON_IsString(choice) && !cJSON_IsObject(choice))
     return lt_error_set(LT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
