@@ -118,6 +118,10 @@ typedef struct lt__oai_call lt__oai_call_t;
 typedef struct {
   const char *id_prefix; /* of the call's id, separator included as each API writes it ("chatcmpl-", "msg_", "resp_") */
   const char *call_prefix; /* of its tool calls' ids ("call", "toolu") */
+  const char *input;       /* the body's field that holds the conversation ("messages", "input") */
+  /* The context-full error's message in the API's own words (agents read it to compact their history); NULL:
+   * OpenAI's. */
+  void (*too_long)(char *msg, size_t n, int need, int max);
   int (*parse)(lt__oai_call_t *k, char *param, size_t plen);
   /* The stream's head went out (status 200, text/event-stream): the first events. */
   int (*stream_begin)(lt__oai_call_t *k);

@@ -253,16 +253,11 @@ void lt__oai_context_full(lt__oai_call_t *k, int need) {
   lt_oai_t *a = k->a;
   if (a->o.hooks.context_limit) a->o.hooks.context_limit(a->o.hooks.ud, k->plan.session, need, a->o.max_context);
   char msg[256];
-  if (k->d == &lt__oai_messages) /* Anthropic's words, which agents (Claude Code) read to compact their history */
-    snprintf(msg, sizeof msg, "prompt is too long: %d tokens > %d maximum", need, a->o.max_context);
+  if (k->d->too_long) k->d->too_long(msg, sizeof msg, need, a->o.max_context);
   else
     snprintf(msg, sizeof msg, "this model's maximum context length is %d tokens; the messages take %d",
              a->o.max_context, need);
-  lt__oai_call_fail(k, 400,
-                    !k->plan.chat                ? "prompt"
-                    : k->d == &lt__oai_responses ? "input"
-                                                 : "messages",
-                    "context_length_exceeded", msg);
+  lt__oai_call_fail(k, 400, k->plan.chat ? k->d->input : "prompt", "context_length_exceeded", msg);
 }
 
 static void start(lt__oai_call_t *k) {
@@ -311,7 +306,7 @@ static int parse(lt__oai_call_t *k, char *param, size_t plen) {
   if (k->messages) {
     size_t len;
     k->plan.messages = k->messages;
-    snprintf(param, plen, "%s", k->d == &lt__oai_responses ? "input" : "messages");
+    snprintf(param, plen, "%s", k->d->input);
     if ((rc = render_call(k, &len)) < 0) return rc;
     k->plan.text = k->text;
     k->plan.ntext = len;

@@ -356,7 +356,7 @@ static void anthropic_answer(lt__oai_call_t *k) {
 
 /* {"type": "error", "error": {"type", "message"}}: Anthropic's error types by status; the field a 400 is about
  * leads the message (Anthropic's errors have no "param"). */
-static cJSON *anthropic_error_json(int status, const char *param, const char *msg) {
+static cJSON *anthropic_error_json(int status, const char *param, const char *code, const char *msg) {
   const char *type = status == 401   ? "authentication_error"
                      : status == 403 ? "permission_error"
                      : status == 404 ? "not_found_error"
@@ -366,7 +366,10 @@ static cJSON *anthropic_error_json(int status, const char *param, const char *ms
                      : status >= 500 ? "api_error"
                                      : "invalid_request_error";
   char text[1200];
-  if (param && !strstr(msg, param)) snprintf(text, sizeof text, "%s: %s", param, msg);
+  /* The context-full sentence goes bare, as Anthropic's: Claude Code compacts on ^prompt is too long: N tokens >
+   * M maximum$. */
+  if (param && !strstr(msg, param) && !(code && !strcmp(code, "context_length_exceeded")))
+    snprintf(text, sizeof text, "%s: %s", param, msg);
   else snprintf(text, sizeof text, "%s", msg);
   cJSON *o = cJSON_CreateObject(), *e;
   cJSON_AddStringToObject(o, "type", "error");
@@ -377,18 +380,23 @@ static cJSON *anthropic_error_json(int status, const char *param, const char *ms
 }
 
 static void anthropic_error(lt_http_conn_t *c, int status, const char *param, const char *code, const char *msg) {
-  (void)code;
-  lt__oai_send_json(c, status, anthropic_error_json(status, param, msg));
+  lt__oai_send_json(c, status, anthropic_error_json(status, param, code, msg));
 }
 
 static void anthropic_stream_error(lt__oai_call_t *k, int status, const char *param, const char *code,
                                    const char *msg) {
-  (void)code;
-  lt__oai_send_event(k, "error", anthropic_error_json(status, param, msg));
+  lt__oai_send_event(k, "error", anthropic_error_json(status, param, code, msg));
+}
+
+/* Anthropic's words, on which Claude Code compacts its history. */
+static void anthropic_too_long(char *msg, size_t n, int need, int max) {
+  snprintf(msg, n, "prompt is too long: %d tokens > %d maximum", need, max);
 }
 
 const lt__oai_dialect_t lt__oai_messages = {.id_prefix = "msg_",
                                             .call_prefix = "toolu",
+                                            .input = "messages",
+                                            .too_long = anthropic_too_long,
                                             .parse = anthropic_parse,
                                             .stream_begin = anthropic_stream_begin,
                                             .stream_text = anthropic_stream_text,

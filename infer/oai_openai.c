@@ -462,6 +462,7 @@ static void openai_answer(lt__oai_call_t *k) {
 
 const lt__oai_dialect_t lt__oai_openai = {.id_prefix = "chatcmpl-",
                                           .call_prefix = "call",
+                                          .input = "messages",
                                           .parse = openai_parse,
                                           .stream_begin = openai_stream_begin,
                                           .stream_text = openai_stream_text,

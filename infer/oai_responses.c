@@ -457,6 +457,7 @@ static void responses_stream_error(lt__oai_call_t *k, int status, const char *pa
 
 const lt__oai_dialect_t lt__oai_responses = {.id_prefix = "resp_",
                                              .call_prefix = "call",
+                                             .input = "input",
                                              .parse = responses_parse,
                                              .stream_begin = responses_stream_begin,
                                              .stream_text = responses_stream_text,

@@ -149,16 +149,15 @@ static void fx_init(fx_t *f, const char *answer) {
   f->stop.data = f;
 }
 
-/* A request with an optional bearer token; returns the whole answer. */
-static char *ask(int port, const char *token, const char *body) {
+/* A request to path with an optional bearer token; returns the whole answer. */
+static char *ask_at(int port, const char *path, const char *token, const char *body) {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof a), 0);
   char head[512];
-  int n =
-      snprintf(head, sizeof head, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n",
-               token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "", strlen(body));
+  int n = snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n", path,
+                   token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "", strlen(body));
   send(s, head, (size_t)n, MSG_NOSIGNAL);
   send(s, body, strlen(body), MSG_NOSIGNAL);
   size_t cap = 1 << 16, got = 0;
@@ -166,6 +165,10 @@ static char *ask(int port, const char *token, const char *body) {
   for (ssize_t r; got + 1 < cap && (r = recv(s, out + got, cap - got - 1, 0)) > 0;) got += (size_t)r;
   close(s);
   return out;
+}
+
+static char *ask(int port, const char *token, const char *body) {
+  return ask_at(port, "/v1/chat/completions", token, body);
 }
 
 static cJSON *body_of(const char *answer) {
@@ -225,9 +228,24 @@ static void *client(void *arg) {
   snprintf(big, sizeof big, "{\"messages\": [{\"role\": \"user\", \"content\": \"%0700d\"}]}", 7);
   a = ask(f->port, "episode-1", big);
   cr_expect(strstr(a, "HTTP/1.1 400") == a && strstr(a, "context_length_exceeded"), "%s", a);
+  cr_expect(strstr(a, "\"param\":\"messages\"") && strstr(a, "maximum context length is 600 tokens"), "%s", a);
   cr_expect_eq(f->context_limits, 1);
   cr_expect_gt(f->ctx_need, 700);
   free(a);
+  /* Each API says it in its own words and names its own field: Claude Code compacts on Anthropic's. */
+  snprintf(big, sizeof big, "{\"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": \"%0700d\"}]}", 7);
+  a = ask_at(f->port, "/v1/messages", "episode-1", big);
+  cr_expect(strstr(a, "HTTP/1.1 400") == a &&
+                strstr(a, "\"message\":\"prompt is too long: ") /* bare: Claude Code anchors its match */ &&
+                strstr(a, " tokens > 600 maximum\""),
+            "%s", a);
+  free(a);
+  snprintf(big, sizeof big, "{\"input\": \"%0700d\"}", 7);
+  a = ask_at(f->port, "/v1/responses", "episode-1", big);
+  cr_expect(strstr(a, "HTTP/1.1 400") == a && strstr(a, "context_length_exceeded") && strstr(a, "\"param\":\"input\""),
+            "%s", a);
+  free(a);
+  cr_expect_eq(f->context_limits, 3);
   uv_async_send(&f->stop);
   return NULL;
 }
