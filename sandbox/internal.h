@@ -170,6 +170,9 @@ typedef struct {
   const char *what; /* "REF: layer sha256:…", for messages */
   int chown;        /* 1: every file to uid:gid */
   unsigned uid, gid;
+  /* 0: every entry.  > 0: what a reader of an archive's metadata needs, every entry but hard links and regular
+   * files over `split` bytes; < 0: only those (the same split, negated), for a second pass when they are wanted. */
+  int64_t split;
 } lt__layer_t;
 /* Applies a layer (tar, gzip or zstd) to the directory root; raw_hex: the SHA-256 of the blob's bytes. */
 int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char raw_hex[65]);
@@ -186,6 +189,10 @@ typedef struct {
   char key[72];   /* "sha256:<hex>": the OCI manifest's digest, a Docker image's config digest */
   int dir_fd;     /* the layout: the user's directory, or the archive unpacked in tmp */
   char url[2048]; /* oci:http(s)://…: the layout's URL; its files are downloaded into tmp when first opened */
+  /* oci-archive:/docker-archive:: the archive file (downloaded into tmp where it is a URL); its small files are
+   * unpacked at open, the larger ones (layers) only when a blob is first missed, so a cache hit writes no layer. */
+  char archive[4200];
+  int archive_whole;
   char tmp[4096]; /* a temporary directory this source made ("" for none); removed by lt__source_close */
   int tmp_lock;
   lt__blob_t config;

@@ -339,6 +339,13 @@ void lt__dirmode_free(lt__dirmode_t *d) {
   memset(d, 0, sizeof *d);
 }
 
+static int in_pass(const lt__layer_t *l, struct archive_entry *e) {
+  if (!l->split) return 1;
+  int64_t over = l->split > 0 ? l->split : -l->split;
+  int small = !archive_entry_hardlink(e) && (archive_entry_filetype(e) != AE_IFREG || archive_entry_size(e) <= over);
+  return l->split > 0 ? small : !small;
+}
+
 int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char raw_hex[65]) {
   src_t *s = malloc(sizeof *s);
   if (!s) return lt_error_set(LT_ENOMEM, "%s: out of memory", l->what);
@@ -352,7 +359,8 @@ int lt__layer_apply(const lt__layer_t *l, int root, lt__dirmode_t *dirs, char ra
     FAIL(LT_EFORMAT, "%s: not a tar: %s", l->what, a ? archive_error_string(a) : "out of memory");
   struct archive_entry *e;
   int r = ARCHIVE_OK;
-  while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) rc = apply_entry(&ap, a, e);
+  while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) /* (the next header skips unread data) */
+    rc = in_pass(l, e) ? apply_entry(&ap, a, e) : 0;
   if (rc == 0 && r != ARCHIVE_EOF) FAIL(LT_EFORMAT, "%s: not a valid tar: %s", l->what, archive_error_string(a));
   if (rc == 0 && src_drain(s) < 0) FAIL(LT_EIO, "%s: read: %s", l->what, strerror(errno));
   if (a) archive_read_free(a);

@@ -154,9 +154,18 @@ static int clean_rel(const char *p) {
   return 1;
 }
 
-/* A file of the layout, downloaded first where the layout is a URL. */
+static int unpack_pass(lt__source_t *s, int64_t split);
+
+/* A file of the layout: downloaded first where the layout is a URL, the rest of an archive unpacked first where it
+ * is one of the files the open left in it. */
 int lt__source_blob(lt__source_t *s, const lt__blob_t *b) {
   int fd = lt__openat_in(s->dir_fd, b->path, O_RDONLY, 0);
+  if (fd < 0 && s->archive[0] && !s->archive_whole && errno == ENOENT) {
+    int rc = unpack_pass(s, -(int64_t)MAX_JSON);
+    if (rc < 0) return rc;
+    s->archive_whole = 1;
+    fd = lt__openat_in(s->dir_fd, b->path, O_RDONLY, 0);
+  }
   if (fd < 0 && s->url[0] && errno == ENOENT) {
     char url[4400], to[8400], dir[8400];
     snprintf(url, sizeof url, "%s/%s", s->url, b->path);
@@ -395,32 +404,35 @@ static int open_docker(lt__source_t *s) {
 
 /* ---- the source ------------------------------------------------------------------ */
 
-/* An archive (a local file, or downloaded from a URL into tmp) unpacked into tmp/layout. */
-static int unpack_archive(lt__source_t *s, const char *file) {
-  char local[4200], layout[4200];
-  if (is_url(file)) {
-    snprintf(local, sizeof local, "%s/archive", s->tmp);
-    int rc = download(file, local);
-    if (rc < 0) return lt_error_wrap(rc, "%s", s->ref);
-    file = local;
-  }
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return lt_error_set(lt_error_from_errno(errno), "%s: %s: %s", s->ref, file, strerror(errno));
-  snprintf(layout, sizeof layout, "%s/layout", s->tmp);
-  int rc = lt_fs_mkdirs(layout, 0700);
-  int dir = rc == 0 ? open(layout, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+/* One pass over the archive into tmp/layout (lt__layer_t.split). */
+static int unpack_pass(lt__source_t *s, int64_t split) {
+  int fd = open(s->archive, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return lt_error_set(lt_error_from_errno(errno), "%s: %s: %s", s->ref, s->archive, strerror(errno));
   char what[4300], hex[65];
   snprintf(what, sizeof what, "%s: the archive", s->ref);
-  lt__layer_t l = {.fd = fd, .what = what};
-  if (rc == 0 && dir < 0) rc = lt_error_set(LT_EIO, "%s: %s", layout, strerror(errno));
-  if (rc == 0) rc = lt__layer_apply(&l, dir, NULL, hex);
+  lt__layer_t l = {.fd = fd, .what = what, .split = split};
+  int rc = lt__layer_apply(&l, s->dir_fd, NULL, hex);
   close(fd);
-  if (rc < 0) {
-    if (dir >= 0) close(dir);
-    return rc;
+  return rc;
+}
+
+/* An archive (a local file, or downloaded from a URL into tmp): its index, manifests and configs (and any other
+ * file of at most MAX_JSON bytes) unpacked into tmp/layout; its layers wait for lt__source_blob. */
+static int unpack_archive(lt__source_t *s, const char *file) {
+  char layout[4200];
+  if (is_url(file)) {
+    snprintf(s->archive, sizeof s->archive, "%s/archive", s->tmp);
+    int rc = download(file, s->archive);
+    if (rc < 0) return lt_error_wrap(rc, "%s", s->ref);
+  } else if (snprintf(s->archive, sizeof s->archive, "%s", file) >= (int)sizeof s->archive) {
+    return lt_error_set(LT_EINVAL, "%s: the archive's path is too long", s->ref);
   }
-  s->dir_fd = dir;
-  return 0;
+  snprintf(layout, sizeof layout, "%s/layout", s->tmp);
+  int rc = lt_fs_mkdirs(layout, 0700);
+  if (rc < 0) return rc;
+  if ((s->dir_fd = open(layout, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return lt_error_set(LT_EIO, "%s: %s", layout, strerror(errno));
+  return unpack_pass(s, MAX_JSON);
 }
 
 int lt__source_open(const char *cache_dir, const char *ref, lt__source_t *s) {

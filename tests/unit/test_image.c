@@ -458,3 +458,56 @@ Test(image, killed_unpack_leaves_nothing_trusted, .timeout = 60) {
   free(tar);
   lt_test_rmdir(dir);
 }
+
+/* Bytes this process has written (write(2) and the like) so far: /proc/self/io's wchar. */
+static long long written(void) {
+  char *io = NULL;
+  size_t n;
+  cr_assert_eq(lt_fs_read_file("/proc/self/io", 4096, &io, &n), 0);
+  const char *w = strstr(io, "wchar:");
+  long long v = w ? atoll(w + 6) : -1;
+  free(io);
+  return v;
+}
+
+/* An archive's layers are unpacked from it only when a root is made: opening an image the cache already holds
+ * reads its index, manifest and config and writes no layer (it wrote the whole archive before, each time). */
+Test(image, an_archive_in_the_cache_is_opened_without_unpacking_its_layers, .timeout = 60) {
+  char *dir = lt_test_tmpdir("img"), layout[4200], cache[4200], arch[4200], ref[4400];
+  snprintf(layout, sizeof layout, "%s/layout", dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  enum { BIG = 6 << 20 }; /* over the 4 MiB of metadata the open unpacks */
+  char *big = malloc(BIG);
+  cr_assert(big);
+  for (size_t i = 0; i < BIG; i++) big[i] = (char)('a' + (i * 7 + i / 4096) % 26);
+  lt_test_entry_t e[] = {E("data", 'd', 0, NULL), {"data/big", 'f', 0, big, BIG}};
+  lt_test_layer_t layers[] = {{l1, sizeof l1 / sizeof l1[0], "gzip"}, {e, 2, NULL}}; /* the big one a plain tar */
+  cr_assert_eq(lt_test_oci_write(layout, "v1", layers, 2, NULL, NULL), 0);
+  snprintf(arch, sizeof arch, "%s/img.tar", dir);
+  lt_run_t r;
+  lt_test_sh(&r, 30, "tar -C '%s' -cf '%s' .", layout, arch);
+  cr_assert_eq(r.status, 0);
+  lt_run_free(&r);
+  snprintf(ref, sizeof ref, "oci-archive:%s:v1", arch);
+  long long w0 = written();
+  lt_image_t *img = open_ok(cache, ref); /* cold: the root is made, its layers unpacked from the archive */
+  long long cold = written() - w0;
+  char p[4500], *got = NULL;
+  size_t n = 0;
+  snprintf(p, sizeof p, "%s/data/big", lt_image_rootfs(img));
+  cr_assert_eq(lt_fs_read_file(p, 2 * BIG, &got, &n), 0, "%s", lt_error_msg());
+  cr_expect(n == BIG && memcmp(got, big, BIG) == 0, "the big layer's file differs (%zu bytes)", n);
+  free(got);
+  lt_image_close(img);
+  w0 = written();
+  img = open_ok(cache, ref);
+  long long warm = written() - w0;
+  lt_image_close(img);
+  cr_expect_gt(cold, 2LL * BIG, "a cold open wrote %lld bytes (the layer twice: unpacked from the archive, applied)",
+               cold);
+  cr_expect_lt(warm, 1 << 20, "a cache hit wrote %lld bytes", warm);
+  snprintf(p, sizeof p, "%s/tmp", cache);
+  cr_expect_eq(count_entries(p), 0, "the unpacked archive is gone");
+  free(big);
+  lt_test_rmdir(dir);
+}
