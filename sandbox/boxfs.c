@@ -109,6 +109,13 @@ static int wanted(const changes_t *c, const char *path) {
   return c->dirlen <= 1 || (strncmp(path, c->dir, c->dirlen) == 0 && (path[c->dirlen] == 0 || path[c->dirlen] == '/'));
 }
 
+/* At or below dir, or on the way down to it: elsewhere nothing is read (a test run's __pycache__ in the image's
+ * library directories can be thousands of files). */
+static int on_way(const changes_t *c, const char *path) {
+  size_t n = strlen(path);
+  return wanted(c, path) || (n < c->dirlen && strncmp(c->dir, path, n) == 0 && c->dir[n] == '/');
+}
+
 static void emit(changes_t *c, const char *path, lt_box_change_kind kind, uint32_t old_mode, uint32_t new_mode) {
   if (c->err || !wanted(c, path)) return;
   if (c->n == c->cap) {
@@ -150,7 +157,8 @@ static void deleted(changes_t *c, int lower, const char *name, const char *path,
   for (struct dirent *e; (e = readdir(d));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-    if (fstatat(dirfd(d), e->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0) deleted(c, dirfd(d), e->d_name, p, &s);
+    if (on_way(c, p) && fstatat(dirfd(d), e->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0)
+      deleted(c, dirfd(d), e->d_name, p, &s);
   }
   closedir(d);
 }
@@ -193,7 +201,7 @@ static void walk(changes_t *c, int upper, int lower, int hidden, const char *pat
   for (struct dirent *e; !c->err && (e = readdir(d));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-    if (fstatat(dirfd(d), e->d_name, &us, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!on_way(c, p) || fstatat(dirfd(d), e->d_name, &us, AT_SYMLINK_NOFOLLOW) != 0) continue;
     int in_lower = lower >= 0 && fstatat(lower, e->d_name, &ls, AT_SYMLINK_NOFOLLOW) == 0;
     if (S_ISCHR(us.st_mode) && us.st_rdev == makedev(0, 0)) { /* a whiteout */
       if (in_lower) deleted(c, lower, e->d_name, p, &ls);
@@ -221,7 +229,8 @@ static void walk(changes_t *c, int upper, int lower, int hidden, const char *pat
           fstatat(dirfd(d), e->d_name, &us, AT_SYMLINK_NOFOLLOW) == 0)
         continue;
       snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-      if (fstatat(lower, e->d_name, &ls, AT_SYMLINK_NOFOLLOW) == 0) deleted(c, lower, e->d_name, p, &ls);
+      if (on_way(c, p) && fstatat(lower, e->d_name, &ls, AT_SYMLINK_NOFOLLOW) == 0)
+        deleted(c, lower, e->d_name, p, &ls);
     }
     if (l) closedir(l);
     else if (fd >= 0) close(fd);
