@@ -153,6 +153,9 @@ typedef struct {
 int lt__swe_task_parse(const cJSON *row, const lt__swe_defaults_t *dflt, lt__swe_task_t *t, char *why, size_t n);
 void lt__swe_task_free(lt__swe_task_t *t);
 void lt__swe_row_check(const cJSON *row, void *dflt, char *why, size_t n); /* an lt__row_check_fn */
+/* The absolute folder of a tasks file, which relative image paths in it are taken against (caller frees; NULL:
+ * out of memory). */
+char *lt__swe_base_dir(const char *tasks);
 /* test_cmd with each {test} replaced by the id quoted for sh (caller frees). */
 char *lt__swe_test_command(const char *test_cmd, const char *id);
 

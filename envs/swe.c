@@ -192,15 +192,8 @@ static int swe_init(const char *dom, const cJSON *p, uint64_t seed, void **state
   s->fmt = LT_TOOLFMT_XML;
   if (rc == 0 && fmt && (!cJSON_IsString(fmt) || lt_toolcall_format_parse(fmt->valuestring, &s->fmt) < 0))
     rc = lt_error_set(LT_ECONFIG, "envs.%s.params.tool_format: expected xml, qwen or deepseek", dom);
-  if (rc == 0) { /* relative image paths are the tasks file's folder's */
-    char dir[PATH_MAX], abs[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", tasks->valuestring);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    if (!(s->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir)))
-      rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
-  }
+  if (rc == 0 && !(s->base_dir = lt__swe_base_dir(tasks->valuestring)))
+    rc = lt_error_set(LT_ENOMEM, "swe: out of memory");
   s->dflt = (lt__swe_defaults_t){s->image, s->test_cmd};
   char ctx[96], key[128];
   snprintf(ctx, sizeof ctx, "envs.%s", dom);

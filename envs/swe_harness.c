@@ -26,15 +26,9 @@ int lt_swe_harness_open(const lt_config_t *cfg, const char *tasks, int pool, dou
   lt_sandbox_limits_t l;
   lt_sandbox_limits_from_config(cfg, &l);
   if (l.timeout_s < test_timeout_s) l.timeout_s = test_timeout_s; /* the CPU limit follows the default deadline */
-  char dir[PATH_MAX], abs[PATH_MAX], cache[4096];
+  char cache[4096];
   lt_sandbox_image_cache(cfg, cache, sizeof cache);
-  snprintf(dir, sizeof dir, "%s", tasks);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(dir, sizeof dir, ".");
-  int rc = (h->base_dir = strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir))
-               ? 0
-               : lt_error_set(LT_ENOMEM, "swe: out of memory");
+  int rc = (h->base_dir = lt__swe_base_dir(tasks)) ? 0 : lt_error_set(LT_ENOMEM, "swe: out of memory");
   if (rc == 0) rc = lt__rows_open("swe", "swe validate", tasks, lt__swe_row_check, NULL, 0, &h->rows);
   if (rc == 0) rc = lt__swe_images_create(cache, &l, pool, &h->images);
   if (rc < 0) {

@@ -7,6 +7,7 @@
  * A row is checked field by field: what is wrong names the field.  Patches are parsed at the start, so a task
  * whose gold or test patch is malformed stops the run there, not in its first episode.  Other keys (SWE-bench's
  * repo, base_commit, hints_text, version, ...) are kept and not used. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,4 +143,13 @@ char *lt__swe_test_command(const char *test_cmd, const char *id) {
     p += 6;
   }
   return lt_buf_take(&b);
+}
+
+char *lt__swe_base_dir(const char *tasks) {
+  char dir[PATH_MAX], abs[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", tasks);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  return strdup(realpath(dir[0] ? dir : "/", abs) ? abs : dir);
 }
