@@ -246,6 +246,15 @@ static int count_entries(const char *dir) {
   return n;
 }
 
+/* The layout at `layout` as one tar, dir/img.tar (as `tar` writes an oci-archive). */
+static void archive_of(const char *layout, const char *dir, char *arch, size_t cap) {
+  snprintf(arch, cap, "%s/img.tar", dir);
+  lt_run_t r;
+  lt_test_sh(&r, 30, "tar -C '%s' -cf '%s' .", layout, arch);
+  cr_assert_eq(r.status, 0, "tar: %s", r.out);
+  lt_run_free(&r);
+}
+
 Test(image, transports_give_the_same_root) {
   char *dir = lt_test_tmpdir("img"), layout[4200], cache[4200], arch[4200], ref2[8500];
   snprintf(layout, sizeof layout, "%s/layout", dir);
@@ -254,12 +263,9 @@ Test(image, transports_give_the_same_root) {
   lt_image_t *a = open_ok(cache, ref);
   char *ta = tree(lt_image_rootfs(a));
   /* oci-archive: the layout as a tar (as `tar` writes it, then as skopeo does) */
-  snprintf(arch, sizeof arch, "%s/img.tar", dir);
-  lt_run_t r;
-  lt_test_sh(&r, 30, "tar -C '%s' -cf '%s' .", layout, arch);
-  cr_assert_eq(r.status, 0);
-  lt_run_free(&r);
+  archive_of(layout, dir, arch, sizeof arch);
   snprintf(ref2, sizeof ref2, "oci-archive:%s:v1", arch);
+  lt_run_t r;
   lt_image_t *b = open_ok(cache, ref2);
   cr_expect_str_eq(lt_image_config(b)->digest, lt_image_config(a)->digest, "the same manifest, the same entry");
   cr_expect_str_eq(lt_image_rootfs(b), lt_image_rootfs(a));
@@ -483,11 +489,7 @@ Test(image, an_archive_in_the_cache_is_opened_without_unpacking_its_layers, .tim
   lt_test_entry_t e[] = {E("data", 'd', 0, NULL), {"data/big", 'f', 0, big, BIG}};
   lt_test_layer_t layers[] = {{l1, sizeof l1 / sizeof l1[0], "gzip"}, {e, 2, NULL}}; /* the big one a plain tar */
   cr_assert_eq(lt_test_oci_write(layout, "v1", layers, 2, NULL, NULL), 0);
-  snprintf(arch, sizeof arch, "%s/img.tar", dir);
-  lt_run_t r;
-  lt_test_sh(&r, 30, "tar -C '%s' -cf '%s' .", layout, arch);
-  cr_assert_eq(r.status, 0);
-  lt_run_free(&r);
+  archive_of(layout, dir, arch, sizeof arch);
   snprintf(ref, sizeof ref, "oci-archive:%s:v1", arch);
   long long w0 = written();
   lt_image_t *img = open_ok(cache, ref); /* cold: the root is made, its layers unpacked from the archive */
