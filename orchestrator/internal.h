@@ -208,8 +208,9 @@ void lt__workers_cron(lt_daemon_t *d, int64_t now);
 /* A heartbeat says how many sessions the worker runs: its load is the larger
  * of that and the tasks we have dispatched to it (some may be in transit). */
 void lt__worker_sync_inflight(lt_daemon_t *d, int w, int reported);
-/* Requeues every task dispatched to worker w (it died, left or reconnected), each losing an attempt, except those
- * in keep[0..nkeep) (sorted here: a reconnecting worker's running sessions); returns how many. */
+/* Requeues every task dispatched to worker w (it died, left or reconnected), each losing an attempt when
+ * count_attempt, except those in keep[0..nkeep) (sorted here: a reconnecting worker's running sessions); returns
+ * how many. */
 int lt__worker_requeue_all(lt_daemon_t *d, int w, int count_attempt, const char *why, uint64_t *keep, int nkeep);
 void lt__task_free_slot(lt_daemon_t *d, lt__task_t *t);
 /* Sends the ACKs of this loop turn, one message per peer; frees them with `release`. */

@@ -894,6 +894,22 @@ static void router_send(void *s, const char *rid, size_t rlen, lt_msg_t *m) {
   lt_frames_free(&fr);
 }
 
+/* The played daemon's WELCOME: heartbeats every 200 ms, liveness 50 (the worker never reconnects on its own in
+ * these tests), the arith environment; batch: it may send TRAJS. */
+static void played_welcome(void *s, const char *rid, size_t rlen, int batch) {
+  lt_msg_t r = {.type = LT_MSG_WELCOME,
+                .id = 1,
+                .u.welcome = {.worker_id = "refused",
+                              .heartbeat_ms = 200,
+                              .liveness = 50,
+                              .batch = batch,
+                              .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
+                              .model = cJSON_CreateObject()}};
+  router_send(s, rid, rlen, &r);
+  cJSON_Delete(r.u.welcome.settings);
+  cJSON_Delete(r.u.welcome.model);
+}
+
 /* A real `longtail worker` (scripted, spool `spool`) against a daemon the test
  * plays on a ROUTER socket (*s, receiving with a 100 ms timeout). */
 static pid_t played_worker(const char *dir, const char *spool, void **ctx, void **s) {
@@ -973,17 +989,7 @@ Test(reliability, a_trajs_refused_as_a_whole_goes_again_a_traj_each_never_in_a_l
     switch (m.type) {
     case LT_MSG_HELLO:
       hellos++;
-      r = (lt_msg_t){.type = LT_MSG_WELCOME,
-                     .id = 1,
-                     .u.welcome = {.worker_id = "refused",
-                                   .heartbeat_ms = 200,
-                                   .liveness = 50,
-                                   .batch = 1,
-                                   .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
-                                   .model = cJSON_CreateObject()}};
-      router_send(s, rid, rlen, &r);
-      cJSON_Delete(r.u.welcome.settings);
-      cJSON_Delete(r.u.welcome.model);
+      played_welcome(s, rid, rlen, 1);
       break;
     case LT_MSG_TRAJS:
       trajs++;
@@ -1043,16 +1049,7 @@ Test(reliability, queued_heartbeats_refused_together_bring_one_hello, .timeout =
     cr_assert_geq(got, 0, "the worker sent a malformed message: %s", lt_error_msg());
     if (got && m.type == LT_MSG_HELLO) {
       hellos++;
-      lt_msg_t r = {.type = LT_MSG_WELCOME,
-                    .id = 1,
-                    .u.welcome = {.worker_id = "refused",
-                                  .heartbeat_ms = 200,
-                                  .liveness = 50, /* no reconnect of its own in this test */
-                                  .settings = cJSON_Parse("{\"envs\": {\"arith\": {\"type\": \"arith\"}}}"),
-                                  .model = cJSON_CreateObject()}};
-      router_send(s, rid, rlen, &r);
-      cJSON_Delete(r.u.welcome.settings);
-      cJSON_Delete(r.u.welcome.model);
+      played_welcome(s, rid, rlen, 0);
     } else if (got && m.type == LT_MSG_HEARTBEAT && hellos == 1 && !refused && nbeats < 64) {
       beats[nbeats++] = m.id;
     }
